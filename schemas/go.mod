@@ -1,0 +1,3 @@
+module github.com/deadletter/deadletter/schemas
+
+go 1.26

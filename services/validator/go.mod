@@ -1,0 +1,13 @@
+module github.com/deadletter/deadletter/services/validator
+
+go 1.26
+
+require (
+	github.com/deadletter/deadletter/schemas v0.0.0
+	github.com/deadletter/deadletter/shared v0.0.0
+)
+
+replace (
+	github.com/deadletter/deadletter/schemas => ../../schemas
+	github.com/deadletter/deadletter/shared => ../../shared
+)

@@ -1,0 +1,70 @@
+// Package envelope defines the normalized view of a valid event that the
+// validation gate produces, and the NATS header keys deadletter reads and
+// writes. The original bytes of an event are never rewritten: the envelope
+// travels beside them.
+package envelope
+
+import "time"
+
+// Envelope is the normalized identity of one valid event. Later services
+// (quarantiner, redriver, auditor) group, order and reconcile by it.
+type Envelope struct {
+	// Domain is "pharmacy", "dscsa" or "fsma".
+	Domain string `json:"domain"`
+	// EventType is the subject's event-type token (pharmacy event type,
+	// DSCSA bizStep, FSMA CTE type).
+	EventType string `json:"event_type"`
+	// IdempotencyKey is deterministic from the identifiers a compliance
+	// reviewer would name; see each domain package. It is safe as a NATS
+	// subject token and KV key: "<domain>_<32 hex>".
+	IdempotencyKey string `json:"idempotency_key"`
+	// KeySource names what the key was derived from, e.g. "eventID" or
+	// "hash(identity)". No values.
+	KeySource string `json:"key_source"`
+	// OrderingKey groups the events of one business object (DSCSA GTIN +
+	// serial, FSMA supplier + TLC, pharmacy NDC-11 + lot); replays within
+	// a key follow EventTime.
+	OrderingKey string `json:"ordering_key"`
+	// EventTime is the event's own time, normalized to UTC.
+	EventTime time.Time `json:"event_time"`
+	// PartyID is the supplier (FSMA), registrant DEA number (pharmacy) or
+	// trading-partner location (DSCSA) failures are grouped by.
+	PartyID string `json:"party_id,omitempty"`
+	// Identifiers holds the normalized identifiers (e.g. "gtin", "serial",
+	// "ndc11", "lot", "tlc"), all kept as strings so leading zeros survive.
+	Identifiers map[string]string `json:"identifiers,omitempty"`
+}
+
+// Header keys. nats.Header is case-sensitive: always use these constants.
+const (
+	// MsgID is JetStream's de-duplication header.
+	MsgID = "Nats-Msg-Id"
+	// ExpectedLastSubjectSeq makes a publish conditional on the subject's
+	// last sequence (0 = subject must be empty).
+	ExpectedLastSubjectSeq = "Nats-Expected-Last-Subject-Sequence"
+
+	// IdempotencyKey is set on LEDGER writes and failure messages.
+	IdempotencyKey = "Deadletter-Idempotency-Key"
+	// EventType is set on LEDGER writes.
+	EventType = "Deadletter-Event-Type"
+	// SourceStream and SourceSeq point at the original message in EVENTS.
+	SourceStream = "Deadletter-Source-Stream"
+	SourceSeq    = "Deadletter-Source-Seq"
+	// DLQID and RedriveCount are set by the redriver on a re-published event
+	// so that its outcome is written to the same quarantine chain.
+	DLQID        = "Deadletter-Dlq-Id"
+	RedriveCount = "Deadletter-Redrive-Count"
+	// ErrorCode is set on failure messages and error replies.
+	ErrorCode = "Deadletter-Error-Code"
+
+	// Traceparent and Tracestate are the W3C trace-context headers.
+	Traceparent = "traceparent"
+	Tracestate  = "tracestate"
+
+	// DownstreamIdempotencyKey is the HTTP header sent to the downstream
+	// system of record.
+	DownstreamIdempotencyKey = "Idempotency-Key"
+)
+
+// Domains lists the event domains deadletter knows.
+var Domains = []string{"pharmacy", "dscsa", "fsma"}

@@ -1,0 +1,236 @@
+// Package gate is deadletter's validation gate: the one function every event
+// and every redrive passes through before it may be committed. It checks, in
+// order: size, subject, UTF-8, JSON object, the domain's JSON Schema, then the
+// domain's own rules, and returns either the event's normalized envelope or a
+// *codes.Error whose code says exactly what is wrong.
+package gate
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"github.com/deadletter/deadletter/schemas"
+	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/domain"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
+	"github.com/deadletter/deadletter/shared/domain/fsma"
+	"github.com/deadletter/deadletter/shared/domain/pharmacy"
+	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// DefaultMaxPayload is the default payload size limit (1 MiB).
+const DefaultMaxPayload = 1 << 20
+
+// Checker is one domain's rules beyond its JSON Schema.
+type Checker interface {
+	// Domain names the domain ("pharmacy", "dscsa", "fsma"); it is also the
+	// name of its schema in package schemas.
+	Domain() string
+	// Check validates a schema-valid document published with the given
+	// event type (the subject's last token) and returns its envelope, or a
+	// *codes.Error.
+	Check(eventType string, doc domain.Doc) (envelope.Envelope, error)
+	// EventType derives the subject's event-type token from a document, so
+	// tools can publish a file to the right subject.
+	EventType(doc domain.Doc) (string, error)
+}
+
+// Gate validates events. It is safe for concurrent use.
+type Gate struct {
+	maxPayload int
+	domains    map[string]compiled
+}
+
+type compiled struct {
+	checker Checker
+	schema  *jsonschema.Schema
+}
+
+// Checkers returns the built-in domain checkers.
+func Checkers() []Checker {
+	return []Checker{pharmacy.Checker{}, dscsa.Checker{}, fsma.Checker{}}
+}
+
+// New compiles the schemas of the given checkers (the built-in ones when
+// none are given) once. maxPayload <= 0 means DefaultMaxPayload.
+func New(maxPayload int, checkers ...Checker) (*Gate, error) {
+	if maxPayload <= 0 {
+		maxPayload = DefaultMaxPayload
+	}
+	if len(checkers) == 0 {
+		checkers = Checkers()
+	}
+	g := &Gate{maxPayload: maxPayload, domains: make(map[string]compiled, len(checkers))}
+	for _, c := range checkers {
+		s, err := compileSchema(c.Domain())
+		if err != nil {
+			return nil, err
+		}
+		g.domains[c.Domain()] = compiled{checker: c, schema: s}
+	}
+	return g, nil
+}
+
+func compileSchema(name string) (*jsonschema.Schema, error) {
+	b, err := schemas.Read(name)
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	c.Draft = jsonschema.Draft2020
+	c.AssertFormat = false // formats are checked by domain rules, with codes
+	if err := c.AddResource(schemas.ID(name), bytes.NewReader(b)); err != nil {
+		return nil, fmt.Errorf("gate: schema %s: %w", name, err)
+	}
+	s, err := c.Compile(schemas.ID(name))
+	if err != nil {
+		return nil, fmt.Errorf("gate: schema %s: %w", name, err)
+	}
+	return s, nil
+}
+
+// MaxPayload returns the payload size limit in bytes.
+func (g *Gate) MaxPayload() int { return g.maxPayload }
+
+// Domains returns the names of the domains the gate knows, sorted.
+func (g *Gate) Domains() []string {
+	out := make([]string, 0, len(g.domains))
+	for d := range g.domains {
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Check validates one event published on subject. It never panics on any
+// input (fuzzed) and returns either a complete envelope or a *codes.Error.
+func (g *Gate) Check(subject string, data []byte) (envelope.Envelope, error) {
+	if len(data) > g.maxPayload {
+		return envelope.Envelope{}, codes.Errorf(codes.PayloadTooLarge,
+			"payload is %d bytes, limit is %d", len(data), g.maxPayload)
+	}
+	dom, eventType, ok := subjects.ParseEvent(subject)
+	if !ok {
+		return envelope.Envelope{}, codes.Errorf(codes.UnknownSubject,
+			"subject must be events.<domain>.<event_type>")
+	}
+	c, ok := g.domains[dom]
+	if !ok {
+		return envelope.Envelope{}, codes.Errorf(codes.UnknownSubject, "unknown domain %q", dom)
+	}
+	doc, err := Decode(data)
+	if err != nil {
+		return envelope.Envelope{}, err
+	}
+	if err := c.schema.Validate(doc); err != nil {
+		return envelope.Envelope{}, schemaError(err)
+	}
+	env, err := c.checker.Check(eventType, doc)
+	if err != nil {
+		if codes.Of(err) == codes.Internal {
+			return envelope.Envelope{}, codes.Wrap(codes.Internal, err, "domain check failed without a code")
+		}
+		return envelope.Envelope{}, err
+	}
+	env.Domain = dom
+	if env.EventType == "" {
+		env.EventType = eventType
+	}
+	if env.IdempotencyKey == "" {
+		return envelope.Envelope{}, codes.Errorf(codes.Internal, "domain %s produced no idempotency key", dom)
+	}
+	return env, nil
+}
+
+// Decode parses a payload as exactly one UTF-8 JSON object, numbers kept as
+// json.Number. Its errors are coded (InvalidUTF8, MalformedJSON, NotAnObject).
+func Decode(data []byte) (domain.Doc, error) {
+	if !utf8.Valid(data) {
+		return nil, codes.Errorf(codes.InvalidUTF8, "payload is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, codes.Errorf(codes.MalformedJSON, "payload is not valid JSON: %s", syntaxDetail(err))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, codes.Errorf(codes.MalformedJSON, "payload has data after the JSON value")
+	}
+	doc, ok := v.(map[string]any)
+	if !ok {
+		return nil, codes.Errorf(codes.NotAnObject, "payload is JSON but not an object")
+	}
+	return doc, nil
+}
+
+// syntaxDetail describes a JSON decoding error by position only: the
+// standard messages can quote payload characters.
+func syntaxDetail(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("syntax error at byte %d", se.Offset)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "unexpected end of input"
+	}
+	return "decode error"
+}
+
+// schemaError turns a schema validation error into a SCHEMA_VALIDATION_ERROR
+// whose detail names the failing instance locations and keywords, never the
+// offending values (jsonschema's messages can quote them).
+func schemaError(err error) error {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return codes.Wrap(codes.SchemaValidation, err, "schema validation failed")
+	}
+	var leaves []string
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			kw := keyword(e.KeywordLocation)
+			leaf := fmt.Sprintf("%s: violates %s", orRoot(e.InstanceLocation), kw)
+			if kw == "required" || kw == "additionalProperties" {
+				// These messages list property names, not values.
+				leaf += " (" + e.Message + ")"
+			}
+			leaves = append(leaves, leaf)
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	sort.Strings(leaves)
+	if len(leaves) > 5 {
+		leaves = append(leaves[:5], fmt.Sprintf("and %d more", len(leaves)-5))
+	}
+	return codes.Errorf(codes.SchemaValidation, "%s", strings.Join(leaves, "; "))
+}
+
+func orRoot(loc string) string {
+	if loc == "" {
+		return "/"
+	}
+	return loc
+}
+
+// keyword returns the last segment of a keyword location ("required",
+// "pattern", "type", ...), which names the rule without quoting values.
+func keyword(loc string) string {
+	if i := strings.LastIndexByte(loc, '/'); i >= 0 {
+		return loc[i+1:]
+	}
+	return loc
+}

@@ -1,0 +1,95 @@
+// Package subjects is the single source of truth for deadletter's NATS
+// subjects, stream and bucket names, and consumer names. Every service and
+// test builds subjects through it.
+package subjects
+
+import "strings"
+
+// Stream and bucket names.
+const (
+	// EventsStream holds inbound events (Limits retention, so an event that
+	// exhausts its deliveries can still be fetched by sequence).
+	EventsStream = "EVENTS"
+	// LedgerStream is the system of record for accepted events.
+	LedgerStream = "LEDGER"
+	// FailuresStream is the durable intake of the quarantiner.
+	FailuresStream = "FAILURES"
+	// AdvisoriesStream durably captures JetStream delivery advisories about
+	// the EVENTS consumers.
+	AdvisoriesStream = "ADVISORIES"
+	// QuarantineStream is the WORM store of sealed quarantine records.
+	QuarantineStream = "QUARANTINE"
+	// IdempotencyBucket holds the commit state of every idempotency key.
+	IdempotencyBucket = "IDEMPOTENCY"
+	// AttemptsBucket holds the ordered transient-failure history of events
+	// still being retried, keyed by EVENTS sequence.
+	AttemptsBucket = "ATTEMPTS"
+)
+
+// Consumer names.
+const (
+	// ValidatorConsumer is the durable pull consumer shared by every
+	// validator instance.
+	ValidatorConsumer = "validator"
+)
+
+// Subject roots and filters.
+const (
+	// EventsAll is EVENTS' subject filter: every "events.<domain>.<type>",
+	// including unknown domains, which the validator quarantines.
+	EventsAll = "events.>"
+	// LedgerAll is LEDGER's subject filter.
+	LedgerAll = "ledger.>"
+	// FailuresAll is FAILURES' subject filter.
+	FailuresAll = "dlq.intake.>"
+	// QuarantineAll is QUARANTINE's subject filter.
+	QuarantineAll = "quarantine.>"
+	// MaxDeliveriesAdvisories matches max-delivery advisories of every
+	// consumer of EVENTS.
+	MaxDeliveriesAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + EventsStream + ".>"
+	// TerminatedAdvisories matches message-terminated advisories of every
+	// consumer of EVENTS.
+	TerminatedAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED." + EventsStream + ".>"
+)
+
+// UnknownDomain is the domain token used for failures whose subject names
+// no known domain.
+const UnknownDomain = "unknown"
+
+// Event returns the subject an event of a domain and type is published on.
+func Event(domain, eventType string) string { return "events." + domain + "." + eventType }
+
+// ParseEvent splits "events.<domain>.<event_type>"; ok is false for any
+// other shape.
+func ParseEvent(subject string) (domain, eventType string, ok bool) {
+	parts := strings.Split(subject, ".")
+	if len(parts) != 3 || parts[0] != "events" || parts[1] == "" || parts[2] == "" {
+		return "", "", false
+	}
+	return parts[1], parts[2], true
+}
+
+// DomainOf returns the domain token of an event subject, or UnknownDomain
+// when the subject has no second token that is a known domain.
+func DomainOf(subject string, known []string) string {
+	parts := strings.SplitN(subject, ".", 3)
+	if len(parts) >= 2 {
+		for _, k := range known {
+			if parts[1] == k {
+				return k
+			}
+		}
+	}
+	return UnknownDomain
+}
+
+// Ledger returns the LEDGER subject of an idempotency key. One subject per
+// key lets a commit be conditional on the subject being empty, so a key is
+// committed at most once whatever the de-duplication window.
+func Ledger(domain, key string) string { return "ledger." + domain + "." + key }
+
+// Failure returns the FAILURES intake subject of a domain.
+func Failure(domain string) string { return "dlq.intake." + domain }
+
+// Quarantine returns the subject of a quarantine chain.
+func Quarantine(domain, dlqID string) string { return "quarantine." + domain + "." + dlqID }
