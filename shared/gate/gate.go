@@ -200,8 +200,9 @@ func schemaError(err error) error {
 		if len(e.Causes) == 0 {
 			kw := keyword(e.KeywordLocation)
 			leaf := fmt.Sprintf("%s: violates %s", orRoot(e.InstanceLocation), kw)
-			if kw == "required" || kw == "additionalProperties" {
-				// These messages list property names, not values.
+			if kw == "required" {
+				// Lists the schema's missing property names, never the
+				// payload's (additionalProperties would echo them).
 				leaf += " (" + e.Message + ")"
 			}
 			leaves = append(leaves, leaf)

@@ -1,24 +1,328 @@
-// Package dscsa holds the dscsa domain's rules. (Placeholder: replaced by the full rules.)
+// Package dscsa holds the rules of the DSCSA domain: serialized
+// pharmaceutical supply-chain events as trading partners exchange them, GS1
+// EPCIS 2.0 ObjectEvents in the JSON / JSON-LD binding, one event per
+// message, published on events.dscsa.<bizStep> where <bizStep> is the bare
+// CBV word ("commissioning", "shipping", ...).
+//
+// # What is accepted
+//
+// bizStep and disposition may be bare CBV words, CBV URNs
+// (urn:epcglobal:cbv:bizstep:shipping), CBV 2.0 web URIs
+// (https://ref.gs1.org/cbv/BizStep-shipping) or compact IRIs
+// (cbv:BizStep-shipping); all are normalized to the bare word. A bizStep
+// outside the CBV 2.0 vocabulary is INVALID_BIZSTEP (it could not name a
+// subject); a non-CBV disposition is kept as sent. epcList entries are
+// SGTIN EPC URNs (prefix in any case, company prefix 6 to 12 digits,
+// company prefix + indicator/item reference 13 digits, percent-encoded
+// serial of 1 to 20 GS1 set-82 characters) or GS1 Digital Link URIs on any
+// host, /01/<GTIN-14>/21/<serial>, where other AIs (/10/ lot, /22/) and
+// the query string do not take part in identity. readPoint.id and
+// bizLocation.id are SGLN URNs or Digital Link /414/<GLN>[/254/<ext>]
+// URIs. ILMD lot and expiry are read from cbvmda:lotNumber and
+// cbvmda:itemExpirationDate or their URN, ref.gs1.org/cbv, gs1: and
+// gs1.org/voc forms. @context is optional and ignored.
+//
+// # Codes
+//
+//   - INVALID_BIZSTEP: bizStep missing or not a CBV 2.0 business step.
+//   - SUBJECT_MISMATCH: the subject's token is not the normalized bizStep.
+//   - UNPARSEABLE_EVENT_TIME: eventTime missing or unparseable; eventTime
+//     without an offset and no eventTimeZoneOffset; an eventTimeZoneOffset
+//     not of the form ±hh:mm; an errorDeclaration without a valid
+//     declarationTime.
+//   - INVALID_EPC: epcList missing or empty (a DSCSA ObjectEvent must name
+//     serialized items; quantityList alone is lot-level), an entry that is
+//     not a string or neither an SGTIN URN nor a Digital Link /01/ URI (an
+//     SSCC included), a malformed SGTIN or Digital Link path, or a serial
+//     that is not 1 to 20 characters of GS1 set 82 once percent-decoded.
+//   - MISSING_SERIAL: an SGTIN URN or Digital Link URI without a serial.
+//   - INVALID_GTIN: a Digital Link GTIN that is not 14 digits (a 13-digit
+//     GTIN lost its leading zero: never padded).
+//   - GTIN_CHECK_DIGIT_FAILED: a Digital Link GTIN-14 with a wrong check
+//     digit (a GTIN rebuilt from an SGTIN gets a computed one).
+//   - INVALID_LOCATION: a readPoint/bizLocation id that is empty, not a
+//     string, not an SGLN or Digital Link /414/ URI, malformed, or whose
+//     GLN check digit is wrong (INVALID_GLN is left to the FSMA domain).
+//   - MISSING_LOT / MISSING_EXPIRY: a commissioning event without lot or
+//     expiry in ilmd. A lot that is not a string, or an expiry that is not
+//     an xsd:date, is reported with the same codes in any event.
+//
+// # Envelope
+//
+// EventType is the normalized bizStep word. IdempotencyKey is
+// domain.Key("dscsa", "eventID", eventID) (KeySource "eventID") when the
+// event has a non-empty eventID. Otherwise it is the hash of the
+// normalized identity (KeySource "hash(identity)"):
+//
+//	domain.Key("dscsa", "identity", type, eventTime in UTC (RFC 3339 nano),
+//	    action, bizStep, disposition, readPoint, bizLocation,
+//	    "<gtin14>.<serial>" of every EPC, sorted)
+//
+// where bizStep and disposition are the normalized words (disposition ""
+// when absent) and a location is "<GLN>" or "<GLN>.<extension>" ("" when
+// absent), so an SGLN URN and the equivalent Digital Link give the same
+// key, as do an SGTIN URN and the equivalent Digital Link, any EPC order,
+// and any offset for the same instant. An event carrying an
+// errorDeclaration (an EPCIS correction, which repeats the eventID of the
+// event it retracts) appends "errorDeclaration" and the declarationTime in
+// UTC to either key, and its KeySource gains "+errorDeclaration": without
+// that, the retraction would be taken for a duplicate of the original.
+//
+// OrderingKey is "<gtin14>.<serial>" of the first EPC of epcList in
+// document order. PartyID is the source of the first sourceList entry of
+// type owning_party (any CBV form), as a GLN when it is a PGLN, SGLN or
+// Digital Link /417/ or /414/ URI and as sent otherwise; else the
+// bizLocation GLN; else empty. Identifiers: "gtin" and "serial" of the
+// first EPC, "lot" and "expiry" (YYYY-MM-DD) when present, "read_point"
+// and "biz_location" when present, "epc_count".
 package dscsa
 
 import (
+	"slices"
+	"strconv"
+	"time"
+
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/envelope"
 )
 
-// Checker implements the dscsa rules.
+// Name is the domain's name, its subject token and its key prefix.
+const Name = "dscsa"
+
+// commissioning is the business step that must carry lot and expiry.
+const commissioning = "commissioning"
+
+// Checker implements the DSCSA rules. The zero value is ready to use and
+// safe for concurrent use.
 type Checker struct{}
 
 // Domain returns "dscsa".
-func (Checker) Domain() string { return "dscsa" }
+func (Checker) Domain() string { return Name }
 
-// Check validates a schema-valid document.
-func (Checker) Check(eventType string, doc domain.Doc) (envelope.Envelope, error) {
-	return envelope.Envelope{}, codes.Errorf(codes.Internal, "not implemented")
+// EventType returns the subject token of a document: its bizStep as a bare
+// CBV word.
+func (Checker) EventType(doc domain.Doc) (string, error) {
+	return bizStep(doc)
 }
 
-// EventType derives the event type from a document.
-func (Checker) EventType(doc domain.Doc) (string, error) {
-	return "", codes.Errorf(codes.Internal, "not implemented")
+// Check validates a schema-valid EPCIS ObjectEvent published with the given
+// subject token and returns its envelope, or a *codes.Error.
+func (Checker) Check(eventType string, doc domain.Doc) (envelope.Envelope, error) {
+	var ev event
+	if err := ev.read(eventType, doc); err != nil {
+		return envelope.Envelope{}, err
+	}
+	return ev.envelope(), nil
+}
+
+// event is the normalized content of a valid event.
+type event struct {
+	eventID     string
+	bizStep     string
+	disposition string
+	action      string
+	time        time.Time
+	declared    time.Time // errorDeclaration.declarationTime
+	corrected   bool      // has an errorDeclaration
+	epcs        []epc
+	readPoint   location
+	bizLocation location
+	ilmd        lotExpiry
+	party       string
+}
+
+// read fills ev from the document, checking it in a fixed order so that a
+// document with one fault yields that fault's code.
+func (ev *event) read(eventType string, doc domain.Doc) error {
+	if t, _ := doc["type"].(string); t != "ObjectEvent" {
+		return codes.Errorf(codes.SchemaValidation, "type must be ObjectEvent")
+	}
+	var err error
+	if ev.bizStep, err = bizStep(doc); err != nil {
+		return err
+	}
+	if token, ok := normBizStep(eventType); !ok || token != ev.bizStep {
+		return codes.Errorf(codes.SubjectMismatch,
+			"subject event type does not match the normalized bizStep")
+	}
+	if ev.time, err = eventTime(doc); err != nil {
+		return err
+	}
+	if ev.declared, ev.corrected, err = declarationTime(doc); err != nil {
+		return err
+	}
+	if ev.epcs, err = readEPCs(doc); err != nil {
+		return err
+	}
+	if ev.readPoint, err = readLocation(doc, "readPoint", "readPoint.id"); err != nil {
+		return err
+	}
+	if ev.bizLocation, err = readLocation(doc, "bizLocation", "bizLocation.id"); err != nil {
+		return err
+	}
+	if ev.ilmd, err = readILMD(doc); err != nil {
+		return err
+	}
+	if err = ev.checkCommissioning(); err != nil {
+		return err
+	}
+	ev.eventID, _ = domain.String(doc, "eventID")
+	ev.action, _ = domain.String(doc, "action")
+	if d, ok := domain.String(doc, "disposition"); ok {
+		ev.disposition = normDisposition(d)
+	}
+	ev.party = owningParty(doc, ev.bizLocation)
+	return nil
+}
+
+// bizStep returns the normalized bizStep of a document.
+func bizStep(doc domain.Doc) (string, error) {
+	s, ok := domain.String(doc, "bizStep")
+	if !ok {
+		return "", codes.Errorf(codes.InvalidBizStep, "bizStep is missing")
+	}
+	w, ok := normBizStep(s)
+	if !ok {
+		return "", codes.Errorf(codes.InvalidBizStep,
+			"bizStep must be a CBV 2.0 business step (bare word, urn:epcglobal:cbv:bizstep: or https://ref.gs1.org/cbv/BizStep- form)")
+	}
+	return w, nil
+}
+
+// readEPCs parses every entry of epcList.
+func readEPCs(doc domain.Doc) ([]epc, error) {
+	list, ok := domain.Array(doc, "epcList")
+	if !ok || len(list) == 0 {
+		return nil, codes.Errorf(codes.InvalidEPC,
+			"epcList is missing or empty: a DSCSA ObjectEvent must list serialized items")
+	}
+	epcs := make([]epc, len(list))
+	var cache gtinCache
+	for i, v := range list {
+		s, ok := v.(string)
+		if !ok {
+			return nil, codes.Errorf(codes.InvalidEPC, "epcList[%d]: must be a string", i)
+		}
+		e, err := parseEPC(i, s, &cache)
+		if err != nil {
+			return nil, err
+		}
+		epcs[i] = e
+	}
+	return epcs, nil
+}
+
+// readLocation parses doc[field].id (idField names it in details); an
+// absent field is the empty location.
+func readLocation(doc domain.Doc, field, idField string) (location, error) {
+	o, ok := domain.Object(doc, field)
+	if !ok {
+		return location{}, nil
+	}
+	id, ok := domain.String(o, "id")
+	if !ok {
+		return location{}, codes.Errorf(codes.InvalidLocation, "%s is missing or not a string", idField)
+	}
+	return parseLocation(idField, id)
+}
+
+// checkCommissioning requires lot and expiry on a commissioning event.
+func (ev *event) checkCommissioning() error {
+	if ev.bizStep != commissioning {
+		return nil
+	}
+	if ev.ilmd.lot == "" {
+		return codes.Errorf(codes.MissingLot,
+			"a commissioning event needs ilmd lotNumber")
+	}
+	if ev.ilmd.expiry == "" {
+		return codes.Errorf(codes.MissingExpiry,
+			"a commissioning event needs ilmd itemExpirationDate")
+	}
+	return nil
+}
+
+// owningParty returns the first owning_party source (as a GLN when it is
+// one), else the bizLocation GLN, else "".
+func owningParty(doc domain.Doc, bizLocation location) string {
+	list, _ := domain.Array(doc, "sourceList")
+	for _, v := range list {
+		src, ok := v.(map[string]any)
+		if !ok {
+			continue
+		}
+		t, _ := domain.String(src, "type")
+		if normSDT(t) != "owning_party" {
+			continue
+		}
+		s, ok := domain.String(src, "source")
+		if !ok {
+			continue
+		}
+		if gln, ok := partyGLN(s); ok {
+			return gln
+		}
+		return s
+	}
+	return bizLocation.gln
+}
+
+// envelope builds the event's envelope.
+func (ev *event) envelope() envelope.Envelope {
+	first := ev.epcs[0]
+	ordering := first.id()
+	ids := make(map[string]string, 8)
+	ids["gtin"] = first.gtin
+	ids["serial"] = first.serial
+	ids["epc_count"] = strconv.Itoa(len(ev.epcs))
+	putNonEmpty(ids, "lot", ev.ilmd.lot)
+	putNonEmpty(ids, "expiry", ev.ilmd.expiry)
+	putNonEmpty(ids, "read_point", ev.readPoint.id())
+	putNonEmpty(ids, "biz_location", ev.bizLocation.id())
+	key, source := ev.key(ordering)
+	return envelope.Envelope{
+		Domain:         Name,
+		EventType:      ev.bizStep,
+		IdempotencyKey: key,
+		KeySource:      source,
+		OrderingKey:    ordering,
+		EventTime:      ev.time,
+		PartyID:        ev.party,
+		Identifiers:    ids,
+	}
+}
+
+func putNonEmpty(m map[string]string, k, v string) {
+	if v != "" {
+		m[k] = v
+	}
+}
+
+// key derives the idempotency key and names its source (see the package
+// documentation); firstID is the id of the first EPC.
+func (ev *event) key(firstID string) (key, source string) {
+	var parts []string
+	if ev.eventID != "" {
+		parts = make([]string, 0, 4)
+		parts = append(parts, "eventID", ev.eventID)
+		source = "eventID"
+	} else {
+		parts = make([]string, 0, 11+len(ev.epcs))
+		parts = append(parts, "identity", "ObjectEvent",
+			ev.time.Format(time.RFC3339Nano), ev.action, ev.bizStep,
+			ev.disposition, ev.readPoint.id(), ev.bizLocation.id())
+		start := len(parts)
+		parts = append(parts, firstID)
+		for _, e := range ev.epcs[1:] {
+			parts = append(parts, e.id())
+		}
+		slices.Sort(parts[start:])
+		source = "hash(identity)"
+	}
+	if ev.corrected {
+		parts = append(parts, "errorDeclaration", ev.declared.Format(time.RFC3339Nano))
+		source += "+errorDeclaration"
+	}
+	return domain.Key(Name, parts...), source
 }

@@ -1,0 +1,56 @@
+// Command deadletter runs the whole system in one process on an embedded
+// NATS server: `make run`. Configuration comes from flags and DEADLETTER_*
+// environment variables (see the README).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/deadletter/deadletter/services/deadletter/stack"
+	"github.com/deadletter/deadletter/shared/config"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "deadletter:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cfg := stack.DefaultConfig()
+	env := config.NewEnv(nil)
+	cfg.LoadEnv(env)
+	if err := env.Err(); err != nil {
+		return err
+	}
+	flag.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "JetStream store directory (env DEADLETTER_DATA_DIR)")
+	flag.StringVar(&cfg.Host, "host", cfg.Host, "NATS listen host (env DEADLETTER_HOST)")
+	flag.IntVar(&cfg.Port, "port", cfg.Port, "NATS client port, -1 for a free one (env DEADLETTER_PORT)")
+	flag.BoolVar(&cfg.SyncAlways, "sync-always", cfg.SyncAlways, "fsync every JetStream write before acknowledging (env DEADLETTER_SYNC_ALWAYS)")
+	flag.StringVar(&cfg.Validator.DownstreamURL, "downstream-url", cfg.Validator.DownstreamURL, "downstream system of record (env DEADLETTER_DOWNSTREAM_URL)")
+	logLevel := flag.String("log-level", "info", "log level: debug, info, warn, error")
+	flag.Parse()
+
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	cfg.Out = os.Stdout
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	s, err := stack.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	err = s.Run(ctx)
+	log.Info("deadletter stopped")
+	return err
+}

@@ -1,0 +1,231 @@
+// Package stack runs the whole of deadletter in one process: an embedded
+// NATS server with JetStream, the provisioning of every stream, and all the
+// services, each on its own connection as it would be in production. It is
+// what `make run` starts.
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/deadletter/deadletter/services/validator"
+	"github.com/deadletter/deadletter/shared/config"
+	"github.com/deadletter/deadletter/shared/embedded"
+	"github.com/deadletter/deadletter/shared/streams"
+)
+
+// Config configures the all-in-one stack.
+type Config struct {
+	// DataDir holds the JetStream store. Default "data".
+	DataDir string
+	// Host and Port are the NATS client listen address. Defaults
+	// 127.0.0.1 and 4222; Port -1 picks a free port.
+	Host string
+	Port int
+	// SyncAlways fsyncs every JetStream write before acknowledging it.
+	// Default true: a compliance store must not lose acknowledged writes.
+	SyncAlways bool
+	// Streams sizes the streams.
+	Streams streams.Options
+	// Validator configures the validator.
+	Validator validator.Config
+	// Out receives the start-up banner. Default: discarded.
+	Out io.Writer
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		DataDir:    "data",
+		Host:       "127.0.0.1",
+		Port:       4222,
+		SyncAlways: true,
+		Streams:    streams.DefaultOptions(),
+		Validator:  validator.DefaultConfig(),
+		Out:        io.Discard,
+	}
+}
+
+// LoadEnv overrides cfg from the environment: DEADLETTER_DATA_DIR,
+// DEADLETTER_HOST, DEADLETTER_PORT, DEADLETTER_SYNC_ALWAYS, and every
+// service's own variables.
+func (c *Config) LoadEnv(env *config.Env) {
+	env.String("DEADLETTER_DATA_DIR", &c.DataDir)
+	env.String("DEADLETTER_HOST", &c.Host)
+	env.Int("DEADLETTER_PORT", &c.Port)
+	env.Bool("DEADLETTER_SYNC_ALWAYS", &c.SyncAlways)
+	env.Int("DEADLETTER_REPLICAS", &c.Streams.Replicas)
+	c.Validator.LoadEnv(env)
+}
+
+func (c Config) validate() error {
+	if c.DataDir == "" {
+		return errors.New("stack: data directory is required")
+	}
+	if c.Streams.Replicas != 1 {
+		return errors.New("stack: the embedded server is a single node: replicas must be 1")
+	}
+	return c.Streams.Validate()
+}
+
+// Stack is a running all-in-one deployment.
+type Stack struct {
+	cfg Config
+	log *slog.Logger
+	srv *server.Server
+	// ready is closed once every service is consuming.
+	ready chan struct{}
+	// Validator is the running validator (for tests and stats).
+	Validator *validator.Service
+}
+
+// New prepares a stack; Run starts it.
+func New(cfg Config, log *slog.Logger) (*Stack, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Out == nil {
+		cfg.Out = io.Discard
+	}
+	cfg.Validator.Streams = cfg.Streams
+	return &Stack{cfg: cfg, log: log, ready: make(chan struct{})}, nil
+}
+
+// Ready is closed once the server runs and every service has started.
+func (s *Stack) Ready() <-chan struct{} { return s.ready }
+
+// ClientURL is the NATS URL clients connect to (valid once Ready).
+func (s *Stack) ClientURL() string { return s.srv.ClientURL() }
+
+// Run starts the server, provisions the streams, runs every service until
+// ctx is done, then shuts down in order: services drain their consumers and
+// finish the work in flight, their connections flush, and only then does the
+// server stop.
+func (s *Stack) Run(ctx context.Context) error {
+	srv, err := embedded.Start(embedded.Config{
+		StoreDir: s.cfg.DataDir, Host: s.cfg.Host, Port: s.cfg.Port, SyncAlways: s.cfg.SyncAlways,
+	})
+	if err != nil {
+		return err
+	}
+	s.srv = srv
+	defer func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		s.log.Info("nats server stopped")
+	}()
+	if err := s.provision(ctx); err != nil {
+		return err
+	}
+
+	var conns []*nats.Conn
+	defer func() {
+		for _, nc := range conns {
+			_ = nc.Drain()
+		}
+		for _, nc := range conns {
+			for !nc.IsClosed() {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}()
+	connect := func(name string) (*nats.Conn, error) {
+		nc, err := nats.Connect(srv.ClientURL(), nats.Name(name), nats.MaxReconnects(-1))
+		if err == nil {
+			conns = append(conns, nc)
+		}
+		return nc, err
+	}
+
+	vnc, err := connect("deadletter-validator")
+	if err != nil {
+		return err
+	}
+	vcfg := s.cfg.Validator
+	vcfg.Provision = false
+	v, err := validator.New(vnc, vcfg, s.log)
+	if err != nil {
+		return err
+	}
+	s.Validator = v
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return v.Run(gctx) })
+	if err := s.waitStarted(gctx); err == nil {
+		close(s.ready)
+		s.banner()
+	}
+	return g.Wait()
+}
+
+// provision creates or checks every stream, QUARANTINE included: the
+// administrator's step, done here because this process owns the server.
+func (s *Stack) provision(ctx context.Context) error {
+	nc, err := nats.Connect(s.srv.ClientURL(), nats.Name("deadletter-admin"))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := streams.EnsureCore(ctx, js, s.cfg.Streams); err != nil {
+		return err
+	}
+	return streams.EnsureQuarantine(ctx, js, s.cfg.Streams)
+}
+
+// waitStarted polls until every service answers discovery pings.
+func (s *Stack) waitStarted(ctx context.Context) error {
+	nc, err := nats.Connect(s.srv.ClientURL())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	for {
+		if _, err := nc.Request("$SRV.PING.validator", nil, 200*time.Millisecond); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Stack) banner() {
+	url := s.srv.ClientURL()
+	port := strconv.Itoa(s.srv.Addr().(*net.TCPAddr).Port)
+	fmt.Fprintf(s.cfg.Out, `deadletter is running.
+  NATS:        %s   (store: %s)
+  Services:    validator
+
+Try it (the nats CLI: go install github.com/nats-io/natscli/nats@v0.5.0):
+  nats -s %s pub events.pharmacy.dispense "$(cat schemas/testdata/pharmacy/valid/dispense-schedule-ii.json)"
+  nats -s %s pub events.pharmacy.dispense '{"not": "valid"}'
+  nats -s %s req validator.check.dscsa.commissioning "$(cat schemas/testdata/dscsa/valid/commissioning-sgtin.json)"
+  nats -s %s stream ls
+  nats -s %s micro ls
+
+Press Ctrl-C to stop: consumers drain, work in flight finishes, then the server stops.
+`, url, s.cfg.DataDir, url, url, url, url, url)
+	_ = port
+}

@@ -1,0 +1,100 @@
+package validator
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/streams"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// Config configures a validator. Start from DefaultConfig; every instance of
+// one deployment must share Consumer, MaxDeliver and AckWait.
+type Config struct {
+	// Consumer is the durable pull consumer on EVENTS shared by every
+	// validator instance. Default "validator".
+	Consumer string
+	// MaxDeliver bounds deliveries of one event; an event still failing
+	// transiently after it is quarantined as exhausted through the server's
+	// max-deliveries advisory. Default 5.
+	MaxDeliver int
+	// AckWait is how long the server waits for an acknowledgement before
+	// redelivering (e.g. after a validator died). Default 30 s.
+	AckWait time.Duration
+	// BackoffBase and BackoffMax shape the delay before retrying a transient
+	// failure: BackoffBase·2^(n-1) for delivery n, capped at BackoffMax,
+	// with ±50 % jitter. Defaults 1 s and 30 s.
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// MaxPayload is the payload size limit; larger events are quarantined
+	// as PAYLOAD_TOO_LARGE. Default 1 MiB.
+	MaxPayload int
+	// Workers is how many events one instance processes at once. Default 64.
+	Workers int
+	// ClaimLease is how long a claim on an idempotency key protects a commit
+	// in progress. A claim older than this (its holder died between claim
+	// and commit) may be taken over. Default 30 s; it must exceed the
+	// downstream timeout.
+	ClaimLease time.Duration
+	// ProcessTimeout bounds the handling of one delivery. Default 20 s.
+	ProcessTimeout time.Duration
+	// DownstreamURL, when set, receives every committed event as an HTTP
+	// POST with an Idempotency-Key header (an EPCIS capture endpoint or an
+	// inventory API). Empty: LEDGER is the only system of record.
+	DownstreamURL string
+	// DownstreamTimeout bounds one downstream call. Default 10 s.
+	DownstreamTimeout time.Duration
+	// InstanceID names this instance in claims and logs. Default: a random id.
+	InstanceID string
+	// Streams sizes the streams provisioned at start-up.
+	Streams streams.Options
+	// Provision creates or checks the core streams at start-up. Default true.
+	Provision bool
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		Consumer:          subjects.ValidatorConsumer,
+		MaxDeliver:        5,
+		AckWait:           30 * time.Second,
+		BackoffBase:       time.Second,
+		BackoffMax:        30 * time.Second,
+		MaxPayload:        gate.DefaultMaxPayload,
+		Workers:           64,
+		ClaimLease:        30 * time.Second,
+		ProcessTimeout:    20 * time.Second,
+		DownstreamTimeout: 10 * time.Second,
+		Streams:           streams.DefaultOptions(),
+		Provision:         true,
+	}
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Consumer == "":
+		return errors.New("validator: consumer name is required")
+	case c.MaxDeliver < 1:
+		return errors.New("validator: MaxDeliver must be at least 1")
+	case c.AckWait <= 0 || c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase:
+		return errors.New("validator: AckWait and back-off must be positive, BackoffMax >= BackoffBase")
+	case c.MaxPayload <= 0 || int64(c.MaxPayload) > int64(c.Streams.MaxEventSize):
+		return fmt.Errorf("validator: MaxPayload must be in 1..%d (EVENTS max message size)", c.Streams.MaxEventSize)
+	case c.Workers < 1:
+		return errors.New("validator: Workers must be at least 1")
+	case c.ClaimLease <= 0 || c.ProcessTimeout <= 0 || c.DownstreamTimeout <= 0:
+		return errors.New("validator: lease and timeouts must be positive")
+	case c.DownstreamURL != "" && c.ClaimLease <= c.DownstreamTimeout:
+		return errors.New("validator: ClaimLease must exceed DownstreamTimeout")
+	}
+	if c.DownstreamURL != "" {
+		u, err := url.Parse(c.DownstreamURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return errors.New("validator: DownstreamURL must be an http(s) URL")
+		}
+	}
+	return c.Streams.Validate()
+}

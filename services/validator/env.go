@@ -1,0 +1,22 @@
+package validator
+
+import "github.com/deadletter/deadletter/shared/config"
+
+// LoadEnv overrides cfg from environment variables (see the README):
+// DEADLETTER_MAX_DELIVER, DEADLETTER_ACK_WAIT, DEADLETTER_BACKOFF_BASE,
+// DEADLETTER_BACKOFF_MAX, DEADLETTER_MAX_PAYLOAD, DEADLETTER_WORKERS,
+// DEADLETTER_CLAIM_LEASE, DEADLETTER_DOWNSTREAM_URL,
+// DEADLETTER_DOWNSTREAM_TIMEOUT, DEADLETTER_INSTANCE_ID, DEADLETTER_REPLICAS.
+func (c *Config) LoadEnv(env *config.Env) {
+	env.Int("DEADLETTER_MAX_DELIVER", &c.MaxDeliver)
+	env.Duration("DEADLETTER_ACK_WAIT", &c.AckWait)
+	env.Duration("DEADLETTER_BACKOFF_BASE", &c.BackoffBase)
+	env.Duration("DEADLETTER_BACKOFF_MAX", &c.BackoffMax)
+	env.Int("DEADLETTER_MAX_PAYLOAD", &c.MaxPayload)
+	env.Int("DEADLETTER_WORKERS", &c.Workers)
+	env.Duration("DEADLETTER_CLAIM_LEASE", &c.ClaimLease)
+	env.String("DEADLETTER_DOWNSTREAM_URL", &c.DownstreamURL)
+	env.Duration("DEADLETTER_DOWNSTREAM_TIMEOUT", &c.DownstreamTimeout)
+	env.String("DEADLETTER_INSTANCE_ID", &c.InstanceID)
+	env.Int("DEADLETTER_REPLICAS", &c.Streams.Replicas)
+}

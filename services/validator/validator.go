@@ -1,0 +1,377 @@
+// Package validator is deadletter's validation gate as a service: a durable
+// pull consumer on EVENTS that checks every event (schema and domain rules,
+// package gate) and commits each valid one exactly once (claim in
+// IDEMPOTENCY, optional downstream POST, conditional LEDGER write, mark
+// committed).
+//
+// Structural failures are never retried: they are published to the
+// FAILURES intake, and only once that publish is acknowledged is the
+// original terminated. Transient failures are retried with exponential
+// back-off and jitter (NakWithDelay) and their history kept in ATTEMPTS;
+// after MaxDeliver deliveries the server's max-deliveries advisory hands the
+// event to the quarantiner. Several instances share one durable consumer.
+package validator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/streams"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// Version is the validator's service version (SemVer), shown by `nats micro ls`.
+const Version = "0.1.0"
+
+// Service is one validator instance.
+type Service struct {
+	cfg    Config
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	gate   *gate.Gate
+	log    *slog.Logger
+	commit *committer
+	stats  counters
+	hooks  *testHooks
+}
+
+// counters are the instance's running totals.
+type counters struct {
+	received, committed, duplicates, structural, transient, exhausted atomic.Uint64
+}
+
+// Stats is a snapshot of an instance's counters.
+type Stats struct {
+	Received   uint64 `json:"received"`
+	Committed  uint64 `json:"committed"`
+	Duplicates uint64 `json:"duplicates"`
+	Structural uint64 `json:"structural_failures"`
+	Transient  uint64 `json:"transient_failures"`
+	Exhausted  uint64 `json:"exhausted"`
+}
+
+// New builds a validator on an open connection. It compiles the schemas;
+// Run does the rest.
+func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.InstanceID == "" {
+		b := make([]byte, 6)
+		_, _ = rand.Read(b)
+		cfg.InstanceID = "validator-" + hex.EncodeToString(b)
+	}
+	g, err := gate.New(cfg.MaxPayload)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("validator: %w", err)
+	}
+	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log.With("service", "validator", "instance", cfg.InstanceID)}
+	s.commit = &committer{js: js, owner: cfg.InstanceID, lease: cfg.ClaimLease, now: time.Now, ledger: subjects.Ledger}
+	if cfg.DownstreamURL != "" {
+		s.commit.down = &downstream{url: cfg.DownstreamURL, client: &http.Client{Timeout: cfg.DownstreamTimeout}}
+	}
+	return s, nil
+}
+
+// Stats returns the instance's counters.
+func (s *Service) Stats() Stats {
+	return Stats{
+		Received: s.stats.received.Load(), Committed: s.stats.committed.Load(),
+		Duplicates: s.stats.duplicates.Load(), Structural: s.stats.structural.Load(),
+		Transient: s.stats.transient.Load(), Exhausted: s.stats.exhausted.Load(),
+	}
+}
+
+// Run provisions (or checks) the streams, binds the durable consumer and
+// processes events until ctx is done. It then drains the consumer, finishes
+// the events in flight and stops its micro service.
+func (s *Service) Run(ctx context.Context) error {
+	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if s.cfg.Provision {
+		if err := streams.EnsureCore(setup, s.js, s.cfg.Streams); err != nil {
+			return err
+		}
+	}
+	kv, err := s.js.KeyValue(setup, subjects.IdempotencyBucket)
+	if err != nil {
+		return fmt.Errorf("validator: idempotency bucket: %w", err)
+	}
+	attempts, err := s.js.KeyValue(setup, subjects.AttemptsBucket)
+	if err != nil {
+		return fmt.Errorf("validator: attempts bucket: %w", err)
+	}
+	s.commit.kv = kv
+	s.commit.hooks = s.hooks
+	cons, err := s.js.CreateOrUpdateConsumer(setup, subjects.EventsStream, jetstream.ConsumerConfig{
+		Durable:       s.cfg.Consumer,
+		Description:   "deadletter validator",
+		FilterSubject: subjects.EventsAll,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       s.cfg.AckWait,
+		MaxDeliver:    s.cfg.MaxDeliver,
+		MaxAckPending: max(1024, 4*s.cfg.Workers),
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("validator: consumer: %w", err)
+	}
+
+	svc, err := micro.AddService(s.nc, micro.Config{
+		Name:        "validator",
+		Version:     Version,
+		Description: "deadletter validation gate: checks events and commits them exactly once",
+		StatsHandler: func(*micro.Endpoint) any {
+			return s.Stats()
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("validator: micro: %w", err)
+	}
+	defer func() { _ = svc.Stop() }()
+	if err := svc.AddGroup("validator").AddEndpoint("check", micro.HandlerFunc(s.handleCheck),
+		micro.WithEndpointSubject("check.>"),
+		micro.WithEndpointMetadata(map[string]string{"description": "dry-run an event: validator.check.<domain>.<type> with the payload as body"})); err != nil {
+		return fmt.Errorf("validator: micro endpoint: %w", err)
+	}
+
+	work := make(chan jetstream.Msg, s.cfg.Workers)
+	var wg sync.WaitGroup
+	for range s.cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for m := range work {
+				s.handle(m, attempts)
+			}
+		}()
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) { work <- m },
+		jetstream.PullMaxMessages(2*s.cfg.Workers),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
+				s.log.Warn("consume error", "err", err)
+			}
+		}))
+	if err != nil {
+		close(work)
+		wg.Wait()
+		return fmt.Errorf("validator: consume: %w", err)
+	}
+	s.log.Info("validator started", "consumer", s.cfg.Consumer, "workers", s.cfg.Workers,
+		"max_deliver", s.cfg.MaxDeliver, "downstream", s.downstreamName())
+	<-ctx.Done()
+	cc.Drain()
+	<-cc.Closed()
+	close(work)
+	wg.Wait()
+	s.log.Info("validator stopped", "stats", s.Stats())
+	return nil
+}
+
+func (s *Service) downstreamName() string {
+	if s.commit.down == nil {
+		return "none"
+	}
+	return s.commit.down.String()
+}
+
+// handle processes one delivery and ends it with exactly one of: ack
+// (committed or duplicate), term (after the failure is stored in FAILURES),
+// or nak with delay (transient; retried until MaxDeliver).
+func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
+	s.stats.received.Add(1)
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ProcessTimeout)
+	defer cancel()
+	meta, err := m.Metadata()
+	if err != nil {
+		s.log.Error("message without metadata", "subject", m.Subject(), "err", err)
+		_ = m.Nak()
+		return
+	}
+	dlqID, redrives := redriveOf(m.Headers())
+	env, err := s.check(m.Subject(), m.Data())
+	if err != nil {
+		s.structural(ctx, m, meta, nil, dlqID, redrives, record.StageValidate, err, attempts)
+		return
+	}
+	ledgerSeq, err := s.commit.commit(ctx, env, m.Data(), meta.Sequence.Stream, dlqID)
+	switch {
+	case err == nil:
+		s.stats.committed.Add(1)
+		if err := m.Ack(); err != nil {
+			s.log.Warn("ack failed; redelivery will be acked as duplicate", "seq", meta.Sequence.Stream, "err", err)
+		}
+		s.log.Debug("committed", "seq", meta.Sequence.Stream, "key", env.IdempotencyKey, "ledger_seq", ledgerSeq)
+		if meta.NumDelivered > 1 {
+			_ = attempts.Delete(ctx, attemptKey(meta.Sequence.Stream))
+		}
+	case errors.Is(err, ErrAlreadyCommitted):
+		s.stats.duplicates.Add(1)
+		_ = m.Ack()
+		s.log.Info("duplicate acknowledged", "seq", meta.Sequence.Stream, "key", env.IdempotencyKey)
+	case codes.Of(err).Transient():
+		s.transient(ctx, m, meta, env, err, attempts)
+	default:
+		s.structural(ctx, m, meta, &env, dlqID, redrives, record.StageCommit, err, attempts)
+	}
+}
+
+// check runs the gate; a panic in a domain rule becomes INTERNAL_ERROR (a
+// structural failure, quarantined) rather than a crash.
+func (s *Service) check(subject string, data []byte) (env envelope.Envelope, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("validation panicked", "subject", subject)
+			err = codes.Errorf(codes.Internal, "validation panicked")
+		}
+	}()
+	return s.gate.Check(subject, data)
+}
+
+// structural reports a failure to FAILURES, then terminates the original.
+// If the report cannot be stored, the original is redelivered later instead:
+// it is never terminated without a stored failure.
+func (s *Service) structural(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, env *envelope.Envelope,
+	dlqID string, redrives int, stage string, cause error, attempts jetstream.KeyValue) {
+	code := codes.Of(cause)
+	now := time.Now().UTC()
+	hist := readAttempts(ctx, attempts, meta.Sequence.Stream)
+	hist = append(hist, record.Attempt{At: now, Stage: stage, Code: code, Reason: codes.DetailOf(cause), Delivery: meta.NumDelivered})
+	f := record.Failure{
+		Class:        record.ClassValidation,
+		Code:         code,
+		Detail:       codes.DetailOf(cause),
+		Domain:       subjects.DomainOf(m.Subject(), s.gate.Domains()),
+		Subject:      m.Subject(),
+		Stream:       meta.Stream,
+		Seq:          meta.Sequence.Stream,
+		Deliveries:   meta.NumDelivered,
+		Published:    meta.Timestamp.UTC(),
+		Headers:      m.Headers(),
+		Payload:      m.Data(),
+		Envelope:     env,
+		DLQID:        dlqID,
+		RedriveCount: redrives,
+		Attempts:     hist,
+		FailedAt:     now,
+	}
+	b, err := json.Marshal(f)
+	if err == nil {
+		out := nats.NewMsg(subjects.Failure(f.Domain))
+		out.Data = b
+		out.Header.Set(envelope.ErrorCode, string(code))
+		out.Header.Set(envelope.SourceStream, meta.Stream)
+		out.Header.Set(envelope.SourceSeq, strconv.FormatUint(meta.Sequence.Stream, 10))
+		_, err = s.js.PublishMsg(ctx, out, jetstream.WithMsgID(fmt.Sprintf("failure-%s-%d", meta.Stream, meta.Sequence.Stream)))
+	}
+	if err != nil {
+		s.log.Error("failure report not stored; will retry", "seq", meta.Sequence.Stream, "code", code, "err", err)
+		_ = m.NakWithDelay(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered))
+		return
+	}
+	s.stats.structural.Add(1)
+	if err := m.TermWithReason(string(code)); err != nil {
+		s.log.Warn("term failed; the failure is stored", "seq", meta.Sequence.Stream, "err", err)
+	}
+	s.log.Info("event rejected", "seq", meta.Sequence.Stream, "subject", m.Subject(), "code", code, "stage", stage, "dlq_id", dlqID)
+}
+
+// transient records the attempt and schedules a redelivery. On the last
+// allowed delivery it naks without delay: the server then emits the
+// max-deliveries advisory that the quarantiner captures.
+func (s *Service) transient(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, env envelope.Envelope, cause error, attempts jetstream.KeyValue) {
+	s.stats.transient.Add(1)
+	code := codes.Of(cause)
+	hist := readAttempts(ctx, attempts, meta.Sequence.Stream)
+	hist = append(hist, record.Attempt{At: time.Now().UTC(), Stage: record.StageCommit, Code: code, Reason: codes.DetailOf(cause), Delivery: meta.NumDelivered})
+	if b, err := json.Marshal(hist); err == nil {
+		if _, err := attempts.Put(ctx, attemptKey(meta.Sequence.Stream), b); err != nil {
+			s.log.Warn("attempt history not stored", "seq", meta.Sequence.Stream, "err", err)
+		}
+	}
+	if meta.NumDelivered >= uint64(s.cfg.MaxDeliver) {
+		s.stats.exhausted.Add(1)
+		s.log.Warn("event exhausted its deliveries", "seq", meta.Sequence.Stream, "key", env.IdempotencyKey, "code", code, "deliveries", meta.NumDelivered)
+		_ = m.Nak()
+		return
+	}
+	delay := backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered)
+	var held *heldError
+	if errors.As(cause, &held) {
+		// Another validator holds the key: retrying before its lease ends
+		// only burns deliveries. Wait for the commit or the lease's end.
+		if until := time.Until(held.until); until > delay {
+			delay = until + backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, 1)
+		}
+	}
+	s.log.Info("transient failure; retrying", "seq", meta.Sequence.Stream, "key", env.IdempotencyKey, "code", code,
+		"delivery", meta.NumDelivered, "delay_ms", delay.Milliseconds())
+	_ = m.NakWithDelay(delay)
+}
+
+// attemptKey is the ATTEMPTS key of an EVENTS sequence.
+func attemptKey(seq uint64) string { return strconv.FormatUint(seq, 10) }
+
+func readAttempts(ctx context.Context, kv jetstream.KeyValue, seq uint64) []record.Attempt {
+	e, err := kv.Get(ctx, attemptKey(seq))
+	if err != nil {
+		return nil
+	}
+	var hist []record.Attempt
+	_ = json.Unmarshal(e.Value(), &hist)
+	return hist
+}
+
+// redriveOf reads the redrive headers the redriver sets.
+func redriveOf(h nats.Header) (dlqID string, count int) {
+	if h == nil {
+		return "", 0
+	}
+	dlqID = h.Get(envelope.DLQID)
+	count, _ = strconv.Atoi(h.Get(envelope.RedriveCount))
+	return dlqID, count
+}
+
+// checkReply is the answer of validator.check.
+type checkReply struct {
+	OK       bool               `json:"ok"`
+	Envelope *envelope.Envelope `json:"envelope,omitempty"`
+}
+
+// handleCheck dry-runs the gate: validator.check.<domain>.<type> with the
+// payload as body answers the envelope, or an error with its code.
+func (s *Service) handleCheck(r micro.Request) {
+	subject := "events." + r.Subject()[len("validator.check."):]
+	env, err := s.check(subject, r.Data())
+	if err != nil {
+		_ = r.Error(string(codes.Of(err)), codes.DetailOf(err), nil)
+		return
+	}
+	_ = r.RespondJSON(checkReply{OK: true, Envelope: &env})
+}

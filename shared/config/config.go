@@ -1,0 +1,130 @@
+// Package config reads deadletter's configuration from the environment and
+// the connection options every command shares (--nats-url / NATS_URL,
+// credentials, TLS), so that each service's main stays thin.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Env reads typed variables from an environment lookup, collecting errors.
+type Env struct {
+	lookup func(string) (string, bool)
+	errs   []error
+}
+
+// NewEnv reads from lookup (os.LookupEnv when nil).
+func NewEnv(lookup func(string) (string, bool)) *Env {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	return &Env{lookup: lookup}
+}
+
+// String sets *dst from name when set.
+func (e *Env) String(name string, dst *string) {
+	if v, ok := e.lookup(name); ok {
+		*dst = v
+	}
+}
+
+// Int sets *dst from name when set.
+func (e *Env) Int(name string, dst *int) {
+	if v, ok := e.lookup(name); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			e.errs = append(e.errs, fmt.Errorf("%s: not an integer", name))
+			return
+		}
+		*dst = n
+	}
+}
+
+// Bool sets *dst from name when set.
+func (e *Env) Bool(name string, dst *bool) {
+	if v, ok := e.lookup(name); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			e.errs = append(e.errs, fmt.Errorf("%s: not a boolean", name))
+			return
+		}
+		*dst = b
+	}
+}
+
+// Duration sets *dst from name (Go duration syntax, e.g. "30s") when set.
+func (e *Env) Duration(name string, dst *time.Duration) {
+	if v, ok := e.lookup(name); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			e.errs = append(e.errs, fmt.Errorf("%s: not a duration", name))
+			return
+		}
+		*dst = d
+	}
+}
+
+// Err returns every error met so far.
+func (e *Env) Err() error { return errors.Join(e.errs...) }
+
+// Conn holds the NATS connection options of a command.
+type Conn struct {
+	URL      string
+	Creds    string
+	User     string
+	Password string
+	TLSCert  string
+	TLSKey   string
+	TLSCA    string
+}
+
+// ConnFlags registers --nats-url, --creds, --user, --password, --tlscert,
+// --tlskey and --tlsca on fs, defaulting from NATS_URL, NATS_CREDS,
+// NATS_USER and NATS_PASSWORD like the nats CLI.
+func ConnFlags(fs *flag.FlagSet) *Conn {
+	c := &Conn{}
+	fs.StringVar(&c.URL, "nats-url", envOr("NATS_URL", nats.DefaultURL), "NATS server URL(s), comma separated (env NATS_URL)")
+	fs.StringVar(&c.Creds, "creds", os.Getenv("NATS_CREDS"), "NATS credentials file (env NATS_CREDS)")
+	fs.StringVar(&c.User, "user", os.Getenv("NATS_USER"), "NATS user (env NATS_USER)")
+	fs.StringVar(&c.Password, "password", os.Getenv("NATS_PASSWORD"), "NATS password (env NATS_PASSWORD)")
+	fs.StringVar(&c.TLSCert, "tlscert", "", "TLS client certificate file")
+	fs.StringVar(&c.TLSKey, "tlskey", "", "TLS client key file")
+	fs.StringVar(&c.TLSCA, "tlsca", "", "TLS CA file")
+	return c
+}
+
+// Connect dials NATS with the options, retrying forever on disconnects.
+func (c *Conn) Connect(name string) (*nats.Conn, error) {
+	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true)}
+	if c.Creds != "" {
+		opts = append(opts, nats.UserCredentials(c.Creds))
+	}
+	if c.User != "" {
+		opts = append(opts, nats.UserInfo(c.User, c.Password))
+	}
+	if c.TLSCert != "" || c.TLSKey != "" {
+		opts = append(opts, nats.ClientCert(c.TLSCert, c.TLSKey))
+	}
+	if c.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(c.TLSCA))
+	}
+	nc, err := nats.Connect(c.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", c.URL, err)
+	}
+	return nc, nil
+}
+
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,98 @@
+// Package embedded runs a NATS server with JetStream inside the current
+// process: the single-machine deployment of `make run`, and the real broker
+// behind every test. Production deployments use the same service binaries
+// against an external NATS cluster instead.
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Config configures an embedded server.
+type Config struct {
+	// StoreDir is the JetStream file-store directory. Required.
+	StoreDir string
+	// Host is the client listen address. Default 127.0.0.1.
+	Host string
+	// Port is the client port; -1 picks a free one. Default 4222.
+	Port int
+	// ServerName names the server (stable across restarts of one store).
+	// Default "deadletter".
+	ServerName string
+	// SyncAlways makes JetStream fsync every write before acknowledging it
+	// (sync_interval: always). Without it an OS crash or power loss can
+	// lose acknowledged writes.
+	SyncAlways bool
+	// MaxPayload is the largest message the server accepts. Default 8 MiB,
+	// room for a quarantine record of the largest event EVENTS accepts.
+	MaxPayload int32
+	// Users, when set, turns on authentication with these users and their
+	// permissions. NoAuthUser names the user a client without credentials
+	// is mapped to.
+	Users      []*server.User
+	NoAuthUser string
+	// Log turns on the server's own log (to stderr).
+	Log bool
+	// ReadyTimeout bounds the wait for the server to accept connections.
+	// Default 10 s.
+	ReadyTimeout time.Duration
+}
+
+func (c *Config) defaults() {
+	if c.Host == "" {
+		c.Host = "127.0.0.1"
+	}
+	if c.Port == 0 {
+		c.Port = 4222
+	}
+	if c.ServerName == "" {
+		c.ServerName = "deadletter"
+	}
+	if c.MaxPayload == 0 {
+		c.MaxPayload = 8 << 20
+	}
+	if c.ReadyTimeout == 0 {
+		c.ReadyTimeout = 10 * time.Second
+	}
+}
+
+// ErrNotReady is returned when the server does not accept connections in time.
+var ErrNotReady = errors.New("embedded: server not ready")
+
+// Start starts a server and waits until it accepts connections.
+func Start(cfg Config) (*server.Server, error) {
+	cfg.defaults()
+	if cfg.StoreDir == "" {
+		return nil, errors.New("embedded: StoreDir is required")
+	}
+	opts := &server.Options{
+		ServerName: cfg.ServerName,
+		Host:       cfg.Host,
+		Port:       cfg.Port,
+		JetStream:  true,
+		StoreDir:   cfg.StoreDir,
+		SyncAlways: cfg.SyncAlways,
+		MaxPayload: cfg.MaxPayload,
+		NoLog:      !cfg.Log,
+		NoSigs:     true,
+		Users:      cfg.Users,
+		NoAuthUser: cfg.NoAuthUser,
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: %w", err)
+	}
+	if cfg.Log {
+		s.ConfigureLogger()
+	}
+	go s.Start()
+	if !s.ReadyForConnections(cfg.ReadyTimeout) {
+		s.Shutdown()
+		return nil, ErrNotReady
+	}
+	return s, nil
+}

@@ -1,0 +1,79 @@
+// Package record defines what deadletter preserves about a failed event: the
+// Failure a service reports to the quarantine intake, the Attempt history of
+// transient failures, and (with the quarantiner) the sealed, hash-chained
+// quarantine Record and the fold of a chain into its current state.
+package record
+
+import (
+	"time"
+
+	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/envelope"
+)
+
+// Failure classes.
+const (
+	// ClassValidation: the event is structurally wrong (never retried).
+	ClassValidation = "validation"
+	// ClassExhausted: transient failures used up every delivery.
+	ClassExhausted = "exhausted"
+	// ClassPoison: the event failed after the redrive cap and is isolated.
+	ClassPoison = "poison"
+)
+
+// Stages at which an attempt can fail.
+const (
+	StageValidate = "validate"
+	StageCommit   = "commit"
+	StageRedrive  = "redrive"
+)
+
+// Attempt is one failed processing attempt of an event.
+type Attempt struct {
+	// At is when the attempt failed (UTC).
+	At time.Time `json:"at"`
+	// Stage is "validate", "commit" or "redrive".
+	Stage string `json:"stage"`
+	// Code classifies the failure.
+	Code codes.Code `json:"code"`
+	// Reason is the human-readable detail (no payload values).
+	Reason string `json:"reason"`
+	// Delivery is the JetStream delivery number of the attempt (1-based).
+	Delivery uint64 `json:"delivery,omitempty"`
+}
+
+// Failure is what the validator publishes on the FAILURES intake for an
+// event it will not commit, before it terminates the original. The
+// quarantiner turns it into a sealed record.
+type Failure struct {
+	// Class is ClassValidation for structural failures.
+	Class string `json:"class"`
+	// Code and Detail describe the failure that ended processing.
+	Code   codes.Code `json:"code"`
+	Detail string     `json:"detail"`
+	// Domain is the event's domain, or "unknown".
+	Domain string `json:"domain"`
+	// Subject, Stream and Seq locate the original message.
+	Subject string `json:"subject"`
+	Stream  string `json:"stream"`
+	Seq     uint64 `json:"seq"`
+	// Deliveries is how many times the original was delivered.
+	Deliveries uint64 `json:"deliveries"`
+	// Published is when the original was stored in Stream (UTC).
+	Published time.Time `json:"published"`
+	// Headers are the original message's headers, verbatim.
+	Headers map[string][]string `json:"headers,omitempty"`
+	// Payload is the original message's body, verbatim.
+	Payload []byte `json:"payload"`
+	// Envelope is the event's normalized identity when it passed the gate
+	// (e.g. a downstream rejection at commit); nil when it did not parse.
+	Envelope *envelope.Envelope `json:"envelope,omitempty"`
+	// DLQID and RedriveCount are set when the failed event was a redrive.
+	DLQID        string `json:"dlq_id,omitempty"`
+	RedriveCount int    `json:"redrive_count,omitempty"`
+	// Attempts is the ordered history of failed attempts, the last one
+	// being the failure above.
+	Attempts []Attempt `json:"attempts"`
+	// FailedAt is when the failure was reported (UTC).
+	FailedAt time.Time `json:"failed_at"`
+}

@@ -1,0 +1,178 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// EnsureCore creates, or checks, the streams and buckets every service
+// needs: EVENTS, LEDGER, FAILURES, ADVISORIES, IDEMPOTENCY and ATTEMPTS.
+// It is idempotent: a second call with the same options changes nothing, and
+// an existing stream with an incompatible configuration yields an error
+// wrapping ErrIncompatible instead of being altered. QUARANTINE is
+// provisioned separately by an administrator (EnsureQuarantine).
+func EnsureCore(ctx context.Context, js jetstream.JetStream, o Options) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	for _, cfg := range []jetstream.StreamConfig{Events(o), Ledger(o), Failures(o), Advisories(o)} {
+		if err := EnsureStream(ctx, js, cfg); err != nil {
+			return err
+		}
+	}
+	for _, cfg := range []jetstream.KeyValueConfig{Idempotency(o), Attempts(o)} {
+		if err := EnsureBucket(ctx, js, cfg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EnsureQuarantine creates, or checks, the WORM QUARANTINE stream. Only an
+// administrator's connection may do this; services never update it.
+func EnsureQuarantine(ctx context.Context, js jetstream.JetStream, o Options) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	return EnsureStream(ctx, js, Quarantine(o))
+}
+
+// EnsureStream creates the stream if absent, or checks that the existing one
+// is compatible with want.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) error {
+	s, err := js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if _, err := js.CreateStream(ctx, want); err != nil {
+			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				return EnsureStream(ctx, js, want) // created concurrently: check it
+			}
+			return fmt.Errorf("streams: create %s: %w", want.Name, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("streams: look up %s: %w", want.Name, err)
+	}
+	if diff := StreamDiff(want, s.CachedInfo().Config); len(diff) > 0 {
+		return fmt.Errorf("streams: %s: %w: %s", want.Name, ErrIncompatible, strings.Join(diff, "; "))
+	}
+	return nil
+}
+
+// EnsureBucket creates the key-value bucket if absent, or checks that the
+// existing one is compatible with want.
+func EnsureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig) error {
+	kv, err := js.KeyValue(ctx, want.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		if _, err := js.CreateKeyValue(ctx, want); err != nil {
+			if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				return EnsureBucket(ctx, js, want)
+			}
+			return fmt.Errorf("streams: create bucket %s: %w", want.Bucket, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("streams: look up bucket %s: %w", want.Bucket, err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("streams: bucket %s status: %w", want.Bucket, err)
+	}
+	var diff []string
+	if h := int64(max(want.History, 1)); st.History() != h {
+		diff = append(diff, fmt.Sprintf("history is %d, want %d", st.History(), h))
+	}
+	if st.TTL() != want.TTL {
+		diff = append(diff, fmt.Sprintf("ttl is %s, want %s", st.TTL(), want.TTL))
+	}
+	if info, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+		cfg := info.StreamInfo().Config
+		if cfg.Replicas != want.Replicas {
+			diff = append(diff, fmt.Sprintf("replicas is %d, want %d", cfg.Replicas, want.Replicas))
+		}
+		if cfg.Storage != want.Storage {
+			diff = append(diff, fmt.Sprintf("storage is %s, want %s", cfg.Storage, want.Storage))
+		}
+	}
+	if len(diff) > 0 {
+		return fmt.Errorf("streams: bucket %s: %w: %s", want.Bucket, ErrIncompatible, strings.Join(diff, "; "))
+	}
+	return nil
+}
+
+// StreamDiff lists, in words, every setting deadletter owns in which have
+// differs from want. Settings the server fills in by itself are ignored.
+func StreamDiff(want, have jetstream.StreamConfig) []string {
+	var d []string
+	add := func(name string, h, w any) {
+		d = append(d, fmt.Sprintf("%s is %v, want %v", name, h, w))
+	}
+	if !sameSet(want.Subjects, have.Subjects) {
+		add("subjects", have.Subjects, want.Subjects)
+	}
+	if want.Retention != have.Retention {
+		add("retention", have.Retention, want.Retention)
+	}
+	if want.Storage != have.Storage {
+		add("storage", have.Storage, want.Storage)
+	}
+	if want.Replicas != have.Replicas {
+		add("replicas", have.Replicas, want.Replicas)
+	}
+	if want.Discard != have.Discard {
+		add("discard", have.Discard, want.Discard)
+	}
+	if want.MaxAge != have.MaxAge {
+		add("max age", have.MaxAge, want.MaxAge)
+	}
+	if want.MaxBytes != have.MaxBytes {
+		add("max bytes", have.MaxBytes, want.MaxBytes)
+	}
+	if want.MaxMsgSize != 0 && want.MaxMsgSize != have.MaxMsgSize {
+		add("max message size", have.MaxMsgSize, want.MaxMsgSize)
+	}
+	if want.Duplicates != 0 && want.Duplicates != have.Duplicates {
+		add("duplicate window", have.Duplicates, want.Duplicates)
+	}
+	if want.DenyDelete != have.DenyDelete {
+		add("deny delete", have.DenyDelete, want.DenyDelete)
+	}
+	if want.DenyPurge != have.DenyPurge {
+		add("deny purge", have.DenyPurge, want.DenyPurge)
+	}
+	if want.AllowRollup != have.AllowRollup {
+		add("allow rollup", have.AllowRollup, want.AllowRollup)
+	}
+	if want.AllowDirect != have.AllowDirect {
+		add("allow direct", have.AllowDirect, want.AllowDirect)
+	}
+	if want.AllowMsgTTL != have.AllowMsgTTL {
+		add("allow message TTL", have.AllowMsgTTL, want.AllowMsgTTL)
+	}
+	if want.SubjectDeleteMarkerTTL != have.SubjectDeleteMarkerTTL {
+		add("subject delete marker TTL", have.SubjectDeleteMarkerTTL, want.SubjectDeleteMarkerTTL)
+	}
+	if want.AllowMsgSchedules != have.AllowMsgSchedules {
+		add("allow message schedules", have.AllowMsgSchedules, want.AllowMsgSchedules)
+	}
+	if want.Sealed != have.Sealed {
+		add("sealed", have.Sealed, want.Sealed)
+	}
+	return d
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}

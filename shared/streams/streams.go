@@ -1,0 +1,208 @@
+// Package streams is the single source of truth for deadletter's JetStream
+// streams and key-value buckets: their configurations, and the idempotent
+// provisioning that creates them or refuses to touch an incompatible one.
+//
+// Every configuration is derived from Options, so a cluster deployment (R3)
+// and the embedded single server (R1) differ only in Options.
+package streams
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// ErrIncompatible is returned when a stream or bucket exists with a
+// configuration that differs from the one deadletter needs. Provisioning
+// never alters an existing stream: an operator decides.
+var ErrIncompatible = errors.New("incompatible existing configuration")
+
+// Options sizes the streams. The zero value is not valid: start from
+// DefaultOptions.
+type Options struct {
+	// Replicas is the replication factor of every stream and bucket (1 on a
+	// single server, 3 in a cluster).
+	Replicas int
+	// EventsMaxAge bounds how long an inbound event is kept in EVENTS (and
+	// so how long after an outage it can still be fetched for quarantine).
+	EventsMaxAge time.Duration
+	// EventsMaxBytes bounds EVENTS. New publishes are refused when full
+	// (discard new): never silently dropped.
+	EventsMaxBytes int64
+	// MaxEventSize is the largest message EVENTS accepts. It is larger than
+	// the validator's payload limit so that an oversized event is stored
+	// and quarantined as PAYLOAD_TOO_LARGE; a publish above it is refused
+	// with an error to the publisher.
+	MaxEventSize int32
+	// DuplicateWindow is the Nats-Msg-Id de-duplication window of EVENTS,
+	// LEDGER and QUARANTINE.
+	DuplicateWindow time.Duration
+	// FailuresMaxBytes bounds the FAILURES intake (discard new).
+	FailuresMaxBytes int64
+	// AttemptsTTL is how long the transient-attempt history of an event is
+	// kept; it should be at least EventsMaxAge.
+	AttemptsTTL time.Duration
+	// QuarantineMaxAge is the retention period of quarantine records. Zero
+	// (the default) keeps them forever; any other value is a legal decision.
+	QuarantineMaxAge time.Duration
+}
+
+// DefaultOptions returns the documented defaults.
+func DefaultOptions() Options {
+	return Options{
+		Replicas:         1,
+		EventsMaxAge:     7 * 24 * time.Hour,
+		EventsMaxBytes:   8 << 30,
+		MaxEventSize:     2 << 20,
+		DuplicateWindow:  2 * time.Minute,
+		FailuresMaxBytes: 4 << 30,
+		AttemptsTTL:      7 * 24 * time.Hour,
+	}
+}
+
+// Validate reports an invalid option.
+func (o Options) Validate() error {
+	switch {
+	case o.Replicas < 1 || o.Replicas > 5:
+		return fmt.Errorf("streams: replicas must be 1..5, got %d", o.Replicas)
+	case o.EventsMaxAge <= 0 || o.EventsMaxBytes <= 0 || o.MaxEventSize <= 0:
+		return errors.New("streams: EVENTS limits must be positive")
+	case o.DuplicateWindow <= 0 || o.DuplicateWindow > o.EventsMaxAge:
+		return errors.New("streams: duplicate window must be positive and at most EventsMaxAge")
+	case o.FailuresMaxBytes <= 0 || o.AttemptsTTL <= 0:
+		return errors.New("streams: FAILURES and ATTEMPTS limits must be positive")
+	case o.QuarantineMaxAge < 0:
+		return errors.New("streams: quarantine max age must not be negative")
+	}
+	return nil
+}
+
+// Events is the inbound stream. Limits retention: an event that exhausts
+// its deliveries stays fetchable by sequence for the quarantiner.
+func Events(o Options) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        subjects.EventsStream,
+		Description: "deadletter inbound regulated events",
+		Subjects:    []string{subjects.EventsAll},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+		MaxAge:      o.EventsMaxAge,
+		MaxBytes:    o.EventsMaxBytes,
+		MaxMsgs:     -1,
+		MaxMsgSize:  o.MaxEventSize,
+		Discard:     jetstream.DiscardNew,
+		Duplicates:  o.DuplicateWindow,
+		AllowDirect: true,
+	}
+}
+
+// Ledger is the system of record of accepted events: one subject per
+// idempotency key, written at most once (deny delete and purge).
+func Ledger(o Options) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        subjects.LedgerStream,
+		Description: "deadletter system of record of committed events",
+		Subjects:    []string{subjects.LedgerAll},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+		MaxAge:      0,
+		MaxBytes:    -1,
+		MaxMsgs:     -1,
+		Discard:     jetstream.DiscardNew,
+		Duplicates:  o.DuplicateWindow,
+		DenyDelete:  true,
+		DenyPurge:   true,
+		AllowDirect: true,
+	}
+}
+
+// Failures is the quarantiner's durable intake. Work-queue retention: a
+// failure is removed only when the quarantiner acknowledges it, after the
+// sealed record is stored.
+func Failures(o Options) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        subjects.FailuresStream,
+		Description: "deadletter quarantine intake",
+		Subjects:    []string{subjects.FailuresAll},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+		MaxBytes:    o.FailuresMaxBytes,
+		MaxMsgs:     -1,
+		Discard:     jetstream.DiscardNew,
+		Duplicates:  o.DuplicateWindow,
+		AllowDirect: true,
+	}
+}
+
+// Advisories durably captures the max-deliveries and terminated advisories
+// of EVENTS' consumers: the server publishes an advisory once, to whoever
+// listens at that moment; this stream is always listening.
+func Advisories(o Options) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        subjects.AdvisoriesStream,
+		Description: "deadletter captured JetStream delivery advisories",
+		Subjects:    []string{subjects.MaxDeliveriesAdvisories, subjects.TerminatedAdvisories},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+		MaxAge:      o.EventsMaxAge,
+		MaxBytes:    -1,
+		MaxMsgs:     -1,
+		Discard:     jetstream.DiscardNew,
+	}
+}
+
+// Quarantine is the WORM store of sealed records. Delete and purge are
+// denied; rollups, per-message TTLs, subject delete markers and message
+// schedules stay off (each would re-open a way to remove records). The deny
+// flags are not enough on their own: see the deploy guide for the
+// permissions that forbid stream update and delete.
+func Quarantine(o Options) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        subjects.QuarantineStream,
+		Description: "deadletter WORM quarantine of sealed records",
+		Subjects:    []string{subjects.QuarantineAll},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+		MaxAge:      o.QuarantineMaxAge,
+		MaxBytes:    -1,
+		MaxMsgs:     -1,
+		Discard:     jetstream.DiscardNew,
+		Duplicates:  o.DuplicateWindow,
+		DenyDelete:  true,
+		DenyPurge:   true,
+		AllowDirect: true,
+	}
+}
+
+// Idempotency is the bucket of commit states, one key per idempotency key.
+func Idempotency(o Options) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      subjects.IdempotencyBucket,
+		Description: "deadletter commit state per idempotency key",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+	}
+}
+
+// Attempts is the bucket of transient-failure histories, keyed by EVENTS
+// sequence, read by the quarantiner when an event exhausts its deliveries.
+func Attempts(o Options) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      subjects.AttemptsBucket,
+		Description: "deadletter transient attempt history per EVENTS sequence",
+		History:     1,
+		TTL:         o.AttemptsTTL,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+	}
+}
