@@ -19,6 +19,9 @@ type Code string
 const (
 	// MalformedJSON: the payload is not valid JSON.
 	MalformedJSON Code = "MALFORMED_JSON"
+	// DuplicateKey: a JSON object names the same member twice; readers
+	// would disagree on its value.
+	DuplicateKey Code = "DUPLICATE_KEY"
 	// NotAnObject: the payload is valid JSON but not a JSON object.
 	NotAnObject Code = "NOT_AN_OBJECT"
 	// InvalidUTF8: the payload contains bytes that are not valid UTF-8.

@@ -7,13 +7,10 @@ package gate
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
@@ -149,41 +146,6 @@ func (g *Gate) Check(subject string, data []byte) (envelope.Envelope, error) {
 		return envelope.Envelope{}, codes.Errorf(codes.Internal, "domain %s produced no idempotency key", dom)
 	}
 	return env, nil
-}
-
-// Decode parses a payload as exactly one UTF-8 JSON object, numbers kept as
-// json.Number. Its errors are coded (InvalidUTF8, MalformedJSON, NotAnObject).
-func Decode(data []byte) (domain.Doc, error) {
-	if !utf8.Valid(data) {
-		return nil, codes.Errorf(codes.InvalidUTF8, "payload is not valid UTF-8")
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, codes.Errorf(codes.MalformedJSON, "payload is not valid JSON: %s", syntaxDetail(err))
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, codes.Errorf(codes.MalformedJSON, "payload has data after the JSON value")
-	}
-	doc, ok := v.(map[string]any)
-	if !ok {
-		return nil, codes.Errorf(codes.NotAnObject, "payload is JSON but not an object")
-	}
-	return doc, nil
-}
-
-// syntaxDetail describes a JSON decoding error by position only: the
-// standard messages can quote payload characters.
-func syntaxDetail(err error) string {
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Sprintf("syntax error at byte %d", se.Offset)
-	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return "unexpected end of input"
-	}
-	return "decode error"
 }
 
 // schemaError turns a schema validation error into a SCHEMA_VALIDATION_ERROR

@@ -674,17 +674,29 @@ const typicalShipping = `{
 
 func BenchmarkGateDSCSA(b *testing.B) {
 	g := newGate(b)
-	data := []byte(typicalShipping)
-	const subject = "events.dscsa.shipping"
-	if _, err := g.Check(subject, data); err != nil {
+	commissioning, err := fs.ReadFile(schemas.FS, "testdata/dscsa/valid/commissioning-sgtin.json")
+	if err != nil {
 		b.Fatal(err)
 	}
-	b.ReportAllocs()
-	b.SetBytes(int64(len(data)))
-	for b.Loop() {
-		if _, err := g.Check(subject, data); err != nil {
-			b.Fatal(err)
-		}
+	for _, bc := range []struct {
+		name, subject string
+		data          []byte
+	}{
+		{"shipping-3-epcs", "events.dscsa.shipping", []byte(typicalShipping)},
+		{"commissioning-sgtin", "events.dscsa.commissioning", commissioning},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			if _, err := g.Check(bc.subject, bc.data); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bc.data)))
+			for b.Loop() {
+				if _, err := g.Check(bc.subject, bc.data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

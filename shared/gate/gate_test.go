@@ -1,0 +1,107 @@
+package gate_test
+
+import (
+	"bytes"
+	"io/fs"
+	"strings"
+	"testing"
+
+	"github.com/deadletter/deadletter/schemas"
+	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/gate"
+)
+
+func TestGateEnvelopeCodes(t *testing.T) {
+	g, err := gate.New(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		subject string
+		data    string
+		want    codes.Code
+	}{
+		{"too large", "events.fsma.shipping", `{"pad":"` + strings.Repeat("x", 64) + `"}`, codes.PayloadTooLarge},
+		{"no domain", "events", `{}`, codes.UnknownSubject},
+		{"unknown domain", "events.widgets.created", `{}`, codes.UnknownSubject},
+		{"extra token", "events.fsma.shipping.extra", `{}`, codes.UnknownSubject},
+		{"not events", "orders.fsma.shipping", `{}`, codes.UnknownSubject},
+		{"invalid utf-8", "events.fsma.shipping", "{\"a\":\"\xff\"}", codes.InvalidUTF8},
+		{"empty", "events.fsma.shipping", ``, codes.MalformedJSON},
+		{"truncated", "events.fsma.shipping", `{"a":`, codes.MalformedJSON},
+		{"garbage", "events.fsma.shipping", `nope`, codes.MalformedJSON},
+		{"two values", "events.fsma.shipping", `{"a":1} {"b":2}`, codes.MalformedJSON},
+		{"array", "events.fsma.shipping", `[{"a":1}]`, codes.NotAnObject},
+		{"string", "events.fsma.shipping", `"hello"`, codes.NotAnObject},
+		{"null", "events.fsma.shipping", `null`, codes.NotAnObject},
+		{"duplicate key", "events.fsma.shipping", `{"a":1,"a":2}`, codes.DuplicateKey},
+		{"nested duplicate", "events.fsma.shipping", `{"a":{"b":1,"b":1}}`, codes.DuplicateKey},
+		{"lone surrogate", "events.fsma.shipping", `{"a":"\ud800"}`, codes.MalformedJSON},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := g.Check(tt.subject, []byte(tt.data))
+			if got := codes.Of(err); got != tt.want {
+				t.Fatalf("code = %s, want %s (%v)", got, tt.want, err)
+			}
+			if d := codes.DetailOf(err); strings.Contains(d, "hello") || strings.Contains(d, "nope") {
+				t.Fatalf("detail quotes the payload: %q", d)
+			}
+		})
+	}
+}
+
+func TestDecodeKeepsValues(t *testing.T) {
+	doc, err := gate.Decode([]byte(`{"gtin":"00614141123452","n":12.50,"esc":"a\"b\u00e9","t":true,"f":false,"z":null,"arr":[1,"x",{}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc["gtin"] != "00614141123452" || doc["esc"] != "a\"bé" || doc["t"] != true || doc["f"] != false || doc["z"] != nil {
+		t.Fatalf("decoded %#v", doc)
+	}
+	if n, ok := doc["n"].(interface{ String() string }); !ok || n.String() != "12.50" {
+		t.Fatalf("number not kept verbatim: %#v", doc["n"])
+	}
+	if arr, ok := doc["arr"].([]any); !ok || len(arr) != 3 {
+		t.Fatalf("array %#v", doc["arr"])
+	}
+}
+
+// TestSchemaDetailsNameNoValues: a schema violation's detail names the
+// location and rule, never the offending value.
+func TestSchemaDetailsNameNoValues(t *testing.T) {
+	g, err := gate.New(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := fs.ReadFile(schemas.FS, "testdata/pharmacy/valid/dispense-schedule-ii.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := bytes.Replace(b, []byte(`"event_type": "dispense"`), []byte(`"event_type": "SECRET-MARKER"`), 1)
+	if bytes.Equal(bad, b) {
+		t.Fatal("fixture changed shape")
+	}
+	_, err = g.Check("events.pharmacy.dispense", bad)
+	if codes.Of(err) != codes.SchemaValidation {
+		t.Fatalf("code %s", codes.Of(err))
+	}
+	if strings.Contains(err.Error(), "SECRET-MARKER") {
+		t.Fatalf("detail quotes the payload: %v", err)
+	}
+}
+
+func BenchmarkDecode(b *testing.B) {
+	data, err := fs.ReadFile(schemas.FS, "testdata/dscsa/valid/shipping-offset-0500.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := gate.Decode(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
