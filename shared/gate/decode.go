@@ -148,4 +148,3 @@ func syntaxError(err error) error {
 	}
 	return codes.Errorf(codes.MalformedJSON, "payload is not valid JSON: %s", "decode error")
 }
-
