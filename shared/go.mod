@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/deadletter/deadletter/schemas v0.0.0
 	github.com/go-json-experiment/json v1.27.2
+	github.com/gowebpki/jcs v1.0.2
 	github.com/nats-io/nats-server/v2 v2.15.3
 	github.com/nats-io/nats.go v1.55.0
 	github.com/santhosh-tekuri/jsonschema/v5 v5.3.1

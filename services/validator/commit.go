@@ -45,20 +45,29 @@ type KeyState struct {
 // is a duplicate and must be acknowledged, never committed again.
 var ErrAlreadyCommitted = errors.New("validator: idempotency key already committed")
 
-// committer implements the exactly-once commit:
+// committer implements the exactly-once commit. The atomic step is the
+// LEDGER write: each key has its own subject and the write is conditional on
+// that subject being empty (expected last subject sequence 0), so the server
+// refuses a second commit of a key whatever the de-duplication window.
 //
-//  1. claim the key with create-if-absent (or take over a released or
-//     expired claim with a revision CAS);
-//  2. POST downstream with Idempotency-Key (when configured);
-//  3. write LEDGER on the key's own subject, conditional on the subject being
-//     empty, with Nats-Msg-Id = key: a second write of the key is refused
-//     by the server whatever the de-duplication window;
+// With a downstream system of record, whose POST is an external side effect
+// that nothing can make conditional, the full protocol runs:
+//
+//  1. claim the key in IDEMPOTENCY with create-if-absent (or take over a
+//     released or expired claim with a revision CAS);
+//  2. POST downstream with Idempotency-Key = key;
+//  3. write LEDGER (conditional, Nats-Msg-Id = key);
 //  4. mark the key committed with a revision CAS on the claim.
 //
-// A validator dying between 1 and 4 leaves a claim that expires after the
-// lease; the next claimer repeats 2 (the downstream de-duplicates on the
-// key) and 3 (refused as already written: the existing LEDGER message is
-// adopted), then 4. So an event is never lost and never committed twice.
+// Without a downstream the claim would guard nothing the conditional LEDGER
+// write does not already guard, so the path is 3 then 4 (create-if-absent of
+// the committed state): one store write fewer per event.
+//
+// A validator dying anywhere in between leaves either nothing, a claim that
+// expires after the lease, or a LEDGER message without a committed mark. The
+// next delivery repeats the POST (the downstream de-duplicates on the key),
+// finds the LEDGER subject written and adopts that message, then marks the
+// key. So an event is never lost and never committed twice.
 type committer struct {
 	js     jetstream.JetStream
 	kv     jetstream.KeyValue
@@ -83,6 +92,9 @@ type claim struct {
 
 // commit runs the protocol for one event; ledgerSeq is the LEDGER sequence.
 func (c *committer) commit(ctx context.Context, env envelope.Envelope, data []byte, sourceSeq uint64, dlqID string) (ledgerSeq uint64, err error) {
+	if c.down == nil {
+		return c.commitLedgerOnly(ctx, env, data, sourceSeq, dlqID)
+	}
 	cl, err := c.claim(ctx, env, sourceSeq, dlqID)
 	if err != nil {
 		return 0, err
@@ -98,7 +110,7 @@ func (c *committer) commit(ctx context.Context, env envelope.Envelope, data []by
 			return 0, err
 		}
 	}
-	ledgerSeq, err = c.writeLedger(ctx, env, data, sourceSeq, dlqID)
+	ledgerSeq, _, err = c.writeLedger(ctx, env, data, sourceSeq, dlqID)
 	if err != nil {
 		c.release(ctx, env.IdempotencyKey, cl)
 		return 0, err
@@ -171,9 +183,59 @@ func (c *committer) release(ctx context.Context, key string, cl claim) {
 	_, _ = c.kv.Update(ctx, key, b, cl.rev)
 }
 
-// writeLedger appends the event to its key's LEDGER subject, or adopts the
-// existing message when an earlier claimer wrote it before dying.
-func (c *committer) writeLedger(ctx context.Context, env envelope.Envelope, data []byte, sourceSeq uint64, dlqID string) (uint64, error) {
+// commitLedgerOnly commits without a downstream: the conditional LEDGER
+// write, then the committed mark (create-if-absent).
+func (c *committer) commitLedgerOnly(ctx context.Context, env envelope.Envelope, data []byte, sourceSeq uint64, dlqID string) (uint64, error) {
+	ledgerSeq, existed, err := c.writeLedger(ctx, env, data, sourceSeq, dlqID)
+	if err != nil {
+		return 0, err
+	}
+	if existed {
+		// Either a duplicate (marked committed) or an earlier validator
+		// died between its LEDGER write and its mark: adopt and mark.
+		e, err := c.kv.Get(ctx, env.IdempotencyKey)
+		if err == nil {
+			var cur KeyState
+			if json.Unmarshal(e.Value(), &cur) == nil && cur.State == StateCommitted {
+				return ledgerSeq, ErrAlreadyCommitted
+			}
+		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return 0, codes.Wrap(codes.StoreUnavailable, err, "read key state failed")
+		}
+	}
+	if c.hooks != nil && c.hooks.afterLedger != nil {
+		c.hooks.afterLedger(env.IdempotencyKey)
+	}
+	st := KeyState{
+		State: StateCommitted, Domain: env.Domain, EventType: env.EventType, SourceSeq: sourceSeq,
+		LedgerSeq: ledgerSeq, CommittedAt: c.now().UTC(), DLQID: dlqID,
+	}
+	b, _ := json.Marshal(st)
+	if _, err := c.kv.Create(ctx, env.IdempotencyKey, b); err != nil {
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return 0, codes.Wrap(codes.StoreUnavailable, err, "mark committed failed")
+		}
+		// A state from a validator configured with a downstream: overwrite
+		// it only if it is not already committed.
+		e, err := c.kv.Get(ctx, env.IdempotencyKey)
+		if err != nil {
+			return 0, codes.Wrap(codes.StoreUnavailable, err, "read key state failed")
+		}
+		var cur KeyState
+		if json.Unmarshal(e.Value(), &cur) == nil && cur.State == StateCommitted {
+			return ledgerSeq, ErrAlreadyCommitted
+		}
+		if _, err := c.kv.Update(ctx, env.IdempotencyKey, b, e.Revision()); err != nil {
+			return 0, codes.Wrap(codes.StoreUnavailable, err, "mark committed failed")
+		}
+	}
+	return ledgerSeq, nil
+}
+
+// writeLedger appends the event to its key's LEDGER subject; existed reports
+// that the subject was already written (the existing message's sequence is
+// returned), by a duplicate or by a claimer that died before marking.
+func (c *committer) writeLedger(ctx context.Context, env envelope.Envelope, data []byte, sourceSeq uint64, dlqID string) (seq uint64, existed bool, err error) {
 	subj := c.ledger(env.Domain, env.IdempotencyKey)
 	m := nats.NewMsg(subj)
 	m.Data = data
@@ -186,22 +248,22 @@ func (c *committer) writeLedger(ctx context.Context, env envelope.Envelope, data
 	}
 	ack, err := c.js.PublishMsg(ctx, m, jetstream.WithMsgID(env.IdempotencyKey), jetstream.WithExpectLastSequencePerSubject(0))
 	if err == nil {
-		return ack.Sequence, nil
+		return ack.Sequence, ack.Duplicate, nil
 	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
 		s, err := c.js.Stream(ctx, subjects.LedgerStream)
 		if err != nil {
-			return 0, codes.Wrap(codes.StoreUnavailable, err, "ledger lookup failed")
+			return 0, false, codes.Wrap(codes.StoreUnavailable, err, "ledger lookup failed")
 		}
 		raw, err := s.GetLastMsgForSubject(ctx, subj)
 		if err != nil {
-			return 0, codes.Wrap(codes.StoreUnavailable, err, "ledger lookup failed")
+			return 0, false, codes.Wrap(codes.StoreUnavailable, err, "ledger lookup failed")
 		}
-		return raw.Sequence, nil
+		return raw.Sequence, true, nil
 	}
-	return 0, codes.Wrap(codes.StoreUnavailable, err, "ledger write failed")
+	return 0, false, codes.Wrap(codes.StoreUnavailable, err, "ledger write failed")
 }
 
 // heldError is a CLAIM_HELD failure carrying when the holder's lease ends.

@@ -32,7 +32,9 @@ type Config struct {
 	// MaxPayload is the payload size limit; larger events are quarantined
 	// as PAYLOAD_TOO_LARGE. Default 1 MiB.
 	MaxPayload int
-	// Workers is how many events one instance processes at once. Default 64.
+	// Workers is how many events one instance processes at once. Default
+	// 256: most of a worker's time is spent waiting for JetStream
+	// acknowledgements, and more in flight lets the server batch its writes.
 	Workers int
 	// ClaimLease is how long a claim on an idempotency key protects a commit
 	// in progress. A claim older than this (its holder died between claim
@@ -64,7 +66,7 @@ func DefaultConfig() Config {
 		BackoffBase:       time.Second,
 		BackoffMax:        30 * time.Second,
 		MaxPayload:        gate.DefaultMaxPayload,
-		Workers:           64,
+		Workers:           256,
 		ClaimLease:        30 * time.Second,
 		ProcessTimeout:    20 * time.Second,
 		DownstreamTimeout: 10 * time.Second,

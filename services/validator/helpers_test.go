@@ -193,19 +193,26 @@ func failures(tb testing.TB, js jetstream.JetStream) []record.Failure {
 // keyState reads an IDEMPOTENCY entry.
 func keyState(tb testing.TB, js jetstream.JetStream, key string) KeyState {
 	tb.Helper()
-	kv, err := js.KeyValue(context.Background(), subjects.IdempotencyBucket)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	e, err := kv.Get(context.Background(), key)
+	st, err := lookupKey(js, key)
 	if err != nil {
 		tb.Fatalf("idempotency %s: %v", key, err)
 	}
-	var st KeyState
-	if err := json.Unmarshal(e.Value(), &st); err != nil {
-		tb.Fatal(err)
-	}
 	return st
+}
+
+// lookupKey reads an IDEMPOTENCY entry, for polling.
+func lookupKey(js jetstream.JetStream, key string) (KeyState, error) {
+	kv, err := js.KeyValue(context.Background(), subjects.IdempotencyBucket)
+	if err != nil {
+		return KeyState{}, err
+	}
+	e, err := kv.Get(context.Background(), key)
+	if err != nil {
+		return KeyState{}, err
+	}
+	var st KeyState
+	err = json.Unmarshal(e.Value(), &st)
+	return st, err
 }
 
 // ledgerCount returns how many LEDGER messages a key has.

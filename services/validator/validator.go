@@ -227,7 +227,9 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 		if err := m.Ack(); err != nil {
 			s.log.Warn("ack failed; redelivery will be acked as duplicate", "seq", meta.Sequence.Stream, "err", err)
 		}
-		s.log.Debug("committed", "seq", meta.Sequence.Stream, "key", env.IdempotencyKey, "ledger_seq", ledgerSeq)
+		if s.log.Enabled(ctx, slog.LevelDebug) {
+			s.log.Debug("committed", "seq", meta.Sequence.Stream, "key", env.IdempotencyKey, "ledger_seq", ledgerSeq)
+		}
 		if meta.NumDelivered > 1 {
 			_ = attempts.Delete(ctx, attemptKey(meta.Sequence.Stream))
 		}

@@ -1,0 +1,123 @@
+package record
+
+import (
+	"time"
+
+	"github.com/deadletter/deadletter/shared/codes"
+)
+
+// SchemaVersion is the version of the record format written by this code.
+const SchemaVersion = 1
+
+// Kinds of record. The first record of a chain is KindQuarantined; every
+// later record is a change of state of the same event.
+const (
+	// KindQuarantined: the event failed and was quarantined (class
+	// validation or exhausted).
+	KindQuarantined = "quarantined"
+	// KindCorrected: an operator supplied a corrected payload; the record
+	// carries it, the original bytes stay in the first record.
+	KindCorrected = "corrected"
+	// KindRedriveRequested: a replay of the event is about to be published
+	// (by a drain or a single redrive).
+	KindRedriveRequested = "redrive_requested"
+	// KindReplayed: the replay was committed; the record is resolved.
+	KindReplayed = "replayed"
+	// KindSkippedDuplicate: the event's key was already committed; resolved
+	// without a replay.
+	KindSkippedDuplicate = "skipped_duplicate"
+	// KindReplayFailed: the replay failed again (below the redrive cap).
+	KindReplayFailed = "replay_failed"
+	// KindPoisoned: the replay failed at the redrive cap; the event is
+	// isolated and never replayed without a release.
+	KindPoisoned = "poisoned"
+	// KindReleased: a person moved a poison record back to redrivable.
+	KindReleased = "released"
+	// KindResolved: a person closed the record without a replay.
+	KindResolved = "resolved"
+)
+
+// Payload encodings.
+const (
+	// EncodingText: Data is the payload itself (valid UTF-8 JSON).
+	EncodingText = "text"
+	// EncodingBase64: Data is the standard base64 of the payload bytes.
+	EncodingBase64 = "base64"
+)
+
+// Payload is an event body preserved byte for byte.
+type Payload struct {
+	Encoding string `json:"encoding"`
+	Data     string `json:"data"`
+	// SHA256 is the hex SHA-256 of the payload bytes.
+	SHA256 string `json:"sha256"`
+	// Size is the payload length in bytes.
+	Size int `json:"size"`
+}
+
+// Record is one sealed entry of a quarantine chain. Records are append-only:
+// a change of state is a new Record for the same DLQID whose PrevHash is the
+// previous record's AuditHash. AuditHash seals every other field (see Seal).
+type Record struct {
+	// SchemaVersion is the record format version.
+	SchemaVersion int `json:"schema_version"`
+	// DLQID identifies the quarantined event: its idempotency key when the
+	// payload parsed, else "<stream>-<sequence>" of the original.
+	DLQID string `json:"dlq_id"`
+	// Index is the record's position in its chain, 0 for the first.
+	Index int `json:"index"`
+	// Kind is the lifecycle step this record states (Kind* constants).
+	Kind string `json:"kind"`
+	// Domain is "pharmacy", "dscsa", "fsma" or "unknown".
+	Domain string `json:"domain"`
+	// Class is the failure class after this record: validation, exhausted
+	// or poison.
+	Class string `json:"class"`
+	// ErrorCode and ErrorDetail describe the latest failure.
+	ErrorCode   codes.Code `json:"error_code"`
+	ErrorDetail string     `json:"error_detail"`
+	// Payload is the original event body (first record), or a corrected
+	// body (KindCorrected); nil on other records.
+	Payload *Payload `json:"payload,omitempty"`
+	// Headers are the original message headers (first record).
+	Headers map[string][]string `json:"headers,omitempty"`
+	// SourceSubject, SourceStream and SourceSeq locate the original (or,
+	// on later records, the replay) message.
+	SourceSubject string `json:"source_subject"`
+	SourceStream  string `json:"source_stream"`
+	SourceSeq     uint64 `json:"source_seq"`
+	// IdempotencyKey is the event's key when the payload parsed.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// OrderingKey groups the events of one business object for ordered
+	// replay; empty when the payload did not parse.
+	OrderingKey string `json:"ordering_key,omitempty"`
+	// PartyID is the supplier or registrant, when known.
+	PartyID string `json:"party_id,omitempty"`
+	// EventTime is the event's own time (UTC) when known.
+	EventTime *time.Time `json:"event_time,omitempty"`
+	// Attempts is the ordered history of failed attempts.
+	Attempts []Attempt `json:"attempts,omitempty"`
+	// DeliveryCount is how many times the failing message was delivered.
+	DeliveryCount uint64 `json:"delivery_count"`
+	// RedriveCount is how many replays have failed so far.
+	RedriveCount int `json:"redrive_count"`
+	// FirstSeen is when the original event was stored (UTC).
+	FirstSeen time.Time `json:"first_seen"`
+	// QuarantinedAt is when this record was written (UTC).
+	QuarantinedAt time.Time `json:"quarantined_at"`
+	// TraceID and SpanID are the W3C trace context of the failure.
+	TraceID string `json:"trace_id"`
+	SpanID  string `json:"span_id"`
+	// Actor and Reason record a person's decision (correction, release,
+	// manual resolution, redrive request).
+	Actor  string `json:"actor,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// DrainID names the drain that caused this record, if any.
+	DrainID string `json:"drain_id,omitempty"`
+	// PrevHash is the AuditHash of the previous record of the chain ("" for
+	// the first record).
+	PrevHash string `json:"prev_hash"`
+	// AuditHash is the hex SHA-256 of the canonical JSON of this record
+	// without audit_hash.
+	AuditHash string `json:"audit_hash"`
+}

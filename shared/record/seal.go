@@ -1,0 +1,146 @@
+package record
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors of sealing and seal verification.
+var (
+	// ErrSealMismatch: the stored audit_hash is not the hash of the record.
+	ErrSealMismatch = errors.New("record: seal mismatch")
+	// ErrNoAuditHash: the stored record has no audit_hash member.
+	ErrNoAuditHash = errors.New("record: no audit_hash")
+	// ErrUnsealed: Marshal was given a record that Seal has not sealed.
+	ErrUnsealed = errors.New("record: not sealed")
+	// ErrNotUTC: a time of the record is not in UTC.
+	ErrNotUTC = errors.New("record: time not in UTC")
+)
+
+// Seal sets r.AuditHash to the lowercase hex SHA-256 of the RFC 8785
+// canonical JSON of r without its audit_hash member (see the package doc).
+// Every time of r must be in UTC (ErrNotUTC) and every integer within
+// ±(2^53−1) (ErrUnsafeNumber). Seal the record after its last change; on
+// error r is unchanged.
+func Seal(r *Record) error {
+	if err := checkUTC(*r); err != nil {
+		return err
+	}
+	c := *r
+	c.AuditHash = ""
+	raw, err := encode(c)
+	if err != nil {
+		return err
+	}
+	s, err := readSealed(raw)
+	if err != nil {
+		return fmt.Errorf("record: seal: %w", err)
+	}
+	r.AuditHash = s.hash
+	return nil
+}
+
+// Marshal returns the bytes to store for the sealed record r: its JSON
+// (members in Record's field order, no HTML escaping). It fails with
+// ErrUnsealed when r has no AuditHash and ErrSealMismatch when r changed
+// after Seal.
+func Marshal(r Record) ([]byte, error) {
+	if r.AuditHash == "" {
+		return nil, ErrUnsealed
+	}
+	raw, err := encode(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := VerifySeal(raw); err != nil {
+		return nil, fmt.Errorf("record: marshal: %w", err)
+	}
+	return raw, nil
+}
+
+// VerifySeal checks the stored record raw against its own audit_hash,
+// working on the bytes alone (no Go types): parse, drop the top-level
+// audit_hash member, canonicalize with RFC 8785, SHA-256. Members unknown
+// to this version are covered too. It returns ErrSealMismatch,
+// ErrNoAuditHash, or a parse error (ErrInvalidJSON, ErrNotObject,
+// ErrUnsafeNumber).
+func VerifySeal(raw []byte) error {
+	s, err := readSealed(raw)
+	if err != nil {
+		return err
+	}
+	return s.verify()
+}
+
+// verify compares the stored hash with the computed one.
+func (s sealed) verify() error {
+	if !s.hasStored {
+		return ErrNoAuditHash
+	}
+	if s.stored != s.hash {
+		return fmt.Errorf("%w: stored %q, computed %s", ErrSealMismatch, truncate(s.stored, 64), s.hash)
+	}
+	return nil
+}
+
+// Parse verifies the seal of the stored record raw and decodes it. Members
+// unknown to this version are covered by the seal but not decoded.
+func Parse(raw []byte) (Record, error) {
+	if err := VerifySeal(raw); err != nil {
+		return Record{}, err
+	}
+	var r Record
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return Record{}, fmt.Errorf("%w: %s", ErrInvalidJSON, reasonOf(err))
+	}
+	return r, nil
+}
+
+// encode writes r as JSON without HTML escaping (so "<" stays readable in
+// the stored bytes) and without the encoder's trailing newline.
+func encode(r Record) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		return nil, fmt.Errorf("record: encode: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// checkUTC requires every time of r to have a zero UTC offset, so that it
+// marshals with "Z" as the package doc promises.
+func checkUTC(r Record) error {
+	if !isUTC(r.FirstSeen) {
+		return fmt.Errorf("%w: first_seen", ErrNotUTC)
+	}
+	if !isUTC(r.QuarantinedAt) {
+		return fmt.Errorf("%w: quarantined_at", ErrNotUTC)
+	}
+	if r.EventTime != nil && !isUTC(*r.EventTime) {
+		return fmt.Errorf("%w: event_time", ErrNotUTC)
+	}
+	for i, a := range r.Attempts {
+		if !isUTC(a.At) {
+			return fmt.Errorf("%w: attempts[%d].at", ErrNotUTC, i)
+		}
+	}
+	return nil
+}
+
+// isUTC reports whether t's offset from UTC is zero.
+func isUTC(t time.Time) bool {
+	_, offset := t.Zone()
+	return offset == 0
+}
+
+// truncate cuts s to at most n bytes.
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
