@@ -45,30 +45,54 @@ const (
 
 // Pharmacy (DEA controlled-substance inventory) codes.
 const (
-	InvalidNDC           Code = "INVALID_NDC"
-	InvalidDEANumber     Code = "INVALID_DEA_NUMBER"
-	InvalidDEASchedule   Code = "INVALID_DEA_SCHEDULE"
+	// InvalidNDC: the NDC is in none of the FDA 10-digit layouts (4-4-2,
+	// 5-3-2, 5-4-1) nor the 11-digit 5-4-2 form.
+	InvalidNDC Code = "INVALID_NDC"
+	// InvalidDEANumber: a DEA registration number has the wrong shape or
+	// check digit.
+	InvalidDEANumber Code = "INVALID_DEA_NUMBER"
+	// InvalidDEASchedule: the DEA schedule is not II, IIN, III, IIIN, IV or V.
+	InvalidDEASchedule Code = "INVALID_DEA_SCHEDULE"
+	// QuantitySignMismatch: the quantity delta's sign contradicts the
+	// event type (e.g. a positive dispense).
 	QuantitySignMismatch Code = "QUANTITY_SIGN_MISMATCH"
-	MissingCounterparty  Code = "MISSING_COUNTERPARTY"
-	InvalidQuantity      Code = "INVALID_QUANTITY"
+	// MissingCounterparty: a Schedule II transfer names no counterparty.
+	MissingCounterparty Code = "MISSING_COUNTERPARTY"
+	// InvalidQuantity: a quantity is not a plain decimal (pharmacy delta,
+	// FSMA quantity).
+	InvalidQuantity Code = "INVALID_QUANTITY"
 )
 
 // DSCSA (GS1 EPCIS 2.0) codes.
 const (
+	// GTINCheckDigitFailed: a GTIN's GS1 mod-10 check digit is wrong.
 	GTINCheckDigitFailed Code = "GTIN_CHECK_DIGIT_FAILED"
-	InvalidGTIN          Code = "INVALID_GTIN"
-	MissingSerial        Code = "MISSING_SERIAL"
-	MissingExpiry        Code = "MISSING_EXPIRY"
-	InvalidEPC           Code = "INVALID_EPC"
-	InvalidBizStep       Code = "INVALID_BIZSTEP"
-	InvalidLocation      Code = "INVALID_LOCATION"
+	// InvalidGTIN: a GTIN is not 14 digits (e.g. it lost a leading zero).
+	InvalidGTIN Code = "INVALID_GTIN"
+	// MissingSerial: an EPC yields a GTIN but no serial number.
+	MissingSerial Code = "MISSING_SERIAL"
+	// MissingExpiry: a commissioning event has no valid expiry date.
+	MissingExpiry Code = "MISSING_EXPIRY"
+	// InvalidEPC: an EPC is neither an SGTIN URN nor a GS1 Digital Link
+	// URI, or the event lists none.
+	InvalidEPC Code = "INVALID_EPC"
+	// InvalidBizStep: the bizStep is not a CBV business step.
+	InvalidBizStep Code = "INVALID_BIZSTEP"
+	// InvalidLocation: a read point or business location is not a valid
+	// SGLN URN or Digital Link GLN.
+	InvalidLocation Code = "INVALID_LOCATION"
 )
 
 // FSMA 204 traceability codes.
 const (
-	MissingTLC      Code = "MISSING_TLC"
-	MissingKDE      Code = "MISSING_KDE"
-	InvalidGLN      Code = "INVALID_GLN"
+	// MissingTLC: the traceability lot code is absent.
+	MissingTLC Code = "MISSING_TLC"
+	// MissingKDE: a key data element the CTE requires is absent; the
+	// detail names which.
+	MissingKDE Code = "MISSING_KDE"
+	// InvalidGLN: a GLN is not 13 digits with a valid check digit.
+	InvalidGLN Code = "INVALID_GLN"
+	// MissingSupplier: the supplier id, by which failures are grouped, is absent.
 	MissingSupplier Code = "MISSING_SUPPLIER"
 )
 
@@ -157,4 +181,68 @@ func DetailOf(err error) string {
 		return ""
 	}
 	return "unclassified error"
+}
+
+// Info describes a code for documentation and tools.
+type Info struct {
+	Code      Code
+	Transient bool
+	Meaning   string
+}
+
+// Known lists every code deadletter emits, in documentation order.
+func Known() []Info {
+	out := make([]Info, len(known))
+	copy(out, known)
+	for i := range out {
+		out[i].Transient = out[i].Code.Transient()
+	}
+	return out
+}
+
+// IsKnown reports whether c is one of the codes deadletter emits.
+func IsKnown(c Code) bool {
+	for _, k := range known {
+		if k.Code == c {
+			return true
+		}
+	}
+	return false
+}
+
+var known = []Info{
+	{Code: MalformedJSON, Meaning: "the payload is not valid JSON"},
+	{Code: DuplicateKey, Meaning: "a JSON object names the same member twice"},
+	{Code: NotAnObject, Meaning: "the payload is JSON but not an object"},
+	{Code: InvalidUTF8, Meaning: "the payload is not valid UTF-8"},
+	{Code: PayloadTooLarge, Meaning: "the payload exceeds the size limit"},
+	{Code: UnknownSubject, Meaning: "the subject names no known domain or has the wrong shape"},
+	{Code: SchemaValidation, Meaning: "the payload violates its domain's JSON Schema"},
+	{Code: SubjectMismatch, Meaning: "the subject's event type disagrees with the payload"},
+	{Code: UnparseableEventTime, Meaning: "the event time is not RFC 3339 with a UTC offset"},
+	{Code: MissingLot, Meaning: "a required lot number is absent"},
+	{Code: InvalidNDC, Meaning: "the NDC matches no FDA layout"},
+	{Code: InvalidDEANumber, Meaning: "a DEA number has the wrong shape or check digit"},
+	{Code: InvalidDEASchedule, Meaning: "the DEA schedule is not II, IIN, III, IIIN, IV or V"},
+	{Code: QuantitySignMismatch, Meaning: "the quantity delta's sign contradicts the event type"},
+	{Code: MissingCounterparty, Meaning: "a Schedule II transfer names no counterparty"},
+	{Code: InvalidQuantity, Meaning: "a quantity is not a plain decimal"},
+	{Code: GTINCheckDigitFailed, Meaning: "a GTIN's check digit is wrong"},
+	{Code: InvalidGTIN, Meaning: "a GTIN is not 14 digits (e.g. lost a leading zero)"},
+	{Code: MissingSerial, Meaning: "an EPC has no serial number"},
+	{Code: MissingExpiry, Meaning: "a commissioning event has no valid expiry"},
+	{Code: InvalidEPC, Meaning: "an EPC is neither an SGTIN URN nor a Digital Link URI"},
+	{Code: InvalidBizStep, Meaning: "the bizStep is not a CBV business step"},
+	{Code: InvalidLocation, Meaning: "a read point or business location is not a valid GLN"},
+	{Code: MissingTLC, Meaning: "the traceability lot code is absent"},
+	{Code: MissingKDE, Meaning: "a key data element the CTE requires is absent (detail names it)"},
+	{Code: InvalidGLN, Meaning: "a GLN is not 13 digits with a valid check digit"},
+	{Code: MissingSupplier, Meaning: "the supplier id is absent"},
+	{Code: DownstreamUnavailable, Meaning: "the downstream timed out, refused, or answered 429/500/502/503/504"},
+	{Code: DownstreamRejected, Meaning: "the downstream answered another non-2xx status"},
+	{Code: StoreUnavailable, Meaning: "a JetStream write or read failed"},
+	{Code: ClaimHeld, Meaning: "another validator is committing the same key"},
+	{Code: MaxDeliveriesExceeded, Meaning: "deliveries ran out without a recorded transient error"},
+	{Code: OriginalUnavailable, Meaning: "the original event expired from EVENTS before quarantine"},
+	{Code: Internal, Meaning: "an unclassified failure (a bug); never retried"},
 }

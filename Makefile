@@ -1,0 +1,63 @@
+# deadletter — run `make help` for the list of targets.
+SHELL := bash
+.DEFAULT_GOAL := help
+GO ?= go
+
+CACHE  := $(CURDIR)/.cache
+BIN    := $(CACHE)/bin
+NATS_CLI := $(BIN)/nats
+export NATS_CLI
+
+# Arguments for `make run`, e.g. make run ARGS="--port 4333 --downstream-url http://127.0.0.1:8080/capture"
+ARGS ?=
+# Events per phase of the ingest benchmark.
+BENCH_EVENTS ?= 50000
+# Duration of each fuzz target in `make fuzz`.
+FUZZTIME ?= 60s
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: run
+run: ## Run the whole system on an embedded NATS server (127.0.0.1:4222, store in ./data)
+	$(GO) build -o bin/deadletter ./services/deadletter/cmd/deadletter
+	./bin/deadletter $(ARGS)
+
+.PHONY: test
+test: tools ## Run every test with the race detector against real embedded NATS servers
+	$(GO) test -race -count=1 -timeout 40m work
+
+.PHONY: tools
+tools: $(NATS_CLI) ## Build the pinned nats CLI (natscli v0.5.0) into .cache/bin
+
+$(NATS_CLI): deploy/tools/go.mod deploy/tools/go.sum
+	cd deploy/tools && GOWORK=off $(GO) build -o $(NATS_CLI) github.com/nats-io/natscli/nats
+
+.PHONY: bench
+bench: ## Benchmarks: validation cost per domain, then raw JetStream vs end-to-end ingest
+	$(GO) test -run '^$$' -bench . -benchmem ./shared/gate/ ./shared/domain/...
+	$(GO) run ./tests/bench/ingest -n $(BENCH_EVENTS)
+
+.PHONY: fuzz
+fuzz: ## Fuzz each domain's validation for FUZZTIME (default 60s) each
+	$(GO) test -run '^$$' -fuzz FuzzGatePharmacy -fuzztime $(FUZZTIME) ./shared/domain/pharmacy/
+	$(GO) test -run '^$$' -fuzz FuzzGateDSCSA -fuzztime $(FUZZTIME) ./shared/domain/dscsa/
+	$(GO) test -run '^$$' -fuzz FuzzGateFsma -fuzztime $(FUZZTIME) ./shared/domain/fsma/
+
+.PHONY: build
+build: ## Build every binary into bin/
+	$(GO) build -o bin/ ./services/deadletter/cmd/deadletter ./services/validator/cmd/validator
+
+.PHONY: vet
+vet: ## go vet and gofmt over the workspace
+	$(GO) vet work
+	@test -z "$$(gofmt -l services shared schemas tests)" || (gofmt -l services shared schemas tests; exit 1)
+
+.PHONY: tidy
+tidy: ## go mod tidy in every module of the workspace
+	@for m in schemas shared services/* tests; do (cd $$m && $(GO) mod tidy) || exit 1; done
+
+.PHONY: clean
+clean: ## Remove build output and the ./data store (keeps the tool cache)
+	rm -rf bin data

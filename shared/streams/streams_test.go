@@ -1,0 +1,111 @@
+package streams_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/shared/natstest"
+	"github.com/deadletter/deadletter/shared/streams"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+func TestEnsureIsIdempotent(t *testing.T) {
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	o := streams.DefaultOptions()
+	if err := streams.EnsureCore(ctx, js, o); err != nil {
+		t.Fatal(err)
+	}
+	if err := streams.EnsureQuarantine(ctx, js, o); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]time.Time{}
+	for _, name := range []string{subjects.EventsStream, subjects.LedgerStream, subjects.FailuresStream, subjects.AdvisoriesStream, subjects.QuarantineStream, "KV_" + subjects.IdempotencyBucket, "KV_" + subjects.AttemptsBucket} {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		before[name] = s.CachedInfo().Created
+	}
+	// A second start with the same options changes nothing.
+	if err := streams.EnsureCore(ctx, js, o); err != nil {
+		t.Fatalf("second EnsureCore: %v", err)
+	}
+	if err := streams.EnsureQuarantine(ctx, js, o); err != nil {
+		t.Fatalf("second EnsureQuarantine: %v", err)
+	}
+	for name, created := range before {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !s.CachedInfo().Created.Equal(created) {
+			t.Errorf("%s was re-created", name)
+		}
+	}
+}
+
+func TestEnsureRefusesIncompatible(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*jetstream.StreamConfig)
+		want   string
+	}{
+		{"retention", func(c *jetstream.StreamConfig) { c.Retention = jetstream.WorkQueuePolicy }, "retention"},
+		{"max age", func(c *jetstream.StreamConfig) { c.MaxAge = time.Hour }, "max age"},
+		{"subjects", func(c *jetstream.StreamConfig) { c.Subjects = []string{"events.pharmacy.>"} }, "subjects"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := natstest.Start(t)
+			js := srv.JetStream(t)
+			ctx := context.Background()
+			cfg := streams.Events(streams.DefaultOptions())
+			tt.mutate(&cfg)
+			if _, err := js.CreateStream(ctx, cfg); err != nil {
+				t.Fatal(err)
+			}
+			err := streams.EnsureCore(ctx, js, streams.DefaultOptions())
+			if !errors.Is(err, streams.ErrIncompatible) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("EnsureCore = %v, want ErrIncompatible naming %q", err, tt.want)
+			}
+			s, err := js.Stream(ctx, subjects.EventsStream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := streams.StreamDiff(cfg, s.CachedInfo().Config); len(d) != 0 {
+				t.Errorf("existing stream was altered: %v", d)
+			}
+		})
+	}
+}
+
+func TestQuarantineIsWORMConfigured(t *testing.T) {
+	c := streams.Quarantine(streams.DefaultOptions())
+	if !c.DenyDelete || !c.DenyPurge || c.AllowRollup || c.AllowMsgTTL || c.SubjectDeleteMarkerTTL != 0 ||
+		c.AllowMsgSchedules || c.Discard != jetstream.DiscardNew || c.MaxAge != 0 || c.MaxMsgs != -1 || c.MaxBytes != -1 {
+		t.Fatalf("QUARANTINE config is not WORM: %+v", c)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	bad := streams.DefaultOptions()
+	bad.Replicas = 0
+	if bad.Validate() == nil {
+		t.Error("replicas 0 accepted")
+	}
+	bad = streams.DefaultOptions()
+	bad.DuplicateWindow = 30 * 24 * time.Hour
+	if bad.Validate() == nil {
+		t.Error("duplicate window longer than max age accepted")
+	}
+	if err := streams.DefaultOptions().Validate(); err != nil {
+		t.Errorf("defaults invalid: %v", err)
+	}
+}

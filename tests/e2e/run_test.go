@@ -1,0 +1,181 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/shared/natstest"
+	"github.com/deadletter/deadletter/shared/subjects"
+	"github.com/deadletter/deadletter/tests/internal/tools"
+)
+
+// process is the all-in-one binary running under test.
+type process struct {
+	cmd    *exec.Cmd
+	url    string
+	mu     sync.Mutex
+	stdout strings.Builder
+	stderr strings.Builder
+	exited chan error
+}
+
+// startStack runs the binary `make run` runs, on a free port and a temp
+// store, and waits for its banner.
+func startStack(t *testing.T, bin string, args ...string) *process {
+	t.Helper()
+	port := tools.FreePort(t)
+	p := &process{url: fmt.Sprintf("nats://127.0.0.1:%d", port), exited: make(chan error, 1)}
+	args = append([]string{"--port", strconv.Itoa(port), "--data-dir", filepath.Join(t.TempDir(), "data"), "--sync-always=false"}, args...)
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Dir = tools.Root(t)
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Stderr = writerFunc(func(b []byte) (int, error) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.stderr.Write(b)
+	})
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		once := sync.Once{}
+		for sc.Scan() {
+			p.mu.Lock()
+			p.stdout.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+			if strings.Contains(sc.Text(), "Press Ctrl-C to stop") {
+				once.Do(func() { close(ready) })
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+		p.exited <- p.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+		}
+	})
+	select {
+	case <-ready:
+	case err := <-p.exited:
+		t.Fatalf("deadletter exited early: %v\nstderr:\n%s", err, p.logs())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("deadletter did not start\nstderr:\n%s", p.logs())
+	}
+	return p
+}
+
+func (p *process) logs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+func (p *process) banner() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stdout.String()
+}
+
+// interrupt sends SIGINT and waits for a clean exit.
+func (p *process) interrupt(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.exited:
+		if err != nil {
+			t.Fatalf("deadletter exited with %v after SIGINT\nstderr:\n%s", err, p.logs())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("deadletter did not stop after SIGINT\nstderr:\n%s", p.logs())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// TestMakeRun: the all-in-one starts, accepts an event published with the
+// real nats CLI, commits it, and shuts down cleanly on SIGINT.
+func TestMakeRun(t *testing.T) {
+	natsCLI := tools.NATS(t)
+	bin := tools.GoBuild(t, "./services/deadletter/cmd/deadletter", t.TempDir())
+	p := startStack(t, bin)
+	if b := p.banner(); !strings.Contains(b, p.url) || !strings.Contains(b, "nats -s") {
+		t.Errorf("banner lacks the NATS URL or examples:\n%s", b)
+	}
+	payload, err := os.ReadFile(filepath.Join(tools.Root(t), "schemas/testdata/pharmacy/valid/dispense-schedule-ii.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools.Run(t, natsCLI, "--server", p.url, "pub", "events.pharmacy.dispense", string(payload))
+	tools.Run(t, natsCLI, "--server", p.url, "pub", "events.pharmacy.dispense", `{"not":"valid"`)
+
+	nc, err := nats.Connect(p.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(stream string) (uint64, error) {
+		s, err := js.Stream(context.Background(), stream)
+		if err != nil {
+			return 0, err
+		}
+		info, err := s.Info(context.Background())
+		if err != nil {
+			return 0, err
+		}
+		return info.State.Msgs, nil
+	}
+	natstest.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		l, err := count(subjects.LedgerStream)
+		if err != nil || l != 1 {
+			return fmt.Errorf("LEDGER holds %d (%v)", l, err)
+		}
+		f, err := count(subjects.FailuresStream)
+		if err != nil || f != 1 {
+			return fmt.Errorf("FAILURES holds %d (%v)", f, err)
+		}
+		return nil
+	})
+	out := tools.Run(t, natsCLI, "--server", p.url, "micro", "ls")
+	if !strings.Contains(out, "validator") {
+		t.Errorf("nats micro ls does not list the validator:\n%s", out)
+	}
+	nc.Close()
+	p.interrupt(t)
+	logs := p.logs()
+	for _, want := range []string{"validator stopped", "nats server stopped"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("shutdown log lacks %q:\n%s", want, logs)
+		}
+	}
+	if strings.Index(logs, "validator stopped") > strings.Index(logs, "nats server stopped") {
+		t.Errorf("server stopped before the validator drained:\n%s", logs)
+	}
+}
