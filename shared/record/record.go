@@ -45,10 +45,13 @@ const (
 	EncodingBase64 = "base64"
 )
 
-// Payload is an event body preserved byte for byte.
+// Payload is an event body preserved byte for byte (see NewPayload and
+// Payload.Bytes).
 type Payload struct {
+	// Encoding is EncodingText or EncodingBase64.
 	Encoding string `json:"encoding"`
-	Data     string `json:"data"`
+	// Data is the payload as text, or its standard base64.
+	Data string `json:"data"`
 	// SHA256 is the hex SHA-256 of the payload bytes.
 	SHA256 string `json:"sha256"`
 	// Size is the payload length in bytes.
@@ -61,8 +64,10 @@ type Payload struct {
 type Record struct {
 	// SchemaVersion is the record format version.
 	SchemaVersion int `json:"schema_version"`
-	// DLQID identifies the quarantined event: its idempotency key when the
-	// payload parsed, else "<stream>-<sequence>" of the original.
+	// DLQID identifies the quarantined event (see DLQIDFor): its
+	// idempotency key when the payload parsed, else
+	// domain.Key(domain, "source", stream, sequence) of the original; a
+	// token safe in a NATS subject.
 	DLQID string `json:"dlq_id"`
 	// Index is the record's position in its chain, 0 for the first.
 	Index int `json:"index"`
@@ -71,7 +76,7 @@ type Record struct {
 	// Domain is "pharmacy", "dscsa", "fsma" or "unknown".
 	Domain string `json:"domain"`
 	// Class is the failure class after this record: validation, exhausted
-	// or poison.
+	// or poison. A released record carries the class it restores.
 	Class string `json:"class"`
 	// ErrorCode and ErrorDetail describe the latest failure.
 	ErrorCode   codes.Code `json:"error_code"`
@@ -95,7 +100,8 @@ type Record struct {
 	PartyID string `json:"party_id,omitempty"`
 	// EventTime is the event's own time (UTC) when known.
 	EventTime *time.Time `json:"event_time,omitempty"`
-	// Attempts is the ordered history of failed attempts.
+	// Attempts are the failed attempts this record adds, in order; Fold
+	// accumulates them over the chain.
 	Attempts []Attempt `json:"attempts,omitempty"`
 	// DeliveryCount is how many times the failing message was delivered.
 	DeliveryCount uint64 `json:"delivery_count"`
@@ -117,7 +123,8 @@ type Record struct {
 	// PrevHash is the AuditHash of the previous record of the chain ("" for
 	// the first record).
 	PrevHash string `json:"prev_hash"`
-	// AuditHash is the hex SHA-256 of the canonical JSON of this record
-	// without audit_hash.
+	// AuditHash is the lowercase hex SHA-256 of the RFC 8785 canonical
+	// JSON of this record without audit_hash (see Seal and the package
+	// doc).
 	AuditHash string `json:"audit_hash"`
 }

@@ -1,0 +1,151 @@
+package record
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/deadletter/deadletter/shared/domain"
+	"github.com/deadletter/deadletter/shared/envelope"
+)
+
+// UnknownDomain is the domain of an event whose domain is not known.
+const UnknownDomain = "unknown"
+
+// FromFailure builds the unsealed first record (Index 0, KindQuarantined) of
+// the chain of the failed event f, written at now. The record owns its
+// data: headers and attempts are copied, and every time is in UTC. Seal it
+// before storing.
+func FromFailure(f Failure, now time.Time) Record {
+	r := Record{
+		SchemaVersion: SchemaVersion,
+		DLQID:         DLQIDFor(f),
+		Index:         0,
+		Kind:          KindQuarantined,
+		Domain:        domainOf(f),
+		Class:         f.Class,
+		ErrorCode:     f.Code,
+		ErrorDetail:   f.Detail,
+		Payload:       NewPayload(f.Payload),
+		Headers:       cloneHeaders(f.Headers),
+		SourceSubject: f.Subject,
+		SourceStream:  f.Stream,
+		SourceSeq:     f.Seq,
+		Attempts:      utcAttempts(f.Attempts),
+		DeliveryCount: f.Deliveries,
+		RedriveCount:  f.RedriveCount,
+		FirstSeen:     f.Published.UTC(),
+		QuarantinedAt: now.UTC(),
+	}
+	if e := f.Envelope; e != nil {
+		r.IdempotencyKey, r.OrderingKey, r.PartyID = e.IdempotencyKey, e.OrderingKey, e.PartyID
+		if !e.EventTime.IsZero() {
+			t := e.EventTime.UTC()
+			r.EventTime = &t
+		}
+	}
+	r.TraceID, r.SpanID = ParseTraceparent(header(f.Headers, envelope.Traceparent))
+	return r
+}
+
+// DLQIDFor returns the dlq id of the failed event f: f.DLQID when set (a
+// failed redrive stays in its chain); else the event's idempotency key when
+// it parsed; else a key derived from the source stream and sequence,
+// domain.Key(domain, "source", stream, seq), safe as a NATS subject token.
+func DLQIDFor(f Failure) string {
+	switch {
+	case f.DLQID != "":
+		return f.DLQID
+	case f.Envelope != nil && f.Envelope.IdempotencyKey != "":
+		return f.Envelope.IdempotencyKey
+	}
+	return domain.Key(domainOf(f), "source", f.Stream, strconv.FormatUint(f.Seq, 10))
+}
+
+// domainOf returns f's domain, falling back to the envelope's and then to
+// UnknownDomain.
+func domainOf(f Failure) string {
+	switch {
+	case f.Domain != "":
+		return f.Domain
+	case f.Envelope != nil && f.Envelope.Domain != "":
+		return f.Envelope.Domain
+	}
+	return UnknownDomain
+}
+
+// cloneHeaders deep-copies h (nil stays nil).
+func cloneHeaders(h map[string][]string) map[string][]string {
+	if h == nil {
+		return nil
+	}
+	c := maps.Clone(h)
+	for k, v := range c {
+		c[k] = slices.Clone(v)
+	}
+	return c
+}
+
+// utcAttempts copies attempts with their times in UTC (nil stays nil).
+func utcAttempts(attempts []Attempt) []Attempt {
+	if attempts == nil {
+		return nil
+	}
+	c := slices.Clone(attempts)
+	for i := range c {
+		c[i].At = c[i].At.UTC()
+	}
+	return c
+}
+
+// header returns the first value of header key in h, matching the exact
+// key first and then case-insensitively.
+func header(h map[string][]string, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	for k, v := range h {
+		if strings.EqualFold(k, key) && len(v) > 0 {
+			return v[0]
+		}
+	}
+	return ""
+}
+
+// ParseTraceparent returns the trace id and parent (span) id of a W3C
+// trace-context traceparent value "version-traceid-spanid-flags", or two
+// empty strings when it is absent or malformed: lowercase hex fields of
+// 2-32-16-2 digits, version not "ff", ids not all zeros, version 00 with
+// nothing after the flags and later versions with only "-..." after them.
+func ParseTraceparent(v string) (traceID, spanID string) {
+	v = strings.TrimSpace(v)
+	if len(v) < 55 || v[2] != '-' || v[35] != '-' || v[52] != '-' {
+		return "", ""
+	}
+	version, trace, span, flags := v[0:2], v[3:35], v[36:52], v[53:55]
+	if !lowerHex(version) || version == "ff" || !lowerHex(flags) ||
+		!lowerHex(trace) || allZero(trace) || !lowerHex(span) || allZero(span) {
+		return "", ""
+	}
+	if rest := v[55:]; (version == "00" && rest != "") || (rest != "" && rest[0] != '-') {
+		return "", ""
+	}
+	return trace, span
+}
+
+// lowerHex reports whether s is made of lowercase hex digits only.
+func lowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// allZero reports whether s is made of '0' only.
+func allZero(s string) bool {
+	return strings.Trim(s, "0") == ""
+}

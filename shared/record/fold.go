@@ -1,0 +1,326 @@
+package record
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/deadletter/deadletter/shared/codes"
+)
+
+// Statuses of a quarantined event, as folded from its chain.
+const (
+	// StatusOpen: quarantined, waiting for a correction, redrive or decision.
+	StatusOpen = "open"
+	// StatusRedriving: a replay was requested and its outcome is pending.
+	StatusRedriving = "redriving"
+	// StatusResolved: closed (replayed, duplicate, or a person's decision).
+	StatusResolved = "resolved"
+	// StatusPoison: isolated after the redrive cap; needs a release.
+	StatusPoison = "poison"
+	// StatusInvalid: the chain breaks a link or lifecycle rule.
+	StatusInvalid = "invalid"
+)
+
+// Errors of Fold. Each is wrapped with the position of the offending record.
+var (
+	// ErrEmptyChain: Fold was given no record.
+	ErrEmptyChain = errors.New("record: empty chain")
+	// ErrBrokenLink: a record's index, prev_hash or dlq_id does not follow
+	// the record before it.
+	ErrBrokenLink = errors.New("record: broken chain link")
+	// ErrInvalidTransition: the record's kind is not allowed in the
+	// current status.
+	ErrInvalidTransition = errors.New("record: invalid transition")
+	// ErrUnknownKind: the record's kind is not a Kind* constant.
+	ErrUnknownKind = errors.New("record: unknown record kind")
+	// ErrInvalidClass: the record's class is not allowed for its kind.
+	ErrInvalidClass = errors.New("record: invalid class")
+	// ErrMissingPayload: a corrected record carries no payload.
+	ErrMissingPayload = errors.New("record: corrected record without payload")
+	// ErrMissingDecision: a resolved record lacks its actor or reason.
+	ErrMissingDecision = errors.New("record: decision without actor or reason")
+)
+
+// State is the current state of one quarantined event, folded from its
+// chain by Fold.
+type State struct {
+	// DLQID and Domain identify the event (record 0).
+	DLQID  string `json:"dlq_id"`
+	Domain string `json:"domain"`
+	// Class is the current failure class: validation, exhausted or poison.
+	Class string `json:"class"`
+	// Status is one of the Status* constants.
+	Status string `json:"status"`
+	// ErrorCode and ErrorDetail describe the latest failure.
+	ErrorCode   codes.Code `json:"error_code"`
+	ErrorDetail string     `json:"error_detail"`
+	// RedriveCount is how many replays have failed so far.
+	RedriveCount int `json:"redrive_count"`
+	// Records is the number of records folded.
+	Records int `json:"records"`
+	// FirstSeen is when the original event was stored; QuarantinedAt when
+	// record 0 was written; LastChange when the last record was written.
+	FirstSeen     time.Time `json:"first_seen"`
+	QuarantinedAt time.Time `json:"quarantined_at"`
+	LastChange    time.Time `json:"last_change"`
+	// LastKind and LastHash are the kind and audit hash of the last record
+	// (the PrevHash of the next one).
+	LastKind string `json:"last_kind"`
+	LastHash string `json:"last_hash"`
+	// IdempotencyKey, OrderingKey, PartyID and EventTime are the event's
+	// identity, when its payload parsed.
+	IdempotencyKey string     `json:"idempotency_key,omitempty"`
+	OrderingKey    string     `json:"ordering_key,omitempty"`
+	PartyID        string     `json:"party_id,omitempty"`
+	EventTime      *time.Time `json:"event_time,omitempty"`
+	// Payload is the effective payload: the latest correction, else the
+	// original. Corrected tells which. OriginalPayload is record 0's.
+	Payload         *Payload `json:"payload,omitempty"`
+	Corrected       bool     `json:"corrected"`
+	OriginalPayload *Payload `json:"original_payload,omitempty"`
+	// Headers are the original message's headers.
+	Headers map[string][]string `json:"headers,omitempty"`
+	// SourceSubject, SourceStream and SourceSeq locate the original.
+	SourceSubject string `json:"source_subject"`
+	SourceStream  string `json:"source_stream"`
+	SourceSeq     uint64 `json:"source_seq"`
+	// Attempts is every record's attempts, in chain order.
+	Attempts []Attempt `json:"attempts,omitempty"`
+	// TraceID and SpanID are the trace context of the original failure.
+	TraceID string `json:"trace_id"`
+	SpanID  string `json:"span_id"`
+	// Resolution is the kind of the record that resolved the event
+	// (replayed, skipped_duplicate or resolved); "" until resolved.
+	Resolution string `json:"resolution,omitempty"`
+}
+
+// Redrivable reports whether the event may be replayed now: it is open and
+// its class is exhausted, or validation when includeValidation is set or
+// its payload was corrected. Poison, redriving, resolved and invalid states
+// never are.
+func (s State) Redrivable(includeValidation bool) bool {
+	if s.Status != StatusOpen {
+		return false
+	}
+	switch s.Class {
+	case ClassExhausted:
+		return true
+	case ClassValidation:
+		return includeValidation || s.Corrected
+	}
+	return false
+}
+
+// Fold returns the current state of an event from its chain, records in
+// order. It checks each record's links (index = position, prev_hash = the
+// previous audit_hash, same dlq_id) and lifecycle transition, but not the
+// seals: callers that read stored bytes verify them with VerifySeal (or
+// Parse) first. On error the state is the fold up to the last valid record
+// with Status StatusInvalid.
+func Fold(chain []Record) (State, error) {
+	if len(chain) == 0 {
+		return State{Status: StatusInvalid}, ErrEmptyChain
+	}
+	s, err := start(chain[0])
+	if err != nil {
+		return State{DLQID: chain[0].DLQID, Status: StatusInvalid}, fmt.Errorf("record 0: %w", err)
+	}
+	for i, r := range chain[1:] {
+		next, err := s.apply(r)
+		if err != nil {
+			s.Status = StatusInvalid
+			return s, fmt.Errorf("record %d (%s): %w", i+1, truncate(r.Kind, 32), err)
+		}
+		s = next
+	}
+	return s, nil
+}
+
+// start folds the first record of a chain.
+func start(r Record) (State, error) {
+	switch {
+	case r.Kind != KindQuarantined:
+		return State{}, fmt.Errorf("%w: first record is %.32q, not quarantined", ErrInvalidTransition, r.Kind)
+	case r.Index != 0 || r.PrevHash != "":
+		return State{}, fmt.Errorf("%w: first record has index %d and prev_hash %.64q", ErrBrokenLink, r.Index, r.PrevHash)
+	case r.Class != ClassValidation && r.Class != ClassExhausted:
+		return State{}, fmt.Errorf("%w: quarantined with class %.32q", ErrInvalidClass, r.Class)
+	}
+	s := State{
+		DLQID: r.DLQID, Domain: r.Domain, Class: r.Class, Status: StatusOpen,
+		ErrorCode: r.ErrorCode, ErrorDetail: r.ErrorDetail, RedriveCount: r.RedriveCount,
+		FirstSeen: r.FirstSeen, QuarantinedAt: r.QuarantinedAt,
+		IdempotencyKey: r.IdempotencyKey, OrderingKey: r.OrderingKey, PartyID: r.PartyID,
+		EventTime: clonePtr(r.EventTime), Payload: clonePtr(r.Payload), OriginalPayload: clonePtr(r.Payload),
+		Headers:       cloneHeaders(r.Headers),
+		SourceSubject: r.SourceSubject, SourceStream: r.SourceStream, SourceSeq: r.SourceSeq,
+		TraceID: r.TraceID, SpanID: r.SpanID,
+	}
+	s.record(r)
+	return s, nil
+}
+
+// record accounts for r having been folded.
+func (s *State) record(r Record) {
+	s.Records++
+	s.LastChange, s.LastKind, s.LastHash = r.QuarantinedAt, r.Kind, r.AuditHash
+	if len(r.Attempts) > 0 {
+		s.Attempts = append(slices.Clip(s.Attempts), r.Attempts...)
+	}
+}
+
+// transition is the rule of one record kind after the first record.
+type transition struct {
+	// from lists the statuses in which the kind is allowed.
+	from []string
+	// apply updates the state (already a copy) for the record.
+	apply func(s *State, r Record) error
+}
+
+// transitions holds the lifecycle: kind → allowed statuses and effect.
+// KindQuarantined is only allowed as the first record; nothing follows
+// a resolved event.
+var transitions = map[string]transition{
+	KindCorrected:        {[]string{StatusOpen, StatusPoison}, applyCorrected},
+	KindRedriveRequested: {[]string{StatusOpen}, setStatus(StatusRedriving)},
+	KindReplayed:         {[]string{StatusRedriving}, resolve},
+	KindSkippedDuplicate: {[]string{StatusOpen, StatusRedriving}, resolve},
+	KindReplayFailed:     {[]string{StatusRedriving, StatusOpen}, applyReplayFailed},
+	KindPoisoned:         {[]string{StatusRedriving, StatusOpen}, applyPoisoned},
+	KindReleased:         {[]string{StatusPoison}, applyReleased},
+	KindResolved:         {[]string{StatusOpen, StatusRedriving, StatusPoison}, applyResolved},
+	KindQuarantined:      {nil, nil},
+}
+
+// apply folds the next record r into a copy of s.
+func (s State) apply(r Record) (State, error) {
+	if err := s.checkLink(r); err != nil {
+		return s, err
+	}
+	t, ok := transitions[r.Kind]
+	if !ok {
+		return s, fmt.Errorf("%w: %.32q", ErrUnknownKind, r.Kind)
+	}
+	if !slices.Contains(t.from, s.Status) {
+		return s, fmt.Errorf("%w: %s when %s", ErrInvalidTransition, r.Kind, s.Status)
+	}
+	next := s
+	if err := t.apply(&next, r); err != nil {
+		return s, err
+	}
+	next.record(r)
+	return next, nil
+}
+
+// checkLink requires r to follow the last folded record.
+func (s State) checkLink(r Record) error {
+	switch {
+	case r.Index != s.Records:
+		return fmt.Errorf("%w: index %d at position %d", ErrBrokenLink, r.Index, s.Records)
+	case r.PrevHash != s.LastHash:
+		return fmt.Errorf("%w: prev_hash %.64q, previous audit_hash %.64q", ErrBrokenLink, r.PrevHash, s.LastHash)
+	case r.DLQID != s.DLQID:
+		return fmt.Errorf("%w: dlq_id %.200q in chain %.200q", ErrBrokenLink, r.DLQID, s.DLQID)
+	}
+	return nil
+}
+
+// setStatus returns a transition effect that only changes the status.
+func setStatus(status string) func(*State, Record) error {
+	return func(s *State, _ Record) error {
+		s.Status = status
+		return nil
+	}
+}
+
+// resolve closes the event, naming the record kind as its resolution.
+func resolve(s *State, r Record) error {
+	s.Status, s.Resolution = StatusResolved, r.Kind
+	return nil
+}
+
+// applyCorrected makes r's payload the effective one. The class stays
+// unless r states another: validation or exhausted while open, poison
+// while poison.
+func applyCorrected(s *State, r Record) error {
+	if r.Payload == nil {
+		return ErrMissingPayload
+	}
+	if r.Class != "" && r.Class != s.Class {
+		if err := checkClass(r.Class, s.Status == StatusPoison); err != nil {
+			return err
+		}
+		s.Class = r.Class
+	}
+	s.Payload, s.Corrected = clonePtr(r.Payload), true
+	return nil
+}
+
+// applyReplayFailed reopens the event with the replay's failure.
+func applyReplayFailed(s *State, r Record) error {
+	if r.Class != "" {
+		if err := checkClass(r.Class, false); err != nil {
+			return err
+		}
+		s.Class = r.Class
+	}
+	s.Status = StatusOpen
+	s.failure(r)
+	return nil
+}
+
+// applyPoisoned isolates the event with the replay's failure.
+func applyPoisoned(s *State, r Record) error {
+	s.Status, s.Class = StatusPoison, ClassPoison
+	s.failure(r)
+	return nil
+}
+
+// failure takes the redrive count and, when stated, the error of r.
+func (s *State) failure(r Record) {
+	s.RedriveCount = r.RedriveCount
+	if r.ErrorCode != "" {
+		s.ErrorCode, s.ErrorDetail = r.ErrorCode, r.ErrorDetail
+	}
+}
+
+// applyReleased reopens a poison event with the class r restores.
+func applyReleased(s *State, r Record) error {
+	if err := checkClass(r.Class, false); err != nil {
+		return err
+	}
+	s.Status, s.Class = StatusOpen, r.Class
+	return nil
+}
+
+// applyResolved closes the event by a person's decision.
+func applyResolved(s *State, r Record) error {
+	if r.Actor == "" || r.Reason == "" {
+		return ErrMissingDecision
+	}
+	return resolve(s, r)
+}
+
+// checkClass requires class to be poison when poison is set, else
+// validation or exhausted.
+func checkClass(class string, poison bool) error {
+	ok := class == ClassValidation || class == ClassExhausted
+	if poison {
+		ok = class == ClassPoison
+	}
+	if !ok {
+		return fmt.Errorf("%w: %.32q", ErrInvalidClass, class)
+	}
+	return nil
+}
+
+// clonePtr returns a pointer to a copy of *p (nil stays nil).
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	return &c
+}
