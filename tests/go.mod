@@ -29,6 +29,7 @@ require (
 replace (
 	github.com/deadletter/deadletter/schemas => ../schemas
 	github.com/deadletter/deadletter/services/deadletter => ../services/deadletter
+	github.com/deadletter/deadletter/services/quarantiner => ../services/quarantiner
 	github.com/deadletter/deadletter/services/validator => ../services/validator
 	github.com/deadletter/deadletter/shared => ../shared
 )

@@ -310,8 +310,9 @@ func (s *Service) structural(ctx context.Context, m jetstream.Msg, meta *jetstre
 func (s *Service) transient(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, env envelope.Envelope, cause error, attempts jetstream.KeyValue) {
 	s.stats.transient.Add(1)
 	code := codes.Of(cause)
-	hist := readAttempts(ctx, attempts, meta.Sequence.Stream)
-	hist = append(hist, record.Attempt{At: time.Now().UTC(), Stage: record.StageCommit, Code: code, Reason: codes.DetailOf(cause), Delivery: meta.NumDelivered})
+	hist := record.History{Subject: m.Subject(), Domain: env.Domain, IdempotencyKey: env.IdempotencyKey,
+		Attempts: readAttempts(ctx, attempts, meta.Sequence.Stream)}
+	hist.Attempts = append(hist.Attempts, record.Attempt{At: time.Now().UTC(), Stage: record.StageCommit, Code: code, Reason: codes.DetailOf(cause), Delivery: meta.NumDelivered})
 	if b, err := json.Marshal(hist); err == nil {
 		if _, err := attempts.Put(ctx, attemptKey(meta.Sequence.Stream), b); err != nil {
 			s.log.Warn("attempt history not stored", "seq", meta.Sequence.Stream, "err", err)
@@ -340,14 +341,15 @@ func (s *Service) transient(ctx context.Context, m jetstream.Msg, meta *jetstrea
 // attemptKey is the ATTEMPTS key of an EVENTS sequence.
 func attemptKey(seq uint64) string { return strconv.FormatUint(seq, 10) }
 
+// readAttempts returns the attempts recorded so far for an EVENTS sequence.
 func readAttempts(ctx context.Context, kv jetstream.KeyValue, seq uint64) []record.Attempt {
 	e, err := kv.Get(ctx, attemptKey(seq))
 	if err != nil {
 		return nil
 	}
-	var hist []record.Attempt
+	var hist record.History
 	_ = json.Unmarshal(e.Value(), &hist)
-	return hist
+	return hist.Attempts
 }
 
 // redriveOf reads the redrive headers the redriver sets.

@@ -111,6 +111,9 @@ const (
 	// OriginalUnavailable: the original event could no longer be fetched
 	// from EVENTS when its failure was quarantined.
 	OriginalUnavailable Code = "ORIGINAL_UNAVAILABLE"
+	// TerminatedExternally: a consumer terminated the event without a
+	// failure report (not the validator).
+	TerminatedExternally Code = "TERMINATED_EXTERNALLY"
 	// MaxDeliveriesExceeded: the event exhausted its deliveries without a
 	// recorded transient error (e.g. the validator died on every attempt).
 	MaxDeliveriesExceeded Code = "MAX_DELIVERIES_EXCEEDED"
@@ -243,6 +246,7 @@ var known = []Info{
 	{Code: StoreUnavailable, Meaning: "a JetStream write or read failed"},
 	{Code: ClaimHeld, Meaning: "another validator is committing the same key"},
 	{Code: MaxDeliveriesExceeded, Meaning: "deliveries ran out without a recorded transient error"},
+	{Code: TerminatedExternally, Meaning: "a consumer terminated the event without a failure report"},
 	{Code: OriginalUnavailable, Meaning: "the original event expired from EVENTS before quarantine"},
 	{Code: Internal, Meaning: "an unclassified failure (a bug); never retried"},
 }

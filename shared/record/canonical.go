@@ -1,16 +1,13 @@
 package record
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
 )
@@ -74,107 +71,113 @@ type sealed struct {
 var linkMembers = map[string]bool{"dlq_id": true, "index": true, "prev_hash": true}
 
 // readSealed parses the stored record raw, removes its top-level
-// audit_hash member and hashes the canonical form of the rest.
+// audit_hash member and hashes the canonical form of the rest. The whole
+// record is canonicalized first (which validates it and rejects duplicate
+// members at every level); removing a member from a canonical object
+// leaves it canonical.
 func readSealed(raw []byte) (sealed, error) {
-	if !utf8.Valid(raw) {
-		return sealed{}, fmt.Errorf("%w: not UTF-8", ErrInvalidJSON)
+	if err := checkNumbers(raw); err != nil {
+		return sealed{}, err
 	}
-	body, s, err := stripAuditHash(raw)
+	canon, err := Canonical(raw)
 	if err != nil {
 		return sealed{}, err
 	}
-	if err := checkNumbers(body); err != nil {
-		return sealed{}, err
+	if len(canon) == 0 || canon[0] != '{' {
+		return sealed{}, ErrNotObject
 	}
-	canon, err := Canonical(body)
+	s := sealed{members: make(map[string]json.RawMessage, len(linkMembers))}
+	body, err := s.split(canon)
 	if err != nil {
 		return sealed{}, err
 	}
-	sum := sha256.Sum256(canon)
+	sum := sha256.Sum256(body)
 	s.hash = hex.EncodeToString(sum[:])
 	return s, nil
 }
 
-// stripAuditHash re-writes the top-level object of raw without its
-// audit_hash member (members keep their raw values), rejecting duplicate
-// top-level members and trailing data. Nested objects are checked by
-// Canonical.
-func stripAuditHash(raw []byte) ([]byte, sealed, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil {
-		return nil, sealed{}, fmt.Errorf("%w: %s", ErrInvalidJSON, reasonOf(err))
-	} else if tok != json.Delim('{') {
-		return nil, sealed{}, ErrNotObject
-	}
-	s := sealed{members: make(map[string]json.RawMessage, len(linkMembers))}
-	body := make([]byte, 0, len(raw))
-	body = append(body, '{')
-	seen := make(map[string]bool, 32)
-	for dec.More() {
-		key, value, err := nextMember(dec)
-		if err != nil {
-			return nil, sealed{}, err
+// split walks the top-level members of the canonical object canon,
+// keeping the link members and the audit_hash value in s, and returns
+// canon without its audit_hash member.
+func (s *sealed) split(canon []byte) ([]byte, error) {
+	body := canon
+	for i := 1; i < len(canon) && canon[i] != '}'; {
+		keyEnd := stringEnd(canon, i)
+		valueEnd := valueEnd(canon, keyEnd+1)
+		key, value := canon[i+1:keyEnd-1], json.RawMessage(canon[keyEnd+1:valueEnd])
+		if linkMembers[string(key)] {
+			s.members[string(key)] = value
 		}
-		if seen[key] {
-			return nil, sealed{}, fmt.Errorf("%w: duplicate member", ErrInvalidJSON)
-		}
-		seen[key] = true
-		if linkMembers[key] {
-			s.members[key] = value
-		}
-		if key == auditHashMember {
+		if string(key) == auditHashMember {
 			if err := json.Unmarshal(value, &s.stored); err != nil {
-				return nil, sealed{}, fmt.Errorf("%w: audit_hash is not a string", ErrInvalidJSON)
+				return nil, fmt.Errorf("%w: audit_hash is not a string", ErrInvalidJSON)
 			}
 			s.hasStored = true
-			continue
+			body = without(canon, i, valueEnd)
 		}
-		body = appendMember(body, key, value)
+		i = valueEnd
+		if canon[i] == ',' {
+			i++
+		}
 	}
-	if err := endOfObject(dec); err != nil {
-		return nil, sealed{}, err
-	}
-	return append(body, '}'), s, nil
+	return body, nil
 }
 
-// nextMember reads one member name and its raw value.
-func nextMember(dec *json.Decoder) (string, json.RawMessage, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return "", nil, fmt.Errorf("%w: %s", ErrInvalidJSON, reasonOf(err))
+// without returns a copy of the canonical object canon without the member
+// spanning canon[start:end], and without the comma that separated it.
+func without(canon []byte, start, end int) []byte {
+	if canon[end] == ',' {
+		end++
+	} else if canon[start-1] == ',' {
+		start--
 	}
-	key, ok := tok.(string)
-	if !ok {
-		return "", nil, fmt.Errorf("%w: member name expected", ErrInvalidJSON)
-	}
-	var value json.RawMessage
-	if err := dec.Decode(&value); err != nil {
-		return "", nil, fmt.Errorf("%w: %s", ErrInvalidJSON, reasonOf(err))
-	}
-	return key, value, nil
+	out := make([]byte, 0, len(canon)-(end-start))
+	out = append(out, canon[:start]...)
+	return append(out, canon[end:]...)
 }
 
-// appendMember appends `"key":value` to an object being written, with a
-// separating comma unless it is the first member.
-func appendMember(body []byte, key string, value json.RawMessage) []byte {
-	if len(body) > 1 {
-		body = append(body, ',')
+// stringEnd returns the index after the JSON string starting at canon[i]
+// (a '"'). canon is valid canonical JSON.
+func stringEnd(canon []byte, i int) int {
+	for j := i + 1; j < len(canon); j++ {
+		switch canon[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
 	}
-	name, _ := json.Marshal(key) // a string always marshals; Canonical re-escapes it
-	body = append(body, name...)
-	body = append(body, ':')
-	return append(body, value...)
+	return len(canon)
 }
 
-// endOfObject consumes the closing brace and requires the end of input.
-func endOfObject(dec *json.Decoder) error {
-	if _, err := dec.Token(); err != nil {
-		return fmt.Errorf("%w: %s", ErrInvalidJSON, reasonOf(err))
+// valueEnd returns the index after the JSON value starting at canon[i].
+// canon is valid canonical JSON (no whitespace), and the value is a
+// member of the top-level object.
+func valueEnd(canon []byte, i int) int {
+	switch canon[i] {
+	case '"':
+		return stringEnd(canon, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(canon); j++ {
+			switch canon[j] {
+			case '"':
+				j = stringEnd(canon, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(canon)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("%w: data after the record", ErrInvalidJSON)
+	j := i // a number or a literal
+	for j < len(canon) && canon[j] != ',' && canon[j] != '}' {
+		j++
 	}
-	return nil
+	return j
 }
 
 // checkNumbers requires every number token of the JSON document doc

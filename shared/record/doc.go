@@ -1,5 +1,6 @@
-// A quarantine chain is the append-only list of sealed Records of one
-// quarantined event (one DLQID), in stream order. Its pure core lives here:
+// Package record holds deadletter's quarantine records. A quarantine chain
+// is the append-only list of sealed Records of one quarantined event (one
+// DLQID), in stream order. Its pure core lives here:
 //
 //   - Canonical: RFC 8785 JSON Canonicalization Scheme (JCS).
 //   - Seal, Marshal, VerifySeal, Parse: the audit hash of a record.
@@ -36,6 +37,12 @@
 //	doc = json.loads(stored_bytes)
 //	h = doc.pop("audit_hash")
 //	assert hashlib.sha256(rfc8785.dumps(doc)).hexdigest() == h
+//
+// Without a JCS package, json.dumps(doc, sort_keys=True,
+// separators=(",", ":"), ensure_ascii=False).encode() gives the same bytes
+// for records: they hold integers only, and Python's escaping matches
+// JCS; its code-point order differs from UTF-16 order only for member
+// names mixing characters above U+FFFF with U+E000..U+FFFF.
 //
 // Times are RFC 3339 strings in UTC with up to nine fractional digits and no
 // trailing zeros ("2025-03-01T12:00:00.5Z"), as Go writes a UTC time.Time;

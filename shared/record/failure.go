@@ -1,7 +1,3 @@
-// Package record defines what deadletter preserves about a failed event: the
-// Failure a service reports to the quarantine intake, the Attempt history of
-// transient failures, and (with the quarantiner) the sealed, hash-chained
-// quarantine Record and the fold of a chain into its current state.
 package record
 
 import (
@@ -76,4 +72,16 @@ type Failure struct {
 	Attempts []Attempt `json:"attempts"`
 	// FailedAt is when the failure was reported (UTC).
 	FailedAt time.Time `json:"failed_at"`
+}
+
+// History is the value the validator keeps in the ATTEMPTS bucket for an
+// event it is retrying: enough to name the event even if its original
+// expires from EVENTS before it is quarantined.
+type History struct {
+	// Subject, Domain and IdempotencyKey identify the event.
+	Subject        string `json:"subject"`
+	Domain         string `json:"domain"`
+	IdempotencyKey string `json:"idempotency_key"`
+	// Attempts is the ordered list of failed attempts.
+	Attempts []Attempt `json:"attempts"`
 }

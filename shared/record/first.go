@@ -28,7 +28,6 @@ func FromFailure(f Failure, now time.Time) Record {
 		Class:         f.Class,
 		ErrorCode:     f.Code,
 		ErrorDetail:   f.Detail,
-		Payload:       NewPayload(f.Payload),
 		Headers:       cloneHeaders(f.Headers),
 		SourceSubject: f.Subject,
 		SourceStream:  f.Stream,
@@ -47,6 +46,10 @@ func FromFailure(f Failure, now time.Time) Record {
 		}
 	}
 	r.TraceID, r.SpanID = ParseTraceparent(header(f.Headers, envelope.Traceparent))
+	if f.Payload != nil {
+		// An original that could not be fetched has no payload, not an empty one.
+		r.Payload = NewPayload(f.Payload)
+	}
 	return r
 }
 

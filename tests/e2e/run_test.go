@@ -157,25 +157,29 @@ func TestMakeRun(t *testing.T) {
 		if err != nil || l != 1 {
 			return fmt.Errorf("LEDGER holds %d (%v)", l, err)
 		}
-		f, err := count(subjects.FailuresStream)
-		if err != nil || f != 1 {
-			return fmt.Errorf("FAILURES holds %d (%v)", f, err)
+		q, err := count(subjects.QuarantineStream)
+		if err != nil || q != 1 {
+			return fmt.Errorf("QUARANTINE holds %d (%v)", q, err)
 		}
 		return nil
 	})
 	out := tools.Run(t, natsCLI, "--server", p.url, "micro", "ls")
-	if !strings.Contains(out, "validator") {
-		t.Errorf("nats micro ls does not list the validator:\n%s", out)
+	for _, svc := range []string{"validator", "quarantiner"} {
+		if !strings.Contains(out, svc) {
+			t.Errorf("nats micro ls does not list the %s:\n%s", svc, out)
+		}
 	}
 	nc.Close()
 	p.interrupt(t)
 	logs := p.logs()
-	for _, want := range []string{"validator stopped", "nats server stopped"} {
+	for _, want := range []string{"validator stopped", "quarantiner stopped", "DLQ_QUARANTINED", "nats server stopped"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("shutdown log lacks %q:\n%s", want, logs)
 		}
 	}
-	if strings.Index(logs, "validator stopped") > strings.Index(logs, "nats server stopped") {
-		t.Errorf("server stopped before the validator drained:\n%s", logs)
+	for _, svc := range []string{"validator stopped", "quarantiner stopped"} {
+		if strings.Index(logs, svc) > strings.Index(logs, "nats server stopped") {
+			t.Errorf("server stopped before %q:\n%s", svc, logs)
+		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/deadletter/deadletter/services/quarantiner"
 	"github.com/deadletter/deadletter/services/validator"
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/embedded"
@@ -40,6 +41,8 @@ type Config struct {
 	Streams streams.Options
 	// Validator configures the validator.
 	Validator validator.Config
+	// Quarantiner configures the quarantiner.
+	Quarantiner quarantiner.Config
 	// Out receives the start-up banner. Default: discarded.
 	Out io.Writer
 }
@@ -47,13 +50,14 @@ type Config struct {
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{
-		DataDir:    "data",
-		Host:       "127.0.0.1",
-		Port:       4222,
-		SyncAlways: true,
-		Streams:    streams.DefaultOptions(),
-		Validator:  validator.DefaultConfig(),
-		Out:        io.Discard,
+		DataDir:     "data",
+		Host:        "127.0.0.1",
+		Port:        4222,
+		SyncAlways:  true,
+		Streams:     streams.DefaultOptions(),
+		Validator:   validator.DefaultConfig(),
+		Quarantiner: quarantiner.DefaultConfig(),
+		Out:         io.Discard,
 	}
 }
 
@@ -67,6 +71,7 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Bool("DEADLETTER_SYNC_ALWAYS", &c.SyncAlways)
 	env.Int("DEADLETTER_REPLICAS", &c.Streams.Replicas)
 	c.Validator.LoadEnv(env)
+	c.Quarantiner.LoadEnv(env)
 }
 
 func (c Config) validate() error {
@@ -88,6 +93,8 @@ type Stack struct {
 	ready chan struct{}
 	// Validator is the running validator (for tests and stats).
 	Validator *validator.Service
+	// Quarantiner is the running quarantiner.
+	Quarantiner *quarantiner.Service
 }
 
 // New prepares a stack; Run starts it.
@@ -102,6 +109,7 @@ func New(cfg Config, log *slog.Logger) (*Stack, error) {
 		cfg.Out = io.Discard
 	}
 	cfg.Validator.Streams = cfg.Streams
+	cfg.Quarantiner.Streams = cfg.Streams
 	return &Stack{cfg: cfg, log: log, ready: make(chan struct{})}, nil
 }
 
@@ -163,8 +171,21 @@ func (s *Stack) Run(ctx context.Context) error {
 	}
 	s.Validator = v
 
+	qnc, err := connect("deadletter-quarantiner")
+	if err != nil {
+		return err
+	}
+	qcfg := s.cfg.Quarantiner
+	qcfg.Provision = false
+	q, err := quarantiner.New(qnc, qcfg, s.log)
+	if err != nil {
+		return err
+	}
+	s.Quarantiner = q
+
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return v.Run(gctx) })
+	g.Go(func() error { return q.Run(gctx) })
 	if err := s.waitStarted(gctx); err == nil {
 		close(s.ready)
 		s.banner()
@@ -199,8 +220,17 @@ func (s *Stack) waitStarted(ctx context.Context) error {
 		return err
 	}
 	defer nc.Close()
+	for _, svc := range []string{"validator", "quarantiner"} {
+		if err := waitPing(ctx, nc, svc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func waitPing(ctx context.Context, nc *nats.Conn, svc string) error {
 	for {
-		if _, err := nc.Request("$SRV.PING.validator", nil, 200*time.Millisecond); err == nil {
+		if _, err := nc.Request("$SRV.PING."+svc, nil, 200*time.Millisecond); err == nil {
 			return nil
 		}
 		select {
@@ -216,7 +246,7 @@ func (s *Stack) banner() {
 	port := strconv.Itoa(s.srv.Addr().(*net.TCPAddr).Port)
 	fmt.Fprintf(s.cfg.Out, `deadletter is running.
   NATS:        %s   (store: %s)
-  Services:    validator
+  Services:    validator, quarantiner
 
 Try it (the nats CLI: go install github.com/nats-io/natscli/nats@v0.5.0):
   nats -s %s pub events.pharmacy.dispense "$(cat schemas/testdata/pharmacy/valid/dispense-schedule-ii.json)"

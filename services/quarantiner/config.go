@@ -1,0 +1,88 @@
+package quarantiner
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/deadletter/deadletter/shared/config"
+	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/streams"
+)
+
+// Config configures a quarantiner. Start from DefaultConfig.
+type Config struct {
+	// FailuresConsumer and AdvisoriesConsumer are the durable consumers on
+	// FAILURES and ADVISORIES shared by every instance.
+	FailuresConsumer   string
+	AdvisoriesConsumer string
+	// AckWait is how long the server waits before redelivering an intake
+	// message whose quarantiner died. Default 30 s.
+	AckWait time.Duration
+	// RetryDelay is the delay before retrying an intake message whose record
+	// could not be written (e.g. QUARANTINE unavailable). Default 1 s.
+	RetryDelay time.Duration
+	// Workers is how many intake messages one instance processes at once.
+	// Default 32.
+	Workers int
+	// RedriveCap is the number of failed replays after which an event
+	// becomes poison. Default 3.
+	RedriveCap int
+	// TerminatedGrace is how long a message-terminated advisory waits
+	// before it is examined, so the failure report the validator stored
+	// before terminating is quarantined first. Default 5 s.
+	TerminatedGrace time.Duration
+	// MaxPayload is the gate's payload limit (to re-check originals fetched
+	// for exhausted events). Default 1 MiB.
+	MaxPayload int
+	// Streams sizes the streams checked at start-up.
+	Streams streams.Options
+	// Provision creates or checks the core streams at start-up (QUARANTINE
+	// itself is provisioned by the administrator). Default true.
+	Provision bool
+	// Registerer receives the quarantiner's metrics. Nil: not exported.
+	Registerer prometheus.Registerer
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		FailuresConsumer:   "quarantiner",
+		AdvisoriesConsumer: "quarantiner-advisories",
+		AckWait:            30 * time.Second,
+		RetryDelay:         time.Second,
+		Workers:            32,
+		RedriveCap:         3,
+		TerminatedGrace:    5 * time.Second,
+		MaxPayload:         gate.DefaultMaxPayload,
+		Streams:            streams.DefaultOptions(),
+		Provision:          true,
+	}
+}
+
+// LoadEnv overrides cfg from environment variables:
+// DEADLETTER_REDRIVE_CAP, DEADLETTER_QUARANTINE_WORKERS,
+// DEADLETTER_MAX_PAYLOAD, DEADLETTER_REPLICAS.
+func (c *Config) LoadEnv(env *config.Env) {
+	env.Int("DEADLETTER_REDRIVE_CAP", &c.RedriveCap)
+	env.Int("DEADLETTER_QUARANTINE_WORKERS", &c.Workers)
+	env.Int("DEADLETTER_MAX_PAYLOAD", &c.MaxPayload)
+	env.Int("DEADLETTER_REPLICAS", &c.Streams.Replicas)
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.FailuresConsumer == "" || c.AdvisoriesConsumer == "":
+		return errors.New("quarantiner: consumer names are required")
+	case c.AckWait <= 0 || c.RetryDelay <= 0 || c.TerminatedGrace < 0:
+		return errors.New("quarantiner: AckWait and RetryDelay must be positive")
+	case c.Workers < 1:
+		return errors.New("quarantiner: Workers must be at least 1")
+	case c.RedriveCap < 1:
+		return errors.New("quarantiner: RedriveCap must be at least 1")
+	case c.MaxPayload <= 0:
+		return errors.New("quarantiner: MaxPayload must be positive")
+	}
+	return c.Streams.Validate()
+}

@@ -1,0 +1,104 @@
+package quarantiner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/deadletter/deadletter/shared/record"
+)
+
+// outcome is what ingest did with a failure.
+type outcome struct {
+	written   *record.Record // nil when the failure was already quarantined
+	duplicate string         // why nothing was written
+}
+
+// ingest turns one failure into exactly one record, whichever way and however
+// often it arrives:
+//
+//   - no chain for its dlq id: the first record (quarantined);
+//   - a replay of a quarantined event failed (redrive headers): replay_failed,
+//     or poisoned at the redrive cap, unless that replay's failure is
+//     already in the chain;
+//   - otherwise the event is already quarantined (the same source message
+//     by the other path or a repeated advisory, or another copy of the same
+//     event): nothing is written.
+func (s *Service) ingest(ctx context.Context, f record.Failure) (outcome, error) {
+	dlqID := record.DLQIDFor(f)
+	domain := f.Domain
+	for attempt := 0; attempt < 5; attempt++ {
+		ch, err := s.chains.read(ctx, domain, dlqID)
+		if err != nil {
+			return outcome{}, err
+		}
+		r, dup := s.decide(ch, f, dlqID)
+		if r == nil {
+			s.metrics.duplicates.WithLabelValues(dup).Inc()
+			return outcome{duplicate: dup}, nil
+		}
+		if _, err := s.chains.append(ctx, ch, r); err != nil {
+			if errors.Is(err, errConflict) {
+				continue
+			}
+			return outcome{}, err
+		}
+		return outcome{written: r}, nil
+	}
+	return outcome{}, fmt.Errorf("quarantiner: chain %s kept changing", dlqID)
+}
+
+// decide returns the record to append for f, or nil and the reason it is a
+// duplicate.
+func (s *Service) decide(ch chain, f record.Failure, dlqID string) (*record.Record, string) {
+	now := s.now().UTC()
+	if len(ch.records) == 0 {
+		r := record.FromFailure(f, now)
+		r.DLQID = dlqID
+		return &r, ""
+	}
+	for _, r := range ch.records {
+		if r.SourceStream == f.Stream && r.SourceSeq == f.Seq {
+			return nil, "same_source"
+		}
+	}
+	if f.DLQID == "" || f.RedriveCount == 0 {
+		// Another copy of an event already quarantined under this key.
+		return nil, "same_event"
+	}
+	st, err := record.Fold(ch.records)
+	if err != nil && st.Status == "" {
+		return nil, "unreadable_chain"
+	}
+	if f.RedriveCount <= st.RedriveCount {
+		return nil, "same_replay"
+	}
+	r := record.Record{
+		DLQID:         dlqID,
+		Kind:          record.KindReplayFailed,
+		Domain:        st.Domain,
+		Class:         st.Class,
+		ErrorCode:     f.Code,
+		ErrorDetail:   f.Detail,
+		SourceSubject: f.Subject,
+		SourceStream:  f.Stream,
+		SourceSeq:     f.Seq,
+		Attempts:      f.Attempts,
+		DeliveryCount: f.Deliveries,
+		RedriveCount:  f.RedriveCount,
+		FirstSeen:     st.FirstSeen,
+		QuarantinedAt: now,
+	}
+	fr := record.FromFailure(f, now)
+	r.TraceID, r.SpanID = fr.TraceID, fr.SpanID
+	r.IdempotencyKey, r.OrderingKey, r.PartyID, r.EventTime = st.IdempotencyKey, st.OrderingKey, st.PartyID, st.EventTime
+	if f.RedriveCount >= s.cfg.RedriveCap {
+		r.Kind = record.KindPoisoned
+		r.Class = record.ClassPoison
+	}
+	return &r, ""
+}
+
+// since returns the seconds elapsed since t, for the write-latency metric.
+func since(t time.Time) float64 { return time.Since(t).Seconds() }

@@ -1,0 +1,37 @@
+package quarantiner
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the quarantiner's Prometheus collectors.
+type metrics struct {
+	written            *prometheus.CounterVec
+	writeSeconds       prometheus.Histogram
+	duplicates         *prometheus.CounterVec
+	originalUnavailble prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		written: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "deadletter_quarantine_records_written_total",
+			Help: "Sealed quarantine records written, by kind, failure class and error code.",
+		}, []string{"kind", "class", "code"}),
+		writeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "deadletter_quarantine_write_seconds",
+			Help:    "Time from a failure's report to its sealed record being stored.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "deadletter_quarantine_duplicates_total",
+			Help: "Failures that were already quarantined (a duplicate advisory, both paths, or a second copy of the same event).",
+		}, []string{"reason"}),
+		originalUnavailble: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "deadletter_quarantine_original_unavailable_total",
+			Help: "Exhausted events whose original could no longer be fetched from EVENTS.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.written, m.writeSeconds, m.duplicates, m.originalUnavailble)
+	}
+	return m
+}

@@ -1,0 +1,259 @@
+// Package quarantiner turns every failed event into a sealed, hash-chained
+// record in the WORM QUARANTINE stream. Failures arrive two ways:
+//
+//   - structural failures reported by the validator on the FAILURES intake
+//     (class validation);
+//   - events that exhausted their deliveries, announced by the server's
+//     max-deliveries advisory (captured durably in ADVISORIES): the
+//     original is fetched from EVENTS by sequence, with its attempt history
+//     from ATTEMPTS (class exhausted). An original that can no longer be
+//     fetched still gets a record (ORIGINAL_UNAVAILABLE), loudly.
+//
+// Whatever way and however often a failure arrives, one source event gives
+// one record: chains are keyed by dlq id and appends are conditional on the
+// chain's last sequence. An intake message is acknowledged only after its
+// record is stored. The quarantiner is the only writer of QUARANTINE; other
+// services append lifecycle records through its quarantiner.append endpoint.
+package quarantiner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/streams"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// Version is the quarantiner's service version (SemVer).
+const Version = "0.1.0"
+
+// Service is one quarantiner instance.
+type Service struct {
+	cfg      Config
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	gate     *gate.Gate
+	log      *slog.Logger
+	metrics  *metrics
+	chains   *chains
+	events   jetstream.Stream
+	attempts jetstream.KeyValue
+	now      func() time.Time
+	hooks    *testHooks
+}
+
+// testHooks lets tests stop a quarantiner at precise points.
+type testHooks struct {
+	// beforeWrite runs after an intake message is read and before its
+	// record is written.
+	beforeWrite func()
+}
+
+// New builds a quarantiner on an open connection; Run starts it.
+func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	g, err := gate.New(cfg.MaxPayload)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("quarantiner: %w", err)
+	}
+	return &Service{
+		cfg: cfg, nc: nc, js: js, gate: g, now: time.Now,
+		log:     log.With("service", "quarantiner"),
+		metrics: newMetrics(cfg.Registerer),
+	}, nil
+}
+
+// Run binds the consumers and writes records until ctx is done, then drains
+// the consumers, finishes the records in flight and stops its micro service.
+func (s *Service) Run(ctx context.Context) error {
+	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if s.cfg.Provision {
+		if err := streams.EnsureCore(setup, s.js, s.cfg.Streams); err != nil {
+			return err
+		}
+	}
+	q, err := s.js.Stream(setup, subjects.QuarantineStream)
+	if err != nil {
+		return fmt.Errorf("quarantiner: %s must be provisioned by an administrator: %w", subjects.QuarantineStream, err)
+	}
+	s.chains = &chains{js: s.js, stream: q}
+	if s.events, err = s.js.Stream(setup, subjects.EventsStream); err != nil {
+		return fmt.Errorf("quarantiner: %w", err)
+	}
+	if s.attempts, err = s.js.KeyValue(setup, subjects.AttemptsBucket); err != nil {
+		return fmt.Errorf("quarantiner: %w", err)
+	}
+	failures, err := s.js.CreateOrUpdateConsumer(setup, subjects.FailuresStream, jetstream.ConsumerConfig{
+		Durable:       s.cfg.FailuresConsumer,
+		Description:   "deadletter quarantiner: failure intake",
+		FilterSubject: subjects.FailuresAll,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       s.cfg.AckWait,
+		MaxDeliver:    -1, // a failure is never given up on
+		MaxAckPending: 4 * s.cfg.Workers,
+	})
+	if err != nil {
+		return fmt.Errorf("quarantiner: failures consumer: %w", err)
+	}
+	advisories, err := s.js.CreateOrUpdateConsumer(setup, subjects.AdvisoriesStream, jetstream.ConsumerConfig{
+		Durable:        s.cfg.AdvisoriesConsumer,
+		Description:    "deadletter quarantiner: delivery advisories",
+		FilterSubjects: []string{subjects.MaxDeliveriesAdvisories, subjects.TerminatedAdvisories},
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        s.cfg.AckWait,
+		MaxDeliver:     -1,
+		MaxAckPending:  4 * s.cfg.Workers,
+	})
+	if err != nil {
+		return fmt.Errorf("quarantiner: advisories consumer: %w", err)
+	}
+
+	svc, err := micro.AddService(s.nc, micro.Config{
+		Name:        "quarantiner",
+		Version:     Version,
+		Description: "deadletter quarantiner: the only writer of sealed quarantine records",
+	})
+	if err != nil {
+		return fmt.Errorf("quarantiner: micro: %w", err)
+	}
+	defer func() { _ = svc.Stop() }()
+	if err := svc.AddGroup("quarantiner").AddEndpoint("append", micro.HandlerFunc(s.handleAppend),
+		micro.WithEndpointMetadata(map[string]string{"description": "append a lifecycle record to a chain (redriver, operators)"})); err != nil {
+		return fmt.Errorf("quarantiner: micro endpoint: %w", err)
+	}
+
+	work := make(chan jetstream.Msg, s.cfg.Workers)
+	var wg sync.WaitGroup
+	for range s.cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for m := range work {
+				s.handle(m)
+			}
+		}()
+	}
+	errHandler := jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		if !errors.Is(err, jetstream.ErrNoHeartbeat) {
+			s.log.Warn("consume error", "err", err)
+		}
+	})
+	var ccs []jetstream.ConsumeContext
+	for _, c := range []jetstream.Consumer{failures, advisories} {
+		cc, err := c.Consume(func(m jetstream.Msg) { work <- m }, errHandler, jetstream.PullMaxMessages(2*s.cfg.Workers))
+		if err != nil {
+			for _, cc := range ccs {
+				cc.Stop()
+			}
+			close(work)
+			wg.Wait()
+			return fmt.Errorf("quarantiner: consume: %w", err)
+		}
+		ccs = append(ccs, cc)
+	}
+	s.log.Info("quarantiner started", "workers", s.cfg.Workers, "redrive_cap", s.cfg.RedriveCap)
+	<-ctx.Done()
+	for _, cc := range ccs {
+		cc.Drain()
+	}
+	for _, cc := range ccs {
+		<-cc.Closed()
+	}
+	close(work)
+	wg.Wait()
+	s.log.Info("quarantiner stopped")
+	return nil
+}
+
+// handle processes one intake message: a failure report or an advisory.
+func (s *Service) handle(m jetstream.Msg) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.AckWait)
+	defer cancel()
+	start := s.now()
+	var (
+		f     record.Failure
+		delay time.Duration
+		err   error
+	)
+	switch subj := m.Subject(); {
+	case isAdvisory(subj, subjects.MaxDeliveriesAdvisories):
+		f, err = s.fromMaxDeliveries(ctx, m.Data())
+	case isAdvisory(subj, subjects.TerminatedAdvisories):
+		var skip bool
+		f, skip, delay, err = s.fromTerminated(ctx, m)
+		if err == nil && skip {
+			_ = m.Ack()
+			return
+		}
+	default:
+		f, err = decodeFailure(m.Data())
+	}
+	if err == nil && delay > 0 {
+		_ = m.NakWithDelay(delay)
+		return
+	}
+	if err != nil {
+		s.log.Error("intake message not understood; will retry", "subject", m.Subject(), "err", err)
+		_ = m.NakWithDelay(s.cfg.RetryDelay)
+		return
+	}
+	if s.hooks != nil && s.hooks.beforeWrite != nil {
+		s.hooks.beforeWrite()
+	}
+	out, err := s.ingest(ctx, f)
+	if err != nil {
+		s.log.Error("record not written; will retry", "stream", f.Stream, "seq", f.Seq, "code", f.Code, "err", err)
+		_ = m.NakWithDelay(s.cfg.RetryDelay)
+		return
+	}
+	if err := m.DoubleAck(ctx); err != nil {
+		// The record is stored; a redelivery is recognised as a duplicate.
+		s.log.Warn("intake ack failed", "stream", f.Stream, "seq", f.Seq, "err", err)
+	}
+	if out.written == nil {
+		s.log.Info("failure already quarantined", "dlq_id", record.DLQIDFor(f), "stream", f.Stream, "seq", f.Seq, "reason", out.duplicate)
+		return
+	}
+	s.metrics.writeSeconds.Observe(since(f.FailedAt))
+	_ = start
+	s.logRecord(out.written)
+}
+
+// logRecord writes the one PHI-free line per record.
+func (s *Service) logRecord(r *record.Record) {
+	s.metrics.written.WithLabelValues(r.Kind, r.Class, string(r.ErrorCode)).Inc()
+	event := "DLQ_QUARANTINED"
+	switch r.Kind {
+	case record.KindPoisoned:
+		event = "DLQ_POISON_ISOLATED"
+	case record.KindReplayFailed:
+		event = "DLQ_REPLAY_FAILED"
+	}
+	s.log.Info(event, "dlq_id", r.DLQID, "domain", r.Domain, "class", r.Class, "code", string(r.ErrorCode),
+		"redrives", r.RedriveCount, "index", r.Index, "audit_hash", r.AuditHash)
+}
+
+func isAdvisory(subject, filter string) bool {
+	prefix := filter[:len(filter)-1] // drop the trailing ">"
+	return len(subject) > len(prefix) && subject[:len(prefix)] == prefix
+}

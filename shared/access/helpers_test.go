@@ -1,0 +1,221 @@
+package access_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/shared/access"
+	"github.com/deadletter/deadletter/shared/embedded"
+	"github.com/deadletter/deadletter/shared/natstest"
+	"github.com/deadletter/deadletter/shared/streams"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// refusalTimeout bounds a request the server is expected to refuse: a
+// permission violation drops the request, so the requester times out.
+const refusalTimeout = 2 * time.Second
+
+// env is a test server with deadletter's users, provisioned by the admin.
+type env struct {
+	srv   *natstest.Server
+	pw    access.Passwords
+	admin jetstream.JetStream
+}
+
+// startEnv starts a server with the access table's users, provisions the
+// core streams and QUARANTINE as the admin, and appends records records to
+// QUARANTINE as the quarantiner.
+func startEnv(tb testing.TB, records int) *env {
+	tb.Helper()
+	pw, err := access.NewPasswords()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := natstest.StartConfig(tb, embedded.Config{Users: access.Users(pw), NoAuthUser: access.NoAuthUser})
+	e := &env{srv: srv, pw: pw}
+	e.admin = e.js(tb, e.conn(tb, access.Admin, nil))
+	ctx := testCtx(tb, 10*time.Second)
+	o := streams.DefaultOptions()
+	if err := streams.EnsureCore(ctx, e.admin, o); err != nil {
+		tb.Fatalf("provision core: %v", err)
+	}
+	if err := streams.EnsureQuarantine(ctx, e.admin, o); err != nil {
+		tb.Fatalf("provision quarantine: %v", err)
+	}
+	if records > 0 {
+		q := e.js(tb, e.conn(tb, access.Quarantiner, nil))
+		for i := range records {
+			subj := subjects.Quarantine("pharmacy", fmt.Sprintf("seed%d", i))
+			if _, err := q.Publish(ctx, subj, []byte(`{"seed":true}`), jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
+				tb.Fatalf("seed quarantine: %v", err)
+			}
+		}
+	}
+	return e
+}
+
+// violations records the permission violations the server reports to one
+// connection.
+type violations struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (v *violations) add(err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.errs = append(v.errs, err.Error())
+}
+
+// saw waits until the server has reported a publish permission violation on
+// subject to this connection.
+func (v *violations) saw(tb testing.TB, subject string) {
+	tb.Helper()
+	want := strings.ToLower(fmt.Sprintf("Permissions Violation for Publish to %q", subject))
+	natstest.CheckFor(tb, 5*time.Second, 20*time.Millisecond, func() error {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		for _, e := range v.errs {
+			if strings.Contains(strings.ToLower(e), want) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s among %q", want, v.errs)
+	})
+}
+
+// conn connects as user ("" for no credentials, mapped to the client). When
+// v is not nil, it collects the connection's permission violations.
+func (e *env) conn(tb testing.TB, user string, v *violations) *nats.Conn {
+	tb.Helper()
+	opts := []nats.Option{nats.Name("access-test-" + user)}
+	if user != "" {
+		opts = append(opts, e.pw.NATSOption(user))
+	}
+	if v != nil {
+		opts = append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				v.add(err)
+			}
+		}))
+	}
+	return e.srv.Connect(tb, opts...)
+}
+
+// js returns a JetStream context on nc.
+func (e *env) js(tb testing.TB, nc *nats.Conn) jetstream.JetStream {
+	tb.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return js
+}
+
+// info returns a stream's info as seen by the admin.
+func (e *env) info(tb testing.TB, stream string) *jetstream.StreamInfo {
+	tb.Helper()
+	s, err := e.admin.Stream(testCtx(tb, 5*time.Second), stream)
+	if err != nil {
+		tb.Fatalf("stream %s: %v", stream, err)
+	}
+	return s.CachedInfo()
+}
+
+// assertQuarantineIntact checks that QUARANTINE still has want records, no
+// deleted ones, and its WORM configuration.
+func (e *env) assertQuarantineIntact(tb testing.TB, want uint64) {
+	tb.Helper()
+	in := e.info(tb, subjects.QuarantineStream)
+	if in.State.Msgs != want || in.State.NumDeleted != 0 || in.State.FirstSeq != 1 {
+		tb.Errorf("QUARANTINE state changed: msgs %d (want %d), deleted %d, first %d", in.State.Msgs, want, in.State.NumDeleted, in.State.FirstSeq)
+	}
+	if c := in.Config; !c.DenyDelete || !c.DenyPurge || c.MaxAge != 0 || c.MaxMsgs != -1 {
+		tb.Errorf("QUARANTINE config changed: deny delete %v, deny purge %v, max age %v, max msgs %d", c.DenyDelete, c.DenyPurge, c.MaxAge, c.MaxMsgs)
+	}
+}
+
+// testCtx returns a context cancelled at cleanup or after d.
+func testCtx(tb testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+var (
+	cliOnce sync.Once
+	cliPath string
+	cliErr  error
+)
+
+// natsCLI returns the pinned nats CLI (natscli v0.5.0), as
+// tests/internal/tools.NATS does (that package is internal to the tests
+// module): $NATS_CLI, else .cache/bin/nats, built from deploy/tools when
+// missing.
+func natsCLI(tb testing.TB) string {
+	tb.Helper()
+	cliOnce.Do(func() {
+		if p := os.Getenv("NATS_CLI"); p != "" {
+			cliPath, cliErr = p, nil
+			if _, err := os.Stat(p); err != nil {
+				cliErr = err
+			}
+			return
+		}
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+		cliPath = filepath.Join(root, ".cache", "bin", "nats")
+		if _, err := os.Stat(cliPath); err == nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", cliPath, "github.com/nats-io/natscli/nats")
+		cmd.Dir = filepath.Join(root, "deploy", "tools")
+		cmd.Env = append(os.Environ(), "GOWORK=off")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			cliErr = fmt.Errorf("build nats CLI: %v\n%s", err, out)
+		}
+	})
+	if cliErr != nil {
+		tb.Fatalf("nats CLI: %v", cliErr)
+	}
+	return cliPath
+}
+
+// cli runs the nats CLI against the env's server as user ("" for no
+// credentials) with a context-free configuration, and returns its combined
+// output and its error (an *exec.ExitError for a non-zero exit).
+func (e *env) cli(tb testing.TB, user string, args ...string) (string, error) {
+	tb.Helper()
+	full := []string{"--no-context", "--server", e.srv.ClientURL(), "--timeout", refusalTimeout.String()}
+	if user != "" {
+		full = append(full, "--user", user, "--password", e.pw[user])
+	}
+	full = append(full, args...)
+	cmd := exec.CommandContext(testCtx(tb, 30*time.Second), natsCLI(tb), full...)
+	cmd.Env = []string{"HOME=" + tb.TempDir(), "PATH=" + os.Getenv("PATH")}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// nonAdmins are every user but the break-glass admin.
+func nonAdmins() []string {
+	var out []string
+	for _, n := range access.Names() {
+		if n != access.Admin {
+			out = append(out, n)
+		}
+	}
+	return out
+}

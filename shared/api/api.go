@@ -1,0 +1,62 @@
+// Package api defines the request and reply bodies of deadletter's
+// request-reply endpoints (NATS micro services), and their error codes, so
+// that services and tools share one definition of each.
+package api
+
+// Endpoint subjects.
+const (
+	// QuarantinerAppend appends a lifecycle record to a quarantine chain.
+	QuarantinerAppend = "quarantiner.append"
+)
+
+// Error codes of endpoint replies (the Nats-Service-Error-Code header).
+const (
+	// ErrBadRequest: the request body is malformed or invalid.
+	ErrBadRequest = "BAD_REQUEST"
+	// ErrNotFound: no quarantine chain has that dlq id.
+	ErrNotFound = "NOT_FOUND"
+	// ErrInvalidTransition: the record's kind is not allowed in the chain's
+	// current state.
+	ErrInvalidTransition = "INVALID_TRANSITION"
+	// ErrConflict: the chain changed since the caller read it.
+	ErrConflict = "CONFLICT"
+	// ErrUnavailable: a store could not be reached; retry.
+	ErrUnavailable = "UNAVAILABLE"
+)
+
+// AppendRequest asks the quarantiner to append a lifecycle record.
+type AppendRequest struct {
+	// DLQID and Domain name the chain.
+	DLQID  string `json:"dlq_id"`
+	Domain string `json:"domain"`
+	// Kind is the record kind (record.Kind* except quarantined).
+	Kind string `json:"kind"`
+	// ExpectedIndex, when set, makes the append conditional: the chain must
+	// have exactly this many records. A repeated request whose record is
+	// already at that index (same kind, drain and redrive count) is answered
+	// with that record: appends are idempotent.
+	ExpectedIndex *int `json:"expected_index,omitempty"`
+	// Class, for released: the class the event returns to.
+	Class string `json:"class,omitempty"`
+	// RedriveCount, for redrive_requested: the replay's number.
+	RedriveCount int `json:"redrive_count,omitempty"`
+	// Payload, for corrected: the corrected body (base64 in JSON).
+	Payload []byte `json:"payload,omitempty"`
+	// Actor and Reason record a person's decision.
+	Actor  string `json:"actor,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// DrainID names the drain on whose behalf the record is written.
+	DrainID string `json:"drain_id,omitempty"`
+	// SourceStream and SourceSeq locate the replay message, if any.
+	SourceStream string `json:"source_stream,omitempty"`
+	SourceSeq    uint64 `json:"source_seq,omitempty"`
+}
+
+// AppendReply is the stored record's position and seal.
+type AppendReply struct {
+	DLQID     string `json:"dlq_id"`
+	Index     int    `json:"index"`
+	AuditHash string `json:"audit_hash"`
+	Status    string `json:"status"`
+	Class     string `json:"class"`
+}

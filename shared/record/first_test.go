@@ -1,0 +1,163 @@
+package record
+
+import (
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/deadletter/deadletter/shared/domain"
+	"github.com/deadletter/deadletter/shared/envelope"
+)
+
+func TestFromFailure(t *testing.T) {
+	f := testFailure()
+	now := t0.In(time.FixedZone("CET", 3600))
+	got := FromFailure(f, now)
+
+	et := f.Envelope.EventTime.UTC()
+	want := Record{
+		SchemaVersion:  SchemaVersion,
+		DLQID:          f.Envelope.IdempotencyKey,
+		Index:          0,
+		Kind:           KindQuarantined,
+		Domain:         "pharmacy",
+		Class:          ClassExhausted,
+		ErrorCode:      f.Code,
+		ErrorDetail:    f.Detail,
+		Payload:        NewPayload(f.Payload),
+		Headers:        f.Headers,
+		SourceSubject:  "events.pharmacy.dispense",
+		SourceStream:   "EVENTS",
+		SourceSeq:      42,
+		IdempotencyKey: f.Envelope.IdempotencyKey,
+		OrderingKey:    f.Envelope.OrderingKey,
+		PartyID:        "AB1234563",
+		EventTime:      &et,
+		Attempts:       f.Attempts,
+		DeliveryCount:  5,
+		RedriveCount:   0,
+		FirstSeen:      f.Published,
+		QuarantinedAt:  t0,
+		TraceID:        "4bf92f3577b34da6a3ce929d0e0e4736",
+		SpanID:         "00f067aa0ba902b7",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("FromFailure\n got %+v\nwant %+v", got, want)
+	}
+	if got.QuarantinedAt.Location() != time.UTC || got.EventTime.Location() != time.UTC {
+		t.Errorf("times not in UTC: %v %v", got.QuarantinedAt, got.EventTime)
+	}
+
+	// Every field a failure can fill is filled; only the fields of later
+	// records and of the seal stay empty.
+	laterOnly := map[string]bool{"Index": true, "RedriveCount": true, "Actor": true, "Reason": true,
+		"DrainID": true, "PrevHash": true, "AuditHash": true}
+	v := reflect.ValueOf(got)
+	for i := 0; i < v.NumField(); i++ {
+		name := v.Type().Field(i).Name
+		if v.Field(i).IsZero() != laterOnly[name] {
+			t.Errorf("field %s: zero=%v, want zero=%v", name, v.Field(i).IsZero(), laterOnly[name])
+		}
+	}
+
+	// The record owns its data.
+	got.Headers[envelope.MsgID][0] = "changed"
+	got.Attempts[0].Reason = "changed"
+	if f.Headers[envelope.MsgID][0] == "changed" || f.Attempts[0].Reason == "changed" {
+		t.Error("FromFailure shares headers or attempts with the failure")
+	}
+	mustSeal(t, FromFailure(f, now))
+}
+
+func TestFromFailureWithoutEnvelope(t *testing.T) {
+	f := testFailure()
+	f.Envelope, f.Domain, f.Headers = nil, "", nil
+	f.Class, f.Payload = ClassValidation, []byte{0xff, 0x00}
+	f.DLQID, f.RedriveCount = "pharmacy_0123456789abcdef0123456789abcdef", 2
+	r := FromFailure(f, t0)
+	if r.IdempotencyKey != "" || r.OrderingKey != "" || r.PartyID != "" || r.EventTime != nil {
+		t.Errorf("envelope fields set without an envelope: %+v", r)
+	}
+	if r.Domain != UnknownDomain || r.TraceID != "" || r.SpanID != "" || r.RedriveCount != 2 || r.DLQID != f.DLQID {
+		t.Errorf("got domain %q trace %q span %q redrives %d dlq %q", r.Domain, r.TraceID, r.SpanID, r.RedriveCount, r.DLQID)
+	}
+	if r.Payload.Encoding != EncodingBase64 {
+		t.Errorf("payload encoding %q", r.Payload.Encoding)
+	}
+	mustSeal(t, r)
+}
+
+func TestDLQIDFor(t *testing.T) {
+	withEnvelope := testFailure()
+	redrive := testFailure()
+	redrive.DLQID = "dscsa_ffffffffffffffffffffffffffffffff"
+	bare := testFailure()
+	bare.Envelope = nil
+	unknown := bare
+	unknown.Domain = ""
+	emptyKey := testFailure()
+	emptyKey.Envelope.IdempotencyKey = ""
+
+	source := domain.Key("pharmacy", "source", "EVENTS", strconv.FormatUint(42, 10))
+	tests := []struct {
+		name string
+		f    Failure
+		want string
+	}{
+		{"redrive keeps its dlq id", redrive, "dscsa_ffffffffffffffffffffffffffffffff"},
+		{"idempotency key of the envelope", withEnvelope, "pharmacy_0123456789abcdef0123456789abcdef"},
+		{"hash of source stream and sequence", bare, source},
+		{"envelope without a key", emptyKey, source},
+		{"unknown domain", unknown, domain.Key(UnknownDomain, "source", "EVENTS", "42")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := DLQIDFor(tt.f); got != tt.want {
+				t.Errorf("DLQIDFor = %q, want %q", got, tt.want)
+			}
+		})
+	}
+	if source == domain.Key("pharmacy", "source", "EVENTS", "43") {
+		t.Error("source dlq id does not depend on the sequence")
+	}
+}
+
+func TestParseTraceparent(t *testing.T) {
+	const trace, span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	tests := []struct {
+		name        string
+		headers     map[string][]string
+		trace, span string
+	}{
+		{"valid", map[string][]string{"traceparent": {testTraceparent}}, trace, span},
+		{"valid, not sampled", map[string][]string{"traceparent": {"00-" + trace + "-" + span + "-00"}}, trace, span},
+		{"surrounding spaces", map[string][]string{"traceparent": {" " + testTraceparent + " "}}, trace, span},
+		{"header name in another case", map[string][]string{"Traceparent": {testTraceparent}}, trace, span},
+		{"first value wins", map[string][]string{"traceparent": {testTraceparent, "garbage"}}, trace, span},
+		{"future version with more fields", map[string][]string{"traceparent": {"cc-" + trace + "-" + span + "-01-what-the-future-holds"}}, trace, span},
+		{"absent", map[string][]string{"other": {"x"}}, "", ""},
+		{"no headers", nil, "", ""},
+		{"empty value", map[string][]string{"traceparent": {""}}, "", ""},
+		{"no value", map[string][]string{"traceparent": {}}, "", ""},
+		{"upper-case hex", map[string][]string{"traceparent": {"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01"}}, "", ""},
+		{"version ff", map[string][]string{"traceparent": {"ff-" + trace + "-" + span + "-01"}}, "", ""},
+		{"all-zero trace id", map[string][]string{"traceparent": {"00-00000000000000000000000000000000-" + span + "-01"}}, "", ""},
+		{"all-zero span id", map[string][]string{"traceparent": {"00-" + trace + "-0000000000000000-01"}}, "", ""},
+		{"short trace id", map[string][]string{"traceparent": {"00-" + trace[:31] + "-" + span + "-01"}}, "", ""},
+		{"version 00 with more fields", map[string][]string{"traceparent": {testTraceparent + "-extra"}}, "", ""},
+		{"future version, junk after flags", map[string][]string{"traceparent": {"01-" + trace + "-" + span + "-01x"}}, "", ""},
+		{"non-hex flags", map[string][]string{"traceparent": {"00-" + trace + "-" + span + "-0g"}}, "", ""},
+		{"wrong separators", map[string][]string{"traceparent": {"00_" + trace + "_" + span + "_01"}}, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := testFailure()
+			f.Headers = tt.headers
+			r := FromFailure(f, t0)
+			if r.TraceID != tt.trace || r.SpanID != tt.span {
+				t.Errorf("trace %q span %q, want %q %q", r.TraceID, r.SpanID, tt.trace, tt.span)
+			}
+		})
+	}
+}
