@@ -13,33 +13,19 @@ import (
 
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/ledger"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
-// Commit states stored in the IDEMPOTENCY bucket.
-const (
-	// StateClaimed: a validator is committing the event; the claim expires
-	// at LeaseUntil.
-	StateClaimed = "claimed"
-	// StateReleased: the last claimer gave up after a transient failure;
-	// anyone may claim again.
-	StateReleased = "released"
-	// StateCommitted: the event is in LEDGER (and downstream, when set).
-	StateCommitted = "committed"
-)
+// KeyState is the IDEMPOTENCY value (see package ledger).
+type KeyState = ledger.KeyState
 
-// KeyState is the value of an IDEMPOTENCY entry.
-type KeyState struct {
-	State       string    `json:"state"`
-	Owner       string    `json:"owner,omitempty"`
-	LeaseUntil  time.Time `json:"lease_until,omitzero"`
-	Domain      string    `json:"domain"`
-	EventType   string    `json:"event_type,omitempty"`
-	SourceSeq   uint64    `json:"source_seq,omitempty"`
-	LedgerSeq   uint64    `json:"ledger_seq,omitempty"`
-	CommittedAt time.Time `json:"committed_at,omitzero"`
-	DLQID       string    `json:"dlq_id,omitempty"`
-}
+// Commit states, re-exported from package ledger.
+const (
+	StateClaimed   = ledger.StateClaimed
+	StateReleased  = ledger.StateReleased
+	StateCommitted = ledger.StateCommitted
+)
 
 // ErrAlreadyCommitted reports that the key was committed before: the event
 // is a duplicate and must be acknowledged, never committed again.

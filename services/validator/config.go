@@ -1,6 +1,8 @@
 package validator
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+
 	"errors"
 	"fmt"
 	"net/url"
@@ -55,6 +57,8 @@ type Config struct {
 	Streams streams.Options
 	// Provision creates or checks the core streams at start-up. Default true.
 	Provision bool
+	// Registerer receives the validator's metrics. Nil: not exported.
+	Registerer prometheus.Registerer
 }
 
 // DefaultConfig returns the documented defaults.

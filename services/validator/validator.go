@@ -43,14 +43,15 @@ const Version = "0.1.0"
 
 // Service is one validator instance.
 type Service struct {
-	cfg    Config
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	gate   *gate.Gate
-	log    *slog.Logger
-	commit *committer
-	stats  counters
-	hooks  *testHooks
+	cfg     Config
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	gate    *gate.Gate
+	log     *slog.Logger
+	commit  *committer
+	stats   counters
+	metrics *metrics
+	hooks   *testHooks
 }
 
 // counters are the instance's running totals.
@@ -90,7 +91,8 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("validator: %w", err)
 	}
-	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log.With("service", "validator", "instance", cfg.InstanceID)}
+	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log.With("service", "validator", "instance", cfg.InstanceID),
+		metrics: newMetrics(cfg.Registerer)}
 	s.commit = &committer{js: js, owner: cfg.InstanceID, lease: cfg.ClaimLease, now: time.Now, ledger: subjects.Ledger}
 	if cfg.DownstreamURL != "" {
 		s.commit.down = &downstream{url: cfg.DownstreamURL, client: &http.Client{Timeout: cfg.DownstreamTimeout}}
@@ -220,10 +222,13 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 		s.structural(ctx, m, meta, nil, dlqID, redrives, record.StageValidate, err, attempts)
 		return
 	}
+	start := time.Now()
 	ledgerSeq, err := s.commit.commit(ctx, env, m.Data(), meta.Sequence.Stream, dlqID)
 	switch {
 	case err == nil:
 		s.stats.committed.Add(1)
+		s.metrics.outcome(outcomeCommitted)
+		s.metrics.committed(start)
 		if err := m.Ack(); err != nil {
 			s.log.Warn("ack failed; redelivery will be acked as duplicate", "seq", meta.Sequence.Stream, "err", err)
 		}
@@ -235,6 +240,7 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 		}
 	case errors.Is(err, ErrAlreadyCommitted):
 		s.stats.duplicates.Add(1)
+		s.metrics.outcome(outcomeDuplicate)
 		_ = m.Ack()
 		s.log.Info("duplicate acknowledged", "seq", meta.Sequence.Stream, "key", env.IdempotencyKey)
 	case codes.Of(err).Transient():
@@ -298,6 +304,8 @@ func (s *Service) structural(ctx context.Context, m jetstream.Msg, meta *jetstre
 		return
 	}
 	s.stats.structural.Add(1)
+	s.metrics.outcome(outcomeStructural)
+	s.metrics.failure(f.Domain, code)
 	if err := m.TermWithReason(string(code)); err != nil {
 		s.log.Warn("term failed; the failure is stored", "seq", meta.Sequence.Stream, "err", err)
 	}
@@ -310,6 +318,8 @@ func (s *Service) structural(ctx context.Context, m jetstream.Msg, meta *jetstre
 func (s *Service) transient(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, env envelope.Envelope, cause error, attempts jetstream.KeyValue) {
 	s.stats.transient.Add(1)
 	code := codes.Of(cause)
+	s.metrics.outcome(outcomeTransient)
+	s.metrics.failure(env.Domain, code)
 	hist := record.History{Subject: m.Subject(), Domain: env.Domain, IdempotencyKey: env.IdempotencyKey,
 		Attempts: readAttempts(ctx, attempts, meta.Sequence.Stream)}
 	hist.Attempts = append(hist.Attempts, record.Attempt{At: time.Now().UTC(), Stage: record.StageCommit, Code: code, Reason: codes.DetailOf(cause), Delivery: meta.NumDelivered})
@@ -320,6 +330,7 @@ func (s *Service) transient(ctx context.Context, m jetstream.Msg, meta *jetstrea
 	}
 	if meta.NumDelivered >= uint64(s.cfg.MaxDeliver) {
 		s.stats.exhausted.Add(1)
+		s.metrics.outcome(outcomeExhausted)
 		s.log.Warn("event exhausted its deliveries", "seq", meta.Sequence.Stream, "key", env.IdempotencyKey, "code", code, "deliveries", meta.NumDelivered)
 		_ = m.Nak()
 		return

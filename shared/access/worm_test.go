@@ -186,10 +186,10 @@ func TestAdminBreakGlass(t *testing.T) {
 	if got := s.CachedInfo().Config; got.MaxAge != time.Hour {
 		t.Fatalf("admin update not applied: %+v", got)
 	}
-	if out, err := e.cli(t, access.Admin, "stream", "edit", "SCRATCH", "--max-age", "1m", "-f"); err != nil {
+	if out, err := e.cli(t, access.Admin, "stream", "edit", "SCRATCH", "--max-age", "30m", "-f"); err != nil {
 		t.Fatalf("admin CLI edit: %v\n%s", err, out)
 	}
-	if got := e.info(t, "SCRATCH").Config.MaxAge; got != time.Minute {
+	if got := e.info(t, "SCRATCH").Config.MaxAge; got != 30*time.Minute {
 		t.Fatalf("admin CLI edit not applied: max age %v", got)
 	}
 	if out, err := e.cli(t, access.Admin, "stream", "rm", "SCRATCH", "-f"); err != nil {

@@ -3,10 +3,27 @@
 // that services and tools share one definition of each.
 package api
 
-// Endpoint subjects.
+// Endpoint subjects. Each service is a NATS micro service; these are the
+// subjects of its endpoints (request-reply, JSON in and out).
 const (
 	// QuarantinerAppend appends a lifecycle record to a quarantine chain.
 	QuarantinerAppend = "quarantiner.append"
+
+	// Redriver endpoints.
+	DrainStart  = "drain.start"
+	DrainStatus = "drain.status"
+	DrainCancel = "drain.cancel"
+	DrainList   = "drain.list"
+	Redrive     = "redrive"
+	Release     = "release"
+
+	// Auditor endpoints.
+	AuditVerify     = "audit.verify"
+	AuditReconcile  = "audit.reconcile"
+	AuditGet        = "audit.get"
+	AuditList       = "audit.list"
+	AuditGroups     = "audit.groups"
+	AuditCheckpoint = "audit.checkpoint"
 )
 
 // Error codes of endpoint replies (the Nats-Service-Error-Code header).

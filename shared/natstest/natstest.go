@@ -101,7 +101,7 @@ func (s *Server) Provision(tb testing.TB, o streams.Options) {
 	if err := streams.EnsureCore(ctx, js, o); err != nil {
 		tb.Fatalf("natstest: provision: %v", err)
 	}
-	if err := streams.EnsureQuarantine(ctx, js, o); err != nil {
+	if err := streams.EnsureWORM(ctx, js, o); err != nil {
 		tb.Fatalf("natstest: provision quarantine: %v", err)
 	}
 }

@@ -11,7 +11,8 @@ import (
 )
 
 // EnsureCore creates, or checks, the streams and buckets every service
-// needs: EVENTS, LEDGER, FAILURES, ADVISORIES, IDEMPOTENCY and ATTEMPTS.
+// needs: EVENTS, LEDGER, FAILURES, ADVISORIES, IDEMPOTENCY, ATTEMPTS and
+// DRAINS.
 // It is idempotent: a second call with the same options changes nothing, and
 // an existing stream with an incompatible configuration yields an error
 // wrapping ErrIncompatible instead of being altered. QUARANTINE is
@@ -25,12 +26,21 @@ func EnsureCore(ctx context.Context, js jetstream.JetStream, o Options) error {
 			return err
 		}
 	}
-	for _, cfg := range []jetstream.KeyValueConfig{Idempotency(o), Attempts(o)} {
+	for _, cfg := range []jetstream.KeyValueConfig{Idempotency(o), Attempts(o), Drains(o)} {
 		if err := EnsureBucket(ctx, js, cfg); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// EnsureWORM creates, or checks, the two WORM stores: QUARANTINE and AUDIT.
+// Only an administrator's connection may do this.
+func EnsureWORM(ctx context.Context, js jetstream.JetStream, o Options) error {
+	if err := EnsureQuarantine(ctx, js, o); err != nil {
+		return err
+	}
+	return EnsureStream(ctx, js, Audit(o))
 }
 
 // EnsureQuarantine creates, or checks, the WORM QUARANTINE stream. Only an

@@ -183,6 +183,27 @@ func Quarantine(o Options) jetstream.StreamConfig {
 	}
 }
 
+// Audit is the WORM store of the auditor's checkpoints, configured like
+// QUARANTINE.
+func Audit(o Options) jetstream.StreamConfig {
+	c := Quarantine(o)
+	c.Name = subjects.AuditStream
+	c.Description = "deadletter WORM audit checkpoints"
+	c.Subjects = []string{subjects.AuditCheckpoints}
+	return c
+}
+
+// Drains is the bucket of the redriver's drain states, one key per drain.
+func Drains(o Options) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      subjects.DrainsBucket,
+		Description: "deadletter redriver drain states",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+	}
+}
+
 // Idempotency is the bucket of commit states, one key per idempotency key.
 func Idempotency(o Options) jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{

@@ -22,11 +22,11 @@ func TestEnsureIsIdempotent(t *testing.T) {
 	if err := streams.EnsureCore(ctx, js, o); err != nil {
 		t.Fatal(err)
 	}
-	if err := streams.EnsureQuarantine(ctx, js, o); err != nil {
+	if err := streams.EnsureWORM(ctx, js, o); err != nil {
 		t.Fatal(err)
 	}
 	before := map[string]time.Time{}
-	for _, name := range []string{subjects.EventsStream, subjects.LedgerStream, subjects.FailuresStream, subjects.AdvisoriesStream, subjects.QuarantineStream, "KV_" + subjects.IdempotencyBucket, "KV_" + subjects.AttemptsBucket} {
+	for _, name := range []string{subjects.EventsStream, subjects.LedgerStream, subjects.FailuresStream, subjects.AdvisoriesStream, subjects.QuarantineStream, subjects.AuditStream, "KV_" + subjects.IdempotencyBucket, "KV_" + subjects.AttemptsBucket, "KV_" + subjects.DrainsBucket} {
 		s, err := js.Stream(ctx, name)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -37,8 +37,8 @@ func TestEnsureIsIdempotent(t *testing.T) {
 	if err := streams.EnsureCore(ctx, js, o); err != nil {
 		t.Fatalf("second EnsureCore: %v", err)
 	}
-	if err := streams.EnsureQuarantine(ctx, js, o); err != nil {
-		t.Fatalf("second EnsureQuarantine: %v", err)
+	if err := streams.EnsureWORM(ctx, js, o); err != nil {
+		t.Fatalf("second EnsureWORM: %v", err)
 	}
 	for name, created := range before {
 		s, err := js.Stream(ctx, name)
@@ -86,8 +86,14 @@ func TestEnsureRefusesIncompatible(t *testing.T) {
 	}
 }
 
-func TestQuarantineIsWORMConfigured(t *testing.T) {
-	c := streams.Quarantine(streams.DefaultOptions())
+func TestWORMConfigured(t *testing.T) {
+	for _, c := range []jetstream.StreamConfig{streams.Quarantine(streams.DefaultOptions()), streams.Audit(streams.DefaultOptions())} {
+		wormConfigured(t, c)
+	}
+}
+
+func wormConfigured(t *testing.T, c jetstream.StreamConfig) {
+	t.Helper()
 	if !c.DenyDelete || !c.DenyPurge || c.AllowRollup || c.AllowMsgTTL || c.SubjectDeleteMarkerTTL != 0 ||
 		c.AllowMsgSchedules || c.Discard != jetstream.DiscardNew || c.MaxAge != 0 || c.MaxMsgs != -1 || c.MaxBytes != -1 {
 		t.Fatalf("QUARANTINE config is not WORM: %+v", c)

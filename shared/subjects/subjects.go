@@ -24,6 +24,10 @@ const (
 	// AttemptsBucket holds the ordered transient-failure history of events
 	// still being retried, keyed by EVENTS sequence.
 	AttemptsBucket = "ATTEMPTS"
+	// AuditStream is the WORM store of the auditor's checkpoints.
+	AuditStream = "AUDIT"
+	// DrainsBucket holds the durable state of the redriver's drains.
+	DrainsBucket = "DRAINS"
 )
 
 // Consumer names.
@@ -44,6 +48,8 @@ const (
 	FailuresAll = "dlq.intake.>"
 	// QuarantineAll is QUARANTINE's subject filter.
 	QuarantineAll = "quarantine.>"
+	// AuditCheckpoints is the subject of the auditor's checkpoints (AUDIT).
+	AuditCheckpoints = "audit.checkpoints"
 	// MaxDeliveriesAdvisories matches max-delivery advisories of every
 	// consumer of EVENTS.
 	MaxDeliveriesAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + EventsStream + ".>"

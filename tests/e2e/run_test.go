@@ -39,7 +39,7 @@ func startStack(t *testing.T, bin string, args ...string) *process {
 	t.Helper()
 	port := tools.FreePort(t)
 	p := &process{url: fmt.Sprintf("nats://127.0.0.1:%d", port), exited: make(chan error, 1)}
-	args = append([]string{"--port", strconv.Itoa(port), "--data-dir", filepath.Join(t.TempDir(), "data"), "--sync-always=false"}, args...)
+	args = append([]string{"--port", strconv.Itoa(port), "--data-dir", filepath.Join(t.TempDir(), "data"), "--sync-always=false", "--metrics-addr", "127.0.0.1:0"}, args...)
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Dir = tools.Root(t)
 	out, err := p.cmd.StdoutPipe()

@@ -11,12 +11,16 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/deadletter/deadletter/services/quarantiner"
@@ -43,6 +47,10 @@ type Config struct {
 	Validator validator.Config
 	// Quarantiner configures the quarantiner.
 	Quarantiner quarantiner.Config
+	// MetricsAddr is where /metrics is served (Prometheus text format), one
+	// registry for every service of the process. Default 127.0.0.1:9464;
+	// empty disables it.
+	MetricsAddr string
 	// Out receives the start-up banner. Default: discarded.
 	Out io.Writer
 }
@@ -57,6 +65,7 @@ func DefaultConfig() Config {
 		Streams:     streams.DefaultOptions(),
 		Validator:   validator.DefaultConfig(),
 		Quarantiner: quarantiner.DefaultConfig(),
+		MetricsAddr: "127.0.0.1:9464",
 		Out:         io.Discard,
 	}
 }
@@ -69,6 +78,7 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.String("DEADLETTER_HOST", &c.Host)
 	env.Int("DEADLETTER_PORT", &c.Port)
 	env.Bool("DEADLETTER_SYNC_ALWAYS", &c.SyncAlways)
+	env.String("DEADLETTER_METRICS_ADDR", &c.MetricsAddr)
 	env.Int("DEADLETTER_REPLICAS", &c.Streams.Replicas)
 	c.Validator.LoadEnv(env)
 	c.Quarantiner.LoadEnv(env)
@@ -91,6 +101,10 @@ type Stack struct {
 	srv *server.Server
 	// ready is closed once every service is consuming.
 	ready chan struct{}
+	// reg is the one metrics registry of the process.
+	reg *prometheus.Registry
+	// metricsURL is where /metrics is served, once Ready.
+	metricsURL string
 	// Validator is the running validator (for tests and stats).
 	Validator *validator.Service
 	// Quarantiner is the running quarantiner.
@@ -110,7 +124,11 @@ func New(cfg Config, log *slog.Logger) (*Stack, error) {
 	}
 	cfg.Validator.Streams = cfg.Streams
 	cfg.Quarantiner.Streams = cfg.Streams
-	return &Stack{cfg: cfg, log: log, ready: make(chan struct{})}, nil
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg.Validator.Registerer = reg
+	cfg.Quarantiner.Registerer = reg
+	return &Stack{cfg: cfg, log: log, ready: make(chan struct{}), reg: reg}, nil
 }
 
 // Ready is closed once the server runs and every service has started.
@@ -118,6 +136,33 @@ func (s *Stack) Ready() <-chan struct{} { return s.ready }
 
 // ClientURL is the NATS URL clients connect to (valid once Ready).
 func (s *Stack) ClientURL() string { return s.srv.ClientURL() }
+
+// MetricsURL is the URL of /metrics (valid once Ready; empty when disabled).
+func (s *Stack) MetricsURL() string { return s.metricsURL }
+
+// Registry is the process's metrics registry.
+func (s *Stack) Registry() *prometheus.Registry { return s.reg }
+
+// serveMetrics serves /metrics until ctx is done.
+func (s *Stack) serveMetrics(ctx context.Context) (func(), error) {
+	if s.cfg.MetricsAddr == "" {
+		return func() {}, nil
+	}
+	l, err := net.Listen("tcp", s.cfg.MetricsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("stack: metrics listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	s.metricsURL = "http://" + l.Addr().String() + "/metrics"
+	go func() { _ = srv.Serve(l) }()
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}, nil
+}
 
 // Run starts the server, provisions the streams, runs every service until
 // ctx is done, then shuts down in order: services drain their consumers and
@@ -139,6 +184,11 @@ func (s *Stack) Run(ctx context.Context) error {
 	if err := s.provision(ctx); err != nil {
 		return err
 	}
+	stopMetrics, err := s.serveMetrics(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 
 	var conns []*nats.Conn
 	defer func() {
@@ -210,7 +260,7 @@ func (s *Stack) provision(ctx context.Context) error {
 	if err := streams.EnsureCore(ctx, js, s.cfg.Streams); err != nil {
 		return err
 	}
-	return streams.EnsureQuarantine(ctx, js, s.cfg.Streams)
+	return streams.EnsureWORM(ctx, js, s.cfg.Streams)
 }
 
 // waitStarted polls until every service answers discovery pings.
@@ -247,6 +297,7 @@ func (s *Stack) banner() {
 	fmt.Fprintf(s.cfg.Out, `deadletter is running.
   NATS:        %s   (store: %s)
   Services:    validator, quarantiner
+  Metrics:     %s
 
 Try it (the nats CLI: go install github.com/nats-io/natscli/nats@v0.5.0):
   nats -s %s pub events.pharmacy.dispense "$(cat schemas/testdata/pharmacy/valid/dispense-schedule-ii.json)"
@@ -256,6 +307,13 @@ Try it (the nats CLI: go install github.com/nats-io/natscli/nats@v0.5.0):
   nats -s %s micro ls
 
 Press Ctrl-C to stop: consumers drain, work in flight finishes, then the server stops.
-`, url, s.cfg.DataDir, url, url, url, url, url)
+`, url, s.cfg.DataDir, orNone(s.metricsURL), url, url, url, url, url)
 	_ = port
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(disabled)"
+	}
+	return s
 }

@@ -35,6 +35,7 @@ func run() error {
 	flag.IntVar(&cfg.Port, "port", cfg.Port, "NATS client port, -1 for a free one (env DEADLETTER_PORT)")
 	flag.BoolVar(&cfg.SyncAlways, "sync-always", cfg.SyncAlways, "fsync every JetStream write before acknowledging (env DEADLETTER_SYNC_ALWAYS)")
 	flag.StringVar(&cfg.Validator.DownstreamURL, "downstream-url", cfg.Validator.DownstreamURL, "downstream system of record (env DEADLETTER_DOWNSTREAM_URL)")
+	flag.StringVar(&cfg.MetricsAddr, "metrics-addr", cfg.MetricsAddr, "address of /metrics; empty disables (env DEADLETTER_METRICS_ADDR)")
 	logLevel := flag.String("log-level", "info", "log level: debug, info, warn, error")
 	flag.Parse()
 

@@ -1,0 +1,57 @@
+package validator
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/deadletter/deadletter/shared/codes"
+)
+
+// Outcomes of one delivery, the label of deadletter_validator_events_total.
+const (
+	outcomeCommitted  = "committed"
+	outcomeDuplicate  = "duplicate"
+	outcomeStructural = "structural"
+	outcomeTransient  = "transient"
+	outcomeExhausted  = "exhausted"
+)
+
+// metrics are the validator's Prometheus collectors.
+type metrics struct {
+	events        *prometheus.CounterVec
+	failures      *prometheus.CounterVec
+	commitSeconds prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "deadletter_validator_events_total",
+			Help: "Deliveries processed by the validator, by outcome (committed, duplicate, structural, transient, exhausted).",
+		}, []string{"outcome"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "deadletter_validator_failures_total",
+			Help: "Failed deliveries by domain and error code.",
+		}, []string{"domain", "code"}),
+		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "deadletter_validator_commit_seconds",
+			Help:    "Time to commit one valid event (claim, downstream, LEDGER, mark).",
+			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16),
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.events, m.failures, m.commitSeconds)
+	}
+	return m
+}
+
+func (m *metrics) outcome(o string) { m.events.WithLabelValues(o).Inc() }
+
+func (m *metrics) failure(domain string, c codes.Code) {
+	m.failures.WithLabelValues(domain, string(c)).Inc()
+}
+
+func (m *metrics) committed(start time.Time) {
+	m.commitSeconds.Observe(time.Since(start).Seconds())
+}

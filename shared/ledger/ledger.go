@@ -1,0 +1,60 @@
+// Package ledger defines the commit state of an idempotency key, as the
+// validator stores it in the IDEMPOTENCY bucket and as the redriver and the
+// auditor read it.
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Commit states.
+const (
+	// StateClaimed: a validator is committing the event; the claim expires
+	// at LeaseUntil.
+	StateClaimed = "claimed"
+	// StateReleased: the last claimer gave up after a transient failure;
+	// anyone may claim again.
+	StateReleased = "released"
+	// StateCommitted: the event is in LEDGER (and downstream, when set).
+	StateCommitted = "committed"
+)
+
+// KeyState is the value of an IDEMPOTENCY entry.
+type KeyState struct {
+	State       string    `json:"state"`
+	Owner       string    `json:"owner,omitempty"`
+	LeaseUntil  time.Time `json:"lease_until,omitzero"`
+	Domain      string    `json:"domain"`
+	EventType   string    `json:"event_type,omitempty"`
+	SourceSeq   uint64    `json:"source_seq,omitempty"`
+	LedgerSeq   uint64    `json:"ledger_seq,omitempty"`
+	CommittedAt time.Time `json:"committed_at,omitzero"`
+	// DLQID is set when the committed event was a replay of a quarantined
+	// event.
+	DLQID string `json:"dlq_id,omitempty"`
+}
+
+// Committed reports whether the state is committed.
+func (s KeyState) Committed() bool { return s.State == StateCommitted }
+
+// Lookup reads a key's state from the IDEMPOTENCY bucket; found is false when
+// the key was never claimed nor committed.
+func Lookup(ctx context.Context, kv jetstream.KeyValue, key string) (st KeyState, found bool, err error) {
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return KeyState{}, false, nil
+	}
+	if err != nil {
+		return KeyState{}, false, fmt.Errorf("ledger: %w", err)
+	}
+	if err := json.Unmarshal(e.Value(), &st); err != nil {
+		return KeyState{}, false, fmt.Errorf("ledger: state of %s unreadable: %w", key, err)
+	}
+	return st, true, nil
+}
