@@ -1,0 +1,150 @@
+package quarantiner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/natstest"
+	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// publishFailures reports n structural failures for EVENTS sequences
+// first..first+n-1, paced at rate per second (0: as fast as possible), and
+// returns when every report is stored in FAILURES.
+func (e *env) publishFailures(tb testing.TB, first uint64, n, rate int) {
+	tb.Helper()
+	var tick *time.Ticker
+	if rate > 0 {
+		tick = time.NewTicker(time.Second / time.Duration(rate))
+		defer tick.Stop()
+	}
+	for i := range n {
+		if tick != nil {
+			<-tick.C
+		}
+		seq := first + uint64(i)
+		data := []byte(fmt.Sprintf(`{"transaction_id":"TX-%d",`, seq))
+		f := structural("events.pharmacy.dispense", seq, data, codes.MalformedJSON)
+		b, err := json.Marshal(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if _, err := e.js.PublishAsync(subjects.Failure("pharmacy"), b); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	select {
+	case <-e.js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		tb.Fatal("failure reports not acknowledged")
+	}
+}
+
+// TestTenThousandFailures: 10,000 failures reported at once are all
+// quarantined, none lost, none twice.
+func TestTenThousandFailures(t *testing.T) {
+	const n = 10000
+	e := newEnv(t)
+	e.start(t, testConfig(), nil)
+	e.publishFailures(t, 1, n, 0)
+	e.waitRecordsWithin(t, n, 3*time.Minute)
+	e.intakeEmpty(t)
+	seen := make(map[uint64]bool, n)
+	ids := make(map[string]bool, n)
+	for _, r := range e.allRecords(t) {
+		if seen[r.SourceSeq] || ids[r.DLQID] {
+			t.Fatalf("source %d / dlq id %s quarantined twice", r.SourceSeq, r.DLQID)
+		}
+		seen[r.SourceSeq], ids[r.DLQID] = true, true
+	}
+	for seq := uint64(1); seq <= n; seq++ {
+		if !seen[seq] {
+			t.Fatalf("failure for seq %d lost", seq)
+		}
+	}
+}
+
+func (e *env) waitRecordsWithin(tb testing.TB, n int, total time.Duration) {
+	tb.Helper()
+	natstest.CheckFor(tb, total, 50*time.Millisecond, func() error {
+		s, err := e.js.Stream(context.Background(), subjects.QuarantineStream)
+		if err != nil {
+			return err
+		}
+		info, err := s.Info(context.Background())
+		if err != nil {
+			return err
+		}
+		if info.State.Msgs != uint64(n) {
+			return fmt.Errorf("QUARANTINE holds %d of %d records", info.State.Msgs, n)
+		}
+		return nil
+	})
+}
+
+// BenchmarkQuarantine measures the time from a failure being reported to its
+// sealed record being stored, at a steady 1,000 failures/s and for a burst
+// of 10,000 at once, and the records/s of the burst. Run with
+// go test -run '^$' -bench Quarantine -benchtime 1x ./services/quarantiner/
+func BenchmarkQuarantine(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		n    int
+		rate int
+	}{
+		{"steady-1000-per-s", 10000, 1000},
+		{"burst-10000", 10000, 0},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				e := newEnv(b)
+				e.start(b, DefaultConfig(), nil)
+				nc := e.srv.Connect(b)
+				var mu sync.Mutex
+				lat := make([]time.Duration, 0, bc.n)
+				var last time.Time
+				done := make(chan struct{})
+				sub, err := nc.Subscribe(subjects.QuarantineAll, func(m *nats.Msg) {
+					var r record.Record
+					if err := json.Unmarshal(m.Data, &r); err != nil {
+						return
+					}
+					now := time.Now()
+					mu.Lock()
+					defer mu.Unlock()
+					lat = append(lat, now.Sub(r.Attempts[len(r.Attempts)-1].At))
+					last = now
+					if len(lat) == bc.n {
+						close(done)
+					}
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				_ = sub.SetPendingLimits(-1, -1)
+				start := time.Now()
+				e.publishFailures(b, 1, bc.n, bc.rate)
+				select {
+				case <-done:
+				case <-time.After(5 * time.Minute):
+					b.Fatalf("only %d records", len(lat))
+				}
+				mu.Lock()
+				slices.Sort(lat)
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50_ms")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99_ms")
+				b.ReportMetric(float64(bc.n)/last.Sub(start).Seconds(), "records/s")
+				mu.Unlock()
+			}
+		})
+	}
+}
