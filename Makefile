@@ -47,7 +47,8 @@ fuzz: ## Fuzz each domain's validation for FUZZTIME (default 60s) each
 
 .PHONY: build
 build: ## Build every binary into bin/
-	$(GO) build -o bin/ ./services/deadletter/cmd/deadletter ./services/validator/cmd/validator
+	$(GO) build -o bin/ ./services/deadletter/cmd/deadletter ./services/deadletter/cmd/provision \
+		./services/validator/cmd/validator ./services/quarantiner/cmd/quarantiner
 
 .PHONY: vet
 vet: ## go vet and gofmt over the workspace
