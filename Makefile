@@ -7,6 +7,7 @@ CACHE  := $(CURDIR)/.cache
 BIN    := $(CACHE)/bin
 NATS_CLI := $(BIN)/nats
 export NATS_CLI
+JAEGER := $(BIN)/jaeger
 
 # Arguments for `make run`, e.g. make run ARGS="--port 4333 --downstream-url http://127.0.0.1:8080/capture"
 ARGS ?=
@@ -25,7 +26,7 @@ run: ## Run the whole system on an embedded NATS server (127.0.0.1:4222, store i
 	./bin/deadletter $(ARGS)
 
 .PHONY: test
-test: tools ## Run every test with the race detector against real embedded NATS servers
+test: tools jaeger ## Run every test with the race detector against real embedded NATS servers (and a real Jaeger)
 	$(GO) test -race -count=1 -timeout 40m work
 
 .PHONY: tools
@@ -33,6 +34,16 @@ tools: $(NATS_CLI) ## Build the pinned nats CLI (natscli v0.5.0) into .cache/bin
 
 $(NATS_CLI): deploy/tools/go.mod deploy/tools/go.sum
 	cd deploy/tools && GOWORK=off $(GO) build -o $(NATS_CLI) github.com/nats-io/natscli/nats
+
+.PHONY: jaeger
+jaeger: $(JAEGER) ## Build Jaeger v2 (v1.76.0) into .cache/bin once (~7 min cold, ~2 GB RAM)
+
+$(JAEGER): deploy/tools/go.mod deploy/tools/go.sum
+	cd deploy/tools && GOWORK=off $(GO) build -o $(JAEGER) github.com/jaegertracing/jaeger/cmd/jaeger
+
+.PHONY: jaeger-run
+jaeger-run: $(JAEGER) ## Run Jaeger in memory on 127.0.0.1 (OTLP 4317/4318, UI and API on 16686)
+	$(JAEGER) --config deploy/jaeger/config.yaml
 
 .PHONY: bench
 bench: ## Benchmarks: validation cost per domain, then raw JetStream vs end-to-end ingest

@@ -6,32 +6,48 @@ import (
 	"errors"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/telemetry"
 )
 
 // handleAppend appends a lifecycle record requested by another service or an
 // operator tool. The transition is checked with record.Fold, so a chain can
 // only move the ways the lifecycle allows.
+//
+// The request's trace context (the redriver's, an operator tool's) is
+// continued by an "append" server span, and the record names that trace in
+// its trace_id and span_id, so every trace of an event is found from its
+// chain.
 func (s *Service) handleAppend(r micro.Request) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ctx, span := s.tr.StartRequest(ctx, r.Subject(), nats.Header(r.Headers()), telemetry.Operation("append"))
+	defer span.End()
 	var req api.AppendRequest
 	if err := json.Unmarshal(r.Data(), &req); err != nil {
+		telemetry.Error(span, api.ErrBadRequest)
 		_ = r.Error(api.ErrBadRequest, "request is not valid JSON", nil)
 		return
 	}
+	span.SetAttributes(telemetry.DLQIDKey.String(req.DLQID), telemetry.DomainKey.String(req.Domain),
+		attribute.String("deadletter.record_kind", req.Kind))
 	if req.DLQID == "" || req.Domain == "" || req.Kind == "" || req.Kind == record.KindQuarantined {
+		telemetry.Error(span, api.ErrBadRequest)
 		_ = r.Error(api.ErrBadRequest, "dlq_id, domain and a lifecycle kind are required", nil)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	rep, code, err := s.appendLifecycle(ctx, req)
 	if err != nil {
+		telemetry.Error(span, code)
 		_ = r.Error(code, err.Error(), nil)
 		return
 	}
+	span.SetAttributes(attribute.Int("deadletter.record_index", rep.Index), attribute.String("deadletter.audit_hash", rep.AuditHash))
 	_ = r.RespondJSON(rep)
 }
 
@@ -62,6 +78,7 @@ func (s *Service) appendLifecycle(ctx context.Context, req api.AppendRequest) (a
 			return api.AppendReply{}, api.ErrInvalidTransition, appendError{"the chain is not in a valid state: " + err.Error()}
 		}
 		rec := s.lifecycleRecord(req, prev)
+		rec.TraceID, rec.SpanID = telemetry.IDs(ctx)
 		next, err := record.Fold(append(append([]record.Record(nil), ch.records...), linked(rec, ch)))
 		if err != nil {
 			return api.AppendReply{}, api.ErrInvalidTransition, appendError{err.Error()}

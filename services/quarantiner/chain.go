@@ -9,9 +9,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
+	"github.com/deadletter/deadletter/shared/telemetry"
 )
 
 // errConflict reports that another writer appended to the chain first; the
@@ -25,6 +27,7 @@ var errConflict = errors.New("quarantiner: chain changed concurrently")
 type chains struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
+	tr     telemetry.Tracer
 }
 
 // chain is a chain as read: its records and the stream sequence of the last.
@@ -76,18 +79,27 @@ func (c *chains) append(ctx context.Context, ch chain, r *record.Record) (uint64
 	m.Data = b
 	m.Header.Set("Deadletter-Record-Kind", r.Kind)
 	m.Header.Set("Deadletter-Audit-Hash", r.AuditHash)
+	msgID := r.DLQID + "-" + strconv.Itoa(r.Index)
+	ctx, span := c.tr.StartPublish(ctx, m, telemetry.DestinationTemplate("quarantine.{domain}.{dlq_id}"),
+		telemetry.MessageID(msgID), telemetry.Attributes(telemetry.DLQIDKey.String(r.DLQID),
+			telemetry.DomainKey.String(r.Domain), attribute.String("deadletter.record_kind", r.Kind)))
+	defer span.End()
 	ack, err := c.js.PublishMsg(ctx, m,
-		jetstream.WithMsgID(r.DLQID+"-"+strconv.Itoa(r.Index)),
+		jetstream.WithMsgID(msgID),
 		jetstream.WithExpectLastSequencePerSubject(ch.lastSeq))
+	telemetry.RecordAck(span, ack)
 	if err != nil {
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			span.SetAttributes(telemetry.OutcomeKey.String("conflict"))
 			return 0, errConflict
 		}
+		telemetry.Error(span, "record not written")
 		return 0, fmt.Errorf("quarantiner: write record: %w", err)
 	}
 	if ack.Duplicate {
+		span.SetAttributes(telemetry.OutcomeKey.String("conflict"))
 		// The same (dlq id, index) was written within the duplicate window by
 		// another writer: ours may differ, so decide again.
 		return 0, errConflict

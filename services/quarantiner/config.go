@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/gate"
@@ -43,6 +45,13 @@ type Config struct {
 	Provision bool
 	// Registerer receives the quarantiner's metrics. Nil: not exported.
 	Registerer prometheus.Registerer
+	// TracerProvider receives the quarantiner's spans (package
+	// shared/telemetry; telemetry.Setup builds one from OTEL_*). Nil: the
+	// global provider, a no-op unless set.
+	TracerProvider trace.TracerProvider
+	// Propagator moves trace context in and out of message headers. Nil:
+	// W3C trace context (traceparent, tracestate).
+	Propagator propagation.TextMapPropagator
 }
 
 // DefaultConfig returns the documented defaults.

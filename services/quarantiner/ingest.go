@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/telemetry"
 )
 
 // outcome is what ingest did with a failure.
@@ -34,6 +35,11 @@ func (s *Service) ingest(ctx context.Context, f record.Failure) (outcome, error)
 			return outcome{}, err
 		}
 		r, dup := s.decide(ch, f, dlqID)
+		if r != nil && r.TraceID == "" {
+			// The original carried no trace context (an untraced
+			// publisher): name the trace this record is written in.
+			r.TraceID, r.SpanID = telemetry.IDs(ctx)
+		}
 		if r == nil {
 			s.metrics.duplicates.WithLabelValues(dup).Inc()
 			return outcome{duplicate: dup}, nil

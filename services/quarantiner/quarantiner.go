@@ -27,11 +27,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
+	"github.com/deadletter/deadletter/shared/telemetry"
 )
 
 // Version is the quarantiner's service version (SemVer).
@@ -50,6 +53,7 @@ type Service struct {
 	attempts jetstream.KeyValue
 	now      func() time.Time
 	hooks    *testHooks
+	tr       telemetry.Tracer
 }
 
 // testHooks lets tests stop a quarantiner at precise points.
@@ -79,6 +83,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 		cfg: cfg, nc: nc, js: js, gate: g, now: time.Now,
 		log:     log.With("service", "quarantiner"),
 		metrics: newMetrics(cfg.Registerer),
+		tr:      telemetry.NewTracer(cfg.TracerProvider, cfg.Propagator),
 	}, nil
 }
 
@@ -96,7 +101,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("quarantiner: %s must be provisioned by an administrator: %w", subjects.QuarantineStream, err)
 	}
-	s.chains = &chains{js: s.js, stream: q}
+	s.chains = &chains{js: s.js, stream: q, tr: s.tr}
 	if s.events, err = s.js.Stream(setup, subjects.EventsStream); err != nil {
 		return fmt.Errorf("quarantiner: %w", err)
 	}
@@ -186,19 +191,29 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 // handle processes one intake message: a failure report or an advisory.
+//
+// Its "quarantine <subject>" consumer span continues the event's trace: a
+// failure report's headers carry the validator's context; on the advisory
+// path (advisories carry no trace context of the event) the span is made a
+// child of the original fetched by sequence, and links the advisory's own
+// context when it has one.
 func (s *Service) handle(m jetstream.Msg) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.AckWait)
 	defer cancel()
 	start := s.now()
+	began := time.Now()
 	var (
-		f     record.Failure
-		delay time.Duration
-		err   error
+		f        record.Failure
+		delay    time.Duration
+		err      error
+		advisory bool
 	)
 	switch subj := m.Subject(); {
 	case isAdvisory(subj, subjects.MaxDeliveriesAdvisories):
+		advisory = true
 		f, err = s.fromMaxDeliveries(ctx, m.Data())
 	case isAdvisory(subj, subjects.TerminatedAdvisories):
+		advisory = true
 		var skip bool
 		f, skip, delay, err = s.fromTerminated(ctx, m)
 		if err == nil && skip {
@@ -212,7 +227,10 @@ func (s *Service) handle(m jetstream.Msg) {
 		_ = m.NakWithDelay(delay)
 		return
 	}
+	ctx, span := s.startSpan(ctx, m, f, err == nil && advisory, began)
+	defer span.End()
 	if err != nil {
+		telemetry.Error(span, "intake message not understood")
 		s.log.Error("intake message not understood; will retry", "subject", m.Subject(), "err", err)
 		_ = m.NakWithDelay(s.cfg.RetryDelay)
 		return
@@ -222,6 +240,7 @@ func (s *Service) handle(m jetstream.Msg) {
 	}
 	out, err := s.ingest(ctx, f)
 	if err != nil {
+		telemetry.Error(span, "record not written")
 		s.log.Error("record not written; will retry", "stream", f.Stream, "seq", f.Seq, "code", f.Code, "err", err)
 		_ = m.NakWithDelay(s.cfg.RetryDelay)
 		return
@@ -231,9 +250,12 @@ func (s *Service) handle(m jetstream.Msg) {
 		s.log.Warn("intake ack failed", "stream", f.Stream, "seq", f.Seq, "err", err)
 	}
 	if out.written == nil {
+		span.SetAttributes(telemetry.OutcomeKey.String("already_quarantined"), attribute.String("deadletter.duplicate_reason", out.duplicate))
 		s.log.Info("failure already quarantined", "dlq_id", record.DLQIDFor(f), "stream", f.Stream, "seq", f.Seq, "reason", out.duplicate)
 		return
 	}
+	span.SetAttributes(telemetry.OutcomeKey.String(out.written.Kind), attribute.Int("deadletter.record_index", out.written.Index),
+		attribute.String("deadletter.audit_hash", out.written.AuditHash))
 	s.metrics.writeSeconds.Observe(since(f.FailedAt))
 	_ = start
 	s.logRecord(out.written)
@@ -251,6 +273,27 @@ func (s *Service) logRecord(r *record.Record) {
 	}
 	s.log.Info(event, "dlq_id", r.DLQID, "domain", r.Domain, "class", r.Class, "code", string(r.ErrorCode),
 		"redrives", r.RedriveCount, "index", r.Index, "audit_hash", r.AuditHash)
+}
+
+// startSpan starts the span of an intake message once its failure f is known
+// (zero when it could not be read), backdated to began. On the advisory path
+// it continues the original event's trace, from the headers of the original
+// fetched by sequence; a failure report continues the context in its own
+// headers (the validator's), else the original's it carries.
+func (s *Service) startSpan(ctx context.Context, m jetstream.Msg, f record.Failure, advisory bool, began time.Time) (context.Context, trace.Span) {
+	opts := []telemetry.Option{telemetry.Operation("quarantine"), telemetry.StartTime(began)}
+	if advisory || !s.tr.SpanContext(m.Headers()).IsValid() {
+		if sc := s.tr.SpanContext(f.Headers); sc.IsValid() {
+			opts = append(opts, telemetry.Parent(sc))
+		}
+	}
+	ctx, span := s.tr.StartConsume(ctx, m, opts...)
+	if f.Stream != "" {
+		span.SetAttributes(telemetry.DLQIDKey.String(record.DLQIDFor(f)), telemetry.DomainKey.String(f.Domain),
+			telemetry.FailureClassKey.String(f.Class), telemetry.ErrorCodeKey.String(string(f.Code)),
+			telemetry.RedriveCountKey.Int(f.RedriveCount))
+	}
+	return ctx, span
 }
 
 func isAdvisory(subject, filter string) bool {

@@ -10,11 +10,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/ledger"
 	"github.com/deadletter/deadletter/shared/subjects"
+	"github.com/deadletter/deadletter/shared/telemetry"
 )
 
 // KeyState is the IDEMPOTENCY value (see package ledger).
@@ -63,6 +65,7 @@ type committer struct {
 	now    func() time.Time
 	hooks  *testHooks
 	ledger func(domain, key string) string
+	tr     telemetry.Tracer
 }
 
 // testHooks lets tests stop a validator at precise points.
@@ -232,13 +235,20 @@ func (c *committer) writeLedger(ctx context.Context, env envelope.Envelope, data
 	if dlqID != "" {
 		m.Header.Set(envelope.DLQID, dlqID)
 	}
+	// The commit span (in ctx) stands for the LEDGER write, whose
+	// acknowledgement it records: one span fewer per committed event. Its
+	// context travels on in the LEDGER message.
+	span := trace.SpanFromContext(ctx)
+	c.tr.Inject(ctx, m.Header)
 	ack, err := c.js.PublishMsg(ctx, m, jetstream.WithMsgID(env.IdempotencyKey), jetstream.WithExpectLastSequencePerSubject(0))
 	if err == nil {
+		telemetry.RecordAck(span, ack)
 		return ack.Sequence, ack.Duplicate, nil
 	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		span.SetAttributes(telemetry.OutcomeKey.String("already_written"))
 		s, err := c.js.Stream(ctx, subjects.LedgerStream)
 		if err != nil {
 			return 0, false, codes.Wrap(codes.StoreUnavailable, err, "ledger lookup failed")

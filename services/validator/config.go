@@ -2,6 +2,8 @@ package validator
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"errors"
 	"fmt"
@@ -59,6 +61,13 @@ type Config struct {
 	Provision bool
 	// Registerer receives the validator's metrics. Nil: not exported.
 	Registerer prometheus.Registerer
+	// TracerProvider receives the validator's spans (package
+	// shared/telemetry; telemetry.Setup builds one from OTEL_*). Nil: the
+	// global provider, a no-op unless set.
+	TracerProvider trace.TracerProvider
+	// Propagator moves trace context in and out of message headers. Nil:
+	// W3C trace context (traceparent, tracestate).
+	Propagator propagation.TextMapPropagator
 }
 
 // DefaultConfig returns the documented defaults.

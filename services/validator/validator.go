@@ -29,6 +29,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/envelope"
@@ -36,6 +39,7 @@ import (
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
+	"github.com/deadletter/deadletter/shared/telemetry"
 )
 
 // Version is the validator's service version (SemVer), shown by `nats micro ls`.
@@ -52,6 +56,7 @@ type Service struct {
 	stats   counters
 	metrics *metrics
 	hooks   *testHooks
+	tr      telemetry.Tracer
 }
 
 // counters are the instance's running totals.
@@ -92,10 +97,10 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 		return nil, fmt.Errorf("validator: %w", err)
 	}
 	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log.With("service", "validator", "instance", cfg.InstanceID),
-		metrics: newMetrics(cfg.Registerer)}
-	s.commit = &committer{js: js, owner: cfg.InstanceID, lease: cfg.ClaimLease, now: time.Now, ledger: subjects.Ledger}
+		metrics: newMetrics(cfg.Registerer), tr: telemetry.NewTracer(cfg.TracerProvider, cfg.Propagator)}
+	s.commit = &committer{js: js, owner: cfg.InstanceID, lease: cfg.ClaimLease, now: time.Now, ledger: subjects.Ledger, tr: s.tr}
 	if cfg.DownstreamURL != "" {
-		s.commit.down = &downstream{url: cfg.DownstreamURL, client: &http.Client{Timeout: cfg.DownstreamTimeout}}
+		s.commit.down = &downstream{url: cfg.DownstreamURL, client: &http.Client{Timeout: cfg.DownstreamTimeout}, tr: s.tr}
 	}
 	return s, nil
 }
@@ -206,13 +211,21 @@ func (s *Service) downstreamName() string {
 // handle processes one delivery and ends it with exactly one of: ack
 // (committed or duplicate), term (after the failure is stored in FAILURES),
 // or nak with delay (transient; retried until MaxDeliver).
+//
+// Each delivery is one "validate <subject>" consumer span, child of the
+// publisher's context in the message headers, with a "commit <domain>" child
+// (LEDGER write, downstream POST) and, for a structural failure, the publish
+// to FAILURES, whose headers carry the context on to the quarantiner.
 func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 	s.stats.received.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ProcessTimeout)
 	defer cancel()
+	ctx, span := s.tr.StartConsume(ctx, m, telemetry.Operation("validate"))
+	defer span.End()
 	meta, err := m.Metadata()
 	if err != nil {
 		s.log.Error("message without metadata", "subject", m.Subject(), "err", err)
+		telemetry.Error(span, "message without metadata")
 		_ = m.Nak()
 		return
 	}
@@ -222,10 +235,15 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 		s.structural(ctx, m, meta, nil, dlqID, redrives, record.StageValidate, err, attempts)
 		return
 	}
+	span.SetAttributes(telemetry.DomainKey.String(env.Domain))
 	start := time.Now()
-	ledgerSeq, err := s.commit.commit(ctx, env, m.Data(), meta.Sequence.Stream, dlqID)
+	cctx, cspan := s.tr.Start(ctx, "commit "+env.Domain, telemetry.DomainKey.String(env.Domain),
+		semconv.MessagingDestinationTemplate("ledger.{domain}.{key}"))
+	ledgerSeq, err := s.commit.commit(cctx, env, m.Data(), meta.Sequence.Stream, dlqID)
+	endCommitSpan(cspan, err)
 	switch {
 	case err == nil:
+		span.SetAttributes(telemetry.OutcomeKey.String("committed"))
 		s.stats.committed.Add(1)
 		s.metrics.outcome(outcomeCommitted)
 		s.metrics.committed(start)
@@ -239,6 +257,7 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 			_ = attempts.Delete(ctx, attemptKey(meta.Sequence.Stream))
 		}
 	case errors.Is(err, ErrAlreadyCommitted):
+		span.SetAttributes(telemetry.OutcomeKey.String("duplicate"))
 		s.stats.duplicates.Add(1)
 		s.metrics.outcome(outcomeDuplicate)
 		_ = m.Ack()
@@ -260,6 +279,22 @@ func (s *Service) check(subject string, data []byte) (env envelope.Envelope, err
 		}
 	}()
 	return s.gate.Check(subject, data)
+}
+
+// endCommitSpan ends the span of one commit attempt, failed with its code
+// and class unless it committed or found the event already committed.
+func endCommitSpan(span trace.Span, err error) {
+	switch {
+	case err == nil:
+		span.SetAttributes(telemetry.OutcomeKey.String("committed"))
+	case errors.Is(err, ErrAlreadyCommitted):
+		span.SetAttributes(telemetry.OutcomeKey.String("duplicate"))
+	case codes.Of(err).Transient():
+		telemetry.Fail(span, codes.Of(err), telemetry.ClassTransient, telemetry.StageKey.String(record.StageCommit))
+	default:
+		telemetry.Fail(span, codes.Of(err), record.ClassValidation, telemetry.StageKey.String(record.StageCommit))
+	}
+	span.End()
 }
 
 // structural reports a failure to FAILURES, then terminates the original.
@@ -289,6 +324,10 @@ func (s *Service) structural(ctx context.Context, m jetstream.Msg, meta *jetstre
 		Attempts:     hist,
 		FailedAt:     now,
 	}
+	span := trace.SpanFromContext(ctx)
+	span.SetAttributes(telemetry.DomainKey.String(f.Domain), telemetry.DLQIDKey.String(record.DLQIDFor(f)),
+		telemetry.RedriveCountKey.Int(redrives), telemetry.OutcomeKey.String("structural"))
+	telemetry.Fail(span, code, record.ClassValidation, telemetry.StageKey.String(stage))
 	b, err := json.Marshal(f)
 	if err == nil {
 		out := nats.NewMsg(subjects.Failure(f.Domain))
@@ -296,7 +335,19 @@ func (s *Service) structural(ctx context.Context, m jetstream.Msg, meta *jetstre
 		out.Header.Set(envelope.ErrorCode, string(code))
 		out.Header.Set(envelope.SourceStream, meta.Stream)
 		out.Header.Set(envelope.SourceSeq, strconv.FormatUint(meta.Sequence.Stream, 10))
-		_, err = s.js.PublishMsg(ctx, out, jetstream.WithMsgID(fmt.Sprintf("failure-%s-%d", meta.Stream, meta.Sequence.Stream)))
+		msgID := fmt.Sprintf("failure-%s-%d", meta.Stream, meta.Sequence.Stream)
+		// The failure report carries this publish's context in its own
+		// headers (f.Headers keeps the original's, verbatim): the
+		// quarantiner's span becomes its child, in the event's trace.
+		pctx, pspan := s.tr.StartPublish(ctx, out, telemetry.MessageID(msgID),
+			telemetry.Attributes(telemetry.DomainKey.String(f.Domain), telemetry.ErrorCodeKey.String(string(code))))
+		var ack *jetstream.PubAck
+		ack, err = s.js.PublishMsg(pctx, out, jetstream.WithMsgID(msgID))
+		telemetry.RecordAck(pspan, ack)
+		if err != nil {
+			telemetry.Error(pspan, "failure report not stored")
+		}
+		pspan.End()
 	}
 	if err != nil {
 		s.log.Error("failure report not stored; will retry", "seq", meta.Sequence.Stream, "code", code, "err", err)
@@ -318,6 +369,7 @@ func (s *Service) structural(ctx context.Context, m jetstream.Msg, meta *jetstre
 func (s *Service) transient(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, env envelope.Envelope, cause error, attempts jetstream.KeyValue) {
 	s.stats.transient.Add(1)
 	code := codes.Of(cause)
+	span := trace.SpanFromContext(ctx)
 	s.metrics.outcome(outcomeTransient)
 	s.metrics.failure(env.Domain, code)
 	hist := record.History{Subject: m.Subject(), Domain: env.Domain, IdempotencyKey: env.IdempotencyKey,
@@ -329,6 +381,8 @@ func (s *Service) transient(ctx context.Context, m jetstream.Msg, meta *jetstrea
 		}
 	}
 	if meta.NumDelivered >= uint64(s.cfg.MaxDeliver) {
+		span.SetAttributes(telemetry.OutcomeKey.String("exhausted"))
+		telemetry.Fail(span, code, record.ClassExhausted, telemetry.StageKey.String(record.StageCommit))
 		s.stats.exhausted.Add(1)
 		s.metrics.outcome(outcomeExhausted)
 		s.log.Warn("event exhausted its deliveries", "seq", meta.Sequence.Stream, "key", env.IdempotencyKey, "code", code, "deliveries", meta.NumDelivered)
@@ -344,6 +398,9 @@ func (s *Service) transient(ctx context.Context, m jetstream.Msg, meta *jetstrea
 			delay = until + backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, 1)
 		}
 	}
+	span.SetAttributes(telemetry.OutcomeKey.String("transient"))
+	telemetry.Fail(span, code, telemetry.ClassTransient, telemetry.StageKey.String(record.StageCommit),
+		attribute.Int64("deadletter.retry_delay_ms", delay.Milliseconds()))
 	s.log.Info("transient failure; retrying", "seq", meta.Sequence.Stream, "key", env.IdempotencyKey, "code", code,
 		"delivery", meta.NumDelivered, "delay_ms", delay.Milliseconds())
 	_ = m.NakWithDelay(delay)

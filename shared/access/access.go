@@ -14,7 +14,7 @@
 // streams (ProtectedStreams), only the admin may create the WORM streams, and
 // only the quarantiner (and the admin) may publish to quarantine.>.
 //
-// Beyond the brief's minimum, the table also guards the work the services
+// The table also guards the work the services
 // own: no user but the owner may pull from, acknowledge, update, pause,
 // reset or delete the validator's consumer on EVENTS or any consumer of the
 // quarantiner's intakes (FAILURES, ADVISORIES). A forged acknowledgement
@@ -31,6 +31,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -58,53 +59,36 @@ const (
 // NoAuthUser is the user a connection without credentials is mapped to.
 const NoAuthUser = Client
 
-// Names not (yet) in shared/subjects. The lead moves them there.
+// Endpoint subject filters: the subjects each service's micro endpoints
+// live under (the exact subjects are in shared/api).
 const (
-	// AuditStream is the auditor's append-only checkpoint stream, protected
-	// like QUARANTINE.
-	AuditStream = "AUDIT"
-	// AuditCheckpointAll is AUDIT's subject filter; only the auditor (and
-	// the admin) publishes to it.
-	AuditCheckpointAll = "audit.checkpoint.>"
-
-	// ValidatorEndpoints covers the validator's micro endpoints
+	// ValidatorEndpoints covers the validator's endpoints
 	// (validator.check.<domain>.<type>).
 	ValidatorEndpoints = "validator.>"
 	// ValidatorCheck covers the dry-run endpoint clients may call.
 	ValidatorCheck = "validator.check.>"
-	// QuarantinerEndpoints covers the quarantiner's micro endpoints. They
-	// live under quarantiner.>, not quarantine.>, which is QUARANTINE's
-	// stream subject: a request there would be stored as a record.
+	// QuarantinerEndpoints covers the quarantiner's endpoints
+	// (api.QuarantinerAppend). They live under quarantiner.>, not
+	// quarantine.>, which is QUARANTINE's stream subject.
 	QuarantinerEndpoints = "quarantiner.>"
-	// RedriverDrain covers the redriver's drain endpoints.
+	// RedriverDrain covers the redriver's drain endpoints (api.Drain*).
 	RedriverDrain = "drain.>"
-	// RedriverRedrive is the redriver's redrive endpoint.
-	RedriverRedrive = "redrive"
-	// RedriverRelease is the redriver's release endpoint.
-	RedriverRelease = "release"
-	// AuditorEndpoints covers the auditor's micro endpoints. It contains
-	// AuditCheckpointAll, which everyone but the auditor is denied.
+	// AuditorEndpoints covers the auditor's endpoints (api.Audit*). It also
+	// contains AUDIT's stream subject, subjects.AuditCheckpoints, which
+	// everyone but the auditor is denied.
 	AuditorEndpoints = "audit.>"
 )
 
 // ProtectedStreams are the streams whose records no user but the admin may
 // remove: their update, delete, purge and message-delete API subjects are
 // denied to everyone else.
-var ProtectedStreams = []string{subjects.LedgerStream, subjects.QuarantineStream, AuditStream}
+var ProtectedStreams = []string{subjects.LedgerStream, subjects.QuarantineStream, subjects.AuditStream}
 
 // WORMStreams are the protected streams that only the admin provisions:
 // their create and restore API subjects are denied to everyone else too.
-// LEDGER is not among them because the validator may provision the core
-// streams (streams.EnsureCore) when they are missing.
-var WORMStreams = []string{subjects.QuarantineStream, AuditStream}
-
-// DeadletterStreams are every stream deadletter owns, key-value buckets
-// included (a bucket is the stream KV_<bucket>).
-var DeadletterStreams = []string{
-	subjects.EventsStream, subjects.LedgerStream, subjects.FailuresStream,
-	subjects.AdvisoriesStream, subjects.QuarantineStream, AuditStream,
-	"KV_" + subjects.IdempotencyBucket, "KV_" + subjects.AttemptsBucket,
-}
+// (streams.EnsureWORM). LEDGER is not among them because the validator may
+// provision the core streams (streams.EnsureCore) when they are missing.
+var WORMStreams = []string{subjects.QuarantineStream, subjects.AuditStream}
 
 // OwnedConsumer is a consumer (or every consumer, Name "*") of a stream that
 // only its owner may pull from, acknowledge or administer.
@@ -173,29 +157,25 @@ var table = []Spec{
 		Responses: true,
 	},
 	{
-		Name: Quarantiner,
-		Doc:  "consumes FAILURES and ADVISORIES, appends sealed records to QUARANTINE (its only writer)",
-		Publish: Rule{
-			Allow: []string{jsAPI, jsAck, jsFC, subjects.QuarantineAll, "$KV.>"},
-			Deny:  []string{kv(subjects.IdempotencyBucket)},
-		},
+		Name:      Quarantiner,
+		Doc:       "consumes FAILURES and ADVISORIES, reads EVENTS and ATTEMPTS, appends sealed records to QUARANTINE (its only writer)",
+		Publish:   Rule{Allow: []string{jsAPI, jsAck, jsFC, subjects.QuarantineAll}},
 		Subscribe: Rule{Allow: []string{inbox, srv, QuarantinerEndpoints, advisor}},
 		Responses: true,
 	},
 	{
 		Name: Redriver,
-		Doc:  "drains and redrives quarantined events back into EVENTS, keeps its drain state in KV",
-		Publish: Rule{
-			Allow: []string{jsAPI, jsAck, jsFC, subjects.EventsAll, "$KV.>", QuarantinerEndpoints},
-			Deny:  []string{kv(subjects.IdempotencyBucket)},
-		},
-		Subscribe: Rule{Allow: []string{inbox, srv, RedriverDrain, RedriverRedrive, RedriverRelease}},
+		Doc:  "drains and redrives quarantined events back into EVENTS, keeps drain states in DRAINS, appends lifecycle records through the quarantiner",
+		Publish: Rule{Allow: []string{
+			jsAPI, jsAck, jsFC, subjects.EventsAll, kv(subjects.DrainsBucket), QuarantinerEndpoints,
+		}},
+		Subscribe: Rule{Allow: []string{inbox, srv, RedriverDrain, api.Redrive, api.Release}},
 		Responses: true,
 	},
 	{
 		Name:      Auditor,
 		Doc:       "verifies and reconciles (reads), writes only its checkpoints to AUDIT",
-		Publish:   Rule{Allow: []string{jsAPI, jsAck, jsFC, AuditCheckpointAll}},
+		Publish:   Rule{Allow: []string{jsAPI, jsAck, jsFC, subjects.AuditCheckpoints}},
 		Subscribe: Rule{Allow: []string{inbox, srv, AuditorEndpoints}},
 		Responses: true,
 	},
@@ -205,13 +185,16 @@ var table = []Spec{
 		Publish: Rule{
 			Allow: []string{
 				jsAPI, jsAck, jsFC, srv,
-				subjects.EventsAll, ValidatorCheck, QuarantinerEndpoints,
-				RedriverDrain, RedriverRedrive, RedriverRelease, AuditorEndpoints,
+				subjects.EventsAll, ValidatorCheck,
+				RedriverDrain, api.Redrive, api.Release, AuditorEndpoints,
 			},
 			// Clients read, they don't administer: no stream administration
 			// at all (which also closes creating a stream whose RePublish
 			// writes into a protected stream), and no forged checkpoint.
-			Deny: append(streamAdmin("*"), AuditCheckpointAll),
+			// Lifecycle records are written only through the redriver's
+			// endpoints (which record the operator and reason), never by
+			// calling quarantiner.append directly.
+			Deny: append(streamAdmin("*"), subjects.AuditCheckpoints),
 		},
 		Subscribe: Rule{Allow: []string{inbox}},
 	},

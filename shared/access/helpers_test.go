@@ -35,7 +35,7 @@ type env struct {
 }
 
 // startEnv starts a server with the access table's users, provisions the
-// core streams and QUARANTINE as the admin, and appends records records to
+// core streams, QUARANTINE and AUDIT as the admin, and appends records records to
 // QUARANTINE as the quarantiner.
 func startEnv(tb testing.TB, records int) *env {
 	tb.Helper()
@@ -51,8 +51,8 @@ func startEnv(tb testing.TB, records int) *env {
 	if err := streams.EnsureCore(ctx, e.admin, o); err != nil {
 		tb.Fatalf("provision core: %v", err)
 	}
-	if err := streams.EnsureQuarantine(ctx, e.admin, o); err != nil {
-		tb.Fatalf("provision quarantine: %v", err)
+	if err := streams.EnsureWORM(ctx, e.admin, o); err != nil {
+		tb.Fatalf("provision QUARANTINE and AUDIT: %v", err)
 	}
 	if records > 0 {
 		q := e.js(tb, e.conn(tb, access.Quarantiner, nil))
@@ -71,12 +71,34 @@ func startEnv(tb testing.TB, records int) *env {
 type violations struct {
 	mu   sync.Mutex
 	errs []string
+	once sync.Once
+	seen chan struct{} // closed at the first violation
 }
+
+func newViolations() *violations { return &violations{seen: make(chan struct{})} }
 
 func (v *violations) add(err error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.errs = append(v.errs, err.Error())
+	v.once.Do(func() { close(v.seen) })
+}
+
+// ctx returns the context of a request the server is expected to refuse:
+// it ends at the first violation reported to the connection (a refused
+// request gets no answer, so there is no need to wait for a timeout), or
+// after refusalTimeout.
+func (v *violations) ctx(tb testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), refusalTimeout)
+	tb.Cleanup(cancel)
+	go func() {
+		select {
+		case <-v.seen:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx
 }
 
 // saw waits until the server has reported a publish permission violation on
@@ -198,7 +220,19 @@ func natsCLI(tb testing.TB) string {
 // output and its error (an *exec.ExitError for a non-zero exit).
 func (e *env) cli(tb testing.TB, user string, args ...string) (string, error) {
 	tb.Helper()
-	full := []string{"--no-context", "--server", e.srv.ClientURL(), "--timeout", refusalTimeout.String()}
+	return e.cliTimeout(tb, 5*time.Second, user, args...)
+}
+
+// cliRefused runs a CLI command the server is expected to refuse: a refused
+// request gets no answer, so the CLI waits for its (short) timeout.
+func (e *env) cliRefused(tb testing.TB, user string, args ...string) (string, error) {
+	tb.Helper()
+	return e.cliTimeout(tb, time.Second, user, args...)
+}
+
+func (e *env) cliTimeout(tb testing.TB, timeout time.Duration, user string, args ...string) (string, error) {
+	tb.Helper()
+	full := []string{"--no-context", "--server", e.srv.ClientURL(), "--timeout", timeout.String()}
 	if user != "" {
 		full = append(full, "--user", user, "--password", e.pw[user])
 	}

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/deadletter/deadletter/shared/access"
+	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -19,6 +19,7 @@ import (
 // TestServicesCanDoTheirWork proves the permission lists are sufficient:
 // each service does its real JetStream work under its own credentials.
 func TestServicesCanDoTheirWork(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, seeded)
 	client := e.js(t, e.conn(t, "", nil))
 	for i := range 3 {
@@ -151,12 +152,23 @@ func TestServicesCanDoTheirWork(t *testing.T) {
 			if _, err := js.Publish(ctx, subjects.Event("pharmacy", "dispense"), []byte(`{"replay":true}`)); err != nil {
 				t.Fatalf("replay: %v", err)
 			}
-			kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "DRAINS", Storage: jetstream.MemoryStorage})
+			kv, err := js.KeyValue(ctx, subjects.DrainsBucket)
 			if err != nil {
-				t.Fatalf("create drain bucket: %v", err)
+				t.Fatalf("drain bucket: %v", err)
 			}
-			if _, err := kv.Put(ctx, "d1", []byte("running")); err != nil {
+			rev, err := kv.Create(ctx, "d1", []byte("running"))
+			if err != nil {
 				t.Fatalf("drain state: %v", err)
+			}
+			if _, err := kv.Update(ctx, "d1", []byte("done"), rev); err != nil {
+				t.Fatalf("drain state CAS: %v", err)
+			}
+			ledger, err := js.KeyValue(ctx, subjects.IdempotencyBucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ledger.Get(ctx, "pharmacy_0123"); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+				t.Fatalf("read commit state: %v", err)
 			}
 		}},
 	}
@@ -192,34 +204,30 @@ func TestServicesCanDoTheirWork(t *testing.T) {
 // TestAuditorWritesOnlyCheckpoints: the auditor appends to AUDIT (once the
 // admin provisioned it) and nothing else; nobody else writes checkpoints.
 func TestAuditorWritesOnlyCheckpoints(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, 0)
 	ctx := testCtx(t, 10*time.Second)
-	if _, err := e.admin.CreateStream(ctx, jetstream.StreamConfig{
-		Name: access.AuditStream, Subjects: []string{access.AuditCheckpointAll}, Storage: jetstream.MemoryStorage,
-		DenyDelete: true, DenyPurge: true, AllowDirect: true,
-	}); err != nil {
-		t.Fatal(err)
-	}
 	auditor := e.js(t, e.conn(t, access.Auditor, nil))
-	if _, err := auditor.Publish(ctx, "audit.checkpoint.pharmacy", []byte(`{}`)); err != nil {
+	if _, err := auditor.Publish(ctx, subjects.AuditCheckpoints, []byte(`{}`)); err != nil {
 		t.Fatalf("auditor checkpoint: %v", err)
 	}
 	for _, tc := range []struct{ user, subject string }{
 		{access.Auditor, subjects.Event("pharmacy", "dispense")},
 		{access.Auditor, subjects.Ledger("x", "y")},
-		{access.Client, "audit.checkpoint.pharmacy"},
-		{access.Validator, "audit.checkpoint.pharmacy"},
+		{access.Client, subjects.AuditCheckpoints},
+		{access.Validator, subjects.AuditCheckpoints},
+		{access.Redriver, subjects.AuditCheckpoints},
 	} {
 		t.Run(tc.user+" to "+tc.subject, func(t *testing.T) {
-			v := &violations{}
+			v := newViolations()
 			js := e.js(t, e.conn(t, tc.user, v))
-			if _, err := js.Publish(testCtx(t, refusalTimeout), tc.subject, []byte(`{}`)); err == nil {
+			if _, err := js.Publish(v.ctx(t), tc.subject, []byte(`{}`)); err == nil {
 				t.Fatal("publish acknowledged")
 			}
 			v.saw(t, tc.subject)
 		})
 	}
-	if n := e.info(t, access.AuditStream).State.Msgs; n != 1 {
+	if n := e.info(t, subjects.AuditStream).State.Msgs; n != 1 {
 		t.Fatalf("AUDIT has %d checkpoints, want 1", n)
 	}
 }
@@ -229,15 +237,16 @@ func TestAuditorWritesOnlyCheckpoints(t *testing.T) {
 // credentials) can discover them and call their endpoints, with nats.go
 // and with the CLI.
 func TestMicroDiscoveryAndEndpoints(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, 0)
 	services := []struct {
 		user      string
 		endpoints []string
 	}{
 		{access.Validator, []string{"validator.check.pharmacy.dispense"}},
-		{access.Quarantiner, []string{"quarantiner.status"}},
-		{access.Redriver, []string{"drain.start", access.RedriverRedrive, access.RedriverRelease}},
-		{access.Auditor, []string{"audit.verify"}},
+		{access.Quarantiner, []string{api.QuarantinerAppend}},
+		{access.Redriver, []string{api.DrainStart, api.DrainStatus, api.DrainCancel, api.DrainList, api.Redrive, api.Release}},
+		{access.Auditor, []string{api.AuditVerify, api.AuditReconcile, api.AuditGet, api.AuditList, api.AuditGroups, api.AuditCheckpoint}},
 	}
 	for _, s := range services {
 		nc := e.conn(t, s.user, nil)
@@ -266,6 +275,14 @@ func TestMicroDiscoveryAndEndpoints(t *testing.T) {
 				t.Fatalf("ping answer %s", m.Data)
 			}
 			for _, subj := range s.endpoints {
+				if subj == api.QuarantinerAppend {
+					// Operators write lifecycle records only through the
+					// redriver, which records who and why.
+					if _, err := client.Request(subj, []byte("{}"), time.Second); err == nil {
+						t.Fatalf("client reached %s", subj)
+					}
+					continue
+				}
 				m, err := client.Request(subj, []byte("{}"), 5*time.Second)
 				if err != nil {
 					t.Fatalf("request %s: %v", subj, err)
@@ -282,7 +299,7 @@ func TestMicroDiscoveryAndEndpoints(t *testing.T) {
 	}
 	t.Run("redriver requests quarantiner endpoints", func(t *testing.T) {
 		nc := e.conn(t, access.Redriver, nil)
-		if _, err := nc.Request("quarantiner.status", nil, 5*time.Second); err != nil {
+		if _, err := nc.Request(api.QuarantinerAppend, nil, 5*time.Second); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -303,6 +320,7 @@ func TestMicroDiscoveryAndEndpoints(t *testing.T) {
 // acknowledgements for the validator's consumer (a forged ack would make an
 // event vanish uncommitted and unquarantined), and cannot create streams.
 func TestClientCannotTouchServiceWork(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, 0)
 	ctx := testCtx(t, 10*time.Second)
 	vjs := e.js(t, e.conn(t, access.Validator, nil))
@@ -340,14 +358,15 @@ func TestClientCannotTouchServiceWork(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			v := &violations{}
+			v := newViolations()
 			nc := e.conn(t, "", v)
-			if _, err := nc.Request(tc.subject, []byte(tc.payload), refusalTimeout); !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, nats.ErrNoResponders) {
-				t.Fatalf("want no answer, got %v", err)
+			if m, err := nc.RequestWithContext(v.ctx(t), tc.subject, []byte(tc.payload)); err == nil {
+				t.Fatalf("want no answer, got %q", m.Data)
 			}
 			v.saw(t, tc.subject)
 		})
 	}
+	ctx = testCtx(t, 10*time.Second)
 	info, err := cons.Info(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -20,46 +20,56 @@ const seeded = 3 // records the quarantiner appends before each test
 // operations that remove quarantine records are refused by the server's
 // permissions, and QUARANTINE is unchanged afterwards.
 func TestWORMRefusedWithNATSGo(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, seeded)
 	q := subjects.QuarantineStream
 	cases := []struct {
 		name    string
 		subject string // the API subject the server must refuse
-		op      func(t *testing.T, js jetstream.JetStream) error
+		op      func(t *testing.T, v *violations, js jetstream.JetStream) error
 	}{
-		{"stream delete", "$JS.API.STREAM.DELETE." + q, func(t *testing.T, js jetstream.JetStream) error {
-			return js.DeleteStream(testCtx(t, refusalTimeout), q)
+		{"stream delete", "$JS.API.STREAM.DELETE." + q, func(t *testing.T, v *violations, js jetstream.JetStream) error {
+			return js.DeleteStream(v.ctx(t), q)
 		}},
-		{"purge", "$JS.API.STREAM.PURGE." + q, func(t *testing.T, js jetstream.JetStream) error {
+		{"purge", "$JS.API.STREAM.PURGE." + q, func(t *testing.T, v *violations, js jetstream.JetStream) error {
 			s, err := js.Stream(testCtx(t, 5*time.Second), q)
 			if err != nil {
 				t.Fatalf("stream info must stay readable: %v", err)
 			}
-			return s.Purge(testCtx(t, refusalTimeout))
+			return s.Purge(v.ctx(t))
 		}},
-		{"message delete", "$JS.API.STREAM.MSG.DELETE." + q, func(t *testing.T, js jetstream.JetStream) error {
+		{"message delete", "$JS.API.STREAM.MSG.DELETE." + q, func(t *testing.T, v *violations, js jetstream.JetStream) error {
 			s, err := js.Stream(testCtx(t, 5*time.Second), q)
 			if err != nil {
 				t.Fatalf("stream info must stay readable: %v", err)
 			}
-			return s.DeleteMsg(testCtx(t, refusalTimeout), 1)
+			return s.DeleteMsg(v.ctx(t), 1)
 		}},
-		{"update lowering MaxAge", "$JS.API.STREAM.UPDATE." + q, func(t *testing.T, js jetstream.JetStream) error {
+		{"update lowering MaxAge", "$JS.API.STREAM.UPDATE." + q, func(t *testing.T, v *violations, js jetstream.JetStream) error {
 			cfg := e.info(t, q).Config
 			cfg.MaxAge = time.Second
-			_, err := js.UpdateStream(testCtx(t, refusalTimeout), cfg)
+			_, err := js.UpdateStream(v.ctx(t), cfg)
 			return err
 		}},
-		{"update clearing DenyDelete", "$JS.API.STREAM.UPDATE." + q, func(t *testing.T, js jetstream.JetStream) error {
+		{"update clearing DenyDelete", "$JS.API.STREAM.UPDATE." + q, func(t *testing.T, v *violations, js jetstream.JetStream) error {
 			cfg := e.info(t, q).Config
 			cfg.DenyDelete = false
-			_, err := js.UpdateStream(testCtx(t, refusalTimeout), cfg)
+			_, err := js.UpdateStream(v.ctx(t), cfg)
 			return err
 		}},
-		{"re-create", "$JS.API.STREAM.CREATE." + q, func(t *testing.T, js jetstream.JetStream) error {
+		{"re-create", "$JS.API.STREAM.CREATE." + q, func(t *testing.T, v *violations, js jetstream.JetStream) error {
 			cfg := e.info(t, q).Config
 			cfg.MaxAge = time.Second
-			_, err := js.CreateStream(testCtx(t, refusalTimeout), cfg)
+			_, err := js.CreateStream(v.ctx(t), cfg)
+			return err
+		}},
+		{"LEDGER delete", "$JS.API.STREAM.DELETE." + subjects.LedgerStream, func(t *testing.T, v *violations, js jetstream.JetStream) error {
+			return js.DeleteStream(v.ctx(t), subjects.LedgerStream)
+		}},
+		{"AUDIT update lowering MaxAge", "$JS.API.STREAM.UPDATE." + subjects.AuditStream, func(t *testing.T, v *violations, js jetstream.JetStream) error {
+			cfg := e.info(t, subjects.AuditStream).Config
+			cfg.MaxAge = time.Second
+			_, err := js.UpdateStream(v.ctx(t), cfg)
 			return err
 		}},
 	}
@@ -68,9 +78,9 @@ func TestWORMRefusedWithNATSGo(t *testing.T) {
 			t.Parallel()
 			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {
-					v := &violations{}
+					v := newViolations()
 					js := e.js(t, e.conn(t, user, v))
-					if err := tc.op(t, js); err == nil {
+					if err := tc.op(t, v, js); err == nil {
 						t.Fatalf("%s as %s succeeded", tc.name, user)
 					}
 					v.saw(t, tc.subject)
@@ -85,6 +95,7 @@ func TestWORMRefusedWithNATSGo(t *testing.T) {
 // (v0.5.0). Refusal is asserted by the exit status and the record count,
 // not by the message text alone.
 func TestWORMRefusedWithCLI(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, seeded)
 	q := subjects.QuarantineStream
 	cases := []struct {
@@ -102,10 +113,13 @@ func TestWORMRefusedWithCLI(t *testing.T) {
 			t.Parallel()
 			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {
-					out, err := e.cli(t, user, tc.args...)
+					out, err := e.cliRefused(t, user, tc.args...)
 					var exit *exec.ExitError
 					if !errors.As(err, &exit) {
 						t.Fatalf("nats %s as %s: want a non-zero exit, got %v\n%s", strings.Join(tc.args, " "), user, err, out)
+					}
+					if !strings.Contains(out, "Permissions Violation for Publish to \"$JS.API.STREAM.") {
+						t.Errorf("the CLI did not report the permission violation")
 					}
 					e.assertQuarantineIntact(t, seeded)
 					if t.Failed() {
@@ -115,15 +129,16 @@ func TestWORMRefusedWithCLI(t *testing.T) {
 			}
 		})
 	}
-	// The CLI must be able to do the same as admin, else the refusals above
-	// prove nothing about permissions: the admin edit is shown on a
-	// throwaway stream in TestAdminBreakGlass.
+	// That the same CLI commands succeed as the admin (so the refusals are
+	// the permissions' doing) is shown on a throwaway stream in
+	// TestAdminBreakGlass.
 }
 
 // TestOnlyQuarantinerPublishesQuarantine: every user but the quarantiner
 // (and the admin) is refused a publish to quarantine.>, both as a
 // JetStream publish (no ack) and as a core publish (nothing stored).
 func TestOnlyQuarantinerPublishesQuarantine(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, seeded)
 	quarantiner := e.js(t, e.conn(t, access.Quarantiner, nil))
 	subj := subjects.Quarantine("pharmacy", "x")
@@ -136,12 +151,12 @@ func TestOnlyQuarantinerPublishesQuarantine(t *testing.T) {
 			name = "no-credentials"
 		}
 		t.Run(name, func(t *testing.T) {
-			v := &violations{}
+			v := newViolations()
 			nc := e.conn(t, user, v)
 			js := e.js(t, nc)
 			before := e.info(t, subjects.QuarantineStream).State
 
-			if _, err := js.Publish(testCtx(t, refusalTimeout), subj, []byte(`{"forged":true}`)); err == nil {
+			if _, err := js.Publish(v.ctx(t), subj, []byte(`{"forged":true}`)); err == nil {
 				t.Fatalf("JetStream publish to %s as %q acknowledged", subj, user)
 			}
 			v.saw(t, subj)
@@ -172,6 +187,7 @@ func TestOnlyQuarantinerPublishesQuarantine(t *testing.T) {
 // TestAdminBreakGlass: the admin can update a stream (on a throwaway stream,
 // never QUARANTINE), with nats.go and with the CLI.
 func TestAdminBreakGlass(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, 0)
 	ctx := testCtx(t, 10*time.Second)
 	cfg := jetstream.StreamConfig{Name: "SCRATCH", Subjects: []string{"scratch.>"}, Storage: jetstream.MemoryStorage, DenyDelete: true, DenyPurge: true}
@@ -207,6 +223,7 @@ func TestAdminBreakGlass(t *testing.T) {
 // TestNoAuthClientCLI: a connection without credentials is the client: it
 // can publish an event (stored in EVENTS) but not delete EVENTS.
 func TestNoAuthClientCLI(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, 0)
 	if out, err := e.cli(t, "", "pub", "events.x.y", `{"hello":"world"}`); err != nil {
 		t.Fatalf("nats pub: %v\n%s", err, out)
@@ -217,7 +234,7 @@ func TestNoAuthClientCLI(t *testing.T) {
 		}
 		return nil
 	})
-	out, err := e.cli(t, "", "stream", "rm", subjects.EventsStream, "-f")
+	out, err := e.cliRefused(t, "", "stream", "rm", subjects.EventsStream, "-f")
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) {
 		t.Fatalf("nats stream rm EVENTS: want a non-zero exit, got %v\n%s", err, out)

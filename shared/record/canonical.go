@@ -1,6 +1,7 @@
 package record
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -37,6 +38,15 @@ const maxSafeInteger = 1<<53 - 1
 // serialization. Duplicate member names and invalid UTF-8 are rejected with
 // ErrInvalidJSON. The error does not quote the document.
 func Canonical(raw []byte) ([]byte, error) {
+	if out, ok := canonicalFast(raw); ok {
+		return out, nil
+	}
+	return canonicalLibrary(raw)
+}
+
+// canonicalLibrary is Canonical by the general RFC 8785 library, for every
+// document the fast path declines (see canonfast.go).
+func canonicalLibrary(raw []byte) ([]byte, error) {
 	out, err := jcs.Transform(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s", ErrInvalidJSON, reasonOf(err))
@@ -62,13 +72,52 @@ type sealed struct {
 	// whether the member was present.
 	stored    string
 	hasStored bool
-	// members holds the raw values of the link members (dlq_id, index,
-	// prev_hash) for chain verification.
-	members map[string]json.RawMessage
+	// members holds the values of the link members (dlq_id, domain,
+	// index, prev_hash) for chain verification, in linkMember order.
+	members [4]linkValue
 }
 
-// linkMembers are the members that chain verification reads.
-var linkMembers = map[string]bool{"dlq_id": true, "index": true, "prev_hash": true}
+// linkValue is one link member as read: decoded when it is a plain string
+// or integer, else kept raw for json.Unmarshal.
+type linkValue struct {
+	present bool
+	str     string
+	isStr   bool
+	num     int
+	isNum   bool
+	raw     json.RawMessage
+}
+
+// linkMember returns the position of a link member in sealed.members, or
+// -1 for any other name.
+func linkMember(name []byte) int {
+	switch string(name) {
+	case "dlq_id":
+		return 0
+	case "domain":
+		return 1
+	case "index":
+		return 2
+	case "prev_hash":
+		return 3
+	}
+	return -1
+}
+
+// readLinkValue reads the canonical JSON value v of a link member.
+func readLinkValue(v []byte) linkValue {
+	lv := linkValue{present: true}
+	if len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 {
+		lv.str, lv.isStr = string(v[1:len(v)-1]), true
+		return lv
+	}
+	if n, err := strconv.Atoi(string(v)); err == nil {
+		lv.num, lv.isNum = n, true
+		return lv
+	}
+	lv.raw = bytes.Clone(v)
+	return lv
+}
 
 // readSealed parses the stored record raw, removes its top-level
 // audit_hash member and hashes the canonical form of the rest. The whole
@@ -76,64 +125,74 @@ var linkMembers = map[string]bool{"dlq_id": true, "index": true, "prev_hash": tr
 // members at every level); removing a member from a canonical object
 // leaves it canonical.
 func readSealed(raw []byte) (sealed, error) {
-	if err := checkNumbers(raw); err != nil {
-		return sealed{}, err
-	}
-	canon, err := Canonical(raw)
-	if err != nil {
-		return sealed{}, err
+	// The fast path accepts safe integers only, so a document it
+	// canonicalizes needs no separate number check. Its output lives in
+	// the pooled canonicalizer until putFast.
+	c := getFast()
+	defer putFast(c)
+	canon, ok := c.canonical(raw)
+	if !ok {
+		if err := checkNumbers(raw); err != nil {
+			return sealed{}, err
+		}
+		var err error
+		if canon, err = canonicalLibrary(raw); err != nil {
+			return sealed{}, err
+		}
 	}
 	if len(canon) == 0 || canon[0] != '{' {
 		return sealed{}, ErrNotObject
 	}
-	s := sealed{members: make(map[string]json.RawMessage, len(linkMembers))}
-	body, err := s.split(canon)
+	var s sealed
+	start, end, err := s.split(canon)
 	if err != nil {
 		return sealed{}, err
 	}
-	sum := sha256.Sum256(body)
-	s.hash = hex.EncodeToString(sum[:])
+	h := sha256.New()
+	h.Write(canon[:start])
+	h.Write(canon[end:])
+	var sum [sha256.Size]byte
+	s.hash = hex.EncodeToString(h.Sum(sum[:0]))
 	return s, nil
 }
 
 // split walks the top-level members of the canonical object canon,
-// keeping the link members and the audit_hash value in s, and returns
-// canon without its audit_hash member.
-func (s *sealed) split(canon []byte) ([]byte, error) {
-	body := canon
+// keeping copies of the link members and the audit_hash value in s. The
+// canonical object without audit_hash is canon[:start] + canon[end:]
+// (start == end when there is no audit_hash member).
+func (s *sealed) split(canon []byte) (start, end int, err error) {
+	start, end = len(canon), len(canon)
 	for i := 1; i < len(canon) && canon[i] != '}'; {
 		keyEnd := stringEnd(canon, i)
 		valueEnd := valueEnd(canon, keyEnd+1)
-		key, value := canon[i+1:keyEnd-1], json.RawMessage(canon[keyEnd+1:valueEnd])
-		if linkMembers[string(key)] {
-			s.members[string(key)] = value
+		key, value := canon[i+1:keyEnd-1], canon[keyEnd+1:valueEnd]
+		if j := linkMember(key); j >= 0 {
+			s.members[j] = readLinkValue(value)
 		}
 		if string(key) == auditHashMember {
 			if err := json.Unmarshal(value, &s.stored); err != nil {
-				return nil, fmt.Errorf("%w: audit_hash is not a string", ErrInvalidJSON)
+				return 0, 0, fmt.Errorf("%w: audit_hash is not a string", ErrInvalidJSON)
 			}
 			s.hasStored = true
-			body = without(canon, i, valueEnd)
+			start, end = memberSpan(canon, i, valueEnd)
 		}
 		i = valueEnd
 		if canon[i] == ',' {
 			i++
 		}
 	}
-	return body, nil
+	return start, end, nil
 }
 
-// without returns a copy of the canonical object canon without the member
-// spanning canon[start:end], and without the comma that separated it.
-func without(canon []byte, start, end int) []byte {
+// memberSpan returns the span of the member canon[start:end] of a
+// canonical object together with the comma that separates it.
+func memberSpan(canon []byte, start, end int) (int, int) {
 	if canon[end] == ',' {
 		end++
 	} else if canon[start-1] == ',' {
 		start--
 	}
-	out := make([]byte, 0, len(canon)-(end-start))
-	out = append(out, canon[:start]...)
-	return append(out, canon[end:]...)
+	return start, end
 }
 
 // stringEnd returns the index after the JSON string starting at canon[i]

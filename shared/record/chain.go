@@ -43,6 +43,7 @@ type Problem struct {
 // link is what chain verification reads from one stored record.
 type link struct {
 	dlqID   string
+	domain  string // "" when the record has no string domain member
 	index   int
 	prev    string
 	hash    string // the stored audit_hash
@@ -69,19 +70,32 @@ func readLink(raw []byte) (link, error) {
 	if err := s.member("prev_hash", &l.prev); err != nil {
 		return link{}, err
 	}
+	_ = s.member("domain", &l.domain) // optional for chain checks
 	return l, nil
 }
 
-// member decodes the link member name into dst.
+// member decodes the link member name into dst (a *string or *int).
 func (s sealed) member(name string, dst any) error {
-	v, ok := s.members[name]
-	if !ok {
+	v := s.members[linkMember([]byte(name))]
+	if !v.present {
 		return fmt.Errorf("%w: no %s", ErrInvalidJSON, name)
 	}
-	if err := json.Unmarshal(v, dst); err != nil {
-		return fmt.Errorf("%w: %s has the wrong type", ErrInvalidJSON, name)
+	switch d := dst.(type) {
+	case *string:
+		if v.isStr {
+			*d = v.str
+			return nil
+		}
+	case *int:
+		if v.isNum {
+			*d = v.num
+			return nil
+		}
 	}
-	return nil
+	if v.raw != nil && json.Unmarshal(v.raw, dst) == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %s has the wrong type", ErrInvalidJSON, name)
 }
 
 // tail is the verification state of one chain: the last record linked.
@@ -218,6 +232,11 @@ func (v *ChainVerifier) Add(seq uint64, raw []byte) []Problem {
 	if err != nil {
 		return []Problem{{Index: -1, Seq: seq, Kind: ProblemUnparseable, Detail: err.Error()}}
 	}
+	return v.addLink(seq, l)
+}
+
+// addLink links l, read at seq, into the chain of its dlq id.
+func (v *ChainVerifier) addLink(seq uint64, l link) []Problem {
 	if v.chains == nil {
 		v.chains = map[string]*tail{}
 	}
@@ -231,6 +250,44 @@ func (v *ChainVerifier) Add(seq uint64, raw []byte) []Problem {
 		ps[i].Seq = seq
 	}
 	return ps
+}
+
+// Link is what chain verification reads from one stored record: its link
+// members, its stored audit_hash and the result of its seal check. ReadLink
+// makes one; ChainVerifier.AddLink links it. Reading links is the costly,
+// independent part of verification (it recomputes the seal), so callers
+// may read many in parallel and link them in stream order.
+type Link struct {
+	// DLQID, Domain, Index and PrevHash are the record's members.
+	DLQID    string
+	Domain   string
+	Index    int
+	PrevHash string
+	// AuditHash is the stored audit_hash member.
+	AuditHash string
+	// SealErr is nil when the seal recomputes (see VerifySeal).
+	SealErr error
+	// Err is set when the record is unparseable; the other fields are
+	// then empty.
+	Err error
+}
+
+// ReadLink parses the stored record raw and checks its seal.
+func ReadLink(raw []byte) Link {
+	l, err := readLink(raw)
+	if err != nil {
+		return Link{Err: err}
+	}
+	return Link{DLQID: l.dlqID, Domain: l.domain, Index: l.index, PrevHash: l.prev, AuditHash: l.hash, SealErr: l.sealErr}
+}
+
+// AddLink is Add for a link read by ReadLink: v.AddLink(seq, ReadLink(raw))
+// equals v.Add(seq, raw).
+func (v *ChainVerifier) AddLink(seq uint64, pl Link) []Problem {
+	if pl.Err != nil {
+		return []Problem{{Index: -1, Seq: seq, Kind: ProblemUnparseable, Detail: pl.Err.Error()}}
+	}
+	return v.addLink(seq, link{dlqID: pl.DLQID, domain: pl.Domain, index: pl.Index, prev: pl.PrevHash, hash: pl.AuditHash, sealErr: pl.SealErr})
 }
 
 // Chains returns how many dlq ids have been seen.

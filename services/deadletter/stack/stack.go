@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -23,8 +25,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/deadletter/deadletter/services/auditor"
 	"github.com/deadletter/deadletter/services/quarantiner"
 	"github.com/deadletter/deadletter/services/validator"
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/embedded"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -47,6 +51,8 @@ type Config struct {
 	Validator validator.Config
 	// Quarantiner configures the quarantiner.
 	Quarantiner quarantiner.Config
+	// Auditor configures the auditor.
+	Auditor auditor.Config
 	// MetricsAddr is where /metrics is served (Prometheus text format), one
 	// registry for every service of the process. Default 127.0.0.1:9464;
 	// empty disables it.
@@ -65,6 +71,7 @@ func DefaultConfig() Config {
 		Streams:     streams.DefaultOptions(),
 		Validator:   validator.DefaultConfig(),
 		Quarantiner: quarantiner.DefaultConfig(),
+		Auditor:     auditor.DefaultConfig(),
 		MetricsAddr: "127.0.0.1:9464",
 		Out:         io.Discard,
 	}
@@ -82,6 +89,7 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Int("DEADLETTER_REPLICAS", &c.Streams.Replicas)
 	c.Validator.LoadEnv(env)
 	c.Quarantiner.LoadEnv(env)
+	c.Auditor.LoadEnv(env)
 }
 
 func (c Config) validate() error {
@@ -93,6 +101,10 @@ func (c Config) validate() error {
 	}
 	return c.Streams.Validate()
 }
+
+// CredentialsFile is the name, in the data directory, of the file that keeps
+// the NATS users' passwords across restarts (mode 0600).
+const CredentialsFile = "credentials.json"
 
 // Stack is a running all-in-one deployment.
 type Stack struct {
@@ -109,6 +121,10 @@ type Stack struct {
 	Validator *validator.Service
 	// Quarantiner is the running quarantiner.
 	Quarantiner *quarantiner.Service
+	// Auditor is the running auditor.
+	Auditor *auditor.Service
+	// creds are the NATS users' passwords, kept in the data directory.
+	creds access.Passwords
 }
 
 // New prepares a stack; Run starts it.
@@ -128,6 +144,7 @@ func New(cfg Config, log *slog.Logger) (*Stack, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg.Validator.Registerer = reg
 	cfg.Quarantiner.Registerer = reg
+	cfg.Auditor.Registerer = reg
 	return &Stack{cfg: cfg, log: log, ready: make(chan struct{}), reg: reg}, nil
 }
 
@@ -169,8 +186,20 @@ func (s *Stack) serveMetrics(ctx context.Context) (func(), error) {
 // finish the work in flight, their connections flush, and only then does the
 // server stop.
 func (s *Stack) Run(ctx context.Context) error {
+	// One NATS user per service, with the permissions of package access
+	// (the WORM stores can be altered by the admin only); clients without
+	// credentials are the restricted "client" user.
+	if err := os.MkdirAll(s.cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("stack: data directory: %w", err)
+	}
+	creds, err := access.LoadOrCreate(filepath.Join(s.cfg.DataDir, CredentialsFile))
+	if err != nil {
+		return err
+	}
+	s.creds = creds
 	srv, err := embedded.Start(embedded.Config{
 		StoreDir: s.cfg.DataDir, Host: s.cfg.Host, Port: s.cfg.Port, SyncAlways: s.cfg.SyncAlways,
+		Users: access.Users(creds), NoAuthUser: access.NoAuthUser,
 	})
 	if err != nil {
 		return err
@@ -201,15 +230,15 @@ func (s *Stack) Run(ctx context.Context) error {
 			}
 		}
 	}()
-	connect := func(name string) (*nats.Conn, error) {
-		nc, err := nats.Connect(srv.ClientURL(), nats.Name(name), nats.MaxReconnects(-1))
+	connect := func(user string) (*nats.Conn, error) {
+		nc, err := nats.Connect(srv.ClientURL(), nats.Name("deadletter-"+user), nats.MaxReconnects(-1), creds.NATSOption(user))
 		if err == nil {
 			conns = append(conns, nc)
 		}
 		return nc, err
 	}
 
-	vnc, err := connect("deadletter-validator")
+	vnc, err := connect(access.Validator)
 	if err != nil {
 		return err
 	}
@@ -221,7 +250,7 @@ func (s *Stack) Run(ctx context.Context) error {
 	}
 	s.Validator = v
 
-	qnc, err := connect("deadletter-quarantiner")
+	qnc, err := connect(access.Quarantiner)
 	if err != nil {
 		return err
 	}
@@ -233,9 +262,20 @@ func (s *Stack) Run(ctx context.Context) error {
 	}
 	s.Quarantiner = q
 
+	anc, err := connect(access.Auditor)
+	if err != nil {
+		return err
+	}
+	a, err := auditor.New(anc, s.cfg.Auditor, s.log)
+	if err != nil {
+		return err
+	}
+	s.Auditor = a
+
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return v.Run(gctx) })
 	g.Go(func() error { return q.Run(gctx) })
+	g.Go(func() error { return a.Run(gctx) })
 	if err := s.waitStarted(gctx); err == nil {
 		close(s.ready)
 		s.banner()
@@ -246,7 +286,7 @@ func (s *Stack) Run(ctx context.Context) error {
 // provision creates or checks every stream, QUARANTINE included: the
 // administrator's step, done here because this process owns the server.
 func (s *Stack) provision(ctx context.Context) error {
-	nc, err := nats.Connect(s.srv.ClientURL(), nats.Name("deadletter-admin"))
+	nc, err := nats.Connect(s.srv.ClientURL(), nats.Name("deadletter-admin"), s.creds.NATSOption(access.Admin))
 	if err != nil {
 		return err
 	}
@@ -270,7 +310,7 @@ func (s *Stack) waitStarted(ctx context.Context) error {
 		return err
 	}
 	defer nc.Close()
-	for _, svc := range []string{"validator", "quarantiner"} {
+	for _, svc := range []string{"validator", "quarantiner", "auditor"} {
 		if err := waitPing(ctx, nc, svc); err != nil {
 			return err
 		}
@@ -296,7 +336,8 @@ func (s *Stack) banner() {
 	port := strconv.Itoa(s.srv.Addr().(*net.TCPAddr).Port)
 	fmt.Fprintf(s.cfg.Out, `deadletter is running.
   NATS:        %s   (store: %s)
-  Services:    validator, quarantiner
+  Services:    validator, quarantiner, auditor
+  Credentials: %s (one NATS user per service; without credentials you are "client")
   Metrics:     %s
 
 Try it (the nats CLI: go install github.com/nats-io/natscli/nats@v0.5.0):
@@ -307,7 +348,7 @@ Try it (the nats CLI: go install github.com/nats-io/natscli/nats@v0.5.0):
   nats -s %s micro ls
 
 Press Ctrl-C to stop: consumers drain, work in flight finishes, then the server stops.
-`, url, s.cfg.DataDir, orNone(s.metricsURL), url, url, url, url, url)
+`, url, s.cfg.DataDir, filepath.Join(s.cfg.DataDir, CredentialsFile), orNone(s.metricsURL), url, url, url, url, url)
 	_ = port
 }
 

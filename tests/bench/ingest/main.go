@@ -3,11 +3,19 @@
 // the raw async-publish rate into a stream configured like EVENTS, the
 // end-to-end ingest rate (publish → validate → idempotent commit to LEDGER),
 // and their ratio. `make bench` runs it.
+//
+// With -trace-endpoint (an OTLP/HTTP base URL, e.g. the Jaeger of
+// `make jaeger-run`: http://127.0.0.1:4318) the ingest phase is traced at
+// 100 % sampling as in production (batch span processor): the publisher
+// starts a producer span per event and injects its context, the validator
+// its consume, commit and LEDGER spans; the spans are flushed after the
+// measurement and the flush time is printed.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -17,10 +25,17 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/deadletter/deadletter/schemas"
 	"github.com/deadletter/deadletter/services/validator"
@@ -28,6 +43,7 @@ import (
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
+	"github.com/deadletter/deadletter/shared/telemetry"
 )
 
 func main() {
@@ -35,8 +51,9 @@ func main() {
 	sync := flag.Bool("sync-always", false, "fsync every write (sync_interval: always)")
 	workers := flag.Int("workers", validator.DefaultConfig().Workers, "validator workers")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the ingest phase to this file")
+	traceEndpoint := flag.String("trace-endpoint", "", "trace the ingest phase at 100% sampling, exporting OTLP/HTTP to this base URL (e.g. http://127.0.0.1:4318)")
 	flag.Parse()
-	if err := run(*n, *sync, *workers, *cpuprofile); err != nil {
+	if err := run(*n, *sync, *workers, *cpuprofile, *traceEndpoint); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -46,7 +63,7 @@ type event struct {
 	data    []byte
 }
 
-func run(n int, syncAlways bool, workers int, cpuprofile string) error {
+func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string) error {
 	dir, err := os.MkdirTemp("", "deadletter-bench-")
 	if err != nil {
 		return err
@@ -84,8 +101,12 @@ func run(n int, syncAlways bool, workers int, cpuprofile string) error {
 	for _, e := range events {
 		bytes += len(e.data)
 	}
-	fmt.Printf("deadletter ingest benchmark: %d events (mean %d B), %d CPUs, sync_always=%v, %d validator workers\n",
-		n, bytes/n, runtime.NumCPU(), syncAlways, workers)
+	fmt.Printf("deadletter ingest benchmark: %d events (mean %d B), %d CPUs, sync_always=%v, %d validator workers, tracing=%s\n",
+		n, bytes/n, runtime.NumCPU(), syncAlways, workers, orOff(traceEndpoint))
+	tracing, err := newTracing(ctx, traceEndpoint)
+	if err != nil {
+		return err
+	}
 
 	// Phase 1: raw JetStream async publish of the same payloads.
 	start := time.Now()
@@ -103,6 +124,7 @@ func run(n int, syncAlways bool, workers int, cpuprofile string) error {
 	cfg := validator.DefaultConfig()
 	cfg.Workers = workers
 	cfg.Provision = false
+	cfg.TracerProvider = tracing.validator
 	v, err := validator.New(vnc, cfg, nil)
 	if err != nil {
 		return err
@@ -126,7 +148,8 @@ func run(n int, syncAlways bool, workers int, cpuprofile string) error {
 		defer pprof.StopCPUProfile()
 	}
 	start = time.Now()
-	if err := publishAll(ctx, js, events, func(e event) string { return e.subject }); err != nil {
+	cpuStart := cpuTime()
+	if err := tracing.publishAll(ctx, js, events); err != nil {
 		return err
 	}
 	ledger, err := js.Stream(ctx, subjects.LedgerStream)
@@ -147,6 +170,7 @@ func run(n int, syncAlways bool, workers int, cpuprofile string) error {
 		time.Sleep(5 * time.Millisecond)
 	}
 	ingestRate := float64(n) / time.Since(start).Seconds()
+	cpuPerEvent := (cpuTime() - cpuStart) / time.Duration(n)
 	stop()
 	if err := <-done; err != nil {
 		return err
@@ -155,19 +179,144 @@ func run(n int, syncAlways bool, workers int, cpuprofile string) error {
 	if st.Committed != uint64(n) || st.Structural != 0 || st.Transient != 0 {
 		return fmt.Errorf("unexpected validator stats %+v", st)
 	}
+	if traceEndpoint != "" {
+		flushStart := time.Now()
+		if err := tracing.shutdown(ctx); err != nil {
+			return err
+		}
+		fmt.Printf("spans flushed after the run in %v\n", time.Since(flushStart).Round(time.Millisecond))
+		processed, dropped, err := tracing.spanCounts(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("spans processed: %d, dropped (batch queue full): %d\n", processed, dropped)
+	}
 	fmt.Printf("raw JetStream async publish: %8.0f msg/s\n", rawRate)
 	fmt.Printf("end-to-end ingest:           %8.0f events/s (publish → validate → commit to LEDGER)\n", ingestRate)
 	fmt.Printf("ratio:                       %8.1f %%\n", 100*ingestRate/rawRate)
+	fmt.Printf("CPU per ingested event:      %8.1f µs (user+sys of this process: server, validator, publisher)\n",
+		float64(cpuPerEvent.Nanoseconds())/1000)
 	return nil
+}
+
+func orOff(endpoint string) string {
+	if endpoint == "" {
+		return "off"
+	}
+	return "100% to " + endpoint
+}
+
+// tracing is the bench's tracing: no-op providers when off.
+type tracing struct {
+	publisher, validator trace.TracerProvider
+	shutdown             func(context.Context) error
+	on                   bool
+	// metrics reads the SDK's own metrics (spans processed and dropped by
+	// the batch processors).
+	metrics *sdkmetric.ManualReader
+}
+
+// newTracing sets up a publisher and a validator provider exporting to
+// endpoint at 100 % sampling with the batch span processor (production's),
+// or no-ops when endpoint is empty.
+func newTracing(ctx context.Context, endpoint string) (*tracing, error) {
+	if endpoint == "" {
+		return &tracing{publisher: noop.NewTracerProvider(), validator: noop.NewTracerProvider(),
+			shutdown: func(context.Context) error { return nil }}, nil
+	}
+	// The SDK's self-observability (experimental in v1.47) counts the spans
+	// each batch processor handled, and those it dropped with a full queue.
+	if err := os.Setenv("OTEL_GO_X_OBSERVABILITY", "true"); err != nil {
+		return nil, err
+	}
+	reader := sdkmetric.NewManualReader()
+	otel.SetMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	pub, shutP, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "bench-publisher", Endpoint: endpoint, Sampler: sdktrace.AlwaysSample()})
+	if err != nil {
+		return nil, err
+	}
+	val, shutV, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "deadletter-validator", Endpoint: endpoint, Sampler: sdktrace.AlwaysSample()})
+	if err != nil {
+		return nil, err
+	}
+	return &tracing{publisher: pub, validator: val, on: true, metrics: reader, shutdown: func(ctx context.Context) error {
+		return errors.Join(shutP(ctx), shutV(ctx))
+	}}, nil
+}
+
+// spanCounts returns the spans the batch processors handled and, of those,
+// the ones dropped because the queue was full.
+func (t *tracing) spanCounts(ctx context.Context) (processed, dropped int64, err error) {
+	var rm metricdata.ResourceMetrics
+	if err := t.metrics.Collect(ctx, &rm); err != nil {
+		return 0, 0, err
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "otel.sdk.processor.span.processed" {
+				continue
+			}
+			sum, ok := m.Data.(metricdata.Sum[int64])
+			if !ok {
+				continue
+			}
+			for _, dp := range sum.DataPoints {
+				processed += dp.Value
+				if v, ok := dp.Attributes.Value("error.type"); ok && v.AsString() == "queue_full" {
+					dropped += dp.Value
+				}
+			}
+		}
+	}
+	return processed, dropped, nil
+}
+
+// cpuTime is the user+sys CPU time of the process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// publishAll publishes the events to their subjects, each inside a producer
+// span whose context travels in the headers when tracing is on.
+func (t *tracing) publishAll(ctx context.Context, js jetstream.JetStream, events []event) error {
+	if !t.on {
+		return publishAll(ctx, js, events, func(e event) string { return e.subject })
+	}
+	tr := telemetry.NewTracer(t.publisher, nil)
+	for _, e := range events {
+		msg := nats.NewMsg(e.subject)
+		msg.Data = e.data
+		_, span := tr.StartPublish(ctx, msg)
+		_, err := js.PublishMsgAsync(msg, stallWait)
+		span.End() // the span covers the asynchronous send, not its ack
+		if err != nil {
+			return err
+		}
+	}
+	return waitAcks(ctx, js)
 }
 
 // publishAll publishes every event asynchronously and waits for all acks.
 func publishAll(ctx context.Context, js jetstream.JetStream, events []event, subject func(event) string) error {
 	for _, e := range events {
-		if _, err := js.PublishAsync(subject(e), e.data); err != nil {
+		if _, err := js.PublishAsync(subject(e), e.data, stallWait); err != nil {
 			return err
 		}
 	}
+	return waitAcks(ctx, js)
+}
+
+// stallWait lets a publisher that is 4000 acknowledgements ahead wait up to
+// 5 s for the server (the default, 200 ms, fails the run on a loaded
+// machine with ErrTooManyStalledMsgs).
+var stallWait = jetstream.WithStallWait(5 * time.Second)
+
+// waitAcks waits for every outstanding asynchronous publish acknowledgement.
+func waitAcks(ctx context.Context, js jetstream.JetStream) error {
 	select {
 	case <-js.PublishAsyncComplete():
 		return nil

@@ -10,9 +10,11 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/deadletter/deadletter/services/quarantiner"
 	"github.com/deadletter/deadletter/shared/config"
+	"github.com/deadletter/deadletter/shared/telemetry"
 )
 
 func main() {
@@ -34,6 +36,21 @@ func run() error {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Tracing from OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT; off without one.
+	tp, shutdown, err := telemetry.Setup(ctx, telemetry.Config{
+		ServiceName: telemetry.ServiceName("deadletter-quarantiner"), ServiceVersion: quarantiner.Version,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdown(sctx); err != nil {
+			log.Warn("spans not flushed", "err", err)
+		}
+	}()
+	cfg.TracerProvider = tp
 	nc, err := conn.Connect("deadletter-quarantiner")
 	if err != nil {
 		return err

@@ -1,0 +1,272 @@
+// Package auditor answers an inspector's and an operator's questions about
+// the quarantine, read-only, as a NATS micro service:
+//
+//   - audit.verify: recompute every record's seal and every chain, find
+//     gaps in QUARANTINE, and check the checkpoints in AUDIT;
+//   - audit.reconcile: account for every event received on EVENTS in a
+//     time range (committed, quarantined by class, poison, resolved,
+//     duplicate; anything else past a grace period is unaccounted);
+//   - audit.get, audit.list, audit.groups: one chain, filtered pages of
+//     quarantined events, and the triage groups an operator opens first;
+//   - audit.checkpoint: append a checkpoint (also done periodically).
+//
+// A live ordered consumer on QUARANTINE keeps a summary per chain (for
+// lists, groups and the depth and age gauges), the running checkpoint
+// digest, and writes one PHI-free audit-log line per record. The auditor
+// never writes QUARANTINE; it appends only its own checkpoints to AUDIT.
+package auditor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// Version is the auditor's service version (SemVer).
+const Version = "0.1.0"
+
+// ErrNotProvisioned: a stream or bucket the auditor reads does not exist.
+var ErrNotProvisioned = errors.New("auditor: stream not provisioned")
+
+// Service is one auditor instance.
+type Service struct {
+	cfg     Config
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	gate    *gate.Gate
+	log     *slog.Logger
+	metrics *metrics
+	index   *index
+	now     func() time.Time
+
+	quarantine jetstream.Stream
+	audit      jetstream.Stream
+	events     jetstream.Stream
+	keys       jetstream.KeyValue
+
+	cpMu sync.Mutex // serializes checkpoint writes
+}
+
+// New builds an auditor on an open connection; Run starts it.
+func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	g, err := gate.New(0)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("auditor: %w", err)
+	}
+	log = log.With("service", "auditor")
+	m := newMetrics(cfg.Registerer)
+	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log, metrics: m, now: time.Now}
+	s.index = newIndex(log, m)
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(newDepthCollector(s.index, func() time.Time { return s.now() }))
+	}
+	return s, nil
+}
+
+// Run follows QUARANTINE, serves the endpoints and writes periodic
+// checkpoints until ctx is done, then stops its consumer and its micro
+// service.
+func (s *Service) Run(ctx context.Context) error {
+	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var err error
+	if s.quarantine, err = s.js.Stream(setup, subjects.QuarantineStream); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.QuarantineStream, err)
+	}
+	if s.audit, err = s.js.Stream(setup, subjects.AuditStream); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.AuditStream, err)
+	}
+	if s.events, err = s.js.Stream(setup, subjects.EventsStream); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.EventsStream, err)
+	}
+	if s.keys, err = s.js.KeyValue(setup, subjects.IdempotencyBucket); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.IdempotencyBucket, err)
+	}
+	// Records up to the last checkpoint were logged by the auditor that
+	// wrote it; later ones may not have been: log them (again).
+	if last, _, err := s.lastCheckpoint(setup); err != nil {
+		return err
+	} else if last != nil {
+		s.index.logFrom = last.cp.LastSeq
+	}
+	follow, err := s.index.follow(ctx, s.js, subjects.QuarantineStream)
+	if err != nil {
+		return fmt.Errorf("auditor: follow %s: %w", subjects.QuarantineStream, err)
+	}
+	defer follow.Stop()
+
+	svc, err := micro.AddService(s.nc, micro.Config{
+		Name:        "auditor",
+		Version:     Version,
+		Description: "deadletter auditor: verification, reconciliation, triage groups (read-only)",
+	})
+	if err != nil {
+		return fmt.Errorf("auditor: micro: %w", err)
+	}
+	defer func() { _ = svc.Stop() }()
+	g := svc.AddGroup("audit")
+	for _, ep := range []struct {
+		name, desc string
+		h          micro.HandlerFunc
+	}{
+		{"verify", "recompute every seal, chain and checkpoint", s.handleVerify},
+		{"reconcile", "account for every event of EVENTS in a time range", s.handleReconcile},
+		{"get", "one chain: current state and records", s.handleGet},
+		{"list", "quarantined events, filtered, newest first", s.handleList},
+		{"groups", "triage groups by fingerprint", s.handleGroups},
+		{"checkpoint", "append a checkpoint to AUDIT now", s.handleCheckpoint},
+	} {
+		if err := g.AddEndpoint(ep.name, ep.h, micro.WithEndpointMetadata(map[string]string{"description": ep.desc})); err != nil {
+			return fmt.Errorf("auditor: micro endpoint %s: %w", ep.name, err)
+		}
+	}
+	s.log.Info("auditor started", "grace", s.cfg.Grace.String(), "checkpoint_interval", s.cfg.CheckpointInterval.String())
+
+	var wg sync.WaitGroup
+	s.every(ctx, &wg, s.cfg.CheckpointInterval, func(ctx context.Context) {
+		if _, err := s.Checkpoint(ctx); err != nil {
+			s.log.Error("checkpoint failed", "err", err)
+		}
+	})
+	s.every(ctx, &wg, s.cfg.ReconcileInterval, func(ctx context.Context) {
+		now := s.now()
+		if _, err := s.Reconcile(ctx, api.ReconcileRequest{From: now.Add(-s.cfg.ReconcileWindow), To: now}); err != nil {
+			s.log.Error("reconciliation failed", "err", err)
+		}
+	})
+	<-ctx.Done()
+	wg.Wait()
+	s.log.Info("auditor stopped")
+	return nil
+}
+
+// every runs fn each interval until ctx is done (never when interval is 0).
+func (s *Service) every(ctx context.Context, wg *sync.WaitGroup, interval time.Duration, fn func(context.Context)) {
+	if interval <= 0 {
+		return
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				fn(ctx)
+			}
+		}
+	}()
+}
+
+// decode reads a JSON request body; an empty body is the zero request.
+func decode(r micro.Request, dst any) bool {
+	if len(r.Data()) == 0 {
+		return true
+	}
+	if err := json.Unmarshal(r.Data(), dst); err != nil {
+		_ = r.Error(api.ErrBadRequest, "request is not valid JSON for this endpoint", nil)
+		return false
+	}
+	return true
+}
+
+// respond answers with rep, or with err's code.
+func respond(r micro.Request, rep any, err error) {
+	if err != nil {
+		code := api.ErrUnavailable
+		var re requestError
+		if errors.As(err, &re) {
+			code = re.code
+		}
+		_ = r.Error(code, err.Error(), nil)
+		return
+	}
+	_ = r.RespondJSON(rep)
+}
+
+// requestError is an error with an endpoint error code.
+type requestError struct{ code, msg string }
+
+func (e requestError) Error() string { return e.msg }
+
+func badRequest(msg string) error { return requestError{api.ErrBadRequest, msg} }
+
+func (s *Service) handleVerify(r micro.Request) {
+	var req api.VerifyRequest
+	if decode(r, &req) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		defer cancel()
+		rep, err := s.Verify(ctx, req)
+		respond(r, rep, err)
+	}
+}
+
+func (s *Service) handleReconcile(r micro.Request) {
+	var req api.ReconcileRequest
+	if decode(r, &req) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		defer cancel()
+		rep, err := s.Reconcile(ctx, req)
+		respond(r, rep, err)
+	}
+}
+
+func (s *Service) handleGet(r micro.Request) {
+	var req api.GetRequest
+	if decode(r, &req) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		rep, err := s.Get(ctx, req)
+		respond(r, rep, err)
+	}
+}
+
+func (s *Service) handleList(r micro.Request) {
+	var req api.ListRequest
+	if decode(r, &req) {
+		rep, err := s.List(req)
+		respond(r, rep, err)
+	}
+}
+
+func (s *Service) handleGroups(r micro.Request) {
+	var req api.GroupsRequest
+	if decode(r, &req) {
+		respond(r, s.Groups(req), nil)
+	}
+}
+
+func (s *Service) handleCheckpoint(r micro.Request) {
+	var req api.CheckpointRequest
+	if decode(r, &req) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		rep, err := s.Checkpoint(ctx)
+		respond(r, rep, err)
+	}
+}

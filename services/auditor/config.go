@@ -1,0 +1,75 @@
+package auditor
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/deadletter/deadletter/shared/config"
+)
+
+// Config configures an auditor. Start from DefaultConfig.
+type Config struct {
+	// Grace is how long an event may stay unaccounted (neither committed,
+	// quarantined nor a duplicate) before reconciliation lists it as
+	// unaccounted. Default 5 min.
+	Grace time.Duration
+	// CheckpointInterval is how often a checkpoint is appended to AUDIT
+	// when QUARANTINE has grown since the last one; 0 disables periodic
+	// checkpoints (audit.checkpoint still writes one). Default 5 min.
+	CheckpointInterval time.Duration
+	// ReconcileInterval is how often the auditor reconciles the last
+	// ReconcileWindow of EVENTS to update deadletter_audit_unaccounted_events;
+	// 0 disables it. Default 15 min, window 1 h.
+	ReconcileInterval time.Duration
+	ReconcileWindow   time.Duration
+	// LookupConcurrency is how many IDEMPOTENCY lookups one reconciliation
+	// keeps in flight. Default 64.
+	LookupConcurrency int
+	// Instance names this auditor in checkpoints and logs. Default
+	// "auditor".
+	Instance string
+	// Registerer receives the auditor's metrics. Nil: not exported.
+	Registerer prometheus.Registerer
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		Grace:              5 * time.Minute,
+		CheckpointInterval: 5 * time.Minute,
+		ReconcileInterval:  15 * time.Minute,
+		ReconcileWindow:    time.Hour,
+		LookupConcurrency:  64,
+		Instance:           "auditor",
+	}
+}
+
+// LoadEnv overrides cfg from environment variables:
+// DEADLETTER_AUDIT_GRACE, DEADLETTER_AUDIT_CHECKPOINT_INTERVAL,
+// DEADLETTER_AUDIT_RECONCILE_INTERVAL, DEADLETTER_AUDIT_RECONCILE_WINDOW,
+// DEADLETTER_INSTANCE_ID.
+func (c *Config) LoadEnv(env *config.Env) {
+	env.Duration("DEADLETTER_AUDIT_GRACE", &c.Grace)
+	env.Duration("DEADLETTER_AUDIT_CHECKPOINT_INTERVAL", &c.CheckpointInterval)
+	env.Duration("DEADLETTER_AUDIT_RECONCILE_INTERVAL", &c.ReconcileInterval)
+	env.Duration("DEADLETTER_AUDIT_RECONCILE_WINDOW", &c.ReconcileWindow)
+	env.String("DEADLETTER_INSTANCE_ID", &c.Instance)
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Grace < 0:
+		return errors.New("auditor: Grace must not be negative")
+	case c.CheckpointInterval < 0 || c.ReconcileInterval < 0:
+		return errors.New("auditor: intervals must not be negative")
+	case c.ReconcileInterval > 0 && c.ReconcileWindow <= 0:
+		return errors.New("auditor: ReconcileWindow must be positive when reconciling periodically")
+	case c.LookupConcurrency < 1:
+		return errors.New("auditor: LookupConcurrency must be at least 1")
+	case c.Instance == "":
+		return errors.New("auditor: Instance is required")
+	}
+	return nil
+}

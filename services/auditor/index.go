@@ -1,0 +1,209 @@
+package auditor
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"hash"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/shared/record"
+)
+
+// entry is the auditor's live summary of one quarantine chain: the fields
+// lists, groups and gauges need, never a payload.
+type entry struct {
+	dlqID, domain, class, status, code, party, key string
+	redrives, records                              int
+	firstSeen, quarantinedAt, lastChange           time.Time
+	lastHash                                       string
+	sourceStream                                   string
+	sourceSeq                                      uint64 // of record 0: the original event
+}
+
+// unresolved reports whether the chain still needs attention.
+func (e *entry) unresolved() bool { return e.status != record.StatusResolved }
+
+// open reports whether the chain is open or redriving (not poison).
+func (e *entry) open() bool {
+	return e.status == record.StatusOpen || e.status == record.StatusRedriving
+}
+
+// lightRecord is the part of a stored record the index reads.
+type lightRecord struct {
+	DLQID          string    `json:"dlq_id"`
+	Index          int       `json:"index"`
+	Kind           string    `json:"kind"`
+	Domain         string    `json:"domain"`
+	Class          string    `json:"class"`
+	ErrorCode      string    `json:"error_code"`
+	SourceStream   string    `json:"source_stream"`
+	SourceSeq      uint64    `json:"source_seq"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	PartyID        string    `json:"party_id"`
+	RedriveCount   int       `json:"redrive_count"`
+	FirstSeen      time.Time `json:"first_seen"`
+	QuarantinedAt  time.Time `json:"quarantined_at"`
+	AuditHash      string    `json:"audit_hash"`
+}
+
+// index is the auditor's live view of QUARANTINE, fed in stream order by
+// an ordered consumer: one entry per chain (O(chains) memory), the running
+// checkpoint digest, and the audit log. It does not verify seals (verify
+// does); it follows the lifecycle as the records state it.
+type index struct {
+	log     *slog.Logger
+	metrics *metrics
+
+	mu      sync.RWMutex
+	chains  map[string]*entry
+	lastSeq uint64    // last QUARANTINE sequence applied
+	count   uint64    // records applied
+	digest  hash.Hash // running SHA-256 (api.CheckpointAlgorithm)
+	logFrom uint64    // records above this sequence are logged
+	line    []byte
+}
+
+func newIndex(log *slog.Logger, m *metrics) *index {
+	return &index{log: log, metrics: m, chains: map[string]*entry{}, digest: sha256.New()}
+}
+
+// snapshot returns the running digest state: last sequence, count, digest.
+func (x *index) snapshot() (lastSeq, count uint64, digest string) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.lastSeq, x.count, hexSum(x.digest)
+}
+
+// applied returns the last sequence applied.
+func (x *index) applied() uint64 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.lastSeq
+}
+
+// apply folds the stored record raw, read at seq, into the view.
+func (x *index) apply(seq uint64, raw []byte) {
+	var r lightRecord
+	err := json.Unmarshal(raw, &r)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.line = digestLine(x.line[:0], seq, r.AuditHash)
+	x.digest.Write(x.line)
+	x.lastSeq, x.count = seq, x.count+1
+	if err != nil || r.DLQID == "" {
+		x.log.Error("AUDIT_VERIFY_FAILED", "seq", seq, "problem", "unreadable quarantine record")
+		return
+	}
+	x.metrics.stored.WithLabelValues(r.Kind).Inc()
+	e := x.chains[r.DLQID]
+	if e == nil {
+		e = &entry{dlqID: r.DLQID, domain: r.Domain, firstSeen: r.FirstSeen.UTC(), quarantinedAt: r.QuarantinedAt.UTC(),
+			key: r.IdempotencyKey, sourceStream: r.SourceStream, sourceSeq: r.SourceSeq, status: record.StatusOpen}
+		x.chains[r.DLQID] = e
+	}
+	e.records++
+	e.class, e.code, e.redrives = r.Class, r.ErrorCode, r.RedriveCount
+	if r.PartyID != "" {
+		e.party = r.PartyID
+	}
+	e.lastChange, e.lastHash = r.QuarantinedAt.UTC(), r.AuditHash
+	e.status = nextStatus(e.status, r.Kind)
+	if seq > x.logFrom {
+		x.log.Info(logEvent(r.Kind), "dlq_id", r.DLQID, "domain", r.Domain, "class", r.Class, "code", r.ErrorCode,
+			"redrive_count", r.RedriveCount, "index", r.Index, "kind", r.Kind, "seq", seq, "audit_hash", r.AuditHash)
+	}
+}
+
+// nextStatus is the status after a record of kind, as record.Fold
+// defines it for valid chains.
+func nextStatus(cur, kind string) string {
+	switch kind {
+	case record.KindQuarantined, record.KindReplayFailed, record.KindReleased:
+		return record.StatusOpen
+	case record.KindRedriveRequested:
+		return record.StatusRedriving
+	case record.KindReplayed, record.KindSkippedDuplicate, record.KindResolved:
+		return record.StatusResolved
+	case record.KindPoisoned:
+		return record.StatusPoison
+	}
+	return cur // corrected, or a kind this version does not know
+}
+
+// logEvent is the audit-log message of a record kind.
+func logEvent(kind string) string {
+	switch kind {
+	case record.KindQuarantined:
+		return "DLQ_QUARANTINED"
+	case record.KindReplayed:
+		return "DLQ_REDRIVE_OK"
+	case record.KindSkippedDuplicate:
+		return "DLQ_SKIPPED_DUPLICATE"
+	case record.KindReplayFailed:
+		return "DLQ_REPLAY_FAILED"
+	case record.KindPoisoned:
+		return "DLQ_POISON_ISOLATED"
+	case record.KindResolved:
+		return "DLQ_RESOLVED"
+	case record.KindCorrected:
+		return "DLQ_CORRECTED"
+	case record.KindRedriveRequested:
+		return "DLQ_REDRIVE_REQUESTED"
+	case record.KindReleased:
+		return "DLQ_RELEASED"
+	}
+	return "DLQ_RECORD"
+}
+
+// digestLine appends the checkpoint digest line of one record:
+// "<seq> <audit_hash>\n", with "-" for a missing audit_hash.
+func digestLine(dst []byte, seq uint64, auditHash string) []byte {
+	if auditHash == "" {
+		auditHash = "-"
+	}
+	dst = strconv.AppendUint(dst, seq, 10)
+	dst = append(dst, ' ')
+	dst = append(dst, auditHash...)
+	return append(dst, '\n')
+}
+
+// hexSum returns the hex digest of h's state without resetting it.
+func hexSum(h hash.Hash) string {
+	var b [sha256.Size]byte
+	return hexString(h.Sum(b[:0]))
+}
+
+// follow feeds the index from QUARANTINE until ctx is done.
+func (x *index) follow(ctx context.Context, js jetstream.JetStream, stream string) (jetstream.ConsumeContext, error) {
+	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+	if err != nil {
+		return nil, err
+	}
+	return cons.Consume(func(m jetstream.Msg) {
+		meta, err := m.Metadata()
+		if err != nil {
+			return
+		}
+		x.apply(meta.Sequence.Stream, m.Data())
+	})
+}
+
+// waitFor waits until the index has applied seq (or ctx is done).
+func (x *index) waitFor(ctx context.Context, seq uint64) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for x.applied() < seq {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}

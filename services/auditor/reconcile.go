@@ -1,0 +1,254 @@
+package auditor
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/domain"
+	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// defaultMaxIDs caps the events listed per category.
+const defaultMaxIDs = 1000
+
+// reconcileBatch is how many events are classified together: gate checks
+// in parallel, then IDEMPOTENCY lookups with LookupConcurrency in flight.
+const reconcileBatch = 512
+
+// event is one EVENTS message being reconciled.
+type event struct {
+	api.ReconcileEvent
+	data     []byte
+	replayOf string // Deadletter-Dlq-Id of a redriver replay
+	state    ledger.KeyState
+	found    bool
+	category string
+	class    string
+}
+
+// Reconcile accounts for every event EVENTS received in [From, To] (in
+// Domain, or all): it recomputes the idempotency key with the validation
+// gate (an event that does not parse is named by its source-derived dlq
+// id, as the quarantiner names it) and finds it committed in IDEMPOTENCY
+// from this very message, quarantined (open by class, redriving, poison,
+// resolved), a duplicate of a key committed or quarantined from another
+// message, or a redriver replay of an existing chain. Anything else is
+// pending within the grace period and unaccounted after it. Memory is
+// bounded by the batch size plus the ids listed, not by the events read.
+func (s *Service) Reconcile(ctx context.Context, req api.ReconcileRequest) (api.ReconcileReply, error) {
+	start := time.Now()
+	grace := s.cfg.Grace
+	if req.Grace != "" {
+		d, err := time.ParseDuration(req.Grace)
+		if err != nil || d < 0 {
+			return api.ReconcileReply{}, badRequest("grace is not a non-negative Go duration")
+		}
+		grace = d
+	}
+	now := s.now().UTC()
+	to := req.To.UTC()
+	if req.To.IsZero() || to.After(now) {
+		to = now
+	}
+	maxIDs := req.MaxIDs
+	if maxIDs <= 0 {
+		maxIDs = defaultMaxIDs
+	}
+	rep := api.ReconcileReply{Domain: req.Domain, From: req.From.UTC(), To: to, Grace: grace.String(),
+		Counts: map[string]int{}, OpenByClass: map[string]int{}, Unaccounted: []api.ReconcileEvent{}}
+	if req.IDs {
+		rep.IDs = map[string][]api.ReconcileEvent{}
+	}
+	filter := subjects.EventsAll
+	if req.Domain != "" && req.Domain != record.UnknownDomain {
+		filter = "events." + req.Domain + ".>"
+	}
+	info, err := s.events.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return rep, fmt.Errorf("auditor: %w", err)
+	}
+	if info.State.Msgs > 0 {
+		if err := s.reconcileStream(ctx, &rep, req, filter, info.State.LastSeq, to, now, grace, maxIDs); err != nil {
+			return rep, err
+		}
+	}
+	if req.Domain == "" { // a reconciliation of every domain sets the gauge
+		s.metrics.unaccounted.Set(float64(rep.Counts[api.ReconcileUnaccounted]))
+		s.metrics.lastReconcile.Set(float64(now.Unix()))
+	}
+	for _, e := range rep.Unaccounted {
+		s.log.Warn("AUDIT_UNACCOUNTED_EVENT", "seq", e.Seq, "subject", e.Subject, "key", e.Key, "dlq_id", e.DLQID)
+	}
+	rep.Seconds = time.Since(start).Seconds()
+	return rep, nil
+}
+
+// reconcileStream reads EVENTS through filter from req.From up to "to",
+// classifying batches while the next one is read.
+func (s *Service) reconcileStream(ctx context.Context, rep *api.ReconcileReply, req api.ReconcileRequest,
+	filter string, lastSeq uint64, to, now time.Time, grace time.Duration, maxIDs int) error {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}}
+	if !req.From.IsZero() {
+		from := req.From
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &from
+	}
+	cons, err := s.js.OrderedConsumer(ctx, subjects.EventsStream, cfg)
+	if err != nil {
+		return fmt.Errorf("auditor: read %s: %w", subjects.EventsStream, err)
+	}
+	batches := make(chan []event, 2)
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(batches)
+		batch := make([]event, 0, reconcileBatch)
+		err := eachMsg(ctx, cons, lastSeq, func(m jetstream.Msg, meta *jetstream.MsgMetadata) bool {
+			if meta.Timestamp.After(to) {
+				return false
+			}
+			if req.Domain == record.UnknownDomain && subjects.DomainOf(m.Subject(), envelope.Domains) != record.UnknownDomain {
+				return true
+			}
+			e := event{ReconcileEvent: api.ReconcileEvent{Seq: meta.Sequence.Stream, Subject: m.Subject(),
+				Received: meta.Timestamp.UTC()}, data: m.Data()}
+			if h := m.Headers(); h != nil {
+				e.replayOf = h.Get(envelope.DLQID)
+			}
+			if batch = append(batch, e); len(batch) == reconcileBatch {
+				batches <- batch
+				batch = make([]event, 0, reconcileBatch)
+			}
+			return true
+		})
+		if len(batch) > 0 {
+			batches <- batch
+		}
+		readErr <- err
+	}()
+	var classifyErr error
+	for batch := range batches {
+		if classifyErr != nil {
+			continue // drain the reader
+		}
+		if classifyErr = s.classify(ctx, batch, now, grace); classifyErr == nil {
+			for i := range batch {
+				tally(rep, batch[i], req.IDs, maxIDs)
+			}
+		}
+	}
+	if err := <-readErr; err != nil {
+		return fmt.Errorf("auditor: read %s: %w", subjects.EventsStream, err)
+	}
+	return classifyErr
+}
+
+// classify names every event of batch (gate checks in parallel), looks its
+// key up in IDEMPOTENCY and sets its category.
+func (s *Service) classify(ctx context.Context, batch []event, now time.Time, grace time.Duration) error {
+	workers := max(1, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(batch); i += workers {
+				s.name(&batch[i])
+			}
+		}()
+	}
+	wg.Wait()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.cfg.LookupConcurrency)
+	for i := range batch {
+		e := &batch[i]
+		if e.Key == "" || e.replayOf != "" {
+			continue
+		}
+		g.Go(func() error {
+			st, found, err := ledger.Lookup(gctx, s.keys, e.Key)
+			if err != nil {
+				return fmt.Errorf("auditor: look up a key: %w", err)
+			}
+			e.state, e.found = st, found
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	s.index.mu.RLock()
+	defer s.index.mu.RUnlock()
+	for i := range batch {
+		s.categorize(&batch[i], now, grace)
+		batch[i].data = nil
+	}
+	return nil
+}
+
+// name sets the event's key (when it parses) and dlq id.
+func (s *Service) name(e *event) {
+	if env, err := s.gate.Check(e.Subject, e.data); err == nil {
+		e.Key, e.DLQID = env.IdempotencyKey, env.IdempotencyKey
+		return
+	}
+	d := subjects.DomainOf(e.Subject, s.gate.Domains())
+	e.DLQID = domain.Key(d, "source", subjects.EventsStream, strconv.FormatUint(e.Seq, 10))
+}
+
+// categorize decides the event's category; the index is read-locked.
+func (s *Service) categorize(e *event, now time.Time, grace time.Duration) {
+	if e.replayOf != "" {
+		if _, ok := s.index.chains[e.replayOf]; ok {
+			e.category, e.DLQID = api.ReconcileReplay, e.replayOf
+			return
+		}
+	} else if c, ok := s.index.chains[e.DLQID]; ok && c.sourceStream == subjects.EventsStream && c.sourceSeq == e.Seq {
+		switch c.status {
+		case record.StatusOpen:
+			e.category, e.class = api.ReconcileOpen, c.class
+		case record.StatusRedriving:
+			e.category = api.ReconcileRedriving
+		case record.StatusPoison:
+			e.category = api.ReconcilePoison
+		default:
+			e.category = api.ReconcileResolved
+		}
+		return
+	} else if e.found && e.state.Committed() && e.state.SourceSeq == e.Seq {
+		e.category = api.ReconcileCommitted
+		return
+	} else if (e.found && e.state.Committed()) || ok {
+		e.category = api.ReconcileDuplicate
+		return
+	}
+	if now.Sub(e.Received) < grace {
+		e.category = api.ReconcilePending
+		return
+	}
+	e.category = api.ReconcileUnaccounted
+}
+
+// tally counts e in rep.
+func tally(rep *api.ReconcileReply, e event, ids bool, maxIDs int) {
+	rep.Events++
+	rep.Counts[e.category]++
+	if e.category == api.ReconcileOpen {
+		rep.OpenByClass[e.class]++
+	}
+	if e.category == api.ReconcileUnaccounted && len(rep.Unaccounted) < maxIDs {
+		rep.Unaccounted = append(rep.Unaccounted, e.ReconcileEvent)
+	}
+	if ids && len(rep.IDs[e.category]) < maxIDs {
+		rep.IDs[e.category] = append(rep.IDs[e.category], e.ReconcileEvent)
+	}
+}

@@ -1,0 +1,106 @@
+package redriver
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/deadletter/deadletter/shared/config"
+	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/streams"
+)
+
+// Config configures a redriver. Start from DefaultConfig.
+type Config struct {
+	// InstanceID names this instance as the owner of its drains. A
+	// restarted instance with the same id resumes its drains at once;
+	// another instance takes a drain over when its owner's heartbeat is
+	// older than DrainLease. Default: a random id.
+	InstanceID string
+	// DefaultRatePerSecond is the replay ceiling of a drain that states
+	// none. Default 100.
+	DefaultRatePerSecond int
+	// DefaultConcurrency is the replays in flight of a drain that states
+	// no max_concurrency. Default 16.
+	DefaultConcurrency int
+	// MaxConcurrency is the largest max_concurrency a drain may ask for.
+	// Default 1024.
+	MaxConcurrency int
+	// OutcomeTimeout is how long a replay's outcome is awaited before the
+	// event is reported pending (it stays redriving). It should cover the
+	// validator's retries (MaxDeliver deliveries with back-off). Default
+	// 2 min.
+	OutcomeTimeout time.Duration
+	// PollMin and PollMax bound the interval of outcome polling (it
+	// doubles from PollMin to PollMax). Defaults 5 ms and 500 ms.
+	PollMin time.Duration
+	PollMax time.Duration
+	// RedriveWait is how long the redrive endpoint waits for the outcome
+	// before it replies pending (observation continues). Default 3 s.
+	RedriveWait time.Duration
+	// DrainLease is how long a drain's owner may go without a heartbeat
+	// before another instance takes the drain over. Default 15 s.
+	DrainLease time.Duration
+	// MaxDrains is how many drains one instance runs at once. Default 8.
+	MaxDrains int
+	// MaxPayload is the gate's payload limit. Default 1 MiB.
+	MaxPayload int
+	// Streams sizes the streams checked at start-up.
+	Streams streams.Options
+	// Provision creates or checks the core streams at start-up. Default
+	// true.
+	Provision bool
+	// Registerer receives the redriver's metrics. Nil: not exported.
+	Registerer prometheus.Registerer
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		DefaultRatePerSecond: 100,
+		DefaultConcurrency:   16,
+		MaxConcurrency:       1024,
+		OutcomeTimeout:       2 * time.Minute,
+		PollMin:              5 * time.Millisecond,
+		PollMax:              500 * time.Millisecond,
+		RedriveWait:          3 * time.Second,
+		DrainLease:           15 * time.Second,
+		MaxDrains:            8,
+		MaxPayload:           gate.DefaultMaxPayload,
+		Streams:              streams.DefaultOptions(),
+		Provision:            true,
+	}
+}
+
+// LoadEnv overrides cfg from environment variables: DEADLETTER_INSTANCE_ID,
+// DEADLETTER_REDRIVE_RATE, DEADLETTER_REDRIVE_CONCURRENCY,
+// DEADLETTER_REDRIVE_OUTCOME_TIMEOUT, DEADLETTER_DRAIN_LEASE,
+// DEADLETTER_MAX_PAYLOAD, DEADLETTER_REPLICAS.
+func (c *Config) LoadEnv(env *config.Env) {
+	env.String("DEADLETTER_INSTANCE_ID", &c.InstanceID)
+	env.Int("DEADLETTER_REDRIVE_RATE", &c.DefaultRatePerSecond)
+	env.Int("DEADLETTER_REDRIVE_CONCURRENCY", &c.DefaultConcurrency)
+	env.Duration("DEADLETTER_REDRIVE_OUTCOME_TIMEOUT", &c.OutcomeTimeout)
+	env.Duration("DEADLETTER_DRAIN_LEASE", &c.DrainLease)
+	env.Int("DEADLETTER_MAX_PAYLOAD", &c.MaxPayload)
+	env.Int("DEADLETTER_REPLICAS", &c.Streams.Replicas)
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.DefaultRatePerSecond < 0:
+		return errors.New("redriver: DefaultRatePerSecond must not be negative")
+	case c.DefaultConcurrency < 1 || c.MaxConcurrency < c.DefaultConcurrency:
+		return errors.New("redriver: concurrency must be at least 1 and DefaultConcurrency <= MaxConcurrency")
+	case c.OutcomeTimeout <= 0 || c.RedriveWait <= 0 || c.DrainLease <= 0:
+		return errors.New("redriver: OutcomeTimeout, RedriveWait and DrainLease must be positive")
+	case c.PollMin <= 0 || c.PollMax < c.PollMin:
+		return errors.New("redriver: PollMin must be positive and PollMax >= PollMin")
+	case c.MaxDrains < 1:
+		return errors.New("redriver: MaxDrains must be at least 1")
+	case c.MaxPayload <= 0:
+		return errors.New("redriver: MaxPayload must be positive")
+	}
+	return c.Streams.Validate()
+}

@@ -1,0 +1,429 @@
+package redriver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/time/rate"
+
+	"github.com/deadletter/deadletter/shared/api"
+)
+
+// drainRun is a drain running on this instance. Its counters are atomics
+// (workers update them); its stored status is written to DRAINS at every
+// checkpoint by CAS on the entry's revision.
+type drainRun struct {
+	id  string
+	req api.DrainStartRequest
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	// stopCtx ends when the drain must stop dispatching (cancel, or ctx
+	// done); replays in flight finish with ctx.
+	stopCtx context.Context
+	stop    context.CancelFunc
+	done    chan struct{}
+	// userCancelled is set by drain.cancel (the drain ends cancelled);
+	// a shutdown cancels ctx without it (the drain stays running in
+	// DRAINS and is resumed).
+	userCancelled atomic.Bool
+	// lost is set when another instance took the drain over.
+	lost atomic.Bool
+
+	mu     sync.Mutex
+	stored api.DrainState // status fields not held in atomics
+	rev    uint64
+
+	selected, replayed, committed, skippedDup, replayFailed, poisoned atomic.Int64
+	held, pending, skipped, errs                                      atomic.Int64
+	inFlight, maxInFlight                                             atomic.Int64
+	meter                                                             rateMeter
+}
+
+// newDrainID returns a KV-safe drain id: "drain-<UTC time>-<random hex>".
+func newDrainID(now time.Time) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return "drain-" + now.UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b)
+}
+
+// validDrainID reports whether id can be a DRAINS key.
+func validDrainID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// newRun prepares the runtime of a stored drain status.
+func (s *Service) newRun(st api.DrainState, rev uint64) *drainRun {
+	ctx, cancel := context.WithCancel(s.runCtx)
+	d := &drainRun{id: st.DrainID, req: st.Request, ctx: ctx, cancel: cancel, done: make(chan struct{}), stored: st, rev: rev}
+	d.stopCtx, d.stop = context.WithCancel(ctx)
+	c := st.DrainCounts
+	d.selected.Store(int64(c.Selected))
+	d.replayed.Store(int64(c.Replayed))
+	d.committed.Store(int64(c.Committed))
+	d.skippedDup.Store(int64(c.SkippedDuplicate))
+	d.replayFailed.Store(int64(c.ReplayFailed))
+	d.poisoned.Store(int64(c.Poisoned))
+	d.held.Store(int64(c.Held))
+	d.pending.Store(int64(c.Pending))
+	d.skipped.Store(int64(c.Skipped))
+	d.errs.Store(int64(c.Errors))
+	d.maxInFlight.Store(int64(st.MaxInFlight))
+	return d
+}
+
+// userCancel stops the drain for good: nothing new is dispatched, the
+// replays in flight finish, and it ends cancelled.
+func (d *drainRun) userCancel() {
+	d.userCancelled.Store(true)
+	d.stop()
+}
+
+// snapshot returns the drain's current status.
+func (d *drainRun) snapshot() api.DrainState {
+	d.mu.Lock()
+	st := d.stored
+	d.mu.Unlock()
+	st.DrainCounts = api.DrainCounts{
+		Selected: int(d.selected.Load()), Replayed: int(d.replayed.Load()), Committed: int(d.committed.Load()),
+		SkippedDuplicate: int(d.skippedDup.Load()), ReplayFailed: int(d.replayFailed.Load()), Poisoned: int(d.poisoned.Load()),
+		Held: int(d.held.Load()), Pending: int(d.pending.Load()), Skipped: int(d.skipped.Load()), Errors: int(d.errs.Load()),
+	}
+	st.Remaining = max(0, st.Selected-st.Done())
+	st.MaxInFlight = int(d.maxInFlight.Load())
+	st.CurrentRate = d.meter.rate(time.Now())
+	return st
+}
+
+// setStatus changes the stored status fields under the lock.
+func (d *drainRun) setStatus(fn func(st *api.DrainState)) {
+	d.mu.Lock()
+	fn(&d.stored)
+	d.mu.Unlock()
+}
+
+// save writes the drain's status to DRAINS, conditional on the revision
+// last written. A drain cancelled elsewhere is cancelled here; a drain
+// another instance took over is stopped (its status left to that owner).
+func (s *Service) save(d *drainRun) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for range 3 {
+		d.setStatus(func(st *api.DrainState) { st.Heartbeat = time.Now().UTC() })
+		st := d.snapshot()
+		b, err := json.Marshal(st)
+		if err != nil {
+			return err
+		}
+		d.mu.Lock()
+		rev := d.rev
+		d.mu.Unlock()
+		nrev, err := s.drains.Update(ctx, d.id, b, rev)
+		if err == nil {
+			d.mu.Lock()
+			d.rev = nrev
+			d.mu.Unlock()
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("redriver: save drain: %w", err)
+		}
+		e, err := s.drains.Get(ctx, d.id)
+		if err != nil {
+			return fmt.Errorf("redriver: save drain: %w", err)
+		}
+		var cur api.DrainState
+		if err := json.Unmarshal(e.Value(), &cur); err != nil {
+			return fmt.Errorf("redriver: drain %s unreadable: %w", d.id, err)
+		}
+		d.mu.Lock()
+		d.rev = e.Revision()
+		d.mu.Unlock()
+		switch {
+		case cur.Owner != s.cfg.InstanceID:
+			d.lost.Store(true)
+			d.cancel()
+			return nil
+		case cur.Status == api.DrainCancelled:
+			if !d.userCancelled.Load() {
+				d.setStatus(func(st *api.DrainState) { st.Status, st.FinishedAt = cur.Status, cur.FinishedAt })
+				d.userCancel()
+			}
+		}
+	}
+	return errors.New("redriver: drain status kept changing")
+}
+
+// execute runs a drain: select (streaming), then replay lane by lane.
+func (s *Service) execute(d *drainRun, resumed bool) {
+	defer s.wg.Done()
+	defer close(d.done)
+	defer func() {
+		s.mu.Lock()
+		delete(s.running, d.id)
+		s.mu.Unlock()
+	}()
+	stopCk := make(chan struct{})
+	var ckDone sync.WaitGroup
+	ckDone.Add(1)
+	go func() {
+		defer ckDone.Done()
+		t := time.NewTicker(min(time.Second, s.cfg.DrainLease/3))
+		defer t.Stop()
+		for {
+			select {
+			case <-stopCk:
+				return
+			case <-t.C:
+				if err := s.save(d); err != nil {
+					s.log.Warn("drain checkpoint failed", "drain_id", d.id, "err", err)
+				}
+			}
+		}
+	}()
+	err := s.drainOnce(d, resumed)
+	close(stopCk)
+	ckDone.Wait()
+	if d.lost.Load() {
+		s.log.Warn("drain taken over by another instance", "drain_id", d.id)
+		return
+	}
+	final := ""
+	switch {
+	case d.userCancelled.Load():
+		final = api.DrainCancelled
+	case d.ctx.Err() != nil:
+		// Shutting down: the drain stays running in DRAINS and is resumed.
+	case err != nil:
+		final = api.DrainFailed
+	default:
+		final = api.DrainCompleted
+	}
+	if final != "" {
+		now := time.Now().UTC()
+		d.setStatus(func(st *api.DrainState) {
+			st.Status, st.FinishedAt = final, &now
+			if err != nil && final == api.DrainFailed {
+				st.Error = err.Error()
+			}
+		})
+		s.metrics.drains.WithLabelValues(final).Inc()
+	}
+	if err := s.save(d); err != nil {
+		s.log.Warn("drain final save failed", "drain_id", d.id, "err", err)
+	}
+	snap := d.snapshot()
+	s.log.Info("DRAIN_"+map[bool]string{true: "STOPPED", false: "FINISHED"}[final == ""], "drain_id", d.id, "status", snap.Status,
+		"selected", snap.Selected, "committed", snap.Committed, "skipped_duplicate", snap.SkippedDuplicate,
+		"replay_failed", snap.ReplayFailed, "poisoned", snap.Poisoned, "held", snap.Held, "pending", snap.Pending)
+}
+
+// drainOnce selects and replays; it returns when every lane is done or the
+// drain's context ends.
+func (s *Service) drainOnce(d *drainRun, resumed bool) error {
+	ctx := d.ctx
+	f := d.req.Filter
+	started := d.snapshot().StartedAt
+	limit := f.Limit
+	if resumed && limit > 0 {
+		limit = max(0, limit-d.snapshot().Done())
+		if limit == 0 {
+			return nil
+		}
+	}
+	sl := &selector{js: s.js, seed: maphash.MakeSeed()}
+	// Only events first seen before the drain started: a resumed drain
+	// does not grow with events quarantined since.
+	sel, err := sl.run(ctx, f, started, limit)
+	if err != nil {
+		return err
+	}
+	if !resumed {
+		d.selected.Store(int64(sel.selected))
+	}
+	d.setStatus(func(st *api.DrainState) { st.Status = api.DrainRunning })
+	if err := s.save(d); err != nil {
+		s.log.Warn("drain checkpoint failed", "drain_id", d.id, "err", err)
+	}
+	s.log.Info("DRAIN_RUNNING", "drain_id", d.id, "selected", sel.selected, "items", len(sel.items), "resumed", resumed)
+
+	limiter := s.limiterOf(d.req)
+	workers := s.concurrencyOf(d.req)
+	lanes := make(chan []item)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for lane := range lanes {
+				s.runLane(d, sel, lane, limiter)
+			}
+		}()
+	}
+	sel.lanes(func(lane []item) bool {
+		select {
+		case lanes <- lane:
+			return true
+		case <-d.stopCtx.Done():
+			return false
+		}
+	})
+	close(lanes)
+	wg.Wait()
+	return nil
+}
+
+// limiterOf returns the drain's token bucket (nil: no ceiling).
+func (s *Service) limiterOf(req api.DrainStartRequest) *rate.Limiter {
+	r := float64(s.cfg.DefaultRatePerSecond)
+	if req.RatePerSecond != nil {
+		r = *req.RatePerSecond
+	}
+	if r <= 0 || math.IsInf(r, 1) {
+		return nil
+	}
+	return rate.NewLimiter(rate.Limit(r), max(1, req.Burst))
+}
+
+// concurrencyOf returns the drain's bound on replays in flight.
+func (s *Service) concurrencyOf(req api.DrainStartRequest) int {
+	if req.MaxConcurrency > 0 {
+		return req.MaxConcurrency
+	}
+	return s.cfg.DefaultConcurrency
+}
+
+// runLane replays one ordered lane: in event-time order, each replay waiting
+// for the previous one's outcome. Once an event of the lane is unresolved
+// (an unselected earlier event, a failed or pending replay), the rest of the
+// lane is held.
+func (s *Service) runLane(d *drainRun, sel *selection, lane []item, limiter *rate.Limiter) {
+	held := false
+	for _, it := range lane {
+		if d.stopCtx.Err() != nil {
+			return
+		}
+		if it.flags&flagBlocker != 0 {
+			held = true
+			continue
+		}
+		if held {
+			d.held.Add(1)
+			s.metrics.outcomes.WithLabelValues("held").Inc()
+			continue
+		}
+		dom, id := sel.idOf(it)
+		n := d.inFlight.Add(1)
+		for {
+			m := d.maxInFlight.Load()
+			if n <= m || d.maxInFlight.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		s.metrics.inFlight.Inc()
+		res := s.replay(d.ctx, dom, id, replayOpts{
+			drainID: d.id, includeValidation: d.req.Filter.IncludeValidation,
+			actor: d.req.Actor, reason: d.req.Reason, limiter: limiter, limiterCtx: d.stopCtx,
+			onPublish: func() { d.replayed.Add(1); d.meter.add(time.Now()) },
+		})
+		s.metrics.inFlight.Dec()
+		d.inFlight.Add(-1)
+		if d.stopCtx.Err() != nil && (res.outcome == "" || res.outcome == api.OutcomePending) {
+			return // interrupted: the event is selected again on resume
+		}
+		if !d.count(res) {
+			held = true
+		}
+		label := res.outcome
+		if label == "" {
+			label = "error"
+			s.log.Warn("replay error", "drain_id", d.id, "dlq_id", id, "code", res.code, "err", res.err)
+		}
+		s.metrics.outcomes.WithLabelValues(label).Inc()
+	}
+}
+
+// count adds a replay's result to the drain's counters and reports whether
+// the lane may continue (the event is resolved).
+func (d *drainRun) count(res result) bool {
+	switch res.outcome {
+	case api.OutcomeReplayed:
+		d.committed.Add(1)
+		return true
+	case api.OutcomeSkippedDuplicate:
+		d.skippedDup.Add(1)
+		return true
+	case api.OutcomeResolvedElsewhere:
+		d.skipped.Add(1)
+		return true
+	case api.OutcomeReplayFailed:
+		d.replayFailed.Add(1)
+	case api.OutcomePoisoned:
+		d.poisoned.Add(1)
+	case api.OutcomePending:
+		d.pending.Add(1)
+	case api.OutcomeNotRedrivable:
+		if !res.attempted {
+			d.skipped.Add(1)
+		}
+	default:
+		d.errs.Add(1)
+	}
+	return false
+}
+
+// rateMeter counts events per second over the last few seconds.
+type rateMeter struct {
+	mu      sync.Mutex
+	buckets [8]struct {
+		sec int64
+		n   int
+	}
+}
+
+const rateWindow = 5 // seconds
+
+func (m *rateMeter) add(t time.Time) {
+	sec := t.Unix()
+	m.mu.Lock()
+	b := &m.buckets[sec%int64(len(m.buckets))]
+	if b.sec != sec {
+		b.sec, b.n = sec, 0
+	}
+	b.n++
+	m.mu.Unlock()
+}
+
+// rate returns the events per second over the last rateWindow complete
+// seconds.
+func (m *rateMeter) rate(now time.Time) float64 {
+	sec := now.Unix()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, b := range m.buckets {
+		if b.sec < sec && b.sec >= sec-rateWindow {
+			n += b.n
+		}
+	}
+	return float64(n) / rateWindow
+}

@@ -1,0 +1,36 @@
+package redriver
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the redriver's Prometheus collectors.
+type metrics struct {
+	published prometheus.Counter
+	outcomes  *prometheus.CounterVec
+	inFlight  prometheus.Gauge
+	drains    *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		published: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "deadletter_redrive_published_total",
+			Help: "Replays published to EVENTS by the redriver.",
+		}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "deadletter_redrive_outcomes_total",
+			Help: "Outcomes of replays (replayed, skipped_duplicate, replay_failed, poisoned, pending, resolved_elsewhere, not_redrivable, held, error).",
+		}, []string{"outcome"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "deadletter_redrive_in_flight",
+			Help: "Replays in flight across the instance's drains.",
+		}),
+		drains: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "deadletter_redrive_drains_total",
+			Help: "Drains that reached a final status, by status.",
+		}, []string{"status"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.published, m.outcomes, m.inFlight, m.drains)
+	}
+	return m
+}

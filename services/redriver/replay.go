@@ -1,0 +1,381 @@
+package redriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/time/rate"
+
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// replayOpts are the controls of one replay.
+type replayOpts struct {
+	// drainID is the drain on whose behalf it runs ("" for a redrive). A
+	// drain replays an event at most once: an open chain this drain
+	// already requested a replay of is skipped (a resumed drain).
+	drainID string
+	// includeValidation allows uncorrected validation-class events.
+	includeValidation bool
+	// actor and reason are recorded with the redrive request.
+	actor, reason string
+	// limiter, when set, gives the token each published replay needs.
+	limiter *rate.Limiter
+	// limiterCtx, when set, bounds the wait for a token (a cancelled
+	// drain stops waiting; nothing is written before the token).
+	limiterCtx context.Context
+	// onPublish is called once per replay published.
+	onPublish func()
+	// wait, when set, bounds the outcome observation (else OutcomeTimeout).
+	wait time.Duration
+}
+
+// result is what one replay came to.
+type result struct {
+	// outcome is an api.Outcome*; "" when err is set and nothing changed.
+	outcome string
+	// reason explains not_redrivable.
+	reason string
+	// code is the api error code of err.
+	code string
+	err  error
+	// state is the chain's state as last read (before the outcome).
+	state record.State
+	// next is the index the next record of the chain gets.
+	next int
+	// published reports a replay message was published; eventsSeq its
+	// EVENTS sequence; redriveCount its number.
+	published    bool
+	eventsSeq    uint64
+	redriveCount int
+	// attempted: this drain already replayed the event (not counted again).
+	attempted bool
+}
+
+// failed returns a result for an error with its api code.
+func failed(code string, err error) result { return result{code: code, err: err} }
+
+// errConflict: the chain kept changing under concurrent writers.
+var errConflict = errors.New("redriver: chain kept changing")
+
+// replay runs one event's replay to its observed outcome: read and fold the
+// chain, decide, check IDEMPOTENCY (an already-committed key is resolved
+// skipped_duplicate, never re-published), append redrive_requested
+// conditional on the chain length (so only one redriver replays an event at
+// a time), publish the effective payload to its events subject, and observe
+// the outcome. A chain found redriving (a replay whose outcome nobody
+// recorded) is resumed: committed → replayed, else re-published with the
+// same Nats-Msg-Id (the server de-duplicates it within its window).
+func (s *Service) replay(ctx context.Context, domain, id string, o replayOpts) result {
+	for range 5 {
+		ch, err := s.chains.read(ctx, domain, id)
+		switch {
+		case errors.Is(err, ErrNoChain):
+			return failed(api.ErrNotFound, err)
+		case errors.Is(err, ErrUnreadableChain):
+			return result{outcome: api.OutcomeNotRedrivable, reason: "unreadable_chain", code: api.ErrNotRedrivable, err: err}
+		case err != nil:
+			return failed(api.ErrUnavailable, err)
+		}
+		st := ch.state
+		res := result{state: st, next: len(ch.records)}
+		if ch.foldErr != nil {
+			res.outcome, res.reason, res.code = api.OutcomeNotRedrivable, "invalid_chain", api.ErrNotRedrivable
+			res.err = fmt.Errorf("%w: %v", ErrUnreadableChain, ch.foldErr)
+			return res
+		}
+		switch st.Status {
+		case record.StatusResolved:
+			res.outcome = api.OutcomeResolvedElsewhere
+			return res
+		case record.StatusPoison:
+			res.outcome, res.reason, res.code = api.OutcomeNotRedrivable, "poison", api.ErrPoisoned
+			res.err = errors.New("the event is poison: release it first")
+			return res
+		case record.StatusRedriving:
+			return s.resume(ctx, ch, o)
+		case record.StatusOpen:
+			if o.drainID != "" && attemptedBy(ch.records, o.drainID) {
+				res.outcome, res.reason, res.attempted = api.OutcomeNotRedrivable, "attempted_by_this_drain", true
+				return res
+			}
+			if !st.Redrivable(o.includeValidation) {
+				res.outcome, res.reason, res.code = api.OutcomeNotRedrivable, "class_"+st.Class, api.ErrNotRedrivable
+				res.err = fmt.Errorf("a %s event is replayed only with a correction or include_validation", st.Class)
+				return res
+			}
+		default:
+			res.outcome, res.reason, res.code = api.OutcomeNotRedrivable, "status_"+st.Status, api.ErrNotRedrivable
+			res.err = errors.New("unknown state")
+			return res
+		}
+		p, err := s.prepare(st)
+		if err != nil {
+			res.outcome, res.reason, res.code, res.err = api.OutcomeNotRedrivable, "payload", api.ErrNotRedrivable, err
+			return res
+		}
+		if p.key != "" {
+			ks, found, err := ledger.Lookup(ctx, s.idem, p.key)
+			if err != nil {
+				return failed(api.ErrUnavailable, err)
+			}
+			if found && ks.Committed() {
+				out, err := s.appendOutcome(ctx, ch, res.next, record.KindSkippedDuplicate, o.drainID, 0)
+				if errors.Is(err, errConflict) {
+					continue
+				}
+				if err != nil {
+					return failed(codeOf(err), err)
+				}
+				res.outcome = out
+				return res
+			}
+		}
+		if err := o.wait4token(ctx); err != nil {
+			return failed(api.ErrUnavailable, err)
+		}
+		n := st.RedriveCount + 1
+		exp := res.next
+		_, err = s.chains.append(ctx, api.AppendRequest{
+			DLQID: id, Domain: domain, Kind: record.KindRedriveRequested, ExpectedIndex: &exp,
+			RedriveCount: n, DrainID: o.drainID, Actor: o.actor, Reason: o.reason,
+		})
+		if codeOf(err) == api.ErrConflict || codeOf(err) == api.ErrInvalidTransition {
+			continue // another redriver got there first: decide again
+		}
+		if err != nil {
+			return failed(codeOf(err), err)
+		}
+		res.next++
+		res.redriveCount = n
+		return s.publishAndObserve(ctx, ch.domain, id, st, p, n, res, o)
+	}
+	return failed(api.ErrConflict, errConflict)
+}
+
+// resume continues a replay left redriving: if it committed, the chain gets
+// its outcome; else the same replay is published again (same Nats-Msg-Id).
+func (s *Service) resume(ctx context.Context, ch chain, o replayOpts) result {
+	st := ch.state
+	n := st.RedriveCount + 1
+	res := result{state: st, next: len(ch.records), redriveCount: n}
+	p, err := s.prepare(st)
+	if err != nil {
+		res.outcome, res.reason, res.code, res.err = api.OutcomeNotRedrivable, "payload", api.ErrNotRedrivable, err
+		return res
+	}
+	if p.key != "" {
+		ks, found, err := ledger.Lookup(ctx, s.idem, p.key)
+		if err != nil {
+			return failed(api.ErrUnavailable, err)
+		}
+		if found && ks.Committed() {
+			kind := record.KindSkippedDuplicate
+			if ks.DLQID == ch.dlqID {
+				kind = record.KindReplayed
+			}
+			out, err := s.appendOutcome(ctx, ch, res.next, kind, o.drainID, ks.SourceSeq)
+			if err != nil && !errors.Is(err, errConflict) {
+				return failed(codeOf(err), err)
+			}
+			if errors.Is(err, errConflict) {
+				out = s.reread(ctx, ch.domain, ch.dlqID, res.next-1)
+			}
+			res.outcome = out
+			return res
+		}
+	}
+	if err := o.wait4token(ctx); err != nil {
+		return failed(api.ErrUnavailable, err)
+	}
+	return s.publishAndObserve(ctx, ch.domain, ch.dlqID, st, p, n, res, o)
+}
+
+// wait4token waits for the limiter's token, if any.
+func (o replayOpts) wait4token(ctx context.Context) error {
+	if o.limiter == nil {
+		return nil
+	}
+	if o.limiterCtx != nil {
+		ctx = o.limiterCtx
+	}
+	return o.limiter.Wait(ctx)
+}
+
+// prepared is a replay's message: subject, bytes and idempotency key ("" when
+// the payload does not pass the gate: the replay will fail again, visibly).
+type prepared struct {
+	subject string
+	data    []byte
+	key     string
+}
+
+// prepare derives the replay of state st: the effective payload (the latest
+// correction, else the original), its subject (the original's, or, for a
+// correction whose event type changed, the one the domain's checker
+// derives) and its idempotency key by the gate.
+func (s *Service) prepare(st record.State) (prepared, error) {
+	data, err := st.Payload.Bytes()
+	if err != nil {
+		return prepared{}, err
+	}
+	subject := st.SourceSubject
+	if st.Corrected {
+		if c, ok := s.checkers[st.Domain]; ok {
+			if doc, err := gate.Decode(data); err == nil {
+				if typ, err := c.EventType(doc); err == nil && typ != "" {
+					subject = subjects.Event(st.Domain, typ)
+				}
+			}
+		}
+	}
+	if _, _, ok := subjects.ParseEvent(subject); !ok {
+		return prepared{}, fmt.Errorf("redriver: source subject is not an events subject")
+	}
+	p := prepared{subject: subject, data: data}
+	if env, err := s.gate.Check(subject, data); err == nil {
+		p.key = env.IdempotencyKey
+	}
+	return p, nil
+}
+
+// publishAndObserve publishes replay n and waits for its outcome.
+func (s *Service) publishAndObserve(ctx context.Context, domain, id string, st record.State, p prepared, n int, res result, o replayOpts) result {
+	m := nats.NewMsg(p.subject)
+	m.Data = p.data
+	m.Header.Set(envelope.DLQID, id)
+	m.Header.Set(envelope.RedriveCount, strconv.Itoa(n))
+	for _, h := range []string{envelope.Traceparent, envelope.Tracestate} {
+		if v := st.Headers[h]; len(v) > 0 {
+			m.Header.Set(h, v[0])
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ack, err := s.js.PublishMsg(pctx, m, jetstream.WithMsgID(id+"-"+strconv.Itoa(n)))
+	cancel()
+	if err != nil {
+		// The chain stays redriving: a later drain or redrive resumes it.
+		res.outcome, res.code, res.err = api.OutcomePending, api.ErrUnavailable, fmt.Errorf("redriver: publish replay: %w", err)
+		return res
+	}
+	res.published, res.eventsSeq = true, ack.Sequence
+	if o.onPublish != nil {
+		o.onPublish()
+	}
+	s.metrics.published.Inc()
+	s.log.Info("DLQ_REPLAY_PUBLISHED", "dlq_id", id, "domain", domain, "redrive_count", n, "events_seq", ack.Sequence,
+		"duplicate", ack.Duplicate, "drain_id", o.drainID)
+	res.outcome, res.err = s.observe(ctx, domain, id, p.key, ack.Sequence, res.next-1, o)
+	if res.err != nil {
+		res.code = codeOf(res.err)
+	}
+	return res
+}
+
+// observe polls for the outcome of the replay whose redrive_requested
+// record is at index idx: committed in IDEMPOTENCY (by this replay: its dlq
+// id or EVENTS sequence; else by another copy of the event) → the chain
+// gets replayed (or skipped_duplicate); the chain gains a failure → failed;
+// neither before the timeout → pending.
+func (s *Service) observe(ctx context.Context, domain, id, key string, seq uint64, idx int, o replayOpts) (string, error) {
+	timeout := s.cfg.OutcomeTimeout
+	if o.wait > 0 {
+		timeout = o.wait
+	}
+	deadline := time.Now().Add(timeout)
+	wait := s.cfg.PollMin
+	for {
+		if key != "" {
+			ks, found, err := ledger.Lookup(ctx, s.idem, key)
+			if err == nil && found && ks.Committed() {
+				kind := record.KindSkippedDuplicate
+				if ks.DLQID == id || ks.SourceSeq == seq {
+					kind = record.KindReplayed
+				}
+				ch := chain{domain: domain, dlqID: id}
+				out, err := s.appendOutcome(ctx, ch, idx+1, kind, o.drainID, seq)
+				if errors.Is(err, errConflict) {
+					return s.reread(ctx, domain, id, idx), nil
+				}
+				return out, err
+			}
+		}
+		last, _, err := s.chains.last(ctx, domain, id)
+		if err == nil && last.Index > idx {
+			return outcomeOfKind(last.Kind), nil
+		}
+		if time.Now().After(deadline) {
+			s.log.Warn("DLQ_REPLAY_PENDING", "dlq_id", id, "domain", domain, "events_seq", seq, "drain_id", o.drainID)
+			return api.OutcomePending, nil
+		}
+		select {
+		case <-ctx.Done():
+			return api.OutcomePending, nil
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, s.cfg.PollMax)
+	}
+}
+
+// reread returns the outcome another writer recorded after index idx.
+func (s *Service) reread(ctx context.Context, domain, id string, idx int) string {
+	last, _, err := s.chains.last(ctx, domain, id)
+	if err != nil || last.Index <= idx {
+		return api.OutcomePending
+	}
+	return outcomeOfKind(last.Kind)
+}
+
+// outcomeOfKind maps the kind of the record that followed a replay request
+// to an outcome.
+func outcomeOfKind(kind string) string {
+	switch kind {
+	case record.KindReplayFailed:
+		return api.OutcomeReplayFailed
+	case record.KindPoisoned:
+		return api.OutcomePoisoned
+	}
+	return api.OutcomeResolvedElsewhere
+}
+
+// appendOutcome appends replayed or skipped_duplicate at index next; it
+// returns errConflict when the chain changed.
+func (s *Service) appendOutcome(ctx context.Context, ch chain, next int, kind, drainID string, seq uint64) (string, error) {
+	req := api.AppendRequest{DLQID: ch.dlqID, Domain: ch.domain, Kind: kind, ExpectedIndex: &next, DrainID: drainID}
+	if seq != 0 {
+		req.SourceStream, req.SourceSeq = subjects.EventsStream, seq
+	}
+	_, err := s.chains.append(ctx, req)
+	switch c := codeOf(err); {
+	case err == nil:
+	case c == api.ErrConflict || c == api.ErrInvalidTransition:
+		return "", errConflict
+	default:
+		return "", err
+	}
+	s.log.Info("DLQ_RESOLVED", "dlq_id", ch.dlqID, "domain", ch.domain, "kind", kind, "events_seq", seq, "drain_id", drainID)
+	if kind == record.KindReplayed {
+		return api.OutcomeReplayed, nil
+	}
+	return api.OutcomeSkippedDuplicate, nil
+}
+
+// attemptedBy reports whether drain already requested a replay in records.
+func attemptedBy(records []record.Record, drainID string) bool {
+	for _, r := range records {
+		if r.Kind == record.KindRedriveRequested && r.DrainID == drainID {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,296 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/deadletter/deadletter/shared/record"
+)
+
+// Kinds of verification problem, beyond the chain problems of
+// record.Problem* (seal_mismatch, broken_prev_hash, index_gap, fork,
+// unparseable).
+const (
+	// ProblemMissing: a sequence of QUARANTINE below its last sequence holds
+	// no record (deleted or lost: the stream denies deletes, so a gap is
+	// tampering or corruption).
+	ProblemMissing = "missing"
+	// ProblemSubjectMismatch: a record is stored on a subject that does not
+	// name its own domain and dlq id.
+	ProblemSubjectMismatch = "subject_mismatch"
+	// ProblemCheckpointMismatch: the running digest or count recomputed over
+	// the checkpointed range differs from the checkpoint.
+	ProblemCheckpointMismatch = "checkpoint_mismatch"
+	// ProblemCheckpointChain: a checkpoint does not name the previous
+	// checkpoint's hash, or cannot be read.
+	ProblemCheckpointChain = "checkpoint_chain"
+)
+
+// VerifyRequest asks the auditor to verify QUARANTINE and the checkpoints
+// in AUDIT. The empty request verifies everything.
+type VerifyRequest struct {
+	// MaxProblems caps the problems listed (default 1000); the counts are
+	// always complete.
+	MaxProblems int `json:"max_problems,omitempty"`
+}
+
+// VerifyProblem is one finding of audit.verify.
+type VerifyProblem struct {
+	// Seq is the QUARANTINE sequence of the record concerned (0 for a
+	// checkpoint problem).
+	Seq uint64 `json:"seq,omitempty"`
+	// Subject, DLQID and Index name the record when it could be read.
+	Subject string `json:"subject,omitempty"`
+	DLQID   string `json:"dlq_id,omitempty"`
+	Index   int    `json:"index,omitempty"`
+	// Kind is a record.Problem* or api.Problem* constant.
+	Kind string `json:"kind"`
+	// Detail explains the finding (hashes, sequences, never payload).
+	Detail string `json:"detail"`
+	// CheckpointSeq is the AUDIT sequence of the checkpoint concerned, and
+	// FromSeq..ToSeq the QUARANTINE range it covers (checkpoint problems).
+	CheckpointSeq uint64 `json:"checkpoint_seq,omitempty"`
+	FromSeq       uint64 `json:"from_seq,omitempty"`
+	ToSeq         uint64 `json:"to_seq,omitempty"`
+}
+
+// VerifyReply is the outcome of audit.verify.
+type VerifyReply struct {
+	// OK is true when no problem was found.
+	OK bool `json:"ok"`
+	// Records is the number of records read, Chains the number of dlq ids,
+	// LastSeq the last QUARANTINE sequence covered.
+	Records uint64 `json:"records"`
+	Chains  int    `json:"chains"`
+	LastSeq uint64 `json:"last_seq"`
+	// Checkpoints is the number of checkpoints checked.
+	Checkpoints int `json:"checkpoints"`
+	// ProblemCount counts every problem; Problems lists the first
+	// MaxProblems of them, in stream order.
+	ProblemCount int             `json:"problem_count"`
+	Problems     []VerifyProblem `json:"problems,omitempty"`
+	// Seconds is how long the verification took.
+	Seconds float64 `json:"seconds"`
+}
+
+// Checkpoint is one record of the AUDIT stream (subject audit.checkpoints):
+// tamper evidence over every QUARANTINE record up to LastSeq. See
+// Algorithm for how Digest is computed.
+type Checkpoint struct {
+	// Version is the checkpoint format (1).
+	Version int `json:"version"`
+	// Algorithm names the digest: CheckpointAlgorithm.
+	Algorithm string `json:"algorithm"`
+	// LastSeq is the last QUARANTINE sequence covered; Count the records
+	// covered (sequences 1..LastSeq that hold a record).
+	LastSeq uint64 `json:"last_seq"`
+	Count   uint64 `json:"count"`
+	// Digest is the running SHA-256 (lowercase hex) described by
+	// CheckpointAlgorithm.
+	Digest string `json:"digest"`
+	// Prev is the lowercase hex SHA-256 of the stored bytes of the previous
+	// checkpoint ("" for the first), chaining the checkpoints.
+	Prev string `json:"prev"`
+	// At is when the checkpoint was written (UTC).
+	At time.Time `json:"at"`
+	// Instance names the auditor that wrote it.
+	Instance string `json:"instance,omitempty"`
+}
+
+// CheckpointAlgorithm: Digest = SHA-256 over the concatenation, in
+// sequence order, of one line per QUARANTINE record with sequence 1..LastSeq:
+// the decimal sequence, one space, the record's audit_hash member (64
+// lowercase hex digits; "-" when the record has no readable audit_hash),
+// and a line feed. For example "1 9f86d0...\n2 60303a...\n".
+const CheckpointAlgorithm = "sha256-running-v1"
+
+// CheckpointRequest asks for a checkpoint now (the empty request).
+type CheckpointRequest struct{}
+
+// CheckpointReply is the checkpoint written (or the last one, unchanged,
+// when no record was stored since it).
+type CheckpointReply struct {
+	// Seq is the checkpoint's sequence in AUDIT.
+	Seq        uint64     `json:"seq"`
+	Checkpoint Checkpoint `json:"checkpoint"`
+	// Unchanged is true when no new checkpoint was needed.
+	Unchanged bool `json:"unchanged,omitempty"`
+}
+
+// ReconcileRequest asks the auditor to account for every event received on
+// EVENTS between From and To (stream receive time; zero values: from the
+// first event, up to now) in Domain (empty: every domain).
+type ReconcileRequest struct {
+	Domain string    `json:"domain,omitempty"`
+	From   time.Time `json:"from,omitzero"`
+	To     time.Time `json:"to,omitzero"`
+	// IDs lists the events of every category (not only unaccounted ones),
+	// up to MaxIDs per category (default 1000).
+	IDs    bool `json:"ids,omitempty"`
+	MaxIDs int  `json:"max_ids,omitempty"`
+	// Grace overrides the grace period (Go duration, e.g. "5m").
+	Grace string `json:"grace,omitempty"`
+}
+
+// Reconcile categories.
+const (
+	// ReconcileCommitted: the event's key is committed in LEDGER from this
+	// very message.
+	ReconcileCommitted = "committed"
+	// ReconcileDuplicate: the key was committed or quarantined from another
+	// message.
+	ReconcileDuplicate = "duplicate"
+	// ReconcileOpen: quarantined and open (see OpenByClass).
+	ReconcileOpen = "open"
+	// ReconcileRedriving: quarantined with a replay in flight.
+	ReconcileRedriving = "redriving"
+	// ReconcilePoison: quarantined as poison.
+	ReconcilePoison = "poison"
+	// ReconcileResolved: quarantined and resolved (replayed, duplicate or a
+	// person's decision).
+	ReconcileResolved = "resolved"
+	// ReconcileReplay: a replay published by the redriver (header
+	// Deadletter-Dlq-Id) whose chain exists.
+	ReconcileReplay = "replay"
+	// ReconcilePending: none of the above yet, younger than the grace period.
+	ReconcilePending = "pending"
+	// ReconcileUnaccounted: none of the above, older than the grace period.
+	ReconcileUnaccounted = "unaccounted"
+)
+
+// ReconcileEvent names one event of a reconciliation.
+type ReconcileEvent struct {
+	// Seq is the EVENTS sequence, Subject its subject.
+	Seq     uint64 `json:"seq"`
+	Subject string `json:"subject"`
+	// Key is the idempotency key when the event parsed; DLQID its quarantine
+	// id (the key, or the source-derived id when it did not parse).
+	Key   string `json:"key,omitempty"`
+	DLQID string `json:"dlq_id,omitempty"`
+	// Received is when EVENTS stored it.
+	Received time.Time `json:"received"`
+}
+
+// ReconcileReply counts every event of the range by category.
+type ReconcileReply struct {
+	Domain string    `json:"domain,omitempty"`
+	From   time.Time `json:"from"`
+	To     time.Time `json:"to"`
+	Grace  string    `json:"grace"`
+	// Events is the number of events examined; Counts their number per
+	// category (Reconcile* constants); OpenByClass the open ones by class.
+	Events      int            `json:"events"`
+	Counts      map[string]int `json:"counts"`
+	OpenByClass map[string]int `json:"open_by_class,omitempty"`
+	// Unaccounted lists the unaccounted events (always, up to MaxIDs).
+	Unaccounted []ReconcileEvent `json:"unaccounted"`
+	// IDs lists the events per category, when asked.
+	IDs map[string][]ReconcileEvent `json:"ids,omitempty"`
+	// Seconds is how long the reconciliation took.
+	Seconds float64 `json:"seconds"`
+}
+
+// GetRequest asks for one quarantine chain.
+type GetRequest struct {
+	DLQID string `json:"dlq_id"`
+	// Domain narrows the lookup (optional).
+	Domain string `json:"domain,omitempty"`
+	// IncludePayload keeps the payloads in the reply (omitted by default).
+	IncludePayload bool `json:"include_payload,omitempty"`
+}
+
+// GetReply is the current state of a chain and its records, each with its
+// QUARANTINE sequence and seal check.
+type GetReply struct {
+	State   record.State  `json:"state"`
+	Records []ChainRecord `json:"records"`
+	// Problems are the chain's integrity findings (empty when intact).
+	Problems []record.Problem `json:"problems,omitempty"`
+}
+
+// ChainRecord is one stored record of a chain.
+type ChainRecord struct {
+	Seq    uint64          `json:"seq"`
+	Record json.RawMessage `json:"record"`
+}
+
+// ListRequest filters and pages the quarantined events, newest first (by
+// quarantine time). Every filter is optional: Supplier matches the
+// supplier or registrant (party id), Status a record.Status* value, From
+// and To bound the quarantine time. Limit is the page size (default 100,
+// at most 1000); Cursor is the NextCursor of the previous page.
+type ListRequest struct {
+	Domain   string    `json:"domain,omitempty"`
+	Class    string    `json:"class,omitempty"`
+	Code     string    `json:"code,omitempty"`
+	Supplier string    `json:"supplier,omitempty"`
+	Status   string    `json:"status,omitempty"`
+	From     time.Time `json:"from,omitzero"`
+	To       time.Time `json:"to,omitzero"`
+	Limit    int       `json:"limit,omitempty"`
+	Cursor   string    `json:"cursor,omitempty"`
+}
+
+// Summary is one quarantined event in a list: its current state without
+// payload, headers or attempts.
+type Summary struct {
+	DLQID         string    `json:"dlq_id"`
+	Domain        string    `json:"domain"`
+	Class         string    `json:"class"`
+	Status        string    `json:"status"`
+	ErrorCode     string    `json:"error_code"`
+	PartyID       string    `json:"party_id,omitempty"`
+	RedriveCount  int       `json:"redrive_count"`
+	Records       int       `json:"records"`
+	FirstSeen     time.Time `json:"first_seen"`
+	QuarantinedAt time.Time `json:"quarantined_at"`
+	LastChange    time.Time `json:"last_change"`
+	LastHash      string    `json:"last_hash"`
+}
+
+// ListReply is one page; NextCursor is "" on the last page.
+type ListReply struct {
+	Items      []Summary `json:"items"`
+	Total      int       `json:"total"`
+	NextCursor string    `json:"next_cursor,omitempty"`
+}
+
+// GroupsRequest filters the triage groups (all optional).
+type GroupsRequest struct {
+	Domain string `json:"domain,omitempty"`
+	// Samples is the number of sample dlq ids per group (default 5).
+	Samples int `json:"samples,omitempty"`
+	// OpenOnly drops groups without open records.
+	OpenOnly bool `json:"open_only,omitempty"`
+}
+
+// Group is one triage group: quarantined events sharing a fingerprint
+// (domain, error code, class), with a second level by supplier/registrant.
+type Group struct {
+	Fingerprint string `json:"fingerprint"`
+	Domain      string `json:"domain"`
+	Code        string `json:"code"`
+	Class       string `json:"class"`
+	// Party is set on second-level groups (supplier or registrant; "" when
+	// unknown).
+	Party string `json:"party,omitempty"`
+	// Total counts every event of the group, Open those not resolved
+	// (open, redriving or poison: poison events form their own class).
+	Total int `json:"total"`
+	Open  int `json:"open"`
+	// FirstSeen and LastSeen bound when the group's events were
+	// quarantined; OldestOpenSeconds is the age of the oldest open one.
+	FirstSeen         time.Time `json:"first_seen"`
+	LastSeen          time.Time `json:"last_seen"`
+	OldestOpenSeconds float64   `json:"oldest_open_seconds"`
+	// Samples are a few dlq ids, open ones first, newest first.
+	Samples []string `json:"samples"`
+	// Parties are the second-level groups (top level only).
+	Parties []Group `json:"parties,omitempty"`
+}
+
+// GroupsReply lists the groups, most open first.
+type GroupsReply struct {
+	Groups []Group   `json:"groups"`
+	At     time.Time `json:"at"`
+}

@@ -1,0 +1,242 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Error codes of the redriver's replies, beside the shared ones above
+// (ErrBadRequest, ErrNotFound, ErrInvalidTransition, ErrConflict,
+// ErrUnavailable).
+const (
+	// ErrNotRedrivable: the event's state or class does not allow a replay
+	// (resolved, validation without a correction or include_validation,
+	// an unreadable chain).
+	ErrNotRedrivable = "NOT_REDRIVABLE"
+	// ErrPoisoned: the event is poison; a person must release it first.
+	ErrPoisoned = "POISONED"
+	// ErrTooManyDrains: the instance already runs its maximum of drains.
+	ErrTooManyDrains = "TOO_MANY_DRAINS"
+)
+
+// Drain statuses.
+const (
+	// DrainSelecting: the drain is streaming its selection.
+	DrainSelecting = "selecting"
+	// DrainRunning: the drain is replaying.
+	DrainRunning = "running"
+	// DrainCompleted: every selected event has an outcome (or is held).
+	DrainCompleted = "completed"
+	// DrainCancelled: drain.cancel stopped it.
+	DrainCancelled = "cancelled"
+	// DrainFailed: the drain stopped on an error (see DrainState.Error).
+	DrainFailed = "failed"
+)
+
+// Outcomes of one replay (RedriveReply.Outcome, and the counters of a
+// drain).
+const (
+	// OutcomeReplayed: the replay was committed; the chain got replayed.
+	OutcomeReplayed = "replayed"
+	// OutcomeSkippedDuplicate: the key was already committed; resolved
+	// without a (further) replay.
+	OutcomeSkippedDuplicate = "skipped_duplicate"
+	// OutcomeReplayFailed: the replay failed again; the quarantiner
+	// appended replay_failed.
+	OutcomeReplayFailed = "replay_failed"
+	// OutcomePoisoned: the replay failed at the redrive cap.
+	OutcomePoisoned = "poisoned"
+	// OutcomePending: no outcome was observed in time; the event stays
+	// redriving and a later drain or redrive resumes it.
+	OutcomePending = "pending"
+	// OutcomeResolvedElsewhere: another drain or redrive resolved it.
+	OutcomeResolvedElsewhere = "resolved_elsewhere"
+	// OutcomeNotRedrivable: its state no longer allowed a replay when
+	// its turn came.
+	OutcomeNotRedrivable = "not_redrivable"
+)
+
+// DrainFilter selects quarantined events. Every set member must match.
+type DrainFilter struct {
+	// Domain restricts to one domain ("pharmacy", "dscsa", "fsma").
+	Domain string `json:"domain,omitempty"`
+	// Classes restricts the failure classes: "exhausted" (the default)
+	// and/or "validation" (which also needs a correction or
+	// IncludeValidation). Poison events are never drained.
+	Classes []string `json:"classes,omitempty"`
+	// ErrorCodes restricts to the events whose latest failure has one of
+	// these codes.
+	ErrorCodes []string `json:"error_codes,omitempty"`
+	// Since and Until bound when the original event was first stored
+	// (first_seen): Since <= first_seen < Until.
+	Since *time.Time `json:"since,omitempty"`
+	Until *time.Time `json:"until,omitempty"`
+	// PartyID restricts to one supplier or registrant.
+	PartyID string `json:"party_id,omitempty"`
+	// DLQIDs restricts to these chains (at most 10,000).
+	DLQIDs []string `json:"dlq_ids,omitempty"`
+	// Limit caps how many events are selected (0: no cap).
+	Limit int `json:"limit,omitempty"`
+	// IncludeValidation replays validation-class events without a
+	// correction (e.g. after a schema fix).
+	IncludeValidation bool `json:"include_validation,omitempty"`
+}
+
+// DrainStartRequest starts a drain (drain.start).
+type DrainStartRequest struct {
+	// Filter selects the events.
+	Filter DrainFilter `json:"filter"`
+	// RatePerSecond caps replays per second (token bucket). Absent: the
+	// service's default; 0: no ceiling; negative: refused.
+	RatePerSecond *float64 `json:"rate_per_second,omitempty"`
+	// Burst is the token bucket's burst (default 1).
+	Burst int `json:"burst,omitempty"`
+	// MaxConcurrency caps replays in flight (default: the service's).
+	MaxConcurrency int `json:"max_concurrency,omitempty"`
+	// DryRun returns the plan and writes or publishes nothing.
+	DryRun bool `json:"dry_run,omitempty"`
+	// Actor and Reason are recorded with the drain.
+	Actor  string `json:"actor,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// DrainStartReply is the new drain's id, or a dry run's plan.
+type DrainStartReply struct {
+	DrainID string     `json:"drain_id,omitempty"`
+	Status  string     `json:"status"`
+	Plan    *DrainPlan `json:"plan,omitempty"`
+}
+
+// DrainPlan is what a drain would do (dry_run).
+type DrainPlan struct {
+	// Selected is how many events would be replayed (or resolved as
+	// duplicates).
+	Selected int `json:"selected"`
+	// ByDomain, ByClass and ByCode count the selected events.
+	ByDomain map[string]int `json:"by_domain"`
+	ByClass  map[string]int `json:"by_class"`
+	ByCode   map[string]int `json:"by_code"`
+	// Keys is the number of distinct ordering keys among them; TopKeys
+	// the (at most 20) keys with the most events.
+	Keys    int        `json:"keys"`
+	TopKeys []KeyCount `json:"top_keys,omitempty"`
+	// WouldSkipDuplicate counts selected events whose idempotency key is
+	// already committed (checked for at most 10,000 events; Checked says
+	// how many were).
+	WouldSkipDuplicate int `json:"would_skip_duplicate"`
+	Checked            int `json:"duplicates_checked"`
+	// Excluded counts the events not selected, by reason.
+	Excluded map[string]int `json:"excluded"`
+	// HeldByEarlier counts selected events that follow an unresolved,
+	// unselected event of the same ordering key: a drain holds them.
+	HeldByEarlier int `json:"held_by_earlier"`
+}
+
+// KeyCount is the number of selected events of one ordering key.
+type KeyCount struct {
+	OrderingKey string `json:"ordering_key"`
+	Events      int    `json:"events"`
+}
+
+// DrainCounts are a drain's progress counters.
+type DrainCounts struct {
+	// Selected events; Replayed = replays published; Committed = replays
+	// observed committed.
+	Selected  int `json:"selected"`
+	Replayed  int `json:"replayed"`
+	Committed int `json:"committed"`
+	// SkippedDuplicate, ReplayFailed and Poisoned are outcomes.
+	SkippedDuplicate int `json:"skipped_duplicate"`
+	ReplayFailed     int `json:"replay_failed"`
+	Poisoned         int `json:"poisoned"`
+	// Held: not replayed because an earlier event of the same ordering
+	// key failed or is unresolved.
+	Held int `json:"held"`
+	// Pending: replayed without an outcome observed in time (redriving).
+	Pending int `json:"pending"`
+	// Skipped: not redrivable any more when their turn came (resolved by
+	// someone else, released state changed, unreadable chain).
+	Skipped int `json:"skipped"`
+	// Errors: store errors that left an event untouched.
+	Errors int `json:"errors"`
+}
+
+// Done is how many selected events have a final count.
+func (c DrainCounts) Done() int {
+	return c.Committed + c.SkippedDuplicate + c.ReplayFailed + c.Poisoned + c.Held + c.Pending + c.Skipped + c.Errors
+}
+
+// DrainState is a drain's state (drain.status, drain.list), as stored in
+// the DRAINS bucket.
+type DrainState struct {
+	DrainID string `json:"drain_id"`
+	Status  string `json:"status"`
+	// Request is the drain's filter and controls.
+	Request DrainStartRequest `json:"request"`
+	DrainCounts
+	// Remaining is Selected minus the events with a final count.
+	Remaining int `json:"remaining"`
+	// CurrentRate is replays per second over the last few seconds.
+	CurrentRate float64 `json:"current_rate"`
+	// MaxInFlight is the most replays ever in flight at once (never above
+	// the drain's max_concurrency).
+	MaxInFlight int `json:"max_in_flight"`
+	// Owner is the redriver instance running it; Heartbeat its last
+	// checkpoint.
+	Owner     string    `json:"owner"`
+	Heartbeat time.Time `json:"heartbeat"`
+	// Resumed counts how often another run took the drain over.
+	Resumed    int        `json:"resumed,omitempty"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Error      string     `json:"error,omitempty"`
+}
+
+// DrainIDRequest names a drain (drain.status, drain.cancel).
+type DrainIDRequest struct {
+	DrainID string `json:"drain_id"`
+}
+
+// DrainListReply lists the drains in the DRAINS bucket.
+type DrainListReply struct {
+	Drains []DrainState `json:"drains"`
+}
+
+// RedriveRequest replays one quarantined event (redrive), optionally with a
+// corrected payload.
+type RedriveRequest struct {
+	DLQID string `json:"dlq_id"`
+	// Payload, when set, is the corrected event (a JSON value, stored
+	// byte for byte as a corrected record; the original stays in the
+	// chain). Actor and Reason are then required.
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// IncludeValidation replays a validation-class event without a
+	// correction.
+	IncludeValidation bool   `json:"include_validation,omitempty"`
+	Actor             string `json:"actor,omitempty"`
+	Reason            string `json:"reason,omitempty"`
+}
+
+// RedriveReply is the outcome of a redrive (OutcomePending when it was not
+// observed before the reply; the redriver keeps observing).
+type RedriveReply struct {
+	DLQID        string `json:"dlq_id"`
+	Outcome      string `json:"outcome"`
+	Status       string `json:"status"`
+	Class        string `json:"class"`
+	RedriveCount int    `json:"redrive_count"`
+	// Corrected is the index of the corrected record written, if any.
+	Corrected *int `json:"corrected_index,omitempty"`
+	// EventsSeq is the replay's sequence in EVENTS, if published.
+	EventsSeq uint64 `json:"events_seq,omitempty"`
+}
+
+// ReleaseRequest moves a poison event back to redrivable (release).
+type ReleaseRequest struct {
+	DLQID string `json:"dlq_id"`
+	// Class is the class restored: validation or exhausted; default the
+	// class the event had before it was poisoned.
+	Class  string `json:"class,omitempty"`
+	Actor  string `json:"actor"`
+	Reason string `json:"reason"`
+}

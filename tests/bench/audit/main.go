@@ -1,0 +1,347 @@
+// Command audit measures the auditor's verify and reconcile over a store of
+// quarantine records and events, and prints, for each size step, the time,
+// the rate and the auditor's peak RSS during the operation.
+//
+// The nats-server runs in a child process (this binary with -serve), so
+// the RSS measured is the auditor's alone: the peak is reset (Linux
+// /proc/self/clear_refs) before each operation and read (VmHWM) after it.
+// The store is seeded directly, as an administrator would: sealed records
+// of about 2.3 KB (a 1 KB event body, headers, two attempts) in chains of
+// two (quarantined, then resolved) on QUARANTINE, and valid pharmacy events
+// on EVENTS with their committed state in IDEMPOTENCY.
+//
+//	go run ./tests/bench/audit -n 100000 -steps 4
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/services/auditor"
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/embedded"
+	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/streams"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+func main() {
+	n := flag.Int("n", 100000, "records (and events) at the last step")
+	steps := flag.Int("steps", 4, "measure at n/steps, 2n/steps, ... n")
+	serve := flag.String("serve", "", "internal: run the server on this store directory")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the verify runs to this file")
+	flag.Parse()
+	if *serve != "" {
+		if err := serveStore(*serve); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer f.Close()
+		profile = f
+	}
+	if err := run(*n, *steps); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// serveStore runs the server until stdin closes, printing its URL.
+func serveStore(dir string) error {
+	s, err := embedded.Start(embedded.Config{StoreDir: dir, Port: -1})
+	if err != nil {
+		return err
+	}
+	fmt.Println(s.ClientURL())
+	signal.Ignore(os.Interrupt)
+	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+	s.Shutdown()
+	s.WaitForShutdown()
+	return nil
+}
+
+func run(n, steps int) error {
+	dir, err := os.MkdirTemp("", "audit-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	child := exec.Command(self, "-serve", dir)
+	stdin, _ := child.StdinPipe()
+	out, _ := child.StdoutPipe()
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		_ = stdin.Close()
+		_ = child.Wait()
+	}()
+	url, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("server did not start: %w", err)
+	}
+	nc, err := nats.Connect(strings.TrimSpace(url))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	o := streams.DefaultOptions()
+	if err := streams.EnsureCore(ctx, js, o); err != nil {
+		return err
+	}
+	if err := streams.EnsureWORM(ctx, js, o); err != nil {
+		return err
+	}
+	cfg := auditor.DefaultConfig()
+	cfg.CheckpointInterval, cfg.ReconcileInterval = 0, 0
+	a, err := auditor.New(nc, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { _ = a.Run(actx) }()
+
+	s := &seeder{js: js}
+	if err := s.init(); err != nil {
+		return err
+	}
+	fmt.Printf("auditor bench: GOMAXPROCS=%d, records of %d bytes in chains of 2, server in a child process\n",
+		runtime.GOMAXPROCS(0), s.recordSize)
+	fmt.Printf("%-10s %-9s %10s %12s %14s\n", "operation", "records", "seconds", "records/s", "peak RSS MiB")
+	for step := 1; step <= steps; step++ {
+		target := n * step / steps
+		if err := s.seed(ctx, target); err != nil {
+			return err
+		}
+		// Let the auditor's live view catch up (it serves list and groups).
+		if _, err := a.Checkpoint(ctx); err != nil {
+			return err
+		}
+		runtime.GC()
+		resetPeak()
+		if profile != nil {
+			_ = pprof.StartCPUProfile(profile)
+		}
+		rep, err := a.Verify(ctx, api.VerifyRequest{})
+		if profile != nil {
+			pprof.StopCPUProfile()
+			profile = nil // one run: the last step's is overwritten otherwise
+		}
+		if err != nil {
+			return err
+		}
+		if !rep.OK || rep.Records != uint64(target) {
+			return fmt.Errorf("verify: ok=%v records %d problems %d", rep.OK, rep.Records, rep.ProblemCount)
+		}
+		if err := rawRead(ctx, js, target); err != nil {
+			return err
+		}
+		fmt.Printf("%-10s %-9d %10.2f %12.0f %14.1f\n", "verify", rep.Records, rep.Seconds, float64(rep.Records)/rep.Seconds, peakMiB())
+		runtime.GC()
+		resetPeak()
+		rrep, err := a.Reconcile(ctx, api.ReconcileRequest{Grace: "0s"})
+		if err != nil {
+			return err
+		}
+		if rrep.Events != target || rrep.Counts[api.ReconcileCommitted] != target {
+			return fmt.Errorf("reconcile: %d events, counts %v", rrep.Events, rrep.Counts)
+		}
+		fmt.Printf("%-10s %-9d %10.2f %12.0f %14.1f\n", "reconcile", rrep.Events, rrep.Seconds, float64(rrep.Events)/rrep.Seconds, peakMiB())
+	}
+	return nil
+}
+
+// rawRead reads QUARANTINE with an ordered consumer and does nothing
+// else: the ceiling for verify on this machine.
+func rawRead(ctx context.Context, js jetstream.JetStream, n int) error {
+	cons, err := js.OrderedConsumer(ctx, subjects.QuarantineStream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		if _, err := it.Next(); err != nil {
+			return err
+		}
+	}
+	d := time.Since(start).Seconds()
+	fmt.Printf("%-10s %-9d %10.2f %12.0f %14s\n", "read only", n, d, float64(n)/d, "-")
+	return nil
+}
+
+// profile receives the CPU profile of the first verify, when asked.
+var profile *os.File
+
+// seeder writes records, events and commit states.
+type seeder struct {
+	js         jetstream.JetStream
+	gate       *gate.Gate
+	first      record.Record
+	recordSize int
+	records    int
+	events     int
+}
+
+func (s *seeder) init() error {
+	g, err := gate.New(0)
+	if err != nil {
+		return err
+	}
+	s.gate = g
+	t := time.Now().UTC().Add(-time.Hour)
+	body := make([]byte, 0, 1024)
+	body = append(body, `{"transaction_id":"TX-1","note":"`...)
+	body = append(body, strings.Repeat("x", 1000)...)
+	body = append(body, `"}`...)
+	s.first = record.FromFailure(record.Failure{
+		Class: record.ClassExhausted, Code: codes.DownstreamUnavailable, Detail: "downstream answered 503",
+		Domain: "pharmacy", Subject: "events.pharmacy.dispense", Stream: subjects.EventsStream, Seq: 1, Deliveries: 5,
+		Published: t, Payload: body,
+		Headers: map[string][]string{envelope.Traceparent: {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}},
+		Envelope: &envelope.Envelope{Domain: "pharmacy", EventType: "dispense", IdempotencyKey: "x",
+			OrderingKey: "00406051201|L1", PartyID: "BW4829137", EventTime: t},
+		Attempts: []record.Attempt{
+			{At: t, Stage: record.StageCommit, Code: codes.DownstreamUnavailable, Reason: "timeout", Delivery: 1},
+			{At: t, Stage: record.StageCommit, Code: codes.DownstreamUnavailable, Reason: "503", Delivery: 5},
+		},
+	}, t)
+	r := s.first
+	if err := record.Seal(&r); err != nil {
+		return err
+	}
+	b, err := record.Marshal(r)
+	s.recordSize = len(b)
+	return err
+}
+
+// seed writes records and events up to target each.
+func (s *seeder) seed(ctx context.Context, target int) error {
+	pending := 0
+	flush := func() error {
+		select {
+		case <-s.js.PublishAsyncComplete():
+		case <-time.After(time.Minute):
+			return errors.New("seeding timed out")
+		}
+		pending = 0
+		return nil
+	}
+	publish := func(subject string, data []byte, opts ...jetstream.PublishOpt) error {
+		if _, err := s.js.PublishAsync(subject, data, opts...); err != nil {
+			return err
+		}
+		if pending++; pending == 4096 {
+			return flush()
+		}
+		return nil
+	}
+	for ; s.records < target; s.records += 2 {
+		r := s.first
+		r.DLQID = fmt.Sprintf("pharmacy_%032x", s.records)
+		r.IdempotencyKey = r.DLQID
+		if err := record.Seal(&r); err != nil {
+			return err
+		}
+		done := r
+		done.Index, done.Kind, done.PrevHash, done.Payload, done.Headers, done.Attempts = 1, record.KindResolved, r.AuditHash, nil, nil, nil
+		done.Actor, done.Reason, done.AuditHash = "bench", "closed", ""
+		if err := record.Seal(&done); err != nil {
+			return err
+		}
+		for _, rec := range []record.Record{r, done} {
+			b, err := record.Marshal(rec)
+			if err != nil {
+				return err
+			}
+			if err := publish(subjects.Quarantine(rec.Domain, rec.DLQID), b); err != nil {
+				return err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	info, err := s.js.Stream(ctx, subjects.EventsStream)
+	if err != nil {
+		return err
+	}
+	for ; s.events < target; s.events++ {
+		body := []byte(`{"transaction_id":"TX-` + strconv.Itoa(s.events) + `","registrant_dea":"BW4829137","ndc":"00406-0512-01",` +
+			`"lot":"L24A0917","expiry":"2026-09-30","quantity_delta":"-30","unit":"EA","event_type":"dispense",` +
+			`"dea_schedule":"II","occurred_at":"2025-03-14T15:42:10Z","actor_id":"RPH-0412"}`)
+		env, err := s.gate.Check("events.pharmacy.dispense", body)
+		if err != nil {
+			return err
+		}
+		ack, err := s.js.Publish(ctx, "events.pharmacy.dispense", body) // sync: the commit state names its sequence
+		if err != nil {
+			return err
+		}
+		st, _ := json.Marshal(ledger.KeyState{State: ledger.StateCommitted, Domain: "pharmacy", EventType: "dispense",
+			SourceSeq: ack.Sequence, LedgerSeq: ack.Sequence, CommittedAt: time.Now().UTC()})
+		if err := publish("$KV."+subjects.IdempotencyBucket+"."+env.IdempotencyKey, st); err != nil {
+			return err
+		}
+	}
+	_ = info
+	return flush()
+}
+
+// resetPeak resets the process's peak RSS (Linux).
+func resetPeak() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
+// peakMiB returns the process's peak RSS since the last reset, in MiB.
+func peakMiB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			kb, _ := strconv.Atoi(strings.Fields(line)[1])
+			return float64(kb) / 1024
+		}
+	}
+	return 0
+}

@@ -1,0 +1,327 @@
+// Command drain measures a redriver drain end to end: n quarantined
+// exhausted records, drained with no rate ceiling through the full
+// validator (gate + idempotent commit to LEDGER) and the quarantiner's
+// lifecycle appends. It prints the drain's records per second and the
+// redriver's peak RSS, the redriver running in its own process (this
+// command re-executed with -child) so that its memory is measured alone.
+// `make bench` runs it.
+//
+// The records are written straight into QUARANTINE, sealed and chained as
+// the quarantiner writes them (what is measured is the drain, not the
+// quarantining).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/deadletter/deadletter/services/quarantiner"
+	"github.com/deadletter/deadletter/services/redriver"
+	"github.com/deadletter/deadletter/services/validator"
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/embedded"
+	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/streams"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+func main() {
+	n := flag.Int("n", 100000, "quarantined records to drain")
+	concurrency := flag.Int("concurrency", 512, "the drain's max_concurrency")
+	syncAlways := flag.Bool("sync-always", false, "fsync every write (sync_interval: always)")
+	dryRun := flag.Bool("dry-run", false, "only a dry run (selection memory), no replay")
+	quarantiners := flag.Int("quarantiners", 1, "quarantiner instances (quarantiner.append is served one request at a time per instance)")
+	child := flag.String("child", "", "internal: run only a redriver against this NATS URL")
+	flag.Parse()
+	if *child != "" {
+		if err := runChild(*child, *concurrency); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if err := run(*n, *concurrency, *quarantiners, *syncAlways, *dryRun); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// runChild runs one redriver until interrupted.
+func runChild(url string, concurrency int) error {
+	nc, err := nats.Connect(url, nats.Name("bench-redriver"))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	cfg := redriver.DefaultConfig()
+	cfg.Provision = false
+	cfg.InstanceID = "bench-redriver"
+	cfg.MaxConcurrency = max(cfg.MaxConcurrency, concurrency)
+	r, err := redriver.New(nc, cfg, nil)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return r.Run(ctx)
+}
+
+func run(n, concurrency, quarantiners int, syncAlways, dryRun bool) error {
+	dir, err := os.MkdirTemp("", "deadletter-drain-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	srv, err := embedded.Start(embedded.Config{StoreDir: dir, Port: -1, SyncAlways: syncAlways})
+	if err != nil {
+		return err
+	}
+	defer srv.Shutdown()
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	o := streams.DefaultOptions()
+	if err := streams.EnsureCore(ctx, js, o); err != nil {
+		return err
+	}
+	if err := streams.EnsureWORM(ctx, js, o); err != nil {
+		return err
+	}
+	fmt.Printf("deadletter drain benchmark: %d quarantined exhausted records, %d CPUs, sync_always=%v, max_concurrency %d, %d quarantiner(s)\n",
+		n, runtime.NumCPU(), syncAlways, concurrency, quarantiners)
+
+	start := time.Now()
+	if err := seed(ctx, js, n); err != nil {
+		return err
+	}
+	fmt.Printf("seeded QUARANTINE:           %d records in %s\n", n, time.Since(start).Round(time.Millisecond))
+
+	if !dryRun {
+		stopServices, err := startPipeline(srv.ClientURL(), quarantiners)
+		if err != nil {
+			return err
+		}
+		defer stopServices()
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(exe, "-child", srv.ClientURL(), "-concurrency", strconv.Itoa(concurrency))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	}()
+	if err := waitPing(nc, "redriver"); err != nil {
+		return err
+	}
+
+	if dryRun {
+		start = time.Now()
+		var rep api.DrainStartReply
+		if err := request(nc, api.DrainStart, api.DrainStartRequest{DryRun: true}, &rep, 10*time.Minute); err != nil {
+			return err
+		}
+		fmt.Printf("dry run:                     %d selected, %d keys in %s\n", rep.Plan.Selected, rep.Plan.Keys, time.Since(start).Round(time.Millisecond))
+		fmt.Printf("redriver peak RSS:           %s\n", peakRSS(cmd.Process.Pid))
+		return nil
+	}
+
+	var rep api.DrainStartReply
+	if err := request(nc, api.DrainStart, api.DrainStartRequest{RatePerSecond: new(float64), MaxConcurrency: concurrency}, &rep, 10*time.Second); err != nil {
+		return err
+	}
+	var st api.DrainState
+	maxRSS := ""
+	for {
+		time.Sleep(time.Second)
+		if err := request(nc, api.DrainStatus, api.DrainIDRequest{DrainID: rep.DrainID}, &st, 10*time.Second); err != nil {
+			return err
+		}
+		maxRSS = peakRSS(cmd.Process.Pid)
+		if st.FinishedAt != nil {
+			break
+		}
+		fmt.Fprintf(os.Stderr, "  %s: %s, %d/%d done, %.0f/s, redriver peak RSS %s\n", time.Since(st.StartedAt).Round(time.Second),
+			st.Status, st.Done(), st.Selected, st.CurrentRate, maxRSS)
+	}
+	took := st.FinishedAt.Sub(st.StartedAt)
+	fmt.Printf("drain:                       %s; selected %d, committed %d, skipped %d, failed %d, pending %d, errors %d\n",
+		st.Status, st.Selected, st.Committed, st.SkippedDuplicate, st.ReplayFailed, st.Pending, st.Errors)
+	fmt.Printf("drain rate:                  %8.0f records/s (%s, select → replay → validate → commit → replayed)\n",
+		float64(st.Committed)/took.Seconds(), took.Round(time.Millisecond))
+	fmt.Printf("redriver peak RSS:           %s (max in flight %d)\n", maxRSS, st.MaxInFlight)
+	if st.Committed != n {
+		return fmt.Errorf("committed %d of %d", st.Committed, n)
+	}
+	return nil
+}
+
+// startPipeline runs the validator (LEDGER only, no downstream) and the
+// quarantiners in this process.
+func startPipeline(url string, quarantiners int) (func(), error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var conns []*nats.Conn
+	done := make(chan error, 1+quarantiners)
+	vnc, err := nats.Connect(url)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	conns = append(conns, vnc)
+	vcfg := validator.DefaultConfig()
+	vcfg.Provision = false
+	v, err := validator.New(vnc, vcfg, nil)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	go func() { done <- v.Run(ctx) }()
+	for range quarantiners {
+		qnc, err := nats.Connect(url)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		conns = append(conns, qnc)
+		qcfg := quarantiner.DefaultConfig()
+		qcfg.Provision = false
+		q, err := quarantiner.New(qnc, qcfg, nil)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		go func() { done <- q.Run(ctx) }()
+	}
+	for _, name := range []string{"validator", "quarantiner"} {
+		if err := waitPing(vnc, name); err != nil {
+			cancel()
+			return nil, err
+		}
+	}
+	return func() {
+		cancel()
+		for range 1 + quarantiners {
+			<-done
+		}
+		for _, c := range conns {
+			c.Close()
+		}
+	}, nil
+}
+
+// seed writes n sealed first records of exhausted pharmacy events, each
+// with its own idempotency and ordering key.
+func seed(ctx context.Context, js jetstream.JetStream, n int) error {
+	g, err := gate.New(0)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	for i := range n {
+		subject := "events.pharmacy.dispense"
+		payload := fmt.Appendf(nil, `{"transaction_id":"BENCH-%09d","registrant_dea":"BW4829137","ndc":"00406-0512-01",`+
+			`"lot":"L%09d","expiry":"2026-09-30","quantity_delta":"-30","unit":"EA","event_type":"dispense",`+
+			`"dea_schedule":"II","occurred_at":"2025-03-14T15:42:10Z","actor_id":"RPH-0412"}`, i, i)
+		env, err := g.Check(subject, payload)
+		if err != nil {
+			return err
+		}
+		f := record.Failure{
+			Class: record.ClassExhausted, Code: codes.DownstreamUnavailable, Detail: "downstream answered HTTP 503",
+			Domain: "pharmacy", Subject: subject, Stream: subjects.EventsStream, Seq: uint64(i + 1), Deliveries: 5,
+			Published: now, Payload: payload, Envelope: &env, FailedAt: now,
+			Attempts: []record.Attempt{{At: now, Stage: record.StageCommit, Code: codes.DownstreamUnavailable, Reason: "downstream answered HTTP 503", Delivery: 5}},
+		}
+		r := record.FromFailure(f, now)
+		if err := record.Seal(&r); err != nil {
+			return err
+		}
+		b, err := record.Marshal(r)
+		if err != nil {
+			return err
+		}
+		if _, err := js.PublishAsync(subjects.Quarantine(r.Domain, r.DLQID), b, jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
+			return err
+		}
+		if i%10000 == 9999 {
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-time.After(time.Minute):
+				return fmt.Errorf("seed acks timed out")
+			}
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+		return nil
+	case <-time.After(time.Minute):
+		return fmt.Errorf("seed acks timed out")
+	}
+}
+
+func request(nc *nats.Conn, subject string, v, out any, timeout time.Duration) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	m, err := nc.Request(subject, b, timeout)
+	if err != nil {
+		return fmt.Errorf("%s: %w", subject, err)
+	}
+	if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
+		return fmt.Errorf("%s: %s: %s", subject, code, m.Header.Get(micro.ErrorHeader))
+	}
+	return json.Unmarshal(m.Data, out)
+}
+
+func waitPing(nc *nats.Conn, name string) error {
+	for range 300 {
+		if _, err := nc.Request("$SRV.PING."+name, nil, 200*time.Millisecond); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s never answered", name)
+}
+
+// peakRSS returns the peak resident set size (VmHWM) of a process.
+func peakRSS(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return "?"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			kb, _ := strconv.Atoi(strings.Fields(line)[1])
+			return fmt.Sprintf("%.1f MiB", float64(kb)/1024)
+		}
+	}
+	return "?"
+}
