@@ -25,6 +25,10 @@ run: ## Run the whole system on an embedded NATS server (127.0.0.1:4222, store i
 	$(GO) build -o bin/deadletter ./services/deadletter/cmd/deadletter
 	./bin/deadletter $(ARGS)
 
+.PHONY: demo
+demo: ## The outage story in one command: 1,000 events, a downstream outage, triage, drain, verify
+	$(GO) run ./services/deadletter/cmd/deadletter --demo
+
 .PHONY: test
 test: tools jaeger ## Run every test with the race detector against real embedded NATS servers (and a real Jaeger)
 	$(GO) test -race -count=1 -timeout 40m work

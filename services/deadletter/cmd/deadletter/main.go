@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/deadletter/deadletter/services/deadletter/demo"
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/config"
 )
@@ -36,6 +37,7 @@ func run() error {
 	flag.BoolVar(&cfg.SyncAlways, "sync-always", cfg.SyncAlways, "fsync every JetStream write before acknowledging (env DEADLETTER_SYNC_ALWAYS)")
 	flag.StringVar(&cfg.Validator.DownstreamURL, "downstream-url", cfg.Validator.DownstreamURL, "downstream system of record (env DEADLETTER_DOWNSTREAM_URL)")
 	flag.StringVar(&cfg.MetricsAddr, "metrics-addr", cfg.MetricsAddr, "address of /metrics; empty disables (env DEADLETTER_METRICS_ADDR)")
+	runDemo := flag.Bool("demo", false, "run the outage demo on a temporary embedded server, print the story and exit")
 	logLevel := flag.String("log-level", "info", "log level: debug, info, warn, error")
 	flag.Parse()
 
@@ -47,6 +49,10 @@ func run() error {
 	cfg.Out = os.Stdout
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *runDemo {
+		_, err := demo.Run(ctx, demo.Config{Out: os.Stdout})
+		return err
+	}
 	s, err := stack.New(cfg, log)
 	if err != nil {
 		return err

@@ -1,0 +1,464 @@
+// Package demo tells deadletter's outage story in one command (`make demo`,
+// or `deadletter --demo`): against the embedded stack, with a downstream
+// system of record that is down and then comes back, it publishes events,
+// lets the failures be quarantined, triages them, drains them exactly once,
+// corrects one, isolates a poison one, and proves that every event is
+// accounted for and that the quarantine is intact. It prints what happens in
+// plain words and ends with a one-screen summary.
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/services/deadletter/stack"
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/sample"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// Config configures the demo.
+type Config struct {
+	// Events is how many events are published. Default 1000.
+	Events int
+	// MalformedEvery makes every n-th event malformed. Default 20 (5 %).
+	MalformedEvery int
+	// Rate is the drain's ceiling in replays per second. Default 400.
+	Rate float64
+	// DataDir is the store of the demo's own embedded server (a fresh
+	// temporary directory when empty; removed afterwards).
+	DataDir string
+	// Out receives the story. Default os.Stdout.
+	Out io.Writer
+}
+
+func (c *Config) defaults() {
+	if c.Events <= 0 {
+		c.Events = 1000
+	}
+	if c.MalformedEvery <= 0 {
+		c.MalformedEvery = 20
+	}
+	if c.Rate <= 0 {
+		c.Rate = 400
+	}
+	if c.Out == nil {
+		c.Out = os.Stdout
+	}
+}
+
+// Summary is what the demo proved.
+type Summary struct {
+	Published, Valid, Malformed int
+	QuarantinedValidation       int
+	QuarantinedExhausted        int
+	Drained                     api.DrainCounts
+	DrainRate                   float64
+	Committed                   uint64 // events in LEDGER
+	DownstreamKeys              int    // distinct keys the downstream accepted
+	DownstreamDoubles           int    // keys it received more than once after acceptance
+	Corrected                   string // outcome of the corrected redrive
+	Poisoned                    string // outcome of the last failing redrive
+	Unaccounted                 int
+	VerifyOK                    bool
+	VerifyRecords               uint64
+	Elapsed                     time.Duration
+}
+
+// downstream is the demo's system of record: down (503) until up is set;
+// like a real one it de-duplicates on Idempotency-Key.
+type downstream struct {
+	up       atomic.Bool
+	mu       sync.Mutex
+	accepted map[string]int
+}
+
+func (d *downstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !d.up.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	d.mu.Lock()
+	d.accepted[r.Header.Get("Idempotency-Key")]++
+	d.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+// Run runs the story and returns its summary; the error names the step that
+// did not go as told.
+func Run(ctx context.Context, cfg Config) (Summary, error) {
+	cfg.defaults()
+	start := time.Now()
+	out := cfg.Out
+	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
+	var sum Summary
+
+	dir := cfg.DataDir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "deadletter-demo-")
+		if err != nil {
+			return sum, err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	down := &downstream{accepted: map[string]int{}}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return sum, err
+	}
+	hs := &http.Server{Handler: down, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = hs.Serve(l) }()
+	defer hs.Close()
+
+	scfg := stack.DefaultConfig()
+	scfg.DataDir, scfg.Port, scfg.SyncAlways, scfg.MetricsAddr = dir, -1, false, ""
+	scfg.Validator.DownstreamURL = "http://" + l.Addr().String() + "/capture"
+	scfg.Validator.MaxDeliver = 3
+	scfg.Validator.BackoffBase, scfg.Validator.BackoffMax = 50*time.Millisecond, 200*time.Millisecond
+	scfg.Validator.DownstreamTimeout, scfg.Validator.ClaimLease = time.Second, 3*time.Second
+	st, err := stack.New(scfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return sum, err
+	}
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	stopped := make(chan error, 1)
+	go func() { stopped <- st.Run(sctx) }()
+	defer func() { stop(); <-stopped }()
+	select {
+	case <-st.Ready():
+	case err := <-stopped:
+		return sum, fmt.Errorf("demo: stack: %w", err)
+	case <-time.After(30 * time.Second):
+		return sum, errors.New("demo: stack did not start")
+	}
+	nc, err := nats.Connect(st.ClientURL(), nats.Name("deadletter-demo"))
+	if err != nil {
+		return sum, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return sum, err
+	}
+	c := &client{nc: nc}
+
+	say("deadletter demo: an outage at the downstream system of record, told step by step.")
+	say("NATS %s (embedded, store in %s)\n", st.ClientURL(), dir)
+
+	// 1. Publish while the downstream is down.
+	samples, err := sample.Load()
+	if err != nil {
+		return sum, err
+	}
+	var malformed []int
+	for i := range cfg.Events {
+		var e sample.Event
+		if i%cfg.MalformedEvery == cfg.MalformedEvery-1 {
+			e = samples.Invalid(len(malformed))
+			malformed = append(malformed, i)
+		} else if e, err = samples.Valid(i); err != nil {
+			return sum, err
+		}
+		if _, err := js.PublishAsync(e.Subject, e.Data); err != nil {
+			return sum, err
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		return sum, errors.New("demo: publishes not acknowledged")
+	}
+	sum.Published, sum.Malformed = cfg.Events, len(malformed)
+	sum.Valid = sum.Published - sum.Malformed
+	say("1. Published %d events across pharmacy, DSCSA and FSMA: %d valid, %d malformed.", sum.Published, sum.Valid, sum.Malformed)
+	say("   The downstream system of record is DOWN (HTTP 503).")
+
+	// 2. Failures are quarantined: malformed at once, the rest after their retries.
+	if err := waitFor(ctx, 60*time.Second, func() (bool, error) {
+		n, err := streamMsgs(ctx, js, subjects.QuarantineStream)
+		return n >= uint64(sum.Published), err
+	}); err != nil {
+		return sum, fmt.Errorf("demo: quarantine: %w", err)
+	}
+	var groups api.GroupsReply
+	if err := c.call(api.AuditGroups, api.GroupsRequest{OpenOnly: true, Samples: 1}, &groups); err != nil {
+		return sum, err
+	}
+	for _, g := range groups.Groups {
+		switch g.Class {
+		case record.ClassValidation:
+			sum.QuarantinedValidation += g.Open
+		case record.ClassExhausted:
+			sum.QuarantinedExhausted += g.Open
+		}
+	}
+	say("2. Every failure is quarantined as a sealed record: %d malformed at once (never retried),", sum.QuarantinedValidation)
+	say("   %d valid events after exhausting their retries (via the max-deliveries advisory).", sum.QuarantinedExhausted)
+	say("3. What is failing, by cause (audit.groups):")
+	sort.Slice(groups.Groups, func(i, j int) bool { return groups.Groups[i].Open > groups.Groups[j].Open })
+	for i, g := range groups.Groups {
+		if i == 8 {
+			say("     ... and %d more groups", len(groups.Groups)-i)
+			break
+		}
+		say("     %-9s %-26s %-10s %5d open", g.Domain, g.Code, g.Class, g.Open)
+	}
+
+	// 3. The downstream recovers; plan, then drain.
+	down.up.Store(true)
+	say("4. The downstream system of record is back UP.")
+	var plan api.DrainStartReply
+	if err := c.call(api.DrainStart, api.DrainStartRequest{DryRun: true}, &plan); err != nil {
+		return sum, err
+	}
+	if plan.Plan != nil {
+		say("5. Dry run of a drain of exhausted events: %d selected (%s), %d would be skipped as duplicates, %d excluded.",
+			plan.Plan.Selected, counts(plan.Plan.ByDomain), plan.Plan.WouldSkipDuplicate, total(plan.Plan.Excluded))
+	}
+	rate := cfg.Rate
+	var started api.DrainStartReply
+	if err := c.call(api.DrainStart, api.DrainStartRequest{RatePerSecond: &rate, Burst: 20, MaxConcurrency: 64,
+		Actor: "demo", Reason: "downstream recovered"}, &started); err != nil {
+		return sum, err
+	}
+	say("6. Drain %s started at %.0f replays/s, every replay through the full validation gate:", started.DrainID, rate)
+	var ds api.DrainState
+	last := time.Time{}
+	if err := waitFor(ctx, 2*time.Minute, func() (bool, error) {
+		if err := c.call(api.DrainStatus, api.DrainIDRequest{DrainID: started.DrainID}, &ds); err != nil {
+			return false, err
+		}
+		if time.Since(last) > time.Second || ds.Status != api.DrainRunning && ds.Status != api.DrainSelecting {
+			last = time.Now()
+			say("     %4d/%-4d done  %6.0f/s  replayed %d  committed %d  skipped %d  failed %d  poisoned %d",
+				ds.Done(), ds.Selected, ds.CurrentRate, ds.Replayed, ds.Committed, ds.SkippedDuplicate, ds.ReplayFailed, ds.Poisoned)
+		}
+		return ds.Status != api.DrainRunning && ds.Status != api.DrainSelecting, nil
+	}); err != nil {
+		return sum, fmt.Errorf("demo: drain: %w", err)
+	}
+	sum.Drained = ds.DrainCounts
+	if ds.FinishedAt != nil && ds.Selected > 0 {
+		sum.DrainRate = float64(ds.Done()) / ds.FinishedAt.Sub(ds.StartedAt).Seconds()
+	}
+
+	// 4. Correct one malformed event; another keeps failing until poison.
+	var list api.ListReply
+	if err := c.call(api.AuditList, api.ListRequest{Class: record.ClassValidation, Status: record.StatusOpen, Limit: 2}, &list); err != nil {
+		return sum, err
+	}
+	if len(list.Items) < 2 {
+		return sum, errors.New("demo: fewer than two malformed events to correct")
+	}
+	fixed, err := samples.Valid(cfg.Events + 1)
+	if err != nil {
+		return sum, err
+	}
+	var rep api.RedriveReply
+	if err := c.redrive(ctx, api.RedriveRequest{DLQID: list.Items[0].DLQID, Payload: fixed.Data,
+		Actor: "demo", Reason: "publisher re-sent the corrected event"}, &rep); err != nil {
+		return sum, err
+	}
+	sum.Corrected = rep.Outcome
+	say("7. One malformed event (%s) corrected and redriven: %s; its original bytes stay in its chain.", list.Items[0].ErrorCode, rep.Outcome)
+	bad := samples.Invalid(0)
+	for n := 1; ; n++ {
+		if err := c.redrive(ctx, api.RedriveRequest{DLQID: list.Items[1].DLQID, Payload: bad.Data,
+			Actor: "demo", Reason: fmt.Sprintf("correction attempt %d", n)}, &rep); err != nil {
+			return sum, err
+		}
+		if rep.Outcome == api.OutcomePoisoned || n == 10 {
+			break
+		}
+	}
+	sum.Poisoned = rep.Outcome
+	say("8. Another one was \"corrected\" %d times and failed each time: %s, isolated, never replayed again without a release.",
+		rep.RedriveCount, rep.Outcome)
+
+	// 5. Prove it.
+	var rec api.ReconcileReply
+	if err := c.call(api.AuditReconcile, api.ReconcileRequest{Grace: "0s"}, &rec); err != nil {
+		return sum, err
+	}
+	sum.Unaccounted = rec.Counts[api.ReconcileUnaccounted]
+	say("9. Reconcile: %d events received, %s; unaccounted: %d.", rec.Events, counts(rec.Counts), sum.Unaccounted)
+	var ver api.VerifyReply
+	if err := c.call(api.AuditVerify, api.VerifyRequest{}, &ver); err != nil {
+		return sum, err
+	}
+	sum.VerifyOK, sum.VerifyRecords = ver.OK, ver.Records
+	say("10. Verify: %d sealed records in %d chains recomputed: ok=%v.", ver.Records, ver.Chains, ver.OK)
+
+	sum.Committed, _ = streamMsgs(ctx, js, subjects.LedgerStream)
+	down.mu.Lock()
+	sum.DownstreamKeys = len(down.accepted)
+	for _, n := range down.accepted {
+		if n > 1 {
+			sum.DownstreamDoubles++
+		}
+	}
+	down.mu.Unlock()
+	sum.Elapsed = time.Since(start)
+	printSummary(out, sum)
+	return sum, sum.check()
+}
+
+func (s Summary) check() error {
+	var problems []string
+	if s.Unaccounted != 0 {
+		problems = append(problems, fmt.Sprintf("%d unaccounted events", s.Unaccounted))
+	}
+	if !s.VerifyOK {
+		problems = append(problems, "verify found problems")
+	}
+	if s.DownstreamDoubles != 0 {
+		problems = append(problems, fmt.Sprintf("%d keys committed downstream twice", s.DownstreamDoubles))
+	}
+	if s.Corrected != api.OutcomeReplayed || s.Poisoned != api.OutcomePoisoned {
+		problems = append(problems, "the correction or the poison step did not end as told")
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("demo: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func printSummary(w io.Writer, s Summary) {
+	line := strings.Repeat("─", 66)
+	fmt.Fprintf(w, "\n%s\n", line)
+	fmt.Fprintf(w, " deadletter demo summary                          (%.1f s)\n", s.Elapsed.Seconds())
+	fmt.Fprintf(w, "%s\n", line)
+	fmt.Fprintf(w, " published          %5d  (%d valid, %d malformed)\n", s.Published, s.Valid, s.Malformed)
+	fmt.Fprintf(w, " quarantined        %5d  (%d validation, %d exhausted while down)\n", s.QuarantinedValidation+s.QuarantinedExhausted, s.QuarantinedValidation, s.QuarantinedExhausted)
+	fmt.Fprintf(w, " drained            %5d  committed %d, skipped %d, failed %d, poisoned %d (%.0f/s)\n",
+		s.Drained.Done(), s.Drained.Committed, s.Drained.SkippedDuplicate, s.Drained.ReplayFailed, s.Drained.Poisoned, s.DrainRate)
+	fmt.Fprintf(w, " corrected redrive  %s\n", s.Corrected)
+	fmt.Fprintf(w, " failing redrive    %s\n", s.Poisoned)
+	fmt.Fprintf(w, " LEDGER             %5d  events committed\n", s.Committed)
+	fmt.Fprintf(w, " downstream         %5d  distinct keys accepted, %d committed twice\n", s.DownstreamKeys, s.DownstreamDoubles)
+	fmt.Fprintf(w, " unaccounted        %5d\n", s.Unaccounted)
+	fmt.Fprintf(w, " verify             ok=%v over %d sealed records\n", s.VerifyOK, s.VerifyRecords)
+	fmt.Fprintf(w, "%s\n", line)
+}
+
+// client calls the services' endpoints as the restricted client user.
+type client struct{ nc *nats.Conn }
+
+// call sends req as JSON to subject and decodes the reply; a service error
+// comes back with its code.
+func (c *client) call(subject string, req, reply any) error {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	m, err := c.nc.Request(subject, b, 30*time.Second)
+	if err != nil {
+		return fmt.Errorf("demo: %s: %w", subject, err)
+	}
+	if code := m.Header.Get("Nats-Service-Error-Code"); code != "" {
+		return fmt.Errorf("demo: %s: %s: %s", subject, code, m.Header.Get("Nats-Service-Error"))
+	}
+	return json.Unmarshal(m.Data, reply)
+}
+
+// redrive redrives one event and waits for its outcome.
+func (c *client) redrive(ctx context.Context, req api.RedriveRequest, rep *api.RedriveReply) error {
+	if err := c.call(api.Redrive, req, rep); err != nil {
+		return err
+	}
+	if rep.Outcome != api.OutcomePending {
+		return nil
+	}
+	return waitFor(ctx, 30*time.Second, func() (bool, error) {
+		var g api.GetReply
+		if err := c.call(api.AuditGet, api.GetRequest{DLQID: req.DLQID}, &g); err != nil {
+			return false, err
+		}
+		switch g.State.LastKind {
+		case record.KindReplayed, record.KindSkippedDuplicate:
+			rep.Outcome = api.OutcomeReplayed
+		case record.KindReplayFailed:
+			rep.Outcome = api.OutcomeReplayFailed
+		case record.KindPoisoned:
+			rep.Outcome = api.OutcomePoisoned
+		default:
+			return false, nil
+		}
+		rep.Status, rep.RedriveCount = g.State.Status, g.State.RedriveCount
+		return true, nil
+	})
+}
+
+func waitFor(ctx context.Context, total time.Duration, done func() (bool, error)) error {
+	deadline := time.Now().Add(total)
+	for {
+		ok, err := done()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("timed out")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func streamMsgs(ctx context.Context, js jetstream.JetStream, name string) (uint64, error) {
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.Msgs, nil
+}
+
+func counts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k, v := range m {
+		if v > 0 {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func total(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}

@@ -1,0 +1,43 @@
+package sample
+
+import (
+	"testing"
+
+	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/gate"
+)
+
+func TestSamples(t *testing.T) {
+	s, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gate.New(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	for i := range 200 {
+		e, err := s.Valid(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, err := g.Check(e.Subject, e.Data)
+		if err != nil {
+			t.Fatalf("valid sample %d: %v", i, err)
+		}
+		if keys[env.IdempotencyKey] {
+			t.Fatalf("sample %d repeats a key", i)
+		}
+		keys[env.IdempotencyKey] = true
+	}
+	if s.Invalids() < 50 {
+		t.Errorf("only %d invalid samples", s.Invalids())
+	}
+	for i := range s.Invalids() {
+		e := s.Invalid(i)
+		if _, err := g.Check(e.Subject, e.Data); codes.Of(err) != e.Code {
+			t.Errorf("invalid sample %d: code %s, want %s", i, codes.Of(err), e.Code)
+		}
+	}
+}
