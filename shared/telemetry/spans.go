@@ -102,7 +102,11 @@ func (t Tracer) Tracer() trace.Tracer { return t.tracer }
 
 // Start starts an internal span (e.g. the commit of an event).
 func (t Tracer) Start(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	return t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal))
+	if len(attrs) > 0 && span.IsRecording() {
+		span.SetAttributes(attrs...)
+	}
+	return ctx, span
 }
 
 // Inject writes the span context of ctx into h (traceparent, tracestate).
@@ -174,8 +178,12 @@ func collect(opts []Option) options {
 	return o
 }
 
-func (o options) spanOptions(kind trace.SpanKind, attrs []attribute.KeyValue) []trace.SpanStartOption {
-	so := []trace.SpanStartOption{trace.WithSpanKind(kind), trace.WithAttributes(append(attrs, o.attrs...)...)}
+// spanOptions are the start options but the attributes: those are only built
+// and set once the span is known to record (setAttributes), so tracing off
+// costs next to nothing. (No sampler of deadletter's looks at attributes.)
+func (o options) spanOptions(kind trace.SpanKind) []trace.SpanStartOption {
+	so := make([]trace.SpanStartOption, 1, 4)
+	so[0] = trace.WithSpanKind(kind)
 	if len(o.links) > 0 {
 		so = append(so, trace.WithLinks(o.links...))
 	}
@@ -183,6 +191,17 @@ func (o options) spanOptions(kind trace.SpanKind, attrs []attribute.KeyValue) []
 		so = append(so, trace.WithTimestamp(o.start))
 	}
 	return so
+}
+
+// setAttributes sets build()'s attributes and Attributes' on a recording span.
+func (o options) setAttributes(span trace.Span, build func() []attribute.KeyValue) {
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(build()...)
+	if len(o.attrs) > 0 {
+		span.SetAttributes(o.attrs...)
+	}
 }
 
 // name is "<operation> <template or destination>".
@@ -202,9 +221,8 @@ func (o options) messaging(def, dest string, opType attribute.KeyValue, size int
 	if op == "" {
 		op = def
 	}
-	attrs := []attribute.KeyValue{
-		messagingSystem, semconv.MessagingDestinationName(dest), opType, semconv.MessagingOperationName(op),
-	}
+	attrs := make([]attribute.KeyValue, 4, 14)
+	attrs[0], attrs[1], attrs[2], attrs[3] = messagingSystem, semconv.MessagingDestinationName(dest), opType, semconv.MessagingOperationName(op)
 	if size > 0 {
 		attrs = append(attrs, semconv.MessagingMessageBodySize(size))
 	}
@@ -238,9 +256,11 @@ func (t Tracer) StartPublish(ctx context.Context, msg *nats.Msg, opts ...Option)
 	if msg.Header == nil {
 		msg.Header = nats.Header{}
 	}
-	attrs := o.messaging("send", msg.Subject, semconv.MessagingOperationTypeSend, len(msg.Data))
-	attrs = append(attrs, redriveAttrs(msg.Header)...)
-	ctx, span := t.tracer.Start(ctx, o.name("send", msg.Subject), o.spanOptions(trace.SpanKindProducer, attrs)...)
+	ctx, span := t.tracer.Start(ctx, o.name("send", msg.Subject), o.spanOptions(trace.SpanKindProducer)...)
+	o.setAttributes(span, func() []attribute.KeyValue {
+		attrs := o.messaging("send", msg.Subject, semconv.MessagingOperationTypeSend, len(msg.Data))
+		return append(attrs, redriveAttrs(msg.Header)...)
+	})
 	t.Inject(ctx, msg.Header)
 	return ctx, span
 }
@@ -254,16 +274,6 @@ func (t Tracer) StartPublish(ctx context.Context, msg *nats.Msg, opts ...Option)
 func (t Tracer) StartConsume(ctx context.Context, msg jetstream.Msg, opts ...Option) (context.Context, trace.Span) {
 	o := collect(opts)
 	h := msg.Headers()
-	attrs := o.messaging("process", msg.Subject(), semconv.MessagingOperationTypeProcess, len(msg.Data()))
-	if meta, err := msg.Metadata(); err == nil {
-		attrs = append(attrs,
-			semconv.MessagingConsumerGroupName(meta.Consumer),
-			semconv.MessagingMessageID(meta.Stream+"/"+strconv.FormatUint(meta.Sequence.Stream, 10)),
-			StreamKey.String(meta.Stream),
-			SequenceKey.Int64(int64(meta.Sequence.Stream)),
-			DeliveryCountKey.Int64(int64(meta.NumDelivered)))
-	}
-	attrs = append(attrs, redriveAttrs(h)...)
 	own := t.SpanContext(h)
 	parent := own
 	if o.parent.IsValid() {
@@ -272,13 +282,26 @@ func (t Tracer) StartConsume(ctx context.Context, msg jetstream.Msg, opts ...Opt
 			o.links = append(o.links, trace.Link{SpanContext: own, Attributes: []attribute.KeyValue{LinkKey.String("message")}})
 		}
 	}
-	so := o.spanOptions(trace.SpanKindConsumer, attrs)
+	so := o.spanOptions(trace.SpanKindConsumer)
 	if parent.IsValid() {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
 	} else {
 		so = append(so, trace.WithNewRoot())
 	}
-	return t.tracer.Start(ctx, o.name("process", msg.Subject()), so...)
+	ctx, span := t.tracer.Start(ctx, o.name("process", msg.Subject()), so...)
+	o.setAttributes(span, func() []attribute.KeyValue {
+		attrs := o.messaging("process", msg.Subject(), semconv.MessagingOperationTypeProcess, len(msg.Data()))
+		if meta, err := msg.Metadata(); err == nil {
+			attrs = append(attrs,
+				semconv.MessagingConsumerGroupName(meta.Consumer),
+				semconv.MessagingMessageID(meta.Stream+"/"+strconv.FormatUint(meta.Sequence.Stream, 10)),
+				StreamKey.String(meta.Stream),
+				SequenceKey.Int64(int64(meta.Sequence.Stream)),
+				DeliveryCountKey.Int64(int64(meta.NumDelivered)))
+		}
+		return append(attrs, redriveAttrs(h)...)
+	})
+	return ctx, span
 }
 
 // StartRequest starts the server span of a request-reply endpoint (a NATS
@@ -296,7 +319,9 @@ func (t Tracer) StartRequest(ctx context.Context, subject string, h map[string][
 		name = o.op + " " + subject
 	}
 	ctx = t.Extract(ctx, h)
-	return t.tracer.Start(ctx, name, o.spanOptions(trace.SpanKindServer, attrs)...)
+	ctx, span := t.tracer.Start(ctx, name, o.spanOptions(trace.SpanKindServer)...)
+	o.setAttributes(span, func() []attribute.KeyValue { return attrs })
+	return ctx, span
 }
 
 // Redrive describes the replay of a quarantined event, for StartRedrive.
@@ -339,9 +364,11 @@ func (t Tracer) StartRedrive(ctx context.Context, msg *nats.Msg, r Redrive, opts
 	if msg.Header == nil {
 		msg.Header = nats.Header{}
 	}
-	mattrs := o.messaging("send", msg.Subject, semconv.MessagingOperationTypeSend, len(msg.Data))
-	so := append(o.spanOptions(trace.SpanKindProducer, mattrs), trace.WithNewRoot())
+	so := append(o.spanOptions(trace.SpanKindProducer), trace.WithNewRoot())
 	ctx, span := t.tracer.Start(ctx, o.name("send", msg.Subject), so...)
+	o.setAttributes(span, func() []attribute.KeyValue {
+		return o.messaging("send", msg.Subject, semconv.MessagingOperationTypeSend, len(msg.Data))
+	})
 	t.Inject(ctx, msg.Header)
 	return ctx, span
 }
@@ -365,7 +392,7 @@ func OriginalSpanContext(traceID, spanID string) (trace.SpanContext, bool) {
 // RecordAck adds a JetStream publish acknowledgement's stream and sequence
 // (and duplicate flag) to a publish span.
 func RecordAck(span trace.Span, ack *jetstream.PubAck) {
-	if ack == nil {
+	if ack == nil || !span.IsRecording() {
 		return
 	}
 	span.SetAttributes(StreamKey.String(ack.Stream), SequenceKey.Int64(int64(ack.Sequence)))
@@ -380,6 +407,9 @@ func RecordAck(span trace.Span, ack *jetstream.PubAck) {
 // error detail is deliberately left out: spans leave the compliance
 // boundary, the detail stays in the sealed record.
 func Fail(span trace.Span, code codes.Code, class string, attrs ...attribute.KeyValue) {
+	if !span.IsRecording() {
+		return
+	}
 	kv := []attribute.KeyValue{ErrorCodeKey.String(string(code))}
 	if class != "" {
 		kv = append(kv, FailureClassKey.String(class))

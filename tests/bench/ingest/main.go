@@ -52,8 +52,9 @@ func main() {
 	workers := flag.Int("workers", validator.DefaultConfig().Workers, "validator workers")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the ingest phase to this file")
 	traceEndpoint := flag.String("trace-endpoint", "", "trace the ingest phase at 100% sampling, exporting OTLP/HTTP to this base URL (e.g. http://127.0.0.1:4318)")
+	tracePublisher := flag.Bool("trace-publisher", true, "with -trace-endpoint, also trace the publisher (a producer span per event); false: only the validator's spans, roots of their traces")
 	flag.Parse()
-	if err := run(*n, *sync, *workers, *cpuprofile, *traceEndpoint); err != nil {
+	if err := run(*n, *sync, *workers, *cpuprofile, *traceEndpoint, *tracePublisher); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -63,7 +64,7 @@ type event struct {
 	data    []byte
 }
 
-func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string) error {
+func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string, tracePublisher bool) error {
 	dir, err := os.MkdirTemp("", "deadletter-bench-")
 	if err != nil {
 		return err
@@ -103,7 +104,7 @@ func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string) 
 	}
 	fmt.Printf("deadletter ingest benchmark: %d events (mean %d B), %d CPUs, sync_always=%v, %d validator workers, tracing=%s\n",
 		n, bytes/n, runtime.NumCPU(), syncAlways, workers, orOff(traceEndpoint))
-	tracing, err := newTracing(ctx, traceEndpoint)
+	tracing, err := newTracing(ctx, traceEndpoint, tracePublisher)
 	if err != nil {
 		return err
 	}
@@ -210,7 +211,8 @@ func orOff(endpoint string) string {
 type tracing struct {
 	publisher, validator trace.TracerProvider
 	shutdown             func(context.Context) error
-	on                   bool
+	// on: the publisher traces (a span per event, context in the headers).
+	on bool
 	// metrics reads the SDK's own metrics (spans processed and dropped by
 	// the batch processors).
 	metrics *sdkmetric.ManualReader
@@ -219,7 +221,7 @@ type tracing struct {
 // newTracing sets up a publisher and a validator provider exporting to
 // endpoint at 100 % sampling with the batch span processor (production's),
 // or no-ops when endpoint is empty.
-func newTracing(ctx context.Context, endpoint string) (*tracing, error) {
+func newTracing(ctx context.Context, endpoint string, tracePublisher bool) (*tracing, error) {
 	if endpoint == "" {
 		return &tracing{publisher: noop.NewTracerProvider(), validator: noop.NewTracerProvider(),
 			shutdown: func(context.Context) error { return nil }}, nil
@@ -239,7 +241,10 @@ func newTracing(ctx context.Context, endpoint string) (*tracing, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tracing{publisher: pub, validator: val, on: true, metrics: reader, shutdown: func(ctx context.Context) error {
+	if !tracePublisher {
+		pub = noop.NewTracerProvider()
+	}
+	return &tracing{publisher: pub, validator: val, on: tracePublisher, metrics: reader, shutdown: func(ctx context.Context) error {
 		return errors.Join(shutP(ctx), shutV(ctx))
 	}}, nil
 }
