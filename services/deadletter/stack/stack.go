@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/deadletter/deadletter/services/auditor"
@@ -32,6 +33,7 @@ import (
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/embedded"
 	"github.com/deadletter/deadletter/shared/streams"
+	"github.com/deadletter/deadletter/shared/telemetry"
 )
 
 // Config configures the all-in-one stack.
@@ -238,12 +240,36 @@ func (s *Stack) Run(ctx context.Context) error {
 		return nc, err
 	}
 
+	// One tracer provider per service, so Jaeger lists each under its own
+	// name; a no-op (no exporter, no goroutine) when no OTLP endpoint is set.
+	var flushes []telemetry.Shutdown
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, f := range flushes {
+			_ = f(fctx)
+		}
+	}()
+	tracing := func(service, version string) (trace.TracerProvider, error) {
+		tp, flush, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "deadletter-" + service, ServiceVersion: version})
+		if err != nil {
+			return nil, err
+		}
+		flushes = append(flushes, flush)
+		return tp, nil
+	}
+
 	vnc, err := connect(access.Validator)
 	if err != nil {
 		return err
 	}
 	vcfg := s.cfg.Validator
 	vcfg.Provision = false
+	if vcfg.TracerProvider == nil {
+		if vcfg.TracerProvider, err = tracing("validator", validator.Version); err != nil {
+			return err
+		}
+	}
 	v, err := validator.New(vnc, vcfg, s.log)
 	if err != nil {
 		return err
@@ -256,6 +282,11 @@ func (s *Stack) Run(ctx context.Context) error {
 	}
 	qcfg := s.cfg.Quarantiner
 	qcfg.Provision = false
+	if qcfg.TracerProvider == nil {
+		if qcfg.TracerProvider, err = tracing("quarantiner", quarantiner.Version); err != nil {
+			return err
+		}
+	}
 	q, err := quarantiner.New(qnc, qcfg, s.log)
 	if err != nil {
 		return err
@@ -339,6 +370,7 @@ func (s *Stack) banner() {
   Services:    validator, quarantiner, auditor
   Credentials: %s (one NATS user per service; without credentials you are "client")
   Metrics:     %s
+  Tracing:     %s
 
 Try it (the nats CLI: go install github.com/nats-io/natscli/nats@v0.5.0):
   nats -s %s pub events.pharmacy.dispense "$(cat schemas/testdata/pharmacy/valid/dispense-schedule-ii.json)"
@@ -348,7 +380,7 @@ Try it (the nats CLI: go install github.com/nats-io/natscli/nats@v0.5.0):
   nats -s %s micro ls
 
 Press Ctrl-C to stop: consumers drain, work in flight finishes, then the server stops.
-`, url, s.cfg.DataDir, filepath.Join(s.cfg.DataDir, CredentialsFile), orNone(s.metricsURL), url, url, url, url, url)
+`, url, s.cfg.DataDir, filepath.Join(s.cfg.DataDir, CredentialsFile), orNone(s.metricsURL), tracingState(), url, url, url, url, url)
 	_ = port
 }
 
@@ -357,4 +389,17 @@ func orNone(s string) string {
 		return "(disabled)"
 	}
 	return s
+}
+
+// tracingState describes where spans go.
+func tracingState() string {
+	if !telemetry.Enabled(telemetry.Config{}) {
+		return "off (start Jaeger with make jaeger-run, or set OTEL_EXPORTER_OTLP_ENDPOINT)"
+	}
+	for _, v := range []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
+		if e := os.Getenv(v); e != "" {
+			return "OTLP to " + e + " (Jaeger UI/API: http://127.0.0.1:16686)"
+		}
+	}
+	return "on"
 }

@@ -8,9 +8,11 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/deadletter/deadletter/services/deadletter/demo"
 	"github.com/deadletter/deadletter/services/deadletter/stack"
@@ -22,6 +24,24 @@ func main() {
 		fmt.Fprintln(os.Stderr, "deadletter:", err)
 		os.Exit(1)
 	}
+}
+
+// jaegerOTLP is where `make jaeger-run` receives OTLP/HTTP spans.
+const jaegerOTLP = "127.0.0.1:4318"
+
+// exportToLocalJaeger points tracing at a Jaeger running on this machine
+// when no OTLP endpoint is configured, so `make run` is traced whenever
+// `make jaeger-run` is up.
+func exportToLocalJaeger() {
+	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" {
+		return
+	}
+	c, err := net.DialTimeout("tcp", jaegerOTLP, 200*time.Millisecond)
+	if err != nil {
+		return
+	}
+	_ = c.Close()
+	_ = os.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+jaegerOTLP)
 }
 
 func run() error {
@@ -47,6 +67,7 @@ func run() error {
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	cfg.Out = os.Stdout
+	exportToLocalJaeger()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *runDemo {
