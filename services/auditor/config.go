@@ -2,6 +2,7 @@ package auditor
 
 import (
 	"errors"
+	"github.com/deadletter/deadletter/shared/telemetry"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,6 +12,9 @@ import (
 
 // Config configures an auditor. Start from DefaultConfig.
 type Config struct {
+	// TraceURLBase is prepended to a trace id to link a record to its trace
+	// in Jaeger (audit.get). Default http://127.0.0.1:16686/trace/.
+	TraceURLBase string
 	// Grace is how long an event may stay unaccounted (neither committed,
 	// quarantined nor a duplicate) before reconciliation lists it as
 	// unaccounted. Default 5 min.
@@ -43,6 +47,7 @@ func DefaultConfig() Config {
 		ReconcileWindow:    time.Hour,
 		LookupConcurrency:  64,
 		Instance:           "auditor",
+		TraceURLBase:       telemetry.DefaultTraceURLBase,
 	}
 }
 
@@ -56,6 +61,7 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Duration("DEADLETTER_AUDIT_RECONCILE_INTERVAL", &c.ReconcileInterval)
 	env.Duration("DEADLETTER_AUDIT_RECONCILE_WINDOW", &c.ReconcileWindow)
 	env.String("DEADLETTER_INSTANCE_ID", &c.Instance)
+	env.String("DEADLETTER_TRACE_URL_BASE", &c.TraceURLBase)
 }
 
 func (c Config) validate() error {

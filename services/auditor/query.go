@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/deadletter/deadletter/shared/telemetry"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,14 +71,21 @@ func (s *Service) Get(ctx context.Context, req api.GetRequest) (api.GetReply, er
 		}
 	}
 	recs := make([]record.Record, 0, len(raws))
-	for _, raw := range raws {
+	for i, raw := range raws {
 		var r record.Record
 		if err := json.Unmarshal(raw, &r); err != nil {
 			break // reported by VerifyChain; fold what precedes it
 		}
 		recs = append(recs, r)
+		if r.TraceID != "" {
+			rep.Records[i].TraceID = r.TraceID
+			rep.Records[i].TraceURL = telemetry.TraceURL(s.cfg.TraceURLBase, r.TraceID)
+		}
 	}
 	rep.State, _ = record.Fold(recs) // an invalid chain folds to StatusInvalid
+	if rep.State.TraceID != "" {
+		rep.TraceURL = telemetry.TraceURL(s.cfg.TraceURLBase, rep.State.TraceID)
+	}
 	if !req.IncludePayload {
 		rep.State.Payload, rep.State.OriginalPayload = nil, nil
 		for i := range rep.Records {

@@ -202,8 +202,10 @@ type GetRequest struct {
 // GetReply is the current state of a chain and its records, each with its
 // QUARANTINE sequence and seal check.
 type GetReply struct {
-	State   record.State  `json:"state"`
-	Records []ChainRecord `json:"records"`
+	State record.State `json:"state"`
+	// TraceURL opens the original event's trace in Jaeger.
+	TraceURL string        `json:"trace_url,omitempty"`
+	Records  []ChainRecord `json:"records"`
 	// Problems are the chain's integrity findings (empty when intact).
 	Problems []record.Problem `json:"problems,omitempty"`
 }
@@ -212,6 +214,11 @@ type GetReply struct {
 type ChainRecord struct {
 	Seq    uint64          `json:"seq"`
 	Record json.RawMessage `json:"record"`
+	// TraceID and TraceURL find the trace the record was written in (the
+	// original event's for the first record; a redrive's for its records)
+	// in Jaeger.
+	TraceID  string `json:"trace_id,omitempty"`
+	TraceURL string `json:"trace_url,omitempty"`
 }
 
 // ListRequest filters and pages the quarantined events, newest first (by
