@@ -124,7 +124,7 @@ func (s *Service) original(ctx context.Context, a advisory) (record.Failure, err
 	}
 	m, err := s.events.GetMsg(ctx, a.StreamSeq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		s.metrics.originalUnavailble.Inc()
+		s.metrics.originalUnavailable.Inc()
 		s.log.Error("ORIGINAL_UNAVAILABLE: exhausted event no longer in EVENTS; quarantining the pointer",
 			"stream", a.Stream, "seq", a.StreamSeq, "consumer", a.Consumer, "deliveries", a.Deliveries)
 		f.Code = codes.OriginalUnavailable

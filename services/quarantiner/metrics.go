@@ -7,7 +7,7 @@ type metrics struct {
 	written            *prometheus.CounterVec
 	writeSeconds       prometheus.Histogram
 	duplicates         *prometheus.CounterVec
-	originalUnavailble prometheus.Counter
+	originalUnavailable prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -25,13 +25,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "deadletter_quarantine_duplicates_total",
 			Help: "Failures that were already quarantined (a duplicate advisory, both paths, or a second copy of the same event).",
 		}, []string{"reason"}),
-		originalUnavailble: prometheus.NewCounter(prometheus.CounterOpts{
+		originalUnavailable: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "deadletter_quarantine_original_unavailable_total",
 			Help: "Exhausted events whose original could no longer be fetched from EVENTS.",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.written, m.writeSeconds, m.duplicates, m.originalUnavailble)
+		reg.MustRegister(m.written, m.writeSeconds, m.duplicates, m.originalUnavailable)
 	}
 	return m
 }

@@ -200,7 +200,6 @@ func (s *Service) Run(ctx context.Context) error {
 func (s *Service) handle(m jetstream.Msg) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.AckWait)
 	defer cancel()
-	start := s.now()
 	began := time.Now()
 	var (
 		f        record.Failure
@@ -257,21 +256,26 @@ func (s *Service) handle(m jetstream.Msg) {
 	span.SetAttributes(telemetry.OutcomeKey.String(out.written.Kind), attribute.Int("deadletter.record_index", out.written.Index),
 		attribute.String("deadletter.audit_hash", out.written.AuditHash))
 	s.metrics.writeSeconds.Observe(since(f.FailedAt))
-	_ = start
 	s.logRecord(out.written)
+}
+
+// lifecycleEvent names the log line of each record kind.
+var lifecycleEvent = map[string]string{
+	record.KindQuarantined:      "DLQ_QUARANTINED",
+	record.KindCorrected:        "DLQ_CORRECTED",
+	record.KindRedriveRequested: "DLQ_REDRIVE_REQUESTED",
+	record.KindReplayed:         "DLQ_REDRIVE_OK",
+	record.KindSkippedDuplicate: "DLQ_SKIPPED_DUPLICATE",
+	record.KindReplayFailed:     "DLQ_REPLAY_FAILED",
+	record.KindPoisoned:         "DLQ_POISON_ISOLATED",
+	record.KindReleased:         "DLQ_RELEASED",
+	record.KindResolved:         "DLQ_RESOLVED",
 }
 
 // logRecord writes the one PHI-free line per record.
 func (s *Service) logRecord(r *record.Record) {
 	s.metrics.written.WithLabelValues(r.Kind, r.Class, string(r.ErrorCode)).Inc()
-	event := "DLQ_QUARANTINED"
-	switch r.Kind {
-	case record.KindPoisoned:
-		event = "DLQ_POISON_ISOLATED"
-	case record.KindReplayFailed:
-		event = "DLQ_REPLAY_FAILED"
-	}
-	s.log.Info(event, "dlq_id", r.DLQID, "domain", r.Domain, "class", r.Class, "code", string(r.ErrorCode),
+	s.log.Info(lifecycleEvent[r.Kind], "dlq_id", r.DLQID, "domain", r.Domain, "class", r.Class, "code", string(r.ErrorCode),
 		"redrives", r.RedriveCount, "index", r.Index, "audit_hash", r.AuditHash)
 }
 
