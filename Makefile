@@ -64,6 +64,7 @@ fuzz: ## Fuzz each domain's validation for FUZZTIME (default 60s) each
 build: ## Build every binary into bin/
 	$(GO) build -o bin/ ./services/deadletter/cmd/deadletter ./services/deadletter/cmd/provision \
 		./services/validator/cmd/validator ./services/quarantiner/cmd/quarantiner
+	$(GO) build -o bin/ ./services/dlqctl
 
 .PHONY: vet
 vet: ## go vet and gofmt over the workspace

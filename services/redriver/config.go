@@ -32,8 +32,10 @@ type Config struct {
 	// validator's retries (MaxDeliver deliveries with back-off). Default
 	// 2 min.
 	OutcomeTimeout time.Duration
-	// PollMin and PollMax bound the interval of outcome polling (it
-	// doubles from PollMin to PollMax). Defaults 5 ms and 500 ms.
+	// PollMin and PollMax bound the interval of outcome polling, a
+	// fallback: a replay is woken as soon as its key's IDEMPOTENCY entry
+	// or its chain changes, and otherwise looks after PollMin, then at
+	// doubling intervals up to PollMax. Defaults 100 ms and 2 s.
 	PollMin time.Duration
 	PollMax time.Duration
 	// RedriveWait is how long the redrive endpoint waits for the outcome
@@ -62,8 +64,8 @@ func DefaultConfig() Config {
 		DefaultConcurrency:   16,
 		MaxConcurrency:       1024,
 		OutcomeTimeout:       2 * time.Minute,
-		PollMin:              5 * time.Millisecond,
-		PollMax:              500 * time.Millisecond,
+		PollMin:              100 * time.Millisecond,
+		PollMax:              2 * time.Second,
 		RedriveWait:          3 * time.Second,
 		DrainLease:           15 * time.Second,
 		MaxDrains:            8,

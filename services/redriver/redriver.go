@@ -58,6 +58,7 @@ type Service struct {
 	chains   *chains
 	idem     jetstream.KeyValue
 	drains   jetstream.KeyValue
+	notify   *notifier
 
 	// runCtx is the parent of every drain and background observation;
 	// cancelled at shutdown.
@@ -99,6 +100,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 		log:     log.With("service", "redriver", "instance", cfg.InstanceID),
 		metrics: newMetrics(cfg.Registerer),
 		running: map[string]*drainRun{},
+		notify:  newNotifier(nc),
 	}, nil
 }
 

@@ -260,6 +260,9 @@ func (s *Service) publishAndObserve(ctx context.Context, domain, id string, st r
 			m.Header.Set(h, v[0])
 		}
 	}
+	// Watch before publishing, so that a fast commit still wakes us.
+	wake := make(chan struct{}, 1)
+	defer s.notify.watch(wake, p.key, id)()
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	ack, err := s.js.PublishMsg(pctx, m, jetstream.WithMsgID(id+"-"+strconv.Itoa(n)))
 	cancel()
@@ -275,7 +278,7 @@ func (s *Service) publishAndObserve(ctx context.Context, domain, id string, st r
 	s.metrics.published.Inc()
 	s.log.Info("DLQ_REPLAY_PUBLISHED", "dlq_id", id, "domain", domain, "redrive_count", n, "events_seq", ack.Sequence,
 		"duplicate", ack.Duplicate, "drain_id", o.drainID)
-	res.outcome, res.err = s.observe(ctx, domain, id, p.key, ack.Sequence, res.next-1, o)
+	res.outcome, res.err = s.observe(ctx, domain, id, p.key, ack.Sequence, res.next-1, o, wake)
 	if res.err != nil {
 		res.code = codeOf(res.err)
 	}
@@ -287,14 +290,26 @@ func (s *Service) publishAndObserve(ctx context.Context, domain, id string, st r
 // id or EVENTS sequence; else by another copy of the event) → the chain
 // gets replayed (or skipped_duplicate); the chain gains a failure → failed;
 // neither before the timeout → pending.
-func (s *Service) observe(ctx context.Context, domain, id, key string, seq uint64, idx int, o replayOpts) (string, error) {
+func (s *Service) observe(ctx context.Context, domain, id, key string, seq uint64, idx int, o replayOpts, wake <-chan struct{}) (string, error) {
 	timeout := s.cfg.OutcomeTimeout
 	if o.wait > 0 {
 		timeout = o.wait
 	}
 	deadline := time.Now().Add(timeout)
+	// The first look waits for a wake-up (the commit or a new record) or
+	// PollMin; later looks back off to PollMax when nothing wakes them.
 	wait := s.cfg.PollMin
 	for {
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return api.OutcomePending, nil
+		case <-wake:
+			timer.Stop()
+		case <-timer.C:
+			wait = min(2*wait, s.cfg.PollMax)
+		}
 		if key != "" {
 			ks, found, err := ledger.Lookup(ctx, s.idem, key)
 			if err == nil && found && ks.Committed() {
@@ -318,12 +333,6 @@ func (s *Service) observe(ctx context.Context, domain, id, key string, seq uint6
 			s.log.Warn("DLQ_REPLAY_PENDING", "dlq_id", id, "domain", domain, "events_seq", seq, "drain_id", o.drainID)
 			return api.OutcomePending, nil
 		}
-		select {
-		case <-ctx.Done():
-			return api.OutcomePending, nil
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, s.cfg.PollMax)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/deadletter/deadletter/services/redriver"
 	"github.com/deadletter/deadletter/services/validator"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/ledger"
@@ -100,6 +101,13 @@ func testLogger() *slog.Logger {
 // quarantiner with a redrive cap of 3.
 func newEnv(tb testing.TB) *env {
 	tb.Helper()
+	return newEnvWith(tb, 1, true)
+}
+
+// newEnvWith is newEnv with n quarantiner instances, and with or without
+// the downstream (without it the validator commits to LEDGER only).
+func newEnvWith(tb testing.TB, n int, withDownstream bool) *env {
+	tb.Helper()
 	srv := natstest.Start(tb)
 	srv.Provision(tb, streams.DefaultOptions())
 	g, err := gate.New(0)
@@ -116,7 +124,9 @@ func newEnv(tb testing.TB) *env {
 	}
 	vcfg := validator.DefaultConfig()
 	vcfg.Provision = false
-	vcfg.DownstreamURL = e.down.URL
+	if withDownstream {
+		vcfg.DownstreamURL = e.down.URL
+	}
 	vcfg.MaxDeliver = 2
 	vcfg.BackoffBase, vcfg.BackoffMax = 10*time.Millisecond, 20*time.Millisecond
 	vcfg.AckWait = 2 * time.Second
@@ -133,11 +143,13 @@ func newEnv(tb testing.TB) *env {
 	qcfg.AckWait = 2 * time.Second
 	qcfg.RetryDelay = 100 * time.Millisecond
 	qcfg.TerminatedGrace = 200 * time.Millisecond
-	q, err := quarantiner.New(srv.Connect(tb), qcfg, testLogger())
-	if err != nil {
-		tb.Fatal(err)
+	for range n {
+		q, err := quarantiner.New(srv.Connect(tb), qcfg, testLogger())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		runService(tb, "quarantiner", q.Run)
 	}
-	runService(tb, "quarantiner", q.Run)
 	for _, name := range []string{"validator", "quarantiner"} {
 		e.waitService(tb, name)
 	}
@@ -180,7 +192,7 @@ func redriverConfig() redriver.Config {
 	cfg := redriver.DefaultConfig()
 	cfg.Provision = false
 	cfg.OutcomeTimeout = 15 * time.Second
-	cfg.PollMax = 50 * time.Millisecond
+	cfg.PollMax = 500 * time.Millisecond
 	cfg.DrainLease = 2 * time.Second
 	cfg.InstanceID = "redriver-test"
 	return cfg
@@ -269,6 +281,41 @@ func (e *env) quarantineOutage(tb testing.TB, events []event) {
 		e.waitState(tb, ev.key, func(st record.State) bool {
 			return st.Status == record.StatusOpen && st.Class == record.ClassExhausted
 		}, "open exhausted")
+	}
+}
+
+// seedExhausted writes the first records of exhausted events straight into
+// QUARANTINE, sealed as the quarantiner writes them (faster than an outage
+// through the pipeline, for tests that need thousands).
+func (e *env) seedExhausted(tb testing.TB, events []event) {
+	tb.Helper()
+	now := time.Now().UTC()
+	for i, ev := range events {
+		envl, err := e.gate.Check(ev.subject, ev.data)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		f := record.Failure{
+			Class: record.ClassExhausted, Code: codes.DownstreamUnavailable, Detail: "downstream answered HTTP 503",
+			Domain: envl.Domain, Subject: ev.subject, Stream: subjects.EventsStream, Seq: uint64(1_000_000 + i), Deliveries: 2,
+			Published: now, Payload: ev.data, Envelope: &envl, FailedAt: now,
+		}
+		r := record.FromFailure(f, now)
+		if err := record.Seal(&r); err != nil {
+			tb.Fatal(err)
+		}
+		b, err := record.Marshal(r)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if _, err := e.js.PublishAsync(subjects.Quarantine(r.Domain, r.DLQID), b, jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	select {
+	case <-e.js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		tb.Fatal("seed acks timed out")
 	}
 }
 

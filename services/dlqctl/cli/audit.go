@@ -1,0 +1,194 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/deadletter/deadletter/shared/api"
+)
+
+func (a *app) verifyCommand() *cobra.Command {
+	var req api.VerifyRequest
+	cmd := &cobra.Command{
+		Use:   "verify",
+		Short: "Prove the quarantine is intact: every seal, chain and checkpoint (audit.verify)",
+		Long: `Recompute every record's seal and every chain (index, prev_hash, forks),
+report every QUARANTINE sequence without a record, and check the
+checkpoints. Exit 0 when intact, 1 when any problem was found.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var rep api.VerifyReply
+			if err := a.call(cmd.Context(), api.AuditVerify, req, &rep); err != nil {
+				return err
+			}
+			if a.json() {
+				if err := a.printJSON(rep); err != nil {
+					return err
+				}
+			} else {
+				verdict := "INTACT"
+				if !rep.OK {
+					verdict = "PROBLEMS FOUND"
+				}
+				t := newTable(a.io.Out)
+				t.row("VERIFY", verdict)
+				t.row("RECORDS", strconv.FormatUint(rep.Records, 10))
+				t.row("CHAINS", strconv.Itoa(rep.Chains))
+				t.row("LAST SEQ", strconv.FormatUint(rep.LastSeq, 10))
+				t.row("CHECKPOINTS", strconv.Itoa(rep.Checkpoints))
+				t.row("PROBLEMS", strconv.Itoa(rep.ProblemCount))
+				t.flush()
+				if len(rep.Problems) > 0 {
+					fmt.Fprintln(a.io.Out)
+					t = newTable(a.io.Out, "SEQ", "KIND", "DLQ ID", "IDX", "DETAIL")
+					for _, p := range rep.Problems {
+						t.row(strconv.FormatUint(p.Seq, 10), p.Kind, p.DLQID, strconv.Itoa(p.Index), p.Detail)
+					}
+					t.flush()
+				}
+			}
+			if !rep.OK {
+				return failedf("verify: %d problems", rep.ProblemCount)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&req.MaxProblems, "max-problems", 0, "list at most this many problems (default 1000; the count is always complete)")
+	return cmd
+}
+
+// reconcileOrder is the display order of the reconcile categories.
+var reconcileOrder = []string{
+	api.ReconcileCommitted, api.ReconcileDuplicate, api.ReconcileOpen, api.ReconcileRedriving, api.ReconcilePoison,
+	api.ReconcileResolved, api.ReconcileReplay, api.ReconcilePending, api.ReconcileUnaccounted,
+}
+
+func (a *app) reconcileCommand() *cobra.Command {
+	var (
+		req      api.ReconcileRequest
+		from, to string
+	)
+	cmd := &cobra.Command{
+		Use:   "reconcile",
+		Short: "Prove every event is accounted for: committed, duplicate, quarantined... (audit.reconcile)",
+		Long: `Account for every event received on EVENTS in a time range (default: all of
+it) and domain: committed, duplicate, open in quarantine (by class),
+redriving, poison, resolved, a replay, pending (younger than the grace
+period) or unaccounted. Exit 0 when nothing is unaccounted, 1 otherwise.`,
+		Example: `  dlqctl reconcile
+  dlqctl reconcile --domain pharmacy --since 2026-11-01 --until 2026-11-02
+  dlqctl reconcile --grace 0s --ids -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := oneOf("domain", req.Domain, domains); err != nil {
+				return err
+			}
+			var err error
+			if req.From, err = parseTime(from, a.now()); err != nil {
+				return usageErrorf("--since: %v", err)
+			}
+			if req.To, err = parseTime(to, a.now()); err != nil {
+				return usageErrorf("--until: %v", err)
+			}
+			if req.Grace != "" {
+				if _, err := parseAgo(req.Grace); err != nil {
+					return usageErrorf("--grace: %v", err)
+				}
+			}
+			var rep api.ReconcileReply
+			if err := a.call(cmd.Context(), api.AuditReconcile, req, &rep); err != nil {
+				return err
+			}
+			unaccounted := rep.Counts[api.ReconcileUnaccounted]
+			if a.json() {
+				if err := a.printJSON(rep); err != nil {
+					return err
+				}
+			} else {
+				a.printReconcile(rep)
+			}
+			if unaccounted > 0 {
+				return failedf("reconcile: %d events unaccounted", unaccounted)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&req.Domain, "domain", "", "one domain (default: every domain)")
+	fl.StringVar(&from, "since", "", "received at or after: RFC 3339, a date, or a duration ago (24h)")
+	fl.StringVar(&to, "until", "", "received before (same forms; default now)")
+	fl.StringVar(&req.Grace, "grace", "", "override the grace period (e.g. 0s, 5m)")
+	fl.BoolVar(&req.IDs, "ids", false, "list the events of every category (JSON), not only the unaccounted")
+	fl.IntVar(&req.MaxIDs, "max-ids", 0, "events listed per category (default 1000)")
+	_ = cmd.RegisterFlagCompletionFunc("domain", fixedCompletion(domains...))
+	return cmd
+}
+
+func (a *app) printReconcile(rep api.ReconcileReply) {
+	w := a.io.Out
+	verdict := "EVERY EVENT ACCOUNTED FOR"
+	if rep.Counts[api.ReconcileUnaccounted] > 0 {
+		verdict = "UNACCOUNTED EVENTS"
+	}
+	dom := rep.Domain
+	if dom == "" {
+		dom = "all"
+	}
+	t := newTable(w)
+	t.row("RECONCILE", verdict)
+	t.row("DOMAIN", dom)
+	t.row("RANGE", fmtTime(rep.From)+" .. "+fmtTime(rep.To))
+	t.row("GRACE", rep.Grace)
+	t.row("EVENTS", strconv.Itoa(rep.Events))
+	t.flush()
+	fmt.Fprintln(w)
+	t = newTable(w, "CATEGORY", "EVENTS")
+	for _, c := range reconcileOrder {
+		n := strconv.Itoa(rep.Counts[c])
+		if c == api.ReconcileOpen && len(rep.OpenByClass) > 0 {
+			n += " (" + fmtCounts(rep.OpenByClass) + ")"
+		}
+		t.row(c, n)
+	}
+	t.flush()
+	if len(rep.Unaccounted) > 0 {
+		fmt.Fprintln(w, "\nUNACCOUNTED")
+		t = newTable(w, "SEQ", "SUBJECT", "KEY", "DLQ ID", "RECEIVED")
+		for _, e := range rep.Unaccounted {
+			t.row(strconv.FormatUint(e.Seq, 10), e.Subject, e.Key, e.DLQID, fmtTime(e.Received))
+		}
+		t.flush()
+	}
+}
+
+func (a *app) checkpointCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "checkpoint",
+		Short: "Append a tamper-evidence checkpoint of QUARANTINE to AUDIT now (audit.checkpoint)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var rep api.CheckpointReply
+			if err := a.call(cmd.Context(), api.AuditCheckpoint, api.CheckpointRequest{}, &rep); err != nil {
+				return err
+			}
+			if a.json() {
+				return a.printJSON(rep)
+			}
+			state := "written"
+			if rep.Unchanged {
+				state = "unchanged (no record since the last one)"
+			}
+			t := newTable(a.io.Out)
+			t.row("CHECKPOINT", state)
+			t.row("AUDIT SEQ", strconv.FormatUint(rep.Seq, 10))
+			t.row("COVERS", fmt.Sprintf("QUARANTINE 1..%d (%d records)", rep.Checkpoint.LastSeq, rep.Checkpoint.Count))
+			t.row("DIGEST", rep.Checkpoint.Algorithm+" "+rep.Checkpoint.Digest)
+			t.row("PREV", rep.Checkpoint.Prev)
+			t.row("AT", fmtTime(rep.Checkpoint.At))
+			t.flush()
+			return nil
+		},
+	}
+}

@@ -1,0 +1,460 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/deadletter/deadletter/services/dlqctl/internal/client"
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/record"
+)
+
+// Progress modes of a followed drain.
+const (
+	progressAuto  = "auto"
+	progressBar   = "bar"
+	progressPlain = "plain"
+	progressNone  = "none"
+)
+
+// followFlags control how a drain is followed.
+type followFlags struct {
+	progress string
+	interval time.Duration
+}
+
+func (f *followFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.progress, "progress", progressAuto, "progress display: auto (a bar on a terminal, plain lines otherwise), bar, plain or none")
+	cmd.Flags().DurationVar(&f.interval, "interval", time.Second, "how often the drain's status is polled while following")
+	_ = cmd.RegisterFlagCompletionFunc("progress", fixedCompletion(progressAuto, progressBar, progressPlain, progressNone))
+}
+
+func (f *followFlags) validate() error {
+	if err := oneOf("progress", f.progress, []string{progressAuto, progressBar, progressPlain, progressNone}); err != nil {
+		return err
+	}
+	if f.interval < 10*time.Millisecond {
+		return usageErrorf("--interval must be at least 10ms")
+	}
+	return nil
+}
+
+// drainFlags are the options of drain.
+type drainFlags struct {
+	req          api.DrainStartRequest
+	since, until string
+	rate         float64
+	detach       bool
+	follow       followFlags
+}
+
+func (a *app) drainCommand() *cobra.Command {
+	var f drainFlags
+	cmd := &cobra.Command{
+		Use:   "drain",
+		Short: "Replay quarantined events through the validator, rate-limited, and follow the progress (drain.start)",
+		Long: `Start a drain: the redriver replays the selected quarantined events back
+through the full validator (never straight to the ledger), rate-limited and
+bounded in concurrency, one at a time per business key in event-time order.
+Only exhausted events replay by default; validation ones only when corrected
+or with --include-validation; poison ones only after a release.
+
+--dry-run prints the plan and changes nothing. Without --detach, dlqctl
+follows the drain until it ends with a progress bar (plain progress lines
+when stdout is not a terminal); Ctrl-C stops following, not the drain
+('dlqctl drain cancel ID' does). Exit 0 when the drain completed (see the
+counts for events that failed again), 1 when it was cancelled or failed.`,
+		Example: `  dlqctl drain --domain dscsa --dry-run
+  dlqctl drain --domain dscsa --code DOWNSTREAM_UNAVAILABLE --since 2h --rate 50 --burst 5 --concurrency 8 --reason "downstream restored"
+  id=$(dlqctl drain --domain fsma --detach -o json | jq -r .drain_id); dlqctl drain status "$id" --follow
+  dlqctl drain ls
+  dlqctl drain cancel drain-20250301T120000-1a2b3c4d`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.drainStart(cmd, &f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.req.Filter.Domain, "domain", "", "domain: pharmacy, dscsa or fsma")
+	fl.StringSliceVar(&f.req.Filter.Classes, "class", nil, "classes: exhausted (default) and/or validation (repeat or comma-separate)")
+	fl.StringSliceVar(&f.req.Filter.ErrorCodes, "code", nil, "error codes of the latest failure (repeat or comma-separate)")
+	fl.StringVar(&f.since, "since", "", "original first stored at or after: RFC 3339, a date, or a duration ago (2h, 7d)")
+	fl.StringVar(&f.until, "until", "", "original first stored before (same forms)")
+	fl.StringVar(&f.req.Filter.PartyID, "supplier", "", "one supplier or registrant")
+	fl.StringSliceVar(&f.req.Filter.DLQIDs, "dlq-id", nil, "only these dlq ids (repeat or comma-separate)")
+	fl.IntVar(&f.req.Filter.Limit, "limit", 0, "select at most this many events (0: no cap)")
+	fl.BoolVar(&f.req.Filter.IncludeValidation, "include-validation", false, "replay validation-class events without a correction (after a schema fix)")
+	fl.Float64Var(&f.rate, "rate", 0, "replays per second (default: the redriver's; 0: no ceiling)")
+	fl.IntVar(&f.req.Burst, "burst", 0, "token bucket burst (default 1)")
+	fl.IntVar(&f.req.MaxConcurrency, "concurrency", 0, "replays in flight at most (default: the redriver's)")
+	fl.BoolVar(&f.req.DryRun, "dry-run", false, "print what the drain would do; change nothing")
+	fl.BoolVar(&f.detach, "detach", false, "print the drain id and return at once")
+	fl.StringVar(&f.req.Actor, "actor", actorDefault(), "who starts the drain (env "+EnvActor+", default $USER)")
+	fl.StringVar(&f.req.Reason, "reason", "", "why (recorded with the drain)")
+	f.follow.register(cmd)
+	_ = cmd.RegisterFlagCompletionFunc("domain", fixedCompletion(domains[:3]...))
+	_ = cmd.RegisterFlagCompletionFunc("class", fixedCompletion(record.ClassExhausted, record.ClassValidation))
+	_ = cmd.RegisterFlagCompletionFunc("code", fixedCompletion(codeNames()...))
+	cmd.AddCommand(a.drainStatusCommand(), a.drainCancelCommand(), a.drainListCommand())
+	return cmd
+}
+
+func (a *app) drainStart(cmd *cobra.Command, f *drainFlags) error {
+	if err := f.follow.validate(); err != nil {
+		return err
+	}
+	if err := oneOf("domain", f.req.Filter.Domain, domains[:3]); err != nil {
+		return err
+	}
+	for _, c := range f.req.Filter.Classes {
+		if err := oneOf("class", c, []string{record.ClassExhausted, record.ClassValidation}); err != nil {
+			return err
+		}
+	}
+	now := a.now()
+	for _, t := range []struct {
+		flag, v string
+		dst     **time.Time
+	}{{"since", f.since, &f.req.Filter.Since}, {"until", f.until, &f.req.Filter.Until}} {
+		v, err := parseTime(t.v, now)
+		if err != nil {
+			return usageErrorf("--%s: %v", t.flag, err)
+		}
+		if !v.IsZero() {
+			*t.dst = &v
+		}
+	}
+	switch {
+	case f.rate < 0:
+		return usageErrorf("--rate must not be negative (0: no ceiling)")
+	case f.req.Burst < 0:
+		return usageErrorf("--burst must not be negative")
+	case f.req.MaxConcurrency < 0:
+		return usageErrorf("--concurrency must not be negative")
+	case f.req.Filter.Limit < 0:
+		return usageErrorf("--limit must not be negative")
+	case f.detach && f.req.DryRun:
+		return usageErrorf("--detach and --dry-run exclude each other")
+	}
+	if cmd.Flags().Changed("rate") {
+		r := f.rate
+		f.req.RatePerSecond = &r
+	}
+	c, err := a.connect()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var rep api.DrainStartReply
+	if err := c.Request(cmd.Context(), api.DrainStart, f.req, &rep); err != nil {
+		return err
+	}
+	if f.req.DryRun {
+		if a.json() {
+			return a.printJSON(rep)
+		}
+		a.printPlan(rep.Plan)
+		return nil
+	}
+	if f.detach {
+		if a.json() {
+			return a.printJSON(rep)
+		}
+		fmt.Fprintln(a.io.Out, rep.DrainID)
+		return nil
+	}
+	if !a.json() {
+		fmt.Fprintf(a.io.Out, "drain %s started; Ctrl-C stops following (the drain continues)\n", rep.DrainID)
+	}
+	return a.followDrain(cmd.Context(), c, rep.DrainID, f.follow)
+}
+
+func (a *app) printPlan(p *api.DrainPlan) {
+	w := a.io.Out
+	if p == nil {
+		fmt.Fprintln(w, "no plan in the reply")
+		return
+	}
+	t := newTable(w)
+	t.row("WOULD REPLAY", strconv.Itoa(p.Selected))
+	t.row("BY DOMAIN", fmtCounts(p.ByDomain))
+	t.row("BY CLASS", fmtCounts(p.ByClass))
+	t.row("BY CODE", fmtCounts(p.ByCode))
+	t.row("ORDERING KEYS", strconv.Itoa(p.Keys))
+	t.row("ALREADY COMMITTED", fmt.Sprintf("%d (of %d checked; resolved as duplicates without a replay)", p.WouldSkipDuplicate, p.Checked))
+	t.row("HELD BY EARLIER", strconv.Itoa(p.HeldByEarlier))
+	t.row("EXCLUDED", fmtCounts(p.Excluded))
+	t.flush()
+	if len(p.TopKeys) > 0 {
+		keys := slices.Clone(p.TopKeys)
+		slices.SortStableFunc(keys, func(x, y api.KeyCount) int {
+			return cmp.Or(cmp.Compare(y.Events, x.Events), cmp.Compare(x.OrderingKey, y.OrderingKey))
+		})
+		fmt.Fprintln(w, "\nBUSIEST KEYS")
+		t = newTable(w, "EVENTS", "ORDERING KEY")
+		for _, k := range keys {
+			t.row(strconv.Itoa(k.Events), k.OrderingKey)
+		}
+		t.flush()
+	}
+	fmt.Fprintln(w, "dry run: nothing was published or written")
+}
+
+// terminal reports whether a drain status is final.
+func terminal(status string) bool {
+	return status == api.DrainCompleted || status == api.DrainCancelled || status == api.DrainFailed
+}
+
+// errStoppedFollowing: the user interrupted the follow; the drain runs on.
+var errStoppedFollowing = errors.New("stopped following")
+
+// followDrain polls a drain until it ends, rendering progress, then prints
+// the final state.
+func (a *app) followDrain(ctx context.Context, c *client.Client, id string, f followFlags) error {
+	p := a.newProgress(f.progress, id)
+	var st api.DrainState
+	misses := 0
+	for {
+		// Each poll has its own deadline; an interrupt (ctx) stops following.
+		err := c.Request(context.WithoutCancel(ctx), api.DrainStatus, api.DrainIDRequest{DrainID: id}, &st)
+		switch {
+		case err == nil:
+			misses = 0
+			p.update(st)
+		case errors.Is(err, client.ErrTimeout) || errors.Is(err, client.ErrNoResponders):
+			// A redriver restarting: its drains resume; keep polling a while.
+			if misses++; misses > 30 {
+				p.stop()
+				return err
+			}
+		default:
+			p.stop()
+			return err
+		}
+		if err == nil && terminal(st.Status) {
+			p.stop()
+			break
+		}
+		select {
+		case <-ctx.Done():
+			p.stop()
+			fmt.Fprintf(a.io.Err, "dlqctl: stopped following; drain %s continues: dlqctl drain status %s --follow\n", id, id)
+			return &exitError{status: ExitFailed, code: "INTERRUPTED", err: fmt.Errorf("%w drain %s", errStoppedFollowing, id)}
+		case <-time.After(f.interval):
+		}
+	}
+	if a.json() {
+		if err := a.printJSON(st); err != nil {
+			return err
+		}
+	} else {
+		a.printDrainState(st)
+	}
+	if st.Status != api.DrainCompleted {
+		return failedf("drain %s %s%s", id, st.Status, errSuffix(st.Error))
+	}
+	return nil
+}
+
+func errSuffix(e string) string {
+	if e == "" {
+		return ""
+	}
+	return ": " + e
+}
+
+// newProgress picks the progress display. In JSON mode progress goes to
+// stderr, so stdout holds only the JSON.
+func (a *app) newProgress(mode, id string) progress {
+	w, tty := a.io.Out, a.io.OutIsTTY
+	if a.json() {
+		w, tty = a.io.Err, a.io.ErrIsTTY
+	}
+	switch {
+	case mode == progressNone:
+		return nopProgress{}
+	case mode == progressBar || (mode == progressAuto && tty):
+		return newBarProgress(w, id, a.io.TermWidth)
+	}
+	return &plainProgress{w: w, id: id}
+}
+
+func (a *app) drainStatusCommand() *cobra.Command {
+	var (
+		follow bool
+		ff     followFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "status DRAIN-ID",
+		Short: "A drain's progress (drain.status); --follow to watch it to the end",
+		Args:  exactArgs(1, "DRAIN-ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := ff.validate(); err != nil {
+				return err
+			}
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if follow {
+				return a.followDrain(cmd.Context(), c, args[0], ff)
+			}
+			var st api.DrainState
+			if err := c.Request(cmd.Context(), api.DrainStatus, api.DrainIDRequest{DrainID: args[0]}, &st); err != nil {
+				return err
+			}
+			if a.json() {
+				return a.printJSON(st)
+			}
+			a.printDrainState(st)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow the drain until it ends, with progress")
+	ff.register(cmd)
+	return cmd
+}
+
+func (a *app) drainCancelCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel DRAIN-ID",
+		Short: "Cancel a drain (drain.cancel); replays in flight finish",
+		Args:  exactArgs(1, "DRAIN-ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var st api.DrainState
+			if err := a.call(cmd.Context(), api.DrainCancel, api.DrainIDRequest{DrainID: args[0]}, &st); err != nil {
+				return err
+			}
+			if a.json() {
+				return a.printJSON(st)
+			}
+			a.printDrainState(st)
+			return nil
+		},
+	}
+}
+
+func (a *app) drainListCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List the drains, oldest first (drain.list)",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var rep api.DrainListReply
+			if err := a.call(cmd.Context(), api.DrainList, nil, &rep); err != nil {
+				return err
+			}
+			if rep.Drains == nil {
+				rep.Drains = []api.DrainState{}
+			}
+			if a.json() {
+				return a.printJSON(rep)
+			}
+			t := newTable(a.io.Out, "DRAIN ID", "STATUS", "DONE", "SELECTED", "REPLAYED", "SKIPPED", "FAILED", "POISONED", "HELD", "STARTED", "ACTOR")
+			for _, d := range rep.Drains {
+				t.row(d.DrainID, d.Status, strconv.Itoa(d.Done()), strconv.Itoa(d.Selected), strconv.Itoa(d.Committed),
+					strconv.Itoa(d.SkippedDuplicate+d.Skipped), strconv.Itoa(d.ReplayFailed), strconv.Itoa(d.Poisoned),
+					strconv.Itoa(d.Held), fmtTime(d.StartedAt), d.Request.Actor)
+			}
+			t.flush()
+			fmt.Fprintf(a.io.Out, "%d drains\n", len(rep.Drains))
+			return nil
+		},
+	}
+}
+
+// printDrainState prints a drain's state as a two-column table.
+func (a *app) printDrainState(st api.DrainState) {
+	t := newTable(a.io.Out)
+	t.row("DRAIN ID", st.DrainID)
+	t.row("STATUS", st.Status+errSuffix(st.Error))
+	t.row("PROGRESS", fmt.Sprintf("%d/%d done, %d remaining", st.Done(), st.Selected, st.Remaining))
+	t.row("REPLAYED", fmt.Sprintf("%d committed (%d published)", st.Committed, st.Replayed))
+	t.row("SKIPPED", fmt.Sprintf("%d already committed, %d no longer redrivable", st.SkippedDuplicate, st.Skipped))
+	t.row("FAILED AGAIN", strconv.Itoa(st.ReplayFailed))
+	t.row("POISONED", strconv.Itoa(st.Poisoned))
+	t.row("HELD", strconv.Itoa(st.Held))
+	t.row("PENDING", strconv.Itoa(st.Pending))
+	t.row("ERRORS", strconv.Itoa(st.Errors))
+	t.row("MAX IN FLIGHT", strconv.Itoa(st.MaxInFlight))
+	t.row("ACTOR", st.Request.Actor)
+	t.row("REASON", st.Request.Reason)
+	t.row("STARTED", fmtTime(st.StartedAt))
+	if st.FinishedAt != nil {
+		t.row("FINISHED", fmtTime(*st.FinishedAt))
+	}
+	t.row("OWNER", st.Owner)
+	t.flush()
+}
+
+// progress renders a followed drain.
+type progress interface {
+	update(st api.DrainState)
+	stop()
+}
+
+type nopProgress struct{}
+
+func (nopProgress) update(api.DrainState) {}
+func (nopProgress) stop()                 {}
+
+// plainProgress prints one line per change of the drain's counts.
+type plainProgress struct {
+	w    io.Writer
+	id   string
+	last string
+}
+
+func (p *plainProgress) update(st api.DrainState) {
+	line := progressLine(st)
+	if line == p.last {
+		return
+	}
+	p.last = line
+	fmt.Fprintln(p.w, line)
+}
+
+func (p *plainProgress) stop() {}
+
+// progressLine is one plain progress line:
+//
+//	<id> <status> <done>/<total> <pct>% <rate>/s replayed=N skipped=N failed=N poisoned=N [held=N pending=N errors=N] eta <d>
+func progressLine(st api.DrainState) string {
+	pct := 0
+	if st.Selected > 0 {
+		pct = st.Done() * 100 / st.Selected
+	}
+	extra := ""
+	for _, c := range []struct {
+		name string
+		n    int
+	}{{"held", st.Held}, {"pending", st.Pending}, {"errors", st.Errors}} {
+		if c.n > 0 {
+			extra += fmt.Sprintf(" %s=%d", c.name, c.n)
+		}
+	}
+	return fmt.Sprintf("%s %s %d/%d %d%% %.1f/s replayed=%d skipped=%d failed=%d poisoned=%d%s eta %s",
+		st.DrainID, st.Status, st.Done(), st.Selected, pct, st.CurrentRate, st.Committed, st.SkippedDuplicate+st.Skipped,
+		st.ReplayFailed, st.Poisoned, extra, eta(st))
+}
+
+// eta estimates the time left from the current rate.
+func eta(st api.DrainState) string {
+	if terminal(st.Status) {
+		return "0s"
+	}
+	if st.CurrentRate <= 0 || st.Remaining <= 0 {
+		return "-"
+	}
+	return fmtETA(time.Duration(float64(st.Remaining) / st.CurrentRate * float64(time.Second)))
+}

@@ -1,0 +1,166 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/record"
+)
+
+// table writes aligned columns (two spaces between them).
+type table struct {
+	tw *tabwriter.Writer
+}
+
+func newTable(w io.Writer, header ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	if len(header) > 0 {
+		t.row(header...)
+	}
+	return t
+}
+
+func (t *table) row(cells ...string) {
+	for i, c := range cells {
+		if c == "" {
+			cells[i] = "-"
+		}
+	}
+	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
+}
+
+func (t *table) flush() { _ = t.tw.Flush() }
+
+// timeLayout is the fixed-width UTC layout of every time in a table.
+const timeLayout = "2006-01-02T15:04:05Z"
+
+// fmtTime formats t in UTC to the second ("-" for the zero time).
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(timeLayout)
+}
+
+// fmtAge formats a duration as one unit, right-aligned in 5 columns
+// ("   4s", "  12m", "   3h", "  21d").
+func fmtAge(d time.Duration) string {
+	var s string
+	switch {
+	case d < time.Minute:
+		s = strconv.Itoa(int(max(d, 0)/time.Second)) + "s"
+	case d < time.Hour:
+		s = strconv.Itoa(int(d/time.Minute)) + "m"
+	case d < 48*time.Hour:
+		s = strconv.Itoa(int(d/time.Hour)) + "h"
+	default:
+		s = strconv.Itoa(int(d/(24*time.Hour))) + "d"
+	}
+	return fmt.Sprintf("%5s", s)
+}
+
+// fmtETA formats a remaining time for progress lines.
+func fmtETA(d time.Duration) string {
+	if d <= 0 || math.IsInf(d.Seconds(), 0) {
+		return "-"
+	}
+	return d.Round(time.Second).String()
+}
+
+// fmtCounts formats a count map as "a=1 b=2" sorted by name.
+func fmtCounts(m map[string]int) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+// parseTime reads a --since/--until value: RFC 3339, a date (UTC
+// midnight), or a duration before now ("90m", "2h", "7d").
+func parseTime(v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t.UTC(), nil
+	}
+	if t, err := time.Parse("2006-01-02", v); err == nil {
+		return t.UTC(), nil
+	}
+	if d, err := parseAgo(v); err == nil {
+		return now.Add(-d).UTC(), nil
+	}
+	return time.Time{}, fmt.Errorf("%q is neither RFC 3339 (2025-03-01T12:00:00Z), a date (2025-03-01) nor a duration ago (90m, 2h, 7d)", v)
+}
+
+var daysRe = regexp.MustCompile(`^(\d+)d$`)
+
+// parseAgo parses a Go duration, or whole days "7d".
+func parseAgo(v string) (time.Duration, error) {
+	if m := daysRe.FindStringSubmatch(v); m != nil {
+		n, err := strconv.Atoi(m[1])
+		if err != nil {
+			return 0, err
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err == nil && d < 0 {
+		return 0, fmt.Errorf("negative duration")
+	}
+	return d, err
+}
+
+// Values for completion and validation.
+var (
+	domains  = []string{"pharmacy", "dscsa", "fsma", "unknown"}
+	classes  = []string{record.ClassValidation, record.ClassExhausted, record.ClassPoison}
+	statuses = []string{record.StatusOpen, record.StatusRedriving, record.StatusPoison, record.StatusResolved, record.StatusInvalid}
+)
+
+// codeNames lists every error code.
+func codeNames() []string {
+	var out []string
+	for _, c := range codes.Known() {
+		out = append(out, string(c.Code))
+	}
+	return out
+}
+
+// oneOf checks a flag value against its allowed values ("" passes).
+func oneOf(flag, v string, allowed []string) error {
+	if v == "" {
+		return nil
+	}
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
+	}
+	return usageErrorf("--%s must be one of %s, not %q", flag, strings.Join(allowed, ", "), v)
+}
+
+// short abbreviates a hash for tables.
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}

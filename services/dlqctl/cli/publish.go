@@ -1,0 +1,275 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/deadletter/deadletter/services/dlqctl/internal/client"
+	"github.com/deadletter/deadletter/services/dlqctl/output"
+	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// publishFlags are the options of publish.
+type publishFlags struct {
+	msgID     string
+	subject   string
+	domain    string
+	eventType string
+	lines     bool
+}
+
+// ErrUndetectable: the payload's domain or event type cannot be told.
+var ErrUndetectable = errors.New("cannot tell the domain and event type")
+
+// input is one event read from a file or stdin.
+type input struct {
+	source string
+	data   []byte
+}
+
+func (a *app) publishCommand() *cobra.Command {
+	var f publishFlags
+	cmd := &cobra.Command{
+		Use:   "publish [FILE|DIR|-]...",
+		Short: "Publish events to events.<domain>.<type>, detected from each payload",
+		Long: `Publish events to EVENTS through JetStream, each to the subject its payload
+names: the domain is the one whose rules recognise the document (pharmacy:
+event_type, dscsa: bizStep, fsma: cte_type) and the type is that field,
+normalized. A DIR publishes every *.json file under it, in name order; '-' or
+no argument reads stdin. With --lines every non-empty line is one event.
+
+The payload is sent byte for byte: dlqctl does not validate it (the validator
+does). --subject publishes to a fixed subject without detection (for instance
+a malformed event, to see it quarantined).
+
+--msg-id sets Nats-Msg-Id (JetStream de-duplication within the stream's
+window); with several events, the n-th (from 1) gets "<msg-id>-<n>".
+
+Prints one line per event: its EVENTS sequence, subject and source; exit 1 if
+any event was not published.`,
+		Example: `  dlqctl publish schemas/testdata/pharmacy/valid/dispense-schedule-ii.json
+  dlqctl publish --msg-id order-1 event.json
+  dlqctl publish schemas/testdata/fsma/valid/
+  cat events.ndjson | dlqctl publish --lines -
+  echo '{"transaction_id": "TX-1",' | dlqctl publish --subject events.pharmacy.dispense -`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.publish(cmd, args, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.msgID, "msg-id", "", "Nats-Msg-Id; with several events a prefix (<msg-id>-<n>)")
+	fl.StringVar(&f.subject, "subject", "", "publish to this subject without detection")
+	fl.StringVar(&f.domain, "domain", "", "the domain, when detection is ambiguous or fails")
+	fl.StringVar(&f.eventType, "type", "", "the event type (with --domain), without detection")
+	fl.BoolVar(&f.lines, "lines", false, "each non-empty line of the input is one event (JSON Lines)")
+	_ = cmd.RegisterFlagCompletionFunc("domain", fixedCompletion(domains[:3]...))
+	return cmd
+}
+
+func (a *app) publish(cmd *cobra.Command, args []string, f publishFlags) error {
+	if f.subject != "" && (f.domain != "" || f.eventType != "") {
+		return usageErrorf("--subject excludes --domain and --type")
+	}
+	if f.eventType != "" && f.domain == "" {
+		return usageErrorf("--type needs --domain")
+	}
+	if f.subject != "" && !strings.HasPrefix(f.subject, "events.") {
+		return usageErrorf("--subject must be under events. (the EVENTS stream), not %q", f.subject)
+	}
+	checkers := map[string]gate.Checker{}
+	var names []string
+	for _, c := range gate.Checkers() {
+		checkers[c.Domain()] = c
+		names = append(names, c.Domain())
+	}
+	if f.domain != "" && checkers[f.domain] == nil {
+		return usageErrorf("--domain must be one of %s, not %q", strings.Join(names, ", "), f.domain)
+	}
+	if len(args) == 0 {
+		args = []string{"-"}
+	}
+	inputs, err := a.readInputs(args, f.lines)
+	if err != nil {
+		return err
+	}
+	results := make([]output.PublishResult, len(inputs))
+	var msgs []client.Message
+	var index []int // msgs[i] is inputs[index[i]]
+	for i, in := range inputs {
+		r := output.PublishResult{Source: in.source, Size: len(in.data)}
+		r.Subject, r.Domain, r.EventType, err = route(in.data, f, checkers)
+		if err != nil {
+			r.Error = err.Error()
+		} else {
+			if f.msgID != "" {
+				r.MsgID = f.msgID
+				if len(inputs) > 1 {
+					r.MsgID = f.msgID + "-" + strconv.Itoa(i+1)
+				}
+			}
+			msgs = append(msgs, client.Message{Subject: r.Subject, Data: in.data, MsgID: r.MsgID})
+			index = append(index, i)
+		}
+		results[i] = r
+	}
+	if len(msgs) > 0 {
+		c, err := a.connect()
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.Publish(cmd.Context(), msgs, func(i int, ack client.Ack) {
+			r := &results[index[i]]
+			if ack.Err != nil {
+				r.Error = ack.Err.Error()
+				return
+			}
+			r.Stream, r.Seq, r.Duplicate = ack.Stream, ack.Seq, ack.Duplicate
+		})
+	}
+	failed := 0
+	enc := json.NewEncoder(a.io.Out)
+	for _, r := range results {
+		if r.Error != "" {
+			failed++
+		}
+		if a.json() {
+			_ = enc.Encode(r)
+			continue
+		}
+		switch {
+		case r.Error != "":
+			fmt.Fprintf(a.io.Out, "%-8s %s: %s\n", "error", r.Source, r.Error)
+		case r.Duplicate:
+			fmt.Fprintf(a.io.Out, "%-8d %s %s (duplicate of msg id %s, not stored again)\n", r.Seq, r.Subject, r.Source, r.MsgID)
+		default:
+			fmt.Fprintf(a.io.Out, "%-8d %s %s\n", r.Seq, r.Subject, r.Source)
+		}
+	}
+	if failed > 0 {
+		return failedf("%d of %d events not published", failed, len(results))
+	}
+	return nil
+}
+
+// route returns the subject, domain and type of a payload.
+func route(data []byte, f publishFlags, checkers map[string]gate.Checker) (subject, dom, typ string, err error) {
+	if f.subject != "" {
+		dom, typ, _ := subjects.ParseEvent(f.subject)
+		return f.subject, dom, typ, nil
+	}
+	if f.domain != "" && f.eventType != "" {
+		return subjects.Event(f.domain, f.eventType), f.domain, f.eventType, nil
+	}
+	doc, err := gate.Decode(data)
+	if err != nil {
+		return "", "", "", fmt.Errorf("%w: %v (use --subject to publish it anyway)", ErrUndetectable, err)
+	}
+	if f.domain != "" {
+		t, err := checkers[f.domain].EventType(doc)
+		if err != nil {
+			return "", "", "", fmt.Errorf("%w: %s: %v (use --type)", ErrUndetectable, f.domain, err)
+		}
+		return subjects.Event(f.domain, t), f.domain, t, nil
+	}
+	var found []string
+	for _, c := range gate.Checkers() {
+		if t, err := c.EventType(doc); err == nil {
+			found = append(found, c.Domain())
+			dom, typ = c.Domain(), t
+		}
+	}
+	switch len(found) {
+	case 1:
+		return subjects.Event(dom, typ), dom, typ, nil
+	case 0:
+		return "", "", "", fmt.Errorf("%w: no domain recognises it (no valid event_type, bizStep or cte_type; use --domain and --type, or --subject)", ErrUndetectable)
+	}
+	return "", "", "", fmt.Errorf("%w: several domains recognise it (%s; use --domain)", ErrUndetectable, strings.Join(found, ", "))
+}
+
+// readInputs reads the events named by args.
+func (a *app) readInputs(args []string, lines bool) ([]input, error) {
+	var out []input
+	add := func(source string, data []byte) {
+		if !lines {
+			out = append(out, input{source: source, data: data})
+			return
+		}
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		sc.Buffer(make([]byte, 0, 64*1024), 4<<20)
+		n := 0
+		for sc.Scan() {
+			n++
+			if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+				continue
+			}
+			out = append(out, input{source: source + ":" + strconv.Itoa(n), data: bytes.Clone(sc.Bytes())})
+		}
+	}
+	stdinUsed := false
+	for _, arg := range args {
+		if arg == "-" {
+			if stdinUsed {
+				return nil, usageErrorf("stdin ('-') named twice")
+			}
+			stdinUsed = true
+			b, err := io.ReadAll(a.io.In)
+			if err != nil {
+				return nil, fmt.Errorf("read stdin: %w", err)
+			}
+			add("-", b)
+			continue
+		}
+		fi, err := os.Stat(arg)
+		if err != nil {
+			return nil, usageErrorf("%v", err)
+		}
+		if !fi.IsDir() {
+			b, err := os.ReadFile(arg)
+			if err != nil {
+				return nil, fmt.Errorf("read %s: %w", arg, err)
+			}
+			add(arg, b)
+			continue
+		}
+		var files []string
+		err = filepath.WalkDir(arg, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.Type().IsRegular() && strings.HasSuffix(d.Name(), ".json") {
+				files = append(files, p)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", arg, err)
+		}
+		sort.Strings(files)
+		for _, p := range files {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return nil, fmt.Errorf("read %s: %w", p, err)
+			}
+			add(p, b)
+		}
+	}
+	if len(out) == 0 {
+		return nil, usageErrorf("no event to publish")
+	}
+	return out, nil
+}

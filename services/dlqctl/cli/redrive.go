@@ -1,0 +1,174 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/record"
+)
+
+func (a *app) redriveCommand() *cobra.Command {
+	var (
+		req     api.RedriveRequest
+		payload string
+	)
+	cmd := &cobra.Command{
+		Use:   "redrive DLQ-ID",
+		Short: "Replay one quarantined event, optionally with a corrected payload (redrive)",
+		Long: `Replay one quarantined event through the validator. With --payload FILE
+('-': stdin) the corrected event is first stored as a new record of the chain
+(byte for byte; the original stays), then replayed; a correction needs
+--reason (and an actor: --actor, $DLQCTL_ACTOR or $USER).
+
+Prints the outcome: replayed (committed), skipped_duplicate (already
+committed), replay_failed, poisoned (failed at the redrive cap: release it
+first), pending (no outcome yet; the redriver keeps watching). Exit 0 for
+replayed, skipped_duplicate, resolved_elsewhere and pending; 1 otherwise.`,
+		Example: `  dlqctl redrive pharmacy_0123456789abcdef0123456789abcdef
+  dlqctl redrive pharmacy_0123456789abcdef0123456789abcdef --payload corrected.json --reason "NDC fixed from the invoice"`,
+		Args: exactArgs(1, "DLQ-ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.DLQID = args[0]
+			var body []byte
+			if payload != "" {
+				b, err := a.readPayload(payload)
+				if err != nil {
+					return err
+				}
+				if req.Reason == "" || req.Actor == "" {
+					return usageErrorf("a corrected payload needs --reason and an actor (--actor, $%s or $USER)", EnvActor)
+				}
+				body, err = redriveBody(req, b)
+				if err != nil {
+					return err
+				}
+			} else {
+				b, err := json.Marshal(req)
+				if err != nil {
+					return err
+				}
+				body = b
+			}
+			var rep api.RedriveReply
+			if err := a.call(cmd.Context(), api.Redrive, body, &rep); err != nil {
+				return err
+			}
+			if a.json() {
+				if err := a.printJSON(rep); err != nil {
+					return err
+				}
+			} else {
+				t := newTable(a.io.Out)
+				t.row("DLQ ID", rep.DLQID)
+				t.row("OUTCOME", rep.Outcome)
+				t.row("STATE", rep.Status)
+				t.row("CLASS", rep.Class)
+				t.row("REDRIVES", strconv.Itoa(rep.RedriveCount)+" failed")
+				if rep.Corrected != nil {
+					t.row("CORRECTED", "record "+strconv.Itoa(*rep.Corrected))
+				}
+				if rep.EventsSeq > 0 {
+					t.row("REPLAY", "EVENTS seq "+strconv.FormatUint(rep.EventsSeq, 10))
+				}
+				t.flush()
+			}
+			switch rep.Outcome {
+			case api.OutcomeReplayed, api.OutcomeSkippedDuplicate, api.OutcomeResolvedElsewhere, api.OutcomePending:
+				return nil
+			}
+			return failedf("redrive of %s: %s", rep.DLQID, rep.Outcome)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&payload, "payload", "", "corrected event: a JSON file ('-': stdin)")
+	fl.StringVar(&req.Reason, "reason", "", "why (required with --payload)")
+	fl.StringVar(&req.Actor, "actor", actorDefault(), "who decides (env "+EnvActor+", default $USER)")
+	fl.BoolVar(&req.IncludeValidation, "include-validation", false, "replay a validation-class event without a correction")
+	return cmd
+}
+
+// readPayload reads a corrected payload: a file, or stdin for "-". It must
+// be one JSON value.
+func (a *app) readPayload(name string) ([]byte, error) {
+	var b []byte
+	var err error
+	if name == "-" {
+		b, err = io.ReadAll(a.io.In)
+	} else {
+		b, err = os.ReadFile(name)
+	}
+	if err != nil {
+		return nil, usageErrorf("--payload: %v", err)
+	}
+	b = bytes.TrimSpace(b)
+	if !json.Valid(b) {
+		return nil, usageErrorf("--payload %s is not valid JSON (the redrive endpoint takes the corrected event as a JSON value)", name)
+	}
+	return b, nil
+}
+
+// redriveBody encodes a redrive request with payload spliced in verbatim:
+// json.Marshal would compact a json.RawMessage and escape <, > and &, and
+// the corrected event is stored byte for byte.
+func redriveBody(req api.RedriveRequest, payload []byte) ([]byte, error) {
+	req.Payload = nil
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	// b is {"dlq_id":...}: insert "payload":<bytes> after the opening brace.
+	var out bytes.Buffer
+	out.WriteString(`{"payload":`)
+	out.Write(payload)
+	out.WriteByte(',')
+	out.Write(b[1:])
+	return out.Bytes(), nil
+}
+
+func (a *app) releaseCommand() *cobra.Command {
+	var req api.ReleaseRequest
+	cmd := &cobra.Command{
+		Use:   "release DLQ-ID --reason TEXT",
+		Short: "A person's decision: move a poison event back to redrivable (release)",
+		Long: `Release a poison event: a record stating who (--actor, $DLQCTL_ACTOR or
+$USER) and why (--reason) is appended to its chain, and the event returns to
+the class it had before it was poisoned (or --class). Redrive or drain it
+afterwards.`,
+		Example: `  dlqctl release pharmacy_0123456789abcdef0123456789abcdef --reason "supplier confirmed the lot"`,
+		Args:    exactArgs(1, "DLQ-ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.DLQID = args[0]
+			if req.Reason == "" {
+				return usageErrorf("release needs --reason")
+			}
+			if req.Actor == "" {
+				return usageErrorf("release needs an actor: --actor, $%s or $USER", EnvActor)
+			}
+			if err := oneOf("class", req.Class, []string{record.ClassExhausted, record.ClassValidation}); err != nil {
+				return err
+			}
+			var rep api.AppendReply
+			if err := a.call(cmd.Context(), api.Release, req, &rep); err != nil {
+				return err
+			}
+			if a.json() {
+				return a.printJSON(rep)
+			}
+			fmt.Fprintf(a.io.Out, "%s released: record %d, state %s, class %s, hash %s\n", rep.DLQID, rep.Index, rep.Status, rep.Class, short(rep.AuditHash))
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&req.Reason, "reason", "", "why (required)")
+	fl.StringVar(&req.Actor, "actor", actorDefault(), "who decides (env "+EnvActor+", default $USER)")
+	fl.StringVar(&req.Class, "class", "", "class to restore: exhausted or validation (default: the one before poison)")
+	_ = cmd.RegisterFlagCompletionFunc("class", fixedCompletion(record.ClassExhausted, record.ClassValidation))
+	return cmd
+}

@@ -1,0 +1,338 @@
+// Package cli is dlqctl's command tree (spf13/cobra), importable so that a
+// demo can run dlqctl commands in-process (ExecuteContext). Every command is a
+// thin layer over one deadletter endpoint, a JetStream publish or a
+// QUARANTINE read, printing a table (default) or stable JSON
+// (--output json, the types of shared/api and services/dlqctl/output).
+//
+// Exit status: 0 ok, 1 the operation failed (a service error, a connection
+// error, verify found problems, reconcile found unaccounted events, a drain
+// did not complete, a redrive failed again), 2 usage error (unknown command
+// or flag, a missing or invalid argument).
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/deadletter/deadletter/services/dlqctl/internal/client"
+	"github.com/deadletter/deadletter/services/dlqctl/output"
+)
+
+// Exit statuses.
+const (
+	// ExitOK: the command did what was asked.
+	ExitOK = 0
+	// ExitFailed: the operation failed.
+	ExitFailed = 1
+	// ExitUsage: the command line is wrong.
+	ExitUsage = 2
+)
+
+// Output formats.
+const (
+	outTable = "table"
+	outJSON  = "json"
+)
+
+// Environment variables dlqctl reads besides the nats CLI's (NATS_URL,
+// NATS_CREDS, NATS_USER, NATS_PASSWORD, NATS_CONTEXT).
+const (
+	// EnvActor names the operator recorded with decisions (default $USER).
+	EnvActor = "DLQCTL_ACTOR"
+	// EnvTraceURL is the trace view base of `show` (default Jaeger's on
+	// 127.0.0.1:16686).
+	EnvTraceURL = "DLQCTL_TRACE_URL"
+	// EnvOutput is the default of --output.
+	EnvOutput = "DLQCTL_OUTPUT"
+)
+
+// IO is where a command reads and writes, and whether they are terminals
+// (a terminal gets the drain progress bar, anything else plain lines).
+// Nil readers and writers are empty and discarding.
+type IO struct {
+	In        io.Reader
+	Out, Err  io.Writer
+	OutIsTTY  bool
+	ErrIsTTY  bool
+	TermWidth int
+}
+
+// StdIO returns the process's standard streams.
+func StdIO() IO {
+	s := IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}
+	s.OutIsTTY = term.IsTerminal(int(os.Stdout.Fd()))
+	s.ErrIsTTY = term.IsTerminal(int(os.Stderr.Fd()))
+	if s.OutIsTTY {
+		if w, _, err := term.GetSize(int(os.Stdout.Fd())); err == nil {
+			s.TermWidth = w
+		}
+	}
+	return s
+}
+
+// exitError carries an exit status and the error's code.
+type exitError struct {
+	status int
+	code   string
+	err    error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErrorf is a usage error (exit 2).
+func usageErrorf(format string, a ...any) error {
+	return &exitError{status: ExitUsage, code: "USAGE", err: fmt.Errorf(format, a...)}
+}
+
+// failedf is an operation that ran and did not succeed (exit 1); its
+// result was printed.
+func failedf(format string, a ...any) error {
+	return &exitError{status: ExitFailed, code: "FAILED", err: fmt.Errorf(format, a...)}
+}
+
+// app is the state shared by the commands of one invocation.
+type app struct {
+	io      IO
+	conn    client.Options
+	output  string
+	started bool
+	now     func() time.Time
+}
+
+// Execute runs dlqctl with args (without the program name) and returns the
+// exit status. SIGINT and SIGTERM cancel the command (a followed drain is
+// left running).
+func Execute(args []string, s IO) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return ExecuteContext(ctx, args, s)
+}
+
+// ExecuteContext runs dlqctl in-process, e.g. from a demo or a test: args
+// as on the command line (without the program name), output to s, ctx
+// cancelling the command. It installs no signal handler and never exits.
+func ExecuteContext(ctx context.Context, args []string, s IO) int {
+	if s.In == nil {
+		s.In = strings.NewReader("")
+	}
+	if s.Out == nil {
+		s.Out = io.Discard
+	}
+	if s.Err == nil {
+		s.Err = io.Discard
+	}
+	a := &app{io: s, now: time.Now}
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetIn(s.In)
+	root.SetOut(s.Out)
+	root.SetErr(s.Err)
+	_, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	return a.report(err)
+}
+
+// report prints err and returns its exit status.
+func (a *app) report(err error) int {
+	status, code := ExitFailed, "ERROR"
+	var ee *exitError
+	var se *client.ServiceError
+	switch {
+	case errors.As(err, &ee):
+		status, code = ee.status, ee.code
+	case errors.As(err, &se):
+		code = se.Code
+	case !a.started:
+		// cobra refused the command line before any command ran.
+		status, code = ExitUsage, "USAGE"
+	case errors.Is(err, client.ErrConnect):
+		code = "CONNECT"
+	case errors.Is(err, client.ErrTimeout):
+		code = "TIMEOUT"
+	case errors.Is(err, client.ErrNoResponders):
+		code = "NO_RESPONDERS"
+	case errors.Is(err, client.ErrPermission):
+		code = "PERMISSION"
+	}
+	msg := err.Error()
+	if se != nil {
+		msg = se.Message
+	}
+	if a.output == outJSON {
+		b, _ := json.Marshal(output.Error{Error: output.ErrorBody{Code: code, Message: msg}})
+		fmt.Fprintln(a.io.Err, string(b))
+		return status
+	}
+	switch {
+	case se != nil:
+		fmt.Fprintf(a.io.Err, "dlqctl: %s refused: %s: %s\n", se.Subject, se.Code, se.Message)
+	case status == ExitUsage:
+		fmt.Fprintf(a.io.Err, "dlqctl: %s\nRun 'dlqctl --help' for usage.\n", msg)
+	default:
+		fmt.Fprintf(a.io.Err, "dlqctl: %s\n", msg)
+	}
+	return status
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "dlqctl",
+		Short: "Operate deadletter: publish events, triage the quarantine, drain, redrive, audit",
+		Long: `dlqctl is deadletter's operator CLI. Every command is one request to a
+deadletter service (or a JetStream publish or read), the same a 'nats req'
+or 'nats pub' would make, printed as a table or, with --output json, as
+stable JSON.
+
+Exit status: 0 ok, 1 the operation failed, 2 usage error.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			a.started = true
+			a.contextDefaults(cmd)
+			if a.output != outTable && a.output != outJSON {
+				out := a.output
+				a.output = outTable
+				return usageErrorf("--output must be table or json, not %q", out)
+			}
+			return nil
+		},
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return usageErrorf("%v", err)
+	})
+	pf := root.PersistentFlags()
+	url := envOr("NATS_URL", nats.DefaultURL)
+	pf.StringVarP(&a.conn.URL, "server", "s", url, "NATS server URL(s), comma separated (env NATS_URL)")
+	pf.StringVar(&a.conn.URL, "nats-url", url, "alias of --server")
+	pf.StringVar(&a.conn.Creds, "creds", os.Getenv("NATS_CREDS"), "NATS user credentials file (env NATS_CREDS)")
+	pf.StringVar(&a.conn.User, "user", os.Getenv("NATS_USER"), "NATS user name (env NATS_USER)")
+	pf.StringVar(&a.conn.Password, "password", os.Getenv("NATS_PASSWORD"), "NATS password (env NATS_PASSWORD)")
+	pf.StringVar(&a.conn.TLSCert, "tlscert", "", "TLS client certificate file")
+	pf.StringVar(&a.conn.TLSKey, "tlskey", "", "TLS client private key file")
+	pf.StringVar(&a.conn.TLSCA, "tlsca", "", "TLS certificate authority file (server verification)")
+	pf.StringVar(&a.conn.Context, "context", os.Getenv("NATS_CONTEXT"), "nats CLI context name or file: its url, user, password, creds and TLS files replace the NATS_* variables; flags still win (env NATS_CONTEXT)")
+	pf.DurationVar(&a.conn.Timeout, "timeout", time.Minute, "timeout of connecting and of each request")
+	pf.StringVarP(&a.output, "output", "o", envOr(EnvOutput, outTable), "output format: table or json (env "+EnvOutput+")")
+	_ = root.RegisterFlagCompletionFunc("output", fixedCompletion(outTable, outJSON))
+	a.conn.Name = "dlqctl"
+
+	root.AddCommand(
+		a.publishCommand(),
+		a.lsCommand(),
+		a.groupsCommand(),
+		a.showCommand(),
+		a.drainCommand(),
+		a.redriveCommand(),
+		a.releaseCommand(),
+		a.verifyCommand(),
+		a.reconcileCommand(),
+		a.checkpointCommand(),
+		a.tailCommand(),
+	)
+	return root
+}
+
+// contextDefaults gives a --context precedence over the NATS_* variables:
+// the connection options not given as flags are cleared, for the context
+// to fill (a URL still empty then falls back to NATS_URL or the default).
+func (a *app) contextDefaults(cmd *cobra.Command) {
+	if a.conn.Context == "" {
+		return
+	}
+	fl := cmd.Flags()
+	for _, o := range []struct {
+		flags []string
+		dst   *string
+	}{
+		{[]string{"server", "nats-url"}, &a.conn.URL},
+		{[]string{"creds"}, &a.conn.Creds},
+		{[]string{"user"}, &a.conn.User},
+		{[]string{"password"}, &a.conn.Password},
+		{[]string{"tlscert"}, &a.conn.TLSCert},
+		{[]string{"tlskey"}, &a.conn.TLSKey},
+		{[]string{"tlsca"}, &a.conn.TLSCA},
+	} {
+		changed := false
+		for _, f := range o.flags {
+			changed = changed || fl.Changed(f)
+		}
+		if !changed {
+			*o.dst = ""
+		}
+	}
+}
+
+// connect opens the connection of a command; the caller closes it.
+func (a *app) connect() (*client.Client, error) {
+	return client.Connect(a.conn)
+}
+
+// call connects, sends one request and decodes the reply.
+func (a *app) call(ctx context.Context, subject string, req, out any) error {
+	c, err := a.connect()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Request(ctx, subject, req, out)
+}
+
+// printJSON writes v as indented JSON to stdout.
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.io.Out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// json reports whether the output is JSON.
+func (a *app) json() bool { return a.output == outJSON }
+
+// fixedCompletion completes a flag from a fixed list.
+func fixedCompletion(values ...string) func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	return func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return values, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// actorDefault is the default --actor: DLQCTL_ACTOR, else the login name.
+func actorDefault() string {
+	for _, v := range []string{EnvActor, "USER", "LOGNAME", "USERNAME"} {
+		if s := os.Getenv(v); s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// joinNonEmpty joins the non-empty parts with sep.
+func joinNonEmpty(sep string, parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, sep)
+}

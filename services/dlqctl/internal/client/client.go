@@ -1,0 +1,249 @@
+// Package client is dlqctl's connection to deadletter: request-reply calls
+// to the services' micro endpoints (errors decoded from the
+// Nats-Service-Error-Code and Nats-Service-Error headers), JetStream
+// publishes to EVENTS and an ordered consumer on QUARANTINE. It adds no
+// logic of its own: everything it does, `nats req` and `nats pub` can do.
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/deadletter/deadletter/shared/config"
+)
+
+// Sentinel errors; the CLI maps them to codes and exit status.
+var (
+	// ErrConnect: the NATS server could not be reached or refused the
+	// credentials.
+	ErrConnect = errors.New("connect")
+	// ErrNoResponders: no service listens on the subject.
+	ErrNoResponders = errors.New("no service answers")
+	// ErrTimeout: the service did not answer in time.
+	ErrTimeout = errors.New("no reply in time")
+	// ErrPermission: the server refused the user a subject.
+	ErrPermission = errors.New("permission denied")
+	// ErrBadReply: the reply could not be decoded.
+	ErrBadReply = errors.New("unreadable reply")
+)
+
+// ServiceError is an error reply of a micro endpoint.
+type ServiceError struct {
+	// Subject is the endpoint called.
+	Subject string
+	// Code is the Nats-Service-Error-Code header (api.Err*).
+	Code string
+	// Message is the Nats-Service-Error header.
+	Message string
+}
+
+func (e *ServiceError) Error() string { return e.Code + ": " + e.Message }
+
+// Options are the connection options, like the nats CLI's.
+type Options struct {
+	config.Conn
+	// Context names a nats CLI context (~/.config/nats/context/<name>.json)
+	// whose url, creds, user, password and TLS files fill the options not
+	// set otherwise.
+	Context string
+	// Timeout bounds connecting and each request.
+	Timeout time.Duration
+	// Name is the connection name shown by the server.
+	Name string
+}
+
+// natsContext is the part of a nats CLI context file dlqctl reads.
+type natsContext struct {
+	URL      string `json:"url"`
+	Creds    string `json:"creds"`
+	User     string `json:"user"`
+	Password string `json:"password"`
+	Cert     string `json:"cert"`
+	Key      string `json:"key"`
+	CA       string `json:"ca"`
+}
+
+// applyContext fills the unset options from the named nats CLI context.
+func (o *Options) applyContext() error {
+	if o.Context == "" {
+		return nil
+	}
+	path := o.Context
+	if !strings.ContainsAny(path, `/\`) && !strings.HasSuffix(path, ".json") {
+		dir := os.Getenv("XDG_CONFIG_HOME")
+		if dir == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return fmt.Errorf("%w: context %s: %v", ErrConnect, o.Context, err)
+			}
+			dir = filepath.Join(home, ".config")
+		}
+		path = filepath.Join(dir, "nats", "context", o.Context+".json")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("%w: context %s: %v", ErrConnect, o.Context, err)
+	}
+	var c natsContext
+	if err := json.Unmarshal(b, &c); err != nil {
+		return fmt.Errorf("%w: context %s: %v", ErrConnect, o.Context, err)
+	}
+	fill := func(dst *string, v string) {
+		if *dst == "" {
+			*dst = v
+		}
+	}
+	fill(&o.URL, c.URL)
+	fill(&o.Creds, c.Creds)
+	fill(&o.User, c.User)
+	fill(&o.Password, c.Password)
+	fill(&o.TLSCert, c.Cert)
+	fill(&o.TLSKey, c.Key)
+	fill(&o.TLSCA, c.CA)
+	return nil
+}
+
+// Client is a connection to deadletter.
+type Client struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	timeout time.Duration
+	// denied receives the server's permission violations, which nats.go
+	// reports asynchronously (a denied request would otherwise wait for its
+	// timeout).
+	denied chan error
+}
+
+// Connect dials NATS once (a CLI fails fast instead of retrying forever,
+// unlike the services' config.Conn.Connect).
+func Connect(o Options) (*Client, error) {
+	if err := o.applyContext(); err != nil {
+		return nil, err
+	}
+	if o.URL == "" {
+		o.URL = os.Getenv("NATS_URL")
+	}
+	if o.URL == "" {
+		o.URL = nats.DefaultURL
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = time.Minute
+	}
+	denied := make(chan error, 16)
+	opts := []nats.Option{
+		nats.Name(o.Name), nats.Timeout(min(o.Timeout, 10*time.Second)), nats.NoReconnect(),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				select {
+				case denied <- err:
+				default:
+				}
+			}
+		}),
+	}
+	if o.Creds != "" {
+		opts = append(opts, nats.UserCredentials(o.Creds))
+	}
+	if o.User != "" {
+		opts = append(opts, nats.UserInfo(o.User, o.Password))
+	}
+	if o.TLSCert != "" || o.TLSKey != "" {
+		opts = append(opts, nats.ClientCert(o.TLSCert, o.TLSKey))
+	}
+	if o.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(o.TLSCA))
+	}
+	nc, err := nats.Connect(o.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w %s: %v", ErrConnect, o.URL, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("%w: %v", ErrConnect, err)
+	}
+	return &Client{nc: nc, js: js, timeout: o.Timeout, denied: denied}, nil
+}
+
+// Close flushes and closes the connection.
+func (c *Client) Close() {
+	_ = c.nc.Flush()
+	c.nc.Close()
+}
+
+// Timeout is the per-request timeout.
+func (c *Client) Timeout() time.Duration { return c.timeout }
+
+// Request sends req (JSON-encoded; a json.RawMessage or []byte is sent as
+// is) to subject and decodes the reply into out. A service error reply is
+// returned as a *ServiceError.
+func (c *Client) Request(ctx context.Context, subject string, req, out any) error {
+	var body []byte
+	switch v := req.(type) {
+	case nil:
+	case []byte:
+		body = v
+	case json.RawMessage:
+		body = v
+	default:
+		b, err := json.Marshal(req)
+		if err != nil {
+			return fmt.Errorf("encode %s request: %w", subject, err)
+		}
+		body = b
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	var perm error
+	stop := c.watchDenied(func(err error) { perm = err; cancel() })
+	msg, err := c.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: body})
+	stop()
+	switch {
+	case err != nil && perm != nil:
+		return fmt.Errorf("%w: %s: %v", ErrPermission, subject, perm)
+	case errors.Is(err, nats.ErrNoResponders):
+		return fmt.Errorf("%w on %s (is the service running?)", ErrNoResponders, subject)
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		return fmt.Errorf("%w: %s after %s", ErrTimeout, subject, c.timeout)
+	case err != nil:
+		return fmt.Errorf("%s: %w", subject, err)
+	}
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+		return &ServiceError{Subject: subject, Code: code, Message: msg.Header.Get(micro.ErrorHeader)}
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(msg.Data, out); err != nil {
+		return fmt.Errorf("%w from %s: %v", ErrBadReply, subject, err)
+	}
+	return nil
+}
+
+// watchDenied calls fn with the first permission violation reported until
+// the returned stop is called (stop waits for the watcher to end).
+func (c *Client) watchDenied(fn func(error)) (stop func()) {
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		select {
+		case err := <-c.denied:
+			fn(err)
+		case <-done:
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
+	}
+}
