@@ -4,9 +4,9 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // metrics are the quarantiner's Prometheus collectors.
 type metrics struct {
-	written            *prometheus.CounterVec
-	writeSeconds       prometheus.Histogram
-	duplicates         *prometheus.CounterVec
+	written             *prometheus.CounterVec
+	writeSeconds        prometheus.Histogram
+	duplicates          *prometheus.CounterVec
 	originalUnavailable prometheus.Counter
 }
 
