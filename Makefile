@@ -13,6 +13,8 @@ JAEGER := $(BIN)/jaeger
 ARGS ?=
 # Events per phase of the ingest benchmark.
 BENCH_EVENTS ?= 50000
+# Quarantined events drained by the drain benchmark.
+DRAIN_EVENTS ?= 100000
 # Duration of each fuzz target in `make fuzz`.
 FUZZTIME ?= 60s
 
@@ -50,9 +52,12 @@ jaeger-run: $(JAEGER) ## Run Jaeger in memory on 127.0.0.1 (OTLP 4317/4318, UI a
 	$(JAEGER) --config deploy/jaeger/config.yaml
 
 .PHONY: bench
-bench: ## Benchmarks: validation cost per domain, then raw JetStream vs end-to-end ingest
-	$(GO) test -run '^$$' -bench . -benchmem ./shared/gate/ ./shared/domain/...
+bench: ## Benchmarks: validation per domain, ingest vs raw JetStream, quarantine latency, drain and audit throughput
+	$(GO) test -run '^$$' -bench . -benchmem ./shared/gate/ ./shared/domain/... ./shared/record/
 	$(GO) run ./tests/bench/ingest -n $(BENCH_EVENTS)
+	$(GO) test -run '^$$' -bench Quarantine -benchtime 1x ./services/quarantiner/
+	$(GO) run ./tests/bench/drain -n $(DRAIN_EVENTS)
+	$(GO) run ./tests/bench/audit
 
 .PHONY: fuzz
 fuzz: ## Fuzz each domain's validation for FUZZTIME (default 60s) each
@@ -63,7 +68,8 @@ fuzz: ## Fuzz each domain's validation for FUZZTIME (default 60s) each
 .PHONY: build
 build: ## Build every binary into bin/
 	$(GO) build -o bin/ ./services/deadletter/cmd/deadletter ./services/deadletter/cmd/provision \
-		./services/validator/cmd/validator ./services/quarantiner/cmd/quarantiner
+		./services/validator/cmd/validator ./services/quarantiner/cmd/quarantiner \
+		./services/redriver/cmd/redriver ./services/auditor/cmd/auditor
 	$(GO) build -o bin/ ./services/dlqctl
 
 .PHONY: vet

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/deadletter/deadletter/services/auditor v0.0.0
 	github.com/deadletter/deadletter/services/quarantiner v0.0.0
+	github.com/deadletter/deadletter/services/redriver v0.0.0
 	github.com/deadletter/deadletter/services/validator v0.0.0
 	github.com/deadletter/deadletter/shared v0.0.0
 	github.com/nats-io/nats-server/v2 v2.15.3
@@ -60,6 +61,7 @@ replace (
 	github.com/deadletter/deadletter/schemas => ../../schemas
 	github.com/deadletter/deadletter/services/auditor => ../auditor
 	github.com/deadletter/deadletter/services/quarantiner => ../quarantiner
+	github.com/deadletter/deadletter/services/redriver => ../redriver
 	github.com/deadletter/deadletter/services/validator => ../validator
 	github.com/deadletter/deadletter/shared => ../../shared
 )

@@ -169,7 +169,10 @@ var table = []Spec{
 		Publish: Rule{Allow: []string{
 			jsAPI, jsAck, jsFC, subjects.EventsAll, kv(subjects.DrainsBucket), QuarantinerEndpoints,
 		}},
-		Subscribe: Rule{Allow: []string{inbox, srv, RedriverDrain, api.Redrive, api.Release}},
+		// It watches commits and quarantine records (read-only core
+		// subscriptions) to observe each replay's outcome as it happens.
+		Subscribe: Rule{Allow: []string{inbox, srv, RedriverDrain, api.Redrive, api.Release,
+			kv(subjects.IdempotencyBucket), subjects.QuarantineAll}},
 		Responses: true,
 	},
 	{

@@ -104,6 +104,17 @@ func (s *Set) Valid(i int) (Event, error) {
 	return Event{Subject: t.Subject, Data: b}, nil
 }
 
+// ValidFor returns a valid event of one domain with the identity number i.
+func (s *Set) ValidFor(domain string, i int) (Event, error) {
+	prefix := "events." + domain + "."
+	for j := range len(s.valid) {
+		if strings.HasPrefix(s.valid[(i+j)%len(s.valid)].Subject, prefix) {
+			return s.Valid(i + j)
+		}
+	}
+	return Event{}, fmt.Errorf("sample: no valid %s example", domain)
+}
+
 // Invalid returns the i-th invalid example (cycling), with its code.
 func (s *Set) Invalid(i int) Event { return s.invalid[i%len(s.invalid)] }
 

@@ -268,7 +268,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if len(list.Items) < 2 {
 		return sum, errors.New("demo: fewer than two malformed events to correct")
 	}
-	fixed, err := samples.Valid(cfg.Events + 1)
+	// The publisher re-sends the event, fixed, in the same domain.
+	fixed, err := samples.ValidFor(list.Items[0].Domain, cfg.Events+1)
 	if err != nil {
 		return sum, err
 	}

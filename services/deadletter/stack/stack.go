@@ -28,6 +28,7 @@ import (
 
 	"github.com/deadletter/deadletter/services/auditor"
 	"github.com/deadletter/deadletter/services/quarantiner"
+	"github.com/deadletter/deadletter/services/redriver"
 	"github.com/deadletter/deadletter/services/validator"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/config"
@@ -53,6 +54,8 @@ type Config struct {
 	Validator validator.Config
 	// Quarantiner configures the quarantiner.
 	Quarantiner quarantiner.Config
+	// Redriver configures the redriver.
+	Redriver redriver.Config
 	// Auditor configures the auditor.
 	Auditor auditor.Config
 	// MetricsAddr is where /metrics is served (Prometheus text format), one
@@ -73,6 +76,7 @@ func DefaultConfig() Config {
 		Streams:     streams.DefaultOptions(),
 		Validator:   validator.DefaultConfig(),
 		Quarantiner: quarantiner.DefaultConfig(),
+		Redriver:    redriver.DefaultConfig(),
 		Auditor:     auditor.DefaultConfig(),
 		MetricsAddr: "127.0.0.1:9464",
 		Out:         io.Discard,
@@ -91,6 +95,7 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Int("DEADLETTER_REPLICAS", &c.Streams.Replicas)
 	c.Validator.LoadEnv(env)
 	c.Quarantiner.LoadEnv(env)
+	c.Redriver.LoadEnv(env)
 	c.Auditor.LoadEnv(env)
 }
 
@@ -123,6 +128,8 @@ type Stack struct {
 	Validator *validator.Service
 	// Quarantiner is the running quarantiner.
 	Quarantiner *quarantiner.Service
+	// Redriver is the running redriver.
+	Redriver *redriver.Service
 	// Auditor is the running auditor.
 	Auditor *auditor.Service
 	// creds are the NATS users' passwords, kept in the data directory.
@@ -142,10 +149,12 @@ func New(cfg Config, log *slog.Logger) (*Stack, error) {
 	}
 	cfg.Validator.Streams = cfg.Streams
 	cfg.Quarantiner.Streams = cfg.Streams
+	cfg.Redriver.Streams = cfg.Streams
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg.Validator.Registerer = reg
 	cfg.Quarantiner.Registerer = reg
+	cfg.Redriver.Registerer = reg
 	cfg.Auditor.Registerer = reg
 	return &Stack{cfg: cfg, log: log, ready: make(chan struct{}), reg: reg}, nil
 }
@@ -293,6 +302,18 @@ func (s *Stack) Run(ctx context.Context) error {
 	}
 	s.Quarantiner = q
 
+	rnc, err := connect(access.Redriver)
+	if err != nil {
+		return err
+	}
+	rcfg := s.cfg.Redriver
+	rcfg.Provision = false
+	r, err := redriver.New(rnc, rcfg, s.log)
+	if err != nil {
+		return err
+	}
+	s.Redriver = r
+
 	anc, err := connect(access.Auditor)
 	if err != nil {
 		return err
@@ -306,6 +327,7 @@ func (s *Stack) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return v.Run(gctx) })
 	g.Go(func() error { return q.Run(gctx) })
+	g.Go(func() error { return r.Run(gctx) })
 	g.Go(func() error { return a.Run(gctx) })
 	if err := s.waitStarted(gctx); err == nil {
 		close(s.ready)
@@ -341,7 +363,7 @@ func (s *Stack) waitStarted(ctx context.Context) error {
 		return err
 	}
 	defer nc.Close()
-	for _, svc := range []string{"validator", "quarantiner", "auditor"} {
+	for _, svc := range []string{"validator", "quarantiner", "redriver", "auditor"} {
 		if err := waitPing(ctx, nc, svc); err != nil {
 			return err
 		}
@@ -367,7 +389,7 @@ func (s *Stack) banner() {
 	port := strconv.Itoa(s.srv.Addr().(*net.TCPAddr).Port)
 	fmt.Fprintf(s.cfg.Out, `deadletter is running.
   NATS:        %s   (store: %s)
-  Services:    validator, quarantiner, auditor
+  Services:    validator, quarantiner, redriver, auditor
   Credentials: %s (one NATS user per service; without credentials you are "client")
   Metrics:     %s
   Tracing:     %s
@@ -376,11 +398,12 @@ Try it (the nats CLI: go install github.com/nats-io/natscli/nats@v0.5.0):
   nats -s %s pub events.pharmacy.dispense "$(cat schemas/testdata/pharmacy/valid/dispense-schedule-ii.json)"
   nats -s %s pub events.pharmacy.dispense '{"not": "valid"}'
   nats -s %s req validator.check.dscsa.commissioning "$(cat schemas/testdata/dscsa/valid/commissioning-sgtin.json)"
-  nats -s %s stream ls
+  nats -s %s req audit.groups '{"open_only":true}'
+  nats -s %s req drain.start '{"dry_run":true}'
   nats -s %s micro ls
 
 Press Ctrl-C to stop: consumers drain, work in flight finishes, then the server stops.
-`, url, s.cfg.DataDir, filepath.Join(s.cfg.DataDir, CredentialsFile), orNone(s.metricsURL), tracingState(), url, url, url, url, url)
+`, url, s.cfg.DataDir, filepath.Join(s.cfg.DataDir, CredentialsFile), orNone(s.metricsURL), tracingState(), url, url, url, url, url, url)
 	_ = port
 }
 
