@@ -141,8 +141,24 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("quarantiner: micro: %w", err)
 	}
-	defer func() { _ = svc.Stop() }()
-	if err := svc.AddGroup("quarantiner").AddEndpoint("append", micro.HandlerFunc(s.handleAppend),
+	// Appends are served concurrently (micro calls a handler one request at
+	// a time), bounded by Workers; appends to one chain stay safe because
+	// each is conditional on the chain's last sequence.
+	slots := make(chan struct{}, s.cfg.Workers)
+	var appends sync.WaitGroup
+	defer func() {
+		_ = svc.Stop()
+		appends.Wait()
+	}()
+	concurrent := func(r micro.Request) {
+		slots <- struct{}{}
+		appends.Add(1)
+		go func() {
+			defer func() { <-slots; appends.Done() }()
+			s.handleAppend(r)
+		}()
+	}
+	if err := svc.AddGroup("quarantiner").AddEndpoint("append", micro.HandlerFunc(concurrent),
 		micro.WithEndpointMetadata(map[string]string{"description": "append a lifecycle record to a chain (redriver, operators)"})); err != nil {
 		return fmt.Errorf("quarantiner: micro endpoint: %w", err)
 	}
