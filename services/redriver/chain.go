@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/deadletter/deadletter/shared/telemetry"
 	"strings"
 	"time"
 
@@ -32,6 +33,7 @@ var (
 type chains struct {
 	stream jetstream.Stream
 	nc     *nats.Conn
+	tr     telemetry.Tracer
 }
 
 // chain is one chain as read, with its fold.
@@ -137,7 +139,12 @@ func (c *chains) append(ctx context.Context, req api.AppendRequest) (api.AppendR
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	m, err := c.nc.RequestWithContext(ctx, api.QuarantinerAppend, b)
+	msg := nats.NewMsg(api.QuarantinerAppend)
+	msg.Data = b
+	// The record the quarantiner writes names the trace of this request
+	// (a redrive's own trace), so the redrive is found from the dlq id.
+	c.tr.Inject(ctx, msg.Header)
+	m, err := c.nc.RequestMsgWithContext(ctx, msg)
 	if err != nil {
 		return api.AppendReply{}, &appendError{code: api.ErrUnavailable, msg: err.Error()}
 	}

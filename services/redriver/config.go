@@ -2,6 +2,8 @@ package redriver
 
 import (
 	"errors"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,6 +15,12 @@ import (
 
 // Config configures a redriver. Start from DefaultConfig.
 type Config struct {
+	// TracerProvider receives the redriver's spans (package telemetry); nil
+	// means the global provider (a no-op unless set).
+	TracerProvider trace.TracerProvider
+	// Propagator moves trace context in and out of message headers. Nil:
+	// W3C trace context.
+	Propagator propagation.TextMapPropagator
 	// InstanceID names this instance as the owner of its drains. A
 	// restarted instance with the same id resumes its drains at once;
 	// another instance takes a drain over when its owner's heartbeat is

@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/deadletter/deadletter/shared/telemetry"
 	"io"
 	"log/slog"
 	"slices"
@@ -59,6 +60,7 @@ type Service struct {
 	idem     jetstream.KeyValue
 	drains   jetstream.KeyValue
 	notify   *notifier
+	tr       telemetry.Tracer
 
 	// runCtx is the parent of every drain and background observation;
 	// cancelled at shutdown.
@@ -96,6 +98,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 		checkers[c.Domain()] = c
 	}
 	return &Service{
+		tr:  telemetry.NewTracer(cfg.TracerProvider, cfg.Propagator),
 		cfg: cfg, nc: nc, js: js, gate: g, checkers: checkers,
 		log:     log.With("service", "redriver", "instance", cfg.InstanceID),
 		metrics: newMetrics(cfg.Registerer),
@@ -136,7 +139,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("redriver: %s must be provisioned by an administrator: %w", subjects.QuarantineStream, err)
 	}
-	s.chains = &chains{stream: q, nc: s.nc}
+	s.chains = &chains{stream: q, nc: s.nc, tr: s.tr}
 	if s.idem, err = s.js.KeyValue(setup, subjects.IdempotencyBucket); err != nil {
 		return fmt.Errorf("redriver: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/deadletter/deadletter/shared/telemetry"
 	"strconv"
 	"time"
 
@@ -255,17 +256,24 @@ func (s *Service) publishAndObserve(ctx context.Context, domain, id string, st r
 	m.Data = p.data
 	m.Header.Set(envelope.DLQID, id)
 	m.Header.Set(envelope.RedriveCount, strconv.Itoa(n))
-	for _, h := range []string{envelope.Traceparent, envelope.Tracestate} {
-		if v := st.Headers[h]; len(v) > 0 {
-			m.Header.Set(h, v[0])
-		}
-	}
+	// A replay is a new trace, linked to the original event's and carrying
+	// its trace id; the validator's processing of the replay and the
+	// outcome record join it.
+	ctx, span := s.tr.StartRedrive(ctx, m, telemetry.Redrive{
+		DLQID: id, Domain: domain, Count: n, OriginalTraceID: st.TraceID, OriginalSpanID: st.SpanID,
+	})
+	defer span.End()
 	// Watch before publishing, so that a fast commit still wakes us.
 	wake := make(chan struct{}, 1)
 	defer s.notify.watch(wake, p.key, id)()
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	ack, err := s.js.PublishMsg(pctx, m, jetstream.WithMsgID(id+"-"+strconv.Itoa(n)))
 	cancel()
+	if err == nil {
+		telemetry.RecordAck(span, ack)
+	} else {
+		telemetry.Error(span, api.ErrUnavailable)
+	}
 	if err != nil {
 		// The chain stays redriving: a later drain or redrive resumes it.
 		res.outcome, res.code, res.err = api.OutcomePending, api.ErrUnavailable, fmt.Errorf("redriver: publish replay: %w", err)

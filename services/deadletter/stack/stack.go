@@ -308,6 +308,11 @@ func (s *Stack) Run(ctx context.Context) error {
 	}
 	rcfg := s.cfg.Redriver
 	rcfg.Provision = false
+	if rcfg.TracerProvider == nil {
+		if rcfg.TracerProvider, err = tracing("redriver", redriver.Version); err != nil {
+			return err
+		}
+	}
 	r, err := redriver.New(rnc, rcfg, s.log)
 	if err != nil {
 		return err

@@ -3,9 +3,12 @@
 package main
 
 import (
+	"time"
+
 	"context"
 	"flag"
 	"fmt"
+	"github.com/deadletter/deadletter/shared/telemetry"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -34,6 +37,21 @@ func run() error {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Tracing from OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT; off without one.
+	tp, shutdown, err := telemetry.Setup(ctx, telemetry.Config{
+		ServiceName: telemetry.ServiceName("deadletter-redriver"), ServiceVersion: redriver.Version,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdown(sctx); err != nil {
+			log.Warn("spans not flushed", "err", err)
+		}
+	}()
+	cfg.TracerProvider = tp
 	nc, err := conn.Connect("deadletter-redriver")
 	if err != nil {
 		return err
