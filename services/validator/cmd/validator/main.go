@@ -1,64 +1,18 @@
 // Command validator runs one validator instance against an external NATS
-// server or cluster (NATS_URL or --nats-url).
+// server or cluster (NATS_URL or --nats-url); see package runner for the
+// flags and variables every service shares.
 package main
 
 import (
-	"context"
-	"flag"
-	"fmt"
-	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
-	"time"
-
 	"github.com/deadletter/deadletter/services/validator"
-	"github.com/deadletter/deadletter/shared/config"
-	"github.com/deadletter/deadletter/shared/telemetry"
+	"github.com/deadletter/deadletter/shared/runner"
 )
 
 func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "validator:", err)
-		os.Exit(1)
-	}
-}
-
-func run() error {
-	cfg := validator.DefaultConfig()
-	conn := config.ConnFlags(flag.CommandLine)
-	flag.Parse()
-	env := config.NewEnv(nil)
-	cfg.LoadEnv(env)
-	if err := env.Err(); err != nil {
-		return err
-	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	// Tracing from OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT; off without one.
-	tp, shutdown, err := telemetry.Setup(ctx, telemetry.Config{
-		ServiceName: telemetry.ServiceName("deadletter-validator"), ServiceVersion: validator.Version,
+	runner.Main("validator", validator.Version, func(d runner.Deps) (runner.Service, error) {
+		cfg := validator.DefaultConfig()
+		cfg.LoadEnv(d.Env)
+		cfg.TracerProvider, cfg.Registerer = d.TracerProvider, d.Registerer
+		return validator.New(d.NC, cfg, d.Log)
 	})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := shutdown(sctx); err != nil {
-			log.Warn("spans not flushed", "err", err)
-		}
-	}()
-	cfg.TracerProvider = tp
-	nc, err := conn.Connect("deadletter-validator")
-	if err != nil {
-		return err
-	}
-	defer nc.Drain()
-	v, err := validator.New(nc, cfg, log)
-	if err != nil {
-		return err
-	}
-	return v.Run(ctx)
 }
