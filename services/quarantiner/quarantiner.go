@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/deadletter/deadletter/shared/endpoint"
 	"log/slog"
 	"sync"
 	"time"
@@ -153,9 +154,10 @@ func (s *Service) Run(ctx context.Context) error {
 	concurrent := func(r micro.Request) {
 		slots <- struct{}{}
 		appends.Add(1)
+		d := endpoint.Detach(s.nc, r) // answered after this handler returns
 		go func() {
 			defer func() { <-slots; appends.Done() }()
-			s.handleAppend(r)
+			s.handleAppend(d)
 		}()
 	}
 	if err := svc.AddGroup("quarantiner").AddEndpoint("append", micro.HandlerFunc(concurrent),

@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/telemetry"
 	"io"
 	"log/slog"
@@ -332,6 +333,7 @@ func (s *Service) handleDrainStart(r micro.Request) {
 		return
 	}
 	if req.DryRun {
+		r := endpoint.Detach(s.nc, r) // answered after this handler returns
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()

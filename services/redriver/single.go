@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/deadletter/deadletter/shared/endpoint"
 	"slices"
 	"time"
 
@@ -62,10 +63,11 @@ func (s *Service) handleRedrive(r micro.Request) {
 		_ = r.Error(api.ErrBadRequest, "actor or reason too long", nil)
 		return
 	}
+	d := endpoint.Detach(s.nc, r) // answered after this handler returns
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.redrive(r, req)
+		s.redrive(d, req)
 	}()
 }
 
