@@ -59,6 +59,10 @@ func startValidator(tb testing.TB, srv *natstest.Server, cfg Config, hooks *test
 	done := make(chan error, 1)
 	go func() { done <- v.Run(ctx) }()
 	waitConsumer(tb, srv, cfg.Consumer)
+	natstest.CheckFor(tb, 10*time.Second, 20*time.Millisecond, func() error {
+		_, err := nc.Request("$SRV.PING.validator", nil, time.Second)
+		return err
+	})
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
