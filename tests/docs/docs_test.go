@@ -66,3 +66,33 @@ func TestReadmeListsEveryVariable(t *testing.T) {
 		}
 	}
 }
+
+func TestReadmeListsEveryMetric(t *testing.T) {
+	doc := readme(t)
+	re := regexp.MustCompile(`"(deadletter_[a-z_]+)"`)
+	seen := map[string]bool{}
+	err := filepath.WalkDir(filepath.Join(tools.Root(t), "services"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, "metrics.go") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+			seen[m[1]] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) < 10 {
+		t.Fatalf("found only %d metrics in the code", len(seen))
+	}
+	for m := range seen {
+		if !strings.Contains(doc, "`"+m) {
+			t.Errorf("README does not document metric %s", m)
+		}
+	}
+}
