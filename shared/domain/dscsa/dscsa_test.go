@@ -597,7 +597,7 @@ func TestErrorDetails(t *testing.T) {
 
 // knownCodes are the codes the gate may return for a DSCSA event.
 var knownCodes = map[codes.Code]bool{
-	codes.MalformedJSON: true, codes.NotAnObject: true, codes.InvalidUTF8: true,
+	codes.MalformedJSON: true, codes.DuplicateKey: true, codes.NotAnObject: true, codes.InvalidUTF8: true,
 	codes.PayloadTooLarge: true, codes.UnknownSubject: true, codes.SchemaValidation: true,
 	codes.SubjectMismatch: true, codes.UnparseableEventTime: true, codes.MissingLot: true,
 	codes.GTINCheckDigitFailed: true, codes.InvalidGTIN: true, codes.MissingSerial: true,

@@ -127,6 +127,7 @@ func mutate(tb testing.TB, name string, fn func(doc map[string]any)) []byte {
 var knownCodes = map[codes.Code]bool{
 	codes.MalformedJSON:        true,
 	codes.NotAnObject:          true,
+	codes.DuplicateKey:         true,
 	codes.InvalidUTF8:          true,
 	codes.PayloadTooLarge:      true,
 	codes.UnknownSubject:       true,

@@ -469,7 +469,7 @@ func TestValidateDEA(t *testing.T) {
 
 // knownCodes are the codes the gate may return for a pharmacy event.
 var knownCodes = map[codes.Code]bool{
-	codes.MalformedJSON: true, codes.NotAnObject: true, codes.InvalidUTF8: true,
+	codes.MalformedJSON: true, codes.DuplicateKey: true, codes.NotAnObject: true, codes.InvalidUTF8: true,
 	codes.PayloadTooLarge: true, codes.UnknownSubject: true, codes.SchemaValidation: true,
 	codes.SubjectMismatch: true, codes.UnparseableEventTime: true, codes.MissingLot: true,
 	codes.InvalidNDC: true, codes.InvalidDEANumber: true, codes.InvalidDEASchedule: true,
