@@ -14,14 +14,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"log"
 	"os"
-	"path"
 	"runtime"
 	"runtime/pprof"
 	"strings"
@@ -37,10 +34,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/deadletter/deadletter/schemas"
 	"github.com/deadletter/deadletter/services/validator"
 	"github.com/deadletter/deadletter/shared/embedded"
-	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/sample"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
@@ -343,66 +339,19 @@ func waitConsumer(ctx context.Context, js jetstream.JetStream) error {
 }
 
 // makeEvents builds n distinct valid events, round-robin over every valid
-// example of the three domains, each given a unique identity.
+// example of the three domains (package sample), each with its own identity.
 func makeEvents(n int) ([]event, error) {
-	g, err := gate.New(0)
+	set, err := sample.Load()
 	if err != nil {
 		return nil, err
 	}
-	var templates []event
-	for _, c := range gate.Checkers() {
-		dir := "testdata/" + c.Domain() + "/valid"
-		entries, err := fs.ReadDir(schemas.FS, dir)
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range entries {
-			b, err := fs.ReadFile(schemas.FS, path.Join(dir, e.Name()))
-			if err != nil {
-				return nil, err
-			}
-			doc, err := gate.Decode(b)
-			if err != nil {
-				return nil, err
-			}
-			typ, err := c.EventType(doc)
-			if err != nil {
-				return nil, err
-			}
-			templates = append(templates, event{subject: subjects.Event(c.Domain(), typ), data: b})
-		}
-	}
 	out := make([]event, 0, n)
 	for i := range n {
-		t := templates[i%len(templates)]
-		doc, err := gate.Decode(t.data)
+		e, err := set.Valid(i)
 		if err != nil {
 			return nil, err
 		}
-		unique(doc, t.subject, i)
-		b, err := json.Marshal(doc)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := g.Check(t.subject, b); err != nil {
-			return nil, fmt.Errorf("bench event %d (%s): %w", i, t.subject, err)
-		}
-		out = append(out, event{subject: t.subject, data: b})
+		out = append(out, event{subject: e.Subject, data: e.Data})
 	}
 	return out, nil
-}
-
-// unique gives an event a distinct idempotency identity.
-func unique(doc map[string]any, subject string, i int) {
-	id := fmt.Sprintf("BENCH-%09d", i)
-	switch {
-	case strings.HasPrefix(subject, "events.pharmacy."):
-		doc["transaction_id"] = id
-	case strings.HasPrefix(subject, "events.dscsa."):
-		doc["eventID"] = "urn:uuid:00000000-0000-4000-8000-" + fmt.Sprintf("%012d", i)
-	case strings.HasPrefix(subject, "events.fsma."):
-		if ref, ok := doc["reference_document"].(map[string]any); ok {
-			ref["number"] = id
-		}
-	}
 }
