@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -391,7 +390,6 @@ func waitPing(ctx context.Context, nc *nats.Conn, svc string) error {
 
 func (s *Stack) banner() {
 	url := s.srv.ClientURL()
-	port := strconv.Itoa(s.srv.Addr().(*net.TCPAddr).Port)
 	fmt.Fprintf(s.cfg.Out, `deadletter is running.
   NATS:        %s   (store: %s)
   Services:    validator, quarantiner, redriver, auditor
@@ -409,7 +407,6 @@ Try it (the nats CLI: go install github.com/nats-io/natscli/nats@v0.5.0):
 
 Press Ctrl-C to stop: consumers drain, work in flight finishes, then the server stops.
 `, url, s.cfg.DataDir, filepath.Join(s.cfg.DataDir, CredentialsFile), orNone(s.metricsURL), tracingState(), url, url, url, url, url, url)
-	_ = port
 }
 
 func orNone(s string) string {
