@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -49,6 +50,7 @@ func main() {
 	dryRun := flag.Bool("dry-run", false, "only a dry run (selection memory), no replay")
 	quarantiners := flag.Int("quarantiners", 1, "quarantiner instances (quarantiner.append is served one request at a time per instance)")
 	child := flag.String("child", "", "internal: run only a redriver against this NATS URL")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the server, validator and quarantiner (this process) during the drain")
 	flag.Parse()
 	if *child != "" {
 		if err := runChild(*child, *concurrency); err != nil {
@@ -56,7 +58,7 @@ func main() {
 		}
 		return
 	}
-	if err := run(*n, *concurrency, *quarantiners, *syncAlways, *dryRun); err != nil {
+	if err := run(*n, *concurrency, *quarantiners, *syncAlways, *dryRun, *cpuprofile); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -81,7 +83,7 @@ func runChild(url string, concurrency int) error {
 	return r.Run(ctx)
 }
 
-func run(n, concurrency, quarantiners int, syncAlways, dryRun bool) error {
+func run(n, concurrency, quarantiners int, syncAlways, dryRun bool, profile string) error {
 	dir, err := os.MkdirTemp("", "deadletter-drain-bench-")
 	if err != nil {
 		return err
@@ -128,6 +130,17 @@ func run(n, concurrency, quarantiners int, syncAlways, dryRun bool) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
+	}
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	cmd := exec.Command(exe, "-child", srv.ClientURL(), "-concurrency", strconv.Itoa(concurrency))
 	cmd.Stderr = os.Stderr
