@@ -234,7 +234,7 @@ func (e *env) cliTimeout(tb testing.TB, timeout time.Duration, user string, args
 	tb.Helper()
 	full := []string{"--no-context", "--server", e.srv.ClientURL(), "--timeout", timeout.String()}
 	if user != "" {
-		full = append(full, "--user", user, "--password", e.pw[user])
+		full = append(full, "--user", user, "--password="+e.pw[user])
 	}
 	full = append(full, args...)
 	cmd := exec.CommandContext(testCtx(tb, 30*time.Second), natsCLI(tb), full...)

@@ -2,7 +2,7 @@ package access
 
 import (
 	"crypto/rand"
-	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,7 +39,9 @@ func (p Passwords) fill() error {
 		if _, err := rand.Read(b); err != nil {
 			return fmt.Errorf("access: generate password: %w", err)
 		}
-		p[name] = base64.RawURLEncoding.EncodeToString(b)
+		// Hex, so a password never starts with '-' (which command-line
+		// tools such as the nats CLI would read as a flag).
+		p[name] = hex.EncodeToString(b)
 	}
 	return nil
 }
