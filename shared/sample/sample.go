@@ -7,9 +7,6 @@ package sample
 import (
 	"encoding/json"
 	"fmt"
-	"io/fs"
-	"path"
-	"sort"
 	"strings"
 
 	"github.com/deadletter/deadletter/schemas"
@@ -41,41 +38,26 @@ func Load() (*Set, error) {
 	}
 	s := &Set{g: g}
 	for _, c := range gate.Checkers() {
-		for _, kind := range []string{"valid", "invalid"} {
-			dir := path.Join("testdata", c.Domain(), kind)
-			entries, err := fs.ReadDir(schemas.FS, dir)
-			if err != nil {
-				return nil, err
-			}
-			names := make([]string, 0, len(entries))
-			for _, e := range entries {
-				if strings.HasSuffix(e.Name(), ".json") {
-					names = append(names, e.Name())
+		examples, err := schemas.Examples(c.Domain())
+		if err != nil {
+			return nil, err
+		}
+		for _, ex := range examples {
+			e := Event{Data: ex.Data, Subject: subjects.Event(c.Domain(), "unknown")}
+			if doc, err := gate.Decode(ex.Data); err == nil {
+				if typ, err := c.EventType(doc); err == nil {
+					e.Subject = subjects.Event(c.Domain(), typ)
 				}
 			}
-			sort.Strings(names)
-			for _, name := range names {
-				b, err := fs.ReadFile(schemas.FS, path.Join(dir, name))
-				if err != nil {
-					return nil, err
-				}
-				e := Event{Data: b, Subject: subjects.Event(c.Domain(), "unknown")}
-				if doc, err := gate.Decode(b); err == nil {
-					if typ, err := c.EventType(doc); err == nil {
-						e.Subject = subjects.Event(c.Domain(), typ)
-					}
-				}
-				if kind == "valid" {
-					s.valid = append(s.valid, e)
-					continue
-				}
-				code, _, _ := strings.Cut(name, "--")
-				e.Code = codes.Code(code)
-				// Keep only the examples that fail with their code on the
-				// subject derived here (some need a hand-picked subject).
-				if _, err := g.Check(e.Subject, e.Data); codes.Of(err) == e.Code {
-					s.invalid = append(s.invalid, e)
-				}
+			if ex.Valid {
+				s.valid = append(s.valid, e)
+				continue
+			}
+			e.Code = codes.Code(ex.Code)
+			// Keep only the examples that fail with their code on the
+			// subject derived here (some need a hand-picked subject).
+			if _, err := g.Check(e.Subject, e.Data); codes.Of(err) == e.Code {
+				s.invalid = append(s.invalid, e)
 			}
 		}
 	}

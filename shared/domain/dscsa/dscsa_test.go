@@ -52,31 +52,17 @@ type testdataFile struct {
 
 func readTestdata(tb testing.TB) []testdataFile {
 	tb.Helper()
-	var files []testdataFile
-	for _, kind := range []string{"valid", "invalid"} {
-		dir := path.Join(testdataDir, kind)
-		entries, err := fs.ReadDir(schemas.FS, dir)
-		if err != nil {
-			tb.Fatalf("read %s: %v", dir, err)
+	examples, err := schemas.Examples("dscsa")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	files := make([]testdataFile, 0, len(examples))
+	for _, ex := range examples {
+		kind := "invalid"
+		if ex.Valid {
+			kind = "valid"
 		}
-		for _, e := range entries {
-			if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
-				continue
-			}
-			data, err := fs.ReadFile(schemas.FS, path.Join(dir, e.Name()))
-			if err != nil {
-				tb.Fatalf("read %s: %v", e.Name(), err)
-			}
-			f := testdataFile{name: kind + "/" + e.Name(), data: data}
-			if kind == "invalid" {
-				code, _, ok := strings.Cut(e.Name(), "--")
-				if !ok {
-					tb.Fatalf("%s: invalid file name lacks <CODE>--", e.Name())
-				}
-				f.want = codes.Code(code)
-			}
-			files = append(files, f)
-		}
+		files = append(files, testdataFile{name: kind + "/" + ex.Name, data: ex.Data, want: codes.Code(ex.Code)})
 	}
 	return files
 }

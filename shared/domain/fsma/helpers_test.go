@@ -35,31 +35,13 @@ type testFile struct {
 // loadTestdata reads every example event of the fsma domain.
 func loadTestdata(tb testing.TB) []testFile {
 	tb.Helper()
-	var out []testFile
-	for _, sub := range []string{"valid", "invalid"} {
-		dir := path.Join(testdataDir, sub)
-		entries, err := fs.ReadDir(schemas.FS, dir)
-		if err != nil {
-			tb.Fatalf("read %s: %v", dir, err)
-		}
-		for _, e := range entries {
-			if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
-				continue
-			}
-			data, err := fs.ReadFile(schemas.FS, path.Join(dir, e.Name()))
-			if err != nil {
-				tb.Fatalf("read %s: %v", e.Name(), err)
-			}
-			f := testFile{name: e.Name(), valid: sub == "valid", data: data}
-			if !f.valid {
-				prefix, _, ok := strings.Cut(e.Name(), "--")
-				if !ok {
-					tb.Fatalf("%s: invalid file name lacks <CODE>--", e.Name())
-				}
-				f.code = codes.Code(prefix)
-			}
-			out = append(out, f)
-		}
+	examples, err := schemas.Examples("fsma")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := make([]testFile, 0, len(examples))
+	for _, ex := range examples {
+		out = append(out, testFile{name: ex.Name, valid: ex.Valid, code: codes.Code(ex.Code), data: ex.Data})
 	}
 	return out
 }

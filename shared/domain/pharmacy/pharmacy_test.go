@@ -52,31 +52,13 @@ type testFile struct {
 
 func testFiles(tb testing.TB) []testFile {
 	tb.Helper()
-	var files []testFile
-	for _, sub := range []string{"valid", "invalid"} {
-		dir := path.Join(testdataDir, sub)
-		entries, err := fs.ReadDir(schemas.FS, dir)
-		if err != nil {
-			tb.Fatalf("read %s: %v", dir, err)
-		}
-		for _, e := range entries {
-			if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
-				continue
-			}
-			data, err := fs.ReadFile(schemas.FS, path.Join(dir, e.Name()))
-			if err != nil {
-				tb.Fatalf("read %s: %v", e.Name(), err)
-			}
-			f := testFile{name: e.Name(), data: data}
-			if sub == "invalid" {
-				code, _, ok := strings.Cut(e.Name(), "--")
-				if !ok {
-					tb.Fatalf("%s: invalid file name lacks <CODE>--", e.Name())
-				}
-				f.code = code
-			}
-			files = append(files, f)
-		}
+	examples, err := schemas.Examples("pharmacy")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	files := make([]testFile, 0, len(examples))
+	for _, ex := range examples {
+		files = append(files, testFile{name: ex.Name, code: ex.Code, data: ex.Data})
 	}
 	return files
 }
