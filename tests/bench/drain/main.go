@@ -36,11 +36,10 @@ import (
 	"github.com/deadletter/deadletter/services/validator"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
-	"github.com/deadletter/deadletter/shared/embedded"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/record"
-	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
+	"github.com/deadletter/deadletter/tests/internal/benchenv"
 )
 
 func main() {
@@ -84,33 +83,13 @@ func runChild(url string, concurrency int) error {
 }
 
 func run(n, concurrency, quarantiners int, syncAlways, dryRun bool, profile string) error {
-	dir, err := os.MkdirTemp("", "deadletter-drain-bench-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	srv, err := embedded.Start(embedded.Config{StoreDir: dir, Port: -1, SyncAlways: syncAlways})
-	if err != nil {
-		return err
-	}
-	defer srv.Shutdown()
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	ctx := context.Background()
-	o := streams.DefaultOptions()
-	if err := streams.EnsureCore(ctx, js, o); err != nil {
+	env, err := benchenv.Start(ctx, syncAlways)
+	if err != nil {
 		return err
 	}
-	if err := streams.EnsureWORM(ctx, js, o); err != nil {
-		return err
-	}
+	defer env.Close()
+	srv, nc, js := env.Server, env.NC, env.JS
 	fmt.Printf("deadletter drain benchmark: %d quarantined exhausted records, %d CPUs, sync_always=%v, max_concurrency %d, %d quarantiner(s)\n",
 		n, runtime.NumCPU(), syncAlways, concurrency, quarantiners)
 

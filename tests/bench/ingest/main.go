@@ -35,11 +35,11 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/deadletter/deadletter/services/validator"
-	"github.com/deadletter/deadletter/shared/embedded"
 	"github.com/deadletter/deadletter/shared/sample"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
+	"github.com/deadletter/deadletter/tests/internal/benchenv"
 )
 
 func main() {
@@ -61,30 +61,13 @@ type event struct {
 }
 
 func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string, tracePublisher bool) error {
-	dir, err := os.MkdirTemp("", "deadletter-bench-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	srv, err := embedded.Start(embedded.Config{StoreDir: dir, Port: -1, SyncAlways: syncAlways})
-	if err != nil {
-		return err
-	}
-	defer srv.Shutdown()
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	ctx := context.Background()
-	o := streams.DefaultOptions()
-	if err := streams.EnsureCore(ctx, js, o); err != nil {
+	env, err := benchenv.Start(ctx, syncAlways)
+	if err != nil {
 		return err
 	}
+	defer env.Close()
+	srv, js, o := env.Server, env.JS, env.Options
 	raw := streams.Events(o)
 	raw.Name, raw.Subjects = "RAW", []string{"raw.>"}
 	if _, err := js.CreateStream(ctx, raw); err != nil {
