@@ -55,58 +55,86 @@ type appendError struct{ msg string }
 
 func (e appendError) Error() string { return e.msg }
 
+// appendLifecycle appends the lifecycle record req asks for to the chain's
+// tail: cached when this instance read or wrote the chain lately, else
+// read. A stale cached tail (another writer appended since) shows as an
+// expected index beyond it or a refused conditional write: the chain is
+// then read again and the request decided again.
 func (s *Service) appendLifecycle(ctx context.Context, req api.AppendRequest) (api.AppendReply, string, error) {
 	for attempt := 0; attempt < 5; attempt++ {
-		ch, err := s.chains.read(ctx, req.Domain, req.DLQID)
+		t, cached, err := s.chains.tail(ctx, req.Domain, req.DLQID)
 		if err != nil {
 			return api.AppendReply{}, api.ErrUnavailable, err
 		}
-		if len(ch.records) == 0 {
+		if t.n == 0 {
 			return api.AppendReply{}, api.ErrNotFound, appendError{"no quarantine record has this dlq id"}
 		}
-		if req.ExpectedIndex != nil {
-			if i := *req.ExpectedIndex; i < len(ch.records) && sameRequest(ch.records[i], req) {
-				st, _ := record.Fold(ch.records[:i+1])
-				return reply(ch.records[i], st), "", nil
+		if req.ExpectedIndex != nil && *req.ExpectedIndex != t.n {
+			if cached {
+				s.chains.forget(req.Domain, req.DLQID)
+				continue // decide on the stored chain
 			}
-			if *req.ExpectedIndex != len(ch.records) {
-				return api.AppendReply{}, api.ErrConflict, appendError{"the chain changed since it was read"}
+			if rep, ok, err := s.landed(ctx, req, t); err != nil || ok {
+				if err != nil {
+					return api.AppendReply{}, api.ErrUnavailable, err
+				}
+				return rep, "", nil
 			}
+			return api.AppendReply{}, api.ErrConflict, appendError{"the chain changed since it was read"}
 		}
-		prev, err := record.Fold(ch.records)
-		if err != nil {
-			return api.AppendReply{}, api.ErrInvalidTransition, appendError{"the chain is not in a valid state: " + err.Error()}
+		if t.foldErr != nil {
+			return api.AppendReply{}, api.ErrInvalidTransition, appendError{"the chain is not in a valid state: " + t.foldErr.Error()}
 		}
-		rec := s.lifecycleRecord(req, prev)
+		rec := s.lifecycleRecord(req, t.state)
 		rec.TraceID, rec.SpanID = telemetry.IDs(ctx)
-		next, err := record.Fold(append(append([]record.Record(nil), ch.records...), linked(rec, ch)))
+		rec.Index, rec.PrevHash = t.n, t.state.LastHash
+		next, err := t.state.Next(rec)
 		if err != nil {
+			if cached {
+				s.chains.forget(req.Domain, req.DLQID)
+				continue // a stale tail may refuse what the stored chain allows
+			}
 			return api.AppendReply{}, api.ErrInvalidTransition, appendError{err.Error()}
 		}
-		if _, err := s.chains.append(ctx, ch, &rec); err != nil {
+		seq, err := s.chains.append(ctx, t.n, t.state.LastHash, t.lastSeq, &rec)
+		if err != nil {
+			s.chains.forget(req.Domain, req.DLQID)
 			if errors.Is(err, errConflict) {
-				if req.ExpectedIndex != nil {
-					continue // re-read: the same request may have landed
-				}
-				continue
+				continue // re-read: the same request may have landed
 			}
 			return api.AppendReply{}, api.ErrUnavailable, err
 		}
-		s.logRecord(&rec)
 		next.LastHash = rec.AuditHash
+		s.chains.remember(req.Domain, req.DLQID, tail{n: t.n + 1, lastSeq: seq, last: rec, state: next})
+		s.logRecord(&rec)
 		return reply(rec, next), "", nil
 	}
 	return api.AppendReply{}, api.ErrConflict, appendError{"the chain kept changing"}
 }
 
-// linked returns rec with the link fields append will set, for the
-// transition check before sealing.
-func linked(rec record.Record, ch chain) record.Record {
-	rec.Index = len(ch.records)
-	if n := len(ch.records); n > 0 {
-		rec.PrevHash = ch.records[n-1].AuditHash
+// landed reports whether the record req asks for is already in the stored
+// chain at req's expected index (a retried request that was written): then
+// it answers as the first time. t is the stored chain's tail.
+func (s *Service) landed(ctx context.Context, req api.AppendRequest, t tail) (api.AppendReply, bool, error) {
+	i := *req.ExpectedIndex
+	switch {
+	case i < 0 || i >= t.n:
+		return api.AppendReply{}, false, nil
+	case i == t.n-1:
+		if !sameRequest(t.last, req) {
+			return api.AppendReply{}, false, nil
+		}
+		return reply(t.last, t.state), true, nil
 	}
-	return rec
+	ch, err := s.chains.read(ctx, req.Domain, req.DLQID)
+	if err != nil {
+		return api.AppendReply{}, false, err
+	}
+	if i >= len(ch.records) || !sameRequest(ch.records[i], req) {
+		return api.AppendReply{}, false, nil
+	}
+	st, _ := record.Fold(ch.records[:i+1])
+	return reply(ch.records[i], st), true, nil
 }
 
 func (s *Service) lifecycleRecord(req api.AppendRequest, prev record.State) record.Record {

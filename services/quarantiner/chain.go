@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"strconv"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
 )
@@ -28,6 +30,22 @@ type chains struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
 	tr     telemetry.Tracer
+	// tails caches the tails of chains read or written lately (nil: no
+	// cache). An entry may be stale (another instance appended since):
+	// the conditional write then fails and the chain is read again.
+	tails *lru.Cache[string, tail]
+}
+
+// newChains returns chains caching up to cacheSize tails.
+func newChains(js jetstream.JetStream, stream jetstream.Stream, tr telemetry.Tracer, cacheSize int) (*chains, error) {
+	c := &chains{js: js, stream: stream, tr: tr}
+	if cacheSize > 0 {
+		var err error
+		if c.tails, err = lru.New[string, tail](cacheSize); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // chain is a chain as read: its records and the stream sequence of the last.
@@ -36,37 +54,88 @@ type chain struct {
 	lastSeq uint64
 }
 
-// read returns every record of a chain in order (empty when none).
+// tail is what an append to a chain needs: how many records it has, the
+// stream sequence and the record of the last one, and the chain's fold.
+type tail struct {
+	n       int
+	lastSeq uint64
+	last    record.Record
+	state   record.State
+	foldErr error // the chain breaks a link or lifecycle rule
+}
+
+// tailOf returns the tail of ch.
+func tailOf(ch chain) tail {
+	t := tail{n: len(ch.records), lastSeq: ch.lastSeq}
+	if t.n > 0 {
+		t.last = ch.records[t.n-1]
+		t.state, t.foldErr = record.Fold(ch.records)
+	}
+	return t
+}
+
+// read returns every record of a chain in order (empty when none), in one
+// direct-get batch request for chains up to 256 records.
 func (c *chains) read(ctx context.Context, domain, dlqID string) (chain, error) {
-	subj := subjects.Quarantine(domain, dlqID)
 	var out chain
-	next := uint64(1)
-	for {
-		m, err := c.stream.GetMsg(ctx, next, jetstream.WithGetMsgSubject(subj))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return out, nil
-		}
-		if err != nil {
-			return chain{}, fmt.Errorf("quarantiner: read chain: %w", err)
-		}
+	err := streams.ReadSubject(ctx, c.js, subjects.QuarantineStream, subjects.Quarantine(domain, dlqID), func(m *jetstream.RawStreamMsg) error {
 		var r record.Record
 		if err := json.Unmarshal(m.Data, &r); err != nil {
-			return chain{}, fmt.Errorf("quarantiner: record at %d unreadable: %w", m.Sequence, err)
+			return fmt.Errorf("quarantiner: record at %d unreadable: %w", m.Sequence, err)
 		}
 		out.records = append(out.records, r)
 		out.lastSeq = m.Sequence
-		next = m.Sequence + 1
+		return nil
+	})
+	if err != nil {
+		return chain{}, fmt.Errorf("quarantiner: read chain: %w", err)
+	}
+	return out, nil
+}
+
+// tail returns the tail of a chain, from the cache when it holds one
+// (cached true), else read from the stream (and cached).
+func (c *chains) tail(ctx context.Context, domain, dlqID string) (t tail, cached bool, err error) {
+	key := subjects.Quarantine(domain, dlqID)
+	if c.tails != nil {
+		if t, ok := c.tails.Get(key); ok {
+			return t, true, nil
+		}
+	}
+	ch, err := c.read(ctx, domain, dlqID)
+	if err != nil {
+		return tail{}, false, err
+	}
+	t = tailOf(ch)
+	if t.n > 0 {
+		c.remember(domain, dlqID, t)
+	}
+	return t, false, nil
+}
+
+// remember caches t as the tail of a chain.
+func (c *chains) remember(domain, dlqID string, t tail) {
+	if c.tails != nil {
+		c.tails.Add(subjects.Quarantine(domain, dlqID), t)
 	}
 }
 
-// append seals r as the next record of ch and stores it. It returns
-// errConflict when another writer appended first.
-func (c *chains) append(ctx context.Context, ch chain, r *record.Record) (uint64, error) {
+// forget drops a chain's cached tail (it proved stale, or changed).
+func (c *chains) forget(domain, dlqID string) {
+	if c.tails != nil {
+		c.tails.Remove(subjects.Quarantine(domain, dlqID))
+	}
+}
+
+// append seals r as the next record of a chain of n records whose last is
+// at stream sequence lastSeq with audit_hash prevHash, and stores it. It
+// returns errConflict when another writer appended first.
+func (c *chains) append(ctx context.Context, n int, prevHash string, lastSeq uint64, r *record.Record) (uint64, error) {
 	r.SchemaVersion = record.SchemaVersion
-	r.Index = len(ch.records)
+	r.Index = n
 	r.PrevHash = ""
-	if n := len(ch.records); n > 0 {
-		r.PrevHash = ch.records[n-1].AuditHash
+	if n > 0 {
+		r.PrevHash = prevHash
 	}
 	if err := record.Seal(r); err != nil {
 		return 0, err
@@ -86,7 +155,7 @@ func (c *chains) append(ctx context.Context, ch chain, r *record.Record) (uint64
 	defer span.End()
 	ack, err := c.js.PublishMsg(ctx, m,
 		jetstream.WithMsgID(msgID),
-		jetstream.WithExpectLastSequencePerSubject(ch.lastSeq))
+		jetstream.WithExpectLastSequencePerSubject(lastSeq))
 	telemetry.RecordAck(span, ack)
 	if err != nil {
 		var apiErr *jetstream.APIError

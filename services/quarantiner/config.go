@@ -38,6 +38,13 @@ type Config struct {
 	// MaxPayload is the gate's payload limit (to re-check originals fetched
 	// for exhausted events). Default 1 MiB.
 	MaxPayload int
+	// ChainCache is how many chains' tails (last record, stream sequence
+	// and folded state) an instance keeps in memory, least recently used
+	// first out, so that an append to a chain it wrote lately (a replay's
+	// outcome after its redrive request) does not read the chain again.
+	// A stale tail costs a refused conditional write and a re-read, never a
+	// wrong record. 0 disables it. Default 4096 (a few KiB each).
+	ChainCache int
 	// Streams sizes the streams checked at start-up.
 	Streams streams.Options
 	// Provision creates or checks the core streams at start-up (QUARANTINE
@@ -65,6 +72,7 @@ func DefaultConfig() Config {
 		RedriveCap:         3,
 		TerminatedGrace:    5 * time.Second,
 		MaxPayload:         gate.DefaultMaxPayload,
+		ChainCache:         4096,
 		Streams:            streams.DefaultOptions(),
 		Provision:          true,
 	}
@@ -92,6 +100,8 @@ func (c Config) validate() error {
 		return errors.New("quarantiner: RedriveCap must be at least 1")
 	case c.MaxPayload <= 0:
 		return errors.New("quarantiner: MaxPayload must be positive")
+	case c.ChainCache < 0:
+		return errors.New("quarantiner: ChainCache must not be negative")
 	}
 	return c.Streams.Validate()
 }

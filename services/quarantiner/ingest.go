@@ -44,12 +44,19 @@ func (s *Service) ingest(ctx context.Context, f record.Failure) (outcome, error)
 			s.metrics.duplicates.WithLabelValues(dup).Inc()
 			return outcome{duplicate: dup}, nil
 		}
-		if _, err := s.chains.append(ctx, ch, r); err != nil {
+		prevHash := ""
+		if n := len(ch.records); n > 0 {
+			prevHash = ch.records[n-1].AuditHash
+		}
+		seq, err := s.chains.append(ctx, len(ch.records), prevHash, ch.lastSeq, r)
+		if err != nil {
+			s.chains.forget(domain, dlqID)
 			if errors.Is(err, errConflict) {
 				continue
 			}
 			return outcome{}, err
 		}
+		s.chains.remember(domain, dlqID, tailOf(chain{records: append(ch.records, *r), lastSeq: seq}))
 		return outcome{written: r}, nil
 	}
 	return outcome{}, fmt.Errorf("quarantiner: chain %s kept changing", dlqID)

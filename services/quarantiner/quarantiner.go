@@ -102,7 +102,9 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("quarantiner: %s must be provisioned by an administrator: %w", subjects.QuarantineStream, err)
 	}
-	s.chains = &chains{js: s.js, stream: q, tr: s.tr}
+	if s.chains, err = newChains(s.js, q, s.tr, s.cfg.ChainCache); err != nil {
+		return fmt.Errorf("quarantiner: %w", err)
+	}
 	if s.events, err = s.js.Stream(setup, subjects.EventsStream); err != nil {
 		return fmt.Errorf("quarantiner: %w", err)
 	}

@@ -385,3 +385,76 @@ func TestTerminatedAdvisories(t *testing.T) {
 		t.Errorf("records = %+v", recs)
 	}
 }
+
+// TestStaleChainCache: two instances each cache the tails of the chains
+// they append to. When one appends behind the other's back, the other's
+// cached tail is stale: its next append is refused by the conditional
+// write or found behind the expected index, and decided again on the
+// stored chain. Chains never fork and no request is lost.
+func TestStaleChainCache(t *testing.T) {
+	e := newEnv(t)
+	a := e.start(t, testConfig(), nil)
+	b := e.start(t, testConfig(), nil)
+	ctx := context.Background()
+	quarantine := func(subject string) string {
+		data := []byte(`nope`)
+		seq := e.publishEvent(t, subject, data, nil)
+		f := structural(subject, seq, data, codes.MalformedJSON)
+		e.reportFailure(t, f)
+		id := record.DLQIDFor(f)
+		natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+			if n := len(e.chainOf(t, "dscsa", id)); n != 1 {
+				return fmt.Errorf("chain has %d records", n)
+			}
+			return nil
+		})
+		return id
+	}
+	mustAppend := func(s *running, req api.AppendRequest) api.AppendReply {
+		t.Helper()
+		rep, code, err := s.appendLifecycle(ctx, req)
+		if err != nil {
+			t.Fatalf("%s: %s %v", req.Kind, code, err)
+		}
+		return rep
+	}
+	checkChain := func(id string, n int, status string) {
+		t.Helper()
+		var recs []record.Record
+		for _, raw := range e.chainOf(t, "dscsa", id) {
+			r, err := record.Parse(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs = append(recs, r)
+		}
+		st, err := record.Fold(recs)
+		if err != nil || len(recs) != n || st.Status != status {
+			t.Fatalf("chain: %d records, status %s, fold error %v; want %d records, %s", len(recs), st.Status, err, n, status)
+		}
+	}
+
+	t.Run("refused write", func(t *testing.T) {
+		id := quarantine("events.dscsa.shipping")
+		mustAppend(a, api.AppendRequest{DLQID: id, Domain: "dscsa", Kind: record.KindRedriveRequested, ExpectedIndex: ptr(1), DrainID: "d1"})
+		mustAppend(b, api.AppendRequest{DLQID: id, Domain: "dscsa", Kind: record.KindResolved, Actor: "op", Reason: "fixed by hand"})
+		// a's tail says redriving at 2 records: its replayed is refused
+		// by the server, and the stored chain says it is too late.
+		_, code, err := a.appendLifecycle(ctx, api.AppendRequest{DLQID: id, Domain: "dscsa", Kind: record.KindReplayed, ExpectedIndex: ptr(2), DrainID: "d1"})
+		if err == nil || code != api.ErrConflict {
+			t.Fatalf("append on a stale tail = %s, %v; want %s", code, err, api.ErrConflict)
+		}
+		checkChain(id, 3, record.StatusResolved)
+	})
+	t.Run("expected index beyond the cached tail", func(t *testing.T) {
+		id := quarantine("events.dscsa.receiving")
+		mustAppend(a, api.AppendRequest{DLQID: id, Domain: "dscsa", Kind: record.KindRedriveRequested, ExpectedIndex: ptr(1), DrainID: "d1"})
+		mustAppend(b, api.AppendRequest{DLQID: id, Domain: "dscsa", Kind: record.KindPoisoned, ExpectedIndex: ptr(2)})
+		rep := mustAppend(a, api.AppendRequest{DLQID: id, Domain: "dscsa", Kind: record.KindReleased, ExpectedIndex: ptr(3),
+			Class: record.ClassValidation, Actor: "op", Reason: "schema fixed"})
+		if rep.Index != 3 || rep.Status != record.StatusOpen {
+			t.Fatalf("released = %+v", rep)
+		}
+		checkChain(id, 4, record.StatusOpen)
+	})
+}

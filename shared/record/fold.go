@@ -194,6 +194,17 @@ var transitions = map[string]transition{
 	KindQuarantined:      {nil, nil},
 }
 
+// Next folds r, the record that follows the chain s was folded from, into
+// a copy of s: Fold(append(chain, r)) without folding chain again. It
+// checks r's links (index, prev_hash, dlq_id) and lifecycle transition;
+// on error s is returned unchanged.
+func (s State) Next(r Record) (State, error) {
+	if s.Records == 0 {
+		return Fold([]Record{r})
+	}
+	return s.apply(r)
+}
+
 // apply folds the next record r into a copy of s.
 func (s State) apply(r Record) (State, error) {
 	if err := s.checkLink(r); err != nil {

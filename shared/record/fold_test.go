@@ -289,3 +289,43 @@ func TestRedrivable(t *testing.T) {
 		})
 	}
 }
+
+// TestNextMatchesFold folds chains one record at a time with Next and
+// compares with Fold of the whole chain: for every status and every kind
+// after it, an allowed record gives Fold's state, a forbidden one is
+// refused by both and leaves the state unchanged.
+func TestNextMatchesFold(t *testing.T) {
+	for from, to := range allowed {
+		for _, kind := range allKinds {
+			t.Run(from+"/"+kind, func(t *testing.T) {
+				recs, _ := chain(t, ClassExhausted, kinds(reach[from]...)...)
+				last, _ := sealOnly(t, follow(recs[len(recs)-1], kind))
+				recs = append(recs, last)
+				var s State
+				for i, r := range recs {
+					next, err := s.Next(r)
+					want, foldErr := Fold(recs[:i+1])
+					if (err == nil) != (foldErr == nil) {
+						t.Fatalf("record %d: Next error %v, Fold error %v", i, err, foldErr)
+					}
+					if err != nil {
+						if _, ok := to[kind]; ok || i != len(recs)-1 {
+							t.Fatalf("record %d refused: %v", i, err)
+						}
+						if !reflect.DeepEqual(next, s) {
+							t.Fatalf("record %d: a refused Next changed the state", i)
+						}
+						return
+					}
+					if !reflect.DeepEqual(next, want) {
+						t.Fatalf("record %d: Next gives %+v, Fold %+v", i, next, want)
+					}
+					s = next
+				}
+				if _, ok := to[kind]; !ok {
+					t.Errorf("forbidden %s from %s was accepted", kind, from)
+				}
+			})
+		}
+	}
+}
