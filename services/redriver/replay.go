@@ -224,7 +224,9 @@ type prepared struct {
 // prepare derives the replay of state st: the effective payload (the latest
 // correction, else the original), its subject (the original's, or, for a
 // correction whose event type changed, the one the domain's checker
-// derives) and its idempotency key by the gate.
+// derives) and its idempotency key: the one the validator derived when the
+// event failed (stored in the chain), else (a correction, or an original
+// that never passed the gate) by the gate now.
 func (s *Service) prepare(st record.State) (prepared, error) {
 	data, err := st.Payload.Bytes()
 	if err != nil {
@@ -244,6 +246,10 @@ func (s *Service) prepare(st record.State) (prepared, error) {
 		return prepared{}, fmt.Errorf("redriver: source subject is not an events subject")
 	}
 	p := prepared{subject: subject, data: data}
+	if !st.Corrected && st.IdempotencyKey != "" {
+		p.key = st.IdempotencyKey
+		return p, nil
+	}
 	if env, err := s.gate.Check(subject, data); err == nil {
 		p.key = env.IdempotencyKey
 	}
