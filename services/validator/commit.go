@@ -236,13 +236,13 @@ func (c *committer) writeLedger(ctx context.Context, env envelope.Envelope, data
 		m.Header.Set(envelope.DLQID, dlqID)
 	}
 	// The commit span (in ctx) stands for the LEDGER write, whose
-	// acknowledgement it records: one span fewer per committed event. Its
-	// context travels on in the LEDGER message.
+	// acknowledgement (stream, sequence) it records when it ends: one span
+	// fewer per committed event. Its context travels on in the LEDGER
+	// message.
 	span := trace.SpanFromContext(ctx)
 	c.tr.Inject(ctx, m.Header)
 	ack, err := c.js.PublishMsg(ctx, m, jetstream.WithMsgID(env.IdempotencyKey), jetstream.WithExpectLastSequencePerSubject(0))
 	if err == nil {
-		telemetry.RecordAck(span, ack)
 		return ack.Sequence, ack.Duplicate, nil
 	}
 	var apiErr *jetstream.APIError

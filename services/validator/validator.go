@@ -235,15 +235,16 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 		s.structural(ctx, m, meta, nil, dlqID, redrives, record.StageValidate, err, attempts)
 		return
 	}
-	span.SetAttributes(telemetry.DomainKey.String(env.Domain))
 	start := time.Now()
 	cctx, cspan := s.tr.Start(ctx, "commit "+env.Domain, telemetry.DomainKey.String(env.Domain),
 		semconv.MessagingDestinationTemplate("ledger.{domain}.{key}"))
 	ledgerSeq, err := s.commit.commit(cctx, env, m.Data(), meta.Sequence.Stream, dlqID)
-	endCommitSpan(cspan, err)
+	endCommitSpan(cspan, ledgerSeq, err)
+	// Each span's attributes are set in as few calls as possible: every
+	// SetAttributes call may copy the span's attributes again.
 	switch {
 	case err == nil:
-		span.SetAttributes(telemetry.OutcomeKey.String("committed"))
+		span.SetAttributes(telemetry.DomainKey.String(env.Domain), telemetry.OutcomeKey.String("committed"))
 		s.stats.committed.Add(1)
 		s.metrics.outcome(outcomeCommitted)
 		s.metrics.committed(start)
@@ -257,7 +258,7 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 			_ = attempts.Delete(ctx, attemptKey(meta.Sequence.Stream))
 		}
 	case errors.Is(err, ErrAlreadyCommitted):
-		span.SetAttributes(telemetry.OutcomeKey.String("duplicate"))
+		span.SetAttributes(telemetry.DomainKey.String(env.Domain), telemetry.OutcomeKey.String("duplicate"))
 		s.stats.duplicates.Add(1)
 		s.metrics.outcome(outcomeDuplicate)
 		_ = m.Ack()
@@ -282,11 +283,13 @@ func (s *Service) check(subject string, data []byte) (env envelope.Envelope, err
 }
 
 // endCommitSpan ends the span of one commit attempt, failed with its code
-// and class unless it committed or found the event already committed.
-func endCommitSpan(span trace.Span, err error) {
+// and class unless it committed (at LEDGER sequence ledgerSeq) or found the
+// event already committed.
+func endCommitSpan(span trace.Span, ledgerSeq uint64, err error) {
 	switch {
 	case err == nil:
-		span.SetAttributes(telemetry.OutcomeKey.String("committed"))
+		span.SetAttributes(telemetry.StreamKey.String(subjects.LedgerStream), telemetry.SequenceKey.Int64(int64(ledgerSeq)),
+			telemetry.OutcomeKey.String("committed"))
 	case errors.Is(err, ErrAlreadyCommitted):
 		span.SetAttributes(telemetry.OutcomeKey.String("duplicate"))
 	case codes.Of(err).Transient():
@@ -381,7 +384,7 @@ func (s *Service) transient(ctx context.Context, m jetstream.Msg, meta *jetstrea
 		}
 	}
 	if meta.NumDelivered >= uint64(s.cfg.MaxDeliver) {
-		span.SetAttributes(telemetry.OutcomeKey.String("exhausted"))
+		span.SetAttributes(telemetry.DomainKey.String(env.Domain), telemetry.OutcomeKey.String("exhausted"))
 		telemetry.Fail(span, code, record.ClassExhausted, telemetry.StageKey.String(record.StageCommit))
 		s.stats.exhausted.Add(1)
 		s.metrics.outcome(outcomeExhausted)
@@ -398,7 +401,7 @@ func (s *Service) transient(ctx context.Context, m jetstream.Msg, meta *jetstrea
 			delay = until + backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, 1)
 		}
 	}
-	span.SetAttributes(telemetry.OutcomeKey.String("transient"))
+	span.SetAttributes(telemetry.DomainKey.String(env.Domain), telemetry.OutcomeKey.String("transient"))
 	telemetry.Fail(span, code, telemetry.ClassTransient, telemetry.StageKey.String(record.StageCommit),
 		attribute.Int64("deadletter.retry_delay_ms", delay.Milliseconds()))
 	s.log.Info("transient failure; retrying", "seq", meta.Sequence.Stream, "key", env.IdempotencyKey, "code", code,

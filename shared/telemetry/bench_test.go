@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -49,6 +50,66 @@ func BenchmarkPublishSpan(b *testing.B) {
 				msg := &nats.Msg{Subject: "events.pharmacy.dispense", Header: nats.Header{}}
 				_, span := tr.StartPublish(ctx, msg, MessageID("x"))
 				Fail(span, "CODE", "validation")
+				span.End()
+			}
+		})
+	}
+}
+
+// benchMsg is a JetStream message as a consumer receives it, for
+// BenchmarkIngestSpans: only what StartConsume reads is implemented.
+type benchMsg struct {
+	jetstream.Msg
+	subject string
+	data    []byte
+	header  nats.Header
+	meta    *jetstream.MsgMetadata
+}
+
+func (m *benchMsg) Subject() string                           { return m.subject }
+func (m *benchMsg) Data() []byte                              { return m.data }
+func (m *benchMsg) Headers() nats.Header                      { return m.header }
+func (m *benchMsg) Metadata() (*jetstream.MsgMetadata, error) { return m.meta, nil }
+
+// BenchmarkIngestSpans measures what tracing adds to one ingested event in
+// the validator: the consume span continuing the publisher's context, the
+// commit span with the LEDGER acknowledgement, their attributes and their
+// export. Compare off with otlp-http (OTLP/HTTP to a local endpoint that
+// discards the request) for the cost per event.
+func BenchmarkIngestSpans(b *testing.B) {
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer collector.Close()
+	otlp, shutdown, err := Setup(context.Background(), Config{ServiceName: "bench", Endpoint: collector.URL, Sampler: sdktrace.AlwaysSample()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = shutdown(context.Background()) }()
+	h := nats.Header{}
+	h.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	msg := &benchMsg{subject: "events.pharmacy.dispense", data: make([]byte, 530), header: h,
+		meta: &jetstream.MsgMetadata{Stream: "EVENTS", Consumer: "validator", NumDelivered: 1,
+			Sequence: jetstream.SequencePair{Stream: 12345, Consumer: 12345}}}
+	ack := &jetstream.PubAck{Stream: "LEDGER", Sequence: 6789}
+	for _, bc := range []struct {
+		name string
+		tp   trace.TracerProvider
+	}{
+		{"off", noop.NewTracerProvider()},
+		{"batch-discard", sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}, sdktrace.WithMaxQueueSize(1<<16)))},
+		{"otlp-http", otlp},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			tr := NewTracer(bc.tp, nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				ctx, span := tr.StartConsume(context.Background(), msg, Operation("validate"))
+				_, cspan := tr.Start(ctx, "commit pharmacy", DomainKey.String("pharmacy"))
+				RecordAck(cspan, ack, OutcomeKey.String("committed"))
+				cspan.End()
+				span.SetAttributes(DomainKey.String("pharmacy"), OutcomeKey.String("committed"))
 				span.End()
 			}
 		})

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -193,16 +194,27 @@ func (o options) spanOptions(kind trace.SpanKind) []trace.SpanStartOption {
 	return so
 }
 
-// setAttributes sets build()'s attributes and Attributes' on a recording span.
-func (o options) setAttributes(span trace.Span, build func() []attribute.KeyValue) {
+// setAttributes sets build()'s attributes and Attributes' on a recording
+// span, in one call (each SetAttributes call may grow the span's attribute
+// slice again). build appends to a pooled buffer: the SDK copies the
+// attributes, so the buffer is reused.
+func (o options) setAttributes(span trace.Span, build func([]attribute.KeyValue) []attribute.KeyValue) {
 	if !span.IsRecording() {
 		return
 	}
-	span.SetAttributes(build()...)
-	if len(o.attrs) > 0 {
-		span.SetAttributes(o.attrs...)
-	}
+	bp := attrPool.Get().(*[]attribute.KeyValue)
+	attrs := append(build((*bp)[:0]), o.attrs...)
+	span.SetAttributes(attrs...)
+	clear(attrs)
+	*bp = attrs[:0]
+	attrPool.Put(bp)
 }
+
+// attrPool holds attribute buffers for setAttributes.
+var attrPool = sync.Pool{New: func() any {
+	b := make([]attribute.KeyValue, 0, 16)
+	return &b
+}}
 
 // name is "<operation> <template or destination>".
 func (o options) name(def, dest string) string {
@@ -216,13 +228,12 @@ func (o options) name(def, dest string) string {
 	return op + " " + dest
 }
 
-func (o options) messaging(def, dest string, opType attribute.KeyValue, size int) []attribute.KeyValue {
+func (o options) messaging(attrs []attribute.KeyValue, def, dest string, opType attribute.KeyValue, size int) []attribute.KeyValue {
 	op := o.op
 	if op == "" {
 		op = def
 	}
-	attrs := make([]attribute.KeyValue, 4, 14)
-	attrs[0], attrs[1], attrs[2], attrs[3] = messagingSystem, semconv.MessagingDestinationName(dest), opType, semconv.MessagingOperationName(op)
+	attrs = append(attrs, messagingSystem, semconv.MessagingDestinationName(dest), opType, semconv.MessagingOperationName(op))
 	if size > 0 {
 		attrs = append(attrs, semconv.MessagingMessageBodySize(size))
 	}
@@ -237,14 +248,14 @@ func (o options) messaging(def, dest string, opType attribute.KeyValue, size int
 
 // redriveAttrs returns the deadletter attributes of a redriven message's
 // headers (none for an original event).
-func redriveAttrs(h map[string][]string) []attribute.KeyValue {
+func redriveAttrs(attrs []attribute.KeyValue, h map[string][]string) []attribute.KeyValue {
 	c := Carrier(h)
 	id := c.Get(envelope.DLQID)
 	if id == "" {
-		return nil
+		return attrs
 	}
 	n, _ := strconv.Atoi(c.Get(envelope.RedriveCount))
-	return []attribute.KeyValue{DLQIDKey.String(id), RedriveCountKey.Int(n)}
+	return append(attrs, DLQIDKey.String(id), RedriveCountKey.Int(n))
 }
 
 // StartPublish starts the producer span of a publish of msg, child of the
@@ -257,9 +268,9 @@ func (t Tracer) StartPublish(ctx context.Context, msg *nats.Msg, opts ...Option)
 		msg.Header = nats.Header{}
 	}
 	ctx, span := t.tracer.Start(ctx, o.name("send", msg.Subject), o.spanOptions(trace.SpanKindProducer)...)
-	o.setAttributes(span, func() []attribute.KeyValue {
-		attrs := o.messaging("send", msg.Subject, semconv.MessagingOperationTypeSend, len(msg.Data))
-		return append(attrs, redriveAttrs(msg.Header)...)
+	o.setAttributes(span, func(attrs []attribute.KeyValue) []attribute.KeyValue {
+		attrs = o.messaging(attrs, "send", msg.Subject, semconv.MessagingOperationTypeSend, len(msg.Data))
+		return redriveAttrs(attrs, msg.Header)
 	})
 	t.Inject(ctx, msg.Header)
 	return ctx, span
@@ -289,8 +300,8 @@ func (t Tracer) StartConsume(ctx context.Context, msg jetstream.Msg, opts ...Opt
 		so = append(so, trace.WithNewRoot())
 	}
 	ctx, span := t.tracer.Start(ctx, o.name("process", msg.Subject()), so...)
-	o.setAttributes(span, func() []attribute.KeyValue {
-		attrs := o.messaging("process", msg.Subject(), semconv.MessagingOperationTypeProcess, len(msg.Data()))
+	o.setAttributes(span, func(attrs []attribute.KeyValue) []attribute.KeyValue {
+		attrs = o.messaging(attrs, "process", msg.Subject(), semconv.MessagingOperationTypeProcess, len(msg.Data()))
 		if meta, err := msg.Metadata(); err == nil {
 			attrs = append(attrs,
 				semconv.MessagingConsumerGroupName(meta.Consumer),
@@ -299,7 +310,7 @@ func (t Tracer) StartConsume(ctx context.Context, msg jetstream.Msg, opts ...Opt
 				SequenceKey.Int64(int64(meta.Sequence.Stream)),
 				DeliveryCountKey.Int64(int64(meta.NumDelivered)))
 		}
-		return append(attrs, redriveAttrs(h)...)
+		return redriveAttrs(attrs, h)
 	})
 	return ctx, span
 }
@@ -320,7 +331,7 @@ func (t Tracer) StartRequest(ctx context.Context, subject string, h map[string][
 	}
 	ctx = t.Extract(ctx, h)
 	ctx, span := t.tracer.Start(ctx, name, o.spanOptions(trace.SpanKindServer)...)
-	o.setAttributes(span, func() []attribute.KeyValue { return attrs })
+	o.setAttributes(span, func(dst []attribute.KeyValue) []attribute.KeyValue { return append(dst, attrs...) })
 	return ctx, span
 }
 
@@ -366,8 +377,8 @@ func (t Tracer) StartRedrive(ctx context.Context, msg *nats.Msg, r Redrive, opts
 	}
 	so := append(o.spanOptions(trace.SpanKindProducer), trace.WithNewRoot())
 	ctx, span := t.tracer.Start(ctx, o.name("send", msg.Subject), so...)
-	o.setAttributes(span, func() []attribute.KeyValue {
-		return o.messaging("send", msg.Subject, semconv.MessagingOperationTypeSend, len(msg.Data))
+	o.setAttributes(span, func(attrs []attribute.KeyValue) []attribute.KeyValue {
+		return o.messaging(attrs, "send", msg.Subject, semconv.MessagingOperationTypeSend, len(msg.Data))
 	})
 	t.Inject(ctx, msg.Header)
 	return ctx, span
@@ -391,14 +402,20 @@ func OriginalSpanContext(traceID, spanID string) (trace.SpanContext, bool) {
 
 // RecordAck adds a JetStream publish acknowledgement's stream and sequence
 // (and duplicate flag) to a publish span.
-func RecordAck(span trace.Span, ack *jetstream.PubAck) {
-	if ack == nil || !span.IsRecording() {
+func RecordAck(span trace.Span, ack *jetstream.PubAck, attrs ...attribute.KeyValue) {
+	if !span.IsRecording() {
 		return
 	}
-	span.SetAttributes(StreamKey.String(ack.Stream), SequenceKey.Int64(int64(ack.Sequence)))
-	if ack.Duplicate {
-		span.SetAttributes(DuplicateKey.Bool(true))
+	if ack == nil {
+		span.SetAttributes(attrs...)
+		return
 	}
+	all := make([]attribute.KeyValue, 0, 3+len(attrs))
+	all = append(all, StreamKey.String(ack.Stream), SequenceKey.Int64(int64(ack.Sequence)))
+	if ack.Duplicate {
+		all = append(all, DuplicateKey.Bool(true))
+	}
+	span.SetAttributes(append(all, attrs...)...)
 }
 
 // Fail marks span as failed: status Error with the code as its message,
