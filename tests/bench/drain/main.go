@@ -50,25 +50,38 @@ func main() {
 	quarantiners := flag.Int("quarantiners", 1, "quarantiner instances (quarantiner.append is served one request at a time per instance)")
 	child := flag.String("child", "", "internal: run only a redriver against this NATS URL")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the server, validator and quarantiner (this process) during the drain")
+	redriverProfile := flag.String("redriver-cpuprofile", "", "write a CPU profile of the redriver (the child process) to this file")
 	flag.Parse()
 	if *child != "" {
-		if err := runChild(*child, *concurrency); err != nil {
+		if err := runChild(*child, *concurrency, *redriverProfile); err != nil {
 			log.Fatal(err)
 		}
 		return
 	}
-	if err := run(*n, *concurrency, *quarantiners, *syncAlways, *dryRun, *cpuprofile); err != nil {
+	if err := run(*n, *concurrency, *quarantiners, *syncAlways, *dryRun, *cpuprofile, *redriverProfile); err != nil {
 		log.Fatal(err)
 	}
 }
 
-// runChild runs one redriver until interrupted.
-func runChild(url string, concurrency int) error {
+// runChild runs one redriver until interrupted, profiling it to profile
+// when set.
+func runChild(url string, concurrency int, profile string) error {
 	nc, err := nats.Connect(url, nats.Name("bench-redriver"))
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	cfg := redriver.DefaultConfig()
 	cfg.Provision = false
 	cfg.InstanceID = "bench-redriver"
@@ -82,7 +95,7 @@ func runChild(url string, concurrency int) error {
 	return r.Run(ctx)
 }
 
-func run(n, concurrency, quarantiners int, syncAlways, dryRun bool, profile string) error {
+func run(n, concurrency, quarantiners int, syncAlways, dryRun bool, profile, redriverProfile string) error {
 	ctx := context.Background()
 	env, err := benchenv.Start(ctx, syncAlways)
 	if err != nil {
@@ -121,7 +134,11 @@ func run(n, concurrency, quarantiners int, syncAlways, dryRun bool, profile stri
 		}
 		defer pprof.StopCPUProfile()
 	}
-	cmd := exec.Command(exe, "-child", srv.ClientURL(), "-concurrency", strconv.Itoa(concurrency))
+	args := []string{"-child", srv.ClientURL(), "-concurrency", strconv.Itoa(concurrency)}
+	if redriverProfile != "" {
+		args = append(args, "-redriver-cpuprofile", redriverProfile)
+	}
+	cmd := exec.Command(exe, args...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return err
