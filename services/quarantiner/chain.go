@@ -137,10 +137,7 @@ func (c *chains) append(ctx context.Context, n int, prevHash string, lastSeq uin
 	if n > 0 {
 		r.PrevHash = prevHash
 	}
-	if err := record.Seal(r); err != nil {
-		return 0, err
-	}
-	b, err := record.Marshal(*r)
+	b, err := record.SealMarshal(r)
 	if err != nil {
 		return 0, err
 	}

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"log/slog"
 	"sync"
@@ -145,22 +146,40 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("quarantiner: micro: %w", err)
 	}
 	// Appends are served concurrently (micro calls a handler one request at
-	// a time), bounded by Workers; appends to one chain stay safe because
-	// each is conditional on the chain's last sequence.
-	slots := make(chan struct{}, s.cfg.Workers)
+	// a time) by Workers goroutines, which keep their grown stacks from one
+	// request to the next; appends to one chain stay safe because each is
+	// conditional on the chain's last sequence.
+	requests := make(chan micro.Request)
 	var appends sync.WaitGroup
+	for range s.cfg.Workers {
+		appends.Add(1)
+		go func() {
+			defer appends.Done()
+			for r := range requests {
+				s.handleAppend(r)
+			}
+		}()
+	}
+	// A request still arriving while the service stops is refused; the
+	// requests handed over are finished.
+	var mu sync.RWMutex
+	stopped := false
 	defer func() {
 		_ = svc.Stop()
+		mu.Lock()
+		stopped = true
+		close(requests)
+		mu.Unlock()
 		appends.Wait()
 	}()
 	concurrent := func(r micro.Request) {
-		slots <- struct{}{}
-		appends.Add(1)
-		d := endpoint.Detach(s.nc, r) // answered after this handler returns
-		go func() {
-			defer func() { <-slots; appends.Done() }()
-			s.handleAppend(d)
-		}()
+		mu.RLock()
+		defer mu.RUnlock()
+		if stopped {
+			_ = r.Error(api.ErrUnavailable, "the quarantiner is stopping", nil)
+			return
+		}
+		requests <- endpoint.Detach(s.nc, r) // answered after this handler returns
 	}
 	if err := svc.AddGroup("quarantiner").AddEndpoint("append", micro.HandlerFunc(concurrent),
 		micro.WithEndpointMetadata(map[string]string{"description": "append a lifecycle record to a chain (redriver, operators)"})); err != nil {

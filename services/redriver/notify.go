@@ -14,12 +14,13 @@ import (
 // their quarantine chain (quarantine.<domain>.<dlq_id>). It holds two core
 // subscriptions while anyone waits (none when idle). A wake-up is only a
 // hint that makes the waiter look now: a missed one costs a poll interval,
-// never a wrong outcome.
+// never a wrong outcome. The wake-up is the message itself: an IDEMPOTENCY
+// entry's value spares the waiter a read of the bucket.
 type notifier struct {
 	nc *nats.Conn
 
 	mu      sync.Mutex
-	waiters map[string]map[chan struct{}]struct{}
+	waiters map[string]map[chan *nats.Msg]struct{}
 	n       int // registered channels
 	subs    []*nats.Subscription
 }
@@ -27,12 +28,12 @@ type notifier struct {
 const kvPrefix = "$KV." + subjects.IdempotencyBucket + "."
 
 func newNotifier(nc *nats.Conn) *notifier {
-	return &notifier{nc: nc, waiters: map[string]map[chan struct{}]struct{}{}}
+	return &notifier{nc: nc, waiters: map[string]map[chan *nats.Msg]struct{}{}}
 }
 
 // watch registers ch for the names (idempotency keys and dlq ids); the
 // returned func unregisters it.
-func (n *notifier) watch(ch chan struct{}, names ...string) func() {
+func (n *notifier) watch(ch chan *nats.Msg, names ...string) func() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, name := range names {
@@ -41,7 +42,7 @@ func (n *notifier) watch(ch chan struct{}, names ...string) func() {
 		}
 		set := n.waiters[name]
 		if set == nil {
-			set = map[chan struct{}]struct{}{}
+			set = map[chan *nats.Msg]struct{}{}
 			n.waiters[name] = set
 		}
 		set[ch] = struct{}{}
@@ -76,7 +77,8 @@ func (n *notifier) watch(ch chan struct{}, names ...string) func() {
 	}
 }
 
-// deliver wakes the waiters of the message's key or dlq id.
+// deliver hands the message to the waiters of its key or dlq id, dropping
+// it for a waiter whose channel is full (it will look anyway).
 func (n *notifier) deliver(m *nats.Msg) {
 	name := m.Subject
 	if strings.HasPrefix(name, kvPrefix) {
@@ -87,7 +89,7 @@ func (n *notifier) deliver(m *nats.Msg) {
 	n.mu.Lock()
 	for ch := range n.waiters[name] {
 		select {
-		case ch <- struct{}{}:
+		case ch <- m:
 		default:
 		}
 	}

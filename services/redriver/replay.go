@@ -2,6 +2,7 @@ package redriver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/deadletter/deadletter/shared/telemetry"
@@ -270,7 +271,7 @@ func (s *Service) publishAndObserve(ctx context.Context, domain, id string, st r
 	})
 	defer span.End()
 	// Watch before publishing, so that a fast commit still wakes us.
-	wake := make(chan struct{}, 1)
+	wake := make(chan *nats.Msg, 4)
 	defer s.notify.watch(wake, p.key, id)()
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	ack, err := s.js.PublishMsg(pctx, m, jetstream.WithMsgID(id+"-"+strconv.Itoa(n)))
@@ -304,7 +305,7 @@ func (s *Service) publishAndObserve(ctx context.Context, domain, id string, st r
 // id or EVENTS sequence; else by another copy of the event) → the chain
 // gets replayed (or skipped_duplicate); the chain gains a failure → failed;
 // neither before the timeout → pending.
-func (s *Service) observe(ctx context.Context, domain, id, key string, seq uint64, idx int, o replayOpts, wake <-chan struct{}) (string, error) {
+func (s *Service) observe(ctx context.Context, domain, id, key string, seq uint64, idx int, o replayOpts, wake <-chan *nats.Msg) (string, error) {
 	timeout := s.cfg.OutcomeTimeout
 	if o.wait > 0 {
 		timeout = o.wait
@@ -315,17 +316,21 @@ func (s *Service) observe(ctx context.Context, domain, id, key string, seq uint6
 	wait := s.cfg.PollMin
 	for {
 		timer := time.NewTimer(wait)
+		var woken *nats.Msg
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return api.OutcomePending, nil
-		case <-wake:
+		case woken = <-wake:
 			timer.Stop()
 		case <-timer.C:
 			wait = min(2*wait, s.cfg.PollMax)
 		}
 		if key != "" {
-			ks, found, err := ledger.Lookup(ctx, s.idem, key)
+			ks, found, err := committedBy(woken, wake, key)
+			if !found {
+				ks, found, err = ledger.Lookup(ctx, s.idem, key)
+			}
 			if err == nil && found && ks.Committed() {
 				kind := record.KindSkippedDuplicate
 				if ks.DLQID == id || ks.SourceSeq == seq {
@@ -349,6 +354,28 @@ func (s *Service) observe(ctx context.Context, domain, id, key string, seq uint6
 		}
 	}
 }
+
+// committedBy looks for key's committed state in the wake-up m and the
+// others already waiting in wake: an IDEMPOTENCY put carries the entry's
+// value. found is false when none does (then the bucket is read).
+func committedBy(m *nats.Msg, wake <-chan *nats.Msg, key string) (ledger.KeyState, bool, error) {
+	for {
+		if m != nil && m.Subject == kvPrefix+key && m.Header.Get(kvOperation) == "" {
+			var ks ledger.KeyState
+			if err := json.Unmarshal(m.Data, &ks); err == nil && ks.Committed() {
+				return ks, true, nil
+			}
+		}
+		select {
+		case m = <-wake:
+		default:
+			return ledger.KeyState{}, false, nil
+		}
+	}
+}
+
+// kvOperation is the header marking a key-value delete or purge.
+const kvOperation = "KV-Operation"
 
 // reread returns the outcome another writer recorded after index idx.
 func (s *Service) reread(ctx context.Context, domain, id string, idx int) string {

@@ -43,6 +43,17 @@ func Seal(r *Record) error {
 	return nil
 }
 
+// SealMarshal seals r (as Seal) and returns the bytes to store (as
+// Marshal), encoding it twice and canonicalizing it once: the bytes differ
+// from the sealed form only by the audit_hash member, which the seal
+// leaves out.
+func SealMarshal(r *Record) ([]byte, error) {
+	if err := Seal(r); err != nil {
+		return nil, err
+	}
+	return encode(*r)
+}
+
 // Marshal returns the bytes to store for the sealed record r: its JSON
 // (members in Record's field order, no HTML escaping). It fails with
 // ErrUnsealed when r has no AuditHash and ErrSealMismatch when r changed

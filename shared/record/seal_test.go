@@ -34,6 +34,30 @@ func TestSealRoundTrip(t *testing.T) {
 	}
 }
 
+// TestSealMarshal: SealMarshal gives the bytes and seal of Seal then
+// Marshal, for the first record and a lifecycle record.
+func TestSealMarshal(t *testing.T) {
+	first, _ := mustSeal(t, FromFailure(testFailure(), t0))
+	later := follow(first, KindRedriveRequested)
+	first.AuditHash = ""
+	for name, r := range map[string]Record{"first": first, "lifecycle": later} {
+		t.Run(name, func(t *testing.T) {
+			want, wantRaw := mustSeal(t, r)
+			got := r
+			raw, err := SealMarshal(&got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.AuditHash != want.AuditHash || !bytes.Equal(raw, wantRaw) {
+				t.Errorf("SealMarshal = %s %s\nwant %s %s", got.AuditHash, raw, want.AuditHash, wantRaw)
+			}
+			if err := VerifySeal(raw); err != nil {
+				t.Errorf("VerifySeal: %v", err)
+			}
+		})
+	}
+}
+
 // TestSealInspectorRecipe recomputes the seal as the package doc tells an
 // inspector to, with generic JSON only.
 func TestSealInspectorRecipe(t *testing.T) {

@@ -320,18 +320,19 @@ func (t Tracer) StartConsume(ctx context.Context, msg jetstream.Msg, opts ...Opt
 // child of the caller's context in the request headers.
 func (t Tracer) StartRequest(ctx context.Context, subject string, h map[string][]string, opts ...Option) (context.Context, trace.Span) {
 	o := collect(opts)
-	attrs := []attribute.KeyValue{messagingSystem, semconv.MessagingDestinationName(subject),
-		semconv.MessagingOperationTypeProcess}
-	if o.op != "" {
-		attrs = append(attrs, semconv.MessagingOperationName(o.op))
-	}
 	name := subject
 	if o.op != "" {
 		name = o.op + " " + subject
 	}
 	ctx = t.Extract(ctx, h)
 	ctx, span := t.tracer.Start(ctx, name, o.spanOptions(trace.SpanKindServer)...)
-	o.setAttributes(span, func(dst []attribute.KeyValue) []attribute.KeyValue { return append(dst, attrs...) })
+	o.setAttributes(span, func(attrs []attribute.KeyValue) []attribute.KeyValue {
+		attrs = append(attrs, messagingSystem, semconv.MessagingDestinationName(subject), semconv.MessagingOperationTypeProcess)
+		if o.op != "" {
+			attrs = append(attrs, semconv.MessagingOperationName(o.op))
+		}
+		return attrs
+	})
 	return ctx, span
 }
 
