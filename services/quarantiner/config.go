@@ -80,10 +80,11 @@ func DefaultConfig() Config {
 
 // LoadEnv overrides cfg from environment variables:
 // DEADLETTER_REDRIVE_CAP, DEADLETTER_QUARANTINE_WORKERS,
-// DEADLETTER_MAX_PAYLOAD, DEADLETTER_REPLICAS.
+// DEADLETTER_CHAIN_CACHE, DEADLETTER_MAX_PAYLOAD, DEADLETTER_REPLICAS.
 func (c *Config) LoadEnv(env *config.Env) {
 	env.Int("DEADLETTER_REDRIVE_CAP", &c.RedriveCap)
 	env.Int("DEADLETTER_QUARANTINE_WORKERS", &c.Workers)
+	env.Int("DEADLETTER_CHAIN_CACHE", &c.ChainCache)
 	env.Int("DEADLETTER_MAX_PAYLOAD", &c.MaxPayload)
 	env.Int("DEADLETTER_REPLICAS", &c.Streams.Replicas)
 }
