@@ -10,10 +10,14 @@
 //     quarantined events, and the triage groups an operator opens first;
 //   - audit.checkpoint: append a checkpoint (also done periodically).
 //
-// A live ordered consumer on QUARANTINE keeps a summary per chain (for
-// lists, groups and the depth and age gauges), the running checkpoint
-// digest, and writes one PHI-free audit-log line per record. The auditor
-// never writes QUARANTINE; it appends only its own checkpoints to AUDIT.
+// A live ordered consumer on QUARANTINE keeps a summary per unresolved
+// chain and aggregates of the resolved ones per triage group (for lists,
+// groups and the depth and age gauges), the running checkpoint digest,
+// and writes one PHI-free audit-log line per record. What it no longer
+// holds (resolved chains) is read from QUARANTINE when asked for, with
+// JetStream direct gets, so the auditor's memory does not grow with the
+// number of records. The auditor never writes QUARANTINE; it appends only
+// its own checkpoints to AUDIT.
 package auditor
 
 import (
@@ -57,6 +61,10 @@ type Service struct {
 	keys       jetstream.KeyValue
 
 	cpMu sync.Mutex // serializes checkpoint writes
+
+	verifyBatch int    // records linked together by verify (tests make it small)
+	seenBits    uint32 // size of verify's filter of dlq ids seen
+	seenFull    bool   // tests: verify's filter starts full (every id "maybe seen")
 }
 
 // New builds an auditor on an open connection; Run starts it.
@@ -66,6 +74,9 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.VerifyChainCache == 0 {
+		cfg.VerifyChainCache = defaultVerifyChainCache
 	}
 	g, err := gate.New(0)
 	if err != nil {
@@ -77,7 +88,8 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	}
 	log = log.With("service", "auditor")
 	m := newMetrics(cfg.Registerer)
-	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log, metrics: m, now: time.Now}
+	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log, metrics: m, now: time.Now, verifyBatch: defaultVerifyBatch,
+		seenBits: seenFilterBits}
 	s.index = newIndex(log, m)
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(newDepthCollector(s.index, func() time.Time { return s.now() }))
@@ -249,7 +261,9 @@ func (s *Service) handleGet(r micro.Request) {
 func (s *Service) handleList(r micro.Request) {
 	var req api.ListRequest
 	if decode(r, &req) {
-		rep, err := s.List(req)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		rep, err := s.List(ctx, req)
 		respond(r, rep, err)
 	}
 }

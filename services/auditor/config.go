@@ -31,12 +31,23 @@ type Config struct {
 	// LookupConcurrency is how many IDEMPOTENCY lookups one reconciliation
 	// keeps in flight. Default 64.
 	LookupConcurrency int
+	// VerifyChainCache is how many chains audit.verify keeps the tail of
+	// (the last record's link, about 250 bytes each), the bound of its
+	// memory whatever the size of QUARANTINE. The tail of a chain evicted
+	// from it is read again from the server (the chain's previous record,
+	// one batched direct get per batch of records) when the chain's next
+	// record comes, so the cache bounds the cost, not the result. Default
+	// 16,384 (about 4 MiB); 0 means the default.
+	VerifyChainCache int
 	// Instance names this auditor in checkpoints and logs. Default
 	// "auditor".
 	Instance string
 	// Registerer receives the auditor's metrics. Nil: not exported.
 	Registerer prometheus.Registerer
 }
+
+// defaultVerifyChainCache is the default Config.VerifyChainCache.
+const defaultVerifyChainCache = 16384
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
@@ -46,6 +57,7 @@ func DefaultConfig() Config {
 		ReconcileInterval:  15 * time.Minute,
 		ReconcileWindow:    time.Hour,
 		LookupConcurrency:  64,
+		VerifyChainCache:   defaultVerifyChainCache,
 		Instance:           "auditor",
 		TraceURLBase:       telemetry.DefaultTraceURLBase,
 	}
@@ -54,12 +66,14 @@ func DefaultConfig() Config {
 // LoadEnv overrides cfg from environment variables:
 // DEADLETTER_AUDIT_GRACE, DEADLETTER_AUDIT_CHECKPOINT_INTERVAL,
 // DEADLETTER_AUDIT_RECONCILE_INTERVAL, DEADLETTER_AUDIT_RECONCILE_WINDOW,
+// DEADLETTER_AUDIT_VERIFY_CACHE,
 // DEADLETTER_INSTANCE_ID.
 func (c *Config) LoadEnv(env *config.Env) {
 	env.Duration("DEADLETTER_AUDIT_GRACE", &c.Grace)
 	env.Duration("DEADLETTER_AUDIT_CHECKPOINT_INTERVAL", &c.CheckpointInterval)
 	env.Duration("DEADLETTER_AUDIT_RECONCILE_INTERVAL", &c.ReconcileInterval)
 	env.Duration("DEADLETTER_AUDIT_RECONCILE_WINDOW", &c.ReconcileWindow)
+	env.Int("DEADLETTER_AUDIT_VERIFY_CACHE", &c.VerifyChainCache)
 	env.String("DEADLETTER_INSTANCE_ID", &c.Instance)
 	env.String("DEADLETTER_TRACE_URL_BASE", &c.TraceURLBase)
 }
@@ -74,6 +88,8 @@ func (c Config) validate() error {
 		return errors.New("auditor: ReconcileWindow must be positive when reconciling periodically")
 	case c.LookupConcurrency < 1:
 		return errors.New("auditor: LookupConcurrency must be at least 1")
+	case c.VerifyChainCache < 0:
+		return errors.New("auditor: VerifyChainCache must not be negative")
 	case c.Instance == "":
 		return errors.New("auditor: Instance is required")
 	}

@@ -112,6 +112,7 @@ func (e *env) startAuditor(tb testing.TB, cfg Config, now func() time.Time) *run
 		_, err := nc.Request(api.AuditGroups, nil, time.Second)
 		return err
 	})
+	e.waitApplied(tb, r) // the live view holds what was stored before the start
 	return r
 }
 

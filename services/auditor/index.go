@@ -1,11 +1,13 @@
 package auditor
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"hash"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -15,13 +17,15 @@ import (
 	"github.com/deadletter/deadletter/shared/record"
 )
 
-// entry is the auditor's live summary of one quarantine chain: the fields
-// lists, groups and gauges need, never a payload.
+// entry is the auditor's live summary of one unresolved quarantine chain:
+// the fields lists, groups, gauges and reconciliation need, never a
+// payload.
 type entry struct {
 	dlqID, domain, class, status, code, party, key string
 	redrives, records                              int
 	firstSeen, quarantinedAt, lastChange           time.Time
 	lastHash                                       string
+	seq                                            uint64 // QUARANTINE sequence of record 0
 	sourceStream                                   string
 	sourceSeq                                      uint64 // of record 0: the original event
 }
@@ -52,25 +56,80 @@ type lightRecord struct {
 	AuditHash      string    `json:"audit_hash"`
 }
 
+// groupKey names a second-level triage group: fingerprint and party.
+type groupKey struct{ domain, code, class, party string }
+
+// maxResolvedSamples is how many resolved dlq ids a group keeps as
+// samples (the newest): a group's samples list its unresolved events
+// first, then at most this many resolved ones.
+const maxResolvedSamples = 10
+
+// sample is a resolved event kept as a group sample.
+type sample struct {
+	dlqID         string
+	quarantinedAt time.Time
+}
+
+// resolvedGroup aggregates the resolved events of one triage group,
+// O(1) memory per group: the events themselves are not kept.
+type resolvedGroup struct {
+	total               int
+	firstSeen, lastSeen time.Time // bounds of the events' first_seen
+	samples             []sample  // newest first, at most maxResolvedSamples
+}
+
+// add counts the resolved chain e.
+func (g *resolvedGroup) add(e *entry) {
+	g.total++
+	if g.firstSeen.IsZero() || e.firstSeen.Before(g.firstSeen) {
+		g.firstSeen = e.firstSeen
+	}
+	if e.firstSeen.After(g.lastSeen) {
+		g.lastSeen = e.firstSeen
+	}
+	s := sample{e.dlqID, e.quarantinedAt}
+	i, _ := slices.BinarySearchFunc(g.samples, s, newerSample)
+	if i < maxResolvedSamples {
+		g.samples = slices.Insert(g.samples, i, s)
+		if len(g.samples) > maxResolvedSamples {
+			g.samples = g.samples[:maxResolvedSamples]
+		}
+	}
+}
+
+// newerSample orders samples newest first (by quarantine time, then dlq id).
+func newerSample(a, b sample) int {
+	if c := b.quarantinedAt.Compare(a.quarantinedAt); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.dlqID, b.dlqID)
+}
+
 // index is the auditor's live view of QUARANTINE, fed in stream order by
-// an ordered consumer: one entry per chain (O(chains) memory), the running
-// checkpoint digest, and the audit log. It does not verify seals (verify
-// does); it follows the lifecycle as the records state it.
+// an ordered consumer: an entry per UNRESOLVED chain, aggregates of the
+// resolved ones per triage group (counts, first and last seen, a few
+// samples), the domains seen, the running checkpoint digest, and the
+// audit log. Its memory grows with the unresolved chains and the groups,
+// not with the records or the resolved chains. It does not verify seals
+// (verify does); it follows the lifecycle as the records state it.
 type index struct {
 	log     *slog.Logger
 	metrics *metrics
 
-	mu      sync.RWMutex
-	chains  map[string]*entry
-	lastSeq uint64    // last QUARANTINE sequence applied
-	count   uint64    // records applied
-	digest  hash.Hash // running SHA-256 (api.CheckpointAlgorithm)
-	logFrom uint64    // records above this sequence are logged
-	line    []byte
+	mu       sync.RWMutex
+	chains   map[string]*entry // unresolved chains
+	resolved map[groupKey]*resolvedGroup
+	domains  map[string]bool
+	lastSeq  uint64    // last QUARANTINE sequence applied
+	count    uint64    // records applied
+	digest   hash.Hash // running SHA-256 (api.CheckpointAlgorithm)
+	logFrom  uint64    // records above this sequence are logged
+	line     []byte
 }
 
 func newIndex(log *slog.Logger, m *metrics) *index {
-	return &index{log: log, metrics: m, chains: map[string]*entry{}, digest: sha256.New()}
+	return &index{log: log, metrics: m, chains: map[string]*entry{}, resolved: map[groupKey]*resolvedGroup{},
+		domains: map[string]bool{}, digest: sha256.New()}
 }
 
 // snapshot returns the running digest state: last sequence, count, digest.
@@ -87,7 +146,12 @@ func (x *index) applied() uint64 {
 	return x.lastSeq
 }
 
-// apply folds the stored record raw, read at seq, into the view.
+// apply folds the stored record raw, read at seq, into the view. A chain
+// that resolves leaves the view for its group's aggregates. A record of a
+// chain that is not in the view starts an entry from that record: a new
+// chain, or (which the quarantiner refuses; only a break-glass admin could
+// write one) a record appended to a chain already resolved, which is then
+// counted again.
 func (x *index) apply(seq uint64, raw []byte) {
 	var r lightRecord
 	err := json.Unmarshal(raw, &r)
@@ -104,8 +168,9 @@ func (x *index) apply(seq uint64, raw []byte) {
 	e := x.chains[r.DLQID]
 	if e == nil {
 		e = &entry{dlqID: r.DLQID, domain: r.Domain, firstSeen: r.FirstSeen.UTC(), quarantinedAt: r.QuarantinedAt.UTC(),
-			key: r.IdempotencyKey, sourceStream: r.SourceStream, sourceSeq: r.SourceSeq, status: record.StatusOpen}
+			key: r.IdempotencyKey, sourceStream: r.SourceStream, sourceSeq: r.SourceSeq, status: record.StatusOpen, seq: seq}
 		x.chains[r.DLQID] = e
+		x.domains[r.Domain] = true
 	}
 	e.records++
 	e.class, e.code, e.redrives = r.Class, r.ErrorCode, r.RedriveCount
@@ -114,10 +179,31 @@ func (x *index) apply(seq uint64, raw []byte) {
 	}
 	e.lastChange, e.lastHash = r.QuarantinedAt.UTC(), r.AuditHash
 	e.status = nextStatus(e.status, r.Kind)
+	if !e.unresolved() {
+		k := groupKey{e.domain, e.code, e.class, e.party}
+		g := x.resolved[k]
+		if g == nil {
+			g = &resolvedGroup{}
+			x.resolved[k] = g
+		}
+		g.add(e)
+		delete(x.chains, r.DLQID)
+	}
 	if seq > x.logFrom {
 		x.log.Info(logEvent(r.Kind), "dlq_id", r.DLQID, "domain", r.Domain, "class", r.Class, "code", r.ErrorCode,
 			"redrive_count", r.RedriveCount, "index", r.Index, "kind", r.Kind, "seq", seq, "audit_hash", r.AuditHash)
 	}
+}
+
+// entryOf returns a copy of the unresolved chain dlqID's entry.
+func (x *index) entryOf(dlqID string) (entry, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	e, ok := x.chains[dlqID]
+	if !ok {
+		return entry{}, false
+	}
+	return *e, true
 }
 
 // nextStatus is the status after a record of kind, as record.Fold

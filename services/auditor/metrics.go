@@ -53,7 +53,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-// depthCollector exports the gauges computed from the index at scrape time.
+// depthCollector exports the gauges computed from the index at scrape
+// time (from its unresolved chains and the domains seen).
 type depthCollector struct {
 	x      *index
 	now    func() time.Time
@@ -91,10 +92,10 @@ func (c *depthCollector) Collect(ch chan<- prometheus.Metric) {
 	oldest := map[string]time.Time{}
 	poison := map[string]int{}
 	c.x.mu.RLock()
+	for d := range c.x.domains {
+		oldest[d] = time.Time{}
+	}
 	for _, e := range c.x.chains {
-		if _, ok := oldest[e.domain]; !ok {
-			oldest[e.domain] = time.Time{}
-		}
 		switch {
 		case e.open():
 			open[dc{e.domain, e.class}]++

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/deadletter/deadletter/shared/telemetry"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,18 +34,22 @@ func (s *Service) Get(ctx context.Context, req api.GetRequest) (api.GetReply, er
 	if req.DLQID == "" || strings.ContainsAny(req.DLQID, ".*> ") {
 		return api.GetReply{}, badRequest("dlq_id is required and must be a single subject token")
 	}
-	dom := req.Domain
-	if dom == "" {
-		s.index.mu.RLock()
-		if e, ok := s.index.chains[req.DLQID]; ok {
-			dom = e.domain
+	subj := ""
+	if req.Domain != "" {
+		subj = subjects.Quarantine(req.Domain, req.DLQID)
+	} else if e, ok := s.index.entryOf(req.DLQID); ok {
+		subj = subjects.Quarantine(e.domain, req.DLQID)
+	} else {
+		// Not unresolved in the index (resolved, or not applied yet): find
+		// the chain's subject on the server.
+		err := s.eachLastRecord(ctx, []string{req.DLQID}, 0, func(_ string, m directMsg) { subj = m.subject })
+		if err != nil {
+			return api.GetReply{}, fmt.Errorf("auditor: find the chain: %w", err)
 		}
-		s.index.mu.RUnlock()
+		if subj == "" {
+			return api.GetReply{}, requestError{api.ErrNotFound, "no quarantine chain has this dlq id"}
+		}
 	}
-	if dom == "" {
-		return api.GetReply{}, requestError{api.ErrNotFound, "no quarantine chain has this dlq id"}
-	}
-	subj := subjects.Quarantine(dom, req.DLQID)
 	var (
 		raws [][]byte
 		rep  api.GetReply
@@ -113,38 +118,55 @@ func withoutPayload(raw []byte) []byte {
 	return b
 }
 
-// listed returns the summaries of the chains that match f, newest first
-// (by quarantine time, then dlq id).
-func (s *Service) listed(match func(*entry) bool) []api.Summary {
-	s.index.mu.RLock()
-	var out []api.Summary
-	for _, e := range s.index.chains {
-		if match(e) {
-			out = append(out, summary(e))
-		}
-	}
-	s.index.mu.RUnlock()
-	slices.SortFunc(out, newestFirst)
-	return out
+// listItem is one chain of a list: its summary and the QUARANTINE
+// sequence of its first record, which orders lists (newest first) and
+// names the position of a cursor.
+type listItem struct {
+	api.Summary
+	seq uint64
 }
 
-func newestFirst(a, b api.Summary) int {
-	if c := b.QuarantinedAt.Compare(a.QuarantinedAt); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.DLQID, b.DLQID)
-}
-
-func summary(e *entry) api.Summary {
-	return api.Summary{DLQID: e.dlqID, Domain: e.domain, Class: e.class, Status: e.status, ErrorCode: e.code,
+func summary(e *entry) listItem {
+	return listItem{api.Summary{DLQID: e.dlqID, Domain: e.domain, Class: e.class, Status: e.status, ErrorCode: e.code,
 		PartyID: e.party, RedriveCount: e.redrives, Records: e.records, FirstSeen: e.firstSeen,
-		QuarantinedAt: e.quarantinedAt, LastChange: e.lastChange, LastHash: e.lastHash}
+		QuarantinedAt: e.quarantinedAt, LastChange: e.lastChange, LastHash: e.lastHash}, e.seq}
 }
 
-// List returns one page of quarantined events matching req, newest first.
-// The cursor names the last item of the previous page, so pages stay
-// stable while new records arrive.
-func (s *Service) List(req api.ListRequest) (api.ListReply, error) {
+// serverSummary summarizes a chain not in the index from its first and
+// last records, as read from QUARANTINE.
+func serverSummary(seq uint64, first, last lightRecord) listItem {
+	party := last.PartyID
+	if party == "" {
+		party = first.PartyID
+	}
+	return listItem{api.Summary{DLQID: first.DLQID, Domain: first.Domain, Class: last.Class, Status: statusAfter(last.Kind),
+		ErrorCode: last.ErrorCode, PartyID: party, RedriveCount: last.RedriveCount, Records: last.Index + 1,
+		FirstSeen: first.FirstSeen.UTC(), QuarantinedAt: first.QuarantinedAt.UTC(), LastChange: last.QuarantinedAt.UTC(),
+		LastHash: last.AuditHash}, seq}
+}
+
+// statusAfter is the status of a chain whose last record is of kind (a
+// correction keeps the chain open).
+func statusAfter(kind string) string { return nextStatus(record.StatusOpen, kind) }
+
+// listScanWindow is how many QUARANTINE sequences a list reads at a time
+// when it pages through the server.
+const listScanWindow = 1024
+
+// List returns one page of quarantined events matching req, newest first:
+// by the QUARANTINE sequence of each chain's first record, which is the
+// order of quarantine. The cursor names the first record of the last item
+// of the previous page, so pages stay stable while new records arrive.
+//
+// A list of unresolved chains only (status open, redriving or poison)
+// comes from the live index. A list that may hold resolved chains (no
+// status, or resolved) pages through QUARANTINE from the newest record
+// down, reading listScanWindow records at a time and the last record of
+// the chains it finds, so its memory is bounded by the page and the
+// window, and its time by the records read until the page is full. Its
+// Total comes from the index and the groups' aggregates, or, with a time
+// range (From, To), from a scan of the whole stream.
+func (s *Service) List(ctx context.Context, req api.ListRequest) (api.ListReply, error) {
 	limit := req.Limit
 	switch {
 	case limit == 0:
@@ -152,44 +174,202 @@ func (s *Service) List(req api.ListRequest) (api.ListReply, error) {
 	case limit < 0 || limit > maxPageSize:
 		return api.ListReply{}, badRequest(fmt.Sprintf("limit must be 1..%d", maxPageSize))
 	}
-	var after *api.Summary
+	before := uint64(math.MaxUint64)
 	if req.Cursor != "" {
-		at, id, ok := strings.Cut(req.Cursor, "|")
-		n, err := strconv.ParseInt(at, 10, 64)
-		if !ok || err != nil {
+		n, err := strconv.ParseUint(req.Cursor, 10, 64)
+		if err != nil || n == 0 {
 			return api.ListReply{}, badRequest("cursor is not a cursor of this endpoint")
 		}
-		after = &api.Summary{QuarantinedAt: time.Unix(0, n).UTC(), DLQID: id}
+		before = n
 	}
-	items := s.listed(func(e *entry) bool {
-		return (req.Domain == "" || e.domain == req.Domain) && (req.Class == "" || e.class == req.Class) &&
-			(req.Code == "" || e.code == req.Code) && (req.Supplier == "" || e.party == req.Supplier) &&
-			(req.Status == "" || e.status == req.Status) &&
-			(req.From.IsZero() || !e.quarantinedAt.Before(req.From)) && (req.To.IsZero() || !e.quarantinedAt.After(req.To))
-	})
-	rep := api.ListReply{Total: len(items), Items: []api.Summary{}}
-	i := 0
-	if after != nil {
-		i, _ = slices.BinarySearchFunc(items, *after, newestFirst)
-		if i < len(items) && items[i].DLQID == after.DLQID && items[i].QuarantinedAt.Equal(after.QuarantinedAt) {
-			i++
+	match := func(it *api.Summary) bool {
+		return (req.Domain == "" || it.Domain == req.Domain) && (req.Class == "" || it.Class == req.Class) &&
+			(req.Code == "" || it.ErrorCode == req.Code) && (req.Supplier == "" || it.PartyID == req.Supplier) &&
+			(req.Status == "" || it.Status == req.Status) &&
+			(req.From.IsZero() || !it.QuarantinedAt.Before(req.From)) && (req.To.IsZero() || !it.QuarantinedAt.After(req.To))
+	}
+	rep := api.ListReply{Items: []api.Summary{}}
+	var lastSeq uint64 // first-record sequence of the page's last item
+	// add adds a matching item to the page; past a full page it sets the
+	// cursor and stops.
+	add := func(it listItem) bool {
+		if len(rep.Items) == limit {
+			rep.NextCursor = strconv.FormatUint(lastSeq, 10)
+			return false
 		}
+		rep.Items = append(rep.Items, it.Summary)
+		lastSeq = it.seq
+		return true
 	}
-	end := min(len(items), i+limit)
-	rep.Items = append(rep.Items, items[i:end]...)
-	if end < len(items) {
-		l := items[end-1]
-		rep.NextCursor = strconv.FormatInt(l.QuarantinedAt.UnixNano(), 10) + "|" + l.DLQID
+	switch req.Status {
+	case record.StatusOpen, record.StatusRedriving, record.StatusPoison:
+		var items []listItem
+		s.index.mu.RLock()
+		for _, e := range s.index.chains {
+			if it := summary(e); match(&it.Summary) {
+				items = append(items, it)
+			}
+		}
+		s.index.mu.RUnlock()
+		slices.SortFunc(items, func(a, b listItem) int { return cmp.Compare(b.seq, a.seq) })
+		rep.Total = len(items)
+		for _, it := range items {
+			if it.seq < before && !add(it) {
+				break
+			}
+		}
+		return rep, nil
+	case "", record.StatusResolved:
+	default:
+		return rep, nil // no chain has another status
+	}
+	total, err := s.listTotal(ctx, req, match)
+	if err != nil {
+		return api.ListReply{}, err
+	}
+	rep.Total = total
+	err = s.scanChains(ctx, req.Domain, before-1, func(it listItem) bool {
+		return !match(&it.Summary) || add(it)
+	})
+	if err != nil {
+		return api.ListReply{}, err
 	}
 	return rep, nil
+}
+
+// listTotal counts the chains that match a list request that may include
+// resolved chains: the unresolved ones from the index and the resolved
+// ones from the groups' aggregates, or with a time range by a scan of the
+// whole stream.
+func (s *Service) listTotal(ctx context.Context, req api.ListRequest, match func(*api.Summary) bool) (int, error) {
+	total := 0
+	if !req.From.IsZero() || !req.To.IsZero() {
+		err := s.scanChains(ctx, req.Domain, math.MaxUint64, func(it listItem) bool {
+			if match(&it.Summary) {
+				total++
+			}
+			return true
+		})
+		return total, err
+	}
+	s.index.mu.RLock()
+	defer s.index.mu.RUnlock()
+	if req.Status == "" {
+		for _, e := range s.index.chains {
+			if it := summary(e); match(&it.Summary) {
+				total++
+			}
+		}
+	}
+	for k, g := range s.index.resolved {
+		if (req.Domain == "" || k.domain == req.Domain) && (req.Class == "" || k.class == req.Class) &&
+			(req.Code == "" || k.code == req.Code) && (req.Supplier == "" || k.party == req.Supplier) {
+			total += g.total
+		}
+	}
+	return total, nil
+}
+
+// scanChains hands fn every chain of QUARANTINE (in domain, or all) whose
+// first record is at or below sequence from, newest first, until fn
+// returns false. It reads listScanWindow sequences at a time; a chain in
+// the index is summarized from its entry, any other from its last record
+// on the server.
+func (s *Service) scanChains(ctx context.Context, domain string, from uint64, fn func(listItem) bool) error {
+	info, err := s.quarantine.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("auditor: %w", err)
+	}
+	hi := min(from, info.State.LastSeq)
+	filter := subjects.QuarantineAll
+	if domain != "" {
+		if !validToken(domain) {
+			return nil
+		}
+		filter = "quarantine." + domain + ".>"
+	}
+	type first struct {
+		seq uint64
+		r   lightRecord
+	}
+	var firsts []first
+	for hi >= 1 {
+		lo := hi - min(hi, listScanWindow) + 1
+		firsts = firsts[:0]
+		for next := lo; next <= hi; {
+			last := uint64(0)
+			pending, err := s.direct(ctx, subjects.QuarantineStream, directRequest{Seq: next, NextFor: filter,
+				Batch: listScanWindow, MaxBytes: directMaxBytes}, func(m directMsg) {
+				last = m.seq
+				if m.seq > hi {
+					return
+				}
+				var r lightRecord
+				if json.Unmarshal(m.data, &r) == nil && r.Index == 0 && r.DLQID != "" {
+					firsts = append(firsts, first{m.seq, r})
+				}
+			})
+			if err != nil {
+				return fmt.Errorf("auditor: read %s: %w", subjects.QuarantineStream, err)
+			}
+			if last == 0 || pending == 0 {
+				break
+			}
+			next = last + 1
+		}
+		items := make([]listItem, len(firsts))
+		var lookups []string
+		s.index.mu.RLock()
+		for i, f := range firsts {
+			if e, ok := s.index.chains[f.r.DLQID]; ok {
+				items[i] = summary(e)
+				items[i].seq = f.seq
+			} else {
+				lookups = append(lookups, f.r.DLQID)
+			}
+		}
+		s.index.mu.RUnlock()
+		if len(lookups) > 0 {
+			lasts := make(map[string]lightRecord, len(lookups))
+			err := s.eachLastRecord(ctx, lookups, 0, func(id string, m directMsg) {
+				var last lightRecord
+				if json.Unmarshal(m.data, &last) == nil {
+					lasts[id] = last
+				}
+			})
+			if err != nil {
+				return fmt.Errorf("auditor: read the last records of %d chains: %w", len(lookups), err)
+			}
+			for i, f := range firsts {
+				if items[i].DLQID != "" {
+					continue
+				}
+				last, ok := lasts[f.r.DLQID]
+				if !ok {
+					last = f.r
+				}
+				items[i] = serverSummary(f.seq, f.r, last)
+			}
+		}
+		for i := len(items) - 1; i >= 0; i-- {
+			if !fn(items[i]) {
+				return nil
+			}
+		}
+		hi = lo - 1
+	}
+	return nil
 }
 
 // Groups returns the triage groups: events by fingerprint (domain, error
 // code, current class), each split by supplier/registrant. Open counts the
 // unresolved events (open, redriving, poison); first and last seen bound
 // the events' first_seen (when EVENTS stored the original); the oldest open
-// age is measured from quarantine. Groups are ordered by open count, then
-// total, then fingerprint.
+// age is measured from quarantine. Samples list the unresolved events
+// first, then resolved ones (at most maxResolvedSamples of them), newest
+// first. Groups are ordered by open count, then total, then fingerprint.
+// Unresolved events come from their entries, resolved ones from the
+// groups' aggregates.
 func (s *Service) Groups(req api.GroupsRequest) api.GroupsReply {
 	samples := req.Samples
 	if samples <= 0 {
@@ -197,46 +377,66 @@ func (s *Service) Groups(req api.GroupsRequest) api.GroupsReply {
 	}
 	now := s.now().UTC()
 	type acc struct {
-		g       api.Group
-		oldest  time.Time
-		members []*entry
-		parties map[string]*acc
+		g        api.Group
+		oldest   time.Time
+		members  []*entry
+		resolved []sample
+		parties  map[string]*acc
+	}
+	seen := func(a *acc, first time.Time) {
+		if a.g.FirstSeen.IsZero() || first.Before(a.g.FirstSeen) {
+			a.g.FirstSeen = first
+		}
+		if first.After(a.g.LastSeen) {
+			a.g.LastSeen = first
+		}
 	}
 	add := func(a *acc, e *entry) {
 		a.g.Total++
-		if a.g.FirstSeen.IsZero() || e.firstSeen.Before(a.g.FirstSeen) {
-			a.g.FirstSeen = e.firstSeen
-		}
-		if e.firstSeen.After(a.g.LastSeen) {
-			a.g.LastSeen = e.firstSeen
-		}
-		if e.unresolved() {
-			a.g.Open++
-			if a.oldest.IsZero() || e.quarantinedAt.Before(a.oldest) {
-				a.oldest = e.quarantinedAt
-			}
+		seen(a, e.firstSeen)
+		a.g.Open++ // every entry is unresolved
+		if a.oldest.IsZero() || e.quarantinedAt.Before(a.oldest) {
+			a.oldest = e.quarantinedAt
 		}
 		a.members = append(a.members, e)
 	}
+	addResolved := func(a *acc, r *resolvedGroup) {
+		a.g.Total += r.total
+		seen(a, r.firstSeen)
+		seen(a, r.lastSeen)
+		a.resolved = append(a.resolved, r.samples...)
+	}
 	groups := map[string]*acc{}
+	group := func(domain, code, class, party string) (*acc, *acc) {
+		fp := domain + ":" + code + ":" + class
+		a := groups[fp]
+		if a == nil {
+			a = &acc{g: api.Group{Fingerprint: fp, Domain: domain, Code: code, Class: class}, parties: map[string]*acc{}}
+			groups[fp] = a
+		}
+		p := a.parties[party]
+		if p == nil {
+			p = &acc{g: api.Group{Fingerprint: fp + ":" + party, Domain: domain, Code: code, Class: class, Party: party}}
+			a.parties[party] = p
+		}
+		return a, p
+	}
 	s.index.mu.RLock()
 	for _, e := range s.index.chains {
 		if req.Domain != "" && e.domain != req.Domain {
 			continue
 		}
-		fp := e.domain + ":" + e.code + ":" + e.class
-		a := groups[fp]
-		if a == nil {
-			a = &acc{g: api.Group{Fingerprint: fp, Domain: e.domain, Code: e.code, Class: e.class}, parties: map[string]*acc{}}
-			groups[fp] = a
-		}
+		a, p := group(e.domain, e.code, e.class, e.party)
 		add(a, e)
-		p := a.parties[e.party]
-		if p == nil {
-			p = &acc{g: api.Group{Fingerprint: fp + ":" + e.party, Domain: e.domain, Code: e.code, Class: e.class, Party: e.party}}
-			a.parties[e.party] = p
-		}
 		add(p, e)
+	}
+	for k, r := range s.index.resolved {
+		if req.Domain != "" && k.domain != req.Domain {
+			continue
+		}
+		a, p := group(k.domain, k.code, k.class, k.party)
+		addResolved(a, r)
+		addResolved(p, r)
 	}
 	finish := func(a *acc) api.Group {
 		g := a.g
@@ -244,20 +444,17 @@ func (s *Service) Groups(req api.GroupsRequest) api.GroupsReply {
 			g.OldestOpenSeconds = max(0, now.Sub(a.oldest).Seconds())
 		}
 		slices.SortFunc(a.members, func(x, y *entry) int {
-			if x.unresolved() != y.unresolved() {
-				if x.unresolved() {
-					return -1
-				}
-				return 1
-			}
-			if c := y.quarantinedAt.Compare(x.quarantinedAt); c != 0 {
-				return c
-			}
-			return cmp.Compare(x.dlqID, y.dlqID)
+			return newerSample(sample{x.dlqID, x.quarantinedAt}, sample{y.dlqID, y.quarantinedAt})
 		})
 		g.Samples = []string{}
 		for _, e := range a.members[:min(samples, len(a.members))] {
 			g.Samples = append(g.Samples, e.dlqID)
+		}
+		if n := samples - len(g.Samples); n > 0 {
+			slices.SortFunc(a.resolved, newerSample)
+			for _, r := range a.resolved[:min(n, len(a.resolved), maxResolvedSamples)] {
+				g.Samples = append(g.Samples, r.dlqID)
+			}
 		}
 		return g
 	}

@@ -2,6 +2,7 @@ package auditor
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -35,6 +36,14 @@ type event struct {
 	found    bool
 	category string
 	class    string
+}
+
+// chainView is what reconciliation needs of the chain an event names: its
+// status and class, and where its original (record 0's source) is.
+type chainView struct {
+	status, class string
+	sourceStream  string
+	sourceSeq     uint64
 }
 
 // Reconcile accounts for every event EVENTS received in [From, To] (in
@@ -186,13 +195,96 @@ func (s *Service) classify(ctx context.Context, batch []event, now time.Time, gr
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	s.index.mu.RLock()
-	defer s.index.mu.RUnlock()
+	chains, err := s.chainsOf(ctx, batch)
+	if err != nil {
+		return err
+	}
 	for i := range batch {
-		s.categorize(&batch[i], now, grace)
+		s.categorize(&batch[i], chains, now, grace)
 		batch[i].data = nil
 	}
 	return nil
+}
+
+// chainsOf returns the chains the events of batch name (a replay's, or
+// the event's own dlq id), by dlq id: unresolved ones from the index,
+// the others (resolved, which the index no longer holds, or not applied
+// yet) from the server: one multi_last request for the batch gives each
+// chain's last record (its status and class), and for the chains found
+// whose events are not replays, the first record (the original's source)
+// is read with up to LookupConcurrency requests in flight. Ids that name
+// no chain are absent.
+func (s *Service) chainsOf(ctx context.Context, batch []event) (map[string]chainView, error) {
+	chains := make(map[string]chainView, len(batch))
+	var lookups []string
+	needFirst := map[string]bool{}
+	s.index.mu.RLock()
+	for i := range batch {
+		e := &batch[i]
+		id := e.DLQID
+		if e.replayOf != "" {
+			id = e.replayOf
+		}
+		if _, ok := chains[id]; ok || id == "" {
+			continue
+		}
+		if c, ok := s.index.chains[id]; ok {
+			chains[id] = chainView{status: c.status, class: c.class, sourceStream: c.sourceStream, sourceSeq: c.sourceSeq}
+			continue
+		}
+		if _, ok := needFirst[id]; !ok {
+			lookups = append(lookups, id)
+		}
+		needFirst[id] = needFirst[id] || e.replayOf == ""
+	}
+	s.index.mu.RUnlock()
+	if len(lookups) == 0 {
+		return chains, nil
+	}
+	type found struct {
+		subject string
+		view    chainView
+	}
+	var lasts []found
+	err := s.eachLastRecord(ctx, lookups, 0, func(id string, m directMsg) {
+		var last lightRecord
+		_ = json.Unmarshal(m.data, &last) // an unreadable record reads as an open chain
+		v := chainView{status: statusAfter(last.Kind), class: last.Class}
+		if needFirst[id] {
+			lasts = append(lasts, found{m.subject, v})
+		} else {
+			chains[id] = v
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("auditor: read the last records of %d chains: %w", len(lookups), err)
+	}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.cfg.LookupConcurrency)
+	for _, f := range lasts {
+		g.Go(func() error {
+			v := f.view
+			first, ok, err := s.firstRecord(gctx, f.subject)
+			if err != nil {
+				return fmt.Errorf("auditor: read the first record of a chain: %w", err)
+			}
+			if ok {
+				var r lightRecord
+				if json.Unmarshal(first.data, &r) == nil {
+					v.sourceStream, v.sourceSeq = r.SourceStream, r.SourceSeq
+				}
+			}
+			mu.Lock()
+			chains[lastToken(f.subject)] = v
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return chains, nil
 }
 
 // name sets the event's key (when it parses) and dlq id.
@@ -205,14 +297,14 @@ func (s *Service) name(e *event) {
 	e.DLQID = domain.Key(d, "source", subjects.EventsStream, strconv.FormatUint(e.Seq, 10))
 }
 
-// categorize decides the event's category; the index is read-locked.
-func (s *Service) categorize(e *event, now time.Time, grace time.Duration) {
+// categorize decides the event's category from the chains of its batch.
+func (s *Service) categorize(e *event, chains map[string]chainView, now time.Time, grace time.Duration) {
 	if e.replayOf != "" {
-		if _, ok := s.index.chains[e.replayOf]; ok {
+		if _, ok := chains[e.replayOf]; ok {
 			e.category, e.DLQID = api.ReconcileReplay, e.replayOf
 			return
 		}
-	} else if c, ok := s.index.chains[e.DLQID]; ok && c.sourceStream == subjects.EventsStream && c.sourceSeq == e.Seq {
+	} else if c, ok := chains[e.DLQID]; ok && c.sourceStream == subjects.EventsStream && c.sourceSeq == e.Seq {
 		switch c.status {
 		case record.StatusOpen:
 			e.category, e.class = api.ReconcileOpen, c.class

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/api"
@@ -19,9 +20,9 @@ import (
 // defaultMaxProblems caps the problems listed in a verify reply.
 const defaultMaxProblems = 1000
 
-// verifyBatch is how many records are read before their seals are checked
-// in parallel and linked in order.
-const verifyBatch = 512
+// defaultVerifyBatch is how many records are read before their seals are
+// checked in parallel and linked in order (Service.verifyBatch).
+const defaultVerifyBatch = 512
 
 // stored is one message read from a stream.
 type stored struct {
@@ -31,19 +32,32 @@ type stored struct {
 	link    record.Link
 }
 
-// verifier is the state of one verification: the chains (O(chains)
-// memory), the running digest and the checkpoints to compare with.
+// maxPredecessorWalk bounds how many records a verification steps back
+// over, on one chain's subjects, to find the previous record of that
+// chain when the records before are unparseable or name another dlq id.
+const maxPredecessorWalk = 16
+
+// verifier is the state of one verification: a bounded cache of chain
+// tails, a fixed-size filter of the dlq ids seen, the running digest and
+// the checkpoints to compare with. Its memory does not grow with the
+// number of records or chains.
 type verifier struct {
-	rep      *api.VerifyReply
-	max      int
-	chains   record.ChainVerifier
-	digest   interface{ Write([]byte) (int, error) }
-	sum      func() string
-	line     []byte
-	expected uint64 // next QUARANTINE sequence expected
-	count    uint64
-	cps      []storedCheckpoint
-	next     int // first checkpoint not yet compared
+	s           *Service
+	rep         *api.VerifyReply
+	max         int
+	cache       *tailCache
+	seen        *bloom.BloomFilter
+	work        map[string]record.Tail // the chains of the current batch
+	chains      int                    // dlq ids whose first record was read
+	lookups     int                    // chains whose previous record was read from the server
+	firstChecks int                    // first records on a subject read from the server
+	digest      interface{ Write([]byte) (int, error) }
+	sum         func() string
+	line        []byte
+	expected    uint64 // next QUARANTINE sequence expected
+	count       uint64
+	cps         []storedCheckpoint
+	next        int // first checkpoint not yet compared
 }
 
 func (v *verifier) problem(p api.VerifyProblem) {
@@ -56,8 +70,12 @@ func (v *verifier) problem(p api.VerifyProblem) {
 // Verify recomputes every record's seal and every chain of QUARANTINE in
 // stream order, reports sequences that hold no record, recomputes the
 // running digest and compares it with every checkpoint of AUDIT. It reads
-// the stream once, with memory proportional to the number of chains, not
-// records.
+// the stream once, with bounded memory: the tails of at most
+// Config.VerifyChainCache chains are kept; the tail of a chain evicted
+// from that cache is seeded again, when its next record is read, from the
+// chain's previous record on the server (one batched direct get per batch
+// of records), so every chain is checked as if every tail were kept (see
+// record.TailAfter for the two differences).
 func (s *Service) Verify(ctx context.Context, req api.VerifyRequest) (api.VerifyReply, error) {
 	start := time.Now()
 	rep, err := s.verify(ctx, req)
@@ -75,9 +93,13 @@ func (s *Service) Verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 
 func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.VerifyReply, error) {
 	rep := api.VerifyReply{}
-	v := &verifier{rep: &rep, max: req.MaxProblems, expected: 1}
+	v := &verifier{s: s, rep: &rep, max: req.MaxProblems, expected: 1, cache: newTailCache(s.cfg.VerifyChainCache),
+		seen: newSeenFilter(s.seenBits), work: make(map[string]record.Tail, s.verifyBatch)}
 	if v.max <= 0 {
 		v.max = defaultMaxProblems
+	}
+	if s.seenFull {
+		v.seen.BitSet().FlipRange(0, v.seen.Cap())
 	}
 	h := sha256.New()
 	v.digest, v.sum = h, func() string { return hexSum(h) }
@@ -103,13 +125,15 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 		if err != nil {
 			return rep, fmt.Errorf("auditor: read %s: %w", subjects.QuarantineStream, err)
 		}
-		if err := s.readBatches(ctx, cons, last, v.add); err != nil {
+		if err := s.readBatches(ctx, cons, last, v.addBatch); err != nil {
 			return rep, fmt.Errorf("auditor: read %s: %w", subjects.QuarantineStream, err)
 		}
 	}
 	v.finish(last)
-	rep.Chains = v.chains.Chains()
+	rep.Chains = v.chains
 	rep.OK = rep.ProblemCount == 0
+	s.log.Info("verify finished", "records", rep.Records, "chains", rep.Chains, "problems", rep.ProblemCount,
+		"tails_cached", v.cache.Len(), "predecessor_lookups", v.lookups, "first_record_checks", v.firstChecks)
 	for _, p := range rep.Problems {
 		s.metrics.verifyFailed.WithLabelValues(p.Kind).Inc()
 		s.log.Error("AUDIT_VERIFY_FAILED", "seq", p.Seq, "dlq_id", p.DLQID, "problem", p.Kind,
@@ -122,19 +146,22 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 }
 
 // readBatches reads the stream up to lastSeq in batches, checks the seals
-// of each batch in parallel and hands the records to add in stream order.
+// of each batch in parallel and hands each batch to add, in stream order.
 // Reading the next batch overlaps with checking the current one.
-func (s *Service) readBatches(ctx context.Context, cons jetstream.Consumer, lastSeq uint64, add func(*stored)) error {
+func (s *Service) readBatches(ctx context.Context, cons jetstream.Consumer, lastSeq uint64, add func(context.Context, []stored) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	batches := make(chan []stored, 2)
 	readErr := make(chan error, 1)
 	go func() {
 		defer close(batches)
-		batch := make([]stored, 0, verifyBatch)
+		size := s.verifyBatch
+		batch := make([]stored, 0, size)
 		err := eachMsg(ctx, cons, lastSeq, func(m jetstream.Msg, meta *jetstream.MsgMetadata) bool {
 			batch = append(batch, stored{seq: meta.Sequence.Stream, subject: m.Subject(), data: m.Data()})
-			if len(batch) == verifyBatch {
+			if len(batch) == size {
 				batches <- batch
-				batch = make([]stored, 0, verifyBatch)
+				batch = make([]stored, 0, size)
 			}
 			return true
 		})
@@ -144,7 +171,11 @@ func (s *Service) readBatches(ctx context.Context, cons jetstream.Consumer, last
 		readErr <- err
 	}()
 	workers := max(1, runtime.GOMAXPROCS(0))
+	var addErr error
 	for batch := range batches {
+		if addErr != nil {
+			continue // drain the reader
+		}
 		var wg sync.WaitGroup
 		for w := range workers {
 			wg.Add(1)
@@ -156,12 +187,130 @@ func (s *Service) readBatches(ctx context.Context, cons jetstream.Consumer, last
 			}()
 		}
 		wg.Wait()
-		for i := range batch {
-			add(&batch[i])
-			batch[i] = stored{} // release the bytes
+		if addErr = add(ctx, batch); addErr != nil {
+			cancel() // stop the reader
 		}
 	}
-	return <-readErr
+	readErrV := <-readErr
+	if addErr != nil {
+		return addErr
+	}
+	return readErrV
+}
+
+// addBatch links the records of one batch in stream order: it first finds
+// the tail of every chain the batch names (cached; new, when the filter of
+// ids seen has certainly not seen the id; otherwise seeded from the
+// chain's previous record, read from the server), then links the records,
+// then puts the tails back in the cache.
+func (v *verifier) addBatch(ctx context.Context, batch []stored) error {
+	clear(v.work)
+	var lookups []string
+	for i := range batch {
+		l := &batch[i].link
+		if l.Err != nil {
+			continue
+		}
+		if _, ok := v.work[l.DLQID]; ok {
+			continue
+		}
+		if t, ok := v.cache.Get(l.DLQID); ok {
+			v.work[l.DLQID] = t
+			continue
+		}
+		v.work[l.DLQID] = record.Tail{}
+		if !v.seen.TestOrAddString(l.DLQID) || batch[0].seq <= 1 || !validToken(l.DLQID) {
+			v.chains++
+			continue
+		}
+		if l.Index == 0 && l.PrevHash == "" {
+			// Most likely a new chain the filter mistakes for one seen: the
+			// first record on its subject tells (cheaply, where a search for
+			// the last record before the batch reads every block back to the
+			// stream's start when there is none).
+			newChain, err := v.firstOnSubject(ctx, &batch[i])
+			if err != nil {
+				return err
+			}
+			if newChain {
+				v.chains++
+				continue
+			}
+		}
+		lookups = append(lookups, l.DLQID)
+	}
+	if len(lookups) > 0 {
+		if err := v.seedTails(ctx, lookups, batch[0].seq-1); err != nil {
+			return err
+		}
+	}
+	for i := range batch {
+		v.add(&batch[i])
+		batch[i] = stored{} // release the bytes
+	}
+	for id, t := range v.work {
+		v.cache.Add(id, t)
+	}
+	return nil
+}
+
+// firstOnSubject reports whether m is the first message stored on its
+// chain's subject.
+func (v *verifier) firstOnSubject(ctx context.Context, m *stored) (bool, error) {
+	subject := chainFilter(m.link.DLQID)
+	if validToken(m.link.Domain) {
+		subject = subjects.Quarantine(m.link.Domain, m.link.DLQID)
+	}
+	first, ok, err := v.s.firstRecord(ctx, subject)
+	if err != nil {
+		return false, fmt.Errorf("auditor: read the first record of a chain: %w", err)
+	}
+	v.firstChecks++
+	return !ok || first.seq >= m.seq, nil
+}
+
+// seedTails seeds the tails of the chains of ids from the last record of
+// each at or below upTo (the sequence before the batch), read with one
+// multi_last direct get for the batch; a chain without one starts new. A
+// last record that is unparseable or names another dlq id (misfiled) is
+// stepped over, one request per step, at most maxPredecessorWalk times;
+// past that the chain's position is unknown and its next record is checked
+// for its seal only.
+func (v *verifier) seedTails(ctx context.Context, ids []string, upTo uint64) error {
+	type pred struct {
+		seq  uint64
+		link record.Link
+	}
+	preds := make(map[string]pred, len(ids))
+	last := func(id string, m directMsg) { preds[id] = pred{m.seq, record.ReadLink(m.data)} }
+	if err := v.s.eachLastRecord(ctx, ids, upTo, last); err != nil {
+		return fmt.Errorf("auditor: read the previous records of %d chains: %w", len(ids), err)
+	}
+	v.lookups += len(ids)
+	for _, id := range ids {
+		p, ok := preds[id]
+		seeded := false
+		for step := 0; ok && !seeded; step++ {
+			switch {
+			case p.link.Err == nil && p.link.DLQID == id:
+				v.work[id], seeded = record.TailAfter(p.link), true
+			case step == maxPredecessorWalk:
+				v.work[id], seeded = record.TailUnlinked(1), true
+			case p.seq <= 1:
+				ok = false
+			default:
+				delete(preds, id)
+				if err := v.s.eachLastRecord(ctx, []string{id}, p.seq-1, last); err != nil {
+					return fmt.Errorf("auditor: read the previous record of a chain: %w", err)
+				}
+				p, ok = preds[id]
+			}
+		}
+		if !seeded {
+			v.chains++ // no record of the chain before: a new chain
+		}
+	}
+	return nil
 }
 
 // add links one record, in stream order.
@@ -176,7 +325,15 @@ func (v *verifier) add(m *stored) {
 	v.rep.LastSeq = m.seq
 	v.line = digestLine(v.line[:0], m.seq, m.link.AuditHash)
 	_, _ = v.digest.Write(v.line)
-	for _, p := range v.chains.AddLink(m.seq, m.link) {
+	var ps []record.Problem
+	if m.link.Err != nil {
+		ps = (&record.Tail{}).Add(m.seq, m.link) // unparseable: no chain
+	} else {
+		t := v.work[m.link.DLQID]
+		ps = t.Add(m.seq, m.link)
+		v.work[m.link.DLQID] = t
+	}
+	for _, p := range ps {
 		v.problem(api.VerifyProblem{Seq: m.seq, Subject: m.subject, DLQID: m.link.DLQID, Index: p.Index, Kind: p.Kind, Detail: p.Detail})
 	}
 	if m.link.Err == nil {

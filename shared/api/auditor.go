@@ -222,6 +222,7 @@ type ChainRecord struct {
 }
 
 // ListRequest filters and pages the quarantined events, newest first (by
+// the QUARANTINE sequence of each chain's first record, which follows
 // quarantine time). Every filter is optional: Supplier matches the
 // supplier or registrant (party id), Status a record.Status* value, From
 // and To bound the quarantine time. Limit is the page size (default 100,

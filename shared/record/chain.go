@@ -1,6 +1,7 @@
 package record
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 )
@@ -98,13 +99,14 @@ func (s sealed) member(name string, dst any) error {
 	return fmt.Errorf("%w: %s has the wrong type", ErrInvalidJSON, name)
 }
 
-// tail is the verification state of one chain: the last record linked.
+// tail is the batch verification state of one chain (VerifyChain): the
+// last record linked, and every prev_hash and index seen mapped to the
+// position of its record, for exact fork detection. Streaming verification
+// uses Tail.
 type tail struct {
-	n    int  // records of the chain read so far
-	last link // last record linked into the chain
-	has  bool // last is set and was the record read just before
-	// prevs and indexes (batch mode only) map every prev_hash and index
-	// seen to the position of the record, for exact fork detection.
+	n       int  // records of the chain read so far
+	last    link // last record linked into the chain
+	has     bool // last is set and was the record read just before
 	prevs   map[string]int
 	indexes map[int]int
 }
@@ -123,30 +125,18 @@ func (t *tail) add(l link) []Problem {
 	}
 	ps = append(ps, t.links(l, pos)...)
 	t.last, t.has = l, true
-	if t.prevs != nil {
-		t.prevs[l.prev], t.indexes[l.index] = pos, pos
-	}
+	t.prevs[l.prev], t.indexes[l.index] = pos, pos
 	return ps
 }
 
-// fork reports whether l claims a predecessor or an index already taken.
-// In batch mode every earlier record is remembered; in streaming mode only
-// the last one, so a fork is seen when its two branches are adjacent.
+// fork reports whether l claims a predecessor or an index already taken
+// by any earlier record of the chain.
 func (t *tail) fork(l link) (string, bool) {
-	if t.prevs != nil {
-		if p, ok := t.prevs[l.prev]; ok {
-			return fmt.Sprintf("prev_hash %s is also the prev_hash of the record at position %d", l.prev, p), true
-		}
-		if p, ok := t.indexes[l.index]; ok {
-			return fmt.Sprintf("index %d is also the index of the record at position %d", l.index, p), true
-		}
-		return "", false
+	if p, ok := t.prevs[l.prev]; ok {
+		return fmt.Sprintf("prev_hash %s is also the prev_hash of the record at position %d", l.prev, p), true
 	}
-	if t.has && l.prev == t.last.prev {
-		return fmt.Sprintf("prev_hash %s is also the prev_hash of the previous record", l.prev), true
-	}
-	if t.has && l.index == t.last.index {
-		return fmt.Sprintf("index %d is also the index of the previous record", l.index), true
+	if p, ok := t.indexes[l.index]; ok {
+		return fmt.Sprintf("index %d is also the index of the record at position %d", l.index, p), true
 	}
 	return "", false
 }
@@ -214,49 +204,30 @@ func VerifyChain(raws [][]byte) []Problem {
 
 // ChainVerifier checks stored records read one at a time, in stream order,
 // across many chains (an auditor reading the whole quarantine stream). It
-// keeps only the last record's link per dlq id, O(chains) memory, so it
-// detects a fork only when the two branches are read one after the other;
-// otherwise the second branch shows as index_gap and broken_prev_hash.
-// Records are attributed to the chain named by their dlq_id, so a
-// dlq_id_mismatch cannot occur here. The zero value is ready to use; it is
-// not safe for concurrent use.
+// keeps a Tail per dlq id, O(chains) memory, so it detects a fork only
+// when the two branches are read one after the other; otherwise the second
+// branch shows as index_gap and broken_prev_hash. Records are attributed
+// to the chain named by their dlq_id, so a dlq_id_mismatch cannot occur
+// here. For memory bounded whatever the number of chains, keep Tails in a
+// bounded cache and seed an evicted chain's Tail with TailAfter (see the
+// auditor). The zero value is ready to use; it is not safe for concurrent
+// use.
 type ChainVerifier struct {
-	chains map[string]*tail
+	chains map[string]*Tail
 }
 
 // Add checks the stored record raw, read at stream sequence seq, against
 // the chain of its dlq_id and returns its problems with Seq set. An
 // unparseable record belongs to no chain and is reported with Index -1.
 func (v *ChainVerifier) Add(seq uint64, raw []byte) []Problem {
-	l, err := readLink(raw)
-	if err != nil {
-		return []Problem{{Index: -1, Seq: seq, Kind: ProblemUnparseable, Detail: err.Error()}}
-	}
-	return v.addLink(seq, l)
-}
-
-// addLink links l, read at seq, into the chain of its dlq id.
-func (v *ChainVerifier) addLink(seq uint64, l link) []Problem {
-	if v.chains == nil {
-		v.chains = map[string]*tail{}
-	}
-	t, ok := v.chains[l.dlqID]
-	if !ok {
-		t = &tail{}
-		v.chains[l.dlqID] = t
-	}
-	ps := t.add(l)
-	for i := range ps {
-		ps[i].Seq = seq
-	}
-	return ps
+	return v.AddLink(seq, ReadLink(raw))
 }
 
 // Link is what chain verification reads from one stored record: its link
 // members, its stored audit_hash and the result of its seal check. ReadLink
-// makes one; ChainVerifier.AddLink links it. Reading links is the costly,
-// independent part of verification (it recomputes the seal), so callers
-// may read many in parallel and link them in stream order.
+// makes one; ChainVerifier.AddLink and Tail.Add link it. Reading links is
+// the costly, independent part of verification (it recomputes the seal),
+// so callers may read many in parallel and link them in stream order.
 type Link struct {
 	// DLQID, Domain, Index and PrevHash are the record's members.
 	DLQID    string
@@ -283,11 +254,19 @@ func ReadLink(raw []byte) Link {
 
 // AddLink is Add for a link read by ReadLink: v.AddLink(seq, ReadLink(raw))
 // equals v.Add(seq, raw).
-func (v *ChainVerifier) AddLink(seq uint64, pl Link) []Problem {
-	if pl.Err != nil {
-		return []Problem{{Index: -1, Seq: seq, Kind: ProblemUnparseable, Detail: pl.Err.Error()}}
+func (v *ChainVerifier) AddLink(seq uint64, l Link) []Problem {
+	if l.Err != nil {
+		return unparseable(seq, l.Err)
 	}
-	return v.addLink(seq, link{dlqID: pl.DLQID, domain: pl.Domain, index: pl.Index, prev: pl.PrevHash, hash: pl.AuditHash, sealErr: pl.SealErr})
+	if v.chains == nil {
+		v.chains = map[string]*Tail{}
+	}
+	t, ok := v.chains[l.DLQID]
+	if !ok {
+		t = &Tail{}
+		v.chains[l.DLQID] = t
+	}
+	return t.Add(seq, l)
 }
 
 // Chains returns how many dlq ids have been seen.
@@ -300,5 +279,142 @@ func (v *ChainVerifier) Head(dlqID string) (index int, hash string, records int,
 	if !ok {
 		return 0, "", 0, false
 	}
-	return t.last.index, t.last.hash, t.n, true
+	return t.index, t.hash.String(), t.n, true
+}
+
+func unparseable(seq uint64, err error) []Problem {
+	return []Problem{{Index: -1, Seq: seq, Kind: ProblemUnparseable, Detail: err.Error()}}
+}
+
+// Tail is the streaming verification state of one chain: how many of its
+// records were read and the link members of the last one linked, hashes
+// held as 32 bytes (about 100 bytes in all). The zero Tail is a chain of
+// which no record was read yet. Streaming mode remembers only the last
+// record linked, so a fork is found when its two branches are adjacent in
+// the chain as read; otherwise the later branch shows as index_gap and
+// broken_prev_hash.
+type Tail struct {
+	n          int  // records of the chain read so far
+	has        bool // the last record read was linked and is held below
+	index      int  // index of the last record linked
+	prev, hash digest
+}
+
+// TailAfter returns the Tail of a chain whose last record read is pred, a
+// record read by ReadLink without error, as if the chain had been read up
+// to it: the position of the next record is pred.Index+1. A verifier that
+// no longer holds a chain's Tail (a bounded cache evicted it) seeds it
+// from the chain's previous stored record this way; it then finds exactly
+// what it would have found with the Tail kept, except that positions count
+// from pred's index instead of the records read, and that when pred is
+// itself a fork (not linked when it was read) the record after it is
+// checked against pred rather than against the branch read first.
+func TailAfter(pred Link) Tail {
+	t := Tail{n: pred.Index + 1}
+	t.link(pred)
+	return t
+}
+
+// TailUnlinked returns the Tail of a chain of which records were read but
+// whose last record is unknown (unparseable, or not found): the next
+// record is checked for its seal only, at position records, and linked.
+func TailUnlinked(records int) Tail { return Tail{n: records} }
+
+// Records returns how many records of the chain were read (with TailAfter:
+// counted from the index of the record it was seeded with).
+func (t *Tail) Records() int { return t.n }
+
+// Add checks l, the next record of the chain read at stream sequence seq,
+// links it, and returns its problems with Index set to its position in
+// the chain and Seq to seq. A record that could not be read (l.Err) is
+// reported as unparseable with Index -1 and leaves the Tail as it was: it
+// belongs to no chain. Add does not compare l.DLQID with the chain's.
+func (t *Tail) Add(seq uint64, l Link) []Problem {
+	if l.Err != nil {
+		return unparseable(seq, l.Err)
+	}
+	pos := t.n
+	t.n++
+	var ps []Problem
+	if l.SealErr != nil {
+		ps = append(ps, Problem{Index: pos, Seq: seq, Kind: ProblemSealMismatch, Detail: l.SealErr.Error()})
+	}
+	prev := toDigest(l.PrevHash)
+	if t.has && prev == t.prev {
+		return append(ps, Problem{Index: pos, Seq: seq, Kind: ProblemFork,
+			Detail: fmt.Sprintf("prev_hash %s is also the prev_hash of the previous record", l.PrevHash)})
+	}
+	if t.has && l.Index == t.index {
+		return append(ps, Problem{Index: pos, Seq: seq, Kind: ProblemFork,
+			Detail: fmt.Sprintf("index %d is also the index of the previous record", l.Index)})
+	}
+	switch {
+	case pos == 0:
+		if l.Index != 0 {
+			ps = append(ps, Problem{Index: pos, Seq: seq, Kind: ProblemIndexGap, Detail: fmt.Sprintf("first record has index %d", l.Index)})
+		}
+		if l.PrevHash != "" {
+			ps = append(ps, Problem{Index: pos, Seq: seq, Kind: ProblemBrokenPrevHash, Detail: "first record has a prev_hash"})
+		}
+	case t.has:
+		if want := t.index + 1; l.Index != want {
+			ps = append(ps, Problem{Index: pos, Seq: seq, Kind: ProblemIndexGap, Detail: fmt.Sprintf("index %d, expected %d", l.Index, want)})
+		}
+		if prev != t.hash {
+			ps = append(ps, Problem{Index: pos, Seq: seq, Kind: ProblemBrokenPrevHash,
+				Detail: fmt.Sprintf("prev_hash %.64q, previous audit_hash %.64q", l.PrevHash, t.hash.String())})
+		}
+	}
+	t.link(l)
+	return ps
+}
+
+// link makes l the last record linked.
+func (t *Tail) link(l Link) {
+	t.has, t.index, t.prev, t.hash = true, l.Index, toDigest(l.PrevHash), toDigest(l.AuditHash)
+}
+
+// digest holds a hash member compactly: 64 lowercase hex digits as their
+// 32 bytes, anything else (tampered, or "") as the string itself.
+type digest struct {
+	b     [32]byte
+	s     string
+	isHex bool
+}
+
+func toDigest(s string) digest {
+	var d digest
+	if len(s) == 64 && isLowerHex(s) {
+		for i := range d.b {
+			d.b[i] = unhex(s[2*i])<<4 | unhex(s[2*i+1])
+		}
+		d.isHex = true
+		return d
+	}
+	d.s = s
+	return d
+}
+
+// String returns the member as stored.
+func (d digest) String() string {
+	if d.isHex {
+		return hex.EncodeToString(d.b[:])
+	}
+	return d.s
+}
+
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func unhex(c byte) byte {
+	if c <= '9' {
+		return c - '0'
+	}
+	return c - 'a' + 10
 }

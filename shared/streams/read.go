@@ -12,88 +12,114 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// readBatch is how many messages one direct-get batch request asks for.
-const readBatch = 256
+// DirectRequest is a JetStream direct-get request (nats-server's
+// JSApiMsgGetRequest): a single get (Seq, or NextFor from Seq), a batch
+// (Batch messages on NextFor from Seq), or the last message of each of
+// MultiLast's subjects (at most 1024) at or below UpToSeq. MaxBytes bounds
+// the bytes of one reply.
+type DirectRequest struct {
+	Seq       uint64   `json:"seq,omitempty"`
+	NextFor   string   `json:"next_by_subj,omitempty"`
+	Batch     int      `json:"batch,omitempty"`
+	MaxBytes  int      `json:"max_bytes,omitempty"`
+	MultiLast []string `json:"multi_last,omitempty"`
+	UpToSeq   uint64   `json:"up_to_seq,omitempty"`
+}
 
-// errBadReply is a direct-get reply that is neither a message nor a status.
-var errBadReply = errors.New("unexpected direct get reply")
+// MaxMultiLast is the most subjects one multi_last request may name.
+const MaxMultiLast = 1024
 
-// ReadSubject calls fn with every message stored on subject in stream, in
-// sequence order, reading them with JetStream direct-get batch requests
-// ({"seq", "next_by_subj", "batch"}: one request per 256 messages, so a
-// quarantine chain costs one round trip; the stream must allow direct
-// gets). It stops at fn's first error and returns it. A subject with no
-// message is not an error: fn is never called.
+// ErrDirectGet is a direct get answered with an unexpected reply.
+var ErrDirectGet = errors.New("streams: direct get")
+
+// directTimeout bounds one direct-get request without a deadline of its own.
+const directTimeout = 30 * time.Second
+
+// DirectGet sends req to the direct-get API of stream (which must allow
+// direct gets) and hands each message of the reply to fn, in order, until
+// fn fails. It returns how many matching messages the server left unsent
+// (batch or max_bytes reached). A reply of "no results" hands nothing.
 //
-// The replies arrive on an inbox subscription with a channel sized for one
-// batch: orbit.go's jetstreamext.GetBatch subscribes with nats.go's default
-// 64 Ki-entry channel, a 512 KiB allocation per request that dominated the
-// quarantiner's profile.
-func ReadSubject(ctx context.Context, js jetstream.JetStream, stream, subject string, fn func(*jetstream.RawStreamMsg) error) error {
+// The replies arrive on an inbox subscription with a channel sized for the
+// request: nats.go's SubscribeSync (and orbit.go's jetstreamext.GetBatch,
+// which uses it) allocates a 64 Ki-entry channel per request, 512 KiB that
+// dominated the profile of a service reading chains.
+func DirectGet(ctx context.Context, js jetstream.JetStream, stream string, req DirectRequest, fn func(*jetstream.RawStreamMsg) error) (pending uint64, err error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return 0, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, directTimeout)
+		defer cancel()
+	}
 	nc := js.Conn()
 	prefix := js.Options().APIPrefix
 	if prefix == "" {
 		prefix = jetstream.DefaultAPIPrefix
 	}
-	api := prefix + "DIRECT.GET." + stream
-	for next := uint64(1); ; {
-		n, last, err := readBatchFrom(ctx, nc, api, subject, next, fn)
-		if err != nil {
-			return fmt.Errorf("streams: read %s: %w", stream, err)
-		}
-		if n < readBatch {
-			return nil
-		}
-		next = last + 1
-	}
-}
-
-// readBatchFrom reads up to readBatch messages on subject from sequence
-// next; it returns how many it read and the sequence of the last.
-func readBatchFrom(ctx context.Context, nc *nats.Conn, api, subject string, next uint64, fn func(*jetstream.RawStreamMsg) error) (int, uint64, error) {
-	req, err := json.Marshal(struct {
-		Seq     uint64 `json:"seq"`
-		NextFor string `json:"next_by_subj"`
-		Batch   int    `json:"batch"`
-	}{next, subject, readBatch})
-	if err != nil {
-		return 0, 0, err
-	}
+	single := req.Batch == 0 && len(req.MultiLast) == 0
+	replies := make(chan *nats.Msg, max(req.Batch, len(req.MultiLast))+1) // the messages and the end
 	inbox := nc.NewInbox()
-	replies := make(chan *nats.Msg, readBatch+1) // the batch and its end
 	sub, err := nc.ChanSubscribe(inbox, replies)
 	if err != nil {
-		return 0, 0, err
+		return 0, fmt.Errorf("%w: %w", ErrDirectGet, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishRequest(api, inbox, req); err != nil {
-		return 0, 0, err
+	if err := nc.PublishRequest(prefix+"DIRECT.GET."+stream, inbox, body); err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrDirectGet, err)
 	}
-	n, last := 0, uint64(0)
 	for {
 		var m *nats.Msg
 		select {
 		case m = <-replies:
 		case <-ctx.Done():
-			return n, last, ctx.Err()
+			return 0, fmt.Errorf("%w: %s: %w", ErrDirectGet, stream, ctx.Err())
 		}
-		if len(m.Data) == 0 && m.Header.Get(jetstream.SequenceHeader) == "" {
-			switch status := m.Header.Get("Status"); status {
-			case "204": // end of batch
-				return n, last, nil
-			case "404": // no message at or after next
-				return n, last, nil
-			default:
-				return n, last, fmt.Errorf("%w: status %q %q", errBadReply, status, m.Header.Get("Description"))
+		switch status := m.Header.Get("Status"); status {
+		case "":
+			raw, err := rawMsg(m)
+			if err != nil {
+				return 0, err
 			}
+			if err := fn(raw); err != nil {
+				return 0, err
+			}
+			if single {
+				return 0, nil // a single get: no end-of-batch follows
+			}
+		case "204": // end of batch
+			n, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+			return n, nil
+		case "404": // no results
+			return 0, nil
+		default:
+			return 0, fmt.Errorf("%w: %s: status %s %s", ErrDirectGet, stream, status, m.Header.Get("Description"))
 		}
-		raw, err := rawMsg(m)
+	}
+}
+
+// readBatch is how many messages one ReadSubject request asks for.
+const readBatch = 256
+
+// ReadSubject calls fn with every message stored on subject in stream, in
+// sequence order, reading them with direct-get batch requests (one per 256
+// messages, so a quarantine chain costs one round trip). It stops at fn's
+// first error and returns it. A subject with no message is not an error.
+func ReadSubject(ctx context.Context, js jetstream.JetStream, stream, subject string, fn func(*jetstream.RawStreamMsg) error) error {
+	for next := uint64(1); ; {
+		n := 0
+		_, err := DirectGet(ctx, js, stream, DirectRequest{Seq: next, NextFor: subject, Batch: readBatch}, func(m *jetstream.RawStreamMsg) error {
+			n++
+			next = m.Sequence + 1
+			return fn(m)
+		})
 		if err != nil {
-			return n, last, err
+			return fmt.Errorf("streams: read %s: %w", stream, err)
 		}
-		n, last = n+1, raw.Sequence
-		if err := fn(raw); err != nil {
-			return n, last, err
+		if n < readBatch {
+			return nil
 		}
 	}
 }
@@ -102,16 +128,12 @@ func readBatchFrom(ctx context.Context, nc *nats.Conn, api, subject string, next
 func rawMsg(m *nats.Msg) (*jetstream.RawStreamMsg, error) {
 	seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("%w: sequence header: %v", errBadReply, err)
+		return nil, fmt.Errorf("%w: a reply without a sequence", ErrDirectGet)
 	}
-	subj := m.Header.Get(jetstream.SubjectHeader)
-	if subj == "" {
-		return nil, fmt.Errorf("%w: no subject header", errBadReply)
-	}
-	raw := &jetstream.RawStreamMsg{Subject: subj, Sequence: seq, Header: m.Header, Data: m.Data}
+	raw := &jetstream.RawStreamMsg{Subject: m.Header.Get(jetstream.SubjectHeader), Sequence: seq, Header: m.Header, Data: m.Data}
 	if ts := m.Header.Get(jetstream.TimeStampHeaer); ts != "" {
 		if raw.Time, err = time.Parse(time.RFC3339Nano, ts); err != nil {
-			return nil, fmt.Errorf("%w: time stamp header: %v", errBadReply, err)
+			return nil, fmt.Errorf("%w: time stamp header: %v", ErrDirectGet, err)
 		}
 	}
 	return raw, nil

@@ -8,9 +8,15 @@
 // The store is seeded directly, as an administrator would: sealed records
 // of about 2.3 KB (a 1 KB event body, headers, two attempts) in chains of
 // two (quarantined, then resolved) on QUARANTINE, and valid pharmacy events
-// on EVENTS with their committed state in IDEMPOTENCY.
+// on EVENTS with their committed state in IDEMPOTENCY. Before each
+// operation the heap is collected and returned to the OS.
 //
 //	go run ./tests/bench/audit -n 100000 -steps 4
+//
+// -apart writes each step's resolutions after all its quarantined records,
+// so a chain's two records are far apart in the stream; with -cache
+// smaller than the chains of a step, verify then reads the previous record
+// of most chains from the server (record.TailAfter).
 package main
 
 import (
@@ -26,6 +32,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -51,6 +58,8 @@ func main() {
 	steps := flag.Int("steps", 4, "measure at n/steps, 2n/steps, ... n")
 	serve := flag.String("serve", "", "internal: run the server on this store directory")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the verify runs to this file")
+	cache := flag.Int("cache", 0, "the auditor's VerifyChainCache (0: its default)")
+	apart := flag.Bool("apart", false, "write each step's quarantined records first, then their resolutions (a chain's two records far apart)")
 	flag.Parse()
 	if *serve != "" {
 		if err := serveStore(*serve); err != nil {
@@ -66,7 +75,7 @@ func main() {
 		defer f.Close()
 		profile = f
 	}
-	if err := run(*n, *steps); err != nil {
+	if err := run(*n, *steps, *cache, *apart); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -85,7 +94,7 @@ func serveStore(dir string) error {
 	return nil
 }
 
-func run(n, steps int) error {
+func run(n, steps, cache int, apart bool) error {
 	dir, err := os.MkdirTemp("", "audit-bench-")
 	if err != nil {
 		return err
@@ -129,6 +138,9 @@ func run(n, steps int) error {
 	}
 	cfg := auditor.DefaultConfig()
 	cfg.CheckpointInterval, cfg.ReconcileInterval = 0, 0
+	if cache > 0 {
+		cfg.VerifyChainCache = cache
+	}
 	a, err := auditor.New(nc, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
@@ -137,12 +149,16 @@ func run(n, steps int) error {
 	defer cancel()
 	go func() { _ = a.Run(actx) }()
 
-	s := &seeder{js: js}
+	s := &seeder{js: js, apart: apart}
 	if err := s.init(); err != nil {
 		return err
 	}
-	fmt.Printf("auditor bench: GOMAXPROCS=%d, records of %d bytes in chains of 2, server in a child process\n",
-		runtime.GOMAXPROCS(0), s.recordSize)
+	layout := "adjacent"
+	if apart {
+		layout = "apart (each step's resolutions after its quarantined records)"
+	}
+	fmt.Printf("auditor bench: GOMAXPROCS=%d, records of %d bytes in chains of 2, %s, verify chain cache %d, server in a child process\n",
+		runtime.GOMAXPROCS(0), s.recordSize, layout, cfg.VerifyChainCache)
 	fmt.Printf("%-10s %-9s %10s %12s %14s\n", "operation", "records", "seconds", "records/s", "peak RSS MiB")
 	for step := 1; step <= steps; step++ {
 		target := n * step / steps
@@ -153,7 +169,7 @@ func run(n, steps int) error {
 		if _, err := a.Checkpoint(ctx); err != nil {
 			return err
 		}
-		runtime.GC()
+		freeMemory()
 		resetPeak()
 		if profile != nil {
 			_ = pprof.StartCPUProfile(profile)
@@ -173,7 +189,7 @@ func run(n, steps int) error {
 			return err
 		}
 		fmt.Printf("%-10s %-9d %10.2f %12.0f %14.1f\n", "verify", rep.Records, rep.Seconds, float64(rep.Records)/rep.Seconds, peakMiB())
-		runtime.GC()
+		freeMemory()
 		resetPeak()
 		rrep, err := a.Reconcile(ctx, api.ReconcileRequest{Grace: "0s"})
 		if err != nil {
@@ -221,6 +237,7 @@ type seeder struct {
 	recordSize int
 	records    int
 	events     int
+	apart      bool // resolutions after the step's quarantined records
 }
 
 func (s *seeder) init() error {
@@ -276,6 +293,11 @@ func (s *seeder) seed(ctx context.Context, target int) error {
 		}
 		return nil
 	}
+	type held struct {
+		subject string
+		data    []byte
+	}
+	var later []held // resolutions held back (apart)
 	for ; s.records < target; s.records += 2 {
 		r := s.first
 		r.DLQID = fmt.Sprintf("pharmacy_%032x", s.records)
@@ -289,14 +311,23 @@ func (s *seeder) seed(ctx context.Context, target int) error {
 		if err := record.Seal(&done); err != nil {
 			return err
 		}
-		for _, rec := range []record.Record{r, done} {
+		for i, rec := range []record.Record{r, done} {
 			b, err := record.Marshal(rec)
 			if err != nil {
 				return err
 			}
+			if i == 1 && s.apart {
+				later = append(later, held{subjects.Quarantine(rec.Domain, rec.DLQID), b})
+				continue
+			}
 			if err := publish(subjects.Quarantine(rec.Domain, rec.DLQID), b); err != nil {
 				return err
 			}
+		}
+	}
+	for _, h := range later {
+		if err := publish(h.subject, h.data); err != nil {
+			return err
 		}
 	}
 	if err := flush(); err != nil {
@@ -327,6 +358,11 @@ func (s *seeder) seed(ctx context.Context, target int) error {
 	_ = info
 	return flush()
 }
+
+// freeMemory collects garbage and returns the free heap to the OS, so the
+// peak measured next is the operation's, not what the previous one left
+// mapped.
+func freeMemory() { debug.FreeOSMemory() }
 
 // resetPeak resets the process's peak RSS (Linux).
 func resetPeak() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
