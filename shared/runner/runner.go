@@ -57,6 +57,7 @@ func Main(name, version string, build func(Deps) (Service, error)) {
 }
 
 func run(name, version string, build func(Deps) (Service, error)) error {
+	TuneGC()
 	conn := config.ConnFlags(flag.CommandLine)
 	metricsAddr := flag.String("metrics-addr", envOr("DEADLETTER_METRICS_ADDR", "127.0.0.1:9464"),
 		"where /metrics is served; empty disables (env DEADLETTER_METRICS_ADDR)")

@@ -49,6 +49,7 @@ import (
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/ledger"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/runner"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -61,6 +62,7 @@ func main() {
 	cache := flag.Int("cache", 0, "the auditor's VerifyChainCache (0: its default)")
 	apart := flag.Bool("apart", false, "write each step's quarantined records first, then their resolutions (a chain's two records far apart)")
 	flag.Parse()
+	runner.TuneGC() // as deadletter's processes do
 	if *serve != "" {
 		if err := serveStore(*serve); err != nil {
 			log.Fatal(err)

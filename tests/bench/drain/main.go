@@ -38,6 +38,7 @@ import (
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/runner"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/tests/internal/benchenv"
 )
@@ -52,6 +53,7 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the server, validator and quarantiner (this process) during the drain")
 	redriverProfile := flag.String("redriver-cpuprofile", "", "write a CPU profile of the redriver (the child process) to this file")
 	flag.Parse()
+	runner.TuneGC() // as deadletter's processes do
 	if *child != "" {
 		if err := runChild(*child, *concurrency, *redriverProfile); err != nil {
 			log.Fatal(err)

@@ -36,6 +36,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/deadletter/deadletter/services/validator"
+	"github.com/deadletter/deadletter/shared/runner"
 	"github.com/deadletter/deadletter/shared/sample"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -53,6 +54,7 @@ func main() {
 	tracePublisher := flag.Bool("trace-publisher", true, "with -trace-endpoint or -trace-sink, also trace the publisher (a producer span per event); false: only the validator's spans, roots of their traces")
 	serveSinkFlag := flag.Bool("serve-sink", false, "internal: run the trace sink")
 	flag.Parse()
+	runner.TuneGC() // as deadletter's processes do
 	if *serveSinkFlag {
 		if err := serveSink(); err != nil {
 			log.Fatal(err)
@@ -151,6 +153,12 @@ func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string, 
 		}
 		defer pprof.StopCPUProfile()
 	}
+	var sinkStart time.Duration
+	if snk != nil {
+		if sinkStart, err = snk.cpu(ctx); err != nil {
+			return err
+		}
+	}
 	start = time.Now()
 	cpuStart := cpuTime()
 	if err := tracing.publishAll(ctx, js, events); err != nil {
@@ -201,6 +209,12 @@ func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string, 
 				want += int64(n)
 			}
 			fmt.Printf("spans received by the sink: %d of %d exported (%d dropped)\n", got, want, want-got)
+			sinkCPU, err := snk.cpu(ctx)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("trace sink CPU: %v during the run and the flush (%.1f µs per event)\n",
+				(sinkCPU - sinkStart).Round(time.Millisecond), float64((sinkCPU-sinkStart).Nanoseconds())/1000/float64(n))
 		}
 	}
 	fmt.Printf("raw JetStream async publish: %8.0f msg/s\n", rawRate)

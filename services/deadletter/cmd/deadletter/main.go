@@ -17,6 +17,7 @@ import (
 	"github.com/deadletter/deadletter/services/deadletter/demo"
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/config"
+	"github.com/deadletter/deadletter/shared/runner"
 )
 
 func main() {
@@ -45,6 +46,7 @@ func exportToLocalJaeger() {
 }
 
 func run() error {
+	runner.TuneGC()
 	cfg := stack.DefaultConfig()
 	env := config.NewEnv(nil)
 	cfg.LoadEnv(env)
