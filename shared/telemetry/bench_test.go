@@ -20,28 +20,38 @@ type discard struct{}
 func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
 func (discard) Shutdown(context.Context) error                             { return nil }
 
-// BenchmarkPublishSpan measures one traced publish (StartPublish, inject,
-// RecordAck-free End) with tracing off, recorded but dropped, and exported
-// over OTLP/HTTP to a local endpoint that discards the request.
-func BenchmarkPublishSpan(b *testing.B) {
+// benchProvider is a tracer provider the benchmarks compare.
+type benchProvider struct {
+	name string
+	tp   trace.TracerProvider
+}
+
+// benchProviders returns tracing off, recorded but dropped, and exported
+// over OTLP/HTTP to a local endpoint that discards the request; the
+// endpoint and the exporter stop with the benchmark.
+func benchProviders(b *testing.B) []benchProvider {
 	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.WriteHeader(http.StatusOK)
 	}))
-	defer collector.Close()
+	b.Cleanup(collector.Close)
 	otlp, shutdown, err := Setup(context.Background(), Config{ServiceName: "bench", Endpoint: collector.URL, Sampler: sdktrace.AlwaysSample()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer func() { _ = shutdown(context.Background()) }()
-	for _, bc := range []struct {
-		name string
-		tp   trace.TracerProvider
-	}{
+	b.Cleanup(func() { _ = shutdown(context.Background()) })
+	return []benchProvider{
 		{"off", noop.NewTracerProvider()},
 		{"batch-discard", sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}, sdktrace.WithMaxQueueSize(1<<16)))},
 		{"otlp-http", otlp},
-	} {
+	}
+}
+
+// BenchmarkPublishSpan measures one traced publish (StartPublish, inject,
+// RecordAck-free End) with tracing off, recorded but dropped, and exported
+// over OTLP/HTTP to a local endpoint that discards the request.
+func BenchmarkPublishSpan(b *testing.B) {
+	for _, bc := range benchProviders(b) {
 		b.Run(bc.name, func(b *testing.B) {
 			tr := NewTracer(bc.tp, nil)
 			ctx := context.Background()
@@ -77,30 +87,13 @@ func (m *benchMsg) Metadata() (*jetstream.MsgMetadata, error) { return m.meta, n
 // export. Compare off with otlp-http (OTLP/HTTP to a local endpoint that
 // discards the request) for the cost per event.
 func BenchmarkIngestSpans(b *testing.B) {
-	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.WriteHeader(http.StatusOK)
-	}))
-	defer collector.Close()
-	otlp, shutdown, err := Setup(context.Background(), Config{ServiceName: "bench", Endpoint: collector.URL, Sampler: sdktrace.AlwaysSample()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = shutdown(context.Background()) }()
 	h := nats.Header{}
 	h.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	msg := &benchMsg{subject: "events.pharmacy.dispense", data: make([]byte, 530), header: h,
 		meta: &jetstream.MsgMetadata{Stream: "EVENTS", Consumer: "validator", NumDelivered: 1,
 			Sequence: jetstream.SequencePair{Stream: 12345, Consumer: 12345}}}
 	ack := &jetstream.PubAck{Stream: "LEDGER", Sequence: 6789}
-	for _, bc := range []struct {
-		name string
-		tp   trace.TracerProvider
-	}{
-		{"off", noop.NewTracerProvider()},
-		{"batch-discard", sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}, sdktrace.WithMaxQueueSize(1<<16)))},
-		{"otlp-http", otlp},
-	} {
+	for _, bc := range benchProviders(b) {
 		b.Run(bc.name, func(b *testing.B) {
 			tr := NewTracer(bc.tp, nil)
 			b.ReportAllocs()

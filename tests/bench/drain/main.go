@@ -21,7 +21,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -73,17 +72,11 @@ func runChild(url string, concurrency int, profile string) error {
 		return err
 	}
 	defer nc.Close()
-	if profile != "" {
-		f, err := os.Create(profile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := benchenv.CPUProfile(profile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	cfg := redriver.DefaultConfig()
 	cfg.Provision = false
 	cfg.InstanceID = "bench-redriver"
@@ -125,17 +118,11 @@ func run(n, concurrency, quarantiners int, syncAlways, dryRun bool, profile, red
 	if err != nil {
 		return err
 	}
-	if profile != "" {
-		f, err := os.Create(profile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := benchenv.CPUProfile(profile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	args := []string{"-child", srv.ClientURL(), "-concurrency", strconv.Itoa(concurrency)}
 	if redriverProfile != "" {
 		args = append(args, "-redriver-cpuprofile", redriverProfile)

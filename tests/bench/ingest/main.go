@@ -22,9 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"os"
 	"runtime"
-	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -142,17 +140,11 @@ func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string, 
 	if err := waitConsumer(ctx, js); err != nil {
 		return err
 	}
-	if cpuprofile != "" {
-		f, err := os.Create(cpuprofile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := benchenv.CPUProfile(cpuprofile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	var sinkStart time.Duration
 	if snk != nil {
 		if sinkStart, err = snk.cpu(ctx); err != nil {

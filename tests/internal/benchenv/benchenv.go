@@ -6,6 +6,7 @@ package benchenv
 import (
 	"context"
 	"os"
+	"runtime/pprof"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -69,4 +70,25 @@ func (e *Env) Close() {
 		e.Server.WaitForShutdown()
 	}
 	_ = os.RemoveAll(e.dir)
+}
+
+// CPUProfile starts profiling this process's CPU into the file path and
+// returns the func that stops it and closes the file; with path empty it
+// does nothing.
+func CPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
