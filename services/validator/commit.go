@@ -235,10 +235,10 @@ func (c *committer) writeLedger(ctx context.Context, env envelope.Envelope, data
 	if dlqID != "" {
 		m.Header.Set(envelope.DLQID, dlqID)
 	}
-	// The commit span (in ctx) stands for the LEDGER write, whose
-	// acknowledgement (stream, sequence) it records when it ends: one span
-	// fewer per committed event. Its context travels on in the LEDGER
-	// message.
+	// The span in ctx (the commit span, or the validate span when there is
+	// no downstream) stands for the LEDGER write, whose sequence it records
+	// when it ends: no span of its own. Its context travels on in the
+	// LEDGER message.
 	span := trace.SpanFromContext(ctx)
 	c.tr.Inject(ctx, m.Header)
 	ack, err := c.js.PublishMsg(ctx, m, jetstream.WithMsgID(env.IdempotencyKey), jetstream.WithExpectLastSequencePerSubject(0))

@@ -46,6 +46,9 @@ const (
 	StageKey = attribute.Key("deadletter.stage")
 	// LinkKey names what a span link points at: original, drain, advisory.
 	LinkKey = attribute.Key("deadletter.link")
+	// LedgerSequenceKey is the LEDGER sequence an event was committed at,
+	// on a validate span that stands for its commit too (no downstream).
+	LedgerSequenceKey = attribute.Key("deadletter.ledger_seq")
 
 	// JetStream positions. The messaging conventions have no NATS
 	// attributes; these follow their messaging.<system>.* pattern.

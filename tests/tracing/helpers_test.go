@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"github.com/deadletter/deadletter/schemas"
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
@@ -314,4 +316,24 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// ledgerSeqOf returns the LEDGER sequence of the commit of EVENTS sequence
+// seq (its Deadletter-Source-Seq header).
+func ledgerSeqOf(tb testing.TB, js jetstream.JetStream, seq uint64) uint64 {
+	tb.Helper()
+	ctx := context.Background()
+	st, err := js.Stream(ctx, subjects.LedgerStream)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for n := uint64(1); ; n++ {
+		m, err := st.GetMsg(ctx, n)
+		if err != nil {
+			tb.Fatalf("no LEDGER commit of EVENTS/%d: %v", seq, err)
+		}
+		if m.Header.Get(envelope.SourceSeq) == strconv.FormatUint(seq, 10) {
+			return m.Sequence
+		}
+	}
 }
