@@ -208,6 +208,9 @@ func (s *Service) downstreamName() string {
 	return s.commit.down.String()
 }
 
+// validateOp names the validator's consume spans.
+var validateOp = telemetry.Operation("validate")
+
 // handle processes one delivery and ends it with exactly one of: ack
 // (committed or duplicate), term (after the failure is stored in FAILURES),
 // or nak with delay (transient; retried until MaxDeliver).
@@ -225,7 +228,7 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 	s.stats.received.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ProcessTimeout)
 	defer cancel()
-	ctx, span := s.tr.StartConsume(ctx, m, telemetry.Operation("validate"))
+	ctx, span := s.tr.StartConsume(ctx, m, validateOp)
 	defer span.End()
 	meta, err := m.Metadata()
 	if err != nil {

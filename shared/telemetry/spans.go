@@ -303,19 +303,60 @@ func (t Tracer) StartConsume(ctx context.Context, msg jetstream.Msg, opts ...Opt
 		so = append(so, trace.WithNewRoot())
 	}
 	ctx, span := t.tracer.Start(ctx, o.name("process", msg.Subject()), so...)
-	o.setAttributes(span, func(attrs []attribute.KeyValue) []attribute.KeyValue {
-		attrs = o.messaging(attrs, "process", msg.Subject(), semconv.MessagingOperationTypeProcess, len(msg.Data()))
-		if meta, err := msg.Metadata(); err == nil {
-			attrs = append(attrs,
-				semconv.MessagingConsumerGroupName(meta.Consumer),
-				semconv.MessagingMessageID(meta.Stream+"/"+strconv.FormatUint(meta.Sequence.Stream, 10)),
-				StreamKey.String(meta.Stream),
-				SequenceKey.Int64(int64(meta.Sequence.Stream)),
-				DeliveryCountKey.Int64(int64(meta.NumDelivered)))
-		}
-		return redriveAttrs(attrs, h)
-	})
-	return ctx, span
+	if !span.IsRecording() {
+		return ctx, span
+	}
+	bp := attrPool.Get().(*[]attribute.KeyValue)
+	// No body size: it is the producer span's (the same bytes), and every
+	// attribute costs per consumed message.
+	attrs := o.messaging((*bp)[:0], "process", msg.Subject(), semconv.MessagingOperationTypeProcess, 0)
+	if meta, err := msg.Metadata(); err == nil {
+		attrs = append(attrs,
+			semconv.MessagingConsumerGroupName(meta.Consumer),
+			semconv.MessagingMessageID(meta.Stream+"/"+strconv.FormatUint(meta.Sequence.Stream, 10)),
+			StreamKey.String(meta.Stream),
+			SequenceKey.Int64(int64(meta.Sequence.Stream)),
+			DeliveryCountKey.Int64(int64(meta.NumDelivered)))
+	}
+	*bp = append(redriveAttrs(attrs, h), o.attrs...)
+	ds := &deferredSpan{Span: span, attrs: bp}
+	return trace.ContextWithSpan(ctx, ds), ds
+}
+
+// deferredSpan keeps a span's attributes until End and sets them in one
+// call: the SDK copies the attribute slice again on every SetAttributes
+// that outgrows it, and a consume span gains its outcome attributes only
+// at its end. Status, events and everything else go to the span at once.
+type deferredSpan struct {
+	trace.Span
+	mu    sync.Mutex
+	attrs *[]attribute.KeyValue // pooled; nil once ended
+}
+
+// SetAttributes keeps kv for End.
+func (s *deferredSpan) SetAttributes(kv ...attribute.KeyValue) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.attrs == nil {
+		s.Span.SetAttributes(kv...) // ended: the span ignores it
+		return
+	}
+	*s.attrs = append(*s.attrs, kv...)
+}
+
+// End sets the attributes kept, then ends the span.
+func (s *deferredSpan) End(opts ...trace.SpanEndOption) {
+	s.mu.Lock()
+	bp := s.attrs
+	s.attrs = nil
+	s.mu.Unlock()
+	if bp != nil {
+		s.Span.SetAttributes(*bp...)
+		clear(*bp)
+		*bp = (*bp)[:0]
+		attrPool.Put(bp)
+	}
+	s.Span.End(opts...)
 }
 
 // StartRequest starts the server span of a request-reply endpoint (a NATS

@@ -317,3 +317,48 @@ func TestSetupExports(t *testing.T) {
 		})
 	}
 }
+
+// TestConsumeSpanAttributesAtEnd: a consume span keeps the attributes set
+// on it (through the span or the context) until End, then has them all
+// with the messaging ones; status and events pass at once; what is set
+// after End is dropped.
+func TestConsumeSpanAttributesAtEnd(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	tr := NewTracer(tp, nil)
+	msg := &benchMsg{subject: "events.fsma.receiving", data: []byte("{}"), header: nats.Header{},
+		meta: &jetstream.MsgMetadata{Stream: "EVENTS", Consumer: "validator", NumDelivered: 2,
+			Sequence: jetstream.SequencePair{Stream: 7, Consumer: 9}}}
+	ctx, span := tr.StartConsume(context.Background(), msg, Operation("validate"), Attributes(StageKey.String("validate")))
+	span.SetAttributes(DomainKey.String("fsma"))
+	trace.SpanFromContext(ctx).SetAttributes(OutcomeKey.String("committed"))
+	Fail(span, "CODE", "validation")
+	if got := len(rec.Started()); got != 1 || len(rec.Ended()) != 0 {
+		t.Fatalf("started %d, ended %d", got, len(rec.Ended()))
+	}
+	span.End()
+	span.SetAttributes(DLQIDKey.String("late"))
+	span.End()
+	ended := rec.Ended()
+	if len(ended) != 1 {
+		t.Fatalf("%d spans ended", len(ended))
+	}
+	a := map[attribute.Key]attribute.Value{}
+	for _, kv := range ended[0].Attributes() {
+		a[kv.Key] = kv.Value
+	}
+	for key, want := range map[attribute.Key]string{
+		"messaging.operation.name": "validate", "messaging.message.id": "EVENTS/7", "messaging.consumer.group.name": "validator",
+		StageKey: "validate", DomainKey: "fsma", OutcomeKey: "committed", ErrorCodeKey: "CODE",
+	} {
+		if got := a[key].Emit(); got != want {
+			t.Errorf("%s = %q, want %q", key, got, want)
+		}
+	}
+	if _, ok := a[DLQIDKey]; ok {
+		t.Error("an attribute set after End was recorded")
+	}
+	if ended[0].Status().Code != otelcodes.Error || len(ended[0].Events()) != 1 {
+		t.Errorf("status %v, %d events", ended[0].Status(), len(ended[0].Events()))
+	}
+}
