@@ -74,14 +74,31 @@ func tailOf(ch chain) tail {
 	return t
 }
 
-// read returns every record of a chain in order (empty when none), in one
-// direct-get batch request for chains up to 256 records.
+// read returns every record of a chain in order (empty when none). It
+// reads the last record first (one direct get): a chain of one record, the
+// common case of a first append, needs nothing more; a longer one is read
+// whole with direct-get batch requests (one per 256 records).
 func (c *chains) read(ctx context.Context, domain, dlqID string) (chain, error) {
+	subj := subjects.Quarantine(domain, dlqID)
+	last, err := c.stream.GetLastMsgForSubject(ctx, subj)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return chain{}, nil
+	}
+	if err != nil {
+		return chain{}, fmt.Errorf("quarantiner: read chain: %w", err)
+	}
+	r, err := decodeRecord(last.Sequence, last.Data)
+	if err != nil {
+		return chain{}, err
+	}
+	if r.Index == 0 {
+		return chain{records: []record.Record{r}, lastSeq: last.Sequence}, nil
+	}
 	var out chain
-	err := streams.ReadSubject(ctx, c.js, subjects.QuarantineStream, subjects.Quarantine(domain, dlqID), func(m *jetstream.RawStreamMsg) error {
-		var r record.Record
-		if err := json.Unmarshal(m.Data, &r); err != nil {
-			return fmt.Errorf("quarantiner: record at %d unreadable: %w", m.Sequence, err)
+	err = streams.ReadSubject(ctx, c.js, subjects.QuarantineStream, subj, func(m *jetstream.RawStreamMsg) error {
+		r, err := decodeRecord(m.Sequence, m.Data)
+		if err != nil {
+			return err
 		}
 		out.records = append(out.records, r)
 		out.lastSeq = m.Sequence
@@ -91,6 +108,15 @@ func (c *chains) read(ctx context.Context, domain, dlqID string) (chain, error) 
 		return chain{}, fmt.Errorf("quarantiner: read chain: %w", err)
 	}
 	return out, nil
+}
+
+// decodeRecord decodes the stored record at seq.
+func decodeRecord(seq uint64, data []byte) (record.Record, error) {
+	var r record.Record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return record.Record{}, fmt.Errorf("quarantiner: record at %d unreadable: %w", seq, err)
+	}
+	return r, nil
 }
 
 // tail returns the tail of a chain, from the cache when it holds one
