@@ -60,7 +60,13 @@ func DirectGet(ctx context.Context, js jetstream.JetStream, stream string, req D
 		prefix = jetstream.DefaultAPIPrefix
 	}
 	single := req.Batch == 0 && len(req.MultiLast) == 0
-	replies := make(chan *nats.Msg, max(req.Batch, len(req.MultiLast))+1) // the messages and the end
+	// Room for every message the server may send and the end of batch: a
+	// message that finds the channel full would be dropped.
+	size := req.Batch
+	if len(req.MultiLast) > 0 {
+		size = max(size, MaxMultiLast) // wildcard filters may match more subjects than named
+	}
+	replies := make(chan *nats.Msg, size+1)
 	inbox := nc.NewInbox()
 	sub, err := nc.ChanSubscribe(inbox, replies)
 	if err != nil {

@@ -70,3 +70,51 @@ func TestReadSubject(t *testing.T) {
 		})
 	}
 }
+
+func TestDirectGet(t *testing.T) {
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	if err := streams.EnsureWORM(ctx, js, streams.DefaultOptions()); err != nil {
+		t.Fatal(err)
+	}
+	a, b := subjects.Quarantine("fsma", "fsma_a"), subjects.Quarantine("dscsa", "dscsa_b")
+	for i, subj := range []string{a, b, a, b, a} { // sequences 1..5
+		if _, err := js.Publish(ctx, subj, fmt.Appendf(nil, "%d", i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name    string
+		req     streams.DirectRequest
+		want    []uint64 // sequences handed, in order
+		pending uint64
+	}{
+		{"single by sequence", streams.DirectRequest{Seq: 2}, []uint64{2}, 0},
+		{"single next on subject", streams.DirectRequest{Seq: 2, NextFor: a}, []uint64{3}, 0},
+		{"single, nothing", streams.DirectRequest{Seq: 6, NextFor: a}, nil, 0},
+		{"batch, pending left", streams.DirectRequest{Seq: 1, NextFor: a, Batch: 2}, []uint64{1, 3}, 1},
+		{"last of each", streams.DirectRequest{MultiLast: []string{a, b}}, []uint64{4, 5}, 0},
+		{"last of each up to 3", streams.DirectRequest{MultiLast: []string{a, b}, UpToSeq: 3}, []uint64{2, 3}, 0},
+		{"last, wildcard", streams.DirectRequest{MultiLast: []string{"quarantine.*.fsma_a"}}, []uint64{5}, 0},
+		{"last, nothing", streams.DirectRequest{MultiLast: []string{subjects.Quarantine("pharmacy", "pharmacy_none")}}, nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []uint64
+			pending, err := streams.DirectGet(ctx, js, subjects.QuarantineStream, tt.req, func(m *jetstream.RawStreamMsg) error {
+				if want := fmt.Sprint(m.Sequence); string(m.Data) != want {
+					t.Errorf("message %d holds %q", m.Sequence, m.Data)
+				}
+				got = append(got, m.Sequence)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) || pending != tt.pending {
+				t.Errorf("got %v (pending %d), want %v (pending %d)", got, pending, tt.want, tt.pending)
+			}
+		})
+	}
+}
