@@ -198,8 +198,14 @@ func TestOfflineTamper(t *testing.T) {
 				rec := buf[r.start:r.end]
 				i := bytes.Index(rec, []byte("rule failed"))
 				copy(rec[i:], "rule passed")
-				// The message is the JSON object at the end, before the checksum.
-				msg := rec[bytes.IndexByte(rec, '{') : len(rec)-8]
+				// The message is the JSON object at the end, before the
+				// checksum. (Not the first '{': the binary record header, its
+				// timestamp, may hold that byte.)
+				start := bytes.Index(rec, []byte(`{"schema_version"`))
+				if start < 0 {
+					t.Fatal("record 2 holds no record JSON")
+				}
+				msg := rec[start : len(rec)-8]
 				var reseal record.Record
 				if err := json.Unmarshal(msg, &reseal); err != nil {
 					t.Fatal(err)
