@@ -1,97 +1,45 @@
 package redriver
 
 import (
-	"strings"
-	"sync"
-
 	"github.com/nats-io/nats.go"
 
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
-// notifier wakes the replays waiting for an outcome when something they
-// watch changes: their key's IDEMPOTENCY entry ($KV.IDEMPOTENCY.<key>) or
-// their quarantine chain (quarantine.<domain>.<dlq_id>). It holds two core
-// subscriptions while anyone waits (none when idle). A wake-up is only a
-// hint that makes the waiter look now: a missed one costs a poll interval,
-// never a wrong outcome. The wake-up is the message itself: an IDEMPOTENCY
-// entry's value spares the waiter a read of the bucket.
+// notifier wakes a replay waiting for its outcome when something it
+// watches changes: its key's IDEMPOTENCY entry ($KV.IDEMPOTENCY.<key>) or
+// its quarantine chain (quarantine.<domain>.<dlq_id>). Each watch holds
+// core subscriptions on exactly those subjects for as long as it waits, so
+// the redriver receives the messages of the replays in flight only, not
+// every commit of the system. A wake-up is only a hint that makes the
+// waiter look now: a missed one costs a poll interval, never a wrong
+// outcome. The wake-up is the message itself: an IDEMPOTENCY entry's value
+// spares the waiter a read of the bucket.
 type notifier struct {
 	nc *nats.Conn
-
-	mu      sync.Mutex
-	waiters map[string]map[chan *nats.Msg]struct{}
-	n       int // registered channels
-	subs    []*nats.Subscription
 }
 
 const kvPrefix = "$KV." + subjects.IdempotencyBucket + "."
 
-func newNotifier(nc *nats.Conn) *notifier {
-	return &notifier{nc: nc, waiters: map[string]map[chan *nats.Msg]struct{}{}}
-}
+func newNotifier(nc *nats.Conn) *notifier { return &notifier{nc: nc} }
 
-// watch registers ch for the names (idempotency keys and dlq ids); the
-// returned func unregisters it.
-func (n *notifier) watch(ch chan *nats.Msg, names ...string) func() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for _, name := range names {
-		if name == "" {
+// watch delivers to ch the changes of key's IDEMPOTENCY entry (none when
+// key is "") and of the chain of dlqID in domain; the returned func stops.
+// ch must have room for the few messages of one replay: a message that
+// finds it full is dropped (the waiter looks anyway).
+func (n *notifier) watch(ch chan *nats.Msg, key, domain, dlqID string) func() {
+	var subs []*nats.Subscription
+	for _, subj := range []string{kvPrefix + key, subjects.Quarantine(domain, dlqID)} {
+		if subj == kvPrefix {
 			continue
 		}
-		set := n.waiters[name]
-		if set == nil {
-			set = map[chan *nats.Msg]struct{}{}
-			n.waiters[name] = set
-		}
-		set[ch] = struct{}{}
-	}
-	n.n++
-	if n.n == 1 && n.subs == nil {
-		for _, subj := range []string{kvPrefix + ">", subjects.QuarantineAll} {
-			if sub, err := n.nc.Subscribe(subj, n.deliver); err == nil {
-				_ = sub.SetPendingLimits(1<<16, 64<<20)
-				n.subs = append(n.subs, sub)
-			}
+		if sub, err := n.nc.ChanSubscribe(subj, ch); err == nil {
+			subs = append(subs, sub)
 		}
 	}
 	return func() {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		for _, name := range names {
-			if set := n.waiters[name]; set != nil {
-				delete(set, ch)
-				if len(set) == 0 {
-					delete(n.waiters, name)
-				}
-			}
-		}
-		n.n--
-		if n.n == 0 {
-			for _, s := range n.subs {
-				_ = s.Unsubscribe()
-			}
-			n.subs = nil
+		for _, sub := range subs {
+			_ = sub.Unsubscribe()
 		}
 	}
-}
-
-// deliver hands the message to the waiters of its key or dlq id, dropping
-// it for a waiter whose channel is full (it will look anyway).
-func (n *notifier) deliver(m *nats.Msg) {
-	name := m.Subject
-	if strings.HasPrefix(name, kvPrefix) {
-		name = name[len(kvPrefix):]
-	} else if i := strings.LastIndexByte(name, '.'); i >= 0 {
-		name = name[i+1:]
-	}
-	n.mu.Lock()
-	for ch := range n.waiters[name] {
-		select {
-		case ch <- m:
-		default:
-		}
-	}
-	n.mu.Unlock()
 }

@@ -271,8 +271,8 @@ func (s *Service) publishAndObserve(ctx context.Context, domain, id string, st r
 	})
 	defer span.End()
 	// Watch before publishing, so that a fast commit still wakes us.
-	wake := make(chan *nats.Msg, 4)
-	defer s.notify.watch(wake, p.key, id)()
+	wake := make(chan *nats.Msg, 8)
+	defer s.notify.watch(wake, p.key, domain, id)()
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	ack, err := s.js.PublishMsg(pctx, m, jetstream.WithMsgID(id+"-"+strconv.Itoa(n)))
 	cancel()
