@@ -2,7 +2,6 @@ package quarantiner
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -113,7 +112,7 @@ func (c *chains) read(ctx context.Context, domain, dlqID string) (chain, error) 
 // decodeRecord decodes the stored record at seq.
 func decodeRecord(seq uint64, data []byte) (record.Record, error) {
 	var r record.Record
-	if err := json.Unmarshal(data, &r); err != nil {
+	if err := record.Unmarshal(data, &r); err != nil {
 		return record.Record{}, fmt.Errorf("quarantiner: record at %d unreadable: %w", seq, err)
 	}
 	return r, nil

@@ -51,3 +51,18 @@ func BenchmarkChainVerifierAdd(b *testing.B) {
 		v.Add(1, raw)
 	}
 }
+
+func BenchmarkParse(b *testing.B) {
+	r := benchRecord()
+	raw, err := SealMarshal(&r)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
 )
 
 // Errors of sealing and seal verification.
@@ -104,10 +106,21 @@ func Parse(raw []byte) (Record, error) {
 		return Record{}, err
 	}
 	var r Record
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return Record{}, fmt.Errorf("%w: %s", ErrInvalidJSON, reasonOf(err))
+	if err := Unmarshal(raw, &r); err != nil {
+		return Record{}, err
 	}
 	return r, nil
+}
+
+// Unmarshal decodes the stored record raw into r without checking its
+// seal (Parse checks it). Members unknown to this version are skipped. It
+// decodes with go-json-experiment/json, several times faster than
+// encoding/json on records: names match exactly, as Marshal writes them.
+func Unmarshal(raw []byte, r *Record) error {
+	if err := jsonv2.Unmarshal(raw, r); err != nil {
+		return fmt.Errorf("%w: %s", ErrInvalidJSON, reasonOf(err))
+	}
+	return nil
 }
 
 // encode writes r as JSON without HTML escaping (so "<" stays readable in
