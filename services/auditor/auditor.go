@@ -143,12 +143,16 @@ func (s *Service) Run(ctx context.Context) error {
 		name, desc string
 		h          micro.HandlerFunc
 	}{
-		{"verify", "recompute every seal, chain and checkpoint", s.handleVerify},
-		{"reconcile", "account for every event of EVENTS in a time range", s.handleReconcile},
-		{"get", "one chain: current state and records", s.handleGet},
-		{"list", "quarantined events, filtered, newest first", s.handleList},
-		{"groups", "triage groups by fingerprint", s.handleGroups},
-		{"checkpoint", "append a checkpoint to AUDIT now", s.handleCheckpoint},
+		{"verify", "recompute every seal, chain and checkpoint", handler(30*time.Minute, s.Verify)},
+		{"reconcile", "account for every event of EVENTS in a time range", handler(30*time.Minute, s.Reconcile)},
+		{"get", "one chain: current state and records", handler(time.Minute, s.Get)},
+		{"list", "quarantined events, filtered, newest first", handler(5*time.Minute, s.List)},
+		{"groups", "triage groups by fingerprint", handler(time.Minute, func(_ context.Context, req api.GroupsRequest) (api.GroupsReply, error) {
+			return s.Groups(req), nil
+		})},
+		{"checkpoint", "append a checkpoint to AUDIT now", handler(time.Minute, func(ctx context.Context, _ api.CheckpointRequest) (api.CheckpointReply, error) {
+			return s.Checkpoint(ctx)
+		})},
 	} {
 		if err := g.AddEndpoint(ep.name, ep.h, micro.WithEndpointMetadata(map[string]string{"description": ep.desc})); err != nil {
 			return fmt.Errorf("auditor: micro endpoint %s: %w", ep.name, err)
@@ -228,59 +232,17 @@ func (e requestError) Error() string { return e.msg }
 
 func badRequest(msg string) error { return requestError{api.ErrBadRequest, msg} }
 
-func (s *Service) handleVerify(r micro.Request) {
-	var req api.VerifyRequest
-	if decode(r, &req) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+// handler answers an endpoint with fn: it decodes the request into a Req,
+// calls fn within timeout and responds with its reply or error code.
+func handler[Req, Rep any](timeout time.Duration, fn func(context.Context, Req) (Rep, error)) micro.HandlerFunc {
+	return func(r micro.Request) {
+		var req Req
+		if !decode(r, &req) {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		rep, err := s.Verify(ctx, req)
-		respond(r, rep, err)
-	}
-}
-
-func (s *Service) handleReconcile(r micro.Request) {
-	var req api.ReconcileRequest
-	if decode(r, &req) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-		defer cancel()
-		rep, err := s.Reconcile(ctx, req)
-		respond(r, rep, err)
-	}
-}
-
-func (s *Service) handleGet(r micro.Request) {
-	var req api.GetRequest
-	if decode(r, &req) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		rep, err := s.Get(ctx, req)
-		respond(r, rep, err)
-	}
-}
-
-func (s *Service) handleList(r micro.Request) {
-	var req api.ListRequest
-	if decode(r, &req) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		rep, err := s.List(ctx, req)
-		respond(r, rep, err)
-	}
-}
-
-func (s *Service) handleGroups(r micro.Request) {
-	var req api.GroupsRequest
-	if decode(r, &req) {
-		respond(r, s.Groups(req), nil)
-	}
-}
-
-func (s *Service) handleCheckpoint(r micro.Request) {
-	var req api.CheckpointRequest
-	if decode(r, &req) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		rep, err := s.Checkpoint(ctx)
+		rep, err := fn(ctx, req)
 		respond(r, rep, err)
 	}
 }

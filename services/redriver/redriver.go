@@ -20,13 +20,9 @@ package redriver
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/deadletter/deadletter/shared/endpoint"
-	"github.com/deadletter/deadletter/shared/telemetry"
 	"io"
 	"log/slog"
 	"slices"
@@ -39,10 +35,13 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/config"
+	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
+	"github.com/deadletter/deadletter/shared/telemetry"
 )
 
 // Version is the redriver's service version (SemVer).
@@ -82,9 +81,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.InstanceID == "" {
-		b := make([]byte, 6)
-		_, _ = rand.Read(b)
-		cfg.InstanceID = "redriver-" + hex.EncodeToString(b)
+		cfg.InstanceID = config.InstanceID("redriver")
 	}
 	g, err := gate.New(cfg.MaxPayload)
 	if err != nil {

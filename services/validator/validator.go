@@ -14,8 +14,6 @@ package validator
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +32,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/record"
@@ -84,9 +83,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.InstanceID == "" {
-		b := make([]byte, 6)
-		_, _ = rand.Read(b)
-		cfg.InstanceID = "validator-" + hex.EncodeToString(b)
+		cfg.InstanceID = config.InstanceID("validator")
 	}
 	g, err := gate.New(cfg.MaxPayload)
 	if err != nil {

@@ -4,6 +4,8 @@
 package config
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -127,4 +129,12 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// InstanceID returns a random instance name, "<service>-<12 hex digits>",
+// for an instance whose configuration names none.
+func InstanceID(service string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return service + "-" + hex.EncodeToString(b)
 }
