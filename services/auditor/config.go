@@ -2,12 +2,12 @@ package auditor
 
 import (
 	"errors"
-	"github.com/deadletter/deadletter/shared/telemetry"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/deadletter/deadletter/shared/config"
+	"github.com/deadletter/deadletter/shared/telemetry"
 )
 
 // Config configures an auditor. Start from DefaultConfig.
