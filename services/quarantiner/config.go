@@ -25,8 +25,10 @@ type Config struct {
 	// RetryDelay is the delay before retrying an intake message whose record
 	// could not be written (e.g. QUARANTINE unavailable). Default 1 s.
 	RetryDelay time.Duration
-	// Workers is how many intake messages one instance processes at once.
-	// Default 32.
+	// Workers is how many intake messages one instance processes at once,
+	// and how many quarantiner.append requests it serves at once. Default
+	// 128: a drain keeps hundreds of appends in flight, and each waits on a
+	// store round trip (32 measured 15 % fewer drained records/s).
 	Workers int
 	// RedriveCap is the number of failed replays after which an event
 	// becomes poison. Default 3.
@@ -68,7 +70,7 @@ func DefaultConfig() Config {
 		AdvisoriesConsumer: "quarantiner-advisories",
 		AckWait:            30 * time.Second,
 		RetryDelay:         time.Second,
-		Workers:            32,
+		Workers:            128,
 		RedriveCap:         3,
 		TerminatedGrace:    5 * time.Second,
 		MaxPayload:         gate.DefaultMaxPayload,

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
@@ -152,7 +153,7 @@ func (c *chains) append(ctx context.Context, req api.AppendRequest) (api.AppendR
 		return api.AppendReply{}, &appendError{code: code, msg: m.Header.Get(micro.ErrorHeader)}
 	}
 	var rep api.AppendReply
-	if err := json.Unmarshal(m.Data, &rep); err != nil {
+	if err := jsonv2.Unmarshal(m.Data, &rep); err != nil {
 		return api.AppendReply{}, &appendError{code: api.ErrUnavailable, msg: "unreadable append reply"}
 	}
 	return rep, nil

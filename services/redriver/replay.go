@@ -2,7 +2,6 @@ package redriver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -361,8 +360,7 @@ func (s *Service) observe(ctx context.Context, domain, id, key string, seq uint6
 func committedBy(m *nats.Msg, wake <-chan *nats.Msg, key string) (ledger.KeyState, bool, error) {
 	for {
 		if m != nil && m.Subject == kvPrefix+key && m.Header.Get(kvOperation) == "" {
-			var ks ledger.KeyState
-			if err := json.Unmarshal(m.Data, &ks); err == nil && ks.Committed() {
+			if ks, err := ledger.Decode(m.Data); err == nil && ks.Committed() {
 				return ks, true, nil
 			}
 		}

@@ -3,7 +3,6 @@ package redriver
 import (
 	"context"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/api"
@@ -202,7 +202,7 @@ func (sl *selector) run(ctx context.Context, f api.DrainFilter, cutoff time.Time
 				return nil, fmt.Errorf("%w: %v", errSelection, err)
 			}
 			var l lastRecord
-			if err := json.Unmarshal(msg.Data(), &l); err != nil || l.DLQID == "" {
+			if err := jsonv2.Unmarshal(msg.Data(), &l); err != nil || l.DLQID == "" {
 				sel.excluded["unreadable"]++
 			} else if reason, blocker := m.decide(l); reason != "" {
 				sel.excluded[reason]++

@@ -47,7 +47,8 @@ func main() {
 	concurrency := flag.Int("concurrency", 512, "the drain's max_concurrency")
 	syncAlways := flag.Bool("sync-always", false, "fsync every write (sync_interval: always)")
 	dryRun := flag.Bool("dry-run", false, "only a dry run (selection memory), no replay")
-	quarantiners := flag.Int("quarantiners", 1, "quarantiner instances (quarantiner.append is served one request at a time per instance)")
+	qworkers := flag.Int("quarantine-workers", quarantiner.DefaultConfig().Workers, "each quarantiner's Workers (intake messages and append requests served at once)")
+	quarantiners := flag.Int("quarantiners", 1, "quarantiner instances")
 	child := flag.String("child", "", "internal: run only a redriver against this NATS URL")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the server, validator and quarantiner (this process) during the drain")
 	redriverProfile := flag.String("redriver-cpuprofile", "", "write a CPU profile of the redriver (the child process) to this file")
@@ -59,7 +60,7 @@ func main() {
 		}
 		return
 	}
-	if err := run(*n, *concurrency, *quarantiners, *syncAlways, *dryRun, *cpuprofile, *redriverProfile); err != nil {
+	if err := run(*n, *concurrency, *quarantiners, *qworkers, *syncAlways, *dryRun, *cpuprofile, *redriverProfile); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -90,7 +91,7 @@ func runChild(url string, concurrency int, profile string) error {
 	return r.Run(ctx)
 }
 
-func run(n, concurrency, quarantiners int, syncAlways, dryRun bool, profile, redriverProfile string) error {
+func run(n, concurrency, quarantiners, qworkers int, syncAlways, dryRun bool, profile, redriverProfile string) error {
 	ctx := context.Background()
 	env, err := benchenv.Start(ctx, syncAlways)
 	if err != nil {
@@ -108,7 +109,7 @@ func run(n, concurrency, quarantiners int, syncAlways, dryRun bool, profile, red
 	fmt.Printf("seeded QUARANTINE:           %d records in %s\n", n, time.Since(start).Round(time.Millisecond))
 
 	if !dryRun {
-		stopServices, err := startPipeline(srv.ClientURL(), quarantiners)
+		stopServices, err := startPipeline(srv.ClientURL(), quarantiners, qworkers)
 		if err != nil {
 			return err
 		}
@@ -183,7 +184,7 @@ func run(n, concurrency, quarantiners int, syncAlways, dryRun bool, profile, red
 
 // startPipeline runs the validator (LEDGER only, no downstream) and the
 // quarantiners in this process.
-func startPipeline(url string, quarantiners int) (func(), error) {
+func startPipeline(url string, quarantiners, qworkers int) (func(), error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var conns []*nats.Conn
 	done := make(chan error, 1+quarantiners)
@@ -210,6 +211,7 @@ func startPipeline(url string, quarantiners int) (func(), error) {
 		conns = append(conns, qnc)
 		qcfg := quarantiner.DefaultConfig()
 		qcfg.Provision = false
+		qcfg.Workers = qworkers
 		q, err := quarantiner.New(qnc, qcfg, nil)
 		if err != nil {
 			cancel()
