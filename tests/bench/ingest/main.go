@@ -14,6 +14,10 @@
 // collector on another machine, which counts them: the figure then is what
 // tracing costs the ingest process itself, and the run shows that no span
 // was dropped. Jaeger on the same two cores also takes CPU from the ingest.
+//
+// With -floor it also measures the store-bound floor (floor.go): the same
+// consumer settings and per-event stores with no validation at all, the
+// ceiling no validator code can pass on this machine.
 package main
 
 import (
@@ -50,6 +54,7 @@ func main() {
 	traceEndpoint := flag.String("trace-endpoint", "", "trace the ingest phase at 100% sampling, exporting OTLP/HTTP to this base URL (e.g. http://127.0.0.1:4318)")
 	traceSink := flag.Bool("trace-sink", false, "trace the ingest phase at 100% sampling, exporting to a trace sink in a child process (a stand-in for a collector on another machine) that counts the spans it receives")
 	tracePublisher := flag.Bool("trace-publisher", true, "with -trace-endpoint or -trace-sink, also trace the publisher (a producer span per event); false: only the validator's spans, roots of their traces")
+	floorFlag := flag.Bool("floor", false, "also measure the store-bound floor: the same stores and consumer settings with no validation (floor.go)")
 	serveSinkFlag := flag.Bool("serve-sink", false, "internal: run the trace sink")
 	flag.Parse()
 	runner.TuneGC() // as deadletter's processes do
@@ -70,7 +75,7 @@ func main() {
 		}
 		*traceEndpoint = snk.url
 	}
-	err := run(*n, *sync, *workers, *cpuprofile, *traceEndpoint, *tracePublisher, snk)
+	err := run(*n, *sync, *workers, *cpuprofile, *traceEndpoint, *tracePublisher, *floorFlag, snk)
 	if snk != nil {
 		_ = snk.close()
 	}
@@ -84,7 +89,7 @@ type event struct {
 	data    []byte
 }
 
-func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string, tracePublisher bool, snk *sink) error {
+func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string, tracePublisher, withFloor bool, snk *sink) error {
 	ctx := context.Background()
 	env, err := benchenv.Start(ctx, syncAlways)
 	if err != nil {
@@ -118,6 +123,12 @@ func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string, 
 		return err
 	}
 	rawRate := float64(n) / time.Since(start).Seconds()
+	var floorRate float64
+	if withFloor {
+		if floorRate, err = floor(ctx, srv.ClientURL(), js, o, events); err != nil {
+			return err
+		}
+	}
 
 	// Phase 2: the same payloads through the validator into LEDGER.
 	vnc, err := nats.Connect(srv.ClientURL())
@@ -213,6 +224,10 @@ func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string, 
 	fmt.Printf("raw JetStream async publish: %8.0f msg/s\n", rawRate)
 	fmt.Printf("end-to-end ingest:           %8.0f events/s (publish → validate → commit to LEDGER)\n", ingestRate)
 	fmt.Printf("ratio:                       %8.1f %%\n", 100*ingestRate/rawRate)
+	if withFloor {
+		fmt.Printf("store-bound floor:           %8.0f events/s (%.1f %% of raw: the same consumer and stores, no validation)\n",
+			floorRate, 100*floorRate/rawRate)
+	}
 	fmt.Printf("CPU per ingested event:      %8.1f µs (user+sys of this process: server, validator, publisher)\n",
 		float64(cpuPerEvent.Nanoseconds())/1000)
 	return nil
