@@ -66,3 +66,14 @@ func BenchmarkParse(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkSealMarshal(b *testing.B) {
+	r := benchRecord()
+	b.ReportAllocs()
+	for b.Loop() {
+		c := r
+		if _, err := SealMarshal(&c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -46,15 +46,36 @@ func Seal(r *Record) error {
 }
 
 // SealMarshal seals r (as Seal) and returns the bytes to store (as
-// Marshal), encoding it twice and canonicalizing it once: the bytes differ
-// from the sealed form only by the audit_hash member, which the seal
-// leaves out.
+// Marshal), encoding and canonicalizing it once: audit_hash is the last
+// member of a record and a hex string, so the stored bytes are the
+// unsealed encoding with the hash written into its empty audit_hash.
 func SealMarshal(r *Record) ([]byte, error) {
-	if err := Seal(r); err != nil {
+	if err := checkUTC(*r); err != nil {
 		return nil, err
 	}
-	return encode(*r)
+	c := *r
+	c.AuditHash = ""
+	raw, err := encode(c)
+	if err != nil {
+		return nil, err
+	}
+	s, err := readSealed(raw)
+	if err != nil {
+		return nil, fmt.Errorf("record: seal: %w", err)
+	}
+	if !bytes.HasSuffix(raw, emptyAuditHash) {
+		return nil, errors.New("record: seal: audit_hash is not the last member")
+	}
+	out := make([]byte, 0, len(raw)+len(s.hash))
+	out = append(out, raw[:len(raw)-2]...)
+	out = append(out, s.hash...)
+	out = append(out, raw[len(raw)-2:]...)
+	r.AuditHash = s.hash
+	return out, nil
 }
+
+// emptyAuditHash ends the encoding of a record without its seal.
+var emptyAuditHash = []byte(`,"audit_hash":""}`)
 
 // Marshal returns the bytes to store for the sealed record r: its JSON
 // (members in Record's field order, no HTML escaping). It fails with
