@@ -24,7 +24,8 @@ const kvPrefix = "$KV." + subjects.IdempotencyBucket + "."
 func newNotifier(nc *nats.Conn) *notifier { return &notifier{nc: nc} }
 
 // watch delivers to ch the changes of key's IDEMPOTENCY entry (none when
-// key is "") and of the chain of dlqID in domain; the returned func stops.
+// key is "") and of the chain of dlqID in domain; the returned func stops
+// (a second call does nothing).
 // ch must have room for the few messages of one replay: a message that
 // finds it full is dropped (the waiter looks anyway).
 func (n *notifier) watch(ch chan *nats.Msg, key, domain, dlqID string) func() {
@@ -41,5 +42,6 @@ func (n *notifier) watch(ch chan *nats.Msg, key, domain, dlqID string) func() {
 		for _, sub := range subs {
 			_ = sub.Unsubscribe()
 		}
+		subs = nil
 	}
 }

@@ -271,7 +271,8 @@ func (s *Service) publishAndObserve(ctx context.Context, domain, id string, st r
 	defer span.End()
 	// Watch before publishing, so that a fast commit still wakes us.
 	wake := make(chan *nats.Msg, 8)
-	defer s.notify.watch(wake, p.key, domain, id)()
+	stop := s.notify.watch(wake, p.key, domain, id)
+	defer stop()
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	ack, err := s.js.PublishMsg(pctx, m, jetstream.WithMsgID(id+"-"+strconv.Itoa(n)))
 	cancel()
@@ -292,7 +293,7 @@ func (s *Service) publishAndObserve(ctx context.Context, domain, id string, st r
 	s.metrics.published.Inc()
 	s.log.Info("DLQ_REPLAY_PUBLISHED", "dlq_id", id, "domain", domain, "redrive_count", n, "events_seq", ack.Sequence,
 		"duplicate", ack.Duplicate, "drain_id", o.drainID)
-	res.outcome, res.err = s.observe(ctx, domain, id, p.key, ack.Sequence, res.next-1, o, wake)
+	res.outcome, res.err = s.observe(ctx, domain, id, p.key, ack.Sequence, res.next-1, o, wake, stop)
 	if res.err != nil {
 		res.code = codeOf(res.err)
 	}
@@ -303,8 +304,9 @@ func (s *Service) publishAndObserve(ctx context.Context, domain, id string, st r
 // record is at index idx: committed in IDEMPOTENCY (by this replay: its dlq
 // id or EVENTS sequence; else by another copy of the event) → the chain
 // gets replayed (or skipped_duplicate); the chain gains a failure → failed;
-// neither before the timeout → pending.
-func (s *Service) observe(ctx context.Context, domain, id, key string, seq uint64, idx int, o replayOpts, wake <-chan *nats.Msg) (string, error) {
+// neither before the timeout → pending. The watch is stopped (stop) before
+// the outcome is appended: the record it appends wakes nobody.
+func (s *Service) observe(ctx context.Context, domain, id, key string, seq uint64, idx int, o replayOpts, wake <-chan *nats.Msg, stop func()) (string, error) {
 	timeout := s.cfg.OutcomeTimeout
 	if o.wait > 0 {
 		timeout = o.wait
@@ -335,6 +337,7 @@ func (s *Service) observe(ctx context.Context, domain, id, key string, seq uint6
 				if ks.DLQID == id || ks.SourceSeq == seq {
 					kind = record.KindReplayed
 				}
+				stop()
 				ch := chain{domain: domain, dlqID: id}
 				out, err := s.appendOutcome(ctx, ch, idx+1, kind, o.drainID, seq)
 				if errors.Is(err, errConflict) {
