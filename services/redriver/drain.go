@@ -340,7 +340,7 @@ func (s *Service) runLane(d *drainRun, sel *selection, lane []item, limiter *rat
 			}
 		}
 		s.metrics.inFlight.Inc()
-		res := s.replay(d.ctx, dom, id, replayOpts{
+		res := s.replayRetrying(d, dom, id, replayOpts{
 			drainID: d.id, includeValidation: d.req.Filter.IncludeValidation,
 			actor: d.req.Actor, reason: d.req.Reason, limiter: limiter, limiterCtx: d.stopCtx,
 			onPublish: func() { d.replayed.Add(1); d.meter.add(time.Now()) },
@@ -359,6 +359,39 @@ func (s *Service) runLane(d *drainRun, sel *selection, lane []item, limiter *rat
 			s.log.Warn("replay error", "drain_id", d.id, "dlq_id", id, "code", res.code, "err", res.err)
 		}
 		s.metrics.outcomes.WithLabelValues(label).Inc()
+	}
+}
+
+// replayRetries bounds the retries of a replay that failed for a
+// transient reason (a store or service unavailable or slow, a chain
+// changing under concurrent writers); the waits double from
+// replayRetryWait.
+const replayRetries = 3
+
+var replayRetryWait = time.Second
+
+// replayRetrying replays one event of drain d, retrying a transient failure
+// (api.ErrUnavailable, api.ErrConflict) a few times with back-off before it
+// counts as an error that holds the lane. A retry is safe: replay reads the
+// chain again, resumes a replay left redriving (same Nats-Msg-Id) and
+// never re-publishes a committed key.
+func (s *Service) replayRetrying(d *drainRun, domain, id string, o replayOpts) result {
+	wait := replayRetryWait
+	for attempt := 0; ; attempt++ {
+		res := s.replay(d.ctx, domain, id, o)
+		if res.outcome != "" || (res.code != api.ErrUnavailable && res.code != api.ErrConflict) || attempt == replayRetries {
+			return res
+		}
+		s.metrics.retries.Inc()
+		s.log.Warn("replay retry", "drain_id", d.id, "dlq_id", id, "code", res.code, "attempt", attempt+1, "err", res.err)
+		t := time.NewTimer(wait)
+		select {
+		case <-d.stopCtx.Done():
+			t.Stop()
+			return res
+		case <-t.C:
+		}
+		wait *= 2
 	}
 }
 

@@ -6,6 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type metrics struct {
 	published prometheus.Counter
 	outcomes  *prometheus.CounterVec
+	retries   prometheus.Counter
 	inFlight  prometheus.Gauge
 	drains    *prometheus.CounterVec
 }
@@ -20,6 +21,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "deadletter_redrive_outcomes_total",
 			Help: "Outcomes of replays (replayed, skipped_duplicate, replay_failed, poisoned, pending, resolved_elsewhere, not_redrivable, held, error).",
 		}, []string{"outcome"}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "deadletter_redrive_retries_total",
+			Help: "Replays of a drain retried after a transient failure (unavailable, conflict).",
+		}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "deadletter_redrive_in_flight",
 			Help: "Replays in flight across the instance's drains.",
@@ -30,7 +35,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"status"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.published, m.outcomes, m.inFlight, m.drains)
+		reg.MustRegister(m.published, m.outcomes, m.retries, m.inFlight, m.drains)
 	}
 	return m
 }

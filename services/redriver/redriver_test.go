@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -333,6 +334,44 @@ func TestDryRunWritesNothing(t *testing.T) {
 	kst, _ := kv.Status(context.Background())
 	if after.State.Msgs != before.State.Msgs || kst.Values() != 0 {
 		t.Errorf("dry run wrote: QUARANTINE %d → %d, DRAINS %d values", before.State.Msgs, after.State.Msgs, kst.Values())
+	}
+}
+
+// TestLaneOrder: lanes come in the order their first events are stored in
+// QUARANTINE (so a drain reads the stream about in order), events within a
+// lane in event-time order, and an item stays 40 bytes.
+func TestLaneOrder(t *testing.T) {
+	if n := unsafe.Sizeof(item{}); n != 40 {
+		t.Errorf("an item is %d bytes, want 40 (a million selected events ≈ 40 MB)", n)
+	}
+	at := func(h int) *time.Time { t := time.Date(2025, 1, 1, h, 0, 0, 0, time.UTC); return &t }
+	sel := &selection{}
+	seed := seedOf()
+	for _, r := range []lastRecord{ // in stream order
+		{DLQID: "a-late", OrderingKey: "A", EventTime: at(9)},
+		{DLQID: "b", OrderingKey: "B", EventTime: at(5)},
+		{DLQID: "a-early", OrderingKey: "A", EventTime: at(1)},
+		{DLQID: "unkeyed", EventTime: at(0)},
+		{DLQID: "c", OrderingKey: "C", EventTime: at(2)},
+	} {
+		sel.seen++
+		sel.add(r, 0, seed)
+	}
+	sel.sort()
+	var got [][]string
+	sel.lanes(func(lane []item) bool {
+		var ids []string
+		for _, it := range lane {
+			_, id := sel.idOf(it)
+			ids = append(ids, id)
+		}
+		got = append(got, ids)
+		return true
+	})
+	// Lane A starts with a-early, stored third: after B, before the rest.
+	want := [][]string{{"b"}, {"a-early", "a-late"}, {"unkeyed"}, {"c"}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("lanes %v, want %v", got, want)
 	}
 }
 

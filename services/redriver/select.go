@@ -1,11 +1,13 @@
 package redriver
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -22,12 +24,17 @@ import (
 // selection of a million events costs about 40 MB: the dlq id packed to 16
 // bytes (ids are "<domain>_<32 hex>"; any other id is kept in a side table),
 // the ordering key as a 64-bit hash (a collision only makes two keys share
-// one ordered lane), and the event time in nanoseconds.
+// one ordered lane), the event time in nanoseconds, and where the chain is
+// stored (see ord).
 type item struct {
 	id   [16]byte
 	okey uint64
 	t    int64
-	dom  uint8
+	// ord is the chain's place in QUARANTINE (the selection streams the
+	// last records in stream order); once sorted, the place of its lane's
+	// first event.
+	ord uint32
+	dom uint8
 	// flags: flagBlocker (an unresolved, unselected event that holds the
 	// later events of its key), flagNoKey (no ordering key: its own lane),
 	// flagOddID (id[0:4] indexes selection.odd).
@@ -49,6 +56,8 @@ type selection struct {
 	odd   []string
 	// selected counts the non-blocker items.
 	selected int
+	// seen counts the chains streamed so far (the ord of the next item).
+	seen uint32
 	// excluded counts events not selected, by reason.
 	excluded map[string]int
 }
@@ -201,6 +210,9 @@ func (sl *selector) run(ctx context.Context, f api.DrainFilter, cutoff time.Time
 			if err != nil {
 				return nil, fmt.Errorf("%w: %v", errSelection, err)
 			}
+			if sel.seen < math.MaxUint32 {
+				sel.seen++
+			}
 			var l lastRecord
 			if err := jsonv2.Unmarshal(msg.Data(), &l); err != nil || l.DLQID == "" {
 				sel.excluded["unreadable"]++
@@ -241,7 +253,9 @@ func nextMsg(ctx context.Context, it jetstream.MessagesContext) (jetstream.Msg, 
 
 // add packs a last record into an item.
 func (sel *selection) add(l lastRecord, flags uint8, seed maphash.Seed) {
-	sel.items = append(sel.items, sel.pack(l, flags, seed))
+	it := sel.pack(l, flags, seed)
+	it.ord = sel.seen
+	sel.items = append(sel.items, it)
 }
 
 // pack builds the item of a last record.
@@ -277,27 +291,48 @@ func hashKey(seed maphash.Seed, domain, key string) uint64 {
 	return maphash.String(seed, domain+"\x1f"+key)
 }
 
-// sort orders items by key lane, then event time, then id.
+// sort orders the items into lanes (by key, then event time, then id) and
+// the lanes by where their first event's chain is stored. A drain thus
+// reads QUARANTINE about in stream order, whatever the keys: the server
+// serves its reads from the few blocks it has loaded instead of loading
+// blocks all over a large stream (at a million records, random order made
+// the first replays wait seconds each and kept every block in memory).
 func (sel *selection) sort() {
+	slices.SortFunc(sel.items, cmpInLane)
+	for lo := 0; lo < len(sel.items); {
+		hi := sel.laneEnd(lo)
+		for i := lo + 1; i < hi; i++ {
+			sel.items[i].ord = sel.items[lo].ord
+		}
+		lo = hi
+	}
 	slices.SortFunc(sel.items, func(a, b item) int {
-		if c := cmpKey(a, b); c != 0 {
+		if c := cmp.Compare(a.ord, b.ord); c != 0 {
 			return c
 		}
-		if a.t != b.t {
-			if a.t < b.t {
-				return -1
-			}
-			return 1
-		}
-		// A blocker at the same time goes first: it holds.
-		if a.flags&flagBlocker != b.flags&flagBlocker {
-			if a.flags&flagBlocker != 0 {
-				return -1
-			}
-			return 1
-		}
-		return slices.Compare(a.id[:], b.id[:])
+		return cmpInLane(a, b)
 	})
+}
+
+// cmpInLane orders items by key lane, then event time, then id.
+func cmpInLane(a, b item) int {
+	if c := cmpKey(a, b); c != 0 {
+		return c
+	}
+	if a.t != b.t {
+		if a.t < b.t {
+			return -1
+		}
+		return 1
+	}
+	// A blocker at the same time goes first: it holds.
+	if a.flags&flagBlocker != b.flags&flagBlocker {
+		if a.flags&flagBlocker != 0 {
+			return -1
+		}
+		return 1
+	}
+	return slices.Compare(a.id[:], b.id[:])
 }
 
 // cmpKey orders lanes: keyed items by key hash, unkeyed ones after them.
@@ -339,13 +374,19 @@ func (sel *selection) idOf(it item) (domain, id string) {
 // returns false.
 func (sel *selection) lanes(fn func(lane []item) bool) {
 	for lo := 0; lo < len(sel.items); {
-		hi := lo + 1
-		for hi < len(sel.items) && sameLane(sel.items[lo], sel.items[hi]) {
-			hi++
-		}
+		hi := sel.laneEnd(lo)
 		if !fn(sel.items[lo:hi]) {
 			return
 		}
 		lo = hi
 	}
+}
+
+// laneEnd returns the end of the lane starting at index lo.
+func (sel *selection) laneEnd(lo int) int {
+	hi := lo + 1
+	for hi < len(sel.items) && sameLane(sel.items[lo], sel.items[hi]) {
+		hi++
+	}
+	return hi
 }

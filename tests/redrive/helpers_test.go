@@ -150,8 +150,9 @@ func newEnvWith(tb testing.TB, n int, withDownstream bool) *env {
 		}
 		runService(tb, "quarantiner", q.Run)
 	}
-	for _, name := range []string{"validator", "quarantiner"} {
-		e.waitService(tb, name)
+	e.waitService(tb, "validator")
+	if n > 0 {
+		e.waitService(tb, "quarantiner")
 	}
 	return e
 }

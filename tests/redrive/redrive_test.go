@@ -3,6 +3,7 @@ package redrive
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -11,7 +12,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/deadletter/deadletter/services/quarantiner"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/envelope"
@@ -371,4 +374,46 @@ func TestCancelStopsDrain(t *testing.T) {
 	if open+st.Committed != 40 {
 		t.Errorf("%d open + %d committed, want 40", open, st.Committed)
 	}
+}
+
+// TestDrainRetriesThroughOutage: a drain whose replays fail for a transient
+// reason (here no quarantiner answers quarantiner.append) retries them with
+// back-off instead of counting errors; once the quarantiner is back, every
+// event is committed once and the drain completes without errors.
+func TestDrainRetriesThroughOutage(t *testing.T) {
+	e := newEnvWith(t, 0, true) // no quarantiner yet
+	var events []event
+	for i := range 12 {
+		events = append(events, e.pharmacyEvent(t, 5000+i))
+	}
+	e.seedExhausted(t, events)
+	reg := prometheus.NewRegistry()
+	cfg := redriverConfig()
+	cfg.Registerer = reg
+	e.startRedriver(t, cfg)
+	id := e.startDrain(t, api.DrainStartRequest{RatePerSecond: new(float64), MaxConcurrency: 4})
+	natstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		mfs, err := reg.Gather()
+		if err != nil {
+			return err
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "deadletter_redrive_retries_total" && mf.GetMetric()[0].GetCounter().GetValue() > 0 {
+				return nil
+			}
+		}
+		return errors.New("no replay retried yet")
+	})
+	qcfg := quarantiner.DefaultConfig()
+	qcfg.Provision = false
+	q, err := quarantiner.New(e.srv.Connect(t), qcfg, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runService(t, "quarantiner", q.Run)
+	st := e.waitDrain(t, id, 60*time.Second)
+	if st.Status != api.DrainCompleted || st.Committed != len(events) || st.Errors != 0 {
+		t.Errorf("drain %+v, want completed with %d committed and no errors", st, len(events))
+	}
+	e.committedOnce(t, events)
 }

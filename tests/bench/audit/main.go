@@ -52,6 +52,7 @@ import (
 	"github.com/deadletter/deadletter/shared/runner"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
+	"github.com/deadletter/deadletter/tests/internal/benchenv"
 )
 
 func main() {
@@ -107,6 +108,7 @@ func run(n, steps, cache int, apart bool) error {
 		return err
 	}
 	child := exec.Command(self, "-serve", dir)
+	benchenv.DieWithParent(child)
 	stdin, _ := child.StdinPipe()
 	out, _ := child.StdoutPipe()
 	child.Stderr = os.Stderr

@@ -129,6 +129,7 @@ func run(n, concurrency, quarantiners, qworkers int, syncAlways, dryRun bool, pr
 		args = append(args, "-redriver-cpuprofile", redriverProfile)
 	}
 	cmd := exec.Command(exe, args...)
+	benchenv.DieWithParent(cmd)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return err

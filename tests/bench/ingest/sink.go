@@ -17,6 +17,8 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/deadletter/deadletter/tests/internal/benchenv"
 )
 
 // The trace sink stands in for a collector on another machine: an OTLP/HTTP
@@ -126,6 +128,7 @@ func startSink() (*sink, error) {
 		return nil, err
 	}
 	cmd := exec.Command(self, "-serve-sink")
+	benchenv.DieWithParent(cmd)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
