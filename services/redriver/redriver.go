@@ -47,6 +47,13 @@ import (
 // Version is the redriver's service version (SemVer).
 const Version = "0.1.0"
 
+// GCPercent is the garbage-collector target of a redriver process (its
+// command passes it to runner.Main; GOGC still wins). A drain's selection
+// is the redriver's live heap (40 bytes per selected event, 40 MB at a
+// million), so the default 200 of deadletter's processes would let the heap
+// reach three times it; Go's 100 keeps a million-event drain under 256 MiB.
+const GCPercent = 100
+
 // Service is one redriver instance.
 type Service struct {
 	cfg      Config

@@ -14,12 +14,13 @@ import (
 // traced at 100 % sampling, whose spans allocate several KiB per event.
 const DefaultGCPercent = 200
 
-// TuneGC sets the collector's target percentage to DefaultGCPercent unless
-// the GOGC environment variable says otherwise. Main calls it; so does the
-// all-in-one deadletter process, and the benchmarks, which run the same code.
-func TuneGC() {
+// TuneGC sets the collector's target percentage to percent unless the GOGC
+// environment variable says otherwise. Main calls it (with DefaultGCPercent
+// or the service's GCPercent); so do the all-in-one deadletter process and
+// the benchmarks, which run the same code.
+func TuneGC(percent int) {
 	if _, ok := os.LookupEnv("GOGC"); ok {
 		return
 	}
-	debug.SetGCPercent(DefaultGCPercent)
+	debug.SetGCPercent(percent)
 }

@@ -47,9 +47,26 @@ type Service interface {
 	Run(ctx context.Context) error
 }
 
+// Option changes how Main runs a service.
+type Option func(*options)
+
+type options struct {
+	gcPercent int
+}
+
+// GCPercent sets the service's garbage-collector target (default
+// DefaultGCPercent; GOGC still wins): a service whose live heap is large
+// trades some CPU for memory with a lower one.
+func GCPercent(p int) Option { return func(o *options) { o.gcPercent = p } }
+
 // Main runs the service name (e.g. "validator") built by build, and exits
 // with status 1 on error.
-func Main(name, version string, build func(Deps) (Service, error)) {
+func Main(name, version string, build func(Deps) (Service, error), opts ...Option) {
+	o := options{gcPercent: DefaultGCPercent}
+	for _, f := range opts {
+		f(&o)
+	}
+	TuneGC(o.gcPercent)
 	if err := run(name, version, build); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(1)
@@ -57,7 +74,6 @@ func Main(name, version string, build func(Deps) (Service, error)) {
 }
 
 func run(name, version string, build func(Deps) (Service, error)) error {
-	TuneGC()
 	conn := config.ConnFlags(flag.CommandLine)
 	metricsAddr := flag.String("metrics-addr", envOr("DEADLETTER_METRICS_ADDR", "127.0.0.1:9464"),
 		"where /metrics is served; empty disables (env DEADLETTER_METRICS_ADDR)")

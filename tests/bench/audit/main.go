@@ -63,7 +63,7 @@ func main() {
 	cache := flag.Int("cache", 0, "the auditor's VerifyChainCache (0: its default)")
 	apart := flag.Bool("apart", false, "write each step's quarantined records first, then their resolutions (a chain's two records far apart)")
 	flag.Parse()
-	runner.TuneGC() // as deadletter's processes do
+	runner.TuneGC(runner.DefaultGCPercent) // as deadletter's processes do
 	if *serve != "" {
 		if err := serveStore(*serve); err != nil {
 			log.Fatal(err)

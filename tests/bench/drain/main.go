@@ -53,13 +53,14 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the server, validator and quarantiner (this process) during the drain")
 	redriverProfile := flag.String("redriver-cpuprofile", "", "write a CPU profile of the redriver (the child process) to this file")
 	flag.Parse()
-	runner.TuneGC() // as deadletter's processes do
 	if *child != "" {
+		runner.TuneGC(redriver.GCPercent) // as the redriver's own process does
 		if err := runChild(*child, *concurrency, *redriverProfile); err != nil {
 			log.Fatal(err)
 		}
 		return
 	}
+	runner.TuneGC(runner.DefaultGCPercent) // as deadletter's processes do
 	if err := run(*n, *concurrency, *quarantiners, *qworkers, *syncAlways, *dryRun, *cpuprofile, *redriverProfile); err != nil {
 		log.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func main() {
 	floorFlag := flag.Bool("floor", false, "also measure the store-bound floor: the same stores and consumer settings with no validation (floor.go)")
 	serveSinkFlag := flag.Bool("serve-sink", false, "internal: run the trace sink")
 	flag.Parse()
-	runner.TuneGC() // as deadletter's processes do
+	runner.TuneGC(runner.DefaultGCPercent) // as deadletter's processes do
 	if *serveSinkFlag {
 		if err := serveSink(); err != nil {
 			log.Fatal(err)

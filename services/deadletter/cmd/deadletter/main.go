@@ -46,7 +46,7 @@ func exportToLocalJaeger() {
 }
 
 func run() error {
-	runner.TuneGC()
+	runner.TuneGC(runner.DefaultGCPercent)
 	cfg := stack.DefaultConfig()
 	env := config.NewEnv(nil)
 	cfg.LoadEnv(env)

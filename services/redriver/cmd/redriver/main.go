@@ -14,5 +14,5 @@ func main() {
 		cfg.LoadEnv(d.Env)
 		cfg.TracerProvider, cfg.Registerer = d.TracerProvider, d.Registerer
 		return redriver.New(d.NC, cfg, d.Log)
-	})
+	}, runner.GCPercent(redriver.GCPercent))
 }
