@@ -191,24 +191,27 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	say("1. Published %d events across pharmacy, DSCSA and FSMA: %d valid, %d malformed.", sum.Published, sum.Valid, sum.Malformed)
 	say("   The downstream system of record is DOWN (HTTP 503).")
 
-	// 2. Failures are quarantined: malformed at once, the rest after their retries.
+	// 2. Failures are quarantined: malformed at once, the rest after their
+	// retries. The auditor's groups follow QUARANTINE a moment later: wait
+	// until they count every event.
+	var groups api.GroupsReply
 	if err := waitFor(ctx, 60*time.Second, func() (bool, error) {
-		n, err := streamMsgs(ctx, js, subjects.QuarantineStream)
-		return n >= uint64(sum.Published), err
+		groups = api.GroupsReply{}
+		if err := c.call(api.AuditGroups, api.GroupsRequest{OpenOnly: true, Samples: 1}, &groups); err != nil {
+			return false, err
+		}
+		sum.QuarantinedValidation, sum.QuarantinedExhausted = 0, 0
+		for _, g := range groups.Groups {
+			switch g.Class {
+			case record.ClassValidation:
+				sum.QuarantinedValidation += g.Open
+			case record.ClassExhausted:
+				sum.QuarantinedExhausted += g.Open
+			}
+		}
+		return sum.QuarantinedValidation+sum.QuarantinedExhausted >= sum.Published, nil
 	}); err != nil {
 		return sum, fmt.Errorf("demo: quarantine: %w", err)
-	}
-	var groups api.GroupsReply
-	if err := c.call(api.AuditGroups, api.GroupsRequest{OpenOnly: true, Samples: 1}, &groups); err != nil {
-		return sum, err
-	}
-	for _, g := range groups.Groups {
-		switch g.Class {
-		case record.ClassValidation:
-			sum.QuarantinedValidation += g.Open
-		case record.ClassExhausted:
-			sum.QuarantinedExhausted += g.Open
-		}
 	}
 	say("2. Every failure is quarantined as a sealed record: %d malformed at once (never retried),", sum.QuarantinedValidation)
 	say("   %d valid events after exhausting their retries (via the max-deliveries advisory).", sum.QuarantinedExhausted)
