@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -275,6 +276,25 @@ func (e *env) waitRecords(tb testing.TB, n int) {
 }
 
 // intakeEmpty polls until FAILURES and ADVISORIES hold nothing unacked.
+// storeState describes QUARANTINE and the intake streams, for a failure
+// message.
+func (e *env) storeState(tb testing.TB) string {
+	tb.Helper()
+	var out []string
+	for _, name := range []string{subjects.QuarantineStream, subjects.FailuresStream, subjects.AdvisoriesStream} {
+		s, err := e.js.Stream(context.Background(), name)
+		if err != nil {
+			return err.Error()
+		}
+		info, err := s.Info(context.Background())
+		if err != nil {
+			return err.Error()
+		}
+		out = append(out, fmt.Sprintf("%s holds %d messages", name, info.State.Msgs))
+	}
+	return strings.Join(out, ", ")
+}
+
 func (e *env) intakeEmpty(tb testing.TB) {
 	tb.Helper()
 	natstest.CheckFor(tb, 30*time.Second, 20*time.Millisecond, func() error {

@@ -136,7 +136,10 @@ func BenchmarkQuarantine(b *testing.B) {
 				select {
 				case <-done:
 				case <-time.After(5 * time.Minute):
-					b.Fatalf("only %d records", len(lat))
+					mu.Lock()
+					got := len(lat)
+					mu.Unlock()
+					b.Fatalf("only %d records seen on %s; %s", got, subjects.QuarantineAll, e.storeState(b))
 				}
 				mu.Lock()
 				slices.Sort(lat)
