@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/natstest"
@@ -27,6 +28,7 @@ func (e *env) publishFailures(tb testing.TB, first uint64, n, rate int) {
 		tick = time.NewTicker(time.Second / time.Duration(rate))
 		defer tick.Stop()
 	}
+	futures := make([]jetstream.PubAckFuture, 0, n)
 	for i := range n {
 		if tick != nil {
 			<-tick.C
@@ -38,14 +40,25 @@ func (e *env) publishFailures(tb testing.TB, first uint64, n, rate int) {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		if _, err := e.js.PublishAsync(subjects.Failure("pharmacy"), b); err != nil {
+		fut, err := e.js.PublishAsync(subjects.Failure("pharmacy"), b)
+		if err != nil {
 			tb.Fatal(err)
 		}
+		futures = append(futures, fut)
 	}
 	select {
 	case <-e.js.PublishAsyncComplete():
 	case <-time.After(time.Minute):
 		tb.Fatal("failure reports not acknowledged")
+	}
+	// Every report must be stored, not only answered: a refused or lost
+	// publish would show later as a "missing" record.
+	for i, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			tb.Fatalf("failure report %d not stored: %v", i, err)
+		}
 	}
 }
 
