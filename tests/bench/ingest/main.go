@@ -15,6 +15,10 @@
 // tracing costs the ingest process itself, and the run shows that no span
 // was dropped. Jaeger on the same two cores also takes CPU from the ingest.
 //
+// With -trace-ab N (and a sink or endpoint) the traced phase gives way to
+// N rounds of an untraced and a traced validator phase in ABBA order in
+// one process (compare.go), which prints tracing's cost directly.
+//
 // With -floor it also measures the store-bound floor (floor.go): the same
 // consumer settings and per-event stores with no validation at all, the
 // ceiling no validator code can pass on this machine.
@@ -54,6 +58,7 @@ func main() {
 	traceEndpoint := flag.String("trace-endpoint", "", "trace the ingest phase at 100% sampling, exporting OTLP/HTTP to this base URL (e.g. http://127.0.0.1:4318)")
 	traceSink := flag.Bool("trace-sink", false, "trace the ingest phase at 100% sampling, exporting to a trace sink in a child process (a stand-in for a collector on another machine) that counts the spans it receives")
 	tracePublisher := flag.Bool("trace-publisher", true, "with -trace-endpoint or -trace-sink, also trace the publisher (a producer span per event); false: only the validator's spans, roots of their traces")
+	abRounds := flag.Int("trace-ab", 0, "with -trace-sink or -trace-endpoint: instead of one traced phase, this many rounds of an untraced and a traced validator phase in ABBA order, each of -n events, in one process (compare.go)")
 	floorFlag := flag.Bool("floor", false, "also measure the store-bound floor: the same stores and consumer settings with no validation (floor.go)")
 	serveSinkFlag := flag.Bool("serve-sink", false, "internal: run the trace sink")
 	flag.Parse()
@@ -75,7 +80,13 @@ func main() {
 		}
 		*traceEndpoint = snk.url
 	}
-	err := run(*n, *sync, *workers, *cpuprofile, *traceEndpoint, *tracePublisher, *floorFlag, snk)
+	if *abRounds > 0 {
+		if *traceEndpoint == "" {
+			log.Fatal("-trace-ab needs -trace-sink or -trace-endpoint")
+		}
+		*tracePublisher = false // the validator's cost only, as the traced phase measures it
+	}
+	err := run(*n, *sync, *workers, *cpuprofile, *traceEndpoint, *tracePublisher, *floorFlag, *abRounds, snk)
 	if snk != nil {
 		_ = snk.close()
 	}
@@ -89,7 +100,7 @@ type event struct {
 	data    []byte
 }
 
-func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string, tracePublisher, withFloor bool, snk *sink) error {
+func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string, tracePublisher, withFloor bool, abRounds int, snk *sink) error {
 	ctx := context.Background()
 	env, err := benchenv.Start(ctx, syncAlways)
 	if err != nil {
@@ -102,10 +113,11 @@ func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string, 
 	if _, err := js.CreateStream(ctx, raw); err != nil {
 		return err
 	}
-	events, err := makeEvents(n)
+	all, err := makeEvents(n * max(1, 2*abRounds))
 	if err != nil {
 		return err
 	}
+	events := all[:n]
 	var bytes int
 	for _, e := range events {
 		bytes += len(e.data)
@@ -130,70 +142,50 @@ func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string, 
 		}
 	}
 
+	if abRounds > 0 {
+		var sets [][]event
+		for i := range 2 * abRounds {
+			sets = append(sets, all[i*n:(i+1)*n])
+		}
+		fmt.Printf("raw JetStream async publish: %8.0f msg/s\n", rawRate)
+		if err := compareTracing(ctx, srv.ClientURL(), js, workers, tracing.validator, sets, snk); err != nil {
+			return err
+		}
+		if err := tracing.shutdown(ctx); err != nil {
+			return err
+		}
+		if snk != nil {
+			got, err := snk.spans(ctx)
+			if err != nil {
+				return err
+			}
+			want := int64(abRounds * n)
+			fmt.Printf("spans received by the sink: %d of %d exported (%d dropped)\n", got, want, want-got)
+		}
+		return nil
+	}
+
 	// Phase 2: the same payloads through the validator into LEDGER.
-	vnc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		return err
-	}
-	defer vnc.Close()
-	cfg := validator.DefaultConfig()
-	cfg.Workers = workers
-	cfg.Provision = false
-	cfg.TracerProvider = tracing.validator
-	v, err := validator.New(vnc, cfg, nil)
-	if err != nil {
-		return err
-	}
-	vctx, stop := context.WithCancel(ctx)
-	defer stop()
-	done := make(chan error, 1)
-	go func() { done <- v.Run(vctx) }()
-	if err := waitConsumer(ctx, js); err != nil {
-		return err
-	}
-	stopProfile, err := benchenv.CPUProfile(cpuprofile)
-	if err != nil {
-		return err
-	}
-	defer stopProfile()
 	var sinkStart time.Duration
-	if snk != nil {
-		if sinkStart, err = snk.cpu(ctx); err != nil {
+	var stopProfile func()
+	ph, err := validatorPhase(ctx, srv.ClientURL(), js, workers, tracing.validator, uint64(n),
+		func() error {
+			if stopProfile, err = benchenv.CPUProfile(cpuprofile); err != nil {
+				return err
+			}
+			if snk != nil {
+				sinkStart, err = snk.cpu(ctx)
+			}
 			return err
-		}
+		},
+		func() error { return tracing.publishAll(ctx, js, events) }, nil)
+	if stopProfile != nil {
+		stopProfile()
 	}
-	start = time.Now()
-	cpuStart := cpuTime()
-	if err := tracing.publishAll(ctx, js, events); err != nil {
-		return err
-	}
-	ledger, err := js.Stream(ctx, subjects.LedgerStream)
 	if err != nil {
 		return err
 	}
-	for {
-		info, err := ledger.Info(ctx)
-		if err != nil {
-			return err
-		}
-		if info.State.Msgs >= uint64(n) {
-			break
-		}
-		if time.Since(start) > 5*time.Minute {
-			return fmt.Errorf("ingest stalled at %d of %d (stats %+v)", info.State.Msgs, n, v.Stats())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	ingestRate := float64(n) / time.Since(start).Seconds()
-	cpuPerEvent := (cpuTime() - cpuStart) / time.Duration(n)
-	stop()
-	if err := <-done; err != nil {
-		return err
-	}
-	st := v.Stats()
-	if st.Committed != uint64(n) || st.Structural != 0 || st.Transient != 0 {
-		return fmt.Errorf("unexpected validator stats %+v", st)
-	}
+	ingestRate, cpuPerEvent := ph.rate, ph.cpuPerEvent
 	if traceEndpoint != "" {
 		flushStart := time.Now()
 		if err := tracing.shutdown(ctx); err != nil {
@@ -299,6 +291,88 @@ func (t *tracing) publishAll(ctx context.Context, js jetstream.JetStream, events
 		}
 	}
 	return waitAcks(ctx, js)
+}
+
+// phase is what one validator phase measured.
+type phase struct {
+	rate        float64       // events committed per second
+	cpuPerEvent time.Duration // user+sys CPU of this process per event
+}
+
+// validatorPhase runs a validator traced by tp (a no-op provider: untraced)
+// on the EVENTS consumer, calls ready once its consumer exists, then
+// publish, and measures until LEDGER holds want messages and finish (when
+// not nil) has returned; it stops the validator and checks that it
+// committed every event of the phase.
+func validatorPhase(ctx context.Context, url string, js jetstream.JetStream, workers int, tp trace.TracerProvider,
+	want uint64, ready, publish, finish func() error) (phase, error) {
+	ledger, err := js.Stream(ctx, subjects.LedgerStream)
+	if err != nil {
+		return phase{}, err
+	}
+	info, err := ledger.Info(ctx)
+	if err != nil {
+		return phase{}, err
+	}
+	n := want - info.State.Msgs
+	vnc, err := nats.Connect(url)
+	if err != nil {
+		return phase{}, err
+	}
+	defer vnc.Close()
+	cfg := validator.DefaultConfig()
+	cfg.Workers = workers
+	cfg.Provision = false
+	cfg.TracerProvider = tp
+	v, err := validator.New(vnc, cfg, nil)
+	if err != nil {
+		return phase{}, err
+	}
+	vctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- v.Run(vctx) }()
+	if err := waitConsumer(ctx, js); err != nil {
+		return phase{}, err
+	}
+	if err := ready(); err != nil {
+		return phase{}, err
+	}
+	start := time.Now()
+	cpuStart := cpuTime()
+	if err := publish(); err != nil {
+		return phase{}, err
+	}
+	for {
+		info, err := ledger.Info(ctx)
+		if err != nil {
+			return phase{}, err
+		}
+		if info.State.Msgs >= want {
+			break
+		}
+		if time.Since(start) > 5*time.Minute {
+			return phase{}, fmt.Errorf("ingest stalled at %d of %d (stats %+v)", info.State.Msgs, want, v.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if finish != nil {
+		if err := finish(); err != nil {
+			return phase{}, err
+		}
+	}
+	ph := phase{
+		rate:        float64(n) / time.Since(start).Seconds(),
+		cpuPerEvent: (cpuTime() - cpuStart) / time.Duration(n),
+	}
+	stop()
+	if err := <-done; err != nil {
+		return phase{}, err
+	}
+	if st := v.Stats(); st.Committed != n || st.Structural != 0 || st.Transient != 0 {
+		return phase{}, fmt.Errorf("unexpected validator stats %+v", st)
+	}
+	return ph, nil
 }
 
 // publishAll publishes every event asynchronously and waits for all acks.
