@@ -368,7 +368,7 @@ func (s *Service) runLane(d *drainRun, sel *selection, lane []item, limiter *rat
 // replayRetryWait.
 const replayRetries = 3
 
-var replayRetryWait = time.Second
+const replayRetryWait = time.Second
 
 // replayRetrying replays one event of drain d, retrying a transient failure
 // (api.ErrUnavailable, api.ErrConflict) a few times with back-off before it
