@@ -141,8 +141,8 @@ func (c *committer) claim(ctx context.Context, env envelope.Envelope, sourceSeq 
 	if err != nil {
 		return claim{}, codes.Wrap(codes.StoreUnavailable, err, "read claim failed")
 	}
-	var cur KeyState
-	if err := json.Unmarshal(e.Value(), &cur); err != nil {
+	cur, err := ledger.Decode(e.Value())
+	if err != nil {
 		return claim{}, codes.Wrap(codes.StoreUnavailable, err, "claim state unreadable")
 	}
 	switch {
@@ -184,8 +184,7 @@ func (c *committer) commitLedgerOnly(ctx context.Context, env envelope.Envelope,
 		// died between its LEDGER write and its mark: adopt and mark.
 		e, err := c.kv.Get(ctx, env.IdempotencyKey)
 		if err == nil {
-			var cur KeyState
-			if json.Unmarshal(e.Value(), &cur) == nil && cur.State == StateCommitted {
+			if cur, err := ledger.Decode(e.Value()); err == nil && cur.State == StateCommitted {
 				return ledgerSeq, ErrAlreadyCommitted
 			}
 		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -210,8 +209,7 @@ func (c *committer) commitLedgerOnly(ctx context.Context, env envelope.Envelope,
 		if err != nil {
 			return 0, codes.Wrap(codes.StoreUnavailable, err, "read key state failed")
 		}
-		var cur KeyState
-		if json.Unmarshal(e.Value(), &cur) == nil && cur.State == StateCommitted {
+		if cur, err := ledger.Decode(e.Value()); err == nil && cur.State == StateCommitted {
 			return ledgerSeq, ErrAlreadyCommitted
 		}
 		if _, err := c.kv.Update(ctx, env.IdempotencyKey, b, e.Revision()); err != nil {
