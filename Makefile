@@ -31,9 +31,14 @@ run: ## Run the whole system on an embedded NATS server (127.0.0.1:4222, store i
 demo: ## The outage story in one command: 1,000 events, a downstream outage, triage, drain, verify
 	$(GO) run ./services/deadletter/cmd/deadletter --demo
 
+# TIMED_TESTS measure a pace (a drain at 200/s within ±5 %): they run after
+# the others, alone, so that no other test package shares the two cores.
+TIMED_TESTS := ^TestRateAndConcurrency$$
+
 .PHONY: test
 test: tools jaeger ## Run every test with the race detector against real embedded NATS servers (and a real Jaeger)
-	$(GO) test -race -count=1 -timeout 40m work
+	$(GO) test -race -count=1 -timeout 40m -skip '$(TIMED_TESTS)' work
+	$(GO) test -race -count=1 -timeout 10m -run '$(TIMED_TESTS)' ./tests/redrive/
 
 .PHONY: tools
 tools: $(NATS_CLI) ## Build the pinned nats CLI (natscli v0.5.0) into .cache/bin
