@@ -9,6 +9,10 @@
 // The records are written straight into QUARANTINE, sealed and chained as
 // the quarantiner writes them (what is measured is the drain, not the
 // quarantining).
+//
+// With -floor it measures instead what no drain can beat on the machine at
+// hand: the same records drained by the stores and reads alone (floor.go),
+// with -floor-compute plus the computations every drain must do.
 package main
 
 import (
@@ -52,6 +56,9 @@ func main() {
 	child := flag.String("child", "", "internal: run only a redriver against this NATS URL")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the server, validator and quarantiner (this process) during the drain")
 	redriverProfile := flag.String("redriver-cpuprofile", "", "write a CPU profile of the redriver (the child process) to this file")
+	floorOnly := flag.Bool("floor", false, "instead of a drain, measure the store-bound floor: the stores and reads a drain requires per record, with none of deadletter's code (see floor.go)")
+	floorCompute := flag.Bool("floor-compute", false, "with -floor: add the computations every drain must do (verify the chain's seal, validate, seal the records written)")
+	floorDirect := flag.Bool("floor-direct", false, "with -floor: the drainer writes its chain records itself instead of through a writer standing for the quarantiner (which the WORM rules forbid; a reference)")
 	flag.Parse()
 	if *child != "" {
 		runner.TuneGC(redriver.GCPercent) // as the redriver's own process does
@@ -61,6 +68,12 @@ func main() {
 		return
 	}
 	runner.TuneGC(runner.DefaultGCPercent) // as deadletter's processes do
+	if *floorOnly {
+		if err := runFloor(*n, *concurrency, *syncAlways, *floorDirect, *floorCompute); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if err := run(*n, *concurrency, *quarantiners, *qworkers, *syncAlways, *dryRun, *cpuprofile, *redriverProfile); err != nil {
 		log.Fatal(err)
 	}
@@ -104,7 +117,7 @@ func run(n, concurrency, quarantiners, qworkers int, syncAlways, dryRun bool, pr
 		n, runtime.NumCPU(), syncAlways, concurrency, quarantiners)
 
 	start := time.Now()
-	if err := seed(ctx, js, n); err != nil {
+	if _, err := seed(ctx, js, n); err != nil {
 		return err
 	}
 	fmt.Printf("seeded QUARANTINE:           %d records in %s\n", n, time.Since(start).Round(time.Millisecond))
@@ -154,6 +167,7 @@ func run(n, concurrency, quarantiners, qworkers int, syncAlways, dryRun bool, pr
 		return nil
 	}
 
+	cpu0, childCPU0 := benchenv.CPUTime(), benchenv.ChildCPUTime(cmd.Process.Pid)
 	var rep api.DrainStartReply
 	if err := request(nc, api.DrainStart, api.DrainStartRequest{RatePerSecond: new(float64), MaxConcurrency: concurrency}, &rep, 10*time.Second); err != nil {
 		return err
@@ -173,14 +187,52 @@ func run(n, concurrency, quarantiners, qworkers int, syncAlways, dryRun bool, pr
 			st.Status, st.Done(), st.Selected, st.CurrentRate, maxRSS)
 	}
 	took := st.FinishedAt.Sub(st.StartedAt)
+	cpu, childCPU := benchenv.CPUTime()-cpu0, benchenv.ChildCPUTime(cmd.Process.Pid)-childCPU0
 	fmt.Printf("drain:                       %s; selected %d, committed %d, skipped %d, failed %d, pending %d, errors %d\n",
 		st.Status, st.Selected, st.Committed, st.SkippedDuplicate, st.ReplayFailed, st.Pending, st.Errors)
 	fmt.Printf("drain rate:                  %8.0f records/s (%s, select → replay → validate → commit → replayed)\n",
 		float64(st.Committed)/took.Seconds(), took.Round(time.Millisecond))
 	fmt.Printf("redriver peak RSS:           %s (max in flight %d)\n", maxRSS, st.MaxInFlight)
+	if st.Committed > 0 {
+		fmt.Printf("CPU per record:              %s (server, validator, quarantiner %s; redriver %s; polled each second, so ±1 s of CPU)\n",
+			((cpu + childCPU) / time.Duration(st.Committed)).Round(time.Microsecond),
+			(cpu / time.Duration(st.Committed)).Round(time.Microsecond), (childCPU / time.Duration(st.Committed)).Round(time.Microsecond))
+	}
 	if st.Committed != n {
 		return fmt.Errorf("committed %d of %d", st.Committed, n)
 	}
+	return nil
+}
+
+// runFloor seeds n records as run does and measures the drain's
+// store-bound floor on them.
+func runFloor(n, concurrency int, syncAlways, direct, compute bool) error {
+	ctx := context.Background()
+	env, err := benchenv.Start(ctx, syncAlways)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	fmt.Printf("deadletter drain floor: %d quarantined exhausted records, %d CPUs, sync_always=%v, %d at once, records written %s, required computations %v\n",
+		n, runtime.NumCPU(), syncAlways, concurrency, map[bool]string{false: "through a writer", true: "directly"}[direct], compute)
+	start := time.Now()
+	recs, err := seed(ctx, env.JS, n)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("seeded QUARANTINE:           %d records in %s\n", n, time.Since(start).Round(time.Millisecond))
+	cpu0 := benchenv.CPUTime()
+	rate, err := floor(ctx, env.URL(), env.JS, recs, benchPayload(0), concurrency, direct, compute)
+	if err != nil {
+		return err
+	}
+	what := "selection scan; per record: chain read, key read, claim, replay publish, LEDGER + IDEMPOTENCY + ack, outcome"
+	if compute {
+		what += "; seal check, validation, records sealed"
+	}
+	fmt.Printf("drain floor:                 %8.0f records/s (%s)\n", rate, what)
+	fmt.Printf("CPU per record:              %s (server, drainer and committer, all in this process)\n",
+		((benchenv.CPUTime() - cpu0) / time.Duration(n)).Round(time.Microsecond))
 	return nil
 }
 
@@ -238,22 +290,30 @@ func startPipeline(url string, quarantiners, qworkers int) (func(), error) {
 	}, nil
 }
 
+// benchPayload is the i-th event quarantined: a pharmacy dispense with its
+// own idempotency and ordering key.
+func benchPayload(i int) []byte {
+	return fmt.Appendf(nil, `{"transaction_id":"BENCH-%09d","registrant_dea":"BW4829137","ndc":"00406-0512-01",`+
+		`"lot":"L%09d","expiry":"2026-09-30","quantity_delta":"-30","unit":"EA","event_type":"dispense",`+
+		`"dea_schedule":"II","occurred_at":"2025-03-14T15:42:10Z","actor_id":"RPH-0412"}`, i, i)
+}
+
 // seed writes n sealed first records of exhausted pharmacy events, each
-// with its own idempotency and ordering key.
-func seed(ctx context.Context, js jetstream.JetStream, n int) error {
+// with its own idempotency and ordering key, and returns their dlq ids and
+// keys in storage order.
+func seed(ctx context.Context, js jetstream.JetStream, n int) ([]seeded, error) {
 	g, err := gate.New(0)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	now := time.Now().UTC()
+	recs := make([]seeded, 0, n)
 	for i := range n {
 		subject := "events.pharmacy.dispense"
-		payload := fmt.Appendf(nil, `{"transaction_id":"BENCH-%09d","registrant_dea":"BW4829137","ndc":"00406-0512-01",`+
-			`"lot":"L%09d","expiry":"2026-09-30","quantity_delta":"-30","unit":"EA","event_type":"dispense",`+
-			`"dea_schedule":"II","occurred_at":"2025-03-14T15:42:10Z","actor_id":"RPH-0412"}`, i, i)
+		payload := benchPayload(i)
 		env, err := g.Check(subject, payload)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		f := record.Failure{
 			Class: record.ClassExhausted, Code: codes.DownstreamUnavailable, Detail: "downstream answered HTTP 503",
@@ -263,28 +323,29 @@ func seed(ctx context.Context, js jetstream.JetStream, n int) error {
 		}
 		r := record.FromFailure(f, now)
 		if err := record.Seal(&r); err != nil {
-			return err
+			return nil, err
 		}
 		b, err := record.Marshal(r)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if _, err := js.PublishAsync(subjects.Quarantine(r.Domain, r.DLQID), b, jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
-			return err
+			return nil, err
 		}
+		recs = append(recs, seeded{id: r.DLQID, key: env.IdempotencyKey})
 		if i%10000 == 9999 {
 			select {
 			case <-js.PublishAsyncComplete():
 			case <-time.After(time.Minute):
-				return fmt.Errorf("seed acks timed out")
+				return nil, fmt.Errorf("seed acks timed out")
 			}
 		}
 	}
 	select {
 	case <-js.PublishAsyncComplete():
-		return nil
+		return recs, nil
 	case <-time.After(time.Minute):
-		return fmt.Errorf("seed acks timed out")
+		return nil, fmt.Errorf("seed acks timed out")
 	}
 }
 

@@ -32,7 +32,6 @@ import (
 	"log"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -264,15 +263,6 @@ func newTracing(ctx context.Context, endpoint string, tracePublisher bool) (*tra
 	}}, nil
 }
 
-// cpuTime is the user+sys CPU time of the process so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // publishAll publishes the events to their subjects, each inside a producer
 // span whose context travels in the headers when tracing is on.
 func (t *tracing) publishAll(ctx context.Context, js jetstream.JetStream, events []event) error {
@@ -339,7 +329,7 @@ func validatorPhase(ctx context.Context, url string, js jetstream.JetStream, wor
 		return phase{}, err
 	}
 	start := time.Now()
-	cpuStart := cpuTime()
+	cpuStart := benchenv.CPUTime()
 	if err := publish(); err != nil {
 		return phase{}, err
 	}
@@ -363,7 +353,7 @@ func validatorPhase(ctx context.Context, url string, js jetstream.JetStream, wor
 	}
 	ph := phase{
 		rate:        float64(n) / time.Since(start).Seconds(),
-		cpuPerEvent: (cpuTime() - cpuStart) / time.Duration(n),
+		cpuPerEvent: (benchenv.CPUTime() - cpuStart) / time.Duration(n),
 	}
 	stop()
 	if err := <-done; err != nil {

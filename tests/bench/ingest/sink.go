@@ -61,7 +61,7 @@ func serveSink() error {
 		fmt.Fprint(w, spans.Load())
 	})
 	mux.HandleFunc("GET /cpu", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprint(w, cpuTime().Seconds())
+		fmt.Fprint(w, benchenv.CPUTime().Seconds())
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()

@@ -1,0 +1,432 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/services/quarantiner"
+	"github.com/deadletter/deadletter/services/validator"
+	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// seeded is one quarantined event: its dlq id and idempotency key (what a
+// drain's selection knows of it).
+type seeded struct {
+	id, key string
+}
+
+// floor measures the store-bound ceiling of a drain on this machine: the
+// stores and reads the drain's semantics require, in the same processes'
+// places, with none of deadletter's code. The drainer (its own connection)
+// first scans QUARANTINE as a selection does (an ordered consumer
+// delivering the last record of every chain: a key's events must all be
+// known before its first is replayed), then runs concurrency workers over
+// the records in storage order; per record a worker:
+//
+//  1. reads the chain's last record (a direct get by subject);
+//  2. reads the event's IDEMPOTENCY entry (not committed);
+//  3. writes a claim record to the chain, conditional on its last sequence
+//     (what makes two redrivers never replay one event at once), by a
+//     request to the writer;
+//  4. subscribes to the key's IDEMPOTENCY subject and publishes the payload
+//     to EVENTS with a Nats-Msg-Id;
+//  5. waits for the commit, unsubscribes, and writes the outcome record to
+//     the chain, conditional on the claim's sequence, by a request to the
+//     writer.
+//
+// The writer stands for the quarantiner, the only user allowed to publish
+// to quarantine.> (the WORM store's rule): its own connection and the
+// quarantiner's worker count; per request one publish to QUARANTINE
+// conditional on the sequence the request names, and a reply. With direct
+// set, the drainer publishes its records itself instead (what the WORM
+// rule forbids: a reference figure).
+//
+// With compute set, the floor also does the computations the issues make
+// every drain do, and nothing else: the drainer parses the chain's record
+// and verifies its seal, the committer runs the validation gate, the writer
+// builds and seals each record it writes (index and prev_hash from the
+// request, the other fields from a lifecycle record of the same size).
+//
+// The committer (its own connection, the validator's consumer settings and
+// worker count) writes LEDGER conditional on the key's subject, creates the
+// IDEMPOTENCY entry, and acks. Left out, so not charged to the floor: the
+// selection scan, validation, sealing and verifying records, JSON, the
+// quarantiner's request round trips and tail reads, drain state, tracing and
+// logs. It returns records per second.
+func floor(ctx context.Context, url string, js jetstream.JetStream, recs []seeded, payload []byte, concurrency int, direct, compute bool) (float64, error) {
+	vcfg := validator.DefaultConfig()
+	_, err := js.CreateOrUpdateConsumer(ctx, subjects.EventsStream, jetstream.ConsumerConfig{
+		Durable:       "floor",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       vcfg.AckWait,
+		MaxDeliver:    vcfg.MaxDeliver,
+		MaxAckPending: max(1024, 4*vcfg.Workers),
+	})
+	if err != nil {
+		return 0, err
+	}
+	var g *gate.Gate
+	var tmpl *record.Record
+	if compute {
+		if g, err = gate.New(0); err != nil {
+			return 0, err
+		}
+		if tmpl, err = lifecycleTemplate(ctx, js, recs[0]); err != nil {
+			return 0, err
+		}
+	}
+	stopCommitter, commitErr, err := floorCommitter(ctx, url, vcfg.Workers, g)
+	if err != nil {
+		return 0, err
+	}
+	defer stopCommitter()
+	stopWriter, err := floorWriter(ctx, url, quarantiner.DefaultConfig().Workers, tmpl)
+	if err != nil {
+		return 0, err
+	}
+	defer stopWriter()
+
+	nc, err := nats.Connect(url, nats.Name("floor-drainer"))
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	djs, err := jetstream.New(nc)
+	if err != nil {
+		return 0, err
+	}
+	qs, err := djs.Stream(ctx, subjects.QuarantineStream)
+	if err != nil {
+		return 0, err
+	}
+	idem, err := djs.KeyValue(ctx, subjects.IdempotencyBucket)
+	if err != nil {
+		return 0, err
+	}
+	// A claim and an outcome record are about the size of a sealed
+	// redrive_requested or replayed record.
+	claim := bytes.Repeat([]byte("c"), 560)
+	outcome := bytes.Repeat([]byte("o"), 520)
+
+	var (
+		next     atomic.Int64
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+	}
+	// write appends data (with compute: the record of kind for dlq id at
+	// index after prevHash, which the writer seals) to the chain on subj if
+	// its last sequence is seq; it returns the sequence and the written
+	// record's audit hash (with compute).
+	write := func(subj string, data []byte, seq uint64, id, kind string, index int, prevHash string) (uint64, string, error) {
+		if direct {
+			ack, err := djs.Publish(ctx, subj, data, jetstream.WithExpectLastSequencePerSubject(seq))
+			if err != nil {
+				return 0, "", err
+			}
+			return ack.Sequence, "", nil
+		}
+		m := nats.NewMsg(floorWriteSubject)
+		m.Data = data
+		m.Header.Set("Chain", subj)
+		m.Header.Set("Expect-Seq", strconv.FormatUint(seq, 10))
+		if compute {
+			m.Data = nil
+			m.Header.Set("DLQ-ID", id)
+			m.Header.Set("Kind", kind)
+			m.Header.Set("Index", strconv.Itoa(index))
+			m.Header.Set("Prev-Hash", prevHash)
+		}
+		rep, err := nc.RequestMsgWithContext(ctx, m)
+		if err != nil {
+			return 0, "", err
+		}
+		if e := rep.Header.Get("Error"); e != "" {
+			return 0, "", errors.New(e)
+		}
+		seqText, hash, _ := strings.Cut(string(rep.Data), " ")
+		n, err := strconv.ParseUint(seqText, 10, 64)
+		return n, hash, err
+	}
+	one := func(r seeded) error {
+		subj := subjects.Quarantine("pharmacy", r.id)
+		last, err := qs.GetLastMsgForSubject(ctx, subj)
+		if err != nil {
+			return fmt.Errorf("read chain: %w", err)
+		}
+		if _, err := idem.Get(ctx, r.key); !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("idempotency lookup: %v", err)
+		}
+		var prevHash string
+		if compute {
+			r0, err := record.Parse(last.Data)
+			if err != nil {
+				return fmt.Errorf("read chain: %w", err)
+			}
+			prevHash = r0.AuditHash
+		}
+		claimSeq, claimHash, err := write(subj, claim, last.Sequence, r.id, record.KindRedriveRequested, 1, prevHash)
+		if err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		wake := make(chan *nats.Msg, 4)
+		sub, err := nc.ChanSubscribe("$KV."+subjects.IdempotencyBucket+"."+r.key, wake)
+		if err != nil {
+			return err
+		}
+		m := nats.NewMsg("events.pharmacy.dispense")
+		m.Data = payload
+		m.Header.Set("Floor-Key", r.key)
+		if _, err := djs.PublishMsg(ctx, m, jetstream.WithMsgID(r.id+"-1")); err != nil {
+			_ = sub.Unsubscribe()
+			return fmt.Errorf("replay: %w", err)
+		}
+		select {
+		case <-wake:
+		case <-time.After(time.Minute):
+			_ = sub.Unsubscribe()
+			return fmt.Errorf("no commit for %s", r.id)
+		}
+		_ = sub.Unsubscribe()
+		if _, _, err := write(subj, outcome, claimSeq, r.id, record.KindReplayed, 2, claimHash); err != nil {
+			return fmt.Errorf("outcome: %w", err)
+		}
+		return nil
+	}
+	start := time.Now()
+	if err := scan(ctx, djs, len(recs)); err != nil {
+		return 0, err
+	}
+	for range concurrency {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(len(recs)) {
+					return
+				}
+				if err := one(recs[i]); err != nil {
+					fail(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	rate := float64(len(recs)) / time.Since(start).Seconds()
+	if firstErr != nil {
+		return 0, fmt.Errorf("floor: %w", firstErr)
+	}
+	if err := commitErr(); err != nil {
+		return 0, fmt.Errorf("floor: %w", err)
+	}
+	return rate, nil
+}
+
+// floorWriteSubject is the writer's request subject.
+const floorWriteSubject = "floor.write"
+
+// floorWriter serves append requests with workers at once: each publishes
+// the request's data (with tmpl set: tmpl with the request's dlq id, kind,
+// index and prev_hash, sealed) to its Chain header's subject, conditional on
+// its Expect-Seq header, and replies with the sequence stored and the
+// record's audit hash (or an Error header).
+func floorWriter(ctx context.Context, url string, workers int, tmpl *record.Record) (stop func(), err error) {
+	nc, err := nats.Connect(url, nats.Name("floor-writer"))
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	in := make(chan *nats.Msg, 4*workers)
+	sub, err := nc.ChanSubscribe(floorWriteSubject, in)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for m := range in {
+				seq, _ := strconv.ParseUint(m.Header.Get("Expect-Seq"), 10, 64)
+				rep := nats.NewMsg(m.Reply)
+				data, hash, err := m.Data, "", error(nil)
+				if tmpl != nil {
+					r := *tmpl
+					r.DLQID, r.Kind, r.PrevHash = m.Header.Get("DLQ-ID"), m.Header.Get("Kind"), m.Header.Get("Prev-Hash")
+					r.Index, _ = strconv.Atoi(m.Header.Get("Index"))
+					r.QuarantinedAt = time.Now().UTC()
+					data, err = record.SealMarshal(&r)
+					hash = r.AuditHash
+				}
+				var ack *jetstream.PubAck
+				if err == nil {
+					ack, err = js.Publish(ctx, m.Header.Get("Chain"), data, jetstream.WithExpectLastSequencePerSubject(seq))
+				}
+				if err != nil {
+					rep.Header.Set("Error", err.Error())
+				} else {
+					rep.Data = fmt.Appendf(nil, "%d %s", ack.Sequence, hash)
+				}
+				_ = m.RespondMsg(rep)
+			}
+		})
+	}
+	return func() {
+		_ = sub.Unsubscribe()
+		close(in)
+		wg.Wait()
+		nc.Close()
+	}, nil
+}
+
+// floorCommitter consumes EVENTS with the validator's settings and commits
+// each event by its Floor-Key header (with g set, after g passes it): a
+// LEDGER write conditional on the key's subject (with a Nats-Msg-Id), an
+// IDEMPOTENCY create, an ack.
+func floorCommitter(ctx context.Context, url string, workers int, g *gate.Gate) (stop func(), firstErr func() error, err error) {
+	nc, err := nats.Connect(url, nats.Name("floor-committer"))
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	kv, err := js.KeyValue(ctx, subjects.IdempotencyBucket)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	cons, err := js.Consumer(ctx, subjects.EventsStream, "floor")
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	value := []byte(`{"state":"committed","domain":"pharmacy","event_type":"dispense","source_seq":1,"ledger_seq":1,"committed_at":"2026-11-30T00:00:00Z"}`)
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+		work  = make(chan jetstream.Msg, workers)
+	)
+	for range workers {
+		wg.Go(func() {
+			for m := range work {
+				key := m.Headers().Get("Floor-Key")
+				meta, err := m.Metadata()
+				if err == nil && g != nil {
+					_, err = g.Check(m.Subject(), m.Data())
+				}
+				if err == nil {
+					lm := nats.NewMsg(subjects.Ledger("pharmacy", key))
+					lm.Data = m.Data()
+					lm.Header.Set("Source-Seq", strconv.FormatUint(meta.Sequence.Stream, 10))
+					_, err = js.PublishMsg(ctx, lm, jetstream.WithMsgID(key), jetstream.WithExpectLastSequencePerSubject(0))
+				}
+				if err == nil {
+					_, err = kv.Create(ctx, key, value)
+				}
+				if err == nil {
+					err = m.Ack()
+				}
+				if err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) { work <- m }, jetstream.PullMaxMessages(2*workers))
+	if err != nil {
+		close(work)
+		nc.Close()
+		return nil, nil, err
+	}
+	return func() {
+			cc.Drain()
+			<-cc.Closed()
+			close(work)
+			wg.Wait()
+			nc.Close()
+		}, func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			return first
+		}, nil
+}
+
+// lifecycleTemplate is a redrive_requested record as the quarantiner would
+// write after r's first record: the fields a lifecycle record copies.
+func lifecycleTemplate(ctx context.Context, js jetstream.JetStream, r seeded) (*record.Record, error) {
+	qs, err := js.Stream(ctx, subjects.QuarantineStream)
+	if err != nil {
+		return nil, err
+	}
+	m, err := qs.GetLastMsgForSubject(ctx, subjects.Quarantine("pharmacy", r.id))
+	if err != nil {
+		return nil, err
+	}
+	first, err := record.Parse(m.Data)
+	if err != nil {
+		return nil, err
+	}
+	st, err := record.Fold([]record.Record{first})
+	if err != nil {
+		return nil, err
+	}
+	return &record.Record{
+		Kind: record.KindRedriveRequested, Domain: st.Domain, Class: st.Class, ErrorCode: st.ErrorCode,
+		ErrorDetail: st.ErrorDetail, SourceSubject: st.SourceSubject, SourceStream: st.SourceStream,
+		SourceSeq: st.SourceSeq, IdempotencyKey: st.IdempotencyKey, OrderingKey: st.OrderingKey,
+		PartyID: st.PartyID, EventTime: st.EventTime, RedriveCount: 1, FirstSeen: st.FirstSeen,
+		DrainID: "drain_0123456789abcdef",
+	}, nil
+}
+
+// scan reads the last record of every chain in QUARANTINE, as a drain's
+// selection does, and checks there are n.
+func scan(ctx context.Context, js jetstream.JetStream, n int) error {
+	cons, err := js.OrderedConsumer(ctx, subjects.QuarantineStream, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
+	})
+	if err != nil {
+		return err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	for seen := 0; seen < n; seen++ {
+		if _, err := it.Next(); err != nil {
+			return fmt.Errorf("scan: %w after %d records", err, seen)
+		}
+	}
+	return nil
+}
