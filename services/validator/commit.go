@@ -65,7 +65,6 @@ type committer struct {
 	now    func() time.Time
 	hooks  *testHooks
 	ledger func(domain, key string) string
-	tr     telemetry.Tracer
 }
 
 // testHooks lets tests stop a validator at precise points.
@@ -235,10 +234,11 @@ func (c *committer) writeLedger(ctx context.Context, env envelope.Envelope, data
 	}
 	// The span in ctx (the commit span, or the validate span when there is
 	// no downstream) stands for the LEDGER write, whose sequence it records
-	// when it ends: no span of its own. Its context travels on in the
-	// LEDGER message.
+	// when it ends (deadletter.ledger_seq): no span of its own. The LEDGER
+	// message carries no trace context: nothing continues a trace from it,
+	// and a traceparent header makes the server parse every header of the
+	// message (its message-tracing check), a cost per commit.
 	span := trace.SpanFromContext(ctx)
-	c.tr.Inject(ctx, m.Header)
 	ack, err := c.js.PublishMsg(ctx, m, jetstream.WithMsgID(env.IdempotencyKey), jetstream.WithExpectLastSequencePerSubject(0))
 	if err == nil {
 		return ack.Sequence, ack.Duplicate, nil

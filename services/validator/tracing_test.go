@@ -2,9 +2,11 @@ package validator
 
 import (
 	"context"
+	"strconv"
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -18,8 +20,9 @@ import (
 // TestTracePropagation checks, without a collector, the context each
 // message the validator writes carries: the failure report's is the
 // validator's publish span (so the quarantiner joins the event's trace) while
-// the original's headers are kept verbatim in the report; a LEDGER write's is
-// the validate span's (no downstream: no commit span); and both sit in the
+// the original's headers are kept verbatim in the report; a LEDGER write
+// carries none, its sequence being on the validate span (no downstream: no
+// commit span) as deadletter.ledger_seq; and the spans sit in the
 // publisher's trace when it had one.
 func TestTracePropagation(t *testing.T) {
 	const upstreamTrace, upstreamSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
@@ -30,11 +33,12 @@ func TestTracePropagation(t *testing.T) {
 		traceparent string
 		stream      string
 		spanName    string // the span whose context the written message carries ("": the validate span)
+		noContext   bool   // the written message carries no trace context
 	}{
-		{"failure report, traced publisher", "invalid", "INVALID_DEA_NUMBER--missing-registrant.json", upstream, subjects.FailuresStream, "send dlq.intake.pharmacy"},
-		{"failure report, untraced publisher", "invalid", "INVALID_DEA_NUMBER--missing-registrant.json", "", subjects.FailuresStream, "send dlq.intake.pharmacy"},
+		{"failure report, traced publisher", "invalid", "INVALID_DEA_NUMBER--missing-registrant.json", upstream, subjects.FailuresStream, "send dlq.intake.pharmacy", false},
+		{"failure report, untraced publisher", "invalid", "INVALID_DEA_NUMBER--missing-registrant.json", "", subjects.FailuresStream, "send dlq.intake.pharmacy", false},
 		// Without a downstream the validate span stands for the commit.
-		{"ledger write, traced publisher", "valid", "dispense-schedule-ii.json", upstream, subjects.LedgerStream, ""},
+		{"ledger write, traced publisher", "valid", "dispense-schedule-ii.json", upstream, subjects.LedgerStream, "", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,7 +88,15 @@ func TestTracePropagation(t *testing.T) {
 			if written == nil || validate == nil {
 				t.Fatalf("spans %q and validate not both recorded", tc.spanName)
 			}
-			if carried.SpanID() != written.SpanContext().SpanID() || carried.TraceID() != written.SpanContext().TraceID() {
+			switch {
+			case tc.noContext:
+				if carried.IsValid() || len(out.Header.Values("traceparent")) > 0 {
+					t.Errorf("%s message carries trace context %v, want none", tc.stream, out.Header)
+				}
+				if got := attrOf(written, telemetry.LedgerSequenceKey); got != strconv.FormatUint(out.Sequence, 10) {
+					t.Errorf("validate span has %s %q, want the LEDGER sequence %d", telemetry.LedgerSequenceKey, got, out.Sequence)
+				}
+			case carried.SpanID() != written.SpanContext().SpanID() || carried.TraceID() != written.SpanContext().TraceID():
 				t.Errorf("%s message carries %v, want the %q span %v", tc.stream, carried, tc.spanName, written.SpanContext())
 			}
 			if tc.spanName != "" && written.Parent().SpanID() != validate.SpanContext().SpanID() {
@@ -111,4 +123,14 @@ func TestTracePropagation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// attrOf returns the value of span's attribute key as text ("" if absent).
+func attrOf(span sdktrace.ReadOnlySpan, key attribute.Key) string {
+	for _, kv := range span.Attributes() {
+		if kv.Key == key {
+			return kv.Value.Emit()
+		}
+	}
+	return ""
 }

@@ -95,7 +95,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log.With("service", "validator", "instance", cfg.InstanceID),
 		metrics: newMetrics(cfg.Registerer), tr: telemetry.NewTracer(cfg.TracerProvider, cfg.Propagator)}
-	s.commit = &committer{js: js, owner: cfg.InstanceID, lease: cfg.ClaimLease, now: time.Now, ledger: subjects.Ledger, tr: s.tr}
+	s.commit = &committer{js: js, owner: cfg.InstanceID, lease: cfg.ClaimLease, now: time.Now, ledger: subjects.Ledger}
 	if cfg.DownstreamURL != "" {
 		s.commit.down = &downstream{url: cfg.DownstreamURL, client: &http.Client{Timeout: cfg.DownstreamTimeout}, tr: s.tr}
 	}
