@@ -156,7 +156,9 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, recs []seede
 			m.Header.Set("Index", strconv.Itoa(index))
 			m.Header.Set("Prev-Hash", prevHash)
 		}
-		rep, err := nc.RequestMsgWithContext(ctx, m)
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		rep, err := nc.RequestMsgWithContext(rctx, m)
+		cancel()
 		if err != nil {
 			return 0, "", err
 		}
@@ -259,7 +261,9 @@ func floorWriter(ctx context.Context, url string, workers int, tmpl *record.Reco
 		nc.Close()
 		return nil, err
 	}
-	in := make(chan *nats.Msg, 4*workers)
+	// Room for every request of the drainer's workers: a channel
+	// subscription drops what finds its channel full.
+	in := make(chan *nats.Msg, 1<<16)
 	sub, err := nc.ChanSubscribe(floorWriteSubject, in)
 	if err != nil {
 		nc.Close()
