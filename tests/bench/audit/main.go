@@ -210,20 +210,9 @@ func run(n, steps, cache int, apart bool) error {
 // rawRead reads QUARANTINE with an ordered consumer and does nothing
 // else: the ceiling for verify on this machine.
 func rawRead(ctx context.Context, js jetstream.JetStream, n int) error {
-	cons, err := js.OrderedConsumer(ctx, subjects.QuarantineStream, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		return err
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
-	if err != nil {
-		return err
-	}
-	defer it.Stop()
 	start := time.Now()
-	for i := 0; i < n; i++ {
-		if _, err := it.Next(); err != nil {
-			return err
-		}
+	if err := benchenv.ReadQuarantine(ctx, js, n, false); err != nil {
+		return err
 	}
 	d := time.Since(start).Seconds()
 	fmt.Printf("%-10s %-9d %10.2f %12.0f %14s\n", "read only", n, d, float64(n)/d, "-")

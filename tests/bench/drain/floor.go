@@ -19,6 +19,7 @@ import (
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
+	"github.com/deadletter/deadletter/tests/internal/benchenv"
 )
 
 // seeded is one quarantined event: its dlq id and idempotency key (what a
@@ -61,19 +62,14 @@ type seeded struct {
 //
 // The committer (its own connection, the validator's consumer settings and
 // worker count) writes LEDGER conditional on the key's subject, creates the
-// IDEMPOTENCY entry, and acks. Left out, so not charged to the floor: the
-// selection scan, validation, sealing and verifying records, JSON, the
-// quarantiner's request round trips and tail reads, drain state, tracing and
-// logs. It returns records per second.
+// IDEMPOTENCY entry, and acks. Left out, so not charged to the floor: JSON,
+// folding chains, ordering per key, the quarantiner's tail reads, drain
+// state, observing outcomes beyond the commit, tracing and logs (and without
+// compute: the seal check, validation and sealing). It returns records per
+// second.
 func floor(ctx context.Context, url string, js jetstream.JetStream, recs []seeded, payload []byte, concurrency int, direct, compute bool) (float64, error) {
 	vcfg := validator.DefaultConfig()
-	_, err := js.CreateOrUpdateConsumer(ctx, subjects.EventsStream, jetstream.ConsumerConfig{
-		Durable:       "floor",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       vcfg.AckWait,
-		MaxDeliver:    vcfg.MaxDeliver,
-		MaxAckPending: max(1024, 4*vcfg.Workers),
-	})
+	_, err := js.CreateOrUpdateConsumer(ctx, subjects.EventsStream, benchenv.ValidatorConsumer("floor"))
 	if err != nil {
 		return 0, err
 	}
@@ -215,7 +211,7 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, recs []seede
 		return nil
 	}
 	start := time.Now()
-	if err := scan(ctx, djs, len(recs)); err != nil {
+	if err := benchenv.ReadQuarantine(ctx, djs, len(recs), true); err != nil {
 		return 0, err
 	}
 	for range concurrency {
@@ -411,26 +407,4 @@ func lifecycleTemplate(ctx context.Context, js jetstream.JetStream, r seeded) (*
 		PartyID: st.PartyID, EventTime: st.EventTime, RedriveCount: 1, FirstSeen: st.FirstSeen,
 		DrainID: "drain_0123456789abcdef",
 	}, nil
-}
-
-// scan reads the last record of every chain in QUARANTINE, as a drain's
-// selection does, and checks there are n.
-func scan(ctx context.Context, js jetstream.JetStream, n int) error {
-	cons, err := js.OrderedConsumer(ctx, subjects.QuarantineStream, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
-	})
-	if err != nil {
-		return err
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
-	if err != nil {
-		return err
-	}
-	defer it.Stop()
-	for seen := 0; seen < n; seen++ {
-		if _, err := it.Next(); err != nil {
-			return fmt.Errorf("scan: %w after %d records", err, seen)
-		}
-	}
-	return nil
 }

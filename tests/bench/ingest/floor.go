@@ -12,6 +12,7 @@ import (
 
 	"github.com/deadletter/deadletter/services/validator"
 	"github.com/deadletter/deadletter/shared/streams"
+	"github.com/deadletter/deadletter/tests/internal/benchenv"
 )
 
 // floor measures the store-bound ceiling of the ingest path: the same
@@ -37,13 +38,7 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, o streams.Op
 		return 0, err
 	}
 	vcfg := validator.DefaultConfig()
-	_, err := js.CreateOrUpdateConsumer(ctx, in.Name, jetstream.ConsumerConfig{
-		Durable:       "floor",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       vcfg.AckWait,
-		MaxDeliver:    vcfg.MaxDeliver,
-		MaxAckPending: max(1024, 4*vcfg.Workers),
-	})
+	_, err := js.CreateOrUpdateConsumer(ctx, in.Name, benchenv.ValidatorConsumer("floor"))
 	if err != nil {
 		return 0, err
 	}

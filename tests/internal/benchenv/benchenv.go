@@ -5,6 +5,7 @@ package benchenv
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"runtime/pprof"
 	"syscall"
@@ -14,8 +15,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/deadletter/deadletter/services/validator"
 	"github.com/deadletter/deadletter/shared/embedded"
 	"github.com/deadletter/deadletter/shared/streams"
+	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 // Env is a running benchmark server.
@@ -102,4 +105,43 @@ func CPUTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// ReadQuarantine reads n messages of QUARANTINE with an ordered consumer
+// (with lastPerChain, only the last record of every chain, as a drain's
+// selection reads it) and does nothing else with them.
+func ReadQuarantine(ctx context.Context, js jetstream.JetStream, n int, lastPerChain bool) error {
+	cfg := jetstream.OrderedConsumerConfig{}
+	if lastPerChain {
+		cfg.DeliverPolicy = jetstream.DeliverLastPerSubjectPolicy
+	}
+	cons, err := js.OrderedConsumer(ctx, subjects.QuarantineStream, cfg)
+	if err != nil {
+		return err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	for seen := 0; seen < n; seen++ {
+		if _, err := it.Next(); err != nil {
+			return fmt.Errorf("read QUARANTINE: %w after %d messages", err, seen)
+		}
+	}
+	return nil
+}
+
+// ValidatorConsumer is a durable consumer configured as the validator's
+// (ack wait, max deliver and max ack pending of its default configuration),
+// for the benchmarks' store-bound floors.
+func ValidatorConsumer(durable string) jetstream.ConsumerConfig {
+	v := validator.DefaultConfig()
+	return jetstream.ConsumerConfig{
+		Durable:       durable,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       v.AckWait,
+		MaxDeliver:    v.MaxDeliver,
+		MaxAckPending: max(1024, 4*v.Workers),
+	}
 }
