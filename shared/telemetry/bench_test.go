@@ -9,7 +9,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 )
@@ -27,8 +29,9 @@ type benchProvider struct {
 }
 
 // benchProviders returns tracing off, recorded but dropped, and exported
-// over OTLP/HTTP to a local endpoint that discards the request; the
-// endpoint and the exporter stop with the benchmark.
+// over OTLP/HTTP to a local endpoint that discards the request, by
+// deadletter's exporter (Setup's) and by the SDK's; the endpoint and the
+// exporters stop with the benchmark.
 func benchProviders(b *testing.B) []benchProvider {
 	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -40,10 +43,17 @@ func benchProviders(b *testing.B) []benchProvider {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = shutdown(context.Background()) })
+	sdkExp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(collector.URL+"/v1/traces"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	sdkOTLP := sdktrace.NewTracerProvider(sdktrace.WithBatcher(sdkExp, sdktrace.WithMaxQueueSize(DefaultMaxQueueSize)))
+	b.Cleanup(func() { _ = sdkOTLP.Shutdown(context.Background()) })
 	return []benchProvider{
 		{"off", noop.NewTracerProvider()},
 		{"batch-discard", sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}, sdktrace.WithMaxQueueSize(1<<16)))},
 		{"otlp-http", otlp},
+		{"otlp-http-sdk-exporter", sdkOTLP},
 	}
 }
 
@@ -102,6 +112,54 @@ func BenchmarkIngestSpans(b *testing.B) {
 				span.SetAttributes(DomainKey.String("pharmacy"), OutcomeKey.String("committed"), LedgerSequenceKey.Int64(int64(ack.Sequence)))
 				span.End()
 			}
+		})
+	}
+}
+
+// BenchmarkExportSpans measures encoding and sending a batch of 512 validate
+// spans (the batch processor's batch) to a local endpoint that discards
+// it, by deadletter's exporter and by the SDK's, per span.
+func BenchmarkExportSpans(b *testing.B) {
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusOK)
+	}))
+	b.Cleanup(collector.Close)
+	rec := tracetest.NewSpanRecorder()
+	res, err := newResource(Config{ServiceName: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithResource(res))
+	tr := NewTracer(tp, nil)
+	h := nats.Header{}
+	h.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	msg := &benchMsg{subject: "events.pharmacy.dispense", data: make([]byte, 530), header: h,
+		meta: &jetstream.MsgMetadata{Stream: "EVENTS", Consumer: "validator", NumDelivered: 1,
+			Sequence: jetstream.SequencePair{Stream: 12345, Consumer: 12345}}}
+	for range 512 {
+		_, span := tr.StartConsume(context.Background(), msg, Operation("validate"))
+		span.SetAttributes(DomainKey.String("pharmacy"), OutcomeKey.String("committed"), LedgerSequenceKey.Int64(6789))
+		span.End()
+	}
+	spans := rec.Ended()
+	ours, _ := newOTLPExporter(Config{Endpoint: collector.URL}, collector.Client())
+	sdkExp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(collector.URL+"/v1/traces"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name string
+		exp  sdktrace.SpanExporter
+	}{{"deadletter", ours}, {"sdk", sdkExp}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := bc.exp.ExportSpans(context.Background(), spans); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(spans)), "ns/span")
 		})
 	}
 }
