@@ -94,6 +94,11 @@ type Config struct {
 	// Synchronous exports every span as it ends instead of batching (tests:
 	// spans are queryable at once). Production uses the batch processor.
 	Synchronous bool
+	// MaxQueueSize is the batch span processor's queue: the spans that may
+	// wait for export before new ones are dropped. 0:
+	// OTEL_BSP_MAX_QUEUE_SIZE, else DefaultMaxQueueSize. A process that
+	// ends spans in bursts larger than that (a bulk publisher) sets more.
+	MaxQueueSize int
 }
 
 // ServiceName returns OTEL_SERVICE_NAME when it is set, else def: what a
@@ -175,7 +180,10 @@ func Setup(ctx context.Context, cfg Config) (trace.TracerProvider, Shutdown, err
 		tpOpts = append(tpOpts, sdktrace.WithSyncer(exp))
 	} else {
 		var bsp []sdktrace.BatchSpanProcessorOption
-		if os.Getenv("OTEL_BSP_MAX_QUEUE_SIZE") == "" {
+		switch {
+		case cfg.MaxQueueSize > 0:
+			bsp = append(bsp, sdktrace.WithMaxQueueSize(cfg.MaxQueueSize))
+		case os.Getenv("OTEL_BSP_MAX_QUEUE_SIZE") == "":
 			bsp = append(bsp, sdktrace.WithMaxQueueSize(DefaultMaxQueueSize))
 		}
 		tpOpts = append(tpOpts, sdktrace.WithBatcher(exp, bsp...))

@@ -14,12 +14,14 @@ import (
 // and one server: rounds of an untraced and a traced validator phase, in
 // ABBA order (untraced, traced, traced, untraced, ...) so that a drift of
 // the machine or of the growing store weighs on both alike. Each phase
-// ingests its own n events (sets of events, one per phase). traced is the
-// validator's provider at 100 % sampling; a traced phase lasts until its
-// spans are exported (ForceFlush). It prints each phase and the
-// cost: one minus the traced phases' events per second over the untraced
-// ones', in total.
-func compareTracing(ctx context.Context, url string, js jetstream.JetStream, workers int, traced trace.TracerProvider,
+// ingests its own n events (sets of events, one per phase). In a traced
+// phase the validator traces at 100 % sampling (t.validator) and, when t.on,
+// so does the publisher (a producer span per event, the validator's spans
+// its children), here or, when t.remote, elsewhere (the events carry a
+// traceparent); the phase lasts until its spans are exported (ForceFlush).
+// It prints each phase and the cost: one minus the traced phases' events
+// per second over the untraced ones', in total.
+func compareTracing(ctx context.Context, url string, js jetstream.JetStream, workers int, t *tracing,
 	sets [][]event, snk *sink) error {
 	var (
 		committed        uint64
@@ -33,8 +35,16 @@ func compareTracing(ctx context.Context, url string, js jetstream.JetStream, wor
 	for i, events := range sets {
 		on := tracedPhaseOrder(i)
 		tp := trace.TracerProvider(untraced)
+		publish := func() error { return publishAll(ctx, js, events, func(e event) string { return e.subject }) }
 		if on {
-			tp = traced
+			tp = t.validator
+			switch {
+			case t.remote:
+				msgs := withTraceparents(events)
+				publish = func() error { return publishRemote(ctx, js, msgs) }
+			case t.on:
+				publish = func() error { return t.publishAll(ctx, js, events) }
+			}
 		}
 		var sinkStart time.Duration
 		committed += uint64(len(events))
@@ -45,12 +55,19 @@ func compareTracing(ctx context.Context, url string, js jetstream.JetStream, wor
 				}
 				return err
 			},
-			func() error { return publishAll(ctx, js, events, func(e event) string { return e.subject }) },
+			publish,
 			func() error {
 				// A traced phase ends once its spans are exported: the batch
 				// processor's tail is its cost, not the next phase's.
-				if f, ok := tp.(interface{ ForceFlush(context.Context) error }); ok && on {
-					return f.ForceFlush(ctx)
+				if !on {
+					return nil
+				}
+				for _, p := range []trace.TracerProvider{t.publisher, t.validator} {
+					if f, ok := p.(interface{ ForceFlush(context.Context) error }); ok {
+						if err := f.ForceFlush(ctx); err != nil {
+							return err
+						}
+					}
 				}
 				return nil
 			})

@@ -16,8 +16,9 @@
 // was dropped. Jaeger on the same two cores also takes CPU from the ingest.
 //
 // With -trace-ab N (and a sink or endpoint) the traced phase gives way to
-// N rounds of an untraced and a traced validator phase in ABBA order in
-// one process (compare.go), which prints tracing's cost directly.
+// N rounds of an untraced and a traced phase in ABBA order in one process
+// (compare.go), which prints tracing's cost directly: in a traced phase the
+// validator traces, and so does the publisher unless -trace-publisher=false.
 //
 // With -floor it also measures the store-bound floor (floor.go): the same
 // consumer settings and per-event stores with no validation at all, the
@@ -26,10 +27,13 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"log"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"time"
@@ -57,7 +61,8 @@ func main() {
 	traceEndpoint := flag.String("trace-endpoint", "", "trace the ingest phase at 100% sampling, exporting OTLP/HTTP to this base URL (e.g. http://127.0.0.1:4318)")
 	traceSink := flag.Bool("trace-sink", false, "trace the ingest phase at 100% sampling, exporting to a trace sink in a child process (a stand-in for a collector on another machine) that counts the spans it receives")
 	tracePublisher := flag.Bool("trace-publisher", true, "with -trace-endpoint or -trace-sink, also trace the publisher (a producer span per event); false: only the validator's spans, roots of their traces")
-	abRounds := flag.Int("trace-ab", 0, "with -trace-sink or -trace-endpoint: instead of one traced phase, this many rounds of an untraced and a traced validator phase in ABBA order, each of -n events, in one process (compare.go)")
+	remotePublisher := flag.Bool("remote-publisher", false, "with -trace-publisher: the publisher traces on another machine: its spans are not made here, each event carries a sampled traceparent made up front (the validator's spans continue those traces)")
+	abRounds := flag.Int("trace-ab", 0, "with -trace-sink or -trace-endpoint: instead of one traced phase, this many rounds of an untraced and a traced phase (the validator and, with -trace-publisher, the publisher traced) in ABBA order, each of -n events, in one process (compare.go)")
 	floorFlag := flag.Bool("floor", false, "also measure the store-bound floor: the same stores and consumer settings with no validation (floor.go)")
 	serveSinkFlag := flag.Bool("serve-sink", false, "internal: run the trace sink")
 	flag.Parse()
@@ -83,9 +88,8 @@ func main() {
 		if *traceEndpoint == "" {
 			log.Fatal("-trace-ab needs -trace-sink or -trace-endpoint")
 		}
-		*tracePublisher = false // the validator's cost only, as the traced phase measures it
 	}
-	err := run(*n, *sync, *workers, *cpuprofile, *traceEndpoint, *tracePublisher, *floorFlag, *abRounds, snk)
+	err := run(*n, *sync, *workers, *cpuprofile, *traceEndpoint, *tracePublisher, *remotePublisher, *floorFlag, *abRounds, snk)
 	if snk != nil {
 		_ = snk.close()
 	}
@@ -99,7 +103,7 @@ type event struct {
 	data    []byte
 }
 
-func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string, tracePublisher, withFloor bool, abRounds int, snk *sink) error {
+func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string, tracePublisher, remotePublisher, withFloor bool, abRounds int, snk *sink) error {
 	ctx := context.Background()
 	env, err := benchenv.Start(ctx, syncAlways)
 	if err != nil {
@@ -123,7 +127,8 @@ func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string, 
 	}
 	fmt.Printf("deadletter ingest benchmark: %d events (mean %d B), %d CPUs, sync_always=%v, %d validator workers, tracing=%s\n",
 		n, bytes/n, runtime.NumCPU(), syncAlways, workers, orOff(traceEndpoint))
-	tracing, err := newTracing(ctx, traceEndpoint, tracePublisher)
+	tracing, err := newTracing(ctx, traceEndpoint, tracePublisher, n)
+	tracing.remote = tracePublisher && remotePublisher
 	if err != nil {
 		return err
 	}
@@ -147,7 +152,7 @@ func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string, 
 			sets = append(sets, all[i*n:(i+1)*n])
 		}
 		fmt.Printf("raw JetStream async publish: %8.0f msg/s\n", rawRate)
-		if err := compareTracing(ctx, srv.ClientURL(), js, workers, tracing.validator, sets, snk); err != nil {
+		if err := compareTracing(ctx, srv.ClientURL(), js, workers, tracing, sets, snk); err != nil {
 			return err
 		}
 		if err := tracing.shutdown(ctx); err != nil {
@@ -159,6 +164,9 @@ func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string, 
 				return err
 			}
 			want := int64(abRounds * n)
+			if tracing.on && !tracing.remote {
+				want *= 2 // the publisher's spans too
+			}
 			fmt.Printf("spans received by the sink: %d of %d exported (%d dropped)\n", got, want, want-got)
 		}
 		return nil
@@ -237,17 +245,26 @@ type tracing struct {
 	shutdown             func(context.Context) error
 	// on: the publisher traces (a span per event, context in the headers).
 	on bool
+	// remote: the publisher traces elsewhere: the events carry a
+	// traceparent, but no span is made here (compareTracing only).
+	remote bool
 }
 
 // newTracing sets up a publisher and a validator provider exporting to
 // endpoint at 100 % sampling with the batch span processor (production's),
 // or no-ops when endpoint is empty.
-func newTracing(ctx context.Context, endpoint string, tracePublisher bool) (*tracing, error) {
+//
+// The publisher stands for many publishers: it sends a phase's n events as
+// fast as the server takes them, ending n producer spans within a second or
+// so, so its queue holds them all (deadletter's processes end spans at the
+// pace of the events they consume, and keep the default queue).
+func newTracing(ctx context.Context, endpoint string, tracePublisher bool, n int) (*tracing, error) {
 	if endpoint == "" {
 		return &tracing{publisher: noop.NewTracerProvider(), validator: noop.NewTracerProvider(),
 			shutdown: func(context.Context) error { return nil }}, nil
 	}
-	pub, shutP, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "bench-publisher", Endpoint: endpoint, Sampler: sdktrace.AlwaysSample()})
+	pub, shutP, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "bench-publisher", Endpoint: endpoint, Sampler: sdktrace.AlwaysSample(),
+		MaxQueueSize: max(telemetry.DefaultMaxQueueSize, n)})
 	if err != nil {
 		return nil, err
 	}
@@ -366,6 +383,36 @@ func validatorPhase(ctx context.Context, url string, js jetstream.JetStream, wor
 }
 
 // publishAll publishes every event asynchronously and waits for all acks.
+// publishRemote publishes the events as a publisher tracing on another
+// machine would: each with a sampled traceparent of its own (made before
+// the call, as that publisher's spans are not this process's work).
+func publishRemote(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) error {
+	for _, m := range msgs {
+		if _, err := js.PublishMsgAsync(m, stallWait); err != nil {
+			return err
+		}
+	}
+	return waitAcks(ctx, js)
+}
+
+// withTraceparents returns the events as messages, each with a sampled
+// traceparent of a new trace.
+func withTraceparents(events []event) []*nats.Msg {
+	msgs := make([]*nats.Msg, len(events))
+	for i, e := range events {
+		var tid [16]byte
+		var sid [8]byte
+		binary.NativeEndian.PutUint64(tid[:8], rand.Uint64())
+		binary.NativeEndian.PutUint64(tid[8:], rand.Uint64()|1)
+		binary.NativeEndian.PutUint64(sid[:], rand.Uint64()|1)
+		m := nats.NewMsg(e.subject)
+		m.Data = e.data
+		m.Header.Set("traceparent", "00-"+hex.EncodeToString(tid[:])+"-"+hex.EncodeToString(sid[:])+"-01")
+		msgs[i] = m
+	}
+	return msgs
+}
+
 func publishAll(ctx context.Context, js jetstream.JetStream, events []event, subject func(event) string) error {
 	for _, e := range events {
 		if _, err := js.PublishAsync(subject(e), e.data, stallWait); err != nil {
