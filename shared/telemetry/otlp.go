@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -36,10 +37,10 @@ import (
 // TestOTLPEncoding decodes it with the generated types and compares every
 // field.
 //
-// Retries follow the OTLP/HTTP specification: 429, 502, 503 and 504 are
-// retried with exponential back-off (honouring Retry-After) for at most
-// retryFor; other failures are returned to the batch processor, which
-// reports them and drops the batch.
+// Retries follow the OTLP/HTTP specification: 429, 502, 503 and 504 (and
+// requests that time out) are retried with exponential back-off (honouring
+// Retry-After) for at most retryFor; other failures are returned to the
+// batch processor, which reports them and drops the batch.
 type otlpExporter struct {
 	url     string
 	headers map[string]string
@@ -122,8 +123,12 @@ func (e *otlpExporter) post(ctx context.Context, body []byte) (retry bool, after
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
-		// A transport error (refused, reset, timed out) is retried too.
-		return ctx.Err() == nil, 0, fmt.Errorf("telemetry: export: %w", err)
+		// A timed-out request is retried; a refused or reset connection
+		// (no collector there) fails the batch at once, as the SDK's
+		// exporter does, so that a missing collector never holds a
+		// shutdown for the retry period.
+		var ne net.Error
+		return errors.As(err, &ne) && ne.Timeout() && ctx.Err() == nil, 0, fmt.Errorf("telemetry: export: %w", err)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))

@@ -317,6 +317,16 @@ func TestOTLPExporterEnvironment(t *testing.T) {
 		t.Error("an export after Shutdown succeeded")
 	}
 
+	// No collector listening: the batch fails at once, not after retries.
+	c.Close()
+	exp, _ = newOTLPExporter(Config{Endpoint: c.URL}, &http.Client{})
+	start := time.Now()
+	if err := exp.ExportSpans(ctx, sampleSpans(t)); err == nil {
+		t.Error("an export to a closed port succeeded")
+	} else if d := time.Since(start); d >= retryFirst {
+		t.Errorf("an export to a closed port took %s: it was retried", d)
+	}
+
 	for _, bad := range []string{"unix:///tmp/otlp.sock", "127.0.0.1:4318"} {
 		t.Setenv(EnvTracesEndpoint, bad)
 		if _, ok := newOTLPExporter(Config{}, c.Client()); ok {
