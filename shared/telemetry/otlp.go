@@ -584,35 +584,15 @@ func appendAnyValue(b []byte, v attribute.Value) []byte {
 		b = protowire.AppendTag(b, fAnyBytes, protowire.BytesType)
 		return protowire.AppendBytes(b, v.AsByteSlice())
 	case attribute.BOOLSLICE:
-		var list []byte
-		for _, x := range v.AsBoolSlice() {
-			list = appendMessage(list, fListValues, appendAnyValue(nil, attribute.BoolValue(x)))
-		}
-		return appendMessage(b, fAnyArray, list)
+		return appendArray(b, v.AsBoolSlice(), attribute.BoolValue)
 	case attribute.INT64SLICE:
-		var list []byte
-		for _, x := range v.AsInt64Slice() {
-			list = appendMessage(list, fListValues, appendAnyValue(nil, attribute.Int64Value(x)))
-		}
-		return appendMessage(b, fAnyArray, list)
+		return appendArray(b, v.AsInt64Slice(), attribute.Int64Value)
 	case attribute.FLOAT64SLICE:
-		var list []byte
-		for _, x := range v.AsFloat64Slice() {
-			list = appendMessage(list, fListValues, appendAnyValue(nil, attribute.Float64Value(x)))
-		}
-		return appendMessage(b, fAnyArray, list)
+		return appendArray(b, v.AsFloat64Slice(), attribute.Float64Value)
 	case attribute.STRINGSLICE:
-		var list []byte
-		for _, x := range v.AsStringSlice() {
-			list = appendMessage(list, fListValues, appendAnyValue(nil, attribute.StringValue(x)))
-		}
-		return appendMessage(b, fAnyArray, list)
+		return appendArray(b, v.AsStringSlice(), attribute.StringValue)
 	case attribute.SLICE:
-		var list []byte
-		for _, x := range v.AsSlice() {
-			list = appendMessage(list, fListValues, appendAnyValue(nil, x))
-		}
-		return appendMessage(b, fAnyArray, list)
+		return appendArray(b, v.AsSlice(), func(x attribute.Value) attribute.Value { return x })
 	case attribute.MAP:
 		var list []byte
 		for _, kv := range v.AsMap() {
@@ -621,4 +601,14 @@ func appendAnyValue(b []byte, v attribute.Value) []byte {
 		return appendMessage(b, fAnyKVList, list)
 	}
 	return b // EMPTY: an AnyValue with no value
+}
+
+// appendArray appends the AnyValue field holding an ArrayValue of xs, each
+// made an attribute value by val.
+func appendArray[T any](b []byte, xs []T, val func(T) attribute.Value) []byte {
+	var list []byte
+	for _, x := range xs {
+		list = appendMessage(list, fListValues, appendAnyValue(nil, val(x)))
+	}
+	return appendMessage(b, fAnyArray, list)
 }

@@ -69,6 +69,9 @@ func main() {
 	}
 	runner.TuneGC(runner.DefaultGCPercent) // as deadletter's processes do
 	if *floorOnly {
+		if *floorDirect && *floorCompute {
+			log.Fatal("-floor-direct writes unsealed stand-in records: it does not combine with -floor-compute")
+		}
 		if err := runFloor(*n, *concurrency, *syncAlways, *floorDirect, *floorCompute); err != nil {
 			log.Fatal(err)
 		}
