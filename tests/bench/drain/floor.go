@@ -83,11 +83,25 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, recs []seede
 			return 0, err
 		}
 	}
-	stopCommitter, commitErr, err := floorCommitter(ctx, url, vcfg.Workers, g)
+	// The committer commits each event by its Floor-Key header (after the
+	// gate passes it, with compute).
+	fc, err := benchenv.StartFloorCommitter(ctx, benchenv.FloorCommit{
+		URL: url, Stream: subjects.EventsStream, Consumer: "floor", Bucket: subjects.IdempotencyBucket,
+		Ledger:  func(key string) string { return subjects.Ledger("pharmacy", key) },
+		Workers: vcfg.Workers,
+		Key: func(m jetstream.Msg) (string, error) {
+			if g != nil {
+				if _, err := g.Check(m.Subject(), m.Data()); err != nil {
+					return "", err
+				}
+			}
+			return m.Headers().Get("Floor-Key"), nil
+		},
+	})
 	if err != nil {
 		return 0, err
 	}
-	defer stopCommitter()
+	defer fc.Stop()
 	stopWriter, err := floorWriter(ctx, url, quarantiner.DefaultConfig().Workers, tmpl)
 	if err != nil {
 		return 0, err
@@ -233,7 +247,7 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, recs []seede
 	if firstErr != nil {
 		return 0, fmt.Errorf("floor: %w", firstErr)
 	}
-	if err := commitErr(); err != nil {
+	if err := fc.Err(); err != nil {
 		return 0, fmt.Errorf("floor: %w", err)
 	}
 	return rate, nil
@@ -299,86 +313,6 @@ func floorWriter(ctx context.Context, url string, workers int, tmpl *record.Reco
 		wg.Wait()
 		nc.Close()
 	}, nil
-}
-
-// floorCommitter consumes EVENTS with the validator's settings and commits
-// each event by its Floor-Key header (with g set, after g passes it): a
-// LEDGER write conditional on the key's subject (with a Nats-Msg-Id), an
-// IDEMPOTENCY create, an ack.
-func floorCommitter(ctx context.Context, url string, workers int, g *gate.Gate) (stop func(), firstErr func() error, err error) {
-	nc, err := nats.Connect(url, nats.Name("floor-committer"))
-	if err != nil {
-		return nil, nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	kv, err := js.KeyValue(ctx, subjects.IdempotencyBucket)
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	cons, err := js.Consumer(ctx, subjects.EventsStream, "floor")
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	value := []byte(`{"state":"committed","domain":"pharmacy","event_type":"dispense","source_seq":1,"ledger_seq":1,"committed_at":"2026-11-30T00:00:00Z"}`)
-	var (
-		mu    sync.Mutex
-		first error
-		wg    sync.WaitGroup
-		work  = make(chan jetstream.Msg, workers)
-	)
-	for range workers {
-		wg.Go(func() {
-			for m := range work {
-				key := m.Headers().Get("Floor-Key")
-				meta, err := m.Metadata()
-				if err == nil && g != nil {
-					_, err = g.Check(m.Subject(), m.Data())
-				}
-				if err == nil {
-					lm := nats.NewMsg(subjects.Ledger("pharmacy", key))
-					lm.Data = m.Data()
-					lm.Header.Set("Source-Seq", strconv.FormatUint(meta.Sequence.Stream, 10))
-					_, err = js.PublishMsg(ctx, lm, jetstream.WithMsgID(key), jetstream.WithExpectLastSequencePerSubject(0))
-				}
-				if err == nil {
-					_, err = kv.Create(ctx, key, value)
-				}
-				if err == nil {
-					err = m.Ack()
-				}
-				if err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	cc, err := cons.Consume(func(m jetstream.Msg) { work <- m }, jetstream.PullMaxMessages(2*workers))
-	if err != nil {
-		close(work)
-		nc.Close()
-		return nil, nil, err
-	}
-	return func() {
-			cc.Drain()
-			<-cc.Closed()
-			close(work)
-			wg.Wait()
-			nc.Close()
-		}, func() error {
-			mu.Lock()
-			defer mu.Unlock()
-			return first
-		}, nil
 }
 
 // lifecycleTemplate is a redrive_requested record as the quarantiner would

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/services/validator"
@@ -37,77 +36,40 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, o streams.Op
 	if _, err := js.CreateStream(ctx, led); err != nil {
 		return 0, err
 	}
-	vcfg := validator.DefaultConfig()
-	_, err := js.CreateOrUpdateConsumer(ctx, in.Name, benchenv.ValidatorConsumer("floor"))
-	if err != nil {
+	if _, err := js.CreateKeyValue(ctx, idem); err != nil {
 		return 0, err
 	}
-	// The committing side has its own connection, as the validator has.
-	nc, err := nats.Connect(url)
-	if err != nil {
+	if _, err := js.CreateOrUpdateConsumer(ctx, in.Name, benchenv.ValidatorConsumer("floor")); err != nil {
 		return 0, err
 	}
-	defer nc.Close()
-	cjs, err := jetstream.New(nc)
-	if err != nil {
-		return 0, err
-	}
-	kv, err := cjs.CreateKeyValue(ctx, idem)
-	if err != nil {
-		return 0, err
-	}
-	value := []byte(`{"state":"committed","domain":"pharmacy","event_type":"dispense","source_seq":1,"ledger_seq":1,"committed_at":"2026-11-30T00:00:00Z"}`)
 	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		commitEr error
-		done     = make(chan struct{})
-		left     = len(events)
-		work     = make(chan jetstream.Msg, vcfg.Workers)
+		mu   sync.Mutex
+		done = make(chan struct{})
+		left = len(events)
 	)
-	for range vcfg.Workers {
-		wg.Go(func() {
-			for m := range work {
-				meta, err := m.Metadata()
-				if err == nil {
-					key := "k" + strconv.FormatUint(meta.Sequence.Stream, 10)
-					lm := nats.NewMsg("floor.ledger." + key)
-					lm.Data = m.Data()
-					_, err = cjs.PublishMsg(ctx, lm, jetstream.WithMsgID(key), jetstream.WithExpectLastSequencePerSubject(0))
-					if err == nil {
-						_, err = kv.Create(ctx, key, value)
-					}
-					if err == nil {
-						err = m.Ack()
-					}
-				}
-				mu.Lock()
-				if err != nil && commitEr == nil {
-					commitEr = err
-				}
-				if left--; left == 0 {
-					close(done)
-				}
-				mu.Unlock()
+	fc, err := benchenv.StartFloorCommitter(ctx, benchenv.FloorCommit{
+		URL: url, Stream: in.Name, Consumer: "floor", Bucket: idem.Bucket,
+		Ledger:  func(key string) string { return "floor.ledger." + key },
+		Workers: validator.DefaultConfig().Workers,
+		Key: func(m jetstream.Msg) (string, error) {
+			meta, err := m.Metadata()
+			if err != nil {
+				return "", err
 			}
-		})
-	}
-	defer func() {
-		close(work)
-		wg.Wait()
-	}()
-	ccons, err := cjs.Consumer(ctx, in.Name, "floor")
+			return "k" + strconv.FormatUint(meta.Sequence.Stream, 10), nil
+		},
+		Done: func(error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if left--; left == 0 {
+				close(done)
+			}
+		},
+	})
 	if err != nil {
 		return 0, err
 	}
-	cc, err := ccons.Consume(func(m jetstream.Msg) { work <- m }, jetstream.PullMaxMessages(2*vcfg.Workers))
-	if err != nil {
-		return 0, err
-	}
-	defer func() {
-		cc.Drain()
-		<-cc.Closed()
-	}()
+	defer fc.Stop()
 	start := time.Now()
 	if err := publishAll(ctx, js, events, func(e event) string { return "floor." + e.subject }); err != nil {
 		return 0, err
@@ -118,10 +80,8 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, o streams.Op
 		return 0, fmt.Errorf("floor: stalled")
 	}
 	rate := float64(len(events)) / time.Since(start).Seconds()
-	mu.Lock()
-	defer mu.Unlock()
-	if commitEr != nil {
-		return 0, fmt.Errorf("floor: %w", commitEr)
+	if err := fc.Err(); err != nil {
+		return 0, fmt.Errorf("floor: %w", err)
 	}
 	return rate, nil
 }
