@@ -146,30 +146,28 @@ func Setup(ctx context.Context, cfg Config) (trace.TracerProvider, Shutdown, err
 	var (
 		exp       sdktrace.SpanExporter
 		transport *http.Transport
-		err       error
+		client    *http.Client
 	)
 	if !tlsFromEnv() {
 		transport = newTransport()
-		client := &http.Client{Transport: transport, Timeout: exportTimeout()}
+		client = &http.Client{Transport: transport, Timeout: exportTimeout()}
 		if own, ok := newOTLPExporter(cfg, client); ok {
 			exp = own
-		} else {
-			opts := []otlptracehttp.Option{otlptracehttp.WithHTTPClient(client)}
-			if cfg.Endpoint != "" {
-				opts = append(opts, otlptracehttp.WithEndpointURL(tracesURL(cfg)))
-			}
-			if exp, err = otlptracehttp.New(ctx, opts...); err != nil {
-				return nil, nil, fmt.Errorf("telemetry: otlp exporter: %w", err)
-			}
 		}
-	} else {
+	}
+	if exp == nil {
 		var opts []otlptracehttp.Option
+		if client != nil {
+			opts = append(opts, otlptracehttp.WithHTTPClient(client))
+		}
 		if cfg.Endpoint != "" {
 			opts = append(opts, otlptracehttp.WithEndpointURL(tracesURL(cfg)))
 		}
-		if exp, err = otlptracehttp.New(ctx, opts...); err != nil {
+		sdkExp, err := otlptracehttp.New(ctx, opts...)
+		if err != nil {
 			return nil, nil, fmt.Errorf("telemetry: otlp exporter: %w", err)
 		}
+		exp = sdkExp
 	}
 	res, err := newResource(cfg)
 	if err != nil {
