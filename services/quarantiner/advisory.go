@@ -146,10 +146,7 @@ func (s *Service) original(ctx context.Context, a advisory) (record.Failure, err
 	f.Payload = m.Data
 	f.Domain = subjects.DomainOf(m.Subject, s.gate.Domains())
 	f.Attempts = s.readHistory(ctx, a.StreamSeq).Attempts
-	if m.Header != nil {
-		f.DLQID = m.Header.Get(envelope.DLQID)
-		f.RedriveCount, _ = strconv.Atoi(m.Header.Get(envelope.RedriveCount))
-	}
+	f.DLQID, f.RedriveCount = envelope.RedriveOf(m.Subject, m.Header)
 	if env, err := s.gate.Check(m.Subject, m.Data); err == nil {
 		f.Envelope = &env
 	} else {

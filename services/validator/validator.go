@@ -133,14 +133,14 @@ func (s *Service) Run(ctx context.Context) error {
 	s.commit.kv = kv
 	s.commit.hooks = s.hooks
 	cons, err := s.js.CreateOrUpdateConsumer(setup, subjects.EventsStream, jetstream.ConsumerConfig{
-		Durable:       s.cfg.Consumer,
-		Description:   "deadletter validator",
-		FilterSubject: subjects.EventsAll,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       s.cfg.AckWait,
-		MaxDeliver:    s.cfg.MaxDeliver,
-		MaxAckPending: max(1024, 4*s.cfg.Workers),
-		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Durable:        s.cfg.Consumer,
+		Description:    "deadletter validator",
+		FilterSubjects: []string{subjects.EventsAll, subjects.ReplaysAll},
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        s.cfg.AckWait,
+		MaxDeliver:     s.cfg.MaxDeliver,
+		MaxAckPending:  max(1024, 4*s.cfg.Workers),
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
 		return fmt.Errorf("validator: consumer: %w", err)
@@ -234,7 +234,7 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 		_ = m.Nak()
 		return
 	}
-	dlqID, redrives := redriveOf(m.Headers())
+	dlqID, redrives := envelope.RedriveOf(m.Subject(), m.Headers())
 	env, err := s.check(m.Subject(), m.Data())
 	if err != nil {
 		s.structural(ctx, m, meta, nil, dlqID, redrives, record.StageValidate, err, attempts)
@@ -436,16 +436,6 @@ func readAttempts(ctx context.Context, kv jetstream.KeyValue, seq uint64) []reco
 	var hist record.History
 	_ = json.Unmarshal(e.Value(), &hist)
 	return hist.Attempts
-}
-
-// redriveOf reads the redrive headers the redriver sets.
-func redriveOf(h nats.Header) (dlqID string, count int) {
-	if h == nil {
-		return "", 0
-	}
-	dlqID = h.Get(envelope.DLQID)
-	count, _ = strconv.Atoi(h.Get(envelope.RedriveCount))
-	return dlqID, count
 }
 
 // checkReply is the answer of validator.check.

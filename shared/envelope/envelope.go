@@ -4,7 +4,14 @@
 // travels beside them.
 package envelope
 
-import "time"
+import (
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/deadletter/deadletter/shared/subjects"
+)
 
 // Envelope is the normalized identity of one valid event. Later services
 // (quarantiner, redriver, auditor) group, order and reconcile by it.
@@ -68,3 +75,17 @@ const (
 
 // Domains lists the event domains deadletter knows.
 var Domains = []string{"pharmacy", "dscsa", "fsma"}
+
+// RedriveOf returns the redrive headers of a message on subject: the dlq id
+// of the chain it replays and the replay's number. Only a replay subject
+// (subjects.IsReplay), which no one but the redriver may publish to, can
+// carry them; on any other subject the headers were set by a publisher and
+// are ignored, so a stranger cannot write into someone else's chain.
+func RedriveOf(subject string, h nats.Header) (dlqID string, count int) {
+	if h == nil || !subjects.IsReplay(subject) {
+		return "", 0
+	}
+	dlqID = h.Get(DLQID)
+	count, _ = strconv.Atoi(h.Get(RedriveCount))
+	return dlqID, count
+}

@@ -171,6 +171,9 @@ func StreamDiff(want, have jetstream.StreamConfig) []string {
 	if want.AllowMsgSchedules != have.AllowMsgSchedules {
 		add("allow message schedules", have.AllowMsgSchedules, want.AllowMsgSchedules)
 	}
+	if want.MaxConsumers != 0 && want.MaxConsumers != have.MaxConsumers {
+		add("max consumers", have.MaxConsumers, want.MaxConsumers)
+	}
 	if want.Sealed != have.Sealed {
 		add("sealed", have.Sealed, want.Sealed)
 	}

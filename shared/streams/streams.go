@@ -81,23 +81,30 @@ func (o Options) Validate() error {
 	return nil
 }
 
+// MaxConsumers bounds the consumers of every stream. Only the break-glass
+// admin may create consumers (package access): the services bind the few
+// durable ones provisioned for them and read everything else by direct get,
+// so the bound only keeps an administrator's leftovers from piling up.
+const MaxConsumers = 16
+
 // Events is the inbound stream. Limits retention: an event that exhausts
 // its deliveries stays fetchable by sequence for the quarantiner.
 func Events(o Options) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:        subjects.EventsStream,
-		Description: "deadletter inbound regulated events",
-		Subjects:    []string{subjects.EventsAll},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     jetstream.FileStorage,
-		Replicas:    o.Replicas,
-		MaxAge:      o.EventsMaxAge,
-		MaxBytes:    o.EventsMaxBytes,
-		MaxMsgs:     -1,
-		MaxMsgSize:  o.MaxEventSize,
-		Discard:     jetstream.DiscardNew,
-		Duplicates:  o.DuplicateWindow,
-		AllowDirect: true,
+		Name:         subjects.EventsStream,
+		Description:  "deadletter inbound regulated events",
+		Subjects:     []string{subjects.EventsAll, subjects.ReplaysAll},
+		Retention:    jetstream.LimitsPolicy,
+		Storage:      jetstream.FileStorage,
+		Replicas:     o.Replicas,
+		MaxConsumers: MaxConsumers,
+		MaxAge:       o.EventsMaxAge,
+		MaxBytes:     o.EventsMaxBytes,
+		MaxMsgs:      -1,
+		MaxMsgSize:   o.MaxEventSize,
+		Discard:      jetstream.DiscardNew,
+		Duplicates:   o.DuplicateWindow,
+		AllowDirect:  true,
 	}
 }
 
@@ -105,20 +112,21 @@ func Events(o Options) jetstream.StreamConfig {
 // idempotency key, written at most once (deny delete and purge).
 func Ledger(o Options) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:        subjects.LedgerStream,
-		Description: "deadletter system of record of committed events",
-		Subjects:    []string{subjects.LedgerAll},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     jetstream.FileStorage,
-		Replicas:    o.Replicas,
-		MaxAge:      0,
-		MaxBytes:    -1,
-		MaxMsgs:     -1,
-		Discard:     jetstream.DiscardNew,
-		Duplicates:  o.DuplicateWindow,
-		DenyDelete:  true,
-		DenyPurge:   true,
-		AllowDirect: true,
+		Name:         subjects.LedgerStream,
+		Description:  "deadletter system of record of committed events",
+		Subjects:     []string{subjects.LedgerAll},
+		Retention:    jetstream.LimitsPolicy,
+		Storage:      jetstream.FileStorage,
+		Replicas:     o.Replicas,
+		MaxConsumers: MaxConsumers,
+		MaxAge:       0,
+		MaxBytes:     -1,
+		MaxMsgs:      -1,
+		Discard:      jetstream.DiscardNew,
+		Duplicates:   o.DuplicateWindow,
+		DenyDelete:   true,
+		DenyPurge:    true,
+		AllowDirect:  true,
 	}
 }
 
@@ -127,17 +135,18 @@ func Ledger(o Options) jetstream.StreamConfig {
 // sealed record is stored.
 func Failures(o Options) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:        subjects.FailuresStream,
-		Description: "deadletter quarantine intake",
-		Subjects:    []string{subjects.FailuresAll},
-		Retention:   jetstream.WorkQueuePolicy,
-		Storage:     jetstream.FileStorage,
-		Replicas:    o.Replicas,
-		MaxBytes:    o.FailuresMaxBytes,
-		MaxMsgs:     -1,
-		Discard:     jetstream.DiscardNew,
-		Duplicates:  o.DuplicateWindow,
-		AllowDirect: true,
+		Name:         subjects.FailuresStream,
+		Description:  "deadletter quarantine intake",
+		Subjects:     []string{subjects.FailuresAll},
+		Retention:    jetstream.WorkQueuePolicy,
+		Storage:      jetstream.FileStorage,
+		Replicas:     o.Replicas,
+		MaxConsumers: MaxConsumers,
+		MaxBytes:     o.FailuresMaxBytes,
+		MaxMsgs:      -1,
+		Discard:      jetstream.DiscardNew,
+		Duplicates:   o.DuplicateWindow,
+		AllowDirect:  true,
 	}
 }
 
@@ -146,16 +155,17 @@ func Failures(o Options) jetstream.StreamConfig {
 // listens at that moment; this stream is always listening.
 func Advisories(o Options) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:        subjects.AdvisoriesStream,
-		Description: "deadletter captured JetStream delivery advisories",
-		Subjects:    []string{subjects.MaxDeliveriesAdvisories, subjects.TerminatedAdvisories},
-		Retention:   jetstream.WorkQueuePolicy,
-		Storage:     jetstream.FileStorage,
-		Replicas:    o.Replicas,
-		MaxAge:      o.EventsMaxAge,
-		MaxBytes:    -1,
-		MaxMsgs:     -1,
-		Discard:     jetstream.DiscardNew,
+		Name:         subjects.AdvisoriesStream,
+		Description:  "deadletter captured JetStream delivery advisories",
+		Subjects:     []string{subjects.MaxDeliveriesAdvisories, subjects.TerminatedAdvisories},
+		Retention:    jetstream.WorkQueuePolicy,
+		Storage:      jetstream.FileStorage,
+		Replicas:     o.Replicas,
+		MaxConsumers: MaxConsumers,
+		MaxAge:       o.EventsMaxAge,
+		MaxBytes:     -1,
+		MaxMsgs:      -1,
+		Discard:      jetstream.DiscardNew,
 	}
 }
 
@@ -166,20 +176,21 @@ func Advisories(o Options) jetstream.StreamConfig {
 // permissions that forbid stream update and delete.
 func Quarantine(o Options) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:        subjects.QuarantineStream,
-		Description: "deadletter WORM quarantine of sealed records",
-		Subjects:    []string{subjects.QuarantineAll},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     jetstream.FileStorage,
-		Replicas:    o.Replicas,
-		MaxAge:      o.QuarantineMaxAge,
-		MaxBytes:    -1,
-		MaxMsgs:     -1,
-		Discard:     jetstream.DiscardNew,
-		Duplicates:  o.DuplicateWindow,
-		DenyDelete:  true,
-		DenyPurge:   true,
-		AllowDirect: true,
+		Name:         subjects.QuarantineStream,
+		Description:  "deadletter WORM quarantine of sealed records",
+		Subjects:     []string{subjects.QuarantineAll},
+		Retention:    jetstream.LimitsPolicy,
+		Storage:      jetstream.FileStorage,
+		Replicas:     o.Replicas,
+		MaxConsumers: MaxConsumers,
+		MaxAge:       o.QuarantineMaxAge,
+		MaxBytes:     -1,
+		MaxMsgs:      -1,
+		Discard:      jetstream.DiscardNew,
+		Duplicates:   o.DuplicateWindow,
+		DenyDelete:   true,
+		DenyPurge:    true,
+		AllowDirect:  true,
 	}
 }
 

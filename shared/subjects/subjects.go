@@ -39,9 +39,16 @@ const (
 
 // Subject roots and filters.
 const (
-	// EventsAll is EVENTS' subject filter: every "events.<domain>.<type>",
-	// including unknown domains, which the validator quarantines.
+	// EventsAll covers the events publishers send: every
+	// "events.<domain>.<type>", including unknown domains, which the
+	// validator quarantines.
 	EventsAll = "events.>"
+	// ReplaysAll covers the redriver's replays, "replay.<domain>.<type>".
+	// Only the redriver may publish there (package access), so only a
+	// message on a replay subject can carry a redrive's Deadletter-Dlq-Id
+	// and Deadletter-Redrive-Count: on an events subject those headers come
+	// from a publisher and are ignored.
+	ReplaysAll = "replay.>"
 	// LedgerAll is LEDGER's subject filter.
 	LedgerAll = "ledger.>"
 	// FailuresAll is FAILURES' subject filter.
@@ -50,12 +57,14 @@ const (
 	QuarantineAll = "quarantine.>"
 	// AuditCheckpoints is the subject of the auditor's checkpoints (AUDIT).
 	AuditCheckpoints = "audit.checkpoints"
-	// MaxDeliveriesAdvisories matches max-delivery advisories of every
-	// consumer of EVENTS.
-	MaxDeliveriesAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + EventsStream + ".>"
-	// TerminatedAdvisories matches message-terminated advisories of every
-	// consumer of EVENTS.
-	TerminatedAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED." + EventsStream + ".>"
+	// MaxDeliveriesAdvisories matches the max-delivery advisories of the
+	// validator's consumer of EVENTS, and no other consumer's: an advisory
+	// of someone else's consumer says nothing about whether an event was
+	// committed.
+	MaxDeliveriesAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + EventsStream + "." + ValidatorConsumer
+	// TerminatedAdvisories matches the message-terminated advisories of the
+	// validator's consumer of EVENTS.
+	TerminatedAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED." + EventsStream + "." + ValidatorConsumer
 )
 
 // UnknownDomain is the domain token used for failures whose subject names
@@ -65,11 +74,18 @@ const UnknownDomain = "unknown"
 // Event returns the subject an event of a domain and type is published on.
 func Event(domain, eventType string) string { return "events." + domain + "." + eventType }
 
-// ParseEvent splits "events.<domain>.<event_type>"; ok is false for any
-// other shape.
+// Replay returns the subject the redriver replays an event of a domain and
+// type on.
+func Replay(domain, eventType string) string { return "replay." + domain + "." + eventType }
+
+// IsReplay reports whether subject is a replay subject (see ReplaysAll).
+func IsReplay(subject string) bool { return strings.HasPrefix(subject, "replay.") }
+
+// ParseEvent splits "events.<domain>.<event_type>" or
+// "replay.<domain>.<event_type>"; ok is false for any other shape.
 func ParseEvent(subject string) (domain, eventType string, ok bool) {
 	parts := strings.Split(subject, ".")
-	if len(parts) != 3 || parts[0] != "events" || parts[1] == "" || parts[2] == "" {
+	if len(parts) != 3 || (parts[0] != "events" && parts[0] != "replay") || parts[1] == "" || parts[2] == "" {
 		return "", "", false
 	}
 	return parts[1], parts[2], true
