@@ -99,4 +99,3 @@ func RoleOfAccount(acc string) (Role, bool) {
 	}
 	return "", false
 }
-
