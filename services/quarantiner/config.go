@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -11,6 +12,7 @@ import (
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/streams"
+	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 // Config configures a quarantiner. Start from DefaultConfig.
@@ -49,8 +51,12 @@ type Config struct {
 	ChainCache int
 	// Streams sizes the streams checked at start-up.
 	Streams streams.Options
-	// Provision creates or checks the core streams at start-up (QUARANTINE
-	// itself is provisioned by the administrator). Default true.
+	// Provision creates or checks the core streams and the two consumers at
+	// start-up (QUARANTINE itself is provisioned by the administrator): for
+	// development and tests without the trust boundary. Under it (package
+	// access) the administrator provisions the streams and the consumers
+	// (FailuresConsumerConfig, AdvisoriesConsumerConfig), and Provision is
+	// false. Default true.
 	Provision bool
 	// Registerer receives the quarantiner's metrics. Nil: not exported.
 	Registerer prometheus.Registerer
@@ -66,8 +72,8 @@ type Config struct {
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{
-		FailuresConsumer:   "quarantiner",
-		AdvisoriesConsumer: "quarantiner-advisories",
+		FailuresConsumer:   subjects.FailuresConsumer,
+		AdvisoriesConsumer: subjects.AdvisoriesConsumer,
 		AckWait:            30 * time.Second,
 		RetryDelay:         time.Second,
 		Workers:            128,
@@ -107,4 +113,32 @@ func (c Config) validate() error {
 		return errors.New("quarantiner: ChainCache must not be negative")
 	}
 	return c.Streams.Validate()
+}
+
+// FailuresConsumerConfig is the quarantiner's durable consumer of FAILURES,
+// which the administrator provisions (services may not create consumers).
+func (c Config) FailuresConsumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       c.FailuresConsumer,
+		Description:   "deadletter quarantiner: failure intake",
+		FilterSubject: subjects.FailuresAll,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.AckWait,
+		MaxDeliver:    -1, // a failure is never given up on
+		MaxAckPending: 4 * c.Workers,
+	}
+}
+
+// AdvisoriesConsumerConfig is the quarantiner's durable consumer of
+// ADVISORIES, provisioned by the administrator.
+func (c Config) AdvisoriesConsumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:        c.AdvisoriesConsumer,
+		Description:    "deadletter quarantiner: delivery advisories",
+		FilterSubjects: []string{subjects.MaxDeliveriesAdvisories, subjects.TerminatedAdvisories},
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        c.AckWait,
+		MaxDeliver:     -1,
+		MaxAckPending:  4 * c.Workers,
+	}
 }

@@ -112,27 +112,11 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.attempts, err = s.js.KeyValue(setup, subjects.AttemptsBucket); err != nil {
 		return fmt.Errorf("quarantiner: %w", err)
 	}
-	failures, err := s.js.CreateOrUpdateConsumer(setup, subjects.FailuresStream, jetstream.ConsumerConfig{
-		Durable:       s.cfg.FailuresConsumer,
-		Description:   "deadletter quarantiner: failure intake",
-		FilterSubject: subjects.FailuresAll,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       s.cfg.AckWait,
-		MaxDeliver:    -1, // a failure is never given up on
-		MaxAckPending: 4 * s.cfg.Workers,
-	})
+	failures, err := streams.BindConsumer(setup, s.js, subjects.FailuresStream, s.cfg.FailuresConsumerConfig(), s.cfg.Provision)
 	if err != nil {
 		return fmt.Errorf("quarantiner: failures consumer: %w", err)
 	}
-	advisories, err := s.js.CreateOrUpdateConsumer(setup, subjects.AdvisoriesStream, jetstream.ConsumerConfig{
-		Durable:        s.cfg.AdvisoriesConsumer,
-		Description:    "deadletter quarantiner: delivery advisories",
-		FilterSubjects: []string{subjects.MaxDeliveriesAdvisories, subjects.TerminatedAdvisories},
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        s.cfg.AckWait,
-		MaxDeliver:     -1,
-		MaxAckPending:  4 * s.cfg.Workers,
-	})
+	advisories, err := streams.BindConsumer(setup, s.js, subjects.AdvisoriesStream, s.cfg.AdvisoriesConsumerConfig(), s.cfg.Provision)
 	if err != nil {
 		return fmt.Errorf("quarantiner: advisories consumer: %w", err)
 	}

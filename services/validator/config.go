@@ -57,7 +57,11 @@ type Config struct {
 	InstanceID string
 	// Streams sizes the streams provisioned at start-up.
 	Streams streams.Options
-	// Provision creates or checks the core streams at start-up. Default true.
+	// Provision creates or checks the core streams and the consumer at
+	// start-up: for development and tests without the trust boundary. Under
+	// it (package access) no service may create anything: the administrator
+	// provisions the streams and ConsumerConfig, and Provision is false.
+	// Default true.
 	Provision bool
 	// Registerer receives the validator's metrics. Nil: not exported.
 	Registerer prometheus.Registerer

@@ -102,6 +102,21 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	return s, nil
 }
 
+// ConsumerConfig is the validator's durable consumer of EVENTS, which the
+// administrator provisions (services may not create consumers).
+func (c Config) ConsumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:        c.Consumer,
+		Description:    "deadletter validator",
+		FilterSubjects: []string{subjects.EventsAll, subjects.ReplaysAll},
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        c.AckWait,
+		MaxDeliver:     c.MaxDeliver,
+		MaxAckPending:  max(1024, 4*c.Workers),
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	}
+}
+
 // Stats returns the instance's counters.
 func (s *Service) Stats() Stats {
 	return Stats{
@@ -132,18 +147,9 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	s.commit.kv = kv
 	s.commit.hooks = s.hooks
-	cons, err := s.js.CreateOrUpdateConsumer(setup, subjects.EventsStream, jetstream.ConsumerConfig{
-		Durable:        s.cfg.Consumer,
-		Description:    "deadletter validator",
-		FilterSubjects: []string{subjects.EventsAll, subjects.ReplaysAll},
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        s.cfg.AckWait,
-		MaxDeliver:     s.cfg.MaxDeliver,
-		MaxAckPending:  max(1024, 4*s.cfg.Workers),
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-	})
+	cons, err := streams.BindConsumer(setup, s.js, subjects.EventsStream, s.cfg.ConsumerConfig(), s.cfg.Provision)
 	if err != nil {
-		return fmt.Errorf("validator: consumer: %w", err)
+		return fmt.Errorf("validator: %w", err)
 	}
 
 	svc, err := micro.AddService(s.nc, micro.Config{

@@ -1,44 +1,55 @@
-// Package access is the single source of truth for deadletter's NATS users
-// and their permissions.
+// Package access is the single source of truth for deadletter's trust
+// boundary: the NATS accounts, the users in them, and what each may publish
+// and subscribe to. ServerConfig renders it as a nats-server configuration
+// (the embedded server of `make run` loads the same text), so a single
+// machine and a cluster enforce one boundary.
 //
-// The table in this file names every user, what it may publish and what it
-// may subscribe to. Users turns it into the []*server.User of the embedded
-// server; Specs exposes it as plain data, so that a cluster configuration can
-// be rendered from the same table later.
+// # Accounts are the trust zones
 //
-// The permissions exist because the stream flags of a WORM store are not
-// enough on nats-server 2.15: DenyDelete and DenyPurge refuse message delete
-// and purge, but a stream UPDATE that lowers MaxAge or MaxMsgs is accepted
-// (and drops records), and so is a stream DELETE. So every user but the
-// break-glass admin is denied the mutating JetStream API of the protected
-// streams (ProtectedStreams), only the admin may create the WORM streams, and
-// only the quarantiner (and the admin) may publish to quarantine.>.
+// The services (validator, quarantiner, redriver, auditor) and the
+// break-glass admin live in the services' account, ServiceAccount, the
+// only account with JetStream. Every person role (Roles) is an account of
+// its own with no JetStream API at all: a publisher or an operator cannot
+// create a consumer, read a stream, touch a bucket or see the services'
+// inboxes, whatever subject it picks, because those subjects do not exist
+// in its account. What a role account can reach is exactly what it
+// imports: events.> (publishers; a service import, so the stream's PubAck
+// comes back), the service endpoints of its role (with share: true, so the
+// server writes the caller's account and user into Nats-Request-Info,
+// overwriting any the client sent, see CallerOf), and $SRV.> for `nats
+// micro ls` (response_type stream). Replies to those requests cross back
+// on the server's _R_ subjects, so a requester cannot make a service
+// answer onto a subject of its choosing.
 //
-// The table also guards the work the services
-// own: no user but the owner may pull from, acknowledge, update, pause,
-// reset or delete the validator's consumer on EVENTS or any consumer of the
-// quarantiner's intakes (FAILURES, ADVISORIES). A forged acknowledgement
-// would make an event vanish without being committed or quarantined.
+// # Allow-lists within the services' account
 //
-// Permission rules in NATS: a subject is allowed when it matches an allow
-// entry and no deny entry (deny wins). Replies to requests a service
-// receives are allowed with the "allow responses" permission, so services do
-// not need to publish to _INBOX.> at large.
+// Each service may publish only the API subjects, streams, consumers and
+// keys its work needs (Spec.Publish), and subscribe only to its own inbox,
+// its endpoints and discovery. No service may create, update or delete a
+// stream, a bucket or a consumer: the admin provisions them all,
+// the services' durable consumers included. (A right to create a consumer
+// would be a right to aim its deliver_subject at any subject: permissions
+// do not see it.) Services read everything else by direct get.
+//
+// Every user, people included, has a private inbox prefix (InboxPrefix)
+// and may subscribe to nothing else of the bus's replies.
 package access
 
 import (
 	"slices"
 
-	"github.com/nats-io/nats-server/v2/server"
-
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
-// User names.
+// ServiceAccount is the account of the services and their streams.
+const ServiceAccount = "DEADLETTER"
+
+// Service user names (in ServiceAccount).
 const (
-	// Admin is the break-glass user: no restriction at all. It provisions
-	// the WORM streams and is the only one that can alter or delete them.
+	// Admin is the break-glass user: no restriction at all within the
+	// services' account. It provisions every stream, bucket and durable
+	// consumer and is the only one that can alter or delete them.
 	Admin = "admin"
 	// Validator is the validator service.
 	Validator = "validator"
@@ -50,78 +61,32 @@ const (
 	// Auditor is the auditor service: it reads, and writes only its own
 	// checkpoints to AUDIT.
 	Auditor = "auditor"
-	// Client is every publisher and operator. The embedded server maps a
-	// connection without credentials to it (NoAuthUser), so `nats pub` and
-	// `nats req` work without flags.
-	Client = "client"
 )
 
-// NoAuthUser is the user a connection without credentials is mapped to.
-const NoAuthUser = Client
+// InboxPrefix is the private inbox prefix of a user: its requests' replies
+// arrive below it (nats.CustomInboxPrefix, a natscli context's
+// inbox_prefix), and it may subscribe to no other inbox.
+func InboxPrefix(user string) string { return "_INBOX." + user }
 
-// Endpoint subject filters: the subjects each service's micro endpoints
-// live under (the exact subjects are in shared/api).
-const (
-	// ValidatorEndpoints covers the validator's endpoints
-	// (validator.check.<domain>.<type>).
-	ValidatorEndpoints = "validator.>"
-	// ValidatorCheck covers the dry-run endpoint clients may call.
-	ValidatorCheck = "validator.check.>"
-	// QuarantinerEndpoints covers the quarantiner's endpoints
-	// (api.QuarantinerAppend). They live under quarantiner.>, not
-	// quarantine.>, which is QUARANTINE's stream subject.
-	QuarantinerEndpoints = "quarantiner.>"
-	// RedriverDrain covers the redriver's drain endpoints (api.Drain*).
-	RedriverDrain = "drain.>"
-	// AuditorEndpoints covers the auditor's endpoints (api.Audit*). It also
-	// contains AUDIT's stream subject, subjects.AuditCheckpoints, which
-	// everyone but the auditor is denied.
-	AuditorEndpoints = "audit.>"
-)
+// inboxAll is the subscription filter of a user's inbox.
+func inboxAll(user string) string { return InboxPrefix(user) + ".>" }
 
-// ProtectedStreams are the streams whose records no user but the admin may
-// remove: their update, delete, purge and message-delete API subjects are
-// denied to everyone else.
-var ProtectedStreams = []string{subjects.LedgerStream, subjects.QuarantineStream, subjects.AuditStream}
+// crossAccountReplies covers the reply subjects of requests that came
+// through a service import (the server's _R_ mapping).
+const crossAccountReplies = "_R_.>"
 
-// WORMStreams are the protected streams that only the admin provisions:
-// their create and restore API subjects are denied to everyone else too.
-// (streams.EnsureWORM). LEDGER is not among them because the validator may
-// provision the core streams (streams.EnsureCore) when they are missing.
-var WORMStreams = []string{subjects.QuarantineStream, subjects.AuditStream}
-
-// OwnedConsumer is a consumer (or every consumer, Name "*") of a stream that
-// only its owner may pull from, acknowledge or administer.
-type OwnedConsumer struct {
-	Stream, Name, Owner string
-}
-
-// OwnedConsumers are the service consumers no other user may touch.
-var OwnedConsumers = []OwnedConsumer{
-	{Stream: subjects.EventsStream, Name: subjects.ValidatorConsumer, Owner: Validator},
-	{Stream: subjects.FailuresStream, Name: "*", Owner: Quarantiner},
-	{Stream: subjects.AdvisoriesStream, Name: "*", Owner: Quarantiner},
-}
-
-// Common subjects of the table.
-const (
-	inbox   = "_INBOX.>"             // replies to the user's own requests
-	jsAPI   = "$JS.API.>"            // the JetStream API (reads, own consumers)
-	jsAck   = "$JS.ACK.>"            // acknowledgements of consumed messages
-	jsFC    = "$JS.FC.>"             // flow control of push/ordered consumers
-	srv     = "$SRV.>"               // micro discovery (PING, INFO, STATS)
-	advisor = "$JS.EVENT.ADVISORY.>" // JetStream advisories
-)
+// srv covers micro discovery (PING, INFO, STATS).
+const srv = "$SRV.>"
 
 // Rule is one direction (publish or subscribe) of a user's permissions.
 type Rule struct {
-	// Allow lists the subjects allowed (nil: everything).
-	Allow []string
+	// Allow lists the subjects allowed.
+	Allow []string `json:"allow,omitempty"`
 	// Deny lists the subjects denied even when allowed.
-	Deny []string
+	Deny []string `json:"deny,omitempty"`
 }
 
-// Spec is one user of the table.
+// Spec is one user of the services' account.
 type Spec struct {
 	// Name is the user name (one of the constants above).
 	Name string
@@ -131,159 +96,178 @@ type Spec struct {
 	Unrestricted bool
 	// Publish and Subscribe are the user's permissions.
 	Publish, Subscribe Rule
-	// Responses allows one reply to each request the user receives (the
-	// server's "allow_responses"), which micro endpoints and $SRV
-	// discovery need.
-	Responses bool
 }
 
-// table is the single source of truth. Denies shared by every non-admin
-// user (protected streams, owned consumers) are added by Specs.
-var table = []Spec{
-	{
-		Name:         Admin,
-		Doc:          "break-glass administrator: provisions and, if ever needed, alters the WORM streams",
-		Unrestricted: true,
-	},
-	{
-		Name: Validator,
-		Doc:  "consumes EVENTS, commits to LEDGER, sends failures to FAILURES, keeps IDEMPOTENCY and ATTEMPTS",
-		Publish: Rule{Allow: []string{
-			jsAPI, jsAck, jsFC,
-			subjects.LedgerAll, subjects.FailuresAll,
-			kv(subjects.IdempotencyBucket), kv(subjects.AttemptsBucket),
-		}},
-		Subscribe: Rule{Allow: []string{inbox, srv, ValidatorEndpoints}},
-		Responses: true,
-	},
-	{
-		Name:      Quarantiner,
-		Doc:       "consumes FAILURES and ADVISORIES, reads EVENTS and ATTEMPTS, appends sealed records to QUARANTINE (its only writer)",
-		Publish:   Rule{Allow: []string{jsAPI, jsAck, jsFC, subjects.QuarantineAll}},
-		Subscribe: Rule{Allow: []string{inbox, srv, QuarantinerEndpoints, advisor}},
-		Responses: true,
-	},
-	{
-		Name: Redriver,
-		Doc:  "drains and redrives quarantined events back into EVENTS, keeps drain states in DRAINS, appends lifecycle records through the quarantiner",
-		Publish: Rule{Allow: []string{
-			jsAPI, jsAck, jsFC, subjects.EventsAll, kv(subjects.DrainsBucket), QuarantinerEndpoints,
-		}},
-		// It watches commits and quarantine records (read-only core
-		// subscriptions) to observe each replay's outcome as it happens.
-		Subscribe: Rule{Allow: []string{inbox, srv, RedriverDrain, api.Redrive, api.Release,
-			kv(subjects.IdempotencyBucket), subjects.QuarantineAll}},
-		Responses: true,
-	},
-	{
-		Name:      Auditor,
-		Doc:       "verifies and reconciles (reads), writes only its checkpoints to AUDIT",
-		Publish:   Rule{Allow: []string{jsAPI, jsAck, jsFC, subjects.AuditCheckpoints}},
-		Subscribe: Rule{Allow: []string{inbox, srv, AuditorEndpoints}},
-		Responses: true,
-	},
-	{
-		Name: Client,
-		Doc:  "publishers and operators (no credentials): publish events, call endpoints, read streams",
-		Publish: Rule{
-			Allow: []string{
-				jsAPI, jsAck, jsFC, srv,
-				subjects.EventsAll, ValidatorCheck,
-				RedriverDrain, api.Redrive, api.Release, AuditorEndpoints,
-			},
-			// Clients read, they don't administer: no stream administration
-			// at all (which also closes creating a stream whose RePublish
-			// writes into a protected stream), and no forged checkpoint.
-			// Lifecycle records are written only through the redriver's
-			// endpoints (which record the operator and reason), never by
-			// calling quarantiner.append directly.
-			Deny: append(streamAdmin("*"), subjects.AuditCheckpoints),
-		},
-		Subscribe: Rule{Allow: []string{inbox}},
-	},
+// api subjects of one stream.
+func streamInfo(s string) string    { return "$JS.API.STREAM.INFO." + s }
+func msgGet(s string) string        { return "$JS.API.STREAM.MSG.GET." + s }
+func consumerInfo(s, c string) string { return "$JS.API.CONSUMER.INFO." + s + "." + c }
+func msgNext(s, c string) string    { return "$JS.API.CONSUMER.MSG.NEXT." + s + "." + c }
+
+// directGet returns the direct-get subjects of a stream (by sequence or
+// batch, and last-by-subject).
+func directGet(s string) []string {
+	return []string{"$JS.API.DIRECT.GET." + s, "$JS.API.DIRECT.GET." + s + ".>"}
 }
 
-// kv returns the publish subjects of a key-value bucket's keys.
-func kv(bucket string) string { return "$KV." + bucket + ".>" }
-
-// protectedMutations returns the API subjects that remove records of a
-// protected stream.
-func protectedMutations(stream string) []string {
-	return []string{
-		"$JS.API.STREAM.UPDATE." + stream,
-		"$JS.API.STREAM.DELETE." + stream,
-		"$JS.API.STREAM.PURGE." + stream,
-		"$JS.API.STREAM.MSG.DELETE." + stream,
+// reads returns what reading a stream takes: its info, message gets and
+// direct gets.
+func reads(streams ...string) []string {
+	var out []string
+	for _, s := range streams {
+		out = append(out, streamInfo(s), msgGet(s))
+		out = append(out, directGet(s)...)
 	}
+	return out
 }
 
-// provisioning returns the API subjects that bring a stream into existence.
-func provisioning(stream string) []string {
-	return []string{"$JS.API.STREAM.CREATE." + stream, "$JS.API.STREAM.RESTORE." + stream}
-}
+// bucketStream is the stream behind a key-value bucket.
+func bucketStream(bucket string) string { return "KV_" + bucket }
 
-// streamAdmin returns every stream-administration API subject of a stream
-// (or of every stream, "*").
-func streamAdmin(stream string) []string {
-	return append(provisioning(stream), protectedMutations(stream)...)
-}
+// kvKeys returns the subjects of a bucket's keys (puts, creates, updates,
+// deletes).
+func kvKeys(bucket string) string { return "$KV." + bucket + ".>" }
 
-// consumerGuard returns the subjects that pull from, acknowledge or
-// administer a consumer. Acks are denied in both formats the server
-// accepts: v1 $JS.ACK.<stream>.<consumer>... and v2
+// kvRead returns what reading a bucket takes.
+func kvRead(bucket string) []string { return reads(bucketStream(bucket)) }
+
+// kvWrite returns what reading and writing a bucket takes.
+func kvWrite(bucket string) []string { return append(kvRead(bucket), kvKeys(bucket)) }
+
+// pull returns what binding to, pulling from and acknowledging one durable
+// consumer takes. Acks are allowed in both formats the server uses: v1
+// $JS.ACK.<stream>.<consumer>... and v2
 // $JS.ACK.<domain>.<account hash>.<stream>.<consumer>...
-func consumerGuard(c OwnedConsumer) []string {
-	sc := c.Stream + "." + c.Name
+func pull(stream, consumer string) []string {
+	sc := stream + "." + consumer
 	return []string{
-		"$JS.API.CONSUMER.MSG.NEXT." + sc,
-		"$JS.ACK." + sc + ".>",
-		"$JS.ACK.*.*." + sc + ".>",
-		"$JS.API.CONSUMER.CREATE." + sc,
-		"$JS.API.CONSUMER.CREATE." + sc + ".>",
-		"$JS.API.CONSUMER.DURABLE.CREATE." + sc,
-		"$JS.API.CONSUMER.DELETE." + sc,
-		"$JS.API.CONSUMER.PAUSE." + sc,
-		"$JS.API.CONSUMER.RESET." + sc,
+		streamInfo(stream), consumerInfo(stream, consumer), msgNext(stream, consumer),
+		"$JS.ACK." + sc + ".>", "$JS.ACK.*.*." + sc + ".>",
 	}
 }
 
-// commonDeny returns the publish denies of a non-admin user.
-func commonDeny(user string) []string {
-	var deny []string
-	for _, s := range ProtectedStreams {
-		deny = append(deny, protectedMutations(s)...)
-	}
-	for _, s := range WORMStreams {
-		deny = append(deny, provisioning(s)...)
-	}
-	for _, c := range OwnedConsumers {
-		if c.Owner != user {
-			deny = append(deny, consumerGuard(c)...)
-		}
-	}
-	if user != Quarantiner {
-		deny = append(deny, subjects.QuarantineAll)
-	}
-	return deny
+// service returns the permissions every service shares: its own inbox,
+// micro discovery, and replies to requests that came through an import.
+func service(user string, publish []string, endpoints ...string) (Rule, Rule) {
+	pub := append([]string{crossAccountReplies}, publish...)
+	sub := append([]string{inboxAll(user), srv}, endpoints...)
+	return Rule{Allow: dedup(pub)}, Rule{Allow: dedup(sub)}
 }
 
-// Specs returns the table with every rule complete (the common denies
-// added, duplicates removed). The result is a fresh copy.
+func concat(parts ...[]string) []string {
+	var out []string
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// table is the single source of truth for the services' account.
+var table = func() []Spec {
+	vp, vs := service(Validator, concat(
+		pull(subjects.EventsStream, subjects.ValidatorConsumer),
+		reads(subjects.LedgerStream),
+		kvWrite(subjects.IdempotencyBucket), kvWrite(subjects.AttemptsBucket),
+		[]string{subjects.LedgerAll, subjects.FailuresAll},
+	), api.ValidatorCheckAll)
+	qp, qs := service(Quarantiner, concat(
+		pull(subjects.FailuresStream, subjects.FailuresConsumer),
+		pull(subjects.AdvisoriesStream, subjects.AdvisoriesConsumer),
+		reads(subjects.QuarantineStream, subjects.EventsStream),
+		kvRead(subjects.AttemptsBucket),
+		// Answers to the redriver's appends (a request within the account).
+		[]string{subjects.QuarantineAll, inboxAll(Redriver)},
+	), api.QuarantinerAppend)
+	rp, rs := service(Redriver, concat(
+		reads(subjects.QuarantineStream, subjects.EventsStream, subjects.LedgerStream),
+		kvRead(subjects.IdempotencyBucket), kvWrite(subjects.DrainsBucket),
+		[]string{subjects.ReplaysAll, api.QuarantinerAppend},
+	), append(RedriverEndpoints(),
+		// It watches commits and quarantine records (core subscriptions,
+		// read-only) to observe each replay's outcome as it happens.
+		kvKeys(subjects.IdempotencyBucket), subjects.QuarantineAll)...)
+	ap, as := service(Auditor, concat(
+		reads(subjects.QuarantineStream, subjects.AuditStream, subjects.EventsStream, subjects.LedgerStream),
+		kvRead(subjects.IdempotencyBucket),
+		[]string{subjects.AuditCheckpoints},
+	), AuditorEndpoints()...)
+	return []Spec{
+		{
+			Name:         Admin,
+			Doc:          "break-glass administrator: provisions every stream, bucket and durable consumer, and alone may alter or delete them",
+			Unrestricted: true,
+		},
+		{
+			Name:    Validator,
+			Doc:     "pulls EVENTS through its provisioned consumer, commits to LEDGER, sends failures to FAILURES, keeps IDEMPOTENCY and ATTEMPTS",
+			Publish: vp, Subscribe: vs,
+		},
+		{
+			Name:    Quarantiner,
+			Doc:     "pulls FAILURES and ADVISORIES, reads EVENTS and ATTEMPTS, appends sealed records to QUARANTINE (its only writer); answers only the redriver's appends",
+			Publish: qp, Subscribe: qs,
+		},
+		{
+			Name:    Redriver,
+			Doc:     "reads QUARANTINE, replays on replay.> (its own subjects), keeps drain states in DRAINS, appends lifecycle records through the quarantiner",
+			Publish: rp, Subscribe: rs,
+		},
+		{
+			Name:    Auditor,
+			Doc:     "reads QUARANTINE, AUDIT, EVENTS, LEDGER and IDEMPOTENCY; writes only its checkpoints to AUDIT",
+			Publish: ap, Subscribe: as,
+		},
+	}
+}()
+
+// RedriverEndpoints are the subjects of the redriver's endpoints.
+func RedriverEndpoints() []string {
+	return []string{api.DrainStart, api.DrainStatus, api.DrainCancel, api.DrainList, api.Redrive, api.Release}
+}
+
+// AuditorEndpoints are the subjects of the auditor's endpoints. AUDIT's
+// stream subject (subjects.AuditCheckpoints) is not among them: it is
+// never exported.
+func AuditorEndpoints() []string {
+	return []string{api.AuditVerify, api.AuditReconcile, api.AuditGet, api.AuditList, api.AuditGroups, api.AuditCheckpoint}
+}
+
+// readEndpoints are the endpoints every person role may call: reads that
+// carry no payload bytes unless the role allows it (the auditor checks).
+func readEndpoints() []string {
+	return []string{
+		api.ValidatorCheckAll,
+		api.DrainStatus, api.DrainList,
+		api.AuditVerify, api.AuditReconcile, api.AuditGet, api.AuditList, api.AuditGroups,
+	}
+}
+
+// RoleEndpoints returns the service subjects a role's account imports
+// (and its users may publish to), besides $SRV.> discovery.
+func RoleEndpoints(r Role) []string {
+	switch r {
+	case RolePublisher:
+		return []string{subjects.EventsAll, api.ValidatorCheckAll}
+	case RoleOperator:
+		return concat(readEndpoints(), []string{api.DrainStart, api.DrainCancel, api.Redrive, api.Release, api.AuditCheckpoint})
+	default:
+		return readEndpoints()
+	}
+}
+
+// Specs returns the services' account users. The result is a fresh copy.
 func Specs() []Spec {
 	out := make([]Spec, 0, len(table))
 	for _, s := range table {
 		s.Publish = Rule{Allow: slices.Clone(s.Publish.Allow), Deny: slices.Clone(s.Publish.Deny)}
 		s.Subscribe = Rule{Allow: slices.Clone(s.Subscribe.Allow), Deny: slices.Clone(s.Subscribe.Deny)}
-		if !s.Unrestricted {
-			s.Publish.Deny = dedup(append(s.Publish.Deny, commonDeny(s.Name)...))
-		}
 		out = append(out, s)
 	}
 	return out
 }
 
-// Names returns every user name, admin first.
-func Names() []string {
+// ServiceNames returns the services' account user names, admin first.
+func ServiceNames() []string {
 	names := make([]string, len(table))
 	for i, s := range table {
 		names[i] = s.Name
@@ -291,7 +275,7 @@ func Names() []string {
 	return names
 }
 
-// Lookup returns the complete Spec of a user.
+// Lookup returns the Spec of a services' account user.
 func Lookup(user string) (Spec, bool) {
 	for _, s := range Specs() {
 		if s.Name == user {
@@ -299,40 +283,6 @@ func Lookup(user string) (Spec, bool) {
 		}
 	}
 	return Spec{}, false
-}
-
-// ServerPermissions returns the nats-server permissions of the spec (nil
-// for the unrestricted admin).
-func (s Spec) ServerPermissions() *server.Permissions {
-	if s.Unrestricted {
-		return nil
-	}
-	p := &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: slices.Clone(s.Publish.Allow), Deny: slices.Clone(s.Publish.Deny)},
-		Subscribe: &server.SubjectPermission{Allow: slices.Clone(s.Subscribe.Allow), Deny: slices.Clone(s.Subscribe.Deny)},
-	}
-	if s.Responses {
-		p.Response = &server.ResponsePermission{
-			MaxMsgs: server.DEFAULT_ALLOW_RESPONSE_MAX_MSGS,
-			Expires: server.DEFAULT_ALLOW_RESPONSE_EXPIRATION,
-		}
-	}
-	return p
-}
-
-// Users returns the server users of the table with the passwords of p, for
-// embedded.Config.Users (together with NoAuthUser). A user without a
-// password in p is left out.
-func Users(p Passwords) []*server.User {
-	var users []*server.User
-	for _, s := range Specs() {
-		pw, ok := p[s.Name]
-		if !ok || pw == "" {
-			continue
-		}
-		users = append(users, &server.User{Username: s.Name, Password: pw, Permissions: s.ServerPermissions()})
-	}
-	return users
 }
 
 func dedup(in []string) []string {

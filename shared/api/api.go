@@ -9,6 +9,10 @@ const (
 	// QuarantinerAppend appends a lifecycle record to a quarantine chain.
 	QuarantinerAppend = "quarantiner.append"
 
+	// ValidatorCheckAll covers the validator's dry-run endpoint,
+	// validator.check.<domain>.<type>.
+	ValidatorCheckAll = "validator.check.>"
+
 	// Redriver endpoints.
 	DrainStart  = "drain.start"
 	DrainStatus = "drain.status"

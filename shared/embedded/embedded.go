@@ -30,11 +30,11 @@ type Config struct {
 	// MaxPayload is the largest message the server accepts. Default 8 MiB,
 	// room for a quarantine record of the largest event EVENTS accepts.
 	MaxPayload int32
-	// Users, when set, turns on authentication with these users and their
-	// permissions. NoAuthUser names the user a client without credentials
-	// is mapped to.
-	Users      []*server.User
-	NoAuthUser string
+	// ConfigText, when set, is nats-server configuration text loaded
+	// before the options above are applied (access.ServerConfig: the
+	// accounts, users and permissions of the trust boundary). Options set
+	// here win over the same settings in the text.
+	ConfigText string
 	// Log turns on the server's own log (to stderr).
 	Log bool
 	// ReadyTimeout bounds the wait for the server to accept connections.
@@ -69,19 +69,21 @@ func Start(cfg Config) (*server.Server, error) {
 	if cfg.StoreDir == "" {
 		return nil, errors.New("embedded: StoreDir is required")
 	}
-	opts := &server.Options{
-		ServerName: cfg.ServerName,
-		Host:       cfg.Host,
-		Port:       cfg.Port,
-		JetStream:  true,
-		StoreDir:   cfg.StoreDir,
-		SyncAlways: cfg.SyncAlways,
-		MaxPayload: cfg.MaxPayload,
-		NoLog:      !cfg.Log,
-		NoSigs:     true,
-		Users:      cfg.Users,
-		NoAuthUser: cfg.NoAuthUser,
+	opts := &server.Options{}
+	if cfg.ConfigText != "" {
+		if err := opts.ProcessConfigString(cfg.ConfigText); err != nil {
+			return nil, fmt.Errorf("embedded: configuration: %w", err)
+		}
 	}
+	opts.ServerName = cfg.ServerName
+	opts.Host = cfg.Host
+	opts.Port = cfg.Port
+	opts.JetStream = true
+	opts.StoreDir = cfg.StoreDir
+	opts.SyncAlways = cfg.SyncAlways
+	opts.MaxPayload = cfg.MaxPayload
+	opts.NoLog = !cfg.Log
+	opts.NoSigs = true
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded: %w", err)

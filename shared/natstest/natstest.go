@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/embedded"
 	"github.com/deadletter/deadletter/shared/streams"
 )
@@ -48,6 +49,51 @@ func StartConfig(tb testing.TB, cfg embedded.Config) *Server {
 	ts := &Server{Server: s, tb: tb, StoreDir: cfg.StoreDir, cfg: cfg}
 	tb.Cleanup(ts.Stop)
 	return ts
+}
+
+// Secured is a test server that enforces deadletter's trust boundary
+// (access.ServerConfig): the services' account with JetStream, an account
+// per person role, every user authenticated.
+type Secured struct {
+	*Server
+	// Secrets are the users' credentials.
+	Secrets *access.Secrets
+}
+
+// StartSecured starts a server with the access table's accounts and users
+// (the default people, one per role) and provisions, as the admin, every
+// stream and bucket with o.
+func StartSecured(tb testing.TB, o streams.Options) *Secured {
+	tb.Helper()
+	sec, err := access.NewSecrets(access.DefaultPeople())
+	if err != nil {
+		tb.Fatalf("natstest: secrets: %v", err)
+	}
+	text, err := access.ServerConfig(sec)
+	if err != nil {
+		tb.Fatalf("natstest: server config: %v", err)
+	}
+	s := &Secured{Server: StartConfig(tb, embedded.Config{ConfigText: text}), Secrets: sec}
+	js, err := jetstream.New(s.ConnectAs(tb, access.Admin))
+	if err != nil {
+		tb.Fatalf("natstest: jetstream: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := streams.EnsureCore(ctx, js, o); err != nil {
+		tb.Fatalf("natstest: provision: %v", err)
+	}
+	if err := streams.EnsureWORM(ctx, js, o); err != nil {
+		tb.Fatalf("natstest: provision WORM: %v", err)
+	}
+	return s
+}
+
+// ConnectAs opens a connection as user (a service user, the admin or a
+// person), with its private inbox prefix, closed at cleanup.
+func (s *Secured) ConnectAs(tb testing.TB, user string, opts ...nats.Option) *nats.Conn {
+	tb.Helper()
+	return s.Connect(tb, append(s.Secrets.NATSOptions(user), append(opts, nats.Name("test-"+user))...)...)
 }
 
 // Stop shuts the server down and waits for it to finish.

@@ -189,3 +189,33 @@ func sameSet(a, b []string) bool {
 	slices.Sort(b)
 	return slices.Equal(a, b)
 }
+
+// BindConsumer returns the durable consumer want.Durable of stream. With
+// create (a service run without the trust boundary, in development and
+// tests) it creates or updates the consumer; otherwise the consumer must
+// have been provisioned by the administrator (EnsureConsumer), since no
+// service may create consumers, and its absence is an error wrapping
+// jetstream.ErrConsumerNotFound.
+func BindConsumer(ctx context.Context, js jetstream.JetStream, stream string, want jetstream.ConsumerConfig, create bool) (jetstream.Consumer, error) {
+	if create {
+		c, err := js.CreateOrUpdateConsumer(ctx, stream, want)
+		if err != nil {
+			return nil, fmt.Errorf("streams: consumer %s on %s: %w", want.Durable, stream, err)
+		}
+		return c, nil
+	}
+	c, err := js.Consumer(ctx, stream, want.Durable)
+	if err != nil {
+		return nil, fmt.Errorf("streams: consumer %s on %s (provisioned by the administrator): %w", want.Durable, stream, err)
+	}
+	return c, nil
+}
+
+// EnsureConsumer creates the durable consumer want on stream, or updates it
+// to want: the administrator's step for each service's consumer.
+func EnsureConsumer(ctx context.Context, js jetstream.JetStream, stream string, want jetstream.ConsumerConfig) error {
+	if _, err := js.CreateOrUpdateConsumer(ctx, stream, want); err != nil {
+		return fmt.Errorf("streams: consumer %s on %s: %w", want.Durable, stream, err)
+	}
+	return nil
+}

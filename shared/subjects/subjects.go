@@ -35,6 +35,12 @@ const (
 	// ValidatorConsumer is the durable pull consumer shared by every
 	// validator instance.
 	ValidatorConsumer = "validator"
+	// FailuresConsumer is the quarantiner's durable pull consumer of
+	// FAILURES.
+	FailuresConsumer = "quarantiner"
+	// AdvisoriesConsumer is the quarantiner's durable pull consumer of
+	// ADVISORIES.
+	AdvisoriesConsumer = "quarantiner-advisories"
 )
 
 // Subject roots and filters.

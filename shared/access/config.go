@@ -1,0 +1,176 @@
+package access
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+)
+
+// The configuration is rendered as JSON, which the nats-server
+// configuration parser reads as it reads its own format; encoding/json
+// quotes every subject and hash safely.
+
+type permissions struct {
+	Publish   Rule `json:"publish"`
+	Subscribe Rule `json:"subscribe"`
+}
+
+type confUser struct {
+	User        string       `json:"user,omitempty"`
+	Password    string       `json:"password,omitempty"`
+	NKey        string       `json:"nkey,omitempty"`
+	Permissions *permissions `json:"permissions,omitempty"`
+}
+
+type confExport struct {
+	Service      string   `json:"service"`
+	Accounts     []string `json:"accounts,omitempty"`
+	ResponseType string   `json:"response_type,omitempty"`
+}
+
+type confImportService struct {
+	Account string `json:"account"`
+	Subject string `json:"subject"`
+}
+
+type confImport struct {
+	Service confImportService `json:"service"`
+	Share   bool              `json:"share,omitempty"`
+}
+
+type confAccount struct {
+	JetStream string       `json:"jetstream,omitempty"`
+	Users     []confUser   `json:"users"`
+	Exports   []confExport `json:"exports,omitempty"`
+	Imports   []confImport `json:"imports,omitempty"`
+}
+
+// Account is one account of the generated configuration, as plain data
+// (for documentation and tests).
+type Account struct {
+	// Name is the account name.
+	Name string
+	// JetStream is true for the services' account only.
+	JetStream bool
+	// Users are its user names.
+	Users []string
+	// Imports are the subjects it imports from the services' account.
+	Imports []string
+}
+
+// accountOf returns the account of a person role's users.
+func roleAccounts() []string {
+	out := make([]string, len(Roles))
+	for i, r := range Roles {
+		out[i] = RoleAccount(r)
+	}
+	return out
+}
+
+// Accounts returns the accounts of the configuration rendered for people.
+func Accounts(people []Person) []Account {
+	svc := Account{Name: ServiceAccount, JetStream: true, Users: ServiceNames()}
+	out := []Account{svc}
+	for _, r := range Roles {
+		a := Account{Name: RoleAccount(r), Imports: append(RoleEndpoints(r), srv)}
+		for _, p := range people {
+			if p.Role == r {
+				a.Users = append(a.Users, p.Name)
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// exports returns the services' account exports: each imported subject,
+// open to exactly the role accounts that import it.
+func exports() []confExport {
+	var subjs []string
+	who := map[string][]string{}
+	for _, r := range Roles {
+		for _, s := range RoleEndpoints(r) {
+			if _, ok := who[s]; !ok {
+				subjs = append(subjs, s)
+			}
+			who[s] = append(who[s], RoleAccount(r))
+		}
+	}
+	out := make([]confExport, 0, len(subjs)+1)
+	for _, s := range subjs {
+		out = append(out, confExport{Service: s, Accounts: who[s]})
+	}
+	// Discovery answers come from every instance of every service.
+	return append(out, confExport{Service: srv, Accounts: roleAccounts(), ResponseType: "stream"})
+}
+
+// ServerConfig renders the accounts, users and permissions of sec as
+// nats-server configuration text (the "accounts" block), for
+// server.Options.ProcessConfigString and for a cluster's configuration
+// files. There is no no_auth_user: every connection authenticates.
+func ServerConfig(sec *Secrets) (string, error) {
+	accounts := map[string]confAccount{}
+	svc := confAccount{JetStream: "enabled", Exports: exports()}
+	for _, s := range Specs() {
+		sc, ok := sec.Users[s.Name]
+		if !ok {
+			return "", fmt.Errorf("access: no secret for %s", s.Name)
+		}
+		u := confUser{}
+		if s.Unrestricted {
+			if sc.Bcrypt == "" {
+				return "", fmt.Errorf("access: no password hash for %s", s.Name)
+			}
+			u.User, u.Password = s.Name, sc.Bcrypt
+		} else {
+			pub, err := sec.PublicKey(s.Name)
+			if err != nil {
+				return "", err
+			}
+			u.NKey = pub
+			u.Permissions = &permissions{Publish: s.Publish, Subscribe: s.Subscribe}
+		}
+		svc.Users = append(svc.Users, u)
+	}
+	accounts[ServiceAccount] = svc
+	for _, r := range Roles {
+		acc := confAccount{Users: []confUser{}}
+		imports := append(RoleEndpoints(r), srv)
+		for _, s := range imports {
+			acc.Imports = append(acc.Imports, confImport{
+				Service: confImportService{Account: ServiceAccount, Subject: s}, Share: true,
+			})
+		}
+		for _, p := range sec.People {
+			if p.Role != r {
+				continue
+			}
+			sc, ok := sec.Users[p.Name]
+			if !ok || sc.Bcrypt == "" {
+				return "", fmt.Errorf("access: no password hash for %s", p.Name)
+			}
+			acc.Users = append(acc.Users, confUser{
+				User: p.Name, Password: sc.Bcrypt,
+				Permissions: &permissions{
+					Publish:   Rule{Allow: slices.Clone(imports)},
+					Subscribe: Rule{Allow: []string{inboxAll(p.Name)}},
+				},
+			})
+		}
+		accounts[RoleAccount(r)] = acc
+	}
+	for _, p := range sec.People {
+		if _, ok := RoleOfAccount(RoleAccount(p.Role)); !ok {
+			return "", fmt.Errorf("access: %s has unknown role %q", p.Name, p.Role)
+		}
+		if Lookupable(p.Name) {
+			return "", fmt.Errorf("access: person %s has the name of a service user", p.Name)
+		}
+	}
+	b, err := json.MarshalIndent(map[string]any{"accounts": accounts}, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("access: render config: %w", err)
+	}
+	return string(b), nil
+}

@@ -1,0 +1,264 @@
+package access
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// Person is a person's NATS user: a name and the role (account) it is in.
+type Person struct {
+	// Name is the user name the person authenticates with and the name
+	// recorded as the actor of what it does.
+	Name string `json:"name"`
+	// Role is the person's role.
+	Role Role `json:"role"`
+}
+
+// DefaultPeople are the people of `make run`: one user per role, named
+// after it.
+func DefaultPeople() []Person {
+	out := make([]Person, len(Roles))
+	for i, r := range Roles {
+		out[i] = Person{Name: string(r), Role: r}
+	}
+	return out
+}
+
+// Secret is one user's secret. Services authenticate with an nkey (an
+// ed25519 key pair: the server configuration holds only the public key,
+// and no password is ever sent); the admin and people authenticate with a
+// password (something a person can type into the console or keep in a
+// natscli context), of which the server configuration holds only the
+// bcrypt hash.
+type Secret struct {
+	// Seed is a service's nkey seed ("SU...").
+	Seed string `json:"seed,omitempty"`
+	// Password is a person's or the admin's password (hex).
+	Password string `json:"password,omitempty"`
+	// Bcrypt is the bcrypt hash of Password, kept so that rendering the
+	// server configuration costs no hashing.
+	Bcrypt string `json:"bcrypt,omitempty"`
+}
+
+// Secrets holds every user's secret: the services' account users and the
+// people. Its JSON form is the file of LoadOrCreate (mode 0600).
+type Secrets struct {
+	// Users maps each user name to its secret.
+	Users map[string]Secret `json:"users"`
+	// People are the person users and their roles.
+	People []Person `json:"people"`
+}
+
+// passwordBytes is the entropy of a generated password (192 bits).
+const passwordBytes = 24
+
+// bcryptCost is the cost of the password hashes in the server config.
+const bcryptCost = bcrypt.DefaultCost
+
+// NewSecrets generates a secret for every service user, the admin and each
+// of people (crypto/rand).
+func NewSecrets(people []Person) (*Secrets, error) {
+	s := &Secrets{Users: map[string]Secret{}, People: people}
+	if _, err := s.fill(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// isService reports whether user is a service (nkey) user.
+func isService(user string) bool { return user != Admin && Lookupable(user) }
+
+// Lookupable reports whether user is a user of the services' account.
+func Lookupable(user string) bool {
+	for _, s := range table {
+		if s.Name == user {
+			return true
+		}
+	}
+	return false
+}
+
+// fill generates a secret for every user that has none (or one of the
+// wrong kind, e.g. from an earlier version's file).
+func (s *Secrets) fill() (changed bool, err error) {
+	if s.Users == nil {
+		s.Users = map[string]Secret{}
+	}
+	names := ServiceNames()
+	for _, p := range s.People {
+		names = append(names, p.Name)
+	}
+	for _, name := range names {
+		cur := s.Users[name]
+		if isService(name) {
+			if strings.HasPrefix(cur.Seed, "SU") {
+				continue
+			}
+			kp, err := nkeys.CreateUser()
+			if err != nil {
+				return changed, fmt.Errorf("access: nkey for %s: %w", name, err)
+			}
+			seed, err := kp.Seed()
+			if err != nil {
+				return changed, fmt.Errorf("access: nkey for %s: %w", name, err)
+			}
+			s.Users[name], changed = Secret{Seed: string(seed)}, true
+			continue
+		}
+		if cur.Password != "" && bcrypt.CompareHashAndPassword([]byte(cur.Bcrypt), []byte(cur.Password)) == nil {
+			continue
+		}
+		b := make([]byte, passwordBytes)
+		if _, err := rand.Read(b); err != nil {
+			return changed, fmt.Errorf("access: generate password: %w", err)
+		}
+		// Hex, so a password never starts with '-' (which command-line
+		// tools such as the nats CLI would read as a flag).
+		pw := hex.EncodeToString(b)
+		h, err := bcrypt.GenerateFromPassword([]byte(pw), bcryptCost)
+		if err != nil {
+			return changed, fmt.Errorf("access: hash password: %w", err)
+		}
+		s.Users[name], changed = Secret{Password: pw, Bcrypt: string(h)}, true
+	}
+	return changed, nil
+}
+
+// Person returns the person named name.
+func (s *Secrets) Person(name string) (Person, bool) {
+	for _, p := range s.People {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Person{}, false
+}
+
+// PublicKey returns a service user's nkey public key.
+func (s *Secrets) PublicKey(user string) (string, error) {
+	kp, err := nkeys.FromSeed([]byte(s.Users[user].Seed))
+	if err != nil {
+		return "", fmt.Errorf("access: %s: %w", user, err)
+	}
+	return kp.PublicKey()
+}
+
+// LoadOrCreate reads the secrets file at path (JSON, see Secrets), or
+// creates it with new secrets for people, mode 0600, so that a data
+// directory keeps stable credentials across restarts. A file that lacks a
+// user (one added to the table since) gets a secret for it and is
+// rewritten. A file readable by group or others is refused.
+func LoadOrCreate(path string, people []Person) (*Secrets, error) {
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		s, err := NewSecrets(people)
+		if err != nil {
+			return nil, err
+		}
+		return s, s.save(path)
+	case err != nil:
+		return nil, fmt.Errorf("access: read secrets: %w", err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("access: stat secrets: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("access: secrets file %s has mode %v, want 0600", path, fi.Mode().Perm())
+	}
+	s := &Secrets{}
+	if err := json.Unmarshal(b, s); err != nil || s.Users == nil {
+		// An earlier version's file (a flat map of passwords): start anew.
+		s = &Secrets{}
+	}
+	if len(s.People) == 0 {
+		s.People = people
+	}
+	changed, err := s.fill()
+	if err != nil {
+		return nil, err
+	}
+	if changed {
+		return s, s.save(path)
+	}
+	return s, nil
+}
+
+// save writes s to path atomically (temporary file, then rename), mode 0600.
+func (s *Secrets) save(path string) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("access: encode secrets: %w", err)
+	}
+	return WriteFile(path, append(b, '\n'))
+}
+
+// WriteFile writes a secret file atomically (temporary file, fsync,
+// rename), mode 0600, creating its directory (mode 0700).
+func WriteFile(path string, b []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("access: %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".secret-*")
+	if err != nil {
+		return fmt.Errorf("access: write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // a no-op after the rename
+	err = f.Chmod(0o600)
+	if err == nil {
+		_, err = f.Write(b)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		return fmt.Errorf("access: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// NATSOptions returns the connect options of user: its credentials and its
+// private inbox prefix. For a user without a secret the options make
+// nats.Connect fail.
+func (s *Secrets) NATSOptions(user string) []nats.Option {
+	sec, ok := s.Users[user]
+	switch {
+	case ok && sec.Seed != "":
+		kp, err := nkeys.FromSeed([]byte(sec.Seed))
+		if err != nil {
+			return []nats.Option{failOption(fmt.Errorf("access: %s: %w", user, err))}
+		}
+		pub, err := kp.PublicKey()
+		if err != nil {
+			return []nats.Option{failOption(fmt.Errorf("access: %s: %w", user, err))}
+		}
+		return []nats.Option{nats.Nkey(pub, kp.Sign), nats.CustomInboxPrefix(InboxPrefix(user))}
+	case ok && sec.Password != "":
+		return []nats.Option{nats.UserInfo(user, sec.Password), nats.CustomInboxPrefix(InboxPrefix(user))}
+	}
+	return []nats.Option{failOption(fmt.Errorf("access: no secret for user %q", user))}
+}
+
+func failOption(err error) nats.Option {
+	return func(*nats.Options) error { return err }
+}
