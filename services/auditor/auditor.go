@@ -10,7 +10,10 @@
 //     quarantined events, and the triage groups an operator opens first;
 //   - audit.checkpoint: append a checkpoint (also done periodically).
 //
-// A live ordered consumer on QUARANTINE keeps a summary per unresolved
+// The auditor creates no consumer (a credential that may create one can
+// aim its deliver_subject anywhere): it reads every stream with batched
+// JetStream direct gets. A live view, reading QUARANTINE from the last
+// record it applied whenever there is more, keeps a summary per unresolved
 // chain and aggregates of the resolved ones per triage group (for lists,
 // groups and the depth and age gauges), the running checkpoint digest,
 // and writes one PHI-free audit-log line per record. What it no longer

@@ -351,8 +351,9 @@ func TestReconcileResolvedChains(t *testing.T) {
 	chain(sourceID(resolved), resolved, record.KindResolved)
 	open := pub(subject, []byte(`{"transaction_id":`), "")
 	chain(sourceID(open), open)
-	pub(subject, []byte(`{"transaction_id":`), sourceID(resolved)) // a replay of the resolved chain
-	pub(subject, []byte(`{"transaction_id":`), "")                 // in no chain: unaccounted
+	pub(subjects.Replay("pharmacy", "dispense"), []byte(`{"transaction_id":`), sourceID(resolved)) // a replay of the resolved chain
+	pub(subject, []byte(`{"transaction_id":`), sourceID(resolved))                                 // a forged replay header on an event: unaccounted
+	pub(subject, []byte(`{"transaction_id":`), "")                                                 // in no chain: unaccounted
 	valid, err := os.ReadFile("../../schemas/testdata/pharmacy/valid/dispense-schedule-ii.json")
 	if err != nil {
 		t.Fatal(err)
@@ -371,8 +372,8 @@ func TestReconcileResolvedChains(t *testing.T) {
 	var rep api.ReconcileReply
 	request(t, e.nc, api.AuditReconcile, api.ReconcileRequest{Grace: "0s", IDs: true}, &rep)
 	want := map[string]int{api.ReconcileResolved: 1, api.ReconcileOpen: 1, api.ReconcileReplay: 1,
-		api.ReconcileUnaccounted: 1, api.ReconcileDuplicate: 1}
-	if fmt.Sprint(rep.Counts) != fmt.Sprint(want) || rep.Events != 5 {
+		api.ReconcileUnaccounted: 2, api.ReconcileDuplicate: 1}
+	if fmt.Sprint(rep.Counts) != fmt.Sprint(want) || rep.Events != 6 {
 		t.Fatalf("counts %v, want %v", rep.Counts, want)
 	}
 	if ids := rep.IDs[api.ReconcileResolved]; len(ids) != 1 || ids[0].Seq != resolved || ids[0].DLQID != sourceID(resolved) {

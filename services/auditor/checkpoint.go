@@ -103,20 +103,14 @@ func (s *Service) loadCheckpoints(ctx context.Context) ([]storedCheckpoint, []ap
 	if info.State.Msgs == 0 {
 		return nil, nil, nil
 	}
-	cons, err := s.js.OrderedConsumer(ctx, subjects.AuditStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subjects.AuditCheckpoints},
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("auditor: read checkpoints: %w", err)
-	}
 	var (
 		cps      []storedCheckpoint
 		problems []api.VerifyProblem
 		prev     []byte
 		expected = uint64(1)
 	)
-	err = eachMsg(ctx, cons, info.State.LastSeq, func(m jetstream.Msg, meta *jetstream.MsgMetadata) bool {
-		seq, data := meta.Sequence.Stream, m.Data()
+	_, _, err = scan(ctx, s.js, subjects.AuditStream, subjects.AuditCheckpoints, 1, info.State.LastSeq, func(m *jetstream.RawStreamMsg) bool {
+		seq, data := m.Sequence, m.Data
 		if seq > expected {
 			problems = append(problems, api.VerifyProblem{Kind: api.ProblemCheckpointChain, CheckpointSeq: expected,
 				Detail: fmt.Sprintf("AUDIT sequences %d..%d hold no checkpoint", expected, seq-1)})
@@ -142,35 +136,8 @@ func (s *Service) loadCheckpoints(ctx context.Context) ([]storedCheckpoint, []ap
 		cps = append(cps, sc)
 		return true
 	})
-	return cps, problems, err
-}
-
-// eachMsg delivers the messages of an ordered consumer to fn, in order,
-// until the last one at or below lastSeq, the consumer has nothing
-// pending, or fn returns false.
-func eachMsg(ctx context.Context, cons jetstream.Consumer, lastSeq uint64, fn func(m jetstream.Msg, meta *jetstream.MsgMetadata) bool) error {
-	if lastSeq == 0 {
-		return nil
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
 	if err != nil {
-		return err
+		return nil, nil, fmt.Errorf("auditor: read checkpoints: %w", err)
 	}
-	defer it.Stop()
-	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			return err
-		}
-		meta, err := m.Metadata()
-		if err != nil {
-			return err
-		}
-		if meta.Sequence.Stream > lastSeq || !fn(m, meta) {
-			return nil
-		}
-		if meta.Sequence.Stream >= lastSeq || meta.NumPending == 0 {
-			return nil
-		}
-	}
+	return cps, problems, nil
 }

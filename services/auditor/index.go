@@ -106,7 +106,7 @@ func newerSample(a, b sample) int {
 }
 
 // index is the auditor's live view of QUARANTINE, fed in stream order by
-// an ordered consumer: an entry per UNRESOLVED chain, aggregates of the
+// the follower (batched direct gets): an entry per UNRESOLVED chain, aggregates of the
 // resolved ones per triage group (counts, first and last seen, a few
 // samples), the domains seen, the running checkpoint digest, and the
 // audit log. Its memory grows with the unresolved chains and the groups,
@@ -125,11 +125,12 @@ type index struct {
 	digest   hash.Hash // running SHA-256 (api.CheckpointAlgorithm)
 	logFrom  uint64    // records above this sequence are logged
 	line     []byte
+	wake     chan struct{} // asks the follower to read now
 }
 
 func newIndex(log *slog.Logger, m *metrics) *index {
 	return &index{log: log, metrics: m, chains: map[string]*entry{}, resolved: map[groupKey]*resolvedGroup{},
-		domains: map[string]bool{}, digest: sha256.New()}
+		domains: map[string]bool{}, digest: sha256.New(), wake: make(chan struct{}, 1)}
 }
 
 // snapshot returns the running digest state: last sequence, count, digest.
@@ -265,19 +266,66 @@ func hexSum(h hash.Hash) string {
 	return hexString(h.Sum(b[:0]))
 }
 
-// follow feeds the index from QUARANTINE until ctx is done.
-func (x *index) follow(ctx context.Context, js jetstream.JetStream, stream string) (jetstream.ConsumeContext, error) {
-	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
-	if err != nil {
-		return nil, err
-	}
-	return cons.Consume(func(m jetstream.Msg) {
-		meta, err := m.Metadata()
-		if err != nil {
-			return
+// followPoll is how long the live view waits, once it has read every
+// record, before it asks QUARANTINE for new ones (waitFor asks at once).
+const followPoll = 100 * time.Millisecond
+
+// follower is the goroutine feeding the index; Stop ends it.
+type follower struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Stop ends the follower and waits for it.
+func (f *follower) Stop() {
+	f.cancel()
+	<-f.done
+}
+
+// follow feeds the index from stream, from the record after the last one
+// applied, until ctx is done or Stop: it reads batches with direct gets
+// (no consumer) until the server says nothing is pending, then waits
+// followPoll, or less when waitFor asks for a sequence not applied yet,
+// and reads again.
+func (x *index) follow(ctx context.Context, js jetstream.JetStream, stream string) (*follower, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	f := &follower{cancel: cancel, done: make(chan struct{})}
+	next := x.applied() + 1
+	go func() {
+		defer close(f.done)
+		t := time.NewTimer(0)
+		defer t.Stop()
+		failing := false
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			case <-x.wake:
+			}
+			n, _, err := scan(ctx, js, stream, "", next, 0, func(m *jetstream.RawStreamMsg) bool {
+				x.apply(m.Sequence, m.Data)
+				return true
+			})
+			next = n
+			switch {
+			case err != nil && ctx.Err() == nil && !failing:
+				x.log.Error("live view: reading QUARANTINE failed; retrying", "next_seq", next, "err", err)
+				failing = true
+			case err == nil && failing:
+				x.log.Info("live view: reading QUARANTINE again", "next_seq", next)
+				failing = false
+			}
+			if !t.Stop() {
+				select {
+				case <-t.C:
+				default:
+				}
+			}
+			t.Reset(followPoll)
 		}
-		x.apply(meta.Sequence.Stream, m.Data())
-	})
+	}()
+	return f, nil
 }
 
 // waitFor waits until the index has applied seq (or ctx is done).
@@ -285,6 +333,10 @@ func (x *index) waitFor(ctx context.Context, seq uint64) error {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	for x.applied() < seq {
+		select {
+		case x.wake <- struct{}{}: // read QUARANTINE now
+		default:
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

@@ -31,7 +31,7 @@ const reconcileBatch = 512
 type event struct {
 	api.ReconcileEvent
 	data     []byte
-	replayOf string // Deadletter-Dlq-Id of a redriver replay
+	replayOf string // the dlq id a redriver replay names (envelope.RedriveOf)
 	state    ledger.KeyState
 	found    bool
 	category string
@@ -79,11 +79,20 @@ func (s *Service) Reconcile(ctx context.Context, req api.ReconcileRequest) (api.
 	if req.IDs {
 		rep.IDs = map[string][]api.ReconcileEvent{}
 	}
-	filter := subjects.EventsAll
+	// EVENTS holds the publishers' events (events.>) and the redriver's
+	// replays (replay.>): a domain's are "*.<domain>.>".
+	filter := ">"
 	if req.Domain != "" && req.Domain != record.UnknownDomain {
-		filter = "events." + req.Domain + ".>"
+		if !validToken(req.Domain) {
+			return rep, badRequest("domain is not a subject token")
+		}
+		filter = "*." + req.Domain + ".>"
 	}
-	info, err := s.events.Info(ctx, jetstream.WithSubjectFilter(filter))
+	var opts []jetstream.StreamInfoOpt
+	if filter != ">" {
+		opts = append(opts, jetstream.WithSubjectFilter(filter))
+	}
+	info, err := s.events.Info(ctx, opts...)
 	if err != nil {
 		return rep, fmt.Errorf("auditor: %w", err)
 	}
@@ -107,34 +116,40 @@ func (s *Service) Reconcile(ctx context.Context, req api.ReconcileRequest) (api.
 // classifying batches while the next one is read.
 func (s *Service) reconcileStream(ctx context.Context, rep *api.ReconcileReply, req api.ReconcileRequest,
 	filter string, lastSeq uint64, to, now time.Time, grace time.Duration, maxIDs int) error {
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}}
+	from := uint64(1)
 	if !req.From.IsZero() {
-		from := req.From
-		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &from
-	}
-	cons, err := s.js.OrderedConsumer(ctx, subjects.EventsStream, cfg)
-	if err != nil {
-		return fmt.Errorf("auditor: read %s: %w", subjects.EventsStream, err)
+		seq, found, err := seqAtTime(ctx, s.js, subjects.EventsStream, filter, req.From)
+		if err != nil {
+			return fmt.Errorf("auditor: read %s: %w", subjects.EventsStream, err)
+		}
+		if !found {
+			return nil // nothing received since From
+		}
+		from = seq
 	}
 	batches := make(chan []event, 2)
 	readErr := make(chan error, 1)
 	go func() {
 		defer close(batches)
 		batch := make([]event, 0, reconcileBatch)
-		err := eachMsg(ctx, cons, lastSeq, func(m jetstream.Msg, meta *jetstream.MsgMetadata) bool {
-			if meta.Timestamp.After(to) {
+		_, _, err := scan(ctx, s.js, subjects.EventsStream, filter, from, lastSeq, func(m *jetstream.RawStreamMsg) bool {
+			if m.Time.After(to) {
 				return false
 			}
-			if req.Domain == record.UnknownDomain && subjects.DomainOf(m.Subject(), envelope.Domains) != record.UnknownDomain {
+			if req.Domain == record.UnknownDomain && subjects.DomainOf(m.Subject, envelope.Domains) != record.UnknownDomain {
 				return true
 			}
-			e := event{ReconcileEvent: api.ReconcileEvent{Seq: meta.Sequence.Stream, Subject: m.Subject(),
-				Received: meta.Timestamp.UTC()}, data: m.Data()}
-			if h := m.Headers(); h != nil {
-				e.replayOf = h.Get(envelope.DLQID)
-			}
+			e := event{ReconcileEvent: api.ReconcileEvent{Seq: m.Sequence, Subject: m.Subject,
+				Received: m.Time.UTC()}, data: m.Data}
+			// Only a replay subject carries a redrive's dlq id; the same
+			// header on an events subject comes from a publisher.
+			e.replayOf, _ = envelope.RedriveOf(m.Subject, m.Header)
 			if batch = append(batch, e); len(batch) == reconcileBatch {
-				batches <- batch
+				select {
+				case batches <- batch:
+				case <-ctx.Done():
+					return false
+				}
 				batch = make([]event, 0, reconcileBatch)
 			}
 			return true

@@ -121,11 +121,7 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 		last = cps[len(cps)-1].cp.LastSeq // records the checkpoints cover must be there
 	}
 	if info.State.Msgs > 0 {
-		cons, err := s.js.OrderedConsumer(ctx, subjects.QuarantineStream, jetstream.OrderedConsumerConfig{})
-		if err != nil {
-			return rep, fmt.Errorf("auditor: read %s: %w", subjects.QuarantineStream, err)
-		}
-		if err := s.readBatches(ctx, cons, last, v.addBatch); err != nil {
+		if err := s.readBatches(ctx, last, v.addBatch); err != nil {
 			return rep, fmt.Errorf("auditor: read %s: %w", subjects.QuarantineStream, err)
 		}
 	}
@@ -148,7 +144,7 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 // readBatches reads the stream up to lastSeq in batches, checks the seals
 // of each batch in parallel and hands each batch to add, in stream order.
 // Reading the next batch overlaps with checking the current one.
-func (s *Service) readBatches(ctx context.Context, cons jetstream.Consumer, lastSeq uint64, add func(context.Context, []stored) error) error {
+func (s *Service) readBatches(ctx context.Context, lastSeq uint64, add func(context.Context, []stored) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	batches := make(chan []stored, 2)
@@ -157,10 +153,14 @@ func (s *Service) readBatches(ctx context.Context, cons jetstream.Consumer, last
 		defer close(batches)
 		size := s.verifyBatch
 		batch := make([]stored, 0, size)
-		err := eachMsg(ctx, cons, lastSeq, func(m jetstream.Msg, meta *jetstream.MsgMetadata) bool {
-			batch = append(batch, stored{seq: meta.Sequence.Stream, subject: m.Subject(), data: m.Data()})
+		_, _, err := scan(ctx, s.js, subjects.QuarantineStream, "", 1, lastSeq, func(m *jetstream.RawStreamMsg) bool {
+			batch = append(batch, stored{seq: m.Sequence, subject: m.Subject, data: m.Data})
 			if len(batch) == size {
-				batches <- batch
+				select {
+				case batches <- batch:
+				case <-ctx.Done():
+					return false
+				}
 				batch = make([]stored, 0, size)
 			}
 			return true
