@@ -51,13 +51,16 @@ type Config struct {
 	ChainCache int
 	// Streams sizes the streams checked at start-up.
 	Streams streams.Options
-	// Provision creates or checks the core streams and the two consumers at
-	// start-up (QUARANTINE itself is provisioned by the administrator): for
-	// development and tests without the trust boundary. Under it (package
-	// access) the administrator provisions the streams and the consumers
-	// (FailuresConsumerConfig, AdvisoriesConsumerConfig), and Provision is
-	// false. Default true.
+	// Provision creates or checks the core streams at start-up (QUARANTINE
+	// itself is provisioned by the administrator). Default true; false
+	// under the trust boundary (package access).
 	Provision bool
+	// CreateConsumer creates or updates the two durable consumers
+	// (FailuresConsumerConfig, AdvisoriesConsumerConfig) at start-up
+	// instead of binding to them. Default true, for development and tests;
+	// false under the trust boundary, where no service may create a
+	// consumer and the administrator provisions them.
+	CreateConsumer bool
 	// Registerer receives the quarantiner's metrics. Nil: not exported.
 	Registerer prometheus.Registerer
 	// TracerProvider receives the quarantiner's spans (package
@@ -83,6 +86,7 @@ func DefaultConfig() Config {
 		ChainCache:         4096,
 		Streams:            streams.DefaultOptions(),
 		Provision:          true,
+		CreateConsumer:     true,
 	}
 }
 
@@ -95,6 +99,8 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Int("DEADLETTER_CHAIN_CACHE", &c.ChainCache)
 	env.Int("DEADLETTER_MAX_PAYLOAD", &c.MaxPayload)
 	env.Int("DEADLETTER_REPLICAS", &c.Streams.Replicas)
+	env.Bool("DEADLETTER_PROVISION", &c.Provision)
+	env.Bool("DEADLETTER_CREATE_CONSUMER", &c.CreateConsumer)
 }
 
 func (c Config) validate() error {

@@ -112,11 +112,11 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.attempts, err = s.js.KeyValue(setup, subjects.AttemptsBucket); err != nil {
 		return fmt.Errorf("quarantiner: %w", err)
 	}
-	failures, err := streams.BindConsumer(setup, s.js, subjects.FailuresStream, s.cfg.FailuresConsumerConfig(), s.cfg.Provision)
+	failures, err := streams.BindConsumer(setup, s.js, subjects.FailuresStream, s.cfg.FailuresConsumerConfig(), s.cfg.CreateConsumer)
 	if err != nil {
 		return fmt.Errorf("quarantiner: failures consumer: %w", err)
 	}
-	advisories, err := streams.BindConsumer(setup, s.js, subjects.AdvisoriesStream, s.cfg.AdvisoriesConsumerConfig(), s.cfg.Provision)
+	advisories, err := streams.BindConsumer(setup, s.js, subjects.AdvisoriesStream, s.cfg.AdvisoriesConsumerConfig(), s.cfg.CreateConsumer)
 	if err != nil {
 		return fmt.Errorf("quarantiner: advisories consumer: %w", err)
 	}
@@ -165,7 +165,7 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		requests <- endpoint.Detach(s.nc, r) // answered after this handler returns
 	}
-	if err := svc.AddGroup("quarantiner").AddEndpoint("append", micro.HandlerFunc(concurrent),
+	if err := svc.AddGroup("quarantiner").AddEndpoint("append", endpoint.Guard(micro.HandlerFunc(concurrent)),
 		micro.WithEndpointMetadata(map[string]string{"description": "append a lifecycle record to a chain (redriver, operators)"})); err != nil {
 		return fmt.Errorf("quarantiner: micro endpoint: %w", err)
 	}

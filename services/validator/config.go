@@ -57,12 +57,15 @@ type Config struct {
 	InstanceID string
 	// Streams sizes the streams provisioned at start-up.
 	Streams streams.Options
-	// Provision creates or checks the core streams and the consumer at
-	// start-up: for development and tests without the trust boundary. Under
-	// it (package access) no service may create anything: the administrator
-	// provisions the streams and ConsumerConfig, and Provision is false.
-	// Default true.
+	// Provision creates or checks the core streams at start-up. Default
+	// true; false under the trust boundary (package access), where the
+	// administrator provisions them.
 	Provision bool
+	// CreateConsumer creates or updates the durable consumer
+	// (ConsumerConfig) at start-up instead of binding to it. Default true,
+	// for development and tests; false under the trust boundary, where no
+	// service may create a consumer and the administrator provisions it.
+	CreateConsumer bool
 	// Registerer receives the validator's metrics. Nil: not exported.
 	Registerer prometheus.Registerer
 	// TracerProvider receives the validator's spans (package
@@ -89,6 +92,7 @@ func DefaultConfig() Config {
 		DownstreamTimeout: 10 * time.Second,
 		Streams:           streams.DefaultOptions(),
 		Provision:         true,
+		CreateConsumer:    true,
 	}
 }
 

@@ -19,4 +19,6 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Duration("DEADLETTER_DOWNSTREAM_TIMEOUT", &c.DownstreamTimeout)
 	env.String("DEADLETTER_INSTANCE_ID", &c.InstanceID)
 	env.Int("DEADLETTER_REPLICAS", &c.Streams.Replicas)
+	env.Bool("DEADLETTER_PROVISION", &c.Provision)
+	env.Bool("DEADLETTER_CREATE_CONSUMER", &c.CreateConsumer)
 }

@@ -33,6 +33,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/config"
+	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/record"
@@ -147,7 +148,7 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	s.commit.kv = kv
 	s.commit.hooks = s.hooks
-	cons, err := streams.BindConsumer(setup, s.js, subjects.EventsStream, s.cfg.ConsumerConfig(), s.cfg.Provision)
+	cons, err := streams.BindConsumer(setup, s.js, subjects.EventsStream, s.cfg.ConsumerConfig(), s.cfg.CreateConsumer)
 	if err != nil {
 		return fmt.Errorf("validator: %w", err)
 	}
@@ -164,7 +165,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("validator: micro: %w", err)
 	}
 	defer func() { _ = svc.Stop() }()
-	if err := svc.AddGroup("validator").AddEndpoint("check", micro.HandlerFunc(s.handleCheck),
+	if err := svc.AddGroup("validator").AddEndpoint("check", endpoint.Guard(micro.HandlerFunc(s.handleCheck)),
 		micro.WithEndpointSubject("check.>"),
 		micro.WithEndpointMetadata(map[string]string{"description": "dry-run an event: validator.check.<domain>.<type> with the payload as body"})); err != nil {
 		return fmt.Errorf("validator: micro endpoint: %w", err)

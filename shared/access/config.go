@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 )
 
@@ -168,9 +169,14 @@ func ServerConfig(sec *Secrets) (string, error) {
 			return "", fmt.Errorf("access: person %s has the name of a service user", p.Name)
 		}
 	}
-	b, err := json.MarshalIndent(map[string]any{"accounts": accounts}, "", "  ")
-	if err != nil {
+	// No HTML escaping: the configuration parser knows no \u escapes, and
+	// subjects hold '>'.
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(map[string]any{"accounts": accounts}); err != nil {
 		return "", fmt.Errorf("access: render config: %w", err)
 	}
-	return string(b), nil
+	return b.String(), nil
 }

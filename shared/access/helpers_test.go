@@ -17,7 +17,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/access"
-	"github.com/deadletter/deadletter/shared/embedded"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -27,33 +26,21 @@ import (
 // permission violation drops the request, so the requester times out.
 const refusalTimeout = 2 * time.Second
 
-// env is a test server with deadletter's users, provisioned by the admin.
+// env is a test server enforcing the trust boundary, provisioned by the
+// admin, with records records in QUARANTINE appended by the quarantiner.
 type env struct {
-	srv   *natstest.Server
-	pw    access.Passwords
+	srv   *natstest.Secured
 	admin jetstream.JetStream
 }
 
-// startEnv starts a server with the access table's users, provisions the
-// core streams, QUARANTINE and AUDIT as the admin, and appends records records to
-// QUARANTINE as the quarantiner.
+// startEnv starts a secured server (natstest.StartSecured), provisions the
+// services' durable consumers as the admin, and seeds QUARANTINE.
 func startEnv(tb testing.TB, records int) *env {
 	tb.Helper()
-	pw, err := access.NewPasswords()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv := natstest.StartConfig(tb, embedded.Config{Users: access.Users(pw), NoAuthUser: access.NoAuthUser})
-	e := &env{srv: srv, pw: pw}
+	srv := natstest.StartSecured(tb, streams.DefaultOptions())
+	e := &env{srv: srv}
 	e.admin = e.js(tb, e.conn(tb, access.Admin, nil))
 	ctx := testCtx(tb, 10*time.Second)
-	o := streams.DefaultOptions()
-	if err := streams.EnsureCore(ctx, e.admin, o); err != nil {
-		tb.Fatalf("provision core: %v", err)
-	}
-	if err := streams.EnsureWORM(ctx, e.admin, o); err != nil {
-		tb.Fatalf("provision QUARANTINE and AUDIT: %v", err)
-	}
 	if records > 0 {
 		q := e.js(tb, e.conn(tb, access.Quarantiner, nil))
 		for i := range records {
@@ -118,14 +105,11 @@ func (v *violations) saw(tb testing.TB, subject string) {
 	})
 }
 
-// conn connects as user ("" for no credentials, mapped to the client). When
-// v is not nil, it collects the connection's permission violations.
+// conn connects as user. When v is not nil, it collects the connection's
+// permission violations.
 func (e *env) conn(tb testing.TB, user string, v *violations) *nats.Conn {
 	tb.Helper()
-	opts := []nats.Option{nats.Name("access-test-" + user)}
-	if user != "" {
-		opts = append(opts, e.pw.NATSOption(user))
-	}
+	opts := append([]nats.Option{nats.Name("access-test-" + user)}, e.srv.Secrets.NATSOptions(user)...)
 	if v != nil {
 		opts = append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			if errors.Is(err, nats.ErrPermissionViolation) {
@@ -234,7 +218,17 @@ func (e *env) cliTimeout(tb testing.TB, timeout time.Duration, user string, args
 	tb.Helper()
 	full := []string{"--no-context", "--server", e.srv.ClientURL(), "--timeout", timeout.String()}
 	if user != "" {
-		full = append(full, "--user", user, "--password="+e.pw[user])
+		sec := e.srv.Secrets.Users[user]
+		if sec.Seed != "" {
+			seed := filepath.Join(tb.TempDir(), "seed.nk")
+			if err := os.WriteFile(seed, []byte(sec.Seed), 0o600); err != nil {
+				tb.Fatal(err)
+			}
+			full = append(full, "--nkey", seed)
+		} else {
+			full = append(full, "--user", user, "--password="+sec.Password)
+		}
+		full = append(full, "--inbox-prefix", access.InboxPrefix(user))
 	}
 	full = append(full, args...)
 	cmd := exec.CommandContext(testCtx(tb, 30*time.Second), natsCLI(tb), full...)
@@ -243,13 +237,12 @@ func (e *env) cliTimeout(tb testing.TB, timeout time.Duration, user string, args
 	return string(out), err
 }
 
-// nonAdmins are every user but the break-glass admin.
-func nonAdmins() []string {
-	var out []string
-	for _, n := range access.Names() {
-		if n != access.Admin {
-			out = append(out, n)
-		}
+// users are every user of the default configuration: the services'
+// account's and the people.
+func users() []string {
+	out := access.ServiceNames()
+	for _, p := range access.DefaultPeople() {
+		out = append(out, p.Name)
 	}
 	return out
 }

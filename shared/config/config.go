@@ -82,20 +82,27 @@ type Conn struct {
 	Creds    string
 	User     string
 	Password string
-	TLSCert  string
-	TLSKey   string
-	TLSCA    string
+	// NKey is an nkey seed file (services authenticate with nkeys).
+	NKey string
+	// InboxPrefix is the connection's private inbox prefix.
+	InboxPrefix string
+	TLSCert     string
+	TLSKey      string
+	TLSCA       string
 }
 
-// ConnFlags registers --nats-url, --creds, --user, --password, --tlscert,
-// --tlskey and --tlsca on fs, defaulting from NATS_URL, NATS_CREDS,
-// NATS_USER and NATS_PASSWORD like the nats CLI.
+// ConnFlags registers --nats-url, --creds, --user, --password, --nkey,
+// --inbox-prefix, --tlscert, --tlskey and --tlsca on fs, defaulting from
+// NATS_URL, NATS_CREDS, NATS_USER, NATS_PASSWORD, NATS_NKEY and
+// NATS_INBOX_PREFIX like the nats CLI.
 func ConnFlags(fs *flag.FlagSet) *Conn {
 	c := &Conn{}
 	fs.StringVar(&c.URL, "nats-url", envOr("NATS_URL", nats.DefaultURL), "NATS server URL(s), comma separated (env NATS_URL)")
 	fs.StringVar(&c.Creds, "creds", os.Getenv("NATS_CREDS"), "NATS credentials file (env NATS_CREDS)")
 	fs.StringVar(&c.User, "user", os.Getenv("NATS_USER"), "NATS user (env NATS_USER)")
 	fs.StringVar(&c.Password, "password", os.Getenv("NATS_PASSWORD"), "NATS password (env NATS_PASSWORD)")
+	fs.StringVar(&c.NKey, "nkey", os.Getenv("NATS_NKEY"), "NATS nkey seed file (env NATS_NKEY): how services authenticate")
+	fs.StringVar(&c.InboxPrefix, "inbox-prefix", os.Getenv("NATS_INBOX_PREFIX"), "prefix of this connection's reply inboxes (env NATS_INBOX_PREFIX; default _INBOX.<service>): each user may subscribe only to its own")
 	fs.StringVar(&c.TLSCert, "tlscert", "", "TLS client certificate file")
 	fs.StringVar(&c.TLSKey, "tlskey", "", "TLS client key file")
 	fs.StringVar(&c.TLSCA, "tlsca", "", "TLS CA file")
@@ -110,6 +117,16 @@ func (c *Conn) Connect(name string) (*nats.Conn, error) {
 	}
 	if c.User != "" {
 		opts = append(opts, nats.UserInfo(c.User, c.Password))
+	}
+	if c.NKey != "" {
+		o, err := nats.NkeyOptionFromSeed(c.NKey)
+		if err != nil {
+			return nil, fmt.Errorf("nkey %s: %w", c.NKey, err)
+		}
+		opts = append(opts, o)
+	}
+	if c.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(c.InboxPrefix))
 	}
 	if c.TLSCert != "" || c.TLSKey != "" {
 		opts = append(opts, nats.ClientCert(c.TLSCert, c.TLSKey))

@@ -7,6 +7,9 @@ package endpoint
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -65,3 +68,38 @@ func (d *detached) Data() []byte           { return d.data }
 func (d *detached) Headers() micro.Headers { return d.headers }
 func (d *detached) Subject() string        { return d.subject }
 func (d *detached) Reply() string          { return d.reply }
+
+// ErrBadReply is a request whose reply subject no caller of deadletter's
+// endpoints uses: none (a publish, not a request), or a JetStream subject
+// (the deliveries of a consumer someone aimed at the endpoint carry
+// $JS.ACK. replies, and an answer there would acknowledge a message).
+var ErrBadReply = errors.New("endpoint: unusable reply subject")
+
+// CheckReply refuses a request unless its reply subject is an inbox: the
+// server's _R_ subjects of a request that crossed a service import, or a
+// private _INBOX. prefix of a user within the services' account. An
+// answer is never sent to a subject of the requester's choosing that a
+// stream or another service listens on.
+func CheckReply(reply string) error {
+	switch {
+	case strings.HasPrefix(reply, "_R_."), strings.HasPrefix(reply, "_INBOX."):
+		return nil
+	case reply == "":
+		return fmt.Errorf("%w: no reply subject", ErrBadReply)
+	default:
+		return fmt.Errorf("%w: %q is not an inbox", ErrBadReply, reply)
+	}
+}
+
+// Guard wraps a micro handler so that a request with an unusable reply
+// subject (CheckReply) is dropped before the handler sees it; a request
+// with a reply subject that is no inbox is answered nothing, since any
+// answer would go where the requester chose.
+func Guard(h micro.Handler) micro.Handler {
+	return micro.HandlerFunc(func(r micro.Request) {
+		if err := CheckReply(r.Reply()); err != nil {
+			return
+		}
+		h.Handle(r)
+	})
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/telemetry"
 )
@@ -105,6 +106,10 @@ func run(name, version string, build func(Deps) (Service, error)) error {
 			}
 		}()
 		defer func() { _ = srv.Close() }()
+	}
+	if conn.InboxPrefix == "" {
+		// Each user may subscribe only to its own inbox (package access).
+		conn.InboxPrefix = access.InboxPrefix(name)
 	}
 	nc, err := conn.Connect("deadletter-" + name)
 	if err != nil {

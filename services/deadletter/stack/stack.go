@@ -6,6 +6,7 @@ package stack
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,7 @@ import (
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/embedded"
 	"github.com/deadletter/deadletter/shared/streams"
+	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
 )
 
@@ -109,8 +111,14 @@ func (c Config) validate() error {
 }
 
 // CredentialsFile is the name, in the data directory, of the file that keeps
-// the NATS users' passwords across restarts (mode 0600).
+// every NATS user's secret across restarts (mode 0600): the services' nkey
+// seeds, the admin's and the people's passwords (access.Secrets).
 const CredentialsFile = "credentials.json"
+
+// ContextsDir is the directory, in the data directory, of the natscli
+// context files written for each person (mode 0600): `nats --context
+// data/contexts/operator.json ...` connects as the operator.
+const ContextsDir = "contexts"
 
 // Stack is a running all-in-one deployment.
 type Stack struct {
@@ -131,8 +139,8 @@ type Stack struct {
 	Redriver *redriver.Service
 	// Auditor is the running auditor.
 	Auditor *auditor.Service
-	// creds are the NATS users' passwords, kept in the data directory.
-	creds access.Passwords
+	// creds are the NATS users' secrets, kept in the data directory.
+	creds *access.Secrets
 }
 
 // New prepares a stack; Run starts it.
@@ -196,20 +204,24 @@ func (s *Stack) serveMetrics(ctx context.Context) (func(), error) {
 // finish the work in flight, their connections flush, and only then does the
 // server stop.
 func (s *Stack) Run(ctx context.Context) error {
-	// One NATS user per service, with the permissions of package access
-	// (the WORM stores can be altered by the admin only); clients without
-	// credentials are the restricted "client" user.
+	// The trust boundary of package access: the services' account (one
+	// nkey user per service, the break-glass admin), an account per person
+	// role; every connection authenticates.
 	if err := os.MkdirAll(s.cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("stack: data directory: %w", err)
 	}
-	creds, err := access.LoadOrCreate(filepath.Join(s.cfg.DataDir, CredentialsFile))
+	creds, err := access.LoadOrCreate(filepath.Join(s.cfg.DataDir, CredentialsFile), access.DefaultPeople())
 	if err != nil {
 		return err
 	}
 	s.creds = creds
+	text, err := access.ServerConfig(creds)
+	if err != nil {
+		return err
+	}
 	srv, err := embedded.Start(embedded.Config{
 		StoreDir: s.cfg.DataDir, Host: s.cfg.Host, Port: s.cfg.Port, SyncAlways: s.cfg.SyncAlways,
-		Users: access.Users(creds), NoAuthUser: access.NoAuthUser,
+		ConfigText: text,
 	})
 	if err != nil {
 		return err
@@ -221,6 +233,9 @@ func (s *Stack) Run(ctx context.Context) error {
 		s.log.Info("nats server stopped")
 	}()
 	if err := s.provision(ctx); err != nil {
+		return err
+	}
+	if err := s.writeContexts(); err != nil {
 		return err
 	}
 	stopMetrics, err := s.serveMetrics(ctx)
@@ -241,7 +256,8 @@ func (s *Stack) Run(ctx context.Context) error {
 		}
 	}()
 	connect := func(user string) (*nats.Conn, error) {
-		nc, err := nats.Connect(srv.ClientURL(), nats.Name("deadletter-"+user), nats.MaxReconnects(-1), creds.NATSOption(user))
+		opts := append([]nats.Option{nats.Name("deadletter-" + user), nats.MaxReconnects(-1)}, creds.NATSOptions(user)...)
+		nc, err := nats.Connect(srv.ClientURL(), opts...)
 		if err == nil {
 			conns = append(conns, nc)
 		}
@@ -272,7 +288,7 @@ func (s *Stack) Run(ctx context.Context) error {
 		return err
 	}
 	vcfg := s.cfg.Validator
-	vcfg.Provision = false
+	vcfg.Provision, vcfg.CreateConsumer = false, false
 	if vcfg.TracerProvider == nil {
 		if vcfg.TracerProvider, err = tracing("validator", validator.Version); err != nil {
 			return err
@@ -289,7 +305,7 @@ func (s *Stack) Run(ctx context.Context) error {
 		return err
 	}
 	qcfg := s.cfg.Quarantiner
-	qcfg.Provision = false
+	qcfg.Provision, qcfg.CreateConsumer = false, false
 	if qcfg.TracerProvider == nil {
 		if qcfg.TracerProvider, err = tracing("quarantiner", quarantiner.Version); err != nil {
 			return err
@@ -340,10 +356,11 @@ func (s *Stack) Run(ctx context.Context) error {
 	return g.Wait()
 }
 
-// provision creates or checks every stream, QUARANTINE included: the
-// administrator's step, done here because this process owns the server.
+// provision creates or checks every stream, QUARANTINE included, and the
+// services' durable consumers: the administrator's step, done here because
+// this process owns the server.
 func (s *Stack) provision(ctx context.Context) error {
-	nc, err := nats.Connect(s.srv.ClientURL(), nats.Name("deadletter-admin"), s.creds.NATSOption(access.Admin))
+	nc, err := nats.Connect(s.srv.ClientURL(), append([]nats.Option{nats.Name("deadletter-admin")}, s.creds.NATSOptions(access.Admin)...)...)
 	if err != nil {
 		return err
 	}
@@ -357,12 +374,71 @@ func (s *Stack) provision(ctx context.Context) error {
 	if err := streams.EnsureCore(ctx, js, s.cfg.Streams); err != nil {
 		return err
 	}
-	return streams.EnsureWORM(ctx, js, s.cfg.Streams)
+	if err := streams.EnsureWORM(ctx, js, s.cfg.Streams); err != nil {
+		return err
+	}
+	return ProvisionConsumers(ctx, js, s.cfg.Validator, s.cfg.Quarantiner)
 }
 
-// waitStarted polls until every service answers discovery pings.
+// ProvisionConsumers creates or updates the durable consumers of the
+// validator and the quarantiner from their configurations: the
+// administrator's step (no service may create a consumer).
+func ProvisionConsumers(ctx context.Context, js jetstream.JetStream, v validator.Config, q quarantiner.Config) error {
+	if err := streams.EnsureConsumer(ctx, js, subjects.EventsStream, v.ConsumerConfig()); err != nil {
+		return err
+	}
+	if err := streams.EnsureConsumer(ctx, js, subjects.FailuresStream, q.FailuresConsumerConfig()); err != nil {
+		return err
+	}
+	return streams.EnsureConsumer(ctx, js, subjects.AdvisoriesStream, q.AdvisoriesConsumerConfig())
+}
+
+// Secrets are the NATS users' secrets (valid once Ready).
+func (s *Stack) Secrets() *access.Secrets { return s.creds }
+
+// ConnectAs connects to the stack's server as user (a person or a service
+// user), with its private inbox prefix.
+func (s *Stack) ConnectAs(user string, opts ...nats.Option) (*nats.Conn, error) {
+	return nats.Connect(s.srv.ClientURL(), append(s.creds.NATSOptions(user), opts...)...)
+}
+
+// natsContext is a natscli context file (the fields deadletter sets).
+type natsContext struct {
+	Description string `json:"description"`
+	URL         string `json:"url"`
+	User        string `json:"user"`
+	Password    string `json:"password"`
+	InboxPrefix string `json:"inbox_prefix"`
+}
+
+// writeContexts writes a natscli context per person into the data
+// directory, so that the commands of the banner work as printed.
+func (s *Stack) writeContexts() error {
+	for _, p := range s.creds.People {
+		b, err := json.MarshalIndent(natsContext{
+			Description: fmt.Sprintf("deadletter %s (%s)", p.Name, p.Role),
+			URL:         s.srv.ClientURL(), User: p.Name, Password: s.creds.Users[p.Name].Password,
+			InboxPrefix: access.InboxPrefix(p.Name),
+		}, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := access.WriteFile(s.ContextFile(p.Name), append(b, '\n')); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ContextFile is the natscli context file of a person.
+func (s *Stack) ContextFile(person string) string {
+	return filepath.Join(s.cfg.DataDir, ContextsDir, person+".json")
+}
+
+// waitStarted polls until every service answers discovery pings (asked as
+// a viewer, through the role account's import of $SRV.>).
 func (s *Stack) waitStarted(ctx context.Context) error {
-	nc, err := nats.Connect(s.srv.ClientURL())
+	nc, err := s.ConnectAs(string(access.RoleViewer))
 	if err != nil {
 		return err
 	}
@@ -390,23 +466,27 @@ func waitPing(ctx context.Context, nc *nats.Conn, svc string) error {
 
 func (s *Stack) banner() {
 	url := s.srv.ClientURL()
+	pub, op, view := s.ContextFile("publisher"), s.ContextFile("operator"), s.ContextFile("viewer")
 	fmt.Fprintf(s.cfg.Out, `deadletter is running.
   NATS:        %s   (store: %s)
   Services:    validator, quarantiner, redriver, auditor
-  Credentials: %s (one NATS user per service; without credentials you are "client")
+  People:      publisher, viewer, operator, inspector, approver, policy (one NATS user per role)
+  Contexts:    %s/<person>.json (natscli contexts with each person's credentials)
+  Credentials: %s (every user authenticates; services with nkeys)
   Metrics:     %s
   Tracing:     %s
 
 Try it (the nats CLI: go install github.com/nats-io/natscli/nats@v0.5.0):
-  nats -s %s pub events.pharmacy.dispense "$(cat schemas/testdata/pharmacy/valid/dispense-schedule-ii.json)"
-  nats -s %s pub events.pharmacy.dispense '{"not": "valid"}'
-  nats -s %s req validator.check.dscsa.commissioning "$(cat schemas/testdata/dscsa/valid/commissioning-sgtin.json)"
-  nats -s %s req audit.groups '{"open_only":true}'
-  nats -s %s req drain.start '{"dry_run":true}'
-  nats -s %s micro ls
+  nats --context %s pub events.pharmacy.dispense "$(cat schemas/testdata/pharmacy/valid/dispense-schedule-ii.json)"
+  nats --context %s pub events.pharmacy.dispense '{"not": "valid"}'
+  nats --context %s req validator.check.dscsa.commissioning "$(cat schemas/testdata/dscsa/valid/commissioning-sgtin.json)"
+  nats --context %s req audit.groups '{"open_only":true}'
+  nats --context %s req drain.start '{"dry_run":true}'
+  nats --context %s micro ls
 
 Press Ctrl-C to stop: consumers drain, work in flight finishes, then the server stops.
-`, url, s.cfg.DataDir, filepath.Join(s.cfg.DataDir, CredentialsFile), orNone(s.metricsURL), tracingState(), url, url, url, url, url, url)
+`, url, s.cfg.DataDir, filepath.Join(s.cfg.DataDir, ContextsDir), filepath.Join(s.cfg.DataDir, CredentialsFile),
+		orNone(s.metricsURL), tracingState(), pub, pub, pub, view, op, view)
 }
 
 func orNone(s string) string {

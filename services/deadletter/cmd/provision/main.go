@@ -16,6 +16,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/deadletter/deadletter/services/deadletter/stack"
+	"github.com/deadletter/deadletter/services/quarantiner"
+	"github.com/deadletter/deadletter/services/validator"
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/streams"
 )
@@ -51,6 +54,19 @@ func run() error {
 	if err := streams.EnsureWORM(ctx, js, o); err != nil {
 		return err
 	}
-	fmt.Println("provisioned: EVENTS, LEDGER, FAILURES, ADVISORIES, QUARANTINE, AUDIT, IDEMPOTENCY, ATTEMPTS, DRAINS")
+	// The services' durable consumers, from the services' own settings
+	// (the same DEADLETTER_* variables the services read): no service may
+	// create a consumer.
+	env := config.NewEnv(os.LookupEnv)
+	vcfg, qcfg := validator.DefaultConfig(), quarantiner.DefaultConfig()
+	vcfg.LoadEnv(env)
+	qcfg.LoadEnv(env)
+	if err := env.Err(); err != nil {
+		return err
+	}
+	if err := stack.ProvisionConsumers(ctx, js, vcfg, qcfg); err != nil {
+		return err
+	}
+	fmt.Println("provisioned: EVENTS, LEDGER, FAILURES, ADVISORIES, QUARANTINE, AUDIT, IDEMPOTENCY, ATTEMPTS, DRAINS and the consumers of the validator and the quarantiner")
 	return nil
 }
