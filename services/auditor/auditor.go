@@ -35,6 +35,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/nats-io/nkeys"
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/gate"
@@ -63,7 +64,9 @@ type Service struct {
 	events     jetstream.Stream
 	keys       jetstream.KeyValue
 
-	cpMu sync.Mutex // serializes checkpoint writes
+	cpMu          sync.Mutex    // serializes checkpoint writes
+	signer        nkeys.KeyPair // nil: checkpoints are unsigned
+	exportPending bool          // the last checkpoint written is not exported yet (cpMu)
 
 	verifyBatch int    // records linked together by verify (tests make it small)
 	seenBits    uint32 // size of verify's filter of dlq ids seen
@@ -81,6 +84,17 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	if cfg.VerifyChainCache == 0 {
 		cfg.VerifyChainCache = defaultVerifyChainCache
 	}
+	if cfg.AnchorBlocks == 0 {
+		cfg.AnchorBlocks = defaultAnchorBlocks
+	}
+	var signer nkeys.KeyPair
+	if cfg.SigningKeyFile != "" {
+		kp, err := loadSigningKey(cfg.SigningKeyFile)
+		if err != nil {
+			return nil, err
+		}
+		signer = kp
+	}
 	g, err := gate.New(0)
 	if err != nil {
 		return nil, err
@@ -92,8 +106,8 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	log = log.With("service", "auditor")
 	m := newMetrics(cfg.Registerer)
 	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log, metrics: m, now: time.Now, verifyBatch: defaultVerifyBatch,
-		seenBits: seenFilterBits}
-	s.index = newIndex(log, m)
+		seenBits: seenFilterBits, signer: signer}
+	s.index = newIndex(log, m, cfg.AnchorBlocks)
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(newDepthCollector(s.index, func() time.Time { return s.now() }))
 	}
@@ -228,12 +242,23 @@ func respond(r micro.Request, rep any, err error) {
 	_ = r.RespondJSON(rep)
 }
 
-// requestError is an error with an endpoint error code.
-type requestError struct{ code, msg string }
+// requestError is an error with an endpoint error code (and the error it
+// reports, when there is one).
+type requestError struct {
+	code, msg string
+	err       error
+}
 
 func (e requestError) Error() string { return e.msg }
 
-func badRequest(msg string) error { return requestError{api.ErrBadRequest, msg} }
+func (e requestError) Unwrap() error { return e.err }
+
+// refused is a bad request reporting err.
+func refused(err error) error {
+	return requestError{code: api.ErrBadRequest, msg: err.Error(), err: err}
+}
+
+func badRequest(msg string) error { return requestError{code: api.ErrBadRequest, msg: msg} }
 
 // handler answers an endpoint with fn: it decodes the request into a Req,
 // calls fn within timeout and responds with its reply or error code.

@@ -59,18 +59,31 @@ func (s *Service) Checkpoint(ctx context.Context) (api.CheckpointReply, error) {
 		if err != nil {
 			return api.CheckpointReply{}, err
 		}
-		lastSeq, count, digest := s.index.snapshot()
-		if last != nil && last.cp.LastSeq >= lastSeq {
-			return api.CheckpointReply{Seq: last.seq, Checkpoint: last.cp, Unchanged: true}, nil
+		st := s.index.snapshot()
+		if last != nil && last.cp.LastSeq >= st.lastSeq {
+			rep := api.CheckpointReply{Seq: last.seq, Checkpoint: last.cp, Unchanged: true}
+			if s.exportPending && last.cp.LastSeq == st.lastSeq && last.cp.MerkleRoot == st.root.String() {
+				// The last export failed: write it now.
+				if err := s.export(last.seq, last.cp, st); err != nil {
+					return rep, err
+				}
+			}
+			return rep, nil
 		}
 		cp := api.Checkpoint{
-			Version: 1, Algorithm: api.CheckpointAlgorithm, LastSeq: lastSeq, Count: count, Digest: digest,
-			At: s.now().UTC(), Instance: s.cfg.Instance,
+			Version: api.CheckpointVersionMerkle, Algorithm: api.CheckpointAlgorithm, LastSeq: st.lastSeq, Count: st.count,
+			Digest: st.digest, At: s.now().UTC(), Instance: s.cfg.Instance,
+			MerkleRoot: st.root.String(), TreeSize: st.count,
 		}
 		var expect uint64
 		if last != nil {
 			sum := sha256.Sum256(last.raw)
 			cp.Prev, expect = hexString(sum[:]), last.seq
+		}
+		if s.signer != nil {
+			if err := signCheckpoint(&cp, s.signer); err != nil {
+				return api.CheckpointReply{}, err
+			}
 		}
 		b, err := json.Marshal(cp)
 		if err != nil {
@@ -88,9 +101,37 @@ func (s *Service) Checkpoint(ctx context.Context) (api.CheckpointReply, error) {
 		}
 		s.metrics.checkpoints.Inc()
 		s.log.Info("AUDIT_CHECKPOINT", "audit_seq", ack.Sequence, "last_seq", cp.LastSeq, "count", cp.Count,
-			"digest", cp.Digest, "prev", cp.Prev)
-		return api.CheckpointReply{Seq: ack.Sequence, Checkpoint: cp}, nil
+			"digest", cp.Digest, "prev", cp.Prev, "merkle_root", cp.MerkleRoot, "signed", cp.Signature != "")
+		rep := api.CheckpointReply{Seq: ack.Sequence, Checkpoint: cp}
+		s.exportPending = s.cfg.ExportFile != ""
+		if err := s.export(ack.Sequence, cp, st); err != nil {
+			return rep, err
+		}
+		return rep, nil
 	}
+}
+
+// export writes the checkpoint stored at auditSeq, with the block hashes
+// of st, to the export sink (Config.ExportFile; nothing when unset).
+func (s *Service) export(auditSeq uint64, cp api.Checkpoint, st viewState) error {
+	if s.cfg.ExportFile == "" {
+		return nil
+	}
+	line := api.ExportedCheckpoint{Checkpoint: cp, AuditSeq: auditSeq, BlockHeight: st.height,
+		Blocks: make([]string, len(st.blocks))}
+	for i, h := range st.blocks {
+		line.Blocks[i] = h.String()
+	}
+	b, err := json.Marshal(line)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrExport, err)
+	}
+	if err := exportLine(s.cfg.ExportFile, b); err != nil {
+		s.log.Error("AUDIT_CHECKPOINT_EXPORT_FAILED", "audit_seq", auditSeq, "err", err)
+		return err
+	}
+	s.exportPending = false
+	return nil
 }
 
 // loadCheckpoints reads every checkpoint of AUDIT in order and checks

@@ -42,12 +42,35 @@ type Config struct {
 	// Instance names this auditor in checkpoints and logs. Default
 	// "auditor".
 	Instance string
+	// SigningKeyFile is a file holding an nkeys account or user seed (see
+	// NewSigningKey) with which every checkpoint is signed (ed25519). It
+	// must be readable by its owner only (mode 0600: New refuses a file
+	// group or others may read) and kept outside the NATS store directory,
+	// so that an insider with the store cannot sign. Empty: checkpoints
+	// are unsigned (they still carry their Merkle root).
+	SigningKeyFile string
+	// ExportFile is where every new checkpoint is also written, one JSON
+	// line each (api.ExportedCheckpoint), so that a copy lives outside
+	// the store: a file appended to (O_APPEND, fsync after each line,
+	// created with mode 0600), or "-" for stdout. Its last line is the
+	// anchor of audit.verify. Empty: no export.
+	ExportFile string
+	// AnchorBlocks is the most block hashes an exported checkpoint lists
+	// (api.ExportedCheckpoint.Blocks, 65 bytes each in the line): a
+	// rewritten record is named exactly while the tree has at most this
+	// many records, and localized to a block of tree_size/AnchorBlocks
+	// records (rounded up to a power of two) beyond. Default 1024; 0 means
+	// the default.
+	AnchorBlocks int
 	// Registerer receives the auditor's metrics. Nil: not exported.
 	Registerer prometheus.Registerer
 }
 
 // defaultVerifyChainCache is the default Config.VerifyChainCache.
 const defaultVerifyChainCache = 16384
+
+// defaultAnchorBlocks is the default Config.AnchorBlocks.
+const defaultAnchorBlocks = 1024
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
@@ -58,6 +81,7 @@ func DefaultConfig() Config {
 		ReconcileWindow:    time.Hour,
 		LookupConcurrency:  64,
 		VerifyChainCache:   defaultVerifyChainCache,
+		AnchorBlocks:       defaultAnchorBlocks,
 		Instance:           "auditor",
 		TraceURLBase:       telemetry.DefaultTraceURLBase,
 	}
@@ -66,14 +90,18 @@ func DefaultConfig() Config {
 // LoadEnv overrides cfg from environment variables:
 // DEADLETTER_AUDIT_GRACE, DEADLETTER_AUDIT_CHECKPOINT_INTERVAL,
 // DEADLETTER_AUDIT_RECONCILE_INTERVAL, DEADLETTER_AUDIT_RECONCILE_WINDOW,
-// DEADLETTER_AUDIT_VERIFY_CACHE,
-// DEADLETTER_INSTANCE_ID.
+// DEADLETTER_AUDIT_VERIFY_CACHE, DEADLETTER_AUDIT_SIGNING_KEY_FILE,
+// DEADLETTER_AUDIT_EXPORT_FILE, DEADLETTER_AUDIT_ANCHOR_BLOCKS,
+// DEADLETTER_INSTANCE_ID, DEADLETTER_TRACE_URL_BASE.
 func (c *Config) LoadEnv(env *config.Env) {
 	env.Duration("DEADLETTER_AUDIT_GRACE", &c.Grace)
 	env.Duration("DEADLETTER_AUDIT_CHECKPOINT_INTERVAL", &c.CheckpointInterval)
 	env.Duration("DEADLETTER_AUDIT_RECONCILE_INTERVAL", &c.ReconcileInterval)
 	env.Duration("DEADLETTER_AUDIT_RECONCILE_WINDOW", &c.ReconcileWindow)
 	env.Int("DEADLETTER_AUDIT_VERIFY_CACHE", &c.VerifyChainCache)
+	env.String("DEADLETTER_AUDIT_SIGNING_KEY_FILE", &c.SigningKeyFile)
+	env.String("DEADLETTER_AUDIT_EXPORT_FILE", &c.ExportFile)
+	env.Int("DEADLETTER_AUDIT_ANCHOR_BLOCKS", &c.AnchorBlocks)
 	env.String("DEADLETTER_INSTANCE_ID", &c.Instance)
 	env.String("DEADLETTER_TRACE_URL_BASE", &c.TraceURLBase)
 }
@@ -90,6 +118,8 @@ func (c Config) validate() error {
 		return errors.New("auditor: LookupConcurrency must be at least 1")
 	case c.VerifyChainCache < 0:
 		return errors.New("auditor: VerifyChainCache must not be negative")
+	case c.AnchorBlocks < 0:
+		return errors.New("auditor: AnchorBlocks must not be negative")
 	case c.Instance == "":
 		return errors.New("auditor: Instance is required")
 	}

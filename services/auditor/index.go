@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/deadletter/deadletter/shared/merkle"
 	"github.com/deadletter/deadletter/shared/record"
 )
 
@@ -120,24 +121,37 @@ type index struct {
 	chains   map[string]*entry // unresolved chains
 	resolved map[groupKey]*resolvedGroup
 	domains  map[string]bool
-	lastSeq  uint64    // last QUARANTINE sequence applied
-	count    uint64    // records applied
-	digest   hash.Hash // running SHA-256 (api.CheckpointAlgorithm)
-	logFrom  uint64    // records above this sequence are logged
+	lastSeq  uint64               // last QUARANTINE sequence applied
+	count    uint64               // records applied
+	digest   hash.Hash            // running SHA-256 (api.CheckpointAlgorithm)
+	tree     *merkle.BlockBuilder // Merkle tree of the records (api.MerkleAlgorithm)
+	logFrom  uint64               // records above this sequence are logged
 	line     []byte
 	wake     chan struct{} // asks the follower to read now
 }
 
-func newIndex(log *slog.Logger, m *metrics) *index {
+func newIndex(log *slog.Logger, m *metrics, anchorBlocks int) *index {
 	return &index{log: log, metrics: m, chains: map[string]*entry{}, resolved: map[groupKey]*resolvedGroup{},
-		domains: map[string]bool{}, digest: sha256.New(), wake: make(chan struct{}, 1)}
+		domains: map[string]bool{}, digest: sha256.New(), tree: merkle.NewBlockBuilder(anchorBlocks),
+		wake: make(chan struct{}, 1)}
 }
 
-// snapshot returns the running digest state: last sequence, count, digest.
-func (x *index) snapshot() (lastSeq, count uint64, digest string) {
+// viewState is what a checkpoint covers: the records applied up to
+// lastSeq, their running digest and their Merkle tree.
+type viewState struct {
+	lastSeq, count uint64
+	digest         string
+	root           merkle.Hash
+	height         int           // of the blocks
+	blocks         []merkle.Hash // block hashes of the tree
+}
+
+// snapshot returns the running digest and Merkle state.
+func (x *index) snapshot() viewState {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	return x.lastSeq, x.count, hexSum(x.digest)
+	return viewState{lastSeq: x.lastSeq, count: x.count, digest: hexSum(x.digest), root: x.tree.Root(),
+		height: x.tree.Height(), blocks: x.tree.Blocks()}
 }
 
 // applied returns the last sequence applied.
@@ -160,6 +174,7 @@ func (x *index) apply(seq uint64, raw []byte) {
 	defer x.mu.Unlock()
 	x.line = digestLine(x.line[:0], seq, r.AuditHash)
 	x.digest.Write(x.line)
+	x.tree.Add(leafOf(seq, r.AuditHash))
 	x.lastSeq, x.count = seq, x.count+1
 	if err != nil || r.DLQID == "" {
 		x.log.Error("AUDIT_VERIFY_FAILED", "seq", seq, "problem", "unreadable quarantine record")

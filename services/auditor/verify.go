@@ -3,6 +3,7 @@ package auditor
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/merkle"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -57,7 +59,9 @@ type verifier struct {
 	expected    uint64 // next QUARANTINE sequence expected
 	count       uint64
 	cps         []storedCheckpoint
-	next        int // first checkpoint not yet compared
+	next        int            // first checkpoint not yet compared
+	tree        merkle.Builder // Merkle tree of the records read (api.MerkleAlgorithm)
+	anchor      *anchorCheck   // nil without an anchor
 }
 
 func (v *verifier) problem(p api.VerifyProblem) {
@@ -103,8 +107,24 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 	}
 	h := sha256.New()
 	v.digest, v.sum = h, func() string { return hexSum(h) }
+	if req.Anchor != "" || req.PubKey != "" {
+		if req.Anchor == "" || req.PubKey == "" {
+			return rep, badRequest("anchor and pubkey go together: an exported checkpoint and the public key it must be signed with")
+		}
+		a, err := parseAnchor(req.Anchor, req.PubKey)
+		if err != nil {
+			return rep, refused(err)
+		}
+		v.anchor = &anchorCheck{a: a}
+		rep.Anchor = &api.VerifyAnchor{TreeSize: a.cp.TreeSize, LastSeq: a.cp.LastSeq, MerkleRoot: a.cp.MerkleRoot,
+			At: a.cp.At, Key: a.cp.Key}
+	}
 	cps, cpProblems, err := s.loadCheckpoints(ctx)
-	if err != nil {
+	switch {
+	case v.anchor != nil && errors.Is(err, jetstream.ErrStreamNotFound):
+		v.problem(api.VerifyProblem{Kind: api.ProblemStoreMissing,
+			Detail: fmt.Sprintf("stream %s does not exist; the anchor says it held checkpoints", subjects.AuditStream)})
+	case err != nil:
 		return rep, err
 	}
 	v.cps = cps
@@ -112,20 +132,34 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 	for _, p := range cpProblems {
 		v.problem(p)
 	}
-	info, err := s.quarantine.Info(ctx)
-	if err != nil {
-		return rep, fmt.Errorf("auditor: %w", err)
+	if req.PubKey != "" {
+		v.checkSignatures(req.PubKey)
 	}
-	last := info.State.LastSeq
+	if v.anchor != nil && err == nil {
+		v.anchorInAudit()
+	}
+	var last, msgs uint64
+	info, err := s.quarantine.Info(ctx)
+	switch {
+	case v.anchor != nil && errors.Is(err, jetstream.ErrStreamNotFound):
+		// Reported by the anchor check: the store holds no record.
+	case err != nil:
+		return rep, fmt.Errorf("auditor: %w", err)
+	default:
+		last, msgs = info.State.LastSeq, info.State.Msgs
+	}
 	if len(cps) > 0 && cps[len(cps)-1].cp.LastSeq > last {
 		last = cps[len(cps)-1].cp.LastSeq // records the checkpoints cover must be there
 	}
-	if info.State.Msgs > 0 {
+	if msgs > 0 {
 		if err := s.readBatches(ctx, last, v.addBatch); err != nil {
 			return rep, fmt.Errorf("auditor: read %s: %w", subjects.QuarantineStream, err)
 		}
 	}
 	v.finish(last)
+	if v.anchor != nil {
+		v.anchor.finish(v)
+	}
 	rep.Chains = v.chains
 	rep.OK = rep.ProblemCount == 0
 	s.log.Info("verify finished", "records", rep.Records, "chains", rep.Chains, "problems", rep.ProblemCount,
@@ -325,6 +359,11 @@ func (v *verifier) add(m *stored) {
 	v.rep.LastSeq = m.seq
 	v.line = digestLine(v.line[:0], m.seq, m.link.AuditHash)
 	_, _ = v.digest.Write(v.line)
+	leaf := leafOf(m.seq, m.link.AuditHash)
+	v.tree.Add(leaf)
+	if v.anchor != nil {
+		v.anchor.add(m, leaf, &v.tree)
+	}
 	var ps []record.Problem
 	if m.link.Err != nil {
 		ps = (&record.Tail{}).Add(m.seq, m.link) // unparseable: no chain
@@ -364,13 +403,17 @@ func (v *verifier) compareBefore(seq uint64) {
 			v.expected = sc.cp.LastSeq + 1
 		}
 		digest := v.sum()
-		if sc.cp.Count != v.count || sc.cp.Digest != digest {
+		merkleOK := sc.cp.MerkleRoot == "" || (sc.cp.TreeSize == v.count && sc.cp.MerkleRoot == v.tree.Root().String())
+		if sc.cp.Count != v.count || sc.cp.Digest != digest || !merkleOK {
 			var why []string
 			if sc.cp.Count != v.count {
 				why = append(why, fmt.Sprintf("count %d, recomputed %d", sc.cp.Count, v.count))
 			}
 			if sc.cp.Digest != digest {
 				why = append(why, fmt.Sprintf("digest %.64s, recomputed %s", sc.cp.Digest, digest))
+			}
+			if root := v.tree.Root().String(); sc.cp.MerkleRoot != "" && sc.cp.MerkleRoot != root {
+				why = append(why, fmt.Sprintf("merkle_root %.64s, recomputed %s", sc.cp.MerkleRoot, root))
 			}
 			v.problem(api.VerifyProblem{Kind: api.ProblemCheckpointMismatch, CheckpointSeq: sc.seq, FromSeq: 1,
 				ToSeq: sc.cp.LastSeq, Detail: strings.Join(why, "; ")})

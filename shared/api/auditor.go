@@ -2,6 +2,8 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/deadletter/deadletter/shared/record"
@@ -24,6 +26,27 @@ const (
 	// ProblemCheckpointChain: a checkpoint does not name the previous
 	// checkpoint's hash, or cannot be read.
 	ProblemCheckpointChain = "checkpoint_chain"
+	// ProblemCheckpointSignature: with a caller's public key
+	// (VerifyRequest.PubKey), a checkpoint of AUDIT is signed by another
+	// key, its signature does not verify, or it is unsigned although an
+	// earlier one is signed.
+	ProblemCheckpointSignature = "checkpoint_signature"
+	// ProblemAnchorMismatch: the Merkle root recomputed over the first
+	// TreeSize records of QUARANTINE differs from the anchor's: a record
+	// was rewritten, inserted or removed. Seq, Subject and DLQID name the
+	// rewritten record when the anchor's blocks localize it to one record;
+	// FromSeq..ToSeq is the range of the first block that differs.
+	ProblemAnchorMismatch = "anchor_mismatch"
+	// ProblemAnchorShort: QUARANTINE holds fewer records than the anchor
+	// says it held.
+	ProblemAnchorShort = "anchor_short"
+	// ProblemStoreMissing: QUARANTINE or AUDIT is missing or empty while
+	// the anchor says it held records (a store deleted wholesale).
+	ProblemStoreMissing = "store_missing"
+	// ProblemAnchorNotInAudit: AUDIT holds no checkpoint equal to the
+	// anchor (same signature, root and tree size): AUDIT was rewritten or
+	// recreated since the anchor was exported.
+	ProblemAnchorNotInAudit = "anchor_not_in_audit"
 )
 
 // VerifyRequest asks the auditor to verify QUARANTINE and the checkpoints
@@ -32,6 +55,32 @@ type VerifyRequest struct {
 	// MaxProblems caps the problems listed (default 1000); the counts are
 	// always complete.
 	MaxProblems int `json:"max_problems,omitempty"`
+	// Anchor is a checkpoint exported by the auditor (one JSON line of its
+	// export sink, an ExportedCheckpoint; when several lines are given,
+	// the last non-empty one is used), kept outside the store. With it the
+	// store is checked against the anchor: it must hold at least the
+	// anchor's TreeSize records and their Merkle root must be the
+	// anchor's. Requires PubKey.
+	Anchor string `json:"anchor,omitempty"`
+	// PubKey is the nkeys public key (account or user) the anchor, and
+	// every signed checkpoint of AUDIT, must be signed with. It always
+	// comes from the caller, never from the store. Requires Anchor.
+	PubKey string `json:"pubkey,omitempty"`
+}
+
+// VerifyAnchor is what audit.verify checked an anchor against.
+type VerifyAnchor struct {
+	// TreeSize, LastSeq, MerkleRoot, At and Key are the anchor's.
+	TreeSize   uint64    `json:"tree_size"`
+	LastSeq    uint64    `json:"last_seq"`
+	MerkleRoot string    `json:"merkle_root"`
+	At         time.Time `json:"at"`
+	Key        string    `json:"key"`
+	// Records is how many records of the store the anchor covered (at
+	// most TreeSize); Matched is true when they were all there and their
+	// Merkle root is the anchor's.
+	Records uint64 `json:"records"`
+	Matched bool   `json:"matched"`
 }
 
 // VerifyProblem is one finding of audit.verify.
@@ -71,6 +120,8 @@ type VerifyReply struct {
 	Problems     []VerifyProblem `json:"problems,omitempty"`
 	// Seconds is how long the verification took.
 	Seconds float64 `json:"seconds"`
+	// Anchor is the anchor checked (VerifyRequest.Anchor), nil without one.
+	Anchor *VerifyAnchor `json:"anchor,omitempty"`
 }
 
 // Checkpoint is one record of the AUDIT stream (subject audit.checkpoints):
@@ -95,6 +146,70 @@ type Checkpoint struct {
 	At time.Time `json:"at"`
 	// Instance names the auditor that wrote it.
 	Instance string `json:"instance,omitempty"`
+	// MerkleRoot is the lowercase hex root of the MerkleAlgorithm tree
+	// over the TreeSize records with sequences 1..LastSeq (version 2).
+	MerkleRoot string `json:"merkle_root,omitempty"`
+	TreeSize   uint64 `json:"tree_size,omitempty"`
+	// Key is the nkeys public key of the signer and Signature the
+	// standard base64 ed25519 signature of SignedBytes (both empty when
+	// the auditor has no signing key).
+	Key       string `json:"key,omitempty"`
+	Signature string `json:"signature,omitempty"`
+}
+
+// MerkleAlgorithm: Checkpoint.MerkleRoot is the RFC 6962 Merkle tree hash
+// (SHA-256; leaf hash SHA-256(0x00 || leaf), node SHA-256(0x01 || left ||
+// right), split at the largest power of two below the size) whose leaves
+// are the QUARANTINE records in sequence order, one per record: its
+// sequence as 8 bytes big-endian followed by the 32 bytes of its
+// audit_hash (hex decoded), or the 8 bytes alone when the record has no
+// readable audit_hash.
+const MerkleAlgorithm = "rfc6962-sha256-seq-audithash-v1"
+
+// CheckpointVersionMerkle is the version of checkpoints carrying a Merkle
+// root (and, with a signing key, a signature).
+const CheckpointVersionMerkle = 2
+
+// SignedBytes is the canonical text a checkpoint's Signature covers: one
+// "name=value" line per field, in this order, strings quoted as Go
+// strconv.Quote does, the time in RFC 3339 with nanoseconds in UTC:
+//
+//	deadletter-checkpoint-v2
+//	version=2
+//	algorithm="sha256-running-v1"
+//	last_seq=12
+//	count=12
+//	digest="<hex>"
+//	prev="<hex or empty>"
+//	at="2026-01-02T03:04:05.123456789Z"
+//	instance="auditor"
+//	merkle_algorithm="rfc6962-sha256-seq-audithash-v1"
+//	merkle_root="<hex>"
+//	tree_size=12
+//	key="<nkeys public key>"
+func (c Checkpoint) SignedBytes() []byte {
+	b := []byte("deadletter-checkpoint-v2\n")
+	b = fmt.Appendf(b, "version=%d\nalgorithm=%s\nlast_seq=%d\ncount=%d\ndigest=%s\nprev=%s\n",
+		c.Version, strconv.Quote(c.Algorithm), c.LastSeq, c.Count, strconv.Quote(c.Digest), strconv.Quote(c.Prev))
+	b = fmt.Appendf(b, "at=%s\ninstance=%s\nmerkle_algorithm=%s\nmerkle_root=%s\ntree_size=%d\nkey=%s\n",
+		strconv.Quote(c.At.UTC().Format(time.RFC3339Nano)), strconv.Quote(c.Instance), strconv.Quote(MerkleAlgorithm),
+		strconv.Quote(c.MerkleRoot), c.TreeSize, strconv.Quote(c.Key))
+	return b
+}
+
+// ExportedCheckpoint is one line of the auditor's export sink: a
+// checkpoint as stored in AUDIT (at AuditSeq), and the hashes of the
+// aligned blocks of 2^BlockHeight leaves of its Merkle tree (the last one
+// partial; lowercase hex), at most the auditor's AnchorBlocks of them.
+// The blocks are not signed: a verifier accepts them only when they
+// recombine into the signed MerkleRoot, and uses them to find which
+// block, and when blocks hold one record which record, of a rewritten
+// store differs.
+type ExportedCheckpoint struct {
+	Checkpoint
+	AuditSeq    uint64   `json:"audit_seq"`
+	BlockHeight int      `json:"block_height"`
+	Blocks      []string `json:"blocks,omitempty"`
 }
 
 // CheckpointAlgorithm: Digest = SHA-256 over the concatenation, in
