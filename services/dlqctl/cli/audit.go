@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"bufio"
 	"fmt"
+	"os"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -10,15 +13,37 @@ import (
 )
 
 func (a *app) verifyCommand() *cobra.Command {
-	var req api.VerifyRequest
+	var (
+		req        api.VerifyRequest
+		anchorFile string
+	)
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Prove the quarantine is intact: every seal, chain and checkpoint (audit.verify)",
 		Long: `Recompute every record's seal and every chain (index, prev_hash, forks),
 report every QUARANTINE sequence without a record, and check the
-checkpoints. Exit 0 when intact, 1 when any problem was found.`,
+checkpoints. Exit 0 when intact, 1 when any problem was found.
+
+With --anchor (the auditor's checkpoint export file, kept outside the
+store; its last line is used) and --pubkey (the auditor's signing public
+key, from your own records, never from the store), the store is also
+checked against that signed checkpoint: it must still hold every record
+the checkpoint covered, with the same Merkle root. A rewritten record is
+named, and a store deleted wholesale is reported.`,
+		Example: `  dlqctl verify
+  dlqctl verify --anchor /secure/audit-checkpoints.jsonl --pubkey ABC...XYZ`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (anchorFile == "") != (req.PubKey == "") {
+				return usageErrorf("--anchor and --pubkey go together")
+			}
+			if anchorFile != "" {
+				line, err := lastLine(anchorFile)
+				if err != nil {
+					return usageErrorf("--anchor: %v", err)
+				}
+				req.Anchor = line
+			}
 			var rep api.VerifyReply
 			if err := a.call(cmd.Context(), api.AuditVerify, req, &rep); err != nil {
 				return err
@@ -38,6 +63,13 @@ checkpoints. Exit 0 when intact, 1 when any problem was found.`,
 				t.row("CHAINS", strconv.Itoa(rep.Chains))
 				t.row("LAST SEQ", strconv.FormatUint(rep.LastSeq, 10))
 				t.row("CHECKPOINTS", strconv.Itoa(rep.Checkpoints))
+				if an := rep.Anchor; an != nil {
+					verdict := "MATCHED"
+					if !an.Matched {
+						verdict = "NOT MATCHED"
+					}
+					t.row("ANCHOR", fmt.Sprintf("%s: %d records up to seq %d, signed %s", verdict, an.TreeSize, an.LastSeq, fmtTime(an.At)))
+				}
 				t.row("PROBLEMS", strconv.Itoa(rep.ProblemCount))
 				t.flush()
 				if len(rep.Problems) > 0 {
@@ -56,7 +88,33 @@ checkpoints. Exit 0 when intact, 1 when any problem was found.`,
 		},
 	}
 	cmd.Flags().IntVar(&req.MaxProblems, "max-problems", 0, "list at most this many problems (default 1000; the count is always complete)")
+	cmd.Flags().StringVar(&anchorFile, "anchor", "", "the auditor's checkpoint export file (its last line is the anchor)")
+	cmd.Flags().StringVar(&req.PubKey, "pubkey", "", "the auditor's signing public key (nkeys), which the anchor must be signed with")
 	return cmd
+}
+
+// lastLine returns the last non-empty line of the file at path.
+func lastLine(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	line := ""
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); l != "" {
+			line = l
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	if line == "" {
+		return "", fmt.Errorf("%s holds no checkpoint", path)
+	}
+	return line, nil
 }
 
 // reconcileOrder is the display order of the reconcile categories.
