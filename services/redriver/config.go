@@ -1,9 +1,13 @@
 package redriver
 
 import (
+	"bytes"
+	"crypto/rand"
 	"errors"
+	"fmt"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,6 +67,23 @@ type Config struct {
 	Provision bool
 	// Registerer receives the redriver's metrics. Nil: not exported.
 	Registerer prometheus.Registerer
+	// AllowAnonymous serves requests that carry no caller the server
+	// attached (no person's service import: tests and single-process
+	// development setups without accounts) as an operator named by the
+	// request's free-text actor, or "anonymous". A request with an
+	// attached caller is always served as that caller. Default false:
+	// such requests are refused UNAUTHENTICATED.
+	AllowAnonymous bool
+	// ReplaySecret keys the HMAC that makes each replay's Nats-Msg-Id
+	// unguessable (see replayMsgID); at least 32 bytes. Instances sharing
+	// it give a resumed replay the same id. Empty: ReplaySecretFile, else
+	// a random secret per process (a replay resumed by another instance
+	// or after a restart then gets a new id; its second copy is harmless,
+	// the commit being idempotent by key).
+	ReplaySecret []byte
+	// ReplaySecretFile is a file holding ReplaySecret (read by New when
+	// ReplaySecret is empty).
+	ReplaySecretFile string
 }
 
 // DefaultConfig returns the documented defaults.
@@ -86,7 +107,8 @@ func DefaultConfig() Config {
 // LoadEnv overrides cfg from environment variables: DEADLETTER_INSTANCE_ID,
 // DEADLETTER_REDRIVE_RATE, DEADLETTER_REDRIVE_CONCURRENCY,
 // DEADLETTER_REDRIVE_OUTCOME_TIMEOUT, DEADLETTER_DRAIN_LEASE,
-// DEADLETTER_MAX_PAYLOAD, DEADLETTER_REPLICAS.
+// DEADLETTER_MAX_PAYLOAD, DEADLETTER_REPLICAS, DEADLETTER_ALLOW_ANONYMOUS,
+// DEADLETTER_REPLAY_SECRET_FILE.
 func (c *Config) LoadEnv(env *config.Env) {
 	env.String("DEADLETTER_INSTANCE_ID", &c.InstanceID)
 	env.Int("DEADLETTER_REDRIVE_RATE", &c.DefaultRatePerSecond)
@@ -95,6 +117,8 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Duration("DEADLETTER_DRAIN_LEASE", &c.DrainLease)
 	env.Int("DEADLETTER_MAX_PAYLOAD", &c.MaxPayload)
 	env.Int("DEADLETTER_REPLICAS", &c.Streams.Replicas)
+	env.Bool("DEADLETTER_ALLOW_ANONYMOUS", &c.AllowAnonymous)
+	env.String("DEADLETTER_REPLAY_SECRET_FILE", &c.ReplaySecretFile)
 }
 
 func (c Config) validate() error {
@@ -111,6 +135,32 @@ func (c Config) validate() error {
 		return errors.New("redriver: MaxDrains must be at least 1")
 	case c.MaxPayload <= 0:
 		return errors.New("redriver: MaxPayload must be positive")
+	case len(c.ReplaySecret) > 0 && len(c.ReplaySecret) < minReplaySecret:
+		return fmt.Errorf("redriver: ReplaySecret must be at least %d bytes", minReplaySecret)
 	}
 	return c.Streams.Validate()
+}
+
+// replaySecret returns the replay secret: ReplaySecret, else the content of
+// ReplaySecretFile, else 32 random bytes.
+func (c Config) replaySecret() ([]byte, error) {
+	switch {
+	case len(c.ReplaySecret) > 0:
+		return c.ReplaySecret, nil
+	case c.ReplaySecretFile != "":
+		b, err := os.ReadFile(c.ReplaySecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("redriver: replay secret: %w", err)
+		}
+		b = bytes.TrimSpace(b)
+		if len(b) < minReplaySecret {
+			return nil, fmt.Errorf("redriver: replay secret file %s holds fewer than %d bytes", c.ReplaySecretFile, minReplaySecret)
+		}
+		return b, nil
+	}
+	b := make([]byte, minReplaySecret)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("redriver: replay secret: %w", err)
+	}
+	return b, nil
 }

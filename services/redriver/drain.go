@@ -165,7 +165,9 @@ func (s *Service) save(d *drainRun) error {
 			return nil
 		case cur.Status == api.DrainCancelled:
 			if !d.userCancelled.Load() {
-				d.setStatus(func(st *api.DrainState) { st.Status, st.FinishedAt = cur.Status, cur.FinishedAt })
+				d.setStatus(func(st *api.DrainState) {
+					st.Status, st.FinishedAt, st.CancelledBy = cur.Status, cur.FinishedAt, cur.CancelledBy
+				})
 				d.userCancel()
 			}
 		}

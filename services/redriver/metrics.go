@@ -9,6 +9,7 @@ type metrics struct {
 	retries   prometheus.Counter
 	inFlight  prometheus.Gauge
 	drains    *prometheus.CounterVec
+	refused   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -33,9 +34,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "deadletter_redrive_drains_total",
 			Help: "Drains that reached a final status, by status.",
 		}, []string{"status"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "deadletter_redrive_refused_total",
+			Help: "Requests refused unanswered, by code (BAD_REQUEST: an empty or reserved reply subject).",
+		}, []string{"code"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.published, m.outcomes, m.retries, m.inFlight, m.drains)
+		reg.MustRegister(m.published, m.outcomes, m.retries, m.inFlight, m.drains, m.refused)
 	}
 	return m
 }

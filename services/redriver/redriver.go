@@ -5,10 +5,19 @@
 // poison events, as a NATS micro service (drain.start, drain.status,
 // drain.cancel, drain.list, redrive, release).
 //
-// A replay re-publishes the event's effective payload to its original
-// events.<domain>.<type> subject with the headers Deadletter-Dlq-Id and
-// Deadletter-Redrive-Count and Nats-Msg-Id "<dlq_id>-<n>", so it passes the
-// full validator and the idempotent commit again. The redriver never writes
+// A replay re-publishes the event's effective payload to
+// replay.<domain>.<type> (subjects.Replay: only the redriver may publish
+// there, so only there does the validator honour the redrive headers) with
+// the headers Deadletter-Dlq-Id and Deadletter-Redrive-Count and an
+// unguessable Nats-Msg-Id (replayMsgID), so it passes the full validator
+// and the idempotent commit again.
+//
+// Every change a person makes (drain, cancel, redrive, correction,
+// release) is recorded under the caller the server attached to the request
+// (access.CallerOf), never under the request's free-text actor, and needs
+// the operator role; the redriver creates no consumer (its reads are batch
+// direct gets) and answers only requests whose reply subject is a
+// requester's inbox. The redriver never writes
 // QUARANTINE: each lifecycle step is a conditional append through
 // quarantiner.append (redrive_requested before publishing — the CAS that
 // keeps two redrivers from replaying one event at once —, corrected,
@@ -68,6 +77,8 @@ type Service struct {
 	drains   jetstream.KeyValue
 	notify   *notifier
 	tr       telemetry.Tracer
+	// replaySecret keys the replays' message ids (replayMsgID).
+	replaySecret []byte
 
 	// runCtx is the parent of every drain and background observation;
 	// cancelled at shutdown.
@@ -98,6 +109,10 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redriver: %w", err)
 	}
+	secret, err := cfg.replaySecret()
+	if err != nil {
+		return nil, err
+	}
 	checkers := map[string]gate.Checker{}
 	for _, c := range gate.Checkers() {
 		checkers[c.Domain()] = c
@@ -108,7 +123,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 		log:     log.With("service", "redriver", "instance", cfg.InstanceID),
 		metrics: newMetrics(cfg.Registerer),
 		running: map[string]*drainRun{},
-		notify:  newNotifier(nc),
+		notify:  newNotifier(nc), replaySecret: secret,
 	}, nil
 }
 
@@ -175,7 +190,7 @@ func (s *Service) Run(ctx context.Context) error {
 		{"redrive", api.Redrive, "replay one event, optionally with a corrected payload", s.handleRedrive},
 		{"release", api.Release, "release a poison event back to redrivable", s.handleRelease},
 	} {
-		if err := svc.AddEndpoint(e.name, e.h, micro.WithEndpointSubject(e.subject),
+		if err := svc.AddEndpoint(e.name, s.guard(e.h), micro.WithEndpointSubject(e.subject),
 			micro.WithEndpointMetadata(map[string]string{"description": e.desc})); err != nil {
 			return fmt.Errorf("redriver: micro endpoint %s: %w", e.name, err)
 		}
@@ -206,29 +221,20 @@ loop:
 // owner whose heartbeat is older than DrainLease (CAS on the revision, so
 // one instance wins).
 func (s *Service) takeOver(ctx context.Context) {
-	lister, err := s.drains.ListKeys(ctx)
+	drains, err := s.listDrains(ctx)
 	if err != nil {
-		if !errors.Is(err, jetstream.ErrNoKeysFound) {
-			s.log.Warn("drains not listed", "err", err)
-		}
+		s.log.Warn("drains not listed", "err", err)
 		return
 	}
-	for key := range lister.Keys() {
+	for _, d := range drains {
 		s.mu.Lock()
-		_, local := s.running[key]
+		_, local := s.running[d.key]
 		full := len(s.running) >= s.cfg.MaxDrains
 		s.mu.Unlock()
-		if local || full {
+		if local || full || d.err != nil {
 			continue
 		}
-		e, err := s.drains.Get(ctx, key)
-		if err != nil {
-			continue
-		}
-		var st api.DrainState
-		if json.Unmarshal(e.Value(), &st) != nil {
-			continue
-		}
+		st := d.state
 		if st.Status != api.DrainRunning && st.Status != api.DrainSelecting {
 			continue
 		}
@@ -238,11 +244,11 @@ func (s *Service) takeOver(ctx context.Context) {
 		st.Resumed++
 		st.Owner, st.Heartbeat = s.cfg.InstanceID, time.Now().UTC()
 		b, _ := json.Marshal(st)
-		rev, err := s.drains.Update(ctx, key, b, e.Revision())
+		rev, err := s.drains.Update(ctx, d.key, b, d.rev)
 		if err != nil {
 			continue // another instance took it
 		}
-		s.log.Info("DRAIN_RESUMED", "drain_id", key, "status", st.Status)
+		s.log.Info("DRAIN_RESUMED", "drain_id", d.key, "status", st.Status)
 		s.start(s.newRun(st, rev), true)
 	}
 }
@@ -332,6 +338,10 @@ func (s *Service) handleDrainStart(r micro.Request) {
 		badRequest(r, err)
 		return
 	}
+	id, ok := s.caller(r, req.Actor, changeRoles)
+	if !ok {
+		return
+	}
 	if err := s.validateStart(&req); err != nil {
 		badRequest(r, err)
 		return
@@ -359,10 +369,13 @@ func (s *Service) handleDrainStart(r micro.Request) {
 		_ = r.Error(api.ErrTooManyDrains, fmt.Sprintf("this instance already runs %d drains", n), nil)
 		return
 	}
+	// The drain and its records name the caller, never the request's
+	// free-text actor.
+	req.Actor = id.User
 	now := time.Now().UTC()
 	st := api.DrainState{
 		DrainID: newDrainID(now), Status: api.DrainSelecting, Request: req,
-		Owner: s.cfg.InstanceID, Heartbeat: now, StartedAt: now,
+		Owner: s.cfg.InstanceID, Heartbeat: now, StartedAt: now, StartedBy: id.User,
 	}
 	b, _ := json.Marshal(st)
 	ctx, cancel := context.WithTimeout(s.runCtx, 5*time.Second)
@@ -372,7 +385,7 @@ func (s *Service) handleDrainStart(r micro.Request) {
 		_ = r.Error(api.ErrUnavailable, "drain not stored: "+err.Error(), nil)
 		return
 	}
-	s.log.Info("DRAIN_STARTED", "drain_id", st.DrainID, "actor", req.Actor)
+	s.log.Info("DRAIN_STARTED", "drain_id", st.DrainID, "actor", id.User, "role", string(id.Role))
 	s.start(s.newRun(st, rev), false)
 	_ = r.RespondJSON(api.DrainStartReply{DrainID: st.DrainID, Status: st.Status})
 }
@@ -420,9 +433,14 @@ func replyStoreError(r micro.Request, err error) {
 	_ = r.Error(api.ErrUnavailable, err.Error(), nil)
 }
 
+// handleDrainStatus answers a drain's status (any person role but a
+// publisher).
 func (s *Service) handleDrainStatus(r micro.Request) {
 	id, ok := drainIDOf(r)
 	if !ok {
+		return
+	}
+	if _, ok := s.caller(r, "", readRoles); !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -442,12 +460,21 @@ func (s *Service) handleDrainCancel(r micro.Request) {
 	if !ok {
 		return
 	}
+	who, ok := s.caller(r, "", changeRoles)
+	if !ok {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s.mu.Lock()
 	d, local := s.running[id]
 	s.mu.Unlock()
 	if local {
+		d.setStatus(func(st *api.DrainState) {
+			if st.CancelledBy == "" {
+				st.CancelledBy = who.User
+			}
+		})
 		d.userCancel()
 		select {
 		case <-d.done:
@@ -471,9 +498,10 @@ func (s *Service) handleDrainCancel(r micro.Request) {
 			return
 		}
 		now := time.Now().UTC()
-		st.Status, st.FinishedAt = api.DrainCancelled, &now
+		st.Status, st.FinishedAt, st.CancelledBy = api.DrainCancelled, &now, who.User
 		b, _ := json.Marshal(st)
 		if _, err := s.drains.Update(ctx, id, b, rev); err == nil {
+			s.log.Info("DRAIN_CANCELLED", "drain_id", id, "actor", who.User)
 			_ = r.RespondJSON(st)
 			return
 		}
@@ -481,6 +509,8 @@ func (s *Service) handleDrainCancel(r micro.Request) {
 	_ = r.Error(api.ErrConflict, "the drain's status kept changing; retry", nil)
 }
 
+// handleDrainList lists the drains in DRAINS (any person role but a
+// publisher).
 func (s *Service) handleDrainList(r micro.Request) {
 	if len(bytes.TrimSpace(r.Data())) > 0 {
 		var v struct{}
@@ -489,19 +519,28 @@ func (s *Service) handleDrainList(r micro.Request) {
 			return
 		}
 	}
+	if _, ok := s.caller(r, "", readRoles); !ok {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	out := api.DrainListReply{Drains: []api.DrainState{}}
-	lister, err := s.drains.ListKeys(ctx)
-	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+	drains, err := s.listDrains(ctx)
+	if err != nil {
 		_ = r.Error(api.ErrUnavailable, err.Error(), nil)
 		return
 	}
-	if err == nil {
-		for key := range lister.Keys() {
-			if st, _, err := s.statusOf(ctx, key); err == nil {
-				out.Drains = append(out.Drains, st)
-			}
+	for _, d := range drains {
+		s.mu.Lock()
+		run, local := s.running[d.key]
+		s.mu.Unlock()
+		switch {
+		case local:
+			out.Drains = append(out.Drains, run.snapshot())
+		case d.err == nil:
+			st := d.state
+			st.Remaining = max(0, st.Selected-st.Done())
+			out.Drains = append(out.Drains, st)
 		}
 	}
 	sort.Slice(out.Drains, func(i, j int) bool { return out.Drains[i].StartedAt.Before(out.Drains[j].StartedAt) })

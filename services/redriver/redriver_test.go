@@ -34,6 +34,15 @@ type testEnv struct {
 
 func newTestEnv(tb testing.TB) *testEnv {
 	tb.Helper()
+	return newTestEnvWith(tb, func(cfg *Config) {
+		cfg.AllowAnonymous = true // one account: no caller is ever attached
+	})
+}
+
+// newTestEnvWith is newTestEnv with the redriver's configuration changed by
+// edit (from DefaultConfig without provisioning).
+func newTestEnvWith(tb testing.TB, edit func(*Config)) *testEnv {
+	tb.Helper()
 	srv := natstest.Start(tb)
 	srv.Provision(tb, streams.DefaultOptions())
 	nc := srv.Connect(tb)
@@ -43,7 +52,16 @@ func newTestEnv(tb testing.TB) *testEnv {
 	}
 	cfg := DefaultConfig()
 	cfg.Provision = false
-	s, err := New(srv.Connect(tb), cfg, nil)
+	edit(&cfg)
+	runRedriver(tb, srv.Connect(tb), cfg)
+	waitRedriver(tb, nc)
+	return &testEnv{srv: srv, js: js, nc: nc}
+}
+
+// runRedriver runs a redriver on nc until cleanup.
+func runRedriver(tb testing.TB, nc *nats.Conn, cfg Config) *Service {
+	tb.Helper()
+	s, err := New(nc, cfg, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -56,11 +74,16 @@ func newTestEnv(tb testing.TB) *testEnv {
 			tb.Errorf("Run: %v", err)
 		}
 	})
+	return s
+}
+
+// waitRedriver waits until the redriver answers discovery on nc.
+func waitRedriver(tb testing.TB, nc *nats.Conn) {
+	tb.Helper()
 	natstest.CheckFor(tb, 10*time.Second, 20*time.Millisecond, func() error {
 		_, err := nc.Request("$SRV.PING.redriver", nil, 200*time.Millisecond)
 		return err
 	})
-	return &testEnv{srv: srv, js: js, nc: nc}
 }
 
 // spec describes a chain to write directly into QUARANTINE.

@@ -2,6 +2,9 @@ package redriver
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -19,6 +22,35 @@ import (
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
 )
+
+// minReplaySecret is the least length of Config.ReplaySecret (256 bits).
+const minReplaySecret = 32
+
+// replayMsgID returns the Nats-Msg-Id of replay n of chain dlqID:
+// "<dlq_id>-<n>-<128-bit tag>", the tag the first half of an HMAC-SHA256
+// keyed with the replay secret over (dlq_id, n).
+//
+// EVENTS de-duplicates Nats-Msg-Id stream-wide, across publishers' events
+// and replays alike, and the server cannot scope it: were the id "<dlq_id>-
+// <n>" (dlq ids are shown to every viewer, and n is the chain's redrive
+// count plus one), anyone able to publish to EVENTS could store that id
+// first and make the replay a silent duplicate, never validated. The tag
+// cannot be computed without the secret. It is derived rather than drawn
+// at random so that every retry of one replay (a re-publish after a lost
+// ack, a resume of a chain left redriving, by this or another instance
+// sharing the secret) carries the same id and is de-duplicated; a random
+// id would have to be stored with the redrive_requested record, a field
+// the quarantiner's append does not take. The id seen in a failure
+// record's headers names only that replay: the next one's tag is
+// unrelated.
+func replayMsgID(secret []byte, dlqID string, n int) string {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte("deadletter replay msg-id v1\x00"))
+	mac.Write([]byte(dlqID))
+	mac.Write([]byte{0})
+	mac.Write([]byte(strconv.Itoa(n)))
+	return dlqID + "-" + strconv.Itoa(n) + "-" + hex.EncodeToString(mac.Sum(nil)[:16])
+}
 
 // replayOpts are the controls of one replay.
 type replayOpts struct {
@@ -222,9 +254,10 @@ type prepared struct {
 }
 
 // prepare derives the replay of state st: the effective payload (the latest
-// correction, else the original), its subject (the original's, or, for a
-// correction whose event type changed, the one the domain's checker
-// derives) and its idempotency key: the one the validator derived when the
+// correction, else the original), its subject (replay.<domain>.<type> of
+// the original's domain and type, or, for a correction whose event type
+// changed, of the type the domain's checker derives) and its idempotency
+// key: the one the validator derived when the
 // event failed (stored in the chain), else (a correction, or an original
 // that never passed the gate) by the gate now.
 func (s *Service) prepare(st record.State) (prepared, error) {
@@ -232,19 +265,23 @@ func (s *Service) prepare(st record.State) (prepared, error) {
 	if err != nil {
 		return prepared{}, err
 	}
-	subject := st.SourceSubject
+	dom, typ, ok := subjects.ParseEvent(st.SourceSubject)
+	if !ok {
+		return prepared{}, fmt.Errorf("redriver: source subject is not an events subject")
+	}
 	if st.Corrected {
 		if c, ok := s.checkers[st.Domain]; ok {
 			if doc, err := gate.Decode(data); err == nil {
-				if typ, err := c.EventType(doc); err == nil && typ != "" {
-					subject = subjects.Event(st.Domain, typ)
+				if t, err := c.EventType(doc); err == nil && t != "" {
+					dom, typ = st.Domain, t
 				}
 			}
 		}
 	}
-	if _, _, ok := subjects.ParseEvent(subject); !ok {
-		return prepared{}, fmt.Errorf("redriver: source subject is not an events subject")
-	}
+	// Replays go to their own subject, which only the redriver may
+	// publish to: only there does the validator honour the redrive
+	// headers.
+	subject := subjects.Replay(dom, typ)
 	p := prepared{subject: subject, data: data}
 	if !st.Corrected && st.IdempotencyKey != "" {
 		p.key = st.IdempotencyKey
@@ -274,7 +311,7 @@ func (s *Service) publishAndObserve(ctx context.Context, domain, id string, st r
 	stop := s.notify.watch(wake, p.key, domain, id)
 	defer stop()
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	ack, err := s.js.PublishMsg(pctx, m, jetstream.WithMsgID(id+"-"+strconv.Itoa(n)))
+	ack, err := s.js.PublishMsg(pctx, m, jetstream.WithMsgID(replayMsgID(s.replaySecret, id, n)))
 	cancel()
 	if err == nil {
 		telemetry.RecordAck(span, ack)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -30,21 +31,26 @@ type item struct {
 	id   [16]byte
 	okey uint64
 	t    int64
-	// ord is the chain's place in QUARANTINE (the selection streams the
-	// last records in stream order); once sorted, the place of its lane's
-	// first event.
+	// ord is the place of the chain's last record in QUARANTINE (the
+	// selection reads the records in stream order); once sorted, the place
+	// of its lane's first event.
 	ord uint32
 	dom uint8
 	// flags: flagBlocker (an unresolved, unselected event that holds the
 	// later events of its key), flagNoKey (no ordering key: its own lane),
-	// flagOddID (id[0:4] indexes selection.odd).
+	// flagOddID (id[0:4] indexes selection.odd), flagDead (superseded by a
+	// resolving record; dropped when the scan ends).
 	flags uint8
+	// reason indexes selection.reasons: why the chain is not selected (0:
+	// it is), as decided on its last record read so far.
+	reason uint8
 }
 
 const (
 	flagBlocker = 1 << iota
 	flagNoKey
 	flagOddID
+	flagDead
 )
 
 // domainTable maps a domain to its item code; 0 is "other" (an odd id).
@@ -56,10 +62,23 @@ type selection struct {
 	odd   []string
 	// selected counts the non-blocker items.
 	selected int
-	// seen counts the chains streamed so far (the ord of the next item).
+	// seen counts the records read so far (the ord of the next one).
 	seen uint32
 	// excluded counts events not selected, by reason.
 	excluded map[string]int
+
+	// During the scan: the item of each chain whose last record read so
+	// far does not end it (standard ids by their packed form, odd ids by
+	// the id), and the reasons items refer to.
+	byID    map[chainKey]int32
+	byOddID map[string]int32
+	reasons []string
+}
+
+// chainKey is a standard dlq id, packed as in an item.
+type chainKey struct {
+	id  [16]byte
+	dom uint8
 }
 
 // lastRecord is what selection reads from the last record of a chain.
@@ -171,95 +190,288 @@ func (m matcher) decide(l lastRecord) (reason string, blocker bool) {
 	return "", false
 }
 
-// selector streams a filter's chains (the last record of each) and builds
-// a selection.
+// selector reads a filter's chains and builds a selection.
 type selector struct {
-	js     jetstream.JetStream
-	seed   maphash.Seed
-	onItem func(l lastRecord) // optional, for dry runs
+	js   jetstream.JetStream
+	seed maphash.Seed
+	// onItem, when set, is called with each record that tentatively selects
+	// its chain, and the index of the chain's item (for dry runs: a later
+	// record of the chain may still unselect it, see selection.live).
+	onItem func(l lastRecord, idx int32)
+	// onFinal, when set, is called once the scan ended and before the
+	// selection is compacted: selection.live then tells the indexes onItem
+	// named that stayed selected.
+	onFinal func(sel *selection)
 }
 
-// errSelection wraps a failure to stream the selection.
+// errSelection wraps a failure to read the selection.
 var errSelection = errors.New("redriver: selection failed")
 
-// run streams QUARANTINE with an ordered consumer delivering the last record
-// of every chain (one subject per chain), so memory grows with the selected
-// items only, never with the stored records.
+// Reads of the selection: direct-get batches of up to scanBatch records
+// and scanMaxBytes bytes (a first record carries its payload, up to the
+// gate's limit), so a scan costs one round trip per batch and the
+// redriver's memory per batch stays bounded.
+const (
+	scanBatch    = 1024
+	scanMaxBytes = 8 << 20
+)
+
+// run reads the chains of a filter with batch direct gets (no consumer:
+// the redriver has no right to create one) and builds the selection from
+// the last record of each chain. A filter naming dlq ids reads exactly the
+// last records, by multi-last gets of at most streams.MaxMultiLast
+// subjects; any other filter reads its subjects' records in stream order,
+// each record replacing the decision on its chain's earlier ones. A chain
+// ends at a resolving record ("nothing follows a resolved event"): it is
+// counted then and forgotten, so memory grows with the unresolved chains
+// read, never with the stored records.
 func (sl *selector) run(ctx context.Context, f api.DrainFilter, cutoff time.Time, limit int) (*selection, error) {
 	m := newMatcher(f, cutoff)
-	sel := &selection{excluded: map[string]int{}}
-	cons, err := sl.js.OrderedConsumer(ctx, subjects.QuarantineStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: filterSubjects(f),
-		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
-	})
+	sel := &selection{excluded: map[string]int{}, byID: map[chainKey]int32{}, byOddID: map[string]int32{}, reasons: []string{""}}
+	visit := func(raw *jetstream.RawStreamMsg) error {
+		sel.visit(m, raw, sl.seed, sl.onItem)
+		return nil
+	}
+	var err error
+	if len(f.DLQIDs) > 0 {
+		err = sl.readLast(ctx, filterSubjects(f), visit)
+	} else {
+		err = sl.scan(ctx, filterSubjects(f)[0], visit)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errSelection, err)
+		return nil, fmt.Errorf("%w: %w", errSelection, err)
 	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errSelection, err)
-	}
-	if info.NumPending > 0 {
-		it, err := cons.Messages(jetstream.PullMaxMessages(1024))
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", errSelection, err)
-		}
-		defer it.Stop()
-		for {
-			msg, err := nextMsg(ctx, it)
-			if err != nil {
-				return nil, fmt.Errorf("%w: %v", errSelection, err)
-			}
-			if sel.seen < math.MaxUint32 {
-				sel.seen++
-			}
-			var l lastRecord
-			if err := jsonv2.Unmarshal(msg.Data(), &l); err != nil || l.DLQID == "" {
-				sel.excluded["unreadable"]++
-			} else if reason, blocker := m.decide(l); reason != "" {
-				sel.excluded[reason]++
-				if blocker && l.OrderingKey != "" {
-					sel.add(l, flagBlocker, sl.seed)
-				}
-			} else if limit > 0 && sel.selected >= limit {
-				sel.excluded["limit"]++
-			} else {
-				sel.add(l, 0, sl.seed)
-				sel.selected++
-				if sl.onItem != nil {
-					sl.onItem(l)
-				}
-			}
-			meta, err := msg.Metadata()
-			if err != nil || meta.NumPending == 0 {
-				break
-			}
-		}
-	}
+	sel.finish(limit, sl.onFinal)
 	sel.sort()
 	return sel, nil
 }
 
-// nextMsg returns the next message, giving up when ctx is done.
-func nextMsg(ctx context.Context, it jetstream.MessagesContext) (jetstream.Msg, error) {
-	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
-		if errors.Is(err, jetstream.ErrNoHeartbeat) && ctx.Err() == nil {
-			continue
+// scan hands fn every record on subject (a wildcard) in stream order, until
+// the server reports none pending.
+func (sl *selector) scan(ctx context.Context, subject string, fn func(*jetstream.RawStreamMsg) error) error {
+	for next := uint64(1); ; {
+		n := 0
+		pending, err := streams.DirectGet(ctx, sl.js, subjects.QuarantineStream,
+			streams.DirectRequest{Seq: next, NextFor: subject, Batch: scanBatch, MaxBytes: scanMaxBytes},
+			func(raw *jetstream.RawStreamMsg) error {
+				n++
+				next = raw.Sequence + 1
+				return fn(raw)
+			})
+		if err != nil {
+			return err
 		}
-		return m, err
+		if n == 0 || pending == 0 {
+			return nil
+		}
 	}
 }
 
-// add packs a last record into an item.
+// readLast hands fn the last record of each of subjects (no wildcards), by
+// multi-last gets of at most streams.MaxMultiLast subjects; a reply cut
+// short by max_bytes continues from the sequence after its last record.
+func (sl *selector) readLast(ctx context.Context, subs []string, fn func(*jetstream.RawStreamMsg) error) error {
+	for chunk := range slices.Chunk(subs, streams.MaxMultiLast) {
+		for next := uint64(0); ; {
+			n := 0
+			pending, err := streams.DirectGet(ctx, sl.js, subjects.QuarantineStream,
+				streams.DirectRequest{Seq: next, MultiLast: chunk, Batch: len(chunk), MaxBytes: scanMaxBytes},
+				func(raw *jetstream.RawStreamMsg) error {
+					n++
+					next = raw.Sequence + 1
+					return fn(raw)
+				})
+			if err != nil {
+				return err
+			}
+			if n == 0 || pending == 0 {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// visit decides on one record: it replaces what an earlier record of its
+// chain decided.
+func (sel *selection) visit(m matcher, raw *jetstream.RawStreamMsg, seed maphash.Seed, onItem func(lastRecord, int32)) {
+	if sel.seen < math.MaxUint32 {
+		sel.seen++
+	}
+	var l lastRecord
+	if err := jsonv2.Unmarshal(raw.Data, &l); err != nil || l.DLQID == "" {
+		// The chain's id is the subject's last token.
+		_, id, _ := strings.Cut(strings.TrimPrefix(raw.Subject, "quarantine."), ".")
+		sel.upsert(lastRecord{DLQID: id}, "unreadable", false, seed)
+		return
+	}
+	reason, blocker := m.decide(l)
+	switch {
+	case reason == "party_id" || reason == "first_seen":
+		// Every record of a chain has the same party and first_seen: the
+		// chain is excluded whatever follows, counted once, at its first
+		// record, and never kept.
+		if l.Index == 0 {
+			sel.excluded[reason]++
+		}
+		sel.forget(l.DLQID)
+	case l.status() == record.StatusResolved:
+		// Nothing follows a resolved event: final.
+		sel.excluded[reason]++
+		sel.forget(l.DLQID)
+	default:
+		idx := sel.upsert(l, reason, blocker, seed)
+		if reason == "" && onItem != nil {
+			onItem(l, idx)
+		}
+	}
+}
+
+// upsert records the decision of a chain's latest record in its item,
+// creating the item at the chain's first record read.
+func (sel *selection) upsert(l lastRecord, reason string, blocker bool, seed maphash.Seed) int32 {
+	var flags uint8
+	if blocker {
+		flags = flagBlocker
+	}
+	it := packFields(l, flags, seed)
+	it.ord = sel.seen
+	it.reason = sel.reasonCode(reason)
+	if it.flags&flagOddID == 0 {
+		k := chainKey{it.id, it.dom}
+		if idx, ok := sel.byID[k]; ok {
+			sel.items[idx] = it
+			return idx
+		}
+		idx := int32(len(sel.items))
+		sel.byID[k] = idx
+		sel.items = append(sel.items, it)
+		return idx
+	}
+	if idx, ok := sel.byOddID[l.DLQID]; ok {
+		it.id = sel.items[idx].id // keep its odd-table entry
+		sel.items[idx] = it
+		return idx
+	}
+	sel.addOdd(&it, l.DLQID)
+	idx := int32(len(sel.items))
+	sel.byOddID[l.DLQID] = idx
+	sel.items = append(sel.items, it)
+	return idx
+}
+
+// forget drops the item of a chain that ended (or that no record of can
+// select).
+func (sel *selection) forget(id string) {
+	var it item
+	if k, ok := packID(id, &it); ok {
+		if idx, found := sel.byID[k]; found {
+			sel.items[idx].flags |= flagDead
+			delete(sel.byID, k)
+		}
+		return
+	}
+	if idx, found := sel.byOddID[id]; found {
+		sel.items[idx].flags |= flagDead
+		delete(sel.byOddID, id)
+	}
+}
+
+// reasonCode interns an exclusion reason ("" is 0); past 255 reasons the
+// last one stands for the rest (reasons are a few fixed strings and the
+// classes, so this does not happen).
+func (sel *selection) reasonCode(reason string) uint8 {
+	if i := slices.Index(sel.reasons, reason); i >= 0 {
+		return uint8(i)
+	}
+	if len(sel.reasons) == math.MaxUint8+1 {
+		return math.MaxUint8
+	}
+	sel.reasons = append(sel.reasons, reason)
+	return uint8(len(sel.reasons) - 1)
+}
+
+// live reports whether item idx (as onItem named it) is still selected once
+// the scan ended; valid only in onFinal, before finish compacts the items.
+func (sel *selection) live(idx int32) bool {
+	it := sel.items[idx]
+	return it.flags&flagDead == 0 && it.reason == 0
+}
+
+// finish settles the decisions once every record was read: the chains
+// selected are kept up to limit (in the stream order of their last
+// records; 0: no limit), the excluded ones counted by reason, the blockers
+// among them kept (they hold their keys' lanes), the rest dropped. onFinal,
+// when set, sees the selection before it is compacted.
+func (sel *selection) finish(limit int, onFinal func(*selection)) {
+	sel.byID, sel.byOddID = nil, nil
+	if limit > 0 {
+		var ords []uint32
+		for _, it := range sel.items {
+			if it.flags&flagDead == 0 && it.reason == 0 {
+				ords = append(ords, it.ord)
+			}
+		}
+		if len(ords) > limit {
+			slices.Sort(ords)
+			last := ords[limit-1]
+			for i := range sel.items {
+				if it := &sel.items[i]; it.flags&flagDead == 0 && it.reason == 0 && it.ord > last {
+					it.flags |= flagDead
+					sel.excluded["limit"]++
+				}
+			}
+		}
+	}
+	if onFinal != nil {
+		onFinal(sel)
+	}
+	out := sel.items[:0]
+	for _, it := range sel.items {
+		switch {
+		case it.flags&flagDead != 0:
+			continue
+		case it.reason != 0:
+			sel.excluded[sel.reasons[it.reason]]++
+			if it.flags&flagBlocker == 0 || it.flags&flagNoKey != 0 {
+				continue
+			}
+		default:
+			sel.selected++
+		}
+		it.reason = 0
+		out = append(out, it)
+	}
+	clear(sel.items[len(out):])
+	sel.items = slices.Clip(out)
+}
+
+// add appends a last record as a new item (tests build selections with it).
 func (sel *selection) add(l lastRecord, flags uint8, seed maphash.Seed) {
 	it := sel.pack(l, flags, seed)
 	it.ord = sel.seen
 	sel.items = append(sel.items, it)
 }
 
-// pack builds the item of a last record.
+// pack builds the item of a last record, adding an odd id to the side
+// table.
 func (sel *selection) pack(l lastRecord, flags uint8, seed maphash.Seed) item {
+	it := packFields(l, flags, seed)
+	if it.flags&flagOddID != 0 {
+		sel.addOdd(&it, l.DLQID)
+	}
+	return it
+}
+
+// addOdd stores an odd id in the side table and makes it refer to it.
+func (sel *selection) addOdd(it *item, id string) {
+	n := len(sel.odd)
+	sel.odd = append(sel.odd, id)
+	it.id[0], it.id[1], it.id[2], it.id[3] = byte(n), byte(n>>8), byte(n>>16), byte(n>>24)
+}
+
+// packFields builds the item of a last record; an odd id is only flagged.
+func packFields(l lastRecord, flags uint8, seed maphash.Seed) item {
 	it := item{flags: flags}
 	if l.EventTime != nil {
 		it.t = l.EventTime.UnixNano()
@@ -269,18 +481,25 @@ func (sel *selection) pack(l lastRecord, flags uint8, seed maphash.Seed) item {
 	} else {
 		it.okey = hashKey(seed, l.Domain, l.OrderingKey)
 	}
-	dom, rest, _ := strings.Cut(l.DLQID, "_")
+	if _, ok := packID(l.DLQID, &it); !ok {
+		it.flags |= flagOddID
+	}
+	return it
+}
+
+// packID packs a standard dlq id ("<domain>_<32 hex>" of a known domain)
+// into it; ok is false for any other id.
+func packID(id string, it *item) (chainKey, bool) {
+	dom, rest, _ := strings.Cut(id, "_")
 	if d := slices.Index(domainTable, dom); d > 0 && len(rest) == 32 {
-		if _, err := hex.Decode(it.id[:], []byte(rest)); err == nil {
-			it.dom = uint8(d)
-			return it
+		var k chainKey
+		if _, err := hex.Decode(k.id[:], []byte(rest)); err == nil {
+			k.dom = uint8(d)
+			it.id, it.dom = k.id, k.dom
+			return k, true
 		}
 	}
-	n := len(sel.odd)
-	sel.odd = append(sel.odd, l.DLQID)
-	it.id[0], it.id[1], it.id[2], it.id[3] = byte(n), byte(n>>8), byte(n>>16), byte(n>>24)
-	it.flags |= flagOddID
-	return it
+	return chainKey{}, false
 }
 
 // seedOf returns a fresh seed for ordering-key hashes.

@@ -49,12 +49,16 @@ func (s *Service) handleRedrive(r micro.Request) {
 		badRequest(r, err)
 		return
 	}
+	id, ok := s.caller(r, req.Actor, changeRoles)
+	if !ok {
+		return
+	}
 	switch {
 	case req.DLQID == "":
 		_ = r.Error(api.ErrBadRequest, "dlq_id is required", nil)
 		return
-	case len(req.Payload) > 0 && (req.Actor == "" || req.Reason == ""):
-		_ = r.Error(api.ErrBadRequest, "a corrected payload needs actor and reason", nil)
+	case len(req.Payload) > 0 && req.Reason == "":
+		_ = r.Error(api.ErrBadRequest, "a corrected payload needs a reason", nil)
 		return
 	case len(req.Payload) > s.gate.MaxPayload():
 		_ = r.Error(api.ErrBadRequest, fmt.Sprintf("payload exceeds %d bytes", s.gate.MaxPayload()), nil)
@@ -63,6 +67,8 @@ func (s *Service) handleRedrive(r micro.Request) {
 		_ = r.Error(api.ErrBadRequest, "actor or reason too long", nil)
 		return
 	}
+	// The records name the caller, never the request's free-text actor.
+	req.Actor = id.User
 	d := endpoint.Detach(s.nc, r) // answered after this handler returns
 	s.wg.Add(1)
 	go func() {
@@ -71,6 +77,7 @@ func (s *Service) handleRedrive(r micro.Request) {
 	}()
 }
 
+// redrive serves a redrive whose Actor is the authenticated caller.
 func (s *Service) redrive(r micro.Request, req api.RedriveRequest) {
 	ctx, cancel := context.WithTimeout(s.runCtx, s.cfg.RedriveWait+30*time.Second)
 	defer cancel()
@@ -129,7 +136,7 @@ func (s *Service) redrive(r micro.Request, req api.RedriveRequest) {
 			defer s.wg.Done()
 			bctx, cancel := context.WithTimeout(s.runCtx, s.cfg.OutcomeTimeout+30*time.Second)
 			defer cancel()
-			res := s.replay(bctx, ch.domain, req.DLQID, replayOpts{includeValidation: req.IncludeValidation})
+			res := s.replay(bctx, ch.domain, req.DLQID, replayOpts{includeValidation: req.IncludeValidation, actor: req.Actor, reason: req.Reason})
 			s.metrics.outcomes.WithLabelValues(orError(res.outcome)).Inc()
 		}()
 	}
@@ -168,9 +175,15 @@ func (s *Service) handleRelease(r micro.Request) {
 		badRequest(r, err)
 		return
 	}
+	id, ok := s.caller(r, req.Actor, changeRoles)
+	if !ok {
+		return
+	}
+	// The record names the caller, never the request's free-text actor.
+	req.Actor = id.User
 	switch {
-	case req.DLQID == "" || req.Actor == "" || req.Reason == "":
-		_ = r.Error(api.ErrBadRequest, "dlq_id, actor and reason are required", nil)
+	case req.DLQID == "" || req.Reason == "":
+		_ = r.Error(api.ErrBadRequest, "dlq_id and reason are required", nil)
 		return
 	case req.Class != "" && req.Class != record.ClassExhausted && req.Class != record.ClassValidation:
 		_ = r.Error(api.ErrBadRequest, "class must be exhausted or validation", nil)
@@ -221,19 +234,47 @@ func (s *Service) plan(ctx context.Context, f api.DrainFilter) (*api.DrainPlan, 
 	p := &api.DrainPlan{ByDomain: map[string]int{}, ByClass: map[string]int{}, ByCode: map[string]int{}}
 	const maxNames, maxChecks = 100000, 10000
 	names := map[uint64]string{}
-	var keys []string // idempotency keys to check, at most maxChecks
+	// What the plan counts of each tentatively selected chain (a later
+	// record may unselect it): its (domain, class, code), interned, by
+	// item index; its idempotency key for the first maxChecks.
+	type dcc struct{ domain, class, code string }
+	var triples []dcc
+	tripleIdx := map[dcc]uint32{}
+	info := map[int32]uint32{}
+	idem := map[int32]string{}
 	sl := &selector{js: s.js}
 	sl.seed = seedOf()
-	sl.onItem = func(l lastRecord) {
-		p.ByDomain[l.Domain]++
-		p.ByClass[l.Class]++
-		p.ByCode[l.ErrorCode]++
+	sl.onItem = func(l lastRecord, idx int32) {
+		t := dcc{l.Domain, l.Class, l.ErrorCode}
+		ti, ok := tripleIdx[t]
+		if !ok {
+			ti = uint32(len(triples))
+			triples = append(triples, t)
+			tripleIdx[t] = ti
+		}
+		info[idx] = ti
 		if l.OrderingKey != "" && len(names) < maxNames {
 			names[hashKey(sl.seed, l.Domain, l.OrderingKey)] = l.OrderingKey
 		}
-		if len(keys) < maxChecks && l.Idempotency != "" {
-			keys = append(keys, l.Idempotency)
+		if _, ok := idem[idx]; (ok || len(idem) < maxChecks) && l.Idempotency != "" {
+			idem[idx] = l.Idempotency
 		}
+	}
+	var keys []string // idempotency keys to check, at most maxChecks
+	sl.onFinal = func(sel *selection) {
+		for idx, ti := range info {
+			if !sel.live(idx) {
+				continue
+			}
+			t := triples[ti]
+			p.ByDomain[t.domain]++
+			p.ByClass[t.class]++
+			p.ByCode[t.code]++
+			if k, ok := idem[idx]; ok {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
 	}
 	sel, err := sl.run(ctx, f, time.Time{}, f.Limit)
 	if err != nil {

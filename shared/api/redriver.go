@@ -95,7 +95,11 @@ type DrainStartRequest struct {
 	MaxConcurrency int `json:"max_concurrency,omitempty"`
 	// DryRun returns the plan and writes or publishes nothing.
 	DryRun bool `json:"dry_run,omitempty"`
-	// Actor and Reason are recorded with the drain.
+	// Actor is ignored (kept for compatibility): a drain is recorded under
+	// the authenticated caller (DrainState.StartedBy), whose name the
+	// stored request carries instead. Only a redriver that allows
+	// anonymous requests (tests, development without accounts) uses it as
+	// the caller's name. Reason is recorded with the drain.
 	Actor  string `json:"actor,omitempty"`
 	Reason string `json:"reason,omitempty"`
 }
@@ -190,6 +194,10 @@ type DrainState struct {
 	StartedAt  time.Time  `json:"started_at"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	Error      string     `json:"error,omitempty"`
+	// StartedBy is the authenticated user who started the drain;
+	// CancelledBy the one who cancelled it, if anyone did.
+	StartedBy   string `json:"started_by,omitempty"`
+	CancelledBy string `json:"cancelled_by,omitempty"`
 }
 
 // DrainIDRequest names a drain (drain.status, drain.cancel).
@@ -208,13 +216,15 @@ type RedriveRequest struct {
 	DLQID string `json:"dlq_id"`
 	// Payload, when set, is the corrected event (a JSON value, stored
 	// byte for byte as a corrected record; the original stays in the
-	// chain). Actor and Reason are then required.
+	// chain). Reason is then required.
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// IncludeValidation replays a validation-class event without a
 	// correction.
-	IncludeValidation bool   `json:"include_validation,omitempty"`
-	Actor             string `json:"actor,omitempty"`
-	Reason            string `json:"reason,omitempty"`
+	IncludeValidation bool `json:"include_validation,omitempty"`
+	// Actor is ignored (kept for compatibility): the records name the
+	// authenticated caller (see DrainStartRequest.Actor).
+	Actor  string `json:"actor,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // RedriveReply is the outcome of a redrive (OutcomePending when it was not
@@ -236,7 +246,10 @@ type ReleaseRequest struct {
 	DLQID string `json:"dlq_id"`
 	// Class is the class restored: validation or exhausted; default the
 	// class the event had before it was poisoned.
-	Class  string `json:"class,omitempty"`
+	Class string `json:"class,omitempty"`
+	// Actor is ignored (kept for compatibility): the released record names
+	// the authenticated caller (see DrainStartRequest.Actor). Reason is
+	// required.
 	Actor  string `json:"actor"`
 	Reason string `json:"reason"`
 }

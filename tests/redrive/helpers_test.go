@@ -196,6 +196,7 @@ func redriverConfig() redriver.Config {
 	cfg.PollMax = 500 * time.Millisecond
 	cfg.DrainLease = 2 * time.Second
 	cfg.InstanceID = "redriver-test"
+	cfg.AllowAnonymous = true // one account: no caller is ever attached
 	return cfg
 }
 
