@@ -99,10 +99,10 @@ type Spec struct {
 }
 
 // api subjects of one stream.
-func streamInfo(s string) string    { return "$JS.API.STREAM.INFO." + s }
-func msgGet(s string) string        { return "$JS.API.STREAM.MSG.GET." + s }
+func streamInfo(s string) string      { return "$JS.API.STREAM.INFO." + s }
+func msgGet(s string) string          { return "$JS.API.STREAM.MSG.GET." + s }
 func consumerInfo(s, c string) string { return "$JS.API.CONSUMER.INFO." + s + "." + c }
-func msgNext(s, c string) string    { return "$JS.API.CONSUMER.MSG.NEXT." + s + "." + c }
+func msgNext(s, c string) string      { return "$JS.API.CONSUMER.MSG.NEXT." + s + "." + c }
 
 // directGet returns the direct-get subjects of a stream (by sequence or
 // batch, and last-by-subject).

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
 )
 
 // The configuration is rendered as JSON, which the nats-server

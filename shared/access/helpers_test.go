@@ -71,6 +71,34 @@ func (v *violations) add(err error) {
 	v.once.Do(func() { close(v.seen) })
 }
 
+// reset forgets the violations seen so far.
+func (v *violations) reset() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.errs = nil
+}
+
+// wait reports whether the server reports a permission violation whose
+// text holds what (e.g. `publish to "x"`) within refusalTimeout.
+func (v *violations) wait(what string) bool {
+	want := strings.ToLower("Permissions Violation for " + what)
+	deadline := time.Now().Add(refusalTimeout)
+	for {
+		v.mu.Lock()
+		for _, e := range v.errs {
+			if strings.Contains(strings.ToLower(e), want) {
+				v.mu.Unlock()
+				return true
+			}
+		}
+		v.mu.Unlock()
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // ctx returns the context of a request the server is expected to refuse:
 // it ends at the first violation reported to the connection (a refused
 // request gets no answer, so there is no need to wait for a timeout), or
