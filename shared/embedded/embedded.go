@@ -35,6 +35,9 @@ type Config struct {
 	// accounts, users and permissions of the trust boundary). Options set
 	// here win over the same settings in the text.
 	ConfigText string
+	// Security sets TLS and store encryption (a Host other than loopback
+	// needs TLS); applied after ConfigText.
+	Security Security
 	// Log turns on the server's own log (to stderr).
 	Log bool
 	// ReadyTimeout bounds the wait for the server to accept connections.
@@ -84,6 +87,9 @@ func Start(cfg Config) (*server.Server, error) {
 	opts.MaxPayload = cfg.MaxPayload
 	opts.NoLog = !cfg.Log
 	opts.NoSigs = true
+	if err := cfg.Security.Apply(opts, cfg.Host); err != nil {
+		return nil, err
+	}
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded: %w", err)

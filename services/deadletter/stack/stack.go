@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -59,6 +60,15 @@ type Config struct {
 	Redriver redriver.Config
 	// Auditor configures the auditor.
 	Auditor auditor.Config
+	// Security sets the server's TLS and the store's at-rest encryption. A
+	// Host other than loopback refuses to start without TLS.
+	Security embedded.Security
+	// AnchorDir holds the auditor's signing key (an nkeys seed, mode 0600)
+	// and the export of its signed checkpoints (checkpoints.jsonl), the
+	// anchor `verify --anchor` checks the store against. It must live
+	// outside DataDir: whoever can rewrite the store must not hold them.
+	// Default "anchors".
+	AnchorDir string
 	// MetricsAddr is where /metrics is served (Prometheus text format), one
 	// registry for every service of the process. Default 127.0.0.1:9464;
 	// empty disables it.
@@ -80,6 +90,7 @@ func DefaultConfig() Config {
 		Redriver:    redriver.DefaultConfig(),
 		Auditor:     auditor.DefaultConfig(),
 		MetricsAddr: "127.0.0.1:9464",
+		AnchorDir:   "anchors",
 		Out:         io.Discard,
 	}
 }
@@ -93,6 +104,8 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Int("DEADLETTER_PORT", &c.Port)
 	env.Bool("DEADLETTER_SYNC_ALWAYS", &c.SyncAlways)
 	env.String("DEADLETTER_METRICS_ADDR", &c.MetricsAddr)
+	env.String("DEADLETTER_ANCHOR_DIR", &c.AnchorDir)
+	c.Security.LoadEnv(env)
 	env.Int("DEADLETTER_REPLICAS", &c.Streams.Replicas)
 	c.Validator.LoadEnv(env)
 	c.Quarantiner.LoadEnv(env)
@@ -104,11 +117,36 @@ func (c Config) validate() error {
 	if c.DataDir == "" {
 		return errors.New("stack: data directory is required")
 	}
+	if c.AnchorDir == "" {
+		return errors.New("stack: an anchor directory is required")
+	}
+	if inside(c.AnchorDir, c.DataDir) {
+		return fmt.Errorf("stack: the anchor directory %s must be outside the data directory %s", c.AnchorDir, c.DataDir)
+	}
 	if c.Streams.Replicas != 1 {
 		return errors.New("stack: the embedded server is a single node: replicas must be 1")
 	}
 	return c.Streams.Validate()
 }
+
+// inside reports whether path is dir or below it.
+func inside(path, dir string) bool {
+	p, err1 := filepath.Abs(path)
+	d, err2 := filepath.Abs(dir)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	rel, err := filepath.Rel(d, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// Files of the anchor directory.
+const (
+	// SigningKeyFile is the auditor's signing seed (mode 0600).
+	SigningKeyFile = "audit-signing.nk"
+	// ExportFile receives every signed checkpoint, one JSON line each.
+	ExportFile = "checkpoints.jsonl"
+)
 
 // CredentialsFile is the name, in the data directory, of the file that keeps
 // every NATS user's secret across restarts (mode 0600): the services' nkey
@@ -139,6 +177,9 @@ type Stack struct {
 	Redriver *redriver.Service
 	// Auditor is the running auditor.
 	Auditor *auditor.Service
+	// auditKey is the auditor's public signing key; exportFile receives its
+	// signed checkpoints.
+	auditKey, exportFile string
 	// creds are the NATS users' secrets, kept in the data directory.
 	creds *access.Secrets
 }
@@ -221,7 +262,7 @@ func (s *Stack) Run(ctx context.Context) error {
 	}
 	srv, err := embedded.Start(embedded.Config{
 		StoreDir: s.cfg.DataDir, Host: s.cfg.Host, Port: s.cfg.Port, SyncAlways: s.cfg.SyncAlways,
-		ConfigText: text,
+		ConfigText: text, Security: s.cfg.Security,
 	})
 	if err != nil {
 		return err
@@ -257,7 +298,7 @@ func (s *Stack) Run(ctx context.Context) error {
 	}()
 	connect := func(user string) (*nats.Conn, error) {
 		opts := append([]nats.Option{nats.Name("deadletter-" + user), nats.MaxReconnects(-1)}, creds.NATSOptions(user)...)
-		nc, err := nats.Connect(srv.ClientURL(), opts...)
+		nc, err := nats.Connect("", append(opts, nats.InProcessServer(srv))...)
 		if err == nil {
 			conns = append(conns, nc)
 		}
@@ -338,7 +379,26 @@ func (s *Stack) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a, err := auditor.New(anc, s.cfg.Auditor, s.log)
+	acfg := s.cfg.Auditor
+	if acfg.SigningKeyFile == "" {
+		acfg.SigningKeyFile = filepath.Join(s.cfg.AnchorDir, SigningKeyFile)
+		if err := os.MkdirAll(s.cfg.AnchorDir, 0o700); err != nil {
+			return fmt.Errorf("stack: anchor directory: %w", err)
+		}
+		if _, err := os.Stat(acfg.SigningKeyFile); errors.Is(err, os.ErrNotExist) {
+			if _, err := auditor.NewSigningKey(acfg.SigningKeyFile); err != nil {
+				return err
+			}
+		}
+	}
+	if acfg.ExportFile == "" {
+		acfg.ExportFile = filepath.Join(s.cfg.AnchorDir, ExportFile)
+	}
+	if s.auditKey, err = auditor.SigningPublicKey(acfg.SigningKeyFile); err != nil {
+		return err
+	}
+	s.exportFile = acfg.ExportFile
+	a, err := auditor.New(anc, acfg, s.log)
 	if err != nil {
 		return err
 	}
@@ -360,7 +420,7 @@ func (s *Stack) Run(ctx context.Context) error {
 // services' durable consumers: the administrator's step, done here because
 // this process owns the server.
 func (s *Stack) provision(ctx context.Context) error {
-	nc, err := nats.Connect(s.srv.ClientURL(), append([]nats.Option{nats.Name("deadletter-admin")}, s.creds.NATSOptions(access.Admin)...)...)
+	nc, err := nats.Connect("", append([]nats.Option{nats.Name("deadletter-admin"), nats.InProcessServer(s.srv)}, s.creds.NATSOptions(access.Admin)...)...)
 	if err != nil {
 		return err
 	}
@@ -397,9 +457,9 @@ func ProvisionConsumers(ctx context.Context, js jetstream.JetStream, v validator
 func (s *Stack) Secrets() *access.Secrets { return s.creds }
 
 // ConnectAs connects to the stack's server as user (a person or a service
-// user), with its private inbox prefix.
+// user), with its private inbox prefix, in process (no TCP, so no TLS).
 func (s *Stack) ConnectAs(user string, opts ...nats.Option) (*nats.Conn, error) {
-	return nats.Connect(s.srv.ClientURL(), append(s.creds.NATSOptions(user), opts...)...)
+	return nats.Connect("", append(append(s.creds.NATSOptions(user), nats.InProcessServer(s.srv)), opts...)...)
 }
 
 // natsContext is a natscli context file (the fields deadletter sets).
@@ -409,6 +469,7 @@ type natsContext struct {
 	User        string `json:"user"`
 	Password    string `json:"password"`
 	InboxPrefix string `json:"inbox_prefix"`
+	CA          string `json:"ca,omitempty"`
 }
 
 // writeContexts writes a natscli context per person into the data
@@ -419,6 +480,8 @@ func (s *Stack) writeContexts() error {
 			Description: fmt.Sprintf("deadletter %s (%s)", p.Name, p.Role),
 			URL:         s.srv.ClientURL(), User: p.Name, Password: s.creds.Users[p.Name].Password,
 			InboxPrefix: access.InboxPrefix(p.Name),
+			// A self-signed server certificate is its own CA.
+			CA: absOrEmpty(s.cfg.Security.TLSCert),
 		}, "", "  ")
 		if err != nil {
 			return err
@@ -428,6 +491,16 @@ func (s *Stack) writeContexts() error {
 		}
 	}
 	return nil
+}
+
+func absOrEmpty(p string) string {
+	if p == "" {
+		return ""
+	}
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }
 
 // ContextFile is the natscli context file of a person.
@@ -473,6 +546,8 @@ func (s *Stack) banner() {
   People:      publisher, viewer, operator, inspector, approver, policy (one NATS user per role)
   Contexts:    %s/<person>.json (natscli contexts with each person's credentials)
   Credentials: %s (every user authenticates; services with nkeys)
+  Anchors:     %s (signed checkpoints; keep a copy elsewhere)
+  Audit key:   %s (verify --anchor FILE --pubkey KEY)
   Metrics:     %s
   Tracing:     %s
 
@@ -486,6 +561,7 @@ Try it (the nats CLI: go install github.com/nats-io/natscli/nats@v0.5.0):
 
 Press Ctrl-C to stop: consumers drain, work in flight finishes, then the server stops.
 `, url, s.cfg.DataDir, filepath.Join(s.cfg.DataDir, ContextsDir), filepath.Join(s.cfg.DataDir, CredentialsFile),
+		s.exportFile, s.auditKey,
 		orNone(s.metricsURL), tracingState(), pub, pub, pub, view, op, view)
 }
 

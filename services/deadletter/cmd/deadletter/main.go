@@ -54,7 +54,12 @@ func run() error {
 		return err
 	}
 	flag.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "JetStream store directory (env DEADLETTER_DATA_DIR)")
-	flag.StringVar(&cfg.Host, "host", cfg.Host, "NATS listen host (env DEADLETTER_HOST)")
+	flag.StringVar(&cfg.AnchorDir, "anchor-dir", cfg.AnchorDir, "the auditor's signing key and exported checkpoints, outside the data directory (env DEADLETTER_ANCHOR_DIR)")
+	flag.StringVar(&cfg.Host, "host", cfg.Host, "NATS listen host; other than loopback it needs --tls-cert and --tls-key (env DEADLETTER_HOST)")
+	flag.StringVar(&cfg.Security.TLSCert, "tls-cert", cfg.Security.TLSCert, "NATS server TLS certificate, PEM (env DEADLETTER_TLS_CERT)")
+	flag.StringVar(&cfg.Security.TLSKey, "tls-key", cfg.Security.TLSKey, "NATS server TLS private key, PEM (env DEADLETTER_TLS_KEY)")
+	flag.StringVar(&cfg.Security.CipherKeyFile, "store-key-file", cfg.Security.CipherKeyFile, "file (mode 0600) holding the JetStream store encryption key; takes precedence over env DEADLETTER_STORE_KEY (env DEADLETTER_STORE_KEY_FILE)")
+	flag.StringVar(&cfg.Security.Cipher, "store-cipher", cfg.Security.Cipher, "store cipher with a store key: chacha (default) or aes (env DEADLETTER_STORE_CIPHER)")
 	flag.IntVar(&cfg.Port, "port", cfg.Port, "NATS client port, -1 for a free one (env DEADLETTER_PORT)")
 	flag.BoolVar(&cfg.SyncAlways, "sync-always", cfg.SyncAlways, "fsync every JetStream write before acknowledging (env DEADLETTER_SYNC_ALWAYS)")
 	flag.StringVar(&cfg.Validator.DownstreamURL, "downstream-url", cfg.Validator.DownstreamURL, "downstream system of record (env DEADLETTER_DOWNSTREAM_URL)")
