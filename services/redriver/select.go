@@ -247,25 +247,82 @@ func (sl *selector) run(ctx context.Context, f api.DrainFilter, cutoff time.Time
 }
 
 // scan hands fn every record on subject (a wildcard) in stream order, until
-// the server reports none pending.
+// the server reports none pending. A reader fetches the next batch while
+// fn works through the last one (at most scanAhead batches wait), so the
+// server's reads overlap the decoding here as a consumer's deliveries
+// would.
 func (sl *selector) scan(ctx context.Context, subject string, fn func(*jetstream.RawStreamMsg) error) error {
-	for next := uint64(1); ; {
-		n := 0
-		pending, err := streams.DirectGet(ctx, sl.js, subjects.QuarantineStream,
-			streams.DirectRequest{Seq: next, NextFor: subject, Batch: scanBatch, MaxBytes: scanMaxBytes},
-			func(raw *jetstream.RawStreamMsg) error {
-				n++
-				next = raw.Sequence + 1
-				return fn(raw)
-			})
-		if err != nil {
-			return err
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// QUARANTINE holds quarantine.> alone: the whole stream is asked for
+	// without a filter, which the server counts and steps through far
+	// faster than a wildcard (records on other subjects, were any added,
+	// are skipped here).
+	filter := subject
+	if subject == subjects.QuarantineAll {
+		filter = ""
+	}
+	batches := make(chan []*jetstream.RawStreamMsg, scanAhead)
+	errc := make(chan error, 1)
+	go func() {
+		defer close(batches)
+		for next := uint64(1); ; {
+			b, n := make([]*jetstream.RawStreamMsg, 0, scanBatch), 0
+			pending, err := streams.DirectGet(ctx, sl.js, subjects.QuarantineStream,
+				streams.DirectRequest{Seq: next, NextFor: filter, Batch: scanBatch, MaxBytes: scanMaxBytes},
+				func(raw *jetstream.RawStreamMsg) error {
+					if filter != "" || strings.HasPrefix(raw.Subject, quarantinePrefix) {
+						b = append(b, raw)
+					}
+					n++
+					next = raw.Sequence + 1
+					return nil
+				})
+			if err != nil {
+				errc <- err
+				return
+			}
+			if n == 0 {
+				return
+			}
+			select {
+			case batches <- b:
+			case <-ctx.Done():
+				errc <- ctx.Err()
+				return
+			}
+			if pending == 0 {
+				return
+			}
 		}
-		if n == 0 || pending == 0 {
-			return nil
+	}()
+	var ferr error
+	for b := range batches {
+		for _, raw := range b {
+			if ferr != nil {
+				break
+			}
+			if ferr = fn(raw); ferr != nil {
+				cancel() // the reader stops; the loop drains what it sent
+			}
 		}
 	}
+	if ferr != nil {
+		return ferr
+	}
+	select {
+	case err := <-errc:
+		return err
+	default:
+		return nil
+	}
 }
+
+// quarantinePrefix starts every QUARANTINE subject.
+const quarantinePrefix = "quarantine."
+
+// scanAhead is how many fetched batches may wait for the scan's decoding.
+const scanAhead = 2
 
 // readLast hands fn the last record of each of subjects (no wildcards), by
 // multi-last gets of at most streams.MaxMultiLast subjects; a reply cut
@@ -301,7 +358,7 @@ func (sel *selection) visit(m matcher, raw *jetstream.RawStreamMsg, seed maphash
 	var l lastRecord
 	if err := jsonv2.Unmarshal(raw.Data, &l); err != nil || l.DLQID == "" {
 		// The chain's id is the subject's last token.
-		_, id, _ := strings.Cut(strings.TrimPrefix(raw.Subject, "quarantine."), ".")
+		_, id, _ := strings.Cut(strings.TrimPrefix(raw.Subject, quarantinePrefix), ".")
 		sel.upsert(lastRecord{DLQID: id}, "unreadable", false, seed)
 		return
 	}

@@ -240,7 +240,7 @@ func (s *Service) plan(ctx context.Context, f api.DrainFilter) (*api.DrainPlan, 
 	type dcc struct{ domain, class, code string }
 	var triples []dcc
 	tripleIdx := map[dcc]uint32{}
-	info := map[int32]uint32{}
+	var info []uint32 // by item index: 1 + the index in triples; 0: none
 	idem := map[int32]string{}
 	sl := &selector{js: s.js}
 	sl.seed = seedOf()
@@ -252,7 +252,10 @@ func (s *Service) plan(ctx context.Context, f api.DrainFilter) (*api.DrainPlan, 
 			triples = append(triples, t)
 			tripleIdx[t] = ti
 		}
-		info[idx] = ti
+		for int(idx) >= len(info) {
+			info = append(info, 0)
+		}
+		info[idx] = ti + 1
 		if l.OrderingKey != "" && len(names) < maxNames {
 			names[hashKey(sl.seed, l.Domain, l.OrderingKey)] = l.OrderingKey
 		}
@@ -263,14 +266,14 @@ func (s *Service) plan(ctx context.Context, f api.DrainFilter) (*api.DrainPlan, 
 	var keys []string // idempotency keys to check, at most maxChecks
 	sl.onFinal = func(sel *selection) {
 		for idx, ti := range info {
-			if !sel.live(idx) {
+			if ti == 0 || !sel.live(int32(idx)) {
 				continue
 			}
-			t := triples[ti]
+			t := triples[ti-1]
 			p.ByDomain[t.domain]++
 			p.ByClass[t.class]++
 			p.ByCode[t.code]++
-			if k, ok := idem[idx]; ok {
+			if k, ok := idem[int32(idx)]; ok {
 				keys = append(keys, k)
 			}
 		}
