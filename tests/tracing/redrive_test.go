@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/deadletter/deadletter/services/deadletter/stack"
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
@@ -63,16 +64,16 @@ func TestRedriveIsNewLinkedTrace(t *testing.T) {
 		c.Validator.MaxDeliver = 2
 		c.Validator.BackoffBase, c.Validator.BackoffMax = 20*time.Millisecond, 50*time.Millisecond
 	})
-	js := connect(t, s.ClientURL())
+	js, pubjs := connect(t, s, access.Admin), connect(t, s, string(access.RolePublisher))
 	data := example(t, "pharmacy/valid/dispense-schedule-ii.json", "events.pharmacy.dispense", "")
-	ev := publish(t, js, pub, "events.pharmacy.dispense", data)
+	ev := publish(t, pubjs, pub, "events.pharmacy.dispense", data)
 	rec := quarantined(t, js, ev.seq)
 	if rec.Class != record.ClassExhausted || rec.TraceID != ev.traceID {
 		t.Fatalf("record class %s trace %s, want exhausted in %s", rec.Class, rec.TraceID, ev.traceID)
 	}
 
 	up.Store(true)
-	nc, err := nats.Connect(s.ClientURL())
+	nc, err := s.ConnectAs(string(access.RoleOperator))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/deadletter/deadletter/services/deadletter/stack"
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/telemetry"
@@ -31,9 +32,12 @@ const (
 	markerRetry2 = "MRK7f3a1cRPH"
 )
 
-func connect(tb testing.TB, url string) jetstream.JetStream {
+// connect returns a JetStream context of user on the stack: the publisher
+// sends events through its account's import, the break-glass admin reads
+// the stores to check them.
+func connect(tb testing.TB, s *running, user string) jetstream.JetStream {
 	tb.Helper()
-	nc, err := nats.Connect(url)
+	nc, err := s.ConnectAs(user)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -57,14 +61,14 @@ func TestStructuralFailureIsOneTrace(t *testing.T) {
 		c.Validator.TracerProvider = provider(t, j, validatorService)
 		c.Quarantiner.TracerProvider = provider(t, j, quarantinerService)
 	})
-	js := connect(t, s.ClientURL())
+	js, pubjs := connect(t, s, access.Admin), connect(t, s, string(access.RolePublisher))
 
 	valid := example(t, "pharmacy/valid/dispense-schedule-ii.json", "events.pharmacy.dispense", "",
 		"INV-2025-0181", markerTX, "RPH-0412", markerActor)
 	bad := example(t, "dscsa/invalid/GTIN_CHECK_DIGIT_FAILED--digital-link-bad-check.json", "events.dscsa.shipping",
 		string(codes.GTINCheckDigitFailed), "PO-778120", markerPO)
-	ok := publish(t, js, pub, "events.pharmacy.dispense", valid)
-	failed := publish(t, js, pub, "events.dscsa.shipping", bad)
+	ok := publish(t, pubjs, pub, "events.pharmacy.dispense", valid)
+	failed := publish(t, pubjs, pub, "events.dscsa.shipping", bad)
 
 	rec := quarantined(t, js, failed.seq)
 	if rec.ErrorCode != codes.GTINCheckDigitFailed || rec.TraceID != failed.traceID || rec.SpanID != failed.spanID {
@@ -176,10 +180,10 @@ func TestExhaustedEventIsOneTrace(t *testing.T) {
 		c.Validator.BackoffBase = 20 * time.Millisecond
 		c.Validator.BackoffMax = 50 * time.Millisecond
 	})
-	js := connect(t, s.ClientURL())
+	js, pubjs := connect(t, s, access.Admin), connect(t, s, string(access.RolePublisher))
 	data := example(t, "pharmacy/valid/dispense-schedule-ii.json", "events.pharmacy.dispense", "",
 		"INV-2025-0181", markerRetry, "RPH-0412", markerRetry2)
-	ev := publish(t, js, pub, "events.pharmacy.dispense", data)
+	ev := publish(t, pubjs, pub, "events.pharmacy.dispense", data)
 
 	rec := quarantined(t, js, ev.seq)
 	if rec.Class != record.ClassExhausted || rec.ErrorCode != codes.DownstreamUnavailable || rec.TraceID != ev.traceID {
@@ -276,7 +280,7 @@ func TestTracingOffLeavesNothingRunning(t *testing.T) {
 		c.Validator.TracerProvider = tpV
 		c.Quarantiner.TracerProvider = tpQ
 	})
-	nc, err := nats.Connect(s.ClientURL())
+	nc, err := s.ConnectAs(string(access.RolePublisher))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +296,15 @@ func TestTracingOffLeavesNothingRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := quarantined(t, js, ack.Sequence)
+	anc, err := s.ConnectAs(access.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ajs, err := jetstream.New(anc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := quarantined(t, ajs, ack.Sequence)
 	if rec.TraceID != "0af7651916cd43dd8448eb211c80319c" || rec.SpanID != "b7ad6b7169203331" {
 		t.Errorf("record trace %s span %s, want the upstream's", rec.TraceID, rec.SpanID)
 	}
@@ -302,6 +314,7 @@ func TestTracingOffLeavesNothingRunning(t *testing.T) {
 		t.Errorf("an OpenTelemetry SDK or exporter goroutine runs with tracing off:\n%s", dump)
 	}
 	nc.Close()
+	anc.Close()
 	s.Stop()
 	if err := shutV(ctx); err != nil {
 		t.Error(err)
