@@ -348,9 +348,12 @@ func TestAppendEndpoint(t *testing.T) {
 	}
 }
 
-// TestTerminatedAdvisories: a message the validator terminated (reason = a
-// deadletter code) is left to the failure report; one terminated by anyone
-// else is quarantined as TERMINATED_EXTERNALLY.
+// TestTerminatedAdvisories: a message terminated on the validator's
+// consumer with a deadletter code as reason (the validator's own doing) is
+// left to the failure report; one terminated there for another reason (an
+// administrator's hand) is quarantined as TERMINATED_EXTERNALLY. Another
+// consumer's advisories are not captured at all: they say nothing about
+// whether an event was committed.
 func TestTerminatedAdvisories(t *testing.T) {
 	e := newEnv(t)
 	e.start(t, testConfig(), nil)
@@ -358,7 +361,7 @@ func TestTerminatedAdvisories(t *testing.T) {
 	e.publishEvent(t, subject, data, nil)
 	e.publishEvent(t, "events.fsma.shipping", []byte(`{}`), nil)
 	cons, err := e.js.CreateOrUpdateConsumer(context.Background(), subjects.EventsStream, jetstream.ConsumerConfig{
-		Durable: "someone-else", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: subjects.EventsAll,
+		Durable: subjects.ValidatorConsumer, AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: subjects.EventsAll,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -58,6 +58,9 @@ type Secrets struct {
 	Users map[string]Secret `json:"users"`
 	// People are the person users and their roles.
 	People []Person `json:"people"`
+	// ReplaySecret keys the redriver's replay message ids (hex, 256 bits):
+	// every redriver instance of a deployment shares it.
+	ReplaySecret string `json:"replay_secret"`
 }
 
 // passwordBytes is the entropy of a generated password (192 bits).
@@ -94,6 +97,13 @@ func Lookupable(user string) bool {
 func (s *Secrets) fill() (changed bool, err error) {
 	if s.Users == nil {
 		s.Users = map[string]Secret{}
+	}
+	if len(s.ReplaySecret) != 2*32 {
+		b := make([]byte, 32)
+		if _, err := rand.Read(b); err != nil {
+			return changed, fmt.Errorf("access: generate replay secret: %w", err)
+		}
+		s.ReplaySecret, changed = hex.EncodeToString(b), true
 	}
 	names := ServiceNames()
 	for _, p := range s.People {

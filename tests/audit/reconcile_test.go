@@ -123,7 +123,9 @@ func TestReconcileMixedRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, "quarantiner", q.Run)
-	r, err := redriver.New(srv.Connect(t), redriver.DefaultConfig(), log)
+	rcfg := redriver.DefaultConfig()
+	rcfg.AllowAnonymous = true // a server without accounts: no caller to attach
+	r, err := redriver.New(srv.Connect(t), rcfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/deadletter/deadletter/services/deadletter/stack"
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/tests/internal/tools"
@@ -25,12 +27,13 @@ import (
 
 // process is the all-in-one binary running under test.
 type process struct {
-	cmd    *exec.Cmd
-	url    string
-	mu     sync.Mutex
-	stdout strings.Builder
-	stderr strings.Builder
-	exited chan error
+	cmd     *exec.Cmd
+	url     string
+	dataDir string
+	mu      sync.Mutex
+	stdout  strings.Builder
+	stderr  strings.Builder
+	exited  chan error
 }
 
 // startStack runs the binary `make run` runs, on a free port and a temp
@@ -39,7 +42,10 @@ func startStack(t *testing.T, bin string, args ...string) *process {
 	t.Helper()
 	port := tools.FreePort(t)
 	p := &process{url: fmt.Sprintf("nats://127.0.0.1:%d", port), exited: make(chan error, 1)}
-	args = append([]string{"--port", strconv.Itoa(port), "--data-dir", filepath.Join(t.TempDir(), "data"), "--sync-always=false", "--metrics-addr", "127.0.0.1:0"}, args...)
+	dir := t.TempDir()
+	p.dataDir = filepath.Join(dir, "data")
+	args = append([]string{"--port", strconv.Itoa(port), "--data-dir", p.dataDir, "--anchor-dir", filepath.Join(dir, "anchors"),
+		"--sync-always=false", "--metrics-addr", "127.0.0.1:0"}, args...)
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Dir = tools.Root(t)
 	out, err := p.cmd.StdoutPipe()
@@ -116,23 +122,50 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
-// TestMakeRun: the all-in-one starts, accepts an event published with the
-// real nats CLI, commits it, and shuts down cleanly on SIGINT.
+// TestMakeRun: the all-in-one starts; every example of its banner works
+// as printed with the real nats CLI (through the natscli contexts it
+// writes, one per person); the valid event is committed and the broken one
+// quarantined; a connection without credentials is refused; and it shuts
+// down cleanly on SIGINT.
 func TestMakeRun(t *testing.T) {
 	natsCLI := tools.NATS(t)
 	bin := tools.GoBuild(t, "./services/deadletter/cmd/deadletter", t.TempDir())
 	p := startStack(t, bin)
-	if b := p.banner(); !strings.Contains(b, p.url) || !strings.Contains(b, "nats -s") {
-		t.Errorf("banner lacks the NATS URL or examples:\n%s", b)
+	var examples []string
+	for _, line := range strings.Split(p.banner(), "\n") {
+		if l := strings.TrimSpace(line); strings.HasPrefix(l, "nats --context ") {
+			examples = append(examples, l)
+		}
 	}
-	payload, err := os.ReadFile(filepath.Join(tools.Root(t), "schemas/testdata/pharmacy/valid/dispense-schedule-ii.json"))
+	if b := p.banner(); !strings.Contains(b, p.url) || len(examples) < 6 {
+		t.Fatalf("banner lacks the NATS URL or examples:\n%s", b)
+	}
+	for _, ex := range examples {
+		cmd := exec.Command("bash", "-c", natsCLI+ex[len("nats"):])
+		cmd.Dir = tools.Root(t)
+		cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
+		out, err := cmd.CombinedOutput()
+		if err != nil || strings.Contains(string(out), "nats: error") {
+			t.Errorf("%s: %v\n%s", ex, err, out)
+		}
+		if strings.Contains(ex, "micro ls") {
+			for _, svc := range []string{"validator", "quarantiner", "redriver", "auditor"} {
+				if !strings.Contains(string(out), svc) {
+					t.Errorf("nats micro ls does not list the %s:\n%s", svc, out)
+				}
+			}
+		}
+	}
+	if _, err := exec.Command(natsCLI, "--no-context", "--server", p.url, "pub", "events.pharmacy.dispense", "{}").CombinedOutput(); err == nil {
+		t.Errorf("a publish without credentials was accepted")
+	}
+
+	// The stores, read as the break-glass admin.
+	sec, err := access.LoadOrCreate(filepath.Join(p.dataDir, stack.CredentialsFile), access.DefaultPeople())
 	if err != nil {
 		t.Fatal(err)
 	}
-	tools.Run(t, natsCLI, "--server", p.url, "pub", "events.pharmacy.dispense", string(payload))
-	tools.Run(t, natsCLI, "--server", p.url, "pub", "events.pharmacy.dispense", `{"not":"valid"`)
-
-	nc, err := nats.Connect(p.url)
+	nc, err := nats.Connect(p.url, sec.NATSOptions(access.Admin)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,12 +196,6 @@ func TestMakeRun(t *testing.T) {
 		}
 		return nil
 	})
-	out := tools.Run(t, natsCLI, "--server", p.url, "micro", "ls")
-	for _, svc := range []string{"validator", "quarantiner"} {
-		if !strings.Contains(out, svc) {
-			t.Errorf("nats micro ls does not list the %s:\n%s", svc, out)
-		}
-	}
 	nc.Close()
 	p.interrupt(t)
 	logs := p.logs()

@@ -6,6 +6,7 @@ package stack
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -364,6 +365,11 @@ func (s *Stack) Run(ctx context.Context) error {
 	}
 	rcfg := s.cfg.Redriver
 	rcfg.Provision = false
+	if len(rcfg.ReplaySecret) == 0 && rcfg.ReplaySecretFile == "" {
+		if rcfg.ReplaySecret, err = hex.DecodeString(creds.ReplaySecret); err != nil {
+			return fmt.Errorf("stack: replay secret: %w", err)
+		}
+	}
 	if rcfg.TracerProvider == nil {
 		if rcfg.TracerProvider, err = tracing("redriver", redriver.Version); err != nil {
 			return err

@@ -97,6 +97,7 @@ func runChild(url string, concurrency int, profile string) error {
 	defer stopProfile()
 	cfg := redriver.DefaultConfig()
 	cfg.Provision = false
+	cfg.AllowAnonymous = true // a server without accounts: no caller to attach
 	cfg.InstanceID = "bench-redriver"
 	cfg.MaxConcurrency = max(cfg.MaxConcurrency, concurrency)
 	r, err := redriver.New(nc, cfg, nil)
