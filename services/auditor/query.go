@@ -174,6 +174,9 @@ func (s *Service) List(ctx context.Context, req api.ListRequest) (api.ListReply,
 	case limit < 0 || limit > maxPageSize:
 		return api.ListReply{}, badRequest(fmt.Sprintf("limit must be 1..%d", maxPageSize))
 	}
+	if req.Records {
+		return s.listRecords(ctx, req, limit)
+	}
 	before := uint64(math.MaxUint64)
 	if req.Cursor != "" {
 		n, err := strconv.ParseUint(req.Cursor, 10, 64)

@@ -352,6 +352,43 @@ type ListRequest struct {
 	To       time.Time `json:"to,omitzero"`
 	Limit    int       `json:"limit,omitempty"`
 	Cursor   string    `json:"cursor,omitempty"`
+	// Records lists QUARANTINE's records one by one instead of chains
+	// (`dlqctl tail`): oldest first, those with a sequence above AfterSeq
+	// (and, with From, stored at or after From; To, Class, Code, Supplier,
+	// Status and Cursor are ignored), of Domain and DLQID when given, at
+	// most Limit of them, each a RecordSummary (no payload, headers,
+	// details or attempts). ListReply.NextAfterSeq is the AfterSeq of the
+	// next page. An AfterSeq at or past the stream's last sequence reads
+	// nothing and answers that last sequence, so a follower can start at
+	// the end.
+	Records  bool   `json:"records,omitempty"`
+	AfterSeq uint64 `json:"after_seq,omitempty"`
+	DLQID    string `json:"dlq_id,omitempty"`
+}
+
+// RecordSummary is one record of QUARANTINE in a records list
+// (ListRequest.Records): what the record states, never its payload,
+// headers, error detail or attempts.
+type RecordSummary struct {
+	// Seq is the record's QUARANTINE sequence.
+	Seq uint64 `json:"seq"`
+	// DLQID, Index and Kind name the record (record.Kind*).
+	DLQID string `json:"dlq_id"`
+	Index int    `json:"index"`
+	Kind  string `json:"kind"`
+	// Domain, Class, ErrorCode and RedriveCount are the event's state
+	// after the record.
+	Domain       string `json:"domain"`
+	Class        string `json:"class"`
+	ErrorCode    string `json:"error_code"`
+	RedriveCount int    `json:"redrive_count"`
+	// DrainID names the drain that caused the record; Actor the
+	// authenticated person whose decision it records (both optional).
+	DrainID string `json:"drain_id,omitempty"`
+	Actor   string `json:"actor,omitempty"`
+	// QuarantinedAt is when the record was written; AuditHash its seal.
+	QuarantinedAt time.Time `json:"quarantined_at"`
+	AuditHash     string    `json:"audit_hash"`
 }
 
 // Summary is one quarantined event in a list: its current state without
@@ -376,6 +413,12 @@ type ListReply struct {
 	Items      []Summary `json:"items"`
 	Total      int       `json:"total"`
 	NextCursor string    `json:"next_cursor,omitempty"`
+	// Records is the page of a records list (ListRequest.Records), and
+	// NextAfterSeq the ListRequest.AfterSeq that continues it: the last
+	// sequence read, or the stream's last sequence when no more records
+	// matched.
+	Records      []RecordSummary `json:"records,omitempty"`
+	NextAfterSeq uint64          `json:"next_after_seq,omitempty"`
 }
 
 // GroupsRequest filters the triage groups (all optional).
