@@ -37,7 +37,9 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nkeys"
 
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -171,7 +173,7 @@ func (s *Service) Run(ctx context.Context) error {
 			return s.Checkpoint(ctx)
 		})},
 	} {
-		if err := g.AddEndpoint(ep.name, ep.h, micro.WithEndpointMetadata(map[string]string{"description": ep.desc})); err != nil {
+		if err := g.AddEndpoint(ep.name, endpoint.Guard(ep.h), micro.WithEndpointMetadata(map[string]string{"description": ep.desc})); err != nil {
 			return fmt.Errorf("auditor: micro endpoint %s: %w", ep.name, err)
 		}
 	}
@@ -228,6 +230,34 @@ func decode(r micro.Request, dst any) bool {
 	return true
 }
 
+// headersKey is the context key of a request's headers.
+type headersKey struct{}
+
+// callerOf returns the caller the server attached to the request of ctx.
+func callerOf(ctx context.Context) (access.Identity, error) {
+	h, _ := ctx.Value(headersKey{}).(nats.Header)
+	return access.CallerOf(h)
+}
+
+// mayReadPayloads refuses a payload read unless the caller's role reads
+// payloads (or, with AllowAnonymous, there is no caller), and logs every
+// payload read it allows: who, in which role, which chain. Never a value.
+func (s *Service) mayReadPayloads(ctx context.Context, dlqID string) error {
+	id, err := callerOf(ctx)
+	switch {
+	case err != nil && s.cfg.AllowAnonymous:
+		s.log.Info("payload read", "user", "anonymous", "dlq_id", dlqID)
+		return nil
+	case err != nil:
+		return requestError{code: api.ErrUnauthenticated, msg: "payloads are read only by an authenticated inspector or operator", err: err}
+	case !id.Role.ReadsPayloads():
+		s.log.Warn("payload read refused", "user", id.User, "role", string(id.Role), "dlq_id", dlqID)
+		return requestError{code: api.ErrForbidden, msg: "role " + string(id.Role) + " may not read payloads"}
+	}
+	s.log.Info("payload read", "user", id.User, "role", string(id.Role), "dlq_id", dlqID)
+	return nil
+}
+
 // respond answers with rep, or with err's code.
 func respond(r micro.Request, rep any, err error) {
 	if err != nil {
@@ -270,6 +300,7 @@ func handler[Req, Rep any](timeout time.Duration, fn func(context.Context, Req) 
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
+		ctx = context.WithValue(ctx, headersKey{}, nats.Header(r.Headers()))
 		rep, err := fn(ctx, req)
 		respond(r, rep, err)
 	}

@@ -12,6 +12,11 @@ import (
 
 // Config configures an auditor. Start from DefaultConfig.
 type Config struct {
+	// AllowAnonymous serves payload reads (audit.get include_payload) that
+	// carry no caller the server attached, as in development and tests
+	// without accounts. Default false: payload bytes go only to a caller
+	// whose role reads payloads (access.Role.ReadsPayloads).
+	AllowAnonymous bool
 	// TraceURLBase is prepended to a trace id to link a record to its trace
 	// in Jaeger (audit.get). Default http://127.0.0.1:16686/trace/.
 	TraceURLBase string
@@ -95,6 +100,7 @@ func DefaultConfig() Config {
 // DEADLETTER_INSTANCE_ID, DEADLETTER_TRACE_URL_BASE.
 func (c *Config) LoadEnv(env *config.Env) {
 	env.Duration("DEADLETTER_AUDIT_GRACE", &c.Grace)
+	env.Bool("DEADLETTER_ALLOW_ANONYMOUS", &c.AllowAnonymous)
 	env.Duration("DEADLETTER_AUDIT_CHECKPOINT_INTERVAL", &c.CheckpointInterval)
 	env.Duration("DEADLETTER_AUDIT_RECONCILE_INTERVAL", &c.ReconcileInterval)
 	env.Duration("DEADLETTER_AUDIT_RECONCILE_WINDOW", &c.ReconcileWindow)

@@ -34,6 +34,11 @@ func (s *Service) Get(ctx context.Context, req api.GetRequest) (api.GetReply, er
 	if req.DLQID == "" || strings.ContainsAny(req.DLQID, ".*> ") {
 		return api.GetReply{}, badRequest("dlq_id is required and must be a single subject token")
 	}
+	if req.IncludePayload {
+		if err := s.mayReadPayloads(ctx, req.DLQID); err != nil {
+			return api.GetReply{}, err
+		}
+	}
 	subj := ""
 	if req.Domain != "" {
 		subj = subjects.Quarantine(req.Domain, req.DLQID)

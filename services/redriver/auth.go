@@ -12,15 +12,12 @@ import (
 	"github.com/deadletter/deadletter/shared/endpoint"
 )
 
-// Error codes of the redriver's replies that belong in shared/api beside
-// the others (to be moved there; the strings are the API).
+// Error codes of refused callers (shared/api).
 const (
-	// CodeUnauthenticated: the request carries no caller the server
-	// attached (it did not come through a person's service import) and
-	// the redriver does not allow anonymous requests.
-	CodeUnauthenticated = "UNAUTHENTICATED"
-	// CodeForbidden: the caller's role may not do this.
-	CodeForbidden = "FORBIDDEN"
+	// CodeUnauthenticated is api.ErrUnauthenticated.
+	CodeUnauthenticated = api.ErrUnauthenticated
+	// CodeForbidden is api.ErrForbidden.
+	CodeForbidden = api.ErrForbidden
 )
 
 // Roles allowed on the redriver's endpoints: changes (drains, cancels,

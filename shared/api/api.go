@@ -43,6 +43,11 @@ const (
 	ErrConflict = "CONFLICT"
 	// ErrUnavailable: a store could not be reached; retry.
 	ErrUnavailable = "UNAVAILABLE"
+	// ErrUnauthenticated: the request carries no caller the server
+	// attached (it did not come through a person's account).
+	ErrUnauthenticated = "UNAUTHENTICATED"
+	// ErrForbidden: the caller's role may not do this.
+	ErrForbidden = "FORBIDDEN"
 )
 
 // AppendRequest asks the quarantiner to append a lifecycle record.
