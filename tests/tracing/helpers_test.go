@@ -72,7 +72,7 @@ type running struct {
 func startStack(tb testing.TB, edit func(*stack.Config)) *running {
 	tb.Helper()
 	cfg := stack.DefaultConfig()
-	cfg.DataDir = tb.TempDir()
+	cfg.DataDir, cfg.AnchorDir = tb.TempDir(), tb.TempDir()
 	cfg.Port = -1
 	cfg.SyncAlways = false
 	cfg.MetricsAddr = ""
