@@ -1,0 +1,384 @@
+// Package redteam attacks the running stack (every service on the
+// embedded server, the trust boundary of package access) through what its
+// users can reach, and checks both the refusal and that the stores are as
+// they were. The permission-level attacks (every attack as every user) are
+// in shared/access; these are the ones whose refusal comes from a service.
+package redteam
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/deadletter/deadletter/services/deadletter/stack"
+	"github.com/deadletter/deadletter/shared/access"
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/natstest"
+	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// env is one running stack shared by the tests of this package.
+type env struct {
+	st    *stack.Stack
+	admin jetstream.JetStream
+	conns sync.Map // person → *nats.Conn
+}
+
+// TestMain removes the shared stack's directory after the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if tempDir != "" {
+		_ = os.RemoveAll(tempDir)
+	}
+	os.Exit(code)
+}
+
+var (
+	tempDir    string
+	shared     *env
+	sharedOnce sync.Once
+	sharedErr  error
+)
+
+// startEnv starts (once per package run) the stack on a free port with a
+// temporary store, and returns it.
+func startEnv(tb testing.TB) *env {
+	tb.Helper()
+	sharedOnce.Do(func() {
+		cfg := stack.DefaultConfig()
+		dir, err := os.MkdirTemp("", "redteam-")
+		tempDir = dir
+		if err != nil {
+			sharedErr = err
+			return
+		}
+		cfg.DataDir, cfg.AnchorDir = dir+"/data", dir+"/anchors"
+		cfg.Port, cfg.SyncAlways, cfg.MetricsAddr = -1, false, ""
+		cfg.Auditor.CheckpointInterval, cfg.Auditor.ReconcileInterval = 0, 0
+		st, err := stack.New(cfg, nil)
+		if err != nil {
+			sharedErr = err
+			return
+		}
+		done := make(chan error, 1)
+		go func() { done <- st.Run(context.Background()) }()
+		select {
+		case <-st.Ready():
+		case err := <-done:
+			sharedErr = fmt.Errorf("stack exited: %w", err)
+			return
+		case <-time.After(60 * time.Second):
+			sharedErr = errors.New("stack not ready after 60 s")
+			return
+		}
+		nc, err := st.ConnectAs(access.Admin)
+		if err != nil {
+			sharedErr = err
+			return
+		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			sharedErr = err
+			return
+		}
+		shared = &env{st: st, admin: js}
+	})
+	if sharedErr != nil {
+		tb.Fatal(sharedErr)
+	}
+	return shared
+}
+
+// conn returns a connection of person (one per person, kept open).
+func (e *env) conn(tb testing.TB, person string) *nats.Conn {
+	tb.Helper()
+	if c, ok := e.conns.Load(person); ok {
+		return c.(*nats.Conn)
+	}
+	nc, err := e.st.ConnectAs(person)
+	if err != nil {
+		tb.Fatalf("connect as %s: %v", person, err)
+	}
+	c, _ := e.conns.LoadOrStore(person, nc)
+	return c.(*nats.Conn)
+}
+
+// request sends req as person and decodes the reply into rep; it returns
+// the service error code, if any.
+func (e *env) request(tb testing.TB, person, subject string, req, rep any) string {
+	tb.Helper()
+	b, err := json.Marshal(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m, err := e.conn(tb, person).Request(subject, b, 30*time.Second)
+	if err != nil {
+		tb.Fatalf("%s as %s: %v", subject, person, err)
+	}
+	if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
+		return code
+	}
+	if rep != nil {
+		if err := json.Unmarshal(m.Data, rep); err != nil {
+			tb.Fatalf("%s: %v", subject, err)
+		}
+	}
+	return ""
+}
+
+// msgs returns the number of messages and consumers of a stream.
+func (e *env) msgs(tb testing.TB, stream string) (msgs uint64, consumers int) {
+	tb.Helper()
+	s, err := e.admin.Stream(context.Background(), stream)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	in, err := s.Info(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return in.State.Msgs, in.State.Consumers
+}
+
+// publish publishes an event as the publisher, through its import.
+func (e *env) publish(tb testing.TB, subject, data string, h nats.Header) {
+	tb.Helper()
+	js, err := jetstream.New(e.conn(tb, string(access.RolePublisher)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m := nats.NewMsg(subject)
+	m.Data = []byte(data)
+	for k, v := range h {
+		m.Header[k] = v
+	}
+	if _, err := js.PublishMsg(context.Background(), m); err != nil {
+		tb.Fatalf("publish: %v", err)
+	}
+}
+
+// quarantine publishes a broken event carrying marker and returns its
+// chain's dlq id (found by its payload, read as the inspector).
+func (e *env) quarantine(tb testing.TB, marker string) string {
+	tb.Helper()
+	e.publish(tb, subjects.Event("pharmacy", "dispense"), `{"broken":"`+marker+`"`, nil)
+	var id string
+	natstest.CheckFor(tb, 20*time.Second, 50*time.Millisecond, func() error {
+		var page api.ListReply
+		if code := e.request(tb, string(access.RoleViewer), api.AuditList, api.ListRequest{}, &page); code != "" {
+			return errors.New(code)
+		}
+		for _, it := range page.Items {
+			var rep api.GetReply
+			code := e.request(tb, string(access.RoleInspector), api.AuditGet, api.GetRequest{DLQID: it.DLQID, IncludePayload: true}, &rep)
+			if code == "" && strings.Contains(payloadOf(rep), marker) {
+				id = it.DLQID
+				return nil
+			}
+		}
+		return errors.New("no chain of the event listed yet")
+	})
+	return id
+}
+
+// payloadOf returns a chain's effective payload ("" when left out).
+func payloadOf(rep api.GetReply) string {
+	if rep.State.Payload == nil {
+		return ""
+	}
+	b, err := rep.State.Payload.Bytes()
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// chain returns a chain as the admin's audit.get would (through the
+// inspector, who may read it whole).
+func (e *env) chain(tb testing.TB, id string) api.GetReply {
+	tb.Helper()
+	var rep api.GetReply
+	if code := e.request(tb, string(access.RoleInspector), api.AuditGet, api.GetRequest{DLQID: id}, &rep); code != "" {
+		tb.Fatalf("audit.get %s: %s", id, code)
+	}
+	return rep
+}
+
+// TestForgedRedriveHeaders (H3): a publisher's event carrying another
+// chain's Deadletter-Dlq-Id and Deadletter-Redrive-Count is an ordinary
+// event: it gets a chain of its own and the other chain is untouched.
+func TestForgedRedriveHeaders(t *testing.T) {
+	e := startEnv(t)
+	victim := e.quarantine(t, "victim")
+	before := len(e.chain(t, victim).Records)
+	e.publish(t, subjects.Event("pharmacy", "dispense"), `{"broken":`, nats.Header{
+		"Deadletter-Dlq-Id": []string{victim}, "Deadletter-Redrive-Count": []string{"9"},
+	})
+	own := e.quarantine(t, "forger")
+	if own == victim {
+		t.Fatal("the forged event was written into the victim's chain")
+	}
+	if after := e.chain(t, victim); len(after.Records) != before || after.State.Status != record.StatusOpen {
+		t.Errorf("victim chain: %d records, status %s; want %d, open", len(after.Records), after.State.Status, before)
+	}
+}
+
+// TestPayloadNeedsRole (H11): audit.get include_payload answers payload
+// bytes only to the roles that read payloads; the others are refused with
+// FORBIDDEN, the publisher cannot even reach audit.get, and without
+// include_payload nobody gets payload bytes.
+func TestPayloadNeedsRole(t *testing.T) {
+	e := startEnv(t)
+	id := e.quarantine(t, "phi-marker-7f3a")
+	tests := []struct {
+		person   access.Role
+		include  bool
+		wantCode string
+		wantPHI  bool
+	}{
+		{access.RoleViewer, true, api.ErrForbidden, false},
+		{access.RoleApprover, true, api.ErrForbidden, false},
+		{access.RolePolicy, true, api.ErrForbidden, false},
+		{access.RoleInspector, true, "", true},
+		{access.RoleOperator, true, "", true},
+		{access.RoleViewer, false, "", false},
+		{access.RoleInspector, false, "", false},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("%s include=%v", tc.person, tc.include), func(t *testing.T) {
+			var rep api.GetReply
+			code := e.request(t, string(tc.person), api.AuditGet, api.GetRequest{DLQID: id, IncludePayload: tc.include}, &rep)
+			if code != tc.wantCode {
+				t.Fatalf("code %q, want %q", code, tc.wantCode)
+			}
+			got := strings.Contains(payloadOf(rep), "phi-marker-7f3a")
+			for _, r := range rep.Records {
+				var m map[string]json.RawMessage
+				if json.Unmarshal(r.Record, &m) == nil && m["payload"] != nil {
+					got = true
+				}
+			}
+			if got != tc.wantPHI {
+				t.Errorf("payload in the reply: %v, want %v", got, tc.wantPHI)
+			}
+		})
+	}
+	t.Run("publisher", func(t *testing.T) {
+		_, err := e.conn(t, string(access.RolePublisher)).Request(api.AuditGet, []byte(`{"dlq_id":"`+id+`","include_payload":true}`), time.Second)
+		if err == nil {
+			t.Fatal("the publisher reached audit.get")
+		}
+	})
+}
+
+// TestActorIsTheCaller (H13, H15): a drain started by the operator with
+// another name in its request, and a forged Nats-Request-Info, is recorded
+// as the operator; a viewer may not start one.
+func TestActorIsTheCaller(t *testing.T) {
+	e := startEnv(t)
+	id := e.quarantine(t, "actor")
+	m := nats.NewMsg(api.DrainStart)
+	m.Header.Set(access.RequestInfoHeader, `{"acc":"DEADLETTER_OPERATOR","user":"mallory"}`)
+	m.Data, _ = json.Marshal(api.DrainStartRequest{
+		Filter: api.DrainFilter{DLQIDs: []string{id}, Classes: []string{record.ClassValidation}}, Actor: "mallory", Reason: "red team",
+	})
+	rep, err := e.conn(t, string(access.RoleOperator)).RequestMsg(m, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := rep.Header.Get(micro.ErrorCodeHeader); code != "" {
+		t.Fatalf("drain.start: %s %s", code, rep.Header.Get(micro.ErrorHeader))
+	}
+	var started api.DrainStartReply
+	if err := json.Unmarshal(rep.Data, &started); err != nil {
+		t.Fatal(err)
+	}
+	var st api.DrainState
+	if code := e.request(t, string(access.RoleViewer), api.DrainStatus, api.DrainIDRequest{DrainID: started.DrainID}, &st); code != "" {
+		t.Fatal(code)
+	}
+	if st.StartedBy != string(access.RoleOperator) {
+		t.Errorf("drain started by %q, want operator", st.StartedBy)
+	}
+	// The viewer's account does not import drain.start: the server itself
+	// refuses the request.
+	if _, err := e.conn(t, string(access.RoleViewer)).Request(api.DrainStart, []byte(`{"dry_run":true}`), time.Second); err == nil {
+		t.Error("the viewer reached drain.start")
+	}
+}
+
+// TestReplyOnAStoreSubject (H14): a request whose reply subject is a
+// stream's subject gets its reply on the server's _R_ mapping, never into
+// the stream.
+func TestReplyOnAStoreSubject(t *testing.T) {
+	e := startEnv(t)
+	before, _ := e.msgs(t, subjects.LedgerStream)
+	nc := e.conn(t, string(access.RolePublisher))
+	for range 3 {
+		if err := nc.PublishRequest("validator.check.pharmacy.dispense", "ledger.pharmacy.forged", []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// A later request on the same path is answered: the earlier ones were
+	// served (or refused) before it.
+	if _, err := nc.Request("validator.check.pharmacy.dispense", []byte(`{}`), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := e.msgs(t, subjects.LedgerStream); after != before {
+		t.Errorf("LEDGER went from %d to %d messages", before, after)
+	}
+}
+
+// TestManyScansLeaveNoConsumers (H7): a burst of concurrent verifications
+// and dry runs leaves no consumer behind on any stream (services read by
+// direct get) and the endpoints still answer afterwards.
+func TestManyScansLeaveNoConsumers(t *testing.T) {
+	e := startEnv(t)
+	e.quarantine(t, "scan")
+	_, qBefore := e.msgs(t, subjects.QuarantineStream)
+	nc := e.conn(t, string(access.RoleViewer))
+	const n = 300
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = nc.Request(api.AuditVerify, []byte(`{}`), 30*time.Second)
+		}()
+	}
+	wg.Wait()
+	for _, s := range []string{subjects.QuarantineStream, subjects.AuditStream, subjects.EventsStream, subjects.LedgerStream} {
+		_, c := e.msgs(t, s)
+		want := 0
+		if s == subjects.QuarantineStream {
+			want = qBefore
+		}
+		if s == subjects.EventsStream {
+			want = 1 // the validator's
+		}
+		if c != want {
+			t.Errorf("%s has %d consumers, want %d", s, c, want)
+		}
+	}
+	var v api.VerifyReply
+	if code := e.request(t, string(access.RoleViewer), api.AuditVerify, api.VerifyRequest{}, &v); code != "" {
+		t.Fatalf("verify after the burst: %s", code)
+	}
+	if code := e.request(t, string(access.RoleOperator), api.DrainStart, api.DrainStartRequest{DryRun: true}, nil); code != "" {
+		t.Fatalf("dry run after the burst: %s", code)
+	}
+}
