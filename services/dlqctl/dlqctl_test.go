@@ -3,9 +3,11 @@ package main_test
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -124,7 +126,7 @@ func TestPublish(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := dlqctl(t, e.url, c.stdin, append([]string{"-o", "json", "publish"}, c.args...)...)
+			r := e.dlqctl(t, c.stdin, append([]string{"-o", "json", "publish"}, c.args...)...)
 			if r.code != c.code {
 				t.Fatalf("want exit %d: %s", c.code, r)
 			}
@@ -157,7 +159,9 @@ func TestPublish(t *testing.T) {
 	})
 
 	t.Run("tail follows new records", func(t *testing.T) {
-		cmd := command(e.url, "tail", "-o", "json", "--count", "1")
+		// A viewer (no payload rights, no JetStream) follows through the
+		// auditor's records list.
+		cmd := command(e.context("viewer"), "tail", "-o", "json", "--count", "1", "--interval", "50ms")
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -279,11 +283,11 @@ func TestTriage(t *testing.T) {
 		if out := e.ok(t, "show", id, "--payload").stdout; !strings.Contains(out, value) {
 			t.Errorf("show --payload lacks the payload:\n%s", out)
 		}
-		r := dlqctl(t, e.url, "", "show", "pharmacy_00000000000000000000000000000000")
+		r := e.dlqctl(t, "", "show", "pharmacy_00000000000000000000000000000000")
 		if r.code != 1 || !strings.Contains(r.stderr, "NOT_FOUND") {
 			t.Errorf("show of an unknown id: %s", r)
 		}
-		r = dlqctl(t, e.url, "", "-o", "json", "show", "pharmacy_00000000000000000000000000000000")
+		r = e.dlqctl(t, "", "-o", "json", "show", "pharmacy_00000000000000000000000000000000")
 		var eb output.Error
 		if err := json.Unmarshal([]byte(r.stderr), &eb); r.code != 1 || err != nil || eb.Error.Code != api.ErrNotFound || eb.Error.Message == "" {
 			t.Errorf("show of an unknown id, JSON: %s (%v)", r, err)
@@ -309,21 +313,56 @@ func TestTriage(t *testing.T) {
 	})
 
 	t.Run("credentials", func(t *testing.T) {
-		pw := e.password(t, "admin")
-		e.ok(t, "--user", "admin", "--password", pw, "verify")
-		r := dlqctl(t, e.url, "", "--user", "admin", "--password", "wrong", "verify")
-		if r.code != 1 || !strings.Contains(r.stderr, "connect") {
-			t.Errorf("wrong password: %s", r)
+		// A context found by name in the nats CLI's context directory.
+		xdg := t.TempDir()
+		writeFile(t, xdg, "nats/context/view.json", readFile(t, e.context("viewer")))
+		viewerPW := e.password(t, "viewer")
+		cases := []struct {
+			name   string
+			ctx    string   // NATS_CONTEXT ("" for none)
+			env    []string // more environment
+			args   []string
+			code   int
+			stderr string
+		}{
+			{name: "context file", ctx: e.context("viewer"), args: []string{"verify"}},
+			{name: "context by name", env: []string{"XDG_CONFIG_HOME=" + xdg}, args: []string{"--context", "view", "verify"}},
+			{name: "user and password", args: []string{"-s", e.url, "--user", "viewer", "--password", viewerPW, "verify"}},
+			{name: "no credentials", args: []string{"-s", e.url, "verify"}, code: 1,
+				stderr: "authorization violation: dlqctl needs credentials, e.g. --context data/contexts/operator.json"},
+			{name: "no credentials json", args: []string{"-s", e.url, "-o", "json", "ls"}, code: 1,
+				stderr: `{"error":{"code":"CONNECT","message":"connect: authorization violation: dlqctl needs credentials`},
+			{name: "wrong password", args: []string{"-s", e.url, "--user", "viewer", "--password", "wrong", "verify"}, code: 1,
+				stderr: "authorization violation: dlqctl needs credentials"},
+			{name: "flag beats context", ctx: e.context("viewer"), args: []string{"--password", "wrong", "verify"}, code: 1,
+				stderr: "authorization violation"},
+			// The viewer's account imports no drain.start: refused by the
+			// server at once, not after a timeout.
+			{name: "role without the endpoint", ctx: e.context("viewer"), args: []string{"-o", "json", "drain", "--dry-run"}, code: 1,
+				stderr: `"code":"PERMISSION"`},
+			// Another user's inbox prefix: the reply subscription is denied.
+			{name: "foreign inbox prefix", ctx: e.context("viewer"), args: []string{"--inbox-prefix", "_INBOX.operator", "-o", "json", "verify"}, code: 1,
+				stderr: `"code":"PERMISSION"`},
+			{name: "prefix from env", ctx: e.context("viewer"), env: []string{"NATS_INBOX_PREFIX=_INBOX.viewer.cli"}, args: []string{"verify"}},
 		}
-		// The auditor serves audit.verify but may not call it: the
-		// permission violation is reported at once, not as a timeout.
-		r = dlqctl(t, e.url, "", "--user", "auditor", "--password", e.password(t, "auditor"), "-o", "json", "verify")
-		if r.code != 1 || !strings.Contains(r.stderr, `"code":"PERMISSION"`) {
-			t.Errorf("permission violation: %s", r)
-		}
-		ctxFile := writeFile(t, dir, "ctx.json", []byte(fmt.Sprintf(`{"url":%q,"user":"admin","password":%q}`, e.url, pw)))
-		if r := dlqctl(t, "", "", "--context", ctxFile, "verify"); r.code != 0 {
-			t.Errorf("--context: %s", r)
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				cmd := command(c.ctx, c.args...)
+				cmd.Env = append(cmd.Env, c.env...)
+				var out, errb strings.Builder
+				cmd.Stdout, cmd.Stderr = &out, &errb
+				code := 0
+				if err := cmd.Run(); err != nil {
+					var ee *exec.ExitError
+					if !errors.As(err, &ee) {
+						t.Fatal(err)
+					}
+					code = ee.ExitCode()
+				}
+				if code != c.code || !strings.Contains(errb.String(), c.stderr) {
+					t.Errorf("want exit %d and stderr containing %q; got exit %d\nstdout:\n%s\nstderr:\n%s", c.code, c.stderr, code, out.String(), errb.String())
+				}
+			})
 		}
 	})
 }
@@ -361,7 +400,9 @@ func TestDrain(t *testing.T) {
 
 	lineRe := regexp.MustCompile(`^drain-\S+ (selecting|running|completed) \d+/\d+ \d+% \d+\.\d/s replayed=\d+ skipped=\d+ failed=\d+ poisoned=\d+( held=\d+)?( pending=\d+)?( errors=\d+)? eta \S+$`)
 	t.Run("plain progress", func(t *testing.T) {
-		r := e.ok(t, "drain", "--domain", "pharmacy", "--limit", "6", "--rate", "20", "--interval", "50ms", "--reason", "downstream restored")
+		// --actor is accepted and ignored: the drain is the operator's.
+		r := e.ok(t, "drain", "--domain", "pharmacy", "--limit", "6", "--rate", "20", "--interval", "50ms", "--reason", "downstream restored",
+			"--actor", "mallory")
 		if strings.Contains(r.stdout, "\r") {
 			t.Errorf("plain progress has carriage returns: %q", r.stdout)
 		}
@@ -380,13 +421,16 @@ func TestDrain(t *testing.T) {
 		if last := progress[len(progress)-1]; !strings.Contains(last, " completed 6/6 100% ") || !strings.Contains(last, "replayed=6 ") {
 			t.Errorf("last progress line %q", last)
 		}
+		if !regexp.MustCompile(`STARTED BY +operator\n`).MatchString(r.stdout) || strings.Contains(r.stdout, "mallory") {
+			t.Errorf("final state names the wrong actor:\n%s", r.stdout)
+		}
 		if !regexp.MustCompile(`STATUS +completed\n`).MatchString(r.stdout) || !strings.Contains(r.stdout, "6 committed (6 published)") {
 			t.Errorf("final state:\n%s", r.stdout)
 		}
 	})
 
 	t.Run("progress bar in a terminal", func(t *testing.T) {
-		cmd := command(e.url, "drain", "--domain", "pharmacy", "--rate", "20", "--interval", "50ms")
+		cmd := command(e.context("operator"), "drain", "--domain", "pharmacy", "--rate", "20", "--interval", "50ms")
 		f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 160})
 		if err != nil {
 			t.Fatal(err)
@@ -413,7 +457,8 @@ func TestDrain(t *testing.T) {
 		t.Fatalf("drain ls: %+v", drains)
 	}
 	for _, d := range drains.Drains {
-		if d.Status != api.DrainCompleted || d.Committed != 6 || d.Request.Actor != "tester" {
+		// Recorded under the authenticated caller, whatever --actor said.
+		if d.Status != api.DrainCompleted || d.Committed != 6 || d.StartedBy != "operator" || d.Request.Actor != "operator" {
 			t.Errorf("drain %+v", d)
 		}
 	}
@@ -425,15 +470,15 @@ func TestDrain(t *testing.T) {
 		if st.DrainID != first || st.Status != api.DrainCompleted || st.Request.Reason != "downstream restored" {
 			t.Errorf("status: %+v", st)
 		}
-		r := dlqctl(t, e.url, "", "drain", "cancel", first)
+		r := e.dlqctl(t, "", "drain", "cancel", first)
 		if r.code != 1 || !strings.Contains(r.stderr, "drain.cancel refused: INVALID_TRANSITION") {
 			t.Errorf("cancel of a completed drain: %s", r)
 		}
 		out := e.ok(t, "drain", "ls").stdout
-		if !strings.Contains(out, first) || !strings.Contains(out, "2 drains") {
+		if !strings.Contains(out, first) || !strings.Contains(out, "2 drains") || strings.Contains(out, "mallory") {
 			t.Errorf("drain ls:\n%s", out)
 		}
-		r = dlqctl(t, e.url, "", "drain", "status", "drain-nope")
+		r = e.dlqctl(t, "", "drain", "status", "drain-nope")
 		if r.code != 1 || !strings.Contains(r.stderr, "NOT_FOUND") {
 			t.Errorf("status of an unknown drain: %s", r)
 		}
@@ -485,7 +530,7 @@ func TestRedrive(t *testing.T) {
 	}
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
-			r := dlqctl(t, e.url, "", append([]string{"-o", "json"}, s.args...)...)
+			r := e.dlqctl(t, "", append([]string{"-o", "json"}, s.args...)...)
 			if r.code != s.code || !strings.Contains(r.stderr, s.stderr) {
 				t.Fatalf("want exit %d, stderr %q: %s", s.code, s.stderr, r)
 			}
@@ -495,12 +540,17 @@ func TestRedrive(t *testing.T) {
 			var got struct {
 				Outcome string `json:"outcome"`
 				Status  string `json:"status"`
+				Actor   string `json:"actor"`
 			}
 			if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
 				t.Fatalf("%v: %s", err, r)
 			}
 			if got.Outcome != s.outcome && !(s.args[0] == "release" && got.Status == s.outcome) {
 				t.Errorf("outcome %+v, want %s", got, s.outcome)
+			}
+			// The records name the authenticated operator, never --actor.
+			if got.Actor != "operator" {
+				t.Errorf("recorded actor %q, want operator", got.Actor)
 			}
 		})
 	}
@@ -536,7 +586,7 @@ func TestRedrive(t *testing.T) {
 	})
 
 	t.Run("tail replays the chain without payloads", func(t *testing.T) {
-		r := e.ok(t, "tail", "--all", "--count", "11", "-o", "json")
+		r := e.okAs(t, "viewer", "tail", "--all", "--count", "11", "-o", "json")
 		sc := bufio.NewScanner(strings.NewReader(r.stdout))
 		n := 0
 		for sc.Scan() {
@@ -544,12 +594,18 @@ func TestRedrive(t *testing.T) {
 			if err := json.Unmarshal(sc.Bytes(), &rec); err != nil || rec.DLQID != id || rec.Index != n {
 				t.Errorf("line %d: %+v %v", n, rec, err)
 			}
+			switch rec.Kind {
+			case record.KindCorrected, record.KindReleased, record.KindRedriveRequested:
+				if rec.Actor != "operator" {
+					t.Errorf("line %d: %s by %q, want operator", n, rec.Kind, rec.Actor)
+				}
+			}
 			n++
 		}
 		if n != 11 || strings.Contains(r.stdout, "transaction_id") || strings.Contains(r.stdout, "INV-2025-0181") {
 			t.Errorf("tail --all: %d lines:\n%s", n, r.stdout)
 		}
-		table := e.ok(t, "tail", "--all", "--count", "1").stdout
+		table := e.okAs(t, "viewer", "tail", "--all", "--count", "1").stdout
 		if !regexp.MustCompile(`^\S+Z seq=1 quarantined +` + id + ` #0 domain=pharmacy class=validation code=INVALID_NDC redrives=0 hash=[0-9a-f]{12}\n$`).MatchString(table) {
 			t.Errorf("tail line %q", table)
 		}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,7 +24,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/deadletter/deadletter/services/deadletter/stack"
-	"github.com/deadletter/deadletter/services/redriver"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/natstest"
@@ -87,12 +87,13 @@ func newDownstream(tb testing.TB) *downstream {
 	return d
 }
 
-// env is a running stack (plus a redriver when the stack has none) that
-// the dlqctl binary is pointed at.
+// env is a running stack that the dlqctl binary is pointed at, as one of
+// its people (the natscli context files the stack writes).
 type env struct {
+	s   *stack.Stack
 	url string
 	dir string
-	nc  *nats.Conn // a client-user connection for polling
+	nc  *nats.Conn // a viewer's connection for polling
 }
 
 // stackOptions adjust a test stack.
@@ -102,12 +103,13 @@ type stackOptions struct {
 }
 
 // startStack runs the all-in-one stack in-process (a free port, a
-// temporary store, fast retries) until cleanup. When the stack does not run
-// a redriver yet, one is started on the stack's URL as the redriver user.
+// temporary store, fast retries) until cleanup. The stack runs every
+// service, the redriver included, on the generated accounts.
 func startStack(tb testing.TB, o stackOptions) *env {
 	tb.Helper()
 	cfg := stack.DefaultConfig()
 	cfg.DataDir = tb.TempDir()
+	cfg.AnchorDir = tb.TempDir()
 	cfg.Port = -1
 	cfg.SyncAlways = false
 	cfg.MetricsAddr = "127.0.0.1:0"
@@ -124,6 +126,8 @@ func startStack(tb testing.TB, o stackOptions) *env {
 	if o.redriveCap > 0 {
 		cfg.Quarantiner.RedriveCap = o.redriveCap
 	}
+	cfg.Redriver.OutcomeTimeout = 15 * time.Second
+	cfg.Redriver.DrainLease = 2 * time.Second
 	cfg.Auditor.CheckpointInterval, cfg.Auditor.ReconcileInterval = 0, 0
 	s, err := stack.New(cfg, nil)
 	if err != nil {
@@ -136,52 +140,30 @@ func startStack(tb testing.TB, o stackOptions) *env {
 		stop()
 		tb.Fatal("stack not ready after 30s")
 	}
-	e := &env{url: s.ClientURL(), dir: cfg.DataDir}
-	e.nc, err = nats.Connect(e.url)
+	e := &env{s: s, url: s.ClientURL(), dir: cfg.DataDir}
+	e.nc, err = s.ConnectAs(string(access.RoleViewer))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(e.nc.Close)
-	if _, err := e.nc.Request("$SRV.PING.redriver", nil, time.Second); errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) {
-		e.startRedriver(tb)
-	}
 	return e
 }
 
-// startRedriver runs a redriver on the stack as the redriver user.
-func (e *env) startRedriver(tb testing.TB) {
-	tb.Helper()
-	creds, err := access.LoadOrCreate(filepath.Join(e.dir, stack.CredentialsFile))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	nc, err := nats.Connect(e.url, creds.NATSOption(access.Redriver))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cfg := redriver.DefaultConfig()
-	cfg.Provision = false
-	cfg.OutcomeTimeout = 15 * time.Second
-	cfg.DrainLease = 2 * time.Second
-	r, err := redriver.New(nc, cfg, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	run(tb, "redriver", r.Run)
-	tb.Cleanup(nc.Close) // after the redriver stopped (cleanups run last first)
-	natstest.CheckFor(tb, 10*time.Second, 20*time.Millisecond, func() error {
-		_, err := e.nc.Request("$SRV.PING.redriver", nil, 200*time.Millisecond)
-		return err
-	})
-}
+// context is the natscli context file of a person of the stack.
+func (e *env) context(person string) string { return e.s.ContextFile(person) }
 
-// password returns a stack user's password.
+// password returns a stack user's password, from the credentials file.
 func (e *env) password(tb testing.TB, user string) string {
-	creds, err := access.LoadOrCreate(filepath.Join(e.dir, stack.CredentialsFile))
+	tb.Helper()
+	creds, err := access.LoadOrCreate(filepath.Join(e.dir, stack.CredentialsFile), access.DefaultPeople())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return creds[user]
+	sec, ok := creds.Users[user]
+	if !ok || sec.Password == "" {
+		tb.Fatalf("no password for %s", user)
+	}
+	return sec.Password
 }
 
 // run runs fn until cleanup (or stop) and checks it returns no error.
@@ -217,21 +199,23 @@ func (r result) String() string {
 	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 }
 
-// command builds a dlqctl command against the env (url "" for none).
-func command(url string, args ...string) *exec.Cmd {
+// command builds a dlqctl command that connects with the natscli context
+// file ctx (NATS_CONTEXT; "" for none: no server URL, no credentials).
+func command(ctx string, args ...string) *exec.Cmd {
 	cmd := exec.Command(binary, args...)
-	envv := []string{"DLQCTL_ACTOR=tester", "HOME=" + os.TempDir(), "PATH=" + os.Getenv("PATH")}
-	if url != "" {
-		envv = append(envv, "NATS_URL="+url)
+	envv := []string{"HOME=" + os.TempDir(), "PATH=" + os.Getenv("PATH")}
+	if ctx != "" {
+		envv = append(envv, "NATS_CONTEXT="+ctx)
 	}
 	cmd.Env = envv
 	return cmd
 }
 
-// dlqctl runs the binary with stdin and returns its outputs and status.
-func dlqctl(tb testing.TB, url, stdin string, args ...string) result {
+// dlqctl runs the binary with the context file ctx ("" for none) and
+// stdin, and returns its outputs and status.
+func dlqctl(tb testing.TB, ctx, stdin string, args ...string) result {
 	tb.Helper()
-	cmd := command(url, args...)
+	cmd := command(ctx, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdin = strings.NewReader(stdin)
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -247,12 +231,34 @@ func dlqctl(tb testing.TB, url, stdin string, args ...string) result {
 	return r
 }
 
-// ok runs dlqctl and fails unless it exits 0.
+// roleFor is the person a command line runs as by default: the publisher
+// for publish, else the operator.
+func roleFor(args []string) string {
+	if slices.Contains(args, "publish") {
+		return string(access.RolePublisher)
+	}
+	return string(access.RoleOperator)
+}
+
+// run runs dlqctl as its default person (roleFor).
+func (e *env) dlqctl(tb testing.TB, stdin string, args ...string) result {
+	tb.Helper()
+	return dlqctl(tb, e.context(roleFor(args)), stdin, args...)
+}
+
+// ok runs dlqctl as its default person (roleFor) and fails unless it
+// exits 0.
 func (e *env) ok(tb testing.TB, args ...string) result {
 	tb.Helper()
-	r := dlqctl(tb, e.url, "", args...)
+	return e.okAs(tb, roleFor(args), args...)
+}
+
+// okAs runs dlqctl as person and fails unless it exits 0.
+func (e *env) okAs(tb testing.TB, person string, args ...string) result {
+	tb.Helper()
+	r := dlqctl(tb, e.context(person), "", args...)
 	if r.code != 0 {
-		tb.Fatalf("dlqctl %v: %s", args, r)
+		tb.Fatalf("dlqctl %v as %s: %s", args, person, r)
 	}
 	return r
 }

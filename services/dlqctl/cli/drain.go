@@ -97,7 +97,7 @@ counts for events that failed again), 1 when it was cancelled or failed.`,
 	fl.IntVar(&f.req.MaxConcurrency, "concurrency", 0, "replays in flight at most (default: the redriver's)")
 	fl.BoolVar(&f.req.DryRun, "dry-run", false, "print what the drain would do; change nothing")
 	fl.BoolVar(&f.detach, "detach", false, "print the drain id and return at once")
-	fl.StringVar(&f.req.Actor, "actor", actorDefault(), "who starts the drain (env "+EnvActor+", default $USER)")
+	addActorFlag(cmd, &f.req.Actor)
 	fl.StringVar(&f.req.Reason, "reason", "", "why (recorded with the drain)")
 	f.follow.register(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("domain", fixedCompletion(domains[:3]...))
@@ -360,17 +360,27 @@ func (a *app) drainListCommand() *cobra.Command {
 			if a.json() {
 				return a.printJSON(rep)
 			}
-			t := newTable(a.io.Out, "DRAIN ID", "STATUS", "DONE", "SELECTED", "REPLAYED", "SKIPPED", "FAILED", "POISONED", "HELD", "STARTED", "ACTOR")
+			t := newTable(a.io.Out, "DRAIN ID", "STATUS", "DONE", "SELECTED", "REPLAYED", "SKIPPED", "FAILED", "POISONED", "HELD", "STARTED", "STARTED BY")
 			for _, d := range rep.Drains {
 				t.row(d.DrainID, d.Status, strconv.Itoa(d.Done()), strconv.Itoa(d.Selected), strconv.Itoa(d.Committed),
 					strconv.Itoa(d.SkippedDuplicate+d.Skipped), strconv.Itoa(d.ReplayFailed), strconv.Itoa(d.Poisoned),
-					strconv.Itoa(d.Held), fmtTime(d.StartedAt), d.Request.Actor)
+					strconv.Itoa(d.Held), fmtTime(d.StartedAt), startedBy(d))
 			}
 			t.flush()
 			fmt.Fprintf(a.io.Out, "%d drains\n", len(rep.Drains))
 			return nil
 		},
 	}
+}
+
+// startedBy is the authenticated user the redriver recorded as the
+// drain's starter (StartedBy; a redriver older than the trust boundary
+// stored it only in the request).
+func startedBy(st api.DrainState) string {
+	if st.StartedBy != "" {
+		return st.StartedBy
+	}
+	return st.Request.Actor
 }
 
 // printDrainState prints a drain's state as a two-column table.
@@ -387,7 +397,8 @@ func (a *app) printDrainState(st api.DrainState) {
 	t.row("PENDING", strconv.Itoa(st.Pending))
 	t.row("ERRORS", strconv.Itoa(st.Errors))
 	t.row("MAX IN FLIGHT", strconv.Itoa(st.MaxInFlight))
-	t.row("ACTOR", st.Request.Actor)
+	t.row("STARTED BY", startedBy(st))
+	t.row("CANCELLED BY", st.CancelledBy)
 	t.row("REASON", st.Request.Reason)
 	t.row("STARTED", fmtTime(st.StartedAt))
 	if st.FinishedAt != nil {

@@ -55,8 +55,17 @@ The payload is sent byte for byte: dlqctl does not validate it (the validator
 does). --subject publishes to a fixed subject without detection (for instance
 a malformed event, to see it quarantined).
 
---msg-id sets Nats-Msg-Id (JetStream de-duplication within the stream's
-window); with several events, the n-th (from 1) gets "<msg-id>-<n>".
+Publishing needs a publisher's credentials (--context
+data/contexts/publisher.json): events enter EVENTS through the publisher
+account's import of events.>, and the stream's acknowledgement comes back.
+
+No Nats-Msg-Id is sent by default. Retrying a publish is safe without one:
+the validator de-duplicates by the event's business (idempotency) key. The
+stream's Nats-Msg-Id window is shared by every publisher, so an id that
+another publisher used first makes the stream drop your event as its
+duplicate. --msg-id sets one anyway (JetStream de-duplication within the
+stream's window); with several events, the n-th (from 1) gets
+"<msg-id>-<n>". A duplicate is reported as such, never as published.
 
 Prints one line per event: its EVENTS sequence, subject and source; exit 1 if
 any event was not published.`,
@@ -70,7 +79,7 @@ any event was not published.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.msgID, "msg-id", "", "Nats-Msg-Id; with several events a prefix (<msg-id>-<n>)")
+	fl.StringVar(&f.msgID, "msg-id", "", "send this Nats-Msg-Id (none by default: ids are stream-wide, and retries are de-duplicated by the business key); with several events a prefix (<msg-id>-<n>)")
 	fl.StringVar(&f.subject, "subject", "", "publish to this subject without detection")
 	fl.StringVar(&f.domain, "domain", "", "the domain, when detection is ambiguous or fails")
 	fl.StringVar(&f.eventType, "type", "", "the event type (with --domain), without detection")
@@ -154,7 +163,7 @@ func (a *app) publish(cmd *cobra.Command, args []string, f publishFlags) error {
 		case r.Error != "":
 			fmt.Fprintf(a.io.Out, "%-8s %s: %s\n", "error", r.Source, r.Error)
 		case r.Duplicate:
-			fmt.Fprintf(a.io.Out, "%-8d %s %s (duplicate of msg id %s, not stored again)\n", r.Seq, r.Subject, r.Source, r.MsgID)
+			fmt.Fprintf(a.io.Out, "%-8d %s %s (duplicate of msg id %s, not stored: the stream already holds an event with this id)\n", r.Seq, r.Subject, r.Source, r.MsgID)
 		default:
 			fmt.Fprintf(a.io.Out, "%-8d %s %s\n", r.Seq, r.Subject, r.Source)
 		}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/deadletter/deadletter/services/dlqctl/internal/client"
+	"github.com/deadletter/deadletter/services/dlqctl/output"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/record"
 )
@@ -25,7 +28,8 @@ func (a *app) redriveCommand() *cobra.Command {
 		Long: `Replay one quarantined event through the validator. With --payload FILE
 ('-': stdin) the corrected event is first stored as a new record of the chain
 (byte for byte; the original stays), then replayed; a correction needs
---reason (and an actor: --actor, $DLQCTL_ACTOR or $USER).
+--reason. The records name the authenticated user (an operator) as the one
+who decided; the table shows who the service recorded.
 
 Prints the outcome: replayed (committed), skipped_duplicate (already
 committed), replay_failed, poisoned (failed at the redrive cap: release it
@@ -42,8 +46,8 @@ replayed, skipped_duplicate, resolved_elsewhere and pending; 1 otherwise.`,
 				if err != nil {
 					return err
 				}
-				if req.Reason == "" || req.Actor == "" {
-					return usageErrorf("a corrected payload needs --reason and an actor (--actor, $%s or $USER)", EnvActor)
+				if req.Reason == "" {
+					return usageErrorf("a corrected payload needs --reason")
 				}
 				body, err = redriveBody(req, b)
 				if err != nil {
@@ -56,12 +60,18 @@ replayed, skipped_duplicate, resolved_elsewhere and pending; 1 otherwise.`,
 				}
 				body = b
 			}
-			var rep api.RedriveReply
-			if err := a.call(cmd.Context(), api.Redrive, body, &rep); err != nil {
+			c, err := a.connect()
+			if err != nil {
 				return err
 			}
+			defer c.Close()
+			var rep api.RedriveReply
+			if err := c.Request(cmd.Context(), api.Redrive, body, &rep); err != nil {
+				return err
+			}
+			actor := recordedActor(cmd.Context(), c, rep.DLQID, -1)
 			if a.json() {
-				if err := a.printJSON(rep); err != nil {
+				if err := a.printJSON(output.Redrive{RedriveReply: rep, Actor: actor}); err != nil {
 					return err
 				}
 			} else {
@@ -77,6 +87,7 @@ replayed, skipped_duplicate, resolved_elsewhere and pending; 1 otherwise.`,
 				if rep.EventsSeq > 0 {
 					t.row("REPLAY", "EVENTS seq "+strconv.FormatUint(rep.EventsSeq, 10))
 				}
+				t.row("BY", actor)
 				t.flush()
 			}
 			switch rep.Outcome {
@@ -89,7 +100,7 @@ replayed, skipped_duplicate, resolved_elsewhere and pending; 1 otherwise.`,
 	fl := cmd.Flags()
 	fl.StringVar(&payload, "payload", "", "corrected event: a JSON file ('-': stdin)")
 	fl.StringVar(&req.Reason, "reason", "", "why (required with --payload)")
-	fl.StringVar(&req.Actor, "actor", actorDefault(), "who decides (env "+EnvActor+", default $USER)")
+	addActorFlag(cmd, &req.Actor)
 	fl.BoolVar(&req.IncludeValidation, "include-validation", false, "replay a validation-class event without a correction")
 	return cmd
 }
@@ -137,9 +148,9 @@ func (a *app) releaseCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "release DLQ-ID --reason TEXT",
 		Short: "A person's decision: move a poison event back to redrivable (release)",
-		Long: `Release a poison event: a record stating who (--actor, $DLQCTL_ACTOR or
-$USER) and why (--reason) is appended to its chain, and the event returns to
-the class it had before it was poisoned (or --class). Redrive or drain it
+		Long: `Release a poison event: a record stating who (the authenticated user, an
+operator) and why (--reason) is appended to its chain, and the event returns
+to the class it had before it was poisoned (or --class). Redrive or drain it
 afterwards.`,
 		Example: `  dlqctl release pharmacy_0123456789abcdef0123456789abcdef --reason "supplier confirmed the lot"`,
 		Args:    exactArgs(1, "DLQ-ID"),
@@ -148,27 +159,66 @@ afterwards.`,
 			if req.Reason == "" {
 				return usageErrorf("release needs --reason")
 			}
-			if req.Actor == "" {
-				return usageErrorf("release needs an actor: --actor, $%s or $USER", EnvActor)
-			}
 			if err := oneOf("class", req.Class, []string{record.ClassExhausted, record.ClassValidation}); err != nil {
 				return err
 			}
-			var rep api.AppendReply
-			if err := a.call(cmd.Context(), api.Release, req, &rep); err != nil {
+			c, err := a.connect()
+			if err != nil {
 				return err
 			}
-			if a.json() {
-				return a.printJSON(rep)
+			defer c.Close()
+			var rep api.AppendReply
+			if err := c.Request(cmd.Context(), api.Release, req, &rep); err != nil {
+				return err
 			}
-			fmt.Fprintf(a.io.Out, "%s released: record %d, state %s, class %s, hash %s\n", rep.DLQID, rep.Index, rep.Status, rep.Class, short(rep.AuditHash))
+			actor := recordedActor(cmd.Context(), c, rep.DLQID, rep.Index)
+			if a.json() {
+				return a.printJSON(output.Release{AppendReply: rep, Actor: actor})
+			}
+			fmt.Fprintf(a.io.Out, "%s released by %s: record %d, state %s, class %s, hash %s\n",
+				rep.DLQID, orUnknown(actor), rep.Index, rep.Status, rep.Class, short(rep.AuditHash))
 			return nil
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&req.Reason, "reason", "", "why (required)")
-	fl.StringVar(&req.Actor, "actor", actorDefault(), "who decides (env "+EnvActor+", default $USER)")
+	addActorFlag(cmd, &req.Actor)
 	fl.StringVar(&req.Class, "class", "", "class to restore: exhausted or validation (default: the one before poison)")
 	_ = cmd.RegisterFlagCompletionFunc("class", fixedCompletion(record.ClassExhausted, record.ClassValidation))
 	return cmd
+}
+
+// recordedActor reads back, from the chain of dlqID (audit.get, without
+// payloads), the actor the redriver recorded: that of the record at index,
+// or with index -1 that of the chain's newest record naming one. The
+// redriver records the authenticated caller, whatever the request's actor
+// field said. It returns "" when the chain cannot be read.
+func recordedActor(ctx context.Context, c *client.Client, dlqID string, index int) string {
+	if dlqID == "" {
+		return ""
+	}
+	var rep api.GetReply
+	if err := c.Request(ctx, api.AuditGet, api.GetRequest{DLQID: dlqID}, &rep); err != nil {
+		return ""
+	}
+	for i := len(rep.Records) - 1; i >= 0; i-- {
+		var r struct {
+			Index int    `json:"index"`
+			Actor string `json:"actor"`
+		}
+		if json.Unmarshal(rep.Records[i].Record, &r) != nil {
+			continue
+		}
+		if (index < 0 && r.Actor != "") || (index >= 0 && r.Index == index) {
+			return r.Actor
+		}
+	}
+	return ""
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "(unknown)"
+	}
+	return s
 }

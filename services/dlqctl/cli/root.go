@@ -1,8 +1,9 @@
 // Package cli is dlqctl's command tree (spf13/cobra), importable so that a
 // demo can run dlqctl commands in-process (ExecuteContext). Every command is a
-// thin layer over one deadletter endpoint, a JetStream publish or a
-// QUARANTINE read, printing a table (default) or stable JSON
-// (--output json, the types of shared/api and services/dlqctl/output).
+// thin layer over one deadletter endpoint or a JetStream publish to
+// events.> (the only JetStream a person's account reaches), printing a
+// table (default) or stable JSON (--output json, the types of shared/api
+// and services/dlqctl/output).
 //
 // Exit status: 0 ok, 1 the operation failed (a service error, a connection
 // error, verify found problems, reconcile found unaccounted events, a drain
@@ -47,9 +48,11 @@ const (
 )
 
 // Environment variables dlqctl reads besides the nats CLI's (NATS_URL,
-// NATS_CREDS, NATS_USER, NATS_PASSWORD, NATS_CONTEXT).
+// NATS_CREDS, NATS_USER, NATS_PASSWORD, NATS_NKEY, NATS_INBOX_PREFIX,
+// NATS_CONTEXT).
 const (
-	// EnvActor names the operator recorded with decisions (default $USER).
+	// EnvActor is deprecated and ignored: the services record the
+	// authenticated user as the actor of every decision.
 	EnvActor = "DLQCTL_ACTOR"
 	// EnvTraceURL is the trace view base of `show` (default Jaeger's on
 	// 127.0.0.1:16686).
@@ -201,11 +204,19 @@ func (a *app) rootCommand() *cobra.Command {
 		Use:   "dlqctl",
 		Short: "Operate deadletter: publish events, triage the quarantine, drain, redrive, audit",
 		Long: `dlqctl is deadletter's operator CLI. Every command is one request to a
-deadletter service (or a JetStream publish or read), the same a 'nats req'
+deadletter service (or a JetStream publish to events.>), the same a 'nats req'
 or 'nats pub' would make, printed as a table or, with --output json, as
 stable JSON.
 
-Exit status: 0 ok, 1 the operation failed, 2 usage error.`,
+Every connection authenticates as a person: --context data/contexts/<role>.json
+(written by make run for publisher, viewer, operator, inspector, approver and
+policy), or --user/--password. People have no JetStream API; dlqctl reaches
+the services through their role's imports, and the services record the
+authenticated user as the actor of every decision.
+
+Exit status: 0 ok, 1 the operation failed, 2 usage error. A connection
+refused for its credentials (none, or wrong ones) is a failure: exit 1,
+code CONNECT.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -229,10 +240,12 @@ Exit status: 0 ok, 1 the operation failed, 2 usage error.`,
 	pf.StringVar(&a.conn.Creds, "creds", os.Getenv("NATS_CREDS"), "NATS user credentials file (env NATS_CREDS)")
 	pf.StringVar(&a.conn.User, "user", os.Getenv("NATS_USER"), "NATS user name (env NATS_USER)")
 	pf.StringVar(&a.conn.Password, "password", os.Getenv("NATS_PASSWORD"), "NATS password (env NATS_PASSWORD)")
+	pf.StringVar(&a.conn.NKey, "nkey", os.Getenv("NATS_NKEY"), "NATS nkey seed file (env NATS_NKEY)")
+	pf.StringVar(&a.conn.InboxPrefix, "inbox-prefix", os.Getenv("NATS_INBOX_PREFIX"), "prefix of the reply inboxes (env NATS_INBOX_PREFIX; default _INBOX.<user>, the only inboxes a person may subscribe to)")
 	pf.StringVar(&a.conn.TLSCert, "tlscert", "", "TLS client certificate file")
 	pf.StringVar(&a.conn.TLSKey, "tlskey", "", "TLS client private key file")
 	pf.StringVar(&a.conn.TLSCA, "tlsca", "", "TLS certificate authority file (server verification)")
-	pf.StringVar(&a.conn.Context, "context", os.Getenv("NATS_CONTEXT"), "nats CLI context name or file: its url, user, password, creds and TLS files replace the NATS_* variables; flags still win (env NATS_CONTEXT)")
+	pf.StringVar(&a.conn.Context, "context", os.Getenv("NATS_CONTEXT"), "nats CLI context: a name or a context file such as data/contexts/operator.json (written by make run); its url, user, password, creds, nkey, inbox_prefix and TLS files replace the NATS_* variables; flags still win (env NATS_CONTEXT)")
 	pf.DurationVar(&a.conn.Timeout, "timeout", time.Minute, "timeout of connecting and of each request")
 	pf.StringVarP(&a.output, "output", "o", envOr(EnvOutput, outTable), "output format: table or json (env "+EnvOutput+")")
 	_ = root.RegisterFlagCompletionFunc("output", fixedCompletion(outTable, outJSON))
@@ -270,6 +283,8 @@ func (a *app) contextDefaults(cmd *cobra.Command) {
 		{[]string{"creds"}, &a.conn.Creds},
 		{[]string{"user"}, &a.conn.User},
 		{[]string{"password"}, &a.conn.Password},
+		{[]string{"nkey"}, &a.conn.NKey},
+		{[]string{"inbox-prefix"}, &a.conn.InboxPrefix},
 		{[]string{"tlscert"}, &a.conn.TLSCert},
 		{[]string{"tlskey"}, &a.conn.TLSKey},
 		{[]string{"tlsca"}, &a.conn.TLSCA},
@@ -316,14 +331,14 @@ func fixedCompletion(values ...string) func(*cobra.Command, []string, string) ([
 	}
 }
 
-// actorDefault is the default --actor: DLQCTL_ACTOR, else the login name.
-func actorDefault() string {
-	for _, v := range []string{EnvActor, "USER", "LOGNAME", "USERNAME"} {
-		if s := os.Getenv(v); s != "" {
-			return s
-		}
-	}
-	return ""
+// actorHelp is the help of the deprecated --actor flags.
+const actorHelp = "deprecated, ignored: the service records the authenticated user (your --context or --user) as the actor"
+
+// addActorFlag registers the deprecated --actor flag: accepted and sent as
+// the request's actor field, which the redriver ignores (it records the
+// caller the server authenticated).
+func addActorFlag(cmd *cobra.Command, dst *string) {
+	cmd.Flags().StringVar(dst, "actor", "", actorHelp)
 }
 
 // joinNonEmpty joins the non-empty parts with sep.

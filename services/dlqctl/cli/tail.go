@@ -9,22 +9,8 @@ import (
 
 	"github.com/deadletter/deadletter/services/dlqctl/internal/client"
 	"github.com/deadletter/deadletter/services/dlqctl/output"
+	"github.com/deadletter/deadletter/shared/api"
 )
-
-// tailFields is the part of a record tail decodes: no payload, headers,
-// details or attempts are ever read, so none can be printed.
-type tailFields struct {
-	DLQID        string    `json:"dlq_id"`
-	Index        int       `json:"index"`
-	Kind         string    `json:"kind"`
-	Domain       string    `json:"domain"`
-	Class        string    `json:"class"`
-	ErrorCode    string    `json:"error_code"`
-	RedriveCount int       `json:"redrive_count"`
-	DrainID      string    `json:"drain_id"`
-	At           time.Time `json:"quarantined_at"`
-	AuditHash    string    `json:"audit_hash"`
-}
 
 func (a *app) tailCommand() *cobra.Command {
 	var (
@@ -34,12 +20,15 @@ func (a *app) tailCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "tail",
-		Short: "Follow the quarantine's lifecycle records live, PHI-free (QUARANTINE, ordered consumer)",
+		Short: "Follow the quarantine's lifecycle records live, PHI-free (audit.list, records after a sequence)",
 		Long: `Print each record written to QUARANTINE as it arrives: time, QUARANTINE
-sequence, kind, dlq id, domain, class, code, failed redrives, drain and audit
-hash. Never payloads, headers or details. New records only by default;
---since starts earlier, --all at the first record. Stops on Ctrl-C or after
---count records.`,
+sequence, kind, dlq id, domain, class, code, failed redrives, drain, the
+person whose decision it records, and audit hash. Never payloads, headers or
+details: the auditor's records list (audit.list with records and after_seq)
+leaves them out, so any role that may call audit.list, a viewer included, can
+tail. dlqctl asks for the records after the last sequence it printed every
+--interval. New records only by default; --since starts earlier, --all at the
+first record. Stops on Ctrl-C or after --count records.`,
 		Example: `  dlqctl tail
   dlqctl tail --domain pharmacy --since 1h
   dlqctl tail --all --count 100 -o json`,
@@ -55,6 +44,9 @@ hash. Never payloads, headers or details. New records only by default;
 			if count < 0 {
 				return usageErrorf("--count must not be negative")
 			}
+			if o.Interval < 10*time.Millisecond {
+				return usageErrorf("--interval must be at least 10ms")
+			}
 			c, err := a.connect()
 			if err != nil {
 				return err
@@ -65,21 +57,18 @@ hash. Never payloads, headers or details. New records only by default;
 			ready := func() {
 				fmt.Fprintln(a.io.Err, "dlqctl: following QUARANTINE (Ctrl-C to stop)")
 			}
-			return c.Tail(cmd.Context(), o, ready, func(seq uint64, data []byte) bool {
-				var f tailFields
-				rec := output.TailRecord{Seq: seq, Kind: "(unreadable)"}
-				if err := json.Unmarshal(data, &f); err == nil {
-					rec = output.TailRecord{
-						Seq: seq, DLQID: f.DLQID, Index: f.Index, Kind: f.Kind, Domain: f.Domain, Class: f.Class,
-						Code: f.ErrorCode, RedriveCount: f.RedriveCount, DrainID: f.DrainID, At: f.At.UTC(), Hash: f.AuditHash,
-					}
+			return c.Tail(cmd.Context(), o, ready, func(r api.RecordSummary) bool {
+				rec := output.TailRecord{
+					Seq: r.Seq, DLQID: r.DLQID, Index: r.Index, Kind: r.Kind, Domain: r.Domain, Class: r.Class,
+					Code: r.ErrorCode, RedriveCount: r.RedriveCount, DrainID: r.DrainID, Actor: r.Actor,
+					At: r.QuarantinedAt.UTC(), Hash: r.AuditHash,
 				}
 				if a.json() {
 					_ = enc.Encode(rec)
 				} else {
-					fmt.Fprintf(a.io.Out, "%s seq=%d %-17s %s #%d domain=%s class=%s code=%s redrives=%d%s hash=%s\n",
+					fmt.Fprintf(a.io.Out, "%s seq=%d %-17s %s #%d domain=%s class=%s code=%s redrives=%d%s%s hash=%s\n",
 						fmtTime(rec.At), rec.Seq, rec.Kind, rec.DLQID, rec.Index, rec.Domain, rec.Class, rec.Code,
-						rec.RedriveCount, drainField(rec.DrainID), short(rec.Hash))
+						rec.RedriveCount, drainField(rec.DrainID), actorField(rec.Actor), short(rec.Hash))
 				}
 				n++
 				return count == 0 || n < count
@@ -92,8 +81,16 @@ hash. Never payloads, headers or details. New records only by default;
 	fl.StringVar(&since, "since", "", "start at records written since: RFC 3339, a date, or a duration ago (1h)")
 	fl.BoolVar(&o.All, "all", false, "start at the first record")
 	fl.IntVar(&count, "count", 0, "stop after this many records (0: never)")
+	fl.DurationVar(&o.Interval, "interval", time.Second, "how often the auditor is asked for new records once caught up")
 	_ = cmd.RegisterFlagCompletionFunc("domain", fixedCompletion(domains...))
 	return cmd
+}
+
+func actorField(actor string) string {
+	if actor == "" {
+		return ""
+	}
+	return " by=" + actor
 }
 
 func drainField(id string) string {

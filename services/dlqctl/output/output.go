@@ -14,8 +14,8 @@
 //	drain status    api.DrainState
 //	drain cancel    api.DrainState
 //	drain ls        api.DrainListReply
-//	redrive         api.RedriveReply
-//	release         api.AppendReply
+//	redrive         Redrive (api.RedriveReply and the recorded actor)
+//	release         Release (api.AppendReply and the recorded actor)
 //	verify          api.VerifyReply
 //	reconcile       api.ReconcileReply
 //	checkpoint      api.CheckpointReply
@@ -64,6 +64,22 @@ type Show struct {
 	TraceURL string `json:"trace_url,omitempty"`
 }
 
+// Redrive is a redrive's reply with the actor the redriver recorded.
+type Redrive struct {
+	api.RedriveReply
+	// Actor is the authenticated user the chain's records name as the one
+	// who asked for the redrive ("" when it could not be read back).
+	Actor string `json:"actor,omitempty"`
+}
+
+// Release is a release's reply with the actor the redriver recorded.
+type Release struct {
+	api.AppendReply
+	// Actor is the authenticated user the released record names ("" when
+	// it could not be read back).
+	Actor string `json:"actor,omitempty"`
+}
+
 // TailRecord is one lifecycle record of QUARANTINE, without payload,
 // headers, details or attempts: PHI-free by construction.
 type TailRecord struct {
@@ -81,6 +97,10 @@ type TailRecord struct {
 	RedriveCount int    `json:"redrive_count"`
 	// DrainID names the drain that wrote the record, if any.
 	DrainID string `json:"drain_id,omitempty"`
+	// Actor is the authenticated person whose decision the record states
+	// (a correction, redrive request, release), as the service recorded
+	// it.
+	Actor string `json:"actor,omitempty"`
 	// At is when the record was written; Hash its audit hash.
 	At   time.Time `json:"at"`
 	Hash string    `json:"hash"`

@@ -1,8 +1,11 @@
-// Package client is dlqctl's connection to deadletter: request-reply calls
-// to the services' micro endpoints (errors decoded from the
-// Nats-Service-Error-Code and Nats-Service-Error headers), JetStream
-// publishes to EVENTS and an ordered consumer on QUARANTINE. It adds no
-// logic of its own: everything it does, `nats req` and `nats pub` can do.
+// Package client is dlqctl's connection to deadletter, as a person (a user
+// of a role account, with its private inbox prefix): request-reply calls
+// to the services' micro endpoints through the account's imports (errors
+// decoded from the Nats-Service-Error-Code and Nats-Service-Error headers)
+// and JetStream publishes to events.> (a service import: the PubAck comes
+// back). People have no JetStream API: everything else goes through the
+// services' endpoints. It adds no logic of its own: everything it does,
+// `nats req` and `nats pub` can do.
 package client
 
 import (
@@ -19,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/config"
 )
 
@@ -49,11 +53,17 @@ type ServiceError struct {
 
 func (e *ServiceError) Error() string { return e.Code + ": " + e.Message }
 
+// ErrNoCredentials: the server refused the connection's credentials (none,
+// or wrong ones). It wraps ErrConnect.
+var ErrNoCredentials = fmt.Errorf("%w: authorization violation: dlqctl needs credentials, e.g. --context data/contexts/operator.json", ErrConnect)
+
 // Options are the connection options, like the nats CLI's.
 type Options struct {
 	config.Conn
-	// Context names a nats CLI context (~/.config/nats/context/<name>.json)
-	// whose url, creds, user, password and TLS files fill the options not
+	// Context names a nats CLI context: a name
+	// (~/.config/nats/context/<name>.json) or the path of a context file
+	// (data/contexts/operator.json, written by `make run`). Its url, creds,
+	// user, password, nkey, inbox_prefix and TLS files fill the options not
 	// set otherwise.
 	Context string
 	// Timeout bounds connecting and each request.
@@ -64,13 +74,33 @@ type Options struct {
 
 // natsContext is the part of a nats CLI context file dlqctl reads.
 type natsContext struct {
-	URL      string `json:"url"`
-	Creds    string `json:"creds"`
-	User     string `json:"user"`
-	Password string `json:"password"`
-	Cert     string `json:"cert"`
-	Key      string `json:"key"`
-	CA       string `json:"ca"`
+	URL         string `json:"url"`
+	Creds       string `json:"creds"`
+	User        string `json:"user"`
+	Password    string `json:"password"`
+	NKey        string `json:"nkey"`
+	InboxPrefix string `json:"inbox_prefix"`
+	Cert        string `json:"cert"`
+	Key         string `json:"key"`
+	CA          string `json:"ca"`
+}
+
+// contextPath returns the file of a context: name itself when it is a
+// path (it holds a path separator or ends in .json), else the nats CLI's
+// context directory's <name>.json.
+func contextPath(name string) (string, error) {
+	if strings.ContainsAny(name, `/\`) || strings.HasSuffix(name, ".json") {
+		return name, nil
+	}
+	dir := os.Getenv("XDG_CONFIG_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(home, ".config")
+	}
+	return filepath.Join(dir, "nats", "context", name+".json"), nil
 }
 
 // applyContext fills the unset options from the named nats CLI context.
@@ -78,17 +108,9 @@ func (o *Options) applyContext() error {
 	if o.Context == "" {
 		return nil
 	}
-	path := o.Context
-	if !strings.ContainsAny(path, `/\`) && !strings.HasSuffix(path, ".json") {
-		dir := os.Getenv("XDG_CONFIG_HOME")
-		if dir == "" {
-			home, err := os.UserHomeDir()
-			if err != nil {
-				return fmt.Errorf("%w: context %s: %v", ErrConnect, o.Context, err)
-			}
-			dir = filepath.Join(home, ".config")
-		}
-		path = filepath.Join(dir, "nats", "context", o.Context+".json")
+	path, err := contextPath(o.Context)
+	if err != nil {
+		return fmt.Errorf("%w: context %s: %v", ErrConnect, o.Context, err)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -107,10 +129,51 @@ func (o *Options) applyContext() error {
 	fill(&o.Creds, c.Creds)
 	fill(&o.User, c.User)
 	fill(&o.Password, c.Password)
+	fill(&o.NKey, c.NKey)
+	fill(&o.InboxPrefix, c.InboxPrefix)
 	fill(&o.TLSCert, c.Cert)
 	fill(&o.TLSKey, c.Key)
 	fill(&o.TLSCA, c.CA)
 	return nil
+}
+
+// inboxPrefix is the connection's inbox prefix: the one given, else the
+// user's private prefix (access.InboxPrefix: a person may subscribe to no
+// other inbox), else nats.go's default.
+func (o *Options) inboxPrefix() string {
+	if o.InboxPrefix == "" && o.User != "" {
+		return access.InboxPrefix(o.User)
+	}
+	return o.InboxPrefix
+}
+
+// credentialOptions are the nats options of the credentials, inbox prefix
+// and TLS files, as config.Conn.Connect sets them.
+func (o *Options) credentialOptions() ([]nats.Option, error) {
+	var opts []nats.Option
+	if o.Creds != "" {
+		opts = append(opts, nats.UserCredentials(o.Creds))
+	}
+	if o.User != "" {
+		opts = append(opts, nats.UserInfo(o.User, o.Password))
+	}
+	if o.NKey != "" {
+		nk, err := nats.NkeyOptionFromSeed(o.NKey)
+		if err != nil {
+			return nil, fmt.Errorf("%w: nkey %s: %v", ErrConnect, o.NKey, err)
+		}
+		opts = append(opts, nk)
+	}
+	if p := o.inboxPrefix(); p != "" {
+		opts = append(opts, nats.CustomInboxPrefix(p))
+	}
+	if o.TLSCert != "" || o.TLSKey != "" {
+		opts = append(opts, nats.ClientCert(o.TLSCert, o.TLSKey))
+	}
+	if o.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(o.TLSCA))
+	}
+	return opts, nil
 }
 
 // Client is a connection to deadletter.
@@ -125,7 +188,8 @@ type Client struct {
 }
 
 // Connect dials NATS once (a CLI fails fast instead of retrying forever,
-// unlike the services' config.Conn.Connect).
+// unlike the services' config.Conn.Connect). A connection the server
+// refuses for its credentials fails with ErrNoCredentials.
 func Connect(o Options) (*Client, error) {
 	if err := o.applyContext(); err != nil {
 		return nil, err
@@ -151,20 +215,15 @@ func Connect(o Options) (*Client, error) {
 			}
 		}),
 	}
-	if o.Creds != "" {
-		opts = append(opts, nats.UserCredentials(o.Creds))
-	}
-	if o.User != "" {
-		opts = append(opts, nats.UserInfo(o.User, o.Password))
-	}
-	if o.TLSCert != "" || o.TLSKey != "" {
-		opts = append(opts, nats.ClientCert(o.TLSCert, o.TLSKey))
-	}
-	if o.TLSCA != "" {
-		opts = append(opts, nats.RootCAs(o.TLSCA))
-	}
-	nc, err := nats.Connect(o.URL, opts...)
+	creds, err := o.credentialOptions()
 	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(o.URL, append(opts, creds...)...)
+	switch {
+	case errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked):
+		return nil, fmt.Errorf("%w (%s as %s)", ErrNoCredentials, o.URL, who(o))
+	case err != nil:
 		return nil, fmt.Errorf("%w %s: %v", ErrConnect, o.URL, err)
 	}
 	js, err := jetstream.New(nc)
@@ -173,6 +232,19 @@ func Connect(o Options) (*Client, error) {
 		return nil, fmt.Errorf("%w: %v", ErrConnect, err)
 	}
 	return &Client{nc: nc, js: js, timeout: o.Timeout, denied: denied}, nil
+}
+
+// who names the identity a connection tried, without its secret.
+func who(o Options) string {
+	switch {
+	case o.User != "":
+		return "user " + o.User
+	case o.Creds != "":
+		return "creds " + o.Creds
+	case o.NKey != "":
+		return "nkey " + o.NKey
+	}
+	return "nobody (no credentials given)"
 }
 
 // Close flushes and closes the connection.

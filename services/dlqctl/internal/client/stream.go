@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -95,62 +97,65 @@ type TailOptions struct {
 	// Domain restricts to one domain, DLQID to one chain (both optional).
 	Domain string
 	DLQID  string
+	// Interval is how often the auditor is asked for new records once
+	// caught up (default one second).
+	Interval time.Duration
 }
 
-// Tail reads QUARANTINE with an ordered consumer (no durable state, no
-// acknowledgements, readable by the client user) and calls fn for each
-// record until ctx is done or fn returns false. ready, when not nil, is
-// called once the consumer exists.
-func (c *Client) Tail(ctx context.Context, o TailOptions, ready func(), fn func(seq uint64, data []byte) bool) error {
-	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy, InactiveThreshold: time.Minute}
+// tailPage is how many records one poll of Tail asks for.
+const tailPage = 500
+
+// endOfStream asks a records list to start at the stream's end.
+const endOfStream = math.MaxUint64
+
+// Tail follows QUARANTINE through the auditor (audit.list with records:
+// true and an after_seq cursor; people have no JetStream API), each record
+// summarized without payload, headers, details or attempts, and calls fn
+// for each until ctx is done or fn returns false. It asks again at once
+// while pages are full, and every o.Interval once caught up. ready, when
+// not nil, is called once the starting position is known.
+func (c *Client) Tail(ctx context.Context, o TailOptions, ready func(), fn func(api.RecordSummary) bool) error {
+	interval := o.Interval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	req := api.ListRequest{Records: true, Domain: o.Domain, DLQID: o.DLQID, Limit: tailPage}
 	switch {
 	case o.All:
-		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
 	case !o.Since.IsZero():
-		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
-		since := o.Since
-		cfg.OptStartTime = &since
+		req.From = o.Since
+	default:
+		req.AfterSeq = endOfStream
 	}
-	filter := subjects.QuarantineAll
-	switch {
-	case o.DLQID != "" && o.Domain != "":
-		filter = subjects.Quarantine(o.Domain, o.DLQID)
-	case o.DLQID != "":
-		filter = "quarantine.*." + o.DLQID
-	case o.Domain != "":
-		filter = "quarantine." + o.Domain + ".>"
-	}
-	cfg.FilterSubjects = []string{filter}
-	sctx, cancel := context.WithTimeout(ctx, c.timeout)
-	cons, err := c.js.OrderedConsumer(sctx, subjects.QuarantineStream, cfg)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("tail %s: %w", subjects.QuarantineStream, err)
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		return fmt.Errorf("tail %s: %w", subjects.QuarantineStream, err)
-	}
-	defer it.Stop()
-	if ready != nil {
-		ready()
-	}
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
+	first := true
 	for {
-		m, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+		var rep api.ListReply
+		if err := c.Request(ctx, api.AuditList, req, &rep); err != nil {
+			if ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("tail %s: %w", subjects.QuarantineStream, err)
 		}
-		md, err := m.Metadata()
-		if err != nil {
-			return fmt.Errorf("tail %s: %w", subjects.QuarantineStream, err)
+		if first {
+			first = false
+			req.From = time.Time{}
+			if ready != nil {
+				ready()
+			}
 		}
-		if !fn(md.Sequence.Stream, m.Data()) {
+		for _, r := range rep.Records {
+			if !fn(r) {
+				return nil
+			}
+		}
+		req.AfterSeq = rep.NextAfterSeq
+		if len(rep.Records) == tailPage {
+			continue
+		}
+		select {
+		case <-ctx.Done():
 			return nil
+		case <-time.After(interval):
 		}
 	}
 }
