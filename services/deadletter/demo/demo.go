@@ -27,6 +27,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/services/deadletter/stack"
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/sample"
@@ -69,6 +70,7 @@ type Summary struct {
 	QuarantinedValidation       int
 	QuarantinedExhausted        int
 	Drained                     api.DrainCounts
+	DrainedBy                   string // the drain's recorded starter
 	DrainRate                   float64
 	Committed                   uint64 // events in LEDGER
 	DownstreamKeys              int    // distinct keys the downstream accepted
@@ -127,8 +129,16 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	go func() { _ = hs.Serve(l) }()
 	defer hs.Close()
 
+	// The auditor's signing key and checkpoint export live outside the
+	// store, as they must.
+	anchors, err := os.MkdirTemp("", "deadletter-demo-anchors-")
+	if err != nil {
+		return sum, err
+	}
+	defer os.RemoveAll(anchors)
+
 	scfg := stack.DefaultConfig()
-	scfg.DataDir, scfg.Port, scfg.SyncAlways, scfg.MetricsAddr = dir, -1, false, ""
+	scfg.DataDir, scfg.AnchorDir, scfg.Port, scfg.SyncAlways, scfg.MetricsAddr = dir, anchors, -1, false, ""
 	scfg.Validator.DownstreamURL = "http://" + l.Addr().String() + "/capture"
 	scfg.Validator.MaxDeliver = 3
 	scfg.Validator.BackoffBase, scfg.Validator.BackoffMax = 50*time.Millisecond, 200*time.Millisecond
@@ -149,16 +159,24 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	case <-time.After(30 * time.Second):
 		return sum, errors.New("demo: stack did not start")
 	}
-	nc, err := nats.Connect(st.ClientURL(), nats.Name("deadletter-demo"))
+	// The story's people, each a user of its role's account with no
+	// JetStream API: the publisher publishes through the import of
+	// events.>, the viewer triages and proves (no payloads), the operator
+	// drains, corrects and redrives (and is recorded as the actor).
+	conns := map[access.Role]*client{}
+	for _, r := range []access.Role{access.RolePublisher, access.RoleViewer, access.RoleOperator} {
+		nc, err := st.ConnectAs(string(r), nats.Name("deadletter-demo-"+string(r)))
+		if err != nil {
+			return sum, fmt.Errorf("demo: connect as %s: %w", r, err)
+		}
+		defer nc.Close()
+		conns[r] = &client{nc: nc}
+	}
+	viewer, operator := conns[access.RoleViewer], conns[access.RoleOperator]
+	js, err := jetstream.New(conns[access.RolePublisher].nc)
 	if err != nil {
 		return sum, err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return sum, err
-	}
-	c := &client{nc: nc}
 
 	say("deadletter demo: an outage at the downstream system of record, told step by step.")
 	say("NATS %s (embedded, store in %s)\n", st.ClientURL(), dir)
@@ -188,7 +206,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	sum.Published, sum.Malformed = cfg.Events, len(malformed)
 	sum.Valid = sum.Published - sum.Malformed
-	say("1. Published %d events across pharmacy, DSCSA and FSMA: %d valid, %d malformed.", sum.Published, sum.Valid, sum.Malformed)
+	say("1. The publisher published %d events across pharmacy, DSCSA and FSMA: %d valid, %d malformed.", sum.Published, sum.Valid, sum.Malformed)
 	say("   The downstream system of record is DOWN (HTTP 503).")
 
 	// 2. Failures are quarantined: malformed at once, the rest after their
@@ -197,7 +215,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	var groups api.GroupsReply
 	if err := waitFor(ctx, 60*time.Second, func() (bool, error) {
 		groups = api.GroupsReply{}
-		if err := c.call(api.AuditGroups, api.GroupsRequest{OpenOnly: true, Samples: 1}, &groups); err != nil {
+		if err := viewer.call(api.AuditGroups, api.GroupsRequest{OpenOnly: true, Samples: 1}, &groups); err != nil {
 			return false, err
 		}
 		sum.QuarantinedValidation, sum.QuarantinedExhausted = 0, 0
@@ -215,7 +233,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	say("2. Every failure is quarantined as a sealed record: %d malformed at once (never retried),", sum.QuarantinedValidation)
 	say("   %d valid events after exhausting their retries (via the max-deliveries advisory).", sum.QuarantinedExhausted)
-	say("3. What is failing, by cause (audit.groups):")
+	say("3. What is failing, by cause (audit.groups, as the viewer: ids and codes, never payloads):")
 	sort.Slice(groups.Groups, func(i, j int) bool { return groups.Groups[i].Open > groups.Groups[j].Open })
 	for i, g := range groups.Groups {
 		if i == 8 {
@@ -229,24 +247,24 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	down.up.Store(true)
 	say("4. The downstream system of record is back UP.")
 	var plan api.DrainStartReply
-	if err := c.call(api.DrainStart, api.DrainStartRequest{DryRun: true}, &plan); err != nil {
+	if err := operator.call(api.DrainStart, api.DrainStartRequest{DryRun: true}, &plan); err != nil {
 		return sum, err
 	}
 	if plan.Plan != nil {
-		say("5. Dry run of a drain of exhausted events: %d selected (%s), %d would be skipped as duplicates, %d excluded.",
+		say("5. Dry run, by the operator, of a drain of exhausted events: %d selected (%s), %d would be skipped as duplicates, %d excluded.",
 			plan.Plan.Selected, counts(plan.Plan.ByDomain), plan.Plan.WouldSkipDuplicate, total(plan.Plan.Excluded))
 	}
 	rate := cfg.Rate
 	var started api.DrainStartReply
-	if err := c.call(api.DrainStart, api.DrainStartRequest{RatePerSecond: &rate, Burst: 20, MaxConcurrency: 64,
-		Actor: "demo", Reason: "downstream recovered"}, &started); err != nil {
+	if err := operator.call(api.DrainStart, api.DrainStartRequest{RatePerSecond: &rate, Burst: 20, MaxConcurrency: 64,
+		Reason: "downstream recovered"}, &started); err != nil {
 		return sum, err
 	}
-	say("6. Drain %s started at %.0f replays/s, every replay through the full validation gate:", started.DrainID, rate)
+	say("6. The operator started drain %s at %.0f replays/s, every replay through the full validation gate:", started.DrainID, rate)
 	var ds api.DrainState
 	last := time.Time{}
 	if err := waitFor(ctx, 2*time.Minute, func() (bool, error) {
-		if err := c.call(api.DrainStatus, api.DrainIDRequest{DrainID: started.DrainID}, &ds); err != nil {
+		if err := viewer.call(api.DrainStatus, api.DrainIDRequest{DrainID: started.DrainID}, &ds); err != nil {
 			return false, err
 		}
 		if time.Since(last) > time.Second || ds.Status != api.DrainRunning && ds.Status != api.DrainSelecting {
@@ -258,14 +276,15 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}); err != nil {
 		return sum, fmt.Errorf("demo: drain: %w", err)
 	}
-	sum.Drained = ds.DrainCounts
+	sum.Drained, sum.DrainedBy = ds.DrainCounts, ds.StartedBy
+	say("   Recorded as started by %q: the user the server authenticated, not a name in the request.", ds.StartedBy)
 	if ds.FinishedAt != nil && ds.Selected > 0 {
 		sum.DrainRate = float64(ds.Done()) / ds.FinishedAt.Sub(ds.StartedAt).Seconds()
 	}
 
 	// 4. Correct one malformed event; another keeps failing until poison.
 	var list api.ListReply
-	if err := c.call(api.AuditList, api.ListRequest{Class: record.ClassValidation, Status: record.StatusOpen, Limit: 2}, &list); err != nil {
+	if err := viewer.call(api.AuditList, api.ListRequest{Class: record.ClassValidation, Status: record.StatusOpen, Limit: 2}, &list); err != nil {
 		return sum, err
 	}
 	if len(list.Items) < 2 {
@@ -277,16 +296,16 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		return sum, err
 	}
 	var rep api.RedriveReply
-	if err := c.redrive(ctx, api.RedriveRequest{DLQID: list.Items[0].DLQID, Payload: fixed.Data,
-		Actor: "demo", Reason: "publisher re-sent the corrected event"}, &rep); err != nil {
+	if err := operator.redrive(ctx, viewer, api.RedriveRequest{DLQID: list.Items[0].DLQID, Payload: fixed.Data,
+		Reason: "publisher re-sent the corrected event"}, &rep); err != nil {
 		return sum, err
 	}
 	sum.Corrected = rep.Outcome
-	say("7. One malformed event (%s) corrected and redriven: %s; its original bytes stay in its chain.", list.Items[0].ErrorCode, rep.Outcome)
+	say("7. The operator corrected and redrove one malformed event (%s): %s; its original bytes stay in its chain.", list.Items[0].ErrorCode, rep.Outcome)
 	bad := samples.Invalid(0)
 	for n := 1; ; n++ {
-		if err := c.redrive(ctx, api.RedriveRequest{DLQID: list.Items[1].DLQID, Payload: bad.Data,
-			Actor: "demo", Reason: fmt.Sprintf("correction attempt %d", n)}, &rep); err != nil {
+		if err := operator.redrive(ctx, viewer, api.RedriveRequest{DLQID: list.Items[1].DLQID, Payload: bad.Data,
+			Reason: fmt.Sprintf("correction attempt %d", n)}, &rep); err != nil {
 			return sum, err
 		}
 		if rep.Outcome == api.OutcomePoisoned || n == 10 {
@@ -299,19 +318,23 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 
 	// 5. Prove it.
 	var rec api.ReconcileReply
-	if err := c.call(api.AuditReconcile, api.ReconcileRequest{Grace: "0s"}, &rec); err != nil {
+	if err := viewer.call(api.AuditReconcile, api.ReconcileRequest{Grace: "0s"}, &rec); err != nil {
 		return sum, err
 	}
 	sum.Unaccounted = rec.Counts[api.ReconcileUnaccounted]
-	say("9. Reconcile: %d events received, %s; unaccounted: %d.", rec.Events, counts(rec.Counts), sum.Unaccounted)
+	say("9. Reconcile (as the viewer): %d events received, %s; unaccounted: %d.", rec.Events, counts(rec.Counts), sum.Unaccounted)
 	var ver api.VerifyReply
-	if err := c.call(api.AuditVerify, api.VerifyRequest{}, &ver); err != nil {
+	if err := viewer.call(api.AuditVerify, api.VerifyRequest{}, &ver); err != nil {
 		return sum, err
 	}
 	sum.VerifyOK, sum.VerifyRecords = ver.OK, ver.Records
 	say("10. Verify: %d sealed records in %d chains recomputed: ok=%v.", ver.Records, ver.Chains, ver.OK)
 
-	sum.Committed, _ = streamMsgs(ctx, js, subjects.LedgerStream)
+	// People have no JetStream: LEDGER is counted with the auditor's
+	// read-only service credential (this process owns the stack).
+	if sum.Committed, err = ledgerCount(ctx, st); err != nil {
+		return sum, err
+	}
 	down.mu.Lock()
 	sum.DownstreamKeys = len(down.accepted)
 	for _, n := range down.accepted {
@@ -336,6 +359,9 @@ func (s Summary) check() error {
 	if s.DownstreamDoubles != 0 {
 		problems = append(problems, fmt.Sprintf("%d keys committed downstream twice", s.DownstreamDoubles))
 	}
+	if s.DrainedBy != string(access.RoleOperator) {
+		problems = append(problems, fmt.Sprintf("the drain is recorded as started by %q, not the operator", s.DrainedBy))
+	}
 	if s.Corrected != api.OutcomeReplayed || s.Poisoned != api.OutcomePoisoned {
 		problems = append(problems, "the correction or the poison step did not end as told")
 	}
@@ -352,8 +378,8 @@ func printSummary(w io.Writer, s Summary) {
 	fmt.Fprintf(w, "%s\n", line)
 	fmt.Fprintf(w, " published          %5d  (%d valid, %d malformed)\n", s.Published, s.Valid, s.Malformed)
 	fmt.Fprintf(w, " quarantined        %5d  (%d validation, %d exhausted while down)\n", s.QuarantinedValidation+s.QuarantinedExhausted, s.QuarantinedValidation, s.QuarantinedExhausted)
-	fmt.Fprintf(w, " drained            %5d  committed %d, skipped %d, failed %d, poisoned %d (%.0f/s)\n",
-		s.Drained.Done(), s.Drained.Committed, s.Drained.SkippedDuplicate, s.Drained.ReplayFailed, s.Drained.Poisoned, s.DrainRate)
+	fmt.Fprintf(w, " drained            %5d  committed %d, skipped %d, failed %d, poisoned %d (%.0f/s), by %s\n",
+		s.Drained.Done(), s.Drained.Committed, s.Drained.SkippedDuplicate, s.Drained.ReplayFailed, s.Drained.Poisoned, s.DrainRate, s.DrainedBy)
 	fmt.Fprintf(w, " corrected redrive  %s\n", s.Corrected)
 	fmt.Fprintf(w, " failing redrive    %s\n", s.Poisoned)
 	fmt.Fprintf(w, " LEDGER             %5d  events committed\n", s.Committed)
@@ -363,7 +389,8 @@ func printSummary(w io.Writer, s Summary) {
 	fmt.Fprintf(w, "%s\n", line)
 }
 
-// client calls the services' endpoints as the restricted client user.
+// client calls the services' endpoints as one person (a role account's
+// user: the server attaches its identity to every request).
 type client struct{ nc *nats.Conn }
 
 // call sends req as JSON to subject and decodes the reply; a service error
@@ -383,8 +410,9 @@ func (c *client) call(subject string, req, reply any) error {
 	return json.Unmarshal(m.Data, reply)
 }
 
-// redrive redrives one event and waits for its outcome.
-func (c *client) redrive(ctx context.Context, req api.RedriveRequest, rep *api.RedriveReply) error {
+// redrive redrives one event and waits for its outcome, read back by
+// reader (audit.get without payloads).
+func (c *client) redrive(ctx context.Context, reader *client, req api.RedriveRequest, rep *api.RedriveReply) error {
 	if err := c.call(api.Redrive, req, rep); err != nil {
 		return err
 	}
@@ -393,7 +421,7 @@ func (c *client) redrive(ctx context.Context, req api.RedriveRequest, rep *api.R
 	}
 	return waitFor(ctx, 30*time.Second, func() (bool, error) {
 		var g api.GetReply
-		if err := c.call(api.AuditGet, api.GetRequest{DLQID: req.DLQID}, &g); err != nil {
+		if err := reader.call(api.AuditGet, api.GetRequest{DLQID: req.DLQID}, &g); err != nil {
 			return false, err
 		}
 		switch g.State.LastKind {
@@ -432,8 +460,19 @@ func waitFor(ctx context.Context, total time.Duration, done func() (bool, error)
 	}
 }
 
-func streamMsgs(ctx context.Context, js jetstream.JetStream, name string) (uint64, error) {
-	s, err := js.Stream(ctx, name)
+// ledgerCount counts LEDGER's events as the auditor (a service user that
+// may read LEDGER's stream info).
+func ledgerCount(ctx context.Context, st *stack.Stack) (uint64, error) {
+	nc, err := st.ConnectAs(access.Auditor, nats.Name("deadletter-demo-ledger-count"))
+	if err != nil {
+		return 0, fmt.Errorf("demo: connect as %s: %w", access.Auditor, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0, err
+	}
+	s, err := js.Stream(ctx, subjects.LedgerStream)
 	if err != nil {
 		return 0, err
 	}
