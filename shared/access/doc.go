@@ -1,0 +1,45 @@
+package access
+
+import (
+	"fmt"
+	"strings"
+)
+
+// DocBegin and DocEnd are the markers around the generated tables in README.md and deploy/README.md;
+// a test keeps what stands between them equal to DocTables.
+const (
+	DocBegin = "<!-- access tables: generated from shared/access, kept in step by TestDocs -->"
+	DocEnd   = "<!-- end of access tables -->"
+)
+
+// DocTables renders the accounts, roles and service users as Markdown:
+// what each may do, exactly as ServerConfig generates it.
+func DocTables() string {
+	var b strings.Builder
+	b.WriteString("| role (person) | account | may call | payload bytes |\n|---|---|---|---|\n")
+	for _, r := range Roles {
+		payload := "no"
+		if r.ReadsPayloads() {
+			payload = "yes (`audit.get` with `include_payload`, logged)"
+		}
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s, `$SRV.>` | %s |\n", r, RoleAccount(r), codeList(RoleEndpoints(r)), payload)
+	}
+	b.WriteString("\n| user (account `" + ServiceAccount + "`) | authenticates with | may publish | may subscribe |\n|---|---|---|---|\n")
+	for _, s := range Specs() {
+		if s.Unrestricted {
+			fmt.Fprintf(&b, "| `%s` | password (bcrypt in the config) | everything in `%s` (break-glass: keep offline) | everything in `%s` |\n",
+				s.Name, ServiceAccount, ServiceAccount)
+			continue
+		}
+		fmt.Fprintf(&b, "| `%s` | nkey | %s | %s |\n", s.Name, codeList(s.Publish.Allow), codeList(s.Subscribe.Allow))
+	}
+	return b.String()
+}
+
+func codeList(subjects []string) string {
+	out := make([]string, len(subjects))
+	for i, s := range subjects {
+		out[i] = "`" + s + "`"
+	}
+	return strings.Join(out, ", ")
+}
