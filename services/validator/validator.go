@@ -107,14 +107,15 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 // administrator provisions (services may not create consumers).
 func (c Config) ConsumerConfig() jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
-		Durable:        c.Consumer,
-		Description:    "deadletter validator",
-		FilterSubjects: []string{subjects.EventsAll, subjects.ReplaysAll},
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        c.AckWait,
-		MaxDeliver:     c.MaxDeliver,
-		MaxAckPending:  max(1024, 4*c.Workers),
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		Durable:     c.Consumer,
+		Description: "deadletter validator",
+		// No filter: EVENTS holds events.> and replay.> only, and an
+		// unfiltered consumer is the cheapest for the server to feed.
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.AckWait,
+		MaxDeliver:    c.MaxDeliver,
+		MaxAckPending: max(1024, 4*c.Workers),
+		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 // The configuration is rendered as JSON, which the nats-server
@@ -138,8 +140,10 @@ func ServerConfig(sec *Secrets) (string, error) {
 		acc := confAccount{Users: []confUser{}}
 		imports := append(RoleEndpoints(r), srv)
 		for _, s := range imports {
+			// Endpoints learn the caller (share: true); events need not:
+			// a stream strips the header, and writing it costs every publish.
 			acc.Imports = append(acc.Imports, confImport{
-				Service: confImportService{Account: ServiceAccount, Subject: s}, Share: true,
+				Service: confImportService{Account: ServiceAccount, Subject: s}, Share: s != subjects.EventsAll,
 			})
 		}
 		for _, p := range sec.People {

@@ -1,0 +1,121 @@
+// Command stack measures ingest through the whole of `make run`: the stack
+// of package stack (embedded server with the trust boundary, every
+// service), events published by the publisher through its account's
+// service import, until LEDGER holds every one. It prints events/s for
+// each round; with -rounds it repeats on a fresh store each time, so runs
+// of two builds can be interleaved on a noisy machine.
+//
+//	go run ./tests/bench/stack -n 5000 -sync-always -rounds 3
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/services/deadletter/stack"
+	"github.com/deadletter/deadletter/shared/access"
+	"github.com/deadletter/deadletter/shared/sample"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+func main() {
+	n := flag.Int("n", 20000, "events per round")
+	syncAlways := flag.Bool("sync-always", false, "fsync every write (sync_interval: always, the product's default)")
+	rounds := flag.Int("rounds", 1, "rounds, each on a fresh store")
+	flag.Parse()
+	set, err := sample.Load()
+	if err != nil {
+		log.Fatal(err)
+	}
+	events := make([]sample.Event, *n)
+	for i := range events {
+		if events[i], err = set.Valid(i); err != nil {
+			log.Fatal(err)
+		}
+	}
+	for r := range *rounds {
+		rate, err := round(events, *syncAlways)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("stack ingest round %d: %d events, sync_always=%v: %.0f events/s\n", r+1, len(events), *syncAlways, rate)
+	}
+}
+
+// round starts a stack on a fresh store, publishes events as the publisher
+// and returns events/s from the first publish until LEDGER holds them all.
+func round(events []sample.Event, syncAlways bool) (float64, error) {
+	dir, err := os.MkdirTemp("", "bench-stack-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	cfg := stack.DefaultConfig()
+	cfg.DataDir, cfg.AnchorDir = filepath.Join(dir, "data"), filepath.Join(dir, "anchors")
+	cfg.Port, cfg.SyncAlways, cfg.MetricsAddr = -1, syncAlways, ""
+	cfg.Auditor.CheckpointInterval, cfg.Auditor.ReconcileInterval = 0, 0
+	st, err := stack.New(cfg, nil)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- st.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-st.Ready():
+	case err := <-done:
+		return 0, fmt.Errorf("stack: %w", err)
+	}
+	pnc, err := st.ConnectAs(string(access.RolePublisher))
+	if err != nil {
+		return 0, err
+	}
+	defer pnc.Close()
+	pub, err := jetstream.New(pnc, jetstream.WithPublishAsyncMaxPending(4000))
+	if err != nil {
+		return 0, err
+	}
+	anc, err := st.ConnectAs(access.Admin)
+	if err != nil {
+		return 0, err
+	}
+	defer anc.Close()
+	admin, err := jetstream.New(anc)
+	if err != nil {
+		return 0, err
+	}
+	ledger, err := admin.Stream(ctx, subjects.LedgerStream)
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	for _, e := range events {
+		if _, err := pub.PublishAsync(e.Subject, e.Data, jetstream.WithStallWait(5*time.Second)); err != nil {
+			return 0, err
+		}
+	}
+	select {
+	case <-pub.PublishAsyncComplete():
+	case <-time.After(5 * time.Minute):
+		return 0, fmt.Errorf("publish acks timed out")
+	}
+	for {
+		info, err := ledger.Info(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if info.State.Msgs >= uint64(len(events)) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return float64(len(events)) / time.Since(start).Seconds(), nil
+}
