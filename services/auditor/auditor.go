@@ -1,5 +1,6 @@
 // Package auditor answers an inspector's and an operator's questions about
-// the quarantine, read-only, as a NATS micro service:
+// the quarantine as a NATS micro service (it writes nothing but its signed
+// checkpoints to AUDIT):
 //
 //   - audit.verify: recompute every record's seal and every chain, find
 //     gaps in QUARANTINE, and check the checkpoints in AUDIT;
@@ -151,7 +152,7 @@ func (s *Service) Run(ctx context.Context) error {
 	svc, err := micro.AddService(s.nc, micro.Config{
 		Name:        "auditor",
 		Version:     Version,
-		Description: "deadletter auditor: verification, reconciliation, triage groups (read-only)",
+		Description: "deadletter auditor: verification, reconciliation, triage groups; writes only its signed checkpoints",
 	})
 	if err != nil {
 		return fmt.Errorf("auditor: micro: %w", err)

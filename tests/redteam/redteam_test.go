@@ -382,3 +382,28 @@ func TestManyScansLeaveNoConsumers(t *testing.T) {
 		t.Fatalf("dry run after the burst: %s", code)
 	}
 }
+
+// TestAtomicBatchesRefused: no stream allows atomic batches, so a
+// publisher cannot hold open batches on EVENTS (the server's limit of 50
+// per stream would stall everyone else's batches): a message carrying
+// batch headers is refused and nothing is stored.
+func TestAtomicBatchesRefused(t *testing.T) {
+	e := startEnv(t)
+	before, _ := e.msgs(t, subjects.EventsStream)
+	js, err := jetstream.New(e.conn(t, string(access.RolePublisher)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 60 {
+		m := nats.NewMsg(subjects.Event("pharmacy", "dispense"))
+		m.Data = []byte(`{}`)
+		m.Header.Set("Nats-Batch-Id", fmt.Sprintf("held-%d", i))
+		m.Header.Set("Nats-Batch-Sequence", "1")
+		if _, err := js.PublishMsg(context.Background(), m); err == nil {
+			t.Fatalf("batch %d: a batch message was accepted", i)
+		}
+	}
+	if after, _ := e.msgs(t, subjects.EventsStream); after != before {
+		t.Errorf("EVENTS went from %d to %d messages", before, after)
+	}
+}
