@@ -17,6 +17,7 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/merkle"
+	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -144,6 +145,41 @@ func TestAnchoredVerify(t *testing.T) {
 			name: "rewritten and resealed, checkpoints recomputed with another key",
 			attack: func(t *testing.T, e *env, rs []record.Record) *running {
 				e.recreate(t, true)
+				for _, r := range rewrite(t, rs, rewritten) {
+					e.publish(t, r)
+				}
+				cfg, _ := signedConfig(t, t.TempDir())
+				a := e.startAuditor(t, cfg, nil)
+				if _, err := a.Checkpoint(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				return a
+			},
+			kinds:   []string{api.ProblemAnchorMismatch, api.ProblemAnchorNotInAudit, api.ProblemCheckpointSignature},
+			named:   rewritten,
+			plainOK: true,
+		},
+		{
+			name: "rewritten offline: stream files removed from the stopped server's store, republished, resealed",
+			attack: func(t *testing.T, e *env, rs []record.Record) *running {
+				e.srv.Stop()
+				for _, name := range []string{subjects.QuarantineStream, subjects.AuditStream} {
+					dir := filepath.Join(e.srv.StoreDir, "jetstream", "$G", "streams", name)
+					if _, err := os.Stat(dir); err != nil {
+						t.Fatalf("the store has no %s: %v", dir, err)
+					}
+					if err := os.RemoveAll(dir); err != nil {
+						t.Fatal(err)
+					}
+				}
+				e.srv.Restart()
+				ctx := context.Background()
+				for _, cfg := range []jetstream.StreamConfig{streams.Quarantine(streams.DefaultOptions()), streams.Audit(streams.DefaultOptions())} {
+					natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+						_, err := e.js.CreateStream(ctx, cfg)
+						return err
+					})
+				}
 				for _, r := range rewrite(t, rs, rewritten) {
 					e.publish(t, r)
 				}
