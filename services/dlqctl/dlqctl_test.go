@@ -283,6 +283,14 @@ func TestTriage(t *testing.T) {
 		if out := e.ok(t, "show", id, "--payload").stdout; !strings.Contains(out, value) {
 			t.Errorf("show --payload lacks the payload:\n%s", out)
 		}
+		// Payloads need a role that reads them: a viewer is refused.
+		r0 := dlqctl(t, e.context("viewer"), "", "-o", "json", "show", id, "--payload")
+		if r0.code != 1 || !strings.Contains(r0.stderr, `"code":"FORBIDDEN"`) || strings.Contains(r0.stdout+r0.stderr, value) {
+			t.Errorf("show --payload as a viewer: %s", r0)
+		}
+		if out := e.okAs(t, "viewer", "show", id).stdout; strings.Contains(out, value) || !strings.Contains(out, id) {
+			t.Errorf("show as a viewer:\n%s", out)
+		}
 		r := e.dlqctl(t, "", "show", "pharmacy_00000000000000000000000000000000")
 		if r.code != 1 || !strings.Contains(r.stderr, "NOT_FOUND") {
 			t.Errorf("show of an unknown id: %s", r)

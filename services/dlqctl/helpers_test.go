@@ -141,7 +141,7 @@ func startStack(tb testing.TB, o stackOptions) *env {
 		tb.Fatal("stack not ready after 30s")
 	}
 	e := &env{s: s, url: s.ClientURL(), dir: cfg.DataDir}
-	e.nc, err = s.ConnectAs(string(access.RoleViewer))
+	e.nc, err = s.ConnectAs(string(access.RoleViewer), nats.Timeout(30*time.Second)) // bcrypt, on a loaded machine
 	if err != nil {
 		tb.Fatal(err)
 	}

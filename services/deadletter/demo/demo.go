@@ -165,7 +165,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	// drains, corrects and redrives (and is recorded as the actor).
 	conns := map[access.Role]*client{}
 	for _, r := range []access.Role{access.RolePublisher, access.RoleViewer, access.RoleOperator} {
-		nc, err := st.ConnectAs(string(r), nats.Name("deadletter-demo-"+string(r)))
+		// A generous connect timeout: a person's password is checked
+		// against its bcrypt hash, slow on a loaded machine.
+		nc, err := st.ConnectAs(string(r), nats.Name("deadletter-demo-"+string(r)), nats.Timeout(30*time.Second))
 		if err != nil {
 			return sum, fmt.Errorf("demo: connect as %s: %w", r, err)
 		}
@@ -463,7 +465,7 @@ func waitFor(ctx context.Context, total time.Duration, done func() (bool, error)
 // ledgerCount counts LEDGER's events as the auditor (a service user that
 // may read LEDGER's stream info).
 func ledgerCount(ctx context.Context, st *stack.Stack) (uint64, error) {
-	nc, err := st.ConnectAs(access.Auditor, nats.Name("deadletter-demo-ledger-count"))
+	nc, err := st.ConnectAs(access.Auditor, nats.Name("deadletter-demo-ledger-count"), nats.Timeout(30*time.Second))
 	if err != nil {
 		return 0, fmt.Errorf("demo: connect as %s: %w", access.Auditor, err)
 	}
