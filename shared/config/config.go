@@ -109,9 +109,10 @@ func ConnFlags(fs *flag.FlagSet) *Conn {
 	return c
 }
 
-// Connect dials NATS with the options, retrying forever on disconnects.
-func (c *Conn) Connect(name string) (*nats.Conn, error) {
-	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true)}
+// Options returns the nats options of the credentials, the inbox prefix
+// and the TLS files.
+func (c *Conn) Options() ([]nats.Option, error) {
+	var opts []nats.Option
 	if c.Creds != "" {
 		opts = append(opts, nats.UserCredentials(c.Creds))
 	}
@@ -134,6 +135,16 @@ func (c *Conn) Connect(name string) (*nats.Conn, error) {
 	if c.TLSCA != "" {
 		opts = append(opts, nats.RootCAs(c.TLSCA))
 	}
+	return opts, nil
+}
+
+// Connect dials NATS with the options, retrying forever on disconnects.
+func (c *Conn) Connect(name string) (*nats.Conn, error) {
+	opts, err := c.Options()
+	if err != nil {
+		return nil, err
+	}
+	opts = append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true)}, opts...)
 	nc, err := nats.Connect(c.URL, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", c.URL, err)

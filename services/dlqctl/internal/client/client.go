@@ -148,30 +148,14 @@ func (o *Options) inboxPrefix() string {
 }
 
 // credentialOptions are the nats options of the credentials, inbox prefix
-// and TLS files, as config.Conn.Connect sets them.
+// and TLS files (config.Conn.Options, with the user's private inbox prefix
+// by default).
 func (o *Options) credentialOptions() ([]nats.Option, error) {
-	var opts []nats.Option
-	if o.Creds != "" {
-		opts = append(opts, nats.UserCredentials(o.Creds))
-	}
-	if o.User != "" {
-		opts = append(opts, nats.UserInfo(o.User, o.Password))
-	}
-	if o.NKey != "" {
-		nk, err := nats.NkeyOptionFromSeed(o.NKey)
-		if err != nil {
-			return nil, fmt.Errorf("%w: nkey %s: %v", ErrConnect, o.NKey, err)
-		}
-		opts = append(opts, nk)
-	}
-	if p := o.inboxPrefix(); p != "" {
-		opts = append(opts, nats.CustomInboxPrefix(p))
-	}
-	if o.TLSCert != "" || o.TLSKey != "" {
-		opts = append(opts, nats.ClientCert(o.TLSCert, o.TLSKey))
-	}
-	if o.TLSCA != "" {
-		opts = append(opts, nats.RootCAs(o.TLSCA))
+	c := o.Conn
+	c.InboxPrefix = o.inboxPrefix()
+	opts, err := c.Options()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConnect, err)
 	}
 	return opts, nil
 }
