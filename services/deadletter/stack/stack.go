@@ -410,7 +410,9 @@ func (s *Stack) Run(ctx context.Context) error {
 	}
 	s.Auditor = a
 
-	g, gctx := errgroup.WithContext(ctx)
+	runCtx, stopAll := context.WithCancel(ctx)
+	defer stopAll()
+	g, gctx := errgroup.WithContext(runCtx)
 	g.Go(func() error { return v.Run(gctx) })
 	g.Go(func() error { return q.Run(gctx) })
 	g.Go(func() error { return r.Run(gctx) })
@@ -418,6 +420,10 @@ func (s *Stack) Run(ctx context.Context) error {
 	if err := s.waitStarted(gctx); err == nil {
 		close(s.ready)
 		s.banner()
+	} else if gctx.Err() == nil {
+		// Not ready and nothing stopped: say so instead of waiting forever.
+		stopAll()
+		return errors.Join(fmt.Errorf("stack: services did not start: %w", err), g.Wait())
 	}
 	return g.Wait()
 }
@@ -464,8 +470,12 @@ func (s *Stack) Secrets() *access.Secrets { return s.creds }
 
 // ConnectAs connects to the stack's server as user (a person or a service
 // user), with its private inbox prefix, in process (no TCP, so no TLS).
+// A person's password is checked against its bcrypt hash, which on a
+// loaded machine takes longer than nats.go's 2 s connect timeout: the
+// default here is 30 s (opts may set another).
 func (s *Stack) ConnectAs(user string, opts ...nats.Option) (*nats.Conn, error) {
-	return nats.Connect("", append(append(s.creds.NATSOptions(user), nats.InProcessServer(s.srv)), opts...)...)
+	all := append([]nats.Option{nats.Timeout(30 * time.Second)}, s.creds.NATSOptions(user)...)
+	return nats.Connect("", append(append(all, nats.InProcessServer(s.srv)), opts...)...)
 }
 
 // natsContext is a natscli context file (the fields deadletter sets).
