@@ -132,6 +132,7 @@ func TestReconcileMixedRun(t *testing.T) {
 	run(t, "redriver", r.Run)
 	acfg := auditor.DefaultConfig()
 	acfg.Grace, acfg.CheckpointInterval, acfg.ReconcileInterval = 300*time.Millisecond, 0, 0
+	acfg.AllowAnonymous = true // a server without accounts: no caller to attach
 	a, err := auditor.New(srv.Connect(t), acfg, log)
 	if err != nil {
 		t.Fatal(err)
