@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // EnsureCore creates, or checks, the streams and buckets every service
-// needs: EVENTS, LEDGER, FAILURES, ADVISORIES, IDEMPOTENCY, ATTEMPTS and
-// DRAINS.
+// needs: REPLAYS, EVENTS (which sources REPLAYS, so it comes second),
+// LEDGER, FAILURES, ADVISORIES, IDEMPOTENCY, ATTEMPTS and DRAINS.
 // It is idempotent: a second call with the same options changes nothing, and
 // an existing stream with an incompatible configuration yields an error
 // wrapping ErrIncompatible instead of being altered. QUARANTINE is
@@ -21,7 +22,14 @@ func EnsureCore(ctx context.Context, js jetstream.JetStream, o Options) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	for _, cfg := range []jetstream.StreamConfig{Events(o), Ledger(o), Failures(o), Advisories(o)} {
+	// An EVENTS of an earlier layout (replay.> among its subjects, a
+	// de-duplication window, no source) is reported before REPLAYS is
+	// created, which its replay.> subject would otherwise refuse as an
+	// overlap.
+	if err := checkExisting(ctx, js, Events(o)); err != nil {
+		return err
+	}
+	for _, cfg := range []jetstream.StreamConfig{Replays(o), Events(o), Ledger(o), Failures(o), Advisories(o)} {
 		if err := EnsureStream(ctx, js, cfg); err != nil {
 			return err
 		}
@@ -63,6 +71,23 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 			}
 			return fmt.Errorf("streams: create %s: %w", want.Name, err)
 		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("streams: look up %s: %w", want.Name, err)
+	}
+	if diff := StreamDiff(want, s.CachedInfo().Config); len(diff) > 0 {
+		return fmt.Errorf("streams: %s: %w: %s", want.Name, ErrIncompatible, strings.Join(diff, "; "))
+	}
+	return nil
+}
+
+// checkExisting returns an error wrapping ErrIncompatible when the stream
+// want.Name exists with a configuration that differs from want; an absent
+// stream is not an error.
+func checkExisting(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) error {
+	s, err := js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil
 	}
 	if err != nil {
@@ -147,8 +172,15 @@ func StreamDiff(want, have jetstream.StreamConfig) []string {
 	if want.MaxMsgSize != 0 && want.MaxMsgSize != have.MaxMsgSize {
 		add("max message size", have.MaxMsgSize, want.MaxMsgSize)
 	}
-	if want.Duplicates != 0 && want.Duplicates != have.Duplicates {
+	// A zero window is compared too: on a stream with sources it means
+	// de-duplication is off (the server fills in no default), and EVENTS
+	// depends on it. Without sources the server replaces zero by its
+	// default, which is then not a difference.
+	if (want.Duplicates != 0 || len(want.Sources) > 0 || want.Mirror != nil) && want.Duplicates != have.Duplicates {
 		add("duplicate window", have.Duplicates, want.Duplicates)
+	}
+	if !sameSources(want.Sources, have.Sources) {
+		add("sources", sourceNames(have.Sources), sourceNames(want.Sources))
 	}
 	if want.DenyDelete != have.DenyDelete {
 		add("deny delete", have.DenyDelete, want.DenyDelete)
@@ -178,6 +210,47 @@ func StreamDiff(want, have jetstream.StreamConfig) []string {
 		add("sealed", have.Sealed, want.Sealed)
 	}
 	return d
+}
+
+// sameSources reports whether a and b source the same streams with the
+// same settings deadletter sets (name, start, filter, transforms, external).
+func sameSources(a, b []*jetstream.StreamSource) bool {
+	return slices.Equal(sourceKeys(a), sourceKeys(b))
+}
+
+// sourceKeys describes each source by what deadletter sets, sorted.
+func sourceKeys(ss []*jetstream.StreamSource) []string {
+	out := make([]string, 0, len(ss))
+	for _, s := range ss {
+		if s == nil {
+			continue
+		}
+		var start string
+		if s.OptStartTime != nil {
+			start = s.OptStartTime.UTC().Format(time.RFC3339Nano)
+		}
+		k := fmt.Sprintf("%s|%d|%s|%s|%d", s.Name, s.OptStartSeq, start, s.FilterSubject, len(s.SubjectTransforms))
+		for _, t := range s.SubjectTransforms {
+			k += "|" + t.Source + ">" + t.Destination
+		}
+		if s.External != nil {
+			k += "|ext:" + s.External.APIPrefix + ":" + s.External.DeliverPrefix
+		}
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// sourceNames lists the names of the sourced streams, for a diff.
+func sourceNames(ss []*jetstream.StreamSource) []string {
+	out := []string{}
+	for _, s := range ss {
+		if s != nil {
+			out = append(out, s.Name)
+		}
+	}
+	return out
 }
 
 func sameSet(a, b []string) bool {

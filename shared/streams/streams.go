@@ -38,8 +38,8 @@ type Options struct {
 	// and quarantined as PAYLOAD_TOO_LARGE; a publish above it is refused
 	// with an error to the publisher.
 	MaxEventSize int32
-	// DuplicateWindow is the Nats-Msg-Id de-duplication window of EVENTS,
-	// LEDGER and QUARANTINE.
+	// DuplicateWindow is the Nats-Msg-Id de-duplication window of REPLAYS,
+	// LEDGER, FAILURES and QUARANTINE. EVENTS has none (see Events).
 	DuplicateWindow time.Duration
 	// FailuresMaxBytes bounds the FAILURES intake (discard new).
 	FailuresMaxBytes int64
@@ -89,17 +89,52 @@ const MaxConsumers = 16
 
 // Events is the inbound stream. Limits retention: an event that exhausts
 // its deliveries stays fetchable by sequence for the quarantiner.
+//
+// It honours no Nats-Msg-Id (Duplicates 0, which the server allows only on
+// a stream with sources): the de-duplication window would be stream-wide,
+// and the server cannot scope it to a publisher, so one publisher could
+// store junk under another's id first and have the real event dropped as a
+// duplicate (acknowledged, never stored). A publisher's retries are instead
+// de-duplicated by their business key (the validator commits an
+// idempotency key once and acknowledges every later copy as a duplicate).
+// The redriver's replays are stored in REPLAYS, which de-duplicates them by
+// their Nats-Msg-Id, and reach EVENTS by the source: a sourced message keeps
+// its replay subject and headers (the server adds Nats-Stream-Source).
 func Events(o Options) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:         subjects.EventsStream,
 		Description:  "deadletter inbound regulated events",
-		Subjects:     []string{subjects.EventsAll, subjects.ReplaysAll},
+		Subjects:     []string{subjects.EventsAll},
+		Sources:      []*jetstream.StreamSource{{Name: subjects.ReplaysStream}},
 		Retention:    jetstream.LimitsPolicy,
 		Storage:      jetstream.FileStorage,
 		Replicas:     o.Replicas,
 		MaxConsumers: MaxConsumers,
 		MaxAge:       o.EventsMaxAge,
 		MaxBytes:     o.EventsMaxBytes,
+		MaxMsgs:      -1,
+		MaxMsgSize:   o.MaxEventSize,
+		Discard:      jetstream.DiscardNew,
+		Duplicates:   0,
+		AllowDirect:  true,
+	}
+}
+
+// Replays is the stream of the redriver's replays (replay.>), which only
+// the redriver may publish to and EVENTS sources. It de-duplicates a
+// replay's retries by their Nats-Msg-Id (HMAC-keyed, so unpredictable)
+// within DuplicateWindow, and keeps replays as long as EVENTS keeps events.
+func Replays(o Options) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:         subjects.ReplaysStream,
+		Description:  "deadletter redriver replays, sourced into EVENTS",
+		Subjects:     []string{subjects.ReplaysAll},
+		Retention:    jetstream.LimitsPolicy,
+		Storage:      jetstream.FileStorage,
+		Replicas:     o.Replicas,
+		MaxConsumers: MaxConsumers,
+		MaxAge:       o.EventsMaxAge,
+		MaxBytes:     -1,
 		MaxMsgs:      -1,
 		MaxMsgSize:   o.MaxEventSize,
 		Discard:      jetstream.DiscardNew,

@@ -26,7 +26,7 @@ func TestEnsureIsIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := map[string]time.Time{}
-	for _, name := range []string{subjects.EventsStream, subjects.LedgerStream, subjects.FailuresStream, subjects.AdvisoriesStream, subjects.QuarantineStream, subjects.AuditStream, "KV_" + subjects.IdempotencyBucket, "KV_" + subjects.AttemptsBucket, "KV_" + subjects.DrainsBucket} {
+	for _, name := range []string{subjects.ReplaysStream, subjects.EventsStream, subjects.LedgerStream, subjects.FailuresStream, subjects.AdvisoriesStream, subjects.QuarantineStream, subjects.AuditStream, "KV_" + subjects.IdempotencyBucket, "KV_" + subjects.AttemptsBucket, "KV_" + subjects.DrainsBucket} {
 		s, err := js.Stream(ctx, name)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -60,6 +60,14 @@ func TestEnsureRefusesIncompatible(t *testing.T) {
 		{"retention", func(c *jetstream.StreamConfig) { c.Retention = jetstream.WorkQueuePolicy }, "retention"},
 		{"max age", func(c *jetstream.StreamConfig) { c.MaxAge = time.Hour }, "max age"},
 		{"subjects", func(c *jetstream.StreamConfig) { c.Subjects = []string{"events.pharmacy.>"} }, "subjects"},
+		{"msg-id dedupe on", func(c *jetstream.StreamConfig) { c.Duplicates = 2 * time.Minute }, "duplicate window"},
+		{"no source", func(c *jetstream.StreamConfig) { c.Sources = nil }, "sources"},
+		{"another source", func(c *jetstream.StreamConfig) { c.Sources = []*jetstream.StreamSource{{Name: "OTHER"}} }, "sources"},
+		// The layout before REPLAYS: replays stored in EVENTS itself, with
+		// a stream-wide de-duplication window.
+		{"earlier layout", func(c *jetstream.StreamConfig) {
+			c.Subjects, c.Sources, c.Duplicates = []string{subjects.EventsAll, subjects.ReplaysAll}, nil, 2*time.Minute
+		}, "subjects"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

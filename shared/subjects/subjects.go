@@ -8,8 +8,14 @@ import "strings"
 // Stream and bucket names.
 const (
 	// EventsStream holds inbound events (Limits retention, so an event that
-	// exhausts its deliveries can still be fetched by sequence).
+	// exhausts its deliveries can still be fetched by sequence) and, sourced
+	// from ReplaysStream, the redriver's replays.
 	EventsStream = "EVENTS"
+	// ReplaysStream holds the redriver's replays (ReplaysAll), which only
+	// the redriver may publish; EVENTS sources it. Replay retries are
+	// de-duplicated here by their Nats-Msg-Id, in a stream no publisher can
+	// write, while EVENTS honours no Nats-Msg-Id at all.
+	ReplaysStream = "REPLAYS"
 	// LedgerStream is the system of record for accepted events.
 	LedgerStream = "LEDGER"
 	// FailuresStream is the durable intake of the quarantiner.
@@ -49,8 +55,9 @@ const (
 	// "events.<domain>.<type>", including unknown domains, which the
 	// validator quarantines.
 	EventsAll = "events.>"
-	// ReplaysAll covers the redriver's replays, "replay.<domain>.<type>".
-	// Only the redriver may publish there (package access), so only a
+	// ReplaysAll covers the redriver's replays, "replay.<domain>.<type>",
+	// stored in REPLAYS and sourced into EVENTS with their subject and
+	// headers. Only the redriver may publish there (package access), so only a
 	// message on a replay subject can carry a redrive's Deadletter-Dlq-Id
 	// and Deadletter-Redrive-Count: on an events subject those headers come
 	// from a publisher and are ignored.
