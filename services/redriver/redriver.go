@@ -9,8 +9,11 @@
 // replay.<domain>.<type> (subjects.Replay: only the redriver may publish
 // there, so only there does the validator honour the redrive headers) with
 // the headers Deadletter-Dlq-Id and Deadletter-Redrive-Count and an
-// unguessable Nats-Msg-Id (replayMsgID), so it passes the full validator
-// and the idempotent commit again.
+// unguessable Nats-Msg-Id (replayMsgID). The replay is stored in REPLAYS,
+// which de-duplicates its retries by that id, and reaches EVENTS (which
+// sources REPLAYS and honours no Nats-Msg-Id) with its subject and
+// headers, so it passes the full validator and the idempotent commit
+// again.
 //
 // Every change a person makes (drain, cancel, redrive, correction,
 // release) is recorded under the caller the server attached to the request

@@ -30,12 +30,14 @@ const minReplaySecret = 32
 // "<dlq_id>-<n>-<128-bit tag>", the tag the first half of an HMAC-SHA256
 // keyed with the replay secret over (dlq_id, n).
 //
-// EVENTS de-duplicates Nats-Msg-Id stream-wide, across publishers' events
-// and replays alike, and the server cannot scope it: were the id "<dlq_id>-
-// <n>" (dlq ids are shown to every viewer, and n is the chain's redrive
-// count plus one), anyone able to publish to EVENTS could store that id
-// first and make the replay a silent duplicate, never validated. The tag
-// cannot be computed without the secret. It is derived rather than drawn
+// Replays are stored in REPLAYS (which only the redriver may write; EVENTS
+// sources it and honours no Nats-Msg-Id), and REPLAYS de-duplicates them by
+// this id. The tag keeps the id unpredictable all the same: were it
+// "<dlq_id>-<n>" (dlq ids are shown to every viewer, and n is the chain's
+// redrive count plus one), a second writer of replay subjects, or a
+// de-duplicating stream shared with publishers as EVENTS once was, could
+// store that id first and make the replay a silent duplicate, never
+// validated. The tag cannot be computed without the secret. It is derived rather than drawn
 // at random so that every retry of one replay (a re-publish after a lost
 // ack, a resume of a chain left redriving, by this or another instance
 // sharing the secret) carries the same id and is de-duplicated; a random
@@ -86,9 +88,12 @@ type result struct {
 	state record.State
 	// next is the index the next record of the chain gets.
 	next int
-	// published reports a replay message was published; eventsSeq its
-	// EVENTS sequence; redriveCount its number.
+	// published reports a replay message was published; replaySeq its
+	// REPLAYS sequence (the publish acknowledgement's); eventsSeq the
+	// EVENTS sequence of its sourced copy, known once the validator
+	// committed it (0 otherwise); redriveCount its number.
 	published    bool
+	replaySeq    uint64
 	eventsSeq    uint64
 	redriveCount int
 	// attempted: this drain already replayed the event (not counted again).
@@ -108,7 +113,7 @@ var errConflict = errors.New("redriver: chain kept changing")
 // a time), publish the effective payload to its events subject, and observe
 // the outcome. A chain found redriving (a replay whose outcome nobody
 // recorded) is resumed: committed → replayed, else re-published with the
-// same Nats-Msg-Id (the server de-duplicates it within its window).
+// same Nats-Msg-Id (REPLAYS de-duplicates it within its window).
 func (s *Service) replay(ctx context.Context, domain, id string, o replayOpts) result {
 	for range 5 {
 		ch, err := s.chains.read(ctx, domain, id)
@@ -163,7 +168,7 @@ func (s *Service) replay(ctx context.Context, domain, id string, o replayOpts) r
 				return failed(api.ErrUnavailable, err)
 			}
 			if found && ks.Committed() {
-				out, err := s.appendOutcome(ctx, ch, res.next, record.KindSkippedDuplicate, o.drainID, 0)
+				out, err := s.appendOutcome(ctx, ch, res.next, record.KindSkippedDuplicate, o.drainID, "", 0)
 				if errors.Is(err, errConflict) {
 					continue
 				}
@@ -217,7 +222,7 @@ func (s *Service) resume(ctx context.Context, ch chain, o replayOpts) result {
 			if ks.DLQID == ch.dlqID {
 				kind = record.KindReplayed
 			}
-			out, err := s.appendOutcome(ctx, ch, res.next, kind, o.drainID, ks.SourceSeq)
+			out, err := s.appendOutcome(ctx, ch, res.next, kind, o.drainID, subjects.EventsStream, ks.SourceSeq)
 			if err != nil && !errors.Is(err, errConflict) {
 				return failed(codeOf(err), err)
 			}
@@ -225,6 +230,9 @@ func (s *Service) resume(ctx context.Context, ch chain, o replayOpts) result {
 				out = s.reread(ctx, ch.domain, ch.dlqID, res.next-1)
 			}
 			res.outcome = out
+			if kind == record.KindReplayed {
+				res.eventsSeq = ks.SourceSeq
+			}
 			return res
 		}
 	}
@@ -323,14 +331,15 @@ func (s *Service) publishAndObserve(ctx context.Context, domain, id string, st r
 		res.outcome, res.code, res.err = api.OutcomePending, api.ErrUnavailable, fmt.Errorf("redriver: publish replay: %w", err)
 		return res
 	}
-	res.published, res.eventsSeq = true, ack.Sequence
+	// The acknowledgement is REPLAYS': its sequence is not an EVENTS one.
+	res.published, res.replaySeq = true, ack.Sequence
 	if o.onPublish != nil {
 		o.onPublish()
 	}
 	s.metrics.published.Inc()
-	s.log.Info("DLQ_REPLAY_PUBLISHED", "dlq_id", id, "domain", domain, "redrive_count", n, "events_seq", ack.Sequence,
+	s.log.Info("DLQ_REPLAY_PUBLISHED", "dlq_id", id, "domain", domain, "redrive_count", n, "replays_seq", ack.Sequence,
 		"duplicate", ack.Duplicate, "drain_id", o.drainID)
-	res.outcome, res.err = s.observe(ctx, domain, id, p.key, ack.Sequence, res.next-1, o, wake, stop)
+	res.outcome, res.eventsSeq, res.err = s.observe(ctx, domain, id, p.key, ack.Sequence, res.next-1, o, wake, stop)
 	if res.err != nil {
 		res.code = codeOf(res.err)
 	}
@@ -338,12 +347,16 @@ func (s *Service) publishAndObserve(ctx context.Context, domain, id string, st r
 }
 
 // observe polls for the outcome of the replay whose redrive_requested
-// record is at index idx: committed in IDEMPOTENCY (by this replay: its dlq
-// id or EVENTS sequence; else by another copy of the event) → the chain
-// gets replayed (or skipped_duplicate); the chain gains a failure → failed;
-// neither before the timeout → pending. The watch is stopped (stop) before
-// the outcome is appended: the record it appends wakes nobody.
-func (s *Service) observe(ctx context.Context, domain, id, key string, seq uint64, idx int, o replayOpts, wake <-chan *nats.Msg, stop func()) (string, error) {
+// record is at index idx and whose REPLAYS sequence is replaySeq: committed
+// in IDEMPOTENCY by a replay of this chain (the commit carries its dlq id,
+// which the validator takes from a replay subject's headers) → the chain
+// gets replayed, located by the EVENTS sequence of the committed copy,
+// which it returns; committed by another copy of the event →
+// skipped_duplicate, located by the replay's REPLAYS sequence; the chain
+// gains a failure → failed; neither before the timeout → pending. The
+// watch is stopped (stop) before the outcome is appended: the record it
+// appends wakes nobody.
+func (s *Service) observe(ctx context.Context, domain, id, key string, replaySeq uint64, idx int, o replayOpts, wake <-chan *nats.Msg, stop func()) (outcome string, eventsSeq uint64, err error) {
 	timeout := s.cfg.OutcomeTimeout
 	if o.wait > 0 {
 		timeout = o.wait
@@ -358,7 +371,7 @@ func (s *Service) observe(ctx context.Context, domain, id, key string, seq uint6
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return api.OutcomePending, nil
+			return api.OutcomePending, 0, nil
 		case woken = <-wake:
 			timer.Stop()
 		case <-timer.C:
@@ -370,26 +383,31 @@ func (s *Service) observe(ctx context.Context, domain, id, key string, seq uint6
 				ks, found, err = ledger.Lookup(ctx, s.idem, key)
 			}
 			if err == nil && found && ks.Committed() {
-				kind := record.KindSkippedDuplicate
-				if ks.DLQID == id || ks.SourceSeq == seq {
-					kind = record.KindReplayed
+				// Matched by dlq id only: ks.SourceSeq is an EVENTS
+				// sequence, replaySeq a REPLAYS one.
+				kind, stream, seq := record.KindSkippedDuplicate, subjects.ReplaysStream, replaySeq
+				if ks.DLQID == id {
+					kind, stream, seq = record.KindReplayed, subjects.EventsStream, ks.SourceSeq
 				}
 				stop()
 				ch := chain{domain: domain, dlqID: id}
-				out, err := s.appendOutcome(ctx, ch, idx+1, kind, o.drainID, seq)
+				out, err := s.appendOutcome(ctx, ch, idx+1, kind, o.drainID, stream, seq)
 				if errors.Is(err, errConflict) {
-					return s.reread(ctx, domain, id, idx), nil
+					return s.reread(ctx, domain, id, idx), 0, nil
 				}
-				return out, err
+				if err != nil || kind != record.KindReplayed {
+					return out, 0, err
+				}
+				return out, ks.SourceSeq, nil
 			}
 		}
 		last, _, err := s.chains.last(ctx, domain, id)
 		if err == nil && last.Index > idx {
-			return outcomeOfKind(last.Kind), nil
+			return outcomeOfKind(last.Kind), 0, nil
 		}
 		if time.Now().After(deadline) {
-			s.log.Warn("DLQ_REPLAY_PENDING", "dlq_id", id, "domain", domain, "events_seq", seq, "drain_id", o.drainID)
-			return api.OutcomePending, nil
+			s.log.Warn("DLQ_REPLAY_PENDING", "dlq_id", id, "domain", domain, "replays_seq", replaySeq, "drain_id", o.drainID)
+			return api.OutcomePending, 0, nil
 		}
 	}
 }
@@ -436,12 +454,14 @@ func outcomeOfKind(kind string) string {
 	return api.OutcomeResolvedElsewhere
 }
 
-// appendOutcome appends replayed or skipped_duplicate at index next; it
-// returns errConflict when the chain changed.
-func (s *Service) appendOutcome(ctx context.Context, ch chain, next int, kind, drainID string, seq uint64) (string, error) {
+// appendOutcome appends replayed or skipped_duplicate at index next, with
+// the replay message's location when known (stream "" when not): EVENTS
+// and the sequence the validator committed, or REPLAYS and the replay's
+// sequence there. It returns errConflict when the chain changed.
+func (s *Service) appendOutcome(ctx context.Context, ch chain, next int, kind, drainID, stream string, seq uint64) (string, error) {
 	req := api.AppendRequest{DLQID: ch.dlqID, Domain: ch.domain, Kind: kind, ExpectedIndex: &next, DrainID: drainID}
-	if seq != 0 {
-		req.SourceStream, req.SourceSeq = subjects.EventsStream, seq
+	if stream != "" && seq != 0 {
+		req.SourceStream, req.SourceSeq = stream, seq
 	}
 	_, err := s.chains.append(ctx, req)
 	switch c := codeOf(err); {
@@ -451,7 +471,8 @@ func (s *Service) appendOutcome(ctx context.Context, ch chain, next int, kind, d
 	default:
 		return "", err
 	}
-	s.log.Info("DLQ_RESOLVED", "dlq_id", ch.dlqID, "domain", ch.domain, "kind", kind, "events_seq", seq, "drain_id", drainID)
+	s.log.Info("DLQ_RESOLVED", "dlq_id", ch.dlqID, "domain", ch.domain, "kind", kind, "source_stream", req.SourceStream,
+		"source_seq", req.SourceSeq, "drain_id", drainID)
 	if kind == record.KindReplayed {
 		return api.OutcomeReplayed, nil
 	}

@@ -39,9 +39,10 @@ func keyOf(tb testing.TB, subject string, data []byte) string {
 }
 
 // TestCommitExactlyOnce publishes the same valid event four times (twice
-// with one Nats-Msg-Id, which EVENTS de-duplicates, and twice without) to two
-// validator instances sharing the durable consumer: it is committed once and
-// the other copies are acknowledged as duplicates.
+// with one Nats-Msg-Id, which EVENTS does not honour, and twice without) to
+// two validator instances sharing the durable consumer: all four are
+// stored, it is committed once (by its business key) and the other copies
+// are acknowledged as duplicates.
 func TestCommitExactlyOnce(t *testing.T) {
 	for domain, file := range validExamples {
 		t.Run(domain, func(t *testing.T) {
@@ -63,13 +64,13 @@ func TestCommitExactlyOnce(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			if got := streamMsgs(t, js, subjects.EventsStream); got != 3 {
-				t.Fatalf("EVENTS holds %d messages, want 3 (one Nats-Msg-Id duplicate dropped)", got)
+			if got := streamMsgs(t, js, subjects.EventsStream); got != 4 {
+				t.Fatalf("EVENTS holds %d messages, want 4 (no Nats-Msg-Id honoured)", got)
 			}
 			natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
 				sa, sb := a.Stats(), b.Stats()
-				if done := sa.Committed + sb.Committed + sa.Duplicates + sb.Duplicates; done != 3 {
-					return fmt.Errorf("%d of 3 copies settled", done)
+				if done := sa.Committed + sb.Committed + sa.Duplicates + sb.Duplicates; done != 4 {
+					return fmt.Errorf("%d of 4 copies settled", done)
 				}
 				return nil
 			})
@@ -77,8 +78,8 @@ func TestCommitExactlyOnce(t *testing.T) {
 			if c := sa.Committed + sb.Committed; c != 1 {
 				t.Errorf("committed %d times, want 1", c)
 			}
-			if d := sa.Duplicates + sb.Duplicates; d != 2 {
-				t.Errorf("duplicates = %d, want 2", d)
+			if d := sa.Duplicates + sb.Duplicates; d != 3 {
+				t.Errorf("duplicates = %d, want 3", d)
 			}
 			if n := ledgerCount(t, js, domain, key); n != 1 {
 				t.Errorf("LEDGER holds %d messages for the key, want 1", n)
