@@ -39,7 +39,7 @@ type attack struct {
 
 // protected are every stream and bucket stream deadletter provisions.
 var protected = []string{
-	subjects.EventsStream, subjects.LedgerStream, subjects.FailuresStream, subjects.AdvisoriesStream,
+	subjects.ReplaysStream, subjects.EventsStream, subjects.LedgerStream, subjects.FailuresStream, subjects.AdvisoriesStream,
 	subjects.QuarantineStream, subjects.AuditStream,
 	"KV_" + subjects.IdempotencyBucket, "KV_" + subjects.AttemptsBucket, "KV_" + subjects.DrainsBucket,
 }
