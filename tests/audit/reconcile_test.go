@@ -199,6 +199,7 @@ func TestReconcileMixedRun(t *testing.T) {
 	wantOpen := map[string]int{record.ClassValidation: 3, record.ClassExhausted: 1}
 	var rep api.ReconcileReply
 	natstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		rep = api.ReconcileReply{} // decoding into the last reply would merge its maps
 		request(t, nc, api.AuditReconcile, api.ReconcileRequest{Grace: "0s", IDs: true}, &rep)
 		if fmt.Sprint(rep.Counts) != fmt.Sprint(want) || fmt.Sprint(rep.OpenByClass) != fmt.Sprint(wantOpen) {
 			return fmt.Errorf("counts %v open %v, want %v open %v", rep.Counts, rep.OpenByClass, want, wantOpen)
@@ -214,6 +215,7 @@ func TestReconcileMixedRun(t *testing.T) {
 	stopValidator()
 	pub("events.pharmacy.dispense", event("TX-LOST"))
 	natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		rep = api.ReconcileReply{}
 		request(t, nc, api.AuditReconcile, api.ReconcileRequest{Domain: "pharmacy"}, &rep)
 		if len(rep.Unaccounted) != 1 || rep.Counts[api.ReconcileUnaccounted] != 1 {
 			return fmt.Errorf("unaccounted %v counts %v", rep.Unaccounted, rep.Counts)
