@@ -107,6 +107,22 @@ func (e *env) recreate(tb testing.TB, provision bool) {
 	}
 }
 
+// republishRewritten republishes rs into the emptied store with record i
+// rewritten, resealed and rechained, and checkpoints it with a new key, as
+// the insider of H12 would; it returns the new store's auditor.
+func (e *env) republishRewritten(t *testing.T, rs []record.Record, i int) *running {
+	t.Helper()
+	for _, r := range rewrite(t, rs, i) {
+		e.publish(t, r)
+	}
+	cfg, _ := signedConfig(t, t.TempDir())
+	a := e.startAuditor(t, cfg, nil)
+	if _, err := a.Checkpoint(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 // problemKinds returns the kinds of ps.
 func problemKinds(ps []api.VerifyProblem) map[string]int {
 	out := map[string]int{}
@@ -145,15 +161,7 @@ func TestAnchoredVerify(t *testing.T) {
 			name: "rewritten and resealed, checkpoints recomputed with another key",
 			attack: func(t *testing.T, e *env, rs []record.Record) *running {
 				e.recreate(t, true)
-				for _, r := range rewrite(t, rs, rewritten) {
-					e.publish(t, r)
-				}
-				cfg, _ := signedConfig(t, t.TempDir())
-				a := e.startAuditor(t, cfg, nil)
-				if _, err := a.Checkpoint(t.Context()); err != nil {
-					t.Fatal(err)
-				}
-				return a
+				return e.republishRewritten(t, rs, rewritten)
 			},
 			kinds:   []string{api.ProblemAnchorMismatch, api.ProblemAnchorNotInAudit, api.ProblemCheckpointSignature},
 			named:   rewritten,
@@ -180,15 +188,7 @@ func TestAnchoredVerify(t *testing.T) {
 						return err
 					})
 				}
-				for _, r := range rewrite(t, rs, rewritten) {
-					e.publish(t, r)
-				}
-				cfg, _ := signedConfig(t, t.TempDir())
-				a := e.startAuditor(t, cfg, nil)
-				if _, err := a.Checkpoint(t.Context()); err != nil {
-					t.Fatal(err)
-				}
-				return a
+				return e.republishRewritten(t, rs, rewritten)
 			},
 			kinds:   []string{api.ProblemAnchorMismatch, api.ProblemAnchorNotInAudit, api.ProblemCheckpointSignature},
 			named:   rewritten,
