@@ -237,7 +237,9 @@ type RedriveReply struct {
 	RedriveCount int    `json:"redrive_count"`
 	// Corrected is the index of the corrected record written, if any.
 	Corrected *int `json:"corrected_index,omitempty"`
-	// EventsSeq is the replay's sequence in EVENTS, if published.
+	// EventsSeq is the EVENTS sequence of the replay the validator
+	// committed (outcome replayed); zero otherwise (a replay is published
+	// to REPLAYS and reaches EVENTS through the stream's source).
 	EventsSeq uint64 `json:"events_seq,omitempty"`
 }
 

@@ -25,6 +25,7 @@ import (
 // IDEMPOTENCY, and returns events per second.
 func floor(ctx context.Context, url string, js jetstream.JetStream, o streams.Options, events []event) (float64, error) {
 	in := streams.Events(o)
+	in.Sources = nil // the floor's intake: no replays
 	in.Name, in.Subjects = "FLOOR_EVENTS", []string{"floor.events.>"}
 	led := streams.Ledger(o)
 	led.Name, led.Subjects = "FLOOR_LEDGER", []string{"floor.ledger.>"}

@@ -112,7 +112,7 @@ func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string, 
 	defer env.Close()
 	srv, js, o := env.Server, env.JS, env.Options
 	raw := streams.Events(o)
-	raw.Name, raw.Subjects = "RAW", []string{"raw.>"}
+	raw.Name, raw.Subjects, raw.Sources = "RAW", []string{"raw.>"}, nil
 	if _, err := js.CreateStream(ctx, raw); err != nil {
 		return err
 	}
