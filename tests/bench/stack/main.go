@@ -79,7 +79,7 @@ func round(events []sample.Event, syncAlways bool) (float64, error) {
 		return 0, err
 	}
 	defer pnc.Close()
-	pub, err := jetstream.New(pnc, jetstream.WithPublishAsyncMaxPending(4000))
+	pub, err := jetstream.New(pnc, jetstream.WithPublishAsyncMaxPending(4000), jetstream.WithPublishAsyncTimeout(20*time.Second))
 	if err != nil {
 		return 0, err
 	}
@@ -97,15 +97,40 @@ func round(events []sample.Event, syncAlways bool) (float64, error) {
 		return 0, err
 	}
 	start := time.Now()
+	futures := make([]jetstream.PubAckFuture, 0, len(events))
 	for _, e := range events {
-		if _, err := pub.PublishAsync(e.Subject, e.Data, jetstream.WithStallWait(5*time.Second)); err != nil {
+		f, err := pub.PublishAsync(e.Subject, e.Data, jetstream.WithStallWait(5*time.Second))
+		if err != nil {
 			return 0, err
 		}
+		futures = append(futures, f)
 	}
 	select {
 	case <-pub.PublishAsyncComplete():
 	case <-time.After(5 * time.Minute):
 		return 0, fmt.Errorf("publish acks timed out")
+	}
+	lost := 0
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			lost++
+			if lost == 1 {
+				log.Printf("first failed publish: %v", err)
+			}
+		}
+	}
+	if lost > 0 {
+		ev, err := admin.Stream(ctx, subjects.EventsStream)
+		if err != nil {
+			return 0, err
+		}
+		in, err := ev.Info(ctx)
+		if err != nil {
+			return 0, err
+		}
+		return 0, fmt.Errorf("%d of %d publishes got no acknowledgement; EVENTS holds %d", lost, len(events), in.State.Msgs)
 	}
 	for {
 		info, err := ledger.Info(ctx)
