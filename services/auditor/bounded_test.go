@@ -366,6 +366,17 @@ func TestReconcileResolvedChains(t *testing.T) {
 	pub(subject, valid, "")
 	chain(env.IdempotencyKey, 999, record.KindResolved) // quarantined from another message: a duplicate
 	e.waitApplied(t, a)
+	// The replay reaches EVENTS from REPLAYS through the stream's source.
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		st, err := e.js.Stream(context.Background(), subjects.EventsStream)
+		if err != nil {
+			return err
+		}
+		if in, err := st.Info(context.Background()); err != nil || in.State.Msgs != 6 {
+			return fmt.Errorf("EVENTS holds %v messages (%v), want 6", in, err)
+		}
+		return nil
+	})
 	if _, ok := a.index.entryOf(sourceID(resolved)); ok {
 		t.Fatal("the resolved chain is still in the index")
 	}
