@@ -31,7 +31,7 @@ run: ## Run the whole system on an embedded NATS server (127.0.0.1:4222, store i
 demo: ## The outage story in one command: 1,000 events, a downstream outage, triage, drain, verify
 	$(GO) run ./services/deadletter/cmd/deadletter --demo
 
-# TIMED_TESTS measure a pace (a drain at 200/s within ±5 %): they run after
+# TIMED_TESTS measure a pace (a drain at 100/s within ±5 %): they run after
 # the others, alone, so that no other test package shares the two cores.
 TIMED_TESTS := ^TestRateAndConcurrency$$
 

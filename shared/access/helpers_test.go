@@ -56,19 +56,26 @@ func startEnv(tb testing.TB, records int) *env {
 // violations records the permission violations the server reports to one
 // connection.
 type violations struct {
-	mu   sync.Mutex
-	errs []string
-	once sync.Once
-	seen chan struct{} // closed at the first violation
+	mu      sync.Mutex
+	errs    []string
+	once    sync.Once
+	seen    chan struct{} // closed at the first violation
+	changed chan struct{} // signalled at every violation
 }
 
-func newViolations() *violations { return &violations{seen: make(chan struct{})} }
+func newViolations() *violations {
+	return &violations{seen: make(chan struct{}), changed: make(chan struct{}, 1)}
+}
 
 func (v *violations) add(err error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.errs = append(v.errs, err.Error())
 	v.once.Do(func() { close(v.seen) })
+	select {
+	case v.changed <- struct{}{}:
+	default:
+	}
 }
 
 // reset forgets the violations seen so far.
@@ -82,7 +89,8 @@ func (v *violations) reset() {
 // text holds what (e.g. `publish to "x"`) within refusalTimeout.
 func (v *violations) wait(what string) bool {
 	want := strings.ToLower("Permissions Violation for " + what)
-	deadline := time.Now().Add(refusalTimeout)
+	deadline := time.NewTimer(refusalTimeout)
+	defer deadline.Stop()
 	for {
 		v.mu.Lock()
 		for _, e := range v.errs {
@@ -92,10 +100,11 @@ func (v *violations) wait(what string) bool {
 			}
 		}
 		v.mu.Unlock()
-		if time.Now().After(deadline) {
+		select {
+		case <-v.changed:
+		case <-deadline.C:
 			return false
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

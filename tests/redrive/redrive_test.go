@@ -228,17 +228,21 @@ func TestOrderingPerKey(t *testing.T) {
 }
 
 // TestRateAndConcurrency: max_concurrency is never exceeded (instrumented),
-// and a 20 s drain at 200/s measures within ±5 % from the replays' publish
+// and a 20 s drain at 100/s measures within ±5 % from the replays' publish
 // times in EVENTS.
 func TestRateAndConcurrency(t *testing.T) {
 	// The records are written straight into QUARANTINE and the validator
 	// commits to LEDGER only: what is measured is the redriver's pace. Each
 	// replay costs two quarantiner.append requests; three quarantiners
 	// serve them, as a deployment scales them. Under the race detector the
-	// pipeline needs about 1.5 of the machine's 2 cores at 200 replays/s,
-	// so make test runs this test alone, after the others (TIMED_TESTS).
+	// whole pipeline on this 2-core machine tops out at about 185
+	// replays/s (the parent of the trust-boundary work measured the same),
+	// so the pace checked is 100/s, well inside it: the token bucket, not
+	// the machine, must set it. make test runs this test alone, after the
+	// others (TIMED_TESTS).
 	e := newEnvWith(t, 3, false)
-	const n = 4000 + 300
+	const rate, replays = 100.0, 2000
+	const n = replays + 300
 	var events []event
 	for i := range n {
 		events = append(events, e.pharmacyEvent(t, 10000+i))
@@ -261,8 +265,8 @@ func TestRateAndConcurrency(t *testing.T) {
 	from := info.State.LastSeq + 1
 	// Enough workers that the token bucket, not the replays' round trips,
 	// sets the pace (also under the race detector).
-	st = e.waitDrain(t, e.startDrain(t, api.DrainStartRequest{RatePerSecond: ptr(200.0), Burst: 1, MaxConcurrency: 512}), 120*time.Second)
-	if st.Committed != 4000 {
+	st = e.waitDrain(t, e.startDrain(t, api.DrainStartRequest{RatePerSecond: ptr(rate), Burst: 1, MaxConcurrency: 512}), 120*time.Second)
+	if st.Committed != replays {
 		t.Fatalf("rate drain: %+v", st.DrainCounts)
 	}
 	cons, err := e.js.OrderedConsumer(context.Background(), subjects.EventsStream, jetstream.OrderedConsumerConfig{
@@ -272,7 +276,7 @@ func TestRateAndConcurrency(t *testing.T) {
 	}
 	var first, last time.Time
 	count := 0
-	for count < 4000 {
+	for count < replays {
 		batch, err := cons.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -294,10 +298,10 @@ func TestRateAndConcurrency(t *testing.T) {
 			t.Fatalf("only %d replays found in EVENTS", count)
 		}
 	}
-	rate := float64(count-1) / last.Sub(first).Seconds()
-	t.Logf("measured %d replays over %s: %.1f/s (ceiling 200/s)", count, last.Sub(first).Round(time.Millisecond), rate)
-	if rate < 190 || rate > 210 {
-		t.Errorf("measured rate %.1f/s, want 200 ± 5 %%", rate)
+	got := float64(count-1) / last.Sub(first).Seconds()
+	t.Logf("measured %d replays over %s: %.1f/s (ceiling %.0f/s)", count, last.Sub(first).Round(time.Millisecond), got, rate)
+	if got < 0.95*rate || got > 1.05*rate {
+		t.Errorf("measured rate %.1f/s, want %.0f ± 5 %%", got, rate)
 	}
 }
 
