@@ -5,7 +5,6 @@ go 1.26.0
 require (
 	github.com/creack/pty v1.1.24
 	github.com/deadletter/deadletter/services/deadletter v0.0.0-00010101000000-000000000000
-	github.com/deadletter/deadletter/services/redriver v0.0.0
 	github.com/deadletter/deadletter/shared v0.0.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/schollz/progressbar/v3 v3.19.1
@@ -23,6 +22,7 @@ require (
 	github.com/deadletter/deadletter/schemas v0.0.0 // indirect
 	github.com/deadletter/deadletter/services/auditor v0.0.0 // indirect
 	github.com/deadletter/deadletter/services/quarantiner v0.0.0 // indirect
+	github.com/deadletter/deadletter/services/redriver v0.0.0 // indirect
 	github.com/deadletter/deadletter/services/validator v0.0.0 // indirect
 	github.com/go-json-experiment/json v1.27.2 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect

@@ -111,6 +111,7 @@ func startStack(tb testing.TB, o stackOptions) *env {
 	cfg.DataDir = tb.TempDir()
 	cfg.AnchorDir = tb.TempDir()
 	cfg.Port = -1
+	cfg.PasswordCost = access.MinBcryptCost // the server checks passwords under the race detector
 	cfg.SyncAlways = false
 	cfg.MetricsAddr = "127.0.0.1:0"
 	cfg.Validator.MaxDeliver = 2

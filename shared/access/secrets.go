@@ -66,14 +66,35 @@ type Secrets struct {
 // passwordBytes is the entropy of a generated password (192 bits).
 const passwordBytes = 24
 
-// bcryptCost is the cost of the password hashes in the server config.
-const bcryptCost = bcrypt.DefaultCost
+// MinBcryptCost is the lowest bcrypt cost WithBcryptCost takes.
+const MinBcryptCost = bcrypt.MinCost
+
+// Option adjusts how secrets are generated.
+type Option func(*genOptions)
+
+type genOptions struct{ cost int }
+
+// WithBcryptCost sets the bcrypt cost of new password hashes (default
+// bcrypt.DefaultCost; at least bcrypt.MinCost). The server checks a
+// password at that cost on every connection: tests whose embedded server
+// runs under the race detector lower it, a deployment never does.
+func WithBcryptCost(cost int) Option {
+	return func(o *genOptions) { o.cost = max(cost, bcrypt.MinCost) }
+}
+
+func options(opts []Option) genOptions {
+	o := genOptions{cost: bcrypt.DefaultCost}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
 
 // NewSecrets generates a secret for every service user, the admin and each
 // of people (crypto/rand).
-func NewSecrets(people []Person) (*Secrets, error) {
+func NewSecrets(people []Person, opts ...Option) (*Secrets, error) {
 	s := &Secrets{Users: map[string]Secret{}, People: people}
-	if _, err := s.fill(); err != nil {
+	if _, err := s.fill(options(opts)); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -94,7 +115,7 @@ func Lookupable(user string) bool {
 
 // fill generates a secret for every user that has none (or one of the
 // wrong kind, e.g. from an earlier version's file).
-func (s *Secrets) fill() (changed bool, err error) {
+func (s *Secrets) fill(o genOptions) (changed bool, err error) {
 	if s.Users == nil {
 		s.Users = map[string]Secret{}
 	}
@@ -136,7 +157,7 @@ func (s *Secrets) fill() (changed bool, err error) {
 		// Hex, so a password never starts with '-' (which command-line
 		// tools such as the nats CLI would read as a flag).
 		pw := hex.EncodeToString(b)
-		h, err := bcrypt.GenerateFromPassword([]byte(pw), bcryptCost)
+		h, err := bcrypt.GenerateFromPassword([]byte(pw), o.cost)
 		if err != nil {
 			return changed, fmt.Errorf("access: hash password: %w", err)
 		}
@@ -169,11 +190,11 @@ func (s *Secrets) PublicKey(user string) (string, error) {
 // directory keeps stable credentials across restarts. A file that lacks a
 // user (one added to the table since) gets a secret for it and is
 // rewritten. A file readable by group or others is refused.
-func LoadOrCreate(path string, people []Person) (*Secrets, error) {
+func LoadOrCreate(path string, people []Person, opts ...Option) (*Secrets, error) {
 	b, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		s, err := NewSecrets(people)
+		s, err := NewSecrets(people, opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -196,7 +217,7 @@ func LoadOrCreate(path string, people []Person) (*Secrets, error) {
 	if len(s.People) == 0 {
 		s.People = people
 	}
-	changed, err := s.fill()
+	changed, err := s.fill(options(opts))
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/embedded"
@@ -65,7 +66,8 @@ type Secured struct {
 // stream and bucket with o.
 func StartSecured(tb testing.TB, o streams.Options) *Secured {
 	tb.Helper()
-	sec, err := access.NewSecrets(access.DefaultPeople())
+	// Cheap password hashes: the server checks them under the race detector.
+	sec, err := access.NewSecrets(access.DefaultPeople(), access.WithBcryptCost(bcrypt.MinCost))
 	if err != nil {
 		tb.Fatalf("natstest: secrets: %v", err)
 	}

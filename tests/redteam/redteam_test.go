@@ -65,6 +65,7 @@ func startEnv(tb testing.TB) *env {
 		}
 		cfg.DataDir, cfg.AnchorDir = dir+"/data", dir+"/anchors"
 		cfg.Port, cfg.SyncAlways, cfg.MetricsAddr = -1, false, ""
+		cfg.PasswordCost = access.MinBcryptCost // the server checks passwords under the race detector
 		cfg.Auditor.CheckpointInterval, cfg.Auditor.ReconcileInterval = 0, 0
 		st, err := stack.New(cfg, nil)
 		if err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/deadletter/deadletter/schemas"
 	"github.com/deadletter/deadletter/services/deadletter/stack"
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
@@ -74,6 +75,7 @@ func startStack(tb testing.TB, edit func(*stack.Config)) *running {
 	cfg := stack.DefaultConfig()
 	cfg.DataDir, cfg.AnchorDir = tb.TempDir(), tb.TempDir()
 	cfg.Port = -1
+	cfg.PasswordCost = access.MinBcryptCost // the server checks passwords under the race detector
 	cfg.SyncAlways = false
 	cfg.MetricsAddr = ""
 	cfg.Quarantiner.Workers = 4

@@ -70,6 +70,11 @@ type Config struct {
 	// outside DataDir: whoever can rewrite the store must not hold them.
 	// Default "anchors".
 	AnchorDir string
+	// PasswordCost is the bcrypt cost of the people's and the admin's
+	// password hashes made for a new data directory. Default
+	// bcrypt.DefaultCost; tests whose server runs under the race detector
+	// lower it (every connection of a person pays one check).
+	PasswordCost int
 	// MetricsAddr is where /metrics is served (Prometheus text format), one
 	// registry for every service of the process. Default 127.0.0.1:9464;
 	// empty disables it.
@@ -252,7 +257,11 @@ func (s *Stack) Run(ctx context.Context) error {
 	if err := os.MkdirAll(s.cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("stack: data directory: %w", err)
 	}
-	creds, err := access.LoadOrCreate(filepath.Join(s.cfg.DataDir, CredentialsFile), access.DefaultPeople())
+	var secOpts []access.Option
+	if s.cfg.PasswordCost > 0 {
+		secOpts = append(secOpts, access.WithBcryptCost(s.cfg.PasswordCost))
+	}
+	creds, err := access.LoadOrCreate(filepath.Join(s.cfg.DataDir, CredentialsFile), access.DefaultPeople(), secOpts...)
 	if err != nil {
 		return err
 	}
