@@ -84,45 +84,18 @@ var errTooManyKeys = errors.New("redriver: more drains than one multi-last get r
 // multiLast reads the last message of every DRAINS key, as of the stream's
 // last sequence when the first reply was sent.
 func (s *Service) multiLast(ctx context.Context, fn func(*jetstream.RawStreamMsg) error) error {
-	for next := uint64(0); ; {
-		n := 0
-		pending, err := streams.DirectGet(ctx, s.js, drainsStream,
-			streams.DirectRequest{Seq: next, MultiLast: []string{drainsAll}, Batch: streams.MaxMultiLast, MaxBytes: scanMaxBytes},
-			func(raw *jetstream.RawStreamMsg) error {
-				n++
-				next = raw.Sequence + 1
-				return fn(raw)
-			})
-		if err != nil {
-			// The server answers 413 Too Many Results when the filter
-			// matches more subjects than it sends in one reply.
-			if strings.Contains(err.Error(), "status 413") {
-				return fmt.Errorf("%w: %w", errTooManyKeys, err)
-			}
-			return err
-		}
-		if n == 0 || pending == 0 {
-			return nil
-		}
+	err := streams.DirectGetAll(ctx, s.js, drainsStream,
+		streams.DirectRequest{MultiLast: []string{drainsAll}, Batch: streams.MaxMultiLast, MaxBytes: scanMaxBytes}, fn)
+	// The server answers 413 Too Many Results when the filter matches more
+	// subjects than it sends in one reply.
+	if err != nil && strings.Contains(err.Error(), "status 413") {
+		return fmt.Errorf("%w: %w", errTooManyKeys, err)
 	}
+	return err
 }
 
 // scanDrains reads every message of DRAINS in stream order.
 func (s *Service) scanDrains(ctx context.Context, fn func(*jetstream.RawStreamMsg) error) error {
-	for next := uint64(1); ; {
-		n := 0
-		pending, err := streams.DirectGet(ctx, s.js, drainsStream,
-			streams.DirectRequest{Seq: next, NextFor: drainsAll, Batch: scanBatch, MaxBytes: scanMaxBytes},
-			func(raw *jetstream.RawStreamMsg) error {
-				n++
-				next = raw.Sequence + 1
-				return fn(raw)
-			})
-		if err != nil {
-			return err
-		}
-		if n == 0 || pending == 0 {
-			return nil
-		}
-	}
+	return streams.DirectGetAll(ctx, s.js, drainsStream,
+		streams.DirectRequest{Seq: 1, NextFor: drainsAll, Batch: scanBatch, MaxBytes: scanMaxBytes}, fn)
 }

@@ -329,21 +329,10 @@ const scanAhead = 2
 // short by max_bytes continues from the sequence after its last record.
 func (sl *selector) readLast(ctx context.Context, subs []string, fn func(*jetstream.RawStreamMsg) error) error {
 	for chunk := range slices.Chunk(subs, streams.MaxMultiLast) {
-		for next := uint64(0); ; {
-			n := 0
-			pending, err := streams.DirectGet(ctx, sl.js, subjects.QuarantineStream,
-				streams.DirectRequest{Seq: next, MultiLast: chunk, Batch: len(chunk), MaxBytes: scanMaxBytes},
-				func(raw *jetstream.RawStreamMsg) error {
-					n++
-					next = raw.Sequence + 1
-					return fn(raw)
-				})
-			if err != nil {
-				return err
-			}
-			if n == 0 || pending == 0 {
-				break
-			}
+		err := streams.DirectGetAll(ctx, sl.js, subjects.QuarantineStream,
+			streams.DirectRequest{MultiLast: chunk, Batch: len(chunk), MaxBytes: scanMaxBytes}, fn)
+		if err != nil {
+			return err
 		}
 	}
 	return nil

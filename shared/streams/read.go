@@ -106,6 +106,28 @@ func DirectGet(ctx context.Context, js jetstream.JetStream, stream string, req D
 	}
 }
 
+// DirectGetAll sends req, then asks again from the sequence after the last
+// message each reply held, until a reply holds nothing or the server says
+// nothing is pending: every message req selects reaches fn, in order,
+// however many replies that takes (a batch, a max_bytes cut, a multi-last
+// get of many subjects). It stops at fn's first error.
+func DirectGetAll(ctx context.Context, js jetstream.JetStream, stream string, req DirectRequest, fn func(*jetstream.RawStreamMsg) error) error {
+	for {
+		n := 0
+		pending, err := DirectGet(ctx, js, stream, req, func(m *jetstream.RawStreamMsg) error {
+			n++
+			req.Seq = m.Sequence + 1
+			return fn(m)
+		})
+		if err != nil {
+			return err
+		}
+		if n == 0 || pending == 0 {
+			return nil
+		}
+	}
+}
+
 // readBatch is how many messages one ReadSubject request asks for.
 const readBatch = 256
 

@@ -118,3 +118,50 @@ func TestDirectGet(t *testing.T) {
 		})
 	}
 }
+
+// TestDirectGetAll: one call returns every message a request selects,
+// across batch limits, a max_bytes cut and a multi-last get, in order.
+func TestDirectGetAll(t *testing.T) {
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	if err := streams.EnsureWORM(ctx, js, streams.DefaultOptions()); err != nil {
+		t.Fatal(err)
+	}
+	var subs []string
+	for i := range 300 {
+		subj := subjects.Quarantine("fsma", fmt.Sprintf("fsma_%d", i%150))
+		if i < 150 {
+			subs = append(subs, subj)
+		}
+		if _, err := js.Publish(ctx, subj, make([]byte, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name string
+		req  streams.DirectRequest
+		want int
+	}{
+		{"batches of 64", streams.DirectRequest{Seq: 1, NextFor: subjects.QuarantineAll, Batch: 64}, 300},
+		{"cut by max bytes", streams.DirectRequest{Seq: 1, NextFor: subjects.QuarantineAll, Batch: 300, MaxBytes: 4096}, 300},
+		{"multi-last, more subjects than a batch", streams.DirectRequest{MultiLast: subs, Batch: 50}, 150},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var last uint64
+			n := 0
+			err := streams.DirectGetAll(ctx, js, subjects.QuarantineStream, tt.req, func(m *jetstream.RawStreamMsg) error {
+				if m.Sequence <= last {
+					return fmt.Errorf("sequence %d after %d", m.Sequence, last)
+				}
+				last = m.Sequence
+				n++
+				return nil
+			})
+			if err != nil || n != tt.want {
+				t.Fatalf("read %d messages (%v), want %d", n, err, tt.want)
+			}
+		})
+	}
+}
