@@ -15,6 +15,8 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,6 +31,7 @@ func main() {
 	n := flag.Int("n", 20000, "events per round")
 	syncAlways := flag.Bool("sync-always", false, "fsync every write (sync_interval: always, the product's default)")
 	rounds := flag.Int("rounds", 1, "rounds, each on a fresh store")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the last round's timed part (publish to LEDGER) to this file")
 	flag.Parse()
 	set, err := sample.Load()
 	if err != nil {
@@ -41,17 +44,60 @@ func main() {
 		}
 	}
 	for r := range *rounds {
-		rate, err := round(events, *syncAlways)
+		profile := ""
+		if r == *rounds-1 {
+			profile = *cpuProfile
+		}
+		rate, cpu, err := round(events, *syncAlways, profile)
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("stack ingest round %d: %d events, sync_always=%v: %.0f events/s\n", r+1, len(events), *syncAlways, rate)
+		fmt.Printf("stack ingest round %d: %d events, sync_always=%v: %.0f events/s, %.1f µs CPU/event\n",
+			r+1, len(events), *syncAlways, rate, cpu.Seconds()*1e6/float64(len(events)))
 	}
 }
 
 // round starts a stack on a fresh store, publishes events as the publisher
-// and returns events/s from the first publish until LEDGER holds them all.
-func round(events []sample.Event, syncAlways bool) (float64, error) {
+// and returns events/s from the first publish until LEDGER holds them all,
+// and the CPU time the process (server, services, publisher) spent meanwhile.
+// With profile set it writes a CPU profile of that part to the file.
+func round(events []sample.Event, syncAlways bool, profile string) (rate float64, cpu time.Duration, err error) {
+	rate, err = measure(events, syncAlways, func() func() {
+		var prof *os.File
+		if profile != "" {
+			if prof, err = os.Create(profile); err != nil {
+				log.Fatal(err)
+			}
+			if err := pprof.StartCPUProfile(prof); err != nil {
+				log.Fatal(err)
+			}
+		}
+		cpu0 := processCPU()
+		return func() {
+			cpu = processCPU() - cpu0
+			if prof != nil {
+				pprof.StopCPUProfile()
+				if err := prof.Close(); err != nil {
+					log.Fatal(err)
+				}
+			}
+		}
+	})
+	return rate, cpu, err
+}
+
+// processCPU is the user and system CPU time of this process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// measure runs one round. It calls start just before the first publish and
+// the function start returns once LEDGER holds every event.
+func measure(events []sample.Event, syncAlways bool, start func() (stop func())) (float64, error) {
 	dir, err := os.MkdirTemp("", "bench-stack-")
 	if err != nil {
 		return 0, err
@@ -96,7 +142,8 @@ func round(events []sample.Event, syncAlways bool) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	start := time.Now()
+	stop := start()
+	t0 := time.Now()
 	futures := make([]jetstream.PubAckFuture, 0, len(events))
 	for _, e := range events {
 		f, err := pub.PublishAsync(e.Subject, e.Data, jetstream.WithStallWait(5*time.Second))
@@ -142,5 +189,7 @@ func round(events []sample.Event, syncAlways bool) (float64, error) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return float64(len(events)) / time.Since(start).Seconds(), nil
+	elapsed := time.Since(t0)
+	stop()
+	return float64(len(events)) / elapsed.Seconds(), nil
 }
