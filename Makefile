@@ -8,6 +8,7 @@ BIN    := $(CACHE)/bin
 NATS_CLI := $(BIN)/nats
 export NATS_CLI
 JAEGER := $(BIN)/jaeger
+STATICCHECK := $(BIN)/staticcheck
 
 # Arguments for `make run`, e.g. make run ARGS="--port 4333 --downstream-url http://127.0.0.1:8080/capture"
 ARGS ?=
@@ -42,6 +43,9 @@ test: tools jaeger ## Run every test with the race detector against real embedde
 
 .PHONY: tools
 tools: $(NATS_CLI) ## Build the pinned nats CLI (natscli v0.5.0) into .cache/bin
+
+$(STATICCHECK): deploy/tools/staticcheck/go.mod deploy/tools/staticcheck/go.sum
+	cd deploy/tools/staticcheck && GOWORK=off $(GO) build -o $(STATICCHECK) honnef.co/go/tools/cmd/staticcheck
 
 $(NATS_CLI): deploy/tools/go.mod deploy/tools/go.sum
 	cd deploy/tools && GOWORK=off $(GO) build -o $(NATS_CLI) github.com/nats-io/natscli/nats
@@ -83,8 +87,9 @@ build: ## Build every binary into bin/
 	$(GO) build -o bin/ ./services/dlqctl
 
 .PHONY: vet
-vet: ## go vet and gofmt over the workspace
+vet: $(STATICCHECK) ## go vet, staticcheck (v0.8.2, pinned in deploy/tools/staticcheck) and gofmt over the workspace
 	$(GO) vet work
+	$(STATICCHECK) work
 	@test -z "$$(gofmt -l services shared schemas tests)" || (gofmt -l services shared schemas tests; exit 1)
 
 .PHONY: tidy

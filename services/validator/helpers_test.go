@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -265,7 +264,3 @@ func (d *fakeDownstream) distinct() int {
 	defer d.mu.Unlock()
 	return len(d.accepted)
 }
-
-func keyPrefix(domain string) string { return domain + "_" }
-
-var _ = strings.HasPrefix

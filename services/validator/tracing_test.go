@@ -129,7 +129,7 @@ func TestTracePropagation(t *testing.T) {
 func attrOf(span sdktrace.ReadOnlySpan, key attribute.Key) string {
 	for _, kv := range span.Attributes() {
 		if kv.Key == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

@@ -351,7 +351,7 @@ func TestConsumeSpanAttributesAtEnd(t *testing.T) {
 		"messaging.operation.name": "validate", "messaging.message.id": "EVENTS/7", "messaging.consumer.group.name": "validator",
 		StageKey: "validate", DomainKey: "fsma", OutcomeKey: "committed", ErrorCodeKey: "CODE",
 	} {
-		if got := a[key].Emit(); got != want {
+		if got := a[key].String(); got != want {
 			t.Errorf("%s = %q, want %q", key, got, want)
 		}
 	}
