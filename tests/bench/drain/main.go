@@ -333,7 +333,11 @@ func seed(ctx context.Context, js jetstream.JetStream, n int) ([]seeded, error) 
 		if err != nil {
 			return nil, err
 		}
-		if _, err := js.PublishAsync(subjects.Quarantine(r.Domain, r.DLQID), b, jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
+		// Under sync-always the acknowledgements come at the disk's fsync
+		// rate: wait for room among the pending publishes rather than fail
+		// after the default 200 ms stall.
+		if _, err := js.PublishAsync(subjects.Quarantine(r.Domain, r.DLQID), b,
+			jetstream.WithExpectLastSequencePerSubject(0), jetstream.WithStallWait(time.Minute)); err != nil {
 			return nil, err
 		}
 		recs = append(recs, seeded{id: r.DLQID, key: env.IdempotencyKey})
