@@ -108,7 +108,7 @@ func DefaultConfig() Config {
 // DEADLETTER_REDRIVE_RATE, DEADLETTER_REDRIVE_CONCURRENCY,
 // DEADLETTER_REDRIVE_OUTCOME_TIMEOUT, DEADLETTER_DRAIN_LEASE,
 // DEADLETTER_MAX_PAYLOAD, DEADLETTER_REPLICAS, DEADLETTER_ALLOW_ANONYMOUS,
-// DEADLETTER_REPLAY_SECRET_FILE.
+// DEADLETTER_REPLAY_SECRET_FILE, DEADLETTER_PROVISION.
 func (c *Config) LoadEnv(env *config.Env) {
 	env.String("DEADLETTER_INSTANCE_ID", &c.InstanceID)
 	env.Int("DEADLETTER_REDRIVE_RATE", &c.DefaultRatePerSecond)
@@ -119,6 +119,7 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Int("DEADLETTER_REPLICAS", &c.Streams.Replicas)
 	env.Bool("DEADLETTER_ALLOW_ANONYMOUS", &c.AllowAnonymous)
 	env.String("DEADLETTER_REPLAY_SECRET_FILE", &c.ReplaySecretFile)
+	env.Bool("DEADLETTER_PROVISION", &c.Provision)
 }
 
 func (c Config) validate() error {

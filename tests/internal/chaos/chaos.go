@@ -1,0 +1,801 @@
+// Package chaos runs deadletter as an operator does, each service its own
+// process on a real nats-server process, while it kills them: kill -9 of
+// every service at random moments of a workload across the three domains
+// (valid, malformed, re-published, failing transiently or for good at the
+// downstream), the server stopped with SIGTERM and with SIGKILL. Then it
+// accounts for every acknowledged publish on its own (committed once in
+// LEDGER, or sealed in QUARANTINE; the downstream's accepted keys) and
+// compares with the auditor's reconcile and verify.
+//
+// The reduced run is a test of tests/chaos (make test); the full one is
+// make chaos.
+package chaos
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/services/auditor"
+	"github.com/deadletter/deadletter/shared/access"
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/sample"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// Options size a run.
+type Options struct {
+	// Events is the number of distinct events published (valid and
+	// malformed); Republished more are second copies of valid ones.
+	Events int
+	// Malformed, Transient, Exhausting and Republished are shares of
+	// Events: malformed events (half schema-invalid, half not JSON),
+	// valid ones whose downstream call fails twice before it succeeds,
+	// valid ones whose downstream always fails (they exhaust their
+	// deliveries and are quarantined), and valid ones published twice.
+	Malformed, Transient, Exhausting, Republished float64
+	// Validators and Quarantiners are how many instances of each run.
+	Validators, Quarantiners int
+	// Kills is how many times each service (one of its instances, at
+	// random) is killed with SIGKILL during the workload.
+	Kills int
+	// ServerRestarts stops the server during the workload, once with
+	// SIGTERM and once with SIGKILL, and starts it again on its store.
+	ServerRestarts bool
+	// Seed seeds the random choices (kill moments, instances, shares).
+	Seed uint64
+	// Dir holds the store, the secrets and every process's log.
+	Dir string
+	// Bins are the programs (Build).
+	Bins Binaries
+	// Settle bounds the wait, after the last publish, for every event
+	// to reach its end. Default 3 minutes.
+	Settle time.Duration
+	// Logf, when set, receives progress lines.
+	Logf func(format string, args ...any)
+}
+
+// DefaultOptions is the full run of make chaos.
+func DefaultOptions() Options {
+	return Options{
+		Events: 100_000, Malformed: 0.10, Transient: 0.04, Exhausting: 0.01, Republished: 0.02,
+		Validators: 2, Quarantiners: 2, Kills: 3, ServerRestarts: true, Seed: 1,
+	}
+}
+
+// Report is what a run found.
+type Report struct {
+	// Published counts the publishes the server acknowledged (distinct
+	// events plus second copies); Malformed, Republished, Transient and
+	// Exhausting the planned kinds among them.
+	Published, Distinct, Malformed, Republished, Transient, Exhausting int
+	// PublishRetries counts publishes sent again after an error or no
+	// acknowledgement (the server down, a reconnect).
+	PublishRetries int
+	// Committed is the number of distinct keys in LEDGER, LedgerMsgs its
+	// messages; Doubles the keys with more than one.
+	Committed, LedgerMsgs, Doubles int
+	// Quarantined counts the chains in QUARANTINE; QuarantinedValid the
+	// valid events among the expected ones sealed there.
+	Quarantined, QuarantinedValid int
+	// Unaccounted lists the acknowledged events found neither committed
+	// nor quarantined (by key or payload hash).
+	Unaccounted []string
+	// DownstreamAccepted is the number of keys the downstream accepted,
+	// DownstreamRepeats the POSTs of an accepted key it de-duplicated,
+	// DownstreamNotInLedger the accepted keys LEDGER lacks.
+	DownstreamAccepted, DownstreamRepeats, DownstreamNotInLedger int
+	// Kills counts SIGKILLs per service, Restarts the restarts after an
+	// unexpected exit, ServerStops the server's stops (SIGTERM, SIGKILL).
+	Kills       map[string]int
+	Restarts    map[string]int
+	ServerStops []string
+	// ReconcileUnaccounted and ReconcileEvents are audit.reconcile's;
+	// VerifyOK, VerifyProblems, VerifyRecords audit.verify's.
+	ReconcileEvents, ReconcileUnaccounted int
+	VerifyOK                              bool
+	VerifyProblems                        int
+	VerifyRecords                         uint64
+	// PendingConsumers lists every durable consumer with pending or
+	// unacknowledged messages at the end.
+	PendingConsumers []string
+	// PublishTime is the workload's duration, SettleTime the wait after
+	// it until every event reached its end.
+	PublishTime, SettleTime time.Duration
+}
+
+// Problems lists every way the run failed its promise; empty means nothing
+// was lost, nothing doubled, nothing forged.
+func (r Report) Problems() []string {
+	var p []string
+	if n := len(r.Unaccounted); n > 0 {
+		p = append(p, fmt.Sprintf("%d acknowledged events unaccounted (first: %s)", n, r.Unaccounted[0]))
+	}
+	if r.Doubles > 0 {
+		p = append(p, fmt.Sprintf("%d keys committed more than once", r.Doubles))
+	}
+	if r.DownstreamNotInLedger > 0 {
+		p = append(p, fmt.Sprintf("%d keys the downstream accepted are not in LEDGER", r.DownstreamNotInLedger))
+	}
+	if r.DownstreamAccepted != r.Committed {
+		p = append(p, fmt.Sprintf("downstream accepted %d keys, LEDGER holds %d", r.DownstreamAccepted, r.Committed))
+	}
+	if r.ReconcileUnaccounted > 0 {
+		p = append(p, fmt.Sprintf("audit.reconcile: %d unaccounted", r.ReconcileUnaccounted))
+	}
+	if !r.VerifyOK {
+		p = append(p, fmt.Sprintf("audit.verify: %d problems", r.VerifyProblems))
+	}
+	if len(r.PendingConsumers) > 0 {
+		p = append(p, "consumers not drained: "+strings.Join(r.PendingConsumers, ", "))
+	}
+	return p
+}
+
+// Table renders the figures.
+func (r Report) Table() string {
+	var b strings.Builder
+	row := func(k string, v any) { fmt.Fprintf(&b, "| %-44s | %v |\n", k, v) }
+	b.WriteString("| figure | value |\n|---|---|\n")
+	row("acknowledged publishes", r.Published)
+	row("distinct events", r.Distinct)
+	row("malformed / re-published", fmt.Sprintf("%d / %d", r.Malformed, r.Republished))
+	row("downstream transient / always failing", fmt.Sprintf("%d / %d", r.Transient, r.Exhausting))
+	row("publishes retried", r.PublishRetries)
+	row("kills (SIGKILL) per service", formatCounts(r.Kills))
+	row("restarts after an unexpected exit", formatCounts(r.Restarts))
+	row("server stops", strings.Join(r.ServerStops, ", "))
+	row("LEDGER keys / messages", fmt.Sprintf("%d / %d", r.Committed, r.LedgerMsgs))
+	row("keys committed twice", r.Doubles)
+	row("QUARANTINE chains (valid events among them)", fmt.Sprintf("%d (%d)", r.Quarantined, r.QuarantinedValid))
+	row("unaccounted (independent count)", len(r.Unaccounted))
+	row("downstream accepted keys / repeats de-duplicated", fmt.Sprintf("%d / %d", r.DownstreamAccepted, r.DownstreamRepeats))
+	row("downstream keys not in LEDGER", r.DownstreamNotInLedger)
+	row("audit.reconcile events / unaccounted", fmt.Sprintf("%d / %d", r.ReconcileEvents, r.ReconcileUnaccounted))
+	row("audit.verify records / problems", fmt.Sprintf("%d / %d", r.VerifyRecords, r.VerifyProblems))
+	row("consumers with pending messages", len(r.PendingConsumers))
+	row("workload / settle time", fmt.Sprintf("%s / %s", r.PublishTime.Round(time.Millisecond), r.SettleTime.Round(time.Millisecond)))
+	return b.String()
+}
+
+func formatCounts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// event is one planned publish.
+type event struct {
+	subject string
+	data    []byte
+	key     string // idempotency key of a valid event
+	hash    string // sha256 of the bytes, for malformed ones
+	fate    string // fateCommit, fateExhaust, fateMalformed
+	copy    bool   // a second copy of an earlier event
+}
+
+const (
+	fateCommit    = "commit"
+	fateExhaust   = "exhaust"
+	fateMalformed = "malformed"
+)
+
+// plan builds the workload: distinct events in a random order of domains,
+// second copies of some valid ones later in the sequence.
+func plan(o Options, rng *rand.Rand, down *downstream) ([]event, error) {
+	set, err := sample.Load()
+	if err != nil {
+		return nil, err
+	}
+	g, err := gate.New(0)
+	if err != nil {
+		return nil, err
+	}
+	var out []event
+	for i := range o.Events {
+		e, err := set.Valid(i)
+		if err != nil {
+			return nil, err
+		}
+		if rng.Float64() < o.Malformed {
+			data := malformed(e.Data, i)
+			if _, err := g.Check(e.Subject, data); err == nil {
+				// A schema open to extensions (EPCIS) takes the extra
+				// member: cut it short instead.
+				data = malformed(e.Data, i|1)
+			}
+			sum := sha256.Sum256(data)
+			out = append(out, event{subject: e.Subject, data: data, hash: hex.EncodeToString(sum[:]), fate: fateMalformed})
+			continue
+		}
+		env, err := g.Check(e.Subject, e.Data)
+		if err != nil {
+			return nil, fmt.Errorf("chaos: sample event %d is not valid: %w", i, err)
+		}
+		ev := event{subject: e.Subject, data: e.Data, key: env.IdempotencyKey, fate: fateCommit}
+		switch x := rng.Float64(); {
+		case x < o.Exhausting:
+			ev.fate = fateExhaust
+			down.failAlways(ev.key)
+		case x < o.Exhausting+o.Transient:
+			down.failFirst(ev.key, 2)
+		}
+		out = append(out, ev)
+	}
+	valid := make([]int, 0, len(out))
+	for i, e := range out {
+		if e.fate != fateMalformed {
+			valid = append(valid, i)
+		}
+	}
+	copies := int(float64(o.Events) * o.Republished)
+	for range copies {
+		orig := out[valid[rng.IntN(len(valid))]]
+		orig.copy = true
+		at := rng.IntN(len(out)) + 1
+		out = append(out[:at], append([]event{orig}, out[at:]...)...)
+	}
+	return out, nil
+}
+
+// malformed turns a valid event into a malformed one, unique to i: even i
+// gets a member no schema allows (it parses, the schema refuses it), odd i
+// is cut short (not JSON).
+func malformed(valid []byte, i int) []byte {
+	body := strings.TrimSuffix(strings.TrimSpace(string(valid)), "}")
+	if i%2 == 0 {
+		return fmt.Appendf(nil, `%s,"chaos_unexpected_member":%d}`, body, i)
+	}
+	return fmt.Appendf(nil, `%s,"chaos_cut":%d`, body, i)
+}
+
+// cluster is the running system of a run.
+type cluster struct {
+	o       Options
+	sec     *access.Secrets
+	port    int
+	server  *proc
+	svcs    map[string][]*proc
+	down    *downstream
+	report  *Report
+	mu      sync.Mutex
+	stopped atomic.Bool
+}
+
+// Run runs the workload with its kills and returns the report. An error
+// means the run could not be carried out (not that it found problems:
+// those are Report.Problems).
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if o.Settle == 0 {
+		o.Settle = 3 * time.Minute
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
+	c := &cluster{o: o, svcs: map[string][]*proc{}, report: &Report{Kills: map[string]int{}, Restarts: map[string]int{}}}
+	if err := c.setUp(ctx); err != nil {
+		c.tearDown()
+		return nil, err
+	}
+	defer c.tearDown()
+	events, err := plan(o, rng, c.down)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range events {
+		switch {
+		case e.copy:
+			c.report.Republished++
+		case e.fate == fateMalformed:
+			c.report.Malformed++
+		case e.fate == fateExhaust:
+			c.report.Exhausting++
+		}
+	}
+	c.report.Transient = c.down.transientKeys()
+	c.report.Distinct = len(events) - c.report.Republished
+
+	superCtx, stopSuper := context.WithCancel(ctx)
+	defer stopSuper()
+	go c.supervise(superCtx)
+
+	acts := c.schedule(rng)
+	start := time.Now()
+	acked, err := c.publish(ctx, events, acts)
+	c.report.PublishTime = time.Since(start)
+	if err != nil {
+		return c.report, err
+	}
+	c.report.Published = acked
+	o.Logf("chaos: %d publishes acknowledged in %s; settling", acked, c.report.PublishTime.Round(time.Millisecond))
+	settled := time.Now()
+	if err := c.settle(ctx, events); err != nil {
+		o.Logf("chaos: not settled: %v", err)
+	}
+	c.report.SettleTime = time.Since(settled)
+	stopSuper()
+	if err := c.account(ctx, events); err != nil {
+		return c.report, err
+	}
+	return c.report, nil
+}
+
+// setUp writes the secrets and the server's configuration, starts the
+// server, provisions the streams and consumers as the admin and starts the
+// services.
+func (c *cluster) setUp(ctx context.Context) error {
+	o := c.o
+	dirs := map[string]string{"secrets": "", "logs": "", "store": "", "anchors": ""}
+	for k := range dirs {
+		dirs[k] = filepath.Join(o.Dir, k)
+		if err := os.MkdirAll(dirs[k], 0o700); err != nil {
+			return err
+		}
+	}
+	sec, err := access.NewSecrets(access.DefaultPeople(), access.WithBcryptCost(access.MinBcryptCost))
+	if err != nil {
+		return err
+	}
+	c.sec = sec
+	if c.port, err = freePort(); err != nil {
+		return err
+	}
+	conf, err := serverConfig(sec, "chaos", c.port, dirs["store"])
+	if err != nil {
+		return err
+	}
+	confFile := filepath.Join(dirs["secrets"], "nats-server.conf")
+	if err := os.WriteFile(confFile, conf, 0o600); err != nil {
+		return err
+	}
+	c.server = &proc{name: "nats-server", bin: o.Bins["nats-server"], args: []string{"-c", confFile}, log: filepath.Join(dirs["logs"], "nats-server.log")}
+	if err := c.startServer(ctx); err != nil {
+		return err
+	}
+	c.down = newDownstream()
+
+	url := fmt.Sprintf("nats://127.0.0.1:%d", c.port)
+	validatorEnv := []string{
+		"DEADLETTER_DOWNSTREAM_URL=" + c.down.url(), "DEADLETTER_DOWNSTREAM_TIMEOUT=2s", "DEADLETTER_CLAIM_LEASE=4s",
+		"DEADLETTER_MAX_DELIVER=5", "DEADLETTER_ACK_WAIT=3s", "DEADLETTER_BACKOFF_BASE=50ms", "DEADLETTER_BACKOFF_MAX=250ms",
+	}
+	// The administrator's step, with the settings the services read.
+	prov := osexec.CommandContext(ctx, o.Bins["provision"], "--nats-url", url, "--user", access.Admin, "--password", sec.Users[access.Admin].Password)
+	prov.Env = append(os.Environ(), validatorEnv...)
+	if out, err := prov.CombinedOutput(); err != nil {
+		return fmt.Errorf("chaos: provision: %v\n%s", err, out)
+	}
+
+	common := func(user string) ([]string, error) {
+		seed := filepath.Join(dirs["secrets"], user+".nk")
+		if err := os.WriteFile(seed, []byte(sec.Users[user].Seed), 0o600); err != nil {
+			return nil, err
+		}
+		return []string{"NATS_URL=" + url, "NATS_NKEY=" + seed, "DEADLETTER_METRICS_ADDR=",
+			"DEADLETTER_PROVISION=false", "DEADLETTER_CREATE_CONSUMER=false", "GOTRACEBACK=all"}, nil
+	}
+	replaySecret := filepath.Join(dirs["secrets"], "replay.secret")
+	if err := os.WriteFile(replaySecret, []byte(sec.ReplaySecret), 0o600); err != nil {
+		return err
+	}
+	signingKey := filepath.Join(dirs["anchors"], "audit-signing.nk")
+	if _, err := auditor.NewSigningKey(signingKey); err != nil {
+		return err
+	}
+	extra := map[string][]string{
+		access.Validator: validatorEnv,
+		access.Redriver:  {"DEADLETTER_REPLAY_SECRET_FILE=" + replaySecret},
+		access.Auditor: {"DEADLETTER_AUDIT_SIGNING_KEY_FILE=" + signingKey,
+			"DEADLETTER_AUDIT_EXPORT_FILE=" + filepath.Join(dirs["anchors"], "checkpoints.jsonl"),
+			"DEADLETTER_AUDIT_CHECKPOINT_INTERVAL=5s"},
+	}
+	count := map[string]int{access.Validator: o.Validators, access.Quarantiner: o.Quarantiners, access.Redriver: 1, access.Auditor: 1}
+	for _, name := range []string{access.Validator, access.Quarantiner, access.Redriver, access.Auditor} {
+		env, err := common(name)
+		if err != nil {
+			return err
+		}
+		for i := range count[name] {
+			p := &proc{
+				name: fmt.Sprintf("%s-%d", name, i+1), bin: o.Bins[name],
+				env: append(append([]string{fmt.Sprintf("DEADLETTER_INSTANCE_ID=%s-%d", name, i+1)}, env...), extra[name]...),
+				log: filepath.Join(dirs["logs"], fmt.Sprintf("%s-%d.log", name, i+1)),
+			}
+			if err := p.start(); err != nil {
+				return err
+			}
+			c.svcs[name] = append(c.svcs[name], p)
+		}
+	}
+	return c.waitServices(ctx)
+}
+
+// startServer starts the server process and waits until it listens and
+// JetStream answers.
+func (c *cluster) startServer(ctx context.Context) error {
+	if err := c.server.start(); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := waitListening(wctx, c.server, c.port); err != nil {
+		return fmt.Errorf("chaos: nats-server did not listen: %w\n%s", err, c.server.tail(4000))
+	}
+	return nil
+}
+
+// admin connects as the break-glass administrator.
+func (c *cluster) admin(opts ...nats.Option) (*nats.Conn, error) {
+	return c.connect(access.Admin, opts...)
+}
+
+// connect connects as user (a service, a person or the admin).
+func (c *cluster) connect(user string, opts ...nats.Option) (*nats.Conn, error) {
+	all := append([]nats.Option{nats.Name("chaos-" + user), nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond),
+		nats.Timeout(10 * time.Second)}, c.sec.NATSOptions(user)...)
+	return nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", c.port), append(all, opts...)...)
+}
+
+// waitServices waits until every service answers discovery (asked as the
+// viewer, through its account's import of $SRV.>: a service may answer
+// only there).
+func (c *cluster) waitServices(ctx context.Context) error {
+	nc, err := c.connect("viewer")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for _, name := range []string{access.Validator, access.Quarantiner, access.Redriver, access.Auditor} {
+		for {
+			if _, err := nc.Request("$SRV.PING."+name, nil, 500*time.Millisecond); err == nil {
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return fmt.Errorf("chaos: %s never answered discovery\n%s", name, c.svcs[name][0].tail(4000))
+			}
+		}
+	}
+	return nil
+}
+
+// action is one planned disruption, done when the workload has published
+// the share at of its events.
+type action struct {
+	at   float64
+	what string // a service name, "server-term" or "server-kill"
+}
+
+// schedule plans the kills: each service o.Kills times, the server's
+// stops, at random moments of the workload.
+func (c *cluster) schedule(rng *rand.Rand) []action {
+	var acts []action
+	for _, name := range []string{access.Validator, access.Quarantiner, access.Redriver, access.Auditor} {
+		for range c.o.Kills {
+			acts = append(acts, action{at: 0.05 + 0.9*rng.Float64(), what: name})
+		}
+	}
+	if c.o.ServerRestarts {
+		acts = append(acts, action{at: 0.3 + 0.1*rng.Float64(), what: "server-term"}, action{at: 0.7 + 0.1*rng.Float64(), what: "server-kill"})
+	}
+	sort.Slice(acts, func(i, j int) bool { return acts[i].at < acts[j].at })
+	return acts
+}
+
+// disrupt carries out one action.
+func (c *cluster) disrupt(ctx context.Context, a action, rng *rand.Rand) {
+	switch a.what {
+	case "server-term", "server-kill":
+		sig := syscall.SIGTERM
+		if a.what == "server-kill" {
+			sig = syscall.SIGKILL
+		}
+		c.o.Logf("chaos: server %s", sig)
+		c.server.signal(sig, true)
+		c.mu.Lock()
+		c.report.ServerStops = append(c.report.ServerStops, sig.String())
+		c.mu.Unlock()
+		if err := c.startServer(ctx); err != nil {
+			c.o.Logf("chaos: server restart: %v", err)
+		}
+	default:
+		c.mu.Lock()
+		ps := c.svcs[a.what]
+		p := ps[rng.IntN(len(ps))]
+		c.report.Kills[a.what]++
+		c.mu.Unlock()
+		c.o.Logf("chaos: kill -9 %s", p.name)
+		p.signal(syscall.SIGKILL, true)
+		if err := p.start(); err != nil {
+			c.o.Logf("chaos: restart %s: %v", p.name, err)
+		}
+	}
+}
+
+// supervise restarts a service that exited on its own (as systemd's
+// Restart=always would), counting it.
+func (c *cluster) supervise(ctx context.Context) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		var down []*proc
+		for _, ps := range c.svcs {
+			for _, p := range ps {
+				if !p.running() {
+					down = append(down, p)
+				}
+			}
+		}
+		c.mu.Unlock()
+		for _, p := range down {
+			// A process being killed and started by disrupt holds its
+			// lock; one found down here exited by itself.
+			if p.running() {
+				continue
+			}
+			c.o.Logf("chaos: %s exited by itself; restarting:\n%s", p.name, p.tail(1500))
+			c.mu.Lock()
+			c.report.Restarts[strings.SplitN(p.name, "-", 2)[0]]++
+			c.mu.Unlock()
+			_ = p.start()
+		}
+	}
+}
+
+// publish publishes every event as the publisher (through its account's
+// import), each until the server acknowledges it, with a bounded number in
+// flight, and carries out the actions as the workload passes them.
+func (c *cluster) publish(ctx context.Context, events []event, acts []action) (int, error) {
+	nc, err := c.connect(string(access.RolePublisher))
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0, err
+	}
+	rng := rand.New(rand.NewPCG(c.o.Seed+1, 7))
+	var (
+		next    atomic.Int64
+		done    atomic.Int64
+		retries atomic.Int64
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		perr    error
+	)
+	const workers = 64
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(events) || ctx.Err() != nil {
+					return
+				}
+				e := events[i]
+				for attempt := 0; ; attempt++ {
+					pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					_, err := js.Publish(pctx, e.subject, e.data)
+					cancel()
+					if err == nil {
+						break
+					}
+					if ctx.Err() != nil {
+						errOnce.Do(func() { perr = ctx.Err() })
+						return
+					}
+					retries.Add(1)
+					time.Sleep(100 * time.Millisecond)
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	ai := 0
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-finished:
+			for ; ai < len(acts); ai++ { // any left (a short run)
+				c.disrupt(ctx, acts[ai], rng)
+			}
+			c.report.PublishRetries = int(retries.Load())
+			return int(done.Load()), perr
+		case <-t.C:
+			share := float64(done.Load()) / float64(len(events))
+			for ai < len(acts) && acts[ai].at <= share {
+				c.disrupt(ctx, acts[ai], rng)
+				ai++
+			}
+		}
+	}
+}
+
+// settle waits until every durable consumer has nothing pending or
+// unacknowledged and every expected outcome is there, or o.Settle passes.
+func (c *cluster) settle(ctx context.Context, events []event) error {
+	nc, err := c.admin()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(c.o.Settle)
+	for {
+		pending, perr := pendingConsumers(ctx, js)
+		var missing int
+		if perr == nil && len(pending) == 0 {
+			st, err := readStores(ctx, js)
+			if err == nil {
+				missing = len(st.unaccounted(events))
+				if missing == 0 {
+					return nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after %s: consumers pending %v (%v), %d events without an outcome", c.o.Settle, pending, perr, missing)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// account counts, on its own, what the stores hold for the events, and
+// asks the auditor for its reconcile and verify.
+func (c *cluster) account(ctx context.Context, events []event) error {
+	nc, err := c.admin()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	st, err := readStores(ctx, js)
+	if err != nil {
+		return err
+	}
+	r := c.report
+	r.Committed, r.LedgerMsgs = len(st.ledger), st.ledgerMsgs
+	for _, n := range st.ledger {
+		if n > 1 {
+			r.Doubles++
+		}
+	}
+	r.Quarantined = st.chains
+	for _, e := range events {
+		if e.fate != fateMalformed && st.chainsByKey[e.key] && !e.copy {
+			r.QuarantinedValid++
+		}
+	}
+	r.Unaccounted = st.unaccounted(events)
+	accepted, repeats := c.down.accepted()
+	r.DownstreamAccepted, r.DownstreamRepeats = len(accepted), repeats
+	for k := range accepted {
+		if st.ledger[k] == 0 {
+			r.DownstreamNotInLedger++
+		}
+	}
+	if r.PendingConsumers, err = pendingConsumers(ctx, js); err != nil {
+		return err
+	}
+	// The auditor, asked as the viewer through the role's imports.
+	vnc, err := c.connect("viewer")
+	if err != nil {
+		return err
+	}
+	defer vnc.Close()
+	var rec api.ReconcileReply
+	if err := request(vnc, api.AuditReconcile, api.ReconcileRequest{From: time.Now().Add(-24 * time.Hour), Grace: "0s"}, &rec); err != nil {
+		return err
+	}
+	r.ReconcileEvents, r.ReconcileUnaccounted = rec.Events, rec.Counts[api.ReconcileUnaccounted]
+	var ver api.VerifyReply
+	if err := request(vnc, api.AuditVerify, api.VerifyRequest{}, &ver); err != nil {
+		return err
+	}
+	r.VerifyOK, r.VerifyProblems, r.VerifyRecords = ver.OK, ver.ProblemCount, ver.Records
+	return nil
+}
+
+// request calls a service endpoint and decodes its answer.
+func request(nc *nats.Conn, subject string, req, out any) error {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	m, err := nc.Request(subject, b, 2*time.Minute)
+	if err != nil {
+		return fmt.Errorf("chaos: %s: %w", subject, err)
+	}
+	if code := m.Header.Get("Nats-Service-Error-Code"); code != "" {
+		return fmt.Errorf("chaos: %s: %s %s", subject, code, m.Header.Get("Nats-Service-Error"))
+	}
+	return json.Unmarshal(m.Data, out)
+}
+
+// pendingConsumers lists the durable consumers with pending or
+// unacknowledged messages.
+func pendingConsumers(ctx context.Context, js jetstream.JetStream) ([]string, error) {
+	var out []string
+	for _, stream := range []string{subjects.EventsStream, subjects.FailuresStream, subjects.AdvisoriesStream} {
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			return nil, err
+		}
+		l := s.ListConsumers(ctx)
+		for ci := range l.Info() {
+			if ci.NumPending > 0 || ci.NumAckPending > 0 {
+				out = append(out, fmt.Sprintf("%s/%s (pending %d, unacked %d)", stream, ci.Name, ci.NumPending, ci.NumAckPending))
+			}
+		}
+		if err := l.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// tearDown stops every process: the services, then the server.
+func (c *cluster) tearDown() {
+	if c.stopped.Swap(true) {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, ps := range c.svcs {
+		for _, p := range ps {
+			wg.Add(1)
+			go func() { defer wg.Done(); p.stop() }()
+		}
+	}
+	wg.Wait()
+	if c.server != nil {
+		c.server.stop()
+	}
+	if c.down != nil {
+		c.down.close()
+	}
+}

@@ -1,0 +1,202 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/deadletter/deadletter/shared/access"
+	"github.com/deadletter/deadletter/tests/internal/benchenv"
+)
+
+// Binaries are the programs a chaos run starts: the four services, the
+// administrator's provision command, and nats-server, all built from this
+// workspace (nats-server from the module version it pins).
+type Binaries map[string]string
+
+// binaryPackages are the packages of the programs, by name.
+var binaryPackages = map[string]string{
+	"validator":   "./services/validator/cmd/validator",
+	"quarantiner": "./services/quarantiner/cmd/quarantiner",
+	"redriver":    "./services/redriver/cmd/redriver",
+	"auditor":     "./services/auditor/cmd/auditor",
+	"provision":   "./services/deadletter/cmd/provision",
+	"nats-server": "github.com/nats-io/nats-server/v2",
+}
+
+// Build builds every program into dir with one go build per program, from
+// the workspace at root.
+func Build(ctx context.Context, root, dir string) (Binaries, error) {
+	out := Binaries{}
+	for name, pkg := range binaryPackages {
+		path := filepath.Join(dir, name)
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", path, pkg)
+		cmd.Dir = root
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("chaos: build %s: %v\n%s", name, err, b)
+		}
+		out[name] = path
+	}
+	return out, nil
+}
+
+// proc is a program the harness starts, kills and starts again. Its output
+// goes to a log file of its own.
+type proc struct {
+	name string
+	bin  string
+	args []string
+	env  []string
+	log  string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	runs int
+}
+
+// start starts the program (again).
+func (p *proc) start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(f, "---- start %d at %s\n", p.runs+1, time.Now().UTC().Format(time.RFC3339Nano))
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	benchenv.DieWithParent(cmd)
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("chaos: start %s: %w", p.name, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		f.Close()
+		close(done)
+	}()
+	p.cmd, p.done = cmd, done
+	p.runs++
+	return nil
+}
+
+// signal sends sig and, with wait, waits for the program to exit (killing
+// it after a grace period if sig was a polite one).
+func (p *proc) signal(sig syscall.Signal, wait bool) {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(sig)
+	if !wait {
+		return
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// stop stops the program politely (SIGTERM) and waits.
+func (p *proc) stop() { p.signal(syscall.SIGTERM, true) }
+
+// running reports whether the program is running.
+func (p *proc) running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// tail returns the last n bytes of the program's log.
+func (p *proc) tail(n int64) string {
+	f, err := os.Open(p.log)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > n {
+		_, _ = f.Seek(st.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
+}
+
+// serverConfig is the configuration file of one nats-server: the trust
+// boundary of package access (accounts, users, permissions), JetStream with
+// every write fsynced, on a loopback port.
+func serverConfig(sec *access.Secrets, name string, port int, storeDir string) ([]byte, error) {
+	text, err := access.ServerConfig(sec)
+	if err != nil {
+		return nil, err
+	}
+	conf := map[string]any{}
+	if err := json.Unmarshal([]byte(text), &conf); err != nil {
+		return nil, fmt.Errorf("chaos: the generated configuration is not JSON: %w", err)
+	}
+	conf["server_name"] = name
+	conf["listen"] = fmt.Sprintf("127.0.0.1:%d", port)
+	conf["max_payload"] = 8 << 20
+	conf["jetstream"] = map[string]any{"store_dir": storeDir, "sync_interval": "always"}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // the parser knows no \u escapes ("->" in mappings)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(conf); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// freePort returns a loopback port nobody listens on now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitListening waits until p accepts connections on port.
+func waitListening(ctx context.Context, p *proc, port int) error {
+	for {
+		if !p.running() {
+			return fmt.Errorf("chaos: %s exited", p.name)
+		}
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
