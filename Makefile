@@ -41,6 +41,13 @@ test: tools jaeger ## Run every test with the race detector against real embedde
 	$(GO) test -race -count=1 -timeout 40m -skip '$(TIMED_TESTS)' work
 	$(GO) test -race -count=1 -timeout 10m -run '$(TIMED_TESTS)' ./tests/redrive/
 
+# Distinct events of the full chaos run.
+CHAOS_EVENTS ?= 100000
+
+.PHONY: chaos
+chaos: ## Full chaos run: $(CHAOS_EVENTS) events, services as processes, every service SIGKILLed 3 times, the server SIGTERMed and SIGKILLed; prints the figures, fails on anything lost or doubled
+	$(GO) run ./tests/chaos/cmd/chaos -events $(CHAOS_EVENTS) -kills 3
+
 .PHONY: tools
 tools: $(NATS_CLI) ## Build the pinned nats CLI (natscli v0.5.0) into .cache/bin
 
