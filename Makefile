@@ -45,7 +45,7 @@ test: tools jaeger ## Run every test with the race detector against real embedde
 CHAOS_EVENTS ?= 100000
 
 .PHONY: chaos
-chaos: ## Full chaos run: $(CHAOS_EVENTS) events, services as processes, every service SIGKILLed 3 times, the server SIGTERMed and SIGKILLed; prints the figures, fails on anything lost or doubled
+chaos: ## Full chaos run: 100,000 events (CHAOS_EVENTS), services as processes, every service SIGKILLed 3 times, the server SIGTERMed and SIGKILLed; prints the figures, fails on anything lost or doubled
 	$(GO) run ./tests/chaos/cmd/chaos -events $(CHAOS_EVENTS) -kills 3
 
 .PHONY: tools
