@@ -68,9 +68,9 @@ type Options struct {
 	// Log receives a line per refused request (no values: subject, code,
 	// field).
 	Log *slog.Logger
-	// Refused, when set, is called with the subject and code of every
-	// request answered with an error, or dropped for its reply subject
-	// (code BAD_REQUEST), for metrics.
+	// Refused, when set, is called with the subject and code (BAD_REQUEST)
+	// of every request dropped unanswered for its reply subject, for
+	// metrics.
 	Refused func(subject, code string)
 }
 
@@ -144,7 +144,10 @@ func Add[Req, Rep any](s *Server, r Registrar, spec Spec, h Handler[Req, Rep]) e
 // handle admits a request and serves it on a goroutine of its own.
 func (s *Server) handle(r micro.Request, serve func(context.Context, Meta, []byte) (any, error)) {
 	if err := CheckReply(r.Reply()); err != nil {
-		s.refused(r.Subject(), api.ErrBadRequest, "")
+		s.opts.Log.Warn("request refused", "endpoint", r.Subject(), "code", api.ErrBadRequest, "err", err)
+		if s.opts.Refused != nil {
+			s.opts.Refused(r.Subject(), api.ErrBadRequest)
+		}
 		return // an answer would go where the requester chose
 	}
 	d := Detach(s.nc, r)
@@ -204,21 +207,21 @@ func (s *Server) answer(r micro.Request, rep any, err error) {
 	e := api.AsError(err)
 	if e == nil {
 		e = &api.Error{Code: s.opts.DefaultCode, Message: err.Error()}
-	} else if e.Message == "" {
-		e = &api.Error{Code: e.Code, Field: e.Field, Message: err.Error()}
+	} else if e.Code == "" || e.Message == "" {
+		c := *e
+		if c.Code == "" {
+			c.Code = s.opts.DefaultCode
+		}
+		if c.Message == "" {
+			c.Message = err.Error()
+		}
+		e = &c
 	}
-	s.refused(r.Subject(), e.Code, e.Field)
+	if e.Code == api.ErrBadRequest || e.Code == api.ErrForbidden || e.Code == api.ErrUnauthenticated {
+		s.opts.Log.Warn("request refused", "endpoint", r.Subject(), "code", e.Code, "field", e.Field)
+	}
 	body, _ := json.Marshal(e)
 	_ = r.Error(e.Code, e.Message, body)
-}
-
-func (s *Server) refused(subject, code, field string) {
-	if code == api.ErrBadRequest || code == api.ErrForbidden || code == api.ErrUnauthenticated {
-		s.opts.Log.Warn("request refused", "endpoint", subject, "code", code, "field", field)
-	}
-	if s.opts.Refused != nil {
-		s.opts.Refused(subject, code)
-	}
 }
 
 // Go runs fn on a goroutine that Wait waits for: work a request leaves
