@@ -328,8 +328,7 @@ func TestAnchorRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := a.Verify(t.Context(), api.VerifyRequest{Anchor: tc.anchor, PubKey: tc.pubkey})
-			var re requestError
-			if !errors.Is(err, ErrAnchor) || !errors.As(err, &re) || re.code != api.ErrBadRequest || !strings.Contains(err.Error(), tc.want) {
+			if !errors.Is(err, ErrAnchor) || api.CodeOf(err) != api.ErrBadRequest || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want a bad request wrapping ErrAnchor containing %q", err, tc.want)
 			}
 		})

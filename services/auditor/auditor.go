@@ -26,7 +26,6 @@ package auditor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,6 +46,10 @@ import (
 
 // Version is the auditor's service version (SemVer).
 const Version = "0.1.0"
+
+// reconcileTimeout bounds one reconciliation (a request's or the
+// background one's).
+const reconcileTimeout = 30 * time.Minute
 
 // ErrNotProvisioned: a stream or bucket the auditor reads does not exist.
 var ErrNotProvisioned = errors.New("auditor: stream not provisioned")
@@ -158,24 +161,26 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("auditor: micro: %w", err)
 	}
 	defer func() { _ = svc.Stop() }()
+	// Requests are served by the endpoint layer (strict decoding and
+	// validation, bounded time and concurrency); Run waits for those in
+	// flight when it stops.
+	srv := endpoint.NewServer(s.nc, endpoint.Options{Context: ctx, MaxInFlight: s.cfg.MaxInFlight, Log: s.log})
+	defer srv.Wait()
 	g := svc.AddGroup("audit")
-	for _, ep := range []struct {
-		name, desc string
-		h          micro.HandlerFunc
-	}{
-		{"verify", "recompute every seal, chain and checkpoint", handler(30*time.Minute, s.Verify)},
-		{"reconcile", "account for every event of EVENTS in a time range", handler(30*time.Minute, s.Reconcile)},
-		{"get", "one chain: current state and records", handler(time.Minute, s.Get)},
-		{"list", "quarantined events, filtered, newest first", handler(5*time.Minute, s.List)},
-		{"groups", "triage groups by fingerprint", handler(time.Minute, func(_ context.Context, req api.GroupsRequest) (api.GroupsReply, error) {
-			return s.Groups(req), nil
-		})},
-		{"checkpoint", "append a checkpoint to AUDIT now", handler(time.Minute, func(ctx context.Context, _ api.CheckpointRequest) (api.CheckpointReply, error) {
-			return s.Checkpoint(ctx)
-		})},
+	for _, err := range []error{
+		endpoint.Add(srv, g, endpoint.Spec{Name: "verify", Description: "recompute every seal, chain and checkpoint", Timeout: 30 * time.Minute}, withCaller(s.Verify)),
+		endpoint.Add(srv, g, endpoint.Spec{Name: "reconcile", Description: "account for every event of EVENTS in a time range", Timeout: reconcileTimeout}, withCaller(s.Reconcile)),
+		endpoint.Add(srv, g, endpoint.Spec{Name: "get", Description: "one chain: current state and records", Timeout: time.Minute}, withCaller(s.Get)),
+		endpoint.Add(srv, g, endpoint.Spec{Name: "list", Description: "quarantined events, filtered, newest first", Timeout: 5 * time.Minute}, withCaller(s.List)),
+		endpoint.Add(srv, g, endpoint.Spec{Name: "groups", Description: "triage groups by fingerprint", Timeout: time.Minute},
+			withCaller(func(_ context.Context, req api.GroupsRequest) (api.GroupsReply, error) { return s.Groups(req), nil })),
+		endpoint.Add(srv, g, endpoint.Spec{Name: "checkpoint", Description: "append a checkpoint to AUDIT now", Timeout: time.Minute},
+			withCaller(func(ctx context.Context, _ api.CheckpointRequest) (api.CheckpointReply, error) {
+				return s.Checkpoint(ctx)
+			})),
 	} {
-		if err := g.AddEndpoint(ep.name, endpoint.Guard(ep.h), micro.WithEndpointMetadata(map[string]string{"description": ep.desc})); err != nil {
-			return fmt.Errorf("auditor: micro endpoint %s: %w", ep.name, err)
+		if err != nil {
+			return fmt.Errorf("auditor: micro: %w", err)
 		}
 	}
 	s.log.Info("auditor started", "grace", s.cfg.Grace.String(), "checkpoint_interval", s.cfg.CheckpointInterval.String())
@@ -187,6 +192,9 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 	})
 	s.every(ctx, &wg, s.cfg.ReconcileInterval, func(ctx context.Context) {
+		// Bounded like a request, so one stuck read never stops the next.
+		ctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
+		defer cancel()
 		now := s.now()
 		if _, err := s.Reconcile(ctx, api.ReconcileRequest{From: now.Add(-s.cfg.ReconcileWindow), To: now}); err != nil {
 			s.log.Error("reconciliation failed", "err", err)
@@ -194,6 +202,8 @@ func (s *Service) Run(ctx context.Context) error {
 	})
 	<-ctx.Done()
 	wg.Wait()
+	_ = svc.Stop()
+	srv.Wait()
 	s.log.Info("auditor stopped")
 	return nil
 }
@@ -219,18 +229,6 @@ func (s *Service) every(ctx context.Context, wg *sync.WaitGroup, interval time.D
 	}()
 }
 
-// decode reads a JSON request body; an empty body is the zero request.
-func decode(r micro.Request, dst any) bool {
-	if len(r.Data()) == 0 {
-		return true
-	}
-	if err := json.Unmarshal(r.Data(), dst); err != nil {
-		_ = r.Error(api.ErrBadRequest, "request is not valid JSON for this endpoint", nil)
-		return false
-	}
-	return true
-}
-
 // headersKey is the context key of a request's headers.
 type headersKey struct{}
 
@@ -250,59 +248,25 @@ func (s *Service) mayReadPayloads(ctx context.Context, dlqID string) error {
 		s.log.Info("payload read", "user", "anonymous", "dlq_id", dlqID)
 		return nil
 	case err != nil:
-		return requestError{code: api.ErrUnauthenticated, msg: "payloads are read only by an authenticated inspector or operator", err: err}
+		return api.Wrap(api.ErrUnauthenticated, err, "payloads are read only by an authenticated inspector or operator")
 	case !id.Role.ReadsPayloads():
 		s.log.Warn("payload read refused", "user", id.User, "role", string(id.Role), "dlq_id", dlqID)
-		return requestError{code: api.ErrForbidden, msg: "role " + string(id.Role) + " may not read payloads"}
+		return api.Errorf(api.ErrForbidden, "role %s may not read payloads", id.Role)
 	}
 	s.log.Info("payload read", "user", id.User, "role", string(id.Role), "dlq_id", dlqID)
 	return nil
 }
 
-// respond answers with rep, or with err's code.
-func respond(r micro.Request, rep any, err error) {
-	if err != nil {
-		code := api.ErrUnavailable
-		var re requestError
-		if errors.As(err, &re) {
-			code = re.code
-		}
-		_ = r.Error(code, err.Error(), nil)
-		return
-	}
-	_ = r.RespondJSON(rep)
-}
+// badRequest is a BAD_REQUEST with message msg.
+func badRequest(msg string) error { return api.Errorf(api.ErrBadRequest, "%s", msg) }
 
-// requestError is an error with an endpoint error code (and the error it
-// reports, when there is one).
-type requestError struct {
-	code, msg string
-	err       error
-}
+// refused is a BAD_REQUEST reporting err.
+func refused(err error) error { return api.Wrap(api.ErrBadRequest, err, err.Error()) }
 
-func (e requestError) Error() string { return e.msg }
-
-func (e requestError) Unwrap() error { return e.err }
-
-// refused is a bad request reporting err.
-func refused(err error) error {
-	return requestError{code: api.ErrBadRequest, msg: err.Error(), err: err}
-}
-
-func badRequest(msg string) error { return requestError{code: api.ErrBadRequest, msg: msg} }
-
-// handler answers an endpoint with fn: it decodes the request into a Req,
-// calls fn within timeout and responds with its reply or error code.
-func handler[Req, Rep any](timeout time.Duration, fn func(context.Context, Req) (Rep, error)) micro.HandlerFunc {
-	return func(r micro.Request) {
-		var req Req
-		if !decode(r, &req) {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		ctx = context.WithValue(ctx, headersKey{}, nats.Header(r.Headers()))
-		rep, err := fn(ctx, req)
-		respond(r, rep, err)
+// withCaller adapts fn to the endpoint layer: the request's headers (its
+// caller, callerOf) travel in fn's context.
+func withCaller[Req, Rep any](fn func(context.Context, Req) (Rep, error)) endpoint.Handler[Req, Rep] {
+	return func(ctx context.Context, m endpoint.Meta, req Req) (Rep, error) {
+		return fn(context.WithValue(ctx, headersKey{}, m.Headers), req)
 	}
 }

@@ -36,6 +36,9 @@ type Config struct {
 	// LookupConcurrency is how many IDEMPOTENCY lookups one reconciliation
 	// keeps in flight. Default 64.
 	LookupConcurrency int
+	// MaxInFlight bounds the requests served at once (0:
+	// endpoint.DefaultMaxInFlight); one more is answered UNAVAILABLE.
+	MaxInFlight int
 	// VerifyChainCache is how many chains audit.verify keeps the tail of
 	// (the last record's link, about 250 bytes each), the bound of its
 	// memory whatever the size of QUARANTINE. The tail of a chain evicted

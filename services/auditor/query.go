@@ -52,7 +52,7 @@ func (s *Service) Get(ctx context.Context, req api.GetRequest) (api.GetReply, er
 			return api.GetReply{}, fmt.Errorf("auditor: find the chain: %w", err)
 		}
 		if subj == "" {
-			return api.GetReply{}, requestError{code: api.ErrNotFound, msg: "no quarantine chain has this dlq id"}
+			return api.GetReply{}, api.Errorf(api.ErrNotFound, "no quarantine chain has this dlq id")
 		}
 	}
 	var (
@@ -72,7 +72,7 @@ func (s *Service) Get(ctx context.Context, req api.GetRequest) (api.GetReply, er
 		next = m.Sequence + 1
 	}
 	if len(raws) == 0 {
-		return api.GetReply{}, requestError{code: api.ErrNotFound, msg: "no quarantine chain has this dlq id"}
+		return api.GetReply{}, api.Errorf(api.ErrNotFound, "no quarantine chain has this dlq id")
 	}
 	rep.Problems = record.VerifyChain(raws)
 	for i := range rep.Problems {

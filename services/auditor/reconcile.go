@@ -79,6 +79,13 @@ func (s *Service) Reconcile(ctx context.Context, req api.ReconcileRequest) (api.
 	if req.IDs {
 		rep.IDs = map[string][]api.ReconcileEvent{}
 	}
+	if err := req.Validate(); err != nil { // requests are validated already; the background one is here
+		return rep, err
+	}
+	if !req.From.IsZero() && req.From.After(to) {
+		rep.Seconds = time.Since(start).Seconds()
+		return rep, nil // an empty range (From in the future)
+	}
 	// EVENTS holds the publishers' events (events.>) and the redriver's
 	// replays (replay.>): a domain's are "*.<domain>.>".
 	filter := ">"

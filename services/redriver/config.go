@@ -58,6 +58,9 @@ type Config struct {
 	DrainLease time.Duration
 	// MaxDrains is how many drains one instance runs at once. Default 8.
 	MaxDrains int
+	// MaxInFlight bounds the requests served at once (0:
+	// endpoint.DefaultMaxInFlight); one more is answered UNAVAILABLE.
+	MaxInFlight int
 	// MaxPayload is the gate's payload limit. Default 1 MiB.
 	MaxPayload int
 	// Streams sizes the streams checked at start-up.

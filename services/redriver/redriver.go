@@ -30,14 +30,11 @@
 package redriver
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -50,7 +47,6 @@ import (
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/gate"
-	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
@@ -182,20 +178,29 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	stopSvc := sync.OnceFunc(func() { _ = svc.Stop() })
 	defer stopSvc()
-	for _, e := range []struct {
-		name, subject, desc string
-		h                   micro.HandlerFunc
-	}{
-		{"drain-start", api.DrainStart, "start a drain (filter, rate_per_second, burst, max_concurrency, dry_run)", s.handleDrainStart},
-		{"drain-status", api.DrainStatus, "a drain's progress", s.handleDrainStatus},
-		{"drain-cancel", api.DrainCancel, "cancel a drain", s.handleDrainCancel},
-		{"drain-list", api.DrainList, "list drains", s.handleDrainList},
-		{"redrive", api.Redrive, "replay one event, optionally with a corrected payload", s.handleRedrive},
-		{"release", api.Release, "release a poison event back to redrivable", s.handleRelease},
+	// Requests are served by the endpoint layer (strict decoding and
+	// validation, bounded time and concurrency), which tracks those in
+	// flight: shutdown waits for them before it waits for the drains and
+	// observations they started.
+	srv := endpoint.NewServer(s.nc, endpoint.Options{Context: s.runCtx, MaxInFlight: s.cfg.MaxInFlight, Log: s.log,
+		Refused: func(_, code string) { s.metrics.refused.WithLabelValues(code).Inc() }})
+	defer srv.Wait()
+	for _, err := range []error{
+		endpoint.Add(srv, svc, endpoint.Spec{Name: "drain-start", Subject: api.DrainStart, Timeout: 5 * time.Minute,
+			Description: "start a drain (filter, rate_per_second, burst, max_concurrency, dry_run)"}, s.handleDrainStart),
+		endpoint.Add(srv, svc, endpoint.Spec{Name: "drain-status", Subject: api.DrainStatus, Timeout: 5 * time.Second,
+			Description: "a drain's progress"}, s.handleDrainStatus),
+		endpoint.Add(srv, svc, endpoint.Spec{Name: "drain-cancel", Subject: api.DrainCancel, Timeout: 5 * time.Second,
+			Description: "cancel a drain"}, s.handleDrainCancel),
+		endpoint.Add(srv, svc, endpoint.Spec{Name: "drain-list", Subject: api.DrainList, Timeout: 10 * time.Second,
+			Description: "list drains"}, s.handleDrainList),
+		endpoint.Add(srv, svc, endpoint.Spec{Name: "redrive", Subject: api.Redrive, Timeout: s.cfg.RedriveWait + 30*time.Second,
+			Description: "replay one event, optionally with a corrected payload"}, s.handleRedrive),
+		endpoint.Add(srv, svc, endpoint.Spec{Name: "release", Subject: api.Release, Timeout: 20 * time.Second,
+			Description: "release a poison event back to redrivable"}, s.handleRelease),
 	} {
-		if err := svc.AddEndpoint(e.name, s.guard(e.h), micro.WithEndpointSubject(e.subject),
-			micro.WithEndpointMetadata(map[string]string{"description": e.desc})); err != nil {
-			return fmt.Errorf("redriver: micro endpoint %s: %w", e.name, err)
+		if err != nil {
+			return fmt.Errorf("redriver: micro: %w", err)
 		}
 	}
 	s.takeOver(setup)
@@ -215,7 +220,9 @@ loop:
 	}
 	stopSvc()
 	s.runCancel()
-	s.wg.Wait()
+	srv.Wait()  // no request in flight: none can start a drain or an observation now
+	s.wg.Wait() // the drains and observations
+
 	s.log.Info("redriver stopped")
 	return nil
 }
@@ -265,112 +272,46 @@ func (s *Service) start(d *drainRun, resumed bool) {
 	go s.execute(d, resumed)
 }
 
-// decodeStrict decodes exactly one JSON value into v, refusing unknown
-// fields and trailing data.
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("trailing data after the JSON object")
-	}
-	return nil
-}
-
-// badRequest answers a request that could not be decoded.
-func badRequest(r micro.Request, err error) {
-	_ = r.Error(api.ErrBadRequest, "bad request: "+err.Error(), nil)
-}
-
-// validateStart checks a drain.start request.
+// validateStart checks what a drain.start request's own Validate cannot:
+// the instance's concurrency ceiling and the dlq ids' domains.
 func (s *Service) validateStart(req *api.DrainStartRequest) error {
 	f := &req.Filter
-	if f.Domain != "" && !slices.Contains(s.gate.Domains(), f.Domain) && f.Domain != record.UnknownDomain {
-		return fmt.Errorf("unknown domain %q", f.Domain)
-	}
-	for _, c := range f.Classes {
-		switch c {
-		case record.ClassExhausted, record.ClassValidation:
-		case record.ClassPoison:
-			return errors.New("poison events are never drained: release them first")
-		default:
-			return fmt.Errorf("unknown class %q (exhausted or validation)", c)
-		}
-	}
-	if len(f.ErrorCodes) > 100 {
-		return errors.New("at most 100 error codes")
-	}
-	if f.Since != nil && f.Until != nil && !f.Since.Before(*f.Until) {
-		return errors.New("since must be before until")
-	}
-	if len(f.DLQIDs) > 10000 {
-		return errors.New("at most 10000 dlq ids")
-	}
-	for _, id := range f.DLQIDs {
+	for i, id := range f.DLQIDs {
 		dom, err := domainOfID(id)
 		if err != nil {
-			return fmt.Errorf("dlq id %.80q: %w", id, err)
+			return api.BadField(fmt.Sprintf("filter.dlq_ids[%d]", i), "%v", err)
 		}
 		if f.Domain != "" && dom != f.Domain {
-			return fmt.Errorf("dlq id %.80q is not in domain %s", id, f.Domain)
+			return api.BadField(fmt.Sprintf("filter.dlq_ids[%d]", i), "not in filter.domain")
 		}
 	}
-	switch {
-	case f.Limit < 0:
-		return errors.New("limit must not be negative")
-	case req.RatePerSecond != nil && *req.RatePerSecond < 0:
-		return errors.New("rate_per_second must not be negative (0: no ceiling)")
-	case req.RatePerSecond != nil && *req.RatePerSecond > 1e6:
-		return errors.New("rate_per_second is at most 1000000 (0: no ceiling)")
-	case req.Burst < 0 || req.Burst > 100000:
-		return errors.New("burst must be 0..100000")
-	case req.MaxConcurrency < 0 || req.MaxConcurrency > s.cfg.MaxConcurrency:
-		return fmt.Errorf("max_concurrency must be 0..%d", s.cfg.MaxConcurrency)
-	case len(req.Actor) > 256 || len(req.Reason) > 2048:
-		return errors.New("actor or reason too long")
+	if req.MaxConcurrency > s.cfg.MaxConcurrency {
+		return api.BadField("max_concurrency", "must be 0..%d", s.cfg.MaxConcurrency)
 	}
 	return nil
 }
 
 // handleDrainStart starts a drain, or answers a dry run's plan.
-func (s *Service) handleDrainStart(r micro.Request) {
-	var req api.DrainStartRequest
-	if err := decodeStrict(r.Data(), &req); err != nil {
-		badRequest(r, err)
-		return
-	}
-	id, ok := s.caller(r, req.Actor, changeRoles)
-	if !ok {
-		return
+func (s *Service) handleDrainStart(ctx context.Context, m endpoint.Meta, req api.DrainStartRequest) (api.DrainStartReply, error) {
+	id, err := s.caller(m, req.Actor, changeRoles)
+	if err != nil {
+		return api.DrainStartReply{}, err
 	}
 	if err := s.validateStart(&req); err != nil {
-		badRequest(r, err)
-		return
+		return api.DrainStartReply{}, err
 	}
 	if req.DryRun {
-		r := endpoint.Detach(s.nc, r) // answered after this handler returns
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			ctx, cancel := context.WithTimeout(s.runCtx, 5*time.Minute)
-			defer cancel()
-			plan, err := s.plan(ctx, req.Filter)
-			if err != nil {
-				_ = r.Error(api.ErrUnavailable, err.Error(), nil)
-				return
-			}
-			_ = r.RespondJSON(api.DrainStartReply{Status: "dry_run", Plan: plan})
-		}()
-		return
+		plan, err := s.plan(ctx, req.Filter)
+		if err != nil {
+			return api.DrainStartReply{}, api.Wrap(api.ErrUnavailable, err, err.Error())
+		}
+		return api.DrainStartReply{Status: "dry_run", Plan: plan}, nil
 	}
 	s.mu.Lock()
 	n := len(s.running)
 	s.mu.Unlock()
 	if n >= s.cfg.MaxDrains {
-		_ = r.Error(api.ErrTooManyDrains, fmt.Sprintf("this instance already runs %d drains", n), nil)
-		return
+		return api.DrainStartReply{}, api.Errorf(api.ErrTooManyDrains, "this instance already runs %d drains", n)
 	}
 	// The drain and its records name the caller, never the request's
 	// free-text actor.
@@ -381,16 +322,15 @@ func (s *Service) handleDrainStart(r micro.Request) {
 		Owner: s.cfg.InstanceID, Heartbeat: now, StartedAt: now, StartedBy: id.User,
 	}
 	b, _ := json.Marshal(st)
-	ctx, cancel := context.WithTimeout(s.runCtx, 5*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rev, err := s.drains.Create(ctx, st.DrainID, b)
+	rev, err := s.drains.Create(cctx, st.DrainID, b)
 	if err != nil {
-		_ = r.Error(api.ErrUnavailable, "drain not stored: "+err.Error(), nil)
-		return
+		return api.DrainStartReply{}, api.Wrap(api.ErrUnavailable, err, "drain not stored: "+err.Error())
 	}
 	s.log.Info("DRAIN_STARTED", "drain_id", st.DrainID, "actor", id.User, "role", string(id.Role))
 	s.start(s.newRun(st, rev), false)
-	_ = r.RespondJSON(api.DrainStartReply{DrainID: st.DrainID, Status: st.Status})
+	return api.DrainStartReply{DrainID: st.DrainID, Status: st.Status}, nil
 }
 
 // statusOf returns a drain's status: live when it runs here, else stored.
@@ -413,62 +353,49 @@ func (s *Service) statusOf(ctx context.Context, id string) (api.DrainState, uint
 	return st, e.Revision(), nil
 }
 
-// drainIDOf decodes a drain id request.
-func drainIDOf(r micro.Request) (string, bool) {
-	var req api.DrainIDRequest
-	if err := decodeStrict(r.Data(), &req); err != nil {
-		badRequest(r, err)
-		return "", false
-	}
+// checkDrainID refuses a drain id request without a well-formed id.
+func checkDrainID(req api.DrainIDRequest) error {
 	if !validDrainID(req.DrainID) {
-		_ = r.Error(api.ErrBadRequest, "drain_id is required: letters, digits, '-' and '_', at most 64", nil)
-		return "", false
+		return api.BadField("drain_id", "is required: letters, digits, '-' and '_', at most 64")
 	}
-	return req.DrainID, true
+	return nil
 }
 
-// replyStoreError answers a DRAINS read error.
-func replyStoreError(r micro.Request, err error) {
+// storeError classifies a DRAINS read error.
+func storeError(err error) error {
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		_ = r.Error(api.ErrNotFound, "no drain has this id", nil)
-		return
+		return api.Wrap(api.ErrNotFound, err, "no drain has this id")
 	}
-	_ = r.Error(api.ErrUnavailable, err.Error(), nil)
+	return api.Wrap(api.ErrUnavailable, err, err.Error())
 }
 
 // handleDrainStatus answers a drain's status (any person role but a
 // publisher).
-func (s *Service) handleDrainStatus(r micro.Request) {
-	id, ok := drainIDOf(r)
-	if !ok {
-		return
+func (s *Service) handleDrainStatus(ctx context.Context, m endpoint.Meta, req api.DrainIDRequest) (api.DrainState, error) {
+	if err := checkDrainID(req); err != nil {
+		return api.DrainState{}, err
 	}
-	if _, ok := s.caller(r, "", readRoles); !ok {
-		return
+	if _, err := s.caller(m, "", readRoles); err != nil {
+		return api.DrainState{}, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	st, _, err := s.statusOf(ctx, id)
+	st, _, err := s.statusOf(ctx, req.DrainID)
 	if err != nil {
-		replyStoreError(r, err)
-		return
+		return api.DrainState{}, storeError(err)
 	}
-	_ = r.RespondJSON(st)
+	return st, nil
 }
 
 // handleDrainCancel cancels a drain: at once when it runs here, else by a
 // CAS on its stored status that its owner sees at its next checkpoint.
-func (s *Service) handleDrainCancel(r micro.Request) {
-	id, ok := drainIDOf(r)
-	if !ok {
-		return
+func (s *Service) handleDrainCancel(ctx context.Context, m endpoint.Meta, req api.DrainIDRequest) (api.DrainState, error) {
+	if err := checkDrainID(req); err != nil {
+		return api.DrainState{}, err
 	}
-	who, ok := s.caller(r, "", changeRoles)
-	if !ok {
-		return
+	who, err := s.caller(m, "", changeRoles)
+	if err != nil {
+		return api.DrainState{}, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	id := req.DrainID
 	s.mu.Lock()
 	d, local := s.running[id]
 	s.mu.Unlock()
@@ -483,55 +410,43 @@ func (s *Service) handleDrainCancel(r micro.Request) {
 		case <-d.done:
 		case <-ctx.Done():
 		}
-		_ = r.RespondJSON(d.snapshot())
-		return
+		return d.snapshot(), nil
 	}
 	for range 3 {
 		st, rev, err := s.statusOf(ctx, id)
 		if err != nil {
-			replyStoreError(r, err)
-			return
+			return api.DrainState{}, storeError(err)
 		}
 		switch st.Status {
 		case api.DrainCancelled:
-			_ = r.RespondJSON(st)
-			return
+			return st, nil
 		case api.DrainCompleted, api.DrainFailed:
-			_ = r.Error(api.ErrInvalidTransition, "the drain already finished: "+st.Status, nil)
-			return
+			return api.DrainState{}, api.Errorf(api.ErrInvalidTransition, "the drain already finished: %s", st.Status)
 		}
 		now := time.Now().UTC()
 		st.Status, st.FinishedAt, st.CancelledBy = api.DrainCancelled, &now, who.User
 		b, _ := json.Marshal(st)
 		if _, err := s.drains.Update(ctx, id, b, rev); err == nil {
 			s.log.Info("DRAIN_CANCELLED", "drain_id", id, "actor", who.User)
-			_ = r.RespondJSON(st)
-			return
+			return st, nil
 		}
 	}
-	_ = r.Error(api.ErrConflict, "the drain's status kept changing; retry", nil)
+	return api.DrainState{}, api.Errorf(api.ErrConflict, "the drain's status kept changing; retry")
 }
+
+// drainListRequest is drain.list's request: none (an empty body or {}).
+type drainListRequest struct{}
 
 // handleDrainList lists the drains in DRAINS (any person role but a
 // publisher).
-func (s *Service) handleDrainList(r micro.Request) {
-	if len(bytes.TrimSpace(r.Data())) > 0 {
-		var v struct{}
-		if err := decodeStrict(r.Data(), &v); err != nil {
-			badRequest(r, err)
-			return
-		}
+func (s *Service) handleDrainList(ctx context.Context, m endpoint.Meta, _ drainListRequest) (api.DrainListReply, error) {
+	if _, err := s.caller(m, "", readRoles); err != nil {
+		return api.DrainListReply{}, err
 	}
-	if _, ok := s.caller(r, "", readRoles); !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	out := api.DrainListReply{Drains: []api.DrainState{}}
 	drains, err := s.listDrains(ctx)
 	if err != nil {
-		_ = r.Error(api.ErrUnavailable, err.Error(), nil)
-		return
+		return api.DrainListReply{}, api.Wrap(api.ErrUnavailable, err, err.Error())
 	}
 	for _, d := range drains {
 		s.mu.Lock()
@@ -547,5 +462,5 @@ func (s *Service) handleDrainList(r micro.Request) {
 		}
 	}
 	sort.Slice(out.Drains, func(i, j int) bool { return out.Drains[i].StartedAt.Before(out.Drains[j].StartedAt) })
-	_ = r.RespondJSON(out)
+	return out, nil
 }

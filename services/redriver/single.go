@@ -7,96 +7,64 @@ import (
 	"slices"
 	"time"
 
-	"github.com/nats-io/nats.go/micro"
-
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/ledger"
 	"github.com/deadletter/deadletter/shared/record"
 )
 
-// readFor reads the chain of a request's dlq id, answering the error itself.
-func (s *Service) readFor(ctx context.Context, r micro.Request, id string) (chain, bool) {
+// readFor reads the chain of a request's dlq id; its errors are
+// *api.Error.
+func (s *Service) readFor(ctx context.Context, id string) (chain, error) {
 	dom, err := domainOfID(id)
 	if err != nil {
-		_ = r.Error(api.ErrBadRequest, "dlq_id must be \"<domain>_<id>\" of letters, digits, '_' and '-'", nil)
-		return chain{}, false
+		return chain{}, api.BadField("dlq_id", "must be \"<domain>_<id>\" of letters, digits, '_' and '-'")
 	}
 	ch, err := s.chains.read(ctx, dom, id)
 	switch {
 	case errors.Is(err, ErrNoChain):
-		_ = r.Error(api.ErrNotFound, "no quarantine record has this dlq id", nil)
-		return chain{}, false
+		return chain{}, api.Wrap(api.ErrNotFound, err, "no quarantine record has this dlq id")
 	case errors.Is(err, ErrUnreadableChain):
-		_ = r.Error(api.ErrNotRedrivable, err.Error(), nil)
-		return chain{}, false
+		return chain{}, api.Wrap(api.ErrNotRedrivable, err, err.Error())
 	case err != nil:
-		_ = r.Error(api.ErrUnavailable, err.Error(), nil)
-		return chain{}, false
+		return chain{}, api.Wrap(api.ErrUnavailable, err, err.Error())
 	case ch.foldErr != nil:
-		_ = r.Error(api.ErrNotRedrivable, "the chain is not in a valid state: "+ch.foldErr.Error(), nil)
-		return chain{}, false
+		return chain{}, api.Wrap(api.ErrNotRedrivable, ch.foldErr, "the chain is not in a valid state: "+ch.foldErr.Error())
 	}
-	return ch, true
+	return ch, nil
 }
 
 // handleRedrive replays one event, after storing its correction if one is
 // given. It answers with the outcome observed within RedriveWait, or
 // pending; observation then continues in the background.
-func (s *Service) handleRedrive(r micro.Request) {
-	var req api.RedriveRequest
-	if err := decodeStrict(r.Data(), &req); err != nil {
-		badRequest(r, err)
-		return
+func (s *Service) handleRedrive(ctx context.Context, m endpoint.Meta, req api.RedriveRequest) (api.RedriveReply, error) {
+	id, err := s.caller(m, req.Actor, changeRoles)
+	if err != nil {
+		return api.RedriveReply{}, err
 	}
-	id, ok := s.caller(r, req.Actor, changeRoles)
-	if !ok {
-		return
-	}
-	switch {
-	case req.DLQID == "":
-		_ = r.Error(api.ErrBadRequest, "dlq_id is required", nil)
-		return
-	case len(req.Payload) > 0 && req.Reason == "":
-		_ = r.Error(api.ErrBadRequest, "a corrected payload needs a reason", nil)
-		return
-	case len(req.Payload) > s.gate.MaxPayload():
-		_ = r.Error(api.ErrBadRequest, fmt.Sprintf("payload exceeds %d bytes", s.gate.MaxPayload()), nil)
-		return
-	case len(req.Actor) > 256 || len(req.Reason) > 2048:
-		_ = r.Error(api.ErrBadRequest, "actor or reason too long", nil)
-		return
+	if len(req.Payload) > s.gate.MaxPayload() {
+		return api.RedriveReply{}, api.BadField("payload", "exceeds %d bytes", s.gate.MaxPayload())
 	}
 	// The records name the caller, never the request's free-text actor.
 	req.Actor = id.User
-	d := endpoint.Detach(s.nc, r) // answered after this handler returns
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.redrive(d, req)
-	}()
+	return s.redrive(ctx, req)
 }
 
 // redrive serves a redrive whose Actor is the authenticated caller.
-func (s *Service) redrive(r micro.Request, req api.RedriveRequest) {
-	ctx, cancel := context.WithTimeout(s.runCtx, s.cfg.RedriveWait+30*time.Second)
-	defer cancel()
-	ch, ok := s.readFor(ctx, r, req.DLQID)
-	if !ok {
-		return
+func (s *Service) redrive(ctx context.Context, req api.RedriveRequest) (api.RedriveReply, error) {
+	ch, err := s.readFor(ctx, req.DLQID)
+	if err != nil {
+		return api.RedriveReply{}, err
 	}
 	rep := api.RedriveReply{DLQID: req.DLQID}
 	if len(req.Payload) > 0 {
 		switch ch.state.Status {
 		case record.StatusPoison:
-			_ = r.Error(api.ErrPoisoned, "the event is poison: release it first", nil)
-			return
+			return api.RedriveReply{}, api.Errorf(api.ErrPoisoned, "the event is poison: release it first")
 		case record.StatusRedriving:
-			_ = r.Error(api.ErrConflict, "a replay of this event is in flight", nil)
-			return
+			return api.RedriveReply{}, api.Errorf(api.ErrConflict, "a replay of this event is in flight")
 		case record.StatusResolved:
-			_ = r.Error(api.ErrNotRedrivable, "the event is resolved", nil)
-			return
+			return api.RedriveReply{}, api.Errorf(api.ErrNotRedrivable, "the event is resolved")
 		}
 		exp := len(ch.records)
 		ar, err := s.chains.append(ctx, api.AppendRequest{
@@ -104,8 +72,7 @@ func (s *Service) redrive(r micro.Request, req api.RedriveRequest) {
 			Payload: req.Payload, Actor: req.Actor, Reason: req.Reason,
 		})
 		if err != nil {
-			_ = r.Error(codeOf(err), err.Error(), nil)
-			return
+			return api.RedriveReply{}, api.Wrap(codeOf(err), err, err.Error())
 		}
 		rep.Corrected = &ar.Index
 		s.log.Info("DLQ_CORRECTED", "dlq_id", req.DLQID, "domain", ch.domain, "index", ar.Index, "actor", req.Actor)
@@ -117,8 +84,7 @@ func (s *Service) redrive(r micro.Request, req api.RedriveRequest) {
 		if code == "" {
 			code = api.ErrUnavailable
 		}
-		_ = r.Error(code, res.err.Error(), nil)
-		return
+		return api.RedriveReply{}, api.Wrap(code, res.err, res.err.Error())
 	}
 	rep.Outcome, rep.EventsSeq, rep.RedriveCount = res.outcome, res.eventsSeq, res.state.RedriveCount
 	rep.Status, rep.Class = statusAfter(res), res.state.Class
@@ -141,7 +107,7 @@ func (s *Service) redrive(r micro.Request, req api.RedriveRequest) {
 		}()
 	}
 	s.metrics.outcomes.WithLabelValues(orError(res.outcome)).Inc()
-	_ = r.RespondJSON(rep)
+	return rep, nil
 }
 
 func orError(outcome string) string {
@@ -169,38 +135,19 @@ func statusAfter(res result) string {
 // handleRelease records a person's decision to move a poison event back
 // to redrivable, restoring the class it had before it was poisoned (or the
 // one requested).
-func (s *Service) handleRelease(r micro.Request) {
-	var req api.ReleaseRequest
-	if err := decodeStrict(r.Data(), &req); err != nil {
-		badRequest(r, err)
-		return
-	}
-	id, ok := s.caller(r, req.Actor, changeRoles)
-	if !ok {
-		return
+func (s *Service) handleRelease(ctx context.Context, m endpoint.Meta, req api.ReleaseRequest) (api.AppendReply, error) {
+	id, err := s.caller(m, req.Actor, changeRoles)
+	if err != nil {
+		return api.AppendReply{}, err
 	}
 	// The record names the caller, never the request's free-text actor.
 	req.Actor = id.User
-	switch {
-	case req.DLQID == "" || req.Reason == "":
-		_ = r.Error(api.ErrBadRequest, "dlq_id and reason are required", nil)
-		return
-	case req.Class != "" && req.Class != record.ClassExhausted && req.Class != record.ClassValidation:
-		_ = r.Error(api.ErrBadRequest, "class must be exhausted or validation", nil)
-		return
-	case len(req.Actor) > 256 || len(req.Reason) > 2048:
-		_ = r.Error(api.ErrBadRequest, "actor or reason too long", nil)
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	ch, ok := s.readFor(ctx, r, req.DLQID)
-	if !ok {
-		return
+	ch, err := s.readFor(ctx, req.DLQID)
+	if err != nil {
+		return api.AppendReply{}, err
 	}
 	if ch.state.Status != record.StatusPoison {
-		_ = r.Error(api.ErrInvalidTransition, "only a poison event can be released; this one is "+ch.state.Status, nil)
-		return
+		return api.AppendReply{}, api.Errorf(api.ErrInvalidTransition, "only a poison event can be released; this one is %s", ch.state.Status)
 	}
 	class := req.Class
 	if class == "" {
@@ -212,11 +159,10 @@ func (s *Service) handleRelease(r micro.Request) {
 		Class: class, Actor: req.Actor, Reason: req.Reason,
 	})
 	if err != nil {
-		_ = r.Error(codeOf(err), err.Error(), nil)
-		return
+		return api.AppendReply{}, api.Wrap(codeOf(err), err, err.Error())
 	}
 	s.log.Info("DLQ_RELEASED", "dlq_id", req.DLQID, "domain", ch.domain, "class", class, "actor", req.Actor, "index", rep.Index)
-	_ = r.RespondJSON(rep)
+	return rep, nil
 }
 
 // prePoisonClass returns the class of the last record that was not poison.

@@ -1,4 +1,9 @@
-// Package endpoint helps deadletter's NATS micro endpoints answer from
+// Package endpoint is deadletter's one endpoint layer: typed handlers on a
+// NATS micro service (Server, Add: strict decoding, validation, coded
+// errors, the caller's identity, bounded time and concurrency), the typed
+// client (Call) and its one error type (api.Error).
+//
+// It also helps NATS micro endpoints answer from
 // another goroutine. A micro handler is called one request at a time, and
 // micro reads the request's state after the handler returns (for its
 // stats), so a handler that hands slow work to a goroutine must not keep

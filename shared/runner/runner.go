@@ -115,7 +115,13 @@ func run(name, version string, build func(Deps) (Service, error)) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = nc.Drain() }()
+	defer func() {
+		// Drain returns at once; wait until the connection is closed, so
+		// the service's last publishes are flushed before the process exits.
+		if err := Drain(DefaultDrainTimeout, nc); err != nil {
+			log.Warn("connection not drained", "err", err)
+		}
+	}()
 	env := config.NewEnv(nil)
 	svc, err := build(Deps{NC: nc, Log: log, Env: env, TracerProvider: tp, Registerer: reg})
 	if err := errors.Join(env.Err(), err); err != nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/sample"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -402,14 +403,13 @@ func (c *client) call(subject string, req, reply any) error {
 	if err != nil {
 		return err
 	}
-	m, err := c.nc.Request(subject, b, 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	data, err := endpoint.CallRaw(ctx, c.nc, subject, b) // a service error is an *api.Error
 	if err != nil {
 		return fmt.Errorf("demo: %s: %w", subject, err)
 	}
-	if code := m.Header.Get("Nats-Service-Error-Code"); code != "" {
-		return fmt.Errorf("demo: %s: %s: %s", subject, code, m.Header.Get("Nats-Service-Error"))
-	}
-	return json.Unmarshal(m.Data, reply)
+	return json.Unmarshal(data, reply)
 }
 
 // redrive redrives one event and waits for its outcome, read back by

@@ -35,6 +35,7 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/embedded"
+	"github.com/deadletter/deadletter/shared/runner"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
@@ -81,6 +82,10 @@ type Config struct {
 	MetricsAddr string
 	// Out receives the start-up banner. Default: discarded.
 	Out io.Writer
+	// CloseTimeout bounds the wait at shutdown for the services'
+	// connections to drain and close (0: runner.DefaultDrainTimeout); a
+	// connection still open then is closed.
+	CloseTimeout time.Duration
 }
 
 // DefaultConfig returns the documented defaults.
@@ -297,13 +302,8 @@ func (s *Stack) Run(ctx context.Context) error {
 
 	var conns []*nats.Conn
 	defer func() {
-		for _, nc := range conns {
-			_ = nc.Drain()
-		}
-		for _, nc := range conns {
-			for !nc.IsClosed() {
-				time.Sleep(10 * time.Millisecond)
-			}
+		if err := runner.Drain(s.cfg.CloseTimeout, conns...); err != nil {
+			s.log.Warn("connections not drained", "err", err)
 		}
 	}()
 	connect := func(user string) (*nats.Conn, error) {

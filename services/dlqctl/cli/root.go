@@ -159,7 +159,7 @@ func (a *app) report(err error) int {
 	case errors.As(err, &ee):
 		status, code = ee.status, ee.code
 	case errors.As(err, &se):
-		code = se.Code
+		code = se.Err.Code
 	case !a.started:
 		// cobra refused the command line before any command ran.
 		status, code = ExitUsage, "USAGE"
@@ -174,7 +174,10 @@ func (a *app) report(err error) int {
 	}
 	msg := err.Error()
 	if se != nil {
-		msg = se.Message
+		msg = se.Err.Message
+		if se.Err.Field != "" {
+			msg = se.Err.Field + ": " + msg
+		}
 	}
 	if a.output == outJSON {
 		b, _ := json.Marshal(output.Error{Error: output.ErrorBody{Code: code, Message: msg}})
@@ -183,7 +186,7 @@ func (a *app) report(err error) int {
 	}
 	switch {
 	case se != nil:
-		fmt.Fprintf(a.io.Err, "dlqctl: %s refused: %s: %s\n", se.Subject, se.Code, se.Message)
+		fmt.Fprintf(a.io.Err, "dlqctl: %s refused: %s: %s\n", se.Subject, se.Err.Code, msg)
 	case status == ExitUsage:
 		fmt.Fprintf(a.io.Err, "dlqctl: %s\nRun 'dlqctl --help' for usage.\n", msg)
 	default:

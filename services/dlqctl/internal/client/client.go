@@ -20,10 +20,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nats.go/micro"
 
 	"github.com/deadletter/deadletter/shared/access"
+	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/config"
+	"github.com/deadletter/deadletter/shared/endpoint"
 )
 
 // Sentinel errors; the CLI maps them to codes and exit status.
@@ -41,17 +42,20 @@ var (
 	ErrBadReply = errors.New("unreadable reply")
 )
 
-// ServiceError is an error reply of a micro endpoint.
+// ServiceError is an endpoint's error reply: the *api.Error of the
+// reply (code, message, field; endpoint.ErrorOf) and the subject called.
+// errors.As finds the *api.Error through it.
 type ServiceError struct {
 	// Subject is the endpoint called.
 	Subject string
-	// Code is the Nats-Service-Error-Code header (api.Err*).
-	Code string
-	// Message is the Nats-Service-Error header.
-	Message string
+	// Err is the reply's error.
+	Err *api.Error
 }
 
-func (e *ServiceError) Error() string { return e.Code + ": " + e.Message }
+func (e *ServiceError) Error() string { return e.Subject + ": " + e.Err.Error() }
+
+// Unwrap returns the *api.Error.
+func (e *ServiceError) Unwrap() error { return e.Err }
 
 // ErrNoCredentials: the server refused the connection's credentials (none,
 // or wrong ones). It wraps ErrConnect.
@@ -274,8 +278,8 @@ func (c *Client) Request(ctx context.Context, subject string, req, out any) erro
 	case err != nil:
 		return fmt.Errorf("%s: %w", subject, err)
 	}
-	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
-		return &ServiceError{Subject: subject, Code: code, Message: msg.Header.Get(micro.ErrorHeader)}
+	if e := endpoint.ErrorOf(msg); e != nil {
+		return &ServiceError{Subject: subject, Err: e}
 	}
 	if out == nil {
 		return nil

@@ -1,0 +1,235 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/record"
+)
+
+// Bounds of request members.
+const (
+	// MaxLimit is the largest page of audit.list.
+	MaxLimit = 1000
+	// MaxSamples is the largest number of samples per triage group.
+	MaxSamples = 1000
+	// MaxFilterCodes and MaxFilterIDs bound a drain filter's lists.
+	MaxFilterCodes = 100
+	MaxFilterIDs   = 10000
+	// MaxActor and MaxReason bound a person's free text.
+	MaxActor  = 256
+	MaxReason = 2048
+)
+
+// Domains lists the event domains a request may name: the one reference
+// of the endpoints' requests to the domain list.
+func Domains() []string { return envelope.Domains }
+
+// knownDomain reports whether d is a domain of Domains or
+// record.UnknownDomain (the domain of events whose subject names none).
+func knownDomain(d string) bool { return d == record.UnknownDomain || slices.Contains(Domains(), d) }
+
+// checkDomain refuses a domain that is set and unknown.
+func checkDomain(field, d string) error {
+	if d != "" && !knownDomain(d) {
+		return BadField(field, "not a known domain (one of %v or %s)", Domains(), record.UnknownDomain)
+	}
+	return nil
+}
+
+// checkClass refuses a class that is set and none of classes.
+func checkClass(field, c string, classes ...string) error {
+	if c != "" && !slices.Contains(classes, c) {
+		return BadField(field, "not a known class (one of %v)", classes)
+	}
+	return nil
+}
+
+// checkCode refuses an error code that is set and unknown (codes.IsKnown).
+func checkCode(field, c string) error {
+	if c != "" && !codes.IsKnown(codes.Code(c)) {
+		return BadField(field, "not a known error code")
+	}
+	return nil
+}
+
+// checkRange refuses from after to (both set).
+func checkRange(fromField, toField string, from, to time.Time) error {
+	if !from.IsZero() && !to.IsZero() && from.After(to) {
+		return BadField(toField, "must not be before %s", fromField)
+	}
+	return nil
+}
+
+// Validate checks a reconcile request's domain, range, grace and max_ids.
+func (r ReconcileRequest) Validate() error {
+	if err := checkDomain("domain", r.Domain); err != nil {
+		return err
+	}
+	if err := checkRange("from", "to", r.From, r.To); err != nil {
+		return err
+	}
+	if r.Grace != "" {
+		if d, err := time.ParseDuration(r.Grace); err != nil || d < 0 {
+			return BadField("grace", "not a non-negative Go duration")
+		}
+	}
+	if r.MaxIDs < 0 {
+		return BadField("max_ids", "must not be negative")
+	}
+	return nil
+}
+
+// Validate checks a list request's enums and ranges.
+func (r ListRequest) Validate() error {
+	if err := checkDomain("domain", r.Domain); err != nil {
+		return err
+	}
+	if err := checkClass("class", r.Class, record.ClassValidation, record.ClassExhausted, record.ClassPoison); err != nil {
+		return err
+	}
+	if err := checkCode("code", r.Code); err != nil {
+		return err
+	}
+	switch r.Status {
+	case "", record.StatusOpen, record.StatusRedriving, record.StatusResolved, record.StatusPoison:
+	default:
+		return BadField("status", "not a status (open, redriving, resolved or poison)")
+	}
+	if err := checkRange("from", "to", r.From, r.To); err != nil {
+		return err
+	}
+	if r.Limit < 0 || r.Limit > MaxLimit {
+		return BadField("limit", "must be 1..%d (0: the default)", MaxLimit)
+	}
+	return nil
+}
+
+// Validate checks a get request's domain.
+func (r GetRequest) Validate() error { return checkDomain("domain", r.Domain) }
+
+// Validate checks a groups request's domain and sample count.
+func (r GroupsRequest) Validate() error {
+	if err := checkDomain("domain", r.Domain); err != nil {
+		return err
+	}
+	if r.Samples < 0 || r.Samples > MaxSamples {
+		return BadField("samples", "must be 0..%d", MaxSamples)
+	}
+	return nil
+}
+
+// Validate checks a verify request's bounds and its anchor's pairing.
+func (r VerifyRequest) Validate() error {
+	switch {
+	case r.MaxProblems < 0:
+		return BadField("max_problems", "must not be negative")
+	case r.Anchor != "" && r.PubKey == "":
+		return BadField("pubkey", "is required with an anchor")
+	case r.Anchor == "" && r.PubKey != "":
+		return BadField("anchor", "is required with a pubkey")
+	}
+	return nil
+}
+
+// Validate checks a drain filter's domain, classes, error codes, time
+// range and bounds (the dlq ids' form is the redriver's to check).
+func (f DrainFilter) Validate() error {
+	if err := checkDomain("filter.domain", f.Domain); err != nil {
+		return err
+	}
+	for _, c := range f.Classes {
+		if c == record.ClassPoison {
+			return BadField("filter.classes", "poison events are never drained: release them first")
+		}
+		if err := checkClass("filter.classes", c, record.ClassExhausted, record.ClassValidation); err != nil {
+			return err
+		}
+	}
+	if len(f.ErrorCodes) > MaxFilterCodes {
+		return BadField("filter.error_codes", "at most %d error codes", MaxFilterCodes)
+	}
+	for _, c := range f.ErrorCodes {
+		if err := checkCode("filter.error_codes", c); err != nil {
+			return err
+		}
+	}
+	if f.Since != nil && f.Until != nil && !f.Since.Before(*f.Until) {
+		return BadField("filter.until", "must be after filter.since")
+	}
+	if len(f.DLQIDs) > MaxFilterIDs {
+		return BadField("filter.dlq_ids", "at most %d dlq ids", MaxFilterIDs)
+	}
+	if f.Limit < 0 {
+		return BadField("filter.limit", "must not be negative")
+	}
+	return nil
+}
+
+// Validate checks a drain.start request's filter and bounds (the
+// redriver checks max_concurrency against its own ceiling).
+func (r DrainStartRequest) Validate() error {
+	if err := r.Filter.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case r.RatePerSecond != nil && *r.RatePerSecond < 0:
+		return BadField("rate_per_second", "must not be negative (0: no ceiling)")
+	case r.RatePerSecond != nil && *r.RatePerSecond > 1e6:
+		return BadField("rate_per_second", "is at most 1000000 (0: no ceiling)")
+	case r.Burst < 0 || r.Burst > 100000:
+		return BadField("burst", "must be 0..100000")
+	case r.MaxConcurrency < 0:
+		return BadField("max_concurrency", "must not be negative")
+	}
+	return checkText(r.Actor, r.Reason)
+}
+
+// checkText bounds a person's actor and reason.
+func checkText(actor, reason string) error {
+	switch {
+	case len(actor) > MaxActor:
+		return BadField("actor", "at most %d bytes", MaxActor)
+	case len(reason) > MaxReason:
+		return BadField("reason", "at most %d bytes", MaxReason)
+	}
+	return nil
+}
+
+// Validate checks a redrive request: a dlq id, and a corrected payload, if
+// any, that is a JSON object with a reason.
+func (r RedriveRequest) Validate() error {
+	switch {
+	case r.DLQID == "":
+		return BadField("dlq_id", "is required")
+	case len(r.Payload) > 0 && !isObject(r.Payload):
+		return BadField("payload", "a correction must be a JSON object")
+	case len(r.Payload) > 0 && r.Reason == "":
+		return BadField("reason", "a corrected payload needs a reason")
+	}
+	return checkText(r.Actor, r.Reason)
+}
+
+// isObject reports whether raw is one JSON object.
+func isObject(raw []byte) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
+}
+
+// Validate checks a release request's dlq id, reason and class.
+func (r ReleaseRequest) Validate() error {
+	switch {
+	case r.DLQID == "":
+		return BadField("dlq_id", "is required")
+	case r.Reason == "":
+		return BadField("reason", "is required")
+	}
+	if err := checkClass("class", r.Class, record.ClassExhausted, record.ClassValidation); err != nil {
+		return err
+	}
+	return checkText(r.Actor, r.Reason)
+}
