@@ -79,6 +79,14 @@ func DecodeHead(raw []byte) (Head, error) {
 	return h, nil
 }
 
+// HeadOf returns the head of r.
+func HeadOf(r record.Record) Head {
+	return Head{DLQID: r.DLQID, Index: r.Index, Kind: r.Kind, Domain: r.Domain, Class: r.Class, ErrorCode: r.ErrorCode,
+		SourceStream: r.SourceStream, SourceSeq: r.SourceSeq, IdempotencyKey: r.IdempotencyKey, OrderingKey: r.OrderingKey,
+		PartyID: r.PartyID, EventTime: r.EventTime, RedriveCount: r.RedriveCount, FirstSeen: r.FirstSeen,
+		QuarantinedAt: r.QuarantinedAt, AuditHash: r.AuditHash}
+}
+
 // Status returns the status of a chain whose last record is h, as
 // record.Fold would fold a valid chain: a correction keeps the status it
 // found (poison when the class is, else open).
