@@ -47,6 +47,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/gate"
@@ -158,11 +159,11 @@ func (s *Service) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	q, err := s.js.Stream(setup, subjects.QuarantineStream)
-	if err != nil {
+	if _, err := s.js.Stream(setup, subjects.QuarantineStream); err != nil {
 		return fmt.Errorf("redriver: %s must be provisioned by an administrator: %w", subjects.QuarantineStream, err)
 	}
-	s.chains = &chains{stream: q, nc: s.nc, tr: s.tr}
+	s.chains = &chains{reader: chain.NewReader(s.js), nc: s.nc, tr: s.tr}
+	var err error
 	if s.idem, err = s.js.KeyValue(setup, subjects.IdempotencyBucket); err != nil {
 		return fmt.Errorf("redriver: %w", err)
 	}
@@ -291,7 +292,7 @@ func (s *Service) validateStart(req *api.DrainStartRequest) error {
 		return fmt.Errorf("unknown domain %q", f.Domain)
 	}
 	for _, c := range f.Classes {
-		switch c {
+		switch record.Class(c) {
 		case record.ClassExhausted, record.ClassValidation:
 		case record.ClassPoison:
 			return errors.New("poison events are never drained: release them first")

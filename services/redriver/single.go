@@ -10,32 +10,33 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/ledger"
 	"github.com/deadletter/deadletter/shared/record"
 )
 
 // readFor reads the chain of a request's dlq id, answering the error itself.
-func (s *Service) readFor(ctx context.Context, r micro.Request, id string) (chain, bool) {
+func (s *Service) readFor(ctx context.Context, r micro.Request, id string) (chain.Chain, bool) {
 	dom, err := domainOfID(id)
 	if err != nil {
 		_ = r.Error(api.ErrBadRequest, "dlq_id must be \"<domain>_<id>\" of letters, digits, '_' and '-'", nil)
-		return chain{}, false
+		return chain.Chain{}, false
 	}
 	ch, err := s.chains.read(ctx, dom, id)
 	switch {
 	case errors.Is(err, ErrNoChain):
 		_ = r.Error(api.ErrNotFound, "no quarantine record has this dlq id", nil)
-		return chain{}, false
+		return chain.Chain{}, false
 	case errors.Is(err, ErrUnreadableChain):
 		_ = r.Error(api.ErrNotRedrivable, err.Error(), nil)
-		return chain{}, false
+		return chain.Chain{}, false
 	case err != nil:
 		_ = r.Error(api.ErrUnavailable, err.Error(), nil)
-		return chain{}, false
-	case ch.foldErr != nil:
-		_ = r.Error(api.ErrNotRedrivable, "the chain is not in a valid state: "+ch.foldErr.Error(), nil)
-		return chain{}, false
+		return chain.Chain{}, false
+	case ch.FoldErr != nil:
+		_ = r.Error(api.ErrNotRedrivable, "the chain is not in a valid state: "+ch.FoldErr.Error(), nil)
+		return chain.Chain{}, false
 	}
 	return ch, true
 }
@@ -87,7 +88,7 @@ func (s *Service) redrive(r micro.Request, req api.RedriveRequest) {
 	}
 	rep := api.RedriveReply{DLQID: req.DLQID}
 	if len(req.Payload) > 0 {
-		switch ch.state.Status {
+		switch ch.State.Status {
 		case record.StatusPoison:
 			_ = r.Error(api.ErrPoisoned, "the event is poison: release it first", nil)
 			return
@@ -98,9 +99,9 @@ func (s *Service) redrive(r micro.Request, req api.RedriveRequest) {
 			_ = r.Error(api.ErrNotRedrivable, "the event is resolved", nil)
 			return
 		}
-		exp := len(ch.records)
+		exp := len(ch.Records)
 		ar, err := s.chains.append(ctx, api.AppendRequest{
-			DLQID: req.DLQID, Domain: ch.domain, Kind: record.KindCorrected, ExpectedIndex: &exp,
+			DLQID: req.DLQID, Domain: ch.Domain, Kind: record.KindCorrected, ExpectedIndex: &exp,
 			Payload: req.Payload, Actor: req.Actor, Reason: req.Reason,
 		})
 		if err != nil {
@@ -108,10 +109,10 @@ func (s *Service) redrive(r micro.Request, req api.RedriveRequest) {
 			return
 		}
 		rep.Corrected = &ar.Index
-		s.log.Info("DLQ_CORRECTED", "dlq_id", req.DLQID, "domain", ch.domain, "index", ar.Index, "actor", req.Actor)
+		s.log.Info("correction appended", "dlq_id", req.DLQID, "domain", ch.Domain, "index", ar.Index, "actor", req.Actor)
 	}
 	o := replayOpts{includeValidation: req.IncludeValidation, actor: req.Actor, reason: req.Reason, wait: s.cfg.RedriveWait}
-	res := s.replay(ctx, ch.domain, req.DLQID, o)
+	res := s.replay(ctx, ch.Domain, req.DLQID, o)
 	if res.outcome == "" || (res.outcome == api.OutcomeNotRedrivable && res.err != nil) {
 		code := res.code
 		if code == "" {
@@ -121,12 +122,12 @@ func (s *Service) redrive(r micro.Request, req api.RedriveRequest) {
 		return
 	}
 	rep.Outcome, rep.EventsSeq, rep.RedriveCount = res.outcome, res.eventsSeq, res.state.RedriveCount
-	rep.Status, rep.Class = statusAfter(res), res.state.Class
+	rep.Status, rep.Class = string(statusAfter(res)), string(res.state.Class)
 	switch res.outcome {
 	case api.OutcomeReplayFailed, api.OutcomePoisoned:
 		rep.RedriveCount = res.redriveCount
 		if res.outcome == api.OutcomePoisoned {
-			rep.Class = record.ClassPoison
+			rep.Class = string(record.ClassPoison)
 		}
 	case api.OutcomePending:
 		// Keep observing for the full outcome timeout (resuming the same
@@ -136,7 +137,7 @@ func (s *Service) redrive(r micro.Request, req api.RedriveRequest) {
 			defer s.wg.Done()
 			bctx, cancel := context.WithTimeout(s.runCtx, s.cfg.OutcomeTimeout+30*time.Second)
 			defer cancel()
-			res := s.replay(bctx, ch.domain, req.DLQID, replayOpts{includeValidation: req.IncludeValidation, actor: req.Actor, reason: req.Reason})
+			res := s.replay(bctx, ch.Domain, req.DLQID, replayOpts{includeValidation: req.IncludeValidation, actor: req.Actor, reason: req.Reason})
 			s.metrics.outcomes.WithLabelValues(orError(res.outcome)).Inc()
 		}()
 	}
@@ -151,17 +152,22 @@ func orError(outcome string) string {
 	return outcome
 }
 
-// statusAfter is the chain status an outcome leaves.
-func statusAfter(res result) string {
-	switch res.outcome {
-	case api.OutcomeReplayed, api.OutcomeSkippedDuplicate, api.OutcomeResolvedElsewhere:
-		return record.StatusResolved
-	case api.OutcomeReplayFailed:
-		return record.StatusOpen
-	case api.OutcomePoisoned:
-		return record.StatusPoison
-	case api.OutcomePending:
-		return record.StatusRedriving
+// outcomeKind is the kind of the record an outcome leaves last in its
+// chain (a resolution elsewhere stands for any resolving kind).
+var outcomeKind = map[string]record.Kind{
+	api.OutcomeReplayed:          record.KindReplayed,
+	api.OutcomeSkippedDuplicate:  record.KindSkippedDuplicate,
+	api.OutcomeResolvedElsewhere: record.KindResolved,
+	api.OutcomeReplayFailed:      record.KindReplayFailed,
+	api.OutcomePoisoned:          record.KindPoisoned,
+	api.OutcomePending:           record.KindRedriveRequested,
+}
+
+// statusAfter is the chain status an outcome leaves, as the lifecycle
+// defines it for the outcome's record.
+func statusAfter(res result) record.Status {
+	if k, ok := outcomeKind[res.outcome]; ok {
+		return record.StatusAfter(res.state.Status, k)
 	}
 	return res.state.Status
 }
@@ -185,7 +191,7 @@ func (s *Service) handleRelease(r micro.Request) {
 	case req.DLQID == "" || req.Reason == "":
 		_ = r.Error(api.ErrBadRequest, "dlq_id and reason are required", nil)
 		return
-	case req.Class != "" && req.Class != record.ClassExhausted && req.Class != record.ClassValidation:
+	case req.Class != "" && record.Class(req.Class) != record.ClassExhausted && record.Class(req.Class) != record.ClassValidation:
 		_ = r.Error(api.ErrBadRequest, "class must be exhausted or validation", nil)
 		return
 	case len(req.Actor) > 256 || len(req.Reason) > 2048:
@@ -198,29 +204,29 @@ func (s *Service) handleRelease(r micro.Request) {
 	if !ok {
 		return
 	}
-	if ch.state.Status != record.StatusPoison {
-		_ = r.Error(api.ErrInvalidTransition, "only a poison event can be released; this one is "+ch.state.Status, nil)
+	if ch.State.Status != record.StatusPoison {
+		_ = r.Error(api.ErrInvalidTransition, "only a poison event can be released; this one is "+string(ch.State.Status), nil)
 		return
 	}
-	class := req.Class
+	class := record.Class(req.Class)
 	if class == "" {
-		class = prePoisonClass(ch.records)
+		class = prePoisonClass(ch.Records)
 	}
-	exp := len(ch.records)
+	exp := len(ch.Records)
 	rep, err := s.chains.append(ctx, api.AppendRequest{
-		DLQID: req.DLQID, Domain: ch.domain, Kind: record.KindReleased, ExpectedIndex: &exp,
+		DLQID: req.DLQID, Domain: ch.Domain, Kind: record.KindReleased, ExpectedIndex: &exp,
 		Class: class, Actor: req.Actor, Reason: req.Reason,
 	})
 	if err != nil {
 		_ = r.Error(codeOf(err), err.Error(), nil)
 		return
 	}
-	s.log.Info("DLQ_RELEASED", "dlq_id", req.DLQID, "domain", ch.domain, "class", class, "actor", req.Actor, "index", rep.Index)
+	s.log.Info("release appended", "dlq_id", req.DLQID, "domain", ch.Domain, "class", string(class), "actor", req.Actor, "index", rep.Index)
 	_ = r.RespondJSON(rep)
 }
 
 // prePoisonClass returns the class of the last record that was not poison.
-func prePoisonClass(records []record.Record) string {
+func prePoisonClass(records []record.Record) record.Class {
 	for _, r := range slices.Backward(records) {
 		if r.Class == record.ClassValidation || r.Class == record.ClassExhausted {
 			return r.Class
@@ -244,8 +250,8 @@ func (s *Service) plan(ctx context.Context, f api.DrainFilter) (*api.DrainPlan, 
 	idem := map[int32]string{}
 	sl := &selector{js: s.js}
 	sl.seed = seedOf()
-	sl.onItem = func(l lastRecord, idx int32) {
-		t := dcc{l.Domain, l.Class, l.ErrorCode}
+	sl.onItem = func(l chain.Head, idx int32) {
+		t := dcc{l.Domain, string(l.Class), string(l.ErrorCode)}
 		ti, ok := tripleIdx[t]
 		if !ok {
 			ti = uint32(len(triples))
@@ -259,8 +265,8 @@ func (s *Service) plan(ctx context.Context, f api.DrainFilter) (*api.DrainPlan, 
 		if l.OrderingKey != "" && len(names) < maxNames {
 			names[hashKey(sl.seed, l.Domain, l.OrderingKey)] = l.OrderingKey
 		}
-		if _, ok := idem[idx]; (ok || len(idem) < maxChecks) && l.Idempotency != "" {
-			idem[idx] = l.Idempotency
+		if _, ok := idem[idx]; (ok || len(idem) < maxChecks) && l.IdempotencyKey != "" {
+			idem[idx] = l.IdempotencyKey
 		}
 	}
 	var keys []string // idempotency keys to check, at most maxChecks
