@@ -16,8 +16,9 @@
 // JetStream direct gets. A live view, reading QUARANTINE from the last
 // record it applied whenever there is more, keeps a summary per unresolved
 // chain and aggregates of the resolved ones per triage group (for lists,
-// groups and the depth and age gauges), the running checkpoint digest,
-// and writes one PHI-free audit-log line per record. What it no longer
+// groups and the depth and age gauges) and the running checkpoint digest
+// (the audit-log line of each record is the quarantiner's, written once as
+// it stores the record). What it no longer
 // holds (resolved chains) is read from QUARANTINE when asked for, with
 // JetStream direct gets, so the auditor's memory does not grow with the
 // number of records. The auditor never writes QUARANTINE; it appends only
@@ -39,6 +40,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -66,6 +68,7 @@ type Service struct {
 	now     func() time.Time
 
 	quarantine jetstream.Stream
+	chains     *chain.Reader
 	audit      jetstream.Stream
 	events     jetstream.Stream
 	keys       jetstream.KeyValue
@@ -114,6 +117,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log, metrics: m, now: time.Now, verifyBatch: defaultVerifyBatch,
 		seenBits: seenFilterBits, signer: signer}
 	s.index = newIndex(log, m, cfg.AnchorBlocks)
+	s.chains = chain.NewReader(js)
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(newDepthCollector(s.index, func() time.Time { return s.now() }))
 	}
@@ -138,13 +142,6 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	if s.keys, err = s.js.KeyValue(setup, subjects.IdempotencyBucket); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.IdempotencyBucket, err)
-	}
-	// Records up to the last checkpoint were logged by the auditor that
-	// wrote it; later ones may not have been: log them (again).
-	if last, _, err := s.lastCheckpoint(setup); err != nil {
-		return err
-	} else if last != nil {
-		s.index.logFrom = last.cp.LastSeq
 	}
 	follow, err := s.index.follow(ctx, s.js, subjects.QuarantineStream)
 	if err != nil {

@@ -250,8 +250,10 @@ func TestResolvedChainsFromTheServer(t *testing.T) {
 
 	// list: every status, newest first, in pages of 2.
 	type row struct {
-		id, status, class string
-		records           int
+		id      string
+		status  record.Status
+		class   record.Class
+		records int
 	}
 	listAll := func(req api.ListRequest) ([]row, int) {
 		var rows []row
@@ -264,7 +266,7 @@ func TestResolvedChainsFromTheServer(t *testing.T) {
 			}
 			total = l.Total
 			for _, it := range l.Items {
-				rows = append(rows, row{it.DLQID, it.Status, it.Class, it.Records})
+				rows = append(rows, row{it.DLQID, record.Status(it.Status), record.Class(it.Class), it.Records})
 			}
 			if req.Cursor = l.NextCursor; req.Cursor == "" {
 				break
@@ -283,7 +285,7 @@ func TestResolvedChainsFromTheServer(t *testing.T) {
 	if fmt.Sprint(rows) != fmt.Sprint(want) || total != 5 {
 		t.Fatalf("list: total %d\n got %v\nwant %v", total, rows, want)
 	}
-	rows, total = listAll(api.ListRequest{Status: record.StatusResolved, Domain: "pharmacy", Limit: 1})
+	rows, total = listAll(api.ListRequest{Status: string(record.StatusResolved), Domain: "pharmacy", Limit: 1})
 	if fmt.Sprint(rows) != fmt.Sprint([]row{want[2], want[4]}) || total != 2 {
 		t.Fatalf("resolved pharmacy: total %d, %v", total, rows)
 	}
@@ -291,7 +293,7 @@ func TestResolvedChainsFromTheServer(t *testing.T) {
 	if fmt.Sprint(rows) != fmt.Sprint([]row{want[0], want[2]}) || total != 2 {
 		t.Fatalf("P-1 from minute 2 to 5: total %d, %v", total, rows)
 	}
-	rows, total = listAll(api.ListRequest{Status: record.StatusOpen})
+	rows, total = listAll(api.ListRequest{Status: string(record.StatusOpen)})
 	if fmt.Sprint(rows) != fmt.Sprint([]row{want[3]}) || total != 1 {
 		t.Fatalf("open: total %d, %v", total, rows)
 	}
@@ -330,7 +332,7 @@ func TestReconcileResolvedChains(t *testing.T) {
 		return ack.Sequence
 	}
 	// chain stores a chain for the event at seq of EVENTS, named dlqID.
-	chain := func(dlqID string, seq uint64, kinds ...string) {
+	chain := func(dlqID string, seq uint64, kinds ...record.Kind) {
 		r := first(t, fixture{id: dlqID, domain: "pharmacy", class: record.ClassValidation, code: codes.MalformedJSON,
 			firstSeen: t0, quarantined: t0})
 		r.SourceSeq, r.AuditHash = seq, ""

@@ -65,6 +65,17 @@ func validToken(s string) bool {
 	return s != "" && !strings.ContainsAny(s, ".*> \t\r\n")
 }
 
+// domainOfSubject returns the domain token of a quarantine subject
+// (quarantine.<domain>.<dlq_id>).
+func domainOfSubject(subject string) string {
+	rest, ok := strings.CutPrefix(subject, "quarantine.")
+	if !ok {
+		return ""
+	}
+	dom, _, _ := strings.Cut(rest, ".")
+	return dom
+}
+
 // lastToken returns the last token of a subject (a quarantine subject's
 // dlq id).
 func lastToken(subject string) string {

@@ -139,11 +139,12 @@ func request(tb testing.TB, nc *nats.Conn, subject string, req, out any) {
 
 // fixture describes the first record of a test chain.
 type fixture struct {
-	id, domain, class string
-	code              codes.Code
-	party             string
-	firstSeen         time.Time
-	quarantined       time.Time
+	id, domain  string
+	class       record.Class
+	code        codes.Code
+	party       string
+	firstSeen   time.Time
+	quarantined time.Time
 }
 
 // first builds the sealed first record of f.
@@ -164,7 +165,7 @@ func first(tb testing.TB, f fixture) record.Record {
 }
 
 // next builds the sealed record of kind that follows prev, at time at.
-func next(tb testing.TB, prev record.Record, kind string, at time.Time) record.Record {
+func next(tb testing.TB, prev record.Record, kind record.Kind, at time.Time) record.Record {
 	tb.Helper()
 	r := prev
 	r.Index, r.Kind, r.PrevHash, r.QuarantinedAt, r.Payload, r.Headers, r.Attempts = prev.Index+1, kind, prev.AuditHash, at, nil, nil, nil
@@ -209,7 +210,7 @@ func (e *env) publishRaw(tb testing.TB, subject string, raw []byte) uint64 {
 
 // chainOf publishes a chain: the first record of f, then kinds, a minute
 // apart. It returns the records.
-func (e *env) chainOf(tb testing.TB, f fixture, kinds ...string) []record.Record {
+func (e *env) chainOf(tb testing.TB, f fixture, kinds ...record.Kind) []record.Record {
 	tb.Helper()
 	rs := []record.Record{first(tb, f)}
 	for i, k := range kinds {

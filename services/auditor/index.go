@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"hash"
 	"log/slog"
 	"slices"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/merkle"
 	"github.com/deadletter/deadletter/shared/record"
 )
@@ -22,13 +22,14 @@ import (
 // the fields lists, groups, gauges and reconciliation need, never a
 // payload.
 type entry struct {
-	dlqID, domain, class, status, code, party, key string
-	redrives, records                              int
-	firstSeen, quarantinedAt, lastChange           time.Time
-	lastHash                                       string
-	seq                                            uint64 // QUARANTINE sequence of record 0
-	sourceStream                                   string
-	sourceSeq                                      uint64 // of record 0: the original event
+	dlqID, domain, class, code, party, key string
+	status                                 record.Status
+	redrives, records                      int
+	firstSeen, quarantinedAt, lastChange   time.Time
+	lastHash                               string
+	seq                                    uint64 // QUARANTINE sequence of record 0
+	sourceStream                           string
+	sourceSeq                              uint64 // of record 0: the original event
 }
 
 // unresolved reports whether the chain still needs attention.
@@ -37,24 +38,6 @@ func (e *entry) unresolved() bool { return e.status != record.StatusResolved }
 // open reports whether the chain is open or redriving (not poison).
 func (e *entry) open() bool {
 	return e.status == record.StatusOpen || e.status == record.StatusRedriving
-}
-
-// lightRecord is the part of a stored record the index reads.
-type lightRecord struct {
-	DLQID          string    `json:"dlq_id"`
-	Index          int       `json:"index"`
-	Kind           string    `json:"kind"`
-	Domain         string    `json:"domain"`
-	Class          string    `json:"class"`
-	ErrorCode      string    `json:"error_code"`
-	SourceStream   string    `json:"source_stream"`
-	SourceSeq      uint64    `json:"source_seq"`
-	IdempotencyKey string    `json:"idempotency_key"`
-	PartyID        string    `json:"party_id"`
-	RedriveCount   int       `json:"redrive_count"`
-	FirstSeen      time.Time `json:"first_seen"`
-	QuarantinedAt  time.Time `json:"quarantined_at"`
-	AuditHash      string    `json:"audit_hash"`
 }
 
 // groupKey names a second-level triage group: fingerprint and party.
@@ -109,8 +92,9 @@ func newerSample(a, b sample) int {
 // index is the auditor's live view of QUARANTINE, fed in stream order by
 // the follower (batched direct gets): an entry per UNRESOLVED chain, aggregates of the
 // resolved ones per triage group (counts, first and last seen, a few
-// samples), the domains seen, the running checkpoint digest, and the
-// audit log. Its memory grows with the unresolved chains and the groups,
+// samples), the domains seen and the running checkpoint digest (the
+// audit-log line of each record is the quarantiner's, written as it
+// stores it). Its memory grows with the unresolved chains and the groups,
 // not with the records or the resolved chains. It does not verify seals
 // (verify does); it follows the lifecycle as the records state it.
 type index struct {
@@ -125,7 +109,6 @@ type index struct {
 	count    uint64               // records applied
 	digest   hash.Hash            // running SHA-256 (api.CheckpointAlgorithm)
 	tree     *merkle.BlockBuilder // Merkle tree of the records (api.MerkleAlgorithm)
-	logFrom  uint64               // records above this sequence are logged
 	line     []byte
 	wake     chan struct{} // asks the follower to read now
 }
@@ -168,19 +151,18 @@ func (x *index) applied() uint64 {
 // write one) a record appended to a chain already resolved, which is then
 // counted again.
 func (x *index) apply(seq uint64, raw []byte) {
-	var r lightRecord
-	err := json.Unmarshal(raw, &r)
+	r, err := chain.DecodeHead(raw)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.line = digestLine(x.line[:0], seq, r.AuditHash)
 	x.digest.Write(x.line)
 	x.tree.Add(leafOf(seq, r.AuditHash))
 	x.lastSeq, x.count = seq, x.count+1
-	if err != nil || r.DLQID == "" {
+	if err != nil {
 		x.log.Error("AUDIT_VERIFY_FAILED", "seq", seq, "problem", "unreadable quarantine record")
 		return
 	}
-	x.metrics.stored.WithLabelValues(r.Kind).Inc()
+	x.metrics.stored.WithLabelValues(string(r.Kind)).Inc()
 	e := x.chains[r.DLQID]
 	if e == nil {
 		e = &entry{dlqID: r.DLQID, domain: r.Domain, firstSeen: r.FirstSeen.UTC(), quarantinedAt: r.QuarantinedAt.UTC(),
@@ -189,12 +171,12 @@ func (x *index) apply(seq uint64, raw []byte) {
 		x.domains[r.Domain] = true
 	}
 	e.records++
-	e.class, e.code, e.redrives = r.Class, r.ErrorCode, r.RedriveCount
+	e.class, e.code, e.redrives = string(r.Class), string(r.ErrorCode), r.RedriveCount
 	if r.PartyID != "" {
 		e.party = r.PartyID
 	}
 	e.lastChange, e.lastHash = r.QuarantinedAt.UTC(), r.AuditHash
-	e.status = nextStatus(e.status, r.Kind)
+	e.status = record.StatusAfter(e.status, r.Kind)
 	if !e.unresolved() {
 		k := groupKey{e.domain, e.code, e.class, e.party}
 		g := x.resolved[k]
@@ -204,10 +186,6 @@ func (x *index) apply(seq uint64, raw []byte) {
 		}
 		g.add(e)
 		delete(x.chains, r.DLQID)
-	}
-	if seq > x.logFrom {
-		x.log.Info(logEvent(r.Kind), "dlq_id", r.DLQID, "domain", r.Domain, "class", r.Class, "code", r.ErrorCode,
-			"redrive_count", r.RedriveCount, "index", r.Index, "kind", r.Kind, "seq", seq, "audit_hash", r.AuditHash)
 	}
 }
 
@@ -220,47 +198,6 @@ func (x *index) entryOf(dlqID string) (entry, bool) {
 		return entry{}, false
 	}
 	return *e, true
-}
-
-// nextStatus is the status after a record of kind, as record.Fold
-// defines it for valid chains.
-func nextStatus(cur, kind string) string {
-	switch kind {
-	case record.KindQuarantined, record.KindReplayFailed, record.KindReleased:
-		return record.StatusOpen
-	case record.KindRedriveRequested:
-		return record.StatusRedriving
-	case record.KindReplayed, record.KindSkippedDuplicate, record.KindResolved:
-		return record.StatusResolved
-	case record.KindPoisoned:
-		return record.StatusPoison
-	}
-	return cur // corrected, or a kind this version does not know
-}
-
-// logEvent is the audit-log message of a record kind.
-func logEvent(kind string) string {
-	switch kind {
-	case record.KindQuarantined:
-		return "DLQ_QUARANTINED"
-	case record.KindReplayed:
-		return "DLQ_REDRIVE_OK"
-	case record.KindSkippedDuplicate:
-		return "DLQ_SKIPPED_DUPLICATE"
-	case record.KindReplayFailed:
-		return "DLQ_REPLAY_FAILED"
-	case record.KindPoisoned:
-		return "DLQ_POISON_ISOLATED"
-	case record.KindResolved:
-		return "DLQ_RESOLVED"
-	case record.KindCorrected:
-		return "DLQ_CORRECTED"
-	case record.KindRedriveRequested:
-		return "DLQ_REDRIVE_REQUESTED"
-	case record.KindReleased:
-		return "DLQ_RELEASED"
-	}
-	return "DLQ_RECORD"
 }
 
 // digestLine appends the checkpoint digest line of one record:

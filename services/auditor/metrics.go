@@ -109,14 +109,14 @@ func (c *depthCollector) Collect(ch chan<- prometheus.Metric) {
 	c.x.mu.RUnlock()
 	now := c.now()
 	for k, n := range open {
-		if k.class != record.ClassValidation && k.class != record.ClassExhausted {
+		if cl := record.Class(k.class); cl != record.ClassValidation && cl != record.ClassExhausted {
 			ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(n), k.domain, k.class)
 		}
 	}
 	for d, t := range oldest {
 		// Both classes of every domain seen, so a depth falls to 0 instead
 		// of vanishing.
-		for _, class := range []string{record.ClassValidation, record.ClassExhausted} {
+		for _, class := range []string{string(record.ClassValidation), string(record.ClassExhausted)} {
 			ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(open[dc{d, class}]), d, class)
 		}
 		age := 0.0

@@ -12,9 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
@@ -39,40 +38,34 @@ func (s *Service) Get(ctx context.Context, req api.GetRequest) (api.GetReply, er
 			return api.GetReply{}, err
 		}
 	}
-	subj := ""
-	if req.Domain != "" {
-		subj = subjects.Quarantine(req.Domain, req.DLQID)
-	} else if e, ok := s.index.entryOf(req.DLQID); ok {
-		subj = subjects.Quarantine(e.domain, req.DLQID)
-	} else {
-		// Not unresolved in the index (resolved, or not applied yet): find
-		// the chain's subject on the server.
-		err := s.eachLastRecord(ctx, []string{req.DLQID}, 0, func(_ string, m directMsg) { subj = m.subject })
-		if err != nil {
-			return api.GetReply{}, fmt.Errorf("auditor: find the chain: %w", err)
-		}
-		if subj == "" {
-			return api.GetReply{}, api.Errorf(api.ErrNotFound, "no quarantine chain has this dlq id")
+	dom := req.Domain
+	if dom == "" {
+		if e, ok := s.index.entryOf(req.DLQID); ok {
+			dom = e.domain
+		} else {
+			// Not unresolved in the index (resolved, or not applied yet):
+			// find the chain's subject on the server.
+			err := s.eachLastRecord(ctx, []string{req.DLQID}, 0, func(_ string, m directMsg) { dom = domainOfSubject(m.subject) })
+			if err != nil {
+				return api.GetReply{}, fmt.Errorf("auditor: find the chain: %w", err)
+			}
 		}
 	}
-	var (
-		raws [][]byte
-		rep  api.GetReply
-	)
-	for next := uint64(1); ; {
-		m, err := s.quarantine.GetMsg(ctx, next, jetstream.WithGetMsgSubject(subj))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			break
-		}
-		if err != nil {
-			return api.GetReply{}, fmt.Errorf("auditor: read chain: %w", err)
-		}
-		raws = append(raws, m.Data)
-		rep.Records = append(rep.Records, api.ChainRecord{Seq: m.Sequence, Record: m.Data})
-		next = m.Sequence + 1
-	}
-	if len(raws) == 0 {
+	if dom == "" || !validToken(dom) {
 		return api.GetReply{}, api.Errorf(api.ErrNotFound, "no quarantine chain has this dlq id")
+	}
+	stored, err := s.chains.Stored(ctx, dom, req.DLQID)
+	if errors.Is(err, chain.ErrNotFound) {
+		return api.GetReply{}, api.Errorf(api.ErrNotFound, "no quarantine chain has this dlq id")
+	}
+	if err != nil {
+		return api.GetReply{}, fmt.Errorf("auditor: read chain: %w", err)
+	}
+	var rep api.GetReply
+	raws := make([][]byte, len(stored))
+	for i, m := range stored {
+		raws[i] = m.Data
+		rep.Records = append(rep.Records, api.ChainRecord{Seq: m.Seq, Record: m.Data})
 	}
 	rep.Problems = record.VerifyChain(raws)
 	for i := range rep.Problems {
@@ -132,27 +125,23 @@ type listItem struct {
 }
 
 func summary(e *entry) listItem {
-	return listItem{api.Summary{DLQID: e.dlqID, Domain: e.domain, Class: e.class, Status: e.status, ErrorCode: e.code,
+	return listItem{api.Summary{DLQID: e.dlqID, Domain: e.domain, Class: e.class, Status: string(e.status), ErrorCode: e.code,
 		PartyID: e.party, RedriveCount: e.redrives, Records: e.records, FirstSeen: e.firstSeen,
 		QuarantinedAt: e.quarantinedAt, LastChange: e.lastChange, LastHash: e.lastHash}, e.seq}
 }
 
 // serverSummary summarizes a chain not in the index from its first and
 // last records, as read from QUARANTINE.
-func serverSummary(seq uint64, first, last lightRecord) listItem {
+func serverSummary(seq uint64, first, last chain.Head) listItem {
 	party := last.PartyID
 	if party == "" {
 		party = first.PartyID
 	}
-	return listItem{api.Summary{DLQID: first.DLQID, Domain: first.Domain, Class: last.Class, Status: statusAfter(last.Kind),
-		ErrorCode: last.ErrorCode, PartyID: party, RedriveCount: last.RedriveCount, Records: last.Index + 1,
+	return listItem{api.Summary{DLQID: first.DLQID, Domain: first.Domain, Class: string(last.Class), Status: string(last.Status()),
+		ErrorCode: string(last.ErrorCode), PartyID: party, RedriveCount: last.RedriveCount, Records: last.Index + 1,
 		FirstSeen: first.FirstSeen.UTC(), QuarantinedAt: first.QuarantinedAt.UTC(), LastChange: last.QuarantinedAt.UTC(),
 		LastHash: last.AuditHash}, seq}
 }
-
-// statusAfter is the status of a chain whose last record is of kind (a
-// correction keeps the chain open).
-func statusAfter(kind string) string { return nextStatus(record.StatusOpen, kind) }
 
 // listScanWindow is how many QUARANTINE sequences a list reads at a time
 // when it pages through the server.
@@ -209,7 +198,7 @@ func (s *Service) List(ctx context.Context, req api.ListRequest) (api.ListReply,
 		lastSeq = it.seq
 		return true
 	}
-	switch req.Status {
+	switch record.Status(req.Status) {
 	case record.StatusOpen, record.StatusRedriving, record.StatusPoison:
 		var items []listItem
 		s.index.mu.RLock()
@@ -298,7 +287,7 @@ func (s *Service) scanChains(ctx context.Context, domain string, from uint64, fn
 	}
 	type first struct {
 		seq uint64
-		r   lightRecord
+		r   chain.Head
 	}
 	var firsts []first
 	for hi >= 1 {
@@ -312,8 +301,7 @@ func (s *Service) scanChains(ctx context.Context, domain string, from uint64, fn
 				if m.seq > hi {
 					return
 				}
-				var r lightRecord
-				if json.Unmarshal(m.data, &r) == nil && r.Index == 0 && r.DLQID != "" {
+				if r, err := chain.DecodeHead(m.data); err == nil && r.Index == 0 {
 					firsts = append(firsts, first{m.seq, r})
 				}
 			})
@@ -338,10 +326,9 @@ func (s *Service) scanChains(ctx context.Context, domain string, from uint64, fn
 		}
 		s.index.mu.RUnlock()
 		if len(lookups) > 0 {
-			lasts := make(map[string]lightRecord, len(lookups))
+			lasts := make(map[string]chain.Head, len(lookups))
 			err := s.eachLastRecord(ctx, lookups, 0, func(id string, m directMsg) {
-				var last lightRecord
-				if json.Unmarshal(m.data, &last) == nil {
+				if last, err := chain.DecodeHead(m.data); err == nil {
 					lasts[id] = last
 				}
 			})

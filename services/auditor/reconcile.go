@@ -2,7 +2,6 @@ package auditor
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/ledger"
@@ -41,9 +41,10 @@ type event struct {
 // chainView is what reconciliation needs of the chain an event names: its
 // status and class, and where its original (record 0's source) is.
 type chainView struct {
-	status, class string
-	sourceStream  string
-	sourceSeq     uint64
+	status       record.Status
+	class        string
+	sourceStream string
+	sourceSeq    uint64
 }
 
 // Reconcile accounts for every event EVENTS received in [From, To] (in
@@ -269,9 +270,8 @@ func (s *Service) chainsOf(ctx context.Context, batch []event) (map[string]chain
 	}
 	var lasts []found
 	err := s.eachLastRecord(ctx, lookups, 0, func(id string, m directMsg) {
-		var last lightRecord
-		_ = json.Unmarshal(m.data, &last) // an unreadable record reads as an open chain
-		v := chainView{status: statusAfter(last.Kind), class: last.Class}
+		last, _ := chain.DecodeHead(m.data) // an unreadable record reads as an open chain
+		v := chainView{status: last.Status(), class: string(last.Class)}
 		if needFirst[id] {
 			lasts = append(lasts, found{m.subject, v})
 		} else {
@@ -292,8 +292,7 @@ func (s *Service) chainsOf(ctx context.Context, batch []event) (map[string]chain
 				return fmt.Errorf("auditor: read the first record of a chain: %w", err)
 			}
 			if ok {
-				var r lightRecord
-				if json.Unmarshal(first.data, &r) == nil {
+				if r, err := chain.DecodeHead(first.data); err == nil {
 					v.sourceStream, v.sourceSeq = r.SourceStream, r.SourceSeq
 				}
 			}

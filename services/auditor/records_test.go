@@ -72,12 +72,12 @@ func TestListRecords(t *testing.T) {
 
 	var rep api.ListReply
 	request(t, e.nc, api.AuditList, api.ListRequest{Records: true, AfterSeq: 1, Limit: 1}, &rep)
-	if r := rep.Records[0]; r.DLQID != id(0) || r.Index != 1 || r.Kind != record.KindRedriveRequested || r.DrainID != "drain-1" ||
-		r.Domain != "pharmacy" || r.Class != record.ClassExhausted || r.ErrorCode != "DOWNSTREAM_UNAVAILABLE" || len(r.AuditHash) != 64 {
+	if r := rep.Records[0]; r.DLQID != id(0) || r.Index != 1 || r.Kind != string(record.KindRedriveRequested) || r.DrainID != "drain-1" ||
+		r.Domain != "pharmacy" || r.Class != string(record.ClassExhausted) || r.ErrorCode != "DOWNSTREAM_UNAVAILABLE" || len(r.AuditHash) != 64 {
 		t.Errorf("record summary %+v", r)
 	}
 	request(t, e.nc, api.AuditList, api.ListRequest{Records: true, AfterSeq: 2, Limit: 1}, &rep)
-	if r := rep.Records[0]; r.Kind != record.KindResolved || r.Actor != "alice" {
+	if r := rep.Records[0]; r.Kind != string(record.KindResolved) || r.Actor != "alice" {
 		t.Errorf("resolved record summary %+v", r)
 	}
 	m, err := e.nc.Request(api.AuditList, []byte(`{"records":true,"dlq_id":"a.b"}`), 5*time.Second)

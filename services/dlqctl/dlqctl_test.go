@@ -196,7 +196,7 @@ func TestPublish(t *testing.T) {
 		if err := json.Unmarshal(out, &rec); err != nil {
 			t.Fatalf("tail line: %v: %s", err, out)
 		}
-		if rec.Kind != record.KindQuarantined || rec.Code != "MALFORMED_JSON" || rec.Domain != "pharmacy" || rec.Class != record.ClassValidation ||
+		if rec.Kind != string(record.KindQuarantined) || rec.Code != "MALFORMED_JSON" || rec.Domain != "pharmacy" || rec.Class != string(record.ClassValidation) ||
 			rec.Seq == 0 || len(rec.Hash) != 64 || rec.DLQID == "" {
 			t.Errorf("tail record: %+v", rec)
 		}
@@ -233,7 +233,7 @@ func TestTriage(t *testing.T) {
 			t.Fatalf("ls: %+v", rep)
 		}
 		for i, it := range rep.Items { // newest first
-			if want := inputs[len(inputs)-1-i].code; it.ErrorCode != want || it.Status != record.StatusOpen {
+			if want := inputs[len(inputs)-1-i].code; it.ErrorCode != want || it.Status != string(record.StatusOpen) {
 				t.Errorf("item %d: %+v, want code %s", i, it, want)
 			}
 		}
@@ -397,7 +397,7 @@ func TestDrain(t *testing.T) {
 		writeFile(t, dir, fmt.Sprintf("events/%02d.json", i), b)
 	}
 	e.ok(t, "publish", dir+"/events")
-	e.waitQuarantined(t, api.ListRequest{Class: record.ClassExhausted}, n)
+	e.waitQuarantined(t, api.ListRequest{Class: string(record.ClassExhausted)}, n)
 	down.down.Store(false)
 
 	t.Run("dry run", func(t *testing.T) {
@@ -535,7 +535,7 @@ func TestRedrive(t *testing.T) {
 		{name: "still invalid correction", args: []string{"redrive", id, "--payload", invalid, "--reason", "try again"}, code: 1, outcome: api.OutcomeReplayFailed},
 		{name: "poisoned at the cap", args: []string{"redrive", id, "--payload", invalid, "--reason", "once more"}, code: 1, outcome: api.OutcomePoisoned},
 		{name: "poison is not redriven", args: []string{"redrive", id}, code: 1, stderr: `"code":"POISONED"`},
-		{name: "release", args: []string{"release", id, "--reason", "supplier confirmed the NDC", "--actor", "qa-lead"}, outcome: record.StatusOpen},
+		{name: "release", args: []string{"release", id, "--reason", "supplier confirmed the NDC", "--actor", "qa-lead"}, outcome: string(record.StatusOpen)},
 		{name: "release twice", args: []string{"release", id, "--reason", "again"}, code: 1, stderr: `"code":"INVALID_TRANSITION"`},
 		{name: "corrected", args: []string{"redrive", id, "--payload", valid, "--reason", "NDC fixed from the invoice"}, outcome: api.OutcomeReplayed},
 	}
@@ -575,7 +575,7 @@ func TestRedrive(t *testing.T) {
 			if err := json.Unmarshal(cr.Record, &r); err != nil {
 				t.Fatal(err)
 			}
-			kinds = append(kinds, r.Kind)
+			kinds = append(kinds, string(r.Kind))
 		}
 		want := []string{"quarantined", "corrected", "redrive_requested", "replay_failed", "corrected", "redrive_requested",
 			"poisoned", "released", "corrected", "redrive_requested", "replayed"}
@@ -605,7 +605,7 @@ func TestRedrive(t *testing.T) {
 			if err := json.Unmarshal(sc.Bytes(), &rec); err != nil || rec.DLQID != id || rec.Index != n {
 				t.Errorf("line %d: %+v %v", n, rec, err)
 			}
-			switch rec.Kind {
+			switch record.Kind(rec.Kind) {
 			case record.KindCorrected, record.KindReleased, record.KindRedriveRequested:
 				if rec.Actor != "operator" {
 					t.Errorf("line %d: %s by %q, want operator", n, rec.Kind, rec.Actor)

@@ -35,7 +35,7 @@ func (s *Service) handleAppend(r micro.Request) {
 		return
 	}
 	span.SetAttributes(telemetry.DLQIDKey.String(req.DLQID), telemetry.DomainKey.String(req.Domain),
-		attribute.String("deadletter.record_kind", req.Kind))
+		attribute.String("deadletter.record_kind", string(req.Kind)))
 	if req.DLQID == "" || req.Domain == "" || req.Kind == "" || req.Kind == record.KindQuarantined {
 		telemetry.Error(span, api.ErrBadRequest)
 		_ = r.Error(api.ErrBadRequest, "dlq_id, domain and a lifecycle kind are required", nil)
@@ -106,7 +106,7 @@ func (s *Service) appendLifecycle(ctx context.Context, req api.AppendRequest) (a
 		}
 		next.LastHash = rec.AuditHash
 		s.chains.remember(req.Domain, req.DLQID, tail{n: t.n + 1, lastSeq: seq, last: rec, state: next})
-		s.logRecord(&rec)
+		s.logRecord(ctx, &rec, seq)
 		return reply(rec, next), "", nil
 	}
 	return api.AppendReply{}, api.ErrConflict, appendError{"the chain kept changing"}
@@ -130,11 +130,11 @@ func (s *Service) landed(ctx context.Context, req api.AppendRequest, t tail) (ap
 	if err != nil {
 		return api.AppendReply{}, false, err
 	}
-	if i >= len(ch.records) || !sameRequest(ch.records[i], req) {
+	if i >= len(ch.Records) || !sameRequest(ch.Records[i], req) {
 		return api.AppendReply{}, false, nil
 	}
-	st, _ := record.Fold(ch.records[:i+1])
-	return reply(ch.records[i], st), true, nil
+	st, _ := record.Fold(ch.Records[:i+1])
+	return reply(ch.Records[i], st), true, nil
 }
 
 func (s *Service) lifecycleRecord(req api.AppendRequest, prev record.State) record.Record {

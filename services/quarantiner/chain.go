@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/record"
-	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
 )
@@ -21,13 +21,13 @@ import (
 // caller re-reads the chain and decides again.
 var errConflict = errors.New("quarantiner: chain changed concurrently")
 
-// chains reads and appends quarantine chains. A chain is the sequence of
-// records on one subject quarantine.<domain>.<dlq_id>; appends are
-// conditional on the subject's last sequence, so two writers can never fork
-// a chain.
+// chains appends quarantine chains, reading them with chain.Reader. A
+// chain is the sequence of records on one subject
+// quarantine.<domain>.<dlq_id>; appends are conditional on the subject's
+// last sequence, so two writers can never fork a chain.
 type chains struct {
 	js     jetstream.JetStream
-	stream jetstream.Stream
+	reader *chain.Reader
 	tr     telemetry.Tracer
 	// tails caches the tails of chains read or written lately (nil: no
 	// cache). An entry may be stale (another instance appended since):
@@ -36,8 +36,8 @@ type chains struct {
 }
 
 // newChains returns chains caching up to cacheSize tails.
-func newChains(js jetstream.JetStream, stream jetstream.Stream, tr telemetry.Tracer, cacheSize int) (*chains, error) {
-	c := &chains{js: js, stream: stream, tr: tr}
+func newChains(js jetstream.JetStream, tr telemetry.Tracer, cacheSize int) (*chains, error) {
+	c := &chains{js: js, reader: chain.NewReader(js), tr: tr}
 	if cacheSize > 0 {
 		var err error
 		if c.tails, err = lru.New[string, tail](cacheSize); err != nil {
@@ -45,12 +45,6 @@ func newChains(js jetstream.JetStream, stream jetstream.Stream, tr telemetry.Tra
 		}
 	}
 	return c, nil
-}
-
-// chain is a chain as read: its records and the stream sequence of the last.
-type chain struct {
-	records []record.Record
-	lastSeq uint64
 }
 
 // tail is what an append to a chain needs: how many records it has, the
@@ -64,58 +58,25 @@ type tail struct {
 }
 
 // tailOf returns the tail of ch.
-func tailOf(ch chain) tail {
-	t := tail{n: len(ch.records), lastSeq: ch.lastSeq}
+func tailOf(ch chain.Chain) tail {
+	t := tail{n: len(ch.Records), lastSeq: ch.LastSeq, state: ch.State, foldErr: ch.FoldErr}
 	if t.n > 0 {
-		t.last = ch.records[t.n-1]
-		t.state, t.foldErr = record.Fold(ch.records)
+		t.last = ch.Records[t.n-1]
 	}
 	return t
 }
 
-// read returns every record of a chain in order (empty when none). It
-// reads the last record first (one direct get): a chain of one record, the
-// common case of a first append, needs nothing more; a longer one is read
-// whole with direct-get batch requests (one per 256 records).
-func (c *chains) read(ctx context.Context, domain, dlqID string) (chain, error) {
-	subj := subjects.Quarantine(domain, dlqID)
-	last, err := c.stream.GetLastMsgForSubject(ctx, subj)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return chain{}, nil
+// read returns a chain, seals verified and folded (no records when it has
+// none yet).
+func (c *chains) read(ctx context.Context, domain, dlqID string) (chain.Chain, error) {
+	ch, err := c.reader.Read(ctx, domain, dlqID)
+	if errors.Is(err, chain.ErrNotFound) {
+		return chain.Chain{Domain: domain, DLQID: dlqID}, nil
 	}
 	if err != nil {
-		return chain{}, fmt.Errorf("quarantiner: read chain: %w", err)
+		return chain.Chain{}, fmt.Errorf("quarantiner: read chain: %w", err)
 	}
-	r, err := decodeRecord(last.Sequence, last.Data)
-	if err != nil {
-		return chain{}, err
-	}
-	if r.Index == 0 {
-		return chain{records: []record.Record{r}, lastSeq: last.Sequence}, nil
-	}
-	var out chain
-	err = streams.ReadSubject(ctx, c.js, subjects.QuarantineStream, subj, func(m *jetstream.RawStreamMsg) error {
-		r, err := decodeRecord(m.Sequence, m.Data)
-		if err != nil {
-			return err
-		}
-		out.records = append(out.records, r)
-		out.lastSeq = m.Sequence
-		return nil
-	})
-	if err != nil {
-		return chain{}, fmt.Errorf("quarantiner: read chain: %w", err)
-	}
-	return out, nil
-}
-
-// decodeRecord decodes the stored record at seq.
-func decodeRecord(seq uint64, data []byte) (record.Record, error) {
-	var r record.Record
-	if err := record.Unmarshal(data, &r); err != nil {
-		return record.Record{}, fmt.Errorf("quarantiner: record at %d unreadable: %w", seq, err)
-	}
-	return r, nil
+	return ch, nil
 }
 
 // tail returns the tail of a chain, from the cache when it holds one
@@ -168,12 +129,12 @@ func (c *chains) append(ctx context.Context, n int, prevHash string, lastSeq uin
 	}
 	m := nats.NewMsg(subjects.Quarantine(r.Domain, r.DLQID))
 	m.Data = b
-	m.Header.Set("Deadletter-Record-Kind", r.Kind)
+	m.Header.Set("Deadletter-Record-Kind", string(r.Kind))
 	m.Header.Set("Deadletter-Audit-Hash", r.AuditHash)
 	msgID := r.DLQID + "-" + strconv.Itoa(r.Index)
 	ctx, span := c.tr.StartPublish(ctx, m, telemetry.DestinationTemplate("quarantine.{domain}.{dlq_id}"),
 		telemetry.MessageID(msgID), telemetry.Attributes(telemetry.DLQIDKey.String(r.DLQID),
-			telemetry.DomainKey.String(r.Domain), attribute.String("deadletter.record_kind", r.Kind)))
+			telemetry.DomainKey.String(r.Domain), attribute.String("deadletter.record_kind", string(r.Kind))))
 	defer span.End()
 	ack, err := c.js.PublishMsg(ctx, m,
 		jetstream.WithMsgID(msgID),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/telemetry"
 )
@@ -13,6 +14,7 @@ import (
 // outcome is what ingest did with a failure.
 type outcome struct {
 	written   *record.Record // nil when the failure was already quarantined
+	seq       uint64         // QUARANTINE sequence of written
 	duplicate string         // why nothing was written
 }
 
@@ -45,10 +47,10 @@ func (s *Service) ingest(ctx context.Context, f record.Failure) (outcome, error)
 			return outcome{duplicate: dup}, nil
 		}
 		prevHash := ""
-		if n := len(ch.records); n > 0 {
-			prevHash = ch.records[n-1].AuditHash
+		if n := len(ch.Records); n > 0 {
+			prevHash = ch.Records[n-1].AuditHash
 		}
-		seq, err := s.chains.append(ctx, len(ch.records), prevHash, ch.lastSeq, r)
+		seq, err := s.chains.append(ctx, len(ch.Records), prevHash, ch.LastSeq, r)
 		if err != nil {
 			s.chains.forget(domain, dlqID)
 			if errors.Is(err, errConflict) {
@@ -56,22 +58,24 @@ func (s *Service) ingest(ctx context.Context, f record.Failure) (outcome, error)
 			}
 			return outcome{}, err
 		}
-		s.chains.remember(domain, dlqID, tailOf(chain{records: append(ch.records, *r), lastSeq: seq}))
-		return outcome{written: r}, nil
+		ch.Records, ch.LastSeq = append(ch.Records, *r), seq
+		ch.State, ch.FoldErr = record.Fold(ch.Records)
+		s.chains.remember(domain, dlqID, tailOf(ch))
+		return outcome{written: r, seq: seq}, nil
 	}
 	return outcome{}, fmt.Errorf("quarantiner: chain %s kept changing", dlqID)
 }
 
 // decide returns the record to append for f, or nil and the reason it is a
 // duplicate.
-func (s *Service) decide(ch chain, f record.Failure, dlqID string) (*record.Record, string) {
+func (s *Service) decide(ch chain.Chain, f record.Failure, dlqID string) (*record.Record, string) {
 	now := s.now().UTC()
-	if len(ch.records) == 0 {
+	if len(ch.Records) == 0 {
 		r := record.FromFailure(f, now)
 		r.DLQID = dlqID
 		return &r, ""
 	}
-	for _, r := range ch.records {
+	for _, r := range ch.Records {
 		if r.SourceStream == f.Stream && r.SourceSeq == f.Seq {
 			return nil, "same_source"
 		}
@@ -80,8 +84,8 @@ func (s *Service) decide(ch chain, f record.Failure, dlqID string) (*record.Reco
 		// Another copy of an event already quarantined under this key.
 		return nil, "same_event"
 	}
-	st, err := record.Fold(ch.records)
-	if err != nil && st.Status == "" {
+	st := ch.State
+	if ch.FoldErr != nil && st.Status == "" {
 		return nil, "unreadable_chain"
 	}
 	if f.RedriveCount <= st.RedriveCount {

@@ -204,7 +204,7 @@ func TestTamperDetected(t *testing.T) {
 	e.waitRecords(t, 1)
 	dlqID := record.DLQIDFor(f)
 	nc := e.srv.Connect(t)
-	for i, kind := range []string{record.KindRedriveRequested, record.KindReplayFailed} {
+	for i, kind := range []record.Kind{record.KindRedriveRequested, record.KindReplayFailed} {
 		req := api.AppendRequest{DLQID: dlqID, Domain: "fsma", Kind: kind, ExpectedIndex: ptr(i + 1), Actor: "ops@example", Reason: "test"}
 		if _, err := appendReq(t, nc, req); err != nil {
 			t.Fatalf("append %s: %v", kind, err)
@@ -280,7 +280,7 @@ func TestReplayFailuresBecomePoison(t *testing.T) {
 		}
 		chain = append(chain, r)
 	}
-	kinds := []string{record.KindQuarantined, record.KindReplayFailed, record.KindReplayFailed, record.KindPoisoned}
+	kinds := []record.Kind{record.KindQuarantined, record.KindReplayFailed, record.KindReplayFailed, record.KindPoisoned}
 	if len(chain) != len(kinds) {
 		t.Fatalf("chain has %d records, want %d", len(chain), len(kinds))
 	}
@@ -421,7 +421,7 @@ func TestStaleChainCache(t *testing.T) {
 		}
 		return rep
 	}
-	checkChain := func(id string, n int, status string) {
+	checkChain := func(id string, n int, status record.Status) {
 		t.Helper()
 		var recs []record.Record
 		for _, raw := range e.chainOf(t, "dscsa", id) {

@@ -130,7 +130,7 @@ func newFakeAppends(tb testing.TB, nc *nats.Conn) *fakeAppends {
 }
 
 // first returns the first append of kind, waiting for it.
-func (f *fakeAppends) first(tb testing.TB, kind string) api.AppendRequest {
+func (f *fakeAppends) first(tb testing.TB, kind record.Kind) api.AppendRequest {
 	tb.Helper()
 	var out api.AppendRequest
 	natstest.CheckFor(tb, 10*time.Second, 10*time.Millisecond, func() error {
@@ -270,7 +270,7 @@ func TestCallerIsRecorded(t *testing.T) {
 	}
 
 	poison := e.write(t, spec{n: 1, domain: "fsma", class: record.ClassExhausted, code: codes.DownstreamUnavailable,
-		kinds: []string{record.KindPoisoned}})
+		kinds: []record.Kind{record.KindPoisoned}})
 	if data, code := call(t, e.operator, api.Release, `{"dlq_id":"`+poison+`","actor":"mallory","reason":"checked"}`, forged); code != "" {
 		t.Fatalf("release: %s %s", code, data)
 	}

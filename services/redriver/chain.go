@@ -10,40 +10,31 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/record"
-	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
 )
 
 // Errors of chain access.
 var (
 	// ErrNoChain: no quarantine chain has the dlq id.
-	ErrNoChain = errors.New("redriver: no quarantine chain has this dlq id")
+	ErrNoChain = chain.ErrNotFound
 	// ErrBadDLQID: the dlq id is not "<domain>_<token>" with safe characters.
 	ErrBadDLQID = errors.New("redriver: malformed dlq id")
 	// ErrUnreadableChain: a stored record fails its seal or does not parse.
-	ErrUnreadableChain = errors.New("redriver: unreadable quarantine record")
+	ErrUnreadableChain = chain.ErrUnreadable
 )
 
-// chains reads quarantine chains. The quarantiner is the only writer: every
-// change the redriver makes is a request to quarantiner.append.
+// chains reads quarantine chains (chain.Reader) and asks for appends. The
+// quarantiner is the only writer: every change the redriver makes is a
+// request to quarantiner.append.
 type chains struct {
-	stream jetstream.Stream
+	reader *chain.Reader
 	nc     *nats.Conn
 	tr     telemetry.Tracer
-}
-
-// chain is one chain as read, with its fold.
-type chain struct {
-	domain, dlqID string
-	records       []record.Record
-	state         record.State
-	// foldErr is set when the chain breaks a link or lifecycle rule.
-	foldErr error
 }
 
 // domainOfID returns the domain prefix of a dlq id ("<domain>_<hex>", as
@@ -65,55 +56,24 @@ func domainOfID(id string) (string, error) {
 	return dom, nil
 }
 
-// last returns the last record of a chain and its stream sequence.
-func (c *chains) last(ctx context.Context, domain, id string) (record.Record, uint64, error) {
-	m, err := c.stream.GetLastMsgForSubject(ctx, subjects.Quarantine(domain, id))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return record.Record{}, 0, ErrNoChain
-	}
-	if err != nil {
-		return record.Record{}, 0, fmt.Errorf("redriver: read chain: %w", err)
-	}
-	r, err := record.Parse(m.Data)
-	if err != nil {
-		return record.Record{}, 0, fmt.Errorf("%w: seq %d: %v", ErrUnreadableChain, m.Sequence, err)
-	}
-	return r, m.Sequence, nil
+// last returns the last record of a chain, seal verified.
+func (c *chains) last(ctx context.Context, domain, id string) (record.Record, error) {
+	r, _, err := c.reader.LastRecord(ctx, domain, id)
+	return r, chainErr(err)
 }
 
-// read returns a chain, seals verified, folded. It reads the last record
-// first, so a one-record chain costs one request, and then forward from
-// sequence 1 up to that last record (a consistent snapshot).
-func (c *chains) read(ctx context.Context, domain, id string) (chain, error) {
-	lastRec, lastSeq, err := c.last(ctx, domain, id)
-	if err != nil {
-		return chain{}, err
+// read returns a chain, seals verified, folded.
+func (c *chains) read(ctx context.Context, domain, id string) (chain.Chain, error) {
+	ch, err := c.reader.Read(ctx, domain, id)
+	return ch, chainErr(err)
+}
+
+// chainErr wraps an error of chain.Reader other than its sentinels.
+func chainErr(err error) error {
+	if err == nil || errors.Is(err, chain.ErrNotFound) || errors.Is(err, chain.ErrUnreadable) {
+		return err
 	}
-	ch := chain{domain: domain, dlqID: id}
-	if lastRec.Index == 0 {
-		ch.records = []record.Record{lastRec}
-	} else {
-		subj := subjects.Quarantine(domain, id)
-		ch.records = make([]record.Record, 0, lastRec.Index+1)
-		for next := uint64(1); ; {
-			m, err := c.stream.GetMsg(ctx, next, jetstream.WithGetMsgSubject(subj))
-			if err != nil {
-				return chain{}, fmt.Errorf("redriver: read chain: %w", err)
-			}
-			if m.Sequence >= lastSeq {
-				ch.records = append(ch.records, lastRec)
-				break
-			}
-			r, err := record.Parse(m.Data)
-			if err != nil {
-				return chain{}, fmt.Errorf("%w: seq %d: %v", ErrUnreadableChain, m.Sequence, err)
-			}
-			ch.records = append(ch.records, r)
-			next = m.Sequence + 1
-		}
-	}
-	ch.state, ch.foldErr = record.Fold(ch.records)
-	return ch, nil
+	return fmt.Errorf("redriver: read chain: %w", err)
 }
 
 // appendError is a refused quarantiner.append, with its reply code.

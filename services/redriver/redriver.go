@@ -44,6 +44,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/gate"
@@ -154,11 +155,11 @@ func (s *Service) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	q, err := s.js.Stream(setup, subjects.QuarantineStream)
-	if err != nil {
+	if _, err := s.js.Stream(setup, subjects.QuarantineStream); err != nil {
 		return fmt.Errorf("redriver: %s must be provisioned by an administrator: %w", subjects.QuarantineStream, err)
 	}
-	s.chains = &chains{stream: q, nc: s.nc, tr: s.tr}
+	s.chains = &chains{reader: chain.NewReader(s.js), nc: s.nc, tr: s.tr}
+	var err error
 	if s.idem, err = s.js.KeyValue(setup, subjects.IdempotencyBucket); err != nil {
 		return fmt.Errorf("redriver: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/natstest"
@@ -90,12 +91,12 @@ func waitRedriver(tb testing.TB, nc *nats.Conn) {
 type spec struct {
 	n        int
 	domain   string
-	class    string
+	class    record.Class
 	code     codes.Code
 	party    string
 	okey     string
 	at       string // event time
-	kinds    []string
+	kinds    []record.Kind
 	firstDay int // first_seen = 2025-01-<firstDay>
 }
 
@@ -116,7 +117,7 @@ func (e *testEnv) write(tb testing.TB, sp spec) string {
 		r.EventTime = &t
 	}
 	prev, seq := "", uint64(0)
-	for i, kind := range append([]string{record.KindQuarantined}, sp.kinds...) {
+	for i, kind := range append([]record.Kind{record.KindQuarantined}, sp.kinds...) {
 		r.Kind, r.Index, r.PrevHash, r.SchemaVersion = kind, i, prev, record.SchemaVersion
 		if i > 0 {
 			r.Payload = nil
@@ -224,16 +225,16 @@ func TestSelection(t *testing.T) {
 	for name, sp := range map[string]spec{
 		"k1-late":        {n: 1, domain: "dscsa", class: ex, code: du, okey: "K1", at: "2024-02-07T00:00:00Z", firstDay: 2},
 		"k1-early":       {n: 2, domain: "dscsa", class: ex, code: du, okey: "K1", at: "2024-02-05T00:00:00Z", firstDay: 2},
-		"k2-poison":      {n: 3, domain: "dscsa", class: ex, code: du, okey: "K2", at: "2024-02-01T00:00:00Z", kinds: []string{record.KindPoisoned}},
+		"k2-poison":      {n: 3, domain: "dscsa", class: ex, code: du, okey: "K2", at: "2024-02-01T00:00:00Z", kinds: []record.Kind{record.KindPoisoned}},
 		"k2-after":       {n: 4, domain: "dscsa", class: ex, code: du, okey: "K2", at: "2024-02-02T00:00:00Z"},
 		"validation":     {n: 5, domain: "pharmacy", class: va, code: nd, party: "P1", okey: "K3", at: "2024-02-01T00:00:00Z"},
-		"resolved":       {n: 6, domain: "pharmacy", class: ex, code: du, kinds: []string{record.KindResolved}},
+		"resolved":       {n: 6, domain: "pharmacy", class: ex, code: du, kinds: []record.Kind{record.KindResolved}},
 		"pharmacy-P1":    {n: 7, domain: "pharmacy", class: ex, code: du, party: "P1", firstDay: 10},
 		"pharmacy-P2":    {n: 8, domain: "pharmacy", class: ex, code: codes.StoreUnavailable, party: "P2", firstDay: 20},
-		"redriving":      {n: 9, domain: "fsma", class: ex, code: du, kinds: []string{record.KindRedriveRequested}},
-		"released":       {n: 10, domain: "fsma", class: ex, code: du, kinds: []string{record.KindPoisoned, record.KindReleased}},
-		"replay-failed":  {n: 11, domain: "fsma", class: ex, code: du, kinds: []string{record.KindRedriveRequested, record.KindReplayFailed}},
-		"validation-fix": {n: 12, domain: "fsma", class: va, code: codes.MissingTLC, kinds: []string{record.KindCorrected}},
+		"redriving":      {n: 9, domain: "fsma", class: ex, code: du, kinds: []record.Kind{record.KindRedriveRequested}},
+		"released":       {n: 10, domain: "fsma", class: ex, code: du, kinds: []record.Kind{record.KindPoisoned, record.KindReleased}},
+		"replay-failed":  {n: 11, domain: "fsma", class: ex, code: du, kinds: []record.Kind{record.KindRedriveRequested, record.KindReplayFailed}},
+		"validation-fix": {n: 12, domain: "fsma", class: va, code: codes.MissingTLC, kinds: []record.Kind{record.KindCorrected}},
 	} {
 		ids[name] = e.write(t, sp)
 	}
@@ -256,13 +257,13 @@ func TestSelection(t *testing.T) {
 			[]string{"pharmacy-P2"}, map[string]int{"error_code": 3}},
 		{"time range", api.DrainFilter{Domain: "pharmacy", Since: day(5), Until: day(15)},
 			[]string{"pharmacy-P1"}, map[string]int{"first_seen": 3}},
-		{"fsma states", api.DrainFilter{Domain: "fsma", Classes: []string{ex, va}},
+		{"fsma states", api.DrainFilter{Domain: "fsma", Classes: []string{string(ex), string(va)}},
 			[]string{"redriving", "released", "replay-failed", "validation-fix"}, map[string]int{}},
 		{"dlq ids", api.DrainFilter{DLQIDs: []string{"k1-late", "pharmacy-P2"}},
 			[]string{"k1-late", "pharmacy-P2"}, map[string]int{}},
 		{"limit", api.DrainFilter{Domain: "pharmacy", Limit: 1}, // the first in stream order
 			[]string{"pharmacy-P1|pharmacy-P2"}, map[string]int{"limit": 1, "class_validation": 1, "resolved": 1}},
-		{"validation listed, uncorrected", api.DrainFilter{Domain: "pharmacy", Classes: []string{va}},
+		{"validation listed, uncorrected", api.DrainFilter{Domain: "pharmacy", Classes: []string{string(va)}},
 			nil, map[string]int{"validation_uncorrected": 1, "class_exhausted": 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -370,7 +371,7 @@ func TestLaneOrder(t *testing.T) {
 	at := func(h int) *time.Time { t := time.Date(2025, 1, 1, h, 0, 0, 0, time.UTC); return &t }
 	sel := &selection{}
 	seed := seedOf()
-	for _, r := range []lastRecord{ // in stream order
+	for _, r := range []chain.Head{ // in stream order
 		{DLQID: "a-late", OrderingKey: "A", EventTime: at(9)},
 		{DLQID: "b", OrderingKey: "B", EventTime: at(5)},
 		{DLQID: "a-early", OrderingKey: "A", EventTime: at(1)},
@@ -408,7 +409,7 @@ func TestPackUnpackIDs(t *testing.T) {
 		{"short hex", "dscsa_abcd"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			it := sel.pack(lastRecord{DLQID: tc.id, Domain: "x", OrderingKey: "k"}, 0, seed)
+			it := sel.pack(chain.Head{DLQID: tc.id, Domain: "x", OrderingKey: "k"}, 0, seed)
 			if _, got := sel.idOf(it); got != tc.id {
 				t.Errorf("round trip %q → %q", tc.id, got)
 			}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/ledger"
@@ -125,11 +126,11 @@ func (s *Service) replay(ctx context.Context, domain, id string, o replayOpts) r
 		case err != nil:
 			return failed(api.ErrUnavailable, err)
 		}
-		st := ch.state
-		res := result{state: st, next: len(ch.records)}
-		if ch.foldErr != nil {
+		st := ch.State
+		res := result{state: st, next: len(ch.Records)}
+		if ch.FoldErr != nil {
 			res.outcome, res.reason, res.code = api.OutcomeNotRedrivable, "invalid_chain", api.ErrNotRedrivable
-			res.err = fmt.Errorf("%w: %v", ErrUnreadableChain, ch.foldErr)
+			res.err = fmt.Errorf("%w: %v", ErrUnreadableChain, ch.FoldErr)
 			return res
 		}
 		switch st.Status {
@@ -143,17 +144,17 @@ func (s *Service) replay(ctx context.Context, domain, id string, o replayOpts) r
 		case record.StatusRedriving:
 			return s.resume(ctx, ch, o)
 		case record.StatusOpen:
-			if o.drainID != "" && attemptedBy(ch.records, o.drainID) {
+			if o.drainID != "" && attemptedBy(ch.Records, o.drainID) {
 				res.outcome, res.reason, res.attempted = api.OutcomeNotRedrivable, "attempted_by_this_drain", true
 				return res
 			}
 			if !st.Redrivable(o.includeValidation) {
-				res.outcome, res.reason, res.code = api.OutcomeNotRedrivable, "class_"+st.Class, api.ErrNotRedrivable
+				res.outcome, res.reason, res.code = api.OutcomeNotRedrivable, "class_"+string(st.Class), api.ErrNotRedrivable
 				res.err = fmt.Errorf("a %s event is replayed only with a correction or include_validation", st.Class)
 				return res
 			}
 		default:
-			res.outcome, res.reason, res.code = api.OutcomeNotRedrivable, "status_"+st.Status, api.ErrNotRedrivable
+			res.outcome, res.reason, res.code = api.OutcomeNotRedrivable, "status_"+string(st.Status), api.ErrNotRedrivable
 			res.err = errors.New("unknown state")
 			return res
 		}
@@ -196,17 +197,17 @@ func (s *Service) replay(ctx context.Context, domain, id string, o replayOpts) r
 		}
 		res.next++
 		res.redriveCount = n
-		return s.publishAndObserve(ctx, ch.domain, id, st, p, n, res, o)
+		return s.publishAndObserve(ctx, ch.Domain, id, st, p, n, res, o)
 	}
 	return failed(api.ErrConflict, errConflict)
 }
 
 // resume continues a replay left redriving: if it committed, the chain gets
 // its outcome; else the same replay is published again (same Nats-Msg-Id).
-func (s *Service) resume(ctx context.Context, ch chain, o replayOpts) result {
-	st := ch.state
+func (s *Service) resume(ctx context.Context, ch chain.Chain, o replayOpts) result {
+	st := ch.State
 	n := st.RedriveCount + 1
-	res := result{state: st, next: len(ch.records), redriveCount: n}
+	res := result{state: st, next: len(ch.Records), redriveCount: n}
 	p, err := s.prepare(st)
 	if err != nil {
 		res.outcome, res.reason, res.code, res.err = api.OutcomeNotRedrivable, "payload", api.ErrNotRedrivable, err
@@ -219,7 +220,7 @@ func (s *Service) resume(ctx context.Context, ch chain, o replayOpts) result {
 		}
 		if found && ks.Committed() {
 			kind := record.KindSkippedDuplicate
-			if ks.DLQID == ch.dlqID {
+			if ks.DLQID == ch.DLQID {
 				kind = record.KindReplayed
 			}
 			out, err := s.appendOutcome(ctx, ch, res.next, kind, o.drainID, subjects.EventsStream, ks.SourceSeq)
@@ -227,7 +228,7 @@ func (s *Service) resume(ctx context.Context, ch chain, o replayOpts) result {
 				return failed(codeOf(err), err)
 			}
 			if errors.Is(err, errConflict) {
-				out = s.reread(ctx, ch.domain, ch.dlqID, res.next-1)
+				out = s.reread(ctx, ch.Domain, ch.DLQID, res.next-1)
 			}
 			res.outcome = out
 			if kind == record.KindReplayed {
@@ -239,7 +240,7 @@ func (s *Service) resume(ctx context.Context, ch chain, o replayOpts) result {
 	if err := o.wait4token(ctx); err != nil {
 		return failed(api.ErrUnavailable, err)
 	}
-	return s.publishAndObserve(ctx, ch.domain, ch.dlqID, st, p, n, res, o)
+	return s.publishAndObserve(ctx, ch.Domain, ch.DLQID, st, p, n, res, o)
 }
 
 // wait4token waits for the limiter's token, if any.
@@ -390,7 +391,7 @@ func (s *Service) observe(ctx context.Context, domain, id, key string, replaySeq
 					kind, stream, seq = record.KindReplayed, subjects.EventsStream, ks.SourceSeq
 				}
 				stop()
-				ch := chain{domain: domain, dlqID: id}
+				ch := chain.Chain{Domain: domain, DLQID: id}
 				out, err := s.appendOutcome(ctx, ch, idx+1, kind, o.drainID, stream, seq)
 				if errors.Is(err, errConflict) {
 					return s.reread(ctx, domain, id, idx), 0, nil
@@ -401,7 +402,7 @@ func (s *Service) observe(ctx context.Context, domain, id, key string, replaySeq
 				return out, ks.SourceSeq, nil
 			}
 		}
-		last, _, err := s.chains.last(ctx, domain, id)
+		last, err := s.chains.last(ctx, domain, id)
 		if err == nil && last.Index > idx {
 			return outcomeOfKind(last.Kind), 0, nil
 		}
@@ -435,7 +436,7 @@ const kvOperation = "KV-Operation"
 
 // reread returns the outcome another writer recorded after index idx.
 func (s *Service) reread(ctx context.Context, domain, id string, idx int) string {
-	last, _, err := s.chains.last(ctx, domain, id)
+	last, err := s.chains.last(ctx, domain, id)
 	if err != nil || last.Index <= idx {
 		return api.OutcomePending
 	}
@@ -444,7 +445,7 @@ func (s *Service) reread(ctx context.Context, domain, id string, idx int) string
 
 // outcomeOfKind maps the kind of the record that followed a replay request
 // to an outcome.
-func outcomeOfKind(kind string) string {
+func outcomeOfKind(kind record.Kind) string {
 	switch kind {
 	case record.KindReplayFailed:
 		return api.OutcomeReplayFailed
@@ -458,8 +459,8 @@ func outcomeOfKind(kind string) string {
 // the replay message's location when known (stream "" when not): EVENTS
 // and the sequence the validator committed, or REPLAYS and the replay's
 // sequence there. It returns errConflict when the chain changed.
-func (s *Service) appendOutcome(ctx context.Context, ch chain, next int, kind, drainID, stream string, seq uint64) (string, error) {
-	req := api.AppendRequest{DLQID: ch.dlqID, Domain: ch.domain, Kind: kind, ExpectedIndex: &next, DrainID: drainID}
+func (s *Service) appendOutcome(ctx context.Context, ch chain.Chain, next int, kind record.Kind, drainID, stream string, seq uint64) (string, error) {
+	req := api.AppendRequest{DLQID: ch.DLQID, Domain: ch.Domain, Kind: kind, ExpectedIndex: &next, DrainID: drainID}
 	if stream != "" && seq != 0 {
 		req.SourceStream, req.SourceSeq = stream, seq
 	}
@@ -471,7 +472,7 @@ func (s *Service) appendOutcome(ctx context.Context, ch chain, next int, kind, d
 	default:
 		return "", err
 	}
-	s.log.Info("DLQ_RESOLVED", "dlq_id", ch.dlqID, "domain", ch.domain, "kind", kind, "source_stream", req.SourceStream,
+	s.log.Info("replay outcome appended", "dlq_id", ch.DLQID, "domain", ch.Domain, "kind", string(kind), "source_stream", req.SourceStream,
 		"source_seq", req.SourceSeq, "drain_id", drainID)
 	if kind == record.KindReplayed {
 		return api.OutcomeReplayed, nil

@@ -21,9 +21,9 @@ func TestManyDLQIDs(t *testing.T) {
 	n := streams.MaxMultiLast + 76
 	var ids []string
 	for i := range n {
-		kinds := []string(nil)
+		kinds := []record.Kind(nil)
 		if i%10 == 0 { // a few chains of two records: the last one counts
-			kinds = []string{record.KindResolved}
+			kinds = []record.Kind{record.KindResolved}
 		}
 		ids = append(ids, e.write(t, spec{n: i, domain: "pharmacy", class: record.ClassExhausted, code: codes.DownstreamUnavailable, kinds: kinds}))
 	}

@@ -12,10 +12,10 @@ import (
 	"strings"
 	"time"
 
-	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -81,38 +81,6 @@ type chainKey struct {
 	dom uint8
 }
 
-// lastRecord is what selection reads from the last record of a chain.
-type lastRecord struct {
-	DLQID        string     `json:"dlq_id"`
-	Index        int        `json:"index"`
-	Kind         string     `json:"kind"`
-	Domain       string     `json:"domain"`
-	Class        string     `json:"class"`
-	ErrorCode    string     `json:"error_code"`
-	OrderingKey  string     `json:"ordering_key"`
-	PartyID      string     `json:"party_id"`
-	EventTime    *time.Time `json:"event_time"`
-	FirstSeen    time.Time  `json:"first_seen"`
-	RedriveCount int        `json:"redrive_count"`
-	Idempotency  string     `json:"idempotency_key"`
-}
-
-// status returns the chain status implied by its last record.
-func (l lastRecord) status() string {
-	switch l.Kind {
-	case record.KindReplayed, record.KindSkippedDuplicate, record.KindResolved:
-		return record.StatusResolved
-	case record.KindRedriveRequested:
-		return record.StatusRedriving
-	case record.KindPoisoned:
-		return record.StatusPoison
-	}
-	if l.Class == record.ClassPoison {
-		return record.StatusPoison
-	}
-	return record.StatusOpen
-}
-
 // filterSubjects returns the QUARANTINE subjects a filter reads.
 func filterSubjects(f api.DrainFilter) []string {
 	if len(f.DLQIDs) > 0 {
@@ -132,13 +100,13 @@ func filterSubjects(f api.DrainFilter) []string {
 // matcher applies a drain's filter to last records.
 type matcher struct {
 	f       api.DrainFilter
-	classes map[string]bool
+	classes map[record.Class]bool
 	codes   map[string]bool
 	until   time.Time // zero: none
 }
 
 func newMatcher(f api.DrainFilter, cutoff time.Time) matcher {
-	m := matcher{f: f, classes: map[string]bool{}, codes: map[string]bool{}}
+	m := matcher{f: f, classes: map[record.Class]bool{}, codes: map[string]bool{}}
 	if len(f.Classes) == 0 {
 		m.classes[record.ClassExhausted] = true
 		if f.IncludeValidation {
@@ -146,7 +114,7 @@ func newMatcher(f api.DrainFilter, cutoff time.Time) matcher {
 		}
 	}
 	for _, c := range f.Classes {
-		m.classes[c] = true
+		m.classes[record.Class(c)] = true
 	}
 	for _, c := range f.ErrorCodes {
 		m.codes[c] = true
@@ -162,9 +130,9 @@ func newMatcher(f api.DrainFilter, cutoff time.Time) matcher {
 
 // decide returns "" when l is selected, else the reason it is excluded, and
 // whether an excluded event still holds the later events of its key.
-func (m matcher) decide(l lastRecord) (reason string, blocker bool) {
+func (m matcher) decide(l chain.Head) (reason string, blocker bool) {
 	switch {
-	case len(m.codes) > 0 && !m.codes[l.ErrorCode]:
+	case len(m.codes) > 0 && !m.codes[string(l.ErrorCode)]:
 		return "error_code", false
 	case m.f.PartyID != "" && l.PartyID != m.f.PartyID:
 		return "party_id", false
@@ -173,14 +141,14 @@ func (m matcher) decide(l lastRecord) (reason string, blocker bool) {
 	case !m.until.IsZero() && !l.FirstSeen.Before(m.until):
 		return "first_seen", false
 	}
-	switch l.status() {
+	switch l.Status() {
 	case record.StatusResolved:
 		return "resolved", false
 	case record.StatusPoison:
 		return "poison", true
 	}
 	if !m.classes[l.Class] {
-		return "class_" + l.Class, true
+		return "class_" + string(l.Class), true
 	}
 	// A validation event replays only corrected (found when its chain is
 	// read: a chain of one record has no correction) or when asked.
@@ -197,7 +165,7 @@ type selector struct {
 	// onItem, when set, is called with each record that tentatively selects
 	// its chain, and the index of the chain's item (for dry runs: a later
 	// record of the chain may still unselect it, see selection.live).
-	onItem func(l lastRecord, idx int32)
+	onItem func(l chain.Head, idx int32)
 	// onFinal, when set, is called once the scan ended and before the
 	// selection is compacted: selection.live then tells the indexes onItem
 	// named that stayed selected.
@@ -340,15 +308,15 @@ func (sl *selector) readLast(ctx context.Context, subs []string, fn func(*jetstr
 
 // visit decides on one record: it replaces what an earlier record of its
 // chain decided.
-func (sel *selection) visit(m matcher, raw *jetstream.RawStreamMsg, seed maphash.Seed, onItem func(lastRecord, int32)) {
+func (sel *selection) visit(m matcher, raw *jetstream.RawStreamMsg, seed maphash.Seed, onItem func(chain.Head, int32)) {
 	if sel.seen < math.MaxUint32 {
 		sel.seen++
 	}
-	var l lastRecord
-	if err := jsonv2.Unmarshal(raw.Data, &l); err != nil || l.DLQID == "" {
+	l, err := chain.DecodeHead(raw.Data)
+	if err != nil {
 		// The chain's id is the subject's last token.
 		_, id, _ := strings.Cut(strings.TrimPrefix(raw.Subject, quarantinePrefix), ".")
-		sel.upsert(lastRecord{DLQID: id}, "unreadable", false, seed)
+		sel.upsert(chain.Head{DLQID: id}, "unreadable", false, seed)
 		return
 	}
 	reason, blocker := m.decide(l)
@@ -361,7 +329,7 @@ func (sel *selection) visit(m matcher, raw *jetstream.RawStreamMsg, seed maphash
 			sel.excluded[reason]++
 		}
 		sel.forget(l.DLQID)
-	case l.status() == record.StatusResolved:
+	case l.Status() == record.StatusResolved:
 		// Nothing follows a resolved event: final.
 		sel.excluded[reason]++
 		sel.forget(l.DLQID)
@@ -375,7 +343,7 @@ func (sel *selection) visit(m matcher, raw *jetstream.RawStreamMsg, seed maphash
 
 // upsert records the decision of a chain's latest record in its item,
 // creating the item at the chain's first record read.
-func (sel *selection) upsert(l lastRecord, reason string, blocker bool, seed maphash.Seed) int32 {
+func (sel *selection) upsert(l chain.Head, reason string, blocker bool, seed maphash.Seed) int32 {
 	var flags uint8
 	if blocker {
 		flags = flagBlocker
@@ -493,7 +461,7 @@ func (sel *selection) finish(limit int, onFinal func(*selection)) {
 }
 
 // add appends a last record as a new item (tests build selections with it).
-func (sel *selection) add(l lastRecord, flags uint8, seed maphash.Seed) {
+func (sel *selection) add(l chain.Head, flags uint8, seed maphash.Seed) {
 	it := sel.pack(l, flags, seed)
 	it.ord = sel.seen
 	sel.items = append(sel.items, it)
@@ -501,7 +469,7 @@ func (sel *selection) add(l lastRecord, flags uint8, seed maphash.Seed) {
 
 // pack builds the item of a last record, adding an odd id to the side
 // table.
-func (sel *selection) pack(l lastRecord, flags uint8, seed maphash.Seed) item {
+func (sel *selection) pack(l chain.Head, flags uint8, seed maphash.Seed) item {
 	it := packFields(l, flags, seed)
 	if it.flags&flagOddID != 0 {
 		sel.addOdd(&it, l.DLQID)
@@ -517,7 +485,7 @@ func (sel *selection) addOdd(it *item, id string) {
 }
 
 // packFields builds the item of a last record; an odd id is only flagged.
-func packFields(l lastRecord, flags uint8, seed maphash.Seed) item {
+func packFields(l chain.Head, flags uint8, seed maphash.Seed) item {
 	it := item{flags: flags}
 	if l.EventTime != nil {
 		it.t = l.EventTime.UnixNano()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/ledger"
 	"github.com/deadletter/deadletter/shared/record"
@@ -15,21 +16,21 @@ import (
 
 // readFor reads the chain of a request's dlq id; its errors are
 // *api.Error.
-func (s *Service) readFor(ctx context.Context, id string) (chain, error) {
+func (s *Service) readFor(ctx context.Context, id string) (chain.Chain, error) {
 	dom, err := domainOfID(id)
 	if err != nil {
-		return chain{}, api.BadField("dlq_id", "must be \"<domain>_<id>\" of letters, digits, '_' and '-'")
+		return chain.Chain{}, api.BadField("dlq_id", "must be \"<domain>_<id>\" of letters, digits, '_' and '-'")
 	}
 	ch, err := s.chains.read(ctx, dom, id)
 	switch {
 	case errors.Is(err, ErrNoChain):
-		return chain{}, api.Wrap(api.ErrNotFound, err, "no quarantine record has this dlq id")
+		return chain.Chain{}, api.Wrap(api.ErrNotFound, err, "no quarantine record has this dlq id")
 	case errors.Is(err, ErrUnreadableChain):
-		return chain{}, api.Wrap(api.ErrNotRedrivable, err, err.Error())
+		return chain.Chain{}, api.Wrap(api.ErrNotRedrivable, err, err.Error())
 	case err != nil:
-		return chain{}, api.Wrap(api.ErrUnavailable, err, err.Error())
-	case ch.foldErr != nil:
-		return chain{}, api.Wrap(api.ErrNotRedrivable, ch.foldErr, "the chain is not in a valid state: "+ch.foldErr.Error())
+		return chain.Chain{}, api.Wrap(api.ErrUnavailable, err, err.Error())
+	case ch.FoldErr != nil:
+		return chain.Chain{}, api.Wrap(api.ErrNotRedrivable, ch.FoldErr, "the chain is not in a valid state: "+ch.FoldErr.Error())
 	}
 	return ch, nil
 }
@@ -58,7 +59,7 @@ func (s *Service) redrive(ctx context.Context, req api.RedriveRequest) (api.Redr
 	}
 	rep := api.RedriveReply{DLQID: req.DLQID}
 	if len(req.Payload) > 0 {
-		switch ch.state.Status {
+		switch ch.State.Status {
 		case record.StatusPoison:
 			return api.RedriveReply{}, api.Errorf(api.ErrPoisoned, "the event is poison: release it first")
 		case record.StatusRedriving:
@@ -66,19 +67,19 @@ func (s *Service) redrive(ctx context.Context, req api.RedriveRequest) (api.Redr
 		case record.StatusResolved:
 			return api.RedriveReply{}, api.Errorf(api.ErrNotRedrivable, "the event is resolved")
 		}
-		exp := len(ch.records)
+		exp := len(ch.Records)
 		ar, err := s.chains.append(ctx, api.AppendRequest{
-			DLQID: req.DLQID, Domain: ch.domain, Kind: record.KindCorrected, ExpectedIndex: &exp,
+			DLQID: req.DLQID, Domain: ch.Domain, Kind: record.KindCorrected, ExpectedIndex: &exp,
 			Payload: req.Payload, Actor: req.Actor, Reason: req.Reason,
 		})
 		if err != nil {
 			return api.RedriveReply{}, api.Wrap(codeOf(err), err, err.Error())
 		}
 		rep.Corrected = &ar.Index
-		s.log.Info("DLQ_CORRECTED", "dlq_id", req.DLQID, "domain", ch.domain, "index", ar.Index, "actor", req.Actor)
+		s.log.Info("correction appended", "dlq_id", req.DLQID, "domain", ch.Domain, "index", ar.Index, "actor", req.Actor)
 	}
 	o := replayOpts{includeValidation: req.IncludeValidation, actor: req.Actor, reason: req.Reason, wait: s.cfg.RedriveWait}
-	res := s.replay(ctx, ch.domain, req.DLQID, o)
+	res := s.replay(ctx, ch.Domain, req.DLQID, o)
 	if res.outcome == "" || (res.outcome == api.OutcomeNotRedrivable && res.err != nil) {
 		code := res.code
 		if code == "" {
@@ -87,12 +88,12 @@ func (s *Service) redrive(ctx context.Context, req api.RedriveRequest) (api.Redr
 		return api.RedriveReply{}, api.Wrap(code, res.err, res.err.Error())
 	}
 	rep.Outcome, rep.EventsSeq, rep.RedriveCount = res.outcome, res.eventsSeq, res.state.RedriveCount
-	rep.Status, rep.Class = statusAfter(res), res.state.Class
+	rep.Status, rep.Class = string(statusAfter(res)), string(res.state.Class)
 	switch res.outcome {
 	case api.OutcomeReplayFailed, api.OutcomePoisoned:
 		rep.RedriveCount = res.redriveCount
 		if res.outcome == api.OutcomePoisoned {
-			rep.Class = record.ClassPoison
+			rep.Class = string(record.ClassPoison)
 		}
 	case api.OutcomePending:
 		// Keep observing for the full outcome timeout (resuming the same
@@ -102,7 +103,7 @@ func (s *Service) redrive(ctx context.Context, req api.RedriveRequest) (api.Redr
 			defer s.wg.Done()
 			bctx, cancel := context.WithTimeout(s.runCtx, s.cfg.OutcomeTimeout+30*time.Second)
 			defer cancel()
-			res := s.replay(bctx, ch.domain, req.DLQID, replayOpts{includeValidation: req.IncludeValidation, actor: req.Actor, reason: req.Reason})
+			res := s.replay(bctx, ch.Domain, req.DLQID, replayOpts{includeValidation: req.IncludeValidation, actor: req.Actor, reason: req.Reason})
 			s.metrics.outcomes.WithLabelValues(orError(res.outcome)).Inc()
 		}()
 	}
@@ -117,17 +118,22 @@ func orError(outcome string) string {
 	return outcome
 }
 
-// statusAfter is the chain status an outcome leaves.
-func statusAfter(res result) string {
-	switch res.outcome {
-	case api.OutcomeReplayed, api.OutcomeSkippedDuplicate, api.OutcomeResolvedElsewhere:
-		return record.StatusResolved
-	case api.OutcomeReplayFailed:
-		return record.StatusOpen
-	case api.OutcomePoisoned:
-		return record.StatusPoison
-	case api.OutcomePending:
-		return record.StatusRedriving
+// outcomeKind is the kind of the record an outcome leaves last in its
+// chain (a resolution elsewhere stands for any resolving kind).
+var outcomeKind = map[string]record.Kind{
+	api.OutcomeReplayed:          record.KindReplayed,
+	api.OutcomeSkippedDuplicate:  record.KindSkippedDuplicate,
+	api.OutcomeResolvedElsewhere: record.KindResolved,
+	api.OutcomeReplayFailed:      record.KindReplayFailed,
+	api.OutcomePoisoned:          record.KindPoisoned,
+	api.OutcomePending:           record.KindRedriveRequested,
+}
+
+// statusAfter is the chain status an outcome leaves, as the lifecycle
+// defines it for the outcome's record.
+func statusAfter(res result) record.Status {
+	if k, ok := outcomeKind[res.outcome]; ok {
+		return record.StatusAfter(res.state.Status, k)
 	}
 	return res.state.Status
 }
@@ -146,27 +152,27 @@ func (s *Service) handleRelease(ctx context.Context, m endpoint.Meta, req api.Re
 	if err != nil {
 		return api.AppendReply{}, err
 	}
-	if ch.state.Status != record.StatusPoison {
-		return api.AppendReply{}, api.Errorf(api.ErrInvalidTransition, "only a poison event can be released; this one is %s", ch.state.Status)
+	if ch.State.Status != record.StatusPoison {
+		return api.AppendReply{}, api.Errorf(api.ErrInvalidTransition, "only a poison event can be released; this one is %s", ch.State.Status)
 	}
-	class := req.Class
+	class := record.Class(req.Class)
 	if class == "" {
-		class = prePoisonClass(ch.records)
+		class = prePoisonClass(ch.Records)
 	}
-	exp := len(ch.records)
+	exp := len(ch.Records)
 	rep, err := s.chains.append(ctx, api.AppendRequest{
-		DLQID: req.DLQID, Domain: ch.domain, Kind: record.KindReleased, ExpectedIndex: &exp,
+		DLQID: req.DLQID, Domain: ch.Domain, Kind: record.KindReleased, ExpectedIndex: &exp,
 		Class: class, Actor: req.Actor, Reason: req.Reason,
 	})
 	if err != nil {
 		return api.AppendReply{}, api.Wrap(codeOf(err), err, err.Error())
 	}
-	s.log.Info("DLQ_RELEASED", "dlq_id", req.DLQID, "domain", ch.domain, "class", class, "actor", req.Actor, "index", rep.Index)
+	s.log.Info("release appended", "dlq_id", req.DLQID, "domain", ch.Domain, "class", string(class), "actor", req.Actor, "index", rep.Index)
 	return rep, nil
 }
 
 // prePoisonClass returns the class of the last record that was not poison.
-func prePoisonClass(records []record.Record) string {
+func prePoisonClass(records []record.Record) record.Class {
 	for _, r := range slices.Backward(records) {
 		if r.Class == record.ClassValidation || r.Class == record.ClassExhausted {
 			return r.Class
@@ -190,8 +196,8 @@ func (s *Service) plan(ctx context.Context, f api.DrainFilter) (*api.DrainPlan, 
 	idem := map[int32]string{}
 	sl := &selector{js: s.js}
 	sl.seed = seedOf()
-	sl.onItem = func(l lastRecord, idx int32) {
-		t := dcc{l.Domain, l.Class, l.ErrorCode}
+	sl.onItem = func(l chain.Head, idx int32) {
+		t := dcc{l.Domain, string(l.Class), string(l.ErrorCode)}
 		ti, ok := tripleIdx[t]
 		if !ok {
 			ti = uint32(len(triples))
@@ -205,8 +211,8 @@ func (s *Service) plan(ctx context.Context, f api.DrainFilter) (*api.DrainPlan, 
 		if l.OrderingKey != "" && len(names) < maxNames {
 			names[hashKey(sl.seed, l.Domain, l.OrderingKey)] = l.OrderingKey
 		}
-		if _, ok := idem[idx]; (ok || len(idem) < maxChecks) && l.Idempotency != "" {
-			idem[idx] = l.Idempotency
+		if _, ok := idem[idx]; (ok || len(idem) < maxChecks) && l.IdempotencyKey != "" {
+			idem[idx] = l.IdempotencyKey
 		}
 	}
 	var keys []string // idempotency keys to check, at most maxChecks

@@ -59,7 +59,7 @@ func (d *downstream) post(ctx context.Context, env envelope.Envelope, data []byt
 		telemetry.Fail(span, codes.DownstreamUnavailable, telemetry.ClassTransient)
 		return codes.Errorf(codes.DownstreamUnavailable, "downstream answered HTTP %d", s)
 	default:
-		telemetry.Fail(span, codes.DownstreamRejected, record.ClassValidation)
+		telemetry.Fail(span, codes.DownstreamRejected, string(record.ClassValidation))
 		return codes.Errorf(codes.DownstreamRejected, "downstream answered HTTP %d", s)
 	}
 }

@@ -318,7 +318,7 @@ func endCommitSpan(span trace.Span, ledgerSeq uint64, err error) {
 	case codes.Of(err).Transient():
 		telemetry.Fail(span, codes.Of(err), telemetry.ClassTransient, telemetry.StageKey.String(record.StageCommit))
 	default:
-		telemetry.Fail(span, codes.Of(err), record.ClassValidation, telemetry.StageKey.String(record.StageCommit))
+		telemetry.Fail(span, codes.Of(err), string(record.ClassValidation), telemetry.StageKey.String(record.StageCommit))
 	}
 	span.End()
 }
@@ -353,7 +353,7 @@ func (s *Service) structural(ctx context.Context, m jetstream.Msg, meta *jetstre
 	span := trace.SpanFromContext(ctx)
 	span.SetAttributes(telemetry.DomainKey.String(f.Domain), telemetry.DLQIDKey.String(record.DLQIDFor(f)),
 		telemetry.RedriveCountKey.Int(redrives), telemetry.OutcomeKey.String("structural"))
-	telemetry.Fail(span, code, record.ClassValidation, telemetry.StageKey.String(stage))
+	telemetry.Fail(span, code, string(record.ClassValidation), telemetry.StageKey.String(stage))
 	b, err := json.Marshal(f)
 	if err == nil {
 		out := nats.NewMsg(subjects.Failure(f.Domain))
@@ -408,7 +408,7 @@ func (s *Service) transient(ctx context.Context, m jetstream.Msg, meta *jetstrea
 	}
 	if meta.NumDelivered >= uint64(s.cfg.MaxDeliver) {
 		span.SetAttributes(telemetry.DomainKey.String(env.Domain), telemetry.OutcomeKey.String("exhausted"))
-		telemetry.Fail(span, code, record.ClassExhausted, telemetry.StageKey.String(record.StageCommit))
+		telemetry.Fail(span, code, string(record.ClassExhausted), telemetry.StageKey.String(record.StageCommit))
 		s.stats.exhausted.Add(1)
 		s.metrics.outcome(outcomeExhausted)
 		s.log.Warn("event exhausted its deliveries", "seq", meta.Sequence.Stream, "key", env.IdempotencyKey, "code", code, "deliveries", meta.NumDelivered)

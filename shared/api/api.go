@@ -3,6 +3,8 @@
 // that services and tools share one definition of each.
 package api
 
+import "github.com/deadletter/deadletter/shared/record"
+
 // Endpoint subjects. Each service is a NATS micro service; these are the
 // subjects of its endpoints (request-reply, JSON in and out).
 const (
@@ -56,14 +58,14 @@ type AppendRequest struct {
 	DLQID  string `json:"dlq_id"`
 	Domain string `json:"domain"`
 	// Kind is the record kind (record.Kind* except quarantined).
-	Kind string `json:"kind"`
+	Kind record.Kind `json:"kind"`
 	// ExpectedIndex, when set, makes the append conditional: the chain must
 	// have exactly this many records. A repeated request whose record is
 	// already at that index (same kind, drain and redrive count) is answered
 	// with that record: appends are idempotent.
 	ExpectedIndex *int `json:"expected_index,omitempty"`
 	// Class, for released: the class the event returns to.
-	Class string `json:"class,omitempty"`
+	Class record.Class `json:"class,omitempty"`
 	// RedriveCount, for redrive_requested: the replay's number.
 	RedriveCount int `json:"redrive_count,omitempty"`
 	// Payload, for corrected: the corrected body (base64 in JSON).
@@ -80,9 +82,9 @@ type AppendRequest struct {
 
 // AppendReply is the stored record's position and seal.
 type AppendReply struct {
-	DLQID     string `json:"dlq_id"`
-	Index     int    `json:"index"`
-	AuditHash string `json:"audit_hash"`
-	Status    string `json:"status"`
-	Class     string `json:"class"`
+	DLQID     string        `json:"dlq_id"`
+	Index     int           `json:"index"`
+	AuditHash string        `json:"audit_hash"`
+	Status    record.Status `json:"status"`
+	Class     record.Class  `json:"class"`
 }

@@ -42,8 +42,8 @@ func checkDomain(field, d string) error {
 }
 
 // checkClass refuses a class that is set and none of classes.
-func checkClass(field, c string, classes ...string) error {
-	if c != "" && !slices.Contains(classes, c) {
+func checkClass(field, c string, classes ...record.Class) error {
+	if c != "" && !slices.Contains(classes, record.Class(c)) {
 		return BadField(field, "not a known class (one of %v)", classes)
 	}
 	return nil
@@ -96,7 +96,7 @@ func (r ListRequest) Validate() error {
 		return err
 	}
 	switch r.Status {
-	case "", record.StatusOpen, record.StatusRedriving, record.StatusResolved, record.StatusPoison:
+	case "", string(record.StatusOpen), string(record.StatusRedriving), string(record.StatusResolved), string(record.StatusPoison):
 	default:
 		return BadField("status", "not a status (open, redriving, resolved or poison)")
 	}
@@ -143,7 +143,7 @@ func (f DrainFilter) Validate() error {
 		return err
 	}
 	for _, c := range f.Classes {
-		if c == record.ClassPoison {
+		if record.Class(c) == record.ClassPoison {
 			return BadField("filter.classes", "poison events are never drained: release them first")
 		}
 		if err := checkClass("filter.classes", c, record.ClassExhausted, record.ClassValidation); err != nil {

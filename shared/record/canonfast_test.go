@@ -74,7 +74,7 @@ func TestCanonicalFastMatchesLibrary(t *testing.T) {
 // TestCanonicalFastRecords requires every stored record the package writes
 // to take the fast path and match the library.
 func TestCanonicalFastRecords(t *testing.T) {
-	_, raws := chain(t, ClassExhausted, kinds(KindCorrected, KindRedriveRequested, KindReplayFailed,
+	_, raws := chain(t, ClassExhausted, plain(KindCorrected, KindRedriveRequested, KindReplayFailed,
 		KindRedriveRequested, KindPoisoned, KindReleased, KindResolved)...)
 	f := testFailure()
 	f.Payload = []byte{0xff, 0x00, '"', '\\'} // base64 payload
@@ -183,7 +183,7 @@ func FuzzCanonicalFast(f *testing.F) {
 		`{"a":{"c":1,"b":2},"\u0061b":3}`, "{\"é\":\"ü\"}"} {
 		f.Add([]byte(s))
 	}
-	_, raws := chain(f, ClassValidation, kinds(KindCorrected)...)
+	_, raws := chain(f, ClassValidation, plain(KindCorrected)...)
 	for _, raw := range raws {
 		f.Add(raw)
 	}

@@ -22,7 +22,7 @@ func reduce(ps []Problem) []found {
 
 // fiveChain is an intact chain of five records.
 func fiveChain(t *testing.T) ([]Record, [][]byte) {
-	return chain(t, ClassValidation, kinds(KindCorrected, KindRedriveRequested, KindReplayFailed, KindRedriveRequested)...)
+	return chain(t, ClassValidation, plain(KindCorrected, KindRedriveRequested, KindReplayFailed, KindRedriveRequested)...)
 }
 
 // forkOf returns a sealed record that claims the same predecessor and
@@ -44,7 +44,7 @@ func pick(raws [][]byte, order ...int) [][]byte {
 
 func TestVerifyChain(t *testing.T) {
 	recs, raws := fiveChain(t)
-	other, _ := otherChain(t, ClassExhausted, kinds(KindRedriveRequested, KindReplayFailed)...)
+	other, _ := otherChain(t, ClassExhausted, plain(KindRedriveRequested, KindReplayFailed)...)
 	// foreign is record 2 of another dlq id, sealed with this chain's links.
 	foreign := recs[2]
 	foreign.DLQID = other[0].DLQID
@@ -103,7 +103,7 @@ func TestVerifyChain(t *testing.T) {
 func TestChainVerifier(t *testing.T) {
 	_, a := fiveChain(t)
 	aRecs, _ := fiveChain(t)
-	_, b := otherChain(t, ClassExhausted, kinds(KindRedriveRequested, KindReplayFailed, KindRedriveRequested, KindReplayed)...)
+	_, b := otherChain(t, ClassExhausted, plain(KindRedriveRequested, KindReplayFailed, KindRedriveRequested, KindReplayed)...)
 
 	type in struct {
 		seq uint64

@@ -7,16 +7,6 @@ import (
 	"github.com/deadletter/deadletter/shared/envelope"
 )
 
-// Failure classes.
-const (
-	// ClassValidation: the event is structurally wrong (never retried).
-	ClassValidation = "validation"
-	// ClassExhausted: transient failures used up every delivery.
-	ClassExhausted = "exhausted"
-	// ClassPoison: the event failed after the redrive cap and is isolated.
-	ClassPoison = "poison"
-)
-
 // Stages at which an attempt can fail.
 const (
 	StageValidate = "validate"
@@ -43,7 +33,7 @@ type Attempt struct {
 // quarantiner turns it into a sealed record.
 type Failure struct {
 	// Class is ClassValidation for structural failures.
-	Class string `json:"class"`
+	Class Class `json:"class"`
 	// Code and Detail describe the failure that ended processing.
 	Code   codes.Code `json:"code"`
 	Detail string     `json:"detail"`

@@ -9,20 +9,6 @@ import (
 	"github.com/deadletter/deadletter/shared/codes"
 )
 
-// Statuses of a quarantined event, as folded from its chain.
-const (
-	// StatusOpen: quarantined, waiting for a correction, redrive or decision.
-	StatusOpen = "open"
-	// StatusRedriving: a replay was requested and its outcome is pending.
-	StatusRedriving = "redriving"
-	// StatusResolved: closed (replayed, duplicate, or a person's decision).
-	StatusResolved = "resolved"
-	// StatusPoison: isolated after the redrive cap; needs a release.
-	StatusPoison = "poison"
-	// StatusInvalid: the chain breaks a link or lifecycle rule.
-	StatusInvalid = "invalid"
-)
-
 // Errors of Fold. Each is wrapped with the position of the offending record.
 var (
 	// ErrEmptyChain: Fold was given no record.
@@ -50,9 +36,9 @@ type State struct {
 	DLQID  string `json:"dlq_id"`
 	Domain string `json:"domain"`
 	// Class is the current failure class: validation, exhausted or poison.
-	Class string `json:"class"`
+	Class Class `json:"class"`
 	// Status is one of the Status* constants.
-	Status string `json:"status"`
+	Status Status `json:"status"`
 	// ErrorCode and ErrorDetail describe the latest failure.
 	ErrorCode   codes.Code `json:"error_code"`
 	ErrorDetail string     `json:"error_detail"`
@@ -67,7 +53,7 @@ type State struct {
 	LastChange    time.Time `json:"last_change"`
 	// LastKind and LastHash are the kind and audit hash of the last record
 	// (the PrevHash of the next one).
-	LastKind string `json:"last_kind"`
+	LastKind Kind   `json:"last_kind"`
 	LastHash string `json:"last_hash"`
 	// IdempotencyKey, OrderingKey, PartyID and EventTime are the event's
 	// identity, when its payload parsed.
@@ -93,7 +79,7 @@ type State struct {
 	SpanID  string `json:"span_id"`
 	// Resolution is the kind of the record that resolved the event
 	// (replayed, skipped_duplicate or resolved); "" until resolved.
-	Resolution string `json:"resolution,omitempty"`
+	Resolution Kind `json:"resolution,omitempty"`
 }
 
 // Redrivable reports whether the event may be replayed now: it is open and
@@ -131,7 +117,7 @@ func Fold(chain []Record) (State, error) {
 		next, err := s.apply(r)
 		if err != nil {
 			s.Status = StatusInvalid
-			return s, fmt.Errorf("record %d (%s): %w", i+1, truncate(r.Kind, 32), err)
+			return s, fmt.Errorf("record %d (%s): %w", i+1, truncate(string(r.Kind), 32), err)
 		}
 		s = next
 	}
@@ -142,11 +128,11 @@ func Fold(chain []Record) (State, error) {
 func start(r Record) (State, error) {
 	switch {
 	case r.Kind != KindQuarantined:
-		return State{}, fmt.Errorf("%w: first record is %.32q, not quarantined", ErrInvalidTransition, r.Kind)
+		return State{}, fmt.Errorf("%w: first record is %.32q, not quarantined", ErrInvalidTransition, string(r.Kind))
 	case r.Index != 0 || r.PrevHash != "":
 		return State{}, fmt.Errorf("%w: first record has index %d and prev_hash %.64q", ErrBrokenLink, r.Index, r.PrevHash)
 	case r.Class != ClassValidation && r.Class != ClassExhausted:
-		return State{}, fmt.Errorf("%w: quarantined with class %.32q", ErrInvalidClass, r.Class)
+		return State{}, fmt.Errorf("%w: quarantined with class %.32q", ErrInvalidClass, string(r.Class))
 	}
 	s := State{
 		DLQID: r.DLQID, Domain: r.Domain, Class: r.Class, Status: StatusOpen,
@@ -171,29 +157,6 @@ func (s *State) record(r Record) {
 	}
 }
 
-// transition is the rule of one record kind after the first record.
-type transition struct {
-	// from lists the statuses in which the kind is allowed.
-	from []string
-	// apply updates the state (already a copy) for the record.
-	apply func(s *State, r Record) error
-}
-
-// transitions holds the lifecycle: kind → allowed statuses and effect.
-// KindQuarantined is only allowed as the first record; nothing follows
-// a resolved event.
-var transitions = map[string]transition{
-	KindCorrected:        {[]string{StatusOpen, StatusPoison}, applyCorrected},
-	KindRedriveRequested: {[]string{StatusOpen}, setStatus(StatusRedriving)},
-	KindReplayed:         {[]string{StatusRedriving}, resolve},
-	KindSkippedDuplicate: {[]string{StatusOpen, StatusRedriving}, resolve},
-	KindReplayFailed:     {[]string{StatusRedriving, StatusOpen}, applyReplayFailed},
-	KindPoisoned:         {[]string{StatusRedriving, StatusOpen}, applyPoisoned},
-	KindReleased:         {[]string{StatusPoison}, applyReleased},
-	KindResolved:         {[]string{StatusOpen, StatusRedriving, StatusPoison}, applyResolved},
-	KindQuarantined:      {nil, nil},
-}
-
 // Next folds r, the record that follows the chain s was folded from, into
 // a copy of s: Fold(append(chain, r)) without folding chain again. It
 // checks r's links (index, prev_hash, dlq_id) and lifecycle transition;
@@ -210,16 +173,22 @@ func (s State) apply(r Record) (State, error) {
 	if err := s.checkLink(r); err != nil {
 		return s, err
 	}
-	t, ok := transitions[r.Kind]
+	t, ok := kinds[r.Kind]
 	if !ok {
-		return s, fmt.Errorf("%w: %.32q", ErrUnknownKind, r.Kind)
+		return s, fmt.Errorf("%w: %.32q", ErrUnknownKind, string(r.Kind))
 	}
 	if !slices.Contains(t.from, s.Status) {
 		return s, fmt.Errorf("%w: %s when %s", ErrInvalidTransition, r.Kind, s.Status)
 	}
 	next := s
-	if err := t.apply(&next, r); err != nil {
-		return s, err
+	if t.apply != nil {
+		if err := t.apply(&next, r); err != nil {
+			return s, err
+		}
+	}
+	next.Status = StatusAfter(s.Status, r.Kind)
+	if next.Status == StatusResolved {
+		next.Resolution = r.Kind
 	}
 	next.record(r)
 	return next, nil
@@ -235,20 +204,6 @@ func (s State) checkLink(r Record) error {
 	case r.DLQID != s.DLQID:
 		return fmt.Errorf("%w: dlq_id %.200q in chain %.200q", ErrBrokenLink, r.DLQID, s.DLQID)
 	}
-	return nil
-}
-
-// setStatus returns a transition effect that only changes the status.
-func setStatus(status string) func(*State, Record) error {
-	return func(s *State, _ Record) error {
-		s.Status = status
-		return nil
-	}
-}
-
-// resolve closes the event, naming the record kind as its resolution.
-func resolve(s *State, r Record) error {
-	s.Status, s.Resolution = StatusResolved, r.Kind
 	return nil
 }
 
@@ -277,14 +232,13 @@ func applyReplayFailed(s *State, r Record) error {
 		}
 		s.Class = r.Class
 	}
-	s.Status = StatusOpen
 	s.failure(r)
 	return nil
 }
 
 // applyPoisoned isolates the event with the replay's failure.
 func applyPoisoned(s *State, r Record) error {
-	s.Status, s.Class = StatusPoison, ClassPoison
+	s.Class = ClassPoison
 	s.failure(r)
 	return nil
 }
@@ -302,7 +256,7 @@ func applyReleased(s *State, r Record) error {
 	if err := checkClass(r.Class, false); err != nil {
 		return err
 	}
-	s.Status, s.Class = StatusOpen, r.Class
+	s.Class = r.Class
 	return nil
 }
 
@@ -311,18 +265,18 @@ func applyResolved(s *State, r Record) error {
 	if r.Actor == "" || r.Reason == "" {
 		return ErrMissingDecision
 	}
-	return resolve(s, r)
+	return nil
 }
 
 // checkClass requires class to be poison when poison is set, else
 // validation or exhausted.
-func checkClass(class string, poison bool) error {
+func checkClass(class Class, poison bool) error {
 	ok := class == ClassValidation || class == ClassExhausted
 	if poison {
 		ok = class == ClassPoison
 	}
 	if !ok {
-		return fmt.Errorf("%w: %.32q", ErrInvalidClass, class)
+		return fmt.Errorf("%w: %.32q", ErrInvalidClass, string(class))
 	}
 	return nil
 }

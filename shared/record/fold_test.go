@@ -11,7 +11,7 @@ import (
 )
 
 // reach lists the records that bring a fresh chain to each status.
-var reach = map[string][]string{
+var reach = map[Status][]Kind{
 	StatusOpen:      nil,
 	StatusRedriving: {KindRedriveRequested},
 	StatusPoison:    {KindRedriveRequested, KindPoisoned},
@@ -20,7 +20,7 @@ var reach = map[string][]string{
 
 // allowed is the lifecycle, written out independently of fold.go:
 // status → kind → resulting status.
-var allowed = map[string]map[string]string{
+var allowed = map[Status]map[Kind]Status{
 	StatusOpen: {
 		KindCorrected: StatusOpen, KindRedriveRequested: StatusRedriving, KindSkippedDuplicate: StatusResolved,
 		KindReplayFailed: StatusOpen, KindPoisoned: StatusPoison, KindResolved: StatusResolved,
@@ -35,7 +35,7 @@ var allowed = map[string]map[string]string{
 	StatusResolved: {},
 }
 
-var allKinds = []string{
+var allKinds = []Kind{
 	KindQuarantined, KindCorrected, KindRedriveRequested, KindReplayed, KindSkippedDuplicate,
 	KindReplayFailed, KindPoisoned, KindReleased, KindResolved, "archived",
 }
@@ -43,8 +43,8 @@ var allKinds = []string{
 func TestFoldAllowedTransitions(t *testing.T) {
 	for from, to := range allowed {
 		for kind, status := range to {
-			t.Run(from+"/"+kind, func(t *testing.T) {
-				recs, _ := chain(t, ClassExhausted, kinds(append(reach[from], kind)...)...)
+			t.Run(string(from)+"/"+string(kind), func(t *testing.T) {
+				recs, _ := chain(t, ClassExhausted, plain(append(reach[from], kind)...)...)
 				s, err := Fold(recs)
 				if err != nil {
 					t.Fatalf("Fold: %v", err)
@@ -56,14 +56,14 @@ func TestFoldAllowedTransitions(t *testing.T) {
 				if s.Records != len(recs) || s.LastKind != kind || s.LastHash != last.AuditHash || !s.LastChange.Equal(last.QuarantinedAt) {
 					t.Errorf("Records %d LastKind %s LastHash %s LastChange %v", s.Records, s.LastKind, s.LastHash, s.LastChange)
 				}
-				wantResolution := ""
+				wantResolution := Kind("")
 				if status == StatusResolved {
 					wantResolution = kind
 				}
 				if s.Resolution != wantResolution {
 					t.Errorf("Resolution = %q, want %q", s.Resolution, wantResolution)
 				}
-				wantClass := map[string]string{StatusPoison: ClassPoison}[status]
+				wantClass := map[Status]Class{StatusPoison: ClassPoison}[status]
 				if wantClass == "" {
 					wantClass = ClassExhausted
 				}
@@ -81,8 +81,8 @@ func TestFoldForbiddenTransitions(t *testing.T) {
 			if _, ok := allowed[from][kind]; ok {
 				continue
 			}
-			t.Run(from+"/"+kind, func(t *testing.T) {
-				recs, _ := chain(t, ClassExhausted, kinds(reach[from]...)...)
+			t.Run(string(from)+"/"+string(kind), func(t *testing.T) {
+				recs, _ := chain(t, ClassExhausted, plain(reach[from]...)...)
 				prev := recs[len(recs)-1]
 				bad, _ := sealOnly(t, follow(prev, kind))
 				want, err := Fold(recs)
@@ -108,7 +108,7 @@ func TestFoldForbiddenTransitions(t *testing.T) {
 
 // TestFoldInvalidChains covers the link and record rules.
 func TestFoldInvalidChains(t *testing.T) {
-	recs, _ := chain(t, ClassValidation, kinds(KindRedriveRequested)...)
+	recs, _ := chain(t, ClassValidation, plain(KindRedriveRequested)...)
 	first, second := recs[0], recs[1]
 	tests := []struct {
 		name    string
@@ -236,19 +236,19 @@ func TestFoldState(t *testing.T) {
 }
 
 func TestFoldSkippedAndResolved(t *testing.T) {
-	recs, _ := chain(t, ClassValidation, kinds(KindSkippedDuplicate)...)
+	recs, _ := chain(t, ClassValidation, plain(KindSkippedDuplicate)...)
 	if s, err := Fold(recs); err != nil || s.Status != StatusResolved || s.Resolution != KindSkippedDuplicate || s.Corrected {
 		t.Errorf("Fold = %+v, %v", s, err)
 	}
-	recs, _ = chain(t, ClassExhausted, kinds(KindRedriveRequested, KindPoisoned, KindResolved)...)
+	recs, _ = chain(t, ClassExhausted, plain(KindRedriveRequested, KindPoisoned, KindResolved)...)
 	if s, err := Fold(recs); err != nil || s.Status != StatusResolved || s.Resolution != KindResolved || s.Class != ClassPoison {
 		t.Errorf("Fold = %+v, %v", s, err)
 	}
 }
 
 func TestRedrivable(t *testing.T) {
-	statuses := []string{StatusOpen, StatusRedriving, StatusResolved, StatusPoison, StatusInvalid, ""}
-	classes := []string{ClassValidation, ClassExhausted, ClassPoison, ""}
+	statuses := []Status{StatusOpen, StatusRedriving, StatusResolved, StatusPoison, StatusInvalid, ""}
+	classes := []Class{ClassValidation, ClassExhausted, ClassPoison, ""}
 	for _, status := range statuses {
 		for _, class := range classes {
 			for _, corrected := range []bool{false, true} {
@@ -297,8 +297,8 @@ func TestRedrivable(t *testing.T) {
 func TestNextMatchesFold(t *testing.T) {
 	for from, to := range allowed {
 		for _, kind := range allKinds {
-			t.Run(from+"/"+kind, func(t *testing.T) {
-				recs, _ := chain(t, ClassExhausted, kinds(reach[from]...)...)
+			t.Run(string(from)+"/"+string(kind), func(t *testing.T) {
+				recs, _ := chain(t, ClassExhausted, plain(reach[from]...)...)
 				last, _ := sealOnly(t, follow(recs[len(recs)-1], kind))
 				recs = append(recs, last)
 				var s State

@@ -128,7 +128,7 @@ func sealOnly(t testing.TB, r Record) (Record, []byte) {
 }
 
 // follow returns an unsealed record of kind that follows prev in its chain.
-func follow(prev Record, kind string) Record {
+func follow(prev Record, kind Kind) Record {
 	r := Record{
 		SchemaVersion: SchemaVersion, DLQID: prev.DLQID, Index: prev.Index + 1, Kind: kind,
 		Domain: prev.Domain, Class: prev.Class, ErrorCode: prev.ErrorCode, ErrorDetail: prev.ErrorDetail,
@@ -160,13 +160,13 @@ func follow(prev Record, kind string) Record {
 
 // step is one record of a test chain: its kind and an optional change.
 type step struct {
-	kind string
+	kind Kind
 	mod  func(*Record)
 }
 
 // chain builds and seals a chain: a first record of class from a test
 // failure, then steps. Every record is schema-checked.
-func chain(t testing.TB, class string, steps ...step) ([]Record, [][]byte) {
+func chain(t testing.TB, class Class, steps ...step) ([]Record, [][]byte) {
 	t.Helper()
 	f := testFailure()
 	f.Class = class
@@ -174,7 +174,7 @@ func chain(t testing.TB, class string, steps ...step) ([]Record, [][]byte) {
 }
 
 // otherChain is chain for another event (another dlq id).
-func otherChain(t testing.TB, class string, steps ...step) ([]Record, [][]byte) {
+func otherChain(t testing.TB, class Class, steps ...step) ([]Record, [][]byte) {
 	t.Helper()
 	f := testFailure()
 	f.Class = class
@@ -198,8 +198,8 @@ func chainFor(t testing.TB, f Failure, steps ...step) ([]Record, [][]byte) {
 	return recs, raws
 }
 
-// kinds turns record kinds into steps without changes.
-func kinds(ks ...string) []step {
+// plain turns record kinds into steps without changes.
+func plain(ks ...Kind) []step {
 	s := make([]step, len(ks))
 	for i, k := range ks {
 		s[i] = step{kind: k}

@@ -9,7 +9,7 @@ import (
 // Add(raw) finds, record by record, including forks, gaps and garbage.
 func TestAddLinkEqualsAdd(t *testing.T) {
 	recs, raws := fiveChain(t)
-	_, other := otherChain(t, ClassValidation, kinds(KindResolved)...)
+	_, other := otherChain(t, ClassValidation, plain(KindResolved)...)
 	tests := []struct {
 		name string
 		raws [][]byte

@@ -9,34 +9,6 @@ import (
 // SchemaVersion is the version of the record format written by this code.
 const SchemaVersion = 1
 
-// Kinds of record. The first record of a chain is KindQuarantined; every
-// later record is a change of state of the same event.
-const (
-	// KindQuarantined: the event failed and was quarantined (class
-	// validation or exhausted).
-	KindQuarantined = "quarantined"
-	// KindCorrected: an operator supplied a corrected payload; the record
-	// carries it, the original bytes stay in the first record.
-	KindCorrected = "corrected"
-	// KindRedriveRequested: a replay of the event is about to be published
-	// (by a drain or a single redrive).
-	KindRedriveRequested = "redrive_requested"
-	// KindReplayed: the replay was committed; the record is resolved.
-	KindReplayed = "replayed"
-	// KindSkippedDuplicate: the event's key was already committed; resolved
-	// without a replay.
-	KindSkippedDuplicate = "skipped_duplicate"
-	// KindReplayFailed: the replay failed again (below the redrive cap).
-	KindReplayFailed = "replay_failed"
-	// KindPoisoned: the replay failed at the redrive cap; the event is
-	// isolated and never replayed without a release.
-	KindPoisoned = "poisoned"
-	// KindReleased: a person moved a poison record back to redrivable.
-	KindReleased = "released"
-	// KindResolved: a person closed the record without a replay.
-	KindResolved = "resolved"
-)
-
 // Payload encodings.
 const (
 	// EncodingText: Data is the payload itself (valid UTF-8 JSON).
@@ -72,12 +44,12 @@ type Record struct {
 	// Index is the record's position in its chain, 0 for the first.
 	Index int `json:"index"`
 	// Kind is the lifecycle step this record states (Kind* constants).
-	Kind string `json:"kind"`
+	Kind Kind `json:"kind"`
 	// Domain is "pharmacy", "dscsa", "fsma" or "unknown".
 	Domain string `json:"domain"`
 	// Class is the failure class after this record: validation, exhausted
 	// or poison. A released record carries the class it restores.
-	Class string `json:"class"`
+	Class Class `json:"class"`
 	// ErrorCode and ErrorDetail describe the latest failure.
 	ErrorCode   codes.Code `json:"error_code"`
 	ErrorDetail string     `json:"error_detail"`

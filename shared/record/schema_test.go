@@ -58,7 +58,7 @@ func TestSchemaDescribesEveryField(t *testing.T) {
 }
 
 func TestSchemaRejects(t *testing.T) {
-	_, raws := chain(t, ClassValidation, kinds(KindCorrected, KindResolved)...)
+	_, raws := chain(t, ClassValidation, plain(KindCorrected, KindResolved)...)
 	edit := func(raw []byte, mod func(map[string]any)) []byte {
 		var m map[string]any
 		if err := json.Unmarshal(raw, &m); err != nil {

@@ -13,13 +13,15 @@ import (
 )
 
 // DirectRequest is a JetStream direct-get request (nats-server's
-// JSApiMsgGetRequest): a single get (Seq, or NextFor from Seq), a batch
+// JSApiMsgGetRequest): a single get (Seq, NextFor from Seq, or the last
+// message on LastFor), a batch
 // (Batch messages on NextFor from Seq), or the last message of each of
 // MultiLast's subjects (at most 1024) at or below UpToSeq. MaxBytes bounds
 // the bytes of one reply.
 type DirectRequest struct {
 	Seq       uint64   `json:"seq,omitempty"`
 	NextFor   string   `json:"next_by_subj,omitempty"`
+	LastFor   string   `json:"last_by_subj,omitempty"`
 	Batch     int      `json:"batch,omitempty"`
 	MaxBytes  int      `json:"max_bytes,omitempty"`
 	MultiLast []string `json:"multi_last,omitempty"`

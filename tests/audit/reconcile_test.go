@@ -166,11 +166,11 @@ func TestReconcileMixedRun(t *testing.T) {
 	// now succeeds, one fails again and becomes poison (cap 1).
 	list := func(status string) api.ListReply {
 		var l api.ListReply
-		request(t, nc, api.AuditList, api.ListRequest{Class: record.ClassExhausted, Status: status}, &l)
+		request(t, nc, api.AuditList, api.ListRequest{Class: string(record.ClassExhausted), Status: status}, &l)
 		return l
 	}
 	natstest.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
-		if n := list(record.StatusOpen).Total; n != 3 {
+		if n := list(string(record.StatusOpen)).Total; n != 3 {
 			return fmt.Errorf("%d exhausted events open, want 3", n)
 		}
 		return nil
@@ -196,7 +196,7 @@ func TestReconcileMixedRun(t *testing.T) {
 		api.ReconcileCommitted: 3, api.ReconcileDuplicate: 1, api.ReconcileOpen: 4,
 		api.ReconcilePoison: 1, api.ReconcileResolved: 1, api.ReconcileReplay: 2,
 	}
-	wantOpen := map[string]int{record.ClassValidation: 3, record.ClassExhausted: 1}
+	wantOpen := map[string]int{string(record.ClassValidation): 3, string(record.ClassExhausted): 1}
 	var rep api.ReconcileReply
 	natstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 		rep = api.ReconcileReply{} // decoding into the last reply would merge its maps

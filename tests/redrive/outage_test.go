@@ -33,7 +33,7 @@ func TestOutageDrainCommitsEachOnce(t *testing.T) {
 	recs, _, _ := e.chain(t, events[0].key)
 	kinds := []string{}
 	for _, r := range recs {
-		kinds = append(kinds, r.Kind)
+		kinds = append(kinds, string(r.Kind))
 	}
 	if len(recs) != 3 || recs[1].Kind != record.KindRedriveRequested || recs[2].Kind != record.KindReplayed || recs[1].DrainID != id {
 		t.Errorf("chain kinds %v (drain %q)", kinds, recs[1].DrainID)

@@ -292,7 +292,7 @@ func TestActorIsTheCaller(t *testing.T) {
 	m := nats.NewMsg(api.DrainStart)
 	m.Header.Set(access.RequestInfoHeader, `{"acc":"DEADLETTER_OPERATOR","user":"mallory"}`)
 	m.Data, _ = json.Marshal(api.DrainStartRequest{
-		Filter: api.DrainFilter{DLQIDs: []string{id}, Classes: []string{record.ClassValidation}}, Actor: "mallory", Reason: "red team",
+		Filter: api.DrainFilter{DLQIDs: []string{id}, Classes: []string{string(record.ClassValidation)}}, Actor: "mallory", Reason: "red team",
 	})
 	rep, err := e.conn(t, string(access.RoleOperator)).RequestMsg(m, 30*time.Second)
 	if err != nil {

@@ -97,7 +97,7 @@ func TestStructuralFailureIsOneTrace(t *testing.T) {
 		checkParent(t, v, p)
 		checkTags(t, v, map[string]string{
 			"span.kind": "consumer", "otel.status_code": "ERROR", "otel.status_description": string(codes.GTINCheckDigitFailed),
-			"deadletter.error_code": string(codes.GTINCheckDigitFailed), "deadletter.failure_class": record.ClassValidation,
+			"deadletter.error_code": string(codes.GTINCheckDigitFailed), "deadletter.failure_class": string(record.ClassValidation),
 			"deadletter.domain": "dscsa", "deadletter.dlq_id": rec.DLQID,
 			"messaging.system": "nats", "messaging.operation.type": "process", "messaging.operation.name": "validate",
 			"messaging.destination.name": "events.dscsa.shipping", "messaging.consumer.group.name": "validator",
@@ -117,8 +117,8 @@ func TestStructuralFailureIsOneTrace(t *testing.T) {
 		q := one(t, tr, quarantinerService, "quarantine dlq.intake.dscsa")
 		checkParent(t, q, f)
 		checkTags(t, q, map[string]string{"span.kind": "consumer", "deadletter.dlq_id": rec.DLQID,
-			"deadletter.failure_class": record.ClassValidation, "deadletter.error_code": string(codes.GTINCheckDigitFailed),
-			"deadletter.outcome": record.KindQuarantined, "messaging.nats.jetstream.stream": "FAILURES"})
+			"deadletter.failure_class": string(record.ClassValidation), "deadletter.error_code": string(codes.GTINCheckDigitFailed),
+			"deadletter.outcome": string(record.KindQuarantined), "messaging.nats.jetstream.stream": "FAILURES"})
 		w := one(t, tr, quarantinerService, "send quarantine.{domain}.{dlq_id}")
 		checkParent(t, w, q)
 		checkTags(t, w, map[string]string{"messaging.nats.jetstream.stream": "QUARANTINE", "deadletter.dlq_id": rec.DLQID,
@@ -207,7 +207,7 @@ func TestExhaustedEventIsOneTrace(t *testing.T) {
 		deliveries[n] = true
 		class := telemetry.ClassTransient
 		if n == strconv.Itoa(maxDeliver) {
-			class = record.ClassExhausted
+			class = string(record.ClassExhausted)
 		}
 		checkTags(t, v, map[string]string{"otel.status_code": "ERROR", "otel.status_description": string(codes.DownstreamUnavailable),
 			"deadletter.failure_class": class, "deadletter.error_code": string(codes.DownstreamUnavailable)})
@@ -243,8 +243,8 @@ func TestExhaustedEventIsOneTrace(t *testing.T) {
 	}
 	q := one(t, tr, quarantinerService, advisory)
 	checkParent(t, q, p)
-	checkTags(t, q, map[string]string{"deadletter.dlq_id": rec.DLQID, "deadletter.failure_class": record.ClassExhausted,
-		"deadletter.outcome": record.KindQuarantined, "messaging.nats.jetstream.stream": "ADVISORIES"})
+	checkTags(t, q, map[string]string{"deadletter.dlq_id": rec.DLQID, "deadletter.failure_class": string(record.ClassExhausted),
+		"deadletter.outcome": string(record.KindQuarantined), "messaging.nats.jetstream.stream": "ADVISORIES"})
 	w := one(t, tr, quarantinerService, "send quarantine.")
 	checkParent(t, w, q)
 

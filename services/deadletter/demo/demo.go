@@ -223,7 +223,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		}
 		sum.QuarantinedValidation, sum.QuarantinedExhausted = 0, 0
 		for _, g := range groups.Groups {
-			switch g.Class {
+			switch record.Class(g.Class) {
 			case record.ClassValidation:
 				sum.QuarantinedValidation += g.Open
 			case record.ClassExhausted:
@@ -287,7 +287,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 
 	// 4. Correct one malformed event; another keeps failing until poison.
 	var list api.ListReply
-	if err := viewer.call(api.AuditList, api.ListRequest{Class: record.ClassValidation, Status: record.StatusOpen, Limit: 2}, &list); err != nil {
+	if err := viewer.call(api.AuditList, api.ListRequest{Class: string(record.ClassValidation), Status: string(record.StatusOpen), Limit: 2}, &list); err != nil {
 		return sum, err
 	}
 	if len(list.Items) < 2 {
@@ -436,7 +436,7 @@ func (c *client) redrive(ctx context.Context, reader *client, req api.RedriveReq
 		default:
 			return false, nil
 		}
-		rep.Status, rep.RedriveCount = g.State.Status, g.State.RedriveCount
+		rep.Status, rep.RedriveCount = string(g.State.Status), g.State.RedriveCount
 		return true, nil
 	})
 }

@@ -101,7 +101,7 @@ counts for events that failed again), 1 when it was cancelled or failed.`,
 	fl.StringVar(&f.req.Reason, "reason", "", "why (recorded with the drain)")
 	f.follow.register(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("domain", fixedCompletion(domains[:3]...))
-	_ = cmd.RegisterFlagCompletionFunc("class", fixedCompletion(record.ClassExhausted, record.ClassValidation))
+	_ = cmd.RegisterFlagCompletionFunc("class", fixedCompletion(string(record.ClassExhausted), string(record.ClassValidation)))
 	_ = cmd.RegisterFlagCompletionFunc("code", fixedCompletion(codeNames()...))
 	cmd.AddCommand(a.drainStatusCommand(), a.drainCancelCommand(), a.drainListCommand())
 	return cmd
@@ -115,7 +115,7 @@ func (a *app) drainStart(cmd *cobra.Command, f *drainFlags) error {
 		return err
 	}
 	for _, c := range f.req.Filter.Classes {
-		if err := oneOf("class", c, []string{record.ClassExhausted, record.ClassValidation}); err != nil {
+		if err := oneOf("class", c, []string{string(record.ClassExhausted), string(record.ClassValidation)}); err != nil {
 			return err
 		}
 	}

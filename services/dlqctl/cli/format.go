@@ -131,8 +131,8 @@ func parseAgo(v string) (time.Duration, error) {
 // Values for completion and validation.
 var (
 	domains  = []string{"pharmacy", "dscsa", "fsma", "unknown"}
-	classes  = []string{record.ClassValidation, record.ClassExhausted, record.ClassPoison}
-	statuses = []string{record.StatusOpen, record.StatusRedriving, record.StatusPoison, record.StatusResolved, record.StatusInvalid}
+	classes  = []string{string(record.ClassValidation), string(record.ClassExhausted), string(record.ClassPoison)}
+	statuses = []string{string(record.StatusOpen), string(record.StatusRedriving), string(record.StatusPoison), string(record.StatusResolved), string(record.StatusInvalid)}
 )
 
 // codeNames lists every error code.

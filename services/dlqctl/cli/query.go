@@ -223,12 +223,12 @@ func (a *app) printShow(s output.Show, payload bool) {
 	t := newTable(w)
 	t.row("DLQ ID", st.DLQID)
 	t.row("DOMAIN", st.Domain)
-	t.row("STATE", st.Status)
-	t.row("CLASS", st.Class)
+	t.row("STATE", string(st.Status))
+	t.row("CLASS", string(st.Class))
 	t.row("CODE", string(st.ErrorCode))
 	t.row("DETAIL", st.ErrorDetail)
 	t.row("REDRIVES", strconv.Itoa(st.RedriveCount)+" failed")
-	t.row("RESOLUTION", st.Resolution)
+	t.row("RESOLUTION", string(st.Resolution))
 	t.row("KEY", st.IdempotencyKey)
 	t.row("ORDERING KEY", st.OrderingKey)
 	t.row("SUPPLIER", st.PartyID)
@@ -252,7 +252,7 @@ func (a *app) printShow(s output.Show, payload bool) {
 			continue
 		}
 		by := joinNonEmpty(" ", r.Actor, drainRef(r.DrainID))
-		t.row(strconv.Itoa(r.Index), strconv.FormatUint(cr.Seq, 10), r.Kind, r.Class, string(r.ErrorCode),
+		t.row(strconv.Itoa(r.Index), strconv.FormatUint(cr.Seq, 10), string(r.Kind), string(r.Class), string(r.ErrorCode),
 			strconv.Itoa(r.RedriveCount), fmtTime(r.QuarantinedAt), by, r.Reason, short(r.AuditHash))
 	}
 	t.flush()

@@ -159,7 +159,7 @@ afterwards.`,
 			if req.Reason == "" {
 				return usageErrorf("release needs --reason")
 			}
-			if err := oneOf("class", req.Class, []string{record.ClassExhausted, record.ClassValidation}); err != nil {
+			if err := oneOf("class", req.Class, []string{string(record.ClassExhausted), string(record.ClassValidation)}); err != nil {
 				return err
 			}
 			c, err := a.connect()
@@ -184,7 +184,7 @@ afterwards.`,
 	fl.StringVar(&req.Reason, "reason", "", "why (required)")
 	addActorFlag(cmd, &req.Actor)
 	fl.StringVar(&req.Class, "class", "", "class to restore: exhausted or validation (default: the one before poison)")
-	_ = cmd.RegisterFlagCompletionFunc("class", fixedCompletion(record.ClassExhausted, record.ClassValidation))
+	_ = cmd.RegisterFlagCompletionFunc("class", fixedCompletion(string(record.ClassExhausted), string(record.ClassValidation)))
 	return cmd
 }
 

@@ -147,7 +147,7 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, recs []seede
 	// index after prevHash, which the writer seals) to the chain on subj if
 	// its last sequence is seq; it returns the sequence and the written
 	// record's audit hash (with compute).
-	write := func(subj string, data []byte, seq uint64, id, kind string, index int, prevHash string) (uint64, string, error) {
+	write := func(subj string, data []byte, seq uint64, id string, kind record.Kind, index int, prevHash string) (uint64, string, error) {
 		if direct {
 			ack, err := djs.Publish(ctx, subj, data, jetstream.WithExpectLastSequencePerSubject(seq))
 			if err != nil {
@@ -162,7 +162,7 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, recs []seede
 		if compute {
 			m.Data = nil
 			m.Header.Set("DLQ-ID", id)
-			m.Header.Set("Kind", kind)
+			m.Header.Set("Kind", string(kind))
 			m.Header.Set("Index", strconv.Itoa(index))
 			m.Header.Set("Prev-Hash", prevHash)
 		}
@@ -288,7 +288,7 @@ func floorWriter(ctx context.Context, url string, workers int, tmpl *record.Reco
 				data, hash, err := m.Data, "", error(nil)
 				if tmpl != nil {
 					r := *tmpl
-					r.DLQID, r.Kind, r.PrevHash = m.Header.Get("DLQ-ID"), m.Header.Get("Kind"), m.Header.Get("Prev-Hash")
+					r.DLQID, r.Kind, r.PrevHash = m.Header.Get("DLQ-ID"), record.Kind(m.Header.Get("Kind")), m.Header.Get("Prev-Hash")
 					r.Index, _ = strconv.Atoi(m.Header.Get("Index"))
 					r.QuarantinedAt = time.Now().UTC()
 					data, err = record.SealMarshal(&r)

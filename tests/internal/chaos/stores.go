@@ -103,11 +103,11 @@ func (st *stores) unaccounted(events []event) []string {
 type downstream struct {
 	srv *httptest.Server
 
-	mu       sync.Mutex
-	always   map[string]bool
-	first    map[string]int
-	keys     map[string]bool
-	repeats  int
+	mu      sync.Mutex
+	always  map[string]bool
+	first   map[string]int
+	keys    map[string]bool
+	repeats int
 }
 
 func newDownstream() *downstream {

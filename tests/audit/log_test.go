@@ -1,0 +1,130 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/services/auditor"
+	"github.com/deadletter/deadletter/services/quarantiner"
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/natstest"
+	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/streams"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// syncBuffer is a log sink shared by services.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestOneAuditLogLine (issue 15, bug 11): with the quarantiner and the
+// auditor logging to one sink, each stored record has exactly one
+// audit-log line, in one vocabulary (redrive_count, never redrives).
+func TestOneAuditLogLine(t *testing.T) {
+	srv := natstest.Start(t)
+	srv.Provision(t, streams.DefaultOptions())
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, nil))
+	qcfg := quarantiner.DefaultConfig()
+	qcfg.Workers = 2
+	q, err := quarantiner.New(srv.Connect(t), qcfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, "quarantiner", q.Run)
+	acfg := auditor.DefaultConfig()
+	acfg.CheckpointInterval, acfg.ReconcileInterval = 0, 0
+	acfg.AllowAnonymous = true
+	a, err := auditor.New(srv.Connect(t), acfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, "auditor", a.Run)
+
+	nc := srv.Connect(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	f := record.Failure{Class: record.ClassValidation, Code: codes.MalformedJSON, Detail: "not JSON", Domain: "pharmacy",
+		Subject: "events.pharmacy.dispense", Stream: subjects.EventsStream, Seq: 7, Deliveries: 1, Published: now,
+		Payload: []byte("{"), FailedAt: now,
+		Attempts: []record.Attempt{{At: now, Stage: record.StageValidate, Code: codes.MalformedJSON, Reason: "not JSON", Delivery: 1}}}
+	b, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(context.Background(), subjects.Failure("pharmacy"), b); err != nil {
+		t.Fatal(err)
+	}
+	id := record.DLQIDFor(f)
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		m, err := nc.Request(api.QuarantinerAppend, mustJSON(t, api.AppendRequest{DLQID: id, Domain: "pharmacy",
+			Kind: record.KindResolved, Actor: "ops", Reason: "test"}), time.Second)
+		if err != nil {
+			return fmt.Errorf("append: %w", err)
+		}
+		if code := m.Header.Get("Nats-Service-Error-Code"); code != "" {
+			return fmt.Errorf("append: %s %s", code, m.Header.Get("Nats-Service-Error"))
+		}
+		return nil
+	})
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		var rep api.GetReply
+		request(t, nc, api.AuditGet, api.GetRequest{DLQID: id}, &rep)
+		if len(rep.Records) != 2 || rep.State.Status != record.StatusResolved {
+			return fmt.Errorf("%d records, %s", len(rep.Records), rep.State.Status)
+		}
+		return nil
+	})
+	// The auditor has applied both records: any line of its own is written.
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		out := logs.String()
+		for _, ev := range []string{record.KindQuarantined.Event(), record.KindResolved.Event()} {
+			if n := strings.Count(out, `"msg":"`+ev+`"`); n != 1 {
+				return fmt.Errorf("%d %s lines, want 1:\n%s", n, ev, out)
+			}
+		}
+		return nil
+	})
+	out := logs.String()
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, `"msg":"DLQ_`) && (!strings.Contains(line, `"redrive_count":`) || strings.Contains(line, `"redrives"`)) {
+			t.Errorf("audit line outside the vocabulary: %s", line)
+		}
+	}
+}
+
+func mustJSON(tb testing.TB, v any) []byte {
+	tb.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
