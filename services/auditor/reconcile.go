@@ -14,6 +14,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/domain"
+	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/ledger"
 	"github.com/deadletter/deadletter/shared/record"
@@ -136,7 +137,7 @@ func (s *Service) reconcileStream(ctx context.Context, rep *api.ReconcileReply, 
 			if m.Time.After(to) {
 				return false
 			}
-			if req.Domain == record.UnknownDomain && subjects.DomainOf(m.Subject, envelope.Domains) != record.UnknownDomain {
+			if req.Domain == record.UnknownDomain && registry.DomainOf(m.Subject) != record.UnknownDomain {
 				return true
 			}
 			e := event{ReconcileEvent: api.ReconcileEvent{Seq: m.Sequence, Subject: m.Subject,

@@ -20,9 +20,7 @@ import (
 	"github.com/deadletter/deadletter/schemas"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain"
-	"github.com/deadletter/deadletter/shared/domain/dscsa"
-	"github.com/deadletter/deadletter/shared/domain/fsma"
-	"github.com/deadletter/deadletter/shared/domain/pharmacy"
+	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -30,19 +28,9 @@ import (
 // DefaultMaxPayload is the default payload size limit (1 MiB).
 const DefaultMaxPayload = 1 << 20
 
-// Checker is one domain's rules beyond its JSON Schema.
-type Checker interface {
-	// Domain names the domain ("pharmacy", "dscsa", "fsma"); it is also the
-	// name of its schema in package schemas.
-	Domain() string
-	// Check validates a schema-valid document published with the given
-	// event type (the subject's last token) and returns its envelope, or a
-	// *codes.Error.
-	Check(eventType string, doc domain.Doc) (envelope.Envelope, error)
-	// EventType derives the subject's event-type token from a document, so
-	// tools can publish a file to the right subject.
-	EventType(doc domain.Doc) (string, error)
-}
+// Checker is one domain's rules beyond its JSON Schema (see
+// domain.Checker; the registered ones are in package registry).
+type Checker = domain.Checker
 
 // Gate validates events. It is safe for concurrent use.
 type Gate struct {
@@ -58,10 +46,8 @@ type compiled struct {
 	raw any
 }
 
-// Checkers returns the built-in domain checkers.
-func Checkers() []Checker {
-	return []Checker{pharmacy.Checker{}, dscsa.Checker{}, fsma.Checker{}}
-}
+// Checkers returns the registered domains' checkers (registry.Checkers).
+func Checkers() []Checker { return registry.Checkers() }
 
 // New compiles the schemas of the given checkers (the built-in ones when
 // none are given) once. maxPayload <= 0 means DefaultMaxPayload.
@@ -156,6 +142,33 @@ func (g *Gate) Check(subject string, data []byte) (envelope.Envelope, error) {
 		return envelope.Envelope{}, codes.Errorf(codes.Internal, "domain %s produced no idempotency key", dom)
 	}
 	return env, nil
+}
+
+// Identify derives what it can of the identity of an event that failed
+// Check (see domain.Checker.Identify): its domain from the subject
+// (registry.Unknown when none), and, when the payload is a JSON object of a
+// known domain, the idempotency key, party id, ordering key and event time
+// its domain's rules can derive. It never fails.
+func (g *Gate) Identify(subject string, data []byte) envelope.Envelope {
+	dom, eventType, _ := subjects.ParseEvent(subject)
+	c, ok := g.domains[dom]
+	if !ok {
+		return envelope.Envelope{Domain: registry.Unknown, Partial: true}
+	}
+	env := envelope.Envelope{Domain: dom, EventType: eventType, Partial: true}
+	if len(data) > g.maxPayload {
+		return env
+	}
+	doc, err := Decode(data)
+	if err != nil {
+		return env
+	}
+	id := c.checker.Identify(doc)
+	id.Domain, id.Partial = dom, true
+	if id.EventType == "" {
+		id.EventType = eventType
+	}
+	return id
 }
 
 // schemaError turns a schema validation error into a SCHEMA_VALIDATION_ERROR

@@ -11,6 +11,10 @@ import (
 
 	"github.com/deadletter/deadletter/schemas"
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
+	"github.com/deadletter/deadletter/shared/domain/fsma"
+	"github.com/deadletter/deadletter/shared/domain/pharmacy"
+	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -37,7 +41,7 @@ func Load() (*Set, error) {
 		return nil, err
 	}
 	s := &Set{g: g}
-	for _, c := range gate.Checkers() {
+	for _, c := range registry.Checkers() {
 		examples, err := schemas.Examples(c.Domain())
 		if err != nil {
 			return nil, err
@@ -108,12 +112,12 @@ func (s *Set) Invalids() int { return len(s.invalid) }
 // document number.
 func Unique(doc map[string]any, subject string, i int) {
 	id := fmt.Sprintf("SAMPLE-%09d", i)
-	switch {
-	case strings.HasPrefix(subject, "events.pharmacy."):
+	switch registry.DomainOf(subject) {
+	case pharmacy.Name:
 		doc["transaction_id"] = id
-	case strings.HasPrefix(subject, "events.dscsa."):
+	case dscsa.Name:
 		doc["eventID"] = fmt.Sprintf("urn:uuid:00000000-0000-4000-8000-%012d", i)
-	case strings.HasPrefix(subject, "events.fsma."):
+	case fsma.Name:
 		if ref, ok := doc["reference_document"].(map[string]any); ok {
 			ref["number"] = id
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/record"
 )
 
@@ -130,7 +131,7 @@ func parseAgo(v string) (time.Duration, error) {
 
 // Values for completion and validation.
 var (
-	domains  = []string{"pharmacy", "dscsa", "fsma", "unknown"}
+	domains  = registry.NamesAndUnknown()
 	classes  = []string{record.ClassValidation, record.ClassExhausted, record.ClassPoison}
 	statuses = []string{record.StatusOpen, record.StatusRedriving, record.StatusPoison, record.StatusResolved, record.StatusInvalid}
 )
