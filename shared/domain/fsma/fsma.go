@@ -115,7 +115,7 @@ func (e *event) envelope(doc domain.Doc) envelope.Envelope {
 	ids := make(map[string]string, 4)
 	ids["supplier_id"] = e.supplier
 	ids["tlc"] = e.tlc
-	if gln, ok := locationGLN(doc); ok {
+	if gln, ok := locationGLN(e.cte, doc); ok {
 		ids["location_gln"] = gln
 	}
 	if e.cte == Transformation {

@@ -1,6 +1,7 @@
 package registry_test
 
 import (
+	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/deadletter/deadletter/schemas"
 	"github.com/deadletter/deadletter/shared/domain/registry"
 )
 
@@ -173,5 +175,33 @@ func TestRegistry(t *testing.T) {
 	}
 	if registry.DomainOf("events.bogus.x") != registry.Unknown {
 		t.Fatal("DomainOf(bogus)")
+	}
+}
+
+// TestSchemasFollowRegistry: every registered domain has its schema, and
+// the quarantine record schema's domain enum is exactly the registry's
+// domains and Unknown (the one published list that cannot derive from Go).
+func TestSchemasFollowRegistry(t *testing.T) {
+	for _, n := range registry.Names() {
+		if _, err := schemas.Read(n); err != nil {
+			t.Errorf("domain %s has no schema: %v", n, err)
+		}
+	}
+	b, err := schemas.Read("quarantine-record")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct {
+		Properties struct {
+			Domain struct {
+				Enum []string `json:"enum"`
+			} `json:"domain"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.Properties.Domain.Enum, registry.NamesAndUnknown(); !slices.Equal(got, want) {
+		t.Fatalf("quarantine-record.schema.json domain enum %q, registry %q", got, want)
 	}
 }
