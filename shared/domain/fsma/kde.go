@@ -68,12 +68,13 @@ var (
 	harvestDateEnd     = kde{"harvest_date_end", text}
 	shipFrom           = kde{"ship_from", place}
 	shipTo             = kde{"ship_to", place}
+	inputTLCs          = kde{"input_tlcs", list}
+
 	// The one shipped-from location of 1.1340(a)(5) and the one
 	// received-at location of 1.1345(a)(5): the schema has two fields for
 	// each (location is the CTE's own place), either of which records it.
 	shippedFrom = kde{"ship_from or location", eitherPlace}
 	receivedAt  = kde{"ship_to or location", eitherPlace}
-	inputTLCs          = kde{"input_tlcs", list}
 )
 
 // requiredKDEs is the one table of the KDEs each CTE requires beyond
