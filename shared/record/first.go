@@ -67,12 +67,20 @@ func DLQIDFor(f Failure) string {
 	case f.DLQID != "":
 		return f.DLQID
 	case f.Envelope != nil && f.Envelope.Partial:
-		sum := sha256.Sum256(f.Payload)
-		return domain.Key(domainOf(f), "payload", f.Subject, hex.EncodeToString(sum[:]))
+		return PayloadDLQID(domainOf(f), f.Subject, f.Payload)
 	case f.Envelope != nil && f.Envelope.IdempotencyKey != "":
 		return f.Envelope.IdempotencyKey
 	}
 	return domain.Key(domainOf(f), "source", f.Stream, strconv.FormatUint(f.Seq, 10))
+}
+
+// PayloadDLQID is the dlq id of an event that failed validation, published
+// on subject with the given bytes: domain.Key(domain, "payload", subject,
+// hex SHA-256 of the bytes). The same bytes published again land in the
+// same chain; different bytes never share one.
+func PayloadDLQID(dom, subject string, payload []byte) string {
+	sum := sha256.Sum256(payload)
+	return domain.Key(dom, "payload", subject, hex.EncodeToString(sum[:]))
 }
 
 // domainOf returns f's domain, falling back to the envelope's and then to

@@ -5,6 +5,7 @@
 package sample
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -101,8 +102,17 @@ func (s *Set) ValidFor(domain string, i int) (Event, error) {
 	return Event{}, fmt.Errorf("sample: no valid %s example", domain)
 }
 
-// Invalid returns the i-th invalid example (cycling), with its code.
-func (s *Set) Invalid(i int) Event { return s.invalid[i%len(s.invalid)] }
+// Invalid returns the i-th invalid example (cycling), with its code. Each
+// round after the first appends one more space to the bytes (white space
+// after a JSON value changes no code), so distinct i are distinct events:
+// a failed event's chain is named by its bytes.
+func (s *Set) Invalid(i int) Event {
+	e := s.invalid[i%len(s.invalid)]
+	if round := i / len(s.invalid); round > 0 {
+		e.Data = append(bytes.Clone(e.Data), bytes.Repeat([]byte(" "), round)...)
+	}
+	return e
+}
 
 // Invalids is the number of distinct invalid examples.
 func (s *Set) Invalids() int { return len(s.invalid) }

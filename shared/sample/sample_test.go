@@ -34,10 +34,16 @@ func TestSamples(t *testing.T) {
 	if s.Invalids() < 50 {
 		t.Errorf("only %d invalid samples", s.Invalids())
 	}
-	for i := range s.Invalids() {
+	seen := map[string]bool{}
+	for i := range 3 * s.Invalids() {
 		e := s.Invalid(i)
 		if _, err := g.Check(e.Subject, e.Data); codes.Of(err) != e.Code {
 			t.Errorf("invalid sample %d: code %s, want %s", i, codes.Of(err), e.Code)
+		}
+		if id := e.Subject + "\x00" + string(e.Data); seen[id] {
+			t.Errorf("invalid sample %d repeats an earlier one's bytes (one chain for both)", i)
+		} else {
+			seen[id] = true
 		}
 	}
 }
