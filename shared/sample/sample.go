@@ -118,18 +118,49 @@ func (s *Set) Invalid(i int) Event {
 func (s *Set) Invalids() int { return len(s.invalid) }
 
 // Unique gives a decoded event of the subject's domain the identity number
-// i: the pharmacy transaction id, the DSCSA eventID, the FSMA reference
-// document number.
+// i: its idempotency key (the pharmacy transaction id, the DSCSA eventID,
+// the FSMA reference document number) and its ordering key (the pharmacy
+// lot, the DSCSA serial numbers, the FSMA traceability lot code), so that
+// distinct i are distinct business objects: none holds another's replay
+// (per-key order), however many copies of an example are published.
 func Unique(doc map[string]any, subject string, i int) {
 	id := fmt.Sprintf("SAMPLE-%09d", i)
 	switch registry.DomainOf(subject) {
 	case pharmacy.Name:
 		doc["transaction_id"] = id
+		doc["lot"] = id
 	case dscsa.Name:
 		doc["eventID"] = fmt.Sprintf("urn:uuid:00000000-0000-4000-8000-%012d", i)
+		if list, ok := doc["epcList"].([]any); ok {
+			for k, v := range list {
+				if epc, ok := v.(string); ok {
+					list[k] = withSerial(epc, fmt.Sprintf("S%09dE%d", i, k))
+				}
+			}
+		}
 	case fsma.Name:
+		doc["traceability_lot_code"] = id
 		if ref, ok := doc["reference_document"].(map[string]any); ok {
 			ref["number"] = id
 		}
 	}
+}
+
+// withSerial replaces the serial number of an SGTIN URN (its last
+// component) or of a GS1 Digital Link (the value of AI 21).
+func withSerial(epc, serial string) string {
+	if j := strings.Index(epc, "/21/"); j >= 0 {
+		rest := epc[j+len("/21/"):]
+		end := strings.IndexAny(rest, "/?")
+		if end < 0 {
+			end = len(rest)
+		}
+		return epc[:j+len("/21/")] + serial + rest[end:]
+	}
+	if strings.HasPrefix(strings.ToLower(epc), "urn:epc:id:sgtin:") {
+		if j := strings.LastIndexByte(epc, '.'); j >= 0 {
+			return epc[:j+1] + serial
+		}
+	}
+	return epc
 }

@@ -47,3 +47,32 @@ func TestSamples(t *testing.T) {
 		}
 	}
 }
+
+// TestValidOrderingKeysDistinct: distinct identity numbers give distinct
+// ordering keys, so no sample holds another's replay.
+func TestValidOrderingKeysDistinct(t *testing.T) {
+	s, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gate.New(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for i := range 300 {
+		e, err := s.Valid(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, err := g.Check(e.Subject, e.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := env.Domain + " " + env.OrderingKey
+		if j, ok := seen[k]; ok {
+			t.Fatalf("samples %d and %d share the ordering key %s", j, i, k)
+		}
+		seen[k] = i
+	}
+}
