@@ -14,7 +14,6 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
-	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
@@ -345,17 +344,21 @@ func TestReconcileResolvedChains(t *testing.T) {
 			e.publish(t, r)
 		}
 	}
-	sourceID := func(seq uint64) string {
-		return domain.Key("pharmacy", "source", subjects.EventsStream, strconv.FormatUint(seq, 10))
-	}
 	const subject = "events.pharmacy.dispense"
-	resolved := pub(subject, []byte(`{"transaction_id":`), "")
+	// A malformed event's chain is named by its subject and bytes, as the
+	// validator names it (record.DLQIDFor).
+	bad := func(n int) []byte { return []byte(`{"transaction_id":` + strconv.Itoa(n)) }
+	ids := map[uint64]string{}
+	sourceID := func(seq uint64) string { return ids[seq] }
+	resolved := pub(subject, bad(1), "")
+	ids[resolved] = record.PayloadDLQID("pharmacy", subject, bad(1))
 	chain(sourceID(resolved), resolved, record.KindResolved)
-	open := pub(subject, []byte(`{"transaction_id":`), "")
+	open := pub(subject, bad(2), "")
+	ids[open] = record.PayloadDLQID("pharmacy", subject, bad(2))
 	chain(sourceID(open), open)
-	pub(subjects.Replay("pharmacy", "dispense"), []byte(`{"transaction_id":`), sourceID(resolved)) // a replay of the resolved chain
-	pub(subject, []byte(`{"transaction_id":`), sourceID(resolved))                                 // a forged replay header on an event: unaccounted
-	pub(subject, []byte(`{"transaction_id":`), "")                                                 // in no chain: unaccounted
+	pub(subjects.Replay("pharmacy", "dispense"), bad(3), sourceID(resolved)) // a replay of the resolved chain
+	pub(subject, bad(4), sourceID(resolved))                                 // a forged replay header on an event: unaccounted
+	pub(subject, bad(5), "")                                                 // in no chain: unaccounted
 	valid, err := os.ReadFile("../../schemas/testdata/pharmacy/valid/dispense-schedule-ii.json")
 	if err != nil {
 		t.Fatal(err)

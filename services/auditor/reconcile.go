@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"strconv"
 	"sync"
 	"time"
 
@@ -13,7 +12,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
-	"github.com/deadletter/deadletter/shared/domain"
+	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/ledger"
 	"github.com/deadletter/deadletter/shared/record"
@@ -144,7 +143,7 @@ func (s *Service) reconcileStream(ctx context.Context, rep *api.ReconcileReply, 
 			if m.Time.After(to) {
 				return false
 			}
-			if req.Domain == record.UnknownDomain && subjects.DomainOf(m.Subject, envelope.Domains) != record.UnknownDomain {
+			if req.Domain == record.UnknownDomain && registry.DomainOf(m.Subject) != record.UnknownDomain {
 				return true
 			}
 			e := event{ReconcileEvent: api.ReconcileEvent{Seq: m.Sequence, Subject: m.Subject,
@@ -308,14 +307,15 @@ func (s *Service) chainsOf(ctx context.Context, batch []event) (map[string]chain
 	return chains, nil
 }
 
-// name sets the event's key (when it parses) and dlq id.
+// name sets the event's key (when it passes the gate) and dlq id, as the
+// validator names its chain (record.DLQIDFor).
 func (s *Service) name(e *event) {
 	if env, err := s.gate.Check(e.Subject, e.data); err == nil {
 		e.Key, e.DLQID = env.IdempotencyKey, env.IdempotencyKey
 		return
 	}
 	d := subjects.DomainOf(e.Subject, s.gate.Domains())
-	e.DLQID = domain.Key(d, "source", subjects.EventsStream, strconv.FormatUint(e.Seq, 10))
+	e.DLQID = record.PayloadDLQID(d, e.Subject, e.data)
 }
 
 // categorize decides the event's category from the chains of its batch.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
+	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -54,7 +55,7 @@ const (
 )
 
 // domainTable maps a domain to its item code; 0 is "other" (an odd id).
-var domainTable = []string{"", "pharmacy", "dscsa", "fsma", record.UnknownDomain}
+var domainTable = append([]string{""}, registry.NamesAndUnknown()...)
 
 // selection is a drain's sorted selection.
 type selection struct {

@@ -58,7 +58,7 @@ const (
 
 // DrainFilter selects quarantined events. Every set member must match.
 type DrainFilter struct {
-	// Domain restricts to one domain ("pharmacy", "dscsa", "fsma").
+	// Domain restricts to one registered domain (package registry).
 	Domain string `json:"domain,omitempty"`
 	// Classes restricts the failure classes: "exhausted" (the default)
 	// and/or "validation" (which also needs a correction or

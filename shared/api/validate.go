@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/deadletter/deadletter/shared/codes"
-	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/record"
 )
 
@@ -27,7 +27,7 @@ const (
 
 // Domains lists the event domains a request may name: the one reference
 // of the endpoints' requests to the domain list.
-func Domains() []string { return envelope.Domains }
+func Domains() []string { return registry.Names() }
 
 // knownDomain reports whether d is a domain of Domains or
 // record.UnknownDomain (the domain of events whose subject names none).

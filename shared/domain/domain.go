@@ -1,8 +1,10 @@
 // Package domain holds what every event domain's checks share: the
-// idempotency-key derivation, event-time normalization, and typed access to
-// a decoded JSON document. The domain rules themselves live in the
-// subpackages pharmacy, dscsa and fsma; the validation gate (package gate)
-// calls them.
+// idempotency-key derivation, event-time normalization, typed access to a
+// decoded JSON document, the Checker interface a domain implements and the
+// Spec that describes it. The domain rules themselves live in one
+// subpackage per domain (pharmacy, dscsa, fsma), each exporting its Spec;
+// package registry lists them, and the validation gate (package gate) calls
+// their checkers.
 package domain
 
 import (

@@ -16,7 +16,7 @@ import (
 // Envelope is the normalized identity of one valid event. Later services
 // (quarantiner, redriver, auditor) group, order and reconcile by it.
 type Envelope struct {
-	// Domain is "pharmacy", "dscsa" or "fsma".
+	// Domain is one of the registered domains (package registry).
 	Domain string `json:"domain"`
 	// EventType is the subject's event-type token (pharmacy event type,
 	// DSCSA bizStep, FSMA CTE type).
@@ -40,6 +40,12 @@ type Envelope struct {
 	// Identifiers holds the normalized identifiers (e.g. "gtin", "serial",
 	// "ndc11", "lot", "tlc"), all kept as strings so leading zeros survive.
 	Identifiers map[string]string `json:"identifiers,omitempty"`
+	// Partial marks the envelope of an event that failed validation
+	// (gate.Gate.Identify): only the fields its payload let the domain's
+	// rules derive are set, and its quarantine chain is named by a hash of
+	// its bytes (record.DLQIDFor), so that the same bytes land in the same
+	// chain and different bytes never share one.
+	Partial bool `json:"partial,omitempty"`
 }
 
 // Header keys. nats.Header is case-sensitive: always use these constants.
@@ -72,9 +78,6 @@ const (
 	// system of record.
 	DownstreamIdempotencyKey = "Idempotency-Key"
 )
-
-// Domains lists the event domains deadletter knows.
-var Domains = []string{"pharmacy", "dscsa", "fsma"}
 
 // RedriveOf returns the redrive headers of a message on subject: the dlq id
 // of the chain it replays and the replay's number. Only a replay subject

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"sync"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/deadletter/deadletter/schemas"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain"
 )
@@ -56,8 +58,56 @@ var decoders = sync.Pool{New: func() any {
 	return d
 }}
 
-// names interns object member names: events repeat the same few dozen.
-var names sync.Map
+// knownNames interns the member names the schemas declare: events repeat
+// the same few dozen. Only those are interned, so the table is bounded by
+// the schemas, never by what publishers send (an interning table of every
+// name ever seen let any publisher grow the heap without limit).
+var knownNames = sync.OnceValue(func() map[string]string {
+	names := map[string]string{}
+	files, _ := fs.Glob(schemas.FS, "*.schema.json")
+	for _, f := range files {
+		b, err := fs.ReadFile(schemas.FS, f)
+		if err != nil {
+			continue
+		}
+		var v any
+		if json.Unmarshal(b, &v) == nil {
+			collectNames(v, names)
+		}
+	}
+	return names
+})
+
+// collectNames adds to names every key of every "properties" object and
+// every entry of every "required" list in a decoded schema.
+func collectNames(v any, names map[string]string) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, c := range v {
+			switch k {
+			case "properties":
+				if props, ok := c.(map[string]any); ok {
+					for name := range props {
+						names[name] = name
+					}
+				}
+			case "required":
+				if req, ok := c.([]any); ok {
+					for _, r := range req {
+						if s, ok := r.(string); ok {
+							names[s] = s
+						}
+					}
+				}
+			}
+			collectNames(c, names)
+		}
+	case []any:
+		for _, c := range v {
+			collectNames(c, names)
+		}
+	}
+}
 
 func (d *decoder) value() (any, error) {
 	switch d.dec.PeekKind() {
@@ -127,12 +177,10 @@ func (d *decoder) str(intern bool) (string, error) {
 	if !intern {
 		return string(raw), nil
 	}
-	if s, ok := names.Load(string(raw)); ok {
-		return s.(string), nil
+	if s, ok := knownNames()[string(raw)]; ok {
+		return s, nil
 	}
-	s := string(raw)
-	names.Store(s, s)
-	return s, nil
+	return string(raw), nil
 }
 
 func syntaxError(err error) error {

@@ -7,9 +7,12 @@ package gate
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
@@ -17,9 +20,7 @@ import (
 	"github.com/deadletter/deadletter/schemas"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain"
-	"github.com/deadletter/deadletter/shared/domain/dscsa"
-	"github.com/deadletter/deadletter/shared/domain/fsma"
-	"github.com/deadletter/deadletter/shared/domain/pharmacy"
+	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -27,19 +28,9 @@ import (
 // DefaultMaxPayload is the default payload size limit (1 MiB).
 const DefaultMaxPayload = 1 << 20
 
-// Checker is one domain's rules beyond its JSON Schema.
-type Checker interface {
-	// Domain names the domain ("pharmacy", "dscsa", "fsma"); it is also the
-	// name of its schema in package schemas.
-	Domain() string
-	// Check validates a schema-valid document published with the given
-	// event type (the subject's last token) and returns its envelope, or a
-	// *codes.Error.
-	Check(eventType string, doc domain.Doc) (envelope.Envelope, error)
-	// EventType derives the subject's event-type token from a document, so
-	// tools can publish a file to the right subject.
-	EventType(doc domain.Doc) (string, error)
-}
+// Checker is one domain's rules beyond its JSON Schema (see
+// domain.Checker; the registered ones are in package registry).
+type Checker = domain.Checker
 
 // Gate validates events. It is safe for concurrent use.
 type Gate struct {
@@ -50,12 +41,13 @@ type Gate struct {
 type compiled struct {
 	checker Checker
 	schema  *jsonschema.Schema
+	// raw is the decoded schema document, to name the members an
+	// additionalProperties violation refuses.
+	raw any
 }
 
-// Checkers returns the built-in domain checkers.
-func Checkers() []Checker {
-	return []Checker{pharmacy.Checker{}, dscsa.Checker{}, fsma.Checker{}}
-}
+// Checkers returns the registered domains' checkers (registry.Checkers).
+func Checkers() []Checker { return registry.Checkers() }
 
 // New compiles the schemas of the given checkers (the built-in ones when
 // none are given) once. maxPayload <= 0 means DefaultMaxPayload.
@@ -68,31 +60,35 @@ func New(maxPayload int, checkers ...Checker) (*Gate, error) {
 	}
 	g := &Gate{maxPayload: maxPayload, domains: make(map[string]compiled, len(checkers))}
 	for _, c := range checkers {
-		s, err := compileSchema(c.Domain())
+		s, raw, err := compileSchema(c.Domain())
 		if err != nil {
 			return nil, err
 		}
-		g.domains[c.Domain()] = compiled{checker: c, schema: s}
+		g.domains[c.Domain()] = compiled{checker: c, schema: s, raw: raw}
 	}
 	return g, nil
 }
 
-func compileSchema(name string) (*jsonschema.Schema, error) {
+func compileSchema(name string) (*jsonschema.Schema, any, error) {
 	b, err := schemas.Read(name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	var raw any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, nil, fmt.Errorf("gate: schema %s: %w", name, err)
 	}
 	c := jsonschema.NewCompiler()
 	c.Draft = jsonschema.Draft2020
 	c.AssertFormat = false // formats are checked by domain rules, with codes
 	if err := c.AddResource(schemas.ID(name), bytes.NewReader(b)); err != nil {
-		return nil, fmt.Errorf("gate: schema %s: %w", name, err)
+		return nil, nil, fmt.Errorf("gate: schema %s: %w", name, err)
 	}
 	s, err := c.Compile(schemas.ID(name))
 	if err != nil {
-		return nil, fmt.Errorf("gate: schema %s: %w", name, err)
+		return nil, nil, fmt.Errorf("gate: schema %s: %w", name, err)
 	}
-	return s, nil
+	return s, raw, nil
 }
 
 // MaxPayload returns the payload size limit in bytes.
@@ -129,7 +125,7 @@ func (g *Gate) Check(subject string, data []byte) (envelope.Envelope, error) {
 		return envelope.Envelope{}, err
 	}
 	if err := c.schema.Validate(doc); err != nil {
-		return envelope.Envelope{}, schemaError(err)
+		return envelope.Envelope{}, schemaError(err, doc, c.raw)
 	}
 	env, err := c.checker.Check(eventType, doc)
 	if err != nil {
@@ -148,10 +144,40 @@ func (g *Gate) Check(subject string, data []byte) (envelope.Envelope, error) {
 	return env, nil
 }
 
+// Identify derives what it can of the identity of an event that failed
+// Check (see domain.Checker.Identify): its domain from the subject
+// (registry.Unknown when none), and, when the payload is a JSON object of a
+// known domain, the idempotency key, party id, ordering key and event time
+// its domain's rules can derive. It never fails.
+func (g *Gate) Identify(subject string, data []byte) envelope.Envelope {
+	dom, eventType, _ := subjects.ParseEvent(subject)
+	c, ok := g.domains[dom]
+	if !ok {
+		return envelope.Envelope{Domain: registry.Unknown, Partial: true}
+	}
+	env := envelope.Envelope{Domain: dom, EventType: eventType, Partial: true}
+	if len(data) > g.maxPayload {
+		return env
+	}
+	doc, err := Decode(data)
+	if err != nil {
+		return env
+	}
+	id := c.checker.Identify(doc)
+	id.Domain, id.Partial = dom, true
+	if id.EventType == "" {
+		id.EventType = eventType
+	}
+	return id
+}
+
 // schemaError turns a schema validation error into a SCHEMA_VALIDATION_ERROR
-// whose detail names the failing instance locations and keywords, never the
-// offending values (jsonschema's messages can quote them).
-func schemaError(err error) error {
+// whose detail names the failing instance locations (JSON pointers) and
+// keywords, never the offending values (jsonschema's messages can quote
+// them). An additionalProperties violation names each refused member by its
+// pointer ("/patient_name: violates additionalProperties"), found from doc
+// and the schema document raw, not from the library's message.
+func schemaError(err error, doc domain.Doc, raw any) error {
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
 		return codes.Wrap(codes.SchemaValidation, err, "schema validation failed")
@@ -161,6 +187,14 @@ func schemaError(err error) error {
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) == 0 {
 			kw := keyword(e.KeywordLocation)
+			if kw == "additionalProperties" {
+				if extra := refusedMembers(e, doc, raw); len(extra) > 0 {
+					for _, name := range extra {
+						leaves = append(leaves, fmt.Sprintf("%s/%s: violates %s", e.InstanceLocation, pointerToken(name), kw))
+					}
+					return
+				}
+			}
 			leaf := fmt.Sprintf("%s: violates %s", orRoot(e.InstanceLocation), kw)
 			if kw == "required" {
 				// Lists the schema's missing property names, never the
@@ -180,6 +214,90 @@ func schemaError(err error) error {
 		leaves = append(leaves[:5], fmt.Sprintf("and %d more", len(leaves)-5))
 	}
 	return codes.Errorf(codes.SchemaValidation, "%s", strings.Join(leaves, "; "))
+}
+
+// refusedMembers returns the sorted names of the members of the object at
+// e's instance location that its schema (the object holding the failing
+// additionalProperties: false) neither lists in properties nor matches by
+// patternProperties; nil when either cannot be resolved.
+func refusedMembers(e *jsonschema.ValidationError, doc domain.Doc, raw any) []string {
+	inst, ok := resolve(doc, e.InstanceLocation).(map[string]any)
+	if !ok {
+		return nil
+	}
+	_, frag, _ := strings.Cut(e.AbsoluteKeywordLocation, "#")
+	parent, _ := strings.CutSuffix(frag, "/additionalProperties")
+	sch, ok := resolve(raw, parent).(map[string]any)
+	if !ok {
+		return nil
+	}
+	props, _ := sch["properties"].(map[string]any)
+	patterns, _ := sch["patternProperties"].(map[string]any)
+	var out []string
+	for name := range inst {
+		if _, ok := props[name]; ok || matchesAny(patterns, name) {
+			continue
+		}
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func matchesAny(patterns map[string]any, name string) bool {
+	for p := range patterns {
+		if re, err := regexp.Compile(p); err == nil && re.MatchString(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// resolve returns the value at a JSON pointer ("" is the whole document).
+func resolve(v any, pointer string) any {
+	if pointer == "" {
+		return v
+	}
+	for _, tok := range strings.Split(strings.TrimPrefix(pointer, "/"), "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch c := v.(type) {
+		case map[string]any:
+			v = c[tok]
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(c) {
+				return nil
+			}
+			v = c[i]
+		default:
+			return nil
+		}
+	}
+	return v
+}
+
+// maxNameInDetail bounds how much of a refused member name a detail shows.
+const maxNameInDetail = 64
+
+// pointerToken escapes a member name as a JSON pointer token (RFC 6901),
+// quoted with Go escapes when it holds anything but printable ASCII and cut
+// to maxNameInDetail bytes, so a detail stays one short printable line.
+func pointerToken(name string) string {
+	cut := len(name) > maxNameInDetail
+	if cut {
+		name = name[:maxNameInDetail]
+	}
+	name = strings.ReplaceAll(strings.ReplaceAll(name, "~", "~0"), "/", "~1")
+	for _, r := range name {
+		if r < 0x20 || r > 0x7e {
+			name = strconv.QuoteToASCII(name)
+			break
+		}
+	}
+	if cut {
+		name += "..."
+	}
+	return name
 }
 
 func orRoot(loc string) string {

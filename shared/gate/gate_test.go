@@ -3,6 +3,7 @@ package gate_test
 import (
 	"bytes"
 	"io/fs"
+	"slices"
 	"strings"
 	"testing"
 
@@ -103,5 +104,72 @@ func BenchmarkDecode(b *testing.B) {
 		if _, err := gate.Decode(data); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestSchemaDetailsNameTheMember: an unexpected member is named by its JSON
+// pointer and the keyword, never by its value (issue 15, bug 9: the detail
+// said "/: violates additionalProperties" for an unexpected patient_name).
+func TestSchemaDetailsNameTheMember(t *testing.T) {
+	g, err := gate.New(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secret = "SECRET-VALUE"
+	tests := []struct {
+		name    string
+		file    string
+		subject string
+		// edit inserts members after the document's opening brace (or
+		// replaces old with new).
+		old, new string
+		want     []string
+	}{
+		{name: "top-level member", file: "pharmacy/valid/dispense-schedule-ii.json", subject: "events.pharmacy.dispense",
+			old: "{", new: `{"patient_name": "` + secret + `",`,
+			want: []string{"/patient_name: violates additionalProperties"}},
+		{name: "two members sorted", file: "pharmacy/valid/dispense-schedule-ii.json", subject: "events.pharmacy.dispense",
+			old: "{", new: `{"zz_b": "` + secret + `", "patient_dob": "` + secret + `",`,
+			want: []string{"/patient_dob: violates additionalProperties", "/zz_b: violates additionalProperties"}},
+		{name: "nested member", file: "fsma/valid/shipping-gln.json", subject: "events.fsma.shipping",
+			old: `"ship_to": {`, new: `"ship_to": {"contact": "` + secret + `",`,
+			want: []string{"/ship_to/contact: violates additionalProperties"}},
+		{name: "pointer escaping", file: "pharmacy/valid/dispense-schedule-ii.json", subject: "events.pharmacy.dispense",
+			old: "{", new: `{"a/b~c": "` + secret + `",`,
+			want: []string{"/a~1b~0c: violates additionalProperties"}},
+		{name: "control characters quoted", file: "pharmacy/valid/dispense-schedule-ii.json", subject: "events.pharmacy.dispense",
+			old: "{", new: `{"bad\nname": "` + secret + `",`,
+			want: []string{`/"bad\nname": violates additionalProperties`}},
+		{name: "long name cut", file: "pharmacy/valid/dispense-schedule-ii.json", subject: "events.pharmacy.dispense",
+			old: "{", new: `{"` + strings.Repeat("n", 100) + `": "` + secret + `",`,
+			want: []string{"/" + strings.Repeat("n", 64) + "...: violates additionalProperties"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := fs.ReadFile(schemas.FS, "testdata/"+tt.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := bytes.Replace(b, []byte(tt.old), []byte(tt.new), 1)
+			if bytes.Equal(bad, b) {
+				t.Fatal("fixture changed shape")
+			}
+			_, err = g.Check(tt.subject, bad)
+			if codes.Of(err) != codes.SchemaValidation {
+				t.Fatalf("code %s (%v)", codes.Of(err), err)
+			}
+			d := codes.DetailOf(err)
+			if strings.Contains(d, secret) {
+				t.Fatalf("detail quotes the payload: %q", d)
+			}
+			if got := strings.Split(d, "; "); !slices.Equal(got, tt.want) {
+				t.Fatalf("detail %q, want %q", got, tt.want)
+			}
+		})
+	}
+	// An extension member the schema allows by pattern is not refused.
+	b, _ := fs.ReadFile(schemas.FS, "testdata/pharmacy/valid/dispense-schedule-ii.json")
+	if _, err := g.Check("events.pharmacy.dispense", bytes.Replace(b, []byte("{"), []byte(`{"x_note": 1,`), 1)); err != nil {
+		t.Fatalf("x_ extension refused: %v", err)
 	}
 }

@@ -1,6 +1,8 @@
 package record
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"maps"
 	"slices"
 	"strconv"
@@ -9,10 +11,11 @@ import (
 
 	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 // UnknownDomain is the domain of an event whose domain is not known.
-const UnknownDomain = "unknown"
+const UnknownDomain = subjects.UnknownDomain
 
 // FromFailure builds the unsealed first record (Index 0, KindQuarantined) of
 // the chain of the failed event f, written at now. The record owns its
@@ -54,17 +57,30 @@ func FromFailure(f Failure, now time.Time) Record {
 }
 
 // DLQIDFor returns the dlq id of the failed event f: f.DLQID when set (a
-// failed redrive stays in its chain); else the event's idempotency key when
-// it parsed; else a key derived from the source stream and sequence,
+// failed redrive stays in its chain); for an event that failed validation
+// (a partial envelope), domain.Key(domain, "payload", subject, SHA-256 of
+// the bytes), so the same bytes published again land in the same chain;
+// else the event's idempotency key when it passed the gate; else a key derived from the source stream and sequence,
 // domain.Key(domain, "source", stream, seq), safe as a NATS subject token.
 func DLQIDFor(f Failure) string {
 	switch {
 	case f.DLQID != "":
 		return f.DLQID
+	case f.Envelope != nil && f.Envelope.Partial:
+		return PayloadDLQID(domainOf(f), f.Subject, f.Payload)
 	case f.Envelope != nil && f.Envelope.IdempotencyKey != "":
 		return f.Envelope.IdempotencyKey
 	}
 	return domain.Key(domainOf(f), "source", f.Stream, strconv.FormatUint(f.Seq, 10))
+}
+
+// PayloadDLQID is the dlq id of an event that failed validation, published
+// on subject with the given bytes: domain.Key(domain, "payload", subject,
+// hex SHA-256 of the bytes). The same bytes published again land in the
+// same chain; different bytes never share one.
+func PayloadDLQID(dom, subject string, payload []byte) string {
+	sum := sha256.Sum256(payload)
+	return domain.Key(dom, "payload", subject, hex.EncodeToString(sum[:]))
 }
 
 // domainOf returns f's domain, falling back to the envelope's and then to

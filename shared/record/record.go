@@ -37,7 +37,8 @@ type Record struct {
 	// SchemaVersion is the record format version.
 	SchemaVersion int `json:"schema_version"`
 	// DLQID identifies the quarantined event (see DLQIDFor): its
-	// idempotency key when the payload parsed, else
+	// idempotency key when it passed the gate, a hash of its subject and
+	// bytes when it failed validation, else
 	// domain.Key(domain, "source", stream, sequence) of the original; a
 	// token safe in a NATS subject.
 	DLQID string `json:"dlq_id"`
@@ -45,7 +46,7 @@ type Record struct {
 	Index int `json:"index"`
 	// Kind is the lifecycle step this record states (Kind* constants).
 	Kind Kind `json:"kind"`
-	// Domain is "pharmacy", "dscsa", "fsma" or "unknown".
+	// Domain is a registered domain (package registry) or "unknown".
 	Domain string `json:"domain"`
 	// Class is the failure class after this record: validation, exhausted
 	// or poison. A released record carries the class it restores.

@@ -5,12 +5,17 @@
 package sample
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/deadletter/deadletter/schemas"
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
+	"github.com/deadletter/deadletter/shared/domain/fsma"
+	"github.com/deadletter/deadletter/shared/domain/pharmacy"
+	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -37,7 +42,7 @@ func Load() (*Set, error) {
 		return nil, err
 	}
 	s := &Set{g: g}
-	for _, c := range gate.Checkers() {
+	for _, c := range registry.Checkers() {
 		examples, err := schemas.Examples(c.Domain())
 		if err != nil {
 			return nil, err
@@ -97,25 +102,65 @@ func (s *Set) ValidFor(domain string, i int) (Event, error) {
 	return Event{}, fmt.Errorf("sample: no valid %s example", domain)
 }
 
-// Invalid returns the i-th invalid example (cycling), with its code.
-func (s *Set) Invalid(i int) Event { return s.invalid[i%len(s.invalid)] }
+// Invalid returns the i-th invalid example (cycling), with its code. Each
+// round after the first appends one more space to the bytes (white space
+// after a JSON value changes no code), so distinct i are distinct events:
+// a failed event's chain is named by its bytes.
+func (s *Set) Invalid(i int) Event {
+	e := s.invalid[i%len(s.invalid)]
+	if round := i / len(s.invalid); round > 0 {
+		e.Data = append(bytes.Clone(e.Data), bytes.Repeat([]byte(" "), round)...)
+	}
+	return e
+}
 
 // Invalids is the number of distinct invalid examples.
 func (s *Set) Invalids() int { return len(s.invalid) }
 
 // Unique gives a decoded event of the subject's domain the identity number
-// i: the pharmacy transaction id, the DSCSA eventID, the FSMA reference
-// document number.
+// i: its idempotency key (the pharmacy transaction id, the DSCSA eventID,
+// the FSMA reference document number) and its ordering key (the pharmacy
+// lot, the DSCSA serial numbers, the FSMA traceability lot code), so that
+// distinct i are distinct business objects: none holds another's replay
+// (per-key order), however many copies of an example are published.
 func Unique(doc map[string]any, subject string, i int) {
 	id := fmt.Sprintf("SAMPLE-%09d", i)
-	switch {
-	case strings.HasPrefix(subject, "events.pharmacy."):
+	switch registry.DomainOf(subject) {
+	case pharmacy.Name:
 		doc["transaction_id"] = id
-	case strings.HasPrefix(subject, "events.dscsa."):
+		doc["lot"] = id
+	case dscsa.Name:
 		doc["eventID"] = fmt.Sprintf("urn:uuid:00000000-0000-4000-8000-%012d", i)
-	case strings.HasPrefix(subject, "events.fsma."):
+		if list, ok := doc["epcList"].([]any); ok {
+			for k, v := range list {
+				if epc, ok := v.(string); ok {
+					list[k] = withSerial(epc, fmt.Sprintf("S%09dE%d", i, k))
+				}
+			}
+		}
+	case fsma.Name:
+		doc["traceability_lot_code"] = id
 		if ref, ok := doc["reference_document"].(map[string]any); ok {
 			ref["number"] = id
 		}
 	}
+}
+
+// withSerial replaces the serial number of an SGTIN URN (its last
+// component) or of a GS1 Digital Link (the value of AI 21).
+func withSerial(epc, serial string) string {
+	if j := strings.Index(epc, "/21/"); j >= 0 {
+		rest := epc[j+len("/21/"):]
+		end := strings.IndexAny(rest, "/?")
+		if end < 0 {
+			end = len(rest)
+		}
+		return epc[:j+len("/21/")] + serial + rest[end:]
+	}
+	if strings.HasPrefix(strings.ToLower(epc), "urn:epc:id:sgtin:") {
+		if j := strings.LastIndexByte(epc, '.'); j >= 0 {
+			return epc[:j+1] + serial
+		}
+	}
+	return epc
 }

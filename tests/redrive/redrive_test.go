@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/deadletter/deadletter/services/quarantiner"
 	"github.com/deadletter/deadletter/shared/api"
-	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
@@ -105,12 +103,12 @@ func TestValidationCorrectionAndPoison(t *testing.T) {
 	broken, _ := json.Marshal(doc)
 	doc["transaction_id"], doc["lot"] = "TX-000501", "LOT000501"
 	broken2, _ := json.Marshal(doc)
-	// An event that does not parse is quarantined under a key of its
-	// source message.
+	// An event that fails validation is quarantined under a key of its
+	// subject and bytes.
 	var ids []string
 	for _, b := range [][]byte{broken, broken2} {
-		seq := e.publish(t, event{subject: "events.pharmacy.dispense", data: b})
-		ids = append(ids, domain.Key("pharmacy", "source", subjects.EventsStream, strconv.FormatUint(seq, 10)))
+		e.publish(t, event{subject: "events.pharmacy.dispense", data: b})
+		ids = append(ids, record.PayloadDLQID("pharmacy", "events.pharmacy.dispense", b))
 	}
 	id1, id2 := ids[0], ids[1]
 	for _, id := range []string{id1, id2} {

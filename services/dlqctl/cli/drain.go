@@ -14,6 +14,7 @@ import (
 
 	"github.com/deadletter/deadletter/services/dlqctl/internal/client"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/record"
 )
 
@@ -100,7 +101,7 @@ counts for events that failed again), 1 when it was cancelled or failed.`,
 	addActorFlag(cmd, &f.req.Actor)
 	fl.StringVar(&f.req.Reason, "reason", "", "why (recorded with the drain)")
 	f.follow.register(cmd)
-	_ = cmd.RegisterFlagCompletionFunc("domain", fixedCompletion(domains[:3]...))
+	_ = cmd.RegisterFlagCompletionFunc("domain", fixedCompletion(registry.Names()...))
 	_ = cmd.RegisterFlagCompletionFunc("class", fixedCompletion(string(record.ClassExhausted), string(record.ClassValidation)))
 	_ = cmd.RegisterFlagCompletionFunc("code", fixedCompletion(codeNames()...))
 	cmd.AddCommand(a.drainStatusCommand(), a.drainCancelCommand(), a.drainListCommand())
@@ -111,7 +112,7 @@ func (a *app) drainStart(cmd *cobra.Command, f *drainFlags) error {
 	if err := f.follow.validate(); err != nil {
 		return err
 	}
-	if err := oneOf("domain", f.req.Filter.Domain, domains[:3]); err != nil {
+	if err := oneOf("domain", f.req.Filter.Domain, registry.Names()); err != nil {
 		return err
 	}
 	for _, c := range f.req.Filter.Classes {

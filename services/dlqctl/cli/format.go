@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/record"
 )
 
@@ -130,7 +131,7 @@ func parseAgo(v string) (time.Duration, error) {
 
 // Values for completion and validation.
 var (
-	domains  = []string{"pharmacy", "dscsa", "fsma", "unknown"}
+	domains  = registry.NamesAndUnknown()
 	classes  = []string{string(record.ClassValidation), string(record.ClassExhausted), string(record.ClassPoison)}
 	statuses = []string{string(record.StatusOpen), string(record.StatusRedriving), string(record.StatusPoison), string(record.StatusResolved), string(record.StatusInvalid)}
 )

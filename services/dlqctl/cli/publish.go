@@ -18,6 +18,7 @@ import (
 
 	"github.com/deadletter/deadletter/services/dlqctl/internal/client"
 	"github.com/deadletter/deadletter/services/dlqctl/output"
+	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -84,7 +85,7 @@ any event was not published.`,
 	fl.StringVar(&f.domain, "domain", "", "the domain, when detection is ambiguous or fails")
 	fl.StringVar(&f.eventType, "type", "", "the event type (with --domain), without detection")
 	fl.BoolVar(&f.lines, "lines", false, "each non-empty line of the input is one event (JSON Lines)")
-	_ = cmd.RegisterFlagCompletionFunc("domain", fixedCompletion(domains[:3]...))
+	_ = cmd.RegisterFlagCompletionFunc("domain", fixedCompletion(registry.Names()...))
 	return cmd
 }
 

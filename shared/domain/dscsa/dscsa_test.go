@@ -622,6 +622,12 @@ func FuzzGateDSCSA(f *testing.F) {
 			if c := codes.Of(err); !knownCodes[c] {
 				t.Fatalf("unknown or internal code %q: %v", c, err)
 			}
+			// A failed event's identity is derived without panicking,
+			// the same for the same input.
+			if id, again := g.Identify(subjectFor(data), data), g.Identify(subjectFor(data), data); !id.Partial || id.IdempotencyKey != again.IdempotencyKey ||
+				id.OrderingKey != again.OrderingKey || id.PartyID != again.PartyID {
+				t.Fatalf("identity %+v, then %+v", id, again)
+			}
 			return
 		}
 		checkEnvelope(t, env)

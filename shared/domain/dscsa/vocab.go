@@ -1,6 +1,9 @@
 package dscsa
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // bizSteps is the CBV 2.0 business-step vocabulary (bare words).
 var bizSteps = wordSet(
@@ -97,4 +100,15 @@ func normDisposition(s string) string {
 // normSDT returns the bare word of a source/destination type.
 func normSDT(s string) string {
 	return stripVocab(strings.TrimSpace(s), sdtPrefixes)
+}
+
+// BizSteps returns the CBV 2.0 business steps (bare words, sorted): the
+// subject event-type tokens of the domain.
+func BizSteps() []string {
+	out := make([]string, 0, len(bizSteps))
+	for w := range bizSteps {
+		out = append(out, w)
+	}
+	slices.Sort(out)
+	return out
 }

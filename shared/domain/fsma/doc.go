@@ -28,18 +28,24 @@
 //	first_land_based_receiving         event_time, location, tlc_source, product_description,
 //	(1.1335)                           quantity, unit_of_measure, harvest_area,
 //	                                   harvest_date_start, harvest_date_end, reference_document
-//	shipping (1.1340)                  event_time, location, tlc_source or tlc_source_reference,
+//	shipping (1.1340(a))               event_time, tlc_source or tlc_source_reference,
 //	                                   product_description, quantity, unit_of_measure,
-//	                                   ship_from, ship_to, reference_document
-//	receiving (1.1345)                 event_time, location, tlc_source or tlc_source_reference,
+//	                                   ship_to, ship_from or location, reference_document
+//	receiving (1.1345(a))              event_time, tlc_source or tlc_source_reference,
 //	                                   product_description, quantity, unit_of_measure,
-//	                                   ship_from, ship_to, reference_document
+//	                                   ship_from, ship_to or location, reference_document
 //	transformation (1.1350)            event_time, location, tlc_source, product_description,
 //	                                   quantity, unit_of_measure, input_tlcs, reference_document
 //
 // location is always the location of the CTE itself (the farm harvested,
 // the place cooled, packed, landed, shipped from, received at or
-// transformed); event_time is the date of the CTE; product_description is
+// transformed). The rule names one shipped-from and one shipped-to
+// location for shipping (1.1340(a)(4), (5)) and for receiving (1.1345(a)(4),
+// (5)), so there the CTE's own place may be given as location or as the
+// field that names the same place (ship_from for shipping, ship_to for
+// receiving), and either satisfies the KDE ("a or b" in the table); a
+// location_gln identifier comes from location, else from that field.
+// event_time is the date of the CTE; product_description is
 // the commodity (and variety, when given), the species or market name, or
 // the product description the rule asks for. For receiving, ship_from is
 // the immediate previous source; previous_source_location may name it

@@ -112,13 +112,10 @@ func checkTLCs(doc domain.Doc) (string, error) {
 
 // envelope builds the envelope of a checked event.
 func (e *event) envelope(doc domain.Doc) envelope.Envelope {
-	ref, _ := domain.Object(doc, fieldReferenceDocument)
-	refType, _ := domain.String(ref, "type")
-	refNumber, _ := domain.String(ref, "number")
 	ids := make(map[string]string, 4)
 	ids["supplier_id"] = e.supplier
 	ids["tlc"] = e.tlc
-	if gln, ok := locationGLN(doc); ok {
+	if gln, ok := locationGLN(e.cte, doc); ok {
 		ids["location_gln"] = gln
 	}
 	if e.cte == Transformation {
@@ -126,14 +123,23 @@ func (e *event) envelope(doc domain.Doc) envelope.Envelope {
 		ids["input_tlc_count"] = strconv.Itoa(len(inputs))
 	}
 	return envelope.Envelope{
-		Domain:    Name,
-		EventType: e.cte,
-		IdempotencyKey: domain.Key(Name, e.supplier, e.tlc, e.cte, e.at.Format(dateLayout),
-			strings.ToLower(refType), refNumber),
-		KeySource:   KeySource,
-		OrderingKey: e.supplier + "." + e.tlc,
-		EventTime:   e.at,
-		PartyID:     e.supplier,
-		Identifiers: ids,
+		Domain:         Name,
+		EventType:      e.cte,
+		IdempotencyKey: e.key(doc),
+		KeySource:      KeySource,
+		OrderingKey:    e.supplier + "." + e.tlc,
+		EventTime:      e.at,
+		PartyID:        e.supplier,
+		Identifiers:    ids,
 	}
+}
+
+// key derives the idempotency key (see KeySource) of an event whose
+// supplier, TLC, CTE type and event time are known.
+func (e *event) key(doc domain.Doc) string {
+	ref, _ := domain.Object(doc, fieldReferenceDocument)
+	refType, _ := domain.String(ref, "type")
+	refNumber, _ := domain.String(ref, "number")
+	return domain.Key(Name, e.supplier, e.tlc, e.cte, e.at.Format(dateLayout),
+		strings.ToLower(refType), refNumber)
 }

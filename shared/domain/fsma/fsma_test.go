@@ -428,3 +428,58 @@ func TestCheckWithoutSchema(t *testing.T) {
 		})
 	}
 }
+
+// TestShippingReceivingLocations: shipping and receiving require the KDEs
+// of 21 CFR 1.1340(a) and 1.1345(a) exactly: one shipped-from location
+// (ship_from, or the CTE's location) and one shipped-to location (ship_to;
+// for receiving, where received: ship_to or location), never both fields
+// for the same place (issue 15, bug 10: location was required besides
+// ship_from, and besides ship_to).
+func TestShippingReceivingLocations(t *testing.T) {
+	g := newGate(t)
+	drop := func(fields ...string) func(map[string]any) {
+		return func(doc map[string]any) {
+			for _, f := range fields {
+				delete(doc, f)
+			}
+		}
+	}
+	cases := []struct {
+		name, file string
+		mutate     func(map[string]any)
+		code       codes.Code
+		detail     string
+		gln        string // location_gln wanted when valid ("" for none)
+	}{
+		{"shipping without location", "valid/shipping-gln.json", drop("location"), "", "", "0860001000030"},
+		{"shipping with location, without ship_from", "valid/shipping-gln.json", drop("ship_from"), "", "", "0860001000030"},
+		{"shipping without either shipped-from field", "valid/shipping-gln.json", drop("ship_from", "location"),
+			codes.MissingKDE, "shipping requires ship_from or location", ""},
+		{"shipping without ship_to", "valid/shipping-gln.json", drop("ship_to"),
+			codes.MissingKDE, "shipping requires ship_to", ""},
+		{"receiving without location", "valid/receiving-gln.json", drop("location"), "", "", ""},
+		{"receiving with location, without ship_to", "valid/receiving-gln.json", drop("ship_to"), "", "", ""},
+		{"receiving without either received-at field", "valid/receiving-gln.json", drop("ship_to", "location"),
+			codes.MissingKDE, "receiving requires ship_to or location", ""},
+		{"receiving without previous source", "valid/receiving-gln.json", drop("ship_from"),
+			codes.MissingKDE, "receiving requires ship_from", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			data := mutate(t, c.file, c.mutate)
+			env, err := g.Check(subjectFor(data), data)
+			if codes.Of(err) != c.code && !(c.code == "" && err == nil) {
+				t.Fatalf("code = %q (%v), want %q", codes.Of(err), err, c.code)
+			}
+			if c.code != "" {
+				if got := codes.DetailOf(err); got != c.detail {
+					t.Errorf("detail = %q, want %q", got, c.detail)
+				}
+				return
+			}
+			if c.gln != "" && env.Identifiers["location_gln"] != c.gln {
+				t.Errorf("location_gln = %q, want %q", env.Identifiers["location_gln"], c.gln)
+			}
+		})
+	}
+}

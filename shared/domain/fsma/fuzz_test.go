@@ -36,6 +36,12 @@ func FuzzGateFsma(f *testing.F) {
 			if c == codes.Internal || !knownCodes[c] {
 				t.Fatalf("code %q: %v", c, err)
 			}
+			// A failed event's identity is derived without panicking,
+			// the same for the same input.
+			if id, again := g.Identify(subject, data), g.Identify(subject, data); !id.Partial || id.IdempotencyKey != again.IdempotencyKey ||
+				id.OrderingKey != again.OrderingKey || id.PartyID != again.PartyID {
+				t.Fatalf("identity %+v, then %+v", id, again)
+			}
 			return
 		}
 		checkEnvelope(t, env)

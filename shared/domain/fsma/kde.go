@@ -39,6 +39,7 @@ const (
 	document                // reference_document with a type and a number
 	list                    // a non-empty array
 	sourceOrRef             // tlc_source (a place) or tlc_source_reference (text)
+	eitherPlace             // one of several location fields naming the same place ("a or b")
 )
 
 // kde is one key data element: a field name and how it is judged present.
@@ -68,11 +69,18 @@ var (
 	shipFrom           = kde{"ship_from", place}
 	shipTo             = kde{"ship_to", place}
 	inputTLCs          = kde{"input_tlcs", list}
+
+	// The one shipped-from location of 1.1340(a)(5) and the one
+	// received-at location of 1.1345(a)(5): the schema has two fields for
+	// each (location is the CTE's own place), either of which records it.
+	shippedFrom = kde{"ship_from or location", eitherPlace}
+	receivedAt  = kde{"ship_to or location", eitherPlace}
 )
 
 // requiredKDEs is the one table of the KDEs each CTE requires beyond
 // supplier_id and traceability_lot_code (see the package comment). Its keys
-// are the CTE types.
+// are the CTE types. Shipping follows 21 CFR 1.1340(a) and receiving
+// 1.1345(a) exactly: one shipped-from and one shipped-to location each.
 var requiredKDEs = map[string][]kde{
 	Harvesting: {eventTime, location, productDescription, quantity, unitOfMeasure,
 		subsequentRecip, referenceDocument},
@@ -82,10 +90,10 @@ var requiredKDEs = map[string][]kde{
 		harvestLocation, harvesterName, harvesterPhone, harvestDate, referenceDocument},
 	FirstLandBasedReceiving: {eventTime, location, tlcSource, productDescription, quantity, unitOfMeasure,
 		harvestArea, harvestDateStart, harvestDateEnd, referenceDocument},
-	Shipping: {eventTime, location, tlcSourceOrRef, productDescription, quantity, unitOfMeasure,
-		shipFrom, shipTo, referenceDocument},
-	Receiving: {eventTime, location, tlcSourceOrRef, productDescription, quantity, unitOfMeasure,
-		shipFrom, shipTo, referenceDocument},
+	Shipping: {eventTime, tlcSourceOrRef, productDescription, quantity, unitOfMeasure,
+		shipTo, shippedFrom, referenceDocument},
+	Receiving: {eventTime, tlcSourceOrRef, productDescription, quantity, unitOfMeasure,
+		shipFrom, receivedAt, referenceDocument},
 	Transformation: {eventTime, location, tlcSource, productDescription, quantity, unitOfMeasure,
 		inputTLCs, referenceDocument},
 }
@@ -143,6 +151,13 @@ func (k kde) gap(doc domain.Doc) string {
 		if a, ok := domain.Array(doc, k.field); !ok || len(a) == 0 {
 			return k.field
 		}
+	case eitherPlace:
+		for _, field := range strings.Split(k.field, " or ") {
+			if _, ok := domain.Object(doc, field); ok {
+				return placeGap(doc, field)
+			}
+		}
+		return k.field
 	case sourceOrRef:
 		if _, ok := domain.String(doc, fieldTLCSourceRef); ok {
 			return ""

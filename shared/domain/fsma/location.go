@@ -66,9 +66,20 @@ func glnRule(err error) string {
 	}
 }
 
-// locationGLN returns the gln of the CTE's own location, if any.
-func locationGLN(doc domain.Doc) (string, bool) {
-	loc, ok := domain.Object(doc, fieldLocation)
+// locationGLN returns the gln of the CTE's own location, if any: location,
+// else, for shipping, ship_from and, for receiving, ship_to (the same place
+// under 21 CFR 1.1340(a)(5) and 1.1345(a)(5)).
+func locationGLN(cte string, doc domain.Doc) (string, bool) {
+	field := fieldLocation
+	if _, ok := domain.Object(doc, fieldLocation); !ok {
+		switch cte {
+		case Shipping:
+			field = "ship_from"
+		case Receiving:
+			field = "ship_to"
+		}
+	}
+	loc, ok := domain.Object(doc, field)
 	if !ok {
 		return "", false
 	}

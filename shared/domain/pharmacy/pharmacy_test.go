@@ -482,6 +482,12 @@ func FuzzGatePharmacy(f *testing.F) {
 			if c := codes.Of(err); c == codes.Internal || !knownCodes[c] {
 				t.Fatalf("unexpected code %q: %v", c, err)
 			}
+			// A failed event's identity is derived without panicking,
+			// the same for the same input.
+			if id, again := g.Identify(subject, data), g.Identify(subject, data); !id.Partial || id.IdempotencyKey != again.IdempotencyKey ||
+				id.OrderingKey != again.OrderingKey || id.PartyID != again.PartyID {
+				t.Fatalf("identity %+v, then %+v", id, again)
+			}
 			return
 		}
 		checkEnvelope(t, env)

@@ -44,6 +44,7 @@ import (
 	"github.com/deadletter/deadletter/services/auditor"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/embedded"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
@@ -246,10 +247,10 @@ func (s *seeder) init() error {
 	body = append(body, `"}`...)
 	s.first = record.FromFailure(record.Failure{
 		Class: record.ClassExhausted, Code: codes.DownstreamUnavailable, Detail: "downstream answered 503",
-		Domain: "pharmacy", Subject: "events.pharmacy.dispense", Stream: subjects.EventsStream, Seq: 1, Deliveries: 5,
+		Domain: pharmacy.Name, Subject: subjects.Event(pharmacy.Name, pharmacy.Dispense), Stream: subjects.EventsStream, Seq: 1, Deliveries: 5,
 		Published: t, Payload: body,
 		Headers: map[string][]string{envelope.Traceparent: {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}},
-		Envelope: &envelope.Envelope{Domain: "pharmacy", EventType: "dispense", IdempotencyKey: "x",
+		Envelope: &envelope.Envelope{Domain: pharmacy.Name, EventType: pharmacy.Dispense, IdempotencyKey: "x",
 			OrderingKey: "00406051201|L1", PartyID: "BW4829137", EventTime: t},
 		Attempts: []record.Attempt{
 			{At: t, Stage: record.StageCommit, Code: codes.DownstreamUnavailable, Reason: "timeout", Delivery: 1},
@@ -334,15 +335,15 @@ func (s *seeder) seed(ctx context.Context, target int) error {
 		body := []byte(`{"transaction_id":"TX-` + strconv.Itoa(s.events) + `","registrant_dea":"BW4829137","ndc":"00406-0512-01",` +
 			`"lot":"L24A0917","expiry":"2026-09-30","quantity_delta":"-30","unit":"EA","event_type":"dispense",` +
 			`"dea_schedule":"II","occurred_at":"2025-03-14T15:42:10Z","actor_id":"RPH-0412"}`)
-		env, err := s.gate.Check("events.pharmacy.dispense", body)
+		env, err := s.gate.Check(subjects.Event(pharmacy.Name, pharmacy.Dispense), body)
 		if err != nil {
 			return err
 		}
-		ack, err := s.js.Publish(ctx, "events.pharmacy.dispense", body) // sync: the commit state names its sequence
+		ack, err := s.js.Publish(ctx, subjects.Event(pharmacy.Name, pharmacy.Dispense), body) // sync: the commit state names its sequence
 		if err != nil {
 			return err
 		}
-		st, _ := json.Marshal(ledger.KeyState{State: ledger.StateCommitted, Domain: "pharmacy", EventType: "dispense",
+		st, _ := json.Marshal(ledger.KeyState{State: ledger.StateCommitted, Domain: pharmacy.Name, EventType: pharmacy.Dispense,
 			SourceSeq: ack.Sequence, LedgerSeq: ack.Sequence, CommittedAt: time.Now().UTC()})
 		if err := publish("$KV."+subjects.IdempotencyBucket+"."+env.IdempotencyKey, st); err != nil {
 			return err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/deadletter/deadletter/services/quarantiner"
 	"github.com/deadletter/deadletter/services/validator"
+	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -87,7 +88,7 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, recs []seede
 	// gate passes it, with compute).
 	fc, err := benchenv.StartFloorCommitter(ctx, benchenv.FloorCommit{
 		URL: url, Stream: subjects.EventsStream, Consumer: "floor", Bucket: subjects.IdempotencyBucket,
-		Ledger:  func(key string) string { return subjects.Ledger("pharmacy", key) },
+		Ledger:  func(key string) string { return subjects.Ledger(pharmacy.Name, key) },
 		Workers: vcfg.Workers,
 		Key: func(m jetstream.Msg) (string, error) {
 			if g != nil {
@@ -180,7 +181,7 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, recs []seede
 		return n, hash, err
 	}
 	one := func(r seeded) error {
-		subj := subjects.Quarantine("pharmacy", r.id)
+		subj := subjects.Quarantine(pharmacy.Name, r.id)
 		last, err := qs.GetLastMsgForSubject(ctx, subj)
 		if err != nil {
 			return fmt.Errorf("read chain: %w", err)
@@ -205,7 +206,7 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, recs []seede
 		if err != nil {
 			return err
 		}
-		m := nats.NewMsg("events.pharmacy.dispense")
+		m := nats.NewMsg(subjects.Event(pharmacy.Name, pharmacy.Dispense))
 		m.Data = payload
 		m.Header.Set("Floor-Key", r.key)
 		if _, err := djs.PublishMsg(ctx, m, jetstream.WithMsgID(r.id+"-1")); err != nil {
@@ -322,7 +323,7 @@ func lifecycleTemplate(ctx context.Context, js jetstream.JetStream, r seeded) (*
 	if err != nil {
 		return nil, err
 	}
-	m, err := qs.GetLastMsgForSubject(ctx, subjects.Quarantine("pharmacy", r.id))
+	m, err := qs.GetLastMsgForSubject(ctx, subjects.Quarantine(pharmacy.Name, r.id))
 	if err != nil {
 		return nil, err
 	}

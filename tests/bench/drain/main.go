@@ -39,6 +39,7 @@ import (
 	"github.com/deadletter/deadletter/services/validator"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/runner"
@@ -313,7 +314,7 @@ func seed(ctx context.Context, js jetstream.JetStream, n int) ([]seeded, error) 
 	now := time.Now().UTC()
 	recs := make([]seeded, 0, n)
 	for i := range n {
-		subject := "events.pharmacy.dispense"
+		subject := subjects.Event(pharmacy.Name, pharmacy.Dispense)
 		payload := benchPayload(i)
 		env, err := g.Check(subject, payload)
 		if err != nil {
@@ -321,7 +322,7 @@ func seed(ctx context.Context, js jetstream.JetStream, n int) ([]seeded, error) 
 		}
 		f := record.Failure{
 			Class: record.ClassExhausted, Code: codes.DownstreamUnavailable, Detail: "downstream answered HTTP 503",
-			Domain: "pharmacy", Subject: subject, Stream: subjects.EventsStream, Seq: uint64(i + 1), Deliveries: 5,
+			Domain: pharmacy.Name, Subject: subject, Stream: subjects.EventsStream, Seq: uint64(i + 1), Deliveries: 5,
 			Published: now, Payload: payload, Envelope: &env, FailedAt: now,
 			Attempts: []record.Attempt{{At: now, Stage: record.StageCommit, Code: codes.DownstreamUnavailable, Reason: "downstream answered HTTP 503", Delivery: 5}},
 		}

@@ -1,0 +1,70 @@
+package dscsa
+
+import (
+	"github.com/deadletter/deadletter/shared/domain"
+	"github.com/deadletter/deadletter/shared/envelope"
+)
+
+// Spec returns the DSCSA domain's registry entry.
+func Spec() domain.Spec {
+	return domain.Spec{
+		Name:        Name,
+		Title:       "DSCSA (GS1 EPCIS 2.0 ObjectEvents)",
+		EventTypes:  BizSteps(),
+		KeySource:   "eventID, else hash(identity)",
+		OrderingKey: "gtin14.serial of the first EPC",
+		PartyID:     "owning_party source, else bizLocation GLN",
+		Checker:     Checker{},
+	}
+}
+
+// Identify derives what it can of the identity of a document that failed
+// validation, by the rules Check uses: the ordering key from a valid first
+// EPC, the party id from the owning_party source (else a valid bizLocation),
+// the event time from a valid eventTime, and the idempotency key from the
+// eventID (with a valid declarationTime when it carries an
+// errorDeclaration), or, without an eventID, from the hashed identity when
+// every part of it is valid.
+func (Checker) Identify(doc domain.Doc) envelope.Envelope {
+	env := envelope.Envelope{Domain: Name}
+	if doc == nil {
+		return env
+	}
+	var ev event
+	var err error
+	bizOK := true
+	if ev.bizStep, err = bizStep(doc); err != nil {
+		bizOK = false
+	}
+	env.EventType = ev.bizStep
+	ev.time, err = eventTime(doc)
+	timeOK := err == nil
+	env.EventTime = ev.time
+	ev.epcs, err = readEPCs(doc)
+	epcsOK := err == nil
+	if epcsOK {
+		env.OrderingKey = ev.epcs[0].id()
+	}
+	rp, rpErr := readLocation(doc, "readPoint", "readPoint.id")
+	bl, blErr := readLocation(doc, "bizLocation", "bizLocation.id")
+	ev.readPoint, ev.bizLocation = rp, bl
+	env.PartyID = owningParty(doc, bl)
+	var declErr error
+	ev.declared, ev.corrected, declErr = declarationTime(doc)
+	ev.eventID, _ = domain.String(doc, "eventID")
+	ev.action, _ = domain.String(doc, "action")
+	if d, ok := domain.String(doc, "disposition"); ok {
+		ev.disposition = normDisposition(d)
+	}
+	switch {
+	case declErr != nil:
+		// A correction whose declaration time is unknown: its key is not.
+	case ev.eventID != "":
+		env.IdempotencyKey, env.KeySource = ev.key("")
+	case bizOK && timeOK && epcsOK && rpErr == nil && blErr == nil:
+		if t, _ := doc["type"].(string); t == "ObjectEvent" {
+			env.IdempotencyKey, env.KeySource = ev.key(ev.epcs[0].id())
+		}
+	}
+	return env
+}

@@ -1,0 +1,47 @@
+package pharmacy
+
+import (
+	"github.com/deadletter/deadletter/shared/domain"
+	"github.com/deadletter/deadletter/shared/envelope"
+)
+
+// Spec returns the pharmacy domain's registry entry.
+func Spec() domain.Spec {
+	return domain.Spec{
+		Name:        Name,
+		Title:       "pharmacy (DEA controlled-substance inventory)",
+		EventTypes:  EventTypes,
+		KeySource:   KeySource,
+		OrderingKey: "ndc11.lot",
+		PartyID:     "registrant_dea",
+		Checker:     Checker{},
+	}
+}
+
+// Identify derives what it can of the identity of a document that failed
+// validation, by the rules Check uses: the idempotency key when
+// registrant_dea is a valid DEA number and transaction_id is given, the
+// party id from a valid registrant_dea, the ordering key from a valid ndc
+// (and lot), the event time from a valid occurred_at.
+func (c Checker) Identify(doc domain.Doc) envelope.Envelope {
+	env := envelope.Envelope{Domain: Name}
+	if doc == nil {
+		return env
+	}
+	env.EventType, _ = c.EventType(doc)
+	e := event{eventType: env.EventType}
+	e.txID, _ = required(doc, "transaction_id", "")
+	_ = checkRegistrant(&e, doc)
+	_ = checkNDC(&e, doc)
+	e.lot, _ = optional(doc, "lot", "")
+	_ = checkTime(&e, doc)
+	env.PartyID = e.registrant
+	if e.registrant != "" && e.txID != "" {
+		env.IdempotencyKey, env.KeySource = domain.Key(Name, e.registrant, e.txID), KeySource
+	}
+	if e.ndc11 != "" {
+		env.OrderingKey = e.ndc11 + "." + e.lot
+	}
+	env.EventTime = e.at
+	return env
+}

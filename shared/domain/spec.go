@@ -1,0 +1,47 @@
+package domain
+
+import "github.com/deadletter/deadletter/shared/envelope"
+
+// Checker is one domain's rules beyond its JSON Schema.
+type Checker interface {
+	// Domain names the domain; it is also the name of its schema in
+	// package schemas.
+	Domain() string
+	// Check validates a schema-valid document published with the given
+	// event type (the subject's last token) and returns its envelope, or a
+	// *codes.Error.
+	Check(eventType string, doc Doc) (envelope.Envelope, error)
+	// EventType derives the subject's event-type token from a document, so
+	// tools can publish a file to the right subject.
+	EventType(doc Doc) (string, error)
+	// Identify derives what it can of the identity of a document that
+	// failed validation (schema or domain rules), by the same rules as
+	// Check: the idempotency key only when every part of it is valid, the
+	// party id and ordering key when their own fields are. Fields it
+	// cannot derive stay empty. It never fails and never panics.
+	Identify(doc Doc) envelope.Envelope
+}
+
+// Spec is everything deadletter knows about one event domain. Each domain
+// package exports its Spec; package registry lists them, and every list of
+// domains, every check of a domain name and every display derives from it.
+type Spec struct {
+	// Name is the domain's subject token ("events.<name>.<event_type>"),
+	// schema name (schemas/<name>.schema.json) and key prefix.
+	Name string
+	// Title names the domain for people (e.g. "FSMA 204").
+	Title string
+	// EventTypes lists the subject event-type tokens Check accepts, in
+	// the order they are documented.
+	EventTypes []string
+	// KeySource names the fields the idempotency key is derived from.
+	KeySource string
+	// OrderingKey names the fields of the ordering key (replays within a
+	// key follow the event time).
+	OrderingKey string
+	// PartyID names the field failures are grouped by (the supplier,
+	// registrant or trading partner).
+	PartyID string
+	// Checker holds the domain's rules and identity derivations.
+	Checker Checker
+}
