@@ -33,9 +33,9 @@ func TestRender(t *testing.T) {
 			name: "cluster node",
 			file: embedded.File{
 				ServerName: "n2", Host: "0.0.0.0", Port: 4222, StoreDir: "/s", SyncAlways: true, MaxPayload: 1 << 20,
-				HTTP:    "127.0.0.1:8222",
-				Cluster: &embedded.Cluster{Name: "c", Listen: "0.0.0.0:6222", Routes: []string{"nats-route://r:p@n1:6222", "nats-route://r:p@n3:6222"}, User: "r", Password: "p"},
-				System:  &embedded.SystemAccount{Name: "SYS", Users: []embedded.User{{User: "monitor", Password: "y"}}},
+				HTTP:     "127.0.0.1:8222",
+				Cluster:  &embedded.Cluster{Name: "c", Listen: "0.0.0.0:6222", Routes: []string{"nats-route://r:p@n1:6222", "nats-route://r:p@n3:6222"}, User: "r", Password: "p"},
+				System:   &embedded.SystemAccount{Name: "SYS", Users: []embedded.User{{User: "monitor", Password: "y"}}},
 				Accounts: accounts,
 			},
 			check: func(t *testing.T, o *server.Options) {
