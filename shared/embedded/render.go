@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 
 	"github.com/nats-io/nats-server/v2/conf"
@@ -81,10 +80,27 @@ type SystemAccount struct {
 	Users []User
 }
 
-// User is a user and password (bcrypt hash) of a configuration.
+// User is a user and password (bcrypt hash) of a configuration, with
+// allow-lists when Publish or Subscribe is set.
 type User struct {
-	User     string `json:"user"`
-	Password string `json:"password"`
+	// User is the user name.
+	User string
+	// Password is a bcrypt hash.
+	Password string
+	// Publish and Subscribe are the subjects allowed; nil allows all.
+	Publish, Subscribe []string
+}
+
+// entry renders the user as a configuration's users entry.
+func (u User) entry() map[string]any {
+	m := map[string]any{"user": u.User, "password": u.Password}
+	if u.Publish != nil || u.Subscribe != nil {
+		m["permissions"] = map[string]any{
+			"publish":   map[string]any{"allow": u.Publish},
+			"subscribe": map[string]any{"allow": u.Subscribe},
+		}
+	}
+	return m
 }
 
 // ErrRender is returned when a File cannot be rendered.
@@ -141,7 +157,11 @@ func (f File) Render() (string, error) {
 		if _, dup := accounts[s.Name]; dup {
 			return "", fmt.Errorf("%w: system account %q is also a service account", ErrRender, s.Name)
 		}
-		accounts[s.Name] = map[string]any{"users": slices.Clone(s.Users)}
+		users := make([]map[string]any, len(s.Users))
+		for i, u := range s.Users {
+			users[i] = u.entry()
+		}
+		accounts[s.Name] = map[string]any{"users": users}
 		m["system_account"] = s.Name
 	}
 	if len(accounts) > 0 {
