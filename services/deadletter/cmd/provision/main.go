@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -46,6 +47,7 @@ func run() error {
 	flag.IntVar(&o.Replicas, "replicas", o.Replicas, "replicas of every stream and bucket (3 in a cluster)")
 	flag.DurationVar(&o.EventsMaxAge, "events-max-age", o.EventsMaxAge, "how long EVENTS keeps an event")
 	flag.DurationVar(&o.QuarantineMaxAge, "quarantine-max-age", o.QuarantineMaxAge, "retention of quarantine records; 0 keeps them forever (a legal decision)")
+	passwordFile := flag.String("password-file", os.Getenv("NATS_PASSWORD_FILE"), "file holding the --user's password, e.g. the kit's passwords/admin (env NATS_PASSWORD_FILE); wins over --password")
 	check := flag.Bool("check", false, "compare the running cluster with the kit in --kit (each server's config_digest, the streams, buckets and consumers) and exit non-zero on drift, naming what differs; changes nothing")
 	kitDir := flag.String("kit", "deploy/generated", "the generated kit (deadletter kit) that --check compares with")
 	flag.Parse()
@@ -57,6 +59,13 @@ func run() error {
 			}
 		})
 		return runCheck(*kitDir, url, o, os.Stdout)
+	}
+	if *passwordFile != "" {
+		b, err := os.ReadFile(*passwordFile)
+		if err != nil {
+			return fmt.Errorf("password file: %w", err)
+		}
+		conn.Password = strings.TrimSpace(string(b))
 	}
 	nc, err := conn.Connect("deadletter-provision")
 	if err != nil {
