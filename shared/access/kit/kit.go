@@ -369,3 +369,23 @@ func LoadManifest(dir string) (*Manifest, error) {
 	}
 	return m, nil
 }
+
+// Service is a service process of a deployment.
+type Service struct {
+	// Name is the service (and its NATS user's) name.
+	Name string
+	// MetricsPort is its /metrics port: distinct per service, so that every
+	// service of a host can serve it (DEADLETTER_METRICS_ADDR).
+	MetricsPort int
+}
+
+// Services returns the service processes the deployment files run, with
+// their metrics ports.
+func Services() []Service {
+	return []Service{
+		{Name: access.Validator, MetricsPort: 9464},
+		{Name: access.Quarantiner, MetricsPort: 9465},
+		{Name: access.Redriver, MetricsPort: 9466},
+		{Name: access.Auditor, MetricsPort: 9467},
+	}
+}
