@@ -116,17 +116,6 @@ func mustExist(tb testing.TB, dir, rel string) {
 	}
 }
 
-// metricsPort returns a service's metrics port.
-func metricsPort(tb testing.TB, svc string) int {
-	for _, s := range kit.Services() {
-		if s.Name == svc {
-			return s.MetricsPort
-		}
-	}
-	tb.Fatalf("no service %s", svc)
-	return 0
-}
-
 // TestDockerfileBuildsEveryService checks the one image builds every
 // service's command, each a package that exists.
 func TestDockerfileBuildsEveryService(t *testing.T) {
