@@ -37,7 +37,7 @@ demo: ## The outage story in one command: 1,000 events, a downstream outage, tri
 TIMED_TESTS := ^TestRateAndConcurrency$$
 
 .PHONY: test
-test: tools jaeger ## Run every test with the race detector against real embedded NATS servers (and a real Jaeger)
+test: tools jaeger kit-test ## Run every test with the race detector against real embedded NATS servers (and a real Jaeger)
 	$(GO) test -race -count=1 -timeout 40m -skip '$(TIMED_TESTS)' work
 	$(GO) test -race -count=1 -timeout 10m -run '$(TIMED_TESTS)' ./tests/redrive/
 
@@ -47,6 +47,10 @@ CHAOS_EVENTS ?= 100000
 .PHONY: chaos
 chaos: ## Full chaos run: 100,000 events (CHAOS_EVENTS), services as processes, every service SIGKILLed 3 times, the server SIGTERMed and SIGKILLed; prints the figures, fails on anything lost or doubled
 	$(GO) run ./tests/chaos/cmd/chaos -events $(CHAOS_EVENTS) -kills 3
+
+.PHONY: kit-test
+kit-test: ## Check the deployment files (systemd, Compose, Kubernetes, Dockerfile) against the generated kit, and the alert rules with promtool (deploy/kittest, its own module)
+	cd deploy/kittest && GOWORK=off $(GO) test -count=1 ./...
 
 .PHONY: tools
 tools: $(NATS_CLI) ## Build the pinned nats CLI (natscli v0.5.0) into .cache/bin

@@ -150,20 +150,30 @@ func (s *Secrets) fill(o genOptions) (changed bool, err error) {
 		if cur.Password != "" && bcrypt.CompareHashAndPassword([]byte(cur.Bcrypt), []byte(cur.Password)) == nil {
 			continue
 		}
-		b := make([]byte, passwordBytes)
-		if _, err := rand.Read(b); err != nil {
-			return changed, fmt.Errorf("access: generate password: %w", err)
-		}
-		// Hex, so a password never starts with '-' (which command-line
-		// tools such as the nats CLI would read as a flag).
-		pw := hex.EncodeToString(b)
-		h, err := bcrypt.GenerateFromPassword([]byte(pw), o.cost)
+		sec, err := newPassword(o.cost)
 		if err != nil {
-			return changed, fmt.Errorf("access: hash password: %w", err)
+			return changed, err
 		}
-		s.Users[name], changed = Secret{Password: pw, Bcrypt: string(h)}, true
+		s.Users[name], changed = sec, true
 	}
 	return changed, nil
+}
+
+// newPassword generates a password (crypto/rand) and its bcrypt hash at
+// cost.
+func newPassword(cost int) (Secret, error) {
+	b := make([]byte, passwordBytes)
+	if _, err := rand.Read(b); err != nil {
+		return Secret{}, fmt.Errorf("access: generate password: %w", err)
+	}
+	// Hex, so a password never starts with '-' (which command-line
+	// tools such as the nats CLI would read as a flag).
+	pw := hex.EncodeToString(b)
+	h, err := bcrypt.GenerateFromPassword([]byte(pw), cost)
+	if err != nil {
+		return Secret{}, fmt.Errorf("access: hash password: %w", err)
+	}
+	return Secret{Password: pw, Bcrypt: string(h)}, nil
 }
 
 // Person returns the person named name.

@@ -30,10 +30,10 @@ type Config struct {
 	// MaxPayload is the largest message the server accepts. Default 8 MiB,
 	// room for a quarantine record of the largest event EVENTS accepts.
 	MaxPayload int32
-	// ConfigText, when set, is nats-server configuration text loaded
-	// before the options above are applied (access.ServerConfig: the
-	// accounts, users and permissions of the trust boundary). Options set
-	// here win over the same settings in the text.
+	// ConfigText, when set, is nats-server configuration text holding
+	// only an "accounts" block (access.ServerConfig: the accounts, users
+	// and permissions of the trust boundary), rendered with the options
+	// above into one configuration (File).
 	ConfigText string
 	// Security sets TLS and store encryption (a Host other than loopback
 	// needs TLS); applied after ConfigText.
@@ -56,7 +56,7 @@ func (c *Config) defaults() {
 		c.ServerName = "deadletter"
 	}
 	if c.MaxPayload == 0 {
-		c.MaxPayload = 8 << 20
+		c.MaxPayload = DefaultMaxPayload
 	}
 	if c.ReadyTimeout == 0 {
 		c.ReadyTimeout = 10 * time.Second
@@ -72,19 +72,20 @@ func Start(cfg Config) (*server.Server, error) {
 	if cfg.StoreDir == "" {
 		return nil, errors.New("embedded: StoreDir is required")
 	}
-	opts := &server.Options{}
-	if cfg.ConfigText != "" {
-		if err := opts.ProcessConfigString(cfg.ConfigText); err != nil {
-			return nil, fmt.Errorf("embedded: configuration: %w", err)
-		}
+	// The same renderer as a cluster's generated files (File): the
+	// embedded server runs the configuration an operator would deploy.
+	text, err := File{
+		ServerName: cfg.ServerName, Host: cfg.Host, Port: cfg.Port,
+		StoreDir: cfg.StoreDir, SyncAlways: cfg.SyncAlways, MaxPayload: cfg.MaxPayload,
+		Accounts: cfg.ConfigText,
+	}.Render()
+	if err != nil {
+		return nil, err
 	}
-	opts.ServerName = cfg.ServerName
-	opts.Host = cfg.Host
-	opts.Port = cfg.Port
-	opts.JetStream = true
-	opts.StoreDir = cfg.StoreDir
-	opts.SyncAlways = cfg.SyncAlways
-	opts.MaxPayload = cfg.MaxPayload
+	opts := &server.Options{}
+	if err := opts.ProcessConfigString(text); err != nil {
+		return nil, fmt.Errorf("embedded: configuration: %w", err)
+	}
 	opts.NoLog = !cfg.Log
 	opts.NoSigs = true
 	if err := cfg.Security.Apply(opts, cfg.Host); err != nil {

@@ -487,27 +487,16 @@ func (s *Stack) ConnectAs(user string, opts ...nats.Option) (*nats.Conn, error) 
 	return nats.Connect("", append(append(all, nats.InProcessServer(s.srv)), opts...)...)
 }
 
-// natsContext is a natscli context file (the fields deadletter sets).
-type natsContext struct {
-	Description string `json:"description"`
-	URL         string `json:"url"`
-	User        string `json:"user"`
-	Password    string `json:"password"`
-	InboxPrefix string `json:"inbox_prefix"`
-	CA          string `json:"ca,omitempty"`
-}
-
 // writeContexts writes a natscli context per person into the data
 // directory, so that the commands of the banner work as printed.
 func (s *Stack) writeContexts() error {
 	for _, p := range s.creds.People {
-		b, err := json.MarshalIndent(natsContext{
-			Description: fmt.Sprintf("deadletter %s (%s)", p.Name, p.Role),
-			URL:         s.srv.ClientURL(), User: p.Name, Password: s.creds.Users[p.Name].Password,
-			InboxPrefix: access.InboxPrefix(p.Name),
-			// A self-signed server certificate is its own CA.
-			CA: absOrEmpty(s.cfg.Security.TLSCert),
-		}, "", "  ")
+		// A self-signed server certificate is its own CA.
+		c, err := s.creds.Context(p.Name, fmt.Sprintf("deadletter %s (%s)", p.Name, p.Role), s.srv.ClientURL(), absOrEmpty(s.cfg.Security.TLSCert))
+		if err != nil {
+			return err
+		}
+		b, err := json.MarshalIndent(c, "", "  ")
 		if err != nil {
 			return err
 		}

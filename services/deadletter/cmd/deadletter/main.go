@@ -1,6 +1,9 @@
 // Command deadletter runs the whole system in one process on an embedded
 // NATS server: `make run`. Configuration comes from flags and DEADLETTER_*
 // environment variables (see the README).
+//
+// `deadletter kit --nodes 3 --out deploy/generated` generates the
+// deployment kit of a cluster instead (deploy/README.md).
 package main
 
 import (
@@ -46,6 +49,9 @@ func exportToLocalJaeger() {
 }
 
 func run() error {
+	if len(os.Args) > 1 && os.Args[1] == "kit" {
+		return runKit(os.Args[2:], os.Stdout)
+	}
 	runner.TuneGC(runner.DefaultGCPercent)
 	cfg := stack.DefaultConfig()
 	env := config.NewEnv(nil)
