@@ -5,7 +5,8 @@
 // downstream), the server stopped with SIGTERM and with SIGKILL. Then it
 // accounts for every acknowledged publish on its own (committed once in
 // LEDGER, or sealed in QUARANTINE; the downstream's accepted keys) and
-// compares with the auditor's reconcile and verify.
+// compares with the auditor's reconcile and verify, after the operator
+// has drained every exhausted record once the downstream is healthy again.
 //
 // The reduced run is a test of tests/chaos (make test); the full one is
 // make chaos.
@@ -35,6 +36,7 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/sample"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -112,6 +114,11 @@ type Report struct {
 	VerifyOK                              bool
 	VerifyProblems                        int
 	VerifyRecords                         uint64
+	// Drained is how many exhausted records the final drain selected,
+	// DrainCommitted how many of them it committed, DrainTime how long
+	// it took.
+	Drained, DrainCommitted int
+	DrainTime               time.Duration
 	// PendingConsumers lists every durable consumer with pending or
 	// unacknowledged messages at the end.
 	PendingConsumers []string
@@ -167,6 +174,7 @@ func (r Report) Table() string {
 	row("unaccounted (independent count)", len(r.Unaccounted))
 	row("downstream accepted keys / repeats de-duplicated", fmt.Sprintf("%d / %d", r.DownstreamAccepted, r.DownstreamRepeats))
 	row("downstream keys not in LEDGER", r.DownstreamNotInLedger)
+	row("drained exhausted records / committed", fmt.Sprintf("%d / %d (%s)", r.Drained, r.DrainCommitted, r.DrainTime.Round(time.Millisecond)))
 	row("audit.reconcile events / unaccounted", fmt.Sprintf("%d / %d", r.ReconcileEvents, r.ReconcileUnaccounted))
 	row("audit.verify records / problems", fmt.Sprintf("%d / %d", r.VerifyRecords, r.VerifyProblems))
 	row("consumers with pending messages", len(r.PendingConsumers))
@@ -338,6 +346,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	c.report.SettleTime = time.Since(settled)
 	stopSuper()
+	// The outage ends; the operator drains every exhausted record through
+	// the same gate. Exhausted events the downstream had already accepted
+	// (a validator that gave up after its call) commit now, once.
+	c.down.heal()
+	if err := c.drain(ctx); err != nil {
+		return c.report, err
+	}
 	if err := c.account(ctx, events); err != nil {
 		return c.report, err
 	}
@@ -739,6 +754,44 @@ func (c *cluster) account(ctx context.Context, events []event) error {
 	}
 	r.VerifyOK, r.VerifyProblems, r.VerifyRecords = ver.OK, ver.ProblemCount, ver.Records
 	return nil
+}
+
+// drain starts a drain of every exhausted record as the operator and waits
+// for it to complete.
+func (c *cluster) drain(ctx context.Context) error {
+	nc, err := c.connect("operator")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	var start api.DrainStartReply
+	req := api.DrainStartRequest{Filter: api.DrainFilter{Classes: []string{string(record.ClassExhausted)}}}
+	if err := request(nc, api.DrainStart, req, &start); err != nil {
+		return err
+	}
+	started := time.Now()
+	deadline := started.Add(c.o.Settle)
+	for {
+		var st api.DrainState
+		if err := request(nc, api.DrainStatus, api.DrainIDRequest{DrainID: start.DrainID}, &st); err != nil {
+			return err
+		}
+		switch st.Status {
+		case api.DrainCompleted:
+			c.report.Drained, c.report.DrainCommitted, c.report.DrainTime = st.Selected, st.Committed, time.Since(started)
+			return nil
+		case api.DrainFailed, api.DrainCancelled:
+			return fmt.Errorf("chaos: drain %s %s", start.DrainID, st.Status)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("chaos: drain %s still %s after %s", start.DrainID, st.Status, c.o.Settle)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // request calls a service endpoint and decodes its answer.

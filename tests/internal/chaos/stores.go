@@ -132,6 +132,13 @@ func (d *downstream) failFirst(key string, n int) {
 	d.first[key] = n
 }
 
+// heal ends the outage: every key is accepted from now on.
+func (d *downstream) heal() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.always, d.first = map[string]bool{}, map[string]int{}
+}
+
 func (d *downstream) transientKeys() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
