@@ -9,7 +9,9 @@
 //     duplicate; anything else past a grace period is unaccounted);
 //   - audit.get, audit.list, audit.groups: one chain, filtered pages of
 //     quarantined events, and the triage groups an operator opens first;
-//   - audit.checkpoint: append a checkpoint (also done periodically).
+//   - audit.checkpoint: append a checkpoint (also done periodically, once
+//     caught up at start-up and at shutdown, when there are records no
+//     checkpoint covers).
 //
 // The auditor creates no consumer (a credential that may create one can
 // aim its deliver_subject anywhere): it reads every stream with batched
@@ -76,6 +78,7 @@ type Service struct {
 	cpMu          sync.Mutex    // serializes checkpoint writes
 	signer        nkeys.KeyPair // nil: checkpoints are unsigned
 	exportPending bool          // the last checkpoint written is not exported yet (cpMu)
+	coverage      coverage      // what the newest checkpoint covers, for its age gauge
 
 	verifyBatch int    // records linked together by verify (tests make it small)
 	seenBits    uint32 // size of verify's filter of dlq ids seen
@@ -113,9 +116,10 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 		return nil, fmt.Errorf("auditor: %w", err)
 	}
 	log = log.With("service", "auditor")
-	m := newMetrics(cfg.Registerer)
-	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log, metrics: m, now: time.Now, verifyBatch: defaultVerifyBatch,
+	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log, now: time.Now, verifyBatch: defaultVerifyBatch,
 		seenBits: seenFilterBits, signer: signer}
+	m := newMetrics(cfg.Registerer, s.checkpointAge)
+	s.metrics = m
 	s.index = newIndex(log, m, cfg.AnchorBlocks)
 	s.chains = chain.NewReader(js)
 	if cfg.Registerer != nil {
@@ -143,7 +147,15 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.keys, err = s.js.KeyValue(setup, subjects.IdempotencyBucket); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.IdempotencyBucket, err)
 	}
-	follow, err := s.index.follow(ctx, s.js, subjects.QuarantineStream)
+	s.coverage.start(s.now())
+	if last, _, err := s.lastCheckpoint(setup); err != nil {
+		s.log.Warn("reading the newest checkpoint failed", "err", err)
+	} else if last != nil {
+		s.coverage.saw(last.cp)
+	}
+	// The live view outlives ctx until Run returns: the shutdown
+	// checkpoint covers what it applied.
+	follow, err := s.index.follow(context.WithoutCancel(ctx), s.js, subjects.QuarantineStream)
 	if err != nil {
 		return fmt.Errorf("auditor: follow %s: %w", subjects.QuarantineStream, err)
 	}
@@ -183,10 +195,18 @@ func (s *Service) Run(ctx context.Context) error {
 	s.log.Info("auditor started", "grace", s.cfg.Grace.String(), "checkpoint_interval", s.cfg.CheckpointInterval.String())
 
 	var wg sync.WaitGroup
+	if s.cfg.CheckpointInterval > 0 {
+		// An auditor restarted more often than the interval still leaves
+		// checkpoints: one once it has caught up with QUARANTINE (when
+		// records arrived that no checkpoint covers), one when it stops.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.startupCheckpoint(ctx)
+		}()
+	}
 	s.every(ctx, &wg, s.cfg.CheckpointInterval, func(ctx context.Context) {
-		if _, err := s.Checkpoint(ctx); err != nil {
-			s.log.Error("checkpoint failed", "err", err)
-		}
+		s.autoCheckpoint(ctx, "periodic", true)
 	})
 	s.every(ctx, &wg, s.cfg.ReconcileInterval, func(ctx context.Context) {
 		// Bounded like a request, so one stuck read never stops the next.
@@ -201,8 +221,30 @@ func (s *Service) Run(ctx context.Context) error {
 	wg.Wait()
 	_ = svc.Stop()
 	srv.Wait()
+	if s.cfg.CheckpointInterval > 0 {
+		stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownCheckpointTimeout)
+		s.autoCheckpoint(stop, "shutdown", false)
+		cancel()
+	}
 	s.log.Info("auditor stopped")
 	return nil
+}
+
+// startupCheckpoint waits (until ctx is done) for the live view to apply
+// every record QUARANTINE held when the auditor started, then writes a
+// checkpoint unless the newest one already covers them.
+func (s *Service) startupCheckpoint(ctx context.Context) {
+	info, err := s.quarantine.Info(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("checkpoint failed", "when", "start", "err", err)
+		}
+		return
+	}
+	if err := s.index.waitFor(ctx, info.State.LastSeq); err != nil {
+		return // stopped before catching up: the shutdown checkpoint covers what was applied
+	}
+	s.autoCheckpoint(ctx, "start", false)
 }
 
 // every runs fn each interval until ctx is done (never when interval is 0).

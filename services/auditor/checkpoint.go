@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -38,28 +39,118 @@ func (s *Service) lastCheckpoint(ctx context.Context) (*storedCheckpoint, bool, 
 	return sc, true, nil
 }
 
+// shutdownCheckpointTimeout bounds the checkpoint written when the
+// auditor stops (before its connection drains).
+const shutdownCheckpointTimeout = 10 * time.Second
+
+// coverage is what the newest checkpoint known covers, and since when
+// QUARANTINE may hold records it does not: the state of
+// deadletter_audit_checkpoint_age_seconds.
+type coverage struct {
+	mu      sync.Mutex
+	known   bool      // a checkpoint was read or written
+	lastSeq uint64    // the last QUARANTINE sequence it covers
+	since   time.Time // its time, or when it was last seen covering every record applied
+}
+
+// saw records cp, read from or written to AUDIT.
+func (c *coverage) saw(cp api.Checkpoint) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.known && cp.LastSeq < c.lastSeq {
+		return // older than one already seen
+	}
+	c.known, c.lastSeq = true, cp.LastSeq
+	if cp.At.After(c.since) {
+		c.since = cp.At
+	}
+}
+
+// start sets the time from which records no checkpoint covers count
+// when no checkpoint is known.
+func (c *coverage) start(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.since.IsZero() {
+		c.since = now
+	}
+}
+
+// age returns how long records up to applied have been uncovered at now
+// (0 when the newest checkpoint covers them, or there are none).
+func (c *coverage) age(now time.Time, applied uint64) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if applied == 0 || (c.known && applied <= c.lastSeq) {
+		c.since = now
+		return 0
+	}
+	return max(0, now.Sub(c.since))
+}
+
+// checkpointAge is the value of deadletter_audit_checkpoint_age_seconds.
+func (s *Service) checkpointAge() float64 {
+	return s.coverage.age(s.now(), s.index.applied()).Seconds()
+}
+
+// checkpointMode says what a checkpoint covers and when one is written.
+type checkpointMode struct {
+	// catchUp: cover every record of QUARANTINE stored now (waiting, at
+	// most 30 s, for the live view to apply them); otherwise cover the
+	// records the live view has applied.
+	catchUp bool
+	// auto: a checkpoint the auditor writes by itself (start-up, periodic,
+	// shutdown), never one over an empty store.
+	auto bool
+}
+
 // Checkpoint appends a checkpoint covering every record of QUARANTINE
 // stored now, unless the last checkpoint already covers them. Writes are
 // conditional on AUDIT's last checkpoint, so two auditors never fork the
 // checkpoint chain.
 func (s *Service) Checkpoint(ctx context.Context) (api.CheckpointReply, error) {
+	return s.checkpoint(ctx, checkpointMode{catchUp: true})
+}
+
+// autoCheckpoint writes a checkpoint the auditor decided on (why: start,
+// periodic, shutdown) and logs a failure.
+func (s *Service) autoCheckpoint(ctx context.Context, why string, catchUp bool) {
+	rep, err := s.checkpoint(ctx, checkpointMode{catchUp: catchUp, auto: true})
+	if err != nil {
+		s.log.Error("checkpoint failed", "when", why, "err", err)
+		return
+	}
+	if !rep.Unchanged && rep.Seq != 0 {
+		s.log.Info("checkpoint written", "when", why, "audit_seq", rep.Seq, "last_seq", rep.Checkpoint.LastSeq)
+	}
+}
+
+func (s *Service) checkpoint(ctx context.Context, mode checkpointMode) (api.CheckpointReply, error) {
 	s.cpMu.Lock()
 	defer s.cpMu.Unlock()
-	info, err := s.quarantine.Info(ctx)
-	if err != nil {
-		return api.CheckpointReply{}, fmt.Errorf("auditor: %w", err)
-	}
-	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := s.index.waitFor(wait, info.State.LastSeq); err != nil {
-		return api.CheckpointReply{}, fmt.Errorf("auditor: the live view did not reach sequence %d: %w", info.State.LastSeq, err)
+	if mode.catchUp {
+		info, err := s.quarantine.Info(ctx)
+		if err != nil {
+			return api.CheckpointReply{}, fmt.Errorf("auditor: %w", err)
+		}
+		wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := s.index.waitFor(wait, info.State.LastSeq); err != nil {
+			return api.CheckpointReply{}, fmt.Errorf("auditor: the live view did not reach sequence %d: %w", info.State.LastSeq, err)
+		}
 	}
 	for attempt := 0; ; attempt++ {
 		last, _, err := s.lastCheckpoint(ctx)
 		if err != nil {
 			return api.CheckpointReply{}, err
 		}
+		if last != nil {
+			s.coverage.saw(last.cp)
+		}
 		st := s.index.snapshot()
+		if last == nil && mode.auto && st.count == 0 {
+			return api.CheckpointReply{Unchanged: true}, nil // nothing to cover
+		}
 		if last != nil && last.cp.LastSeq >= st.lastSeq {
 			rep := api.CheckpointReply{Seq: last.seq, Checkpoint: last.cp, Unchanged: true}
 			if s.exportPending && last.cp.LastSeq == st.lastSeq && last.cp.MerkleRoot == st.root.String() {
@@ -100,6 +191,7 @@ func (s *Service) Checkpoint(ctx context.Context) (api.CheckpointReply, error) {
 			return api.CheckpointReply{}, fmt.Errorf("auditor: write checkpoint: %w", err)
 		}
 		s.metrics.checkpoints.Inc()
+		s.coverage.saw(cp)
 		s.log.Info("AUDIT_CHECKPOINT", "audit_seq", ack.Sequence, "last_seq", cp.LastSeq, "count", cp.Count,
 			"digest", cp.Digest, "prev", cp.Prev, "merkle_root", cp.MerkleRoot, "signed", cp.Signature != "")
 		rep := api.CheckpointReply{Seq: ack.Sequence, Checkpoint: cp}

@@ -25,8 +25,11 @@ type Config struct {
 	// unaccounted. Default 5 min.
 	Grace time.Duration
 	// CheckpointInterval is how often a checkpoint is appended to AUDIT
-	// when QUARANTINE has grown since the last one; 0 disables periodic
-	// checkpoints (audit.checkpoint still writes one). Default 5 min.
+	// when QUARANTINE has grown since the last one; one is also appended
+	// at start-up, once the auditor has caught up with QUARANTINE, and at
+	// shutdown, each only when there are records no checkpoint covers.
+	// 0 disables these automatic checkpoints (audit.checkpoint still
+	// writes one). Default 5 min.
 	CheckpointInterval time.Duration
 	// ReconcileInterval is how often the auditor reconciles the last
 	// ReconcileWindow of EVENTS to update deadletter_audit_unaccounted_events;

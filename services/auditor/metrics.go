@@ -18,9 +18,13 @@ type metrics struct {
 	unaccounted   prometheus.Gauge
 	checkpoints   prometheus.Counter
 	lastReconcile prometheus.Gauge
+	checkpointAge prometheus.GaugeFunc // computed at scrape time (coverage)
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics builds the auditor's collectors and registers them with reg
+// (none when nil); checkpointAge computes the checkpoint age gauge at
+// scrape time.
+func newMetrics(reg prometheus.Registerer, checkpointAge func() float64) *metrics {
 	m := &metrics{
 		stored: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "deadletter_quarantine_stored_records_total",
@@ -46,9 +50,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "deadletter_audit_last_reconcile_timestamp_seconds",
 			Help: "Unix time of the last reconciliation of every domain.",
 		}),
+		checkpointAge: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "deadletter_audit_checkpoint_age_seconds",
+			Help: "How long QUARANTINE has held records that no checkpoint in AUDIT covers: seconds since the newest checkpoint was written, or since it was last seen covering every record (since the auditor started when there is none); 0 while the newest checkpoint covers every record.",
+		}, checkpointAge),
 	}
 	if reg != nil {
-		reg.MustRegister(m.stored, m.verifyFailed, m.verifyRuns, m.unaccounted, m.checkpoints, m.lastReconcile)
+		reg.MustRegister(m.stored, m.verifyFailed, m.verifyRuns, m.unaccounted, m.checkpoints, m.lastReconcile, m.checkpointAge)
 	}
 	return m
 }

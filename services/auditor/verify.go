@@ -129,6 +129,13 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 	}
 	v.cps = cps
 	rep.Checkpoints = len(cps)
+	if len(cps) > 0 {
+		newest := cps[len(cps)-1].cp
+		at := newest.At
+		rep.NewestCheckpointAt, rep.NewestCheckpointLastSeq = &at, newest.LastSeq
+		rep.NewestCheckpointAgeSeconds = max(0, s.now().Sub(at).Seconds())
+		s.coverage.saw(newest)
+	}
 	for _, p := range cpProblems {
 		v.problem(p)
 	}

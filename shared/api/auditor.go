@@ -114,6 +114,13 @@ type VerifyReply struct {
 	LastSeq uint64 `json:"last_seq"`
 	// Checkpoints is the number of checkpoints checked.
 	Checkpoints int `json:"checkpoints"`
+	// NewestCheckpointAt is when the newest checkpoint of AUDIT was written
+	// (nil when there is none), NewestCheckpointAgeSeconds how long before
+	// the verification that was, and NewestCheckpointLastSeq the last
+	// QUARANTINE sequence it covers.
+	NewestCheckpointAt         *time.Time `json:"newest_checkpoint_at,omitempty"`
+	NewestCheckpointAgeSeconds float64    `json:"newest_checkpoint_age_seconds,omitempty"`
+	NewestCheckpointLastSeq    uint64     `json:"newest_checkpoint_last_seq,omitempty"`
 	// ProblemCount counts every problem; Problems lists the first
 	// MaxProblems of them, in stream order.
 	ProblemCount int             `json:"problem_count"`

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -63,6 +64,7 @@ named, and a store deleted wholesale is reported.`,
 				t.row("CHAINS", strconv.Itoa(rep.Chains))
 				t.row("LAST SEQ", strconv.FormatUint(rep.LastSeq, 10))
 				t.row("CHECKPOINTS", strconv.Itoa(rep.Checkpoints))
+				t.row("NEWEST CHECKPOINT", newestCheckpoint(rep))
 				if an := rep.Anchor; an != nil {
 					verdict := "MATCHED"
 					if !an.Matched {
@@ -249,4 +251,15 @@ func (a *app) checkpointCommand() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// newestCheckpoint describes verify's newest checkpoint: when it was
+// written, how long before the verification, and what it covers.
+func newestCheckpoint(rep api.VerifyReply) string {
+	if rep.NewestCheckpointAt == nil {
+		return "none"
+	}
+	age := time.Duration(rep.NewestCheckpointAgeSeconds * float64(time.Second))
+	return fmt.Sprintf("%s (%s ago), covers up to seq %d", fmtTime(*rep.NewestCheckpointAt),
+		strings.TrimSpace(fmtAge(age)), rep.NewestCheckpointLastSeq)
 }

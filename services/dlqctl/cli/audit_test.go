@@ -4,6 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/deadletter/deadletter/shared/api"
 )
 
 // TestLastLine: verify --anchor sends the last non-empty line of the
@@ -32,5 +35,28 @@ func TestLastLine(t *testing.T) {
 	}
 	if _, err := lastLine(filepath.Join(dir, "missing")); err == nil {
 		t.Fatal("a missing file gave no error")
+	}
+}
+
+// TestNewestCheckpoint: verify shows when the newest checkpoint was
+// written, its age and what it covers.
+func TestNewestCheckpoint(t *testing.T) {
+	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		rep  api.VerifyReply
+		want string
+	}{
+		{name: "none", rep: api.VerifyReply{}, want: "none"},
+		{name: "seconds old", rep: api.VerifyReply{Checkpoints: 1, NewestCheckpointAt: &at, NewestCheckpointAgeSeconds: 4.2,
+			NewestCheckpointLastSeq: 17}, want: "2025-03-01T12:00:00Z (4s ago), covers up to seq 17"},
+		{name: "hours old", rep: api.VerifyReply{Checkpoints: 3, NewestCheckpointAt: &at, NewestCheckpointAgeSeconds: 3 * 3600,
+			NewestCheckpointLastSeq: 5}, want: "2025-03-01T12:00:00Z (3h ago), covers up to seq 5"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := newestCheckpoint(tc.rep); got != tc.want {
+				t.Errorf("newestCheckpoint = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
