@@ -2,7 +2,9 @@ package redriver
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,7 +86,10 @@ func TestShutdownUnderRequests(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- s.Run(ctx) }()
 		waitRedriver(t, nc)
-		var wg sync.WaitGroup
+		var (
+			wg       sync.WaitGroup
+			answered atomic.Int64
+		)
 		stop := make(chan struct{})
 		for w := range 8 {
 			wg.Add(1)
@@ -105,10 +110,18 @@ func TestShutdownUnderRequests(t *testing.T) {
 					rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
 					_, _ = endpoint.CallRaw(rctx, nc, b.subject, []byte(b.body))
 					rcancel()
+					answered.Add(1)
 				}
 			}()
 		}
-		time.Sleep(time.Duration(20+round*30) * time.Millisecond) // let requests pile up in flight
+		// Requests are flowing (and more are in flight) when Run stops.
+		want := int64(20 + round*30)
+		natstest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+			if n := answered.Load(); n < want {
+				return fmt.Errorf("%d requests answered, waiting for %d", n, want)
+			}
+			return nil
+		})
 		cancel()
 		select {
 		case err := <-done:
