@@ -9,9 +9,11 @@ import (
 	"github.com/deadletter/deadletter/tests/internal/tools"
 )
 
-// TestReducedChaos is the chaos run of every make test: about 5,000 events,
-// every service killed once, the server stopped with SIGTERM and with
-// SIGKILL, then the independent accounting and the auditor's must agree.
+// TestReducedChaos is the chaos run of every make test, on one server and
+// on a 3-node cluster from the deployment kit's generated files: every
+// service killed once; the server stopped with SIGTERM and with SIGKILL, or
+// the node leading EVENTS killed and brought back; then the independent
+// accounting and the auditor's must agree.
 func TestReducedChaos(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -19,8 +21,23 @@ func TestReducedChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := chaos.DefaultOptions()
-	o.Events, o.Kills, o.Dir, o.Bins, o.Logf = 5000, 1, t.TempDir(), bins, t.Logf
+	for _, tc := range []struct {
+		name          string
+		nodes, events int
+		stops         int
+	}{
+		{"server", 1, 5000, 2},
+		{"cluster", 3, 3000, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := chaos.DefaultOptions()
+			o.Nodes, o.Events, o.Kills, o.Dir, o.Bins, o.Logf = tc.nodes, tc.events, 1, t.TempDir(), bins, t.Logf
+			check(t, ctx, o, tc.stops)
+		})
+	}
+}
+
+func check(t *testing.T, ctx context.Context, o chaos.Options, stops int) {
 	rep, err := chaos.Run(ctx, o)
 	if rep != nil {
 		t.Logf("figures:\n%s", rep.Table())
@@ -36,8 +53,8 @@ func TestReducedChaos(t *testing.T) {
 			t.Errorf("%s was never killed", name)
 		}
 	}
-	if len(rep.ServerStops) != 2 {
-		t.Errorf("server stops %v, want SIGTERM and SIGKILL", rep.ServerStops)
+	if len(rep.ServerStops) != stops {
+		t.Errorf("server stops %v, want %d", rep.ServerStops, stops)
 	}
 	if rep.Malformed == 0 || rep.Republished == 0 || rep.Exhausting == 0 || rep.Transient == 0 {
 		t.Errorf("the workload lacks a kind of event: %+v", rep)

@@ -1,9 +1,7 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/tests/internal/benchenv"
 )
 
@@ -144,32 +141,6 @@ func (p *proc) tail(n int64) string {
 	}
 	b, _ := io.ReadAll(f)
 	return string(b)
-}
-
-// serverConfig is the configuration file of one nats-server: the trust
-// boundary of package access (accounts, users, permissions), JetStream with
-// every write fsynced, on a loopback port.
-func serverConfig(sec *access.Secrets, name string, port int, storeDir string) ([]byte, error) {
-	text, err := access.ServerConfig(sec)
-	if err != nil {
-		return nil, err
-	}
-	conf := map[string]any{}
-	if err := json.Unmarshal([]byte(text), &conf); err != nil {
-		return nil, fmt.Errorf("chaos: the generated configuration is not JSON: %w", err)
-	}
-	conf["server_name"] = name
-	conf["listen"] = fmt.Sprintf("127.0.0.1:%d", port)
-	conf["max_payload"] = 8 << 20
-	conf["jetstream"] = map[string]any{"store_dir": storeDir, "sync_interval": "always"}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false) // the parser knows no \u escapes ("->" in mappings)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(conf); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
 }
 
 // freePort returns a loopback port nobody listens on now.
