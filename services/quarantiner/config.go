@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/deadletter/deadletter/shared/config"
+	"github.com/deadletter/deadletter/shared/failpoint"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -55,6 +56,10 @@ type Config struct {
 	// itself is provisioned by the administrator). Default true; false
 	// under the trust boundary (package access).
 	Provision bool
+	// Failpoint, when armed (DEADLETTER_FAILPOINT), kills the process at
+	// its point: the chaos suite's targeted windows only (package
+	// failpoint). Nil in production.
+	Failpoint *failpoint.Armed
 	// CreateConsumer creates or updates the two durable consumers
 	// (FailuresConsumerConfig, AdvisoriesConsumerConfig) at start-up
 	// instead of binding to them. Default true, for development and tests;
@@ -101,6 +106,7 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Int("DEADLETTER_REPLICAS", &c.Streams.Replicas)
 	env.Bool("DEADLETTER_PROVISION", &c.Provision)
 	env.Bool("DEADLETTER_CREATE_CONSUMER", &c.CreateConsumer)
+	env.Failpoint(&c.Failpoint)
 }
 
 func (c Config) validate() error {

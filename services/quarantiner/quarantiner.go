@@ -33,6 +33,7 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/endpoint"
+	"github.com/deadletter/deadletter/shared/failpoint"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -267,6 +268,9 @@ func (s *Service) handle(m jetstream.Msg) {
 		s.log.Error("record not written; will retry", "stream", f.Stream, "seq", f.Seq, "code", f.Code, "err", err)
 		_ = m.NakWithDelay(s.cfg.RetryDelay)
 		return
+	}
+	if out.written != nil {
+		s.cfg.Failpoint.Hit(failpoint.QuarantinerAfterWrite, out.written.DLQID)
 	}
 	if err := m.DoubleAck(ctx); err != nil {
 		// The record is stored; a redelivery is recognised as a duplicate.

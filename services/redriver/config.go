@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/deadletter/deadletter/shared/config"
+	"github.com/deadletter/deadletter/shared/failpoint"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/streams"
 )
@@ -68,6 +69,10 @@ type Config struct {
 	// Provision creates or checks the core streams at start-up. Default
 	// true.
 	Provision bool
+	// Failpoint, when armed (DEADLETTER_FAILPOINT), kills the process at
+	// its point: the chaos suite's targeted windows only (package
+	// failpoint). Nil in production.
+	Failpoint *failpoint.Armed
 	// Registerer receives the redriver's metrics. Nil: not exported.
 	Registerer prometheus.Registerer
 	// AllowAnonymous serves requests that carry no caller the server
@@ -111,7 +116,7 @@ func DefaultConfig() Config {
 // DEADLETTER_REDRIVE_RATE, DEADLETTER_REDRIVE_CONCURRENCY,
 // DEADLETTER_REDRIVE_OUTCOME_TIMEOUT, DEADLETTER_DRAIN_LEASE,
 // DEADLETTER_MAX_PAYLOAD, DEADLETTER_REPLICAS, DEADLETTER_ALLOW_ANONYMOUS,
-// DEADLETTER_REPLAY_SECRET_FILE, DEADLETTER_PROVISION.
+// DEADLETTER_REPLAY_SECRET_FILE, DEADLETTER_PROVISION, DEADLETTER_FAILPOINT.
 func (c *Config) LoadEnv(env *config.Env) {
 	env.String("DEADLETTER_INSTANCE_ID", &c.InstanceID)
 	env.Int("DEADLETTER_REDRIVE_RATE", &c.DefaultRatePerSecond)
@@ -123,6 +128,7 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Bool("DEADLETTER_ALLOW_ANONYMOUS", &c.AllowAnonymous)
 	env.String("DEADLETTER_REPLAY_SECRET_FILE", &c.ReplaySecretFile)
 	env.Bool("DEADLETTER_PROVISION", &c.Provision)
+	env.Failpoint(&c.Failpoint)
 }
 
 func (c Config) validate() error {

@@ -17,6 +17,7 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/failpoint"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/ledger"
 	"github.com/deadletter/deadletter/shared/record"
@@ -197,6 +198,7 @@ func (s *Service) replay(ctx context.Context, domain, id string, o replayOpts) r
 		}
 		res.next++
 		res.redriveCount = n
+		s.cfg.Failpoint.Hit(failpoint.RedriverAfterClaim, id)
 		return s.publishAndObserve(ctx, ch.Domain, id, st, p, n, res, o)
 	}
 	return failed(api.ErrConflict, errConflict)
@@ -334,6 +336,7 @@ func (s *Service) publishAndObserve(ctx context.Context, domain, id string, st r
 	}
 	// The acknowledgement is REPLAYS': its sequence is not an EVENTS one.
 	res.published, res.replaySeq = true, ack.Sequence
+	s.cfg.Failpoint.Hit(failpoint.RedriverAfterReplay, id)
 	if o.onPublish != nil {
 		o.onPublish()
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/failpoint"
 	"github.com/deadletter/deadletter/shared/ledger"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
@@ -65,6 +66,8 @@ type committer struct {
 	now    func() time.Time
 	hooks  *testHooks
 	ledger func(domain, key string) string
+	// failpoint is Config.Failpoint.
+	failpoint *failpoint.Armed
 }
 
 // testHooks lets tests stop a validator at precise points.
@@ -97,6 +100,7 @@ func (c *committer) commit(ctx context.Context, env envelope.Envelope, data []by
 			}
 			return 0, err
 		}
+		c.failpoint.Hit(failpoint.ValidatorAfterDownstream, env.IdempotencyKey)
 	}
 	ledgerSeq, _, err = c.writeLedger(ctx, env, data, sourceSeq, dlqID)
 	if err != nil {

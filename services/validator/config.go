@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/deadletter/deadletter/shared/failpoint"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -61,6 +62,10 @@ type Config struct {
 	// true; false under the trust boundary (package access), where the
 	// administrator provisions them.
 	Provision bool
+	// Failpoint, when armed (DEADLETTER_FAILPOINT), kills the process at
+	// its point: the chaos suite's targeted windows only (package
+	// failpoint). Nil in production.
+	Failpoint *failpoint.Armed
 	// CreateConsumer creates or updates the durable consumer
 	// (ConsumerConfig) at start-up instead of binding to it. Default true,
 	// for development and tests; false under the trust boundary, where no

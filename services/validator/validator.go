@@ -96,7 +96,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log.With("service", "validator", "instance", cfg.InstanceID),
 		metrics: newMetrics(cfg.Registerer), tr: telemetry.NewTracer(cfg.TracerProvider, cfg.Propagator)}
-	s.commit = &committer{js: js, owner: cfg.InstanceID, lease: cfg.ClaimLease, now: time.Now, ledger: subjects.Ledger}
+	s.commit = &committer{js: js, owner: cfg.InstanceID, lease: cfg.ClaimLease, now: time.Now, ledger: subjects.Ledger, failpoint: cfg.Failpoint}
 	if cfg.DownstreamURL != "" {
 		s.commit.down = &downstream{url: cfg.DownstreamURL, client: &http.Client{Timeout: cfg.DownstreamTimeout}, tr: s.tr}
 	}

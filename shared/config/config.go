@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/deadletter/deadletter/shared/failpoint"
 )
 
 // Env reads typed variables from an environment lookup, collecting errors.
@@ -70,6 +72,19 @@ func (e *Env) Duration(name string, dst *time.Duration) {
 			return
 		}
 		*dst = d
+	}
+}
+
+// Failpoint sets *dst from failpoint.Env (DEADLETTER_FAILPOINT) when set:
+// the chaos suite's targeted windows (package failpoint).
+func (e *Env) Failpoint(dst **failpoint.Armed) {
+	if v, ok := e.lookup(failpoint.Env); ok {
+		a, err := failpoint.Parse(v)
+		if err != nil {
+			e.errs = append(e.errs, fmt.Errorf("%s: %w", failpoint.Env, err))
+			return
+		}
+		*dst = a
 	}
 }
 

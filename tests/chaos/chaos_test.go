@@ -2,9 +2,11 @@ package chaos_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/deadletter/deadletter/shared/failpoint"
 	"github.com/deadletter/deadletter/tests/internal/chaos"
 	"github.com/deadletter/deadletter/tests/internal/tools"
 )
@@ -58,5 +60,42 @@ func check(t *testing.T, ctx context.Context, o chaos.Options, stops int) {
 	}
 	if rep.Malformed == 0 || rep.Republished == 0 || rep.Exhausting == 0 || rep.Transient == 0 {
 		t.Errorf("the workload lacks a kind of event: %+v", rep)
+	}
+}
+
+// TestTargetedWindows kills a service exactly where a crash is hardest to
+// recover from (package failpoint): after the downstream accepted an event
+// and before its LEDGER write; after a record is stored and before its
+// intake is acknowledged; between a redrive's claim and its replay, and
+// between the replay and its outcome (the redriver's points fire during
+// the final drain). Each ends exactly once: the downstream's accepted keys
+// equal LEDGER's, nothing unaccounted, nothing committed twice.
+func TestTargetedWindows(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	bins, err := chaos.Build(ctx, tools.Root(t), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range failpoint.Points() {
+		t.Run(string(p), func(t *testing.T) {
+			o := chaos.DefaultOptions()
+			o.Events, o.Kills, o.ServerRestarts, o.Exhausting = 300, 0, false, 0.05
+			o.Failpoint, o.Dir, o.Bins, o.Logf = string(p), t.TempDir(), bins, t.Logf
+			rep, err := chaos.Run(ctx, o)
+			if rep != nil {
+				t.Logf("figures:\n%s", rep.Table())
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			svc, _, _ := strings.Cut(string(p), ".")
+			if rep.Restarts[svc] != 1 {
+				t.Errorf("%s restarted %d times after exiting by itself, want 1 (the failpoint's kill)", svc, rep.Restarts[svc])
+			}
+			for _, pr := range rep.Problems() {
+				t.Error(pr)
+			}
+		})
 	}
 }

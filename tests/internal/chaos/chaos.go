@@ -37,6 +37,7 @@ import (
 	"github.com/deadletter/deadletter/shared/access/kit"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/embedded"
+	"github.com/deadletter/deadletter/shared/failpoint"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/sample"
@@ -67,6 +68,10 @@ type Options struct {
 	// Nodes is 1 (one server, R1 streams) or 3 (a cluster from the
 	// deployment kit's generated files, R3 streams).
 	Nodes int
+	// Failpoint arms a point of package failpoint (e.g.
+	// "validator.after-downstream") in the first instance of its service,
+	// for its first start only: a targeted window. Empty: none.
+	Failpoint string
 	// Seed seeds the random choices (kill moments, instances, shares).
 	Seed uint64
 	// Dir holds the store, the secrets and every process's log.
@@ -353,7 +358,6 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		o.Logf("chaos: not settled: %v", err)
 	}
 	c.report.SettleTime = time.Since(settled)
-	stopSuper()
 	// The outage ends; the operator drains every exhausted record through
 	// the same gate. Exhausted events the downstream had already accepted
 	// (a validator that gave up after its call) commit now, once.
@@ -361,6 +365,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := c.drain(ctx); err != nil {
 		return c.report, err
 	}
+	stopSuper()
 	if err := c.account(ctx, events); err != nil {
 		return c.report, err
 	}
@@ -456,7 +461,7 @@ func (c *cluster) setUp(ctx context.Context) error {
 		}
 		for i := range count[name] {
 			p := &proc{
-				name: fmt.Sprintf("%s-%d", name, i+1), bin: o.Bins[name],
+				name: fmt.Sprintf("%s-%d", name, i+1), bin: o.Bins[name], once: c.failpointEnv(name, i),
 				env: append(append([]string{fmt.Sprintf("DEADLETTER_INSTANCE_ID=%s-%d", name, i+1)}, env...), extra[name]...),
 				log: filepath.Join(dirs["logs"], fmt.Sprintf("%s-%d.log", name, i+1)),
 			}
@@ -467,6 +472,15 @@ func (c *cluster) setUp(ctx context.Context) error {
 		}
 	}
 	return c.waitServices(ctx)
+}
+
+// failpointEnv arms o.Failpoint in instance i of service name, when it is
+// that service's point and i is 0.
+func (c *cluster) failpointEnv(name string, i int) []string {
+	if c.o.Failpoint == "" || i != 0 || !strings.HasPrefix(c.o.Failpoint, name+".") {
+		return nil
+	}
+	return []string{failpoint.Env + "=" + c.o.Failpoint}
 }
 
 // replicas is the replication of every stream: 1, or 3 on a cluster.

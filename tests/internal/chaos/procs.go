@@ -54,6 +54,9 @@ type proc struct {
 	bin  string
 	args []string
 	env  []string
+	// once is added to env on the first start only (an armed failpoint:
+	// the supervisor's restart runs without it).
+	once []string
 	log  string
 
 	mu   sync.Mutex
@@ -73,6 +76,9 @@ func (p *proc) start() error {
 	fmt.Fprintf(f, "---- start %d at %s\n", p.runs+1, time.Now().UTC().Format(time.RFC3339Nano))
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Env = append(os.Environ(), p.env...)
+	if p.runs == 0 {
+		cmd.Env = append(cmd.Env, p.once...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	benchenv.DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
