@@ -173,7 +173,7 @@ func Setup(ctx context.Context, cfg Config) (trace.TracerProvider, Shutdown, err
 	if err != nil {
 		return nil, nil, err
 	}
-	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithIDGenerator(IDGenerator())}
 	if cfg.Synchronous {
 		tpOpts = append(tpOpts, sdktrace.WithSyncer(exp))
 	} else {
