@@ -5,7 +5,9 @@
 // committed or failed, quarantined, redriven) is one trace in Jaeger, with
 // the OpenTelemetry messaging semantic conventions and deadletter.*
 // attributes (Tracer.StartPublish, Tracer.StartConsume, Tracer.StartRedrive,
-// Fail).
+// Tracer.StartLifecycle, Fail). An event published without trace context
+// gets a trace id derived from its stream position (EventTraceID), so its
+// story is one trace all the same.
 //
 // No span attribute or event ever carries a payload value: only subjects,
 // stream positions, codes, classes, ids and hashes.
