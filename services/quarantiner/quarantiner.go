@@ -300,12 +300,17 @@ func (s *Service) logRecord(ctx context.Context, r *record.Record, seq uint64) {
 // (zero when it could not be read), backdated to began. On the advisory path
 // it continues the original event's trace, from the headers of the original
 // fetched by sequence; a failure report continues the context in its own
-// headers (the validator's), else the original's it carries.
+// headers (the validator's), else the original's it carries. An event
+// that never had trace context is a root of its derived trace
+// (telemetry.EventTraceID), the one its deliveries' spans share.
 func (s *Service) startSpan(ctx context.Context, m jetstream.Msg, f record.Failure, advisory bool, began time.Time) (context.Context, trace.Span) {
 	opts := []telemetry.Option{telemetry.Operation("quarantine"), telemetry.StartTime(began)}
 	if advisory || !s.tr.SpanContext(m.Headers()).IsValid() {
 		if sc := s.tr.SpanContext(f.Headers); sc.IsValid() {
 			opts = append(opts, telemetry.Parent(sc))
+		} else if f.Stream != "" {
+			// An untraced event: its deliveries' derived trace.
+			opts = append(opts, telemetry.EventRoot(f.Stream, f.Seq, f.Published))
 		}
 	}
 	ctx, span := s.tr.StartConsume(ctx, m, opts...)

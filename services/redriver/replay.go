@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
 	"github.com/deadletter/deadletter/shared/api"
@@ -186,20 +187,26 @@ func (s *Service) replay(ctx context.Context, domain, id string, o replayOpts) r
 		}
 		n := st.RedriveCount + 1
 		exp := res.next
-		_, err = s.chains.append(ctx, api.AppendRequest{
+		// The request record names the replay's trace.
+		rctx, span, m := s.startReplay(ctx, ch.Domain, id, st, p, n)
+		_, err = s.chains.append(rctx, api.AppendRequest{
 			DLQID: id, Domain: domain, Kind: record.KindRedriveRequested, ExpectedIndex: &exp,
 			RedriveCount: n, DrainID: o.drainID, Actor: o.actor, Reason: o.reason,
 		})
 		if codeOf(err) == api.ErrConflict || codeOf(err) == api.ErrInvalidTransition {
+			span.SetAttributes(telemetry.OutcomeKey.String("conflict"))
+			span.End()
 			continue // another redriver got there first: decide again
 		}
 		if err != nil {
+			telemetry.Error(span, codeOf(err))
+			span.End()
 			return failed(codeOf(err), err)
 		}
 		res.next++
 		res.redriveCount = n
 		s.cfg.Failpoint.Hit(failpoint.RedriverAfterClaim, id)
-		return s.publishAndObserve(ctx, ch.Domain, id, st, p, n, res, o)
+		return s.publishAndObserve(rctx, span, m, ch.Domain, id, p, n, res, o)
 	}
 	return failed(api.ErrConflict, errConflict)
 }
@@ -242,7 +249,8 @@ func (s *Service) resume(ctx context.Context, ch chain.Chain, o replayOpts) resu
 	if err := o.wait4token(ctx); err != nil {
 		return failed(api.ErrUnavailable, err)
 	}
-	return s.publishAndObserve(ctx, ch.Domain, ch.DLQID, st, p, n, res, o)
+	ctx, span, m := s.startReplay(ctx, ch.Domain, ch.DLQID, st, p, n)
+	return s.publishAndObserve(ctx, span, m, ch.Domain, ch.DLQID, p, n, res, o)
 }
 
 // wait4token waits for the limiter's token, if any.
@@ -304,18 +312,31 @@ func (s *Service) prepare(st record.State) (prepared, error) {
 	return p, nil
 }
 
-// publishAndObserve publishes replay n and waits for its outcome.
-func (s *Service) publishAndObserve(ctx context.Context, domain, id string, st record.State, p prepared, n int, res result, o replayOpts) result {
+// startReplay builds the message of replay n and starts its span: a new
+// trace, linked to the original event's and carrying its trace id; the
+// redrive_requested record, the validator's processing of the replay and
+// the outcome record join it.
+func (s *Service) startReplay(ctx context.Context, domain, id string, st record.State, p prepared, n int) (context.Context, trace.Span, *nats.Msg) {
 	m := nats.NewMsg(p.subject)
 	m.Data = p.data
 	m.Header.Set(envelope.DLQID, id)
 	m.Header.Set(envelope.RedriveCount, strconv.Itoa(n))
-	// A replay is a new trace, linked to the original event's and carrying
-	// its trace id; the validator's processing of the replay and the
-	// outcome record join it.
-	ctx, span := s.tr.StartRedrive(ctx, m, telemetry.Redrive{
-		DLQID: id, Domain: domain, Count: n, OriginalTraceID: st.TraceID, OriginalSpanID: st.SpanID,
-	})
+	r := origin(chain.Chain{Domain: domain, DLQID: id, State: st})
+	r.Count = n
+	ctx, span := s.tr.StartRedrive(ctx, m, r)
+	return ctx, span, m
+}
+
+// origin is what the span of a step on chain ch links to: the chain and
+// the trace its first record names (its redrive count as it stands).
+func origin(ch chain.Chain) telemetry.Redrive {
+	return telemetry.Redrive{DLQID: ch.DLQID, Domain: ch.Domain, Count: ch.State.RedriveCount,
+		OriginalTraceID: ch.State.TraceID, OriginalSpanID: ch.State.SpanID}
+}
+
+// publishAndObserve publishes replay n (m, started by startReplay with its
+// span, which it ends) and waits for its outcome.
+func (s *Service) publishAndObserve(ctx context.Context, span trace.Span, m *nats.Msg, domain, id string, p prepared, n int, res result, o replayOpts) result {
 	defer span.End()
 	// Watch before publishing, so that a fast commit still wakes us.
 	wake := make(chan *nats.Msg, 8)

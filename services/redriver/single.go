@@ -12,6 +12,7 @@ import (
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/ledger"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/telemetry"
 )
 
 // readFor reads the chain of a request's dlq id; its errors are
@@ -68,10 +69,16 @@ func (s *Service) redrive(ctx context.Context, req api.RedriveRequest) (api.Redr
 			return api.RedriveReply{}, api.Errorf(api.ErrNotRedrivable, "the event is resolved")
 		}
 		exp := len(ch.Records)
-		ar, err := s.chains.append(ctx, api.AppendRequest{
+		// The corrected record names a trace linked to the original's.
+		cctx, span := s.tr.StartLifecycle(ctx, "correct", origin(ch))
+		ar, err := s.chains.append(cctx, api.AppendRequest{
 			DLQID: req.DLQID, Domain: ch.Domain, Kind: record.KindCorrected, ExpectedIndex: &exp,
 			Payload: req.Payload, Actor: req.Actor, Reason: req.Reason,
 		})
+		if err != nil {
+			telemetry.Error(span, codeOf(err))
+		}
+		span.End()
 		if err != nil {
 			return api.RedriveReply{}, api.Wrap(codeOf(err), err, err.Error())
 		}
@@ -160,10 +167,16 @@ func (s *Service) handleRelease(ctx context.Context, m endpoint.Meta, req api.Re
 		class = prePoisonClass(ch.Records)
 	}
 	exp := len(ch.Records)
-	rep, err := s.chains.append(ctx, api.AppendRequest{
+	// The released record names a trace linked to the original's.
+	rctx, span := s.tr.StartLifecycle(ctx, "release", origin(ch))
+	rep, err := s.chains.append(rctx, api.AppendRequest{
 		DLQID: req.DLQID, Domain: ch.Domain, Kind: record.KindReleased, ExpectedIndex: &exp,
 		Class: class, Actor: req.Actor, Reason: req.Reason,
 	})
+	if err != nil {
+		telemetry.Error(span, codeOf(err))
+	}
+	span.End()
 	if err != nil {
 		return api.AppendReply{}, api.Wrap(codeOf(err), err, err.Error())
 	}

@@ -95,24 +95,32 @@ func (m *benchMsg) Metadata() (*jetstream.MsgMetadata, error) { return m.meta, n
 // validator commits without a downstream: its validate span continuing the
 // publisher's context, with the commit's outcome and LEDGER sequence, and
 // its export. Compare off with otlp-http (OTLP/HTTP to a local endpoint
-// that discards the request) for the cost per event.
+// that discards the request) for the cost per event. The untraced-*
+// cases are events published without a traceparent: their span is a root
+// of the derived trace (EventTraceID).
 func BenchmarkIngestSpans(b *testing.B) {
 	h := nats.Header{}
 	h.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
-	msg := &benchMsg{subject: "events.pharmacy.dispense", data: make([]byte, 530), header: h,
-		meta: &jetstream.MsgMetadata{Stream: "EVENTS", Consumer: "validator", NumDelivered: 1,
-			Sequence: jetstream.SequencePair{Stream: 12345, Consumer: 12345}}}
+	meta := &jetstream.MsgMetadata{Stream: "EVENTS", Consumer: "validator", NumDelivered: 1,
+		Sequence: jetstream.SequencePair{Stream: 12345, Consumer: 12345}}
+	traced := &benchMsg{subject: "events.pharmacy.dispense", data: make([]byte, 530), header: h, meta: meta}
+	untraced := &benchMsg{subject: "events.pharmacy.dispense", data: make([]byte, 530), meta: meta}
 	ack := &jetstream.PubAck{Stream: "LEDGER", Sequence: 6789}
 	for _, bc := range benchProviders(b) {
-		b.Run(bc.name, func(b *testing.B) {
-			tr := NewTracer(bc.tp, nil)
-			b.ReportAllocs()
-			for b.Loop() {
-				_, span := tr.StartConsume(context.Background(), msg, Operation("validate"))
-				span.SetAttributes(DomainKey.String("pharmacy"), OutcomeKey.String("committed"), LedgerSequenceKey.Int64(int64(ack.Sequence)))
-				span.End()
-			}
-		})
+		for _, mc := range []struct {
+			prefix string
+			msg    *benchMsg
+		}{{"", traced}, {"untraced-", untraced}} {
+			b.Run(mc.prefix+bc.name, func(b *testing.B) {
+				tr := NewTracer(bc.tp, nil)
+				b.ReportAllocs()
+				for b.Loop() {
+					_, span := tr.StartConsume(context.Background(), mc.msg, Operation("validate"))
+					span.SetAttributes(DomainKey.String("pharmacy"), OutcomeKey.String("committed"), LedgerSequenceKey.Int64(int64(ack.Sequence)))
+					span.End()
+				}
+			})
+		}
 	}
 }
 

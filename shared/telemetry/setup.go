@@ -5,7 +5,9 @@
 // committed or failed, quarantined, redriven) is one trace in Jaeger, with
 // the OpenTelemetry messaging semantic conventions and deadletter.*
 // attributes (Tracer.StartPublish, Tracer.StartConsume, Tracer.StartRedrive,
-// Fail).
+// Tracer.StartLifecycle, Fail). An event published without trace context
+// gets a trace id derived from its stream position (EventTraceID), so its
+// story is one trace all the same.
 //
 // No span attribute or event ever carries a payload value: only subjects,
 // stream positions, codes, classes, ids and hashes.
@@ -173,7 +175,7 @@ func Setup(ctx context.Context, cfg Config) (trace.TracerProvider, Shutdown, err
 	if err != nil {
 		return nil, nil, err
 	}
-	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithIDGenerator(IDGenerator())}
 	if cfg.Synchronous {
 		tpOpts = append(tpOpts, sdktrace.WithSyncer(exp))
 	} else {

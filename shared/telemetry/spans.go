@@ -137,6 +137,7 @@ type options struct {
 	template string
 	msgID    string
 	parent   trace.SpanContext
+	root     *eventRoot
 	links    []trace.Link
 	attrs    []attribute.KeyValue
 	start    time.Time
@@ -280,7 +281,10 @@ func (t Tracer) StartPublish(ctx context.Context, msg *nats.Msg, opts ...Option)
 }
 
 // StartConsume starts the consumer span processing a JetStream message: its
-// parent is the context in the message's headers (or Parent's), and it
+// parent is the context in the message's headers (or Parent's); without
+// one it is a root of the event's derived trace (EventTraceID of the
+// message's stream position, or EventRoot's), so that every delivery of an
+// untraced event is in one trace with its quarantine. It
 // carries the messaging attributes, the JetStream stream, sequence, delivery
 // count and consumer, and for a redriven event its dlq id and redrive count.
 // messaging.message.id is "<stream>/<sequence>": a publisher's Nats-Msg-Id is
@@ -297,14 +301,22 @@ func (t Tracer) StartConsume(ctx context.Context, msg jetstream.Msg, opts ...Opt
 		}
 	}
 	so := o.spanOptions(trace.SpanKindConsumer)
+	sctx := ctx
 	if parent.IsValid() {
-		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
+		sctx = trace.ContextWithRemoteSpanContext(ctx, parent)
 	} else {
+		// No trace context: a root of the event's derived trace (see
+		// EventTraceID), shared by every delivery and the quarantine.
+		root := o.root
+		if root == nil {
+			root = &eventRoot{msg: msg}
+		}
+		sctx = withEventRoot(ctx, root)
 		so = append(so, trace.WithNewRoot())
 	}
-	ctx, span := t.tracer.Start(ctx, o.name("process", msg.Subject()), so...)
+	_, span := t.tracer.Start(sctx, o.name("process", msg.Subject()), so...)
 	if !span.IsRecording() {
-		return ctx, span
+		return trace.ContextWithSpan(ctx, span), span
 	}
 	bp := attrPool.Get().(*[]attribute.KeyValue)
 	// No body size: it is the producer span's (the same bytes), and every
@@ -406,6 +418,23 @@ func (t Tracer) StartRedrive(ctx context.Context, msg *nats.Msg, r Redrive, opts
 	if o.op == "" {
 		o.op = "redrive"
 	}
+	o.linkOriginal(ctx, r)
+	if msg.Header == nil {
+		msg.Header = nats.Header{}
+	}
+	so := append(o.spanOptions(trace.SpanKindProducer), trace.WithNewRoot())
+	ctx, span := t.tracer.Start(ctx, o.name("send", msg.Subject), so...)
+	o.setAttributes(span, func(attrs []attribute.KeyValue) []attribute.KeyValue {
+		return o.messaging(attrs, "send", msg.Subject, semconv.MessagingOperationTypeSend, len(msg.Data))
+	})
+	t.Inject(ctx, msg.Header)
+	return ctx, span
+}
+
+// linkOriginal adds r's attributes (dlq id, domain, redrive count, the
+// original's trace id) before o's own, a span link to the original event's
+// span, and one to the span in ctx (what caused this step: a drain).
+func (o *options) linkOriginal(ctx context.Context, r Redrive) {
 	attrs := []attribute.KeyValue{DLQIDKey.String(r.DLQID), DomainKey.String(r.Domain), RedriveCountKey.Int(r.Count)}
 	if r.OriginalTraceID != "" {
 		attrs = append(attrs, OriginalTraceIDKey.String(r.OriginalTraceID))
@@ -417,15 +446,21 @@ func (t Tracer) StartRedrive(ctx context.Context, msg *nats.Msg, r Redrive, opts
 		o.links = append(o.links, trace.Link{SpanContext: cause, Attributes: []attribute.KeyValue{LinkKey.String("drain")}})
 	}
 	o.attrs = append(attrs, o.attrs...)
-	if msg.Header == nil {
-		msg.Header = nats.Header{}
-	}
-	so := append(o.spanOptions(trace.SpanKindProducer), trace.WithNewRoot())
-	ctx, span := t.tracer.Start(ctx, o.name("send", msg.Subject), so...)
-	o.setAttributes(span, func(attrs []attribute.KeyValue) []attribute.KeyValue {
-		return o.messaging(attrs, "send", msg.Subject, semconv.MessagingOperationTypeSend, len(msg.Data))
-	})
-	t.Inject(ctx, msg.Header)
+}
+
+// StartLifecycle starts the internal span of an operator's step on a
+// quarantined event other than a replay (name: "correct", "release"): like
+// StartRedrive, the root of a new trace linked to the original event's
+// (r's ids) and to the span in ctx, carrying deadletter.original_trace_id,
+// dlq id, domain and redrive count. The record the step writes names this
+// trace (inject it into the append request), so from the record the
+// original is one link away.
+func (t Tracer) StartLifecycle(ctx context.Context, name string, r Redrive, opts ...Option) (context.Context, trace.Span) {
+	o := collect(opts)
+	o.linkOriginal(ctx, r)
+	so := append(o.spanOptions(trace.SpanKindInternal), trace.WithNewRoot())
+	ctx, span := t.tracer.Start(ctx, name, so...)
+	o.setAttributes(span, func(attrs []attribute.KeyValue) []attribute.KeyValue { return attrs })
 	return ctx, span
 }
 

@@ -308,7 +308,7 @@ func (s *Stack) Run(ctx context.Context) error {
 	}()
 	connect := func(user string) (*nats.Conn, error) {
 		opts := append([]nats.Option{nats.Name("deadletter-" + user), nats.MaxReconnects(-1)}, creds.NATSOptions(user)...)
-		nc, err := nats.Connect("", append(opts, nats.InProcessServer(srv))...)
+		nc, err := s.dial(opts...)
 		if err == nil {
 			conns = append(conns, nc)
 		}
@@ -441,7 +441,7 @@ func (s *Stack) Run(ctx context.Context) error {
 // services' durable consumers: the administrator's step, done here because
 // this process owns the server.
 func (s *Stack) provision(ctx context.Context) error {
-	nc, err := nats.Connect("", append([]nats.Option{nats.Name("deadletter-admin"), nats.InProcessServer(s.srv)}, s.creds.NATSOptions(access.Admin)...)...)
+	nc, err := s.dial(append([]nats.Option{nats.Name("deadletter-admin")}, s.creds.NATSOptions(access.Admin)...)...)
 	if err != nil {
 		return err
 	}
@@ -478,13 +478,27 @@ func ProvisionConsumers(ctx context.Context, js jetstream.JetStream, v validator
 func (s *Stack) Secrets() *access.Secrets { return s.creds }
 
 // ConnectAs connects to the stack's server as user (a person or a service
-// user), with its private inbox prefix, in process (no TCP, so no TLS).
+// user), with its private inbox prefix (see dial).
 // A person's password is checked against its bcrypt hash, which on a
 // loaded machine takes longer than nats.go's 2 s connect timeout: the
 // default here is 30 s (opts may set another).
 func (s *Stack) ConnectAs(user string, opts ...nats.Option) (*nats.Conn, error) {
 	all := append([]nats.Option{nats.Timeout(30 * time.Second)}, s.creds.NATSOptions(user)...)
-	return nats.Connect("", append(append(all, nats.InProcessServer(s.srv)), opts...)...)
+	return s.dial(append(all, opts...)...)
+}
+
+// dial connects to the stack's own server: over loopback TCP when the
+// server has no TLS, in process when it has (no certificate to trust, no
+// encryption inside one process). Not in process without TLS: nats.go's
+// in-process connection is a net.Pipe, unbuffered, which cost about 12 %
+// more CPU per ingested event than loopback TCP (tests/bench/stack, CPU
+// per event, 4 interleaved rounds each: 211.7 µs in process, 186.5 µs
+// over TCP).
+func (s *Stack) dial(opts ...nats.Option) (*nats.Conn, error) {
+	if s.cfg.Security.TLSCert == "" {
+		return nats.Connect(s.srv.ClientURL(), opts...)
+	}
+	return nats.Connect("", append(opts, nats.InProcessServer(s.srv))...)
 }
 
 // writeContexts writes a natscli context per person into the data
