@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/deadletter/deadletter/shared/api"
@@ -27,8 +28,8 @@ func TestBarRateText(t *testing.T) {
 			if got := rateText(tc.rate); got != tc.want {
 				t.Errorf("rateText(%v) = %q, want %q", tc.rate, got, tc.want)
 			}
-			var out bytes.Buffer
-			p := newBarProgress(&out, "drain-x", 120)
+			out := &lockedBuffer{}
+			p := newBarProgress(out, "drain-x", 120)
 			p.update(api.DrainState{DrainID: "drain-x", Status: api.DrainRunning, CurrentRate: tc.rate,
 				DrainCounts: api.DrainCounts{Selected: 100, Committed: 40}})
 			p.stop()
@@ -37,4 +38,23 @@ func TestBarRateText(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lockedBuffer is a buffer the bar's spinner goroutine may write to while
+// the test does.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
