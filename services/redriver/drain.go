@@ -322,7 +322,7 @@ func (s *Service) drainOnce(d *drainRun, resumed bool) error {
 // pending, skipped, errors) are counted again by this run, whose
 // selection holds those events again. It returns the events settled.
 func (d *drainRun) resumeFromChains(c resumeCounts) int {
-	d.replayed.Store(int64(max(c.replayed, c.done())))
+	d.replayed.Store(int64(c.replayed))
 	d.committed.Store(int64(c.committed))
 	d.skippedDup.Store(int64(c.skippedDup))
 	d.replayFailed.Store(int64(c.replayFailed))
