@@ -169,6 +169,7 @@ func (s *Service) lifecycleRecord(req api.AppendRequest, prev record.State) reco
 		r.Class = req.Class
 	case record.KindRedriveRequested:
 		r.RedriveCount = prev.RedriveCount
+		r.IgnoreOrder = req.IgnoreOrder
 	case record.KindPoisoned:
 		r.Class = record.ClassPoison
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,9 +44,11 @@ type drainRun struct {
 	mu     sync.Mutex
 	stored api.DrainState // status fields not held in atomics
 	rev    uint64
+	// heldBy names the blockers holding heldByEarlier (under mu).
+	heldBy []api.Blocker
 
 	selected, replayed, committed, skippedDup, replayFailed, poisoned atomic.Int64
-	held, pending, skipped, errs                                      atomic.Int64
+	held, heldByEarlier, pending, skipped, errs                       atomic.Int64
 	inFlight, maxInFlight                                             atomic.Int64
 	meter                                                             rateMeter
 }
@@ -84,6 +87,8 @@ func (s *Service) newRun(st api.DrainState, rev uint64) *drainRun {
 	d.replayFailed.Store(int64(c.ReplayFailed))
 	d.poisoned.Store(int64(c.Poisoned))
 	d.held.Store(int64(c.Held))
+	d.heldByEarlier.Store(int64(c.HeldByEarlier))
+	d.heldBy = slices.Clone(st.HeldBy)
 	d.pending.Store(int64(c.Pending))
 	d.skipped.Store(int64(c.Skipped))
 	d.errs.Store(int64(c.Errors))
@@ -102,11 +107,13 @@ func (d *drainRun) userCancel() {
 func (d *drainRun) snapshot() api.DrainState {
 	d.mu.Lock()
 	st := d.stored
+	st.HeldBy = slices.Clone(d.heldBy)
 	d.mu.Unlock()
 	st.DrainCounts = api.DrainCounts{
 		Selected: int(d.selected.Load()), Replayed: int(d.replayed.Load()), Committed: int(d.committed.Load()),
 		SkippedDuplicate: int(d.skippedDup.Load()), ReplayFailed: int(d.replayFailed.Load()), Poisoned: int(d.poisoned.Load()),
-		Held: int(d.held.Load()), Pending: int(d.pending.Load()), Skipped: int(d.skipped.Load()), Errors: int(d.errs.Load()),
+		Held: int(d.held.Load()), HeldByEarlier: int(d.heldByEarlier.Load()),
+		Pending: int(d.pending.Load()), Skipped: int(d.skipped.Load()), Errors: int(d.errs.Load()),
 	}
 	st.Remaining = max(0, st.Selected-st.Done())
 	st.MaxInFlight = int(d.maxInFlight.Load())
@@ -219,6 +226,14 @@ func (s *Service) execute(d *drainRun, resumed bool) {
 		final = api.DrainFailed
 	default:
 		final = api.DrainCompleted
+		if resumed {
+			// Events of the first selection that the resumed run found
+			// neither settled by this drain (resumeFromChains) nor
+			// selectable again were resolved by someone else meanwhile.
+			if rest := d.selected.Load() - int64(d.snapshot().Done()); rest > 0 {
+				d.skipped.Add(rest)
+			}
+		}
 	}
 	if final != "" {
 		now := time.Now().UTC()
@@ -245,22 +260,28 @@ func (s *Service) drainOnce(d *drainRun, resumed bool) error {
 	ctx := d.ctx
 	f := d.req.Filter
 	started := d.snapshot().StartedAt
-	limit := f.Limit
-	if resumed && limit > 0 {
-		limit = max(0, limit-d.snapshot().Done())
-		if limit == 0 {
-			return nil
-		}
+	sl := &selector{js: s.js, seed: maphash.MakeSeed(), ignoreOrder: d.req.IgnoreOrder}
+	if resumed {
+		sl.resumeOf = d.id
 	}
-	sl := &selector{js: s.js, seed: maphash.MakeSeed()}
 	// Only events first seen before the drain started: a resumed drain
-	// does not grow with events quarantined since.
+	// does not grow with events quarantined since. A resumed drain's limit
+	// is applied after its earlier outcomes are known (below).
+	limit := f.Limit
+	if resumed {
+		limit = 0
+	}
 	sel, err := sl.run(ctx, f, started, limit)
 	if err != nil {
 		return err
 	}
 	if !resumed {
 		d.selected.Store(int64(sel.selected))
+	} else {
+		done := d.resumeFromChains(sel.tallied())
+		if f.Limit > 0 {
+			sel.truncate(max(0, f.Limit-done))
+		}
 	}
 	d.setStatus(func(st *api.DrainState) { st.Status = api.DrainRunning })
 	if err := s.save(d); err != nil {
@@ -294,6 +315,45 @@ func (s *Service) drainOnce(d *drainRun, resumed bool) error {
 	return nil
 }
 
+// resumeFromChains sets a resumed drain's counters from what the chains
+// say it did: its last checkpoint may be behind (replays finished after it
+// and before the crash are in the chains, not in the stored counters).
+// The settled outcomes are taken from the chains; the rest (held,
+// pending, skipped, errors) are counted again by this run, whose
+// selection holds those events again. It returns the events settled.
+func (d *drainRun) resumeFromChains(c resumeCounts) int {
+	d.replayed.Store(int64(c.replayed))
+	d.committed.Store(int64(c.committed))
+	d.skippedDup.Store(int64(c.skippedDup))
+	d.replayFailed.Store(int64(c.replayFailed))
+	d.poisoned.Store(int64(c.poisoned))
+	for _, n := range []*atomic.Int64{&d.held, &d.heldByEarlier, &d.pending, &d.skipped, &d.errs} {
+		n.Store(0)
+	}
+	d.mu.Lock()
+	d.heldBy = nil
+	d.mu.Unlock()
+	return c.done()
+}
+
+// holdBy counts an event held by the unselected blocker b and names b
+// (at most api.MaxHeldBy blockers are named).
+func (d *drainRun) holdBy(b api.Blocker) {
+	d.heldByEarlier.Add(1)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i := range d.heldBy {
+		if d.heldBy[i].DLQID == b.DLQID {
+			d.heldBy[i].Holds++
+			return
+		}
+	}
+	if len(d.heldBy) < api.MaxHeldBy {
+		b.Holds = 1
+		d.heldBy = append(d.heldBy, b)
+	}
+}
+
 // limiterOf returns the drain's token bucket (nil: no ceiling).
 func (s *Service) limiterOf(req api.DrainStartRequest) *rate.Limiter {
 	r := float64(s.cfg.DefaultRatePerSecond)
@@ -320,16 +380,23 @@ func (s *Service) concurrencyOf(req api.DrainStartRequest) int {
 // lane is held.
 func (s *Service) runLane(d *drainRun, sel *selection, lane []item, limiter *rate.Limiter) {
 	held := false
-	for _, it := range lane {
+	var blocker *item // the unselected event holding the lane, if any
+	for i, it := range lane {
 		if d.stopCtx.Err() != nil {
 			return
 		}
 		if it.flags&flagBlocker != 0 {
+			if !held {
+				blocker = &lane[i]
+			}
 			held = true
 			continue
 		}
 		if held {
 			d.held.Add(1)
+			if blocker != nil {
+				d.holdBy(sel.blockerOf(*blocker))
+			}
 			s.metrics.outcomes.WithLabelValues("held").Inc()
 			continue
 		}
@@ -343,7 +410,7 @@ func (s *Service) runLane(d *drainRun, sel *selection, lane []item, limiter *rat
 		}
 		s.metrics.inFlight.Inc()
 		res := s.replayRetrying(d, dom, id, replayOpts{
-			drainID: d.id, includeValidation: d.req.Filter.IncludeValidation,
+			drainID: d.id, includeValidation: d.req.Filter.IncludeValidation, ignoreOrder: d.req.IgnoreOrder,
 			actor: d.req.Actor, reason: d.req.Reason, limiter: limiter, limiterCtx: d.stopCtx,
 			onPublish: func() { d.replayed.Add(1); d.meter.add(time.Now()) },
 		})
@@ -426,39 +493,61 @@ func (d *drainRun) count(res result) bool {
 	return false
 }
 
-// rateMeter counts events per second over the last few seconds.
+// rateMeter measures events per second over the last rateWindow: counts
+// in rateBuckets buckets of rateBucket, divided by the time the window
+// covers, which is shorter while the meter is younger than the window (a
+// drain that started or resumed a second ago is not reported at a fifth of
+// its pace).
 type rateMeter struct {
-	mu      sync.Mutex
-	buckets [8]struct {
-		sec int64
-		n   int
+	mu sync.Mutex
+	// first is the time of the first event counted.
+	first   time.Time
+	buckets [rateBuckets]struct {
+		slot int64
+		n    int
 	}
 }
 
-const rateWindow = 5 // seconds
+const (
+	rateBucket  = 100 * time.Millisecond
+	rateBuckets = 50 // rateWindow / rateBucket
+	rateWindow  = rateBuckets * rateBucket
+)
 
 func (m *rateMeter) add(t time.Time) {
-	sec := t.Unix()
+	slot := t.UnixNano() / int64(rateBucket)
 	m.mu.Lock()
-	b := &m.buckets[sec%int64(len(m.buckets))]
-	if b.sec != sec {
-		b.sec, b.n = sec, 0
+	if m.first.IsZero() {
+		m.first = t
+	}
+	b := &m.buckets[slot%rateBuckets]
+	if b.slot != slot {
+		b.slot, b.n = slot, 0
 	}
 	b.n++
 	m.mu.Unlock()
 }
 
-// rate returns the events per second over the last rateWindow complete
-// seconds.
+// rate returns the events per second over the last rateWindow (or since
+// the first event, when later; at least a second).
 func (m *rateMeter) rate(now time.Time) float64 {
-	sec := now.Unix()
+	slot := now.UnixNano() / int64(rateBucket)
+	lo := slot - rateBuckets + 1
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.first.IsZero() {
+		return 0
+	}
 	n := 0
 	for _, b := range m.buckets {
-		if b.sec < sec && b.sec >= sec-rateWindow {
+		if b.slot >= lo && b.slot <= slot {
 			n += b.n
 		}
 	}
-	return float64(n) / rateWindow
+	start := time.Unix(0, lo*int64(rateBucket))
+	if m.first.After(start) {
+		start = m.first
+	}
+	span := max(now.Sub(start), time.Second)
+	return float64(n) / span.Seconds()
 }

@@ -302,7 +302,7 @@ func (s *Service) handleDrainStart(ctx context.Context, m endpoint.Meta, req api
 		return api.DrainStartReply{}, err
 	}
 	if req.DryRun {
-		plan, err := s.plan(ctx, req.Filter)
+		plan, err := s.plan(ctx, req.Filter, req.IgnoreOrder)
 		if err != nil {
 			return api.DrainStartReply{}, api.Wrap(api.ErrUnavailable, err, err.Error())
 		}

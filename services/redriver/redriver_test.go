@@ -440,15 +440,37 @@ func TestIDs(t *testing.T) {
 	}
 }
 
+// TestRateMeter: the meter reports the pace of the last seconds, also while
+// it is younger than its window (a drain that just started or resumed was
+// shown at a fraction of its pace: 3.6/s for 20/s).
 func TestRateMeter(t *testing.T) {
-	var m rateMeter
-	now := time.Unix(1000, 0)
-	for s := range 10 {
-		for range 50 {
-			m.add(now.Add(time.Duration(s) * time.Second))
-		}
-	}
-	if got := m.rate(now.Add(10 * time.Second)); got != 50 {
-		t.Errorf("rate %.1f, want 50", got)
+	t0 := time.Unix(1000, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	for _, tc := range []struct {
+		name     string
+		rate     float64       // events per second
+		lasting  time.Duration // from t0
+		now      time.Duration // when the rate is read
+		min, max float64
+	}{
+		{"steady 20/s for 10 s", 20, 10 * time.Second, 10 * time.Second, 19.6, 20.4},
+		{"steady 400/s", 400, 10 * time.Second, 10 * time.Second, 396, 404},
+		{"young: 20/s for 1.5 s", 20, 1500 * time.Millisecond, 1500 * time.Millisecond, 18.5, 21.5},
+		{"young: 20/s for 3 s", 20, 3 * time.Second, 3 * time.Second, 19, 21},
+		{"stopped 10 s ago", 20, 10 * time.Second, 20 * time.Second, 0, 0},
+		{"no event", 0, 0, time.Second, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m rateMeter
+			if tc.rate > 0 {
+				step := time.Duration(float64(time.Second) / tc.rate)
+				for d := time.Duration(0); d < tc.lasting; d += step {
+					m.add(at(d))
+				}
+			}
+			if got := m.rate(at(tc.now)); got < tc.min || got > tc.max {
+				t.Errorf("rate %.2f, want %.1f..%.1f", got, tc.min, tc.max)
+			}
+		})
 	}
 }

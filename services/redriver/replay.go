@@ -72,6 +72,9 @@ type replayOpts struct {
 	// limiterCtx, when set, bounds the wait for a token (a cancelled
 	// drain stops waiting; nothing is written before the token).
 	limiterCtx context.Context
+	// ignoreOrder marks the redrive_requested record: the drain waived
+	// per-key order.
+	ignoreOrder bool
 	// onPublish is called once per replay published.
 	onPublish func()
 	// wait, when set, bounds the outcome observation (else OutcomeTimeout).
@@ -191,7 +194,7 @@ func (s *Service) replay(ctx context.Context, domain, id string, o replayOpts) r
 		rctx, span, m := s.startReplay(ctx, ch.Domain, id, st, p, n)
 		_, err = s.chains.append(rctx, api.AppendRequest{
 			DLQID: id, Domain: domain, Kind: record.KindRedriveRequested, ExpectedIndex: &exp,
-			RedriveCount: n, DrainID: o.drainID, Actor: o.actor, Reason: o.reason,
+			RedriveCount: n, DrainID: o.drainID, Actor: o.actor, Reason: o.reason, IgnoreOrder: o.ignoreOrder,
 		})
 		if codeOf(err) == api.ErrConflict || codeOf(err) == api.ErrInvalidTransition {
 			span.SetAttributes(telemetry.OutcomeKey.String("conflict"))

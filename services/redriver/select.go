@@ -67,6 +67,13 @@ type selection struct {
 	seen uint32
 	// excluded counts events not selected, by reason.
 	excluded map[string]int
+	// ignoreOrder: unselected events hold nothing (the drain waived
+	// per-key order).
+	ignoreOrder bool
+	// drain, when set, is a resumed drain's id: its outcomes recorded in
+	// the chains are tallied (see tally), by dlq id during the scan.
+	drain   string
+	outcome map[string]uint8
 
 	// During the scan: the item of each chain whose last record read so
 	// far does not end it (standard ids by their packed form, odd ids by
@@ -82,9 +89,20 @@ type chainKey struct {
 	dom uint8
 }
 
-// filterSubjects returns the QUARANTINE subjects a filter reads.
-func filterSubjects(f api.DrainFilter) []string {
-	if len(f.DLQIDs) > 0 {
+// filterSubjects returns the QUARANTINE subjects a filter reads: the
+// named chains' subjects when scanIDs is false, else (the named chains'
+// earlier events of a key must be found, see matcher.ids) their domain's.
+func filterSubjects(f api.DrainFilter, scanIDs bool) []string {
+	if len(f.DLQIDs) > 0 && scanIDs && f.Domain == "" {
+		dom, _ := domainOfID(f.DLQIDs[0])
+		for _, id := range f.DLQIDs[1:] {
+			if d, _ := domainOfID(id); d != dom {
+				return []string{subjects.QuarantineAll}
+			}
+		}
+		return []string{"quarantine." + dom + ".>"}
+	}
+	if len(f.DLQIDs) > 0 && !scanIDs {
 		out := make([]string, 0, len(f.DLQIDs))
 		for _, id := range f.DLQIDs {
 			dom, _ := domainOfID(id)
@@ -104,10 +122,27 @@ type matcher struct {
 	classes map[record.Class]bool
 	codes   map[string]bool
 	until   time.Time // zero: none
+	// ids, when set, are the dlq ids named by a filter whose chains are
+	// scanned with their domain's (the others may hold them).
+	ids map[string]bool
+	// hold: an unselected unresolved event holds the later events of its
+	// key (false when the drain ignores order).
+	hold bool
 }
 
-func newMatcher(f api.DrainFilter, cutoff time.Time) matcher {
-	m := matcher{f: f, classes: map[record.Class]bool{}, codes: map[string]bool{}}
+// reasonNotListed excludes a chain a dlq-id filter does not name: it is
+// not counted among the exclusions (it was never asked for), only kept
+// when it holds a named one.
+const reasonNotListed = "dlq_id"
+
+func newMatcher(f api.DrainFilter, cutoff time.Time, ignoreOrder, scanIDs bool) matcher {
+	m := matcher{f: f, classes: map[record.Class]bool{}, codes: map[string]bool{}, hold: !ignoreOrder}
+	if len(f.DLQIDs) > 0 && scanIDs {
+		m.ids = make(map[string]bool, len(f.DLQIDs))
+		for _, id := range f.DLQIDs {
+			m.ids[id] = true
+		}
+	}
 	if len(f.Classes) == 0 {
 		m.classes[record.ClassExhausted] = true
 		if f.IncludeValidation {
@@ -130,39 +165,56 @@ func newMatcher(f api.DrainFilter, cutoff time.Time) matcher {
 }
 
 // decide returns "" when l is selected, else the reason it is excluded, and
-// whether an excluded event still holds the later events of its key.
+// whether an excluded event still holds the later events of its key:
+// every unresolved one does, whatever excluded it (a filter member, its
+// class, poison), unless the drain ignores order. A resolved chain holds
+// nothing (see selection.visit).
 func (m matcher) decide(l chain.Head) (reason string, blocker bool) {
 	switch {
+	case m.ids != nil && !m.ids[l.DLQID]:
+		return reasonNotListed, m.hold
 	case len(m.codes) > 0 && !m.codes[string(l.ErrorCode)]:
-		return "error_code", false
+		return "error_code", m.hold
 	case m.f.PartyID != "" && l.PartyID != m.f.PartyID:
-		return "party_id", false
+		return "party_id", m.hold
 	case m.f.Since != nil && l.FirstSeen.Before(*m.f.Since):
-		return "first_seen", false
+		return "first_seen", m.hold
 	case !m.until.IsZero() && !l.FirstSeen.Before(m.until):
-		return "first_seen", false
+		return "first_seen", m.hold
 	}
 	switch l.Status() {
 	case record.StatusResolved:
 		return "resolved", false
 	case record.StatusPoison:
-		return "poison", true
+		return "poison", m.hold
 	}
 	if !m.classes[l.Class] {
-		return "class_" + string(l.Class), true
+		return "class_" + string(l.Class), m.hold
 	}
 	// A validation event replays only corrected (found when its chain is
 	// read: a chain of one record has no correction) or when asked.
 	if l.Class == record.ClassValidation && !m.f.IncludeValidation && l.Index == 0 {
-		return "validation_uncorrected", true
+		return "validation_uncorrected", m.hold
 	}
 	return "", false
+}
+
+// static reports whether reason holds for every record of a chain (party,
+// first_seen and dlq id are the same on all of them).
+func static(reason string) bool {
+	return reason == "party_id" || reason == "first_seen" || reason == reasonNotListed
 }
 
 // selector reads a filter's chains and builds a selection.
 type selector struct {
 	js   jetstream.JetStream
 	seed maphash.Seed
+	// ignoreOrder: the drain waives per-key order (no unselected event
+	// holds a selected one).
+	ignoreOrder bool
+	// resumeOf, when set, is the id of the resumed drain whose outcomes
+	// the chains hold (selection.tally).
+	resumeOf string
 	// onItem, when set, is called with each record that tentatively selects
 	// its chain, and the index of the chain's item (for dry runs: a later
 	// record of the chain may still unselect it, see selection.live).
@@ -195,17 +247,25 @@ const (
 // counted then and forgotten, so memory grows with the unresolved chains
 // read, never with the stored records.
 func (sl *selector) run(ctx context.Context, f api.DrainFilter, cutoff time.Time, limit int) (*selection, error) {
-	m := newMatcher(f, cutoff)
-	sel := &selection{excluded: map[string]int{}, byID: map[chainKey]int32{}, byOddID: map[string]int32{}, reasons: []string{""}}
+	// Named chains are read alone (their last records) only when nothing
+	// else matters: order is waived and no resumed drain's outcomes must
+	// be found in the chains' earlier records.
+	scanIDs := !sl.ignoreOrder || sl.resumeOf != ""
+	m := newMatcher(f, cutoff, sl.ignoreOrder, scanIDs)
+	sel := &selection{excluded: map[string]int{}, byID: map[chainKey]int32{}, byOddID: map[string]int32{}, reasons: []string{""},
+		ignoreOrder: sl.ignoreOrder, drain: sl.resumeOf}
+	if sl.resumeOf != "" {
+		sel.outcome = map[string]uint8{}
+	}
 	visit := func(raw *jetstream.RawStreamMsg) error {
 		sel.visit(m, raw, sl.seed, sl.onItem)
 		return nil
 	}
 	var err error
-	if len(f.DLQIDs) > 0 {
-		err = sl.readLast(ctx, filterSubjects(f), visit)
+	if len(f.DLQIDs) > 0 && !scanIDs {
+		err = sl.readLast(ctx, filterSubjects(f, false), visit)
 	} else {
-		err = sl.scan(ctx, filterSubjects(f)[0], visit)
+		err = sl.scan(ctx, filterSubjects(f, scanIDs)[0], visit)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errSelection, err)
@@ -320,19 +380,24 @@ func (sel *selection) visit(m matcher, raw *jetstream.RawStreamMsg, seed maphash
 		sel.upsert(chain.Head{DLQID: id}, "unreadable", false, seed)
 		return
 	}
+	if sel.outcome != nil {
+		sel.tally(l)
+	}
 	reason, blocker := m.decide(l)
 	switch {
-	case reason == "party_id" || reason == "first_seen":
-		// Every record of a chain has the same party and first_seen: the
-		// chain is excluded whatever follows, counted once, at its first
-		// record, and never kept.
-		if l.Index == 0 {
+	case static(reason) && !blocker:
+		// Every record of a chain has the same party, first_seen and id:
+		// a chain that holds nothing is excluded whatever follows, counted
+		// once, at its first record, and never kept.
+		if l.Index == 0 && reason != reasonNotListed {
 			sel.excluded[reason]++
 		}
 		sel.forget(l.DLQID)
 	case l.Status() == record.StatusResolved:
 		// Nothing follows a resolved event: final.
-		sel.excluded[reason]++
+		if reason != reasonNotListed {
+			sel.excluded[reason]++
+		}
 		sel.forget(l.DLQID)
 	default:
 		idx := sel.upsert(l, reason, blocker, seed)
@@ -432,8 +497,12 @@ func (sel *selection) finish(limit int, onFinal func(*selection)) {
 			last := ords[limit-1]
 			for i := range sel.items {
 				if it := &sel.items[i]; it.flags&flagDead == 0 && it.reason == 0 && it.ord > last {
-					it.flags |= flagDead
-					sel.excluded["limit"]++
+					// Beyond the limit: excluded, and holding the later
+					// events of its key like any unselected one.
+					it.reason = sel.reasonCode("limit")
+					if !sel.ignoreOrder {
+						it.flags |= flagBlocker
+					}
 				}
 			}
 		}
@@ -447,14 +516,16 @@ func (sel *selection) finish(limit int, onFinal func(*selection)) {
 		case it.flags&flagDead != 0:
 			continue
 		case it.reason != 0:
-			sel.excluded[sel.reasons[it.reason]]++
+			if r := sel.reasons[it.reason]; r != reasonNotListed {
+				sel.excluded[r]++
+			}
 			if it.flags&flagBlocker == 0 || it.flags&flagNoKey != 0 {
 				continue
 			}
 		default:
 			sel.selected++
 		}
-		it.reason = 0
+		// A blocker keeps its reason (blockerOf names it).
 		out = append(out, it)
 	}
 	clear(sel.items[len(out):])
@@ -531,15 +602,26 @@ func hashKey(seed maphash.Seed, domain, key string) uint64 {
 // serves its reads from the few blocks it has loaded instead of loading
 // blocks all over a large stream (at a million records, random order made
 // the first replays wait seconds each and kept every block in memory).
+//
+// Lanes of blockers alone hold nothing and are dropped.
 func (sel *selection) sort() {
 	slices.SortFunc(sel.items, cmpInLane)
+	out := sel.items[:0]
 	for lo := 0; lo < len(sel.items); {
 		hi := sel.laneEnd(lo)
-		for i := lo + 1; i < hi; i++ {
-			sel.items[i].ord = sel.items[lo].ord
+		if !slices.ContainsFunc(sel.items[lo:hi], func(it item) bool { return it.flags&flagBlocker == 0 }) {
+			lo = hi
+			continue
+		}
+		ord := sel.items[lo].ord
+		for _, it := range sel.items[lo:hi] {
+			it.ord = ord
+			out = append(out, it)
 		}
 		lo = hi
 	}
+	clear(sel.items[len(out):])
+	sel.items = slices.Clip(out)
 	slices.SortFunc(sel.items, func(a, b item) int {
 		if c := cmp.Compare(a.ord, b.ord); c != 0 {
 			return c
@@ -623,4 +705,105 @@ func (sel *selection) laneEnd(lo int) int {
 		hi++
 	}
 	return hi
+}
+
+// blockerOf names a blocker item: its dlq id and why it is not selected.
+func (sel *selection) blockerOf(it item) api.Blocker {
+	_, id := sel.idOf(it)
+	reason := "unselected"
+	if int(it.reason) < len(sel.reasons) && it.reason != 0 {
+		reason = sel.reasons[it.reason]
+	}
+	return api.Blocker{DLQID: id, Reason: reason}
+}
+
+// Outcomes of a resumed drain found in the chains (selection.outcome):
+// outcomeRequested is a bit (this drain appended the chain's
+// redrive_requested), the rest the outcome that followed.
+const (
+	outcomeRequested uint8 = 1 << 3
+	outcomeCommitted uint8 = 1
+	outcomeDuplicate uint8 = 2
+	outcomeFailed    uint8 = 3
+	outcomePoisoned  uint8 = 4
+)
+
+// tally notes what record l says of the resumed drain's work on its chain
+// (records are read in stream order, so a chain's outcome follows its
+// request): a redrive_requested of the drain, then the replayed or
+// skipped_duplicate it appended, or the replay_failed or poisoned the
+// quarantiner appended after the drain's request.
+func (sel *selection) tally(l chain.Head) {
+	cur, seen := sel.outcome[l.DLQID]
+	mine := l.DrainID != "" && l.DrainID == sel.drain
+	switch {
+	case l.Kind == record.KindRedriveRequested && mine:
+		sel.outcome[l.DLQID] = outcomeRequested
+	case l.Kind == record.KindReplayed && mine:
+		sel.outcome[l.DLQID] = cur&outcomeRequested | outcomeCommitted
+	case l.Kind == record.KindSkippedDuplicate && mine:
+		sel.outcome[l.DLQID] = cur&outcomeRequested | outcomeDuplicate
+	case seen && cur == outcomeRequested && l.Kind == record.KindReplayFailed:
+		sel.outcome[l.DLQID] = cur | outcomeFailed
+	case seen && cur == outcomeRequested && l.Kind == record.KindPoisoned:
+		sel.outcome[l.DLQID] = cur | outcomePoisoned
+	}
+}
+
+// resumeCounts are a resumed drain's outcomes found in the chains.
+type resumeCounts struct {
+	replayed, committed, skippedDup, replayFailed, poisoned int
+}
+
+// done is how many selected events they settle.
+func (c resumeCounts) done() int { return c.committed + c.skippedDup + c.replayFailed + c.poisoned }
+
+// tallied sums the resumed drain's outcomes (a chain whose request has no
+// outcome yet is replayed again, and counted then).
+func (sel *selection) tallied() resumeCounts {
+	var c resumeCounts
+	for _, o := range sel.outcome {
+		switch o &^ outcomeRequested {
+		case outcomeCommitted:
+			c.committed++
+		case outcomeDuplicate:
+			c.skippedDup++
+		case outcomeFailed:
+			c.replayFailed++
+		case outcomePoisoned:
+			c.poisoned++
+		default:
+			continue
+		}
+		if o&outcomeRequested != 0 {
+			c.replayed++
+		}
+	}
+	return c
+}
+
+// truncate keeps the first n selected items (in lane order) selected, for a
+// resumed drain's limit; the others are excluded by the limit and, unless
+// order is ignored, hold the later events of their lanes.
+func (sel *selection) truncate(n int) {
+	out := sel.items[:0]
+	for _, it := range sel.items {
+		if it.flags&flagBlocker == 0 {
+			if n > 0 {
+				n--
+				out = append(out, it)
+				continue
+			}
+			sel.selected--
+			sel.excluded["limit"]++
+			if sel.ignoreOrder || it.flags&flagNoKey != 0 {
+				continue
+			}
+			it.reason = sel.reasonCode("limit")
+			it.flags |= flagBlocker
+		}
+		out = append(out, it)
+	}
+	clear(sel.items[len(out):])
+	sel.items = out
 }

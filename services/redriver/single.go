@@ -194,8 +194,10 @@ func prePoisonClass(records []record.Record) record.Class {
 	return record.ClassExhausted
 }
 
-// plan computes what a drain with filter f would do, writing nothing.
-func (s *Service) plan(ctx context.Context, f api.DrainFilter) (*api.DrainPlan, error) {
+// plan computes what a drain with filter f would do, writing nothing;
+// unless ignoreOrder, unselected earlier events hold later ones
+// (HeldByEarlier, HeldBy).
+func (s *Service) plan(ctx context.Context, f api.DrainFilter, ignoreOrder bool) (*api.DrainPlan, error) {
 	p := &api.DrainPlan{ByDomain: map[string]int{}, ByClass: map[string]int{}, ByCode: map[string]int{}}
 	const maxNames, maxChecks = 100000, 10000
 	names := map[uint64]string{}
@@ -207,7 +209,7 @@ func (s *Service) plan(ctx context.Context, f api.DrainFilter) (*api.DrainPlan, 
 	tripleIdx := map[dcc]uint32{}
 	var info []uint32 // by item index: 1 + the index in triples; 0: none
 	idem := map[int32]string{}
-	sl := &selector{js: s.js}
+	sl := &selector{js: s.js, ignoreOrder: ignoreOrder}
 	sl.seed = seedOf()
 	sl.onItem = func(l chain.Head, idx int32) {
 		t := dcc{l.Domain, string(l.Class), string(l.ErrorCode)}
@@ -256,12 +258,24 @@ func (s *Service) plan(ctx context.Context, f api.DrainFilter) (*api.DrainPlan, 
 	var top []kc
 	sel.lanes(func(lane []item) bool {
 		held, n := false, 0
+		var first item // the lane's first blocker
+		named := -1    // its place in p.HeldBy, once it holds an event
 		for _, it := range lane {
 			switch {
 			case it.flags&flagBlocker != 0:
+				if !held {
+					first = it
+				}
 				held = true
 			case held:
 				p.HeldByEarlier++
+				if named < 0 && len(p.HeldBy) < api.MaxHeldBy {
+					named = len(p.HeldBy)
+					p.HeldBy = append(p.HeldBy, sel.blockerOf(first))
+				}
+				if named >= 0 {
+					p.HeldBy[named].Holds++
+				}
 				n++
 			default:
 				n++

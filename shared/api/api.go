@@ -75,6 +75,9 @@ type AppendRequest struct {
 	Reason string `json:"reason,omitempty"`
 	// DrainID names the drain on whose behalf the record is written.
 	DrainID string `json:"drain_id,omitempty"`
+	// IgnoreOrder, for redrive_requested: the drain waived per-key order
+	// (DrainStartRequest.IgnoreOrder).
+	IgnoreOrder bool `json:"ignore_order,omitempty"`
 	// SourceStream and SourceSeq locate the replay message, if any.
 	SourceStream string `json:"source_stream,omitempty"`
 	SourceSeq    uint64 `json:"source_seq,omitempty"`

@@ -102,6 +102,12 @@ type DrainStartRequest struct {
 	// the caller's name. Reason is recorded with the drain.
 	Actor  string `json:"actor,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// IgnoreOrder replays the selected events even when an earlier,
+	// unresolved event of their ordering key is not selected (by default
+	// such an event holds them: HeldByEarlier). Each replay's
+	// redrive_requested record says ignore_order, so the chain shows that
+	// per-key order was waived and by whom.
+	IgnoreOrder bool `json:"ignore_order,omitempty"`
 }
 
 // DrainStartReply is the new drain's id, or a dry run's plan.
@@ -134,6 +140,23 @@ type DrainPlan struct {
 	// HeldByEarlier counts selected events that follow an unresolved,
 	// unselected event of the same ordering key: a drain holds them.
 	HeldByEarlier int `json:"held_by_earlier"`
+	// HeldBy names the unselected events that hold them (at most
+	// MaxHeldBy, the earliest of each key).
+	HeldBy []Blocker `json:"held_by,omitempty"`
+}
+
+// MaxHeldBy bounds the blockers a plan or a drain's status names.
+const MaxHeldBy = 20
+
+// Blocker is an unresolved event a drain did not select that holds the
+// later selected events of its ordering key.
+type Blocker struct {
+	DLQID string `json:"dlq_id"`
+	// Reason is why it is not selected (the filter member that excluded
+	// it, its class, poison, ...).
+	Reason string `json:"reason"`
+	// Holds counts the selected events it holds.
+	Holds int `json:"holds"`
 }
 
 // KeyCount is the number of selected events of one ordering key.
@@ -156,6 +179,9 @@ type DrainCounts struct {
 	// Held: not replayed because an earlier event of the same ordering
 	// key failed or is unresolved.
 	Held int `json:"held"`
+	// HeldByEarlier: those of Held held by an unselected earlier event of
+	// their key (see DrainState.HeldBy), not by a failure in the drain.
+	HeldByEarlier int `json:"held_by_earlier"`
 	// Pending: replayed without an outcome observed in time (redriving).
 	Pending int `json:"pending"`
 	// Skipped: not redrivable any more when their turn came (resolved by
@@ -180,6 +206,9 @@ type DrainState struct {
 	DrainCounts
 	// Remaining is Selected minus the events with a final count.
 	Remaining int `json:"remaining"`
+	// HeldBy names the unselected events holding HeldByEarlier (at most
+	// MaxHeldBy).
+	HeldBy []Blocker `json:"held_by,omitempty"`
 	// CurrentRate is replays per second over the last few seconds.
 	CurrentRate float64 `json:"current_rate"`
 	// MaxInFlight is the most replays ever in flight at once (never above

@@ -60,6 +60,8 @@ type Head struct {
 	FirstSeen      time.Time    `json:"first_seen"`
 	QuarantinedAt  time.Time    `json:"quarantined_at"`
 	AuditHash      string       `json:"audit_hash"`
+	// DrainID is the drain that caused the record, if any.
+	DrainID string `json:"drain_id"`
 }
 
 // errNoDLQID: a stored record names no chain.
@@ -84,7 +86,7 @@ func HeadOf(r record.Record) Head {
 	return Head{DLQID: r.DLQID, Index: r.Index, Kind: r.Kind, Domain: r.Domain, Class: r.Class, ErrorCode: r.ErrorCode,
 		SourceStream: r.SourceStream, SourceSeq: r.SourceSeq, IdempotencyKey: r.IdempotencyKey, OrderingKey: r.OrderingKey,
 		PartyID: r.PartyID, EventTime: r.EventTime, RedriveCount: r.RedriveCount, FirstSeen: r.FirstSeen,
-		QuarantinedAt: r.QuarantinedAt, AuditHash: r.AuditHash}
+		QuarantinedAt: r.QuarantinedAt, AuditHash: r.AuditHash, DrainID: r.DrainID}
 }
 
 // Status returns the status of a chain whose last record is h, as

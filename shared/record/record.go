@@ -93,6 +93,10 @@ type Record struct {
 	Reason string `json:"reason,omitempty"`
 	// DrainID names the drain that caused this record, if any.
 	DrainID string `json:"drain_id,omitempty"`
+	// IgnoreOrder, on a redrive_requested record, says the drain replayed
+	// the event without waiting for earlier unresolved events of its
+	// ordering key (the operator waived per-key order).
+	IgnoreOrder bool `json:"ignore_order,omitempty"`
 	// PrevHash is the AuditHash of the previous record of the chain ("" for
 	// the first record).
 	PrevHash string `json:"prev_hash"`

@@ -71,13 +71,13 @@ type Summary struct {
 	QuarantinedValidation       int
 	QuarantinedExhausted        int
 	Drained                     api.DrainCounts
-	DrainedBy                   string // the drain's recorded starter
-	DrainRate                   float64
-	Committed                   uint64 // events in LEDGER
-	DownstreamKeys              int    // distinct keys the downstream accepted
-	DownstreamDoubles           int    // keys it received more than once after acceptance
-	Corrected                   string // outcome of the corrected redrive
-	Poisoned                    string // outcome of the last failing redrive
+	DrainedBy                   string  // the drain's recorded starter
+	DrainRate                   float64 // the drain's current_rate when it finished
+	Committed                   uint64  // events in LEDGER
+	DownstreamKeys              int     // distinct keys the downstream accepted
+	DownstreamDoubles           int     // keys it received more than once after acceptance
+	Corrected                   string  // outcome of the corrected redrive
+	Poisoned                    string  // outcome of the last failing redrive
 	Unaccounted                 int
 	VerifyOK                    bool
 	VerifyRecords               uint64
@@ -281,9 +281,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	sum.Drained, sum.DrainedBy = ds.DrainCounts, ds.StartedBy
 	say("   Recorded as started by %q: the user the server authenticated, not a name in the request.", ds.StartedBy)
-	if ds.FinishedAt != nil && ds.Selected > 0 {
-		sum.DrainRate = float64(ds.Done()) / ds.FinishedAt.Sub(ds.StartedAt).Seconds()
-	}
+	// One rate: the drain's own current_rate as it finished (its pace over
+	// its last seconds of replays, the figure of the last line above), not a
+	// second measure that also counts the selection and the wait for the
+	// last outcomes.
+	sum.DrainRate = ds.CurrentRate
 
 	// 4. Correct one malformed event; another keeps failing until poison.
 	var list api.ListReply

@@ -10,8 +10,10 @@ import (
 )
 
 // barProgress is the live progress bar of a drain on a terminal: done/total,
-// percentage, rate, elapsed and ETA (schollz/progressbar), and the outcome
-// counts in the description.
+// percentage, elapsed and ETA (schollz/progressbar), and the drain's own
+// current_rate and outcome counts in the description. The bar's own rate
+// is not shown: it measures the jumps of Set between polls (a drain
+// resumed or followed late showed "0 ev/hr"), not the replays.
 type barProgress struct {
 	w       io.Writer
 	bar     *progressbar.ProgressBar
@@ -29,8 +31,6 @@ func newBarProgress(w io.Writer, id string, termWidth int) *barProgress {
 		progressbar.OptionSetDescription(id+" selecting"),
 		progressbar.OptionSetWidth(width),
 		progressbar.OptionShowCount(),
-		progressbar.OptionShowIts(),
-		progressbar.OptionSetItsString("ev"),
 		progressbar.OptionSetPredictTime(true),
 		progressbar.OptionSetElapsedTime(true),
 		progressbar.OptionShowDescriptionAtLineEnd(),
@@ -51,15 +51,31 @@ func (p *barProgress) update(st api.DrainState) {
 		p.max = st.Selected
 		p.bar.ChangeMax(max(st.Selected, 1))
 	}
-	p.bar.Describe(fmt.Sprintf("%s replayed %d · skipped %d · failed %d · poisoned %d%s",
-		st.Status, st.Committed, st.SkippedDuplicate+st.Skipped, st.ReplayFailed, st.Poisoned, heldSuffix(st)))
+	p.bar.Describe(fmt.Sprintf("%s %s · replayed %d · skipped %d · failed %d · poisoned %d%s",
+		st.Status, rateText(st.CurrentRate), st.Committed, st.SkippedDuplicate+st.Skipped, st.ReplayFailed, st.Poisoned, heldSuffix(st)))
 	_ = p.bar.Set(st.Done())
+}
+
+// rateText renders a drain's current_rate (replays per second) for the
+// bar: per second from 1/s, per minute below, "- ev/s" when nothing was
+// replayed in the last seconds.
+func rateText(perSecond float64) string {
+	switch {
+	case perSecond >= 1:
+		return fmt.Sprintf("%.1f ev/s", perSecond)
+	case perSecond > 0:
+		return fmt.Sprintf("%.1f ev/min", perSecond*60)
+	}
+	return "- ev/s"
 }
 
 func heldSuffix(st api.DrainState) string {
 	s := ""
 	if st.Held > 0 {
 		s += fmt.Sprintf(" · held %d", st.Held)
+		if st.HeldByEarlier > 0 {
+			s += fmt.Sprintf(" (%d by earlier events)", st.HeldByEarlier)
+		}
 	}
 	if st.Pending > 0 {
 		s += fmt.Sprintf(" · pending %d", st.Pending)

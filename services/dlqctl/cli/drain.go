@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -96,6 +97,7 @@ counts for events that failed again), 1 when it was cancelled or failed.`,
 	fl.Float64Var(&f.rate, "rate", 0, "replays per second (default: the redriver's; 0: no ceiling)")
 	fl.IntVar(&f.req.Burst, "burst", 0, "token bucket burst (default 1)")
 	fl.IntVar(&f.req.MaxConcurrency, "concurrency", 0, "replays in flight at most (default: the redriver's)")
+	fl.BoolVar(&f.req.IgnoreOrder, "ignore-order", false, "replay the selected events even when an earlier unresolved event of their ordering key is not selected (recorded in each chain)")
 	fl.BoolVar(&f.req.DryRun, "dry-run", false, "print what the drain would do; change nothing")
 	fl.BoolVar(&f.detach, "detach", false, "print the drain id and return at once")
 	addActorFlag(cmd, &f.req.Actor)
@@ -191,7 +193,7 @@ func (a *app) printPlan(p *api.DrainPlan) {
 	t.row("BY CODE", fmtCounts(p.ByCode))
 	t.row("ORDERING KEYS", strconv.Itoa(p.Keys))
 	t.row("ALREADY COMMITTED", fmt.Sprintf("%d (of %d checked; resolved as duplicates without a replay)", p.WouldSkipDuplicate, p.Checked))
-	t.row("HELD BY EARLIER", strconv.Itoa(p.HeldByEarlier))
+	t.row("HELD BY EARLIER", fmtHeldBy(p.HeldByEarlier, p.HeldBy))
 	t.row("EXCLUDED", fmtCounts(p.Excluded))
 	t.flush()
 	if len(p.TopKeys) > 0 {
@@ -395,6 +397,8 @@ func (a *app) printDrainState(st api.DrainState) {
 	t.row("FAILED AGAIN", strconv.Itoa(st.ReplayFailed))
 	t.row("POISONED", strconv.Itoa(st.Poisoned))
 	t.row("HELD", strconv.Itoa(st.Held))
+	t.row("HELD BY EARLIER", fmtHeldBy(st.HeldByEarlier, st.HeldBy))
+	t.row("RATE", rateText(st.CurrentRate))
 	t.row("PENDING", strconv.Itoa(st.Pending))
 	t.row("ERRORS", strconv.Itoa(st.Errors))
 	t.row("MAX IN FLIGHT", strconv.Itoa(st.MaxInFlight))
@@ -407,6 +411,20 @@ func (a *app) printDrainState(st api.DrainState) {
 	}
 	t.row("OWNER", st.Owner)
 	t.flush()
+}
+
+// fmtHeldBy renders how many selected events unselected earlier events
+// hold, and names those blockers (dlq id, why not selected, how many held).
+func fmtHeldBy(n int, by []api.Blocker) string {
+	s := strconv.Itoa(n)
+	if len(by) == 0 {
+		return s
+	}
+	parts := make([]string, 0, len(by))
+	for _, b := range by {
+		parts = append(parts, fmt.Sprintf("%s (%s) holds %d", b.DLQID, b.Reason, b.Holds))
+	}
+	return s + ": " + strings.Join(parts, ", ") + " (--ignore-order replays them anyway)"
 }
 
 // progress renders a followed drain.
