@@ -35,6 +35,7 @@ import (
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/retry"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
@@ -93,31 +94,45 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 // Run binds the consumers and writes records until ctx is done, then drains
 // the consumers, finishes the records in flight and stops its micro service.
 func (s *Service) Run(ctx context.Context) error {
-	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
+	// Set-up waits for the cluster (a leader election, a server not up
+	// yet, a consumer not provisioned yet) until ctx ends: package retry.
 	if s.cfg.Provision {
-		if err := streams.EnsureCore(setup, s.js, s.cfg.Streams); err != nil {
-			return err
+		if err := retry.Provisioning().Do(ctx, s.log, "provision", func(ctx context.Context) error {
+			return streams.EnsureCore(ctx, s.js, s.cfg.Streams)
+		}); err != nil {
+			return fmt.Errorf("%s: %w", "quarantiner", err)
 		}
 	}
-	if _, err := s.js.Stream(setup, subjects.QuarantineStream); err != nil {
+	_, err := retry.Value(ctx, s.log, "QUARANTINE stream", func(ctx context.Context) (jetstream.Stream, error) {
+		return s.js.Stream(ctx, subjects.QuarantineStream)
+	})
+	if err != nil {
 		return fmt.Errorf("quarantiner: %s must be provisioned by an administrator: %w", subjects.QuarantineStream, err)
 	}
-	var err error
 	if s.chains, err = newChains(s.js, s.tr, s.cfg.ChainCache); err != nil {
 		return fmt.Errorf("quarantiner: %w", err)
 	}
-	if s.events, err = s.js.Stream(setup, subjects.EventsStream); err != nil {
+	s.events, err = retry.Value(ctx, s.log, "EVENTS stream", func(ctx context.Context) (jetstream.Stream, error) {
+		return s.js.Stream(ctx, subjects.EventsStream)
+	})
+	if err != nil {
 		return fmt.Errorf("quarantiner: %w", err)
 	}
-	if s.attempts, err = s.js.KeyValue(setup, subjects.AttemptsBucket); err != nil {
+	s.attempts, err = retry.Value(ctx, s.log, "attempts bucket", func(ctx context.Context) (jetstream.KeyValue, error) {
+		return s.js.KeyValue(ctx, subjects.AttemptsBucket)
+	})
+	if err != nil {
 		return fmt.Errorf("quarantiner: %w", err)
 	}
-	failures, err := streams.BindConsumer(setup, s.js, subjects.FailuresStream, s.cfg.FailuresConsumerConfig(), s.cfg.CreateConsumer)
+	failures, err := retry.Value(ctx, s.log, "failures consumer", func(ctx context.Context) (jetstream.Consumer, error) {
+		return streams.BindConsumer(ctx, s.js, subjects.FailuresStream, s.cfg.FailuresConsumerConfig(), s.cfg.CreateConsumer)
+	})
 	if err != nil {
 		return fmt.Errorf("quarantiner: failures consumer: %w", err)
 	}
-	advisories, err := streams.BindConsumer(setup, s.js, subjects.AdvisoriesStream, s.cfg.AdvisoriesConsumerConfig(), s.cfg.CreateConsumer)
+	advisories, err := retry.Value(ctx, s.log, "advisories consumer", func(ctx context.Context) (jetstream.Consumer, error) {
+		return streams.BindConsumer(ctx, s.js, subjects.AdvisoriesStream, s.cfg.AdvisoriesConsumerConfig(), s.cfg.CreateConsumer)
+	})
 	if err != nil {
 		return fmt.Errorf("quarantiner: advisories consumer: %w", err)
 	}

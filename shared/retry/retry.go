@@ -41,6 +41,10 @@ type Policy struct {
 	Max time.Duration
 }
 
+// Provisioning is the Policy of a provisioning step, which creates or
+// updates several streams and buckets in one attempt: 30 s per attempt.
+func Provisioning() Policy { return Policy{Attempt: 30 * time.Second} }
+
 func (p Policy) withDefaults() Policy {
 	if p.Attempt <= 0 {
 		p.Attempt = DefaultAttempt
