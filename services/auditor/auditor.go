@@ -116,7 +116,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("auditor: %w", err)
 	}
-	log = log.With("service", "auditor")
+	log = log.With("service", "auditor", "instance", cfg.Instance)
 	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log, now: time.Now, verifyBatch: defaultVerifyBatch,
 		seenBits: seenFilterBits, signer: signer}
 	m := newMetrics(cfg.Registerer, s.checkpointAge)

@@ -32,6 +32,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
+	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/record"
@@ -83,9 +84,12 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("quarantiner: %w", err)
 	}
+	if cfg.InstanceID == "" {
+		cfg.InstanceID = config.InstanceID("quarantiner")
+	}
 	return &Service{
 		cfg: cfg, nc: nc, js: js, gate: g, now: time.Now,
-		log:     log.With("service", "quarantiner"),
+		log:     log.With("service", "quarantiner", "instance", cfg.InstanceID),
 		metrics: newMetrics(cfg.Registerer),
 		tr:      telemetry.NewTracer(cfg.TracerProvider, cfg.Propagator),
 	}, nil

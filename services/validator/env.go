@@ -6,7 +6,7 @@ import "github.com/deadletter/deadletter/shared/config"
 // DEADLETTER_MAX_DELIVER, DEADLETTER_ACK_WAIT, DEADLETTER_BACKOFF_BASE,
 // DEADLETTER_BACKOFF_MAX, DEADLETTER_MAX_PAYLOAD, DEADLETTER_WORKERS,
 // DEADLETTER_CLAIM_LEASE, DEADLETTER_DOWNSTREAM_URL,
-// DEADLETTER_DOWNSTREAM_TIMEOUT, DEADLETTER_INSTANCE_ID, DEADLETTER_REPLICAS.
+// DEADLETTER_DOWNSTREAM_TIMEOUT, DEADLETTER_INSTANCE_ID (default <hostname>-validator-<DEADLETTER_INSTANCE_INDEX>), DEADLETTER_REPLICAS.
 func (c *Config) LoadEnv(env *config.Env) {
 	env.Int("DEADLETTER_MAX_DELIVER", &c.MaxDeliver)
 	env.Duration("DEADLETTER_ACK_WAIT", &c.AckWait)
@@ -17,7 +17,7 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Duration("DEADLETTER_CLAIM_LEASE", &c.ClaimLease)
 	env.String("DEADLETTER_DOWNSTREAM_URL", &c.DownstreamURL)
 	env.Duration("DEADLETTER_DOWNSTREAM_TIMEOUT", &c.DownstreamTimeout)
-	env.String("DEADLETTER_INSTANCE_ID", &c.InstanceID)
+	env.Instance("validator", &c.InstanceID)
 	env.Int("DEADLETTER_REPLICAS", &c.Streams.Replicas)
 	env.Bool("DEADLETTER_PROVISION", &c.Provision)
 	env.Bool("DEADLETTER_CREATE_CONSUMER", &c.CreateConsumer)
