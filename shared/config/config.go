@@ -171,13 +171,20 @@ func (e *Env) Instance(service string, dst *string) {
 		*dst = v
 		return
 	}
+	*dst = StableInstanceID(service, e.InstanceIndex())
+}
+
+// InstanceIndex returns DEADLETTER_INSTANCE_INDEX (default 0): which of
+// several instances of one service on one host this process is. It picks
+// the default instance id and metrics port (package runner).
+func (e *Env) InstanceIndex() int {
 	index := 0
 	e.Int("DEADLETTER_INSTANCE_INDEX", &index)
 	if index < 0 {
 		e.errs = append(e.errs, errors.New("DEADLETTER_INSTANCE_INDEX: negative"))
 		index = 0
 	}
-	*dst = StableInstanceID(service, index)
+	return index
 }
 
 // StableInstanceID returns "<hostname>-<service>-<index>": unique per host,
