@@ -206,27 +206,26 @@ func (s *Service) Run(ctx context.Context) error {
 			s.log.Warn("consume error", "err", err)
 		}
 	})
-	var ccs []jetstream.ConsumeContext
-	for _, c := range []jetstream.Consumer{failures, advisories} {
-		cc, err := c.Consume(func(m jetstream.Msg) { work <- m }, errHandler, jetstream.PullMaxMessages(2*s.cfg.Workers))
-		if err != nil {
-			for _, cc := range ccs {
-				cc.Stop()
-			}
-			close(work)
-			wg.Wait()
-			return fmt.Errorf("quarantiner: consume: %w", err)
-		}
-		ccs = append(ccs, cc)
-	}
 	s.log.Info("quarantiner started", "workers", s.cfg.Workers, "redrive_cap", s.cfg.RedriveCap)
-	<-ctx.Done()
-	for _, cc := range ccs {
-		cc.Drain()
+	// Until ctx ends; a consumption the server ends (its consumer deleted
+	// and provisioned again) resumes on the consumer bound again.
+	var consumers sync.WaitGroup
+	for _, c := range []struct {
+		step   string
+		stream string
+		cons   jetstream.Consumer
+		config func() jetstream.ConsumerConfig
+	}{
+		{"failures consumer", subjects.FailuresStream, failures, s.cfg.FailuresConsumerConfig},
+		{"advisories consumer", subjects.AdvisoriesStream, advisories, s.cfg.AdvisoriesConsumerConfig},
+	} {
+		consumers.Go(func() {
+			retry.Consume(ctx, s.log, c.step, c.cons, func(ctx context.Context) (jetstream.Consumer, error) {
+				return streams.BindConsumer(ctx, s.js, c.stream, c.config(), s.cfg.CreateConsumer)
+			}, func(m jetstream.Msg) { work <- m }, errHandler, jetstream.PullMaxMessages(2*s.cfg.Workers))
+		})
 	}
-	for _, cc := range ccs {
-		<-cc.Closed()
-	}
+	consumers.Wait()
 	close(work)
 	wg.Wait()
 	s.log.Info("quarantiner stopped")

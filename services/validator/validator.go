@@ -192,23 +192,19 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	cc, err := cons.Consume(func(m jetstream.Msg) { work <- m },
+	s.log.Info("validator started", "consumer", s.cfg.Consumer, "workers", s.cfg.Workers,
+		"max_deliver", s.cfg.MaxDeliver, "downstream", s.downstreamName())
+	// Until ctx ends; a consumption the server ends (its consumer deleted
+	// and provisioned again) resumes on the consumer bound again.
+	retry.Consume(ctx, s.log, "events consumer", cons, func(ctx context.Context) (jetstream.Consumer, error) {
+		return streams.BindConsumer(ctx, s.js, subjects.EventsStream, s.cfg.ConsumerConfig(), s.cfg.CreateConsumer)
+	}, func(m jetstream.Msg) { work <- m },
 		jetstream.PullMaxMessages(2*s.cfg.Workers),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
 				s.log.Warn("consume error", "err", err)
 			}
 		}))
-	if err != nil {
-		close(work)
-		wg.Wait()
-		return fmt.Errorf("validator: consume: %w", err)
-	}
-	s.log.Info("validator started", "consumer", s.cfg.Consumer, "workers", s.cfg.Workers,
-		"max_deliver", s.cfg.MaxDeliver, "downstream", s.downstreamName())
-	<-ctx.Done()
-	cc.Drain()
-	<-cc.Closed()
 	close(work)
 	wg.Wait()
 	s.log.Info("validator stopped", "stats", s.Stats())

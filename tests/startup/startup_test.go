@@ -9,7 +9,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/services/auditor"
 	"github.com/deadletter/deadletter/services/deadletter/stack"
@@ -25,6 +28,7 @@ import (
 	"github.com/deadletter/deadletter/services/validator"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/streams"
+	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 type service interface{ Run(context.Context) error }
@@ -139,3 +143,95 @@ func TestServicesWaitForTheCluster(t *testing.T) {
 	}
 }
 
+// TestConsumersSurviveReprovisioning: the administrator deletes and
+// provisions again the validator's and the quarantiner's durable consumers
+// while both run (nats.go ends a consumption for good when its consumer is
+// deleted); both bind again, so a valid event still reaches LEDGER and a
+// malformed one QUARANTINE. Before the fix both stayed up, answered pings
+// and consumed nothing.
+func TestConsumersSurviveReprovisioning(t *testing.T) {
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	o := streams.DefaultOptions()
+	vcfg, qcfg := validator.DefaultConfig(), quarantiner.DefaultConfig()
+	vcfg.Provision, vcfg.CreateConsumer = false, false
+	qcfg.Provision, qcfg.CreateConsumer = false, false
+	provision := func() {
+		t.Helper()
+		if err := errors.Join(streams.EnsureCore(ctx, js, o), streams.EnsureWORM(ctx, js, o),
+			stack.ProvisionConsumers(ctx, js, vcfg, qcfg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	provision()
+	logs := &lockedBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, nil))
+	v, err := validator.New(srv.Connect(t), vcfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := quarantiner.New(srv.Connect(t), qcfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, s := range []service{v, q} {
+		wg.Go(func() {
+			if err := s.Run(rctx); err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(func() { stop(); wg.Wait() })
+	nc := srv.Connect(t)
+	for _, name := range []string{"validator", "quarantiner"} {
+		natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+			_, err := nc.Request("$SRV.PING."+name, nil, time.Second)
+			return err
+		})
+	}
+
+	for _, c := range []struct{ stream, name string }{
+		{subjects.EventsStream, vcfg.Consumer},
+		{subjects.FailuresStream, qcfg.FailuresConsumerConfig().Durable},
+		{subjects.AdvisoriesStream, qcfg.AdvisoriesConsumerConfig().Durable},
+	} {
+		if err := js.DeleteConsumer(ctx, c.stream, c.name); err != nil {
+			t.Fatalf("delete %s on %s: %v", c.name, c.stream, err)
+		}
+	}
+	// The server ends the pulls at once; give the fixed services time to
+	// notice (the unfixed ones never log it, so this only waits, it does
+	// not fail).
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) &&
+		strings.Count(logs.String(), "consume stopped by the server") < 3; {
+		time.Sleep(20 * time.Millisecond)
+	}
+	provision()
+
+	valid, err := os.ReadFile("../../schemas/testdata/pharmacy/valid/receive-registrant-business-address-dea.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, data := range [][]byte{valid, []byte("not json")} {
+		if _, err := js.Publish(ctx, subjects.Event("pharmacy", "receive"), data, jetstream.WithMsgID(fmt.Sprint("reprov-", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		var errs []error
+		for _, name := range []string{subjects.LedgerStream, subjects.QuarantineStream} {
+			st, err := js.Stream(ctx, name)
+			if err != nil {
+				return err
+			}
+			if st.CachedInfo().State.Msgs == 0 {
+				errs = append(errs, fmt.Errorf("%s empty", name))
+			}
+		}
+		return errors.Join(errs...)
+	})
+}
