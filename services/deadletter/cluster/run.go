@@ -20,8 +20,9 @@ import (
 	"github.com/deadletter/deadletter/shared/retry"
 )
 
-// RPC ports of the two goreman processes (`goreman -p 8555 run restart
-// validator-1` restarts one service).
+// RPC ports of the two goreman processes, on loopback:
+// `GOREMAN_RPC_SERVER=127.0.0.1:8555 goreman run restart validator-1`
+// restarts one service (goreman's client ignores -p).
 const (
 	ServicesRPCPort = 8555
 	NodesRPCPort    = 8556
@@ -41,6 +42,9 @@ type supervisor struct {
 func startSupervisor(goreman, dir, procfile string, rpcPort int, out io.Writer) (*supervisor, error) {
 	cmd := exec.Command(goreman, "-f", filepath.Join(dir, procfile), "-basedir", dir,
 		"-p", strconv.Itoa(rpcPort), "-set-ports=false", "start")
+	// goreman's RPC server (restart, stop a process) has no authentication
+	// and listens on 0.0.0.0 unless told otherwise: loopback only.
+	cmd.Env = append(os.Environ(), "GOREMAN_RPC_ADDR=127.0.0.1")
 	cmd.Stdout, cmd.Stderr = out, out
 	// Its own process group: Ctrl-C reaches this process only, which stops
 	// the services before the nodes.
@@ -158,5 +162,5 @@ func printInfo(p *Plan, out io.Writer) {
 	fmt.Fprintf(out, "  publish:  nats --context %s pub events.<domain>.<type> --header Nats-Msg-Id:<id> '<event>'\n", p.Context(string(access.RolePublisher)))
 	fmt.Fprintf(out, "  admin:    nats --context %s stream info LEDGER\n", p.Context(access.Admin))
 	fmt.Fprintf(out, "  operator: nats --context %s req %s '{}'\n", p.Context(string(access.RoleOperator)), api.AuditVerify)
-	fmt.Fprintf(out, "restart one service: goreman -p %d run restart validator-1\n\n", ServicesRPCPort)
+	fmt.Fprintf(out, "restart one service: GOREMAN_RPC_SERVER=127.0.0.1:%d goreman run restart validator-1 (a node: port %d, n1)\n\n", ServicesRPCPort, NodesRPCPort)
 }
