@@ -76,7 +76,7 @@ func Main(name, version string, build func(Deps) (Service, error), opts ...Optio
 func run(name, version string, build func(Deps) (Service, error)) error {
 	env := config.NewEnv(nil)
 	conn := config.ConnFlags(flag.CommandLine)
-	metricsAddr := flag.String("metrics-addr", envOr("DEADLETTER_METRICS_ADDR", DefaultMetricsAddr(name, env.InstanceIndex())),
+	metricsAddr := flag.String("metrics-addr", envOr("DEADLETTER_METRICS_ADDR", config.DefaultMetricsAddr(name, env.InstanceIndex())),
 		"where /metrics is served; empty disables (env DEADLETTER_METRICS_ADDR; default per service and DEADLETTER_INSTANCE_INDEX)")
 	flag.Parse()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))

@@ -17,7 +17,7 @@ import (
 	"github.com/deadletter/deadletter/services/deadletter/cluster"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/access/kit"
-	"github.com/deadletter/deadletter/shared/runner"
+	"github.com/deadletter/deadletter/shared/config"
 )
 
 func TestProcfiles(t *testing.T) {
@@ -85,7 +85,7 @@ func TestProcfiles(t *testing.T) {
 			}
 			ports[url] = s.Name
 		}
-		for _, sp := range runner.MetricsPorts() {
+		for _, sp := range config.MetricsPorts() {
 			if got[sp.Name] != want[sp.Name] {
 				t.Errorf("%d %s processes, want %d", got[sp.Name], sp.Name, want[sp.Name])
 			}

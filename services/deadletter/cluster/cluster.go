@@ -19,7 +19,7 @@ import (
 	"github.com/deadletter/deadletter/services/auditor"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/access/kit"
-	"github.com/deadletter/deadletter/shared/runner"
+	"github.com/deadletter/deadletter/shared/config"
 )
 
 // Files the plan writes into Options.Dir (next to the kit's own).
@@ -163,7 +163,7 @@ func Prepare(o Options) (*Plan, error) {
 		Env:     []string{"NATS_URL=" + p.URLs, "NATS_USER=" + access.Admin, "NATS_PASSWORD_FILE=" + filepath.Join(o.Dir, kit.PasswordsDir, access.Admin), "DEADLETTER_REPLICAS=" + replicas},
 		Command: []string{filepath.Join(o.Bin, "provision"), "--replicas", replicas}}
 	count := map[string]int{access.Validator: o.Validators, access.Quarantiner: o.Quarantiners}
-	for _, s := range runner.MetricsPorts() {
+	for _, s := range config.MetricsPorts() {
 		n := max(count[s.Name], 1)
 		for i := range n {
 			env := []string{
@@ -215,7 +215,7 @@ func (p *Plan) MetricsURLs() map[string]string {
 				index, _ = strconv.Atoi(v)
 			}
 		}
-		out[s.Name] = "http://" + runner.DefaultMetricsAddr(filepath.Base(s.Command[0]), index) + "/metrics"
+		out[s.Name] = "http://" + config.DefaultMetricsAddr(filepath.Base(s.Command[0]), index) + "/metrics"
 	}
 	return out
 }

@@ -26,8 +26,8 @@ import (
 	"github.com/nats-io/nats-server/v2/conf"
 
 	"github.com/deadletter/deadletter/shared/access"
+	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/embedded"
-	"github.com/deadletter/deadletter/shared/runner"
 )
 
 // Files and directories of a generated kit, relative to its directory.
@@ -381,11 +381,11 @@ type Service struct {
 }
 
 // Services returns the service processes the deployment files run, with
-// their metrics ports: runner.MetricsPorts, the table the services' own
+// their metrics ports: config.MetricsPorts, the table the services' own
 // defaults come from.
 func Services() []Service {
 	var out []Service
-	for _, p := range runner.MetricsPorts() {
+	for _, p := range config.MetricsPorts() {
 		out = append(out, Service{Name: p.Name, MetricsPort: p.Port})
 	}
 	return out
