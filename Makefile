@@ -9,6 +9,8 @@ NATS_CLI := $(BIN)/nats
 export NATS_CLI
 JAEGER := $(BIN)/jaeger
 STATICCHECK := $(BIN)/staticcheck
+GOREMAN := $(BIN)/goreman
+NATS_SERVER := $(BIN)/nats-server
 
 # Arguments for `make run`, e.g. make run ARGS="--port 4333 --downstream-url http://127.0.0.1:8080/capture"
 ARGS ?=
@@ -27,6 +29,18 @@ help: ## List the targets
 run: ## Run the whole system on an embedded NATS server (127.0.0.1:4222, store in ./data)
 	$(GO) build -o bin/deadletter ./services/deadletter/cmd/deadletter
 	./bin/deadletter $(ARGS)
+
+# Arguments for `make cluster`, e.g. make cluster CLUSTER_ARGS="--downstream-url http://127.0.0.1:8080/capture"
+CLUSTER_ARGS ?=
+
+.PHONY: cluster
+cluster: $(GOREMAN) ## On this machine: nats-server as 3 nodes from the generated kit (R3), 2 validators, 2 quarantiners, a redriver and an auditor, each its own process under goreman (store in .cache/cluster); Ctrl-C stops services, then nodes
+	$(GO) build -o $(NATS_SERVER) github.com/nats-io/nats-server/v2
+	$(GO) build -o bin/ ./services/validator/cmd/validator ./services/quarantiner/cmd/quarantiner ./services/redriver/cmd/redriver ./services/auditor/cmd/auditor ./services/deadletter/cmd/provision ./services/deadletter/cmd/deadletter
+	./bin/deadletter cluster --bin bin --nats-server $(NATS_SERVER) --goreman $(GOREMAN) $(CLUSTER_ARGS)
+
+$(GOREMAN): deploy/tools/goreman/go.mod deploy/tools/goreman/go.sum
+	cd deploy/tools/goreman && GOWORK=off $(GO) build -o $(GOREMAN) github.com/mattn/goreman
 
 .PHONY: demo
 demo: ## The outage story in one command: 1,000 events, a downstream outage, triage, drain, verify

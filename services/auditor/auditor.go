@@ -45,6 +45,7 @@ import (
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/retry"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -115,7 +116,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("auditor: %w", err)
 	}
-	log = log.With("service", "auditor")
+	log = log.With("service", "auditor", "instance", cfg.Instance)
 	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log, now: time.Now, verifyBatch: defaultVerifyBatch,
 		seenBits: seenFilterBits, signer: signer}
 	m := newMetrics(cfg.Registerer, s.checkpointAge)
@@ -132,22 +133,36 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 // checkpoints until ctx is done, then stops its consumer and its micro
 // service.
 func (s *Service) Run(ctx context.Context) error {
-	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
+	// Set-up waits for the cluster (a leader election, a server not up
+	// yet, a stream not provisioned yet) until ctx ends: package retry.
 	var err error
-	if s.quarantine, err = s.js.Stream(setup, subjects.QuarantineStream); err != nil {
+	s.quarantine, err = retry.Value(ctx, s.log, "QUARANTINE stream", func(ctx context.Context) (jetstream.Stream, error) {
+		return s.js.Stream(ctx, subjects.QuarantineStream)
+	})
+	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.QuarantineStream, err)
 	}
-	if s.audit, err = s.js.Stream(setup, subjects.AuditStream); err != nil {
+	s.audit, err = retry.Value(ctx, s.log, "AUDIT stream", func(ctx context.Context) (jetstream.Stream, error) {
+		return s.js.Stream(ctx, subjects.AuditStream)
+	})
+	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.AuditStream, err)
 	}
-	if s.events, err = s.js.Stream(setup, subjects.EventsStream); err != nil {
+	s.events, err = retry.Value(ctx, s.log, "EVENTS stream", func(ctx context.Context) (jetstream.Stream, error) {
+		return s.js.Stream(ctx, subjects.EventsStream)
+	})
+	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.EventsStream, err)
 	}
-	if s.keys, err = s.js.KeyValue(setup, subjects.IdempotencyBucket); err != nil {
+	s.keys, err = retry.Value(ctx, s.log, "idempotency bucket", func(ctx context.Context) (jetstream.KeyValue, error) {
+		return s.js.KeyValue(ctx, subjects.IdempotencyBucket)
+	})
+	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.IdempotencyBucket, err)
 	}
 	s.coverage.start(s.now())
+	setup, cancel := context.WithTimeout(ctx, retry.DefaultAttempt)
+	defer cancel()
 	if last, _, err := s.lastCheckpoint(setup); err != nil {
 		s.log.Warn("reading the newest checkpoint failed", "err", err)
 	} else if last != nil {

@@ -51,7 +51,8 @@ type Config struct {
 	// 16,384 (about 4 MiB); 0 means the default.
 	VerifyChainCache int
 	// Instance names this auditor in checkpoints and logs. Default
-	// "auditor".
+	// "auditor"; LoadEnv: DEADLETTER_INSTANCE_ID, or
+	// <hostname>-auditor-<index>, stable across restarts.
 	Instance string
 	// SigningKeyFile is a file holding an nkeys account or user seed (see
 	// NewSigningKey) with which every checkpoint is signed (ed25519). It
@@ -103,7 +104,7 @@ func DefaultConfig() Config {
 // DEADLETTER_AUDIT_RECONCILE_INTERVAL, DEADLETTER_AUDIT_RECONCILE_WINDOW,
 // DEADLETTER_AUDIT_VERIFY_CACHE, DEADLETTER_AUDIT_SIGNING_KEY_FILE,
 // DEADLETTER_AUDIT_EXPORT_FILE, DEADLETTER_AUDIT_ANCHOR_BLOCKS,
-// DEADLETTER_INSTANCE_ID, DEADLETTER_TRACE_URL_BASE.
+// DEADLETTER_INSTANCE_ID (default <hostname>-auditor-<DEADLETTER_INSTANCE_INDEX>), DEADLETTER_TRACE_URL_BASE.
 func (c *Config) LoadEnv(env *config.Env) {
 	env.Duration("DEADLETTER_AUDIT_GRACE", &c.Grace)
 	env.Bool("DEADLETTER_ALLOW_ANONYMOUS", &c.AllowAnonymous)
@@ -114,7 +115,7 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.String("DEADLETTER_AUDIT_SIGNING_KEY_FILE", &c.SigningKeyFile)
 	env.String("DEADLETTER_AUDIT_EXPORT_FILE", &c.ExportFile)
 	env.Int("DEADLETTER_AUDIT_ANCHOR_BLOCKS", &c.AnchorBlocks)
-	env.String("DEADLETTER_INSTANCE_ID", &c.Instance)
+	env.Instance("auditor", &c.Instance)
 	env.String("DEADLETTER_TRACE_URL_BASE", &c.TraceURLBase)
 }
 

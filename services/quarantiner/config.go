@@ -66,6 +66,9 @@ type Config struct {
 	// false under the trust boundary, where no service may create a
 	// consumer and the administrator provisions them.
 	CreateConsumer bool
+	// InstanceID names this instance in logs. Default (New): a random id;
+	// LoadEnv: DEADLETTER_INSTANCE_ID, or <hostname>-quarantiner-<index>.
+	InstanceID string
 	// Registerer receives the quarantiner's metrics. Nil: not exported.
 	Registerer prometheus.Registerer
 	// TracerProvider receives the quarantiner's spans (package
@@ -97,8 +100,11 @@ func DefaultConfig() Config {
 
 // LoadEnv overrides cfg from environment variables:
 // DEADLETTER_REDRIVE_CAP, DEADLETTER_QUARANTINE_WORKERS,
-// DEADLETTER_CHAIN_CACHE, DEADLETTER_MAX_PAYLOAD, DEADLETTER_REPLICAS.
+// DEADLETTER_CHAIN_CACHE, DEADLETTER_MAX_PAYLOAD, DEADLETTER_REPLICAS,
+// DEADLETTER_PROVISION, DEADLETTER_CREATE_CONSUMER, DEADLETTER_INSTANCE_ID
+// (default <hostname>-quarantiner-<DEADLETTER_INSTANCE_INDEX>).
 func (c *Config) LoadEnv(env *config.Env) {
+	env.Instance("quarantiner", &c.InstanceID)
 	env.Int("DEADLETTER_REDRIVE_CAP", &c.RedriveCap)
 	env.Int("DEADLETTER_QUARANTINE_WORKERS", &c.Workers)
 	env.Int("DEADLETTER_CHAIN_CACHE", &c.ChainCache)

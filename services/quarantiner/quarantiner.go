@@ -32,10 +32,12 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
+	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/failpoint"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/retry"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
@@ -83,9 +85,12 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("quarantiner: %w", err)
 	}
+	if cfg.InstanceID == "" {
+		cfg.InstanceID = config.InstanceID("quarantiner")
+	}
 	return &Service{
 		cfg: cfg, nc: nc, js: js, gate: g, now: time.Now,
-		log:     log.With("service", "quarantiner"),
+		log:     log.With("service", "quarantiner", "instance", cfg.InstanceID),
 		metrics: newMetrics(cfg.Registerer),
 		tr:      telemetry.NewTracer(cfg.TracerProvider, cfg.Propagator),
 	}, nil
@@ -94,31 +99,45 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 // Run binds the consumers and writes records until ctx is done, then drains
 // the consumers, finishes the records in flight and stops its micro service.
 func (s *Service) Run(ctx context.Context) error {
-	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
+	// Set-up waits for the cluster (a leader election, a server not up
+	// yet, a consumer not provisioned yet) until ctx ends: package retry.
 	if s.cfg.Provision {
-		if err := streams.EnsureCore(setup, s.js, s.cfg.Streams); err != nil {
-			return err
+		if err := retry.Provisioning().Do(ctx, s.log, "provision", func(ctx context.Context) error {
+			return streams.EnsureCore(ctx, s.js, s.cfg.Streams)
+		}); err != nil {
+			return fmt.Errorf("%s: %w", "quarantiner", err)
 		}
 	}
-	if _, err := s.js.Stream(setup, subjects.QuarantineStream); err != nil {
+	_, err := retry.Value(ctx, s.log, "QUARANTINE stream", func(ctx context.Context) (jetstream.Stream, error) {
+		return s.js.Stream(ctx, subjects.QuarantineStream)
+	})
+	if err != nil {
 		return fmt.Errorf("quarantiner: %s must be provisioned by an administrator: %w", subjects.QuarantineStream, err)
 	}
-	var err error
 	if s.chains, err = newChains(s.js, s.tr, s.cfg.ChainCache); err != nil {
 		return fmt.Errorf("quarantiner: %w", err)
 	}
-	if s.events, err = s.js.Stream(setup, subjects.EventsStream); err != nil {
+	s.events, err = retry.Value(ctx, s.log, "EVENTS stream", func(ctx context.Context) (jetstream.Stream, error) {
+		return s.js.Stream(ctx, subjects.EventsStream)
+	})
+	if err != nil {
 		return fmt.Errorf("quarantiner: %w", err)
 	}
-	if s.attempts, err = s.js.KeyValue(setup, subjects.AttemptsBucket); err != nil {
+	s.attempts, err = retry.Value(ctx, s.log, "attempts bucket", func(ctx context.Context) (jetstream.KeyValue, error) {
+		return s.js.KeyValue(ctx, subjects.AttemptsBucket)
+	})
+	if err != nil {
 		return fmt.Errorf("quarantiner: %w", err)
 	}
-	failures, err := streams.BindConsumer(setup, s.js, subjects.FailuresStream, s.cfg.FailuresConsumerConfig(), s.cfg.CreateConsumer)
+	failures, err := retry.Value(ctx, s.log, "failures consumer", func(ctx context.Context) (jetstream.Consumer, error) {
+		return streams.BindConsumer(ctx, s.js, subjects.FailuresStream, s.cfg.FailuresConsumerConfig(), s.cfg.CreateConsumer)
+	})
 	if err != nil {
 		return fmt.Errorf("quarantiner: failures consumer: %w", err)
 	}
-	advisories, err := streams.BindConsumer(setup, s.js, subjects.AdvisoriesStream, s.cfg.AdvisoriesConsumerConfig(), s.cfg.CreateConsumer)
+	advisories, err := retry.Value(ctx, s.log, "advisories consumer", func(ctx context.Context) (jetstream.Consumer, error) {
+		return streams.BindConsumer(ctx, s.js, subjects.AdvisoriesStream, s.cfg.AdvisoriesConsumerConfig(), s.cfg.CreateConsumer)
+	})
 	if err != nil {
 		return fmt.Errorf("quarantiner: advisories consumer: %w", err)
 	}
@@ -188,27 +207,26 @@ func (s *Service) Run(ctx context.Context) error {
 			s.log.Warn("consume error", "err", err)
 		}
 	})
-	var ccs []jetstream.ConsumeContext
-	for _, c := range []jetstream.Consumer{failures, advisories} {
-		cc, err := c.Consume(func(m jetstream.Msg) { work <- m }, errHandler, jetstream.PullMaxMessages(2*s.cfg.Workers))
-		if err != nil {
-			for _, cc := range ccs {
-				cc.Stop()
-			}
-			close(work)
-			wg.Wait()
-			return fmt.Errorf("quarantiner: consume: %w", err)
-		}
-		ccs = append(ccs, cc)
-	}
 	s.log.Info("quarantiner started", "workers", s.cfg.Workers, "redrive_cap", s.cfg.RedriveCap)
-	<-ctx.Done()
-	for _, cc := range ccs {
-		cc.Drain()
+	// Until ctx ends; a consumption the server ends (its consumer deleted
+	// and provisioned again) resumes on the consumer bound again.
+	var consumers sync.WaitGroup
+	for _, c := range []struct {
+		step   string
+		stream string
+		cons   jetstream.Consumer
+		config func() jetstream.ConsumerConfig
+	}{
+		{"failures consumer", subjects.FailuresStream, failures, s.cfg.FailuresConsumerConfig},
+		{"advisories consumer", subjects.AdvisoriesStream, advisories, s.cfg.AdvisoriesConsumerConfig},
+	} {
+		consumers.Go(func() {
+			retry.Consume(ctx, s.log, c.step, c.cons, func(ctx context.Context) (jetstream.Consumer, error) {
+				return streams.BindConsumer(ctx, s.js, c.stream, c.config(), s.cfg.CreateConsumer)
+			}, func(m jetstream.Msg) { work <- m }, errHandler, jetstream.PullMaxMessages(2*s.cfg.Workers))
+		})
 	}
-	for _, cc := range ccs {
-		<-cc.Closed()
-	}
+	consumers.Wait()
 	close(work)
 	wg.Wait()
 	s.log.Info("quarantiner stopped")

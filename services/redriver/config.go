@@ -29,7 +29,9 @@ type Config struct {
 	// InstanceID names this instance as the owner of its drains. A
 	// restarted instance with the same id resumes its drains at once;
 	// another instance takes a drain over when its owner's heartbeat is
-	// older than DrainLease. Default: a random id.
+	// older than DrainLease. Default (New): a random id; LoadEnv:
+	// DEADLETTER_INSTANCE_ID, or <hostname>-redriver-<index>, stable across
+	// restarts.
 	InstanceID string
 	// DefaultRatePerSecond is the replay ceiling of a drain that states
 	// none. Default 100.
@@ -112,13 +114,13 @@ func DefaultConfig() Config {
 	}
 }
 
-// LoadEnv overrides cfg from environment variables: DEADLETTER_INSTANCE_ID,
+// LoadEnv overrides cfg from environment variables: DEADLETTER_INSTANCE_ID (default <hostname>-redriver-<DEADLETTER_INSTANCE_INDEX>),
 // DEADLETTER_REDRIVE_RATE, DEADLETTER_REDRIVE_CONCURRENCY,
 // DEADLETTER_REDRIVE_OUTCOME_TIMEOUT, DEADLETTER_DRAIN_LEASE,
 // DEADLETTER_MAX_PAYLOAD, DEADLETTER_REPLICAS, DEADLETTER_ALLOW_ANONYMOUS,
 // DEADLETTER_REPLAY_SECRET_FILE, DEADLETTER_PROVISION, DEADLETTER_FAILPOINT.
 func (c *Config) LoadEnv(env *config.Env) {
-	env.String("DEADLETTER_INSTANCE_ID", &c.InstanceID)
+	env.Instance("redriver", &c.InstanceID)
 	env.Int("DEADLETTER_REDRIVE_RATE", &c.DefaultRatePerSecond)
 	env.Int("DEADLETTER_REDRIVE_CONCURRENCY", &c.DefaultConcurrency)
 	env.Duration("DEADLETTER_REDRIVE_OUTCOME_TIMEOUT", &c.OutcomeTimeout)

@@ -48,6 +48,7 @@ import (
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/retry"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
@@ -148,22 +149,32 @@ func (s *Service) InstanceID() string { return s.cfg.InstanceID }
 // requests, interrupts the drains (they stay running in DRAINS, to be
 // resumed) and waits for them.
 func (s *Service) Run(ctx context.Context) error {
-	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
+	// Set-up waits for the cluster (a leader election, a server not up
+	// yet, a consumer not provisioned yet) until ctx ends: package retry.
 	if s.cfg.Provision {
-		if err := streams.EnsureCore(setup, s.js, s.cfg.Streams); err != nil {
-			return err
+		if err := retry.Provisioning().Do(ctx, s.log, "provision", func(ctx context.Context) error {
+			return streams.EnsureCore(ctx, s.js, s.cfg.Streams)
+		}); err != nil {
+			return fmt.Errorf("%s: %w", "redriver", err)
 		}
 	}
-	if _, err := s.js.Stream(setup, subjects.QuarantineStream); err != nil {
+	_, err := retry.Value(ctx, s.log, "QUARANTINE stream", func(ctx context.Context) (jetstream.Stream, error) {
+		return s.js.Stream(ctx, subjects.QuarantineStream)
+	})
+	if err != nil {
 		return fmt.Errorf("redriver: %s must be provisioned by an administrator: %w", subjects.QuarantineStream, err)
 	}
 	s.chains = &chains{reader: chain.NewReader(s.js), nc: s.nc, tr: s.tr}
-	var err error
-	if s.idem, err = s.js.KeyValue(setup, subjects.IdempotencyBucket); err != nil {
+	s.idem, err = retry.Value(ctx, s.log, "idempotency bucket", func(ctx context.Context) (jetstream.KeyValue, error) {
+		return s.js.KeyValue(ctx, subjects.IdempotencyBucket)
+	})
+	if err != nil {
 		return fmt.Errorf("redriver: %w", err)
 	}
-	if s.drains, err = s.js.KeyValue(setup, subjects.DrainsBucket); err != nil {
+	s.drains, err = retry.Value(ctx, s.log, "drains bucket", func(ctx context.Context) (jetstream.KeyValue, error) {
+		return s.js.KeyValue(ctx, subjects.DrainsBucket)
+	})
+	if err != nil {
 		return fmt.Errorf("redriver: %w", err)
 	}
 	s.runCtx, s.runCancel = context.WithCancel(context.Background())
@@ -204,7 +215,9 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("redriver: micro: %w", err)
 		}
 	}
-	s.takeOver(setup)
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	s.takeOver(tctx)
+	cancel()
 	s.log.Info("redriver started", "default_rate", s.cfg.DefaultRatePerSecond, "default_concurrency", s.cfg.DefaultConcurrency)
 	t := time.NewTicker(s.cfg.DrainLease)
 	defer t.Stop()

@@ -54,7 +54,9 @@ type Config struct {
 	DownstreamURL string
 	// DownstreamTimeout bounds one downstream call. Default 10 s.
 	DownstreamTimeout time.Duration
-	// InstanceID names this instance in claims and logs. Default: a random id.
+	// InstanceID names this instance in claims and logs. Default (New): a
+	// random id; LoadEnv: DEADLETTER_INSTANCE_ID, or
+	// <hostname>-validator-<index>, stable across restarts.
 	InstanceID string
 	// Streams sizes the streams provisioned at start-up.
 	Streams streams.Options

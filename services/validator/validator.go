@@ -37,6 +37,7 @@ import (
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/retry"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
@@ -132,24 +133,32 @@ func (s *Service) Stats() Stats {
 // processes events until ctx is done. It then drains the consumer, finishes
 // the events in flight and stops its micro service.
 func (s *Service) Run(ctx context.Context) error {
-	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
+	// Set-up waits for the cluster (a leader election, a server not up
+	// yet, a consumer not provisioned yet) until ctx ends: package retry.
 	if s.cfg.Provision {
-		if err := streams.EnsureCore(setup, s.js, s.cfg.Streams); err != nil {
-			return err
+		if err := retry.Provisioning().Do(ctx, s.log, "provision", func(ctx context.Context) error {
+			return streams.EnsureCore(ctx, s.js, s.cfg.Streams)
+		}); err != nil {
+			return fmt.Errorf("validator: %w", err)
 		}
 	}
-	kv, err := s.js.KeyValue(setup, subjects.IdempotencyBucket)
+	kv, err := retry.Value(ctx, s.log, "idempotency bucket", func(ctx context.Context) (jetstream.KeyValue, error) {
+		return s.js.KeyValue(ctx, subjects.IdempotencyBucket)
+	})
 	if err != nil {
 		return fmt.Errorf("validator: idempotency bucket: %w", err)
 	}
-	attempts, err := s.js.KeyValue(setup, subjects.AttemptsBucket)
+	attempts, err := retry.Value(ctx, s.log, "attempts bucket", func(ctx context.Context) (jetstream.KeyValue, error) {
+		return s.js.KeyValue(ctx, subjects.AttemptsBucket)
+	})
 	if err != nil {
 		return fmt.Errorf("validator: attempts bucket: %w", err)
 	}
 	s.commit.kv = kv
 	s.commit.hooks = s.hooks
-	cons, err := streams.BindConsumer(setup, s.js, subjects.EventsStream, s.cfg.ConsumerConfig(), s.cfg.CreateConsumer)
+	cons, err := retry.Value(ctx, s.log, "events consumer", func(ctx context.Context) (jetstream.Consumer, error) {
+		return streams.BindConsumer(ctx, s.js, subjects.EventsStream, s.cfg.ConsumerConfig(), s.cfg.CreateConsumer)
+	})
 	if err != nil {
 		return fmt.Errorf("validator: %w", err)
 	}
@@ -183,23 +192,19 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	cc, err := cons.Consume(func(m jetstream.Msg) { work <- m },
+	s.log.Info("validator started", "consumer", s.cfg.Consumer, "workers", s.cfg.Workers,
+		"max_deliver", s.cfg.MaxDeliver, "downstream", s.downstreamName())
+	// Until ctx ends; a consumption the server ends (its consumer deleted
+	// and provisioned again) resumes on the consumer bound again.
+	retry.Consume(ctx, s.log, "events consumer", cons, func(ctx context.Context) (jetstream.Consumer, error) {
+		return streams.BindConsumer(ctx, s.js, subjects.EventsStream, s.cfg.ConsumerConfig(), s.cfg.CreateConsumer)
+	}, func(m jetstream.Msg) { work <- m },
 		jetstream.PullMaxMessages(2*s.cfg.Workers),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
 				s.log.Warn("consume error", "err", err)
 			}
 		}))
-	if err != nil {
-		close(work)
-		wg.Wait()
-		return fmt.Errorf("validator: consume: %w", err)
-	}
-	s.log.Info("validator started", "consumer", s.cfg.Consumer, "workers", s.cfg.Workers,
-		"max_deliver", s.cfg.MaxDeliver, "downstream", s.downstreamName())
-	<-ctx.Done()
-	cc.Drain()
-	<-cc.Closed()
 	close(work)
 	wg.Wait()
 	s.log.Info("validator stopped", "stats", s.Stats())

@@ -174,6 +174,45 @@ func envOr(name, def string) string {
 	return def
 }
 
+// Instance sets *dst to the instance identity of a service process:
+// DEADLETTER_INSTANCE_ID when set, otherwise StableInstanceID(service,
+// DEADLETTER_INSTANCE_INDEX) (index 0 when unset). The default is the same
+// on every restart of the process on its host, so a restarted redriver
+// finds its own drains and resumes them at once instead of waiting for
+// their lease; two instances of one service on one host need distinct
+// DEADLETTER_INSTANCE_INDEX values.
+func (e *Env) Instance(service string, dst *string) {
+	if v, ok := e.lookup("DEADLETTER_INSTANCE_ID"); ok && v != "" {
+		*dst = v
+		return
+	}
+	*dst = StableInstanceID(service, e.InstanceIndex())
+}
+
+// InstanceIndex returns DEADLETTER_INSTANCE_INDEX (default 0): which of
+// several instances of one service on one host this process is. It picks
+// the default instance id and metrics port (package runner).
+func (e *Env) InstanceIndex() int {
+	index := 0
+	e.Int("DEADLETTER_INSTANCE_INDEX", &index)
+	if index < 0 {
+		e.errs = append(e.errs, errors.New("DEADLETTER_INSTANCE_INDEX: negative"))
+		index = 0
+	}
+	return index
+}
+
+// StableInstanceID returns "<hostname>-<service>-<index>": unique per host,
+// service and index, and stable across restarts. A host whose name cannot
+// be read is "localhost".
+func StableInstanceID(service string, index int) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return fmt.Sprintf("%s-%s-%d", host, service, index)
+}
+
 // InstanceID returns a random instance name, "<service>-<12 hex digits>",
 // for an instance whose configuration names none.
 func InstanceID(service string) string {

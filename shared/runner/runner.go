@@ -11,7 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -75,9 +74,10 @@ func Main(name, version string, build func(Deps) (Service, error), opts ...Optio
 }
 
 func run(name, version string, build func(Deps) (Service, error)) error {
+	env := config.NewEnv(nil)
 	conn := config.ConnFlags(flag.CommandLine)
-	metricsAddr := flag.String("metrics-addr", envOr("DEADLETTER_METRICS_ADDR", "127.0.0.1:9464"),
-		"where /metrics is served; empty disables (env DEADLETTER_METRICS_ADDR)")
+	metricsAddr := flag.String("metrics-addr", envOr("DEADLETTER_METRICS_ADDR", config.DefaultMetricsAddr(name, env.InstanceIndex())),
+		"where /metrics is served; empty disables (env DEADLETTER_METRICS_ADDR; default per service and DEADLETTER_INSTANCE_INDEX)")
 	flag.Parse()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -99,13 +99,11 @@ func run(name, version string, build func(Deps) (Service, error)) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if *metricsAddr != "" {
-		srv := &http.Server{Addr: *metricsAddr, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("metrics endpoint not served", "addr", *metricsAddr, "err", err)
-			}
-		}()
-		defer func() { _ = srv.Close() }()
+		stopMetrics, err := serveMetrics(*metricsAddr, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), log)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
 	}
 	if conn.InboxPrefix == "" {
 		// Each user may subscribe only to its own inbox (package access).
@@ -122,7 +120,6 @@ func run(name, version string, build func(Deps) (Service, error)) error {
 			log.Warn("connection not drained", "err", err)
 		}
 	}()
-	env := config.NewEnv(nil)
 	svc, err := build(Deps{NC: nc, Log: log, Env: env, TracerProvider: tp, Registerer: reg})
 	if err := errors.Join(env.Err(), err); err != nil {
 		return err

@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats-server/v2/conf"
 
 	"github.com/deadletter/deadletter/shared/access"
+	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/embedded"
 )
 
@@ -380,12 +381,12 @@ type Service struct {
 }
 
 // Services returns the service processes the deployment files run, with
-// their metrics ports.
+// their metrics ports: config.MetricsPorts, the table the services' own
+// defaults come from.
 func Services() []Service {
-	return []Service{
-		{Name: access.Validator, MetricsPort: 9464},
-		{Name: access.Quarantiner, MetricsPort: 9465},
-		{Name: access.Redriver, MetricsPort: 9466},
-		{Name: access.Auditor, MetricsPort: 9467},
+	var out []Service
+	for _, p := range config.MetricsPorts() {
+		out = append(out, Service{Name: p.Name, MetricsPort: p.Port})
 	}
+	return out
 }

@@ -3,7 +3,9 @@
 // environment variables (see the README).
 //
 // `deadletter kit --nodes 3 --out deploy/generated` generates the
-// deployment kit of a cluster instead (deploy/README.md).
+// deployment kit of a cluster instead (deploy/README.md); `deadletter
+// cluster` runs a 3-node cluster and every service as its own process on
+// this machine (`make cluster`, package cluster).
 package main
 
 import (
@@ -51,6 +53,9 @@ func exportToLocalJaeger() {
 func run() error {
 	if len(os.Args) > 1 && os.Args[1] == "kit" {
 		return runKit(os.Args[2:], os.Stdout)
+	}
+	if len(os.Args) > 1 && os.Args[1] == "cluster" {
+		return runCluster(os.Args[2:], os.Stdout)
 	}
 	runner.TuneGC(runner.DefaultGCPercent)
 	cfg := stack.DefaultConfig()
