@@ -132,10 +132,15 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 // Run follows QUARANTINE, serves the endpoints and writes periodic
 // checkpoints until ctx is done, then stops its consumer and its micro
 // service.
-func (s *Service) Run(ctx context.Context) error {
+func (s *Service) Run(ctx context.Context) (err error) {
+	// Stopped during start-up: a clean stop.
+	defer func() {
+		if errors.Is(err, retry.ErrStopped) {
+			err = nil
+		}
+	}()
 	// Set-up waits for the cluster (a leader election, a server not up
 	// yet, a stream not provisioned yet) until ctx ends: package retry.
-	var err error
 	s.quarantine, err = retry.Value(ctx, s.log, "QUARANTINE stream", func(ctx context.Context) (jetstream.Stream, error) {
 		return s.js.Stream(ctx, subjects.QuarantineStream)
 	})

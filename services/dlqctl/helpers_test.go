@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -16,7 +15,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -134,7 +132,7 @@ func startStack(tb testing.TB, o stackOptions) *env {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	stop := run(tb, "stack", s.Run)
+	stop := natstest.Run(tb, "stack", s.Run)
 	select {
 	case <-s.Ready():
 	case <-time.After(30 * time.Second):
@@ -165,29 +163,6 @@ func (e *env) password(tb testing.TB, user string) string {
 		tb.Fatalf("no password for %s", user)
 	}
 	return sec.Password
-}
-
-// run runs fn until cleanup (or stop) and checks it returns no error.
-func run(tb testing.TB, name string, fn func(context.Context) error) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- fn(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					tb.Errorf("%s: Run: %v", name, err)
-				}
-			case <-time.After(30 * time.Second):
-				tb.Errorf("%s did not stop", name)
-			}
-		})
-	}
-	tb.Cleanup(stop)
-	return stop
 }
 
 // result is one run of the binary.

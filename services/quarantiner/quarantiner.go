@@ -98,7 +98,13 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 
 // Run binds the consumers and writes records until ctx is done, then drains
 // the consumers, finishes the records in flight and stops its micro service.
-func (s *Service) Run(ctx context.Context) error {
+func (s *Service) Run(ctx context.Context) (err error) {
+	// Stopped during start-up: a clean stop.
+	defer func() {
+		if errors.Is(err, retry.ErrStopped) {
+			err = nil
+		}
+	}()
 	// Set-up waits for the cluster (a leader election, a server not up
 	// yet, a consumer not provisioned yet) until ctx ends: package retry.
 	if s.cfg.Provision {
@@ -108,7 +114,7 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("%s: %w", "quarantiner", err)
 		}
 	}
-	_, err := retry.Value(ctx, s.log, "QUARANTINE stream", func(ctx context.Context) (jetstream.Stream, error) {
+	_, err = retry.Value(ctx, s.log, "QUARANTINE stream", func(ctx context.Context) (jetstream.Stream, error) {
 		return s.js.Stream(ctx, subjects.QuarantineStream)
 	})
 	if err != nil {

@@ -148,7 +148,13 @@ func (s *Service) InstanceID() string { return s.cfg.InstanceID }
 // owner's heartbeat is older than DrainLease. At shutdown it stops taking
 // requests, interrupts the drains (they stay running in DRAINS, to be
 // resumed) and waits for them.
-func (s *Service) Run(ctx context.Context) error {
+func (s *Service) Run(ctx context.Context) (err error) {
+	// Stopped during start-up: a clean stop.
+	defer func() {
+		if errors.Is(err, retry.ErrStopped) {
+			err = nil
+		}
+	}()
 	// Set-up waits for the cluster (a leader election, a server not up
 	// yet, a consumer not provisioned yet) until ctx ends: package retry.
 	if s.cfg.Provision {
@@ -158,7 +164,7 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("%s: %w", "redriver", err)
 		}
 	}
-	_, err := retry.Value(ctx, s.log, "QUARANTINE stream", func(ctx context.Context) (jetstream.Stream, error) {
+	_, err = retry.Value(ctx, s.log, "QUARANTINE stream", func(ctx context.Context) (jetstream.Stream, error) {
 		return s.js.Stream(ctx, subjects.QuarantineStream)
 	})
 	if err != nil {

@@ -132,7 +132,13 @@ func (s *Service) Stats() Stats {
 // Run provisions (or checks) the streams, binds the durable consumer and
 // processes events until ctx is done. It then drains the consumer, finishes
 // the events in flight and stops its micro service.
-func (s *Service) Run(ctx context.Context) error {
+func (s *Service) Run(ctx context.Context) (err error) {
+	// Stopped during start-up: a clean stop.
+	defer func() {
+		if errors.Is(err, retry.ErrStopped) {
+			err = nil
+		}
+	}()
 	// Set-up waits for the cluster (a leader election, a server not up
 	// yet, a consumer not provisioned yet) until ctx ends: package retry.
 	if s.cfg.Provision {
@@ -293,7 +299,7 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 		_ = m.Ack()
 		s.log.Info("duplicate acknowledged", "seq", meta.Sequence.Stream, "key", env.IdempotencyKey)
 	case codes.Of(err).Transient():
-		s.transient(ctx, m, meta, env, err, attempts)
+		s.transient(ctx, m, meta, env, dlqID, redrives, err, attempts)
 	default:
 		s.structural(ctx, m, meta, &env, dlqID, redrives, record.StageCommit, err, attempts)
 	}
@@ -343,6 +349,44 @@ func endCommitSpan(span trace.Span, ledgerSeq uint64, err error) {
 	span.End()
 }
 
+// report stores f in FAILURES (de-duplicated per EVENTS sequence), then
+// terminates the original with the error code as reason (a reason the
+// quarantiner's terminated-advisory listener skips). If the report cannot be
+// stored, the original is redelivered later instead, and false is returned:
+// it is never terminated without a stored failure.
+func (s *Service) report(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, f record.Failure) bool {
+	b, err := json.Marshal(f)
+	if err == nil {
+		out := nats.NewMsg(subjects.Failure(f.Domain))
+		out.Data = b
+		out.Header.Set(envelope.ErrorCode, string(f.Code))
+		out.Header.Set(envelope.SourceStream, meta.Stream)
+		out.Header.Set(envelope.SourceSeq, strconv.FormatUint(meta.Sequence.Stream, 10))
+		msgID := fmt.Sprintf("failure-%s-%d", meta.Stream, meta.Sequence.Stream)
+		// The failure report carries this publish's context in its own
+		// headers (f.Headers keeps the original's, verbatim): the
+		// quarantiner's span becomes its child, in the event's trace.
+		pctx, pspan := s.tr.StartPublish(ctx, out, telemetry.MessageID(msgID),
+			telemetry.Attributes(telemetry.DomainKey.String(f.Domain), telemetry.ErrorCodeKey.String(string(f.Code))))
+		var ack *jetstream.PubAck
+		ack, err = s.js.PublishMsg(pctx, out, jetstream.WithMsgID(msgID))
+		telemetry.RecordAck(pspan, ack)
+		if err != nil {
+			telemetry.Error(pspan, "failure report not stored")
+		}
+		pspan.End()
+	}
+	if err != nil {
+		s.log.Error("failure report not stored; will retry", "seq", meta.Sequence.Stream, "code", f.Code, "class", f.Class, "err", err)
+		_ = m.NakWithDelay(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered))
+		return false
+	}
+	if err := m.TermWithReason(string(f.Code)); err != nil {
+		s.log.Warn("term failed; the failure is stored", "seq", meta.Sequence.Stream, "err", err)
+	}
+	return true
+}
+
 // structural reports a failure to FAILURES, then terminates the original.
 // If the report cannot be stored, the original is redelivered later instead:
 // it is never terminated without a stored failure.
@@ -374,45 +418,23 @@ func (s *Service) structural(ctx context.Context, m jetstream.Msg, meta *jetstre
 	span.SetAttributes(telemetry.DomainKey.String(f.Domain), telemetry.DLQIDKey.String(record.DLQIDFor(f)),
 		telemetry.RedriveCountKey.Int(redrives), telemetry.OutcomeKey.String("structural"))
 	telemetry.Fail(span, code, string(record.ClassValidation), telemetry.StageKey.String(stage))
-	b, err := json.Marshal(f)
-	if err == nil {
-		out := nats.NewMsg(subjects.Failure(f.Domain))
-		out.Data = b
-		out.Header.Set(envelope.ErrorCode, string(code))
-		out.Header.Set(envelope.SourceStream, meta.Stream)
-		out.Header.Set(envelope.SourceSeq, strconv.FormatUint(meta.Sequence.Stream, 10))
-		msgID := fmt.Sprintf("failure-%s-%d", meta.Stream, meta.Sequence.Stream)
-		// The failure report carries this publish's context in its own
-		// headers (f.Headers keeps the original's, verbatim): the
-		// quarantiner's span becomes its child, in the event's trace.
-		pctx, pspan := s.tr.StartPublish(ctx, out, telemetry.MessageID(msgID),
-			telemetry.Attributes(telemetry.DomainKey.String(f.Domain), telemetry.ErrorCodeKey.String(string(code))))
-		var ack *jetstream.PubAck
-		ack, err = s.js.PublishMsg(pctx, out, jetstream.WithMsgID(msgID))
-		telemetry.RecordAck(pspan, ack)
-		if err != nil {
-			telemetry.Error(pspan, "failure report not stored")
-		}
-		pspan.End()
-	}
-	if err != nil {
-		s.log.Error("failure report not stored; will retry", "seq", meta.Sequence.Stream, "code", code, "err", err)
-		_ = m.NakWithDelay(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered))
+	if !s.report(ctx, m, meta, f) {
 		return
 	}
 	s.stats.structural.Add(1)
 	s.metrics.outcome(outcomeStructural)
 	s.metrics.failure(f.Domain, code)
-	if err := m.TermWithReason(string(code)); err != nil {
-		s.log.Warn("term failed; the failure is stored", "seq", meta.Sequence.Stream, "err", err)
-	}
 	s.log.Info("event rejected", "seq", meta.Sequence.Stream, "subject", m.Subject(), "code", code, "stage", stage, "dlq_id", dlqID)
 }
 
 // transient records the attempt and schedules a redelivery. On the last
-// allowed delivery it naks without delay: the server then emits the
-// max-deliveries advisory that the quarantiner captures.
-func (s *Service) transient(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, env envelope.Envelope, cause error, attempts jetstream.KeyValue) {
+// allowed delivery it reports the event exhausted to FAILURES itself, then
+// terminates it (report): the server's max-deliveries advisory, a core
+// message that is lost when ADVISORIES has no leader at that moment (an R3
+// cluster electing one), is only the fallback for a validator that dies
+// during that delivery.
+func (s *Service) transient(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, env envelope.Envelope,
+	dlqID string, redrives int, cause error, attempts jetstream.KeyValue) {
 	s.stats.transient.Add(1)
 	code := codes.Of(cause)
 	span := trace.SpanFromContext(ctx)
@@ -432,7 +454,13 @@ func (s *Service) transient(ctx context.Context, m jetstream.Msg, meta *jetstrea
 		s.stats.exhausted.Add(1)
 		s.metrics.outcome(outcomeExhausted)
 		s.log.Warn("event exhausted its deliveries", "seq", meta.Sequence.Stream, "key", env.IdempotencyKey, "code", code, "deliveries", meta.NumDelivered)
-		_ = m.Nak()
+		f := record.Failure{
+			Class: record.ClassExhausted, Code: code, Detail: codes.DetailOf(cause), Domain: env.Domain,
+			Subject: m.Subject(), Stream: meta.Stream, Seq: meta.Sequence.Stream, Deliveries: meta.NumDelivered,
+			Published: meta.Timestamp.UTC(), Headers: m.Headers(), Payload: m.Data(), Envelope: &env,
+			DLQID: dlqID, RedriveCount: redrives, Attempts: hist.Attempts, FailedAt: time.Now().UTC(),
+		}
+		s.report(ctx, m, meta, f)
 		return
 	}
 	delay := backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered)

@@ -3,6 +3,7 @@ package validator
 import (
 	"bytes"
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/natstest"
+	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -223,9 +225,11 @@ func TestDownstreamTransientThenOK(t *testing.T) {
 }
 
 // TestDownstreamDownExhausts: a downstream answering 503 forever makes the
-// event reach MaxDeliver; the server announces it with a max-deliveries
-// advisory (captured by ADVISORIES) and the original is still fetchable
-// from EVENTS by its sequence.
+// event reach MaxDeliver; on that last delivery the validator reports it
+// exhausted to FAILURES itself (acknowledged, durable), with every
+// attempt, and terminates it, so no max-deliveries advisory is needed: one
+// is a core message, lost when ADVISORIES has no leader at that moment.
+// The original is still fetchable from EVENTS by its sequence.
 func TestDownstreamDownExhausts(t *testing.T) {
 	down := newDownstream(t, func(int64) int { return 503 })
 	srv := natstest.Start(t)
@@ -237,26 +241,31 @@ func TestDownstreamDownExhausts(t *testing.T) {
 	subject, data := example(t, "fsma", "valid", validExamples["fsma"])
 	seq := publish(t, js, subject, data, "")
 
+	waitMsgs(t, js, subjects.FailuresStream, 1)
+	fs := failures(t, js)
+	if len(fs) != 1 {
+		t.Fatalf("FAILURES holds %d reports, want 1", len(fs))
+	}
+	f := fs[0]
+	if f.Class != record.ClassExhausted || f.Code != codes.DownstreamUnavailable || f.Seq != seq || f.Deliveries != 3 || len(f.Attempts) != 3 {
+		t.Errorf("report = class %s, code %s, seq %d, deliveries %d, %d attempts; want exhausted, %s, seq %d, 3, 3",
+			f.Class, f.Code, f.Seq, f.Deliveries, len(f.Attempts), codes.DownstreamUnavailable, seq)
+	}
+	if f.Envelope == nil || f.Envelope.IdempotencyKey == "" || !bytes.Equal(f.Payload, data) {
+		t.Error("the report lacks the event's envelope or its verbatim bytes")
+	}
+	// Terminated with its code as reason (which the quarantiner skips), so
+	// the server never announces a max-deliveries.
 	waitMsgs(t, js, subjects.AdvisoriesStream, 1)
 	adv, err := js.Stream(context.Background(), subjects.AdvisoriesStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := adv.GetLastMsgForSubject(context.Background(), "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.EVENTS.validator")
-	if err != nil {
-		t.Fatalf("max-deliveries advisory: %v", err)
+	if _, err := adv.GetLastMsgForSubject(context.Background(), subjects.TerminatedAdvisories); err != nil {
+		t.Errorf("no terminated advisory: %v", err)
 	}
-	var a struct {
-		Stream     string `json:"stream"`
-		Consumer   string `json:"consumer"`
-		StreamSeq  uint64 `json:"stream_seq"`
-		Deliveries uint64 `json:"deliveries"`
-	}
-	if err := json.Unmarshal(raw.Data, &a); err != nil {
-		t.Fatal(err)
-	}
-	if a.StreamSeq != seq || a.Deliveries != 3 || a.Consumer != "validator" {
-		t.Errorf("advisory = %+v, want seq %d after 3 deliveries", a, seq)
+	if _, err := adv.GetLastMsgForSubject(context.Background(), subjects.MaxDeliveriesAdvisories); !errors.Is(err, jetstream.ErrMsgNotFound) {
+		t.Errorf("a max-deliveries advisory for a reported event: %v", err)
 	}
 	events, err := js.Stream(context.Background(), subjects.EventsStream)
 	if err != nil {

@@ -29,6 +29,11 @@ const (
 // the step's last error as well, so its sentinels stay visible to errors.Is.
 var ErrGaveUp = errors.New("retry: gave up")
 
+// ErrStopped is returned when the context ended before the step succeeded:
+// the service was stopped during its start-up, which is a clean stop (the
+// services' Run returns nil for it).
+var ErrStopped = errors.New("retry: stopped")
+
 // Policy bounds each attempt and the delays between attempts. The zero
 // Policy uses the defaults: 5 s per attempt, back-off from 100 ms doubling
 // to at most 5 s, each delay randomised by ±50 %.
@@ -103,6 +108,9 @@ func ValueWith[T any](ctx context.Context, p Policy, log *slog.Logger, step stri
 			log.Info("start-up step succeeded", "step", step, "attempts", attempt)
 		}
 		return v, nil
+	}
+	if ctx.Err() != nil {
+		return v, fmt.Errorf("%w: %s after %d attempts: %w", ErrStopped, step, attempt, ctx.Err())
 	}
 	if last == nil {
 		last = err

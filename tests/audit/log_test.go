@@ -55,7 +55,7 @@ func TestOneAuditLogLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, "quarantiner", q.Run)
+	natstest.Run(t, "quarantiner", q.Run)
 	acfg := auditor.DefaultConfig()
 	acfg.CheckpointInterval, acfg.ReconcileInterval = 0, 0
 	acfg.AllowAnonymous = true
@@ -63,7 +63,7 @@ func TestOneAuditLogLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, "auditor", a.Run)
+	natstest.Run(t, "auditor", a.Run)
 
 	nc := srv.Connect(t)
 	js, err := jetstream.New(nc)

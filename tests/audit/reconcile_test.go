@@ -62,25 +62,6 @@ func (d *downstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// run starts svc.Run until cleanup (or stop) and returns stop.
-func run(tb testing.TB, name string, runFn func(context.Context) error) (stop func()) {
-	tb.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- runFn(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				tb.Errorf("%s Run: %v", name, err)
-			}
-		})
-	}
-	tb.Cleanup(stop)
-	return stop
-}
-
 func request(tb testing.TB, nc *nats.Conn, subject string, req, out any) {
 	tb.Helper()
 	b, _ := json.Marshal(req)
@@ -115,21 +96,21 @@ func TestReconcileMixedRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopValidator := run(t, "validator", v.Run)
+	stopValidator := natstest.Run(t, "validator", v.Run)
 	qcfg := quarantiner.DefaultConfig()
 	qcfg.RedriveCap, qcfg.TerminatedGrace, qcfg.RetryDelay, qcfg.Workers = 1, 100*time.Millisecond, 100*time.Millisecond, 4
 	q, err := quarantiner.New(srv.Connect(t), qcfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, "quarantiner", q.Run)
+	natstest.Run(t, "quarantiner", q.Run)
 	rcfg := redriver.DefaultConfig()
 	rcfg.AllowAnonymous = true // a server without accounts: no caller to attach
 	r, err := redriver.New(srv.Connect(t), rcfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, "redriver", r.Run)
+	natstest.Run(t, "redriver", r.Run)
 	acfg := auditor.DefaultConfig()
 	acfg.Grace, acfg.CheckpointInterval, acfg.ReconcileInterval = 300*time.Millisecond, 0, 0
 	acfg.AllowAnonymous = true // a server without accounts: no caller to attach
@@ -137,7 +118,7 @@ func TestReconcileMixedRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, "auditor", a.Run)
+	natstest.Run(t, "auditor", a.Run)
 
 	nc := srv.Connect(t)
 	js, err := jetstream.New(nc)

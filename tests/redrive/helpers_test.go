@@ -137,7 +137,7 @@ func newEnvWith(tb testing.TB, n int, withDownstream bool) *env {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	runService(tb, "validator", v.Run)
+	natstest.Run(tb, "validator", v.Run)
 	qcfg := quarantiner.DefaultConfig()
 	qcfg.Provision = false
 	qcfg.AckWait = 2 * time.Second
@@ -148,36 +148,13 @@ func newEnvWith(tb testing.TB, n int, withDownstream bool) *env {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		runService(tb, "quarantiner", q.Run)
+		natstest.Run(tb, "quarantiner", q.Run)
 	}
 	e.waitService(tb, "validator")
 	if n > 0 {
 		e.waitService(tb, "quarantiner")
 	}
 	return e
-}
-
-// runService runs fn until cleanup.
-func runService(tb testing.TB, name string, fn func(context.Context) error) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- fn(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					tb.Errorf("%s: Run: %v", name, err)
-				}
-			case <-time.After(30 * time.Second):
-				tb.Errorf("%s did not stop", name)
-			}
-		})
-	}
-	tb.Cleanup(stop)
-	return stop
 }
 
 func (e *env) waitService(tb testing.TB, name string) {
@@ -214,7 +191,7 @@ func (e *env) startRedriver(tb testing.TB, cfg redriver.Config) *runningRedriver
 	if err != nil {
 		tb.Fatal(err)
 	}
-	stop := runService(tb, "redriver", r.Run)
+	stop := natstest.Run(tb, "redriver", r.Run)
 	e.waitService(tb, "redriver")
 	return &runningRedriver{Service: r, nc: nc, stop: stop}
 }

@@ -412,7 +412,7 @@ func TestDrainRetriesThroughOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runService(t, "quarantiner", q.Run)
+	natstest.Run(t, "quarantiner", q.Run)
 	st := e.waitDrain(t, id, 60*time.Second)
 	if st.Status != api.DrainCompleted || st.Committed != len(events) || st.Errors != 0 {
 		t.Errorf("drain %+v, want completed with %d committed and no errors", st, len(events))

@@ -189,7 +189,10 @@ func TestExhaustedEventIsOneTrace(t *testing.T) {
 	if rec.Class != record.ClassExhausted || rec.ErrorCode != codes.DownstreamUnavailable || rec.TraceID != ev.traceID {
 		t.Errorf("record class %s code %s trace %s, want exhausted %s %s", rec.Class, rec.ErrorCode, rec.TraceID, codes.DownstreamUnavailable, ev.traceID)
 	}
-	const advisory = "quarantine $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.EVENTS."
+	// The validator reports the exhausted event to FAILURES on its last
+	// delivery (package validator): the quarantine span consumes that
+	// report, a child of the report's publish span.
+	const advisory = "quarantine dlq.intake.pharmacy"
 	tr := waitTrace(t, j, ev.traceID, func(tr jaeger.Trace) error {
 		if err := need(tr, validatorService, "validate ", maxDeliver); err != nil {
 			return err
@@ -242,9 +245,9 @@ func TestExhaustedEventIsOneTrace(t *testing.T) {
 		}
 	}
 	q := one(t, tr, quarantinerService, advisory)
-	checkParent(t, q, p)
+	checkParent(t, q, one(t, tr, validatorService, "send dlq.intake.pharmacy"))
 	checkTags(t, q, map[string]string{"deadletter.dlq_id": rec.DLQID, "deadletter.failure_class": string(record.ClassExhausted),
-		"deadletter.outcome": string(record.KindQuarantined), "messaging.nats.jetstream.stream": "ADVISORIES"})
+		"deadletter.outcome": string(record.KindQuarantined), "messaging.nats.jetstream.stream": "FAILURES"})
 	w := one(t, tr, quarantinerService, "send quarantine.")
 	checkParent(t, w, q)
 

@@ -800,20 +800,31 @@ func (c *cluster) settle(ctx context.Context, events []event) error {
 		return err
 	}
 	deadline := time.Now().Add(c.o.Settle)
+	var logged time.Time
 	for {
-		pending, perr := pendingConsumers(ctx, js)
-		var missing int
+		// A JetStream request made while a cluster elects its leaders gets
+		// no answer: bound each look and look again.
+		lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		pending, perr := pendingConsumers(lctx, js)
+		missing := -1
 		if perr == nil && len(pending) == 0 {
-			st, err := readStores(ctx, js)
+			st, err := readStores(lctx, js)
 			if err == nil {
 				missing = len(st.unaccounted(events))
-				if missing == 0 {
-					return nil
-				}
+			} else {
+				perr = err
 			}
 		}
+		cancel()
+		if missing == 0 {
+			return nil
+		}
+		if perr != nil && time.Since(logged) > 10*time.Second {
+			c.o.Logf("chaos: settling: %v", perr)
+			logged = time.Now()
+		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("after %s: consumers pending %v (%v), %d events without an outcome", c.o.Settle, pending, perr, missing)
+			return fmt.Errorf("after %s: consumers pending %v (%v), %d events without an outcome (-1: not read)", c.o.Settle, pending, perr, missing)
 		}
 		select {
 		case <-ctx.Done():
