@@ -21,6 +21,7 @@ import (
 	"github.com/deadletter/deadletter/services/redriver"
 	"github.com/deadletter/deadletter/services/validator"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -62,17 +63,18 @@ func (d *downstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
+// request calls a service endpoint (endpoint.CallRaw: an error reply is an
+// *api.Error) and decodes the reply into out.
 func request(tb testing.TB, nc *nats.Conn, subject string, req, out any) {
 	tb.Helper()
 	b, _ := json.Marshal(req)
-	m, err := nc.Request(subject, b, 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	body, err := endpoint.CallRaw(ctx, nc, subject, b)
 	if err != nil {
 		tb.Fatalf("%s: %v", subject, err)
 	}
-	if code := m.Header.Get("Nats-Service-Error-Code"); code != "" {
-		tb.Fatalf("%s: %s %s", subject, code, m.Header.Get("Nats-Service-Error"))
-	}
-	if err := json.Unmarshal(m.Data, out); err != nil {
+	if err := json.Unmarshal(body, out); err != nil {
 		tb.Fatalf("%s reply: %v", subject, err)
 	}
 }

@@ -1,6 +1,7 @@
 package tracing
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/tests/internal/jaeger"
@@ -22,18 +24,18 @@ import (
 
 const redriverService = "deadletter-redriver"
 
-// request calls a service endpoint as a client and decodes the reply.
+// request calls a service endpoint as a client (endpoint.CallRaw: an error
+// reply is an *api.Error) and decodes the reply.
 func request(tb testing.TB, nc *nats.Conn, subject string, req, reply any) {
 	tb.Helper()
 	b, _ := json.Marshal(req)
-	m, err := nc.Request(subject, b, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body, err := endpoint.CallRaw(ctx, nc, subject, b)
 	if err != nil {
 		tb.Fatalf("%s: %v", subject, err)
 	}
-	if code := m.Header.Get("Nats-Service-Error-Code"); code != "" {
-		tb.Fatalf("%s: %s %s", subject, code, m.Header.Get("Nats-Service-Error"))
-	}
-	if err := json.Unmarshal(m.Data, reply); err != nil {
+	if err := json.Unmarshal(body, reply); err != nil {
 		tb.Fatal(err)
 	}
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/deadletter/deadletter/shared/access/kit"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/embedded"
+	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/failpoint"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/record"
@@ -931,20 +932,20 @@ func (c *cluster) drain(ctx context.Context) error {
 	}
 }
 
-// request calls a service endpoint and decodes its answer.
+// request calls a service endpoint (endpoint.CallRaw: an error reply is an
+// *api.Error) and decodes its answer.
 func request(nc *nats.Conn, subject string, req, out any) error {
 	b, err := json.Marshal(req)
 	if err != nil {
 		return err
 	}
-	m, err := nc.Request(subject, b, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	body, err := endpoint.CallRaw(ctx, nc, subject, b)
 	if err != nil {
 		return fmt.Errorf("chaos: %s: %w", subject, err)
 	}
-	if code := m.Header.Get("Nats-Service-Error-Code"); code != "" {
-		return fmt.Errorf("chaos: %s: %s %s", subject, code, m.Header.Get("Nats-Service-Error"))
-	}
-	return json.Unmarshal(m.Data, out)
+	return json.Unmarshal(body, out)
 }
 
 // pendingConsumers lists the durable consumers with pending or
