@@ -29,9 +29,10 @@ const (
 // the step's last error as well, so its sentinels stay visible to errors.Is.
 var ErrGaveUp = errors.New("retry: gave up")
 
-// ErrStopped is returned when the context ended before the step succeeded:
-// the service was stopped during its start-up, which is a clean stop (the
-// services' Run returns nil for it).
+// ErrStopped is returned when the context was cancelled before the step
+// succeeded: the service was stopped during its start-up, which is a clean
+// stop (the services' Run returns nil for it). A context that reaches its
+// deadline gives up instead (ErrGaveUp, with the last error).
 var ErrStopped = errors.New("retry: stopped")
 
 // Policy bounds each attempt and the delays between attempts. The zero
@@ -109,7 +110,7 @@ func ValueWith[T any](ctx context.Context, p Policy, log *slog.Logger, step stri
 		}
 		return v, nil
 	}
-	if ctx.Err() != nil {
+	if errors.Is(ctx.Err(), context.Canceled) {
 		return v, fmt.Errorf("%w: %s after %d attempts: %w", ErrStopped, step, attempt, ctx.Err())
 	}
 	if last == nil {

@@ -154,3 +154,20 @@ func TestBackoffCapped(t *testing.T) {
 		t.Errorf("%d retries in %s: back-off not capped at Max", n, time.Since(start))
 	}
 }
+
+// TestStoppedOnCancel: a service stopped (its context cancelled) during a
+// start-up step gets ErrStopped, which its Run turns into a clean stop; a
+// deadline is giving up, not stopping.
+func TestStoppedOnCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	attempts := 0
+	err := Do(ctx, slog.New(slog.DiscardHandler), "never", func(context.Context) error {
+		if attempts++; attempts == 2 {
+			cancel()
+		}
+		return errors.New("not yet")
+	})
+	if !errors.Is(err, ErrStopped) || errors.Is(err, ErrGaveUp) {
+		t.Fatalf("err = %v, want ErrStopped", err)
+	}
+}
