@@ -86,10 +86,11 @@ jaeger-run: $(JAEGER) ## Run Jaeger in memory on 127.0.0.1 (OTLP 4317/4318, UI a
 	$(JAEGER) --config deploy/jaeger/config.yaml
 
 .PHONY: bench
-bench: ## Benchmarks: validation per domain, ingest vs raw JetStream and the store-bound floor, ingest through the whole stack and the publisher's import (sync always), tracing's cost (untraced and 100 %-traced phases in ABBA order; the publisher traced elsewhere, then in this process too), quarantine latency, drain throughput and its store-bound floor, audit throughput
+bench: ## Benchmarks: validation per domain, ingest vs raw JetStream and the store-bound floor, ingest through the whole stack and the publisher's import (sync always), ingest and drain on a 3-node R3 cluster next to one server (services as processes), tracing's cost (untraced and 100 %-traced phases in ABBA order; the publisher traced elsewhere, then in this process too), quarantine latency, drain throughput and its store-bound floor, audit throughput
 	$(GO) test -run '^$$' -bench . -benchmem ./shared/gate/ ./shared/domain/... ./shared/record/
 	$(GO) run ./tests/bench/ingest -n $(BENCH_EVENTS) -floor
 	$(GO) run ./tests/bench/stack -n 5000 -sync-always -rounds 3
+	$(GO) run ./tests/bench/cluster -n 10000 -rounds 2
 	$(GO) run ./tests/bench/ingest -n $(BENCH_EVENTS) -trace-sink -trace-ab 2 -remote-publisher
 	$(GO) run ./tests/bench/ingest -n $(BENCH_EVENTS) -trace-sink -trace-ab 2
 	$(GO) test -run '^$$' -bench Quarantine -benchtime 1x ./services/quarantiner/
