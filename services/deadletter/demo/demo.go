@@ -48,6 +48,10 @@ type Config struct {
 	DataDir string
 	// Out receives the story. Default os.Stdout.
 	Out io.Writer
+	// PasswordCost is the bcrypt cost of the people's passwords (default
+	// the stack's): tests under the race detector lower it, since every
+	// person's connection pays one check.
+	PasswordCost int
 }
 
 func (c *Config) defaults() {
@@ -144,6 +148,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	scfg.Validator.MaxDeliver = 3
 	scfg.Validator.BackoffBase, scfg.Validator.BackoffMax = 50*time.Millisecond, 200*time.Millisecond
 	scfg.Validator.DownstreamTimeout, scfg.Validator.ClaimLease = time.Second, 3*time.Second
+	scfg.PasswordCost = cfg.PasswordCost
 	st, err := stack.New(scfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return sum, err
@@ -156,9 +161,10 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	select {
 	case <-st.Ready():
 	case err := <-stopped:
+		stopped <- err // for the deferred wait: the stack has stopped
 		return sum, fmt.Errorf("demo: stack: %w", err)
-	case <-time.After(30 * time.Second):
-		return sum, errors.New("demo: stack did not start")
+	case <-time.After(2 * time.Minute):
+		return sum, errors.New("demo: stack did not start within 2 minutes")
 	}
 	// The story's people, each a user of its role's account with no
 	// JetStream API: the publisher publishes through the import of

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/deadletter/deadletter/shared/access"
 )
 
 // TestStory runs the demo on a smaller batch: every step ends as told, and
@@ -14,7 +16,7 @@ func TestStory(t *testing.T) {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	sum, err := Run(ctx, Config{Events: 200, DataDir: t.TempDir(), Out: &out, Rate: 1000})
+	sum, err := Run(ctx, Config{Events: 200, DataDir: t.TempDir(), Out: &out, Rate: 1000, PasswordCost: access.MinBcryptCost})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
