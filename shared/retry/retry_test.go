@@ -1,12 +1,10 @@
 package retry
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,27 +14,9 @@ import (
 	"github.com/deadletter/deadletter/shared/natstest"
 )
 
-// lockedBuffer collects log lines written from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func testLogger(tb testing.TB) (*slog.Logger, *lockedBuffer) {
+func testLogger(tb testing.TB) (*slog.Logger, *natstest.Buffer) {
 	tb.Helper()
-	buf := &lockedBuffer{}
+	buf := &natstest.Buffer{}
 	return slog.New(slog.NewJSONHandler(buf, nil)), buf
 }
 

@@ -1,13 +1,11 @@
 package audit
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,31 +22,13 @@ import (
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
-// syncBuffer is a log sink shared by services.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestOneAuditLogLine (issue 15, bug 11): with the quarantiner and the
 // auditor logging to one sink, each stored record has exactly one
 // audit-log line, in one vocabulary (redrive_count, never redrives).
 func TestOneAuditLogLine(t *testing.T) {
 	srv := natstest.Start(t)
 	srv.Provision(t, streams.DefaultOptions())
-	logs := &syncBuffer{}
+	logs := &natstest.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	qcfg := quarantiner.DefaultConfig()
 	qcfg.Workers = 2

@@ -6,7 +6,6 @@
 package startup
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -32,23 +31,6 @@ import (
 )
 
 type service interface{ Run(context.Context) error }
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestServicesWaitForTheCluster: each service's Run, started on a server
 // where nothing is provisioned yet, keeps retrying (each attempt logged)
@@ -87,7 +69,7 @@ func TestServicesWaitForTheCluster(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := natstest.Start(t)
 			nc := srv.Connect(t)
-			logs := &lockedBuffer{}
+			logs := &natstest.Buffer{}
 			svc, err := tc.build(t, nc, slog.New(slog.NewJSONHandler(logs, nil)))
 			if err != nil {
 				t.Fatal(err)
@@ -166,7 +148,7 @@ func TestConsumersSurviveReprovisioning(t *testing.T) {
 		}
 	}
 	provision()
-	logs := &lockedBuffer{}
+	logs := &natstest.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	v, err := validator.New(srv.Connect(t), vcfg, log)
 	if err != nil {
@@ -203,12 +185,18 @@ func TestConsumersSurviveReprovisioning(t *testing.T) {
 			t.Fatalf("delete %s on %s: %v", c.name, c.stream, err)
 		}
 	}
-	// The server ends the pulls at once; give the fixed services time to
-	// notice (the unfixed ones never log it, so this only waits, it does
-	// not fail).
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) &&
-		strings.Count(logs.String(), "consume stopped by the server") < 3; {
-		time.Sleep(20 * time.Millisecond)
+	// The server ends the pulls at once; wait until the services have
+	// noticed (each consumption logs it) before provisioning again. An
+	// unnoticed end is caught below: nothing would be consumed.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.After(5 * time.Second); strings.Count(logs.String(), "consume stopped by the server") < 3; {
+		select {
+		case <-deadline:
+		case <-tick.C:
+			continue
+		}
+		break
 	}
 	provision()
 

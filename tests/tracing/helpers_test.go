@@ -62,7 +62,7 @@ func provider(tb testing.TB, j *jaeger.Jaeger, service string) trace.TracerProvi
 // running is a stack started by startStack.
 type running struct {
 	*stack.Stack
-	logs *lockedBuffer
+	logs *natstest.Buffer
 	// Stop stops the stack and waits for it (also done at cleanup).
 	Stop func()
 }
@@ -83,7 +83,7 @@ func startStack(tb testing.TB, edit func(*stack.Config)) *running {
 	if edit != nil {
 		edit(&cfg)
 	}
-	logs := &lockedBuffer{}
+	logs := &natstest.Buffer{}
 	s, err := stack.New(cfg, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		tb.Fatalf("stack: %v", err)
@@ -300,24 +300,6 @@ func checkNoMarkers(tb testing.TB, j *jaeger.Jaeger, logs string, markers ...str
 			tb.Errorf("the log contains payload marker %q", m)
 		}
 	}
-}
-
-// lockedBuffer is a bytes.Buffer for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // ledgerSeqOf returns the LEDGER sequence of the commit of EVENTS sequence

@@ -1,12 +1,11 @@
 package cli
 
 import (
-	"bytes"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/natstest"
 )
 
 // TestBarRateText: the bar shows the drain's current_rate, not the bar's
@@ -28,7 +27,7 @@ func TestBarRateText(t *testing.T) {
 			if got := rateText(tc.rate); got != tc.want {
 				t.Errorf("rateText(%v) = %q, want %q", tc.rate, got, tc.want)
 			}
-			out := &lockedBuffer{}
+			out := &natstest.Buffer{}
 			p := newBarProgress(out, "drain-x", 120)
 			p.update(api.DrainState{DrainID: "drain-x", Status: api.DrainRunning, CurrentRate: tc.rate,
 				DrainCounts: api.DrainCounts{Selected: 100, Committed: 40}})
@@ -38,23 +37,4 @@ func TestBarRateText(t *testing.T) {
 			}
 		})
 	}
-}
-
-// lockedBuffer is a buffer the bar's spinner goroutine may write to while
-// the test does.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
