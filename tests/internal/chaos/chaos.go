@@ -40,6 +40,7 @@ import (
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/failpoint"
 	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/ledger"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/sample"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -124,9 +125,13 @@ type Report struct {
 	// ReconcileUnaccounted and ReconcileEvents are audit.reconcile's;
 	// VerifyOK, VerifyProblems, VerifyRecords audit.verify's.
 	ReconcileEvents, ReconcileUnaccounted int
-	VerifyOK                              bool
-	VerifyProblems                        int
-	VerifyRecords                         uint64
+	// ReconcileExamples describes up to five of the events audit.reconcile
+	// calls unaccounted: what LEDGER, QUARANTINE and IDEMPOTENCY hold for
+	// each.
+	ReconcileExamples []string
+	VerifyOK          bool
+	VerifyProblems    int
+	VerifyRecords     uint64
 	// Drained is how many exhausted records the final drain selected,
 	// DrainCommitted how many of them it committed, DrainTime how long
 	// it took.
@@ -158,7 +163,7 @@ func (r Report) Problems() []string {
 		p = append(p, fmt.Sprintf("downstream accepted %d keys, LEDGER holds %d", r.DownstreamAccepted, r.Committed))
 	}
 	if r.ReconcileUnaccounted > 0 {
-		p = append(p, fmt.Sprintf("audit.reconcile: %d unaccounted", r.ReconcileUnaccounted))
+		p = append(p, fmt.Sprintf("audit.reconcile: %d unaccounted (%s)", r.ReconcileUnaccounted, strings.Join(r.ReconcileExamples, "; ")))
 	}
 	if !r.VerifyOK {
 		p = append(p, fmt.Sprintf("audit.verify: %d problems", r.VerifyProblems))
@@ -915,12 +920,38 @@ func (c *cluster) account(ctx context.Context, events []event) error {
 		return err
 	}
 	r.ReconcileEvents, r.ReconcileUnaccounted = rec.Events, rec.Counts[api.ReconcileUnaccounted]
+	r.ReconcileExamples = describe(ctx, js, st, rec.Unaccounted)
 	var ver api.VerifyReply
 	if err := request(vnc, api.AuditVerify, api.VerifyRequest{}, &ver); err != nil {
 		return err
 	}
 	r.VerifyOK, r.VerifyProblems, r.VerifyRecords = ver.OK, ver.ProblemCount, ver.Records
 	return nil
+}
+
+// describe says, for up to five events, what the stores hold for them.
+func describe(ctx context.Context, js jetstream.JetStream, st *stores, evs []api.ReconcileEvent) []string {
+	kv, err := js.KeyValue(ctx, subjects.IdempotencyBucket)
+	var out []string
+	for _, e := range evs[:min(5, len(evs))] {
+		state := "IDEMPOTENCY not read"
+		if err == nil {
+			ks, found, lerr := ledger.Lookup(ctx, kv, e.Key)
+			switch {
+			case e.Key == "":
+				state = "no key"
+			case lerr != nil:
+				state = lerr.Error()
+			case !found:
+				state = "no IDEMPOTENCY entry"
+			default:
+				state = fmt.Sprintf("IDEMPOTENCY %s (source_seq %d, ledger_seq %d)", ks.State, ks.SourceSeq, ks.LedgerSeq)
+			}
+		}
+		out = append(out, fmt.Sprintf("seq %d %s key %s: LEDGER %d, chain by key %v, %s",
+			e.Seq, e.Subject, e.Key, st.ledger[e.Key], st.chainsByKey[e.Key], state))
+	}
+	return out
 }
 
 // drain starts a drain of every exhausted record as the operator and waits
