@@ -76,10 +76,32 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	if err != nil {
 		return fmt.Errorf("streams: look up %s: %w", want.Name, err)
 	}
-	if diff := StreamDiff(want, s.CachedInfo().Config); len(diff) > 0 {
+	have := s.CachedInfo().Config
+	if diff := StreamDiff(want, have); len(diff) > 0 {
+		if upgraded, err := upgrade(ctx, js, want, have); upgraded || err != nil {
+			return err
+		}
 		return fmt.Errorf("streams: %s: %w: %s", want.Name, ErrIncompatible, strings.Join(diff, "; "))
 	}
 	return nil
+}
+
+// upgrade turns on, in a stream of an earlier layout, the settings a later
+// one adds and that take nothing away (allow atomic publish), when they are
+// the only difference. It reports whether it updated the stream.
+func upgrade(ctx context.Context, js jetstream.JetStream, want, have jetstream.StreamConfig) (bool, error) {
+	if !want.AllowAtomicPublish || have.AllowAtomicPublish {
+		return false, nil
+	}
+	next := have
+	next.AllowAtomicPublish = true
+	if len(StreamDiff(want, next)) > 0 {
+		return false, nil
+	}
+	if _, err := js.UpdateStream(ctx, next); err != nil {
+		return false, fmt.Errorf("streams: allow atomic publish on %s: %w", want.Name, err)
+	}
+	return true, nil
 }
 
 // checkExisting returns an error wrapping ErrIncompatible when the stream
@@ -93,7 +115,9 @@ func checkExisting(ctx context.Context, js jetstream.JetStream, want jetstream.S
 	if err != nil {
 		return fmt.Errorf("streams: look up %s: %w", want.Name, err)
 	}
-	if diff := StreamDiff(want, s.CachedInfo().Config); len(diff) > 0 {
+	have := s.CachedInfo().Config
+	have.AllowAtomicPublish = want.AllowAtomicPublish // an upgrade, which EnsureStream makes
+	if diff := StreamDiff(want, have); len(diff) > 0 {
 		return fmt.Errorf("streams: %s: %w: %s", want.Name, ErrIncompatible, strings.Join(diff, "; "))
 	}
 	return nil
@@ -102,43 +126,62 @@ func checkExisting(ctx context.Context, js jetstream.JetStream, want jetstream.S
 // EnsureBucket creates the key-value bucket if absent, or checks that the
 // existing one is compatible with want.
 func EnsureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig) error {
-	kv, err := js.KeyValue(ctx, want.Bucket)
+	_, err := js.KeyValue(ctx, want.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		if _, err := js.CreateKeyValue(ctx, want); err != nil {
+		if _, err = js.CreateKeyValue(ctx, want); err != nil {
 			if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 				return EnsureBucket(ctx, js, want)
 			}
 			return fmt.Errorf("streams: create bucket %s: %w", want.Bucket, err)
 		}
-		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("streams: look up bucket %s: %w", want.Bucket, err)
 	}
-	st, err := kv.Status(ctx)
+	s, err := js.Stream(ctx, "KV_"+want.Bucket)
 	if err != nil {
-		return fmt.Errorf("streams: bucket %s status: %w", want.Bucket, err)
+		return fmt.Errorf("streams: bucket %s: %w", want.Bucket, err)
 	}
-	var diff []string
-	if h := int64(max(want.History, 1)); st.History() != h {
-		diff = append(diff, fmt.Sprintf("history is %d, want %d", st.History(), h))
-	}
-	if st.TTL() != want.TTL {
-		diff = append(diff, fmt.Sprintf("ttl is %s, want %s", st.TTL(), want.TTL))
-	}
-	if info, ok := st.(*jetstream.KeyValueBucketStatus); ok {
-		cfg := info.StreamInfo().Config
-		if cfg.Replicas != want.Replicas {
-			diff = append(diff, fmt.Sprintf("replicas is %d, want %d", cfg.Replicas, want.Replicas))
-		}
-		if cfg.Storage != want.Storage {
-			diff = append(diff, fmt.Sprintf("storage is %s, want %s", cfg.Storage, want.Storage))
+	have := s.CachedInfo().Config
+	diff := BucketDiff(want, have)
+	// A bucket created by CreateKeyValue, or by an earlier layout, gets
+	// atomic publish turned on here (it takes nothing away).
+	if AtomicBuckets[want.Bucket] && !have.AllowAtomicPublish {
+		next := have
+		next.AllowAtomicPublish = true
+		if len(BucketDiff(want, next)) == 0 {
+			if _, err := js.UpdateStream(ctx, next); err != nil {
+				return fmt.Errorf("streams: allow atomic publish on bucket %s: %w", want.Bucket, err)
+			}
+			return nil
 		}
 	}
 	if len(diff) > 0 {
 		return fmt.Errorf("streams: bucket %s: %w: %s", want.Bucket, ErrIncompatible, strings.Join(diff, "; "))
 	}
 	return nil
+}
+
+// BucketDiff lists, in words, every setting deadletter owns of the bucket
+// want in which its stream's configuration have differs.
+func BucketDiff(want jetstream.KeyValueConfig, have jetstream.StreamConfig) []string {
+	var d []string
+	if h := int64(max(want.History, 1)); have.MaxMsgsPerSubject != h {
+		d = append(d, fmt.Sprintf("history is %d, want %d", have.MaxMsgsPerSubject, h))
+	}
+	if have.MaxAge != want.TTL {
+		d = append(d, fmt.Sprintf("ttl is %s, want %s", have.MaxAge, want.TTL))
+	}
+	if have.Replicas != max(want.Replicas, 1) {
+		d = append(d, fmt.Sprintf("replicas is %d, want %d", have.Replicas, max(want.Replicas, 1)))
+	}
+	if have.Storage != want.Storage {
+		d = append(d, fmt.Sprintf("storage is %s, want %s", have.Storage, want.Storage))
+	}
+	if AtomicBuckets[want.Bucket] && !have.AllowAtomicPublish {
+		d = append(d, "allow atomic publish is false, want true")
+	}
+	return d
 }
 
 // StreamDiff lists, in words, every setting deadletter owns in which have
@@ -205,6 +248,9 @@ func StreamDiff(want, have jetstream.StreamConfig) []string {
 	}
 	if want.MaxConsumers != 0 && want.MaxConsumers != have.MaxConsumers {
 		add("max consumers", have.MaxConsumers, want.MaxConsumers)
+	}
+	if want.AllowAtomicPublish != have.AllowAtomicPublish {
+		add("allow atomic publish", have.AllowAtomicPublish, want.AllowAtomicPublish)
 	}
 	if want.Sealed != have.Sealed {
 		add("sealed", have.Sealed, want.Sealed)

@@ -102,21 +102,22 @@ const MaxConsumers = 16
 // its replay subject and headers (the server adds Nats-Stream-Source).
 func Events(o Options) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:         subjects.EventsStream,
-		Description:  "deadletter inbound regulated events",
-		Subjects:     []string{subjects.EventsAll},
-		Sources:      []*jetstream.StreamSource{{Name: subjects.ReplaysStream}},
-		Retention:    jetstream.LimitsPolicy,
-		Storage:      jetstream.FileStorage,
-		Replicas:     o.Replicas,
-		MaxConsumers: MaxConsumers,
-		MaxAge:       o.EventsMaxAge,
-		MaxBytes:     o.EventsMaxBytes,
-		MaxMsgs:      -1,
-		MaxMsgSize:   o.MaxEventSize,
-		Discard:      jetstream.DiscardNew,
-		Duplicates:   0,
-		AllowDirect:  true,
+		Name:               subjects.EventsStream,
+		Description:        "deadletter inbound regulated events",
+		Subjects:           []string{subjects.EventsAll},
+		Sources:            []*jetstream.StreamSource{{Name: subjects.ReplaysStream}},
+		Retention:          jetstream.LimitsPolicy,
+		Storage:            jetstream.FileStorage,
+		Replicas:           o.Replicas,
+		MaxConsumers:       MaxConsumers,
+		MaxAge:             o.EventsMaxAge,
+		MaxBytes:           o.EventsMaxBytes,
+		MaxMsgs:            -1,
+		MaxMsgSize:         o.MaxEventSize,
+		Discard:            jetstream.DiscardNew,
+		Duplicates:         0,
+		AllowDirect:        true,
+		AllowAtomicPublish: true,
 	}
 }
 
@@ -126,20 +127,21 @@ func Events(o Options) jetstream.StreamConfig {
 // within DuplicateWindow, and keeps replays as long as EVENTS keeps events.
 func Replays(o Options) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:         subjects.ReplaysStream,
-		Description:  "deadletter redriver replays, sourced into EVENTS",
-		Subjects:     []string{subjects.ReplaysAll},
-		Retention:    jetstream.LimitsPolicy,
-		Storage:      jetstream.FileStorage,
-		Replicas:     o.Replicas,
-		MaxConsumers: MaxConsumers,
-		MaxAge:       o.EventsMaxAge,
-		MaxBytes:     -1,
-		MaxMsgs:      -1,
-		MaxMsgSize:   o.MaxEventSize,
-		Discard:      jetstream.DiscardNew,
-		Duplicates:   o.DuplicateWindow,
-		AllowDirect:  true,
+		Name:               subjects.ReplaysStream,
+		Description:        "deadletter redriver replays, sourced into EVENTS",
+		Subjects:           []string{subjects.ReplaysAll},
+		Retention:          jetstream.LimitsPolicy,
+		Storage:            jetstream.FileStorage,
+		Replicas:           o.Replicas,
+		MaxConsumers:       MaxConsumers,
+		MaxAge:             o.EventsMaxAge,
+		MaxBytes:           -1,
+		MaxMsgs:            -1,
+		MaxMsgSize:         o.MaxEventSize,
+		Discard:            jetstream.DiscardNew,
+		Duplicates:         o.DuplicateWindow,
+		AllowDirect:        true,
+		AllowAtomicPublish: true,
 	}
 }
 
@@ -147,21 +149,22 @@ func Replays(o Options) jetstream.StreamConfig {
 // idempotency key, written at most once (deny delete and purge).
 func Ledger(o Options) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:         subjects.LedgerStream,
-		Description:  "deadletter system of record of committed events",
-		Subjects:     []string{subjects.LedgerAll},
-		Retention:    jetstream.LimitsPolicy,
-		Storage:      jetstream.FileStorage,
-		Replicas:     o.Replicas,
-		MaxConsumers: MaxConsumers,
-		MaxAge:       0,
-		MaxBytes:     -1,
-		MaxMsgs:      -1,
-		Discard:      jetstream.DiscardNew,
-		Duplicates:   o.DuplicateWindow,
-		DenyDelete:   true,
-		DenyPurge:    true,
-		AllowDirect:  true,
+		Name:               subjects.LedgerStream,
+		Description:        "deadletter system of record of committed events",
+		Subjects:           []string{subjects.LedgerAll},
+		Retention:          jetstream.LimitsPolicy,
+		Storage:            jetstream.FileStorage,
+		Replicas:           o.Replicas,
+		MaxConsumers:       MaxConsumers,
+		MaxAge:             0,
+		MaxBytes:           -1,
+		MaxMsgs:            -1,
+		Discard:            jetstream.DiscardNew,
+		Duplicates:         o.DuplicateWindow,
+		DenyDelete:         true,
+		DenyPurge:          true,
+		AllowDirect:        true,
+		AllowAtomicPublish: true,
 	}
 }
 
@@ -170,18 +173,19 @@ func Ledger(o Options) jetstream.StreamConfig {
 // sealed record is stored.
 func Failures(o Options) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:         subjects.FailuresStream,
-		Description:  "deadletter quarantine intake",
-		Subjects:     []string{subjects.FailuresAll},
-		Retention:    jetstream.WorkQueuePolicy,
-		Storage:      jetstream.FileStorage,
-		Replicas:     o.Replicas,
-		MaxConsumers: MaxConsumers,
-		MaxBytes:     o.FailuresMaxBytes,
-		MaxMsgs:      -1,
-		Discard:      jetstream.DiscardNew,
-		Duplicates:   o.DuplicateWindow,
-		AllowDirect:  true,
+		Name:               subjects.FailuresStream,
+		Description:        "deadletter quarantine intake",
+		Subjects:           []string{subjects.FailuresAll},
+		Retention:          jetstream.WorkQueuePolicy,
+		Storage:            jetstream.FileStorage,
+		Replicas:           o.Replicas,
+		MaxConsumers:       MaxConsumers,
+		MaxBytes:           o.FailuresMaxBytes,
+		MaxMsgs:            -1,
+		Discard:            jetstream.DiscardNew,
+		Duplicates:         o.DuplicateWindow,
+		AllowDirect:        true,
+		AllowAtomicPublish: true,
 	}
 }
 
@@ -211,21 +215,22 @@ func Advisories(o Options) jetstream.StreamConfig {
 // permissions that forbid stream update and delete.
 func Quarantine(o Options) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:         subjects.QuarantineStream,
-		Description:  "deadletter WORM quarantine of sealed records",
-		Subjects:     []string{subjects.QuarantineAll},
-		Retention:    jetstream.LimitsPolicy,
-		Storage:      jetstream.FileStorage,
-		Replicas:     o.Replicas,
-		MaxConsumers: MaxConsumers,
-		MaxAge:       o.QuarantineMaxAge,
-		MaxBytes:     -1,
-		MaxMsgs:      -1,
-		Discard:      jetstream.DiscardNew,
-		Duplicates:   o.DuplicateWindow,
-		DenyDelete:   true,
-		DenyPurge:    true,
-		AllowDirect:  true,
+		Name:               subjects.QuarantineStream,
+		Description:        "deadletter WORM quarantine of sealed records",
+		Subjects:           []string{subjects.QuarantineAll},
+		Retention:          jetstream.LimitsPolicy,
+		Storage:            jetstream.FileStorage,
+		Replicas:           o.Replicas,
+		MaxConsumers:       MaxConsumers,
+		MaxAge:             o.QuarantineMaxAge,
+		MaxBytes:           -1,
+		MaxMsgs:            -1,
+		Discard:            jetstream.DiscardNew,
+		Duplicates:         o.DuplicateWindow,
+		DenyDelete:         true,
+		DenyPurge:          true,
+		AllowDirect:        true,
+		AllowAtomicPublish: true,
 	}
 }
 
@@ -251,6 +256,8 @@ func Drains(o Options) jetstream.KeyValueConfig {
 }
 
 // Idempotency is the bucket of commit states, one key per idempotency key.
+// Its stream allows atomic batches (AtomicBuckets): the validator marks a
+// batch of committed keys in one write.
 func Idempotency(o Options) jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{
 		Bucket:      subjects.IdempotencyBucket,
@@ -260,6 +267,10 @@ func Idempotency(o Options) jetstream.KeyValueConfig {
 		Replicas:    o.Replicas,
 	}
 }
+
+// AtomicBuckets are the buckets whose stream allows atomic batch publish,
+// which a KeyValueConfig cannot say: EnsureBucket sets it on the stream.
+var AtomicBuckets = map[string]bool{subjects.IdempotencyBucket: true}
 
 // Attempts is the bucket of transient-failure histories, keyed by EVENTS
 // sequence, read by the quarantiner when an event exhausts its deliveries.

@@ -123,3 +123,45 @@ func TestOptionsValidate(t *testing.T) {
 		t.Errorf("defaults invalid: %v", err)
 	}
 }
+
+// TestEnsureUpgradesToAtomic: the stores of a layout from before atomic
+// batches (LEDGER, QUARANTINE and the IDEMPOTENCY bucket without allow
+// atomic publish) are upgraded in place by the next provisioning, and
+// nothing else about them changes.
+func TestEnsureUpgradesToAtomic(t *testing.T) {
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	o := streams.DefaultOptions()
+	for _, cfg := range []jetstream.StreamConfig{streams.Replays(o), streams.Events(o), streams.Ledger(o), streams.Quarantine(o)} {
+		cfg.AllowAtomicPublish = false
+		if _, err := js.CreateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := js.CreateKeyValue(ctx, streams.Idempotency(o)); err != nil {
+		t.Fatal(err)
+	}
+	if err := streams.EnsureCore(ctx, js, o); err != nil {
+		t.Fatal(err)
+	}
+	if err := streams.EnsureWORM(ctx, js, o); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{subjects.EventsStream, subjects.ReplaysStream, subjects.LedgerStream, subjects.QuarantineStream, "KV_" + subjects.IdempotencyBucket} {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := s.CachedInfo().Config; !c.AllowAtomicPublish {
+			t.Errorf("%s: allow atomic publish still off", name)
+		}
+	}
+	s, err := js.Stream(ctx, subjects.QuarantineStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := s.CachedInfo().Config; !c.DenyDelete || !c.DenyPurge || c.AllowRollup {
+		t.Errorf("QUARANTINE lost its WORM settings in the upgrade: %+v", c)
+	}
+}

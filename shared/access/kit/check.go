@@ -163,18 +163,8 @@ func CheckStreams(ctx context.Context, js jetstream.JetStream, w Want) ([]Drift,
 		if err != nil {
 			return nil, fmt.Errorf("kit: bucket %s: %w", want.Bucket, err)
 		}
-		have := s.CachedInfo().Config
-		if h := int64(max(want.History, 1)); have.MaxMsgsPerSubject != h {
-			d = append(d, Drift{"bucket " + want.Bucket, fmt.Sprintf("history is %d, want %d", have.MaxMsgsPerSubject, h)})
-		}
-		if have.MaxAge != want.TTL {
-			d = append(d, Drift{"bucket " + want.Bucket, fmt.Sprintf("ttl is %s, want %s", have.MaxAge, want.TTL)})
-		}
-		if have.Replicas != max(want.Replicas, 1) {
-			d = append(d, Drift{"bucket " + want.Bucket, fmt.Sprintf("replicas is %d, want %d", have.Replicas, want.Replicas)})
-		}
-		if have.Storage != want.Storage {
-			d = append(d, Drift{"bucket " + want.Bucket, fmt.Sprintf("storage is %s, want %s", have.Storage, want.Storage)})
+		for _, diff := range streams.BucketDiff(want, s.CachedInfo().Config) {
+			d = append(d, Drift{"bucket " + want.Bucket, diff})
 		}
 	}
 	for _, c := range w.Consumers {
