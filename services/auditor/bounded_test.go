@@ -396,3 +396,48 @@ func TestReconcileResolvedChains(t *testing.T) {
 		t.Fatalf("resolved: %+v", ids)
 	}
 }
+
+// TestReconcileTrustsLedger: LEDGER is the system of record. An event
+// committed to LEDGER whose IDEMPOTENCY mark is missing (the validator died
+// between its LEDGER write and its mark, and the event's redelivery has not
+// adopted it yet) is committed, and a second copy of it a duplicate, never
+// unaccounted.
+func TestReconcileTrustsLedger(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	valid, err := os.ReadFile("../../schemas/testdata/pharmacy/valid/dispense-schedule-ii.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const subject = "events.pharmacy.dispense"
+	a := e.startAuditor(t, testConfig(), nil)
+	env, err := a.gate.Check(subject, valid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []uint64
+	for range 2 {
+		ack, err := e.js.Publish(ctx, subject, valid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, ack.Sequence)
+	}
+	m := nats.NewMsg(subjects.Ledger("pharmacy", env.IdempotencyKey))
+	m.Data = valid
+	m.Header.Set(envelope.IdempotencyKey, env.IdempotencyKey)
+	m.Header.Set(envelope.SourceStream, subjects.EventsStream)
+	m.Header.Set(envelope.SourceSeq, strconv.FormatUint(seqs[0], 10))
+	if _, err := e.js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	var rep api.ReconcileReply
+	request(t, e.nc, api.AuditReconcile, api.ReconcileRequest{Grace: "0s", IDs: true}, &rep)
+	want := map[string]int{api.ReconcileCommitted: 1, api.ReconcileDuplicate: 1}
+	if fmt.Sprint(rep.Counts) != fmt.Sprint(want) || rep.Events != 2 {
+		t.Fatalf("counts %v, want %v", rep.Counts, want)
+	}
+	if ids := rep.IDs[api.ReconcileCommitted]; len(ids) != 1 || ids[0].Seq != seqs[0] {
+		t.Fatalf("committed: %+v, want EVENTS sequence %d", ids, seqs[0])
+	}
+}

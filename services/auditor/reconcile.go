@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/ledger"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -49,8 +51,9 @@ type chainView struct {
 // Reconcile accounts for every event EVENTS received in [From, To] (in
 // Domain, or all): it recomputes the idempotency key with the validation
 // gate (an event that does not parse is named by its source-derived dlq
-// id, as the quarantiner names it) and finds it committed in IDEMPOTENCY
-// from this very message, quarantined (open by class, redriving, poison,
+// id, as the quarantiner names it) and finds it committed from this very
+// message (in IDEMPOTENCY, or in LEDGER, the system of record, when the
+// key's mark is missing), quarantined (open by class, redriving, poison,
 // resolved), a duplicate of a key committed or quarantined from another
 // message, or a redriver replay of an existing chain. Anything else is
 // pending within the grace period and unaccounted after it. Memory is
@@ -217,6 +220,9 @@ func (s *Service) classify(ctx context.Context, batch []event, now time.Time, gr
 	if err := g.Wait(); err != nil {
 		return err
 	}
+	if err := s.ledgerCommits(ctx, batch); err != nil {
+		return err
+	}
 	chains, err := s.chainsOf(ctx, batch)
 	if err != nil {
 		return err
@@ -224,6 +230,58 @@ func (s *Service) classify(ctx context.Context, batch []event, now time.Time, gr
 	for i := range batch {
 		s.categorize(&batch[i], chains, now, grace)
 		batch[i].data = nil
+	}
+	return nil
+}
+
+// ledgerCommits reads from LEDGER, the system of record, the commits of
+// the events of batch whose key IDEMPOTENCY does not show committed: the
+// validator writes the committed mark after the LEDGER write (in batches),
+// so a validator that died in between leaves a committed event without its
+// mark until the event's redelivery adopts the LEDGER message. One
+// multi_last direct get per 1,024 keys; the LEDGER message's source
+// headers say which EVENTS message it was committed from.
+func (s *Service) ledgerCommits(ctx context.Context, batch []event) error {
+	bySubject := map[string][]*event{}
+	var todo []string
+	for i := range batch {
+		e := &batch[i]
+		if e.Key == "" || e.replayOf != "" || (e.found && e.state.Committed()) {
+			continue
+		}
+		subj := subjects.Ledger(subjects.DomainOf(e.Subject, s.gate.Domains()), e.Key)
+		if _, ok := bySubject[subj]; !ok {
+			todo = append(todo, subj)
+		}
+		bySubject[subj] = append(bySubject[subj], e)
+	}
+	for len(todo) > 0 {
+		chunk := todo[:min(len(todo), directMaxSubjects)]
+		got := map[string]bool{}
+		pending, err := streams.DirectGet(ctx, s.js, subjects.LedgerStream,
+			directRequest{MultiLast: chunk, MaxBytes: directMaxBytes}, func(m *jetstream.RawStreamMsg) error {
+				got[m.Subject] = true
+				src, _ := strconv.ParseUint(m.Header.Get(envelope.SourceSeq), 10, 64)
+				for _, e := range bySubject[m.Subject] {
+					e.found, e.state = true, ledger.KeyState{State: ledger.StateCommitted, SourceSeq: src, LedgerSeq: m.Sequence}
+				}
+				return nil
+			})
+		if err != nil {
+			return fmt.Errorf("auditor: read %s: %w", subjects.LedgerStream, err)
+		}
+		rest := todo[len(chunk):]
+		if pending > 0 {
+			if len(got) == 0 {
+				return fmt.Errorf("%w: %s: a multi_last reply holds nothing but %d are pending", errDirect, subjects.LedgerStream, pending)
+			}
+			for _, subj := range chunk {
+				if !got[subj] {
+					rest = append(rest, subj)
+				}
+			}
+		}
+		todo = rest
 	}
 	return nil
 }
