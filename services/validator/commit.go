@@ -50,7 +50,9 @@ var ErrAlreadyCommitted = errors.New("validator: idempotency key already committ
 //
 // Without a downstream the claim would guard nothing the conditional LEDGER
 // write does not already guard, so the path is 3 then 4 (create-if-absent of
-// the committed state): one store write fewer per event.
+// the committed state): one store write fewer per event; and the events
+// ready at the same time are committed together, in two atomic batches
+// (batcher).
 //
 // A validator dying anywhere in between leaves either nothing, a claim that
 // expires after the lease, or a LEDGER message without a committed mark. The
@@ -68,6 +70,9 @@ type committer struct {
 	ledger func(domain, key string) string
 	// failpoint is Config.Failpoint.
 	failpoint *failpoint.Armed
+	// batch commits in atomic batches when there is no downstream (nil:
+	// one event at a time).
+	batch *batcher
 }
 
 // testHooks lets tests stop a validator at precise points.
@@ -84,6 +89,9 @@ type claim struct {
 // commit runs the protocol for one event; ledgerSeq is the LEDGER sequence.
 func (c *committer) commit(ctx context.Context, env envelope.Envelope, data []byte, sourceSeq uint64, dlqID string) (ledgerSeq uint64, err error) {
 	if c.down == nil {
+		if c.batch != nil {
+			return c.batch.commit(ctx, env, data, sourceSeq, dlqID)
+		}
 		return c.commitLedgerOnly(ctx, env, data, sourceSeq, dlqID)
 	}
 	cl, err := c.claim(ctx, env, sourceSeq, dlqID)
@@ -197,37 +205,49 @@ func (c *committer) commitLedgerOnly(ctx context.Context, env envelope.Envelope,
 	if c.hooks != nil && c.hooks.afterLedger != nil {
 		c.hooks.afterLedger(env.IdempotencyKey)
 	}
-	st := KeyState{
+	return ledgerSeq, c.mark(ctx, env, sourceSeq, ledgerSeq, dlqID)
+}
+
+// committedState is the IDEMPOTENCY value of a key committed without a
+// downstream.
+func (c *committer) committedState(env envelope.Envelope, sourceSeq, ledgerSeq uint64, dlqID string) []byte {
+	b, _ := json.Marshal(KeyState{
 		State: StateCommitted, Domain: env.Domain, EventType: env.EventType, SourceSeq: sourceSeq,
 		LedgerSeq: ledgerSeq, CommittedAt: c.now().UTC(), DLQID: dlqID,
-	}
-	b, _ := json.Marshal(st)
+	})
+	return b
+}
+
+// mark writes the committed state of a key LEDGER holds (create-if-absent,
+// or over a claim of a validator configured with a downstream). It returns
+// ErrAlreadyCommitted when the key was marked committed already.
+func (c *committer) mark(ctx context.Context, env envelope.Envelope, sourceSeq, ledgerSeq uint64, dlqID string) error {
+	b := c.committedState(env, sourceSeq, ledgerSeq, dlqID)
 	if _, err := c.kv.Create(ctx, env.IdempotencyKey, b); err != nil {
 		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return 0, codes.Wrap(codes.StoreUnavailable, err, "mark committed failed")
+			return codes.Wrap(codes.StoreUnavailable, err, "mark committed failed")
 		}
 		// A state from a validator configured with a downstream: overwrite
 		// it only if it is not already committed.
 		e, err := c.kv.Get(ctx, env.IdempotencyKey)
 		if err != nil {
-			return 0, codes.Wrap(codes.StoreUnavailable, err, "read key state failed")
+			return codes.Wrap(codes.StoreUnavailable, err, "read key state failed")
 		}
 		if cur, err := ledger.Decode(e.Value()); err == nil && cur.State == StateCommitted {
-			return ledgerSeq, ErrAlreadyCommitted
+			return ErrAlreadyCommitted
 		}
 		if _, err := c.kv.Update(ctx, env.IdempotencyKey, b, e.Revision()); err != nil {
-			return 0, codes.Wrap(codes.StoreUnavailable, err, "mark committed failed")
+			return codes.Wrap(codes.StoreUnavailable, err, "mark committed failed")
 		}
 	}
-	return ledgerSeq, nil
+	return nil
 }
 
-// writeLedger appends the event to its key's LEDGER subject; existed reports
-// that the subject was already written (the existing message's sequence is
-// returned), by a duplicate or by a claimer that died before marking.
-func (c *committer) writeLedger(ctx context.Context, env envelope.Envelope, data []byte, sourceSeq uint64, dlqID string) (seq uint64, existed bool, err error) {
-	subj := c.ledger(env.Domain, env.IdempotencyKey)
-	m := nats.NewMsg(subj)
+// ledgerMsg is the LEDGER message of a commit. It carries no trace
+// context (see writeLedger). Its Nats-Msg-Id and expectation (the key's
+// subject still empty) are headers, so that a batch can carry them too.
+func (c *committer) ledgerMsg(env envelope.Envelope, data []byte, sourceSeq uint64, dlqID string) *nats.Msg {
+	m := nats.NewMsg(c.ledger(env.Domain, env.IdempotencyKey))
 	m.Data = data
 	m.Header.Set(envelope.IdempotencyKey, env.IdempotencyKey)
 	m.Header.Set(envelope.EventType, env.EventType)
@@ -236,6 +256,17 @@ func (c *committer) writeLedger(ctx context.Context, env envelope.Envelope, data
 	if dlqID != "" {
 		m.Header.Set(envelope.DLQID, dlqID)
 	}
+	m.Header.Set(jetstream.MsgIDHeader, env.IdempotencyKey)
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+	return m
+}
+
+// writeLedger appends the event to its key's LEDGER subject; existed reports
+// that the subject was already written (the existing message's sequence is
+// returned), by a duplicate or by a claimer that died before marking.
+func (c *committer) writeLedger(ctx context.Context, env envelope.Envelope, data []byte, sourceSeq uint64, dlqID string) (seq uint64, existed bool, err error) {
+	m := c.ledgerMsg(env, data, sourceSeq, dlqID)
+	subj := m.Subject
 	// The span in ctx (the commit span, or the validate span when there is
 	// no downstream) stands for the LEDGER write, whose sequence it records
 	// when it ends (deadletter.ledger_seq): no span of its own. The LEDGER
@@ -243,7 +274,7 @@ func (c *committer) writeLedger(ctx context.Context, env envelope.Envelope, data
 	// and a traceparent header makes the server parse every header of the
 	// message (its message-tracing check), a cost per commit.
 	span := trace.SpanFromContext(ctx)
-	ack, err := c.js.PublishMsg(ctx, m, jetstream.WithMsgID(env.IdempotencyKey), jetstream.WithExpectLastSequencePerSubject(0))
+	ack, err := c.js.PublishMsg(ctx, m)
 	if err == nil {
 		return ack.Sequence, ack.Duplicate, nil
 	}

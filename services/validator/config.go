@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/failpoint"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -41,6 +42,14 @@ type Config struct {
 	// 256: most of a worker's time is spent waiting for JetStream
 	// acknowledgements, and more in flight lets the server batch its writes.
 	Workers int
+	// CommitBatch is the most events one atomic batch commits (at most
+	// 1,000, the server's limit) when there is no downstream: their LEDGER
+	// messages in one write, their IDEMPOTENCY marks in another, where one
+	// event at a time costs two writes (two fsyncs under sync_interval:
+	// always) per event. A batch holds the events ready while the previous
+	// one was written; nothing waits to fill it. Default 256 (Workers
+	// bounds it too); 1 commits one event at a time.
+	CommitBatch int
 	// ClaimLease is how long a claim on an idempotency key protects a commit
 	// in progress. A claim older than this (its holder died between claim
 	// and commit) may be taken over. Default 30 s; it must exceed the
@@ -94,6 +103,7 @@ func DefaultConfig() Config {
 		BackoffMax:        30 * time.Second,
 		MaxPayload:        gate.DefaultMaxPayload,
 		Workers:           256,
+		CommitBatch:       256,
 		ClaimLease:        30 * time.Second,
 		ProcessTimeout:    20 * time.Second,
 		DownstreamTimeout: 10 * time.Second,
@@ -115,6 +125,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("validator: MaxPayload must be in 1..%d (EVENTS max message size)", c.Streams.MaxEventSize)
 	case c.Workers < 1:
 		return errors.New("validator: Workers must be at least 1")
+	case c.CommitBatch < 1 || c.CommitBatch > batch.MaxMessages:
+		return fmt.Errorf("validator: CommitBatch must be in 1..%d", batch.MaxMessages)
 	case c.ClaimLease <= 0 || c.ProcessTimeout <= 0 || c.DownstreamTimeout <= 0:
 		return errors.New("validator: lease and timeouts must be positive")
 	case c.DownstreamURL != "" && c.ClaimLease <= c.DownstreamTimeout:

@@ -5,6 +5,7 @@ import "github.com/deadletter/deadletter/shared/config"
 // LoadEnv overrides cfg from environment variables (see the README):
 // DEADLETTER_MAX_DELIVER, DEADLETTER_ACK_WAIT, DEADLETTER_BACKOFF_BASE,
 // DEADLETTER_BACKOFF_MAX, DEADLETTER_MAX_PAYLOAD, DEADLETTER_WORKERS,
+// DEADLETTER_COMMIT_BATCH,
 // DEADLETTER_CLAIM_LEASE, DEADLETTER_DOWNSTREAM_URL,
 // DEADLETTER_DOWNSTREAM_TIMEOUT, DEADLETTER_INSTANCE_ID (default
 // <hostname>-validator-<DEADLETTER_INSTANCE_INDEX>), DEADLETTER_REPLICAS,
@@ -16,6 +17,7 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Duration("DEADLETTER_BACKOFF_MAX", &c.BackoffMax)
 	env.Int("DEADLETTER_MAX_PAYLOAD", &c.MaxPayload)
 	env.Int("DEADLETTER_WORKERS", &c.Workers)
+	env.Int("DEADLETTER_COMMIT_BATCH", &c.CommitBatch)
 	env.Duration("DEADLETTER_CLAIM_LEASE", &c.ClaimLease)
 	env.String("DEADLETTER_DOWNSTREAM_URL", &c.DownstreamURL)
 	env.Duration("DEADLETTER_DOWNSTREAM_TIMEOUT", &c.DownstreamTimeout)

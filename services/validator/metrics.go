@@ -22,6 +22,8 @@ type metrics struct {
 	events        *prometheus.CounterVec
 	failures      *prometheus.CounterVec
 	commitSeconds prometheus.Histogram
+	batchSize     prometheus.Histogram
+	fallbacks     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -39,9 +41,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Time to commit one valid event (claim, downstream, LEDGER, mark).",
 			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16),
 		}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "deadletter_validator_commit_batch_events",
+			Help:    "Events committed per atomic batch (LEDGER and IDEMPOTENCY writes).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
+		}),
+		fallbacks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "deadletter_validator_commit_fallbacks_total",
+			Help: "Events committed one at a time after their batch was refused (a key committed before), failed, or atomic publish was off.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.events, m.failures, m.commitSeconds)
+		reg.MustRegister(m.events, m.failures, m.commitSeconds, m.batchSize, m.fallbacks)
 	}
 	return m
 }
@@ -55,3 +66,7 @@ func (m *metrics) failure(domain string, c codes.Code) {
 func (m *metrics) committed(start time.Time) {
 	m.commitSeconds.Observe(time.Since(start).Seconds())
 }
+
+func (m *metrics) batch(n int) { m.batchSize.Observe(float64(n)) }
+
+func (m *metrics) fallback(n int) { m.fallbacks.Add(float64(n)) }

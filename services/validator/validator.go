@@ -162,6 +162,19 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	}
 	s.commit.kv = kv
 	s.commit.hooks = s.hooks
+	if s.commit.down == nil && s.cfg.CommitBatch > 1 {
+		s.commit.batch = newBatcher(s.commit, min(s.cfg.CommitBatch, s.cfg.Workers), s.log, s.metrics)
+		batched := make(chan struct{})
+		go func() {
+			defer close(batched)
+			s.commit.batch.run()
+		}()
+		// After the workers: no event is handed over any more.
+		defer func() {
+			close(s.commit.batch.in)
+			<-batched
+		}()
+	}
 	cons, err := retry.Value(ctx, s.log, "events consumer", func(ctx context.Context) (jetstream.Consumer, error) {
 		return streams.BindConsumer(ctx, s.js, subjects.EventsStream, s.cfg.ConsumerConfig(), s.cfg.CreateConsumer)
 	})

@@ -122,11 +122,11 @@ func reads(streams ...string) []string {
 }
 
 // bucketStream is the stream behind a key-value bucket.
-func bucketStream(bucket string) string { return "KV_" + bucket }
+func bucketStream(bucket string) string { return subjects.BucketStream(bucket) }
 
 // kvKeys returns the subjects of a bucket's keys (puts, creates, updates,
 // deletes).
-func kvKeys(bucket string) string { return "$KV." + bucket + ".>" }
+func kvKeys(bucket string) string { return subjects.BucketKeys(bucket) }
 
 // kvRead returns what reading a bucket takes.
 func kvRead(bucket string) []string { return reads(bucketStream(bucket)) }

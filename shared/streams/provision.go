@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 // EnsureCore creates, or checks, the streams and buckets every service
@@ -16,7 +18,9 @@ import (
 // LEDGER, FAILURES, ADVISORIES, IDEMPOTENCY, ATTEMPTS and DRAINS.
 // It is idempotent: a second call with the same options changes nothing, and
 // an existing stream with an incompatible configuration yields an error
-// wrapping ErrIncompatible instead of being altered. QUARANTINE is
+// wrapping ErrIncompatible instead of being altered (except for settings a
+// later layout adds and that take nothing away, turned on in place: allow
+// atomic publish). QUARANTINE is
 // provisioned separately by an administrator (EnsureQuarantine).
 func EnsureCore(ctx context.Context, js jetstream.JetStream, o Options) error {
 	if err := o.Validate(); err != nil {
@@ -138,7 +142,7 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 	if err != nil {
 		return fmt.Errorf("streams: look up bucket %s: %w", want.Bucket, err)
 	}
-	s, err := js.Stream(ctx, "KV_"+want.Bucket)
+	s, err := js.Stream(ctx, subjects.BucketStream(want.Bucket))
 	if err != nil {
 		return fmt.Errorf("streams: bucket %s: %w", want.Bucket, err)
 	}

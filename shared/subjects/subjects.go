@@ -123,6 +123,16 @@ func DomainOf(subject string, known []string) string {
 // committed at most once whatever the de-duplication window.
 func Ledger(domain, key string) string { return "ledger." + domain + "." + key }
 
+// BucketStream is the stream behind a key-value bucket.
+func BucketStream(bucket string) string { return "KV_" + bucket }
+
+// BucketKey is the subject a key of a bucket is written on (a put, create
+// or update of the key is a publish to it).
+func BucketKey(bucket, key string) string { return "$KV." + bucket + "." + key }
+
+// BucketKeys matches every key of a bucket.
+func BucketKeys(bucket string) string { return "$KV." + bucket + ".>" }
+
 // Failure returns the FAILURES intake subject of a domain.
 func Failure(domain string) string { return "dlq.intake." + domain }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/streams"
+	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 // Drift is one difference between a running cluster and its source.
@@ -154,7 +155,7 @@ func CheckStreams(ctx context.Context, js jetstream.JetStream, w Want) ([]Drift,
 		}
 	}
 	for _, want := range w.Buckets {
-		name := "KV_" + want.Bucket
+		name := subjects.BucketStream(want.Bucket)
 		s, err := js.Stream(ctx, name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			d = append(d, Drift{"bucket " + want.Bucket, "missing"})

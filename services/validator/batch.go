@@ -1,0 +1,296 @@
+package validator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/shared/batch"
+	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/streams"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// batchTimeout bounds one batch's write; a batch that times out (its
+// outcome unknown) is written again one event at a time, each write
+// conditional, so that nothing is committed twice.
+const batchTimeout = 10 * time.Second
+
+// lookupMaxBytes bounds one reply of the LEDGER look-up before a batch.
+const lookupMaxBytes = 8 << 20
+
+// pendingCommit is one event waiting in the batcher for its commit.
+type pendingCommit struct {
+	env       envelope.Envelope
+	data      []byte
+	sourceSeq uint64
+	dlqID     string
+	// ctx is the delivery's: the per-event fallback runs in it.
+	ctx  context.Context
+	done chan commitResult // buffered: the batcher never waits on it
+}
+
+type commitResult struct {
+	ledgerSeq uint64
+	err       error
+}
+
+// batcher commits the events of a validator without a downstream in
+// atomic batches: the LEDGER messages of the events ready at the same time
+// in one write, then their IDEMPOTENCY marks in another. Under
+// sync_interval: always each write costs one fsync, so a batch of n events
+// costs two instead of 2n. Nothing waits to fill a batch: a batch holds
+// what the workers handed over while the previous one was being written
+// (natural batching), so an idle validator commits one event with the
+// latency of one write.
+//
+// The guarantees are the per-event protocol's (committer): each LEDGER
+// message is conditional on its key's subject being empty and carries the
+// key as Nats-Msg-Id, so a batch stores all its events or none. A batch the
+// server refuses (a key committed before, by an earlier copy of the event
+// or a validator that died after its LEDGER write) is split in halves until
+// the refused event is alone; that one takes the per-event path, which
+// adopts an existing LEDGER message or reports the duplicate. A missing
+// mark (the marks' batch failed, or the validator died before it) only
+// costs a LEDGER lookup: every reader treats LEDGER as the truth, and the
+// per-event path marks it.
+type batcher struct {
+	c   *committer
+	max int
+	log *slog.Logger
+	in  chan *pendingCommit
+	// off is set when LEDGER or the IDEMPOTENCY bucket does not allow
+	// atomic publish (provisioned by an earlier version): every event then
+	// takes the per-event path until the validator restarts.
+	off atomic.Bool
+	// batches, fallbacks count written batches and events that took the
+	// per-event path (tests and metrics).
+	batches, fallbacks atomic.Uint64
+	m                  *metrics
+}
+
+func newBatcher(c *committer, maxBatch int, log *slog.Logger, m *metrics) *batcher {
+	return &batcher{c: c, max: min(maxBatch, batch.MaxMessages), log: log, in: make(chan *pendingCommit, maxBatch), m: m}
+}
+
+// commit hands an event to the batcher and waits for its commit, or for
+// ctx.
+func (b *batcher) commit(ctx context.Context, env envelope.Envelope, data []byte, sourceSeq uint64, dlqID string) (uint64, error) {
+	if b.off.Load() {
+		return b.c.commitLedgerOnly(ctx, env, data, sourceSeq, dlqID)
+	}
+	p := &pendingCommit{env: env, data: data, sourceSeq: sourceSeq, dlqID: dlqID, ctx: ctx, done: make(chan commitResult, 1)}
+	select {
+	case b.in <- p:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	select {
+	case r := <-p.done:
+		return r.ledgerSeq, r.err
+	case <-ctx.Done():
+		// The batch may still commit it: the redelivery finds the LEDGER
+		// message and adopts it.
+		return 0, ctx.Err()
+	}
+}
+
+// run writes batches until in is closed.
+func (b *batcher) run() {
+	group := make([]*pendingCommit, 0, b.max)
+	for p := range b.in {
+		group = append(group[:0], p)
+	fill:
+		for len(group) < b.max {
+			select {
+			case q, ok := <-b.in:
+				if !ok {
+					break fill
+				}
+				group = append(group, q)
+			default:
+				break fill
+			}
+		}
+		b.write(group)
+	}
+}
+
+// write commits one group: a key twice in the group (two copies of one
+// event) is committed once in the batch, and its other copies take the
+// per-event path after it, which acknowledges them as duplicates.
+func (b *batcher) write(group []*pendingCommit) {
+	seen := make(map[string]bool, len(group))
+	first := make([]*pendingCommit, 0, len(group))
+	var again []*pendingCommit
+	for _, p := range group {
+		if seen[p.env.IdempotencyKey] {
+			again = append(again, p)
+			continue
+		}
+		seen[p.env.IdempotencyKey] = true
+		first = append(first, p)
+	}
+	b.ledger(first)
+	b.oneByOne(again)
+}
+
+// ledger commits ps: the keys LEDGER holds already (an earlier copy of
+// the event, or a validator that died after its LEDGER write) are found
+// first with one read (a multi_last direct get), and take the per-event
+// path, which adopts or reports them; the others are written as one
+// atomic batch, then marked. A refused batch costs as much as a written
+// one, and one copy of an event makes the server refuse the whole batch:
+// a read is far cheaper. A batch refused all the same (another instance
+// wrote one of its keys meanwhile) is written one event at a time.
+func (b *batcher) ledger(ps []*pendingCommit) {
+	if len(ps) < 2 || b.off.Load() {
+		// One event: the per-event path is one plain conditional write,
+		// cheaper than a batch.
+		b.oneByOne(ps)
+		return
+	}
+	msgs := make([]*nats.Msg, len(ps))
+	for i, p := range ps {
+		msgs[i] = b.c.ledgerMsg(p.env, p.data, p.sourceSeq, p.dlqID)
+	}
+	written, err := b.present(msgs)
+	if err != nil {
+		b.log.Debug("LEDGER look-up before a batch failed", "events", len(ps), "err", err)
+		b.oneByOne(ps)
+		return
+	}
+	if len(written) > 0 {
+		var todo []*pendingCommit
+		var later []*pendingCommit
+		var todoMsgs []*nats.Msg
+		for i, p := range ps {
+			if written[msgs[i].Subject] {
+				later = append(later, p)
+			} else {
+				todo, todoMsgs = append(todo, p), append(todoMsgs, msgs[i])
+			}
+		}
+		defer b.oneByOne(later)
+		if len(todo) < 2 {
+			b.oneByOne(todo)
+			return
+		}
+		ps, msgs = todo, todoMsgs
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	seqs, err := batch.Publish(ctx, b.c.js, msgs)
+	cancel()
+	if err != nil {
+		if errors.Is(err, batch.ErrDisabled) && !b.off.Swap(true) {
+			b.log.Warn("LEDGER does not allow atomic publish: committing one event at a time; provision again to turn it on", "err", err)
+		}
+		// Refused (a key written meanwhile) or an unknown outcome: the
+		// per-event path's conditional write says which.
+		b.log.Debug("LEDGER batch not written", "events", len(ps), "err", err)
+		b.oneByOne(ps)
+		return
+	}
+	b.batches.Add(1)
+	b.m.batch(len(ps))
+	if b.c.hooks != nil && b.c.hooks.afterLedger != nil {
+		for _, p := range ps {
+			b.c.hooks.afterLedger(p.env.IdempotencyKey)
+		}
+	}
+	b.marks(ps, seqs)
+}
+
+// present returns the subjects of msgs that LEDGER holds a message on.
+func (b *batcher) present(msgs []*nats.Msg) (map[string]bool, error) {
+	subs := make([]string, len(msgs))
+	for i, m := range msgs {
+		subs[i] = m.Subject
+	}
+	found := map[string]bool{}
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	defer cancel()
+	for len(subs) > 0 {
+		chunk := subs[:min(len(subs), streams.MaxMultiLast)]
+		subs = subs[len(chunk):]
+		n := 0
+		pending, err := streams.DirectGet(ctx, b.c.js, subjects.LedgerStream, streams.DirectRequest{MultiLast: chunk, MaxBytes: lookupMaxBytes},
+			func(m *jetstream.RawStreamMsg) error {
+				found[m.Subject] = true
+				n++
+				return nil
+			})
+		if err != nil {
+			return nil, err
+		}
+		if pending > 0 { // the reply was cut: ask again for the rest of the chunk
+			for _, s := range chunk {
+				if !found[s] {
+					subs = append(subs, s)
+				}
+			}
+			if n == 0 {
+				return nil, fmt.Errorf("validator: a multi_last reply holds nothing but %d are pending", pending)
+			}
+		}
+	}
+	return found, nil
+}
+
+// marks writes the committed states of ps (committed in LEDGER at seqs) as
+// one atomic batch of creates; when that fails, each key is marked on its
+// own (a key with a claim on it is overwritten, as the per-event path
+// does).
+func (b *batcher) marks(ps []*pendingCommit, seqs []uint64) {
+	msgs := make([]*nats.Msg, len(ps))
+	for i, p := range ps {
+		m := nats.NewMsg(subjects.BucketKey(subjects.IdempotencyBucket, p.env.IdempotencyKey))
+		m.Data = b.c.committedState(p.env, p.sourceSeq, seqs[i], p.dlqID)
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+		msgs[i] = m
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	_, err := batch.Publish(ctx, b.c.js, msgs)
+	cancel()
+	if err == nil {
+		for i, p := range ps {
+			p.done <- commitResult{ledgerSeq: seqs[i]}
+		}
+		return
+	}
+	if errors.Is(err, batch.ErrDisabled) && !b.off.Swap(true) {
+		b.log.Warn("the IDEMPOTENCY bucket does not allow atomic publish: committing one event at a time; provision again to turn it on", "err", err)
+	}
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Go(func() {
+			p.done <- commitResult{ledgerSeq: seqs[i], err: b.c.mark(p.ctx, p.env, p.sourceSeq, seqs[i], p.dlqID)}
+		})
+	}
+	wg.Wait()
+}
+
+// oneByOne commits each of ps on the per-event path, concurrently, and
+// waits for them.
+func (b *batcher) oneByOne(ps []*pendingCommit) {
+	if len(ps) == 0 {
+		return
+	}
+	b.fallbacks.Add(uint64(len(ps)))
+	b.m.fallback(len(ps))
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		wg.Go(func() {
+			seq, err := b.c.commitLedgerOnly(p.ctx, p.env, p.data, p.sourceSeq, p.dlqID)
+			p.done <- commitResult{ledgerSeq: seq, err: err}
+		})
+	}
+	wg.Wait()
+}

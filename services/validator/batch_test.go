@@ -1,0 +1,136 @@
+package validator
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/natstest"
+	"github.com/deadletter/deadletter/shared/sample"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// TestBatchedCommits publishes distinct events, second copies of some, and
+// events a validator that died after its LEDGER write left without a mark
+// (their LEDGER message is there, their IDEMPOTENCY entry is not), to two
+// validators committing in batches. Every key ends in LEDGER exactly once
+// and marked committed; the earlier LEDGER messages are adopted, not
+// written again; the copies are duplicates; and batches did carry more
+// than one event (the LEDGER writes were fewer than the commits).
+func TestBatchedCommits(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		distinct, copies int
+		leftByDead       int
+		commitBatch      int
+	}{
+		{"distinct events", 600, 0, 0, 256},
+		{"with second copies", 400, 80, 0, 256},
+		{"with LEDGER messages of a dead validator", 400, 40, 25, 256},
+		{"one at a time", 100, 20, 5, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := natstest.Start(t)
+			js := srv.JetStream(t)
+			set, err := sample.Load()
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := gate.New(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := testConfig()
+			cfg.Workers, cfg.CommitBatch = 256, tc.commitBatch
+			// The streams first (the validator provisions them), and the
+			// LEDGER messages a dead validator left.
+			first := startValidator(t, srv, cfg, nil)
+			first.stop()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			events := make([]sample.Event, tc.distinct)
+			for i := range events {
+				if events[i], err = set.Valid(i); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range tc.leftByDead {
+				e := events[i]
+				env, err := g.Check(e.Subject, e.Data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m := nats.NewMsg(subjects.Ledger(env.Domain, env.IdempotencyKey))
+				m.Data = e.Data
+				m.Header.Set(envelope.IdempotencyKey, env.IdempotencyKey)
+				m.Header.Set(envelope.SourceStream, subjects.EventsStream)
+				m.Header.Set(envelope.SourceSeq, strconv.Itoa(i+1))
+				if _, err := js.PublishMsg(ctx, m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a := startValidator(t, srv, cfg, nil)
+			b := startValidator(t, srv, cfg, nil)
+			for _, e := range append(events, events[:tc.copies]...) {
+				if _, err := js.PublishAsync(e.Subject, e.Data); err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-ctx.Done():
+				t.Fatal("publishes not acknowledged")
+			}
+			total := uint64(tc.distinct + tc.copies)
+			natstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+				sa, sb := a.Stats(), b.Stats()
+				if done := sa.Committed + sb.Committed + sa.Duplicates + sb.Duplicates; done != total {
+					return fmt.Errorf("%d of %d settled", done, total)
+				}
+				return nil
+			})
+			sa, sb := a.Stats(), b.Stats()
+			// An adopted LEDGER message is a commit of this event (its
+			// mark was missing), not a duplicate.
+			if c := sa.Committed + sb.Committed; c != uint64(tc.distinct) {
+				t.Errorf("committed %d, want %d", c, tc.distinct)
+			}
+			if d := sa.Duplicates + sb.Duplicates; d != uint64(tc.copies) {
+				t.Errorf("duplicates %d, want %d", d, tc.copies)
+			}
+			if n := streamMsgs(t, js, subjects.LedgerStream); n != uint64(tc.distinct) {
+				t.Errorf("LEDGER holds %d messages, want %d", n, tc.distinct)
+			}
+			for i, e := range events {
+				env, err := g.Check(e.Subject, e.Data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := ledgerCount(t, js, env.Domain, env.IdempotencyKey); n != 1 {
+					t.Fatalf("event %d: LEDGER holds %d messages of its key, want 1", i, n)
+				}
+				if st := keyState(t, js, env.IdempotencyKey); st.State != StateCommitted || st.LedgerSeq == 0 {
+					t.Fatalf("event %d: key state %+v, want committed", i, st)
+				}
+			}
+			if tc.commitBatch == 1 {
+				if a.commit.batch != nil || b.commit.batch != nil {
+					t.Fatal("CommitBatch 1 still batches")
+				}
+				return
+			}
+			batches := a.commit.batch.batches.Load() + b.commit.batch.batches.Load()
+			t.Logf("%d commits in %d batches, %d one at a time", tc.distinct, batches,
+				a.commit.batch.fallbacks.Load()+b.commit.batch.fallbacks.Load())
+			if batches >= uint64(tc.distinct) {
+				t.Errorf("%d batches for %d commits: no batch held more than one event", batches, tc.distinct)
+			}
+		})
+	}
+}
