@@ -150,9 +150,14 @@ func (s *Service) original(ctx context.Context, a advisory) (record.Failure, err
 	if env, err := s.gate.Check(m.Subject, m.Data); err == nil {
 		f.Envelope = &env
 	} else {
-		// It passed the gate when it was retried; if the rules changed
-		// since, say so.
+		// It never passed the gate (the validator could not store its
+		// failure report until its deliveries ran out), or the rules
+		// changed since it was retried: say so, and name it as the
+		// validator names an event that fails the gate, by its payload
+		// (record.DLQIDFor), so that its report lands in the same chain.
 		f.Code, f.Detail = codes.Of(err), codes.DetailOf(err)
+		id := s.gate.Identify(m.Subject, m.Data)
+		f.Envelope = &id
 	}
 	return f, nil
 }

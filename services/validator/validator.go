@@ -269,7 +269,7 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 	dlqID, redrives := envelope.RedriveOf(m.Subject(), m.Headers())
 	env, err := s.check(m.Subject(), m.Data())
 	if err != nil {
-		id := s.identify(m.Subject(), m.Data())
+		id := s.gate.Identify(m.Subject(), m.Data())
 		s.structural(ctx, m, meta, &id, dlqID, redrives, record.StageValidate, err, attempts)
 		return
 	}
@@ -328,20 +328,6 @@ func (s *Service) check(subject string, data []byte) (env envelope.Envelope, err
 		}
 	}()
 	return s.gate.Check(subject, data)
-}
-
-// identify derives the identity of an event that failed the gate (its
-// party id, ordering key and idempotency key when its payload lets the
-// domain's rules derive them); a panic in a domain rule leaves only the
-// domain.
-func (s *Service) identify(subject string, data []byte) (env envelope.Envelope) {
-	defer func() {
-		if r := recover(); r != nil {
-			s.log.Error("identifying a failed event panicked", "subject", subject)
-			env = envelope.Envelope{Domain: subjects.DomainOf(subject, s.gate.Domains()), Partial: true}
-		}
-	}()
-	return s.gate.Identify(subject, data)
 }
 
 // endCommitSpan ends the span of one commit attempt, failed with its code

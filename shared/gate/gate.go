@@ -148,14 +148,20 @@ func (g *Gate) Check(subject string, data []byte) (envelope.Envelope, error) {
 // Check (see domain.Checker.Identify): its domain from the subject
 // (registry.Unknown when none), and, when the payload is a JSON object of a
 // known domain, the idempotency key, party id, ordering key and event time
-// its domain's rules can derive. It never fails.
-func (g *Gate) Identify(subject string, data []byte) envelope.Envelope {
+// its domain's rules can derive. It never fails: a panic in a domain's
+// rules leaves the domain and event type only.
+func (g *Gate) Identify(subject string, data []byte) (out envelope.Envelope) {
 	dom, eventType, _ := subjects.ParseEvent(subject)
 	c, ok := g.domains[dom]
 	if !ok {
 		return envelope.Envelope{Domain: registry.Unknown, Partial: true}
 	}
 	env := envelope.Envelope{Domain: dom, EventType: eventType, Partial: true}
+	defer func() {
+		if r := recover(); r != nil {
+			out = env
+		}
+	}()
 	if len(data) > g.maxPayload {
 		return env
 	}
