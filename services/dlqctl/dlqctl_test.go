@@ -11,12 +11,17 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/creack/pty"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/services/dlqctl/output"
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 // TestUsage checks the exit status and message of command lines that are
@@ -149,6 +154,12 @@ func TestPublish(t *testing.T) {
 				}
 				if c.dup != nil && p.Duplicate != c.dup[i] {
 					t.Errorf("result %d: duplicate %v, want %v", i, p.Duplicate, c.dup[i])
+				}
+			}
+			if c.name == "directory" {
+				// Through the publisher's import, in one atomic batch.
+				if ids := batchIDs(t, e, res); len(ids) != 1 || ids[0] == "" {
+					t.Errorf("the directory's events were stored in batches %q, want one", ids)
 				}
 			}
 		})
@@ -654,4 +665,37 @@ func compact(tb testing.TB, b []byte) string {
 	}
 	out, _ := json.Marshal(v)
 	return string(out)
+}
+
+// batchIDs returns the distinct Nats-Batch-Id headers EVENTS stored with
+// the published events ("" for an event published on its own), read as the
+// administrator.
+func batchIDs(tb testing.TB, e *env, res []output.PublishResult) []string {
+	tb.Helper()
+	nc, err := e.s.ConnectAs(access.Admin, nats.Timeout(30*time.Second))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	st, err := js.Stream(tb.Context(), subjects.EventsStream)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	seen := map[string]bool{}
+	var ids []string
+	for _, r := range res {
+		m, err := st.GetMsg(tb.Context(), r.Seq)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if id := m.Header.Get("Nats-Batch-Id"); !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/deadletter/deadletter/services/dlqctl/internal/client"
 	"github.com/deadletter/deadletter/services/dlqctl/output"
+	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -30,6 +31,7 @@ type publishFlags struct {
 	domain    string
 	eventType string
 	lines     bool
+	batch     int
 }
 
 // ErrUndetectable: the payload's domain or event type cannot be told.
@@ -60,6 +62,12 @@ Publishing needs a publisher's credentials (--context
 data/contexts/publisher.json): events enter EVENTS through the publisher
 account's import of events.>, and the stream's acknowledgement comes back.
 
+Events are sent in atomic batches of --batch (100): the stream stores a
+batch as one write, one fsync under sync_interval: always, where one event
+per publish costs one each. A batch the stream refuses (a duplicate
+--msg-id refuses all of it) is sent again one event at a time, and each
+event gets its own outcome.
+
 No Nats-Msg-Id is sent by default. Retrying a publish is safe without one:
 the validator de-duplicates by the event's business (idempotency) key. The
 stream's Nats-Msg-Id window is shared by every publisher, so an id that
@@ -85,6 +93,7 @@ any event was not published.`,
 	fl.StringVar(&f.domain, "domain", "", "the domain, when detection is ambiguous or fails")
 	fl.StringVar(&f.eventType, "type", "", "the event type (with --domain), without detection")
 	fl.BoolVar(&f.lines, "lines", false, "each non-empty line of the input is one event (JSON Lines)")
+	fl.IntVar(&f.batch, "batch", 100, "events per atomic batch (one stream write, one fsync under sync_interval: always, for the batch; at most 1000); 1: one event per publish")
 	_ = cmd.RegisterFlagCompletionFunc("domain", fixedCompletion(registry.Names()...))
 	return cmd
 }
@@ -95,6 +104,9 @@ func (a *app) publish(cmd *cobra.Command, args []string, f publishFlags) error {
 	}
 	if f.eventType != "" && f.domain == "" {
 		return usageErrorf("--type needs --domain")
+	}
+	if f.batch < 1 || f.batch > batch.MaxMessages {
+		return usageErrorf("--batch must be in 1..%d, not %d", batch.MaxMessages, f.batch)
 	}
 	if f.subject != "" && !strings.HasPrefix(f.subject, "events.") {
 		return usageErrorf("--subject must be under events. (the EVENTS stream), not %q", f.subject)
@@ -141,7 +153,7 @@ func (a *app) publish(cmd *cobra.Command, args []string, f publishFlags) error {
 			return err
 		}
 		defer c.Close()
-		c.Publish(cmd.Context(), msgs, func(i int, ack client.Ack) {
+		c.Publish(cmd.Context(), msgs, f.batch, func(i int, ack client.Ack) {
 			r := &results[index[i]]
 			if ack.Err != nil {
 				r.Error = ack.Err.Error()

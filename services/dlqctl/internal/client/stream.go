@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -33,9 +34,45 @@ type Ack struct {
 // publishWindow is how many publishes are in flight at once.
 const publishWindow = 256
 
-// Publish publishes msgs to JetStream with up to publishWindow in flight
-// and calls done for each, in the order of msgs.
-func (c *Client) Publish(ctx context.Context, msgs []Message, done func(i int, a Ack)) {
+// Publish publishes msgs to JetStream and calls done for each, in the
+// order of msgs: in atomic batches of up to batchSize events (under
+// sync_interval: always, one fsync per batch instead of one per event),
+// or, with batchSize 1, one event per publish with up to publishWindow in
+// flight. A batch the stream refuses (a duplicate Nats-Msg-Id refuses the
+// whole batch) or whose outcome is unknown is published again one event at
+// a time, which reports each event's own outcome: an event stored by the
+// batch whose acknowledgement was lost is stored again, as any publisher's
+// retry is, and the validator commits its business key once.
+func (c *Client) Publish(ctx context.Context, msgs []Message, batchSize int, done func(i int, a Ack)) {
+	if batchSize <= 1 {
+		c.publishEach(ctx, msgs, 0, done)
+		return
+	}
+	for start := 0; start < len(msgs); start += batchSize {
+		chunk := msgs[start:min(len(msgs), start+batchSize)]
+		nm := make([]*nats.Msg, len(chunk))
+		for i, m := range chunk {
+			nm[i] = &nats.Msg{Subject: m.Subject, Data: m.Data, Header: nats.Header{}}
+			if m.MsgID != "" {
+				nm[i].Header.Set(jetstream.MsgIDHeader, m.MsgID)
+			}
+		}
+		bctx, cancel := context.WithTimeout(ctx, c.timeout)
+		seqs, err := batch.Publish(bctx, c.js, nm)
+		cancel()
+		if err != nil {
+			c.publishEach(ctx, chunk, start, done)
+			continue
+		}
+		for i, seq := range seqs {
+			done(start+i, Ack{Stream: subjects.EventsStream, Seq: seq})
+		}
+	}
+}
+
+// publishEach publishes msgs one per publish, with up to publishWindow in
+// flight, and calls done with each index plus offset.
+func (c *Client) publishEach(ctx context.Context, msgs []Message, offset int, done func(i int, a Ack)) {
 	type pending struct {
 		i   int
 		f   jetstream.PubAckFuture
@@ -70,7 +107,7 @@ func (c *Client) Publish(ctx context.Context, msgs []Message, done func(i int, a
 			opts = append(opts, jetstream.WithMsgID(m.MsgID))
 		}
 		f, err := c.js.PublishMsgAsync(&nats.Msg{Subject: m.Subject, Data: m.Data}, opts...)
-		queue = append(queue, pending{i: i, f: f, err: publishError(err)})
+		queue = append(queue, pending{i: offset + i, f: f, err: publishError(err)})
 	}
 	for _, p := range queue {
 		wait(p)
