@@ -46,7 +46,8 @@ type commitResult struct {
 // atomic batches: the LEDGER messages of the events ready at the same time
 // in one write, then their IDEMPOTENCY marks in another. Under
 // sync_interval: always each write costs one fsync, so a batch of n events
-// costs two instead of 2n. Nothing waits to fill a batch: a batch holds
+// costs two instead of 2n (when batches are the cheaper way: see choose).
+// Nothing waits to fill a batch: a batch holds
 // what the workers handed over while the previous one was being written
 // (natural batching), so an idle validator commits one event with the
 // latency of one write.
@@ -74,6 +75,13 @@ type batcher struct {
 	// per-event path (tests and metrics).
 	batches, fallbacks atomic.Uint64
 	m                  *metrics
+
+	// mu guards the measured costs (nanoseconds per event of a group
+	// written as batches, and one event at a time; 0: not measured yet)
+	// and the count of groups.
+	mu                  sync.Mutex
+	costBatch, costEach float64
+	groups              uint64
 }
 
 func newBatcher(c *committer, maxBatch int, log *slog.Logger, m *metrics) *batcher {
@@ -138,8 +146,63 @@ func (b *batcher) write(group []*pendingCommit) {
 		seen[p.env.IdempotencyKey] = true
 		first = append(first, p)
 	}
-	b.ledger(first)
+	start := time.Now()
+	if len(first) > 1 && b.choose() {
+		b.ledger(first)
+		b.observe(true, time.Since(start), len(first))
+	} else {
+		b.oneByOne(first)
+		if len(first) > 1 {
+			b.observe(false, time.Since(start), len(first))
+		}
+	}
 	b.oneByOne(again)
+}
+
+// exploreEvery is how often (in groups) the batcher tries the way it
+// does not currently prefer, to notice when the other became cheaper.
+const exploreEvery = 32
+
+// choose reports whether the next group is written as batches. An atomic
+// batch saves one fsync per event under sync_interval: always, and folds
+// many messages into one Raft entry on a cluster, but it has a fixed cost
+// (on one server the server stages it in a file store of its own): without
+// fsync, concurrent one-event writes are cheaper. So the batcher measures
+// both (wall time per event of a group, an exponentially weighted
+// average), uses the cheaper, and tries the other every exploreEvery
+// groups.
+func (b *batcher) choose() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.groups++
+	switch {
+	case b.costBatch == 0:
+		return true
+	case b.costEach == 0:
+		return false
+	}
+	prefer := b.costBatch <= b.costEach
+	if b.groups%exploreEvery == 0 {
+		return !prefer
+	}
+	return prefer
+}
+
+// observe records what writing a group of n events took.
+func (b *batcher) observe(batched bool, d time.Duration, n int) {
+	per := float64(d) / float64(n)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	cost := &b.costEach
+	if batched {
+		cost = &b.costBatch
+	}
+	if *cost == 0 {
+		*cost = per
+	} else {
+		*cost = 0.8**cost + 0.2*per
+	}
+	b.m.preferBatches(b.costBatch != 0 && (b.costEach == 0 || b.costBatch <= b.costEach))
 }
 
 // ledger commits ps: the keys LEDGER holds already (an earlier copy of

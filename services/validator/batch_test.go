@@ -3,6 +3,7 @@ package validator
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"testing"
 	"time"
@@ -77,6 +78,16 @@ func TestBatchedCommits(t *testing.T) {
 			}
 			a := startValidator(t, srv, cfg, nil)
 			b := startValidator(t, srv, cfg, nil)
+			// This server does not fsync, where one-event writes are
+			// cheaper and the batcher would soon stop batching: make it
+			// batch every group but the explorations.
+			for _, v := range []*running{a, b} {
+				if v.commit.batch != nil {
+					v.commit.batch.mu.Lock()
+					v.commit.batch.costEach = math.MaxFloat64 / 2
+					v.commit.batch.mu.Unlock()
+				}
+			}
 			for _, e := range append(events, events[:tc.copies]...) {
 				if _, err := js.PublishAsync(e.Subject, e.Data); err != nil {
 					t.Fatal(err)
@@ -130,6 +141,42 @@ func TestBatchedCommits(t *testing.T) {
 				a.commit.batch.fallbacks.Load()+b.commit.batch.fallbacks.Load())
 			if batches >= uint64(tc.distinct) {
 				t.Errorf("%d batches for %d commits: no batch held more than one event", batches, tc.distinct)
+			}
+		})
+	}
+}
+
+// TestBatcherChoosesTheCheaperWay: the batcher writes groups the way
+// measured cheaper per event, and tries the other way every exploreEvery
+// groups so that it notices a change (the server's fsync setting, a
+// cluster's replication).
+func TestBatcherChoosesTheCheaperWay(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		batch, each time.Duration // per event
+		wantBatches bool
+	}{
+		{"batches cheaper (sync_interval: always)", 20 * time.Microsecond, 200 * time.Microsecond, true},
+		{"one event at a time cheaper (no fsync)", 60 * time.Microsecond, 15 * time.Microsecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBatcher(&committer{}, 256, nil, newMetrics(nil))
+			if !b.choose() {
+				t.Fatal("the first group is not written as batches (nothing measured yet)")
+			}
+			b.observe(true, tc.batch*100, 100)
+			if b.choose() {
+				t.Fatal("the second group is not written one event at a time (one way measured only)")
+			}
+			b.observe(false, tc.each*100, 100)
+			chosen := 0
+			for range 4 * exploreEvery {
+				if b.choose() == tc.wantBatches {
+					chosen++
+				}
+			}
+			if want := 4*exploreEvery - 4; chosen != want {
+				t.Fatalf("the cheaper way chosen %d times in %d groups, want %d (one exploration every %d)", chosen, 4*exploreEvery, want, exploreEvery)
 			}
 		})
 	}
