@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/conf"
 )
@@ -103,6 +104,17 @@ func (u User) entry() map[string]any {
 	return m
 }
 
+// BatchTimeout is how long the server keeps an atomic batch open without
+// its commit (the server's default is 10 s). EVENTS allows atomic batches
+// so that producers write many events with one fsync, and any publisher
+// can open batches there: up to the server's 50 per stream, which then
+// refuses everyone else's batches until they time out (their producers
+// fall back to one event per publish, and nothing is lost). A batch of a
+// real producer is committed within milliseconds; a held one is dropped
+// after BatchTimeout. Other streams are not affected: publishers can open
+// batches only on EVENTS.
+const BatchTimeout = 2 * time.Second
+
 // ErrRender is returned when a File cannot be rendered.
 var ErrRender = errors.New("embedded: render configuration")
 
@@ -115,7 +127,8 @@ func (f File) Render() (string, error) {
 		"port":        f.Port,
 		"max_payload": f.MaxPayload,
 	}
-	js := map[string]any{"store_dir": f.StoreDir}
+	js := map[string]any{"store_dir": f.StoreDir,
+		"limits": map[string]any{"batch": map[string]any{"timeout": BatchTimeout.String()}}}
 	if f.SyncAlways {
 		js["sync_interval"] = "always"
 	}

@@ -23,8 +23,10 @@ import (
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/sample"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -384,27 +386,74 @@ func TestManyScansLeaveNoConsumers(t *testing.T) {
 	}
 }
 
-// TestAtomicBatchesRefused: no stream allows atomic batches, so a
-// publisher cannot hold open batches on EVENTS (the server's limit of 50
-// per stream would stall everyone else's batches): a message carrying
-// batch headers is refused and nothing is stored.
-func TestAtomicBatchesRefused(t *testing.T) {
+// TestHeldBatchesStallNobody: EVENTS allows atomic batches (producers
+// write many events with one fsync), so a publisher can open batches there
+// and never commit them, up to the server's 50 per stream. Nothing of them
+// is stored; another producer's batch may be refused meanwhile, and its
+// events, sent again one per publish as dlqctl does, are all stored and
+// committed: the held batches cost throughput, never an event. They expire
+// after embedded.BatchTimeout.
+func TestHeldBatchesStallNobody(t *testing.T) {
 	e := startEnv(t)
-	before, _ := e.msgs(t, subjects.EventsStream)
-	js, err := jetstream.New(e.conn(t, string(access.RolePublisher)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	events, _ := e.msgs(t, subjects.EventsStream)
+	ledger, _ := e.msgs(t, subjects.LedgerStream)
+	attacker := e.conn(t, string(access.RolePublisher))
+	held := 0
 	for i := range 60 {
 		m := nats.NewMsg(subjects.Event("pharmacy", "dispense"))
 		m.Data = []byte(`{}`)
-		m.Header.Set("Nats-Batch-Id", fmt.Sprintf("held-%d", i))
+		m.Header.Set("Nats-Batch-Id", fmt.Sprintf("held-%d-%d", time.Now().UnixNano(), i))
 		m.Header.Set("Nats-Batch-Sequence", "1")
-		if _, err := js.PublishMsg(context.Background(), m); err == nil {
-			t.Fatalf("batch %d: a batch message was accepted", i)
+		r, err := attacker.RequestMsg(m, 5*time.Second)
+		if err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+		if !strings.Contains(string(r.Data), "error") {
+			held++
 		}
 	}
-	if after, _ := e.msgs(t, subjects.EventsStream); after != before {
-		t.Errorf("EVENTS went from %d to %d messages", before, after)
+	if held > 50 {
+		t.Errorf("%d batches held open on EVENTS, the server's limit is 50", held)
 	}
+	// The victim: another producer's batch of valid events.
+	set, err := sample.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vnc, err := e.st.ConnectAs(string(access.RolePublisher))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(vnc.Close)
+	vjs, err := jetstream.New(vnc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []*nats.Msg
+	for i := range 5 {
+		ev, err := set.Valid(1_000_000 + i) // identities no other test uses
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, &nats.Msg{Subject: ev.Subject, Data: ev.Data, Header: nats.Header{}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := batch.Publish(ctx, vjs, msgs); err != nil {
+		t.Logf("the victim's batch: %v; one event per publish", err)
+		for _, m := range msgs {
+			if _, err := vjs.PublishMsg(ctx, &nats.Msg{Subject: m.Subject, Data: m.Data}); err != nil {
+				t.Fatalf("the victim's event not stored: %v", err)
+			}
+		}
+	}
+	if after, _ := e.msgs(t, subjects.EventsStream); after != events+5 {
+		t.Errorf("EVENTS went from %d to %d messages, want the victim's 5 only", events, after)
+	}
+	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		if n, _ := e.msgs(t, subjects.LedgerStream); n != ledger+5 {
+			return fmt.Errorf("LEDGER holds %d new commits, want 5", n-ledger)
+		}
+		return nil
+	})
 }
