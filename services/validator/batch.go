@@ -2,9 +2,11 @@ package validator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,7 +94,7 @@ func newBatcher(c *committer, maxBatch int, log *slog.Logger, m *metrics) *batch
 // ctx.
 func (b *batcher) commit(ctx context.Context, env envelope.Envelope, data []byte, sourceSeq uint64, dlqID string) (uint64, error) {
 	if b.off.Load() {
-		return b.c.commitLedgerOnly(ctx, env, data, sourceSeq, dlqID)
+		return b.c.commitOne(ctx, env, data, sourceSeq, dlqID)
 	}
 	p := &pendingCommit{env: env, data: data, sourceSeq: sourceSeq, dlqID: dlqID, ctx: ctx, done: make(chan commitResult, 1)}
 	select {
@@ -148,7 +150,11 @@ func (b *batcher) write(group []*pendingCommit) {
 	}
 	start := time.Now()
 	if len(first) > 1 && b.choose() {
-		b.ledger(first)
+		if b.c.down != nil {
+			b.downstream(first)
+		} else {
+			b.ledger(first)
+		}
 		b.observe(true, time.Since(start), len(first))
 	} else {
 		b.oneByOne(first)
@@ -224,7 +230,7 @@ func (b *batcher) ledger(ps []*pendingCommit) {
 	for i, p := range ps {
 		msgs[i] = b.c.ledgerMsg(p.env, p.data, p.sourceSeq, p.dlqID)
 	}
-	written, err := b.present(msgs)
+	written, err := b.present(subjects.LedgerStream, msgs)
 	if err != nil {
 		b.log.Debug("LEDGER look-up before a batch failed", "events", len(ps), "err", err)
 		b.oneByOne(ps)
@@ -271,8 +277,135 @@ func (b *batcher) ledger(ps []*pendingCommit) {
 	b.marks(ps, seqs)
 }
 
-// present returns the subjects of msgs that LEDGER holds a message on.
-func (b *batcher) present(msgs []*nats.Msg) (map[string]bool, error) {
+// downstream commits ps with a downstream system of record, the
+// per-event protocol (claim, POST, LEDGER, mark) with each store step of
+// the group in one atomic batch: the claims (creates, each conditional on
+// its key being absent), the POSTs concurrently, the LEDGER messages of the
+// events the downstream accepted, their marks (each conditional on its
+// claim's revision). Keys IDEMPOTENCY holds already (committed, claimed by
+// another validator, released) are found first with one read and take the
+// per-event path, which knows what each state means; so does the group
+// when a batch is refused or fails, from the step it reached.
+func (b *batcher) downstream(ps []*pendingCommit) {
+	keys := make([]*nats.Msg, len(ps))
+	for i, p := range ps {
+		m := nats.NewMsg(subjects.BucketKey(subjects.IdempotencyBucket, p.env.IdempotencyKey))
+		st := b.c.claimState(p.env, p.sourceSeq, p.dlqID)
+		m.Data, _ = json.Marshal(st)
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+		keys[i] = m
+	}
+	held, err := b.present(subjects.BucketStream(subjects.IdempotencyBucket), keys)
+	if err != nil {
+		b.oneByOne(ps)
+		return
+	}
+	var todo []*pendingCommit
+	var todoKeys []*nats.Msg
+	var laterPs []*pendingCommit
+	for i, p := range ps {
+		if held[keys[i].Subject] {
+			laterPs = append(laterPs, p)
+		} else {
+			todo, todoKeys = append(todo, p), append(todoKeys, keys[i])
+		}
+	}
+	defer b.oneByOne(laterPs)
+	if len(todo) < 2 {
+		b.oneByOne(todo)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	revs, err := batch.Publish(ctx, b.c.js, todoKeys)
+	cancel()
+	if err != nil {
+		b.log.Debug("claims batch not written", "events", len(todo), "err", err)
+		b.oneByOne(todo)
+		return
+	}
+	b.batches.Add(1)
+	claims := make([]claim, len(todo))
+	for i, p := range todo {
+		var st KeyState
+		_ = json.Unmarshal(todoKeys[i].Data, &st)
+		claims[i] = claim{rev: revs[i], state: st}
+		if b.c.hooks != nil && b.c.hooks.afterClaim != nil {
+			b.c.hooks.afterClaim(p.env.IdempotencyKey)
+		}
+	}
+	// The POSTs, concurrently; a failed one ends its event (released when
+	// transient, as on the per-event path).
+	accepted := make([]bool, len(todo))
+	var wg sync.WaitGroup
+	for i, p := range todo {
+		wg.Go(func() {
+			if err := b.c.post(p.ctx, p.env, p.data, claims[i]); err != nil {
+				p.done <- commitResult{err: err}
+				return
+			}
+			accepted[i] = true
+		})
+	}
+	wg.Wait()
+	var ok []*pendingCommit
+	var okClaims []claim
+	var ledgerMsgs []*nats.Msg
+	for i, p := range todo {
+		if accepted[i] {
+			ok, okClaims = append(ok, p), append(okClaims, claims[i])
+			ledgerMsgs = append(ledgerMsgs, b.c.ledgerMsg(p.env, p.data, p.sourceSeq, p.dlqID))
+		}
+	}
+	if len(ok) == 0 {
+		return
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), batchTimeout)
+	seqs, err := batch.Publish(ctx, b.c.js, ledgerMsgs)
+	cancel()
+	if err != nil {
+		// Refused (a key LEDGER holds from a validator without a
+		// downstream) or unknown: each event's own conditional write.
+		b.log.Debug("LEDGER batch not written", "events", len(ok), "err", err)
+		for i, p := range ok {
+			wg.Go(func() {
+				seq, err := b.c.finish(p.ctx, p.env, p.data, p.sourceSeq, p.dlqID, okClaims[i])
+				p.done <- commitResult{ledgerSeq: seq, err: err}
+			})
+		}
+		wg.Wait()
+		return
+	}
+	b.batches.Add(1)
+	b.m.batch(len(ok))
+	marks := make([]*nats.Msg, len(ok))
+	for i, p := range ok {
+		if b.c.hooks != nil && b.c.hooks.afterLedger != nil {
+			b.c.hooks.afterLedger(p.env.IdempotencyKey)
+		}
+		m := nats.NewMsg(subjects.BucketKey(subjects.IdempotencyBucket, p.env.IdempotencyKey))
+		m.Data = b.c.doneState(okClaims[i], seqs[i])
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(okClaims[i].rev, 10))
+		marks[i] = m
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), batchTimeout)
+	_, err = batch.Publish(ctx, b.c.js, marks)
+	cancel()
+	for i, p := range ok {
+		if err == nil {
+			p.done <- commitResult{ledgerSeq: seqs[i]}
+			continue
+		}
+		// A claim taken over meanwhile (its lease ran out) refuses the
+		// batch: each mark on its own, as the per-event path does it.
+		wg.Go(func() {
+			p.done <- commitResult{ledgerSeq: seqs[i], err: b.c.markClaimed(p.ctx, p.env.IdempotencyKey, okClaims[i], seqs[i])}
+		})
+	}
+	wg.Wait()
+}
+
+// present returns the subjects of msgs that stream holds a message on.
+func (b *batcher) present(stream string, msgs []*nats.Msg) (map[string]bool, error) {
 	subs := make([]string, len(msgs))
 	for i, m := range msgs {
 		subs[i] = m.Subject
@@ -284,7 +417,7 @@ func (b *batcher) present(msgs []*nats.Msg) (map[string]bool, error) {
 		chunk := subs[:min(len(subs), streams.MaxMultiLast)]
 		subs = subs[len(chunk):]
 		n := 0
-		pending, err := streams.DirectGet(ctx, b.c.js, subjects.LedgerStream, streams.DirectRequest{MultiLast: chunk, MaxBytes: lookupMaxBytes},
+		pending, err := streams.DirectGet(ctx, b.c.js, stream, streams.DirectRequest{MultiLast: chunk, MaxBytes: lookupMaxBytes},
 			func(m *jetstream.RawStreamMsg) error {
 				found[m.Subject] = true
 				n++
@@ -351,7 +484,7 @@ func (b *batcher) oneByOne(ps []*pendingCommit) {
 	var wg sync.WaitGroup
 	for _, p := range ps {
 		wg.Go(func() {
-			seq, err := b.c.commitLedgerOnly(p.ctx, p.env, p.data, p.sourceSeq, p.dlqID)
+			seq, err := b.c.commitOne(p.ctx, p.env, p.data, p.sourceSeq, p.dlqID)
 			p.done <- commitResult{ledgerSeq: seq, err: err}
 		})
 	}

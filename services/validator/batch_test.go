@@ -30,11 +30,14 @@ func TestBatchedCommits(t *testing.T) {
 		distinct, copies int
 		leftByDead       int
 		commitBatch      int
+		downstream       bool // a downstream failing every 7th call with 503
 	}{
-		{"distinct events", 600, 0, 0, 256},
-		{"with second copies", 400, 80, 0, 256},
-		{"with LEDGER messages of a dead validator", 400, 40, 25, 256},
-		{"one at a time", 100, 20, 5, 1},
+		{"distinct events", 600, 0, 0, 256, false},
+		{"with second copies", 400, 80, 0, 256, false},
+		{"with LEDGER messages of a dead validator", 400, 40, 25, 256, false},
+		{"one at a time", 100, 20, 5, 1, false},
+		{"downstream: distinct events", 400, 0, 0, 256, true},
+		{"downstream: second copies and LEDGER messages of a validator without one", 300, 40, 20, 256, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := natstest.Start(t)
@@ -49,6 +52,19 @@ func TestBatchedCommits(t *testing.T) {
 			}
 			cfg := testConfig()
 			cfg.Workers, cfg.CommitBatch = 256, tc.commitBatch
+			// No redelivery while a loaded machine (the race detector)
+			// takes its time: this test counts each delivery's outcome.
+			cfg.AckWait, cfg.ClaimLease = 30*time.Second, 30*time.Second
+			var down *fakeDownstream
+			if tc.downstream {
+				down = newDownstream(t, func(call int64) int {
+					if call%7 == 0 {
+						return 503
+					}
+					return 200
+				})
+				cfg.DownstreamURL = down.URL
+			}
 			// The streams first (the validator provisions them), and the
 			// LEDGER messages a dead validator left.
 			first := startValidator(t, srv, cfg, nil)
@@ -117,6 +133,13 @@ func TestBatchedCommits(t *testing.T) {
 			}
 			if n := streamMsgs(t, js, subjects.LedgerStream); n != uint64(tc.distinct) {
 				t.Errorf("LEDGER holds %d messages, want %d", n, tc.distinct)
+			}
+			if down != nil {
+				// Every key the downstream accepted is in LEDGER; the events
+				// committed by the validator without one never reach it.
+				if n := down.distinct(); n != tc.distinct-tc.leftByDead && n != tc.distinct {
+					t.Errorf("the downstream accepted %d keys, want %d", n, tc.distinct-tc.leftByDead)
+				}
 			}
 			for i, e := range events {
 				env, err := g.Check(e.Subject, e.Data)

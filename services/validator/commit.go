@@ -87,11 +87,18 @@ type claim struct {
 }
 
 // commit runs the protocol for one event; ledgerSeq is the LEDGER sequence.
+// With a batcher, the event is committed in a group (batcher); the
+// protocol per event is the same.
 func (c *committer) commit(ctx context.Context, env envelope.Envelope, data []byte, sourceSeq uint64, dlqID string) (ledgerSeq uint64, err error) {
+	if c.batch != nil {
+		return c.batch.commit(ctx, env, data, sourceSeq, dlqID)
+	}
+	return c.commitOne(ctx, env, data, sourceSeq, dlqID)
+}
+
+// commitOne runs the protocol for one event on its own.
+func (c *committer) commitOne(ctx context.Context, env envelope.Envelope, data []byte, sourceSeq uint64, dlqID string) (uint64, error) {
 	if c.down == nil {
-		if c.batch != nil {
-			return c.batch.commit(ctx, env, data, sourceSeq, dlqID)
-		}
 		return c.commitLedgerOnly(ctx, env, data, sourceSeq, dlqID)
 	}
 	cl, err := c.claim(ctx, env, sourceSeq, dlqID)
@@ -101,16 +108,28 @@ func (c *committer) commit(ctx context.Context, env envelope.Envelope, data []by
 	if c.hooks != nil && c.hooks.afterClaim != nil {
 		c.hooks.afterClaim(env.IdempotencyKey)
 	}
-	if c.down != nil {
-		if err := c.down.post(ctx, env, data); err != nil {
-			if codes.Of(err).Transient() {
-				c.release(ctx, env.IdempotencyKey, cl)
-			}
-			return 0, err
-		}
-		c.failpoint.Hit(failpoint.ValidatorAfterDownstream, env.IdempotencyKey)
+	if err := c.post(ctx, env, data, cl); err != nil {
+		return 0, err
 	}
-	ledgerSeq, _, err = c.writeLedger(ctx, env, data, sourceSeq, dlqID)
+	return c.finish(ctx, env, data, sourceSeq, dlqID, cl)
+}
+
+// post sends a claimed event downstream; a transient failure releases the
+// claim (step 2).
+func (c *committer) post(ctx context.Context, env envelope.Envelope, data []byte, cl claim) error {
+	if err := c.down.post(ctx, env, data); err != nil {
+		if codes.Of(err).Transient() {
+			c.release(ctx, env.IdempotencyKey, cl)
+		}
+		return err
+	}
+	c.failpoint.Hit(failpoint.ValidatorAfterDownstream, env.IdempotencyKey)
+	return nil
+}
+
+// finish writes LEDGER and marks the claimed key committed (steps 3 and 4).
+func (c *committer) finish(ctx context.Context, env envelope.Envelope, data []byte, sourceSeq uint64, dlqID string, cl claim) (uint64, error) {
+	ledgerSeq, _, err := c.writeLedger(ctx, env, data, sourceSeq, dlqID)
 	if err != nil {
 		c.release(ctx, env.IdempotencyKey, cl)
 		return 0, err
@@ -118,28 +137,46 @@ func (c *committer) commit(ctx context.Context, env envelope.Envelope, data []by
 	if c.hooks != nil && c.hooks.afterLedger != nil {
 		c.hooks.afterLedger(env.IdempotencyKey)
 	}
+	return ledgerSeq, c.markClaimed(ctx, env.IdempotencyKey, cl, ledgerSeq)
+}
+
+// doneState is the committed state of a claim whose event LEDGER holds at
+// ledgerSeq.
+func (c *committer) doneState(cl claim, ledgerSeq uint64) []byte {
 	done := cl.state
 	done.State, done.Owner, done.LeaseUntil = StateCommitted, "", time.Time{}
 	done.LedgerSeq, done.CommittedAt = ledgerSeq, c.now().UTC()
 	b, _ := json.Marshal(done)
-	if _, err := c.kv.Update(ctx, env.IdempotencyKey, b, cl.rev); err != nil {
+	return b
+}
+
+// markClaimed marks a claimed key committed with a revision CAS on the
+// claim (step 4).
+func (c *committer) markClaimed(ctx context.Context, key string, cl claim, ledgerSeq uint64) error {
+	if _, err := c.kv.Update(ctx, key, c.doneState(cl, ledgerSeq), cl.rev); err != nil {
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
 			// LEDGER holds the event; the next delivery adopts it.
-			return 0, codes.Wrap(codes.StoreUnavailable, err, "mark committed failed")
+			return codes.Wrap(codes.StoreUnavailable, err, "mark committed failed")
 		}
 		// Our lease expired and another validator took the claim over: it
 		// will find the LEDGER subject written and mark it committed.
 	}
-	return ledgerSeq, nil
+	return nil
+}
+
+// claimState is the IDEMPOTENCY value of this validator's claim on env's
+// key.
+func (c *committer) claimState(env envelope.Envelope, sourceSeq uint64, dlqID string) KeyState {
+	return KeyState{
+		State: StateClaimed, Owner: c.owner, LeaseUntil: c.now().Add(c.lease).UTC(),
+		Domain: env.Domain, EventType: env.EventType, SourceSeq: sourceSeq, DLQID: dlqID,
+	}
 }
 
 // claim acquires the key. It returns ErrAlreadyCommitted for a committed
 // key and a CLAIM_HELD error while another validator's claim is live.
 func (c *committer) claim(ctx context.Context, env envelope.Envelope, sourceSeq uint64, dlqID string) (claim, error) {
-	st := KeyState{
-		State: StateClaimed, Owner: c.owner, LeaseUntil: c.now().Add(c.lease).UTC(),
-		Domain: env.Domain, EventType: env.EventType, SourceSeq: sourceSeq, DLQID: dlqID,
-	}
+	st := c.claimState(env, sourceSeq, dlqID)
 	b, _ := json.Marshal(st)
 	rev, err := c.kv.Create(ctx, env.IdempotencyKey, b)
 	if err == nil {

@@ -162,7 +162,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	}
 	s.commit.kv = kv
 	s.commit.hooks = s.hooks
-	if s.commit.down == nil && s.cfg.CommitBatch > 1 {
+	if s.cfg.CommitBatch > 1 {
 		s.commit.batch = newBatcher(s.commit, min(s.cfg.CommitBatch, s.cfg.Workers), s.log, s.metrics)
 		batched := make(chan struct{})
 		go func() {
