@@ -74,8 +74,8 @@ type testHooks struct {
 	// record is written.
 	beforeWrite func()
 	// beforeGather runs when the record writer has taken the first record
-	// of a batch, before it takes the others that are queued.
-	beforeGather func(*writer)
+	// of a batch (first), before it takes the others that are queued.
+	beforeGather func(w *writer, first *nats.Msg)
 	// afterBatch runs when a batch is stored, before its writers are
 	// answered (and so before the intake messages are acknowledged).
 	afterBatch func([]*nats.Msg)

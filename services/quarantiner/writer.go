@@ -138,7 +138,7 @@ func (w *writer) run() {
 			}
 		}
 		if w.hooks != nil && w.hooks.beforeGather != nil {
-			w.hooks.beforeGather(w)
+			w.hooks.beforeGather(w, jobs[0].m)
 		}
 	gather:
 		for len(jobs) < w.maxMsgs && len(next) < w.maxMsgs {
