@@ -161,3 +161,11 @@ func TestRestartAfterBatchBeforeAck(t *testing.T) {
 		t.Fatalf("the restarted instance wrote %v records", got)
 	}
 }
+
+// quarantineWrites is how many writes QUARANTINE took for records
+// records: one per batch, and one per record written by itself
+// (BenchmarkQuarantine reports it).
+func (s *Service) quarantineWrites(records int) float64 {
+	batched := testutil.ToFloat64(s.metrics.batched)
+	return testutil.ToFloat64(s.metrics.batches) + float64(records) - batched
+}

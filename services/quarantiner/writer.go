@@ -45,6 +45,10 @@ type writer struct {
 	timeout  time.Duration
 	metrics  *metrics
 	hooks    *testHooks
+	// disabled: QUARANTINE refused atomic publish (provisioned without
+	// allow_atomic); every record is then written by itself until the
+	// instance restarts. Read and written by run only.
+	disabled bool
 }
 
 // job is one record waiting for a batch; done receives its outcome once.
@@ -155,10 +159,10 @@ func (w *writer) run() {
 
 // flush writes jobs as one atomic batch and answers each of them.
 func (w *writer) flush(jobs []*job) {
-	if len(jobs) == 1 {
-		// Alone: a plain publish by its caller, concurrent with the next
-		// batch (and its ack tells a duplicate Nats-Msg-Id, which a
-		// one-message batch would hide).
+	if len(jobs) == 1 || w.disabled {
+		// Alone (or batches disabled): a plain publish by its caller,
+		// concurrent with the next batch (and its ack tells a duplicate
+		// Nats-Msg-Id, which a one-message batch would hide).
 		jobs[0].done <- written{err: errAlone}
 		return
 	}
@@ -180,7 +184,11 @@ func (w *writer) flush(jobs []*job) {
 			j.done <- written{seq: seqs[i], batch: len(jobs)}
 		}
 		return
-	case errors.Is(err, batch.ErrRefused), errors.Is(err, batch.ErrDisabled), errors.Is(err, batch.ErrTooLarge):
+	case errors.Is(err, batch.ErrDisabled):
+		w.disabled = true
+		w.log.Warn("QUARANTINE does not allow atomic publish: every record is written by itself (one fsync each)", "err", err)
+		err = errAlone
+	case errors.Is(err, batch.ErrRefused), errors.Is(err, batch.ErrTooLarge):
 		// Nothing stored: each record is written by itself, and the
 		// conditional write of the one at fault says so.
 		w.metrics.refusedBatches.Inc()
