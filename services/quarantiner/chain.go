@@ -146,9 +146,9 @@ func (c *chains) append(ctx context.Context, n int, prevHash string, lastSeq uin
 	m.Header.Set(jetstream.MsgIDHeader, msgID)
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(lastSeq, 10))
 	if c.w != nil {
-		seq, n, err := c.w.write(ctx, m)
+		seq, size, err := c.w.write(ctx, m)
 		if err == nil {
-			span.SetAttributes(attribute.Int("deadletter.batch_size", n))
+			span.SetAttributes(attribute.Int("deadletter.batch_size", size))
 			telemetry.RecordAck(span, &jetstream.PubAck{Stream: subjects.QuarantineStream, Sequence: seq})
 			return seq, nil
 		}

@@ -15,8 +15,9 @@
 // record is stored. Records for distinct chains that are ready at the same
 // time, whichever way they came, are stored as one atomic batch (one write
 // and one fsync for all of them); a batch the server refuses as a whole is
-// written again record by record. The quarantiner is the only writer of QUARANTINE; other
-// services append lifecycle records through its quarantiner.append endpoint.
+// written again record by record. The quarantiner is the only writer of
+// QUARANTINE; other services append lifecycle records through its
+// quarantiner.append endpoint.
 package quarantiner
 
 import (
