@@ -33,11 +33,15 @@ type chains struct {
 	// cache). An entry may be stale (another instance appended since):
 	// the conditional write then fails and the chain is read again.
 	tails *lru.Cache[string, tail]
+	// w gathers records ready at the same time into atomic batches (nil:
+	// every record is written by itself).
+	w *writer
 }
 
-// newChains returns chains caching up to cacheSize tails.
-func newChains(js jetstream.JetStream, tr telemetry.Tracer, cacheSize int) (*chains, error) {
-	c := &chains{js: js, reader: chain.NewReader(js), tr: tr}
+// newChains returns chains caching up to cacheSize tails, writing through
+// w (nil: one record per write).
+func newChains(js jetstream.JetStream, tr telemetry.Tracer, cacheSize int, w *writer) (*chains, error) {
+	c := &chains{js: js, reader: chain.NewReader(js), tr: tr, w: w}
 	if cacheSize > 0 {
 		var err error
 		if c.tails, err = lru.New[string, tail](cacheSize); err != nil {
@@ -114,8 +118,10 @@ func (c *chains) forget(domain, dlqID string) {
 }
 
 // append seals r as the next record of a chain of n records whose last is
-// at stream sequence lastSeq with audit_hash prevHash, and stores it. It
-// returns errConflict when another writer appended first.
+// at stream sequence lastSeq with audit_hash prevHash, and stores it: in
+// a batch with the records of other chains ready at the same time, or by
+// itself when it is alone or its batch was refused. It returns errConflict
+// when another writer appended first.
 func (c *chains) append(ctx context.Context, n int, prevHash string, lastSeq uint64, r *record.Record) (uint64, error) {
 	r.SchemaVersion = record.SchemaVersion
 	r.Index = n
@@ -136,9 +142,22 @@ func (c *chains) append(ctx context.Context, n int, prevHash string, lastSeq uin
 		telemetry.MessageID(msgID), telemetry.Attributes(telemetry.DLQIDKey.String(r.DLQID),
 			telemetry.DomainKey.String(r.Domain), attribute.String("deadletter.record_kind", string(r.Kind))))
 	defer span.End()
-	ack, err := c.js.PublishMsg(ctx, m,
-		jetstream.WithMsgID(msgID),
-		jetstream.WithExpectLastSequencePerSubject(lastSeq))
+	// The expectations ride in the headers, so that a batch carries them.
+	m.Header.Set(jetstream.MsgIDHeader, msgID)
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(lastSeq, 10))
+	if c.w != nil {
+		seq, size, err := c.w.write(ctx, m)
+		if err == nil {
+			span.SetAttributes(attribute.Int("deadletter.batch_size", size))
+			telemetry.RecordAck(span, &jetstream.PubAck{Stream: subjects.QuarantineStream, Sequence: seq})
+			return seq, nil
+		}
+		if !errors.Is(err, errAlone) {
+			telemetry.Error(span, "record not written")
+			return 0, err
+		}
+	}
+	ack, err := c.js.PublishMsg(ctx, m)
 	telemetry.RecordAck(span, ack)
 	if err != nil {
 		var apiErr *jetstream.APIError

@@ -8,6 +8,9 @@ type metrics struct {
 	writeSeconds        prometheus.Histogram
 	duplicates          *prometheus.CounterVec
 	originalUnavailable prometheus.Counter
+	batches             prometheus.Counter
+	batched             prometheus.Counter
+	refusedBatches      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -29,9 +32,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "deadletter_quarantine_original_unavailable_total",
 			Help: "Exhausted events whose original could no longer be fetched from EVENTS.",
 		}),
+		batches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "deadletter_quarantine_batches_total",
+			Help: "Atomic batches of records stored in QUARANTINE (one write, one fsync under sync_interval: always, each).",
+		}),
+		batched: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "deadletter_quarantine_batched_records_total",
+			Help: "Records stored in QUARANTINE as part of an atomic batch (the others were written one by one).",
+		}),
+		refusedBatches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "deadletter_quarantine_refused_batches_total",
+			Help: "Batches the server refused as a whole (a chain moved on, a duplicate record id): their records were written one by one.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.written, m.writeSeconds, m.duplicates, m.originalUnavailable)
+		reg.MustRegister(m.written, m.writeSeconds, m.duplicates, m.originalUnavailable, m.batches, m.batched, m.refusedBatches)
 	}
 	return m
 }

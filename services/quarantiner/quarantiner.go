@@ -12,8 +12,12 @@
 // Whatever way and however often a failure arrives, one source event gives
 // one record: chains are keyed by dlq id and appends are conditional on the
 // chain's last sequence. An intake message is acknowledged only after its
-// record is stored. The quarantiner is the only writer of QUARANTINE; other
-// services append lifecycle records through its quarantiner.append endpoint.
+// record is stored. Records for distinct chains that are ready at the same
+// time, whichever way they came, are stored as one atomic batch (one write
+// and one fsync for all of them); a batch the server refuses as a whole is
+// written again record by record. The quarantiner is the only writer of
+// QUARANTINE; other services append lifecycle records through its
+// quarantiner.append endpoint.
 package quarantiner
 
 import (
@@ -46,6 +50,9 @@ import (
 // Version is the quarantiner's service version (SemVer).
 const Version = "0.1.0"
 
+// batchTimeout bounds one atomic batch's round trip.
+const batchTimeout = 10 * time.Second
+
 // Service is one quarantiner instance.
 type Service struct {
 	cfg      Config
@@ -67,6 +74,12 @@ type testHooks struct {
 	// beforeWrite runs after an intake message is read and before its
 	// record is written.
 	beforeWrite func()
+	// beforeGather runs when the record writer has taken the first record
+	// of a batch (first), before it takes the others that are queued.
+	beforeGather func(w *writer, first *nats.Msg)
+	// afterBatch runs when a batch is stored, before its writers are
+	// answered (and so before the intake messages are acknowledged).
+	afterBatch func([]*nats.Msg)
 }
 
 // New builds a quarantiner on an open connection; Run starts it.
@@ -120,7 +133,15 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("quarantiner: %s must be provisioned by an administrator: %w", subjects.QuarantineStream, err)
 	}
-	if s.chains, err = newChains(s.js, s.tr, s.cfg.ChainCache); err != nil {
+	var w *writer
+	if s.cfg.MaxBatch > 1 {
+		w = newWriter(s.js, s.log, s.metrics, s.hooks, s.cfg.MaxBatch, batchTimeout)
+		go w.run()
+		// Registered first, so run last: after the intake workers and the
+		// append handlers, the writer's only callers, have returned.
+		defer w.close()
+	}
+	if s.chains, err = newChains(s.js, s.tr, s.cfg.ChainCache, w); err != nil {
 		return fmt.Errorf("quarantiner: %w", err)
 	}
 	s.events, err = retry.Value(ctx, s.log, "EVENTS stream", func(ctx context.Context) (jetstream.Stream, error) {

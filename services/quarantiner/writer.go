@@ -1,0 +1,203 @@
+package quarantiner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/shared/batch"
+)
+
+// errAlone tells a record's writer to store it by itself, conditional as
+// every write: it was the only one ready, or its batch was refused as a
+// whole (the per-message write then names the record at fault), or
+// QUARANTINE does not allow atomic publish.
+var errAlone = errors.New("quarantiner: write the record by itself")
+
+// errWriterStopped: the instance is stopping; the record was not written.
+var errWriterStopped = errors.New("quarantiner: the record writer has stopped")
+
+// writer gathers the records that are ready at the same time, for distinct
+// chains, into one atomic batch to QUARANTINE: one proposal and, under
+// sync_interval: always, one fsync for all of them instead of one each.
+//
+// Batching is natural: a batch takes what is queued when the writer is
+// free, up to maxMsgs messages and maxBytes bytes, and never waits for
+// more; what arrives while a batch is in flight goes in the next one. Each
+// message keeps its Nats-Msg-Id and its chain's expected last subject
+// sequence, so a batch either stores every record on the chains' tails
+// its writers read, or nothing. No two messages of one batch write the
+// same chain (the server refuses that, 10164): a second record for a chain
+// waits for the next batch.
+type writer struct {
+	js       jetstream.JetStream
+	log      *slog.Logger
+	jobs     chan *job
+	stop     chan struct{}
+	stopped  chan struct{}
+	maxMsgs  int
+	maxBytes int
+	timeout  time.Duration
+	metrics  *metrics
+	hooks    *testHooks
+	// disabled: QUARANTINE refused atomic publish (provisioned without
+	// allow_atomic); every record is then written by itself until the
+	// instance restarts. Read and written by run only.
+	disabled bool
+}
+
+// job is one record waiting for a batch; done receives its outcome once.
+type job struct {
+	m    *nats.Msg
+	done chan written
+}
+
+// written is the outcome of a job: the record's stream sequence and the
+// size of the batch that stored it, or an error (errAlone: write it by
+// itself).
+type written struct {
+	seq   uint64
+	batch int
+	err   error
+}
+
+// maxBatchBytes bounds the bytes of one batch (a first record carries its
+// payload, up to the gate's limit).
+const maxBatchBytes = 8 << 20
+
+// newWriter returns a writer of batches of at most maxMsgs records; run
+// starts it.
+func newWriter(js jetstream.JetStream, log *slog.Logger, m *metrics, hooks *testHooks, maxMsgs int, timeout time.Duration) *writer {
+	return &writer{
+		js: js, log: log, metrics: m, hooks: hooks,
+		jobs:    make(chan *job, maxMsgs),
+		stop:    make(chan struct{}),
+		stopped: make(chan struct{}),
+		maxMsgs: maxMsgs, maxBytes: maxBatchBytes, timeout: timeout,
+	}
+}
+
+// write stores m with the next batch and returns its stream sequence and
+// the batch's size, or errAlone when the caller must write it by itself.
+// A batch that ends in a transport error (a timeout) leaves the outcome
+// unknown, as a single publish would: the caller retries through its
+// conditional, deduplicated path.
+func (w *writer) write(ctx context.Context, m *nats.Msg) (uint64, int, error) {
+	j := &job{m: m, done: make(chan written, 1)}
+	select {
+	case w.jobs <- j:
+	case <-w.stopped:
+		return 0, 0, errWriterStopped
+	case <-ctx.Done():
+		return 0, 0, ctx.Err()
+	}
+	select {
+	case r := <-j.done:
+		return r.seq, r.batch, r.err
+	case <-ctx.Done():
+		return 0, 0, ctx.Err()
+	}
+}
+
+// close stops run after the batch in flight; it is called once every
+// caller of write has returned.
+func (w *writer) close() {
+	close(w.stop)
+	<-w.stopped
+}
+
+// run writes batches until close.
+func (w *writer) run() {
+	defer close(w.stopped)
+	var next []*job // records of chains already in the batch being built
+	for {
+		pending := next
+		next = nil
+		var jobs []*job
+		chains := make(map[string]bool, len(pending))
+		size := 0
+		add := func(j *job) {
+			if chains[j.m.Subject] || len(jobs) >= w.maxMsgs || size+len(j.m.Data) > w.maxBytes && len(jobs) > 0 {
+				next = append(next, j)
+				return
+			}
+			chains[j.m.Subject] = true
+			size += len(j.m.Data)
+			jobs = append(jobs, j)
+		}
+		for _, j := range pending {
+			add(j)
+		}
+		if len(jobs) == 0 {
+			select {
+			case j := <-w.jobs:
+				add(j)
+			case <-w.stop:
+				return
+			}
+		}
+		if w.hooks != nil && w.hooks.beforeGather != nil {
+			w.hooks.beforeGather(w, jobs[0].m)
+		}
+	gather:
+		for len(jobs) < w.maxMsgs && len(next) < w.maxMsgs {
+			select {
+			case j := <-w.jobs:
+				add(j)
+			default:
+				break gather
+			}
+		}
+		w.flush(jobs)
+	}
+}
+
+// flush writes jobs as one atomic batch and answers each of them.
+func (w *writer) flush(jobs []*job) {
+	if len(jobs) == 1 || w.disabled {
+		// Alone (or batches disabled): a plain publish by its caller,
+		// concurrent with the next batch (and its ack tells a duplicate
+		// Nats-Msg-Id, which a one-message batch would hide).
+		jobs[0].done <- written{err: errAlone}
+		return
+	}
+	msgs := make([]*nats.Msg, len(jobs))
+	for i, j := range jobs {
+		msgs[i] = j.m
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
+	seqs, err := batch.Publish(ctx, w.js, msgs)
+	cancel()
+	switch {
+	case err == nil:
+		w.metrics.batches.Inc()
+		w.metrics.batched.Add(float64(len(jobs)))
+		if w.hooks != nil && w.hooks.afterBatch != nil {
+			w.hooks.afterBatch(msgs)
+		}
+		for i, j := range jobs {
+			j.done <- written{seq: seqs[i], batch: len(jobs)}
+		}
+		return
+	case errors.Is(err, batch.ErrDisabled):
+		w.disabled = true
+		w.log.Warn("QUARANTINE does not allow atomic publish: every record is written by itself (one fsync each)", "err", err)
+		err = errAlone
+	case errors.Is(err, batch.ErrRefused), errors.Is(err, batch.ErrTooLarge):
+		// Nothing stored: each record is written by itself, and the
+		// conditional write of the one at fault says so.
+		w.metrics.refusedBatches.Inc()
+		w.log.Info("batch refused; writing its records one by one", "records", len(jobs), "err", err)
+		err = errAlone
+	default:
+		err = fmt.Errorf("quarantiner: write a batch of %d records: %w", len(jobs), err)
+	}
+	for _, j := range jobs {
+		j.done <- written{err: err}
+	}
+}
