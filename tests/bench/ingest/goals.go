@@ -372,7 +372,9 @@ func latencyPhase(ctx context.Context, env *benchenv.Env, workers int, events []
 	mu.Lock()
 	defer mu.Unlock()
 	slices.Sort(lat)
-	q := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))].Round(10 * time.Microsecond) }
+	q := func(p float64) time.Duration {
+		return lat[min(len(lat)-1, int(p*float64(len(lat))))].Round(10 * time.Microsecond)
+	}
 	return [4]time.Duration{q(0.50), q(0.90), q(0.99), lat[len(lat)-1].Round(10 * time.Microsecond)}, ph, nil
 }
 
