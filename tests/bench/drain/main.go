@@ -178,13 +178,13 @@ func run(n, concurrency, quarantiners, qworkers int, syncAlways, dryRun bool, pr
 		return err
 	}
 	var st api.DrainState
-	maxRSS := ""
+	maxRSS, maxKB := "", 0
 	for {
 		time.Sleep(time.Second)
 		if err := request(nc, api.DrainStatus, api.DrainIDRequest{DrainID: rep.DrainID}, &st, 10*time.Second); err != nil {
 			return err
 		}
-		maxRSS = peakRSS(cmd.Process.Pid)
+		maxRSS, maxKB = peakRSS(cmd.Process.Pid), max(maxKB, peakKB(cmd.Process.Pid))
 		if st.FinishedAt != nil {
 			break
 		}
@@ -206,6 +206,12 @@ func run(n, concurrency, quarantiners, qworkers int, syncAlways, dryRun bool, pr
 	if st.Committed != n {
 		return fmt.Errorf("committed %d of %d", st.Committed, n)
 	}
+	figure := func(key string, v float64, unit string) {
+		fmt.Printf("FIGURE key=%s value=%.6g unit=%s fsync=%s events=%d rounds=1\n", key, v, unit, map[bool]string{false: "off", true: "always"}[syncAlways], n)
+	}
+	figure("drain", float64(st.Committed)/took.Seconds(), "records/s")
+	figure("drain_cpu", float64(((cpu+childCPU)/time.Duration(st.Committed)).Nanoseconds())/1000, "us/record")
+	figure("drain_rss", float64(maxKB)/1024, "MiB")
 	return nil
 }
 
@@ -385,15 +391,25 @@ func waitPing(nc *nats.Conn, name string) error {
 
 // peakRSS returns the peak resident set size (VmHWM) of a process.
 func peakRSS(pid int) string {
+	kb := peakKB(pid)
+	if kb == 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%.1f MiB", float64(kb)/1024)
+}
+
+// peakKB is the peak resident set size (VmHWM) of a process in KiB, 0 when
+// it can't be read.
+func peakKB(pid int) int {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return "?"
+		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if strings.HasPrefix(line, "VmHWM:") {
 			kb, _ := strconv.Atoi(strings.Fields(line)[1])
-			return fmt.Sprintf("%.1f MiB", float64(kb)/1024)
+			return kb
 		}
 	}
-	return "?"
+	return 0
 }

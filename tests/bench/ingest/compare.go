@@ -48,7 +48,7 @@ func compareTracing(ctx context.Context, url string, js jetstream.JetStream, wor
 		}
 		var sinkStart time.Duration
 		committed += uint64(len(events))
-		ph, err := validatorPhase(ctx, url, js, workers, tp, committed,
+		ph, err := validatorPhase(ctx, url, js, workers, tp, committed, 0,
 			func() (err error) {
 				if on && snk != nil {
 					sinkStart, err = snk.cpu(ctx)

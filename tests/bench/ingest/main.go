@@ -20,6 +20,11 @@
 // (compare.go), which prints tracing's cost directly: in a traced phase the
 // validator traces, and so does the publisher unless -trace-publisher=false.
 //
+// With -rounds (and -batch, -poison, -latency) it runs instead the goal
+// mode of issue #17 (goals.go): interleaved rounds of raw publishing and
+// ingest with the same producer mode, the open-loop latency phase, and
+// FIGURE lines for tests/bench/goals.
+//
 // With -floor it also measures the store-bound floor (floor.go): the same
 // consumer settings and per-event stores with no validation at all, the
 // ceiling no validator code can pass on this machine.
@@ -64,11 +69,25 @@ func main() {
 	remotePublisher := flag.Bool("remote-publisher", false, "with -trace-publisher: the publisher traces on another machine: its spans are not made here, each event carries a sampled traceparent made up front (the validator's spans continue those traces)")
 	abRounds := flag.Int("trace-ab", 0, "with -trace-sink or -trace-endpoint: instead of one traced phase, this many rounds of an untraced and a traced phase (the validator and, with -trace-publisher, the publisher traced) in ABBA order, each of -n events, in one process (compare.go)")
 	floorFlag := flag.Bool("floor", false, "also measure the store-bound floor: the same stores and consumer settings with no validation (floor.go)")
+	rounds := flag.Int("rounds", 0, "goal mode of issue #17 (goals.go): this many interleaved rounds (ABBA) of raw async publish and async-producer ingest, each of -n events, with figures for tests/bench/goals")
+	batch := flag.Int("batch", 0, "goal mode: also the batching producer, raw (into RAW_ATOMIC) and ingest, in atomic batches of this many events")
+	batchPublishers := flag.Int("batch-publishers", 4, "goal mode: the batching producer's batches in flight at once")
+	poison := flag.Float64("poison", 0, "goal mode: the share of invalid (poison) events in every phase")
+	latency := flag.Bool("latency", false, "goal mode: add the open-loop latency phase (publish → LEDGER commit) of -n events")
+	latencyRate := flag.Float64("latency-rate", 0, "goal mode: the latency phase's publish rate in events/s (0: half the highest async ingest round of this run)")
 	serveSinkFlag := flag.Bool("serve-sink", false, "internal: run the trace sink")
 	flag.Parse()
 	runner.TuneGC(runner.DefaultGCPercent) // as deadletter's processes do
 	if *serveSinkFlag {
 		if err := serveSink(); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if *rounds > 0 || *latency {
+		g := goalConfig{n: *n, rounds: *rounds, workers: *workers, syncAlways: *sync, batch: *batch, batchPublishers: *batchPublishers,
+			poison: *poison, latency: *latency, latencyRate: *latencyRate}
+		if err := runGoals(context.Background(), g); err != nil {
 			log.Fatal(err)
 		}
 		return
@@ -175,7 +194,7 @@ func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string, 
 	// Phase 2: the same payloads through the validator into LEDGER.
 	var sinkStart time.Duration
 	var stopProfile func()
-	ph, err := validatorPhase(ctx, srv.ClientURL(), js, workers, tracing.validator, uint64(n),
+	ph, err := validatorPhase(ctx, srv.ClientURL(), js, workers, tracing.validator, uint64(n), 0,
 		func() error {
 			if stopProfile, err = benchenv.CPUProfile(cpuprofile); err != nil {
 				return err
@@ -308,11 +327,12 @@ type phase struct {
 
 // validatorPhase runs a validator traced by tp (a no-op provider: untraced)
 // on the EVENTS consumer, calls ready once its consumer exists, then
-// publish, and measures until LEDGER holds want messages and finish (when
-// not nil) has returned; it stops the validator and checks that it
-// committed every event of the phase.
+// publish, and measures until LEDGER holds want messages, the validator has
+// routed poison invalid events to FAILURES, and finish (when not nil) has
+// returned; it stops the validator and checks that it committed every valid
+// event of the phase and failed every invalid one. The rate counts both.
 func validatorPhase(ctx context.Context, url string, js jetstream.JetStream, workers int, tp trace.TracerProvider,
-	want uint64, ready, publish, finish func() error) (phase, error) {
+	want, poison uint64, ready, publish, finish func() error) (phase, error) {
 	ledger, err := js.Stream(ctx, subjects.LedgerStream)
 	if err != nil {
 		return phase{}, err
@@ -355,7 +375,7 @@ func validatorPhase(ctx context.Context, url string, js jetstream.JetStream, wor
 		if err != nil {
 			return phase{}, err
 		}
-		if info.State.Msgs >= want {
+		if info.State.Msgs >= want && v.Stats().Structural >= poison {
 			break
 		}
 		if time.Since(start) > 5*time.Minute {
@@ -369,14 +389,14 @@ func validatorPhase(ctx context.Context, url string, js jetstream.JetStream, wor
 		}
 	}
 	ph := phase{
-		rate:        float64(n) / time.Since(start).Seconds(),
-		cpuPerEvent: (benchenv.CPUTime() - cpuStart) / time.Duration(n),
+		rate:        float64(n+poison) / time.Since(start).Seconds(),
+		cpuPerEvent: (benchenv.CPUTime() - cpuStart) / time.Duration(n+poison),
 	}
 	stop()
 	if err := <-done; err != nil {
 		return phase{}, err
 	}
-	if st := v.Stats(); st.Committed != n || st.Structural != 0 || st.Transient != 0 {
+	if st := v.Stats(); st.Committed != n || st.Structural != poison || st.Transient != 0 {
 		return phase{}, fmt.Errorf("unexpected validator stats %+v", st)
 	}
 	return ph, nil

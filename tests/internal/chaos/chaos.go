@@ -22,6 +22,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -43,7 +44,9 @@ import (
 	"github.com/deadletter/deadletter/shared/ledger"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/sample"
+	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
+	"github.com/deadletter/deadletter/tests/internal/benchenv"
 )
 
 // Options size a run.
@@ -83,6 +86,16 @@ type Options struct {
 	// Settle bounds the wait, after the last publish, for every event
 	// to reach its end. Default 3 minutes.
 	Settle time.Duration
+	// RawEvents, when positive, first measures raw publishing on the same
+	// servers before the services see an event: that many of the
+	// workload's payloads published into RAW, a copy of EVENTS (same
+	// replicas, no sources), in the workload's producer mode (Report.RawRate).
+	RawEvents int
+	// AsyncPublish publishes the workload (and the raw phase) with async
+	// publishes, a window of 4,000 in flight, resending the few that fail
+	// one by one; only for runs without disruptions. Default: 64
+	// publishers each waiting for its acknowledgement.
+	AsyncPublish bool
 	// Logf, when set, receives progress lines.
 	Logf func(format string, args ...any)
 }
@@ -144,6 +157,14 @@ type Report struct {
 	// it until every event reached its end; CommitTime the time from the
 	// first publish until LEDGER held every event planned to commit.
 	PublishTime, SettleTime, CommitTime time.Duration
+	// CommitCPU is the user+sys CPU of every process (each node, each
+	// service, this process) from the first publish until LEDGER held
+	// every planned commit (set with CommitTime).
+	CommitCPU time.Duration
+	// RawRate is Options.RawEvents' publishes per second, RawCPU the CPU
+	// of the nodes and this process meanwhile.
+	RawRate float64
+	RawCPU  time.Duration
 }
 
 // Problems lists every way the run failed its promise; empty means nothing
@@ -313,6 +334,102 @@ type cluster struct {
 	mu      sync.Mutex
 	stopped atomic.Bool
 	started time.Time // the first publish
+	cpu0    time.Duration
+}
+
+// cpu is the user+sys CPU so far of every node and service process (their
+// current runs) and of this process.
+func (c *cluster) cpu() time.Duration {
+	t := benchenv.CPUTime()
+	procs := slices.Clone(c.servers)
+	for _, ps := range c.svcs {
+		procs = append(procs, ps...)
+	}
+	for _, p := range procs {
+		p.mu.Lock()
+		if p.cmd != nil && p.cmd.Process != nil {
+			t += benchenv.ChildCPUTime(p.cmd.Process.Pid)
+		}
+		p.mu.Unlock()
+	}
+	return t
+}
+
+// rawPublish publishes n of the events' payloads into RAW, a copy of
+// EVENTS on these servers, as the workload publishes, and returns the
+// rate and the CPU spent.
+func (c *cluster) rawPublish(ctx context.Context, events []event, n int) (float64, time.Duration, error) {
+	nc, err := c.admin()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0, 0, err
+	}
+	o := streams.DefaultOptions()
+	o.Replicas = c.replicas()
+	raw := streams.Events(o)
+	raw.Name, raw.Subjects, raw.Sources = "RAW", []string{"raw.>"}, nil
+	if _, err := js.CreateStream(ctx, raw); err != nil {
+		return 0, 0, err
+	}
+	defer func() { _ = js.DeleteStream(ctx, raw.Name) }()
+	evs := make([]event, 0, n)
+	for i := range n {
+		e := events[i%len(events)]
+		e.subject = "raw." + strings.TrimPrefix(e.subject, "events.")
+		evs = append(evs, e)
+	}
+	cpu0, start := c.cpu(), time.Now()
+	if c.o.AsyncPublish {
+		_, err = publishAsync(ctx, js, evs)
+	} else {
+		_, err = c.publishWith(ctx, js, evs, nil)
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	return float64(n) / time.Since(start).Seconds(), c.cpu() - cpu0, nil
+}
+
+// publishAsync publishes the events asynchronously, at most 4,000 in
+// flight, then resends one by one those that failed; it returns how many
+// were acknowledged.
+func publishAsync(ctx context.Context, js jetstream.JetStream, events []event) (int, error) {
+	futures := make([]jetstream.PubAckFuture, len(events))
+	for i, e := range events {
+		f, err := js.PublishAsync(e.subject, e.data, jetstream.WithStallWait(time.Minute))
+		if err != nil {
+			return 0, err
+		}
+		futures[i] = f
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(5 * time.Minute):
+		return 0, fmt.Errorf("chaos: publish acks timed out")
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	done := 0
+	for i, f := range futures {
+		select {
+		case <-f.Ok():
+			done++
+			continue
+		case <-f.Err():
+		}
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := js.Publish(pctx, events[i].subject, events[i].data)
+		cancel()
+		if err != nil {
+			return done, err
+		}
+		done++
+	}
+	return done, nil
 }
 
 // Run runs the workload with its kills and returns the report. An error
@@ -354,8 +471,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	go c.supervise(superCtx)
 
 	acts := c.schedule(rng)
+	if o.RawEvents > 0 {
+		if c.report.RawRate, c.report.RawCPU, err = c.rawPublish(ctx, events, o.RawEvents); err != nil {
+			return c.report, err
+		}
+	}
 	start := time.Now()
-	c.started = start
+	c.started, c.cpu0 = start, c.cpu()
 	acked, err := c.publish(ctx, events, acts)
 	c.report.PublishTime = time.Since(start)
 	if err != nil {
@@ -736,6 +858,15 @@ func (c *cluster) publish(ctx context.Context, events []event, acts []action) (i
 	if err != nil {
 		return 0, err
 	}
+	if c.o.AsyncPublish && len(acts) == 0 {
+		return publishAsync(ctx, js, events)
+	}
+	return c.publishWith(ctx, js, events, acts)
+}
+
+// publishWith publishes the events with 64 publishers, each waiting for its
+// acknowledgement, and carries out the actions as the workload passes them.
+func (c *cluster) publishWith(ctx context.Context, js jetstream.JetStream, events []event, acts []action) (int, error) {
 	rng := rand.New(rand.NewPCG(c.o.Seed+1, 7))
 	var (
 		next    atomic.Int64
@@ -827,6 +958,7 @@ func (c *cluster) settle(ctx context.Context, events []event) error {
 		cancel()
 		if err == nil && s.CachedInfo().State.Msgs >= want {
 			c.report.CommitTime = time.Since(c.started)
+			c.report.CommitCPU = c.cpu() - c.cpu0
 			break
 		}
 		select {

@@ -1,0 +1,409 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/sample"
+	"github.com/deadletter/deadletter/shared/streams"
+	"github.com/deadletter/deadletter/shared/subjects"
+	"github.com/deadletter/deadletter/tests/internal/benchenv"
+)
+
+// goalConfig sizes the goal mode of issue #17 (-rounds, -batch, -poison,
+// -latency): raw publishing and ingest with the same producer mode, in
+// interleaved rounds on one server, and the open-loop latency phase.
+type goalConfig struct {
+	n, rounds, workers int
+	syncAlways         bool
+	// batch is the batching producer's events per atomic batch (0: no
+	// batching pair); batchPublishers the batches in flight at once.
+	batch, batchPublishers int
+	// poison is the share of invalid events (the validator routes them to
+	// FAILURES; nothing quarantines them in this process).
+	poison float64
+	// latency adds the open-loop phase; latencyRate is its publish rate
+	// (0: half the highest async ingest rate of this run's rounds).
+	latency     bool
+	latencyRate float64
+}
+
+// fsyncMode names the fsync mode for the figures.
+func fsyncMode(syncAlways bool) string {
+	if syncAlways {
+		return "always"
+	}
+	return "off"
+}
+
+// figure prints one machine-readable line for tests/bench/goals, after the
+// human-readable ones.
+func (g goalConfig) figure(key string, value float64, unit string, events int) {
+	fmt.Printf("FIGURE key=%s value=%.6g unit=%s fsync=%s events=%d rounds=%d\n",
+		key, value, unit, fsyncMode(g.syncAlways), events, g.rounds)
+}
+
+// tally sums the phases of one kind over the rounds.
+type tally struct {
+	events int
+	dur    time.Duration
+	cpu    time.Duration
+	rates  []float64
+}
+
+func (t *tally) add(events int, rate float64, cpuPerEvent time.Duration) {
+	d := time.Duration(float64(events) / rate * float64(time.Second))
+	t.events += events
+	t.dur += d
+	t.cpu += cpuPerEvent * time.Duration(events)
+	t.rates = append(t.rates, rate)
+}
+
+func (t *tally) rate() float64 { return float64(t.events) / t.dur.Seconds() }
+
+func (t *tally) cpuPerEvent() time.Duration {
+	if t.events == 0 {
+		return 0
+	}
+	return t.cpu / time.Duration(t.events)
+}
+
+func (t *tally) spread() string {
+	var s []string
+	for _, r := range t.rates {
+		s = append(s, fmt.Sprintf("%.0f", r))
+	}
+	return strings.Join(s, " / ")
+}
+
+// runGoals is the goal mode: rounds of raw async publish and async-producer
+// ingest (the order alternating, ABBA), with -batch the same for the
+// batching producer, then with -latency the open-loop latency phase.
+func runGoals(ctx context.Context, g goalConfig) error {
+	env, err := benchenv.Start(ctx, g.syncAlways)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	js, o := env.JS, env.Options
+	raw := streams.Events(o)
+	raw.Name, raw.Subjects, raw.Sources = "RAW", []string{"raw.>"}, nil
+	if _, err := js.CreateStream(ctx, raw); err != nil {
+		return err
+	}
+	sets := g.rounds
+	if g.batch > 0 {
+		sets *= 2
+		rawb := raw
+		rawb.Name, rawb.Subjects, rawb.AllowAtomicPublish = "RAW_ATOMIC", []string{"rawb.>"}, true
+		if _, err := js.CreateStream(ctx, rawb); err != nil {
+			return err
+		}
+		events := streams.Events(o)
+		if !events.AllowAtomicPublish {
+			// The batching producer's ingest needs EVENTS to take atomic
+			// batches; shared/streams does not allow them today, so this
+			// server's EVENTS is given allow_atomic, nothing else changed.
+			events.AllowAtomicPublish = true
+			if _, err := js.UpdateStream(ctx, events); err != nil {
+				return fmt.Errorf("EVENTS with allow_atomic: %w", err)
+			}
+			fmt.Println("note: EVENTS as provisioned (shared/streams) does not allow atomic publish; this bench's server gave it allow_atomic for the batching producer's ingest")
+		}
+	}
+	if g.latency {
+		sets++
+	}
+	all, poisons, err := makeMixedEvents(sets, g.n, g.poison)
+	if err != nil {
+		return err
+	}
+	perSet := func(i int) ([]event, int) { return all[i], poisons[i] }
+	var bytes int
+	for _, e := range all[0] {
+		bytes += len(e.data)
+	}
+	fmt.Printf("deadletter ingest goals: %d events per phase (mean %d B, %.0f %% poison), %d rounds, sync_always=%v, %d validator workers, batch %d\n",
+		g.n, bytes/g.n, 100*g.poison, g.rounds, g.syncAlways, g.workers, g.batch)
+
+	var rawA, ingA, rawB, ingB tally
+	var committed uint64
+	set := 0
+	ingest := func(events []event, poison int, publish func() error) (phase, error) {
+		committed += uint64(len(events) - poison)
+		return validatorPhase(ctx, env.URL(), js, g.workers, noop.NewTracerProvider(), committed, uint64(poison),
+			func() error { return nil }, publish, nil)
+	}
+	for r := range g.rounds {
+		events, poison := perSet(set)
+		set++
+		rawFirst := r%2 == 0
+		for step := range 2 {
+			if (step == 0) == rawFirst {
+				rate, cpu, err := timed(len(events), func() error {
+					return publishAll(ctx, js, events, func(e event) string { return "raw." + strings.TrimPrefix(e.subject, "events.") })
+				})
+				if err != nil {
+					return err
+				}
+				rawA.add(len(events), rate, cpu)
+				fmt.Printf("round %d raw async publish:     %8.0f msg/s     %6.1f µs CPU/msg\n", r+1, rate, us(cpu))
+			} else {
+				ph, err := ingest(events, poison, func() error {
+					return publishAll(ctx, js, events, func(e event) string { return e.subject })
+				})
+				if err != nil {
+					return err
+				}
+				ingA.add(len(events), ph.rate, ph.cpuPerEvent)
+				fmt.Printf("round %d ingest, async producer: %8.0f events/s  %6.1f µs CPU/event\n", r+1, ph.rate, us(ph.cpuPerEvent))
+			}
+		}
+		if g.batch == 0 {
+			continue
+		}
+		events, poison = perSet(set)
+		set++
+		for step := range 2 {
+			if (step == 0) == rawFirst {
+				rate, cpu, err := timed(len(events), func() error {
+					return publishBatches(ctx, js, events, g.batch, g.batchPublishers, func(e event) string { return "rawb." + strings.TrimPrefix(e.subject, "events.") })
+				})
+				if err != nil {
+					return err
+				}
+				rawB.add(len(events), rate, cpu)
+				fmt.Printf("round %d raw batch publish:     %8.0f msg/s     %6.1f µs CPU/msg (RAW_ATOMIC)\n", r+1, rate, us(cpu))
+			} else {
+				ph, err := ingest(events, poison, func() error {
+					return publishBatches(ctx, js, events, g.batch, g.batchPublishers, func(e event) string { return e.subject })
+				})
+				if err != nil {
+					return err
+				}
+				ingB.add(len(events), ph.rate, ph.cpuPerEvent)
+				fmt.Printf("round %d ingest, batch producer: %8.0f events/s  %6.1f µs CPU/event\n", r+1, ph.rate, us(ph.cpuPerEvent))
+			}
+		}
+	}
+	cpuNote := "CPU: user+sys of this process (server, validator, publisher)"
+	if g.rounds > 0 {
+		fmt.Printf("async producer (one message per publish, async), %d rounds of %d, fsync %s; %s\n", g.rounds, g.n, fsyncMode(g.syncAlways), cpuNote)
+		fmt.Printf("  raw async publish:   %8.0f msg/s    (rounds %s)\n", rawA.rate(), rawA.spread())
+		fmt.Printf("  ingest:              %8.0f events/s (rounds %s), %.1f µs CPU/event\n", ingA.rate(), ingA.spread(), us(ingA.cpuPerEvent()))
+		fmt.Printf("  ratio:               %8.1f %%\n", 100*ingA.rate()/rawA.rate())
+		g.figure("raw_async", rawA.rate(), "msg/s", g.n)
+		g.figure("raw_async_cpu", us(rawA.cpuPerEvent()), "us/msg", g.n)
+		g.figure("ingest_async", ingA.rate(), "events/s", g.n)
+		g.figure("ingest_async_cpu", us(ingA.cpuPerEvent()), "us/event", g.n)
+	}
+	if g.batch > 0 {
+		fmt.Printf("batching producer (atomic batches of %d, %d in flight, jetstreamext.PublishMsgBatch AckFirst=false), %d rounds of %d, fsync %s\n",
+			g.batch, g.batchPublishers, g.rounds, g.n, fsyncMode(g.syncAlways))
+		fmt.Printf("  raw batch publish:   %8.0f msg/s    (rounds %s; into RAW_ATOMIC, a copy of EVENTS with allow_atomic)\n", rawB.rate(), rawB.spread())
+		fmt.Printf("  ingest:              %8.0f events/s (rounds %s), %.1f µs CPU/event\n", ingB.rate(), ingB.spread(), us(ingB.cpuPerEvent()))
+		fmt.Printf("  ratio:               %8.1f %%\n", 100*ingB.rate()/rawB.rate())
+		g.figure("raw_batch", rawB.rate(), "msg/s", g.n)
+		g.figure("ingest_batch", ingB.rate(), "events/s", g.n)
+		g.figure("ingest_batch_cpu", us(ingB.cpuPerEvent()), "us/event", g.n)
+	}
+	if !g.latency {
+		return nil
+	}
+	rate := g.latencyRate
+	source := "given"
+	if rate == 0 {
+		if len(ingA.rates) == 0 {
+			return fmt.Errorf("-latency needs -rounds or -latency-rate")
+		}
+		rate, source = slices.Max(ingA.rates)/2, "half the highest async ingest round of this run"
+	}
+	events, poison := perSet(set)
+	committed += uint64(len(events) - poison)
+	lat, ph, err := latencyPhase(ctx, env, g.workers, events, poison, committed, rate)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("open-loop latency, publish → LEDGER commit (the LEDGER message's stored timestamp), %d events at %.0f events/s (%s), fsync %s:\n",
+		len(events), rate, source, fsyncMode(g.syncAlways))
+	fmt.Printf("  p50 %s  p90 %s  p99 %s  max %s  (ingest kept up at %.0f events/s, %.1f µs CPU/event)\n",
+		lat[0], lat[1], lat[2], lat[3], ph.rate, us(ph.cpuPerEvent))
+	g.rounds = 1 // one latency phase
+	for i, k := range []string{"p50", "p90", "p99", "max"} {
+		g.figure("latency_"+k, float64(lat[i].Microseconds())/1000, "ms", len(events))
+	}
+	g.figure("latency_rate", rate, "events/s", len(events))
+	return nil
+}
+
+// timed runs f and returns n over its duration and this process's CPU per
+// one of the n.
+func timed(n int, f func() error) (float64, time.Duration, error) {
+	start, cpu0 := time.Now(), benchenv.CPUTime()
+	if err := f(); err != nil {
+		return 0, 0, err
+	}
+	return float64(n) / time.Since(start).Seconds(), (benchenv.CPUTime() - cpu0) / time.Duration(n), nil
+}
+
+// publishBatches publishes the events in atomic batches of size, at most
+// inFlight batches at once, each with jetstreamext.PublishMsgBatch without
+// waiting for the first message's ack (AckFirst false): one round trip and,
+// under sync-always, one fsync per batch.
+func publishBatches(ctx context.Context, js jetstream.JetStream, events []event, size, inFlight int, subject func(event) string) error {
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	batches := (len(events) + size - 1) / size
+	for range max(1, inFlight) {
+		wg.Go(func() {
+			for {
+				b := int(next.Add(1) - 1)
+				if b >= batches {
+					return
+				}
+				part := events[b*size : min(len(events), (b+1)*size)]
+				msgs := make([]*nats.Msg, len(part))
+				for i, e := range part {
+					msgs[i] = &nats.Msg{Subject: subject(e), Data: e.data, Header: nats.Header{}}
+				}
+				pctx, cancel := context.WithTimeout(ctx, time.Minute)
+				_, err := jetstreamext.PublishMsgBatch(pctx, js, msgs, jetstreamext.BatchFlowControl{AckFirst: false})
+				cancel()
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("batch %d: %w", b, err))
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return errs[0]
+	}
+	return nil
+}
+
+// latencyPhase publishes the events open-loop at rate (a 1 ms ticker; each
+// tick publishes, asynchronously, every event due by then) to a validator,
+// and measures each valid event from just before its publish to its LEDGER
+// message's stored timestamp (seen by an ordered consumer on LEDGER; the
+// key is the subject's last token). It returns p50, p90, p99 and max.
+func latencyPhase(ctx context.Context, env *benchenv.Env, workers int, events []event, poison int, want uint64, rate float64) ([4]time.Duration, phase, error) {
+	var out [4]time.Duration
+	g, err := gate.New(0)
+	if err != nil {
+		return out, phase{}, err
+	}
+	index := map[string]int{}
+	for i, e := range events {
+		if env, err := g.Check(e.subject, e.data); err == nil {
+			index[env.IdempotencyKey] = i
+		}
+	}
+	sent := make([]atomic.Int64, len(events)) // unix nanoseconds before publish
+	lat := make([]time.Duration, 0, len(index))
+	var mu sync.Mutex
+	seen := make(chan struct{})
+	cons, err := env.JS.OrderedConsumer(ctx, subjects.LedgerStream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy})
+	if err != nil {
+		return out, phase{}, err
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		s := m.Subject()
+		i, ok := index[s[strings.LastIndexByte(s, '.')+1:]]
+		meta, err := m.Metadata()
+		if !ok || err != nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		lat = append(lat, meta.Timestamp.Sub(time.Unix(0, sent[i].Load())))
+		if len(lat) == len(index) {
+			close(seen)
+		}
+	})
+	if err != nil {
+		return out, phase{}, err
+	}
+	defer cc.Stop()
+	ph, err := validatorPhase(ctx, env.URL(), env.JS, workers, noop.NewTracerProvider(), want, uint64(poison),
+		func() error { return nil },
+		func() error {
+			t := time.NewTicker(time.Millisecond)
+			defer t.Stop()
+			start := time.Now()
+			for next := 0; next < len(events); {
+				<-t.C
+				due := min(len(events), int(rate*time.Since(start).Seconds()))
+				for ; next < due; next++ {
+					e := events[next]
+					sent[next].Store(time.Now().UnixNano())
+					if _, err := env.JS.PublishAsync(e.subject, e.data, stallWait); err != nil {
+						return err
+					}
+				}
+			}
+			return waitAcks(ctx, env.JS)
+		}, nil)
+	if err != nil {
+		return out, phase{}, err
+	}
+	select {
+	case <-seen:
+	case <-time.After(time.Minute):
+		return out, phase{}, fmt.Errorf("latency: the LEDGER watcher saw %d of %d commits", len(lat), len(index))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(lat)
+	q := func(p float64) time.Duration {
+		return lat[min(len(lat)-1, int(p*float64(len(lat))))].Round(10 * time.Microsecond)
+	}
+	return [4]time.Duration{q(0.50), q(0.90), q(0.99), lat[len(lat)-1].Round(10 * time.Microsecond)}, ph, nil
+}
+
+// makeMixedEvents builds sets of n distinct events each, a share poison of
+// every set invalid (evenly spread: event i of a set is invalid when
+// floor((i+1)·poison) passes floor(i·poison); sample.Set.Invalid, each a
+// distinct event), the rest valid as makeEvents builds them. It returns the
+// sets and how many invalid events each holds.
+func makeMixedEvents(sets, n int, poison float64) ([][]event, []int, error) {
+	valid, err := makeEvents(sets * n)
+	if err != nil {
+		return nil, nil, err
+	}
+	set, err := sample.Load()
+	if err != nil {
+		return nil, nil, err
+	}
+	out, counts, bad := make([][]event, sets), make([]int, sets), 0
+	for k := range sets {
+		out[k] = valid[k*n : (k+1)*n]
+		for i := range n {
+			if int(float64(i+1)*poison) > int(float64(i)*poison) {
+				e := set.Invalid(bad)
+				bad++
+				out[k][i] = event{subject: e.Subject, data: e.Data}
+				counts[k]++
+			}
+		}
+	}
+	return out, counts, nil
+}
