@@ -142,7 +142,7 @@ func (b *bench) run(root, peerDir string, n, syncN, rounds, batch, clusterN, dra
 
 	if !skip["sync"] {
 		phase("goals 1 and 5, sync always: ingest vs raw, async and batching producers, open-loop latency")
-		if err := b.child("sync.", "ingest", "-sync-always", "-n", itoa(syncN), "-rounds", itoa(rounds), "-batch", itoa(batch), "-latency"); err != nil {
+		if err := b.child("sync.", "ingest", "-sync-always", "-n", itoa(syncN), "-rounds", itoa(rounds), "-batch", itoa(batch), "-latency", "-redelivered"); err != nil {
 			return err
 		}
 	}
@@ -353,6 +353,8 @@ func (b *bench) table(w io.Writer) {
 	ratio("1b ingest / raw, batching producer", "sync.ingest_batch", "sync.raw_batch", 0, false)
 	info("5 CPU per event, ingest async (sync)", "sync.ingest_async_cpu")
 	info("5 CPU per event, ingest batching (sync)", "sync.ingest_batch_cpu")
+	info("  redelivered after a crash (sync), events/s", "sync.ingest_redelivered")
+	info("  its CPU per event", "sync.ingest_redelivered_cpu")
 	ratio("2 R3 ingest / raw R3, async producer", "cluster.r3_ingest", "cluster.r3_raw", 0.60, false)
 	info("5 CPU per event, R3 ingest (all processes)", "cluster.r3_ingest_cpu")
 	ratio("3 ingest / Watermill peer (10 % poison)", "nofsync.ingest_async", "nofsync.watermill", 2, true)

@@ -14,6 +14,8 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/deadletter/deadletter/shared/batch"
+	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/sample"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -37,6 +39,10 @@ type goalConfig struct {
 	// (0: half the highest async ingest rate of this run's rounds).
 	latency     bool
 	latencyRate float64
+	// redelivered adds the phase of events redelivered after a crash:
+	// their LEDGER messages are there and their marks are not, so every
+	// batch would be refused and each event takes the per-event path.
+	redelivered bool
 }
 
 // fsyncMode names the fsync mode for the figures.
@@ -123,6 +129,9 @@ func runGoals(ctx context.Context, g goalConfig) error {
 		}
 	}
 	if g.latency {
+		sets++
+	}
+	if g.redelivered {
 		sets++
 	}
 	all, poisons, err := makeMixedEvents(sets, g.n, g.poison)
@@ -217,6 +226,13 @@ func runGoals(ctx context.Context, g goalConfig) error {
 		g.figure("raw_batch", rawB.rate(), "msg/s", g.n)
 		g.figure("ingest_batch", ingB.rate(), "events/s", g.n)
 		g.figure("ingest_batch_cpu", us(ingB.cpuPerEvent()), "us/event", g.n)
+	}
+	if g.redelivered {
+		events, poison := perSet(set)
+		set++
+		if err := g.redeliveredPhase(ctx, env, events, poison); err != nil {
+			return err
+		}
 	}
 	if !g.latency {
 		return nil
@@ -406,4 +422,55 @@ func makeMixedEvents(sets, n int, poison float64) ([][]event, []int, error) {
 		}
 	}
 	return out, counts, nil
+}
+
+// redeliveredPhase measures the path of events redelivered after a
+// validator died between its LEDGER writes and its marks: the LEDGER
+// message of every valid event is written first (in batches, as that
+// validator did), then the events are published and ingested. Each is
+// found in LEDGER before its group's batch and takes the per-event path:
+// adopt the message, mark the key.
+func (g goalConfig) redeliveredPhase(ctx context.Context, env *benchenv.Env, events []event, poison int) error {
+	gt, err := gate.New(0)
+	if err != nil {
+		return err
+	}
+	var msgs []*nats.Msg
+	for _, e := range events {
+		en, err := gt.Check(e.subject, e.data)
+		if err != nil {
+			continue
+		}
+		m := nats.NewMsg(subjects.Ledger(en.Domain, en.IdempotencyKey))
+		m.Data = e.data
+		m.Header.Set(envelope.IdempotencyKey, en.IdempotencyKey)
+		msgs = append(msgs, m)
+	}
+	for start := 0; start < len(msgs); start += 500 {
+		if _, err := batch.Publish(ctx, env.JS, msgs[start:min(len(msgs), start+500)]); err != nil {
+			return fmt.Errorf("LEDGER messages of the dead validator: %w", err)
+		}
+	}
+	ledger, err := env.JS.Stream(ctx, subjects.LedgerStream)
+	if err != nil {
+		return err
+	}
+	info, err := ledger.Info(ctx)
+	if err != nil {
+		return err
+	}
+	ph, err := validatorPhaseAdopting(ctx, env.URL(), env.JS, g.workers, noop.NewTracerProvider(), info.State.Msgs, uint64(poison), uint64(len(msgs)),
+		func() error { return nil }, func() error {
+			return publishAll(ctx, env.JS, events, func(e event) string { return e.subject })
+		}, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("redelivered after a crash (LEDGER written, marks missing: the per-event path), %d events, fsync %s: %8.0f events/s, %.1f µs CPU/event\n",
+		len(events), fsyncMode(g.syncAlways), ph.rate, us(ph.cpuPerEvent))
+	r := g
+	r.rounds = 1
+	r.figure("ingest_redelivered", ph.rate, "events/s", len(events))
+	r.figure("ingest_redelivered_cpu", us(ph.cpuPerEvent), "us/event", len(events))
+	return nil
 }

@@ -74,6 +74,7 @@ func main() {
 	batchPublishers := flag.Int("batch-publishers", 4, "goal mode: the batching producer's batches in flight at once")
 	poison := flag.Float64("poison", 0, "goal mode: the share of invalid (poison) events in every phase")
 	latency := flag.Bool("latency", false, "goal mode: add the open-loop latency phase (publish → LEDGER commit) of -n events")
+	redelivered := flag.Bool("redelivered", false, "goal mode: add the phase of events redelivered after a crash (LEDGER written, marks missing: the per-event path)")
 	latencyRate := flag.Float64("latency-rate", 0, "goal mode: the latency phase's publish rate in events/s (0: half the highest async ingest round of this run)")
 	serveSinkFlag := flag.Bool("serve-sink", false, "internal: run the trace sink")
 	flag.Parse()
@@ -86,7 +87,7 @@ func main() {
 	}
 	if *rounds > 0 || *latency {
 		g := goalConfig{n: *n, rounds: *rounds, workers: *workers, syncAlways: *sync, batch: *batch, batchPublishers: *batchPublishers,
-			poison: *poison, latency: *latency, latencyRate: *latencyRate}
+			poison: *poison, latency: *latency, latencyRate: *latencyRate, redelivered: *redelivered}
 		if err := runGoals(context.Background(), g); err != nil {
 			log.Fatal(err)
 		}
@@ -333,6 +334,15 @@ type phase struct {
 // event of the phase and failed every invalid one. The rate counts both.
 func validatorPhase(ctx context.Context, url string, js jetstream.JetStream, workers int, tp trace.TracerProvider,
 	want, poison uint64, ready, publish, finish func() error) (phase, error) {
+	return validatorPhaseAdopting(ctx, url, js, workers, tp, want, poison, 0, ready, publish, finish)
+}
+
+// validatorPhaseAdopting is validatorPhase where adopt more events are
+// published whose LEDGER messages exist already (a validator died after
+// writing them, before their marks): the validator adopts and marks them,
+// and counts them committed.
+func validatorPhaseAdopting(ctx context.Context, url string, js jetstream.JetStream, workers int, tp trace.TracerProvider,
+	want, poison, adopt uint64, ready, publish, finish func() error) (phase, error) {
 	ledger, err := js.Stream(ctx, subjects.LedgerStream)
 	if err != nil {
 		return phase{}, err
@@ -375,7 +385,7 @@ func validatorPhase(ctx context.Context, url string, js jetstream.JetStream, wor
 		if err != nil {
 			return phase{}, err
 		}
-		if info.State.Msgs >= want && v.Stats().Structural >= poison {
+		if st := v.Stats(); info.State.Msgs >= want && st.Structural >= poison && st.Committed >= n+adopt {
 			break
 		}
 		if time.Since(start) > 5*time.Minute {
@@ -389,14 +399,14 @@ func validatorPhase(ctx context.Context, url string, js jetstream.JetStream, wor
 		}
 	}
 	ph := phase{
-		rate:        float64(n+poison) / time.Since(start).Seconds(),
-		cpuPerEvent: (benchenv.CPUTime() - cpuStart) / time.Duration(n+poison),
+		rate:        float64(n+adopt+poison) / time.Since(start).Seconds(),
+		cpuPerEvent: (benchenv.CPUTime() - cpuStart) / time.Duration(n+adopt+poison),
 	}
 	stop()
 	if err := <-done; err != nil {
 		return phase{}, err
 	}
-	if st := v.Stats(); st.Committed != n || st.Structural != poison || st.Transient != 0 {
+	if st := v.Stats(); st.Committed != n+adopt || st.Structural != poison || st.Transient != 0 {
 		return phase{}, fmt.Errorf("unexpected validator stats %+v", st)
 	}
 	return ph, nil
