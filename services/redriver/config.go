@@ -100,6 +100,11 @@ type Config struct {
 	// moment; at most batch.MaxMessages). 0 or 1: each replay is written
 	// alone. Default batch.MaxMessages.
 	ReplayBatch int
+	// ReplayLinger is how long a batch of replays smaller than
+	// ReplayBatch waits for more before it is written. Default 0: a batch
+	// holds the replays published while the previous one was being
+	// written (no latency added; batches grow with the load).
+	ReplayLinger time.Duration
 }
 
 // DefaultConfig returns the documented defaults.
@@ -152,6 +157,8 @@ func (c Config) validate() error {
 		return errors.New("redriver: PollMin must be positive and PollMax >= PollMin")
 	case c.MaxDrains < 1:
 		return errors.New("redriver: MaxDrains must be at least 1")
+	case c.ReplayLinger < 0 || c.ReplayLinger > time.Second:
+		return errors.New("redriver: ReplayLinger must be between 0 and 1 s")
 	case c.ReplayBatch < 0 || c.ReplayBatch > batch.MaxMessages:
 		return fmt.Errorf("redriver: ReplayBatch must be between 0 and %d", batch.MaxMessages)
 	case c.MaxPayload <= 0:

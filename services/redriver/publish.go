@@ -49,6 +49,8 @@ type replayBatcher struct {
 	log *slog.Logger
 	// max is the most replays per batch (at most batch.MaxMessages).
 	max int
+	// linger is how long a batch smaller than max waits for more.
+	linger time.Duration
 
 	mu    sync.Mutex
 	queue []*pubReq
@@ -74,8 +76,8 @@ type pubResult struct {
 	err error
 }
 
-func newReplayBatcher(js jetstream.JetStream, log *slog.Logger, m *metrics, maxMsgs int) *replayBatcher {
-	return &replayBatcher{js: js, log: log, metrics: m, max: min(maxMsgs, batch.MaxMessages), wake: make(chan struct{}, 1), closed: true}
+func newReplayBatcher(js jetstream.JetStream, log *slog.Logger, m *metrics, maxMsgs int, linger time.Duration) *replayBatcher {
+	return &replayBatcher{js: js, log: log, metrics: m, max: min(maxMsgs, batch.MaxMessages), linger: linger, wake: make(chan struct{}, 1), closed: true}
 }
 
 // run starts the flushers. When ctx ends they stop, and every replay still
@@ -179,6 +181,13 @@ func (b *replayBatcher) take() []*pubReq {
 	return out
 }
 
+// queued returns how many replays wait for a batch.
+func (b *replayBatcher) queued() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
+}
+
 // flusher writes the queued replays, a batch at a time, until ctx ends.
 func (b *replayBatcher) flusher(ctx context.Context) {
 	for {
@@ -187,6 +196,16 @@ func (b *replayBatcher) flusher(ctx context.Context) {
 			b.close()
 			return
 		case <-b.wake:
+		}
+		if b.linger > 0 && b.queued() < b.max {
+			t := time.NewTimer(b.linger)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				b.close()
+				return
+			case <-t.C:
+			}
 		}
 		if reqs := b.take(); len(reqs) > 0 {
 			b.flush(reqs)

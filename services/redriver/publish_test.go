@@ -84,7 +84,7 @@ func TestReplayBatcher(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMetrics(nil)
-			b := newReplayBatcher(js, slog.New(slog.DiscardHandler), m, 1000)
+			b := newReplayBatcher(js, slog.New(slog.DiscardHandler), m, 1000, 0)
 			rctx, stop := context.WithCancel(ctx)
 			t.Cleanup(stop)
 			prefix := fmt.Sprintf("t%d", time.Now().UnixNano())
