@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/failpoint"
 	"github.com/deadletter/deadletter/shared/gate"
@@ -94,6 +95,16 @@ type Config struct {
 	// ReplaySecretFile is a file holding ReplaySecret (read by New when
 	// ReplaySecret is empty).
 	ReplaySecretFile string
+	// ReplayBatch is the most replays written to REPLAYS as one atomic
+	// batch (the replays that concurrent lanes publish at about the same
+	// moment; at most batch.MaxMessages). 0 or 1: each replay is written
+	// alone. Default batch.MaxMessages.
+	ReplayBatch int
+	// ReplayLinger is how long a batch of replays smaller than
+	// ReplayBatch waits for more before it is written. Default 0: a batch
+	// holds the replays published while the previous one was being
+	// written (no latency added; batches grow with the load).
+	ReplayLinger time.Duration
 }
 
 // DefaultConfig returns the documented defaults.
@@ -111,6 +122,7 @@ func DefaultConfig() Config {
 		MaxPayload:           gate.DefaultMaxPayload,
 		Streams:              streams.DefaultOptions(),
 		Provision:            true,
+		ReplayBatch:          batch.MaxMessages,
 	}
 }
 
@@ -145,6 +157,10 @@ func (c Config) validate() error {
 		return errors.New("redriver: PollMin must be positive and PollMax >= PollMin")
 	case c.MaxDrains < 1:
 		return errors.New("redriver: MaxDrains must be at least 1")
+	case c.ReplayLinger < 0 || c.ReplayLinger > time.Second:
+		return errors.New("redriver: ReplayLinger must be between 0 and 1 s")
+	case c.ReplayBatch < 0 || c.ReplayBatch > batch.MaxMessages:
+		return fmt.Errorf("redriver: ReplayBatch must be between 0 and %d", batch.MaxMessages)
 	case c.MaxPayload <= 0:
 		return errors.New("redriver: MaxPayload must be positive")
 	case len(c.ReplaySecret) > 0 && len(c.ReplaySecret) < minReplaySecret:

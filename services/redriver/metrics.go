@@ -10,6 +10,10 @@ type metrics struct {
 	inFlight  prometheus.Gauge
 	drains    *prometheus.CounterVec
 	refused   *prometheus.CounterVec
+	// batches, batched and unbatched count the atomic batches of replays
+	// stored on REPLAYS, the replays they carried, and the batches not
+	// stored as a whole (their replays then written one by one).
+	batches, batched, unbatched prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -38,9 +42,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "deadletter_redrive_refused_total",
 			Help: "Requests refused unanswered, by code (BAD_REQUEST: an empty or reserved reply subject).",
 		}, []string{"code"}),
+		batches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "deadletter_redrive_replay_batches_total",
+			Help: "Atomic batches of replays stored on REPLAYS (two replays or more each).",
+		}),
+		batched: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "deadletter_redrive_replays_batched_total",
+			Help: "Replays stored on REPLAYS as part of an atomic batch.",
+		}),
+		unbatched: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "deadletter_redrive_replay_batches_unbatched_total",
+			Help: "Batches of replays not stored as a whole (refused, failed, or REPLAYS without atomic publish): their replays were written one by one.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.published, m.outcomes, m.retries, m.inFlight, m.drains, m.refused)
+		reg.MustRegister(m.published, m.outcomes, m.retries, m.inFlight, m.drains, m.refused, m.batches, m.batched, m.unbatched)
 	}
 	return m
 }

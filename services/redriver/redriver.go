@@ -77,7 +77,10 @@ type Service struct {
 	idem     jetstream.KeyValue
 	drains   jetstream.KeyValue
 	notify   *notifier
-	tr       telemetry.Tracer
+	// replays gathers the replays of concurrent lanes into atomic
+	// batches on REPLAYS.
+	replays *replayBatcher
+	tr      telemetry.Tracer
 	// replaySecret keys the replays' message ids (replayMsgID).
 	replaySecret []byte
 
@@ -118,11 +121,14 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	for _, c := range gate.Checkers() {
 		checkers[c.Domain()] = c
 	}
+	log = log.With("service", "redriver", "instance", cfg.InstanceID)
+	m := newMetrics(cfg.Registerer)
 	return &Service{
 		tr:  telemetry.NewTracer(cfg.TracerProvider, cfg.Propagator),
 		cfg: cfg, nc: nc, js: js, gate: g, checkers: checkers,
-		log:     log.With("service", "redriver", "instance", cfg.InstanceID),
-		metrics: newMetrics(cfg.Registerer),
+		log:     log,
+		metrics: m,
+		replays: newReplayBatcher(js, log, m, cfg.ReplayBatch, cfg.ReplayLinger),
 		running: map[string]*drainRun{},
 		notify:  newNotifier(nc), replaySecret: secret,
 	}, nil
@@ -185,6 +191,8 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	}
 	s.runCtx, s.runCancel = context.WithCancel(context.Background())
 	defer s.runCancel()
+	waitReplays := s.replays.run(s.runCtx)
+	defer func() { s.runCancel(); waitReplays() }()
 
 	svc, err := micro.AddService(s.nc, micro.Config{
 		Name:        "redriver",

@@ -345,9 +345,8 @@ func (s *Service) publishAndObserve(ctx context.Context, span trace.Span, m *nat
 	wake := make(chan *nats.Msg, 8)
 	stop := s.notify.watch(wake, p.key, domain, id)
 	defer stop()
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	ack, err := s.js.PublishMsg(pctx, m, jetstream.WithMsgID(replayMsgID(s.replaySecret, id, n)))
-	cancel()
+	m.Header.Set(jetstream.MsgIDHeader, replayMsgID(s.replaySecret, id, n))
+	ack, err := s.replays.publish(ctx, m)
 	if err == nil {
 		telemetry.RecordAck(span, ack)
 	} else {

@@ -17,6 +17,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -1104,7 +1105,12 @@ func (c *cluster) drain(ctx context.Context) error {
 	deadline := started.Add(c.o.Settle)
 	for {
 		var st api.DrainState
-		if err := request(nc, api.DrainStatus, api.DrainIDRequest{DrainID: start.DrainID}, &st); err != nil {
+		err := request(nc, api.DrainStatus, api.DrainIDRequest{DrainID: start.DrainID}, &st)
+		switch {
+		case errors.Is(err, nats.ErrNoResponders):
+			// The redriver is down (its failpoint killed it mid-drain)
+			// and not restarted yet: ask again.
+		case err != nil:
 			return err
 		}
 		switch st.Status {

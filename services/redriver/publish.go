@@ -1,0 +1,248 @@
+package redriver
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/shared/batch"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// replayFlushers is how many atomic batches of replays may be in flight
+// on REPLAYS at once: while one waits for its acknowledgement, the next
+// one gathers the replays published meanwhile.
+const replayFlushers = 2
+
+// replayBatchBytes bounds the payload bytes of one batch (a corrected
+// payload may be up to MaxPayload).
+const replayBatchBytes = 4 << 20
+
+// publishTimeout bounds one replay publish, batched or not.
+const publishTimeout = 10 * time.Second
+
+// errUnbatched tells a replay's publisher to write its message alone: the
+// batch it was in was refused as a whole (a Nats-Msg-Id REPLAYS still
+// remembers: a resumed replay), failed (its outcome unknown: the message
+// carries its Nats-Msg-Id, so a second write is de-duplicated), or the
+// batcher stopped.
+var errUnbatched = errors.New("redriver: replay not batched")
+
+// replayBatcher gathers the replays that a drain's lanes publish at about
+// the same moment into atomic batches on REPLAYS (package batch): one
+// proposal, and under sync_interval: always one fsync, for up to
+// batch.MaxMessages replays, where one publish each costs one each. Each
+// replay keeps its own HMAC Nats-Msg-Id and its lane waits for its own
+// acknowledgement, so what happens between claim and replay and between
+// replay and outcome is unchanged: a lane's next event is replayed only
+// after the previous one's outcome, whatever batch carried it. A batch
+// that is not stored as a whole is written again message by message, by
+// each lane (the path of an unbatched publish).
+type replayBatcher struct {
+	js  jetstream.JetStream
+	log *slog.Logger
+	// max is the most replays per batch (at most batch.MaxMessages).
+	max int
+	// linger is how long a batch smaller than max waits for more.
+	linger time.Duration
+
+	mu    sync.Mutex
+	queue []*pubReq
+	// closed: no flusher runs (before run, after stop); replays are
+	// then written alone.
+	closed bool
+	wake   chan struct{}
+
+	// disabled is set when REPLAYS does not allow atomic publish (a store
+	// provisioned before it did): every replay is then written alone.
+	disabled atomic.Bool
+	metrics  *metrics
+}
+
+// pubReq is one replay waiting for its batch.
+type pubReq struct {
+	msg  *nats.Msg
+	done chan pubResult
+}
+
+type pubResult struct {
+	ack *jetstream.PubAck
+	err error
+}
+
+func newReplayBatcher(js jetstream.JetStream, log *slog.Logger, m *metrics, maxMsgs int, linger time.Duration) *replayBatcher {
+	return &replayBatcher{js: js, log: log, metrics: m, max: min(maxMsgs, batch.MaxMessages), linger: linger, wake: make(chan struct{}, 1), closed: true}
+}
+
+// run starts the flushers. When ctx ends they stop, and every replay still
+// queued, or published later, is written alone by its lane; the returned
+// func waits for them.
+func (b *replayBatcher) run(ctx context.Context) (wait func()) {
+	b.mu.Lock()
+	b.closed = false
+	b.mu.Unlock()
+	var wg sync.WaitGroup
+	for range replayFlushers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.flusher(ctx)
+		}()
+	}
+	return wg.Wait
+}
+
+// close stops the batching: the replays queued are answered errUnbatched.
+func (b *replayBatcher) close() {
+	b.mu.Lock()
+	b.closed = true
+	q := b.queue
+	b.queue = nil
+	b.mu.Unlock()
+	for _, r := range q {
+		r.done <- pubResult{err: errUnbatched}
+	}
+}
+
+// publish writes replay m (its Nats-Msg-Id set) to REPLAYS and returns its
+// acknowledgement: in a batch when the batcher runs, else alone.
+func (b *replayBatcher) publish(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
+	if b.max < 2 || b.disabled.Load() {
+		return publishAlone(ctx, b.js, m)
+	}
+	r := &pubReq{msg: m, done: make(chan pubResult, 1)}
+	if !b.submit(r) {
+		return publishAlone(ctx, b.js, m)
+	}
+	select {
+	case res := <-r.done:
+		if errors.Is(res.err, errUnbatched) {
+			return publishAlone(ctx, b.js, m)
+		}
+		return res.ack, res.err
+	case <-ctx.Done():
+		// The batch may still be stored: the chain stays redriving and
+		// its resume publishes the same Nats-Msg-Id.
+		return nil, ctx.Err()
+	}
+}
+
+// publishAlone writes one replay by itself.
+func publishAlone(ctx context.Context, js jetstream.JetStream, m *nats.Msg) (*jetstream.PubAck, error) {
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	return js.PublishMsg(ctx, m)
+}
+
+// submit queues r; false when the batcher stopped.
+func (b *replayBatcher) submit(r *pubReq) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.queue = append(b.queue, r)
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// take removes the next batch from the queue: up to max replays and
+// replayBatchBytes of payload (at least one).
+func (b *replayBatcher) take() []*pubReq {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, size := 0, 0
+	for n < len(b.queue) && n < b.max {
+		size += len(b.queue[n].msg.Data)
+		if n > 0 && size > replayBatchBytes {
+			break
+		}
+		n++
+	}
+	out := make([]*pubReq, n)
+	copy(out, b.queue)
+	clear(b.queue[:n])
+	b.queue = b.queue[n:]
+	if len(b.queue) > 0 {
+		select {
+		case b.wake <- struct{}{}:
+		default:
+		}
+	}
+	return out
+}
+
+// queued returns how many replays wait for a batch.
+func (b *replayBatcher) queued() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
+}
+
+// flusher writes the queued replays, a batch at a time, until ctx ends.
+func (b *replayBatcher) flusher(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			b.close()
+			return
+		case <-b.wake:
+		}
+		if b.linger > 0 && b.queued() < b.max {
+			t := time.NewTimer(b.linger)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				b.close()
+				return
+			case <-t.C:
+			}
+		}
+		if reqs := b.take(); len(reqs) > 0 {
+			b.flush(reqs)
+		}
+	}
+}
+
+// flush writes reqs as one atomic batch and answers each (errUnbatched
+// when the batch was not stored as a whole).
+func (b *replayBatcher) flush(reqs []*pubReq) {
+	if len(reqs) == 1 {
+		// Nothing to gather: the lane writes it (its own deadline).
+		reqs[0].done <- pubResult{err: errUnbatched}
+		return
+	}
+	msgs := make([]*nats.Msg, len(reqs))
+	for i, r := range reqs {
+		msgs[i] = r.msg
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+	seqs, err := batch.Publish(ctx, b.js, msgs)
+	cancel()
+	if err != nil {
+		b.metrics.unbatched.Inc()
+		if errors.Is(err, batch.ErrDisabled) && !b.disabled.Swap(true) {
+			b.log.Warn("REPLAYS does not allow atomic publish: replays are written one by one", "stream", subjects.ReplaysStream)
+		} else {
+			b.log.Debug("replay batch not stored as a whole: written one by one", "replays", len(reqs), "err", err)
+		}
+		for _, r := range reqs {
+			r.done <- pubResult{err: errUnbatched}
+		}
+		return
+	}
+	b.metrics.batches.Inc()
+	b.metrics.batched.Add(float64(len(reqs)))
+	for i, r := range reqs {
+		r.done <- pubResult{ack: &jetstream.PubAck{Stream: subjects.ReplaysStream, Sequence: seqs[i]}}
+	}
+}

@@ -1,0 +1,166 @@
+package redriver
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/deadletter/deadletter/shared/natstest"
+	"github.com/deadletter/deadletter/shared/streams"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// replayMsg is replay i of a test, with its Nats-Msg-Id.
+func replayMsg(prefix string, i int) *nats.Msg {
+	m := nats.NewMsg(subjects.Replay("pharmacy", "dispense"))
+	m.Data = fmt.Appendf(nil, `{"n":%d}`, i)
+	m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("%s-%d", prefix, i))
+	return m
+}
+
+// TestReplayBatcher: replays published at once by many lanes are stored in
+// atomic batches, each acknowledged with its own sequence, each stored
+// once; a batch the server refuses (a Nats-Msg-Id REPLAYS remembers: a
+// resumed replay) and a stream without atomic publish fall back to one
+// publish per replay, de-duplicated as before; a stopped batcher writes
+// each replay alone.
+func TestReplayBatcher(t *testing.T) {
+	srv := natstest.Start(t)
+	srv.Provision(t, streams.DefaultOptions())
+	js := srv.JetStream(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	replays, err := js.Stream(ctx, subjects.ReplaysStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := func(t *testing.T) uint64 {
+		t.Helper()
+		info, err := replays.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	// publishAll publishes msgs from one goroutine each and returns their
+	// acknowledgements.
+	publishAll := func(t *testing.T, b *replayBatcher, msgs []*nats.Msg) []*jetstream.PubAck {
+		t.Helper()
+		acks := make([]*jetstream.PubAck, len(msgs))
+		errs := make([]error, len(msgs))
+		var wg sync.WaitGroup
+		for i, m := range msgs {
+			wg.Go(func() { acks[i], errs[i] = b.publish(ctx, m) })
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("replay %d: %v", i, err)
+			}
+		}
+		return acks
+	}
+	for _, tc := range []struct {
+		name string
+		// earlier are published alone first (ids REPLAYS remembers).
+		earlier    []int
+		n          int
+		stopped    bool
+		wantNew    int
+		wantBatch  bool
+		wantUnbatc bool
+	}{
+		{name: "many lanes at once", n: 300, wantNew: 300, wantBatch: true},
+		{name: "a resumed replay in the batch", earlier: []int{7, 150}, n: 300, wantNew: 298, wantUnbatc: true},
+		{name: "one lane", n: 1, wantNew: 1},
+		{name: "stopped", n: 20, stopped: true, wantNew: 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMetrics(nil)
+			b := newReplayBatcher(js, slog.New(slog.DiscardHandler), m, 1000, 0)
+			rctx, stop := context.WithCancel(ctx)
+			t.Cleanup(stop)
+			prefix := fmt.Sprintf("t%d", time.Now().UnixNano())
+			earlierSeq := map[int]uint64{}
+			for _, i := range tc.earlier {
+				ack, err := publishAlone(ctx, js, replayMsg(prefix, i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				earlierSeq[i] = ack.Sequence
+			}
+			before := stored(t)
+			msgs := make([]*nats.Msg, tc.n)
+			for i := range msgs {
+				msgs[i] = replayMsg(prefix, i)
+			}
+			var acks []*jetstream.PubAck
+			switch {
+			case tc.stopped:
+				wait := b.run(rctx)
+				stop()
+				wait()
+				acks = publishAll(t, b, msgs)
+			case tc.n == 1:
+				wait := b.run(rctx)
+				t.Cleanup(func() { stop(); wait() })
+				acks = publishAll(t, b, msgs)
+			default:
+				// The lanes' replays queue up before the flushers start, as
+				// a drain's do while a batch is in flight.
+				b.mu.Lock()
+				b.closed = false
+				b.mu.Unlock()
+				done := make(chan struct{})
+				go func() { defer close(done); acks = publishAll(t, b, msgs) }()
+				natstest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+					b.mu.Lock()
+					defer b.mu.Unlock()
+					if len(b.queue) < tc.n {
+						return fmt.Errorf("%d of %d queued", len(b.queue), tc.n)
+					}
+					return nil
+				})
+				wait := b.run(rctx)
+				t.Cleanup(func() { stop(); wait() })
+				<-done
+			}
+			if got := stored(t) - before; got != uint64(tc.wantNew) {
+				t.Fatalf("REPLAYS gained %d messages, want %d", got, tc.wantNew)
+			}
+			seen := map[uint64]int{}
+			for i, ack := range acks {
+				if ack.Stream != subjects.ReplaysStream {
+					t.Fatalf("replay %d acked by %q", i, ack.Stream)
+				}
+				if prev, ok := seen[ack.Sequence]; ok {
+					t.Fatalf("replays %d and %d share sequence %d", prev, i, ack.Sequence)
+				}
+				seen[ack.Sequence] = i
+				if want, ok := earlierSeq[i]; ok && ack.Sequence != want {
+					t.Fatalf("resumed replay %d acked at %d, stored at %d", i, ack.Sequence, want)
+				}
+				got, err := replays.GetMsg(ctx, ack.Sequence)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(got.Data) != string(msgs[i].Data) || got.Header.Get(jetstream.MsgIDHeader) != msgs[i].Header.Get(jetstream.MsgIDHeader) {
+					t.Fatalf("sequence %d holds another replay than %d", ack.Sequence, i)
+				}
+			}
+			if got := testutil.ToFloat64(m.batches) > 0; got != tc.wantBatch {
+				t.Errorf("batches stored: %v, want %v", got, tc.wantBatch)
+			}
+			if got := testutil.ToFloat64(m.unbatched) > 0; got != tc.wantUnbatc {
+				t.Errorf("batches refused: %v, want %v", got, tc.wantUnbatc)
+			}
+		})
+	}
+}
