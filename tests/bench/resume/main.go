@@ -393,6 +393,7 @@ func (b *bench) round(ctx context.Context, svc string) (round, error) {
 	// What the dead instance left: its consumer's last delivered sequence
 	// and what it had unacknowledged; the stores' last sequences.
 	var delivered uint64
+	var err error
 	if stream, _ := consumerOf(svc); stream != "" {
 		ci, err := b.consumer(ctx, svc)
 		if err != nil {
@@ -401,17 +402,24 @@ func (b *bench) round(ctx context.Context, svc string) (round, error) {
 		delivered, res.InFlightN = ci.Delivered.Stream, ci.NumAckPending
 		b.ackWait[svc] = ci.Config.AckWait
 	}
-	ledger, err := b.lastSeq(ctx, subjects.LedgerStream)
-	if err != nil {
-		return res, err
-	}
-	quar, err := b.lastSeq(ctx, subjects.QuarantineStream)
-	if err != nil {
-		return res, err
-	}
-	replays, err := b.lastSeq(ctx, subjects.ReplaysStream)
-	if err != nil {
-		return res, err
+	// The server may still store what the dead instance had sent: the
+	// stores' last sequences are taken once they stand still for 50 ms
+	// (the restart waits that long).
+	var ledger, quar, replays uint64
+	for stable := 0; stable < 2; {
+		var seqs [3]uint64
+		for i, stream := range []string{subjects.LedgerStream, subjects.QuarantineStream, subjects.ReplaysStream} {
+			if seqs[i], err = b.lastSeq(ctx, stream); err != nil {
+				return res, err
+			}
+		}
+		if seqs == [3]uint64{ledger, quar, replays} {
+			stable++
+		} else {
+			stable = 0
+		}
+		ledger, quar, replays = seqs[0], seqs[1], seqs[2]
+		time.Sleep(25 * time.Millisecond)
 	}
 	restarted := time.Now()
 	if err := b.sys.Restart(svc); err != nil {
