@@ -553,6 +553,7 @@ func (b *bench) report(results map[string][]round, rate, rounds int) {
 	secs := time.Since(b.start).Seconds()
 	fmt.Printf("resume: one instance per service, one nats-server (sync_interval: always), open-loop load %d events/s (published %.0f/s acknowledged, %d failed), %d rounds per service, %d CPUs, %s\n",
 		rate, float64(b.published.Load())/secs, b.failed.Load(), rounds, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"))
+	fmt.Printf("load average at the end (/proc/loadavg): %s\n", loadavg())
 	fmt.Printf("AckWait of the consumers: validator %s, quarantiner %s; audit.verify before a kill took %s (the auditor's 'ready' includes one)\n\n",
 		b.ackWait[access.Validator], b.ackWait[access.Quarantiner], b.verifyTime.Round(time.Millisecond))
 	fmt.Println("| service | start-up: restart → discovery | ready: restart → first work | kill → in-flight done | in flight at the kill |")
@@ -588,3 +589,14 @@ func (b *bench) report(results map[string][]round, rate, rounds int) {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
+
+// loadavg is the machine's 1, 5 and 15 minute load averages: other work
+// on the machine moves every figure.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
+}

@@ -72,6 +72,7 @@ func main() {
 	}
 	fmt.Printf("sizing: %d events (%d malformed, %d exhausting), one nats-server (sync_interval: always), %d validator(s), %d quarantiner(s), one redriver, one auditor; %s, %d CPUs\n",
 		rep.Distinct, rep.Malformed, rep.Exhausting, *validators, *quarantiners, time.Now().UTC().Format("2006-01-02"), runtime.NumCPU())
+	fmt.Printf("load average at the end (/proc/loadavg): %s\n", loadavg())
 	fmt.Printf("ingest %s (publish) + %s (settle); drain of %d exhausted records in %s; audit.verify over %d records\n\n",
 		rep.PublishTime.Round(time.Millisecond), rep.SettleTime.Round(time.Millisecond), rep.Drained,
 		rep.DrainTime.Round(time.Millisecond), rep.VerifyRecords)
@@ -191,39 +192,39 @@ func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 // memoryTable renders each process's peak and a GOMEMLIMIT for its service.
 func (m *measured) memoryTable() string {
 	var b strings.Builder
-	b.WriteString("| process | peak RSS (VmHWM) | RSS at the end | GOMEMLIMIT |\n|---|---|---|---|\n")
+	b.WriteString("| process | peak RSS (VmHWM) | RSS at the end | GOMEMLIMIT (events like these) | worst case, every worker on a 1 MiB event (arithmetic) |\n|---|---|---|---|---|\n")
 	for _, p := range m.procs {
 		if !p.hasStatus {
-			fmt.Fprintf(&b, "| %s | not read | | |\n", p.name)
+			fmt.Fprintf(&b, "| %s | not read | | | |\n", p.name)
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", p.name, mib(p.hwm), mib(p.rss), limit(p.name, p.hwm))
+		typical, worst := limit(p.name, p.hwm)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", p.name, mib(p.hwm), mib(p.rss), typical, worst)
 	}
 	return b.String()
 }
 
-// worstInFlight is, per service, how many events of the largest accepted
-// size (the validator's payload limit, 1 MiB by default) its default
-// concurrency can hold at once, each in about three copies (the message,
-// its parsed form, the record or request built from it): arithmetic, not
-// measured.
-var worstInFlight = map[string]int{"validator": 256, "quarantiner": 128, "redriver": 16, "auditor": 1}
+// workers is, per service, how many events its default concurrency holds
+// at once (validator and quarantiner workers, a drain's default
+// concurrency; the auditor reads one record at a time).
+var workers = map[string]int{"validator": 256, "quarantiner": 128, "redriver": 16, "auditor": 1}
 
-// limit recommends GOMEMLIMIT: twice the measured peak (room for the
-// collector at its default target), at least the worst case of in-flight
-// events at the largest size, rounded up to 64 MiB. nats-server is not
-// given one (it is sized by its streams' indexes, see the guide).
-func limit(name string, hwm int64) string {
+// limit recommends GOMEMLIMIT for events like the run's: twice the
+// measured peak (room for the collector at its default target), rounded up
+// to 64 MiB; and the worst case when every worker holds an event of the
+// largest accepted size (the validator's payload limit, 1 MiB), each in
+// about three copies (the message, its parsed form, the record or request
+// built from it): arithmetic, not measured. nats-server gets none (its
+// memory follows its streams' indexes).
+func limit(name string, hwm int64) (typical, worst string) {
 	service := strings.SplitN(name, "-", 2)[0]
-	w, ok := worstInFlight[service]
+	w, ok := workers[service]
 	if !ok {
-		return "—"
+		return "—", "—"
 	}
-	worst := int64(w) * 3 << 20
-	want := max(2*hwm, worst)
 	const step = 64 << 20
-	want = (want + step - 1) / step * step
-	return fmt.Sprintf("%dMiB", want>>20)
+	want := (2*hwm + step - 1) / step * step
+	return fmt.Sprintf("%dMiB", want>>20), fmt.Sprintf("%d MiB", w*3)
 }
 
 // streamTable renders each stream's bytes per message and on disk, per
@@ -296,4 +297,15 @@ func allocated(path string) int64 {
 		return st.Blocks * 512
 	}
 	return fi.Size()
+}
+
+// loadavg is the machine's 1, 5 and 15 minute load averages: other work
+// on the machine moves every figure.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
 }
