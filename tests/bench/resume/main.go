@@ -139,11 +139,13 @@ func run(ctx context.Context, rate, rounds int, malformed float64, seeded int, d
 			}
 		}
 		for r := range rounds {
-			if err := b.steady(ctx, svc); err != nil {
+			if err := b.steady(ctx, svc, rate); err != nil {
+				b.report(results, rate, rounds)
 				return fmt.Errorf("%s round %d: before the kill: %w", svc, r+1, err)
 			}
 			res, err := b.round(ctx, svc)
 			if err != nil {
+				b.report(results, rate, rounds)
 				return fmt.Errorf("%s round %d: %w\n%s", svc, r+1, err, sys.Tail(svc, 3000))
 			}
 			log.Printf("resume: %s round %d: %s", svc, r+1, res)
@@ -323,22 +325,33 @@ func (b *bench) quiet(ctx context.Context, timeout time.Duration) error {
 	return err
 }
 
-// steady waits, before a kill, until the pipeline keeps up with the load
-// again (less than a second of events waiting at either consumer) and the
-// service answers discovery.
-func (b *bench) steady(ctx context.Context, svc string) error {
+// steady waits, before a kill of svc, until the pipeline keeps up with the
+// load again (at most a second of the load waiting at the validator's and
+// the quarantiner's consumers), svc's own consumer has no redelivery left
+// from an earlier round, and svc answers discovery.
+func (b *bench) steady(ctx context.Context, svc string, rate int) error {
+	var state string
 	_, err := until(ctx, 3*time.Minute, func(ctx context.Context) (bool, error) {
+		state = ""
+		ok := true
 		for _, s := range []string{access.Validator, access.Quarantiner} {
 			ci, err := b.consumer(ctx, s)
-			if err != nil || ci.NumPending > 500 || ci.NumRedelivered > 0 {
+			if err != nil {
 				return false, err
 			}
+			state += fmt.Sprintf("%s pending %d redelivered %d; ", s, ci.NumPending, ci.NumRedelivered)
+			if ci.NumPending > uint64(rate) || (s == svc && ci.NumRedelivered > 0) {
+				ok = false
+			}
+		}
+		if !ok {
+			return false, nil
 		}
 		_, err := b.view.Request("$SRV.PING."+svc, nil, 500*time.Millisecond)
 		return err == nil, nil
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("%w (%s)", err, state)
 	}
 	// A second more: the round's figures start from a steady pipeline.
 	time.Sleep(time.Second)
