@@ -66,14 +66,18 @@ func main() {
 	malformed := flag.Float64("malformed", 0.10, "share of malformed events in the load")
 	seed := flag.Int("drain-records", 3000, "exhausted records seeded for the redriver's drain")
 	drainRate := flag.Float64("drain-rate", 50, "the drain's rate ceiling (replays per second): it must last through the redriver's rounds")
+	only := flag.String("services", strings.Join(services, ","), "the services to kill, in this order")
 	flag.Parse()
 	ctx := context.Background()
-	if err := run(ctx, *rate, *rounds, *malformed, *seed, *drainRate); err != nil {
+	if err := run(ctx, strings.Split(*only, ","), *rate, *rounds, *malformed, *seed, *drainRate); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context, rate, rounds int, malformed float64, seeded int, drainRate float64) error {
+// services are the services measured, in their order.
+var services = []string{access.Validator, access.Quarantiner, access.Redriver, access.Auditor}
+
+func run(ctx context.Context, only []string, rate, rounds int, malformed float64, seeded int, drainRate float64) error {
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
 	dir, err := os.MkdirTemp("", "deadletter-bench-resume-")
@@ -101,10 +105,13 @@ func run(ctx context.Context, rate, rounds int, malformed float64, seeded int, d
 
 	// Enough distinct events for the whole run: the seed, then the load
 	// for every round with room to spare.
-	total := seeded + rate*(60+rounds*90)
+	total := seeded + rate*(60+rounds*len(only)*45)
 	evs, err := sys.Events(total, malformed, 0, 1)
 	if err != nil {
 		return err
+	}
+	if !slices.Contains(only, access.Redriver) {
+		seeded = 0 // no drain to seed
 	}
 	var seed, load []chaos.Event
 	for _, e := range evs {
@@ -132,7 +139,10 @@ func run(ctx context.Context, rate, rounds int, malformed float64, seeded int, d
 	time.Sleep(5 * time.Second)
 
 	results := map[string][]round{}
-	for _, svc := range []string{access.Validator, access.Quarantiner, access.Redriver, access.Auditor} {
+	for _, svc := range only {
+		if !slices.Contains(services, svc) {
+			return fmt.Errorf("no service %q", svc)
+		}
 		if svc == access.Redriver {
 			if err := b.startDrain(ctx, drainRate); err != nil {
 				return err
@@ -482,9 +492,21 @@ func (b *bench) round(ctx context.Context, svc string) (round, error) {
 		})
 		res.InFlightN = before.Replayed - before.Done()
 	case access.Auditor:
-		ready = wait(func(ctx context.Context) (bool, error) {
-			return b.verify(ctx, 500*time.Millisecond) == nil, nil
-		})
+		// One verify at a time, each given as long as it needs (it reads
+		// the whole store): a shorter timeout would pile up abandoned
+		// verifies on the auditor.
+		ready = make(chan mark, 1)
+		go func() {
+			deadline := time.Now().Add(limit)
+			for {
+				err := b.verify(ctx, time.Minute)
+				if err == nil || time.Now().After(deadline) {
+					ready <- mark{time.Now(), err}
+					return
+				}
+				time.Sleep(poll)
+			}
+		}()
 	}
 	if delivered > 0 {
 		done = wait(func(ctx context.Context) (bool, error) {
@@ -571,8 +593,11 @@ func (b *bench) report(results map[string][]round, rate, rounds int) {
 		b.ackWait[access.Validator], b.ackWait[access.Quarantiner], b.verifyTime.Round(time.Millisecond))
 	fmt.Println("| service | start-up: restart → discovery | ready: restart → first work | kill → in-flight done | in flight at the kill |")
 	fmt.Println("|---|---|---|---|---|")
-	for _, svc := range []string{access.Validator, access.Quarantiner, access.Redriver, access.Auditor} {
+	for _, svc := range services {
 		rs := results[svc]
+		if len(rs) == 0 {
+			continue
+		}
 		pick := func(f func(round) time.Duration) string {
 			var ds []time.Duration
 			for _, r := range rs {
