@@ -589,8 +589,15 @@ func (b *bench) report(results map[string][]round, rate, rounds int) {
 	fmt.Printf("resume: one instance per service, one nats-server (sync_interval: always), open-loop load %d events/s (published %.0f/s acknowledged, %d failed), %d rounds per service, %d CPUs, %s\n",
 		rate, float64(b.published.Load())/secs, b.failed.Load(), rounds, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"))
 	fmt.Printf("load average at the end (/proc/loadavg): %s\n", loadavg())
-	fmt.Printf("AckWait of the consumers: validator %s, quarantiner %s; audit.verify before a kill took %s (the auditor's 'ready' includes one)\n\n",
-		b.ackWait[access.Validator], b.ackWait[access.Quarantiner], b.verifyTime.Round(time.Millisecond))
+	for _, svc := range []string{access.Validator, access.Quarantiner} {
+		if w, ok := b.ackWait[svc]; ok {
+			fmt.Printf("AckWait of the %s's consumer: %s\n", svc, w)
+		}
+	}
+	if b.verifyTime > 0 {
+		fmt.Printf("audit.verify before a kill took %s (the auditor's 'ready' includes one)\n", b.verifyTime.Round(time.Millisecond))
+	}
+	fmt.Println()
 	fmt.Println("| service | start-up: restart → discovery | ready: restart → first work | kill → in-flight done | in flight at the kill |")
 	fmt.Println("|---|---|---|---|---|")
 	for _, svc := range services {
