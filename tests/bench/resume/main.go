@@ -3,8 +3,9 @@
 // instance each), on one nats-server process with every write fsynced
 // (sync_interval: always, the chaos harness's configuration). For each
 // service in turn (validator, quarantiner, redriver in the middle of a
-// drain, auditor), several rounds: kill -9 it, start it again at once, and
-// time
+// drain, auditor), several rounds: kill -9 it, start it again at once (once
+// the stores' last sequences have stood still for 50 ms: what the dead
+// instance had sent is stored by then), and time
 //
 //   - start-up: from the restart until the service answers discovery
 //     ($SRV.PING.<service>: connected, streams looked up, buckets and
@@ -20,7 +21,9 @@
 //     or the drain has a final count for every replay published before the
 //     kill (redriver). The auditor holds no messages.
 //
-// It prints min / median / max over the rounds.
+// Before each kill it waits until the pipeline keeps up with the load
+// again. It prints min / median / max over the rounds (-services measures
+// some of the services only).
 //
 //	go run ./tests/bench/resume -rate 500 -rounds 3
 package main
