@@ -99,6 +99,10 @@ type Options struct {
 	AsyncPublish bool
 	// Logf, when set, receives progress lines.
 	Logf func(format string, args ...any)
+	// Inspect, when set, is called at the end of Run, after the
+	// accounting and before the teardown, with the system still running
+	// (to read its stores' sizes, its processes' memory).
+	Inspect func(ctx context.Context, s *System) error
 }
 
 // DefaultOptions is the full run of make chaos.
@@ -501,6 +505,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	stopSuper()
 	if err := c.account(ctx, events); err != nil {
 		return c.report, err
+	}
+	if o.Inspect != nil {
+		if err := o.Inspect(ctx, &System{c: c}); err != nil {
+			return c.report, err
+		}
 	}
 	return c.report, nil
 }
