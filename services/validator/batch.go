@@ -83,7 +83,7 @@ type batcher struct {
 	// and the count of groups.
 	mu                  sync.Mutex
 	costBatch, costEach float64
-	groups              uint64
+	groups, explored    uint64
 }
 
 func newBatcher(c *committer, maxBatch int, log *slog.Logger, m *metrics) *batcher {
@@ -112,11 +112,24 @@ func (b *batcher) commit(ctx context.Context, env envelope.Envelope, data []byte
 	}
 }
 
-// run writes batches until in is closed.
+// inFlight is how many groups are written at once: while one group's
+// batches wait for the server, the next one gathers and is written too.
+// Two groups rarely share a key (a copy of an event in each): the second's
+// batch is then refused and its events take the per-event path.
+const inFlight = 2
+
+// run writes groups until in is closed, with up to inFlight at once, and
+// returns when the last one is written.
 func (b *batcher) run() {
-	group := make([]*pendingCommit, 0, b.max)
-	for p := range b.in {
-		group = append(group[:0], p)
+	slots := make(chan struct{}, inFlight)
+	for {
+		slots <- struct{}{} // a free slot first: the group gathers meanwhile
+		p, ok := <-b.in
+		if !ok {
+			break
+		}
+		group := make([]*pendingCommit, 1, b.max)
+		group[0] = p
 	fill:
 		for len(group) < b.max {
 			select {
@@ -129,7 +142,13 @@ func (b *batcher) run() {
 				break fill
 			}
 		}
-		b.write(group)
+		go func() {
+			defer func() { <-slots }()
+			b.write(group)
+		}()
+	}
+	for range inFlight - 1 { // the slot taken before in was found closed is ours
+		slots <- struct{}{}
 	}
 }
 
@@ -149,16 +168,21 @@ func (b *batcher) write(group []*pendingCommit) {
 		first = append(first, p)
 	}
 	start := time.Now()
-	if len(first) > 1 && b.choose() {
+	// Groups of fewer than minBatch events are not measured (a batch's
+	// fixed cost would weigh too much) but follow the preferred way.
+	measured := len(first) >= minBatch
+	if len(first) > 1 && b.choose(measured) {
 		if b.c.down != nil {
 			b.downstream(first)
 		} else {
 			b.ledger(first)
 		}
-		b.observe(true, time.Since(start), len(first))
+		if measured {
+			b.observe(true, time.Since(start), len(first))
+		}
 	} else {
 		b.oneByOne(first)
-		if len(first) > 1 {
+		if measured {
 			b.observe(false, time.Since(start), len(first))
 		}
 	}
@@ -166,20 +190,35 @@ func (b *batcher) write(group []*pendingCommit) {
 }
 
 // exploreEvery is how often (in groups) the batcher tries the way it
-// does not currently prefer, to notice when the other became cheaper.
-const exploreEvery = 32
+// does not currently prefer, to notice when the other became cheaper,
+// when both cost about the same; a way k times dearer is tried k times
+// less often, and at least every maxExploreEvery groups.
+const (
+	exploreEvery    = 8
+	maxExploreEvery = 256
+)
+
+// minBatch is the smallest group measured: below it, a batch's fixed cost
+// is not shared by enough events to be compared fairly with one-event
+// writes.
+const minBatch = 8
 
 // choose reports whether the next group is written as batches. An atomic
 // batch saves one fsync per event under sync_interval: always, and folds
 // many messages into one Raft entry on a cluster, but it has a fixed cost
 // (on one server the server stages it in a file store of its own): without
 // fsync, concurrent one-event writes are cheaper. So the batcher measures
-// both (wall time per event of a group, an exponentially weighted
-// average), uses the cheaper, and tries the other every exploreEvery
-// groups.
-func (b *batcher) choose() bool {
+// both (wall time per event of a group of at least minBatch events, the
+// mean of the last two measurements, older ones weighing half as much
+// each time), uses the cheaper, and tries the other now
+// and then (exploreEvery).
+func (b *batcher) choose(measured bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if !measured {
+		// A small group follows the preferred way, never explores.
+		return b.costBatch != 0 && (b.costEach == 0 || b.costBatch <= b.costEach)
+	}
 	b.groups++
 	switch {
 	case b.costBatch == 0:
@@ -188,7 +227,12 @@ func (b *batcher) choose() bool {
 		return false
 	}
 	prefer := b.costBatch <= b.costEach
-	if b.groups%exploreEvery == 0 {
+	// The dearer way is tried less often the dearer it is, so that trying
+	// takes about 1/exploreEvery of the time, whatever the ratio.
+	ratio := max(b.costBatch, b.costEach) / min(b.costBatch, b.costEach)
+	every := uint64(min(float64(exploreEvery)*ratio, maxExploreEvery))
+	if b.groups-b.explored >= every {
+		b.explored = b.groups
 		return !prefer
 	}
 	return prefer
@@ -206,7 +250,7 @@ func (b *batcher) observe(batched bool, d time.Duration, n int) {
 	if *cost == 0 {
 		*cost = per
 	} else {
-		*cost = 0.8**cost + 0.2*per
+		*cost = (*cost + per) / 2
 	}
 	b.m.preferBatches(b.costBatch != 0 && (b.costEach == 0 || b.costBatch <= b.costEach))
 }

@@ -233,6 +233,7 @@ func runGoals(ctx context.Context, g goalConfig) error {
 		if err := g.redeliveredPhase(ctx, env, events, poison); err != nil {
 			return err
 		}
+		committed += uint64(len(events) - poison)
 	}
 	if !g.latency {
 		return nil

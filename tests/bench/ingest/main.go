@@ -62,6 +62,7 @@ func main() {
 	n := flag.Int("n", 50000, "events per phase")
 	sync := flag.Bool("sync-always", false, "fsync every write (sync_interval: always)")
 	workers := flag.Int("workers", validator.DefaultConfig().Workers, "validator workers")
+	flag.IntVar(&commitBatch, "commit-batch", 0, "the validator's CommitBatch (0: its default; 1: one event at a time)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the ingest phase to this file")
 	traceEndpoint := flag.String("trace-endpoint", "", "trace the ingest phase at 100% sampling, exporting OTLP/HTTP to this base URL (e.g. http://127.0.0.1:4318)")
 	traceSink := flag.Bool("trace-sink", false, "trace the ingest phase at 100% sampling, exporting to a trace sink in a child process (a stand-in for a collector on another machine) that counts the spans it receives")
@@ -117,6 +118,9 @@ func main() {
 		log.Fatal(err)
 	}
 }
+
+// commitBatch is -commit-batch, the validators' CommitBatch (0: default).
+var commitBatch int
 
 type event struct {
 	subject string
@@ -359,6 +363,9 @@ func validatorPhaseAdopting(ctx context.Context, url string, js jetstream.JetStr
 	defer vnc.Close()
 	cfg := validator.DefaultConfig()
 	cfg.Workers = workers
+	if commitBatch > 0 {
+		cfg.CommitBatch = commitBatch
+	}
 	cfg.Provision = false
 	cfg.TracerProvider = tp
 	v, err := validator.New(vnc, cfg, nil)
