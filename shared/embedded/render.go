@@ -46,6 +46,12 @@ type File struct {
 	Accounts string
 	// System, when set, is the system account and its users.
 	System *SystemAccount
+	// Tags are the server's tags (server_tags), e.g. its failure domain
+	// "zone:a"; UniqueTag, when set, is the tag prefix whose values must
+	// differ between the replicas of a stream (jetstream.unique_tag): the
+	// server then places every stream's replicas in distinct zones.
+	Tags      []string
+	UniqueTag string
 }
 
 // Cluster is a node's cluster block.
@@ -132,7 +138,13 @@ func (f File) Render() (string, error) {
 	if f.SyncAlways {
 		js["sync_interval"] = "always"
 	}
+	if f.UniqueTag != "" {
+		js["unique_tag"] = f.UniqueTag
+	}
 	m["jetstream"] = js
+	if len(f.Tags) > 0 {
+		m["server_tags"] = f.Tags
+	}
 	if f.HTTP != "" {
 		m["http"] = f.HTTP
 	}

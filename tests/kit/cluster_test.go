@@ -79,6 +79,7 @@ func generate(tb testing.TB) *cluster {
 		n.Host = "127.0.0.1"
 		n.ClientPort, n.ClusterPort, n.HTTPPort = ports[3*i], ports[3*i+1], ports[3*i+2]
 		n.StoreDir = filepath.Join(dir, "store", n.Name)
+		n.Zone = "az-" + string(rune('a'+i)) // a failure domain each: R3 streams span the three
 	}
 	// Cheap password hashes: the servers check them under the race detector.
 	sec, err := kit.LoadSecrets(dir, access.WithBcryptCost(bcrypt.MinCost))

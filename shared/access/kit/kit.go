@@ -67,7 +67,16 @@ type Node struct {
 	HTTPPort    int `json:"http_port"`
 	// StoreDir overrides Options.StoreDir for this node.
 	StoreDir string `json:"store_dir,omitempty"`
+	// Zone is the node's failure domain (a rack, an availability zone).
+	// When the nodes have zones, every node needs one, and the server
+	// places each stream's replicas in distinct zones (server_tags
+	// "zone:<zone>", unique_tag "zone:"): there must be at least Replicas
+	// zones.
+	Zone string `json:"zone,omitempty"`
 }
+
+// ZoneTag is the tag prefix of a node's zone (server_tags, unique_tag).
+const ZoneTag = "zone:"
 
 // Options describe the cluster to generate.
 type Options struct {
@@ -163,6 +172,22 @@ func (o Options) validate() error {
 			return fmt.Errorf("%w: node %s needs client, cluster and HTTP ports", ErrOptions, n.Name)
 		}
 	}
+	zones := map[string]bool{}
+	for _, n := range o.Nodes {
+		if n.Zone != "" {
+			zones[n.Zone] = true
+		}
+	}
+	if len(zones) > 0 {
+		for _, n := range o.Nodes {
+			if n.Zone == "" {
+				return fmt.Errorf("%w: node %s has no zone while others have one", ErrOptions, n.Name)
+			}
+		}
+		if len(zones) < o.Replicas {
+			return fmt.Errorf("%w: %d zones for R%d streams: each replica needs a zone of its own", ErrOptions, len(zones), o.Replicas)
+		}
+	}
 	if o.TLSCert == "" && !embedded.Loopback(o.ListenHost) {
 		for _, n := range o.Nodes {
 			if !embedded.Loopback(n.Host) {
@@ -193,7 +218,9 @@ func monitorPermissions() (pub, sub []string) {
 
 // NodeFile returns the configuration of node i of o: the accounts of
 // access.ServerConfig, the system account with the monitoring user, the
-// cluster routes (authenticated), JetStream with sync_interval: always.
+// cluster routes (authenticated), JetStream with sync_interval: always,
+// and with zones the node's zone tag and the rule that a stream's replicas
+// are in distinct zones.
 // There is no no_auth_user.
 func NodeFile(sec *access.Secrets, o Options, i int) (embedded.File, error) {
 	o = o.withDefaults()
@@ -239,6 +266,9 @@ func NodeFile(sec *access.Secrets, o Options, i int) (embedded.File, error) {
 	}
 	if o.TLSCert != "" {
 		f.TLS = &embedded.TLSFiles{Cert: o.TLSCert, Key: o.TLSKey, CA: o.TLSCA}
+	}
+	if n.Zone != "" {
+		f.Tags, f.UniqueTag = []string{ZoneTag + n.Zone}, ZoneTag
 	}
 	return f, nil
 }

@@ -196,8 +196,15 @@ func TestOptionsRefused(t *testing.T) {
 	tooMany.Replicas = 5
 	halfTLS := loopback(3)
 	halfTLS.TLSCert = "/etc/nats/cert.pem"
+	fewZones := loopback(3)
+	for i, z := range []string{"a", "a", "b"} {
+		fewZones.Nodes[i].Zone = z
+	}
+	someZones := loopback(3)
+	someZones.Nodes[0].Zone = "a"
 	for name, o := range map[string]kit.Options{
 		"network without TLS": noTLS, "duplicate names": dup, "more replicas than nodes": tooMany, "certificate without key": halfTLS,
+		"fewer zones than replicas": fewZones, "a node without a zone": someZones,
 	} {
 		t.Run(name, func(t *testing.T) {
 			sec, err := kit.LoadSecrets(t.TempDir(), access.WithBcryptCost(bcrypt.MinCost))
@@ -219,5 +226,27 @@ func TestReservedNames(t *testing.T) {
 	}
 	if _, err := sec.EnsureClusterUsers(); !errors.Is(err, access.ErrReservedName) {
 		t.Fatalf("err %v, want ErrReservedName", err)
+	}
+}
+
+// TestZones: with a zone per node, each node's file tags the node with its
+// zone and makes the server place every stream's replicas in distinct
+// zones (the file loads into the server's options with both).
+func TestZones(t *testing.T) {
+	o := loopback(5)
+	o.Replicas = 3
+	for i, z := range []string{"a", "b", "c", "a", "b"} {
+		o.Nodes[i].Zone = z
+	}
+	dir := t.TempDir()
+	m := generate(t, dir, o)
+	for i, n := range m.Options.Nodes {
+		opts, err := server.ProcessConfigFile(filepath.Join(dir, kit.NodesDir, n.Name, kit.ServerConfFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := kit.ZoneTag + o.Nodes[i].Zone; !slices.Contains([]string(opts.Tags), want) || opts.JetStreamUniqueTag != kit.ZoneTag {
+			t.Errorf("%s: tags %v, unique tag %q; want %s and %s", n.Name, opts.Tags, opts.JetStreamUniqueTag, want, kit.ZoneTag)
+		}
 	}
 }

@@ -30,6 +30,7 @@ func runKit(args []string, out io.Writer) error {
 	tlsKey := fs.String("tls-key", "", "TLS key path on the nodes")
 	tlsCA := fs.String("tls-ca", "", "TLS CA path on the nodes (verifies routes; clients' contexts use it)")
 	replicas := fs.Int("replicas", 0, "stream replicas (default min(nodes, 3))")
+	zones := fs.String("zones", "", "comma-separated failure domain of each node (e.g. a,b,c): every stream's replicas are placed in distinct zones, so at least --replicas zones")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -39,9 +40,9 @@ func runKit(args []string, out io.Writer) error {
 	if *replicas > 0 {
 		o.Replicas = *replicas
 	}
-	hs, ns := split(*hosts), split(*names)
-	if (len(hs) > 0 && len(hs) != *n) || (len(ns) > 0 && len(ns) != *n) {
-		return fmt.Errorf("kit: --hosts and --names need %d entries", *n)
+	hs, ns, zs := split(*hosts), split(*names), split(*zones)
+	if (len(hs) > 0 && len(hs) != *n) || (len(ns) > 0 && len(ns) != *n) || (len(zs) > 0 && len(zs) != *n) {
+		return fmt.Errorf("kit: --hosts, --names and --zones need %d entries", *n)
 	}
 	for i := range o.Nodes {
 		nd := &o.Nodes[i]
@@ -54,6 +55,9 @@ func runKit(args []string, out io.Writer) error {
 		}
 		nd.ClientPort, nd.ClusterPort, nd.HTTPPort = *clientPort+i**step, *clusterPort+i**step, *httpPort+i**step
 		nd.StoreDir = strings.ReplaceAll(*store, "{node}", nd.Name)
+		if len(zs) > 0 {
+			nd.Zone = zs[i]
+		}
 	}
 	sec, err := kit.LoadSecrets(*dir)
 	if err != nil {

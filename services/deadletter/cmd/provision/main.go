@@ -46,6 +46,7 @@ func run() error {
 	conn := config.ConnFlags(flag.CommandLine)
 	flag.IntVar(&o.Replicas, "replicas", o.Replicas, "replicas of every stream and bucket (3 in a cluster)")
 	flag.DurationVar(&o.EventsMaxAge, "events-max-age", o.EventsMaxAge, "how long EVENTS keeps an event")
+	flag.Int64Var(&o.EventsMaxBytes, "events-max-bytes", o.EventsMaxBytes, "bytes EVENTS may hold on each replica (a publish to a full EVENTS is refused): at least rate × events-max-age × bytes per event")
 	flag.DurationVar(&o.QuarantineMaxAge, "quarantine-max-age", o.QuarantineMaxAge, "retention of quarantine records; 0 keeps them forever (a legal decision)")
 	passwordFile := flag.String("password-file", os.Getenv("NATS_PASSWORD_FILE"), "file holding the --user's password, e.g. the kit's passwords/admin (env NATS_PASSWORD_FILE); wins over --password")
 	check := flag.Bool("check", false, "compare the running cluster with the kit in --kit (each server's config_digest, the streams, buckets and consumers) and exit non-zero on drift, naming what differs; changes nothing")
