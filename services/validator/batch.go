@@ -37,6 +37,20 @@ type pendingCommit struct {
 	// ctx is the delivery's: the per-event fallback runs in it.
 	ctx  context.Context
 	done chan commitResult // buffered: the batcher never waits on it
+	// then, when set, receives the outcome instead of done, on a
+	// goroutine of its own (submit): the worker that handed the event over
+	// is already handling the next one.
+	then func(ledgerSeq uint64, err error)
+	cbs  *sync.WaitGroup
+}
+
+// finish delivers the event's outcome, once.
+func (p *pendingCommit) finish(r commitResult) {
+	if p.then == nil {
+		p.done <- r
+		return
+	}
+	p.cbs.Go(func() { p.then(r.ledgerSeq, r.err) })
 }
 
 type commitResult struct {
@@ -77,6 +91,8 @@ type batcher struct {
 	// per-event path (tests and metrics).
 	batches, fallbacks atomic.Uint64
 	m                  *metrics
+	// cbs counts the outcomes of submit being handled.
+	cbs sync.WaitGroup
 
 	// mu guards the measured costs (nanoseconds per event of a group
 	// written as batches, and one event at a time; 0: not measured yet)
@@ -89,6 +105,27 @@ type batcher struct {
 func newBatcher(c *committer, maxBatch int, log *slog.Logger, m *metrics) *batcher {
 	return &batcher{c: c, max: min(maxBatch, batch.MaxMessages), log: log, in: make(chan *pendingCommit, maxBatch), m: m}
 }
+
+// submit hands an event to the batcher and returns at once (it waits only
+// while the batcher's queue is full): then receives the outcome on a
+// goroutine of its own once the event's group is written. So the events in
+// flight are bounded by the consumer's MaxAckPending and the queue, not by
+// the workers, who would otherwise each wait out a group's writes.
+func (b *batcher) submit(ctx context.Context, env envelope.Envelope, data []byte, sourceSeq uint64, dlqID string, then func(uint64, error)) {
+	if b.off.Load() {
+		b.cbs.Go(func() { then(b.c.commitOne(ctx, env, data, sourceSeq, dlqID)) })
+		return
+	}
+	p := &pendingCommit{env: env, data: data, sourceSeq: sourceSeq, dlqID: dlqID, ctx: ctx, then: then, cbs: &b.cbs}
+	select {
+	case b.in <- p:
+	case <-ctx.Done():
+		b.cbs.Go(func() { then(0, ctx.Err()) })
+	}
+}
+
+// wait returns once every outcome submit handed out has been handled.
+func (b *batcher) wait() { b.cbs.Wait() }
 
 // commit hands an event to the batcher and waits for its commit, or for
 // ctx.
@@ -384,7 +421,7 @@ func (b *batcher) downstream(ps []*pendingCommit) {
 	for i, p := range todo {
 		wg.Go(func() {
 			if err := b.c.post(p.ctx, p.env, p.data, claims[i]); err != nil {
-				p.done <- commitResult{err: err}
+				p.finish(commitResult{err: err})
 				return
 			}
 			accepted[i] = true
@@ -413,7 +450,7 @@ func (b *batcher) downstream(ps []*pendingCommit) {
 		for i, p := range ok {
 			wg.Go(func() {
 				seq, err := b.c.finish(p.ctx, p.env, p.data, p.sourceSeq, p.dlqID, okClaims[i])
-				p.done <- commitResult{ledgerSeq: seq, err: err}
+				p.finish(commitResult{ledgerSeq: seq, err: err})
 			})
 		}
 		wg.Wait()
@@ -436,13 +473,13 @@ func (b *batcher) downstream(ps []*pendingCommit) {
 	cancel()
 	for i, p := range ok {
 		if err == nil {
-			p.done <- commitResult{ledgerSeq: seqs[i]}
+			p.finish(commitResult{ledgerSeq: seqs[i]})
 			continue
 		}
 		// A claim taken over meanwhile (its lease ran out) refuses the
 		// batch: each mark on its own, as the per-event path does it.
 		wg.Go(func() {
-			p.done <- commitResult{ledgerSeq: seqs[i], err: b.c.markClaimed(p.ctx, p.env.IdempotencyKey, okClaims[i], seqs[i])}
+			p.finish(commitResult{ledgerSeq: seqs[i], err: b.c.markClaimed(p.ctx, p.env.IdempotencyKey, okClaims[i], seqs[i])})
 		})
 	}
 	wg.Wait()
@@ -501,7 +538,7 @@ func (b *batcher) marks(ps []*pendingCommit, seqs []uint64) {
 	cancel()
 	if err == nil {
 		for i, p := range ps {
-			p.done <- commitResult{ledgerSeq: seqs[i]}
+			p.finish(commitResult{ledgerSeq: seqs[i]})
 		}
 		return
 	}
@@ -511,7 +548,7 @@ func (b *batcher) marks(ps []*pendingCommit, seqs []uint64) {
 	var wg sync.WaitGroup
 	for i, p := range ps {
 		wg.Go(func() {
-			p.done <- commitResult{ledgerSeq: seqs[i], err: b.c.mark(p.ctx, p.env, p.sourceSeq, seqs[i], p.dlqID)}
+			p.finish(commitResult{ledgerSeq: seqs[i], err: b.c.mark(p.ctx, p.env, p.sourceSeq, seqs[i], p.dlqID)})
 		})
 	}
 	wg.Wait()
@@ -529,7 +566,7 @@ func (b *batcher) oneByOne(ps []*pendingCommit) {
 	for _, p := range ps {
 		wg.Go(func() {
 			seq, err := b.c.commitOne(p.ctx, p.env, p.data, p.sourceSeq, p.dlqID)
-			p.done <- commitResult{ledgerSeq: seq, err: err}
+			p.finish(commitResult{ledgerSeq: seq, err: err})
 		})
 	}
 	wg.Wait()

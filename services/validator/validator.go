@@ -169,10 +169,12 @@ func (s *Service) Run(ctx context.Context) (err error) {
 			defer close(batched)
 			s.commit.batch.run()
 		}()
-		// After the workers: no event is handed over any more.
+		// After the workers: no event is handed over any more; then
+		// every outcome is handled (acks sent) before Run returns.
 		defer func() {
 			close(s.commit.batch.in)
 			<-batched
+			s.commit.batch.wait()
 		}()
 	}
 	cons, err := retry.Value(ctx, s.log, "events consumer", func(ctx context.Context) (jetstream.Consumer, error) {
@@ -256,11 +258,16 @@ var validateOp = telemetry.Operation("validate")
 func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 	s.stats.received.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ProcessTimeout)
-	defer cancel()
 	ctx, span := s.tr.StartConsume(ctx, m, validateOp)
-	defer span.End()
+	// end ends the delivery's handling; with a batcher it runs once the
+	// event's group is written, after handle returned.
+	end := func() {
+		span.End()
+		cancel()
+	}
 	meta, err := m.Metadata()
 	if err != nil {
+		defer end()
 		s.log.Error("message without metadata", "subject", m.Subject(), "err", err)
 		telemetry.Error(span, "message without metadata")
 		_ = m.Nak()
@@ -269,6 +276,7 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 	dlqID, redrives := envelope.RedriveOf(m.Subject(), m.Headers())
 	env, err := s.check(m.Subject(), m.Data())
 	if err != nil {
+		defer end()
 		id := s.gate.Identify(m.Subject(), m.Data())
 		s.structural(ctx, m, meta, &id, dlqID, redrives, record.StageValidate, err, attempts)
 		return
@@ -279,15 +287,31 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 		cctx, cspan = s.tr.Start(ctx, "commit "+env.Domain, telemetry.DomainKey.String(env.Domain),
 			semconv.MessagingDestinationTemplate("ledger.{domain}.{key}"))
 	}
-	ledgerSeq, err := s.commit.commit(cctx, env, m.Data(), meta.Sequence.Stream, dlqID)
-	if cspan != nil {
-		endCommitSpan(cspan, ledgerSeq, err)
+	outcome := func(ledgerSeq uint64, err error) {
+		defer end()
+		if cspan != nil {
+			endCommitSpan(cspan, ledgerSeq, err)
+		}
+		s.outcome(ctx, m, meta, env, dlqID, redrives, start, cspan == nil, span, ledgerSeq, err, attempts)
 	}
+	if s.commit.batch != nil {
+		s.commit.batch.submit(cctx, env, m.Data(), meta.Sequence.Stream, dlqID, outcome)
+		return
+	}
+	outcome(s.commit.commit(cctx, env, m.Data(), meta.Sequence.Stream, dlqID))
+}
+
+// outcome ends a commit attempt of a delivery with exactly one of: ack
+// (committed or duplicate), nak with delay (transient), or the structural
+// path. ledgerOnSpan: the commit was the LEDGER write alone, recorded on
+// the validate span.
+func (s *Service) outcome(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, env envelope.Envelope, dlqID string, redrives int,
+	start time.Time, ledgerOnSpan bool, span trace.Span, ledgerSeq uint64, err error, attempts jetstream.KeyValue) {
 	// Each span's attributes are set in as few calls as possible: every
 	// SetAttributes call may copy the span's attributes again.
 	switch {
 	case err == nil:
-		if cspan == nil {
+		if ledgerOnSpan {
 			span.SetAttributes(telemetry.DomainKey.String(env.Domain), telemetry.OutcomeKey.String("committed"),
 				telemetry.LedgerSequenceKey.Int64(int64(ledgerSeq)))
 		} else {
@@ -348,11 +372,20 @@ func endCommitSpan(span trace.Span, ledgerSeq uint64, err error) {
 	span.End()
 }
 
+// reportPolicy retries a failure report until the delivery's
+// ProcessTimeout, 100 ms to 2 s apart, each attempt bounded to half the
+// AckWait (at most 5 s): the delivery is marked in progress before each
+// one, so the server never redelivers it meanwhile.
+func (s *Service) reportPolicy() retry.Policy {
+	return retry.Policy{Attempt: min(5*time.Second, s.cfg.AckWait/2), Initial: 100 * time.Millisecond, Max: 2 * time.Second, Kind: "failure report"}
+}
+
 // report stores f in FAILURES (de-duplicated per EVENTS sequence), then
 // terminates the original with the error code as reason (a reason the
 // quarantiner's terminated-advisory listener skips). If the report cannot be
-// stored, the original is redelivered later instead, and false is returned:
-// it is never terminated without a stored failure.
+// stored before the delivery's ProcessTimeout (it is retried meanwhile),
+// the original is redelivered later instead, and false is returned: it is
+// never terminated without a stored failure.
 func (s *Service) report(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, f record.Failure) bool {
 	b, err := json.Marshal(f)
 	if err == nil {
@@ -367,8 +400,19 @@ func (s *Service) report(ctx context.Context, m jetstream.Msg, meta *jetstream.M
 		// quarantiner's span becomes its child, in the event's trace.
 		pctx, pspan := s.tr.StartPublish(ctx, out, telemetry.MessageID(msgID),
 			telemetry.Attributes(telemetry.DomainKey.String(f.Domain), telemetry.ErrorCodeKey.String(string(f.Code))))
+		// Retried within this delivery while FAILURES is unavailable (a
+		// stream leader being elected), the server told the delivery is in
+		// progress before each attempt: a nak per failed attempt would burn
+		// the event's deliveries in seconds, and an event that runs out of
+		// them while FAILURES is down depends on the advisory, which a
+		// stream without a leader at that moment does not store.
 		var ack *jetstream.PubAck
-		ack, err = s.js.PublishMsg(pctx, out, jetstream.WithMsgID(msgID))
+		err = s.reportPolicy().Do(pctx, s.log, "failure report", func(actx context.Context) error {
+			_ = m.InProgress()
+			var perr error
+			ack, perr = s.js.PublishMsg(actx, out, jetstream.WithMsgID(msgID))
+			return perr
+		})
 		telemetry.RecordAck(pspan, ack)
 		if err != nil {
 			telemetry.Error(pspan, "failure report not stored")

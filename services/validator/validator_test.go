@@ -8,15 +8,18 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -396,5 +399,55 @@ func TestCheckEndpoint(t *testing.T) {
 	}
 	if got := resp.Header.Get("Nats-Service-Error-Code"); got != string(codes.MalformedJSON) {
 		t.Fatalf("error code header = %q, want %s", got, codes.MalformedJSON)
+	}
+}
+
+// TestReportWaitsForFailures: while FAILURES cannot store a failure report
+// (a stream leader being elected; here, the stream missing for a moment),
+// the validator retries the report within the delivery instead of
+// redelivering the event: its deliveries are not burnt, and it is
+// reported, once, when FAILURES is back. Before, each failed report cost a
+// delivery, and an event that ran out of them depended on the
+// max-deliveries advisory, which a stream without a leader does not store
+// (an event lost in a chaos run on a 3-node cluster).
+func TestReportWaitsForFailures(t *testing.T) {
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	cfg := testConfig()
+	cfg.MaxDeliver = 2
+	startValidator(t, srv, cfg, nil)
+	ctx := context.Background()
+	if err := js.DeleteStream(ctx, subjects.FailuresStream); err != nil {
+		t.Fatal(err)
+	}
+	// Every attempt to report is seen on the intake subject (nothing
+	// stores it; this subscriber never answers, so each attempt waits out
+	// its time limit, half the AckWait).
+	var tries atomic.Int64
+	sub, err := srv.Connect(t).Subscribe("dlq.intake.>", func(*nats.Msg) { tries.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	seq := publish(t, js, "events.pharmacy.dispense", []byte(`{"transaction_id": "TX-1",`), "")
+	// FAILURES stays away for three attempts (more than MaxDeliver).
+	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+		if n := tries.Load(); n < 3 {
+			return fmt.Errorf("%d attempts to report", n)
+		}
+		return nil
+	})
+	if _, err := js.CreateStream(ctx, streams.Failures(cfg.Streams)); err != nil {
+		t.Fatal(err)
+	}
+	var got []record.Failure
+	natstest.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		if got = failures(t, js); len(got) == 0 {
+			return errors.New("no failure report")
+		}
+		return nil
+	})
+	if len(got) != 1 || got[0].Seq != seq || got[0].Deliveries != 1 || got[0].Code != codes.MalformedJSON {
+		t.Fatalf("reports %+v, want one for EVENTS %d at its first delivery", got, seq)
 	}
 }

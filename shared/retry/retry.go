@@ -45,6 +45,9 @@ type Policy struct {
 	Initial time.Duration
 	// Max caps the delay (DefaultMax when 0).
 	Max time.Duration
+	// Kind names the step in the logs ("start-up step" when empty):
+	// "<kind> failed, retrying", "<kind> succeeded".
+	Kind string
 }
 
 // Provisioning is the Policy of a provisioning step, which creates or
@@ -60,6 +63,9 @@ func (p Policy) withDefaults() Policy {
 	}
 	if p.Max <= 0 {
 		p.Max = DefaultMax
+	}
+	if p.Kind == "" {
+		p.Kind = "start-up step"
 	}
 	return p
 }
@@ -102,11 +108,11 @@ func ValueWith[T any](ctx context.Context, p Policy, log *slog.Logger, step stri
 		}
 		return v, err
 	}, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(0), backoff.WithNotify(func(err error, next time.Duration) {
-		log.Warn("start-up step failed, retrying", "step", step, "attempt", attempt, "retry_in", next.Round(time.Millisecond).String(), "err", err)
+		log.Warn(p.Kind+" failed, retrying", "step", step, "attempt", attempt, "retry_in", next.Round(time.Millisecond).String(), "err", err)
 	}))
 	if err == nil {
 		if attempt > 1 {
-			log.Info("start-up step succeeded", "step", step, "attempts", attempt)
+			log.Info(p.Kind+" succeeded", "step", step, "attempts", attempt)
 		}
 		return v, nil
 	}
