@@ -36,9 +36,17 @@ func holdFirstBatch(queued int, then func(first *nats.Msg)) func(*writer, *nats.
 	var once sync.Once
 	return func(w *writer, first *nats.Msg) {
 		once.Do(func() {
-			deadline := time.Now().Add(10 * time.Second)
-			for len(w.jobs) < queued && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond) // a poll of a channel's length, in the writer's goroutine
+			// A poll of the queue's length, in the writer's goroutine.
+			tick := time.NewTicker(5 * time.Millisecond)
+			defer tick.Stop()
+			deadline := time.After(10 * time.Second)
+		wait:
+			for len(w.jobs) < queued {
+				select {
+				case <-tick.C:
+				case <-deadline:
+					break wait
+				}
 			}
 			if then != nil {
 				then(first)

@@ -370,11 +370,8 @@ func (b *batcher) ledger(ps []*pendingCommit) {
 func (b *batcher) downstream(ps []*pendingCommit) {
 	keys := make([]*nats.Msg, len(ps))
 	for i, p := range ps {
-		m := nats.NewMsg(subjects.BucketKey(subjects.IdempotencyBucket, p.env.IdempotencyKey))
-		st := b.c.claimState(p.env, p.sourceSeq, p.dlqID)
-		m.Data, _ = json.Marshal(st)
-		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
-		keys[i] = m
+		st, _ := json.Marshal(b.c.claimState(p.env, p.sourceSeq, p.dlqID))
+		keys[i] = keyWrite(p.env.IdempotencyKey, st, 0)
 	}
 	held, err := b.present(subjects.BucketStream(subjects.IdempotencyBucket), keys)
 	if err != nil {
@@ -463,10 +460,7 @@ func (b *batcher) downstream(ps []*pendingCommit) {
 		if b.c.hooks != nil && b.c.hooks.afterLedger != nil {
 			b.c.hooks.afterLedger(p.env.IdempotencyKey)
 		}
-		m := nats.NewMsg(subjects.BucketKey(subjects.IdempotencyBucket, p.env.IdempotencyKey))
-		m.Data = b.c.doneState(okClaims[i], seqs[i])
-		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(okClaims[i].rev, 10))
-		marks[i] = m
+		marks[i] = keyWrite(p.env.IdempotencyKey, b.c.doneState(okClaims[i], seqs[i]), okClaims[i].rev)
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), batchTimeout)
 	_, err = batch.Publish(ctx, b.c.js, marks)
@@ -528,10 +522,7 @@ func (b *batcher) present(stream string, msgs []*nats.Msg) (map[string]bool, err
 func (b *batcher) marks(ps []*pendingCommit, seqs []uint64) {
 	msgs := make([]*nats.Msg, len(ps))
 	for i, p := range ps {
-		m := nats.NewMsg(subjects.BucketKey(subjects.IdempotencyBucket, p.env.IdempotencyKey))
-		m.Data = b.c.committedState(p.env, p.sourceSeq, seqs[i], p.dlqID)
-		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
-		msgs[i] = m
+		msgs[i] = keyWrite(p.env.IdempotencyKey, b.c.committedState(p.env, p.sourceSeq, seqs[i], p.dlqID), 0)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	_, err := batch.Publish(ctx, b.c.js, msgs)
@@ -552,6 +543,16 @@ func (b *batcher) marks(ps []*pendingCommit, seqs []uint64) {
 		})
 	}
 	wg.Wait()
+}
+
+// keyWrite is a write of an IDEMPOTENCY key's state as a batch carries
+// it: conditional on the key's last revision being rev (0: the key is
+// absent), as kv.Create and kv.Update make it.
+func keyWrite(key string, state []byte, rev uint64) *nats.Msg {
+	m := nats.NewMsg(subjects.BucketKey(subjects.IdempotencyBucket, key))
+	m.Data = state
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
+	return m
 }
 
 // oneByOne commits each of ps on the per-event path, concurrently, and

@@ -22,9 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"os"
 	"path/filepath"
-	"runtime"
 	"time"
 
 	"github.com/deadletter/deadletter/tests/internal/chaos"
@@ -38,17 +36,11 @@ func main() {
 	r3Only := flag.Bool("r3-only", false, "only the R3 runs")
 	flag.Parse()
 	ctx := context.Background()
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
-	dir, err := os.MkdirTemp("", "deadletter-bench-cluster-")
+	bins, dir, cleanup, err := chaos.BuildTemp(ctx, "deadletter-bench-cluster-")
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
-	bins, err := chaos.Build(ctx, root, filepath.Join(dir, "bin"))
-	if err != nil {
-		log.Fatal(err)
-	}
+	defer cleanup()
 	order := []int{}
 	for r := range *rounds {
 		switch {

@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/deadletter/deadletter/tests/internal/benchenv"
+	"github.com/deadletter/deadletter/tests/internal/chaos"
 )
 
 func main() {
@@ -53,8 +54,7 @@ func main() {
 	peerDir := flag.String("peer", "", "the Watermill peer's folder (default ../shared/peers/watermill-bench beside the repository)")
 	skip := flag.String("skip", "", "comma-separated phases to leave out: sync, cluster, nofsync, drain")
 	flag.Parse()
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+	root := chaos.Root()
 	if *peerDir == "" {
 		*peerDir = filepath.Join(root, "..", "shared", "peers", "watermill-bench")
 	}

@@ -81,17 +81,11 @@ func main() {
 var services = []string{access.Validator, access.Quarantiner, access.Redriver, access.Auditor}
 
 func run(ctx context.Context, only []string, rate, rounds int, malformed float64, seeded int, drainRate float64) error {
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
-	dir, err := os.MkdirTemp("", "deadletter-bench-resume-")
+	bins, dir, cleanup, err := chaos.BuildTemp(ctx, "deadletter-bench-resume-")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	bins, err := chaos.Build(ctx, root, filepath.Join(dir, "bin"))
-	if err != nil {
-		return err
-	}
+	defer cleanup()
 	o := chaos.DefaultOptions()
 	o.Validators, o.Quarantiners, o.Nodes = 1, 1, 1
 	o.Dir, o.Bins = filepath.Join(dir, "run"), bins

@@ -43,17 +43,11 @@ func main() {
 	quarantiners := flag.Int("quarantiners", 1, "quarantiner instances")
 	flag.Parse()
 	ctx := context.Background()
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
-	dir, err := os.MkdirTemp("", "deadletter-bench-sizing-")
+	bins, dir, cleanup, err := chaos.BuildTemp(ctx, "deadletter-bench-sizing-")
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
-	bins, err := chaos.Build(ctx, root, filepath.Join(dir, "bin"))
-	if err != nil {
-		log.Fatal(err)
-	}
+	defer cleanup()
 	o := chaos.DefaultOptions()
 	o.Events, o.Kills, o.ServerRestarts, o.Nodes = *n, 0, false, 1
 	o.Malformed, o.Exhausting, o.Transient, o.Republished = *malformed, *exhausting, 0, 0

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -45,6 +46,29 @@ func Build(ctx context.Context, root, dir string) (Binaries, error) {
 		out[name] = path
 	}
 	return out, nil
+}
+
+// Root returns the workspace root, located from this package's source.
+func Root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+}
+
+// BuildTemp makes a new temporary directory whose name starts with prefix,
+// builds every program of the workspace into its bin/, and returns them,
+// the directory (for the runs' stores and logs) and the function that
+// removes it: a benchmark's set-up.
+func BuildTemp(ctx context.Context, prefix string) (Binaries, string, func(), error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	bins, err := Build(ctx, Root(), filepath.Join(dir, "bin"))
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, "", nil, err
+	}
+	return bins, dir, func() { _ = os.RemoveAll(dir) }, nil
 }
 
 // proc is a program the harness starts, kills and starts again. Its output
