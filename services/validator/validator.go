@@ -101,6 +101,9 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	if cfg.DownstreamURL != "" {
 		s.commit.down = &downstream{url: cfg.DownstreamURL, client: &http.Client{Timeout: cfg.DownstreamTimeout}, tr: s.tr}
 	}
+	if cfg.CommitBatch > 1 { // Run starts it, once the stores are bound
+		s.commit.batch = newBatcher(s.commit, min(cfg.CommitBatch, cfg.Workers), s.log, s.metrics)
+	}
 	return s, nil
 }
 
@@ -162,8 +165,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	}
 	s.commit.kv = kv
 	s.commit.hooks = s.hooks
-	if s.cfg.CommitBatch > 1 {
-		s.commit.batch = newBatcher(s.commit, min(s.cfg.CommitBatch, s.cfg.Workers), s.log, s.metrics)
+	if s.commit.batch != nil {
 		batched := make(chan struct{})
 		go func() {
 			defer close(batched)
