@@ -68,10 +68,15 @@ func (e *env) start(tb testing.TB, cfg Config, hooks *testHooks) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- q.Run(ctx) }()
-	natstest.CheckFor(tb, 10*time.Second, 20*time.Millisecond, func() error {
-		_, err := e.js.Consumer(context.Background(), subjects.AdvisoriesStream, cfg.AdvisoriesConsumer)
-		return err
-	})
+	// This instance's own start-up, not another's consumer: a test may
+	// call its methods directly.
+	select {
+	case <-q.started:
+	case err := <-done:
+		tb.Fatalf("quarantiner stopped during start-up: %v", err)
+	case <-time.After(10 * time.Second):
+		tb.Fatal("quarantiner not started after 10 s")
+	}
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {

@@ -67,6 +67,9 @@ type Service struct {
 	now      func() time.Time
 	hooks    *testHooks
 	tr       telemetry.Tracer
+	// started is closed once Run has set everything up (its stores bound,
+	// its endpoint registered), before it consumes.
+	started chan struct{}
 }
 
 // testHooks lets tests stop a quarantiner at precise points.
@@ -106,6 +109,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 		log:     log.With("service", "quarantiner", "instance", cfg.InstanceID),
 		metrics: newMetrics(cfg.Registerer),
 		tr:      telemetry.NewTracer(cfg.TracerProvider, cfg.Propagator),
+		started: make(chan struct{}),
 	}, nil
 }
 
@@ -235,6 +239,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		}
 	})
 	s.log.Info("quarantiner started", "workers", s.cfg.Workers, "redrive_cap", s.cfg.RedriveCap)
+	close(s.started)
 	// Until ctx ends; a consumption the server ends (its consumer deleted
 	// and provisioned again) resumes on the consumer bound again.
 	var consumers sync.WaitGroup
