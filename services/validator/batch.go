@@ -317,23 +317,11 @@ func (b *batcher) ledger(ps []*pendingCommit) {
 		b.oneByOne(ps)
 		return
 	}
-	if len(written) > 0 {
-		var todo []*pendingCommit
-		var later []*pendingCommit
-		var todoMsgs []*nats.Msg
-		for i, p := range ps {
-			if written[msgs[i].Subject] {
-				later = append(later, p)
-			} else {
-				todo, todoMsgs = append(todo, p), append(todoMsgs, msgs[i])
-			}
-		}
-		defer b.oneByOne(later)
-		if len(todo) < 2 {
-			b.oneByOne(todo)
-			return
-		}
-		ps, msgs = todo, todoMsgs
+	ps, msgs, later := split(ps, msgs, written)
+	defer b.oneByOne(later)
+	if len(ps) < 2 {
+		b.oneByOne(ps)
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	seqs, err := batch.Publish(ctx, b.c.js, msgs)
@@ -378,17 +366,8 @@ func (b *batcher) downstream(ps []*pendingCommit) {
 		b.oneByOne(ps)
 		return
 	}
-	var todo []*pendingCommit
-	var todoKeys []*nats.Msg
-	var laterPs []*pendingCommit
-	for i, p := range ps {
-		if held[keys[i].Subject] {
-			laterPs = append(laterPs, p)
-		} else {
-			todo, todoKeys = append(todo, p), append(todoKeys, keys[i])
-		}
-	}
-	defer b.oneByOne(laterPs)
+	todo, todoKeys, later := split(ps, keys, held)
+	defer b.oneByOne(later)
 	if len(todo) < 2 {
 		b.oneByOne(todo)
 		return
@@ -477,6 +456,20 @@ func (b *batcher) downstream(ps []*pendingCommit) {
 		})
 	}
 	wg.Wait()
+}
+
+// split separates the events of ps whose message (msgs[i]) writes a
+// subject the stream holds already (present) from the others, keeping
+// each message with its event.
+func split(ps []*pendingCommit, msgs []*nats.Msg, present map[string]bool) (todo []*pendingCommit, todoMsgs []*nats.Msg, later []*pendingCommit) {
+	for i, p := range ps {
+		if present[msgs[i].Subject] {
+			later = append(later, p)
+		} else {
+			todo, todoMsgs = append(todo, p), append(todoMsgs, msgs[i])
+		}
+	}
+	return todo, todoMsgs, later
 }
 
 // present returns the subjects of msgs that stream holds a message on.

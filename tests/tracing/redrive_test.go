@@ -48,24 +48,7 @@ func request(tb testing.TB, nc *nats.Conn, subject string, req, reply any) {
 func TestRedriveIsNewLinkedTrace(t *testing.T) {
 	j := jaeger.Start(t)
 	pub := provider(t, j, publisherService)
-	var up atomic.Bool
-	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !up.Load() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-	}))
-	t.Cleanup(down.Close)
-	s := startStack(t, func(c *stack.Config) {
-		c.Validator.TracerProvider = provider(t, j, validatorService)
-		c.Quarantiner.TracerProvider = provider(t, j, quarantinerService)
-		c.Redriver.TracerProvider = provider(t, j, redriverService)
-		c.Validator.DownstreamURL = down.URL
-		c.Validator.DownstreamTimeout, c.Validator.ClaimLease = 2*time.Second, 5*time.Second
-		c.Validator.MaxDeliver = 2
-		c.Validator.BackoffBase, c.Validator.BackoffMax = 20*time.Millisecond, 50*time.Millisecond
-	})
+	s, up := outageStack(t, j, 2)
 	js, pubjs := connect(t, s, access.Admin), connect(t, s, string(access.RolePublisher))
 	data := example(t, "pharmacy/valid/dispense-schedule-ii.json", "events.pharmacy.dispense", "")
 	ev := publish(t, pubjs, pub, "events.pharmacy.dispense", data)
@@ -139,4 +122,31 @@ func TestRedriveIsNewLinkedTrace(t *testing.T) {
 	if c.Tag("otel.status_code") == "ERROR" {
 		t.Errorf("the replay's commit failed: %+v", c.Tags)
 	}
+}
+
+// outageStack starts the stack with every service traced to j and a
+// downstream that answers 503 until up is set, the validator giving up
+// after maxDeliver deliveries with short back-off: an event published
+// meanwhile exhausts and is quarantined, and a redrive after up commits.
+func outageStack(tb testing.TB, j *jaeger.Jaeger, maxDeliver int) (*running, *atomic.Bool) {
+	tb.Helper()
+	up := &atomic.Bool{}
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !up.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	tb.Cleanup(down.Close)
+	s := startStack(tb, func(c *stack.Config) {
+		c.Validator.TracerProvider = provider(tb, j, validatorService)
+		c.Quarantiner.TracerProvider = provider(tb, j, quarantinerService)
+		c.Redriver.TracerProvider = provider(tb, j, redriverService)
+		c.Validator.DownstreamURL = down.URL
+		c.Validator.DownstreamTimeout, c.Validator.ClaimLease = 2*time.Second, 5*time.Second
+		c.Validator.MaxDeliver = maxDeliver
+		c.Validator.BackoffBase, c.Validator.BackoffMax = 20*time.Millisecond, 50*time.Millisecond
+	})
+	return s, up
 }

@@ -4,15 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/natstest"
@@ -30,24 +26,7 @@ import (
 func TestUntracedEventIsOneStory(t *testing.T) {
 	const maxDeliver = 3
 	j := jaeger.Start(t)
-	var up atomic.Bool
-	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !up.Load() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-	}))
-	t.Cleanup(down.Close)
-	s := startStack(t, func(c *stack.Config) {
-		c.Validator.TracerProvider = provider(t, j, validatorService)
-		c.Quarantiner.TracerProvider = provider(t, j, quarantinerService)
-		c.Redriver.TracerProvider = provider(t, j, redriverService)
-		c.Validator.DownstreamURL = down.URL
-		c.Validator.DownstreamTimeout, c.Validator.ClaimLease = 2*time.Second, 5*time.Second
-		c.Validator.MaxDeliver = maxDeliver
-		c.Validator.BackoffBase, c.Validator.BackoffMax = 20*time.Millisecond, 50*time.Millisecond
-	})
+	s, up := outageStack(t, j, maxDeliver)
 	js, pubjs := connect(t, s, access.Admin), connect(t, s, string(access.RolePublisher))
 	data := example(t, "pharmacy/valid/dispense-schedule-ii.json", "events.pharmacy.dispense", "",
 		"INV-2025-0181", markerRetry, "RPH-0412", markerRetry2)
