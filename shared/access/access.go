@@ -181,7 +181,9 @@ var table = func() []Spec {
 	rp, rs := service(Redriver, concat(
 		reads(subjects.QuarantineStream, subjects.EventsStream, subjects.LedgerStream),
 		kvRead(subjects.IdempotencyBucket), kvWrite(subjects.DrainsBucket),
-		[]string{subjects.ReplaysAll, api.QuarantinerAppend},
+		// Its governance actions (pauses, resumes, approvals, holds) go to
+		// AUDIT.
+		[]string{subjects.ReplaysAll, api.QuarantinerAppend, subjects.AuditActionsAll},
 	), append(RedriverEndpoints(),
 		// It watches commits and quarantine records (core subscriptions,
 		// read-only) to observe each replay's outcome as it happens.
@@ -189,7 +191,7 @@ var table = func() []Spec {
 	ap, as := service(Auditor, concat(
 		reads(subjects.QuarantineStream, subjects.AuditStream, subjects.EventsStream, subjects.LedgerStream),
 		kvRead(subjects.IdempotencyBucket),
-		[]string{subjects.AuditCheckpoints},
+		[]string{subjects.AuditCheckpoints, subjects.AuditAccessAll},
 	), AuditorEndpoints()...)
 	return []Spec{
 		{
@@ -209,12 +211,12 @@ var table = func() []Spec {
 		},
 		{
 			Name:    Redriver,
-			Doc:     "reads QUARANTINE, replays on replay.> (its own subjects), keeps drain states in DRAINS, appends lifecycle records through the quarantiner",
+			Doc:     "reads QUARANTINE, replays on replay.> (its own subjects), keeps drain states in DRAINS, appends lifecycle records through the quarantiner, writes its governance actions to AUDIT",
 			Publish: rp, Subscribe: rs,
 		},
 		{
 			Name:    Auditor,
-			Doc:     "reads QUARANTINE, AUDIT, EVENTS, LEDGER and IDEMPOTENCY; writes only its checkpoints to AUDIT",
+			Doc:     "reads QUARANTINE, AUDIT, EVENTS, LEDGER and IDEMPOTENCY; writes only its checkpoints and the access audit of payload reads to AUDIT",
 			Publish: ap, Subscribe: as,
 		},
 	}

@@ -90,22 +90,29 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	return nil
 }
 
-// upgrade turns on, in a stream of an earlier layout, the settings a later
-// one adds and that take nothing away (allow atomic publish), when they are
-// the only difference. It reports whether it updated the stream.
+// upgrade makes, in a stream of an earlier layout, the changes a later one
+// adds and that take nothing away (allow atomic publish; more subjects, as
+// AUDIT's governance and access records), when they are the only
+// difference. It reports whether it updated the stream.
 func upgrade(ctx context.Context, js jetstream.JetStream, want, have jetstream.StreamConfig) (bool, error) {
-	if !want.AllowAtomicPublish || have.AllowAtomicPublish {
-		return false, nil
-	}
-	next := have
-	next.AllowAtomicPublish = true
-	if len(StreamDiff(want, next)) > 0 {
+	next := upgraded(want, have)
+	if len(StreamDiff(want, next)) > 0 || (next.AllowAtomicPublish == have.AllowAtomicPublish && slices.Equal(next.Subjects, have.Subjects)) {
 		return false, nil
 	}
 	if _, err := js.UpdateStream(ctx, next); err != nil {
-		return false, fmt.Errorf("streams: allow atomic publish on %s: %w", want.Name, err)
+		return false, fmt.Errorf("streams: upgrade %s: %w", want.Name, err)
 	}
 	return true, nil
+}
+
+// upgraded returns have with the additions of want that upgrade makes.
+func upgraded(want, have jetstream.StreamConfig) jetstream.StreamConfig {
+	next := have
+	next.AllowAtomicPublish = have.AllowAtomicPublish || want.AllowAtomicPublish
+	if !slices.ContainsFunc(have.Subjects, func(s string) bool { return !slices.Contains(want.Subjects, s) }) {
+		next.Subjects = slices.Clone(want.Subjects) // a superset of have's
+	}
+	return next
 }
 
 // checkExisting returns an error wrapping ErrIncompatible when the stream
@@ -119,8 +126,7 @@ func checkExisting(ctx context.Context, js jetstream.JetStream, want jetstream.S
 	if err != nil {
 		return fmt.Errorf("streams: look up %s: %w", want.Name, err)
 	}
-	have := s.CachedInfo().Config
-	have.AllowAtomicPublish = want.AllowAtomicPublish // an upgrade, which EnsureStream makes
+	have := upgraded(want, s.CachedInfo().Config) // EnsureStream makes the upgrade
 	if diff := StreamDiff(want, have); len(diff) > 0 {
 		return fmt.Errorf("streams: %s: %w: %s", want.Name, ErrIncompatible, strings.Join(diff, "; "))
 	}

@@ -234,13 +234,14 @@ func Quarantine(o Options) jetstream.StreamConfig {
 	}
 }
 
-// Audit is the WORM store of the auditor's checkpoints, configured like
-// QUARANTINE.
+// Audit is the WORM audit trail (checkpoints, governance actions, payload
+// reads), configured like QUARANTINE. A store of the earlier layout (the
+// checkpoints only) gets the new subjects in place (EnsureStream).
 func Audit(o Options) jetstream.StreamConfig {
 	c := Quarantine(o)
 	c.Name = subjects.AuditStream
-	c.Description = "deadletter WORM audit checkpoints"
-	c.Subjects = []string{subjects.AuditCheckpoints}
+	c.Description = "deadletter WORM audit trail"
+	c.Subjects = []string{subjects.AuditCheckpoints, subjects.AuditActionsAll, subjects.AuditAccessAll}
 	return c
 }
 

@@ -3,6 +3,7 @@ package streams_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -139,6 +140,12 @@ func TestEnsureUpgradesToAtomic(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// AUDIT of the earlier layout: the checkpoints only, no atomic publish.
+	old := streams.Audit(o)
+	old.Subjects, old.AllowAtomicPublish = []string{subjects.AuditCheckpoints}, false
+	if _, err := js.CreateStream(ctx, old); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := js.CreateKeyValue(ctx, streams.Idempotency(o)); err != nil {
 		t.Fatal(err)
 	}
@@ -157,11 +164,20 @@ func TestEnsureUpgradesToAtomic(t *testing.T) {
 			t.Errorf("%s: allow atomic publish still off", name)
 		}
 	}
-	s, err := js.Stream(ctx, subjects.QuarantineStream)
+	for _, name := range []string{subjects.QuarantineStream, subjects.AuditStream} {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := s.CachedInfo().Config; !c.DenyDelete || !c.DenyPurge || c.AllowRollup {
+			t.Errorf("%s lost its WORM settings in the upgrade: %+v", name, c)
+		}
+	}
+	s, err := js.Stream(ctx, subjects.AuditStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := s.CachedInfo().Config; !c.DenyDelete || !c.DenyPurge || c.AllowRollup {
-		t.Errorf("QUARANTINE lost its WORM settings in the upgrade: %+v", c)
+	if got, want := s.CachedInfo().Config.Subjects, streams.Audit(o).Subjects; !slices.Equal(got, want) {
+		t.Errorf("AUDIT subjects after the upgrade: %v, want %v", got, want)
 	}
 }

@@ -30,7 +30,9 @@ const (
 	// AttemptsBucket holds the ordered transient-failure history of events
 	// still being retried, keyed by EVENTS sequence.
 	AttemptsBucket = "ATTEMPTS"
-	// AuditStream is the WORM store of the auditor's checkpoints.
+	// AuditStream is the WORM audit trail: the auditor's checkpoints
+	// (AuditCheckpoints), the governance actions of people and services
+	// (AuditActionsAll) and every payload read (AuditAccessAll).
 	AuditStream = "AUDIT"
 	// DrainsBucket holds the durable state of the redriver's drains.
 	DrainsBucket = "DRAINS"
@@ -70,6 +72,15 @@ const (
 	QuarantineAll = "quarantine.>"
 	// AuditCheckpoints is the subject of the auditor's checkpoints (AUDIT).
 	AuditCheckpoints = "audit.checkpoints"
+	// AuditActionsAll covers the governance actions in AUDIT
+	// (AuditAction): a drain paused, resumed or cancelled, an approval
+	// requested, signed or refused, a policy changed, a hold placed or
+	// lifted. Only the redriver writes them.
+	AuditActionsAll = "audit.actions.>"
+	// AuditAccessAll covers the access audit in AUDIT (AuditAccess): one
+	// message per payload read, written by the auditor before the payload
+	// is returned.
+	AuditAccessAll = "audit.access.>"
 	// MaxDeliveriesAdvisories matches the max-delivery advisories of the
 	// validator's consumer of EVENTS, and no other consumer's: an advisory
 	// of someone else's consumer says nothing about whether an event was
@@ -138,3 +149,12 @@ func Failure(domain string) string { return "dlq.intake." + domain }
 
 // Quarantine returns the subject of a quarantine chain.
 func Quarantine(domain, dlqID string) string { return "quarantine." + domain + "." + dlqID }
+
+// AuditAction is the AUDIT subject of a governance action of kind (a
+// token such as "drain", "approval", "policy", "hold") on the object id
+// (a drain id, an approval id, ...): "audit.actions.<kind>.<id>".
+func AuditAction(kind, id string) string { return "audit.actions." + kind + "." + id }
+
+// AuditAccess is the AUDIT subject of a payload read by user:
+// "audit.access.<user>".
+func AuditAccess(user string) string { return "audit.access." + user }
