@@ -11,6 +11,7 @@ import (
 
 	"github.com/deadletter/deadletter/services/validator"
 	"github.com/deadletter/deadletter/shared/streams"
+	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/tests/internal/benchenv"
 )
 
@@ -23,25 +24,44 @@ import (
 // beat on this machine. It runs on its own streams (FLOOR_EVENTS,
 // FLOOR_LEDGER, KV FLOOR_IDEMPOTENCY) configured like EVENTS, LEDGER and
 // IDEMPOTENCY, and returns events per second.
-func floor(ctx context.Context, url string, js jetstream.JetStream, o streams.Options, events []event) (float64, error) {
+//
+// With batch above 0 it commits the best way the design knows (atomic
+// batches of the events ready together, up to batch; FloorCommit.Batch),
+// on streams of its own (FLOORB_*), so both floors run in one process.
+func floor(ctx context.Context, url string, js jetstream.JetStream, o streams.Options, events []event, batch int, writes benchenv.FloorWrites) (float64, phase, error) {
+	name, prefix := "FLOOR", "floor"
+	if batch > 0 {
+		name, prefix = fmt.Sprintf("FLOORB%d", writes), fmt.Sprintf("floorb%d", writes)
+	}
 	in := streams.Events(o)
 	in.Sources = nil // the floor's intake: no replays
-	in.Name, in.Subjects = "FLOOR_EVENTS", []string{"floor.events.>"}
+	in.Name, in.Subjects = name+"_EVENTS", []string{prefix + ".events.>"}
+	in.MaxBytes = 1 << 30 // several floors in one run stay inside the server's store
 	led := streams.Ledger(o)
-	led.Name, led.Subjects = "FLOOR_LEDGER", []string{"floor.ledger.>"}
+	led.Name, led.Subjects = name+"_LEDGER", []string{prefix + ".ledger.>"}
 	idem := streams.Idempotency(o)
-	idem.Bucket = "FLOOR_IDEMPOTENCY"
+	idem.Bucket = name + "_IDEMPOTENCY"
 	if _, err := js.CreateStream(ctx, in); err != nil {
-		return 0, err
+		return 0, phase{}, err
 	}
 	if _, err := js.CreateStream(ctx, led); err != nil {
-		return 0, err
+		return 0, phase{}, err
 	}
 	if _, err := js.CreateKeyValue(ctx, idem); err != nil {
-		return 0, err
+		return 0, phase{}, err
+	}
+	// Like IDEMPOTENCY, the bucket's stream allows atomic batches.
+	ks, err := js.Stream(ctx, subjects.BucketStream(idem.Bucket))
+	if err != nil {
+		return 0, phase{}, err
+	}
+	kc := ks.CachedInfo().Config
+	kc.AllowAtomicPublish = true
+	if _, err := js.UpdateStream(ctx, kc); err != nil {
+		return 0, phase{}, err
 	}
 	if _, err := js.CreateOrUpdateConsumer(ctx, in.Name, benchenv.ValidatorConsumer("floor")); err != nil {
-		return 0, err
+		return 0, phase{}, err
 	}
 	var (
 		mu   sync.Mutex
@@ -50,7 +70,8 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, o streams.Op
 	)
 	fc, err := benchenv.StartFloorCommitter(ctx, benchenv.FloorCommit{
 		URL: url, Stream: in.Name, Consumer: "floor", Bucket: idem.Bucket,
-		Ledger:  func(key string) string { return "floor.ledger." + key },
+		Ledger:  func(key string) string { return prefix + ".ledger." + key },
+		Batch:   batch, Writes: writes,
 		Workers: validator.DefaultConfig().Workers,
 		Key: func(m jetstream.Msg) (string, error) {
 			meta, err := m.Metadata()
@@ -68,21 +89,21 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, o streams.Op
 		},
 	})
 	if err != nil {
-		return 0, err
+		return 0, phase{}, err
 	}
 	defer fc.Stop()
-	start := time.Now()
-	if err := publishAll(ctx, js, events, func(e event) string { return "floor." + e.subject }); err != nil {
-		return 0, err
+	start, cpu0 := time.Now(), benchenv.CPUTime()
+	if err := publishAll(ctx, js, events, func(e event) string { return prefix + "." + e.subject }); err != nil {
+		return 0, phase{}, err
 	}
 	select {
 	case <-done:
 	case <-time.After(5 * time.Minute):
-		return 0, fmt.Errorf("floor: stalled")
+		return 0, phase{}, fmt.Errorf("floor: stalled")
 	}
 	rate := float64(len(events)) / time.Since(start).Seconds()
 	if err := fc.Err(); err != nil {
-		return 0, fmt.Errorf("floor: %w", err)
+		return 0, phase{}, fmt.Errorf("floor: %w", err)
 	}
-	return rate, nil
+	return rate, phase{rate: rate, cpuPerEvent: (benchenv.CPUTime() - cpu0) / time.Duration(len(events))}, nil
 }

@@ -163,10 +163,16 @@ func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string, 
 		return err
 	}
 	rawRate := float64(n) / time.Since(start).Seconds()
-	var floorRate float64
+	var floorOne phase
+	floorBatched := make([]phase, 3) // by benchenv.FloorWrites
 	if withFloor {
-		if floorRate, err = floor(ctx, srv.ClientURL(), js, o, events); err != nil {
+		if _, floorOne, err = floor(ctx, srv.ClientURL(), js, o, events, 0, 0); err != nil {
 			return err
+		}
+		for w := range floorBatched {
+			if _, floorBatched[w], err = floor(ctx, srv.ClientURL(), js, o, events, validator.DefaultConfig().CommitBatch, benchenv.FloorWrites(w)); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -248,8 +254,12 @@ func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string, 
 	fmt.Printf("end-to-end ingest:           %8.0f events/s (publish → validate → commit to LEDGER)\n", ingestRate)
 	fmt.Printf("ratio:                       %8.1f %%\n", 100*ingestRate/rawRate)
 	if withFloor {
-		fmt.Printf("store-bound floor:           %8.0f events/s (%.1f %% of raw: the same consumer and stores, no validation)\n",
-			floorRate, 100*floorRate/rawRate)
+		fmt.Printf("store-bound floor:           %8.0f events/s (%.1f %% of raw, %.1f µs CPU/event: the same consumer and stores, no validation, one event at a time)\n",
+			floorOne.rate, 100*floorOne.rate/rawRate, float64(floorOne.cpuPerEvent.Nanoseconds())/1000)
+		for w, what := range []string{"LEDGER and IDEMPOTENCY in atomic batches of the events ready together", "LEDGER only, batched", "no writes: consume and ack only"} {
+			f := floorBatched[w]
+			fmt.Printf("floor, %-22s%8.0f events/s (%.1f %% of raw, %.1f µs CPU/event: %s)\n", fmt.Sprintf("%d:", w), f.rate, 100*f.rate/rawRate, float64(f.cpuPerEvent.Nanoseconds())/1000, what)
+		}
 	}
 	fmt.Printf("CPU per ingested event:      %8.1f µs (user+sys of this process: server, validator, publisher)\n",
 		float64(cpuPerEvent.Nanoseconds())/1000)

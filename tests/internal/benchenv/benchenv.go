@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"syscall"
 	"time"
 
@@ -77,9 +78,9 @@ func (e *Env) Close() {
 	_ = os.RemoveAll(e.dir)
 }
 
-// CPUProfile starts profiling this process's CPU into the file path and
-// returns the func that stops it and closes the file; with path empty it
-// does nothing.
+// CPUProfile starts profiling this process's CPU into the file path, and
+// an execution trace into path+".trace", and returns the func that stops
+// both and closes the files; with path empty it does nothing.
 func CPUProfile(path string) (stop func(), err error) {
 	if path == "" {
 		return func() {}, nil
@@ -92,9 +93,25 @@ func CPUProfile(path string) (stop func(), err error) {
 		_ = f.Close()
 		return nil, err
 	}
+	// The execution trace of the same phase, next to the profile: where
+	// goroutines wait (go tool trace -pprof=sync|syscall|net FILE).
+	tf, err := os.Create(path + ".trace")
+	if err != nil {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+		return nil, err
+	}
+	if err := trace.Start(tf); err != nil {
+		_ = tf.Close()
+		tf = nil
+	}
 	return func() {
 		pprof.StopCPUProfile()
 		_ = f.Close()
+		if tf != nil {
+			trace.Stop()
+			_ = tf.Close()
+		}
 	}, nil
 }
 

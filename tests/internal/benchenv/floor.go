@@ -3,9 +3,13 @@ package benchenv
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/shared/batch"
+	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 // FloorCommit configures the committing side of a store-bound floor: what
@@ -31,7 +35,31 @@ type FloorCommit struct {
 	// Done, when set, is called after each message with its error (nil
 	// when committed).
 	Done func(error)
+	// Batch, when above 0, commits the best way this design knows instead
+	// of one event at a time: the messages ready together (up to Batch,
+	// nothing waits to fill a group) go to LEDGER as one atomic batch and
+	// their states to the bucket as another, each message still
+	// conditional on its subject, then each is acked. Groups is how many
+	// are written at once (default 2, as the validator's batcher).
+	Batch, Groups int
+	// Writes is what a batched commit writes (default both).
+	Writes FloorWrites
 }
+
+// FloorWrites is what a batched floor writes per event: the floors
+// below the design's bound it, to find the part each write costs.
+type FloorWrites int
+
+// What a batched floor writes.
+const (
+	// FloorLedgerAndState writes LEDGER and the bucket (the design).
+	FloorLedgerAndState FloorWrites = iota
+	// FloorLedgerOnly writes LEDGER only.
+	FloorLedgerOnly
+	// FloorAckOnly writes nothing: consume and ack, the ceiling of any
+	// design that consumes EVENTS.
+	FloorAckOnly
+)
 
 // floorState is a commit state as the validator stores it.
 var floorState = []byte(`{"state":"committed","domain":"pharmacy","event_type":"dispense","source_seq":1,"ledger_seq":1,"committed_at":"2026-11-30T00:00:00Z"}`)
@@ -69,7 +97,10 @@ func StartFloorCommitter(ctx context.Context, c FloorCommit) (*FloorCommitter, e
 		nc.Close()
 		return nil, err
 	}
-	for range c.Workers {
+	if c.Batch > 0 {
+		f.startBatched(js, c)
+	}
+	for range perEventWorkers(c) {
 		f.wg.Go(func() {
 			for m := range f.work {
 				key, err := c.Key(m)
@@ -104,6 +135,97 @@ func StartFloorCommitter(ctx context.Context, c FloorCommit) (*FloorCommitter, e
 		return nil, err
 	}
 	return f, nil
+}
+
+// perEventWorkers is how many one-event-at-a-time workers c runs (none
+// when it commits in batches).
+func perEventWorkers(c FloorCommit) int {
+	if c.Batch > 0 {
+		return 0
+	}
+	return c.Workers
+}
+
+// startBatched starts c.Groups writers that each take the messages ready
+// (at least one, up to c.Batch) and commit them as two atomic batches.
+func (f *FloorCommitter) startBatched(js jetstream.JetStream, c FloorCommit) {
+	groups := c.Groups
+	if groups <= 0 {
+		groups = 2
+	}
+	for range groups {
+		f.wg.Go(func() {
+			for m := range f.work {
+				group := []jetstream.Msg{m}
+			fill:
+				for len(group) < c.Batch {
+					select {
+					case m, ok := <-f.work:
+						if !ok {
+							break fill
+						}
+						group = append(group, m)
+					default:
+						break fill
+					}
+				}
+				err := f.commitGroup(js, c, group)
+				for _, m := range group {
+					e := err
+					if e == nil {
+						e = m.Ack()
+					}
+					f.fail(e)
+					if c.Done != nil {
+						c.Done(e)
+					}
+				}
+			}
+		})
+	}
+}
+
+// commitGroup writes a group's LEDGER messages and bucket states as two
+// atomic batches.
+func (f *FloorCommitter) commitGroup(js jetstream.JetStream, c FloorCommit, group []jetstream.Msg) error {
+	ledger := make([]*nats.Msg, 0, len(group))
+	states := make([]*nats.Msg, 0, len(group))
+	for _, m := range group {
+		key, err := c.Key(m)
+		if err != nil {
+			return err
+		}
+		lm := nats.NewMsg(c.Ledger(key))
+		lm.Data = m.Data()
+		lm.Header.Set(jetstream.MsgIDHeader, key)
+		lm.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+		ledger = append(ledger, lm)
+		km := nats.NewMsg(subjects.BucketKey(c.Bucket, key))
+		km.Data = floorState
+		km.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+		states = append(states, km)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if c.Writes == FloorAckOnly {
+		return nil
+	}
+	if _, err := batch.Publish(ctx, js, ledger); err != nil || c.Writes == FloorLedgerOnly {
+		return err
+	}
+	_, err := batch.Publish(ctx, js, states)
+	return err
+}
+
+func (f *FloorCommitter) fail(err error) {
+	if err == nil {
+		return
+	}
+	f.mu.Lock()
+	if f.first == nil {
+		f.first = err
+	}
+	f.mu.Unlock()
 }
 
 // Err returns the first error a message met, if any.
