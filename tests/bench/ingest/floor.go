@@ -70,8 +70,8 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, o streams.Op
 	)
 	fc, err := benchenv.StartFloorCommitter(ctx, benchenv.FloorCommit{
 		URL: url, Stream: in.Name, Consumer: "floor", Bucket: idem.Bucket,
-		Ledger:  func(key string) string { return prefix + ".ledger." + key },
-		Batch:   batch, Writes: writes,
+		Ledger: func(key string) string { return prefix + ".ledger." + key },
+		Batch:  batch, Writes: writes,
 		Workers: validator.DefaultConfig().Workers,
 		Key: func(m jetstream.Msg) (string, error) {
 			meta, err := m.Metadata()
