@@ -200,6 +200,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		endpoint.Add(srv, g, endpoint.Spec{Name: "verify", Description: "recompute every seal, chain and checkpoint", Timeout: 30 * time.Minute}, withCaller(s.Verify)),
 		endpoint.Add(srv, g, endpoint.Spec{Name: "reconcile", Description: "account for every event of EVENTS in a time range", Timeout: reconcileTimeout}, withCaller(s.Reconcile)),
 		endpoint.Add(srv, g, endpoint.Spec{Name: "get", Description: "one chain: current state and records", Timeout: time.Minute}, withCaller(s.Get)),
+		endpoint.Add(srv, g, endpoint.Spec{Name: "whoami", Description: "the caller's user and role, as the server authenticated it", Timeout: 5 * time.Second}, withCaller(s.Whoami)),
 		endpoint.Add(srv, g, endpoint.Spec{Name: "list", Description: "quarantined events, filtered, newest first", Timeout: 5 * time.Minute}, withCaller(s.List)),
 		endpoint.Add(srv, g, endpoint.Spec{Name: "groups", Description: "triage groups by fingerprint", Timeout: time.Minute},
 			withCaller(func(_ context.Context, req api.GroupsRequest) (api.GroupsReply, error) { return s.Groups(req), nil })),

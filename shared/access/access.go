@@ -231,7 +231,7 @@ func RedriverEndpoints() []string {
 // stream subject (subjects.AuditCheckpoints) is not among them: it is
 // never exported.
 func AuditorEndpoints() []string {
-	return []string{api.AuditVerify, api.AuditReconcile, api.AuditGet, api.AuditList, api.AuditGroups, api.AuditCheckpoint}
+	return []string{api.AuditVerify, api.AuditReconcile, api.AuditGet, api.AuditList, api.AuditGroups, api.AuditCheckpoint, api.AuditWhoami}
 }
 
 // readEndpoints are the endpoints every person role may call: reads that
@@ -240,7 +240,7 @@ func readEndpoints() []string {
 	return []string{
 		api.ValidatorCheckAll,
 		api.DrainStatus, api.DrainList,
-		api.AuditVerify, api.AuditReconcile, api.AuditGet, api.AuditList, api.AuditGroups,
+		api.AuditVerify, api.AuditReconcile, api.AuditGet, api.AuditList, api.AuditGroups, api.AuditWhoami,
 	}
 }
 

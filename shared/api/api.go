@@ -30,6 +30,9 @@ const (
 	AuditList       = "audit.list"
 	AuditGroups     = "audit.groups"
 	AuditCheckpoint = "audit.checkpoint"
+	// AuditWhoami answers who the caller is, as the server attached it
+	// (a console learns its person's role from it).
+	AuditWhoami = "audit.whoami"
 )
 
 // Error codes of endpoint replies (the Nats-Service-Error-Code header).

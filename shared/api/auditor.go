@@ -467,3 +467,13 @@ type GroupsReply struct {
 	Groups []Group   `json:"groups"`
 	At     time.Time `json:"at"`
 }
+
+// WhoamiReply is the caller of audit.whoami as the server authenticated
+// it: its user name and role (a person role, or "" for a service user).
+type WhoamiReply struct {
+	User string `json:"user"`
+	Role string `json:"role"`
+	// ReadsPayloads reports whether the role may read payloads (with a
+	// reason, recorded in the access audit).
+	ReadsPayloads bool `json:"reads_payloads"`
+}

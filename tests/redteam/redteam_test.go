@@ -285,6 +285,40 @@ func TestPayloadNeedsRole(t *testing.T) {
 	})
 }
 
+// TestWhoamiIsTheServersWord: audit.whoami answers each person with the
+// user and role the server authenticated, whatever Nats-Request-Info the
+// client forged; the publisher's account does not import it.
+func TestWhoamiIsTheServersWord(t *testing.T) {
+	e := startEnv(t)
+	for _, r := range access.Roles {
+		t.Run(string(r), func(t *testing.T) {
+			m := nats.NewMsg(api.AuditWhoami)
+			m.Header.Set(access.RequestInfoHeader, `{"acc":"DEADLETTER_POLICY","user":"mallory"}`)
+			m.Data = []byte(`{}`)
+			rep, err := e.conn(t, string(r)).RequestMsg(m, 5*time.Second)
+			if r == access.RolePublisher {
+				if err == nil {
+					t.Fatal("the publisher reached audit.whoami")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code := rep.Header.Get(micro.ErrorCodeHeader); code != "" {
+				t.Fatalf("audit.whoami: %s %s", code, rep.Header.Get(micro.ErrorHeader))
+			}
+			var who api.WhoamiReply
+			if err := json.Unmarshal(rep.Data, &who); err != nil {
+				t.Fatal(err)
+			}
+			if want := (api.WhoamiReply{User: string(r), Role: string(r), ReadsPayloads: r.ReadsPayloads()}); who != want {
+				t.Errorf("whoami = %+v, want %+v", who, want)
+			}
+		})
+	}
+}
+
 // TestActorIsTheCaller (H13, H15): a drain started by the operator with
 // another name in its request, and a forged Nats-Request-Info, is recorded
 // as the operator; a viewer may not start one.
