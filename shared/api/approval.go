@@ -21,7 +21,7 @@ const (
 // (ErrBadRequest, ErrNotFound, ErrConflict, ErrForbidden, ...).
 const (
 	// ErrApprovalRequired: the action needs a second person's approval;
-	// the reply names the pending approval created (ApprovalPending).
+	// the reply names the pending approval created (ApprovalReply).
 	ErrApprovalRequired = "APPROVAL_REQUIRED"
 	// ErrSelfApproval: the approver is the person who requested it.
 	ErrSelfApproval = "SELF_APPROVAL"
@@ -66,7 +66,8 @@ const (
 // IdentityChange is one identity field a correction changes, with its
 // value before and after. The values are business identifiers (keys, an
 // ordering key, an event type): they are shown only to roles that read
-// payloads, and never logged (LogValue gives the field name only).
+// payloads and to the approver, and never logged (LogValue and String give
+// the field name only).
 type IdentityChange struct {
 	// Field is "idempotency_key", "ordering_key", "domain" or
 	// "event_type".
@@ -95,13 +96,14 @@ type Approval struct {
 	Status string `json:"status"`
 	// Request is the request to execute once approved (the original
 	// endpoint's request body). It may carry a payload: it is left out
-	// for roles that do not read payloads (see approval.Redact).
+	// for roles that neither read payloads nor approve (approval.Redact).
 	Request json.RawMessage `json:"request,omitempty"`
 	// Reasons says why approval is needed (the policy rules that matched;
 	// no values).
 	Reasons []string `json:"reasons"`
 	// Diff lists the identity fields a correction changes (see
-	// IdentityChange); left out for roles that do not read payloads.
+	// IdentityChange); left out for roles that neither read payloads nor
+	// approve (see approval.Redact).
 	Diff []IdentityChange `json:"diff,omitempty"`
 	// DiffFields names the changed identity fields (no values): shown to
 	// every role.
@@ -124,6 +126,11 @@ type Approval struct {
 	// its outcome (an Outcome* or an error code).
 	ExecutedAt *time.Time `json:"executed_at,omitempty"`
 	Outcome    string     `json:"outcome,omitempty"`
+	// ChainRecords is the number of records of the event's chain when the
+	// action was requested: the approved record is appended at that index
+	// (an expected index), so that an approval never applies to a chain
+	// that changed since the approver read it.
+	ChainRecords int `json:"chain_records,omitempty"`
 	// Revision is the entry's revision in APPROVALS (for information).
 	Revision uint64 `json:"revision,omitempty"`
 }
@@ -133,12 +140,6 @@ type Approval struct {
 func (a Approval) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("id", a.ID), slog.String("action", a.Action),
 		slog.String("status", a.Status), slog.String("dlq_id", a.DLQID))
-}
-
-// ApprovalPending is the reply to a request that needs approval (with the
-// error code ErrApprovalRequired): the approval created.
-type ApprovalPending struct {
-	Approval Approval `json:"approval"`
 }
 
 // ApprovalListRequest lists approvals (approval.list).
@@ -190,7 +191,9 @@ type ApprovalDecisionRequest struct {
 }
 
 // ApprovalReply is the approval after a decision (approval.approve,
-// approval.reject) or as read (approval.get).
+// approval.reject), as read (approval.get), or as created for a request
+// that needs approval (that request's reply, with the error code
+// ErrApprovalRequired).
 type ApprovalReply struct {
 	Approval Approval `json:"approval"`
 }
