@@ -190,6 +190,12 @@ type ApprovalDecisionRequest struct {
 	Password Password `json:"password,omitempty"`
 }
 
+// LogValue logs the id only: a JSON log handler would otherwise marshal
+// the password (LogValue of a member is not consulted).
+func (r ApprovalDecisionRequest) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("id", r.ID))
+}
+
 // ApprovalReply is the approval after a decision (approval.approve,
 // approval.reject), as read (approval.get), or as created for a request
 // that needs approval (that request's reply, with the error code
