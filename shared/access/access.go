@@ -179,8 +179,9 @@ var table = func() []Spec {
 		[]string{subjects.QuarantineAll, inboxAll(Redriver)},
 	), api.QuarantinerAppend)
 	rp, rs := service(Redriver, concat(
-		reads(subjects.QuarantineStream, subjects.EventsStream, subjects.LedgerStream),
-		kvRead(subjects.IdempotencyBucket), kvWrite(subjects.DrainsBucket),
+		// AUDIT: the current approval policy is its last policy action.
+		reads(subjects.QuarantineStream, subjects.EventsStream, subjects.LedgerStream, subjects.AuditStream),
+		kvRead(subjects.IdempotencyBucket), kvWrite(subjects.DrainsBucket), kvWrite(subjects.ApprovalsBucket),
 		// Its governance actions (pauses, resumes, approvals, holds) go to
 		// AUDIT.
 		[]string{subjects.ReplaysAll, api.QuarantinerAppend, subjects.AuditActionsAll},
@@ -211,7 +212,7 @@ var table = func() []Spec {
 		},
 		{
 			Name:    Redriver,
-			Doc:     "reads QUARANTINE, replays on replay.> (its own subjects), keeps drain states in DRAINS, appends lifecycle records through the quarantiner, writes its governance actions to AUDIT",
+			Doc:     "reads QUARANTINE, replays on replay.> (its own subjects), keeps drain states in DRAINS and two-person approvals in APPROVALS, appends lifecycle records through the quarantiner, writes its governance actions (the approval policy among them) to AUDIT and reads them back",
 			Publish: rp, Subscribe: rs,
 		},
 		{

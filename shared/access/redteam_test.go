@@ -42,6 +42,7 @@ var protected = []string{
 	subjects.ReplaysStream, subjects.EventsStream, subjects.LedgerStream, subjects.FailuresStream, subjects.AdvisoriesStream,
 	subjects.QuarantineStream, subjects.AuditStream,
 	"KV_" + subjects.IdempotencyBucket, "KV_" + subjects.AttemptsBucket, "KV_" + subjects.DrainsBucket,
+	"KV_" + subjects.ApprovalsBucket,
 }
 
 // deliveryTargets are subjects a push consumer, a snapshot or a mirror
@@ -104,7 +105,7 @@ func attacks() []attack {
 		add(attack{id: "H4", name: "forged ack on " + sc, publish: "$JS.ACK." + sc + ".1.1.1.1.0", allowed: []string{owner}})
 		add(attack{id: "H4", name: "forged v2 ack on " + sc, publish: "$JS.ACK.dom.hash." + sc + ".1.1.1.1.0.tok", allowed: []string{owner}})
 	}
-	for _, b := range []string{subjects.IdempotencyBucket, subjects.AttemptsBucket, subjects.DrainsBucket} {
+	for _, b := range []string{subjects.IdempotencyBucket, subjects.AttemptsBucket, subjects.DrainsBucket, subjects.ApprovalsBucket} {
 		add(attack{id: "H5", name: "write to bucket " + b, publish: "$KV." + b + ".pharmacy_forged", body: "forged",
 			allowed: writersOfBucket(b)})
 	}

@@ -27,6 +27,9 @@ var (
 	ErrMissingPayload = errors.New("record: corrected record without payload")
 	// ErrMissingDecision: a resolved record lacks its actor or reason.
 	ErrMissingDecision = errors.New("record: decision without actor or reason")
+	// ErrMissingSignature: an approved record lacks its signature, or a
+	// member of it, or names the requester as the approver.
+	ErrMissingSignature = errors.New("record: approval without a complete signature")
 )
 
 // State is the current state of one quarantined event, folded from its
@@ -80,6 +83,9 @@ type State struct {
 	// Resolution is the kind of the record that resolved the event
 	// (replayed, skipped_duplicate or resolved); "" until resolved.
 	Resolution Kind `json:"resolution,omitempty"`
+	// Signatures are the electronic signatures of the approved records,
+	// in chain order.
+	Signatures []Signature `json:"signatures,omitempty"`
 }
 
 // Redrivable reports whether the event may be replayed now: it is open and
@@ -265,6 +271,20 @@ func applyResolved(s *State, r Record) error {
 	if r.Actor == "" || r.Reason == "" {
 		return ErrMissingDecision
 	}
+	return nil
+}
+
+// applyApproved records the signature of a two-person approval.
+func applyApproved(s *State, r Record) error {
+	g := r.Signature
+	if g == nil || g.ApprovalID == "" || g.Action == "" || g.Requester == "" || g.Approver == "" ||
+		g.ApproverRole == "" || g.Meaning == "" || g.RequestedAt.IsZero() || g.SignedAt.IsZero() {
+		return ErrMissingSignature
+	}
+	if g.Approver == g.Requester {
+		return fmt.Errorf("%w: the approver is the requester", ErrMissingSignature)
+	}
+	s.Signatures = append(slices.Clip(s.Signatures), *g)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/deadletter/deadletter/shared/codes"
 )
@@ -24,20 +25,22 @@ var allowed = map[Status]map[Kind]Status{
 	StatusOpen: {
 		KindCorrected: StatusOpen, KindRedriveRequested: StatusRedriving, KindSkippedDuplicate: StatusResolved,
 		KindReplayFailed: StatusOpen, KindPoisoned: StatusPoison, KindResolved: StatusResolved,
+		KindApproved: StatusOpen,
 	},
 	StatusRedriving: {
 		KindReplayed: StatusResolved, KindSkippedDuplicate: StatusResolved, KindReplayFailed: StatusOpen,
-		KindPoisoned: StatusPoison, KindResolved: StatusResolved,
+		KindPoisoned: StatusPoison, KindResolved: StatusResolved, KindApproved: StatusRedriving,
 	},
 	StatusPoison: {
 		KindCorrected: StatusPoison, KindReleased: StatusOpen, KindResolved: StatusResolved,
+		KindApproved: StatusPoison,
 	},
 	StatusResolved: {},
 }
 
 var allKinds = []Kind{
 	KindQuarantined, KindCorrected, KindRedriveRequested, KindReplayed, KindSkippedDuplicate,
-	KindReplayFailed, KindPoisoned, KindReleased, KindResolved, "archived",
+	KindReplayFailed, KindPoisoned, KindReleased, KindResolved, KindApproved, "archived",
 }
 
 func TestFoldAllowedTransitions(t *testing.T) {
@@ -155,6 +158,26 @@ func TestFoldInvalidChains(t *testing.T) {
 			r.Class = ClassPoison
 			return []Record{first, r}
 		}, ErrInvalidClass, 1},
+		{"approved without signature", func() []Record {
+			r := follow(first, KindApproved)
+			r.Signature = nil
+			return []Record{first, r}
+		}, ErrMissingSignature, 1},
+		{"approved without meaning", func() []Record {
+			r := follow(first, KindApproved)
+			r.Signature.Meaning = ""
+			return []Record{first, r}
+		}, ErrMissingSignature, 1},
+		{"approved without signing time", func() []Record {
+			r := follow(first, KindApproved)
+			r.Signature.SignedAt = time.Time{}
+			return []Record{first, r}
+		}, ErrMissingSignature, 1},
+		{"approved by the requester", func() []Record {
+			r := follow(first, KindApproved)
+			r.Signature.Approver = r.Signature.Requester
+			return []Record{first, r}
+		}, ErrMissingSignature, 1},
 		{"released to class poison", func() []Record {
 			p := follow(first, KindPoisoned)
 			p, _ = sealOnly(t, p)
@@ -173,6 +196,26 @@ func TestFoldInvalidChains(t *testing.T) {
 				t.Errorf("Status %s Records %d, want invalid and %d", s.Status, s.Records, tt.records)
 			}
 		})
+	}
+}
+
+// TestFoldSignatures: the state lists the signatures of the approved
+// records in chain order, and an approval keeps the status it found.
+func TestFoldSignatures(t *testing.T) {
+	recs, _ := chain(t, ClassValidation,
+		step{kind: KindApproved},
+		step{kind: KindCorrected},
+		step{kind: KindApproved, mod: func(r *Record) { r.Signature.ApprovalID, r.Signature.Action = "appr-2", "release" }},
+	)
+	s, err := Fold(recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Status != StatusOpen || len(s.Signatures) != 2 || s.Signatures[0].ApprovalID != "appr-1" || s.Signatures[1].ApprovalID != "appr-2" {
+		t.Errorf("Status %s Signatures %+v", s.Status, s.Signatures)
+	}
+	if *recs[1].Signature != s.Signatures[0] {
+		t.Errorf("signature %+v, record's %+v", s.Signatures[0], *recs[1].Signature)
 	}
 }
 

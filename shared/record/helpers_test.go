@@ -154,6 +154,14 @@ func follow(prev Record, kind Kind) Record {
 		r.Actor, r.Reason = "carol", "handled by phone"
 	case KindRedriveRequested:
 		r.DrainID = "drain-1"
+	case KindApproved:
+		r.Actor, r.Reason = "dana", "reviewed the correction against the invoice"
+		r.Signature = &Signature{
+			ApprovalID: "appr-1", Action: "correct",
+			Requester: "alice", RequestedAt: r.QuarantinedAt.Add(-time.Hour),
+			Approver: "dana", ApproverRole: "approver", SignedAt: r.QuarantinedAt,
+			Meaning: "reviewed the correction against the invoice",
+		}
 	}
 	return r
 }

@@ -38,6 +38,11 @@ const (
 	KindReleased Kind = "released"
 	// KindResolved: a person closed the record without a replay.
 	KindResolved Kind = "resolved"
+	// KindApproved: a second person approved an action on the event (a
+	// two-person approval, package approval); the record carries the
+	// electronic signature (Signature) and keeps the status. It precedes
+	// the record of the approved action.
+	KindApproved Kind = "approved"
 )
 
 // Class is an event's failure class.
@@ -96,6 +101,7 @@ var kinds = map[Kind]kindRule{
 	KindPoisoned:         {[]Status{StatusRedriving, StatusOpen}, StatusPoison, applyPoisoned, "DLQ_POISON_ISOLATED"},
 	KindReleased:         {[]Status{StatusPoison}, StatusOpen, applyReleased, "DLQ_RELEASED"},
 	KindResolved:         {[]Status{StatusOpen, StatusRedriving, StatusPoison}, StatusResolved, applyResolved, "DLQ_RESOLVED"},
+	KindApproved:         {[]Status{StatusOpen, StatusRedriving, StatusPoison}, "", applyApproved, "DLQ_APPROVED"},
 }
 
 // UnknownKindEvent is the audit-log event of a record whose kind this

@@ -97,6 +97,9 @@ type Record struct {
 	// the event without waiting for earlier unresolved events of its
 	// ordering key (the operator waived per-key order).
 	IgnoreOrder bool `json:"ignore_order,omitempty"`
+	// Signature, on an approved record, is the approver's electronic
+	// signature of a two-person approval.
+	Signature *Signature `json:"signature,omitempty"`
 	// PrevHash is the AuditHash of the previous record of the chain ("" for
 	// the first record).
 	PrevHash string `json:"prev_hash"`
@@ -104,4 +107,26 @@ type Record struct {
 	// JSON of this record without audit_hash (see Seal and the package
 	// doc).
 	AuditHash string `json:"audit_hash"`
+}
+
+// Signature is the electronic signature of a two-person approval, as an
+// approved record seals it (21 CFR 11.50: the printed name of the signer,
+// the date and time of signing, and the meaning of the signature), with
+// the request it approves.
+type Signature struct {
+	// ApprovalID names the approval (bucket APPROVALS, and its actions in
+	// AUDIT); Action is what was approved ("correct", "release", ...).
+	ApprovalID string `json:"approval_id"`
+	Action     string `json:"action"`
+	// Requester and RequestedAt: who asked for the action, and when.
+	Requester   string    `json:"requester"`
+	RequestedAt time.Time `json:"requested_at"`
+	// Approver is the signer's user name (the name it authenticated
+	// with, again at signing) and ApproverRole its role.
+	Approver     string `json:"approver"`
+	ApproverRole string `json:"approver_role"`
+	// SignedAt is when the approver signed (UTC).
+	SignedAt time.Time `json:"signed_at"`
+	// Meaning is what the signature means, in the signer's words.
+	Meaning string `json:"meaning"`
 }

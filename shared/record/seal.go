@@ -173,6 +173,9 @@ func checkUTC(r Record) error {
 			return fmt.Errorf("%w: attempts[%d].at", ErrNotUTC, i)
 		}
 	}
+	if g := r.Signature; g != nil && (!isUTC(g.RequestedAt) || !isUTC(g.SignedAt)) {
+		return fmt.Errorf("%w: signature", ErrNotUTC)
+	}
 	return nil
 }
 

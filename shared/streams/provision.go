@@ -15,7 +15,8 @@ import (
 
 // EnsureCore creates, or checks, the streams and buckets every service
 // needs: REPLAYS, EVENTS (which sources REPLAYS, so it comes second),
-// LEDGER, FAILURES, ADVISORIES, IDEMPOTENCY, ATTEMPTS and DRAINS.
+// LEDGER, FAILURES, ADVISORIES, IDEMPOTENCY, ATTEMPTS, DRAINS and
+// APPROVALS.
 // It is idempotent: a second call with the same options changes nothing, and
 // an existing stream with an incompatible configuration yields an error
 // wrapping ErrIncompatible instead of being altered (except for settings a
@@ -38,7 +39,7 @@ func EnsureCore(ctx context.Context, js jetstream.JetStream, o Options) error {
 			return err
 		}
 	}
-	for _, cfg := range []jetstream.KeyValueConfig{Idempotency(o), Attempts(o), Drains(o)} {
+	for _, cfg := range []jetstream.KeyValueConfig{Idempotency(o), Attempts(o), Drains(o), Approvals(o)} {
 		if err := EnsureBucket(ctx, js, cfg); err != nil {
 			return err
 		}

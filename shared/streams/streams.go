@@ -256,6 +256,21 @@ func Drains(o Options) jetstream.KeyValueConfig {
 	}
 }
 
+// Approvals is the bucket of two-person approvals (package approval), one
+// key per approval id. Each decision is a compare-and-set on the key's
+// revision, so history 1 suffices: what was requested, signed or refused
+// is also written to AUDIT and, for a signature, sealed into the
+// quarantine chain.
+func Approvals(o Options) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      subjects.ApprovalsBucket,
+		Description: "deadletter two-person approvals",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+	}
+}
+
 // Idempotency is the bucket of commit states, one key per idempotency key.
 // Its stream allows atomic batches (AtomicBuckets): the validator marks a
 // batch of committed keys in one write.

@@ -27,7 +27,7 @@ func TestEnsureIsIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := map[string]time.Time{}
-	for _, name := range []string{subjects.ReplaysStream, subjects.EventsStream, subjects.LedgerStream, subjects.FailuresStream, subjects.AdvisoriesStream, subjects.QuarantineStream, subjects.AuditStream, "KV_" + subjects.IdempotencyBucket, "KV_" + subjects.AttemptsBucket, "KV_" + subjects.DrainsBucket} {
+	for _, name := range []string{subjects.ReplaysStream, subjects.EventsStream, subjects.LedgerStream, subjects.FailuresStream, subjects.AdvisoriesStream, subjects.QuarantineStream, subjects.AuditStream, "KV_" + subjects.IdempotencyBucket, "KV_" + subjects.AttemptsBucket, "KV_" + subjects.DrainsBucket, "KV_" + subjects.ApprovalsBucket} {
 		s, err := js.Stream(ctx, name)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)

@@ -36,6 +36,10 @@ const (
 	AuditStream = "AUDIT"
 	// DrainsBucket holds the durable state of the redriver's drains.
 	DrainsBucket = "DRAINS"
+	// ApprovalsBucket holds the two-person approvals (package approval),
+	// one key per approval: pending until a second person approves or
+	// rejects it, or it expires.
+	ApprovalsBucket = "APPROVALS"
 )
 
 // Consumer names.

@@ -56,7 +56,7 @@ func WantStreams(o streams.Options) Want {
 			streams.Replays(o), streams.Events(o), streams.Ledger(o), streams.Failures(o),
 			streams.Advisories(o), streams.Quarantine(o), streams.Audit(o),
 		},
-		Buckets: []jetstream.KeyValueConfig{streams.Idempotency(o), streams.Attempts(o), streams.Drains(o)},
+		Buckets: []jetstream.KeyValueConfig{streams.Idempotency(o), streams.Attempts(o), streams.Drains(o), streams.Approvals(o)},
 	}
 }
 

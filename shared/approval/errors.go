@@ -1,0 +1,84 @@
+package approval
+
+import (
+	"errors"
+
+	"github.com/deadletter/deadletter/shared/api"
+)
+
+// Errors of the package. Each is wrapped with detail that names fields and
+// ids, never values; Code maps them to the api error codes.
+var (
+	// ErrNotFound: no approval has that id.
+	ErrNotFound = errors.New("approval: no such approval")
+	// ErrExpired: the approval expired while pending.
+	ErrExpired = errors.New("approval: expired")
+	// ErrAlreadyDecided: the approval is not pending (approved, rejected,
+	// executed), or, for MarkExecuted, not approved.
+	ErrAlreadyDecided = errors.New("approval: already decided")
+	// ErrSelfApproval: the approver requested the action.
+	ErrSelfApproval = errors.New("approval: approving one's own request")
+	// ErrForbidden: the caller's role may not do this (approve or reject
+	// without the approver role, set the policy without the policy role).
+	ErrForbidden = errors.New("approval: role not allowed")
+	// ErrBadRequest: a required member is missing or invalid (the error
+	// says which).
+	ErrBadRequest = errors.New("approval: bad request")
+	// ErrReauthFailed: the signer's password did not authenticate him.
+	ErrReauthFailed = errors.New("approval: re-authentication failed")
+	// ErrConflict: the entry or the policy changed since it was read.
+	ErrConflict = errors.New("approval: changed concurrently")
+	// ErrUnavailable: a store or the server could not be reached.
+	ErrUnavailable = errors.New("approval: store unavailable")
+)
+
+// codes maps each sentinel to its api code.
+var codes = []struct {
+	err  error
+	code string
+}{
+	{ErrNotFound, api.ErrNotFound},
+	{ErrExpired, api.ErrExpired},
+	{ErrAlreadyDecided, api.ErrAlreadyDecided},
+	{ErrSelfApproval, api.ErrSelfApproval},
+	{ErrForbidden, api.ErrForbidden},
+	{ErrBadRequest, api.ErrBadRequest},
+	{ErrReauthFailed, api.ErrReauthFailed},
+	{ErrConflict, api.ErrConflict},
+	{ErrUnavailable, api.ErrUnavailable},
+}
+
+// Code returns the api error code of err (api.ErrInternal for an error of
+// no sentinel of the package).
+func Code(err error) string {
+	for _, c := range codes {
+		if errors.Is(err, c.err) {
+			return c.code
+		}
+	}
+	return api.ErrInternal
+}
+
+// APIError returns err as the *api.Error an endpoint replies with: its
+// code, message (the messages of this package name no values) and, for a
+// bad request, the offending member; nil for nil.
+func APIError(err error) error {
+	if err == nil {
+		return nil
+	}
+	e := api.Wrap(Code(err), err, err.Error())
+	var f *fieldError
+	if errors.As(err, &f) {
+		e.Field = f.field
+	}
+	return e
+}
+
+// fieldError is an ErrBadRequest naming the request member at fault.
+type fieldError struct{ field, msg string }
+
+func (e *fieldError) Error() string { return ErrBadRequest.Error() + ": " + e.field + ": " + e.msg }
+func (e *fieldError) Unwrap() error { return ErrBadRequest }
+
+// badField returns an ErrBadRequest naming field.
+func badField(field, msg string) error { return &fieldError{field: field, msg: msg} }

@@ -1,0 +1,442 @@
+package approval
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/shared/access"
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/streams"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// MaxList is the most approvals List returns (and its default).
+const MaxList = 1000
+
+// The APPROVALS bucket's stream and key subjects: List reads the bucket
+// with direct gets on its stream (kv.ListKeys would create a consumer, a
+// right the redriver does not have).
+const (
+	approvalsStream = "KV_" + subjects.ApprovalsBucket
+	approvalsPrefix = "$KV." + subjects.ApprovalsBucket + "."
+	kvOperation     = "KV-Operation"
+)
+
+// auditObject is the AUDIT object kind of an approval's actions.
+const auditObject = "approval"
+
+// Audit actions of an approval (api.AuditAction.Action).
+const (
+	AuditRequested = "requested"
+	AuditApproved  = "approved"
+	AuditRejected  = "rejected"
+	AuditExecuted  = "executed"
+)
+
+// Store keeps the approvals in the APPROVALS bucket and writes each
+// transition to AUDIT. It needs a connection that may write APPROVALS and
+// publish audit.actions.> (the redriver's).
+type Store struct {
+	js     jetstream.JetStream
+	kv     jetstream.KeyValue
+	reauth Reauthenticator
+	now    func() time.Time
+	log    *slog.Logger
+}
+
+// Config configures a Store.
+type Config struct {
+	// Reauth checks a signer's password at signing (required).
+	Reauth Reauthenticator
+	// Logger receives ids and statuses only (nil: discard).
+	Logger *slog.Logger
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// Open binds the APPROVALS bucket (provisioned by streams.EnsureCore).
+func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error) {
+	if cfg.Reauth == nil {
+		return nil, errors.New("approval: a Reauthenticator is required")
+	}
+	kv, err := js.KeyValue(ctx, subjects.ApprovalsBucket)
+	if err != nil {
+		return nil, fmt.Errorf("%w: bucket %s: %w", ErrUnavailable, subjects.ApprovalsBucket, err)
+	}
+	s := &Store{js: js, kv: kv, reauth: cfg.Reauth, now: cfg.Now, log: cfg.Logger}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	return s, nil
+}
+
+// Request is an action to hold for approval (Store.Create).
+type Request struct {
+	// Action is one of the api.Action* constants; DLQID and Domain the
+	// event it acts on (empty for a drain); ChainRecords the number of
+	// records of its chain when the action was asked for.
+	Action       string
+	DLQID        string
+	Domain       string
+	ChainRecords int
+	// Body is the request to execute once approved (a JSON value).
+	Body json.RawMessage
+	// Requester asked for it, for Reason.
+	Requester access.Identity
+	Reason    string
+	// Decision is Needs' answer (its reasons and diff are kept).
+	Decision Decision
+}
+
+// Create stores a pending approval of req, expiring after p's pending TTL,
+// and writes its request to AUDIT.
+func (s *Store) Create(ctx context.Context, req Request, p Policy) (api.Approval, error) {
+	switch {
+	case !slices.Contains(Actions(), req.Action):
+		return api.Approval{}, badField("action", "must be one of "+strings.Join(Actions(), ", "))
+	case req.Requester.User == "":
+		return api.Approval{}, fmt.Errorf("%w: no requester", ErrForbidden)
+	case len(req.Body) == 0 || !json.Valid(req.Body):
+		return api.Approval{}, badField("request", "must be a JSON value")
+	case req.ChainRecords < 0:
+		return api.Approval{}, badField("chain_records", "must not be negative")
+	}
+	ttl, err := PendingTTL(p)
+	if err != nil {
+		return api.Approval{}, err
+	}
+	now := s.now().UTC()
+	id, err := newID(now)
+	if err != nil {
+		return api.Approval{}, err
+	}
+	a := api.Approval{
+		ID: id, Action: req.Action, DLQID: req.DLQID, Domain: req.Domain, Status: api.ApprovalPending,
+		Request: req.Body, Reasons: req.Decision.Reasons, Diff: req.Decision.Diff, DiffFields: req.Decision.DiffFields(),
+		Requester: req.Requester.User, RequesterRole: string(req.Requester.Role), RequestedAt: now, Reason: req.Reason,
+		ExpiresAt: now.Add(ttl), ChainRecords: req.ChainRecords,
+	}
+	if len(a.DiffFields) == 0 {
+		a.DiffFields = nil
+	}
+	b, err := json.Marshal(a)
+	if err != nil {
+		return api.Approval{}, fmt.Errorf("approval: encode: %w", err)
+	}
+	rev, err := s.kv.Create(ctx, id, b)
+	if err != nil {
+		return api.Approval{}, fmt.Errorf("%w: create %s: %w", ErrUnavailable, id, err)
+	}
+	a.Revision = rev
+	s.log.InfoContext(ctx, "approval requested", "approval", a)
+	return a, s.Audit(ctx, a, AuditRequested)
+}
+
+// newID returns a new approval id: "appr-<UTC time>-<64 random bits>".
+func newID(now time.Time) (string, error) {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("approval: id: %w", err)
+	}
+	return "appr-" + now.Format("20060102T150405") + "-" + hex.EncodeToString(b), nil
+}
+
+// validID reports whether id could name an approval (a key of the bucket
+// and a subject token).
+func validID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// Get returns the approval id (with Status expired for a pending one past
+// its expiry).
+func (s *Store) Get(ctx context.Context, id string) (api.Approval, error) {
+	a, err := s.get(ctx, id)
+	if err != nil {
+		return api.Approval{}, err
+	}
+	return s.view(a), nil
+}
+
+// get reads the approval id as stored (Revision set).
+func (s *Store) get(ctx context.Context, id string) (api.Approval, error) {
+	if !validID(id) {
+		return api.Approval{}, badField("id", "is not an approval id")
+	}
+	e, err := s.kv.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return api.Approval{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return api.Approval{}, fmt.Errorf("%w: read %s: %w", ErrUnavailable, id, err)
+	}
+	var a api.Approval
+	if err := json.Unmarshal(e.Value(), &a); err != nil {
+		return api.Approval{}, fmt.Errorf("approval %s does not decode: %w", id, err)
+	}
+	a.Revision = e.Revision()
+	return a, nil
+}
+
+// view is a stored approval as shown: a pending one past its expiry is
+// expired.
+func (s *Store) view(a api.Approval) api.Approval {
+	if a.Status == api.ApprovalPending && !s.now().Before(a.ExpiresAt) {
+		a.Status = api.ApprovalExpired
+	}
+	return a
+}
+
+// List returns the approvals of status ("" for all), pending first (oldest
+// first, the next to expire), then the others newest first, at most limit
+// (0 or above MaxList: MaxList).
+func (s *Store) List(ctx context.Context, status string, limit int) (api.ApprovalListReply, error) {
+	switch status {
+	case "", api.ApprovalPending, api.ApprovalApproved, api.ApprovalExecuted, api.ApprovalRejected, api.ApprovalExpired:
+	default:
+		return api.ApprovalListReply{}, badField("status", "is not an approval status")
+	}
+	if limit <= 0 || limit > MaxList {
+		limit = MaxList
+	}
+	last := map[string]api.Approval{}
+	err := streams.DirectGetAll(ctx, s.js, approvalsStream,
+		streams.DirectRequest{Seq: 1, NextFor: approvalsPrefix + ">", Batch: 256}, func(m *jetstream.RawStreamMsg) error {
+			key, ok := strings.CutPrefix(m.Subject, approvalsPrefix)
+			if !ok {
+				return nil
+			}
+			if m.Header.Get(kvOperation) != "" {
+				delete(last, key) // a delete or purge marker
+				return nil
+			}
+			var a api.Approval
+			if err := json.Unmarshal(m.Data, &a); err != nil {
+				s.log.WarnContext(ctx, "approval does not decode", "approval_id", key)
+				return nil
+			}
+			a.Revision = m.Sequence
+			last[key] = s.view(a)
+			return nil
+		})
+	if err != nil {
+		return api.ApprovalListReply{}, fmt.Errorf("%w: list approvals: %w", ErrUnavailable, err)
+	}
+	var out []api.Approval
+	for _, a := range last {
+		if status == "" || a.Status == status {
+			out = append(out, a)
+		}
+	}
+	slices.SortFunc(out, func(a, b api.Approval) int {
+		ap, bp := a.Status == api.ApprovalPending, b.Status == api.ApprovalPending
+		switch {
+		case ap && !bp:
+			return -1
+		case bp && !ap:
+			return 1
+		case ap:
+			return cmp.Or(a.RequestedAt.Compare(b.RequestedAt), strings.Compare(a.ID, b.ID))
+		}
+		return cmp.Or(b.RequestedAt.Compare(a.RequestedAt), strings.Compare(b.ID, a.ID))
+	})
+	rep := api.ApprovalListReply{Approvals: out}
+	if len(out) > limit {
+		rep.Approvals, rep.Truncated = out[:limit], true
+	}
+	if rep.Approvals == nil {
+		rep.Approvals = []api.Approval{}
+	}
+	return rep, nil
+}
+
+// pending reads approval id and requires it to be pending and unexpired.
+func (s *Store) pending(ctx context.Context, id string) (api.Approval, error) {
+	a, err := s.get(ctx, id)
+	if err != nil {
+		return api.Approval{}, err
+	}
+	if a.Status != api.ApprovalPending {
+		return api.Approval{}, fmt.Errorf("%w: %s is %s", ErrAlreadyDecided, id, a.Status)
+	}
+	if !s.now().Before(a.ExpiresAt) {
+		return api.Approval{}, fmt.Errorf("%w: %s expired at %s", ErrExpired, id, a.ExpiresAt.Format(time.RFC3339))
+	}
+	return a, nil
+}
+
+// Approve signs approval id as approver, with the signature's meaning:
+// approver must have the approver role, not be the requester, and
+// re-authenticate with password (checked by the Reauthenticator, then
+// forgotten). The approval must be pending and unexpired. The signature is
+// a compare-and-set on the entry's revision: of two approvers, or of one
+// approver's retries, exactly one call succeeds; the others get
+// ErrAlreadyDecided. Only the caller that gets the approval back executes
+// the action (see the package doc). The signature is then written to
+// AUDIT; an error doing so is returned with the approval, which stands.
+func (s *Store) Approve(ctx context.Context, id string, approver access.Identity, meaning string, password api.Password) (api.Approval, error) {
+	if strings.TrimSpace(meaning) == "" {
+		return api.Approval{}, badField("meaning", "is required: what the signature means")
+	}
+	if approver.Role != access.RoleApprover {
+		return api.Approval{}, fmt.Errorf("%w: approving takes the %s role", ErrForbidden, access.RoleApprover)
+	}
+	a, err := s.pending(ctx, id)
+	if err != nil {
+		return api.Approval{}, err
+	}
+	if approver.User == a.Requester {
+		return api.Approval{}, fmt.Errorf("%w: %s requested %s", ErrSelfApproval, approver.User, id)
+	}
+	if password == "" {
+		return api.Approval{}, badField("password", "is required: signing re-authenticates the signer")
+	}
+	if err := s.reauth.Reauthenticate(ctx, approver.User, password); err != nil {
+		s.log.WarnContext(ctx, "approval signature refused", "approval_id", id, "user", approver.User, "code", Code(err))
+		return api.Approval{}, err
+	}
+	now := s.now().UTC()
+	a.Status, a.Decider, a.DecidedAt, a.Meaning = api.ApprovalApproved, approver.User, &now, meaning
+	if a, err = s.update(ctx, a); err != nil {
+		return api.Approval{}, err
+	}
+	s.log.InfoContext(ctx, "approval signed", "approval", a, "approver", approver.User)
+	return a, s.Audit(ctx, a, AuditApproved)
+}
+
+// Reject refuses approval id as decider (approver role), for reason. The
+// approval must be pending and unexpired; it is never executed.
+func (s *Store) Reject(ctx context.Context, id string, decider access.Identity, reason string) (api.Approval, error) {
+	if strings.TrimSpace(reason) == "" {
+		return api.Approval{}, badField("meaning", "is required: why the request is rejected")
+	}
+	if decider.Role != access.RoleApprover {
+		return api.Approval{}, fmt.Errorf("%w: rejecting takes the %s role", ErrForbidden, access.RoleApprover)
+	}
+	a, err := s.pending(ctx, id)
+	if err != nil {
+		return api.Approval{}, err
+	}
+	now := s.now().UTC()
+	a.Status, a.Decider, a.DecidedAt, a.Meaning = api.ApprovalRejected, decider.User, &now, reason
+	if a, err = s.update(ctx, a); err != nil {
+		return api.Approval{}, err
+	}
+	s.log.InfoContext(ctx, "approval rejected", "approval", a, "decider", decider.User)
+	return a, s.Audit(ctx, a, AuditRejected)
+}
+
+// MarkExecuted records that the approved action of approval id was
+// executed, with its outcome (an api outcome or error code): an approved
+// approval becomes executed, once (ErrAlreadyDecided otherwise).
+func (s *Store) MarkExecuted(ctx context.Context, id, outcome string) (api.Approval, error) {
+	a, err := s.get(ctx, id)
+	if err != nil {
+		return api.Approval{}, err
+	}
+	if a.Status != api.ApprovalApproved {
+		return api.Approval{}, fmt.Errorf("%w: %s is %s, not approved", ErrAlreadyDecided, id, a.Status)
+	}
+	now := s.now().UTC()
+	a.Status, a.ExecutedAt, a.Outcome = api.ApprovalExecuted, &now, outcome
+	if a, err = s.update(ctx, a); err != nil {
+		return api.Approval{}, err
+	}
+	return a, s.Audit(ctx, a, AuditExecuted)
+}
+
+// update stores a at its revision (compare-and-set). A refused write is
+// ErrAlreadyDecided when the stored approval is no longer in a's previous
+// state (someone decided first), else ErrConflict.
+func (s *Store) update(ctx context.Context, a api.Approval) (api.Approval, error) {
+	rev := a.Revision
+	a.Revision = 0
+	b, err := json.Marshal(a)
+	if err != nil {
+		return api.Approval{}, fmt.Errorf("approval: encode: %w", err)
+	}
+	next, err := s.kv.Update(ctx, a.ID, b, rev)
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+		cur, gerr := s.get(ctx, a.ID)
+		if gerr == nil && cur.Revision != rev {
+			return api.Approval{}, fmt.Errorf("%w: %s changed to %s meanwhile", ErrAlreadyDecided, a.ID, cur.Status)
+		}
+		return api.Approval{}, fmt.Errorf("%w: %s", ErrConflict, a.ID)
+	}
+	if err != nil {
+		return api.Approval{}, fmt.Errorf("%w: update %s: %w", ErrUnavailable, a.ID, err)
+	}
+	a.Revision = next
+	return a, nil
+}
+
+// Audit writes approval a's action (AuditRequested, ...) to AUDIT, on
+// subjects.AuditAction("approval", id), with the facts of the action and
+// no request body or diff value. It is idempotent within AUDIT's
+// de-duplication window (the message id is the approval's id and action),
+// so a caller may retry it.
+func (s *Store) Audit(ctx context.Context, a api.Approval, action string) error {
+	detail, err := json.Marshal(auditDetail{
+		Action: a.Action, DLQID: a.DLQID, Domain: a.Domain, Requester: a.Requester, RequestedAt: a.RequestedAt,
+		ExpiresAt: a.ExpiresAt, Reasons: a.Reasons, DiffFields: a.DiffFields, Outcome: a.Outcome,
+	})
+	if err != nil {
+		return fmt.Errorf("approval: encode audit: %w", err)
+	}
+	act := api.AuditAction{Action: action, Object: auditObject, ObjectID: a.ID, Actor: a.Requester, Role: a.RequesterRole,
+		At: a.RequestedAt, Reason: a.Reason, Detail: detail}
+	switch action {
+	case AuditApproved, AuditRejected:
+		act.Actor, act.Role, act.At, act.Reason = a.Decider, string(access.RoleApprover), *a.DecidedAt, a.Meaning
+	case AuditExecuted:
+		act.Actor, act.Role, act.At, act.Reason = access.Redriver, "", *a.ExecutedAt, ""
+	}
+	b, err := json.Marshal(act)
+	if err != nil {
+		return fmt.Errorf("approval: encode audit: %w", err)
+	}
+	m := nats.NewMsg(subjects.AuditAction(auditObject, a.ID))
+	m.Data = b
+	m.Header.Set(envelope.MsgID, a.ID+"-"+action)
+	if _, err := s.js.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("%w: audit %s of %s: %w", ErrUnavailable, action, a.ID, err)
+	}
+	return nil
+}
+
+// auditDetail is the Detail of an approval's audit action: ids, names,
+// times and rule names, never a value of the request or of the diff.
+type auditDetail struct {
+	Action      string    `json:"action"`
+	DLQID       string    `json:"dlq_id,omitempty"`
+	Domain      string    `json:"domain,omitempty"`
+	Requester   string    `json:"requester"`
+	RequestedAt time.Time `json:"requested_at"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	Reasons     []string  `json:"reasons,omitempty"`
+	DiffFields  []string  `json:"diff_fields,omitempty"`
+	Outcome     string    `json:"outcome,omitempty"`
+}
