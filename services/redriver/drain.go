@@ -300,7 +300,10 @@ func (s *Service) drainOnce(d *drainRun, resumed bool) error {
 	limiter := s.limiterOf(d.req)
 	workers := s.concurrencyOf(d.req)
 	if len(d.req.Ramp) > 0 && limiter != nil {
-		go ramp(d.stopCtx, limiter, d.req.Ramp, rampHold(d.req), s.finalRate(d.req))
+		// The ramp ends with the drain, however it ends.
+		rctx, rcancel := context.WithCancel(d.stopCtx)
+		defer rcancel()
+		go ramp(rctx, limiter, d.req.Ramp, rampHold(d.req), s.finalRate(d.req))
 	}
 	// The canary's lanes (by their first index): whether their head was
 	// resolved (the rest of the lane may go on).

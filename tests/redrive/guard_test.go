@@ -303,6 +303,16 @@ func TestDrainGuardBadRequests(t *testing.T) {
 	e.startRedriver(t, redriverConfig())
 	done := e.startDrain(t, api.DrainStartRequest{})
 	e.waitDrain(t, done, 30*time.Second)
+	var slow []event
+	for i := range 5 {
+		slow = append(slow, e.pharmacyEvent(t, 9100+i))
+	}
+	e.seedExhausted(t, slow)
+	running := e.startDrain(t, api.DrainStartRequest{RatePerSecond: ptr(0.2)})
+	t.Cleanup(func() {
+		var st api.DrainState
+		e.requestJSON(t, api.DrainCancel, api.DrainIDRequest{DrainID: running}, &st)
+	})
 	for _, tc := range []struct {
 		name, subject, body, code string
 	}{
@@ -316,6 +326,7 @@ func TestDrainGuardBadRequests(t *testing.T) {
 		{"descending ramp", api.DrainStart, `{"ramp":[5,1],"ramp_hold_seconds":1}`, api.ErrBadRequest},
 		{"hold without ramp", api.DrainStart, `{"ramp_hold_seconds":1}`, api.ErrBadRequest},
 		{"resume of a completed drain", api.DrainResume, `{"drain_id":"` + done + `"}`, api.ErrInvalidTransition},
+		{"resume of a running drain", api.DrainResume, `{"drain_id":"` + running + `"}`, api.ErrInvalidTransition},
 		{"resume of no drain", api.DrainResume, `{"drain_id":"drain-nope"}`, api.ErrNotFound},
 		{"resume without id", api.DrainResume, `{}`, api.ErrBadRequest},
 		{"resume with unknown field", api.DrainResume, `{"drain_id":"` + done + `","force":true}`, api.ErrBadRequest},
