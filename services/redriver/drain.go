@@ -325,10 +325,12 @@ func (s *Service) drainOnce(d *drainRun, resumed bool) error {
 			}
 		}()
 	}
+dispatch:
 	for lo := 0; lo < len(sel.items); {
 		hi := sel.laneEnd(lo)
 		w := laneWork{items: sel.items[lo:hi]}
 		if ok, ran := canary[lo]; ran {
+			// The canary replayed the lane's head.
 			w.items, w.held = w.items[1:], !ok
 		}
 		lo = hi
@@ -337,10 +339,9 @@ func (s *Service) drainOnce(d *drainRun, resumed bool) error {
 		}
 		select {
 		case lanes <- w:
-			continue
 		case <-d.stopCtx.Done():
+			break dispatch
 		}
-		break
 	}
 	close(lanes)
 	wg.Wait()

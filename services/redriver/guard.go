@@ -3,7 +3,7 @@ package redriver
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"maps"
 	"math"
 	"sort"
@@ -298,4 +298,4 @@ func (s *Service) finalRate(req api.DrainStartRequest) rate.Limit {
 }
 
 // errNotPaused: drain.resume of a drain that is not paused.
-var errNotPaused = fmt.Errorf("redriver: the drain is not paused")
+var errNotPaused = errors.New("redriver: the drain is not paused")
