@@ -190,6 +190,7 @@ func personEvent(action string, who access.Identity, reason string) api.DrainEve
 // resolved (its lane may go on), and whether the drain goes on: false when
 // it paused (the re-failure rate above the max) or was stopped.
 func (s *Service) runCanary(d *drainRun, sel *selection, picks []int, limiter *rate.Limiter, workers int) (map[int]bool, bool) {
+	began := time.Now()
 	resolved := make(map[int]bool, len(picks))
 	var mu sync.Mutex
 	var fig api.WindowFigures
@@ -240,7 +241,7 @@ func (s *Service) runCanary(d *drainRun, sel *selection, picks []int, limiter *r
 	}
 	d.setStatus(func(st *api.DrainState) { st.CanaryDone = true })
 	s.log.Info("DRAIN_CANARY", "drain_id", d.id, "picked", len(picks), "outcomes", fig.Outcomes, "failures", fig.Failures,
-		"rate", fig.Rate, "max_rate", maxRate, "codes", codeList(codes))
+		"rate", fig.Rate, "max_rate", maxRate, "codes", codeList(codes), "took_ms", time.Since(began).Milliseconds())
 	if fig.Outcomes > 0 && fig.Rate > maxRate {
 		s.pause(d, api.PauseCanary, fig, codes)
 		return resolved, false

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"runtime"
@@ -42,7 +43,7 @@ func runCanary(n, concurrency, canary, rounds int, syncAlways bool) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(exe, "-child", srv.ClientURL(), "-concurrency", strconv.Itoa(concurrency))
+	cmd := exec.Command(exe, "-child", srv.ClientURL(), "-concurrency", strconv.Itoa(concurrency), "-child-log-canary")
 	benchenv.DieWithParent(cmd)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -101,6 +102,25 @@ func runCanary(n, concurrency, canary, rounds int, syncAlways bool) error {
 	}
 	figure("drain_canary_added", float64(md.Milliseconds()), "ms")
 	return nil
+}
+
+// canaryLines is a log handler passing on only the redriver's DRAIN_CANARY
+// lines (the canary's figures and how long it took).
+type canaryLines struct{ slog.Handler }
+
+func (h canaryLines) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message != "DRAIN_CANARY" {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h canaryLines) WithAttrs(as []slog.Attr) slog.Handler {
+	return canaryLines{h.Handler.WithAttrs(as)}
+}
+
+func (h canaryLines) WithGroup(name string) slog.Handler {
+	return canaryLines{h.Handler.WithGroup(name)}
 }
 
 // drainToEnd starts a drain and polls it until it ends.

@@ -25,6 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -66,10 +67,15 @@ func main() {
 	floorDirect := flag.Bool("floor-direct", false, "with -floor: the drainer writes its chain records itself instead of through a writer standing for the quarantiner (which the WORM rules forbid; a reference)")
 	canary := flag.Int("canary", 0, "measure a drain with this canary against one without, interleaved over -rounds rounds of n fresh records each")
 	rounds := flag.Int("rounds", 5, "with -canary: rounds")
+	childLogCanary := flag.Bool("child-log-canary", false, "internal: the child redriver logs its DRAIN_CANARY lines to stderr")
 	flag.Parse()
 	if *child != "" {
 		runner.TuneGC(redriver.GCPercent) // as the redriver's own process does
-		if err := runChild(*child, *concurrency, *redriverProfile); err != nil {
+		var logger *slog.Logger
+		if *childLogCanary {
+			logger = slog.New(canaryLines{slog.NewTextHandler(os.Stderr, nil)})
+		}
+		if err := runChild(*child, *concurrency, *redriverProfile, logger); err != nil {
 			log.Fatal(err)
 		}
 		return
@@ -97,7 +103,7 @@ func main() {
 
 // runChild runs one redriver until interrupted, profiling it to profile
 // when set.
-func runChild(url string, concurrency int, profile string) error {
+func runChild(url string, concurrency int, profile string, logger *slog.Logger) error {
 	nc, err := nats.Connect(url, nats.Name("bench-redriver"))
 	if err != nil {
 		return err
@@ -113,7 +119,7 @@ func runChild(url string, concurrency int, profile string) error {
 	cfg.AllowAnonymous = true // a server without accounts: no caller to attach
 	cfg.InstanceID = "bench-redriver"
 	cfg.MaxConcurrency = max(cfg.MaxConcurrency, concurrency)
-	r, err := redriver.New(nc, cfg, nil)
+	r, err := redriver.New(nc, cfg, logger)
 	if err != nil {
 		return err
 	}
