@@ -44,6 +44,10 @@ func TestUsage(t *testing.T) {
 		{"negative rate", []string{"drain", "--rate", "-1"}, 2, "--rate must not be negative"},
 		{"bad rate", []string{"drain", "--rate", "fast"}, 2, "invalid argument"},
 		{"detach and dry run", []string{"drain", "--detach", "--dry-run"}, 2, "exclude each other"},
+		{"negative canary", []string{"drain", "--canary", "-1"}, 2, "--canary must not be negative"},
+		{"max failure rate above 1", []string{"drain", "--max-failure-rate", "1.5"}, 2, "--max-failure-rate must be in [0, 1]"},
+		{"ramp without hold", []string{"drain", "--ramp", "1,5"}, 2, "--ramp needs --ramp-hold"},
+		{"resume without id", []string{"drain", "resume"}, 2, "DRAIN-ID"},
 		{"bad progress", []string{"drain", "--progress", "fancy"}, 2, "--progress must be one of"},
 		{"drain extra argument", []string{"drain", "now"}, 2, `unknown command "now"`},
 		{"release without reason", []string{"release", "pharmacy_x"}, 2, "release needs --reason"},
@@ -418,6 +422,14 @@ func TestDrain(t *testing.T) {
 		if rep.Plan == nil || rep.Plan.Selected != n || rep.Plan.ByCode["DOWNSTREAM_UNAVAILABLE"] != n || rep.DrainID != "" {
 			t.Errorf("plan: %+v %+v", rep, rep.Plan)
 		}
+		e.jsonOf(t, &rep, "drain", "--domain", "pharmacy", "--dry-run", "--canary", "3")
+		if rep.Plan == nil || len(rep.Plan.Canary) != 3 || rep.Plan.Canary[0].Code != "DOWNSTREAM_UNAVAILABLE" {
+			t.Errorf("canary plan: %+v", rep.Plan)
+		}
+		if out := e.ok(t, "drain", "--domain", "pharmacy", "--dry-run", "--canary", "3").stdout; !strings.Contains(out, "CANARY") ||
+			!strings.Contains(out, rep.Plan.Canary[0].DLQID) {
+			t.Errorf("canary plan:\n%s", out)
+		}
 	})
 
 	lineRe := regexp.MustCompile(`^drain-\S+ (selecting|running|completed) \d+/\d+ \d+% \d+\.\d/s replayed=\d+ skipped=\d+ failed=\d+ poisoned=\d+( held=\d+)?( pending=\d+)?( errors=\d+)? eta \S+$`)
@@ -495,6 +507,10 @@ func TestDrain(t *testing.T) {
 		r := e.dlqctl(t, "", "drain", "cancel", first)
 		if r.code != 1 || !strings.Contains(r.stderr, "drain.cancel refused: INVALID_TRANSITION") {
 			t.Errorf("cancel of a completed drain: %s", r)
+		}
+		r = e.dlqctl(t, "", "drain", "resume", first, "--reason", "again")
+		if r.code != 1 || !strings.Contains(r.stderr, "drain.resume refused: INVALID_TRANSITION") {
+			t.Errorf("resume of a completed drain: %s", r)
 		}
 		out := e.ok(t, "drain", "ls").stdout
 		if !strings.Contains(out, first) || !strings.Contains(out, "2 drains") || strings.Contains(out, "mallory") {

@@ -40,6 +40,11 @@ type drainRun struct {
 	userCancelled atomic.Bool
 	// lost is set when another instance took the drain over.
 	lost atomic.Bool
+	// paused is set when the canary or the failure window paused the
+	// drain (it stops dispatching and ends paused).
+	paused atomic.Bool
+	// window is the drain's failure window (nil: no failure guard).
+	window *failureWindow
 
 	mu     sync.Mutex
 	stored api.DrainState // status fields not held in atomics
@@ -77,7 +82,8 @@ func validDrainID(id string) bool {
 // newRun prepares the runtime of a stored drain status.
 func (s *Service) newRun(st api.DrainState, rev uint64) *drainRun {
 	ctx, cancel := context.WithCancel(s.runCtx)
-	d := &drainRun{id: st.DrainID, req: st.Request, ctx: ctx, cancel: cancel, done: make(chan struct{}), stored: st, rev: rev}
+	d := &drainRun{id: st.DrainID, req: st.Request, ctx: ctx, cancel: cancel, done: make(chan struct{}), stored: st, rev: rev,
+		window: newFailureWindow(st.Request)}
 	d.stopCtx, d.stop = context.WithCancel(ctx)
 	c := st.DrainCounts
 	d.selected.Store(int64(c.Selected))
@@ -220,6 +226,8 @@ func (s *Service) execute(d *drainRun, resumed bool) {
 	switch {
 	case d.userCancelled.Load():
 		final = api.DrainCancelled
+	case d.paused.Load():
+		// Paused: it stays so in DRAINS until drain.resume or cancel.
 	case d.ctx.Err() != nil:
 		// Shutting down: the drain stays running in DRAINS and is resumed.
 	case err != nil:
@@ -291,28 +299,60 @@ func (s *Service) drainOnce(d *drainRun, resumed bool) error {
 
 	limiter := s.limiterOf(d.req)
 	workers := s.concurrencyOf(d.req)
-	lanes := make(chan []item)
+	if len(d.req.Ramp) > 0 && limiter != nil {
+		// The ramp ends with the drain, however it ends.
+		rctx, rcancel := context.WithCancel(d.stopCtx)
+		defer rcancel()
+		go ramp(rctx, limiter, d.req.Ramp, rampHold(d.req), s.finalRate(d.req))
+	}
+	// The canary's lanes (by their first index): whether their head was
+	// resolved (the rest of the lane may go on).
+	var canary map[int]bool
+	if d.req.Canary > 0 && !d.snapshot().CanaryDone {
+		var goOn bool
+		if canary, goOn = s.runCanary(d, sel, sel.canary(d.req.Canary), limiter, workers); !goOn {
+			return nil
+		}
+	}
+	lanes := make(chan laneWork)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for lane := range lanes {
-				s.runLane(d, sel, lane, limiter)
+			for w := range lanes {
+				s.runLane(d, sel, w.items, limiter, w.held)
 			}
 		}()
 	}
-	sel.lanes(func(lane []item) bool {
-		select {
-		case lanes <- lane:
-			return true
-		case <-d.stopCtx.Done():
-			return false
+dispatch:
+	for lo := 0; lo < len(sel.items); {
+		hi := sel.laneEnd(lo)
+		w := laneWork{items: sel.items[lo:hi]}
+		if ok, ran := canary[lo]; ran {
+			// The canary replayed the lane's head.
+			w.items, w.held = w.items[1:], !ok
 		}
-	})
+		lo = hi
+		if len(w.items) == 0 {
+			continue
+		}
+		select {
+		case lanes <- w:
+		case <-d.stopCtx.Done():
+			break dispatch
+		}
+	}
 	close(lanes)
 	wg.Wait()
 	return nil
+}
+
+// laneWork is a lane to run: its events, and whether they are held from
+// the start (the canary's replay of the lane's head did not resolve it).
+type laneWork struct {
+	items []item
+	held  bool
 }
 
 // resumeFromChains sets a resumed drain's counters from what the chains
@@ -360,6 +400,11 @@ func (s *Service) limiterOf(req api.DrainStartRequest) *rate.Limiter {
 	if req.RatePerSecond != nil {
 		r = *req.RatePerSecond
 	}
+	if len(req.Ramp) > 0 {
+		// The ramp's first step (or the drain's rate, when lower); ramp
+		// raises it.
+		return rate.NewLimiter(min(rate.Limit(req.Ramp[0]), s.finalRate(req)), max(1, req.Burst))
+	}
 	if r <= 0 || math.IsInf(r, 1) {
 		return nil
 	}
@@ -377,9 +422,8 @@ func (s *Service) concurrencyOf(req api.DrainStartRequest) int {
 // runLane replays one ordered lane: in event-time order, each replay waiting
 // for the previous one's outcome. Once an event of the lane is unresolved
 // (an unselected earlier event, a failed or pending replay), the rest of the
-// lane is held.
-func (s *Service) runLane(d *drainRun, sel *selection, lane []item, limiter *rate.Limiter) {
-	held := false
+// lane is held (from the start when held is set).
+func (s *Service) runLane(d *drainRun, sel *selection, lane []item, limiter *rate.Limiter, held bool) {
 	var blocker *item // the unselected event holding the lane, if any
 	for i, it := range lane {
 		if d.stopCtx.Err() != nil {
@@ -400,35 +444,49 @@ func (s *Service) runLane(d *drainRun, sel *selection, lane []item, limiter *rat
 			s.metrics.outcomes.WithLabelValues("held").Inc()
 			continue
 		}
-		dom, id := sel.idOf(it)
-		n := d.inFlight.Add(1)
-		for {
-			m := d.maxInFlight.Load()
-			if n <= m || d.maxInFlight.CompareAndSwap(m, n) {
-				break
-			}
-		}
-		s.metrics.inFlight.Inc()
-		res := s.replayRetrying(d, dom, id, replayOpts{
-			drainID: d.id, includeValidation: d.req.Filter.IncludeValidation, ignoreOrder: d.req.IgnoreOrder,
-			actor: d.req.Actor, reason: d.req.Reason, limiter: limiter, limiterCtx: d.stopCtx,
-			onPublish: func() { d.replayed.Add(1); d.meter.add(time.Now()) },
-		})
-		s.metrics.inFlight.Dec()
-		d.inFlight.Add(-1)
-		if d.stopCtx.Err() != nil && (res.outcome == "" || res.outcome == api.OutcomePending) {
+		res, ok, done := s.replayItem(d, sel, it, limiter)
+		if !done {
 			return // interrupted: the event is selected again on resume
 		}
-		if !d.count(res) {
+		s.observeOutcome(d, res)
+		if !ok {
 			held = true
 		}
-		label := res.outcome
-		if label == "" {
-			label = "error"
-			s.log.Warn("replay error", "drain_id", d.id, "dlq_id", id, "code", res.code, "err", res.err)
-		}
-		s.metrics.outcomes.WithLabelValues(label).Inc()
 	}
+}
+
+// replayItem replays one selected event of drain d and counts its
+// outcome: ok reports the event resolved (its lane may go on); done is
+// false when the drain was stopped before the event had an outcome (it is
+// selected again on resume, and not counted).
+func (s *Service) replayItem(d *drainRun, sel *selection, it item, limiter *rate.Limiter) (res result, ok, done bool) {
+	dom, id := sel.idOf(it)
+	n := d.inFlight.Add(1)
+	for {
+		m := d.maxInFlight.Load()
+		if n <= m || d.maxInFlight.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	s.metrics.inFlight.Inc()
+	res = s.replayRetrying(d, dom, id, replayOpts{
+		drainID: d.id, includeValidation: d.req.Filter.IncludeValidation, ignoreOrder: d.req.IgnoreOrder,
+		actor: d.req.Actor, reason: d.req.Reason, limiter: limiter, limiterCtx: d.stopCtx,
+		onPublish: func() { d.replayed.Add(1); d.meter.add(time.Now()) },
+	})
+	s.metrics.inFlight.Dec()
+	d.inFlight.Add(-1)
+	if d.stopCtx.Err() != nil && (res.outcome == "" || res.outcome == api.OutcomePending) {
+		return res, false, false
+	}
+	ok = d.count(res)
+	label := res.outcome
+	if label == "" {
+		label = "error"
+		s.log.Warn("replay error", "drain_id", d.id, "dlq_id", id, "code", res.code, "err", res.err)
+	}
+	s.metrics.outcomes.WithLabelValues(label).Inc()
+	return res, ok, true
 }
 
 // replayRetries bounds the retries of a replay that failed for a

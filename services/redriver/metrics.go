@@ -10,6 +10,8 @@ type metrics struct {
 	inFlight  prometheus.Gauge
 	drains    *prometheus.CounterVec
 	refused   *prometheus.CounterVec
+	// pauses counts the drains' automatic pauses, by reason.
+	pauses *prometheus.CounterVec
 	// batches, batched and unbatched count the atomic batches of replays
 	// stored on REPLAYS, the replays they carried, and the batches not
 	// stored as a whole (their replays then written one by one).
@@ -42,6 +44,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "deadletter_redrive_refused_total",
 			Help: "Requests refused unanswered, by code (BAD_REQUEST: an empty or reserved reply subject).",
 		}, []string{"code"}),
+		pauses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "deadletter_redriver_drain_pauses_total",
+			Help: "Drains paused by themselves, by reason (canary: the canary's re-failure rate; failure_rate: the sliding window's).",
+		}, []string{"reason"}),
 		batches: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "deadletter_redrive_replay_batches_total",
 			Help: "Atomic batches of replays stored on REPLAYS (two replays or more each).",
@@ -56,7 +62,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.published, m.outcomes, m.retries, m.inFlight, m.drains, m.refused, m.batches, m.batched, m.unbatched)
+		reg.MustRegister(m.published, m.outcomes, m.retries, m.inFlight, m.drains, m.refused, m.pauses, m.batches, m.batched, m.unbatched)
 	}
 	return m
 }

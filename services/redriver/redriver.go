@@ -218,6 +218,8 @@ func (s *Service) Run(ctx context.Context) (err error) {
 			Description: "a drain's progress"}, s.handleDrainStatus),
 		endpoint.Add(srv, svc, endpoint.Spec{Name: "drain-cancel", Subject: api.DrainCancel, Timeout: 5 * time.Second,
 			Description: "cancel a drain"}, s.handleDrainCancel),
+		endpoint.Add(srv, svc, endpoint.Spec{Name: "drain-resume", Subject: api.DrainResume, Timeout: 10 * time.Second,
+			Description: "resume a paused drain"}, s.handleDrainResume),
 		endpoint.Add(srv, svc, endpoint.Spec{Name: "drain-list", Subject: api.DrainList, Timeout: 10 * time.Second,
 			Description: "list drains"}, s.handleDrainList),
 		endpoint.Add(srv, svc, endpoint.Spec{Name: "redrive", Subject: api.Redrive, Timeout: s.cfg.RedriveWait + 30*time.Second,
@@ -329,7 +331,7 @@ func (s *Service) handleDrainStart(ctx context.Context, m endpoint.Meta, req api
 		return api.DrainStartReply{}, err
 	}
 	if req.DryRun {
-		plan, err := s.plan(ctx, req.Filter, req.IgnoreOrder)
+		plan, err := s.plan(ctx, req.Filter, req.IgnoreOrder, req.Canary)
 		if err != nil {
 			return api.DrainStartReply{}, api.Wrap(api.ErrUnavailable, err, err.Error())
 		}
@@ -428,9 +430,12 @@ func (s *Service) handleDrainCancel(ctx context.Context, m endpoint.Meta, req ap
 	d, local := s.running[id]
 	s.mu.Unlock()
 	if local {
+		ev := personEvent(api.ActionCancelled, who, "")
+		first := false
 		d.setStatus(func(st *api.DrainState) {
 			if st.CancelledBy == "" {
-				st.CancelledBy = who.User
+				st.CancelledBy, first = who.User, true
+				st.Events = append(st.Events, ev)
 			}
 		})
 		d.userCancel()
@@ -438,7 +443,11 @@ func (s *Service) handleDrainCancel(ctx context.Context, m endpoint.Meta, req ap
 		case <-d.done:
 		case <-ctx.Done():
 		}
-		return d.snapshot(), nil
+		snap := d.snapshot()
+		if first {
+			s.auditDrain(id, ev, len(snap.Events))
+		}
+		return snap, nil
 	}
 	for range 3 {
 		st, rev, err := s.statusOf(ctx, id)
@@ -451,13 +460,73 @@ func (s *Service) handleDrainCancel(ctx context.Context, m endpoint.Meta, req ap
 		case api.DrainCompleted, api.DrainFailed:
 			return api.DrainState{}, api.Errorf(api.ErrInvalidTransition, "the drain already finished: %s", st.Status)
 		}
-		now := time.Now().UTC()
-		st.Status, st.FinishedAt, st.CancelledBy = api.DrainCancelled, &now, who.User
+		ev := personEvent(api.ActionCancelled, who, "")
+		st.Status, st.FinishedAt, st.CancelledBy = api.DrainCancelled, &ev.At, who.User
+		st.Events = append(st.Events, ev)
 		b, _ := json.Marshal(st)
 		if _, err := s.drains.Update(ctx, id, b, rev); err == nil {
 			s.log.Info("DRAIN_CANCELLED", "drain_id", id, "actor", who.User)
+			s.auditDrain(id, ev, len(st.Events))
 			return st, nil
 		}
+	}
+	return api.DrainState{}, api.Errorf(api.ErrConflict, "the drain's status kept changing; retry")
+}
+
+// handleDrainResume continues a paused drain: its stored status becomes
+// running, owned by this instance, which runs it as a resumed drain (its
+// counts are taken from the chains, each event replayed at most once by
+// the drain); the resume is an event of the drain and an action in AUDIT.
+// A drain that is not paused is refused (INVALID_TRANSITION).
+func (s *Service) handleDrainResume(ctx context.Context, m endpoint.Meta, req api.DrainResumeRequest) (api.DrainState, error) {
+	if err := checkDrainID(api.DrainIDRequest{DrainID: req.DrainID}); err != nil {
+		return api.DrainState{}, err
+	}
+	who, err := s.caller(m, "", changeRoles)
+	if err != nil {
+		return api.DrainState{}, err
+	}
+	id := req.DrainID
+	s.mu.Lock()
+	d, local := s.running[id]
+	s.mu.Unlock()
+	if local {
+		if !d.paused.Load() || d.userCancelled.Load() {
+			return api.DrainState{}, api.Wrap(api.ErrInvalidTransition, errNotPaused, "the drain is not paused: "+d.snapshot().Status)
+		}
+		// Paused here: its replays in flight finish first.
+		select {
+		case <-d.done:
+		case <-ctx.Done():
+			return api.DrainState{}, api.Errorf(api.ErrUnavailable, "the drain is still pausing; retry")
+		}
+	}
+	for range 3 {
+		st, rev, err := s.statusOf(ctx, id)
+		if err != nil {
+			return api.DrainState{}, storeError(err)
+		}
+		if st.Status != api.DrainPaused {
+			return api.DrainState{}, api.Wrap(api.ErrInvalidTransition, errNotPaused, "the drain is not paused: "+st.Status)
+		}
+		s.mu.Lock()
+		n := len(s.running)
+		s.mu.Unlock()
+		if n >= s.cfg.MaxDrains {
+			return api.DrainState{}, api.Errorf(api.ErrTooManyDrains, "this instance already runs %d drains", n)
+		}
+		ev := personEvent(api.ActionResumed, who, req.Reason)
+		st.Status, st.Owner, st.Heartbeat = api.DrainRunning, s.cfg.InstanceID, ev.At
+		st.Events = append(st.Events, ev)
+		b, _ := json.Marshal(st)
+		nrev, err := s.drains.Update(ctx, id, b, rev)
+		if err != nil {
+			continue
+		}
+		s.log.Info("DRAIN_RESUMED_BY", "drain_id", id, "actor", who.User, "role", string(who.Role))
+		s.auditDrain(id, ev, len(st.Events))
+		s.start(s.newRun(st, nrev), true)
+		return st, nil
 	}
 	return api.DrainState{}, api.Errorf(api.ErrConflict, "the drain's status kept changing; retry")
 }

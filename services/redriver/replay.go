@@ -104,6 +104,9 @@ type result struct {
 	redriveCount int
 	// attempted: this drain already replayed the event (not counted again).
 	attempted bool
+	// failCode is the error code of the failure record that followed a
+	// replay_failed or poisoned outcome.
+	failCode string
 }
 
 // failed returns a result for an error with its api code.
@@ -366,7 +369,7 @@ func (s *Service) publishAndObserve(ctx context.Context, span trace.Span, m *nat
 	s.metrics.published.Inc()
 	s.log.Info("DLQ_REPLAY_PUBLISHED", "dlq_id", id, "domain", domain, "redrive_count", n, "replays_seq", ack.Sequence,
 		"duplicate", ack.Duplicate, "drain_id", o.drainID)
-	res.outcome, res.eventsSeq, res.err = s.observe(ctx, domain, id, p.key, ack.Sequence, res.next-1, o, wake, stop)
+	res.outcome, res.eventsSeq, res.failCode, res.err = s.observe(ctx, domain, id, p.key, ack.Sequence, res.next-1, o, wake, stop)
 	if res.err != nil {
 		res.code = codeOf(res.err)
 	}
@@ -383,7 +386,7 @@ func (s *Service) publishAndObserve(ctx context.Context, span trace.Span, m *nat
 // gains a failure → failed; neither before the timeout → pending. The
 // watch is stopped (stop) before the outcome is appended: the record it
 // appends wakes nobody.
-func (s *Service) observe(ctx context.Context, domain, id, key string, replaySeq uint64, idx int, o replayOpts, wake <-chan *nats.Msg, stop func()) (outcome string, eventsSeq uint64, err error) {
+func (s *Service) observe(ctx context.Context, domain, id, key string, replaySeq uint64, idx int, o replayOpts, wake <-chan *nats.Msg, stop func()) (outcome string, eventsSeq uint64, failCode string, err error) {
 	timeout := s.cfg.OutcomeTimeout
 	if o.wait > 0 {
 		timeout = o.wait
@@ -398,7 +401,7 @@ func (s *Service) observe(ctx context.Context, domain, id, key string, replaySeq
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return api.OutcomePending, 0, nil
+			return api.OutcomePending, 0, "", nil
 		case woken = <-wake:
 			timer.Stop()
 		case <-timer.C:
@@ -420,21 +423,21 @@ func (s *Service) observe(ctx context.Context, domain, id, key string, replaySeq
 				ch := chain.Chain{Domain: domain, DLQID: id}
 				out, err := s.appendOutcome(ctx, ch, idx+1, kind, o.drainID, stream, seq)
 				if errors.Is(err, errConflict) {
-					return s.reread(ctx, domain, id, idx), 0, nil
+					return s.reread(ctx, domain, id, idx), 0, "", nil
 				}
 				if err != nil || kind != record.KindReplayed {
-					return out, 0, err
+					return out, 0, "", err
 				}
-				return out, ks.SourceSeq, nil
+				return out, ks.SourceSeq, "", nil
 			}
 		}
 		last, err := s.chains.last(ctx, domain, id)
 		if err == nil && last.Index > idx {
-			return outcomeOfKind(last.Kind), 0, nil
+			return outcomeOfKind(last.Kind), 0, string(last.ErrorCode), nil
 		}
 		if time.Now().After(deadline) {
 			s.log.Warn("DLQ_REPLAY_PENDING", "dlq_id", id, "domain", domain, "replays_seq", replaySeq, "drain_id", o.drainID)
-			return api.OutcomePending, 0, nil
+			return api.OutcomePending, 0, "", nil
 		}
 	}
 }

@@ -45,6 +45,9 @@ type item struct {
 	// reason indexes selection.reasons: why the chain is not selected (0:
 	// it is), as decided on its last record read so far.
 	reason uint8
+	// code indexes selection.codes: the error code of the chain's latest
+	// failure (for the canary's spread over codes).
+	code uint8
 }
 
 const (
@@ -81,6 +84,8 @@ type selection struct {
 	byID    map[chainKey]int32
 	byOddID map[string]int32
 	reasons []string
+	// codes are the error codes items refer to (interned like reasons).
+	codes []string
 }
 
 // chainKey is a standard dlq id, packed as in an item.
@@ -252,7 +257,7 @@ func (sl *selector) run(ctx context.Context, f api.DrainFilter, cutoff time.Time
 	// be found in the chains' earlier records.
 	scanIDs := !sl.ignoreOrder || sl.resumeOf != ""
 	m := newMatcher(f, cutoff, sl.ignoreOrder, scanIDs)
-	sel := &selection{excluded: map[string]int{}, byID: map[chainKey]int32{}, byOddID: map[string]int32{}, reasons: []string{""},
+	sel := &selection{excluded: map[string]int{}, byID: map[chainKey]int32{}, byOddID: map[string]int32{}, reasons: []string{""}, codes: []string{""},
 		ignoreOrder: sl.ignoreOrder, drain: sl.resumeOf}
 	if sl.resumeOf != "" {
 		sel.outcome = map[string]uint8{}
@@ -417,6 +422,7 @@ func (sel *selection) upsert(l chain.Head, reason string, blocker bool, seed map
 	it := packFields(l, flags, seed)
 	it.ord = sel.seen
 	it.reason = sel.reasonCode(reason)
+	it.code = intern(&sel.codes, string(l.ErrorCode))
 	if it.flags&flagOddID == 0 {
 		k := chainKey{it.id, it.dom}
 		if idx, ok := sel.byID[k]; ok {
@@ -460,15 +466,69 @@ func (sel *selection) forget(id string) {
 // reasonCode interns an exclusion reason ("" is 0); past 255 reasons the
 // last one stands for the rest (reasons are a few fixed strings and the
 // classes, so this does not happen).
-func (sel *selection) reasonCode(reason string) uint8 {
-	if i := slices.Index(sel.reasons, reason); i >= 0 {
+func (sel *selection) reasonCode(reason string) uint8 { return intern(&sel.reasons, reason) }
+
+// intern returns the index of s in *table, appending it when new; past 255
+// entries the last one stands for the rest.
+func intern(table *[]string, s string) uint8 {
+	if i := slices.Index(*table, s); i >= 0 {
 		return uint8(i)
 	}
-	if len(sel.reasons) == math.MaxUint8+1 {
+	if len(*table) == math.MaxUint8+1 {
 		return math.MaxUint8
 	}
-	sel.reasons = append(sel.reasons, reason)
-	return uint8(len(sel.reasons) - 1)
+	*table = append(*table, s)
+	return uint8(len(*table) - 1)
+}
+
+// codeOfItem returns the error code of an item's latest failure.
+func (sel *selection) codeOfItem(it item) string { return sel.codeName(it.code) }
+
+// codeName returns the error code interned as c.
+func (sel *selection) codeName(c uint8) string {
+	if int(c) < len(sel.codes) {
+		return sel.codes[c]
+	}
+	return ""
+}
+
+// canary returns the indexes in sel.items of up to n events for a
+// drain's canary: only heads of their lanes (the first event of a key in
+// the selection, not held by an unselected earlier one), so that the
+// canary never replays an event before an earlier one of its key; spread
+// round-robin over the error codes (in code order), then over the keys
+// (lanes in the drain's order).
+func (sel *selection) canary(n int) []int {
+	if n <= 0 {
+		return nil
+	}
+	byCode := map[uint8][]int{}
+	for lo := 0; lo < len(sel.items); lo = sel.laneEnd(lo) {
+		it := sel.items[lo]
+		if it.flags&flagBlocker != 0 || len(byCode[it.code]) >= n {
+			continue
+		}
+		byCode[it.code] = append(byCode[it.code], lo)
+	}
+	codes := make([]uint8, 0, len(byCode))
+	for c := range byCode {
+		codes = append(codes, c)
+	}
+	slices.SortFunc(codes, func(a, b uint8) int { return cmp.Compare(sel.codeName(a), sel.codeName(b)) })
+	var out []int
+	for round := 0; len(out) < n; round++ {
+		added := false
+		for _, c := range codes {
+			if l := byCode[c]; round < len(l) && len(out) < n {
+				out = append(out, l[round])
+				added = true
+			}
+		}
+		if !added {
+			break
+		}
+	}
+	return out
 }
 
 // live reports whether item idx (as onItem named it) is still selected once

@@ -196,8 +196,9 @@ func prePoisonClass(records []record.Record) record.Class {
 
 // plan computes what a drain with filter f would do, writing nothing;
 // unless ignoreOrder, unselected earlier events hold later ones
-// (HeldByEarlier, HeldBy).
-func (s *Service) plan(ctx context.Context, f api.DrainFilter, ignoreOrder bool) (*api.DrainPlan, error) {
+// (HeldByEarlier, HeldBy); canary events are picked as the drain's canary
+// would (Canary).
+func (s *Service) plan(ctx context.Context, f api.DrainFilter, ignoreOrder bool, canary int) (*api.DrainPlan, error) {
 	p := &api.DrainPlan{ByDomain: map[string]int{}, ByClass: map[string]int{}, ByCode: map[string]int{}}
 	const maxNames, maxChecks = 100000, 10000
 	names := map[uint64]string{}
@@ -298,6 +299,10 @@ func (s *Service) plan(ctx context.Context, f api.DrainFilter, ignoreOrder bool)
 			name = fmt.Sprintf("#%016x", t.h)
 		}
 		p.TopKeys = append(p.TopKeys, api.KeyCount{OrderingKey: name, Events: t.n})
+	}
+	for _, lo := range sel.canary(canary) {
+		_, id := sel.idOf(sel.items[lo])
+		p.Canary = append(p.Canary, api.CanaryPick{DLQID: id, Code: sel.codeOfItem(sel.items[lo])})
 	}
 	for _, k := range keys {
 		st, found, err := ledger.Lookup(ctx, s.idem, k)

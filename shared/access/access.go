@@ -225,7 +225,7 @@ var table = func() []Spec {
 
 // RedriverEndpoints are the subjects of the redriver's endpoints.
 func RedriverEndpoints() []string {
-	return []string{api.DrainStart, api.DrainStatus, api.DrainCancel, api.DrainList, api.Redrive, api.Release}
+	return []string{api.DrainStart, api.DrainStatus, api.DrainCancel, api.DrainResume, api.DrainList, api.Redrive, api.Release}
 }
 
 // AuditorEndpoints are the subjects of the auditor's endpoints. AUDIT's
@@ -252,7 +252,7 @@ func RoleEndpoints(r Role) []string {
 	case RolePublisher:
 		return []string{subjects.EventsAll, api.ValidatorCheckAll}
 	case RoleOperator:
-		return concat(readEndpoints(), []string{api.DrainStart, api.DrainCancel, api.Redrive, api.Release, api.AuditCheckpoint})
+		return concat(readEndpoints(), []string{api.DrainStart, api.DrainCancel, api.DrainResume, api.Redrive, api.Release, api.AuditCheckpoint})
 	default:
 		return readEndpoints()
 	}

@@ -20,6 +20,7 @@ const (
 	DrainStatus = "drain.status"
 	DrainCancel = "drain.cancel"
 	DrainList   = "drain.list"
+	DrainResume = "drain.resume"
 	Redrive     = "redrive"
 	Release     = "release"
 

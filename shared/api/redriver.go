@@ -31,6 +31,49 @@ const (
 	DrainCancelled = "cancelled"
 	// DrainFailed: the drain stopped on an error (see DrainState.Error).
 	DrainFailed = "failed"
+	// DrainPaused: the drain's canary or its failure window stopped it
+	// (see DrainState.Events); drain.resume continues it, drain.cancel
+	// ends it. A paused drain stays paused across redriver restarts.
+	DrainPaused = "paused"
+)
+
+// Reasons of a drain's pause (DrainEvent.Reason of an automatic pause, and
+// the reason label of deadletter_redriver_drain_pauses_total).
+const (
+	// PauseCanary: the canary's re-failure rate was above
+	// max_failure_rate.
+	PauseCanary = "canary"
+	// PauseFailureRate: the re-failure rate over the sliding window
+	// crossed max_failure_rate while the drain ran.
+	PauseFailureRate = "failure_rate"
+)
+
+// Actions of a drain's events (DrainEvent.Action, api.AuditAction.Action).
+const (
+	ActionPaused    = "paused"
+	ActionResumed   = "resumed"
+	ActionCancelled = "cancelled"
+)
+
+// Defaults and bounds of a drain's failure guard (DrainStartRequest).
+const (
+	// DefaultMaxFailureRate is max_failure_rate when it is absent and the
+	// drain has a canary or a pause_window.
+	DefaultMaxFailureRate = 0.1
+	// DefaultPauseWindow is pause_window when it is absent and the guard
+	// is on.
+	DefaultPauseWindow = 100
+	// MaxPauseWindow bounds pause_window.
+	MaxPauseWindow = 100000
+	// MinWindowOutcomes is how many outcomes the window needs before it
+	// can trip (fewer when the window is smaller): one early failure does
+	// not pause a drain, and a drain whose replays all fail pauses at its
+	// MinWindowOutcomes-th outcome.
+	MinWindowOutcomes = 10
+	// MaxCanary bounds canary.
+	MaxCanary = 10000
+	// MaxRampSteps bounds ramp.
+	MaxRampSteps = 20
 )
 
 // Outcomes of one replay (RedriveReply.Outcome, and the counters of a
@@ -108,6 +151,103 @@ type DrainStartRequest struct {
 	// redrive_requested record says ignore_order, so the chain shows that
 	// per-key order was waived and by whom.
 	IgnoreOrder bool `json:"ignore_order,omitempty"`
+
+	// Canary, when above zero, replays that many events first, waits for
+	// their outcomes and continues only if their re-failure rate is at
+	// most MaxFailureRate; otherwise the drain pauses (reason "canary",
+	// with the failing codes). The canary takes only heads of their keys
+	// (no earlier unresolved event in their key), round-robin over the
+	// error codes, then keys; the later events of a canary's key wait for
+	// its outcome, so per-key order holds. At most MaxCanary; a dry run's
+	// plan lists the picks (DrainPlan.Canary). A resumed drain does not
+	// run its canary again.
+	Canary int `json:"canary,omitempty"`
+	// MaxFailureRate is the re-failure rate (replay_failed, poisoned and
+	// pending, i.e. a downstream 429/5xx or a timeout, over the outcomes
+	// that replayed or resolved as duplicates) above which the canary
+	// stops the drain and the running drain pauses itself, in [0, 1].
+	// Setting it, a Canary or a PauseWindow turns the failure guard on;
+	// absent with a guard, it is DefaultMaxFailureRate (0.1). A drain
+	// with none of the three has no guard (it never pauses itself).
+	MaxFailureRate *float64 `json:"max_failure_rate,omitempty"`
+	// PauseWindow is the number of latest outcomes the running drain's
+	// re-failure rate is taken over (a sliding window; default
+	// DefaultPauseWindow, 100, when the guard is on). The window trips
+	// once it holds MinWindowOutcomes outcomes (10, or the window when
+	// smaller): the drain pauses at the outcome whose rate crosses
+	// MaxFailureRate, and only the replays then in flight (at most
+	// max_concurrency) still get outcomes. A resumed drain starts with an
+	// empty window.
+	PauseWindow int `json:"pause_window,omitempty"`
+	// Ramp raises the replay rate in steps (replays per second, each
+	// above zero and ascending, at most MaxRampSteps), each held for
+	// RampHoldSeconds, then RatePerSecond (or no ceiling) for the rest of
+	// the drain. A resumed drain ramps again from the first step.
+	Ramp []float64 `json:"ramp,omitempty"`
+	// RampHoldSeconds is how long each ramp step holds (required with
+	// Ramp, at most 3600).
+	RampHoldSeconds float64 `json:"ramp_hold_seconds,omitempty"`
+}
+
+// Guarded reports whether the drain has a failure guard (canary or
+// window), and its max failure rate and window.
+func (r DrainStartRequest) Guarded() (on bool, maxRate float64, window int) {
+	on = r.Canary > 0 || r.PauseWindow > 0 || r.MaxFailureRate != nil
+	if !on {
+		return false, 0, 0
+	}
+	maxRate, window = DefaultMaxFailureRate, DefaultPauseWindow
+	if r.MaxFailureRate != nil {
+		maxRate = *r.MaxFailureRate
+	}
+	if r.PauseWindow > 0 {
+		window = r.PauseWindow
+	}
+	return true, maxRate, window
+}
+
+// DrainEvent is a pause, resume or cancellation of a drain, as listed in
+// its DrainState and written to AUDIT (api.AuditAction, object "drain").
+type DrainEvent struct {
+	// Action is ActionPaused, ActionResumed or ActionCancelled.
+	Action string `json:"action"`
+	// Actor is the authenticated user, or "redriver" for an automatic
+	// pause.
+	Actor string    `json:"actor"`
+	Role  string    `json:"role,omitempty"`
+	At    time.Time `json:"at"`
+	// Reason is PauseCanary or PauseFailureRate for an automatic pause,
+	// else the person's stated reason.
+	Reason string `json:"reason,omitempty"`
+	// Codes are the error codes of the failures that paused it, with how
+	// many times each came.
+	Codes map[string]int `json:"codes,omitempty"`
+	// Window are the figures the pause was decided on.
+	Window *WindowFigures `json:"window,omitempty"`
+}
+
+// WindowFigures are the outcomes a pause was decided on: the canary's, or
+// the sliding window's.
+type WindowFigures struct {
+	Outcomes int     `json:"outcomes"`
+	Failures int     `json:"failures"`
+	Rate     float64 `json:"rate"`
+	MaxRate  float64 `json:"max_rate"`
+	Size     int     `json:"size"`
+}
+
+// DrainResumeRequest continues a paused drain (drain.resume).
+type DrainResumeRequest struct {
+	DrainID string `json:"drain_id"`
+	// Reason is recorded with the resume (DrainEvent, AUDIT).
+	Reason string `json:"reason,omitempty"`
+}
+
+// CanaryPick is one event a drain's canary would replay (DrainPlan.Canary).
+type CanaryPick struct {
+	DLQID string `json:"dlq_id"`
+	// Code is the error code of its latest failure.
+	Code string `json:"code"`
 }
 
 // DrainStartReply is the new drain's id, or a dry run's plan.
@@ -143,6 +283,9 @@ type DrainPlan struct {
 	// HeldBy names the unselected events that hold them (at most
 	// MaxHeldBy, the earliest of each key).
 	HeldBy []Blocker `json:"held_by,omitempty"`
+	// Canary lists what the request's canary would replay first, in
+	// order.
+	Canary []CanaryPick `json:"canary,omitempty"`
 }
 
 // MaxHeldBy bounds the blockers a plan or a drain's status names.
@@ -227,6 +370,11 @@ type DrainState struct {
 	// CancelledBy the one who cancelled it, if anyone did.
 	StartedBy   string `json:"started_by,omitempty"`
 	CancelledBy string `json:"cancelled_by,omitempty"`
+	// CanaryDone is set once the canary has its outcomes (passed or
+	// paused the drain): a resumed drain does not run it again.
+	CanaryDone bool `json:"canary_done,omitempty"`
+	// Events are the drain's pauses, resumes and cancellation, in order.
+	Events []DrainEvent `json:"events,omitempty"`
 }
 
 // DrainIDRequest names a drain (drain.status, drain.cancel).

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -185,9 +186,30 @@ func (r DrainStartRequest) Validate() error {
 		return BadField("burst", "must be 0..100000")
 	case r.MaxConcurrency < 0:
 		return BadField("max_concurrency", "must not be negative")
+	case r.Canary < 0 || r.Canary > MaxCanary:
+		return BadField("canary", "must be 0..%d", MaxCanary)
+	case r.MaxFailureRate != nil && !(*r.MaxFailureRate >= 0 && *r.MaxFailureRate <= 1):
+		return BadField("max_failure_rate", "must be in [0, 1]")
+	case r.PauseWindow < 0 || r.PauseWindow > MaxPauseWindow:
+		return BadField("pause_window", "must be 0..%d", MaxPauseWindow)
+	case len(r.Ramp) > MaxRampSteps:
+		return BadField("ramp", "at most %d steps", MaxRampSteps)
+	case len(r.Ramp) > 0 && !(r.RampHoldSeconds > 0 && r.RampHoldSeconds <= 3600):
+		return BadField("ramp_hold_seconds", "must be above 0 and at most 3600 with a ramp")
+	case len(r.Ramp) == 0 && r.RampHoldSeconds != 0:
+		return BadField("ramp_hold_seconds", "is only for a ramp")
+	}
+	for i, v := range r.Ramp {
+		if !(v > 0 && v <= 1e6) || i > 0 && v < r.Ramp[i-1] {
+			return BadField(fmt.Sprintf("ramp[%d]", i), "steps must be above 0, at most 1000000 and ascending")
+		}
 	}
 	return checkText(r.Actor, r.Reason)
 }
+
+// Validate checks a drain.resume request's reason (the redriver checks
+// the id).
+func (r DrainResumeRequest) Validate() error { return checkText("", r.Reason) }
 
 // checkText bounds a person's actor and reason.
 func checkText(actor, reason string) error {

@@ -54,6 +54,9 @@ type drainFlags struct {
 	req          api.DrainStartRequest
 	since, until string
 	rate         float64
+	maxFailure   float64
+	ramp         []float64
+	rampHold     time.Duration
 	detach       bool
 	follow       followFlags
 }
@@ -73,11 +76,23 @@ or with --include-validation; poison ones only after a release.
 follows the drain until it ends with a progress bar (plain progress lines
 when stdout is not a terminal); Ctrl-C stops following, not the drain
 ('dlqctl drain cancel ID' does). Exit 0 when the drain completed (see the
-counts for events that failed again), 1 when it was cancelled or failed.`,
+counts for events that failed again), 1 when it was cancelled or failed.
+
+Guards for a system just recovered: --canary N replays N events first
+(heads of their keys, spread over the error codes and keys), waits for their
+outcomes and pauses the drain if more than --max-failure-rate of them failed
+again. --pause-window N (default 100 with a guard) pauses a running drain
+when the re-failure rate over its last N outcomes crosses --max-failure-rate
+(default 0.1 with a guard; setting any of the three turns the guard on).
+--ramp 1,5,20,50 --ramp-hold 10s raises the rate in steps up to --rate.
+A paused drain waits for 'dlqctl drain resume ID' or 'dlqctl drain cancel
+ID'; following it ends at the pause (exit 1).`,
 		Example: `  dlqctl drain --domain dscsa --dry-run
   dlqctl drain --domain dscsa --code DOWNSTREAM_UNAVAILABLE --since 2h --rate 50 --burst 5 --concurrency 8 --reason "downstream restored"
   id=$(dlqctl drain --domain fsma --detach -o json | jq -r .drain_id); dlqctl drain status "$id" --follow
+  dlqctl drain --domain dscsa --canary 20 --max-failure-rate 0.05 --ramp 1,5,20,50 --ramp-hold 10s --rate 100
   dlqctl drain ls
+  dlqctl drain resume drain-20250301T120000-1a2b3c4d --reason "downstream fixed"
   dlqctl drain cancel drain-20250301T120000-1a2b3c4d`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -98,6 +113,11 @@ counts for events that failed again), 1 when it was cancelled or failed.`,
 	fl.IntVar(&f.req.Burst, "burst", 0, "token bucket burst (default 1)")
 	fl.IntVar(&f.req.MaxConcurrency, "concurrency", 0, "replays in flight at most (default: the redriver's)")
 	fl.BoolVar(&f.req.IgnoreOrder, "ignore-order", false, "replay the selected events even when an earlier unresolved event of their ordering key is not selected (recorded in each chain)")
+	fl.IntVar(&f.req.Canary, "canary", 0, "replay this many events first and continue only if at most --max-failure-rate of them fail again")
+	fl.Float64Var(&f.maxFailure, "max-failure-rate", api.DefaultMaxFailureRate, "re-failure rate (0..1) above which the canary or the window pauses the drain")
+	fl.IntVar(&f.req.PauseWindow, "pause-window", 0, fmt.Sprintf("pause when the re-failure rate over the last N outcomes crosses --max-failure-rate (default %d with a guard)", api.DefaultPauseWindow))
+	fl.Float64SliceVar(&f.ramp, "ramp", nil, "raise the rate in these steps (replays per second, ascending), then --rate")
+	fl.DurationVar(&f.rampHold, "ramp-hold", 0, "how long each --ramp step holds")
 	fl.BoolVar(&f.req.DryRun, "dry-run", false, "print what the drain would do; change nothing")
 	fl.BoolVar(&f.detach, "detach", false, "print the drain id and return at once")
 	addActorFlag(cmd, &f.req.Actor)
@@ -106,7 +126,7 @@ counts for events that failed again), 1 when it was cancelled or failed.`,
 	_ = cmd.RegisterFlagCompletionFunc("domain", fixedCompletion(registry.Names()...))
 	_ = cmd.RegisterFlagCompletionFunc("class", fixedCompletion(string(record.ClassExhausted), string(record.ClassValidation)))
 	_ = cmd.RegisterFlagCompletionFunc("code", fixedCompletion(codeNames()...))
-	cmd.AddCommand(a.drainStatusCommand(), a.drainCancelCommand(), a.drainListCommand())
+	cmd.AddCommand(a.drainStatusCommand(), a.drainCancelCommand(), a.drainResumeCommand(), a.drainListCommand())
 	return cmd
 }
 
@@ -146,11 +166,26 @@ func (a *app) drainStart(cmd *cobra.Command, f *drainFlags) error {
 		return usageErrorf("--limit must not be negative")
 	case f.detach && f.req.DryRun:
 		return usageErrorf("--detach and --dry-run exclude each other")
+	case f.req.Canary < 0:
+		return usageErrorf("--canary must not be negative")
+	case f.req.PauseWindow < 0:
+		return usageErrorf("--pause-window must not be negative")
+	case !(f.maxFailure >= 0 && f.maxFailure <= 1):
+		return usageErrorf("--max-failure-rate must be in [0, 1]")
+	case len(f.ramp) > 0 && f.rampHold <= 0:
+		return usageErrorf("--ramp needs --ramp-hold")
+	case len(f.ramp) == 0 && f.rampHold != 0:
+		return usageErrorf("--ramp-hold is only for --ramp")
 	}
 	if cmd.Flags().Changed("rate") {
 		r := f.rate
 		f.req.RatePerSecond = &r
 	}
+	if cmd.Flags().Changed("max-failure-rate") {
+		r := f.maxFailure
+		f.req.MaxFailureRate = &r
+	}
+	f.req.Ramp, f.req.RampHoldSeconds = f.ramp, f.rampHold.Seconds()
 	c, err := a.connect()
 	if err != nil {
 		return err
@@ -195,7 +230,18 @@ func (a *app) printPlan(p *api.DrainPlan) {
 	t.row("ALREADY COMMITTED", fmt.Sprintf("%d (of %d checked; resolved as duplicates without a replay)", p.WouldSkipDuplicate, p.Checked))
 	t.row("HELD BY EARLIER", fmtHeldBy(p.HeldByEarlier, p.HeldBy))
 	t.row("EXCLUDED", fmtCounts(p.Excluded))
+	if len(p.Canary) > 0 {
+		t.row("CANARY", fmt.Sprintf("%d events first", len(p.Canary)))
+	}
 	t.flush()
+	if len(p.Canary) > 0 {
+		fmt.Fprintln(w, "\nCANARY")
+		t = newTable(w, "DLQ ID", "CODE")
+		for _, c := range p.Canary {
+			t.row(c.DLQID, c.Code)
+		}
+		t.flush()
+	}
 	if len(p.TopKeys) > 0 {
 		keys := slices.Clone(p.TopKeys)
 		slices.SortStableFunc(keys, func(x, y api.KeyCount) int {
@@ -242,7 +288,7 @@ func (a *app) followDrain(ctx context.Context, c *client.Client, id string, f fo
 			p.stop()
 			return err
 		}
-		if err == nil && terminal(st.Status) {
+		if err == nil && (terminal(st.Status) || st.Status == api.DrainPaused) {
 			p.stop()
 			break
 		}
@@ -260,6 +306,9 @@ func (a *app) followDrain(ctx context.Context, c *client.Client, id string, f fo
 		}
 	} else {
 		a.printDrainState(st)
+	}
+	if st.Status == api.DrainPaused {
+		return failedf("drain %s paused: dlqctl drain resume %s (or cancel)", id, id)
 	}
 	if st.Status != api.DrainCompleted {
 		return failedf("drain %s %s%s", id, st.Status, errSuffix(st.Error))
@@ -346,6 +395,28 @@ func (a *app) drainCancelCommand() *cobra.Command {
 	}
 }
 
+func (a *app) drainResumeCommand() *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "resume DRAIN-ID",
+		Short: "Resume a paused drain (drain.resume); it keeps its counts and replays each event at most once",
+		Args:  exactArgs(1, "DRAIN-ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var st api.DrainState
+			if err := a.call(cmd.Context(), api.DrainResume, api.DrainResumeRequest{DrainID: args[0], Reason: reason}, &st); err != nil {
+				return err
+			}
+			if a.json() {
+				return a.printJSON(st)
+			}
+			a.printDrainState(st)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded with the resume, in AUDIT)")
+	return cmd
+}
+
 func (a *app) drainListCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:     "ls",
@@ -410,7 +481,26 @@ func (a *app) printDrainState(st api.DrainState) {
 		t.row("FINISHED", fmtTime(*st.FinishedAt))
 	}
 	t.row("OWNER", st.Owner)
+	for _, ev := range st.Events {
+		t.row(strings.ToUpper(ev.Action), fmtEvent(ev))
+	}
 	t.flush()
+}
+
+// fmtEvent renders a drain's pause, resume or cancellation: when, by whom,
+// why, and the figures of a pause.
+func fmtEvent(ev api.DrainEvent) string {
+	s := fmtTime(ev.At) + " by " + ev.Actor
+	if ev.Reason != "" {
+		s += ": " + ev.Reason
+	}
+	if w := ev.Window; w != nil {
+		s += fmt.Sprintf(" (%d of %d failed, %.0f%% > %.0f%%)", w.Failures, w.Outcomes, 100*w.Rate, 100*w.MaxRate)
+	}
+	if len(ev.Codes) > 0 {
+		s += " " + fmtCounts(ev.Codes)
+	}
+	return s
 }
 
 // fmtHeldBy renders how many selected events unselected earlier events

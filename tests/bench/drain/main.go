@@ -10,6 +10,10 @@
 // the quarantiner writes them (what is measured is the drain, not the
 // quarantining).
 //
+// With -canary N it measures what a canary adds to a drain: -rounds rounds,
+// each of a drain of n fresh records with canary N and one without, in
+// alternating order, and prints each drain's time and the medians.
+//
 // With -floor it measures instead what no drain can beat on the machine at
 // hand: the same records drained by the stores and reads alone (floor.go),
 // with -floor-compute plus the computations every drain must do.
@@ -21,6 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -60,10 +65,17 @@ func main() {
 	floorOnly := flag.Bool("floor", false, "instead of a drain, measure the store-bound floor: the stores and reads a drain requires per record, with none of deadletter's code (see floor.go)")
 	floorCompute := flag.Bool("floor-compute", false, "with -floor: add the computations every drain must do (verify the chain's seal, validate, seal the records written)")
 	floorDirect := flag.Bool("floor-direct", false, "with -floor: the drainer writes its chain records itself instead of through a writer standing for the quarantiner (which the WORM rules forbid; a reference)")
+	canary := flag.Int("canary", 0, "measure a drain with this canary against one without, interleaved over -rounds rounds of n fresh records each")
+	rounds := flag.Int("rounds", 5, "with -canary: rounds")
+	childLogCanary := flag.Bool("child-log-canary", false, "internal: the child redriver logs its DRAIN_CANARY lines to stderr")
 	flag.Parse()
 	if *child != "" {
 		runner.TuneGC(redriver.GCPercent) // as the redriver's own process does
-		if err := runChild(*child, *concurrency, *redriverProfile); err != nil {
+		var logger *slog.Logger
+		if *childLogCanary {
+			logger = slog.New(canaryLines{slog.NewTextHandler(os.Stderr, nil)})
+		}
+		if err := runChild(*child, *concurrency, *redriverProfile, logger); err != nil {
 			log.Fatal(err)
 		}
 		return
@@ -78,6 +90,12 @@ func main() {
 		}
 		return
 	}
+	if *canary > 0 {
+		if err := runCanary(*n, *concurrency, *canary, *rounds, *syncAlways); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if err := run(*n, *concurrency, *quarantiners, *qworkers, *syncAlways, *dryRun, *cpuprofile, *redriverProfile); err != nil {
 		log.Fatal(err)
 	}
@@ -85,7 +103,7 @@ func main() {
 
 // runChild runs one redriver until interrupted, profiling it to profile
 // when set.
-func runChild(url string, concurrency int, profile string) error {
+func runChild(url string, concurrency int, profile string, logger *slog.Logger) error {
 	nc, err := nats.Connect(url, nats.Name("bench-redriver"))
 	if err != nil {
 		return err
@@ -101,7 +119,7 @@ func runChild(url string, concurrency int, profile string) error {
 	cfg.AllowAnonymous = true // a server without accounts: no caller to attach
 	cfg.InstanceID = "bench-redriver"
 	cfg.MaxConcurrency = max(cfg.MaxConcurrency, concurrency)
-	r, err := redriver.New(nc, cfg, nil)
+	r, err := redriver.New(nc, cfg, logger)
 	if err != nil {
 		return err
 	}
@@ -122,7 +140,7 @@ func run(n, concurrency, quarantiners, qworkers int, syncAlways, dryRun bool, pr
 		n, runtime.NumCPU(), syncAlways, concurrency, quarantiners)
 
 	start := time.Now()
-	if _, err := seed(ctx, js, n); err != nil {
+	if _, err := seed(ctx, js, 0, n); err != nil {
 		return err
 	}
 	fmt.Printf("seeded QUARANTINE:           %d records in %s\n", n, time.Since(start).Round(time.Millisecond))
@@ -227,7 +245,7 @@ func runFloor(n, concurrency int, syncAlways, direct, compute bool) error {
 	fmt.Printf("deadletter drain floor: %d quarantined exhausted records, %d CPUs, sync_always=%v, %d at once, records written %s, required computations %v\n",
 		n, runtime.NumCPU(), syncAlways, concurrency, map[bool]string{false: "through a writer", true: "directly"}[direct], compute)
 	start := time.Now()
-	recs, err := seed(ctx, env.JS, n)
+	recs, err := seed(ctx, env.JS, 0, n)
 	if err != nil {
 		return err
 	}
@@ -312,14 +330,14 @@ func benchPayload(i int) []byte {
 // seed writes n sealed first records of exhausted pharmacy events, each
 // with its own idempotency and ordering key, and returns their dlq ids and
 // keys in storage order.
-func seed(ctx context.Context, js jetstream.JetStream, n int) ([]seeded, error) {
+func seed(ctx context.Context, js jetstream.JetStream, from, n int) ([]seeded, error) {
 	g, err := gate.New(0)
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now().UTC()
 	recs := make([]seeded, 0, n)
-	for i := range n {
+	for i := from; i < from+n; i++ {
 		subject := subjects.Event(pharmacy.Name, pharmacy.Dispense)
 		payload := benchPayload(i)
 		env, err := g.Check(subject, payload)
