@@ -231,7 +231,8 @@ func RedriverEndpoints() []string {
 // stream subject (subjects.AuditCheckpoints) is not among them: it is
 // never exported.
 func AuditorEndpoints() []string {
-	return []string{api.AuditVerify, api.AuditReconcile, api.AuditGet, api.AuditList, api.AuditGroups, api.AuditCheckpoint}
+	return []string{api.AuditVerify, api.AuditReconcile, api.AuditGet, api.AuditList, api.AuditGroups, api.AuditCheckpoint,
+		api.AuditExport, api.AuditAccess}
 }
 
 // readEndpoints are the endpoints every person role may call: reads that
@@ -241,6 +242,9 @@ func readEndpoints() []string {
 		api.ValidatorCheckAll,
 		api.DrainStatus, api.DrainList,
 		api.AuditVerify, api.AuditReconcile, api.AuditGet, api.AuditList, api.AuditGroups,
+		// The auditor refuses an export to a role that does not read
+		// payloads; the access audit lists who read, never what.
+		api.AuditExport, api.AuditAccess,
 	}
 }
 

@@ -30,6 +30,10 @@ const (
 	AuditList       = "audit.list"
 	AuditGroups     = "audit.groups"
 	AuditCheckpoint = "audit.checkpoint"
+	// AuditExport pages an inspection export; AuditAccess lists the
+	// access audit (payload reads).
+	AuditExport = "audit.export"
+	AuditAccess = "audit.access"
 )
 
 // Error codes of endpoint replies (the Nats-Service-Error-Code header).
