@@ -76,6 +76,7 @@ type Service struct {
 	events     jetstream.Stream
 	keys       jetstream.KeyValue
 
+	trees         exportTrees   // the Merkle tree of the newest checkpoint exported
 	cpMu          sync.Mutex    // serializes checkpoint writes
 	signer        nkeys.KeyPair // nil: checkpoints are unsigned
 	exportPending bool          // the last checkpoint written is not exported yet (cpMu)
@@ -203,6 +204,8 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		endpoint.Add(srv, g, endpoint.Spec{Name: "list", Description: "quarantined events, filtered, newest first", Timeout: 5 * time.Minute}, withCaller(s.List)),
 		endpoint.Add(srv, g, endpoint.Spec{Name: "groups", Description: "triage groups by fingerprint", Timeout: time.Minute},
 			withCaller(func(_ context.Context, req api.GroupsRequest) (api.GroupsReply, error) { return s.Groups(req), nil })),
+		endpoint.Add(srv, g, endpoint.Spec{Name: "export", Description: "one page of an inspection export: chains with inclusion proofs (a payload read, recorded)", Timeout: 5 * time.Minute}, withCaller(s.Export)),
+		endpoint.Add(srv, g, endpoint.Spec{Name: "access", Description: "the access audit: payload reads, newest first", Timeout: time.Minute}, withCaller(s.Access)),
 		endpoint.Add(srv, g, endpoint.Spec{Name: "checkpoint", Description: "append a checkpoint to AUDIT now", Timeout: time.Minute},
 			withCaller(func(ctx context.Context, _ api.CheckpointRequest) (api.CheckpointReply, error) {
 				return s.Checkpoint(ctx)
@@ -295,25 +298,6 @@ type headersKey struct{}
 func callerOf(ctx context.Context) (access.Identity, error) {
 	h, _ := ctx.Value(headersKey{}).(nats.Header)
 	return access.CallerOf(h)
-}
-
-// mayReadPayloads refuses a payload read unless the caller's role reads
-// payloads (or, with AllowAnonymous, there is no caller), and logs every
-// payload read it allows: who, in which role, which chain. Never a value.
-func (s *Service) mayReadPayloads(ctx context.Context, dlqID string) error {
-	id, err := callerOf(ctx)
-	switch {
-	case err != nil && s.cfg.AllowAnonymous:
-		s.log.Info("payload read", "user", "anonymous", "dlq_id", dlqID)
-		return nil
-	case err != nil:
-		return api.Wrap(api.ErrUnauthenticated, err, "payloads are read only by an authenticated inspector or operator")
-	case !id.Role.ReadsPayloads():
-		s.log.Warn("payload read refused", "user", id.User, "role", string(id.Role), "dlq_id", dlqID)
-		return api.Errorf(api.ErrForbidden, "role %s may not read payloads", id.Role)
-	}
-	s.log.Info("payload read", "user", id.User, "role", string(id.Role), "dlq_id", dlqID)
-	return nil
 }
 
 // badRequest is a BAD_REQUEST with message msg.

@@ -595,3 +595,37 @@ type ExportReply struct {
 	// AccessSeq is the AUDIT sequence of this page's access record.
 	AccessSeq uint64 `json:"access_seq"`
 }
+
+// ExportFormat names the JSONL export format (ExportHeader.Format).
+const ExportFormat = "deadletter-export-v1"
+
+// ExportLine is one line of a JSONL inspection export: exactly one member
+// is set. The file is a header, the signed checkpoint the export is
+// proved against, one chain per line, and an end line; `dlqctl
+// verify-export FILE --pubkey KEY` checks it with no server.
+type ExportLine struct {
+	Header     *ExportHeader       `json:"header,omitempty"`
+	Checkpoint *ExportedCheckpoint `json:"checkpoint,omitempty"`
+	Chain      *ExportChain        `json:"chain,omitempty"`
+	End        *ExportEnd          `json:"end,omitempty"`
+}
+
+// ExportHeader opens an export: its format, when and why it was taken,
+// and its filter. Key is the public key of the checkpoint's signer (a
+// verifier compares it with the key it trusts, never trusts it).
+type ExportHeader struct {
+	Format     string       `json:"format"`
+	ExportedAt time.Time    `json:"exported_at"`
+	Filter     ExportFilter `json:"filter"`
+	Reason     string       `json:"reason"`
+	Key        string       `json:"key,omitempty"`
+}
+
+// ExportEnd closes an export: its counts (a file cut short has no end
+// line) and the records left out because they were stored after the
+// checkpoint.
+type ExportEnd struct {
+	Chains    int `json:"chains"`
+	Records   int `json:"records"`
+	Uncovered int `json:"uncovered"`
+}

@@ -184,7 +184,7 @@ func (e *env) quarantine(tb testing.TB, marker string) string {
 		}
 		for _, it := range page.Items {
 			var rep api.GetReply
-			code := e.request(tb, string(access.RoleInspector), api.AuditGet, api.GetRequest{DLQID: it.DLQID, IncludePayload: true}, &rep)
+			code := e.request(tb, string(access.RoleInspector), api.AuditGet, api.GetRequest{DLQID: it.DLQID, IncludePayload: true, Reason: "test"}, &rep)
 			if code == "" && strings.Contains(payloadOf(rep), marker) {
 				id = it.DLQID
 				return nil
@@ -261,7 +261,7 @@ func TestPayloadNeedsRole(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%s include=%v", tc.person, tc.include), func(t *testing.T) {
 			var rep api.GetReply
-			code := e.request(t, string(tc.person), api.AuditGet, api.GetRequest{DLQID: id, IncludePayload: tc.include}, &rep)
+			code := e.request(t, string(tc.person), api.AuditGet, api.GetRequest{DLQID: id, IncludePayload: tc.include, Reason: "red team"}, &rep)
 			if code != tc.wantCode {
 				t.Fatalf("code %q, want %q", code, tc.wantCode)
 			}
