@@ -32,6 +32,32 @@ type ExportReport struct {
 	Checkpoint api.ExportedCheckpoint
 }
 
+// WriteExport writes a JSONL inspection export (api.ExportLine): the
+// header, the checkpoint cp, one line per chain and the end line, which
+// counts the chains and records and says how many records were left out
+// (uncovered: stored after cp).
+func WriteExport(w io.Writer, h api.ExportHeader, cp api.ExportedCheckpoint, chains []api.ExportChain, uncovered int) error {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	enc := json.NewEncoder(bw)
+	if err := enc.Encode(api.ExportLine{Header: &h}); err != nil {
+		return err
+	}
+	if err := enc.Encode(api.ExportLine{Checkpoint: &cp}); err != nil {
+		return err
+	}
+	end := api.ExportEnd{Chains: len(chains), Uncovered: uncovered}
+	for i := range chains {
+		end.Records += len(chains[i].Records)
+		if err := enc.Encode(api.ExportLine{Chain: &chains[i]}); err != nil {
+			return err
+		}
+	}
+	if err := enc.Encode(api.ExportLine{End: &end}); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
 // VerifyExport checks a JSONL inspection export (api.ExportLine) with no
 // server: its header; its checkpoint's signature by pubKey (the key the
 // verifier trusts, never the file's); every chain's seals and links

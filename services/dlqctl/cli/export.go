@@ -4,14 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/xuri/excelize/v2"
@@ -173,7 +171,8 @@ func (a *app) export(ctx context.Context, req api.ExportRequest, format, out, lo
 	}
 	switch format {
 	case formatJSONL:
-		err = writeJSONL(f, req, cp, chains, res, a.now)
+		err = auditor.WriteExport(f, api.ExportHeader{Format: api.ExportFormat, ExportedAt: a.now().UTC(), Filter: req.Filter, Reason: req.Reason, Key: cp.Key},
+			cp, chains, res.Uncovered)
 	case formatCSV:
 		err = writeCSV(f, chains)
 	case formatXLSX:
@@ -204,30 +203,6 @@ func chainHasLot(c api.ExportChain, lot string) bool {
 		}
 	}
 	return false
-}
-
-// writeJSONL writes the verifiable export: header, checkpoint, chains, end.
-func writeJSONL(w io.Writer, req api.ExportRequest, cp api.ExportedCheckpoint, chains []api.ExportChain, res exportResult, now func() time.Time) error {
-	bw := bufio.NewWriterSize(w, 1<<20)
-	enc := json.NewEncoder(bw)
-	lines := []api.ExportLine{
-		{Header: &api.ExportHeader{Format: api.ExportFormat, ExportedAt: now().UTC(), Filter: req.Filter, Reason: req.Reason, Key: cp.Key}},
-		{Checkpoint: &cp},
-	}
-	for _, l := range lines {
-		if err := enc.Encode(l); err != nil {
-			return err
-		}
-	}
-	for i := range chains {
-		if err := enc.Encode(api.ExportLine{Chain: &chains[i]}); err != nil {
-			return err
-		}
-	}
-	if err := enc.Encode(api.ExportLine{End: &api.ExportEnd{Chains: res.Chains, Records: res.Records, Uncovered: res.Uncovered}}); err != nil {
-		return err
-	}
-	return bw.Flush()
 }
 
 // writeCSV writes the spreadsheet as CSV (RFC 4180).
