@@ -82,9 +82,10 @@ type Service struct {
 	exportPending bool          // the last checkpoint written is not exported yet (cpMu)
 	coverage      coverage      // what the newest checkpoint covers, for its age gauge
 
-	verifyBatch int    // records linked together by verify (tests make it small)
-	seenBits    uint32 // size of verify's filter of dlq ids seen
-	seenFull    bool   // tests: verify's filter starts full (every id "maybe seen")
+	exportBudget int    // bytes of an export page (tests make it small; 0: from the max payload)
+	verifyBatch  int    // records linked together by verify (tests make it small)
+	seenBits     uint32 // size of verify's filter of dlq ids seen
+	seenFull     bool   // tests: verify's filter starts full (every id "maybe seen")
 }
 
 // New builds an auditor on an open connection; Run starts it.

@@ -173,48 +173,34 @@ func (s *Service) Export(ctx context.Context, req api.ExportRequest) (api.Export
 			(f.From.IsZero() || !it.QuarantinedAt.Before(f.From)) && (f.To.IsZero() || !it.QuarantinedAt.After(f.To))
 	}
 	budget := int(float64(s.nc.MaxPayload()) * exportReplyShare)
+	if s.exportBudget > 0 {
+		budget = s.exportBudget
+	}
 	rep := api.ExportReply{Checkpoint: cp, Chains: []api.ExportChain{}}
-	var (
-		ids     []string
-		size    int
-		lastSeq uint64
-		readErr error
-	)
+	var items []listItem
+	more := false
 	if before > 1 {
-		readErr = s.scanChains(ctx, f.Domain, before-1, func(it listItem) bool {
+		err := s.scanChains(ctx, f.Domain, before-1, func(it listItem) bool {
 			if !match(&it.Summary) {
 				return true
 			}
-			if len(rep.Chains) == limit {
-				rep.NextCursor = exportCursor(cp.AuditSeq, lastSeq)
+			if len(items) == limit {
+				more = true
 				return false
 			}
-			c, uncovered, n, err := s.exportChain(ctx, tree, it.Domain, it.DLQID)
-			if err != nil {
-				readErr = err
-				return false
-			}
-			if size+n > budget && len(rep.Chains) > 0 {
-				rep.NextCursor = exportCursor(cp.AuditSeq, lastSeq)
-				return false
-			}
-			if n > budget {
-				readErr = api.Errorf(api.ErrInternal, "chain %s does not fit in one reply", it.DLQID)
-				return false
-			}
-			size += n
-			rep.Chains = append(rep.Chains, c)
-			rep.Uncovered += uncovered
-			ids = append(ids, it.DLQID)
-			lastSeq = it.seq
+			items = append(items, it)
 			return true
 		})
-	}
-	if readErr != nil {
-		if api.AsError(readErr) != nil {
-			return api.ExportReply{}, readErr
+		if err != nil {
+			return api.ExportReply{}, fmt.Errorf("auditor: export: %w", err)
 		}
-		return api.ExportReply{}, fmt.Errorf("auditor: export: %w", readErr)
+	}
+	ids, err := s.fillExportPage(ctx, tree, items, budget, &rep)
+	if err != nil {
+		return api.ExportReply{}, err
+	}
+	if len(ids) < len(items) || more {
+		rep.NextCursor = exportCursor(cp.AuditSeq, items[len(ids)-1].seq)
 	}
 	// Recorded, and acknowledged, before a payload byte leaves.
 	filter := req.Filter
@@ -222,6 +208,51 @@ func (s *Service) Export(ctx context.Context, req api.ExportRequest) (api.Export
 		return api.ExportReply{}, err
 	}
 	return rep, nil
+}
+
+// exportReaders is how many chains an export page reads at a time.
+const exportReaders = 16
+
+// fillExportPage reads the chains of items, in windows of exportReaders
+// read in parallel, and adds them to rep in order until the next would
+// take the page past budget bytes. It returns the ids added.
+func (s *Service) fillExportPage(ctx context.Context, tree *proofTree, items []listItem, budget int, rep *api.ExportReply) ([]string, error) {
+	type read struct {
+		c         api.ExportChain
+		uncovered int
+		size      int
+		err       error
+	}
+	var ids []string
+	size := 0
+	for lo := 0; lo < len(items); lo += exportReaders {
+		window := items[lo:min(lo+exportReaders, len(items))]
+		reads := make([]read, len(window))
+		var wg sync.WaitGroup
+		for i, it := range window {
+			wg.Go(func() {
+				r := &reads[i]
+				r.c, r.uncovered, r.size, r.err = s.exportChain(ctx, tree, it.Domain, it.DLQID)
+			})
+		}
+		wg.Wait()
+		for i, r := range reads {
+			if r.err != nil {
+				return nil, fmt.Errorf("auditor: export: %w", r.err)
+			}
+			if size+r.size > budget {
+				if len(ids) == 0 {
+					return nil, api.Errorf(api.ErrInternal, "chain %s does not fit in one reply", window[i].DLQID)
+				}
+				return ids, nil
+			}
+			size += r.size
+			rep.Chains = append(rep.Chains, r.c)
+			rep.Uncovered += r.uncovered
+			ids = append(ids, window[i].DLQID)
+		}
+	}
+	return ids, nil
 }
 
 // exportChain reads the chain dlqID and returns its records the tree

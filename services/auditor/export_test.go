@@ -212,6 +212,26 @@ func TestExportVerifiesOffline(t *testing.T) {
 	})
 }
 
+// TestExportPagesByBytes: a page ends before the chain that would take it
+// past its byte budget (here about two chains, while the chain limit is
+// 1000), and the pages still make the whole export.
+func TestExportPagesByBytes(t *testing.T) {
+	e := newEnv(t)
+	cfg, pub := signedConfig(t, t.TempDir())
+	for _, r := range anchorFixture(t) {
+		e.publish(t, r)
+	}
+	a := e.startAuditor(t, cfg, nil)
+	a.exportBudget = 4000 // a chain of one record takes about 1,500 bytes
+	cp, chains, uncovered, pages := exportAll(t, e, api.ExportRequest{Reason: "inspection"})
+	if len(chains) != 4 || pages < 2 {
+		t.Fatalf("%d chains in %d pages, want 4 in more than one", len(chains), pages)
+	}
+	if _, err := VerifyExport(bytes.NewReader(exportFile(t, cp, chains, uncovered)), pub); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestExportAfterTheCheckpoint: an export is proved against the
 // checkpoint of its first page; records stored while it pages are left
 // out and counted, and a chain quarantined meanwhile is not exported.
