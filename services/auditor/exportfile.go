@@ -32,30 +32,57 @@ type ExportReport struct {
 	Checkpoint api.ExportedCheckpoint
 }
 
-// WriteExport writes a JSONL inspection export (api.ExportLine): the
-// header, the checkpoint cp, one line per chain and the end line, which
-// counts the chains and records and says how many records were left out
-// (uncovered: stored after cp).
-func WriteExport(w io.Writer, h api.ExportHeader, cp api.ExportedCheckpoint, chains []api.ExportChain, uncovered int) error {
+// ExportWriter writes a JSONL inspection export (api.ExportLine) as its
+// pages arrive: the header and checkpoint first, one line per chain, and
+// on Close the end line, which counts the chains and records and says how
+// many records were left out (stored after the checkpoint).
+type ExportWriter struct {
+	bw  *bufio.Writer
+	enc *json.Encoder
+	end api.ExportEnd
+}
+
+// NewExportWriter writes the header h and the checkpoint cp to w.
+func NewExportWriter(w io.Writer, h api.ExportHeader, cp api.ExportedCheckpoint) (*ExportWriter, error) {
 	bw := bufio.NewWriterSize(w, 1<<20)
-	enc := json.NewEncoder(bw)
-	if err := enc.Encode(api.ExportLine{Header: &h}); err != nil {
+	x := &ExportWriter{bw: bw, enc: json.NewEncoder(bw)}
+	if err := x.enc.Encode(api.ExportLine{Header: &h}); err != nil {
+		return nil, err
+	}
+	if err := x.enc.Encode(api.ExportLine{Checkpoint: &cp}); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// Chain writes one chain.
+func (x *ExportWriter) Chain(c api.ExportChain) error {
+	x.end.Chains++
+	x.end.Records += len(c.Records)
+	return x.enc.Encode(api.ExportLine{Chain: &c})
+}
+
+// Close writes the end line (uncovered records left out) and flushes.
+func (x *ExportWriter) Close(uncovered int) error {
+	x.end.Uncovered = uncovered
+	if err := x.enc.Encode(api.ExportLine{End: &x.end}); err != nil {
 		return err
 	}
-	if err := enc.Encode(api.ExportLine{Checkpoint: &cp}); err != nil {
+	return x.bw.Flush()
+}
+
+// WriteExport writes a whole JSONL export with an ExportWriter.
+func WriteExport(w io.Writer, h api.ExportHeader, cp api.ExportedCheckpoint, chains []api.ExportChain, uncovered int) error {
+	x, err := NewExportWriter(w, h, cp)
+	if err != nil {
 		return err
 	}
-	end := api.ExportEnd{Chains: len(chains), Uncovered: uncovered}
-	for i := range chains {
-		end.Records += len(chains[i].Records)
-		if err := enc.Encode(api.ExportLine{Chain: &chains[i]}); err != nil {
+	for _, c := range chains {
+		if err := x.Chain(c); err != nil {
 			return err
 		}
 	}
-	if err := enc.Encode(api.ExportLine{End: &end}); err != nil {
-		return err
-	}
-	return bw.Flush()
+	return x.Close(uncovered)
 }
 
 // VerifyExport checks a JSONL inspection export (api.ExportLine) with no

@@ -129,17 +129,32 @@ dlqctl receives).`,
 	return cmd
 }
 
-// export pages audit.export and writes the file.
-func (a *app) export(ctx context.Context, req api.ExportRequest, format, out, lot string) (exportResult, error) {
-	res := exportResult{File: out, Format: format}
+// export pages audit.export and writes the file as the pages arrive
+// (JSONL), or their rows once the last has (CSV, XLSX: the columns depend
+// on the CTE types present).
+func (a *app) export(ctx context.Context, req api.ExportRequest, format, out, lot string) (res exportResult, err error) {
+	res = exportResult{File: out, Format: format}
 	c, err := a.connect()
 	if err != nil {
 		return res, err
 	}
 	defer c.Close()
+	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return res, usageErrorf("--out: %v", err)
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("export: write %s: %w", out, cerr)
+		}
+		if err != nil {
+			_ = os.Remove(out) // no partial export is left behind
+		}
+	}()
 	var (
-		chains []api.ExportChain
-		cp     api.ExportedCheckpoint
+		cp    api.ExportedCheckpoint
+		jsonl *auditor.ExportWriter
+		table tableBuilder
 	)
 	for {
 		var rep api.ExportReply
@@ -148,15 +163,30 @@ func (a *app) export(ctx context.Context, req api.ExportRequest, format, out, lo
 		}
 		if res.Pages == 0 {
 			cp = rep.Checkpoint
+			res.CheckpointSeq, res.TreeSize = cp.AuditSeq, cp.TreeSize
+			if format == formatJSONL {
+				h := api.ExportHeader{Format: api.ExportFormat, ExportedAt: a.now().UTC(), Filter: req.Filter, Reason: req.Reason, Key: cp.Key}
+				if jsonl, err = auditor.NewExportWriter(f, h, cp); err != nil {
+					return res, fmt.Errorf("export: write %s: %w", out, err)
+				}
+			}
 		} else if rep.Checkpoint.AuditSeq != cp.AuditSeq {
 			return res, failedf("export: page %d is proved against another checkpoint", res.Pages+1)
 		}
 		res.Pages++
 		res.Uncovered += rep.Uncovered
 		for _, ch := range rep.Chains {
-			if lot == "" || chainHasLot(ch, lot) {
-				chains = append(chains, ch)
-				res.Records += len(ch.Records)
+			if lot != "" && !chainHasLot(ch, lot) {
+				continue
+			}
+			res.Chains++
+			res.Records += len(ch.Records)
+			if jsonl != nil {
+				if err := jsonl.Chain(ch); err != nil {
+					return res, fmt.Errorf("export: write %s: %w", out, err)
+				}
+			} else {
+				table.add(ch)
 			}
 		}
 		if rep.NextCursor == "" {
@@ -164,25 +194,18 @@ func (a *app) export(ctx context.Context, req api.ExportRequest, format, out, lo
 		}
 		req.Cursor = rep.NextCursor
 	}
-	res.Chains, res.CheckpointSeq, res.TreeSize = len(chains), cp.AuditSeq, cp.TreeSize
-	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return res, usageErrorf("--out: %v", err)
-	}
 	switch format {
 	case formatJSONL:
-		err = auditor.WriteExport(f, api.ExportHeader{Format: api.ExportFormat, ExportedAt: a.now().UTC(), Filter: req.Filter, Reason: req.Reason, Key: cp.Key},
-			cp, chains, res.Uncovered)
+		err = jsonl.Close(res.Uncovered)
 	case formatCSV:
-		err = writeCSV(f, chains)
+		header, rows := table.table()
+		err = writeCSV(f, header, rows)
 	case formatXLSX:
-		err = writeXLSX(f, chains)
+		header, rows := table.table()
+		err = writeXLSX(f, header, rows)
 	}
 	if err == nil {
 		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
 	}
 	if err != nil {
 		return res, fmt.Errorf("export: write %s: %w", out, err)
@@ -206,8 +229,7 @@ func chainHasLot(c api.ExportChain, lot string) bool {
 }
 
 // writeCSV writes the spreadsheet as CSV (RFC 4180).
-func writeCSV(w io.Writer, chains []api.ExportChain) error {
-	header, rows := exportTable(chains)
+func writeCSV(w io.Writer, header []string, rows [][]string) error {
 	cw := csv.NewWriter(bufio.NewWriterSize(w, 1<<20))
 	if err := cw.Write(header); err != nil {
 		return err
@@ -220,8 +242,7 @@ func writeCSV(w io.Writer, chains []api.ExportChain) error {
 
 // writeXLSX writes the spreadsheet as one XLSX sheet with an auto-filter
 // made a table (each header sorts and filters) and the header row frozen.
-func writeXLSX(w io.Writer, chains []api.ExportChain) error {
-	header, rows := exportTable(chains)
+func writeXLSX(w io.Writer, header []string, rows [][]string) error {
 	f := excelize.NewFile()
 	defer func() { _ = f.Close() }()
 	const sheet = "Sheet1"

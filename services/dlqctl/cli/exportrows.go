@@ -35,55 +35,65 @@ type exportRow struct {
 	kdes map[string]string
 }
 
-// exportTable turns chains into a spreadsheet: the header and one row per
-// record. For FSMA 204 events the columns include supplier_id,
-// traceability_lot_code and every KDE (21 CFR 1.1325-1.1350) of the CTE
-// types present in the export ("a or b" KDEs as two columns); a value
-// that is an object or array is its compact JSON.
-func exportTable(chains []api.ExportChain) (header []string, rows [][]string) {
-	var out []exportRow
-	ctes := map[string]bool{}
-	hasFSMA := false
-	for _, c := range chains {
-		var recs []record.Record
-		for _, er := range c.Records {
-			r, err := record.Parse(er.Record)
-			if err != nil {
-				continue // the export's verifier reports it
+// tableBuilder turns chains into a spreadsheet, a page at a time: one
+// row per record. For FSMA 204 events the columns include supplier_id,
+// traceability_lot_code, cte_type and every KDE (21 CFR 1.1325-1.1350) of
+// the CTE types present in the export ("a or b" KDEs as two columns); a
+// value that is an object or array is its compact JSON. Only the rows'
+// cells are kept, not the chains.
+type tableBuilder struct {
+	rows    []exportRow
+	ctes    map[string]bool
+	hasFSMA bool
+}
+
+// add adds the rows of one chain.
+func (b *tableBuilder) add(c api.ExportChain) {
+	if b.ctes == nil {
+		b.ctes = map[string]bool{}
+	}
+	var recs []record.Record
+	for _, er := range c.Records {
+		r, err := record.Parse(er.Record)
+		if err != nil {
+			continue // verify-export reports it
+		}
+		recs = append(recs, r)
+		st, _ := record.Fold(recs)
+		doc := payloadDoc(st.Payload)
+		env := envelopeOf(c.Domain, doc)
+		row := exportRow{base: []string{
+			c.DLQID, c.Domain, strconv.Itoa(r.Index), string(r.Kind), strconv.FormatUint(er.Seq, 10), string(st.Status),
+			string(st.Class), string(st.ErrorCode), st.ErrorDetail, firstNonEmpty(st.PartyID, env.PartyID),
+			env.EventType, firstNonEmpty(st.IdempotencyKey, env.IdempotencyKey), firstNonEmpty(st.OrderingKey, env.OrderingKey),
+			timeCell(st.EventTime), st.FirstSeen.UTC().Format(time.RFC3339Nano), r.QuarantinedAt.UTC().Format(time.RFC3339Nano),
+			strconv.Itoa(st.RedriveCount), r.Actor, r.Reason, payloadHash(st.Payload), r.AuditHash, r.PrevHash,
+		}}
+		if c.Domain == fsma.Name && doc != nil {
+			b.hasFSMA = true
+			row.kdes = map[string]string{}
+			for _, f := range fsmaKeyColumns {
+				row.kdes[f] = cell(doc[f])
 			}
-			recs = append(recs, r)
-			st, _ := record.Fold(recs)
-			doc := payloadDoc(st.Payload)
-			env := envelopeOf(c.Domain, doc)
-			row := exportRow{base: []string{
-				c.DLQID, c.Domain, strconv.Itoa(r.Index), string(r.Kind), strconv.FormatUint(er.Seq, 10), string(st.Status),
-				string(st.Class), string(st.ErrorCode), st.ErrorDetail, firstNonEmpty(st.PartyID, env.PartyID),
-				env.EventType, firstNonEmpty(st.IdempotencyKey, env.IdempotencyKey), firstNonEmpty(st.OrderingKey, env.OrderingKey),
-				timeCell(st.EventTime), st.FirstSeen.UTC().Format(time.RFC3339Nano), r.QuarantinedAt.UTC().Format(time.RFC3339Nano),
-				strconv.Itoa(st.RedriveCount), r.Actor, r.Reason, payloadHash(st.Payload), r.AuditHash, r.PrevHash,
-			}}
-			if c.Domain == fsma.Name && doc != nil {
-				hasFSMA = true
-				row.kdes = map[string]string{}
-				for _, f := range fsmaKeyColumns {
+			if env.EventType != "" {
+				b.ctes[env.EventType] = true
+				for _, f := range kdeFields(env.EventType) {
 					row.kdes[f] = cell(doc[f])
 				}
-				if env.EventType != "" {
-					ctes[env.EventType] = true
-					for _, f := range kdeFields(env.EventType) {
-						row.kdes[f] = cell(doc[f])
-					}
-				}
 			}
-			out = append(out, row)
 		}
+		b.rows = append(b.rows, row)
 	}
+}
+
+// table returns the header and the rows.
+func (b *tableBuilder) table() (header []string, rows [][]string) {
 	header = slices.Clone(baseColumns)
 	var extra []string
-	if hasFSMA {
+	if b.hasFSMA {
 		extra = append(extra, fsmaKeyColumns...)
 		for _, cte := range fsma.CTETypes() {
-			if !ctes[cte] {
+			if !b.ctes[cte] {
 				continue
 			}
 			for _, f := range kdeFields(cte) {
@@ -94,8 +104,8 @@ func exportTable(chains []api.ExportChain) (header []string, rows [][]string) {
 		}
 	}
 	header = append(header, extra...)
-	rows = make([][]string, len(out))
-	for i, r := range out {
+	rows = make([][]string, len(b.rows))
+	for i, r := range b.rows {
 		rows[i] = r.base
 		for _, f := range extra {
 			rows[i] = append(rows[i], r.kdes[f])

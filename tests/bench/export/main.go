@@ -53,6 +53,7 @@ func main() {
 	n := flag.Int("n", 100000, "records (in chains of two)")
 	serve := flag.String("serve", "", "internal: run the server on this store directory")
 	formats := flag.String("formats", "jsonl,csv,xlsx", "the formats to export")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the exports to this file")
 	flag.Parse()
 	runner.TuneGC(runner.DefaultGCPercent)
 	if *serve != "" {
@@ -60,6 +61,13 @@ func main() {
 			log.Fatal(err)
 		}
 		return
+	}
+	if *cpuprofile != "" {
+		stop, err := benchenv.CPUProfile(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer stop()
 	}
 	if err := run(*n, strings.Split(*formats, ",")); err != nil {
 		log.Fatal(err)
