@@ -1,6 +1,6 @@
 // Package auditor answers an inspector's and an operator's questions about
 // the quarantine as a NATS micro service (it writes nothing but its signed
-// checkpoints to AUDIT):
+// checkpoints and the access audit of payload reads to AUDIT):
 //
 //   - audit.verify: recompute every record's seal and every chain, find
 //     gaps in QUARANTINE, and check the checkpoints in AUDIT;
@@ -9,6 +9,12 @@
 //     duplicate; anything else past a grace period is unaccounted);
 //   - audit.get, audit.list, audit.groups: one chain, filtered pages of
 //     quarantined events, and the triage groups an operator opens first;
+//   - audit.export: pages of an inspection export, each chain with the
+//     inclusion proof of every record in a signed checkpoint's Merkle tree
+//     (VerifyExport checks the JSONL file offline);
+//   - audit.access: the access audit, newest first. Every payload read
+//     (audit.get include_payload, each export page) is recorded in AUDIT,
+//     and acknowledged, before the reply leaves, or refused;
 //   - audit.checkpoint: append a checkpoint (also done periodically, once
 //     caught up at start-up and at shutdown, when there are records no
 //     checkpoint covers).
@@ -24,7 +30,7 @@
 // holds (resolved chains) is read from QUARANTINE when asked for, with
 // JetStream direct gets, so the auditor's memory does not grow with the
 // number of records. The auditor never writes QUARANTINE; it appends only
-// its own checkpoints to AUDIT.
+// its own checkpoints and access records to AUDIT.
 package auditor
 
 import (
