@@ -228,16 +228,38 @@ func chainHasLot(c api.ExportChain, lot string) bool {
 	return false
 }
 
-// writeCSV writes the spreadsheet as CSV (RFC 4180).
+// writeCSV writes the spreadsheet as CSV (RFC 4180), every cell made
+// inert for a spreadsheet (csvCell).
 func writeCSV(w io.Writer, header []string, rows [][]string) error {
 	cw := csv.NewWriter(bufio.NewWriterSize(w, 1<<20))
 	if err := cw.Write(header); err != nil {
 		return err
 	}
-	if err := cw.WriteAll(rows); err != nil { // WriteAll flushes
-		return err
+	for _, r := range rows {
+		for i := range r {
+			r[i] = csvCell(r[i])
+		}
+		if err := cw.Write(r); err != nil {
+			return err
+		}
 	}
+	cw.Flush()
 	return cw.Error()
+}
+
+// csvCell keeps a spreadsheet from running a cell as a formula (CSV
+// injection: payload values come from publishers): a value that starts
+// with '=', '+', '-', '@', a tab or a carriage return, and is not a
+// number, gets a leading apostrophe. XLSX cells are written as strings
+// and need none.
+func csvCell(v string) string {
+	if v == "" || !strings.ContainsRune("=+-@\t\r", rune(v[0])) {
+		return v
+	}
+	if _, err := strconv.ParseFloat(v, 64); err == nil {
+		return v
+	}
+	return "'" + v
 }
 
 // writeXLSX writes the spreadsheet as one XLSX sheet with an auto-filter
