@@ -537,7 +537,9 @@ type AccessReply struct {
 
 // ExportFilter selects the chains of an export (every member optional):
 // Domain, Party (supplier or registrant), Status (a record.Status*
-// value) and the quarantine time range From..To (inclusive).
+// value) and the quarantine time range From..To (inclusive) of the
+// chain's first record. Party and Status match the chain's state when the
+// page is read (its records are exported up to the export's checkpoint).
 type ExportFilter struct {
 	Domain string    `json:"domain,omitempty"`
 	Party  string    `json:"party,omitempty"`
