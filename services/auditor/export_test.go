@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -392,5 +393,42 @@ func TestPayloadReadFailsClosed(t *testing.T) {
 	}
 	if strings.Contains(a.logs.String(), "TX-SECRET") {
 		t.Error("a payload value was logged")
+	}
+}
+
+// TestAccessPagesAcrossWindows: the access audit pages newest first past
+// the window of AUDIT sequences it reads at a time, with checkpoints
+// between the access records.
+func TestAccessPagesAcrossWindows(t *testing.T) {
+	e := newEnv(t)
+	e.chainOf(t, fixture{id: id(1), domain: "pharmacy", class: record.ClassValidation, code: codes.MalformedJSON, firstSeen: t0, quarantined: t0})
+	e.startAuditor(t, testConfig(), nil)
+	const reads = accessScanWindow + 30
+	for i := range reads {
+		var g api.GetReply
+		request(t, e.nc, api.AuditGet, api.GetRequest{DLQID: id(1), IncludePayload: true, Reason: "read " + strconv.Itoa(i)}, &g)
+		if i == reads/2 {
+			var cp api.CheckpointReply
+			request(t, e.nc, api.AuditCheckpoint, api.CheckpointRequest{}, &cp)
+		}
+	}
+	var all []api.AccessEntry
+	req := api.AccessRequest{Limit: 1000}
+	for {
+		var rep api.AccessReply
+		request(t, e.nc, api.AuditAccess, req, &rep)
+		all = append(all, rep.Items...)
+		if rep.NextCursor == "" {
+			break
+		}
+		req.Cursor = rep.NextCursor
+	}
+	if len(all) != reads {
+		t.Fatalf("%d access records, want %d", len(all), reads)
+	}
+	for i, it := range all {
+		if want := "read " + strconv.Itoa(reads-1-i); it.Reason != want || (i > 0 && it.Seq >= all[i-1].Seq) {
+			t.Fatalf("item %d: %q at seq %d, want %q, newest first", i, it.Reason, it.Seq, want)
+		}
 	}
 }
