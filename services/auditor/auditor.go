@@ -1,6 +1,6 @@
 // Package auditor answers an inspector's and an operator's questions about
 // the quarantine as a NATS micro service (it writes nothing but its signed
-// checkpoints to AUDIT):
+// checkpoints and the access audit of payload reads to AUDIT):
 //
 //   - audit.verify: recompute every record's seal and every chain, find
 //     gaps in QUARANTINE, and check the checkpoints in AUDIT;
@@ -9,6 +9,12 @@
 //     duplicate; anything else past a grace period is unaccounted);
 //   - audit.get, audit.list, audit.groups: one chain, filtered pages of
 //     quarantined events, and the triage groups an operator opens first;
+//   - audit.export: pages of an inspection export, each chain with the
+//     inclusion proof of every record in a signed checkpoint's Merkle tree
+//     (VerifyExport checks the JSONL file offline);
+//   - audit.access: the access audit, newest first. Every payload read
+//     (audit.get include_payload, each export page) is recorded in AUDIT,
+//     and acknowledged, before the reply leaves, or refused;
 //   - audit.checkpoint: append a checkpoint (also done periodically, once
 //     caught up at start-up and at shutdown, when there are records no
 //     checkpoint covers).
@@ -24,7 +30,7 @@
 // holds (resolved chains) is read from QUARANTINE when asked for, with
 // JetStream direct gets, so the auditor's memory does not grow with the
 // number of records. The auditor never writes QUARANTINE; it appends only
-// its own checkpoints to AUDIT.
+// its own checkpoints and access records to AUDIT.
 package auditor
 
 import (
@@ -76,14 +82,16 @@ type Service struct {
 	events     jetstream.Stream
 	keys       jetstream.KeyValue
 
+	trees         exportTrees   // the Merkle tree of the newest checkpoint exported
 	cpMu          sync.Mutex    // serializes checkpoint writes
 	signer        nkeys.KeyPair // nil: checkpoints are unsigned
 	exportPending bool          // the last checkpoint written is not exported yet (cpMu)
 	coverage      coverage      // what the newest checkpoint covers, for its age gauge
 
-	verifyBatch int    // records linked together by verify (tests make it small)
-	seenBits    uint32 // size of verify's filter of dlq ids seen
-	seenFull    bool   // tests: verify's filter starts full (every id "maybe seen")
+	exportBudget int    // bytes of an export page (tests make it small; 0: from the max payload)
+	verifyBatch  int    // records linked together by verify (tests make it small)
+	seenBits     uint32 // size of verify's filter of dlq ids seen
+	seenFull     bool   // tests: verify's filter starts full (every id "maybe seen")
 }
 
 // New builds an auditor on an open connection; Run starts it.
@@ -204,6 +212,8 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		endpoint.Add(srv, g, endpoint.Spec{Name: "list", Description: "quarantined events, filtered, newest first", Timeout: 5 * time.Minute}, withCaller(s.List)),
 		endpoint.Add(srv, g, endpoint.Spec{Name: "groups", Description: "triage groups by fingerprint", Timeout: time.Minute},
 			withCaller(func(_ context.Context, req api.GroupsRequest) (api.GroupsReply, error) { return s.Groups(req), nil })),
+		endpoint.Add(srv, g, endpoint.Spec{Name: "export", Description: "one page of an inspection export: chains with inclusion proofs (a payload read, recorded)", Timeout: 5 * time.Minute}, withCaller(s.Export)),
+		endpoint.Add(srv, g, endpoint.Spec{Name: "access", Description: "the access audit: payload reads, newest first", Timeout: time.Minute}, withCaller(s.Access)),
 		endpoint.Add(srv, g, endpoint.Spec{Name: "checkpoint", Description: "append a checkpoint to AUDIT now", Timeout: time.Minute},
 			withCaller(func(ctx context.Context, _ api.CheckpointRequest) (api.CheckpointReply, error) {
 				return s.Checkpoint(ctx)
@@ -296,25 +306,6 @@ type headersKey struct{}
 func callerOf(ctx context.Context) (access.Identity, error) {
 	h, _ := ctx.Value(headersKey{}).(nats.Header)
 	return access.CallerOf(h)
-}
-
-// mayReadPayloads refuses a payload read unless the caller's role reads
-// payloads (or, with AllowAnonymous, there is no caller), and logs every
-// payload read it allows: who, in which role, which chain. Never a value.
-func (s *Service) mayReadPayloads(ctx context.Context, dlqID string) error {
-	id, err := callerOf(ctx)
-	switch {
-	case err != nil && s.cfg.AllowAnonymous:
-		s.log.Info("payload read", "user", "anonymous", "dlq_id", dlqID)
-		return nil
-	case err != nil:
-		return api.Wrap(api.ErrUnauthenticated, err, "payloads are read only by an authenticated inspector or operator")
-	case !id.Role.ReadsPayloads():
-		s.log.Warn("payload read refused", "user", id.User, "role", string(id.Role), "dlq_id", dlqID)
-		return api.Errorf(api.ErrForbidden, "role %s may not read payloads", id.Role)
-	}
-	s.log.Info("payload read", "user", id.User, "role", string(id.Role), "dlq_id", dlqID)
-	return nil
 }
 
 // badRequest is a BAD_REQUEST with message msg.

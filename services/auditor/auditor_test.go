@@ -223,7 +223,7 @@ func TestGetAndList(t *testing.T) {
 		status  record.Status
 	}{
 		{"payload omitted", api.GetRequest{DLQID: id(9)}, false, record.StatusRedriving},
-		{"payload included", api.GetRequest{DLQID: id(9), IncludePayload: true}, true, record.StatusRedriving},
+		{"payload included", api.GetRequest{DLQID: id(9), IncludePayload: true, Reason: "test"}, true, record.StatusRedriving},
 		{"domain given", api.GetRequest{DLQID: id(1), Domain: "pharmacy"}, false, record.StatusOpen},
 	}
 	for _, tt := range tests {

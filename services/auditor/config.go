@@ -12,9 +12,10 @@ import (
 
 // Config configures an auditor. Start from DefaultConfig.
 type Config struct {
-	// AllowAnonymous serves payload reads (audit.get include_payload) that
-	// carry no caller the server attached, as in development and tests
-	// without accounts. Default false: payload bytes go only to a caller
+	// AllowAnonymous serves payload reads (audit.get include_payload,
+	// audit.export) that carry no caller the server attached, as in
+	// development and tests without accounts; each is recorded in the
+	// access audit as user "anonymous". Default false: payload bytes go only to a caller
 	// whose role reads payloads (access.Role.ReadsPayloads).
 	AllowAnonymous bool
 	// TraceURLBase is prepended to a trace id to link a record to its trace

@@ -12,6 +12,8 @@ require (
 	golang.org/x/sync v0.24.0
 )
 
+require github.com/transparency-dev/merkle v0.0.2 // indirect
+
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.9.0-default-no-op // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

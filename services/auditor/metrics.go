@@ -17,6 +17,7 @@ type metrics struct {
 	verifyRuns    *prometheus.CounterVec
 	unaccounted   prometheus.Gauge
 	checkpoints   prometheus.Counter
+	accessRefused prometheus.Counter
 	lastReconcile prometheus.Gauge
 	checkpointAge prometheus.GaugeFunc // computed at scrape time (coverage)
 }
@@ -46,6 +47,10 @@ func newMetrics(reg prometheus.Registerer, checkpointAge func() float64) *metric
 			Name: "deadletter_audit_checkpoints_total",
 			Help: "Checkpoints appended to AUDIT by this auditor.",
 		}),
+		accessRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "deadletter_audit_access_unrecorded_total",
+			Help: "Payload reads refused because their access record could not be written to AUDIT (fail closed).",
+		}),
 		lastReconcile: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "deadletter_audit_last_reconcile_timestamp_seconds",
 			Help: "Unix time of the last reconciliation of every domain.",
@@ -56,7 +61,7 @@ func newMetrics(reg prometheus.Registerer, checkpointAge func() float64) *metric
 		}, checkpointAge),
 	}
 	if reg != nil {
-		reg.MustRegister(m.stored, m.verifyFailed, m.verifyRuns, m.unaccounted, m.checkpoints, m.lastReconcile, m.checkpointAge)
+		reg.MustRegister(m.stored, m.verifyFailed, m.verifyRuns, m.unaccounted, m.checkpoints, m.accessRefused, m.lastReconcile, m.checkpointAge)
 	}
 	return m
 }

@@ -33,8 +33,10 @@ func (s *Service) Get(ctx context.Context, req api.GetRequest) (api.GetReply, er
 	if req.DLQID == "" || strings.ContainsAny(req.DLQID, ".*> ") {
 		return api.GetReply{}, badRequest("dlq_id is required and must be a single subject token")
 	}
+	var who reader
 	if req.IncludePayload {
-		if err := s.mayReadPayloads(ctx, req.DLQID); err != nil {
+		var err error
+		if who, err = s.payloadReader(ctx, api.AccessGet); err != nil {
 			return api.GetReply{}, err
 		}
 	}
@@ -89,7 +91,12 @@ func (s *Service) Get(ctx context.Context, req api.GetRequest) (api.GetReply, er
 	if rep.State.TraceID != "" {
 		rep.TraceURL = telemetry.TraceURL(s.cfg.TraceURLBase, rep.State.TraceID)
 	}
-	if !req.IncludePayload {
+	if req.IncludePayload {
+		// Recorded, and acknowledged, before a payload byte leaves.
+		if _, err := s.recordAccess(ctx, who, api.AccessGet, req.Reason, nil, []string{req.DLQID}); err != nil {
+			return api.GetReply{}, err
+		}
+	} else {
 		rep.State.Payload, rep.State.OriginalPayload = nil, nil
 		for i := range rep.Records {
 			rep.Records[i].Record = withoutPayload(rep.Records[i].Record)

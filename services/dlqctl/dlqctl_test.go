@@ -53,6 +53,12 @@ func TestUsage(t *testing.T) {
 		{"release without reason", []string{"release", "pharmacy_x"}, 2, "release needs --reason"},
 		{"correction without reason", []string{"redrive", "pharmacy_x", "--payload", "-"}, 2, "needs --reason"},
 		{"publish missing file", []string{"publish", "/nonexistent.json"}, 2, "no such file"},
+		{"show payload without reason", []string{"show", "pharmacy_x", "--payload"}, 2, "--payload needs --reason"},
+		{"export without reason", []string{"export", "--out", "x.csv"}, 2, "--reason is required"},
+		{"export without out", []string{"export", "--reason", "r"}, 2, "--out is required"},
+		{"export bad format", []string{"export", "--reason", "r", "--out", "x.pdf"}, 2, "--format must be one of"},
+		{"export bad since", []string{"export", "--reason", "r", "--out", "x.csv", "--since", "yesterday"}, 2, "--since"},
+		{"verify-export without key", []string{"verify-export", "x.jsonl"}, 2, "--pubkey is required"},
 		{"publish type without domain", []string{"publish", "--type", "dispense", "-"}, 2, "--type needs --domain"},
 		{"no server", []string{"-s", nowhere, "ls"}, 1, "connect nats://127.0.0.1:1"},
 		{"no server json", []string{"-s", nowhere, "-o", "json", "verify"}, 1, `{"error":{"code":"CONNECT"`},
@@ -298,11 +304,11 @@ func TestTriage(t *testing.T) {
 		if out := e.ok(t, "show", id).stdout; strings.Contains(out, value) {
 			t.Errorf("show printed the payload without --payload:\n%s", out)
 		}
-		if out := e.ok(t, "show", id, "--payload").stdout; !strings.Contains(out, value) {
+		if out := e.ok(t, "show", id, "--payload", "--reason", "triage test").stdout; !strings.Contains(out, value) {
 			t.Errorf("show --payload lacks the payload:\n%s", out)
 		}
 		// Payloads need a role that reads them: a viewer is refused.
-		r0 := dlqctl(t, e.context("viewer"), "", "-o", "json", "show", id, "--payload")
+		r0 := dlqctl(t, e.context("viewer"), "", "-o", "json", "show", id, "--payload", "--reason", "triage test")
 		if r0.code != 1 || !strings.Contains(r0.stderr, `"code":"FORBIDDEN"`) || strings.Contains(r0.stdout+r0.stderr, value) {
 			t.Errorf("show --payload as a viewer: %s", r0)
 		}
@@ -595,7 +601,7 @@ func TestRedrive(t *testing.T) {
 
 	t.Run("chain", func(t *testing.T) {
 		var s output.Show
-		e.jsonOf(t, &s, "show", id, "--payload")
+		e.jsonOf(t, &s, "show", id, "--payload", "--reason", "redrive test")
 		var kinds []string
 		for _, cr := range s.Records {
 			var r record.Record

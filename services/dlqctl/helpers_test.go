@@ -91,7 +91,9 @@ type env struct {
 	s   *stack.Stack
 	url string
 	dir string
-	nc  *nats.Conn // a viewer's connection for polling
+	// anchorDir holds the auditor's signing key (auditKey).
+	anchorDir string
+	nc        *nats.Conn // a viewer's connection for polling
 }
 
 // stackOptions adjust a test stack.
@@ -139,7 +141,7 @@ func startStack(tb testing.TB, o stackOptions) *env {
 		stop()
 		tb.Fatal("stack not ready after 30s")
 	}
-	e := &env{s: s, url: s.ClientURL(), dir: cfg.DataDir}
+	e := &env{s: s, url: s.ClientURL(), dir: cfg.DataDir, anchorDir: cfg.AnchorDir}
 	e.nc, err = s.ConnectAs(string(access.RoleViewer), nats.Timeout(30*time.Second)) // bcrypt, on a loaded machine
 	if err != nil {
 		tb.Fatal(err)

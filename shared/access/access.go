@@ -232,7 +232,8 @@ func RedriverEndpoints() []string {
 // stream subject (subjects.AuditCheckpoints) is not among them: it is
 // never exported.
 func AuditorEndpoints() []string {
-	return []string{api.AuditVerify, api.AuditReconcile, api.AuditGet, api.AuditList, api.AuditGroups, api.AuditCheckpoint, api.AuditWhoami}
+	return []string{api.AuditVerify, api.AuditReconcile, api.AuditGet, api.AuditList, api.AuditGroups, api.AuditCheckpoint, api.AuditWhoami,
+		api.AuditExport, api.AuditAccess}
 }
 
 // readEndpoints are the endpoints every person role may call: reads that
@@ -242,6 +243,9 @@ func readEndpoints() []string {
 		api.ValidatorCheckAll,
 		api.DrainStatus, api.DrainList,
 		api.AuditVerify, api.AuditReconcile, api.AuditGet, api.AuditList, api.AuditGroups, api.AuditWhoami,
+		// The auditor refuses an export to a role that does not read
+		// payloads; the access audit lists who read, never what.
+		api.AuditExport, api.AuditAccess,
 	}
 }
 

@@ -20,7 +20,7 @@ func DocTables() string {
 	for _, r := range Roles {
 		payload := "no"
 		if r.ReadsPayloads() {
-			payload = "yes (`audit.get` with `include_payload`, logged)"
+			payload = "yes (`audit.get` with `include_payload`, `audit.export`; with a reason, recorded in AUDIT first)"
 		}
 		fmt.Fprintf(&b, "| `%s` | `%s` | %s, `$SRV.>` | %s |\n", r, RoleAccount(r), codeList(RoleEndpoints(r)), payload)
 	}

@@ -34,6 +34,10 @@ const (
 	// AuditWhoami answers who the caller is, as the server attached it
 	// (a console learns its person's role from it).
 	AuditWhoami = "audit.whoami"
+	// AuditExport pages an inspection export; AuditAccess lists the
+	// access audit (payload reads).
+	AuditExport = "audit.export"
+	AuditAccess = "audit.access"
 )
 
 // Error codes of endpoint replies (the Nats-Service-Error-Code header).

@@ -318,7 +318,12 @@ type GetRequest struct {
 	// Domain narrows the lookup (optional).
 	Domain string `json:"domain,omitempty"`
 	// IncludePayload keeps the payloads in the reply (omitted by default).
+	// It is a payload read: only an inspector or operator may ask, with a
+	// Reason, and the read is recorded in AUDIT (an AccessRecord) before
+	// the reply is sent.
 	IncludePayload bool `json:"include_payload,omitempty"`
+	// Reason says why the payload is read (required with IncludePayload).
+	Reason string `json:"reason,omitempty"`
 }
 
 // GetReply is the current state of a chain and its records, each with its
@@ -476,4 +481,163 @@ type WhoamiReply struct {
 	// ReadsPayloads reports whether the role may read payloads (with a
 	// reason, recorded in the access audit).
 	ReadsPayloads bool `json:"reads_payloads"`
+}
+
+// Access actions (AccessRecord.Action).
+const (
+	// AccessGet: audit.get with include_payload.
+	AccessGet = "get"
+	// AccessExport: one page of audit.export.
+	AccessExport = "export"
+)
+
+// MaxAccessIDs is the largest number of dlq ids an AccessRecord lists;
+// a bigger read lists its filter, its count and the hash of its ids.
+const MaxAccessIDs = 100
+
+// AccessRecord is one payload read as the AUDIT stream keeps it, on
+// subjects.AuditAccess(User), written (and acknowledged by the server)
+// before any payload byte of the read leaves the auditor. It holds no
+// payload value.
+type AccessRecord struct {
+	// User and Role name the caller ("anonymous" and "" for an
+	// unauthenticated read of a test server with AllowAnonymous).
+	User string `json:"user"`
+	Role string `json:"role,omitempty"`
+	// At is when the read was allowed.
+	At time.Time `json:"at"`
+	// Action is AccessGet or AccessExport.
+	Action string `json:"action"`
+	// DLQIDs lists the chains read (at most MaxAccessIDs; nil above).
+	DLQIDs []string `json:"dlq_ids,omitempty"`
+	// Filter is the export's filter (exports only).
+	Filter *ExportFilter `json:"filter,omitempty"`
+	// Count is the number of chains read; IDsHash the lowercase hex
+	// SHA-256 of their dlq ids, each followed by a line feed, in the order
+	// of the reply.
+	Count   int    `json:"count"`
+	IDsHash string `json:"ids_hash"`
+	// Reason is the caller's stated reason.
+	Reason string `json:"reason"`
+}
+
+// AccessEntry is one AccessRecord of a listing, with its AUDIT sequence.
+type AccessEntry struct {
+	Seq uint64 `json:"seq"`
+	AccessRecord
+}
+
+// AccessRequest lists the access audit, newest first: the reads of User
+// (all users when empty) made at or after Since and at or before Until
+// (zero: unbounded), at most Limit (default 100, at most MaxLimit) per
+// page; Cursor is the NextCursor of the previous page.
+type AccessRequest struct {
+	User   string    `json:"user,omitempty"`
+	Since  time.Time `json:"since,omitzero"`
+	Until  time.Time `json:"until,omitzero"`
+	Limit  int       `json:"limit,omitempty"`
+	Cursor string    `json:"cursor,omitempty"`
+}
+
+// AccessReply is one page of the access audit ("" NextCursor on the last).
+type AccessReply struct {
+	Items      []AccessEntry `json:"items"`
+	NextCursor string        `json:"next_cursor,omitempty"`
+}
+
+// ExportFilter selects the chains of an export (every member optional):
+// Domain, Party (supplier or registrant), Status (a record.Status*
+// value) and the quarantine time range From..To (inclusive) of the
+// chain's first record. Party and Status match the chain's state when the
+// page is read (its records are exported up to the export's checkpoint).
+type ExportFilter struct {
+	Domain string    `json:"domain,omitempty"`
+	Party  string    `json:"party,omitempty"`
+	Status string    `json:"status,omitempty"`
+	From   time.Time `json:"from,omitzero"`
+	To     time.Time `json:"to,omitzero"`
+}
+
+// ExportRequest asks for one page of an inspection export: the chains
+// matching Filter, newest first, with their full records (payloads
+// included: an export is a payload read, for an inspector or operator,
+// with a Reason, recorded in AUDIT per page) and the inclusion proof of
+// each record in the Merkle tree of the export's signed checkpoint. The
+// first page (no Cursor) first has a checkpoint written covering every
+// record stored (unless the newest already does); every page is proved
+// against that checkpoint, and records stored after it are left out
+// (ExportReply.Uncovered counts them). Limit caps the chains of a page
+// (default and most 1000); pages are also bounded in bytes.
+type ExportRequest struct {
+	Filter ExportFilter `json:"filter"`
+	Reason string       `json:"reason"`
+	Limit  int          `json:"limit,omitempty"`
+	Cursor string       `json:"cursor,omitempty"`
+}
+
+// ExportRecord is one record of an exported chain: its QUARANTINE
+// sequence, its stored bytes (sealed), its leaf index in the checkpoint's
+// Merkle tree (api.MerkleAlgorithm) and the RFC 6962 inclusion proof of
+// its leaf (lowercase hex hashes, from the leaf up).
+type ExportRecord struct {
+	Seq       uint64          `json:"seq"`
+	LeafIndex uint64          `json:"leaf_index"`
+	Record    json.RawMessage `json:"record"`
+	Proof     []string        `json:"proof"`
+}
+
+// ExportChain is one exported chain: every record of it the checkpoint
+// covers, in chain order.
+type ExportChain struct {
+	DLQID   string         `json:"dlq_id"`
+	Domain  string         `json:"domain"`
+	Records []ExportRecord `json:"records"`
+}
+
+// ExportReply is one page of an export. Checkpoint is the signed
+// checkpoint every proof of the export is against (the same on every
+// page), stored in AUDIT at Checkpoint.AuditSeq.
+type ExportReply struct {
+	Checkpoint ExportedCheckpoint `json:"checkpoint"`
+	Chains     []ExportChain      `json:"chains"`
+	// Uncovered counts the records of this page's chains stored after the
+	// checkpoint (left out of the page).
+	Uncovered  int    `json:"uncovered,omitempty"`
+	NextCursor string `json:"next_cursor,omitempty"`
+	// AccessSeq is the AUDIT sequence of this page's access record.
+	AccessSeq uint64 `json:"access_seq"`
+}
+
+// ExportFormat names the JSONL export format (ExportHeader.Format).
+const ExportFormat = "deadletter-export-v1"
+
+// ExportLine is one line of a JSONL inspection export: exactly one member
+// is set. The file is a header, the signed checkpoint the export is
+// proved against, one chain per line, and an end line; `dlqctl
+// verify-export FILE --pubkey KEY` checks it with no server.
+type ExportLine struct {
+	Header     *ExportHeader       `json:"header,omitempty"`
+	Checkpoint *ExportedCheckpoint `json:"checkpoint,omitempty"`
+	Chain      *ExportChain        `json:"chain,omitempty"`
+	End        *ExportEnd          `json:"end,omitempty"`
+}
+
+// ExportHeader opens an export: its format, when and why it was taken,
+// and its filter. Key is the public key of the checkpoint's signer (a
+// verifier compares it with the key it trusts, never trusts it).
+type ExportHeader struct {
+	Format     string       `json:"format"`
+	ExportedAt time.Time    `json:"exported_at"`
+	Filter     ExportFilter `json:"filter"`
+	Reason     string       `json:"reason"`
+	Key        string       `json:"key,omitempty"`
+}
+
+// ExportEnd closes an export: its counts (a file cut short has no end
+// line) and the records left out because they were stored after the
+// checkpoint.
+type ExportEnd struct {
+	Chains    int `json:"chains"`
+	Records   int `json:"records"`
+	Uncovered int `json:"uncovered"`
 }

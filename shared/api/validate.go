@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/deadletter/deadletter/shared/codes"
@@ -110,8 +111,55 @@ func (r ListRequest) Validate() error {
 	return nil
 }
 
-// Validate checks a get request's domain.
-func (r GetRequest) Validate() error { return checkDomain("domain", r.Domain) }
+// Validate checks a get request's domain, and that a payload read says
+// why.
+func (r GetRequest) Validate() error {
+	if err := checkDomain("domain", r.Domain); err != nil {
+		return err
+	}
+	if r.IncludePayload && strings.TrimSpace(r.Reason) == "" {
+		return BadField("reason", "is required to read payloads")
+	}
+	return checkText("", r.Reason)
+}
+
+// Validate checks an export filter's domain, status and time range.
+func (f ExportFilter) Validate() error {
+	if err := checkDomain("filter.domain", f.Domain); err != nil {
+		return err
+	}
+	switch f.Status {
+	case "", string(record.StatusOpen), string(record.StatusRedriving), string(record.StatusResolved), string(record.StatusPoison):
+	default:
+		return BadField("filter.status", "not a status (open, redriving, resolved or poison)")
+	}
+	return checkRange("filter.from", "filter.to", f.From, f.To)
+}
+
+// Validate checks an export request's filter, reason and bounds.
+func (r ExportRequest) Validate() error {
+	if err := r.Filter.Validate(); err != nil {
+		return err
+	}
+	if strings.TrimSpace(r.Reason) == "" {
+		return BadField("reason", "is required: an export reads payloads")
+	}
+	if r.Limit < 0 || r.Limit > MaxLimit {
+		return BadField("limit", "must be 1..%d (0: the default)", MaxLimit)
+	}
+	return checkText("", r.Reason)
+}
+
+// Validate checks an access listing's range and page size.
+func (r AccessRequest) Validate() error {
+	if err := checkRange("since", "until", r.Since, r.Until); err != nil {
+		return err
+	}
+	if r.Limit < 0 || r.Limit > MaxLimit {
+		return BadField("limit", "must be 1..%d (0: the default)", MaxLimit)
+	}
+	return checkText(r.User, "")
+}
 
 // Validate checks a groups request's domain and sample count.
 func (r GroupsRequest) Validate() error {

@@ -8,7 +8,8 @@
 // leaf at a time in O(log n) memory (the roots of its complete
 // subtrees); Blocks and RootFromBlocks hash and recombine the aligned
 // blocks of 2^height leaves, which lets a verifier find which block of a
-// tree differs from a trusted copy of the block hashes.
+// tree differs from a trusted copy of the block hashes; Tree keeps every
+// level of a tree to answer RFC 6962 inclusion proofs.
 package merkle
 
 import (
@@ -244,4 +245,79 @@ func (b *BlockBuilder) Root() Hash {
 	}
 	h, _ := RootFromBlocks(b.Blocks(), b.height, b.n)
 	return h
+}
+
+// ErrIndex is a leaf index outside a tree.
+var ErrIndex = errors.New("merkle: leaf index outside the tree")
+
+// Tree holds every level of the perfect subtrees over a list of leaf
+// hashes (about twice the leaves in memory), so that any subtree hash,
+// and so any RFC 6962 inclusion proof, takes O(log n) lookups. Verify
+// proofs with github.com/transparency-dev/merkle/proof (its RFC 6962
+// hasher computes the same hashes: see the differential test).
+type Tree struct {
+	levels [][]Hash // levels[0] the leaves; levels[k][i] the subtree of leaves [i<<k, (i+1)<<k)
+}
+
+// NewTree builds the tree over leaves (leaf hashes; the slice is kept).
+func NewTree(leaves []Hash) *Tree {
+	t := &Tree{levels: [][]Hash{leaves}}
+	for lv := leaves; len(lv) > 1; {
+		next := make([]Hash, len(lv)/2)
+		for i := range next {
+			next[i] = NodeHash(lv[2*i], lv[2*i+1])
+		}
+		t.levels = append(t.levels, next)
+		lv = next
+	}
+	return t
+}
+
+// Size returns the number of leaves.
+func (t *Tree) Size() uint64 { return uint64(len(t.levels[0])) }
+
+// Root returns the Merkle tree hash of all the leaves.
+func (t *Tree) Root() Hash {
+	if t.Size() == 0 {
+		return EmptyRoot()
+	}
+	return t.rangeHash(0, t.Size())
+}
+
+// rangeHash is the Merkle tree hash of leaves [lo, hi), a subtree of
+// the RFC 6962 tree (lo is a multiple of the largest power of two not
+// above hi-lo, as every range a proof needs is).
+func (t *Tree) rangeHash(lo, hi uint64) Hash {
+	n := hi - lo
+	if n&(n-1) == 0 && lo%n == 0 {
+		k := bits.TrailingZeros64(n)
+		return t.levels[k][lo>>k]
+	}
+	k := split(n)
+	return NodeHash(t.rangeHash(lo, lo+k), t.rangeHash(lo+k, hi))
+}
+
+// InclusionProof returns the RFC 6962 audit path (section 2.1.1) of the
+// leaf at index in the tree of all the leaves, from the leaf up.
+func (t *Tree) InclusionProof(index uint64) ([]Hash, error) {
+	if index >= t.Size() {
+		return nil, fmt.Errorf("%w: %d of %d", ErrIndex, index, t.Size())
+	}
+	var path []Hash
+	var walk func(m, lo, hi uint64)
+	walk = func(m, lo, hi uint64) {
+		if hi-lo == 1 {
+			return
+		}
+		k := split(hi - lo)
+		if m < lo+k {
+			walk(m, lo, lo+k)
+			path = append(path, t.rangeHash(lo+k, hi))
+		} else {
+			walk(m, lo+k, hi)
+			path = append(path, t.rangeHash(lo, lo+k))
+		}
+	}
+	walk(index, 0, t.Size())
+	return path, nil
 }

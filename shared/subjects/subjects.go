@@ -160,5 +160,20 @@ func Quarantine(domain, dlqID string) string { return "quarantine." + domain + "
 func AuditAction(kind, id string) string { return "audit.actions." + kind + "." + id }
 
 // AuditAccess is the AUDIT subject of a payload read by user:
-// "audit.access.<user>".
-func AuditAccess(user string) string { return "audit.access." + user }
+// "audit.access.<user>", where every byte of user that may not appear in
+// a subject token (anything but ASCII letters, digits, '-' and '_') is
+// '_' ("alice@example.com" reads audit.access.alice_example_com), so a
+// user name never adds a token or a wildcard. The record itself holds the
+// exact user name.
+func AuditAccess(user string) string {
+	b := []byte(user)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 {
+		b = []byte("_")
+	}
+	return "audit.access." + string(b)
+}

@@ -27,3 +27,24 @@ func TestParseEvent(t *testing.T) {
 		t.Errorf("DomainOf fsma = %q", got)
 	}
 }
+
+// TestAuditAccessOneToken: a user name becomes one subject token of
+// audit.access.<user>, so a name with a dot, a space or a wildcard never
+// adds a token, matches other users' subjects or fails the publish.
+func TestAuditAccessOneToken(t *testing.T) {
+	for _, tc := range []struct{ user, want string }{
+		{"alice", "audit.access.alice"},
+		{"alice.smith", "audit.access.alice_smith"},
+		{"alice@example.com", "audit.access.alice_example_com"},
+		{"*", "audit.access._"},
+		{">", "audit.access._"},
+		{"a b", "audit.access.a_b"},
+		{"", "audit.access._"},
+		{"é", "audit.access.__"},
+		{"op-1_x", "audit.access.op-1_x"},
+	} {
+		if got := AuditAccess(tc.user); got != tc.want {
+			t.Errorf("AuditAccess(%q) = %q, want %q", tc.user, got, tc.want)
+		}
+	}
+}

@@ -161,7 +161,7 @@ func TestReconcileMixedRun(t *testing.T) {
 	keyOf := func(tx string) string {
 		for _, it := range list("").Items {
 			var g api.GetReply
-			request(t, nc, api.AuditGet, api.GetRequest{DLQID: it.DLQID, IncludePayload: true}, &g)
+			request(t, nc, api.AuditGet, api.GetRequest{DLQID: it.DLQID, IncludePayload: true, Reason: "test"}, &g)
 			if strings.Contains(g.State.Payload.Data, tx) {
 				return it.DLQID
 			}

@@ -184,7 +184,7 @@ func (e *env) quarantine(tb testing.TB, marker string) string {
 		}
 		for _, it := range page.Items {
 			var rep api.GetReply
-			code := e.request(tb, string(access.RoleInspector), api.AuditGet, api.GetRequest{DLQID: it.DLQID, IncludePayload: true}, &rep)
+			code := e.request(tb, string(access.RoleInspector), api.AuditGet, api.GetRequest{DLQID: it.DLQID, IncludePayload: true, Reason: "test"}, &rep)
 			if code == "" && strings.Contains(payloadOf(rep), marker) {
 				id = it.DLQID
 				return nil
@@ -261,7 +261,7 @@ func TestPayloadNeedsRole(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%s include=%v", tc.person, tc.include), func(t *testing.T) {
 			var rep api.GetReply
-			code := e.request(t, string(tc.person), api.AuditGet, api.GetRequest{DLQID: id, IncludePayload: tc.include}, &rep)
+			code := e.request(t, string(tc.person), api.AuditGet, api.GetRequest{DLQID: id, IncludePayload: tc.include, Reason: "red team"}, &rep)
 			if code != tc.wantCode {
 				t.Fatalf("code %q, want %q", code, tc.wantCode)
 			}
@@ -317,6 +317,89 @@ func TestWhoamiIsTheServersWord(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExportAndAccessAudit: audit.export answers payload bytes only to
+// the roles that read payloads; every payload read is in the access audit
+// as the authenticated caller, whatever Nats-Request-Info the request
+// carried; a read without a reason is refused; and no person can write
+// the access audit itself.
+func TestExportAndAccessAudit(t *testing.T) {
+	e := startEnv(t)
+	e.quarantine(t, "phi-marker-9c1e")
+	for _, tc := range []struct {
+		person   access.Role
+		wantCode string
+	}{
+		{access.RoleViewer, api.ErrForbidden},
+		{access.RoleApprover, api.ErrForbidden},
+		{access.RolePolicy, api.ErrForbidden},
+		{access.RoleInspector, ""},
+		{access.RoleOperator, ""},
+	} {
+		t.Run(string(tc.person), func(t *testing.T) {
+			var rep api.ExportReply
+			code := e.request(t, string(tc.person), api.AuditExport, api.ExportRequest{Reason: "red team " + string(tc.person)}, &rep)
+			if code != tc.wantCode {
+				t.Fatalf("code %q, want %q", code, tc.wantCode)
+			}
+			got := false
+			for _, c := range rep.Chains {
+				for _, er := range c.Records {
+					if r, err := record.Parse(er.Record); err == nil && r.Payload != nil {
+						b, _ := r.Payload.Bytes()
+						got = got || strings.Contains(string(b), "phi-marker-9c1e")
+					}
+				}
+			}
+			if got != (tc.wantCode == "") {
+				t.Errorf("payload in the reply: %v", got)
+			}
+		})
+	}
+	t.Run("no reason", func(t *testing.T) {
+		var rep api.GetReply
+		code := e.request(t, string(access.RoleInspector), api.AuditExport, api.ExportRequest{}, &rep)
+		if code != api.ErrBadRequest {
+			t.Fatalf("export without a reason: %q, want BAD_REQUEST", code)
+		}
+	})
+	t.Run("forged caller", func(t *testing.T) {
+		m := nats.NewMsg(api.AuditExport)
+		m.Header.Set(access.RequestInfoHeader, `{"acc":"DEADLETTER_OPERATOR","user":"mallory"}`)
+		m.Data = []byte(`{"reason":"forged caller"}`)
+		r, err := e.conn(t, string(access.RoleInspector)).RequestMsg(m, 30*time.Second)
+		if err != nil || r.Header.Get(micro.ErrorCodeHeader) != "" {
+			t.Fatalf("export: %v %v", err, r.Header)
+		}
+		var acc api.AccessReply
+		if code := e.request(t, string(access.RoleViewer), api.AuditAccess, api.AccessRequest{Limit: 1000}, &acc); code != "" {
+			t.Fatalf("audit.access as a viewer: %s", code)
+		}
+		found := false
+		for _, it := range acc.Items {
+			if it.Reason == "forged caller" {
+				found = true
+				if it.User == "mallory" || it.Role != string(access.RoleInspector) {
+					t.Errorf("the access record names %s (%s), not the inspector", it.User, it.Role)
+				}
+			}
+			if it.Reason == "red team viewer" || it.Reason == "written by a person" {
+				t.Errorf("access record of a refused read or a person's write: %+v", it)
+			}
+		}
+		if !found {
+			t.Error("the export is not in the access audit")
+		}
+	})
+	t.Run("a person cannot write the access audit", func(t *testing.T) {
+		for _, p := range []access.Role{access.RoleInspector, access.RoleOperator} {
+			_, err := e.conn(t, string(p)).Request(subjects.AuditAccess("bob"), []byte(`{"user":"bob","reason":"written by a person"}`), time.Second)
+			if err == nil {
+				t.Fatalf("%s published to the access audit and got an answer", p)
+			}
+		}
+	})
 }
 
 // TestActorIsTheCaller (H13, H15): a drain started by the operator with

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,5 +120,36 @@ func TestExecuteContext(t *testing.T) {
 				t.Errorf("status %d, stdout %q, stderr %q", got, out.String(), errb.String())
 			}
 		})
+	}
+}
+
+// TestCSVCell: a CSV cell that a spreadsheet would run as a formula is
+// made inert; numbers, negative ones included, and other text are kept.
+func TestCSVCell(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`=HYPERLINK("http://x","y")`, `'=HYPERLINK("http://x","y")`},
+		{"+1+cmd|' /C calc'!A0", "'+1+cmd|' /C calc'!A0"},
+		{"-2+3", "'-2+3"},
+		{"@SUM(A1:A2)", "'@SUM(A1:A2)"},
+		{"\t=1", "'\t=1"},
+		{"-30", "-30"},
+		{"+4.5", "+4.5"},
+		{"SUP-00417", "SUP-00417"},
+		{"", ""},
+	} {
+		if got := csvCell(tc.in); got != tc.want {
+			t.Errorf("csvCell(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestWriteCSVIsInert: writeCSV writes a formula-like payload value inert.
+func TestWriteCSVIsInert(t *testing.T) {
+	var b strings.Builder
+	if err := writeCSV(&b, []string{"product_description"}, [][]string{{`=HYPERLINK("http://x","y")`}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.String(), "product_description\n\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\"\n"; got != want {
+		t.Fatalf("writeCSV wrote %q, want %q", got, want)
 	}
 }

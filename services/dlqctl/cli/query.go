@@ -192,12 +192,17 @@ func (a *app) showCommand() *cobra.Command {
 		Long: `Show one quarantined event: its current state, every record of its chain
 (with QUARANTINE sequence, kind, class, code, who and why), the failed
 attempts, the integrity problems if any, and the link to the failure's trace.
-The payload (original and corrected) is shown only with --payload.`,
+The payload (original and corrected) is shown only with --payload, which
+needs --reason: the read is recorded in the access audit (dlqctl access)
+before the payload is sent.`,
 		Example: `  dlqctl show pharmacy_0123456789abcdef0123456789abcdef
-  dlqctl show pharmacy_0123456789abcdef0123456789abcdef --payload -o json`,
+  dlqctl show pharmacy_0123456789abcdef0123456789abcdef --payload --reason "DEA inspection 2026-11" -o json`,
 		Args: exactArgs(1, "DLQ-ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.DLQID = args[0]
+			if req.IncludePayload && strings.TrimSpace(req.Reason) == "" {
+				return usageErrorf("--payload needs --reason: every payload read is recorded with its reason")
+			}
 			var rep api.GetReply
 			if err := a.call(cmd.Context(), api.AuditGet, req, &rep); err != nil {
 				return err
@@ -211,7 +216,8 @@ The payload (original and corrected) is shown only with --payload.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.BoolVar(&req.IncludePayload, "payload", false, "include the payloads (original and corrected)")
+	fl.BoolVar(&req.IncludePayload, "payload", false, "include the payloads (original and corrected; needs --reason, recorded in the access audit)")
+	fl.StringVar(&req.Reason, "reason", "", "why the payload is read (required with --payload)")
 	fl.StringVar(&req.Domain, "domain", "", "the event's domain (optional: narrows the lookup)")
 	fl.StringVar(&traceURL, "trace-url", envOr(EnvTraceURL, telemetry.DefaultTraceURLBase), "trace view base URL (env "+EnvTraceURL+")")
 	return cmd

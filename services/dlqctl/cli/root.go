@@ -265,6 +265,9 @@ code CONNECT.`,
 		a.verifyCommand(),
 		a.reconcileCommand(),
 		a.checkpointCommand(),
+		a.exportCommand(),
+		a.verifyExportCommand(),
+		a.accessCommand(),
 		a.tailCommand(),
 	)
 	return root

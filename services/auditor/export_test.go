@@ -1,0 +1,434 @@
+package auditor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/endpoint"
+	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// exportAll pages audit.export with req and returns the checkpoint, the
+// chains and the records left out.
+func exportAll(tb testing.TB, e *env, req api.ExportRequest) (api.ExportedCheckpoint, []api.ExportChain, int, int) {
+	tb.Helper()
+	var (
+		cp        api.ExportedCheckpoint
+		chains    []api.ExportChain
+		uncovered int
+		pages     int
+	)
+	for {
+		var rep api.ExportReply
+		request(tb, e.nc, api.AuditExport, req, &rep)
+		if pages > 0 && rep.Checkpoint.AuditSeq != cp.AuditSeq {
+			tb.Fatalf("page %d is proved against checkpoint %d, the first against %d", pages, rep.Checkpoint.AuditSeq, cp.AuditSeq)
+		}
+		cp = rep.Checkpoint
+		pages++
+		chains = append(chains, rep.Chains...)
+		uncovered += rep.Uncovered
+		if rep.NextCursor == "" {
+			return cp, chains, uncovered, pages
+		}
+		req.Cursor = rep.NextCursor
+	}
+}
+
+// exportFile writes an export of the chains as JSONL.
+func exportFile(tb testing.TB, cp api.ExportedCheckpoint, chains []api.ExportChain, uncovered int) []byte {
+	tb.Helper()
+	var b bytes.Buffer
+	h := api.ExportHeader{Format: api.ExportFormat, ExportedAt: t0, Reason: "test", Key: cp.Key}
+	if err := WriteExport(&b, h, cp, chains, uncovered); err != nil {
+		tb.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// exportLines splits a JSONL export into its lines, decoded.
+func exportLines(tb testing.TB, file []byte) []api.ExportLine {
+	tb.Helper()
+	var out []api.ExportLine
+	for _, l := range bytes.Split(bytes.TrimSpace(file), []byte("\n")) {
+		var x api.ExportLine
+		if err := json.Unmarshal(l, &x); err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// joinLines encodes lines as a JSONL export.
+func joinLines(tb testing.TB, lines []api.ExportLine) []byte {
+	tb.Helper()
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	for _, l := range lines {
+		if err := enc.Encode(l); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return b.Bytes()
+}
+
+// flipHex changes the first hex digit of s.
+func flipHex(s string) string {
+	c := byte('0')
+	if s[0] == '0' {
+		c = '1'
+	}
+	return string(c) + s[1:]
+}
+
+// TestExportVerifiesOffline: an export paged through audit.export (pages
+// of two chains) verifies with VerifyExport and the signer's public key
+// alone; a copy with one byte changed, or any of the tampers below, is
+// refused with a reason naming what failed.
+func TestExportVerifiesOffline(t *testing.T) {
+	e := newEnv(t)
+	cfg, pub := signedConfig(t, t.TempDir())
+	for _, r := range anchorFixture(t) {
+		e.publish(t, r)
+	}
+	e.startAuditor(t, cfg, nil)
+	cp, chains, uncovered, pages := exportAll(t, e, api.ExportRequest{Reason: "inspection", Limit: 2})
+	if len(chains) != 4 || pages != 2 || uncovered != 0 || cp.TreeSize != 6 || cp.Signature == "" {
+		t.Fatalf("export: %d chains in %d pages, %d uncovered, tree %d, signed %v", len(chains), pages, uncovered, cp.TreeSize, cp.Signature != "")
+	}
+	file := exportFile(t, cp, chains, uncovered)
+	rep, err := VerifyExport(bytes.NewReader(file), pub)
+	if err != nil || rep.Chains != 4 || rep.Records != 6 {
+		t.Fatalf("VerifyExport = %+v, %v; want 4 chains, 6 records", rep, err)
+	}
+	t.Run("one byte of a payload", func(t *testing.T) {
+		i := bytes.Index(file, []byte("TX-SECRET-PHI"))
+		if i < 0 {
+			t.Fatal("the export holds no payload")
+		}
+		bad := bytes.Clone(file)
+		bad[i] = 'Y'
+		if _, err := VerifyExport(bytes.NewReader(bad), pub); !errors.Is(err, ErrExportRefused) || !strings.Contains(err.Error(), record.ProblemSealMismatch) {
+			t.Fatalf("a changed byte: %v, want a seal mismatch", err)
+		}
+	})
+	// The chain of two records (id(101), resolved).
+	twoRecords := -1
+	lines := exportLines(t, file)
+	for i, l := range lines {
+		if l.Chain != nil && len(l.Chain.Records) == 2 {
+			twoRecords = i
+		}
+	}
+	if twoRecords < 0 {
+		t.Fatal("no chain of two records")
+	}
+	for _, tc := range []struct {
+		name   string
+		tamper func(ls []api.ExportLine)
+		pubKey string
+		reason string
+	}{
+		{"record detail", func(ls []api.ExportLine) {
+			r := &ls[twoRecords].Chain.Records[0]
+			r.Record = bytes.Replace(r.Record, []byte("rule failed"), []byte("rule passed"), 1)
+		}, pub, record.ProblemSealMismatch},
+		{"seal", func(ls []api.ExportLine) {
+			r := &ls[twoRecords].Chain.Records[1]
+			var m map[string]any
+			_ = json.Unmarshal(r.Record, &m)
+			m["audit_hash"] = flipHex(m["audit_hash"].(string))
+			r.Record, _ = json.Marshal(m)
+		}, pub, record.ProblemSealMismatch},
+		{"checkpoint signature", func(ls []api.ExportLine) {
+			cp := ls[1].Checkpoint
+			cp.Signature = "A" + cp.Signature[1:]
+			if cp.Signature == ls[1].Checkpoint.Signature {
+				cp.Signature = "B" + cp.Signature[1:]
+			}
+		}, pub, "signature"},
+		{"checkpoint root", func(ls []api.ExportLine) {
+			ls[1].Checkpoint.MerkleRoot = flipHex(ls[1].Checkpoint.MerkleRoot)
+		}, pub, "signature"},
+		{"another key", func([]api.ExportLine) {}, "ABJHLOVMPA4CI6R5KLNGOB4GSLNIY7IOUPAJC4YFNDLQVIOBYQGUWVLA", "signed by key"},
+		{"proof hash", func(ls []api.ExportLine) {
+			p := ls[twoRecords].Chain.Records[1].Proof
+			p[0] = flipHex(p[0])
+		}, pub, "inclusion proof"},
+		{"leaf index", func(ls []api.ExportLine) {
+			ls[twoRecords].Chain.Records[1].LeafIndex--
+		}, pub, "inclusion proof"},
+		{"sequence", func(ls []api.ExportLine) {
+			ls[twoRecords].Chain.Records[1].Seq++
+		}, pub, "inclusion proof"},
+		{"drop the first record of a chain", func(ls []api.ExportLine) {
+			c := ls[twoRecords].Chain
+			c.Records = c.Records[1:]
+		}, pub, record.ProblemIndexGap},
+		{"drop the last record of a chain", func(ls []api.ExportLine) {
+			c := ls[twoRecords].Chain
+			c.Records = c.Records[:1]
+		}, pub, "the end line counts"},
+		{"reorder a chain", func(ls []api.ExportLine) {
+			c := ls[twoRecords].Chain
+			c.Records[0], c.Records[1] = c.Records[1], c.Records[0]
+		}, pub, "record 0"},
+		{"a record moved to another chain", func(ls []api.ExportLine) {
+			for i := range ls {
+				if ls[i].Chain != nil && i != twoRecords {
+					ls[i].Chain.Records = append(ls[i].Chain.Records, ls[twoRecords].Chain.Records[1])
+					ls[twoRecords].Chain.Records = ls[twoRecords].Chain.Records[:1]
+					return
+				}
+			}
+		}, pub, "chain"},
+		{"no end line", func(ls []api.ExportLine) { ls[len(ls)-1] = api.ExportLine{} }, pub, "empty export line"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ls := exportLines(t, file) // fresh copies
+			tc.tamper(ls)
+			_, err := VerifyExport(bytes.NewReader(joinLines(t, ls)), tc.pubKey)
+			if !errors.Is(err, ErrExportRefused) || !strings.Contains(err.Error(), tc.reason) {
+				t.Fatalf("VerifyExport: %v, want a refusal naming %q", err, tc.reason)
+			}
+		})
+	}
+	t.Run("cut short", func(t *testing.T) {
+		cut := file[:bytes.LastIndexByte(bytes.TrimSpace(file), '\n')+1]
+		if _, err := VerifyExport(bytes.NewReader(cut), pub); !errors.Is(err, ErrExportRefused) || !strings.Contains(err.Error(), "cut short") {
+			t.Fatalf("VerifyExport: %v, want cut short", err)
+		}
+	})
+}
+
+// TestExportPagesByBytes: a page ends before the chain that would take it
+// past its byte budget (here about two chains, while the chain limit is
+// 1000), and the pages still make the whole export.
+func TestExportPagesByBytes(t *testing.T) {
+	e := newEnv(t)
+	cfg, pub := signedConfig(t, t.TempDir())
+	for _, r := range anchorFixture(t) {
+		e.publish(t, r)
+	}
+	a := e.startAuditor(t, cfg, nil)
+	a.exportBudget = 4000 // a chain of one record takes about 1,500 bytes
+	cp, chains, uncovered, pages := exportAll(t, e, api.ExportRequest{Reason: "inspection"})
+	if len(chains) != 4 || pages < 2 {
+		t.Fatalf("%d chains in %d pages, want 4 in more than one", len(chains), pages)
+	}
+	if _, err := VerifyExport(bytes.NewReader(exportFile(t, cp, chains, uncovered)), pub); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestExportAfterTheCheckpoint: an export is proved against the
+// checkpoint of its first page; records stored while it pages are left
+// out and counted, and a chain quarantined meanwhile is not exported.
+func TestExportAfterTheCheckpoint(t *testing.T) {
+	e := newEnv(t)
+	cfg, pub := signedConfig(t, t.TempDir())
+	rs := anchorFixture(t)
+	for _, r := range rs[:4] { // four first records
+		e.publish(t, r)
+	}
+	a := e.startAuditor(t, cfg, nil)
+	var p1 api.ExportReply
+	request(t, e.nc, api.AuditExport, api.ExportRequest{Reason: "inspection", Limit: 2}, &p1)
+	// Newest first: the page holds the chains of rs[3] and rs[2]; rs[1]
+	// gets a record, and a new chain arrives, after the checkpoint.
+	e.publish(t, rs[4])
+	late := first(t, fixture{id: id(200), domain: "pharmacy", class: record.ClassValidation, code: codes.MalformedJSON, firstSeen: t0, quarantined: t0})
+	e.publish(t, late)
+	e.waitApplied(t, a)
+	cp, chains, uncovered, _ := exportAll(t, e, api.ExportRequest{Reason: "inspection", Limit: 2, Cursor: p1.NextCursor})
+	chains = append(p1.Chains, chains...)
+	if cp.AuditSeq != p1.Checkpoint.AuditSeq || len(chains) != 4 || uncovered != 1 {
+		t.Fatalf("export: checkpoint %d (first page %d), %d chains, %d uncovered; want the same, 4, 1", cp.AuditSeq, p1.Checkpoint.AuditSeq, len(chains), uncovered)
+	}
+	for _, c := range chains {
+		if c.DLQID == late.DLQID {
+			t.Fatal("a chain quarantined after the checkpoint was exported")
+		}
+	}
+	if _, err := VerifyExport(bytes.NewReader(exportFile(t, cp, chains, uncovered)), pub); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPayloadReadsAreRecorded: audit.get with include_payload and every
+// export page write an access record to AUDIT before answering (who,
+// when, what, why); audit.access lists them newest first, by user and
+// time; reads do not change QUARANTINE.
+func TestPayloadReadsAreRecorded(t *testing.T) {
+	e := newEnv(t)
+	rs := anchorFixture(t)
+	for _, r := range rs {
+		e.publish(t, r)
+	}
+	now := t0.Add(time.Hour)
+	e.startAuditor(t, testConfig(), func() time.Time { return now })
+	q, err := e.js.Stream(context.Background(), subjects.QuarantineStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := q.CachedInfo().State.LastSeq
+	var g api.GetReply
+	request(t, e.nc, api.AuditGet, api.GetRequest{DLQID: id(101), IncludePayload: true, Reason: "ticket 42"}, &g)
+	if g.State.Payload == nil {
+		t.Fatal("no payload")
+	}
+	now = now.Add(time.Minute)
+	var x api.ExportReply
+	request(t, e.nc, api.AuditExport, api.ExportRequest{Filter: api.ExportFilter{Status: "resolved"}, Reason: "inspection"}, &x)
+	if len(x.Chains) != 1 || x.Chains[0].DLQID != id(101) || x.AccessSeq == 0 {
+		t.Fatalf("export of the resolved chains: %+v", x)
+	}
+	request(t, e.nc, api.AuditGet, api.GetRequest{DLQID: id(100)}, &g) // no payload: not recorded
+	var acc api.AccessReply
+	request(t, e.nc, api.AuditAccess, api.AccessRequest{User: anonymous}, &acc)
+	if len(acc.Items) != 2 {
+		t.Fatalf("access records: %+v, want 2", acc.Items)
+	}
+	exp, get := acc.Items[0], acc.Items[1]
+	if exp.Action != api.AccessExport || exp.Reason != "inspection" || exp.Count != 1 || exp.Filter == nil || exp.Filter.Status != "resolved" ||
+		exp.IDsHash != idsHash([]string{id(101)}) || exp.Seq != x.AccessSeq {
+		t.Errorf("export record: %+v", exp)
+	}
+	if get.Action != api.AccessGet || get.Reason != "ticket 42" || get.User != anonymous || len(get.DLQIDs) != 1 ||
+		get.DLQIDs[0] != id(101) || !get.At.Equal(t0.Add(time.Hour)) {
+		t.Errorf("get record: %+v", get)
+	}
+	for _, tc := range []struct {
+		name string
+		req  api.AccessRequest
+		want int
+	}{
+		{"since", api.AccessRequest{Since: t0.Add(time.Hour + time.Second)}, 1},
+		{"until", api.AccessRequest{Until: t0.Add(time.Hour)}, 1},
+		{"another user", api.AccessRequest{User: "bob"}, 0},
+		{"a page of one", api.AccessRequest{Limit: 1}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var rep api.AccessReply
+			request(t, e.nc, api.AuditAccess, tc.req, &rep)
+			if len(rep.Items) != tc.want {
+				t.Fatalf("%d items, want %d", len(rep.Items), tc.want)
+			}
+		})
+	}
+	var p1, p2 api.AccessReply
+	request(t, e.nc, api.AuditAccess, api.AccessRequest{Limit: 1}, &p1)
+	request(t, e.nc, api.AuditAccess, api.AccessRequest{Limit: 1, Cursor: p1.NextCursor}, &p2)
+	if len(p2.Items) != 1 || p2.Items[0].Action != api.AccessGet || p2.NextCursor != "" {
+		t.Fatalf("second page: %+v", p2)
+	}
+	info, err := q.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.LastSeq != before {
+		t.Fatalf("QUARANTINE went from sequence %d to %d: a read changed a chain", before, info.State.LastSeq)
+	}
+}
+
+// TestPayloadReadFailsClosed: when the access record cannot be written
+// (AUDIT full: MaxMsgs reached with DiscardNew, a test-only
+// configuration), a payload read and an export are refused UNAVAILABLE
+// with no payload; a read without payload still answers.
+func TestPayloadReadFailsClosed(t *testing.T) {
+	e := newEnv(t)
+	cfg, _ := signedConfig(t, t.TempDir())
+	for _, r := range anchorFixture(t) {
+		e.publish(t, r)
+	}
+	a := e.startAuditor(t, cfg, nil)
+	var cp api.CheckpointReply
+	request(t, e.nc, api.AuditCheckpoint, api.CheckpointRequest{}, &cp) // the export's checkpoint exists: only the access write fails
+	ctx := context.Background()
+	s, err := e.js.Stream(ctx, subjects.AuditStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.CachedInfo().Config
+	c.MaxMsgs, c.Discard = int64(s.CachedInfo().State.Msgs), jetstream.DiscardNew
+	if _, err := e.js.UpdateStream(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, subject string
+		req           any
+	}{
+		{"get", api.AuditGet, api.GetRequest{DLQID: id(101), IncludePayload: true, Reason: "ticket 42"}},
+		{"export", api.AuditExport, api.ExportRequest{Reason: "inspection"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, _ := json.Marshal(tc.req)
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			body, err := endpoint.CallRaw(cctx, e.nc, tc.subject, b)
+			if api.CodeOf(err) != api.ErrUnavailable {
+				t.Fatalf("%s: %v, want UNAVAILABLE", tc.subject, err)
+			}
+			if bytes.Contains(body, []byte("TX-SECRET")) || strings.Contains(err.Error(), "TX-SECRET") {
+				t.Fatal("a payload left with the refusal")
+			}
+		})
+	}
+	var g api.GetReply
+	request(t, e.nc, api.AuditGet, api.GetRequest{DLQID: id(101)}, &g)
+	if !strings.Contains(a.logs.String(), "AUDIT_ACCESS_NOT_RECORDED") {
+		t.Error("the refusal was not logged")
+	}
+	if strings.Contains(a.logs.String(), "TX-SECRET") {
+		t.Error("a payload value was logged")
+	}
+}
+
+// TestAccessPagesAcrossWindows: the access audit pages newest first past
+// the window of AUDIT sequences it reads at a time, with checkpoints
+// between the access records.
+func TestAccessPagesAcrossWindows(t *testing.T) {
+	e := newEnv(t)
+	e.chainOf(t, fixture{id: id(1), domain: "pharmacy", class: record.ClassValidation, code: codes.MalformedJSON, firstSeen: t0, quarantined: t0})
+	e.startAuditor(t, testConfig(), nil)
+	const reads = accessScanWindow + 30
+	for i := range reads {
+		var g api.GetReply
+		request(t, e.nc, api.AuditGet, api.GetRequest{DLQID: id(1), IncludePayload: true, Reason: "read " + strconv.Itoa(i)}, &g)
+		if i == reads/2 {
+			var cp api.CheckpointReply
+			request(t, e.nc, api.AuditCheckpoint, api.CheckpointRequest{}, &cp)
+		}
+	}
+	var all []api.AccessEntry
+	req := api.AccessRequest{Limit: 1000}
+	for {
+		var rep api.AccessReply
+		request(t, e.nc, api.AuditAccess, req, &rep)
+		all = append(all, rep.Items...)
+		if rep.NextCursor == "" {
+			break
+		}
+		req.Cursor = rep.NextCursor
+	}
+	if len(all) != reads {
+		t.Fatalf("%d access records, want %d", len(all), reads)
+	}
+	for i, it := range all {
+		if want := "read " + strconv.Itoa(reads-1-i); it.Reason != want || (i > 0 && it.Seq >= all[i-1].Seq) {
+			t.Fatalf("item %d: %q at seq %d, want %q, newest first", i, it.Reason, it.Seq, want)
+		}
+	}
+}

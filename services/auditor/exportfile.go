@@ -1,0 +1,237 @@
+package auditor
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
+
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/chain"
+	"github.com/deadletter/deadletter/shared/merkle"
+	"github.com/deadletter/deadletter/shared/record"
+)
+
+// ErrExportRefused: an inspection export does not verify (VerifyExport).
+var ErrExportRefused = errors.New("export refused")
+
+// maxExportLine bounds one line of a JSONL export (a chain).
+const maxExportLine = 64 << 20
+
+// ExportReport is what VerifyExport checked.
+type ExportReport struct {
+	// Chains and Records are those the file holds; Uncovered what its end
+	// line says was left out (stored after the checkpoint).
+	Chains, Records, Uncovered int
+	// Checkpoint is the signed checkpoint the export is proved against.
+	Checkpoint api.ExportedCheckpoint
+}
+
+// ExportWriter writes a JSONL inspection export (api.ExportLine) as its
+// pages arrive: the header and checkpoint first, one line per chain, and
+// on Close the end line, which counts the chains and records and says how
+// many records were left out (stored after the checkpoint).
+type ExportWriter struct {
+	bw  *bufio.Writer
+	enc *json.Encoder
+	end api.ExportEnd
+}
+
+// NewExportWriter writes the header h and the checkpoint cp to w.
+func NewExportWriter(w io.Writer, h api.ExportHeader, cp api.ExportedCheckpoint) (*ExportWriter, error) {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	x := &ExportWriter{bw: bw, enc: json.NewEncoder(bw)}
+	if err := x.enc.Encode(api.ExportLine{Header: &h}); err != nil {
+		return nil, err
+	}
+	if err := x.enc.Encode(api.ExportLine{Checkpoint: &cp}); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// Chain writes one chain.
+func (x *ExportWriter) Chain(c api.ExportChain) error {
+	x.end.Chains++
+	x.end.Records += len(c.Records)
+	return x.enc.Encode(api.ExportLine{Chain: &c})
+}
+
+// Close writes the end line (uncovered records left out) and flushes.
+func (x *ExportWriter) Close(uncovered int) error {
+	x.end.Uncovered = uncovered
+	if err := x.enc.Encode(api.ExportLine{End: &x.end}); err != nil {
+		return err
+	}
+	return x.bw.Flush()
+}
+
+// WriteExport writes a whole JSONL export with an ExportWriter.
+func WriteExport(w io.Writer, h api.ExportHeader, cp api.ExportedCheckpoint, chains []api.ExportChain, uncovered int) error {
+	x, err := NewExportWriter(w, h, cp)
+	if err != nil {
+		return err
+	}
+	for _, c := range chains {
+		if err := x.Chain(c); err != nil {
+			return err
+		}
+	}
+	return x.Close(uncovered)
+}
+
+// VerifyExport checks a JSONL inspection export (api.ExportLine) with no
+// server: its header; its checkpoint's signature by pubKey (the key the
+// verifier trusts, never the file's); every chain's seals and links
+// (record.VerifyChain), that each record names its chain, and each
+// record's RFC 6962 inclusion proof (api.MerkleAlgorithm leaf) against
+// the signed Merkle root, with github.com/transparency-dev/merkle/proof;
+// no chain twice; and the end line's counts. The first problem refuses
+// the file: the error wraps ErrExportRefused and says which line and why.
+//
+// What it cannot see: the file is not signed as a whole, so a chain's
+// last records, or whole chains, left out together with the end line's
+// counts adjusted, go unnoticed; each record present is proved to be in
+// the signed tree, unaltered.
+func VerifyExport(r io.Reader, pubKey string) (ExportReport, error) {
+	var rep ExportReport
+	refuse := func(line int, format string, args ...any) (ExportReport, error) {
+		return rep, fmt.Errorf("%w: line %d: %s", ErrExportRefused, line, fmt.Sprintf(format, args...))
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 1<<20), maxExportLine)
+	var (
+		cp   *api.ExportedCheckpoint
+		root merkle.Hash
+		seen = map[string]bool{}
+		end  *api.ExportEnd
+		n    int
+	)
+	for sc.Scan() {
+		n++
+		raw := bytes.TrimSpace(sc.Bytes())
+		if len(raw) == 0 {
+			continue
+		}
+		if end != nil {
+			return refuse(n, "content after the end line")
+		}
+		var l api.ExportLine
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&l); err != nil {
+			return refuse(n, "not an export line (JSON): %v", err)
+		}
+		switch {
+		case n == 1:
+			if l.Header == nil || l.Header.Format != api.ExportFormat {
+				return refuse(n, "not a header of format %s", api.ExportFormat)
+			}
+		case l.Header != nil:
+			return refuse(n, "a second header")
+		case l.Checkpoint != nil:
+			if cp != nil {
+				return refuse(n, "a second checkpoint")
+			}
+			c := *l.Checkpoint
+			if c.Version < api.CheckpointVersionMerkle || c.MerkleRoot == "" {
+				return refuse(n, "the checkpoint has no Merkle root")
+			}
+			if err := VerifyCheckpoint(c.Checkpoint, pubKey); err != nil {
+				return refuse(n, "checkpoint (AUDIT seq %d): %v", c.AuditSeq, err)
+			}
+			if c.TreeSize != c.Count {
+				return refuse(n, "checkpoint tree_size %d differs from count %d", c.TreeSize, c.Count)
+			}
+			var err error
+			if root, err = merkle.ParseHash(c.MerkleRoot); err != nil {
+				return refuse(n, "checkpoint merkle_root: %v", err)
+			}
+			cp = &c
+			rep.Checkpoint = c
+		case l.Chain != nil:
+			if cp == nil {
+				return refuse(n, "a chain before the checkpoint")
+			}
+			if err := verifyExportChain(*l.Chain, cp.Checkpoint, root); err != nil {
+				return refuse(n, "chain %.80q: %v", l.Chain.DLQID, err)
+			}
+			if seen[l.Chain.DLQID] {
+				return refuse(n, "chain %.80q a second time", l.Chain.DLQID)
+			}
+			seen[l.Chain.DLQID] = true
+			rep.Chains++
+			rep.Records += len(l.Chain.Records)
+		case l.End != nil:
+			end = l.End
+		default:
+			return refuse(n, "an empty export line")
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return refuse(n+1, "unreadable: %v", err)
+	}
+	switch {
+	case n == 0:
+		return refuse(1, "the file is empty")
+	case cp == nil:
+		return refuse(n, "no checkpoint")
+	case end == nil:
+		return refuse(n, "no end line: the file is cut short")
+	case end.Chains != rep.Chains || end.Records != rep.Records:
+		return refuse(n, "the end line counts %d chains and %d records, the file holds %d and %d",
+			end.Chains, end.Records, rep.Chains, rep.Records)
+	}
+	rep.Uncovered = end.Uncovered
+	return rep, nil
+}
+
+// verifyExportChain checks one exported chain against the checkpoint cp
+// whose Merkle root is root.
+func verifyExportChain(c api.ExportChain, cp api.Checkpoint, root merkle.Hash) error {
+	if len(c.Records) == 0 {
+		return errors.New("no records")
+	}
+	raws := make([][]byte, len(c.Records))
+	for i, r := range c.Records {
+		raws[i] = r.Record
+	}
+	if ps := record.VerifyChain(raws); len(ps) > 0 {
+		p := ps[0]
+		return fmt.Errorf("record %d (seq %d): %s: %s", p.Index, c.Records[min(max(p.Index, 0), len(c.Records)-1)].Seq, p.Kind, p.Detail)
+	}
+	var prevSeq uint64
+	for i, r := range c.Records {
+		h, err := chain.DecodeHead(r.Record)
+		if err != nil {
+			return fmt.Errorf("record %d (seq %d): %w", i, r.Seq, err)
+		}
+		switch {
+		case h.DLQID != c.DLQID || h.Domain != c.Domain:
+			return fmt.Errorf("record %d (seq %d) belongs to another chain", i, r.Seq)
+		case r.Seq <= prevSeq:
+			return fmt.Errorf("record %d (seq %d): sequences out of order", i, r.Seq)
+		case r.Seq > cp.LastSeq || r.LeafIndex >= cp.TreeSize || r.LeafIndex >= r.Seq:
+			return fmt.Errorf("record %d (seq %d, leaf %d): outside the checkpoint's tree", i, r.Seq, r.LeafIndex)
+		}
+		prevSeq = r.Seq
+		path := make([][]byte, len(r.Proof))
+		for j, s := range r.Proof {
+			ph, err := merkle.ParseHash(s)
+			if err != nil {
+				return fmt.Errorf("record %d (seq %d): proof hash %d: %w", i, r.Seq, j, err)
+			}
+			path[j] = ph[:]
+		}
+		leaf := leafOf(r.Seq, h.AuditHash)
+		if err := proof.VerifyInclusion(rfc6962.DefaultHasher, r.LeafIndex, cp.TreeSize, leaf[:], path, root[:]); err != nil {
+			return fmt.Errorf("record %d (seq %d): the inclusion proof does not verify against the signed merkle_root: %w", i, r.Seq, err)
+		}
+	}
+	return nil
+}

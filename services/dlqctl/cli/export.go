@@ -1,0 +1,412 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/xuri/excelize/v2"
+
+	"github.com/deadletter/deadletter/services/auditor"
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/record"
+)
+
+// Export formats.
+const (
+	formatCSV   = "csv"
+	formatXLSX  = "xlsx"
+	formatJSONL = "jsonl"
+)
+
+// exportFormats lists --format's values.
+var exportFormats = []string{formatCSV, formatXLSX, formatJSONL}
+
+// exportResult is what an export wrote (the JSON output of dlqctl export).
+type exportResult struct {
+	File      string `json:"file"`
+	Format    string `json:"format"`
+	Chains    int    `json:"chains"`
+	Records   int    `json:"records"`
+	Uncovered int    `json:"uncovered"`
+	Pages     int    `json:"pages"`
+	// CheckpointSeq is the AUDIT sequence of the signed checkpoint the
+	// export is proved against, TreeSize its tree's size.
+	CheckpointSeq uint64 `json:"checkpoint_seq"`
+	TreeSize      uint64 `json:"tree_size"`
+}
+
+func (a *app) exportCommand() *cobra.Command {
+	var (
+		req                  api.ExportRequest
+		since, until, format string
+		out, lot             string
+	)
+	cmd := &cobra.Command{
+		Use:   "export --reason TEXT --out FILE",
+		Short: "Inspection export: the records of a filter as CSV, XLSX or verifiable JSONL (audit.export)",
+		Long: `Write every record of the quarantined events matching a filter (domain,
+party, status, quarantine time range) to --out:
+
+  csv, xlsx  a sortable spreadsheet, one row per stored record: the event's
+             key fields, the failure (class, code, detail), the status after
+             the record and its seal (audit_hash, prev_hash); FSMA 204 events
+             add supplier_id, traceability_lot_code and every KDE column of
+             the CTE types present.
+  jsonl      the chains themselves with the signed checkpoint and each
+             record's inclusion proof: dlqctl verify-export checks it with
+             no server.
+
+An export reads payloads: it needs the inspector or operator role and a
+--reason, and every page is recorded in the access audit (dlqctl access)
+before it is sent. The export is proved against a checkpoint written when
+it starts; records stored after it are left out and counted. --lot keeps
+the FSMA events of one traceability lot code (matched in the payloads
+dlqctl receives).`,
+		Example: `  dlqctl export --domain fsma --lot TLC-2026-0042 --since 2026-11-01 --until 2026-11-03 \
+      --reason "FDA records request 2026-117" --out lot-0042.xlsx
+  dlqctl export --domain pharmacy --reason "DEA inspection" --out pharmacy.jsonl`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return usageErrorf("--out is required")
+			}
+			if strings.TrimSpace(req.Reason) == "" {
+				return usageErrorf("--reason is required: an export reads payloads")
+			}
+			if format == "" {
+				format = strings.TrimPrefix(strings.ToLower(filepath.Ext(out)), ".")
+			}
+			if err := oneOf("format", format, exportFormats); err != nil || format == "" {
+				return usageErrorf("--format must be one of %s", strings.Join(exportFormats, ", "))
+			}
+			if err := oneOf("domain", req.Filter.Domain, domains); err != nil {
+				return err
+			}
+			var err error
+			if req.Filter.From, err = parseTime(since, a.now()); err != nil {
+				return usageErrorf("--since: %v", err)
+			}
+			if req.Filter.To, err = parseTime(until, a.now()); err != nil {
+				return usageErrorf("--until: %v", err)
+			}
+			res, err := a.export(cmd.Context(), req, format, out, lot)
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				return a.printJSON(res)
+			}
+			t := newTable(a.io.Out)
+			t.row("FILE", res.File)
+			t.row("FORMAT", res.Format)
+			t.row("CHAINS", strconv.Itoa(res.Chains))
+			t.row("RECORDS", strconv.Itoa(res.Records))
+			t.row("CHECKPOINT", fmt.Sprintf("AUDIT seq %d, %d records", res.CheckpointSeq, res.TreeSize))
+			t.row("LEFT OUT", fmt.Sprintf("%d records stored after the checkpoint", res.Uncovered))
+			t.flush()
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&req.Filter.Domain, "domain", "", "only this domain")
+	fl.StringVar(&req.Filter.Party, "party", "", "only this supplier or registrant (party id)")
+	fl.StringVar(&req.Filter.Status, "status", "", "only this status (open, redriving, resolved, poison)")
+	fl.StringVar(&since, "since", "", "quarantined at or after (RFC 3339, a date, or a duration ago)")
+	fl.StringVar(&until, "until", "", "quarantined at or before")
+	fl.StringVar(&req.Reason, "reason", "", "why the payloads are read (required; recorded)")
+	fl.StringVar(&lot, "lot", "", "FSMA 204: only the events of this traceability lot code")
+	fl.StringVar(&format, "format", "", "csv, xlsx or jsonl (default: from --out's extension)")
+	fl.StringVar(&out, "out", "", "the file to write (required)")
+	fl.IntVar(&req.Limit, "page", 0, "chains per page (default and most 1000)")
+	return cmd
+}
+
+// export pages audit.export and writes the file as the pages arrive
+// (JSONL), or their rows once the last has (CSV, XLSX: the columns depend
+// on the CTE types present).
+func (a *app) export(ctx context.Context, req api.ExportRequest, format, out, lot string) (res exportResult, err error) {
+	res = exportResult{File: out, Format: format}
+	c, err := a.connect()
+	if err != nil {
+		return res, err
+	}
+	defer c.Close()
+	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return res, usageErrorf("--out: %v", err)
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("export: write %s: %w", out, cerr)
+		}
+		if err != nil {
+			_ = os.Remove(out) // no partial export is left behind
+		}
+	}()
+	var (
+		cp    api.ExportedCheckpoint
+		jsonl *auditor.ExportWriter
+		table tableBuilder
+	)
+	for {
+		var rep api.ExportReply
+		if err := c.Request(ctx, api.AuditExport, req, &rep); err != nil {
+			return res, err
+		}
+		if res.Pages == 0 {
+			cp = rep.Checkpoint
+			res.CheckpointSeq, res.TreeSize = cp.AuditSeq, cp.TreeSize
+			if format == formatJSONL {
+				h := api.ExportHeader{Format: api.ExportFormat, ExportedAt: a.now().UTC(), Filter: req.Filter, Reason: req.Reason, Key: cp.Key}
+				if jsonl, err = auditor.NewExportWriter(f, h, cp); err != nil {
+					return res, fmt.Errorf("export: write %s: %w", out, err)
+				}
+			}
+		} else if rep.Checkpoint.AuditSeq != cp.AuditSeq {
+			return res, failedf("export: page %d is proved against another checkpoint", res.Pages+1)
+		}
+		res.Pages++
+		res.Uncovered += rep.Uncovered
+		for _, ch := range rep.Chains {
+			if lot != "" && !chainHasLot(ch, lot) {
+				continue
+			}
+			res.Chains++
+			res.Records += len(ch.Records)
+			if jsonl != nil {
+				if err := jsonl.Chain(ch); err != nil {
+					return res, fmt.Errorf("export: write %s: %w", out, err)
+				}
+			} else {
+				table.add(ch)
+			}
+		}
+		if rep.NextCursor == "" {
+			break
+		}
+		req.Cursor = rep.NextCursor
+	}
+	switch format {
+	case formatJSONL:
+		err = jsonl.Close(res.Uncovered)
+	case formatCSV:
+		header, rows := table.table()
+		err = writeCSV(f, header, rows)
+	case formatXLSX:
+		header, rows := table.table()
+		err = writeXLSX(f, header, rows)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		return res, fmt.Errorf("export: write %s: %w", out, err)
+	}
+	return res, nil
+}
+
+// chainHasLot reports whether a record of the chain carries the FSMA
+// traceability lot code lot.
+func chainHasLot(c api.ExportChain, lot string) bool {
+	for _, er := range c.Records {
+		r, err := record.Parse(er.Record)
+		if err != nil {
+			continue
+		}
+		if doc := payloadDoc(r.Payload); doc != nil && cell(doc["traceability_lot_code"]) == lot {
+			return true
+		}
+	}
+	return false
+}
+
+// writeCSV writes the spreadsheet as CSV (RFC 4180), every cell made
+// inert for a spreadsheet (csvCell).
+func writeCSV(w io.Writer, header []string, rows [][]string) error {
+	cw := csv.NewWriter(bufio.NewWriterSize(w, 1<<20))
+	if err := cw.Write(header); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		for i := range r {
+			r[i] = csvCell(r[i])
+		}
+		if err := cw.Write(r); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// csvCell keeps a spreadsheet from running a cell as a formula (CSV
+// injection: payload values come from publishers): a value that starts
+// with '=', '+', '-', '@', a tab or a carriage return, and is not a
+// number, gets a leading apostrophe. XLSX cells are written as strings
+// and need none.
+func csvCell(v string) string {
+	if v == "" || !strings.ContainsRune("=+-@\t\r", rune(v[0])) {
+		return v
+	}
+	if _, err := strconv.ParseFloat(v, 64); err == nil {
+		return v
+	}
+	return "'" + v
+}
+
+// writeXLSX writes the spreadsheet as one XLSX sheet with an auto-filter
+// made a table (each header sorts and filters) and the header row frozen.
+func writeXLSX(w io.Writer, header []string, rows [][]string) error {
+	f := excelize.NewFile()
+	defer func() { _ = f.Close() }()
+	const sheet = "Sheet1"
+	sw, err := f.NewStreamWriter(sheet)
+	if err != nil {
+		return err
+	}
+	if err := sw.SetPanes(&excelize.Panes{Freeze: true, YSplit: 1, TopLeftCell: "A2", ActivePane: "bottomLeft"}); err != nil {
+		return err
+	}
+	row := make([]any, len(header))
+	for i, h := range header {
+		row[i] = h
+	}
+	if err := sw.SetRow("A1", row); err != nil {
+		return err
+	}
+	for r, vals := range rows {
+		row := make([]any, len(vals))
+		for i, v := range vals {
+			row[i] = v
+		}
+		cell, err := excelize.CoordinatesToCellName(1, r+2)
+		if err != nil {
+			return err
+		}
+		if err := sw.SetRow(cell, row); err != nil {
+			return err
+		}
+	}
+	last, err := excelize.CoordinatesToCellName(len(header), len(rows)+1)
+	if err != nil {
+		return err
+	}
+	// A table: each header gets the sort and filter button.
+	if err := sw.AddTable(&excelize.Table{Range: "A1:" + last, Name: "Export", StyleName: "TableStyleLight9"}); err != nil {
+		return err
+	}
+	if err := sw.Flush(); err != nil {
+		return err
+	}
+	return f.Write(w)
+}
+
+func (a *app) verifyExportCommand() *cobra.Command {
+	var pubKey string
+	cmd := &cobra.Command{
+		Use:   "verify-export FILE --pubkey KEY",
+		Short: "Verify a JSONL inspection export offline: seals, chains, checkpoint signature, inclusion proofs",
+		Long: `Check a JSONL export (dlqctl export --format jsonl) with no server: the
+checkpoint's signature by --pubkey (the auditor's signing public key, from
+your own records, never from the file), every record's seal, every chain's
+links, and each record's inclusion proof in the signed Merkle tree. Exit 0
+when it verifies, 1 with the first reason it does not.`,
+		Example: `  dlqctl verify-export pharmacy.jsonl --pubkey ABC...XYZ`,
+		Args:    exactArgs(1, "FILE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if pubKey == "" {
+				return usageErrorf("--pubkey is required")
+			}
+			f, err := os.Open(args[0])
+			if err != nil {
+				return usageErrorf("%v", err)
+			}
+			defer func() { _ = f.Close() }()
+			rep, err := auditor.VerifyExport(f, pubKey)
+			if err != nil {
+				return failedf("%v", err)
+			}
+			if a.json() {
+				return a.printJSON(map[string]any{"ok": true, "chains": rep.Chains, "records": rep.Records,
+					"uncovered": rep.Uncovered, "checkpoint": rep.Checkpoint})
+			}
+			t := newTable(a.io.Out)
+			t.row("EXPORT", "VERIFIED")
+			t.row("CHAINS", strconv.Itoa(rep.Chains))
+			t.row("RECORDS", strconv.Itoa(rep.Records))
+			t.row("CHECKPOINT", fmt.Sprintf("AUDIT seq %d, %d records up to seq %d, signed %s",
+				rep.Checkpoint.AuditSeq, rep.Checkpoint.TreeSize, rep.Checkpoint.LastSeq, fmtTime(rep.Checkpoint.At)))
+			t.row("LEFT OUT", fmt.Sprintf("%d records stored after the checkpoint", rep.Uncovered))
+			t.flush()
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&pubKey, "pubkey", "", "the auditor's signing public key (required)")
+	return cmd
+}
+
+func (a *app) accessCommand() *cobra.Command {
+	var (
+		req          api.AccessRequest
+		since, until string
+		all          bool
+	)
+	cmd := &cobra.Command{
+		Use:   "access",
+		Short: "The access audit: who read which payloads, when and why (audit.access)",
+		Long: `List the payload reads recorded in AUDIT (dlqctl show --payload, exports),
+newest first: who, in which role, when, which records (or the filter, count
+and hash of the ids of a big export), and the reason given.`,
+		Example: `  dlqctl access --user alice --since 7d`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if req.Since, err = parseTime(since, a.now()); err != nil {
+				return usageErrorf("--since: %v", err)
+			}
+			if req.Until, err = parseTime(until, a.now()); err != nil {
+				return usageErrorf("--until: %v", err)
+			}
+			var items []api.AccessEntry
+			for {
+				var rep api.AccessReply
+				if err := a.call(cmd.Context(), api.AuditAccess, req, &rep); err != nil {
+					return err
+				}
+				items = append(items, rep.Items...)
+				if !all || rep.NextCursor == "" {
+					break
+				}
+				req.Cursor = rep.NextCursor
+			}
+			if a.json() {
+				return a.printJSON(api.AccessReply{Items: items})
+			}
+			t := newTable(a.io.Out, "SEQ", "AT", "USER", "ROLE", "ACTION", "COUNT", "RECORDS", "REASON")
+			for _, e := range items {
+				recs := strings.Join(e.DLQIDs, ",")
+				if recs == "" && e.Count > 0 {
+					recs = "sha256:" + e.IDsHash
+				}
+				t.row(strconv.FormatUint(e.Seq, 10), fmtTime(e.At), e.User, e.Role, e.Action, strconv.Itoa(e.Count), recs, e.Reason)
+			}
+			t.flush()
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&req.User, "user", "", "only this user's reads")
+	fl.StringVar(&since, "since", "", "at or after (RFC 3339, a date, or a duration ago)")
+	fl.StringVar(&until, "until", "", "at or before")
+	fl.IntVar(&req.Limit, "limit", 0, "page size (default 100)")
+	fl.BoolVar(&all, "all", false, "every page")
+	return cmd
+}
