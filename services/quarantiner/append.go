@@ -172,13 +172,24 @@ func (s *Service) lifecycleRecord(req api.AppendRequest, prev record.State) reco
 		r.IgnoreOrder = req.IgnoreOrder
 	case record.KindPoisoned:
 		r.Class = record.ClassPoison
+	case record.KindApproved:
+		r.Signature = req.Signature
 	}
 	return r
 }
 
 // sameRequest reports whether stored record r is what req asked for.
 func sameRequest(r record.Record, req api.AppendRequest) bool {
-	return r.Kind == req.Kind && r.DrainID == req.DrainID && r.Actor == req.Actor
+	return r.Kind == req.Kind && r.DrainID == req.DrainID && r.Actor == req.Actor && sameApproval(r.Signature, req.Signature)
+}
+
+// sameApproval reports whether two signatures (either may be absent) are
+// of the same approval.
+func sameApproval(a, b *record.Signature) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.ApprovalID == b.ApprovalID
 }
 
 func reply(r record.Record, st record.State) api.AppendReply {

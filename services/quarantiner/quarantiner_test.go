@@ -327,6 +327,9 @@ func TestAppendEndpoint(t *testing.T) {
 		{"stale index", nil, api.AppendRequest{DLQID: dlqID, Domain: "dscsa", Kind: record.KindReplayed, ExpectedIndex: ptr(1)}, api.ErrConflict},
 		{"release when not poison", nil, api.AppendRequest{DLQID: dlqID, Domain: "dscsa", Kind: record.KindReleased, Class: record.ClassValidation, Actor: "a", Reason: "r"}, api.ErrInvalidTransition},
 		{"resolve without reason", nil, api.AppendRequest{DLQID: dlqID, Domain: "dscsa", Kind: record.KindResolved}, api.ErrInvalidTransition},
+		{"approved without signature", nil, api.AppendRequest{DLQID: dlqID, Domain: "dscsa", Kind: record.KindApproved, Actor: "b", Reason: "r"}, api.ErrInvalidTransition},
+		{"approved by the requester", nil, api.AppendRequest{DLQID: dlqID, Domain: "dscsa", Kind: record.KindApproved, Actor: "a", Reason: "r",
+			Signature: &record.Signature{ApprovalID: "ap1", Action: "correct", Requester: "a", RequestedAt: time.Now(), Approver: "a", ApproverRole: "approver", SignedAt: time.Now(), Meaning: "m"}}, api.ErrInvalidTransition},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -343,8 +346,22 @@ func TestAppendEndpoint(t *testing.T) {
 			}
 		})
 	}
-	if n := len(e.chainOf(t, "dscsa", dlqID)); n != 2 {
-		t.Errorf("chain has %d records, want 2", n)
+	// A two-person approval's signature is sealed into the chain.
+	sig := &record.Signature{ApprovalID: "ap1", Action: "correct", Requester: "alice", RequestedAt: time.Now().UTC().Add(-time.Minute),
+		Approver: "bob", ApproverRole: "approver", SignedAt: time.Now().UTC(), Meaning: "reviewed the correction against the invoice"}
+	if _, err := appendReq(t, nc, api.AppendRequest{DLQID: dlqID, Domain: "dscsa", Kind: record.KindApproved, ExpectedIndex: ptr(2), Actor: "bob", Reason: "approval ap1", Signature: sig}); err != nil {
+		t.Fatalf("append approved: %v", err)
+	}
+	chain := e.chainOf(t, "dscsa", dlqID)
+	if n := len(chain); n != 3 {
+		t.Fatalf("chain has %d records, want 3", n)
+	}
+	var last record.Record
+	if err := json.Unmarshal(chain[2], &last); err != nil {
+		t.Fatal(err)
+	}
+	if last.Kind != record.KindApproved || last.Signature == nil || last.Signature.Approver != "bob" || last.Signature.Meaning != sig.Meaning {
+		t.Errorf("approved record = %+v, want the signature of bob", last)
 	}
 }
 

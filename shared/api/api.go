@@ -89,6 +89,9 @@ type AppendRequest struct {
 	// SourceStream and SourceSeq locate the replay message, if any.
 	SourceStream string `json:"source_stream,omitempty"`
 	SourceSeq    uint64 `json:"source_seq,omitempty"`
+	// Signature, for approved: the two-person approval's electronic
+	// signature (approval.Signature builds it from a signed approval).
+	Signature *record.Signature `json:"signature,omitempty"`
 }
 
 // AppendReply is the stored record's position and seal.
