@@ -21,8 +21,10 @@ import (
 	"github.com/deadletter/deadletter/services/quarantiner"
 	"github.com/deadletter/deadletter/services/redriver"
 	"github.com/deadletter/deadletter/services/validator"
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/ledger"
@@ -157,11 +159,12 @@ func newEnvWith(tb testing.TB, n int, withDownstream bool) *env {
 	return e
 }
 
-func (e *env) waitService(tb testing.TB, name string) {
+func (e *env) waitService(tb testing.TB, name string, endpoints ...string) {
 	tb.Helper()
 	natstest.CheckFor(tb, 10*time.Second, 20*time.Millisecond, func() error {
-		_, err := e.nc.Request("$SRV.PING."+name, nil, 200*time.Millisecond)
-		return err
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		return endpoint.Serving(ctx, e.nc, name, endpoints...)
 	})
 }
 
@@ -192,7 +195,7 @@ func (e *env) startRedriver(tb testing.TB, cfg redriver.Config) *runningRedriver
 		tb.Fatal(err)
 	}
 	stop := natstest.Run(tb, "redriver", r.Run)
-	e.waitService(tb, "redriver")
+	e.waitService(tb, "redriver", access.RedriverEndpoints()...)
 	return &runningRedriver{Service: r, nc: nc, stop: stop}
 }
 

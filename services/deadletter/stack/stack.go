@@ -35,6 +35,7 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/embedded"
+	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/runner"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -544,25 +545,19 @@ func (s *Stack) waitStarted(ctx context.Context) error {
 		return err
 	}
 	defer nc.Close()
-	for _, svc := range []string{"validator", "quarantiner", "redriver", "auditor"} {
-		if err := waitPing(ctx, nc, svc); err != nil {
+	for _, svc := range []struct {
+		name      string
+		endpoints []string
+	}{
+		{access.Validator, nil}, {access.Quarantiner, nil},
+		// Requests go to these two: wait until they serve every endpoint.
+		{access.Redriver, access.RedriverEndpoints()}, {access.Auditor, access.AuditorEndpoints()},
+	} {
+		if err := endpoint.WaitServing(ctx, nc, 50*time.Millisecond, svc.name, svc.endpoints...); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func waitPing(ctx context.Context, nc *nats.Conn, svc string) error {
-	for {
-		if _, err := nc.Request("$SRV.PING."+svc, nil, 200*time.Millisecond); err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 func (s *Stack) banner() {

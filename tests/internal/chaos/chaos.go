@@ -718,13 +718,24 @@ func (c *cluster) waitServices(ctx context.Context) error {
 	defer nc.Close()
 	deadline := time.Now().Add(60 * time.Second)
 	for _, name := range []string{access.Validator, access.Quarantiner, access.Redriver, access.Auditor} {
+		var endpoints []string // requests go to these two: wait until they serve every endpoint
+		switch name {
+		case access.Redriver:
+			endpoints = access.RedriverEndpoints()
+		case access.Auditor:
+			endpoints = access.AuditorEndpoints()
+		}
 		for {
-			if _, err := nc.Request("$SRV.PING."+name, nil, 500*time.Millisecond); err == nil {
+			actx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			err := endpoint.Serving(actx, nc, name, endpoints...)
+			cancel()
+			if err == nil {
 				break
 			}
 			if time.Now().After(deadline) || ctx.Err() != nil {
-				return fmt.Errorf("chaos: %s never answered discovery\n%s", name, c.svcs[name][0].tail(4000))
+				return fmt.Errorf("chaos: %s never served its endpoints: %w\n%s", name, err, c.svcs[name][0].tail(4000))
 			}
+			time.Sleep(20 * time.Millisecond) // a poll: the service is starting
 		}
 	}
 	return nil
