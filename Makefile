@@ -113,7 +113,7 @@ fuzz: ## Fuzz each domain's validation for FUZZTIME (default 60s) each
 build: ## Build every binary into bin/
 	$(GO) build -o bin/ ./services/deadletter/cmd/deadletter ./services/deadletter/cmd/provision \
 		./services/validator/cmd/validator ./services/quarantiner/cmd/quarantiner \
-		./services/redriver/cmd/redriver ./services/auditor/cmd/auditor
+		./services/redriver/cmd/redriver ./services/auditor/cmd/auditor ./services/console/cmd/console
 	$(GO) build -o bin/ ./services/dlqctl
 
 .PHONY: vet

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/deadletter/deadletter/schemas v0.0.0
 	github.com/deadletter/deadletter/services/auditor v0.0.0
+	github.com/deadletter/deadletter/services/console v0.0.0
 	github.com/deadletter/deadletter/services/deadletter v0.0.0
 	github.com/deadletter/deadletter/services/quarantiner v0.0.0
 	github.com/deadletter/deadletter/services/redriver v0.0.0
@@ -67,6 +68,7 @@ require (
 replace (
 	github.com/deadletter/deadletter/schemas => ../schemas
 	github.com/deadletter/deadletter/services/auditor => ../services/auditor
+	github.com/deadletter/deadletter/services/console => ../services/console
 	github.com/deadletter/deadletter/services/deadletter => ../services/deadletter
 	github.com/deadletter/deadletter/services/quarantiner => ../services/quarantiner
 	github.com/deadletter/deadletter/services/redriver => ../services/redriver

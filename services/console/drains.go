@@ -48,9 +48,7 @@ func (f drainForm) request(dryRun bool) (api.DrainStartRequest, error) {
 	if f.Validation {
 		req.Filter.Classes = append(req.Filter.Classes, "validation")
 	}
-	for _, c := range strings.FieldsFunc(f.Codes, func(r rune) bool { return r == ',' || r == ' ' }) {
-		req.Filter.ErrorCodes = append(req.Filter.ErrorCodes, c)
-	}
+	req.Filter.ErrorCodes = strings.FieldsFunc(f.Codes, func(r rune) bool { return r == ',' || r == ' ' })
 	if f.Rate != "" {
 		v, err := strconv.ParseFloat(f.Rate, 64)
 		if err != nil {
