@@ -512,3 +512,40 @@ func TestPagesRender(t *testing.T) {
 		t.Errorf("an unknown record: %d\n%s", w.Code, w.Body)
 	}
 }
+
+// TestLoginRateLimitedConcurrent: failed logins sent at once cannot
+// outrun the bucket: no more than its burst reach the server (a check of
+// the bucket before the attempt and a charge after it let every parallel
+// attempt through while the server checked the first password).
+func TestLoginRateLimitedConcurrent(t *testing.T) {
+	e := startEnv(t)
+	const burst, attempts = 2, 12
+	c := e.newConsole(t, func(c *Config) { c.LoginRate, c.LoginBurst = rate.Every(time.Hour), burst })
+	viewer := string(access.RoleViewer)
+	clients := make([]*client, attempts)
+	forms := make([]url.Values, attempts)
+	for i := range clients {
+		clients[i] = newClient(t, c, "127.0.0.70")
+		page := clients[i].do(http.MethodGet, "/login", nil)
+		forms[i] = url.Values{"csrf": {csrfIn(t, page.Body.String())}, "user": {viewer}, "password": {"guess"}}
+	}
+	codes := make([]int, attempts)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Go(func() { codes[i] = clients[i].do(http.MethodPost, "/login", forms[i]).Code })
+	}
+	wg.Wait()
+	tried := 0
+	for _, code := range codes {
+		switch code {
+		case http.StatusUnauthorized:
+			tried++
+		case http.StatusTooManyRequests:
+		default:
+			t.Errorf("status %d", code)
+		}
+	}
+	if tried > burst {
+		t.Errorf("%d of %d parallel failed logins reached the server, burst %d", tried, attempts, burst)
+	}
+}

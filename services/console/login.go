@@ -154,23 +154,23 @@ func (c *Console) handleLogin(w http.ResponseWriter, r *http.Request) {
 	password := r.PostFormValue("password")
 	now := time.Now()
 	keys := []string{"user:" + user, "addr:" + clientAddr(r)}
-	if !c.limits.allowed(now, keys...) {
+	refund, ok := c.limits.attempt(now, keys...)
+	if !ok {
 		c.log.Warn("login rate limited", "user", user, "addr", clientAddr(r))
 		c.renderLogin(w, r, http.StatusTooManyRequests, "Too many failed attempts. Wait a minute and try again.")
 		return
 	}
 	if user == "" || password == "" {
-		c.limits.fail(now, keys...)
 		c.renderLogin(w, r, http.StatusUnauthorized, "Login failed.")
 		return
 	}
 	s, err := c.login(r.Context(), user, password)
 	if err != nil {
-		c.limits.fail(now, keys...)
 		c.log.Warn("login failed", "user", user, "addr", clientAddr(r), "err", err)
 		c.renderLogin(w, r, http.StatusUnauthorized, "Login failed.")
 		return
 	}
+	refund()
 	setCookie(w, loginCookie, "", -1)
 	setCookie(w, sessionCookie, s.id, 0)
 	c.log.Info("login", "user", s.user, "role", s.role, "addr", clientAddr(r))

@@ -169,22 +169,28 @@ func (ls *limiters) get(key string, now time.Time) *rate.Limiter {
 	return l.l
 }
 
-// allowed reports whether every key still has a token at now (a login
-// may be tried).
-func (ls *limiters) allowed(now time.Time, keys ...string) bool {
-	for _, k := range keys {
-		if ls.get(k, now).TokensAt(now) < 1 {
-			return false
+// attempt takes a token of every key's bucket before a login is tried,
+// atomically per bucket, so that parallel attempts cannot all pass a
+// check made before any of them failed. It returns false (taking
+// nothing) when a bucket is empty, else a refund for a login that
+// succeeded: only failures cost a token.
+func (ls *limiters) attempt(now time.Time, keys ...string) (refund func(), ok bool) {
+	var taken []*rate.Reservation
+	undo := func() {
+		for _, r := range taken {
+			r.CancelAt(now)
 		}
 	}
-	return true
-}
-
-// fail takes a token of every key (a failed login).
-func (ls *limiters) fail(now time.Time, keys ...string) {
 	for _, k := range keys {
-		ls.get(k, now).AllowN(now, 1)
+		r := ls.get(k, now).ReserveN(now, 1)
+		if !r.OK() || r.DelayFrom(now) > 0 {
+			r.CancelAt(now)
+			undo()
+			return nil, false
+		}
+		taken = append(taken, r)
 	}
+	return undo, true
 }
 
 // sweep forgets buckets unused long enough to be full again.
