@@ -2,6 +2,8 @@ package console
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -156,7 +158,7 @@ func (c *Console) handleLogin(w http.ResponseWriter, r *http.Request) {
 	keys := []string{"user:" + user, "addr:" + clientAddr(r)}
 	refund, ok := c.limits.attempt(now, keys...)
 	if !ok {
-		c.log.Warn("login rate limited", "user", user, "addr", clientAddr(r))
+		c.log.Warn("login rate limited", "user_sha256", nameHash(user), "addr", clientAddr(r))
 		c.renderLogin(w, r, http.StatusTooManyRequests, "Too many failed attempts. Wait a minute and try again.")
 		return
 	}
@@ -166,7 +168,9 @@ func (c *Console) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	s, err := c.login(r.Context(), user, password)
 	if err != nil {
-		c.log.Warn("login failed", "user", user, "addr", clientAddr(r), "err", err)
+		// The name as typed may be a password typed in the wrong field:
+		// only its hash is logged.
+		c.log.Warn("login failed", "user_sha256", nameHash(user), "addr", clientAddr(r), "err", err)
 		c.renderLogin(w, r, http.StatusUnauthorized, "Login failed.")
 		return
 	}
@@ -175,6 +179,13 @@ func (c *Console) handleLogin(w http.ResponseWriter, r *http.Request) {
 	setCookie(w, sessionCookie, s.id, 0)
 	c.log.Info("login", "user", s.user, "role", s.role, "addr", clientAddr(r))
 	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
+}
+
+// nameHash is the first 16 hex digits of the SHA-256 of a user name as
+// typed (what a failed login logs instead of the name).
+func nameHash(user string) string {
+	sum := sha256.Sum256([]byte(user))
+	return hex.EncodeToString(sum[:8])
 }
 
 // safeNext is a local path to go to after login ("/" otherwise).
