@@ -549,3 +549,47 @@ func TestLoginRateLimitedConcurrent(t *testing.T) {
 		t.Errorf("%d of %d parallel failed logins reached the server, burst %d", tried, attempts, burst)
 	}
 }
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestNoPasswordInLogs: neither a login nor a failed one logs a password,
+// not even one typed into the user field.
+func TestNoPasswordInLogs(t *testing.T) {
+	e := startEnv(t)
+	logs := &syncBuffer{}
+	cfg := DefaultConfig()
+	cfg.NATSURL = e.srv.ClientURL()
+	c, err := New(cfg, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.sessions.closeAll)
+	op := string(access.RoleOperator)
+	pw := e.password(op)
+	newClient(t, c, "127.0.0.80").mustLogin(op, pw)
+	if w := newClient(t, c, "127.0.0.81").login(pw, pw); w.Code != http.StatusUnauthorized {
+		t.Fatalf("password as user name: %d", w.Code)
+	}
+	if !strings.Contains(logs.String(), "login failed") {
+		t.Fatalf("no log of the failure:\n%s", logs)
+	}
+	if strings.Contains(logs.String(), pw) {
+		t.Errorf("a password is in the logs:\n%s", logs)
+	}
+}
