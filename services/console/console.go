@@ -187,6 +187,8 @@ type Console struct {
 	limits   *limiters
 	pages    *pages
 	results  results
+	// sseEvery is how often a drain's progress is pushed.
+	sseEvery time.Duration
 	handler  http.Handler
 
 	mu   sync.Mutex
@@ -213,6 +215,7 @@ func New(cfg Config, log *slog.Logger) (*Console, error) {
 		sessions: newSessions(cfg.IdleTimeout),
 		limits:   newLimiters(cfg.LoginRate, cfg.LoginBurst),
 		up:       make(chan struct{}),
+		sseEvery: sseInterval,
 	}
 	c.handler = c.routes()
 	return c, nil

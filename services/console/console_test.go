@@ -593,3 +593,46 @@ func TestNoPasswordInLogs(t *testing.T) {
 		t.Errorf("a password is in the logs:\n%s", logs)
 	}
 }
+
+// TestIdleExpiryWithLiveProgress: a page streaming a drain's progress is
+// not a person's activity: the session still expires when idle, its
+// connection is closed and the stream ends (the stream's own reads used
+// to renew the session every second, so an open drain page kept it alive
+// forever).
+func TestIdleExpiryWithLiveProgress(t *testing.T) {
+	e := startEnv(t)
+	c := e.newConsole(t, func(c *Config) { c.IdleTimeout, c.CallTimeout = 300*time.Millisecond, time.Second })
+	c.sseEvery = 20 * time.Millisecond
+	viewer := string(access.RoleViewer)
+	cl := newClient(t, c, "127.0.0.90")
+	cl.mustLogin(viewer, e.password(viewer))
+	s := c.anySession()
+	srv := httptest.NewServer(c.Handler())
+	t.Cleanup(srv.Close)
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/drains/d1/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.AddCookie(cl.cookies[sessionCookie])
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("content type %q", resp.Header.Get("Content-Type"))
+	}
+	begin := time.Now()
+	body, _ := io.ReadAll(resp.Body) // ends when the stream does
+	if ctx.Err() != nil {
+		t.Fatalf("the stream ran %s, past the idle timeout, and kept the session", time.Since(begin).Round(time.Millisecond))
+	}
+	if !strings.Contains(string(body), "event: progress") {
+		t.Errorf("no progress event:\n%s", body)
+	}
+	if !s.nc.IsClosed() || c.sessions.count() != 0 {
+		t.Error("the idle session's connection is open")
+	}
+}

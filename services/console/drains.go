@@ -166,11 +166,11 @@ func (c *Console) handleDrainEvents(w http.ResponseWriter, r *http.Request, s *s
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	id := r.PathValue("id")
-	t := time.NewTicker(sseInterval)
+	t := time.NewTicker(c.sseEvery)
 	defer t.Stop()
 	for {
-		if c.sessions.get(s.id, time.Now()) == nil {
-			return // logged out or expired
+		if !c.sessions.alive(s.id, time.Now()) {
+			return // logged out or expired: the stream does not renew it
 		}
 		d, err := c.drainData(r, s, id)
 		html, ferr := c.fragment("drain", "progress", d)

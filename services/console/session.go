@@ -95,6 +95,23 @@ func (ss *sessions) get(id string, now time.Time) *session {
 	return s
 }
 
+// alive reports whether the session of id is live at now, without
+// renewing it (a stream the page keeps open is not the person's
+// activity); an idle one is closed.
+func (ss *sessions) alive(id string, now time.Time) bool {
+	ss.mu.Lock()
+	s := ss.byID[id]
+	ss.mu.Unlock()
+	if s == nil {
+		return false
+	}
+	if s.idleSince(now) > ss.idle || s.nc.IsClosed() {
+		ss.remove(id)
+		return false
+	}
+	return true
+}
+
 // remove drops the session of id and closes its connection.
 func (ss *sessions) remove(id string) {
 	ss.mu.Lock()
