@@ -12,7 +12,11 @@
       var es = new EventSource(el.getAttribute("data-sse"));
       el.sseSource = es;
       es.addEventListener("progress", (function (target) {
-        return function (e) { target.innerHTML = e.data; if (window.htmx) { window.htmx.process(target); } };
+        return function (e) {
+          target.innerHTML = e.data;
+          target.setAttribute("data-sse-events", String(Number(target.getAttribute("data-sse-events") || "0") + 1));
+          if (window.htmx) { window.htmx.process(target); }
+        };
       })(el));
       es.addEventListener("done", (function (source) { return function () { source.close(); }; })(es));
     }
