@@ -269,10 +269,17 @@ func TestLogin(t *testing.T) {
 		{"wrong password", op, "not-the-password"},
 		{"unknown user", "mallory", e.password(op)},
 		{"service user", access.Auditor, "x"},
+		// The publisher's role imports no audit.whoami: the server refuses
+		// it, at once.
+		{"publisher", string(access.RolePublisher), e.password(string(access.RolePublisher))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cl := newClient(t, c, "127.0.0.11")
+			begin := time.Now()
 			w := cl.login(tc.user, tc.password)
+			if took := time.Since(begin); took > 5*time.Second {
+				t.Errorf("the login took %s to fail", took)
+			}
 			if w.Code != http.StatusUnauthorized || cl.cookies[sessionCookie] != nil {
 				t.Fatalf("%d, cookie %v", w.Code, cl.cookies[sessionCookie])
 			}

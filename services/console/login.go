@@ -112,9 +112,9 @@ func (c *Console) login(ctx context.Context, user, password string) (*session, e
 		}
 		return nil, fmt.Errorf("console: connect: %w", err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
-	defer cancel()
-	who, err := endpoint.Call[struct{}, api.WhoamiReply](cctx, nc, api.AuditWhoami, struct{}{})
+	// A role that imports no audit.whoami (the publisher) is refused by
+	// the server at once.
+	who, err := callOn[struct{}, api.WhoamiReply](ctx, c.cfg.CallTimeout, nc, v, "", api.AuditWhoami, struct{}{})
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("%w: whoami: %w", ErrLogin, err)
@@ -123,9 +123,7 @@ func (c *Console) login(ctx context.Context, user, password string) (*session, e
 		nc.Close()
 		return nil, ErrNotPerson
 	}
-	s := c.sessions.add(who.User, who.Role, who.ReadsPayloads, nc, time.Now())
-	s.violations = v
-	return s, nil
+	return c.sessions.add(who.User, who.Role, who.ReadsPayloads, nc, v, time.Now()), nil
 }
 
 // handleLoginForm shows the login form with a fresh login CSRF token.
@@ -240,15 +238,14 @@ func (c *Console) authed(h func(http.ResponseWriter, *http.Request, *session)) h
 // server refuses for the person's role fails at once with an
 // api.ErrForbidden error.
 func call[Req, Rep any](ctx context.Context, c *Console, s *session, subject string, req Req) (Rep, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+	return callOn[Req, Rep](ctx, c.cfg.CallTimeout, s.nc, s.violations, s.role, subject, req)
+}
+
+// callOn is call on a connection whose refusals v reports.
+func callOn[Req, Rep any](ctx context.Context, timeout time.Duration, nc *nats.Conn, v *violations, role, subject string, req Req) (Rep, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var (
-		refused <-chan struct{}
-		release = func() {}
-	)
-	if s.violations != nil {
-		refused, release = s.violations.watch(subject)
-	}
+	refused, release := v.watch(subject)
 	defer release()
 	ctx, cancelCause := context.WithCancelCause(ctx)
 	defer cancelCause(nil)
@@ -259,10 +256,13 @@ func call[Req, Rep any](ctx context.Context, c *Console, s *session, subject str
 		case <-ctx.Done():
 		}
 	}()
-	rep, err := endpoint.Call[Req, Rep](ctx, s.nc, subject, req)
+	rep, err := endpoint.Call[Req, Rep](ctx, nc, subject, req)
 	if err != nil && errors.Is(context.Cause(ctx), errRefused) {
 		var zero Rep
-		return zero, &api.Error{Code: api.ErrForbidden, Message: "your role (" + s.role + ") may not call " + subject + ": the server refused it", Err: errRefused}
+		if role == "" {
+			role = "unknown"
+		}
+		return zero, &api.Error{Code: api.ErrForbidden, Message: "your role (" + role + ") may not call " + subject + ": the server refused it", Err: errRefused}
 	}
 	return rep, err
 }

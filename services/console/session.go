@@ -31,7 +31,7 @@ type session struct {
 	readsPayloads bool
 	csrf          string
 	nc            *nats.Conn
-	// violations reports the server's refusals on nc.
+	// violations reports the server's refusals on nc (never nil).
 	violations *violations
 
 	mu       sync.Mutex
@@ -70,8 +70,8 @@ func randomToken() string {
 }
 
 // add keeps a new session for nc.
-func (ss *sessions) add(user, role string, reads bool, nc *nats.Conn, now time.Time) *session {
-	s := &session{id: randomToken(), user: user, role: role, readsPayloads: reads, csrf: randomToken(), nc: nc, lastSeen: now}
+func (ss *sessions) add(user, role string, reads bool, nc *nats.Conn, v *violations, now time.Time) *session {
+	s := &session{id: randomToken(), user: user, role: role, readsPayloads: reads, csrf: randomToken(), nc: nc, violations: v, lastSeen: now}
 	ss.mu.Lock()
 	ss.byID[s.id] = s
 	ss.mu.Unlock()
