@@ -380,6 +380,23 @@ func TestConsole(t *testing.T) {
 		op.screenshot("drain")
 	})
 
+	t.Run("operator redrives the record", func(t *testing.T) {
+		op.t = t
+		before := chainLength(t, viewerNC, dlqID)
+		op.open(recordPath)
+		op.do(chromedp.Click(chromedp.CSS("#include-validation")), chromedp.SendKeys(chromedp.CSS("#redrive-reason"), "browser test"),
+			chromedp.Click(chromedp.CSS("#redrive")), chromedp.WaitVisible(chromedp.CSS(".notice")))
+		if got := op.text(".notice"); !strings.HasPrefix(got, "Redrive: "+api.OutcomeReplayFailed) {
+			t.Errorf("notice %q", got)
+		}
+		if after := chainLength(t, viewerNC, dlqID); after <= before {
+			t.Errorf("the chain has %d records, had %d", after, before)
+		}
+		if !strings.Contains(op.text(".timeline"), "by operator") {
+			t.Errorf("the timeline does not name the operator: %q", op.text(".timeline"))
+		}
+	})
+
 	t.Run("audit verify and reconcile", func(t *testing.T) {
 		op.t = t
 		op.open("/audit")
@@ -388,6 +405,12 @@ func TestConsole(t *testing.T) {
 			t.Errorf("verify: %q", got)
 		}
 		op.do(chromedp.Click(chromedp.CSS("#reconcile")), chromedp.WaitVisible(chromedp.CSS("#reconcile-result")))
+		op.do(chromedp.Click(chromedp.CSS("#checkpoint")), chromedp.WaitVisible(chromedp.CSS("#h-checkpoint")))
+		op.open("/audit")
+		op.do(chromedp.Click(chromedp.CSS("#verify")), chromedp.WaitVisible(chromedp.CSS("#verify-result")))
+		if got := op.text("#verify-result"); got != "OK" {
+			t.Errorf("verify after the checkpoint: %q", got)
+		}
 		op.screenshot("audit")
 	})
 
