@@ -288,7 +288,6 @@ func TestConsole(t *testing.T) {
 
 	op := newPerson(t, browser, base, false)
 	op.login(opName, pw(opName))
-	op.screenshot("overview")
 
 	var recordPath, dlqID, drainPath string
 	t.Run("a fresh failure appears in Groups and opens redacted", func(t *testing.T) {
@@ -413,6 +412,9 @@ func TestConsole(t *testing.T) {
 		}
 		op.screenshot("audit")
 	})
+
+	op.open("/")
+	op.screenshot("overview")
 
 	viewer := newPerson(t, browser, base, false)
 	t.Run("viewer: no actions, and forged ones refused", func(t *testing.T) {
