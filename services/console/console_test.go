@@ -254,6 +254,15 @@ func TestLogin(t *testing.T) {
 		t.Fatalf("%d sessions", c.sessions.count())
 	}
 	var nc = c.anySession().nc
+	// The connection keeps no password (it asked a handler that forgot it).
+	kept := nc.Opts.Password
+	if nc.Opts.UserInfo != nil {
+		_, p := nc.Opts.UserInfo()
+		kept += p
+	}
+	if kept != "" || nc.Opts.AllowReconnect {
+		t.Errorf("the session's connection keeps the password (%v) or reconnects (%v)", kept != "", nc.Opts.AllowReconnect)
+	}
 	if w := cl.do(http.MethodPost, "/logout", url.Values{"csrf": {csrfIn(t, page.Body.String())}}); w.Code != http.StatusSeeOther {
 		t.Fatalf("logout: %d", w.Code)
 	}

@@ -86,17 +86,25 @@ func (v *violations) watch(subject string) (<-chan struct{}, func()) {
 var errRefused = errors.New("console: the server refused the request for this role")
 
 // login opens a connection as user with password, asks audit.whoami who
-// the server authenticated, and keeps a session. The password is used for
-// the connect only: nats.go keeps it in the connection's options for
-// reconnects, nowhere else.
+// the server authenticated, and keeps a session. The password serves the
+// connect only: the connection asks for it through a handler that
+// forgets it once connected, so nothing keeps it, and the connection does
+// not reconnect (it could not authenticate again): a disconnect ends the
+// session and the person logs in again.
 func (c *Console) login(ctx context.Context, user, password string) (*session, error) {
 	v := &violations{}
+	var mu sync.Mutex
+	secret := password
 	opts := []nats.Option{
 		nats.Name(c.cfg.Name + "-" + user),
-		nats.UserInfo(user, password),
+		nats.UserInfoHandler(func() (string, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			return user, secret
+		}),
 		nats.CustomInboxPrefix(access.InboxPrefix(user)),
 		nats.Timeout(c.cfg.ConnectTimeout),
-		nats.MaxReconnects(-1),
+		nats.NoReconnect(),
 		nats.ErrorHandler(v.handler),
 	}
 	if c.cfg.NATSTLSCA != "" {
@@ -106,6 +114,9 @@ func (c *Console) login(ctx context.Context, user, password string) (*session, e
 		opts = append(opts, nats.ClientCert(c.cfg.NATSTLSCert, c.cfg.NATSTLSKey))
 	}
 	nc, err := nats.Connect(c.cfg.NATSURL, opts...)
+	mu.Lock()
+	secret = ""
+	mu.Unlock()
 	if err != nil {
 		if errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization") {
 			return nil, ErrLogin
