@@ -652,3 +652,22 @@ func TestIdleExpiryWithLiveProgress(t *testing.T) {
 		t.Error("the idle session's connection is open")
 	}
 }
+
+// TestShowPayload: a revealed payload is shown as it is stored: JSON only
+// indented (members in their order, numbers and markup as written), other
+// bytes as they are. (Re-encoding it through a map sorted the members,
+// rounded big numbers to float64 and turned < into \u003c.)
+func TestShowPayload(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"order kept", `{"z":1,"a":2}`, "{\n  \"z\": 1,\n  \"a\": 2\n}"},
+		{"big number", `{"qty":12345678901234567890}`, "{\n  \"qty\": 12345678901234567890\n}"},
+		{"markup", `{"m":"<b>x</b>&"}`, "{\n  \"m\": \"<b>x</b>&\"\n}"},
+		{"not JSON", `{"transaction_id": "TX-1",`, `{"transaction_id": "TX-1",`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := showPayload([]byte(tc.in)); got != tc.want {
+				t.Errorf("showPayload(%s) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}

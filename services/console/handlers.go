@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/csv"
 	"encoding/json"
@@ -424,18 +425,7 @@ func (c *Console) getRecord(r *http.Request, s *session, id string, reveal bool)
 	if reveal && rep.State.Payload != nil {
 		b, perr := rep.State.Payload.Bytes()
 		if perr == nil {
-			d.Revealed, d.Payload = true, string(b)
-			if json.Valid(b) {
-				var pretty strings.Builder
-				var v any
-				if json.Unmarshal(b, &v) == nil {
-					enc := json.NewEncoder(&pretty)
-					enc.SetIndent("", "  ")
-					if enc.Encode(v) == nil {
-						d.Payload = pretty.String()
-					}
-				}
-			}
+			d.Revealed, d.Payload = true, showPayload(b)
 		}
 	}
 	if p := rep.State.Payload; p != nil {
@@ -514,4 +504,15 @@ func (c *Console) afterAction(w http.ResponseWriter, r *http.Request, s *session
 
 func (c *Console) handleApprovals(w http.ResponseWriter, r *http.Request, s *session) {
 	c.render(w, r, http.StatusOK, "approvals", newView(s, "Approvals", "approvals", nil))
+}
+
+// showPayload is a revealed payload as stored: JSON indented only
+// (json.Indent keeps members, numbers and strings byte for byte), other
+// bytes as they are. The template escapes it.
+func showPayload(b []byte) string {
+	var out bytes.Buffer
+	if json.Indent(&out, b, "", "  ") == nil {
+		return out.String()
+	}
+	return string(b)
 }

@@ -262,7 +262,7 @@ func publishInvalid(t *testing.T, st *stack.Stack) string {
 	}
 	defer nc.Close()
 	marker := fmt.Sprintf("SECRET-PHI-%d", time.Now().UnixNano())
-	if _, err := nc.Request("events.pharmacy.dispense", []byte(`{"patient_marker":"`+marker+`"}`), 30*time.Second); err != nil {
+	if _, err := nc.Request("events.pharmacy.dispense", []byte(`{"patient_marker":"`+marker+`","note":"<b>bold</b>"}`), 30*time.Second); err != nil {
 		t.Fatalf("publish: %v", err)
 	}
 	return marker
@@ -330,8 +330,11 @@ func TestConsole(t *testing.T) {
 		op.screenshot("record")
 		op.do(chromedp.SendKeys(chromedp.CSS("#reveal-reason"), "browser test: inspection"),
 			chromedp.Click(chromedp.CSS("#reveal")), chromedp.WaitVisible(chromedp.CSS("pre.payload")))
-		if got := op.text("pre.payload"); !strings.Contains(got, marker) {
-			t.Errorf("revealed payload %q lacks the marker", got)
+		if got := op.text("pre.payload"); !strings.Contains(got, marker) || !strings.Contains(got, `"note": "<b>bold</b>"`) {
+			t.Errorf("revealed payload %q lacks the marker or its markup as written", got)
+		}
+		if eval[bool](op, `document.querySelector("pre.payload b") !== null`) {
+			t.Error("the payload's markup was rendered, not shown")
 		}
 	})
 	if dlqID == "" {
