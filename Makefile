@@ -11,6 +11,11 @@ JAEGER := $(BIN)/jaeger
 STATICCHECK := $(BIN)/staticcheck
 GOREMAN := $(BIN)/goreman
 NATS_SERVER := $(BIN)/nats-server
+# axe-core (from the npm registry), injected into pages by the console's
+# browser tests (tests/console); test-only, never served.
+AXE_VERSION := 4.14.1
+AXE := $(CACHE)/npm/node_modules/axe-core/axe.min.js
+export AXE_JS := $(AXE)
 
 # Arguments for `make run`, e.g. make run ARGS="--port 4333 --downstream-url http://127.0.0.1:8080/capture"
 ARGS ?=
@@ -53,7 +58,7 @@ demo: ## The outage story in one command: 1,000 events, a downstream outage, tri
 TIMED_TESTS := ^TestRateAndConcurrency$$
 
 .PHONY: test
-test: tools jaeger kit-test ## Run every test with the race detector against real embedded NATS servers (and a real Jaeger)
+test: tools jaeger axe kit-test ## Run every test with the race detector against real embedded NATS servers (and a real Jaeger)
 	$(GO) test -race -count=1 -timeout 40m -skip '$(TIMED_TESTS)' work
 	$(GO) test -race -count=1 -timeout 10m -run '$(TIMED_TESTS)' ./tests/redrive/
 
@@ -76,6 +81,13 @@ $(STATICCHECK): deploy/tools/staticcheck/go.mod deploy/tools/staticcheck/go.sum
 
 $(NATS_CLI): deploy/tools/go.mod deploy/tools/go.sum
 	cd deploy/tools && GOWORK=off $(GO) build -o $(NATS_CLI) github.com/nats-io/natscli/nats
+
+.PHONY: axe
+axe: $(AXE) ## Install axe-core (npm, pinned AXE_VERSION) into .cache/npm for the console's browser tests
+
+$(AXE): Makefile
+	npm install --no-save --no-audit --no-fund --no-package-lock --prefix $(CACHE)/npm axe-core@$(AXE_VERSION)
+	touch $(AXE)
 
 .PHONY: jaeger
 jaeger: $(JAEGER) ## Build Jaeger v2 (v1.76.0) into .cache/bin once (~7 min cold, ~2 GB RAM)
@@ -114,7 +126,7 @@ fuzz: ## Fuzz each domain's validation for FUZZTIME (default 60s) each
 build: ## Build every binary into bin/
 	$(GO) build -o bin/ ./services/deadletter/cmd/deadletter ./services/deadletter/cmd/provision \
 		./services/validator/cmd/validator ./services/quarantiner/cmd/quarantiner \
-		./services/redriver/cmd/redriver ./services/auditor/cmd/auditor
+		./services/redriver/cmd/redriver ./services/auditor/cmd/auditor ./services/console/cmd/console
 	$(GO) build -o bin/ ./services/dlqctl
 
 .PHONY: vet

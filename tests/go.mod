@@ -3,6 +3,8 @@ module github.com/deadletter/deadletter/tests
 go 1.26.0
 
 require (
+	github.com/chromedp/cdproto v0.159.0
+	github.com/chromedp/chromedp v0.23.0
 	github.com/deadletter/deadletter/schemas v0.0.0
 	github.com/deadletter/deadletter/services/auditor v0.0.0
 	github.com/deadletter/deadletter/services/deadletter v0.0.0
@@ -30,6 +32,7 @@ require (
 	github.com/bits-and-blooms/bloom/v3 v3.7.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/deadletter/deadletter/services/console v0.0.0 // indirect
 	github.com/go-json-experiment/json v1.27.2 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
@@ -82,6 +85,7 @@ require (
 replace (
 	github.com/deadletter/deadletter/schemas => ../schemas
 	github.com/deadletter/deadletter/services/auditor => ../services/auditor
+	github.com/deadletter/deadletter/services/console => ../services/console
 	github.com/deadletter/deadletter/services/deadletter => ../services/deadletter
 	github.com/deadletter/deadletter/services/dlqctl => ../services/dlqctl
 	github.com/deadletter/deadletter/services/quarantiner => ../services/quarantiner

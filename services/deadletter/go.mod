@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/deadletter/deadletter/services/auditor v0.0.0
+	github.com/deadletter/deadletter/services/console v0.0.0
 	github.com/deadletter/deadletter/services/quarantiner v0.0.0
 	github.com/deadletter/deadletter/services/redriver v0.0.0
 	github.com/deadletter/deadletter/services/validator v0.0.0
@@ -41,6 +42,8 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/santhosh-tekuri/jsonschema/v5 v5.3.1 // indirect
+	github.com/synadia-io/orbit.go/jetstreamext v0.3.2 // indirect
+	github.com/synadia-io/orbit.go/natsext v0.1.3 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.47.0 // indirect
@@ -63,6 +66,7 @@ require (
 replace (
 	github.com/deadletter/deadletter/schemas => ../../schemas
 	github.com/deadletter/deadletter/services/auditor => ../auditor
+	github.com/deadletter/deadletter/services/console => ../console
 	github.com/deadletter/deadletter/services/quarantiner => ../quarantiner
 	github.com/deadletter/deadletter/services/redriver => ../redriver
 	github.com/deadletter/deadletter/services/validator => ../validator

@@ -5,9 +5,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,7 +47,7 @@ func startStack(t *testing.T, bin string, args ...string) *process {
 	dir := t.TempDir()
 	p.dataDir = filepath.Join(dir, "data")
 	args = append([]string{"--port", strconv.Itoa(port), "--data-dir", p.dataDir, "--anchor-dir", filepath.Join(dir, "anchors"),
-		"--sync-always=false", "--metrics-addr", "127.0.0.1:0"}, args...)
+		"--sync-always=false", "--metrics-addr", "127.0.0.1:0", "--console-addr", "127.0.0.1:0"}, args...)
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Dir = tools.Root(t)
 	out, err := p.cmd.StdoutPipe()
@@ -139,6 +141,16 @@ func TestMakeRun(t *testing.T) {
 	}
 	if b := p.banner(); !strings.Contains(b, p.url) || len(examples) < 6 {
 		t.Fatalf("banner lacks the NATS URL or examples:\n%s", b)
+	}
+	// The console's URL, as printed, serves its login page.
+	m := regexp.MustCompile(`Console: +(http://127\.0\.0\.1:\d+/) +\(log in as ([^;]+);`).FindStringSubmatch(p.banner())
+	if m == nil || !strings.Contains(m[2], "operator") || strings.Contains(m[2], "publisher") {
+		t.Fatalf("banner lacks the console's URL and its people:\n%s", p.banner())
+	}
+	if resp, err := http.Get(m[1] + "login"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("console login page at %s: %v %v", m[1], resp, err)
+	} else {
+		_ = resp.Body.Close()
 	}
 	for _, ex := range examples {
 		cmd := exec.Command("bash", "-c", natsCLI+ex[len("nats"):])

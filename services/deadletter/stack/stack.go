@@ -29,6 +29,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/deadletter/deadletter/services/auditor"
+	"github.com/deadletter/deadletter/services/console"
 	"github.com/deadletter/deadletter/services/quarantiner"
 	"github.com/deadletter/deadletter/services/redriver"
 	"github.com/deadletter/deadletter/services/validator"
@@ -81,6 +82,12 @@ type Config struct {
 	// registry for every service of the process. Default 127.0.0.1:9464;
 	// empty disables it.
 	MetricsAddr string
+	// ConsoleAddr is where the web console listens (package console; it
+	// needs TLS off loopback). Default "": no console (`make run` sets
+	// 127.0.0.1:8090). Console configures the rest of it; its NATS URL
+	// and TLS trust are the stack's own server's.
+	ConsoleAddr string
+	Console     console.Config
 	// Out receives the start-up banner. Default: discarded.
 	Out io.Writer
 	// CloseTimeout bounds the wait at shutdown for the services'
@@ -101,6 +108,7 @@ func DefaultConfig() Config {
 		Quarantiner: quarantiner.DefaultConfig(),
 		Redriver:    redriver.DefaultConfig(),
 		Auditor:     auditor.DefaultConfig(),
+		Console:     console.DefaultConfig(),
 		MetricsAddr: "127.0.0.1:9464",
 		AnchorDir:   "anchors",
 		Out:         io.Discard,
@@ -108,8 +116,8 @@ func DefaultConfig() Config {
 }
 
 // LoadEnv overrides cfg from the environment: DEADLETTER_DATA_DIR,
-// DEADLETTER_HOST, DEADLETTER_PORT, DEADLETTER_SYNC_ALWAYS, and every
-// service's own variables.
+// DEADLETTER_HOST, DEADLETTER_PORT, DEADLETTER_SYNC_ALWAYS,
+// DEADLETTER_CONSOLE_ADDR, and every service's own variables.
 func (c *Config) LoadEnv(env *config.Env) {
 	env.String("DEADLETTER_DATA_DIR", &c.DataDir)
 	env.String("DEADLETTER_HOST", &c.Host)
@@ -117,8 +125,10 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Bool("DEADLETTER_SYNC_ALWAYS", &c.SyncAlways)
 	env.String("DEADLETTER_METRICS_ADDR", &c.MetricsAddr)
 	env.String("DEADLETTER_ANCHOR_DIR", &c.AnchorDir)
+	env.String("DEADLETTER_CONSOLE_ADDR", &c.ConsoleAddr)
 	c.Security.LoadEnv(env)
 	env.Int("DEADLETTER_REPLICAS", &c.Streams.Replicas)
+	c.Console.LoadEnv(env)
 	c.Validator.LoadEnv(env)
 	c.Quarantiner.LoadEnv(env)
 	c.Redriver.LoadEnv(env)
@@ -189,6 +199,8 @@ type Stack struct {
 	Redriver *redriver.Service
 	// Auditor is the running auditor.
 	Auditor *auditor.Service
+	// Console is the running web console (nil without ConsoleAddr).
+	Console *console.Console
 	// auditKey is the auditor's public signing key; exportFile receives its
 	// signed checkpoints.
 	auditKey, exportFile string
@@ -420,6 +432,21 @@ func (s *Stack) Run(ctx context.Context) error {
 	}
 	s.Auditor = a
 
+	// The console holds no connection of its own: each person who logs
+	// in gets one, with their own credentials.
+	if s.cfg.ConsoleAddr != "" {
+		ccfg := s.cfg.Console
+		ccfg.Listen = s.cfg.ConsoleAddr
+		ccfg.NATSURL = srv.ClientURL()
+		if s.cfg.Security.TLSCert != "" {
+			// A self-signed server certificate is its own CA.
+			ccfg.NATSTLSCA = absOrEmpty(s.cfg.Security.TLSCert)
+		}
+		if s.Console, err = console.New(ccfg, s.log); err != nil {
+			return err
+		}
+	}
+
 	runCtx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
 	g, gctx := errgroup.WithContext(runCtx)
@@ -427,7 +454,18 @@ func (s *Stack) Run(ctx context.Context) error {
 	g.Go(func() error { return q.Run(gctx) })
 	g.Go(func() error { return r.Run(gctx) })
 	g.Go(func() error { return a.Run(gctx) })
-	if err := s.waitStarted(gctx); err == nil {
+	if s.Console != nil {
+		g.Go(func() error { return s.Console.Run(gctx) })
+	}
+	err = s.waitStarted(gctx)
+	if err == nil && s.Console != nil {
+		select {
+		case <-s.Console.Ready():
+		case <-gctx.Done():
+			err = gctx.Err()
+		}
+	}
+	if err == nil {
 		close(s.ready)
 		s.banner()
 	} else if gctx.Err() == nil {
@@ -573,6 +611,7 @@ func (s *Stack) banner() {
   Audit key:   %s (verify --anchor FILE --pubkey KEY)
   Metrics:     %s
   Tracing:     %s
+  Console:     %s
 
 Try it (the nats CLI: go install github.com/nats-io/natscli/nats@v0.5.0):
   nats --context %s pub events.pharmacy.dispense "$(cat schemas/testdata/pharmacy/valid/dispense-schedule-ii.json)"
@@ -585,7 +624,21 @@ Try it (the nats CLI: go install github.com/nats-io/natscli/nats@v0.5.0):
 Press Ctrl-C to stop: consumers drain, work in flight finishes, then the server stops.
 `, url, s.cfg.DataDir, filepath.Join(s.cfg.DataDir, ContextsDir), filepath.Join(s.cfg.DataDir, CredentialsFile),
 		s.exportFile, s.auditKey,
-		orNone(s.metricsURL), tracingState(), pub, pub, pub, view, op, view)
+		orNone(s.metricsURL), tracingState(), s.consoleState(), pub, pub, pub, view, op, view)
+}
+
+// consoleState says where the console is and who can log in.
+func (s *Stack) consoleState() string {
+	if s.Console == nil {
+		return "(disabled)"
+	}
+	var people []string
+	for _, p := range s.creds.People {
+		if p.Role != access.RolePublisher {
+			people = append(people, p.Name)
+		}
+	}
+	return s.Console.URL() + "   (log in as " + strings.Join(people, ", ") + "; passwords in " + filepath.Join(s.cfg.DataDir, CredentialsFile) + ")"
 }
 
 func orNone(s string) string {

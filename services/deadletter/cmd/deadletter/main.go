@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/deadletter/deadletter/services/console"
 	"github.com/deadletter/deadletter/services/deadletter/demo"
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/config"
@@ -74,6 +75,12 @@ func run() error {
 	flag.IntVar(&cfg.Port, "port", cfg.Port, "NATS client port, -1 for a free one (env DEADLETTER_PORT)")
 	flag.BoolVar(&cfg.SyncAlways, "sync-always", cfg.SyncAlways, "fsync every JetStream write before acknowledging (env DEADLETTER_SYNC_ALWAYS)")
 	flag.StringVar(&cfg.Validator.DownstreamURL, "downstream-url", cfg.Validator.DownstreamURL, "downstream system of record (env DEADLETTER_DOWNSTREAM_URL)")
+	if cfg.ConsoleAddr == "" {
+		cfg.ConsoleAddr = console.DefaultConfig().Listen
+	}
+	flag.StringVar(&cfg.ConsoleAddr, "console-addr", cfg.ConsoleAddr, "address of the web console; empty disables; other than loopback it needs a TLS certificate (env DEADLETTER_CONSOLE_ADDR)")
+	flag.StringVar(&cfg.Console.TLSCert, "console-tls-cert", cfg.Console.TLSCert, "web console HTTPS certificate, PEM (env DEADLETTER_CONSOLE_TLS_CERT)")
+	flag.StringVar(&cfg.Console.TLSKey, "console-tls-key", cfg.Console.TLSKey, "web console HTTPS private key, PEM (env DEADLETTER_CONSOLE_TLS_KEY)")
 	flag.StringVar(&cfg.MetricsAddr, "metrics-addr", cfg.MetricsAddr, "address of /metrics; empty disables (env DEADLETTER_METRICS_ADDR)")
 	runDemo := flag.Bool("demo", false, "run the outage demo on a temporary embedded server, print the story and exit")
 	logLevel := flag.String("log-level", "info", "log level: debug, info, warn, error")

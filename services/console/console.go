@@ -1,0 +1,305 @@
+// Package console is deadletter's web triage console: server-rendered
+// pages (html/template, enhanced by a vendored htmx, live progress by
+// server-sent events) for the people who resolve quarantined failures.
+//
+// The console has no NATS connection of its own and no table of users or
+// roles. A person logs in with their own NATS user and password (the
+// users of package access); the console opens a connection as that
+// person, asks audit.whoami which role the server authenticated, and
+// keeps the connection in a server-side session. Every page and action is
+// a request on that connection, so it reaches the services as that person
+// and the server's import table (package access) decides what the role
+// may do; the console only hides what the role cannot use.
+//
+// Sessions are random 256-bit ids in a Secure, HttpOnly, SameSite=Strict
+// cookie, expire when idle (their connection closed), and carry a CSRF
+// token that every POST must present (form field or X-CSRF-Token header).
+// Logins are rate limited per user name and per client address. The
+// console listens on loopback unless it is given a TLS certificate.
+package console
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"golang.org/x/time/rate"
+
+	"github.com/deadletter/deadletter/shared/config"
+	"github.com/deadletter/deadletter/shared/telemetry"
+)
+
+// Version is the console's version.
+const Version = "0.1.0"
+
+// Config configures the console.
+type Config struct {
+	// Listen is the HTTP listen address. Default 127.0.0.1:8090. An
+	// address that is not loopback needs TLSCert and TLSKey.
+	Listen string
+	// TLSCert and TLSKey are the HTTPS certificate and key (PEM files);
+	// both or neither.
+	TLSCert, TLSKey string
+	// NATSURL is the NATS server URL(s), comma separated. Default
+	// nats.DefaultURL.
+	NATSURL string
+	// NATSTLSCA, NATSTLSCert and NATSTLSKey are the deployment's NATS TLS
+	// options (a CA to trust, a client certificate and key), applied to
+	// every person's connection.
+	NATSTLSCA, NATSTLSCert, NATSTLSKey string
+	// IdleTimeout closes a session (and its connection) unused this long.
+	// Default 15 min.
+	IdleTimeout time.Duration
+	// LoginRate and LoginBurst are the token bucket of failed logins, one
+	// bucket per user name and one per client address. Defaults: one
+	// every 12 s, burst 5.
+	LoginRate  rate.Limit
+	LoginBurst int
+	// TraceURLBase is Jaeger's trace view, for the trace links of a
+	// record (base followed by the trace id, telemetry.TraceURL). Default
+	// telemetry.DefaultTraceURLBase.
+	TraceURLBase string
+	// CallTimeout bounds each request to a service. Default 30 s.
+	CallTimeout time.Duration
+	// ConnectTimeout bounds a login's NATS connect (the server checks the
+	// password's bcrypt hash). Default 20 s.
+	ConnectTimeout time.Duration
+	// Name prefixes the NATS connection names (default "console").
+	Name string
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		Listen:         "127.0.0.1:8090",
+		NATSURL:        nats.DefaultURL,
+		IdleTimeout:    15 * time.Minute,
+		LoginRate:      rate.Every(12 * time.Second),
+		LoginBurst:     5,
+		TraceURLBase:   telemetry.DefaultTraceURLBase,
+		CallTimeout:    30 * time.Second,
+		ConnectTimeout: 20 * time.Second,
+		Name:           "console",
+	}
+}
+
+// LoadEnv overrides c from DEADLETTER_CONSOLE_LISTEN,
+// DEADLETTER_CONSOLE_TLS_CERT, DEADLETTER_CONSOLE_TLS_KEY, NATS_URL,
+// DEADLETTER_CONSOLE_IDLE_TIMEOUT and DEADLETTER_CONSOLE_TRACE_URL.
+func (c *Config) LoadEnv(env *config.Env) {
+	env.String("DEADLETTER_CONSOLE_LISTEN", &c.Listen)
+	env.String("DEADLETTER_CONSOLE_TLS_CERT", &c.TLSCert)
+	env.String("DEADLETTER_CONSOLE_TLS_KEY", &c.TLSKey)
+	env.String("NATS_URL", &c.NATSURL)
+	env.Duration("DEADLETTER_CONSOLE_IDLE_TIMEOUT", &c.IdleTimeout)
+	env.String("DEADLETTER_CONSOLE_TRACE_URL", &c.TraceURLBase)
+}
+
+// Configuration errors.
+var (
+	// ErrInsecureListen: a Listen address other than loopback without TLS.
+	ErrInsecureListen = errors.New("console: a listen address other than loopback needs a TLS certificate and key")
+	// ErrConfig: another invalid setting.
+	ErrConfig = errors.New("console: invalid configuration")
+)
+
+// validate checks c (after defaults are applied).
+func (c Config) validate() error {
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return fmt.Errorf("%w: TLS certificate and key go together", ErrConfig)
+	}
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return fmt.Errorf("%w: listen address %q: %v", ErrConfig, c.Listen, err)
+	}
+	if c.TLSCert == "" && !loopback(host) {
+		return fmt.Errorf("%w (listen %s)", ErrInsecureListen, c.Listen)
+	}
+	if c.NATSURL == "" {
+		return fmt.Errorf("%w: a NATS server URL is required", ErrConfig)
+	}
+	if c.IdleTimeout <= 0 || c.CallTimeout <= 0 || c.ConnectTimeout <= 0 {
+		return fmt.Errorf("%w: timeouts must be positive", ErrConfig)
+	}
+	if c.LoginRate <= 0 || c.LoginBurst < 1 {
+		return fmt.Errorf("%w: the login rate and burst must be positive", ErrConfig)
+	}
+	return nil
+}
+
+// loopback reports whether host is a loopback name or address ("" and
+// 0.0.0.0 are every interface: not loopback).
+func loopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// withDefaults fills the zero members of c from DefaultConfig.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Listen == "" {
+		c.Listen = d.Listen
+	}
+	if c.NATSURL == "" {
+		c.NATSURL = d.NATSURL
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = d.IdleTimeout
+	}
+	if c.LoginRate == 0 {
+		c.LoginRate = d.LoginRate
+	}
+	if c.LoginBurst == 0 {
+		c.LoginBurst = d.LoginBurst
+	}
+	if c.TraceURLBase == "" {
+		c.TraceURLBase = d.TraceURLBase
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = d.CallTimeout
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = d.ConnectTimeout
+	}
+	if c.Name == "" {
+		c.Name = d.Name
+	}
+	return c
+}
+
+// Console is the web console: its sessions, limiters and pages.
+type Console struct {
+	cfg      Config
+	log      *slog.Logger
+	sessions *sessions
+	limits   *limiters
+	pages    *pages
+	results  results
+	// sseEvery is how often a drain's progress is pushed.
+	sseEvery time.Duration
+	handler  http.Handler
+
+	mu   sync.Mutex
+	addr string
+	up   chan struct{}
+}
+
+// New prepares a console (nothing listens until Run). Zero members of cfg
+// take their defaults.
+func New(cfg Config, log *slog.Logger) (*Console, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	c := &Console{
+		cfg: cfg, log: log, pages: p,
+		sessions: newSessions(cfg.IdleTimeout),
+		limits:   newLimiters(cfg.LoginRate, cfg.LoginBurst),
+		up:       make(chan struct{}),
+		sseEvery: sseInterval,
+	}
+	c.handler = c.routes()
+	return c, nil
+}
+
+// Handler is the console's HTTP handler (Run serves it; tests use it with
+// httptest).
+func (c *Console) Handler() http.Handler { return c.handler }
+
+// Ready is closed once Run listens.
+func (c *Console) Ready() <-chan struct{} { return c.up }
+
+// URL is the console's address once Ready ("http://127.0.0.1:8090/").
+func (c *Console) URL() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	scheme := "http"
+	if c.cfg.TLSCert != "" {
+		scheme = "https"
+	}
+	return scheme + "://" + c.addr + "/"
+}
+
+// Run serves the console until ctx is done, then closes every session's
+// connection.
+func (c *Console) Run(ctx context.Context) error {
+	l, err := net.Listen("tcp", c.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("console: listen %s: %w", c.cfg.Listen, err)
+	}
+	srv := &http.Server{
+		Handler:           c.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		// Server-sent events stream for as long as a page is open: no
+		// write timeout; idle keep-alives are bounded.
+		IdleTimeout: 2 * time.Minute,
+		ErrorLog:    slog.NewLogLogger(c.log.Handler(), slog.LevelWarn),
+		BaseContext: func(net.Listener) context.Context { return ctx },
+	}
+	if c.cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(c.cfg.TLSCert, c.cfg.TLSKey)
+		if err != nil {
+			_ = l.Close()
+			return fmt.Errorf("console: TLS: %w", err)
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		l = tls.NewListener(l, srv.TLSConfig)
+	}
+	c.mu.Lock()
+	c.addr = l.Addr().String()
+	c.mu.Unlock()
+	close(c.up)
+	c.log.Info("console listening", "url", c.URL())
+
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(l) }()
+	sweep := time.NewTicker(max(c.cfg.IdleTimeout/4, 100*time.Millisecond))
+	defer sweep.Stop()
+	for {
+		select {
+		case err := <-done:
+			c.sessions.closeAll()
+			return fmt.Errorf("console: serve: %w", err)
+		case <-sweep.C:
+			c.sessions.sweep(time.Now())
+			c.limits.sweep(time.Now())
+		case <-ctx.Done():
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = srv.Shutdown(sctx)
+			cancel()
+			c.sessions.closeAll()
+			if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		}
+	}
+}
+
+// staticFS is the embedded static assets (htmx, CSS).
+func staticFS() fs.FS {
+	sub, err := fs.Sub(assets, "static")
+	if err != nil {
+		panic(err) // the embed pattern guarantees the directory
+	}
+	return sub
+}

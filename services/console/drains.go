@@ -1,0 +1,327 @@
+package console
+
+import (
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/deadletter/deadletter/shared/api"
+)
+
+// drainForm is the wizard's filter and controls as posted.
+type drainForm struct {
+	Domain, Codes, Party, Reason string
+	Exhausted, Validation        bool
+	IncludeValidation            bool
+	IgnoreOrder                  bool
+	Limit                        int
+	Rate, Burst, Concurrency     string
+}
+
+func parseDrainForm(r *http.Request) drainForm {
+	f := drainForm{
+		Domain: strings.TrimSpace(r.PostFormValue("domain")), Codes: strings.TrimSpace(r.PostFormValue("codes")),
+		Party: strings.TrimSpace(r.PostFormValue("party")), Reason: strings.TrimSpace(r.PostFormValue("reason")),
+		Exhausted: r.PostFormValue("exhausted") == "on", Validation: r.PostFormValue("validation") == "on",
+		IncludeValidation: r.PostFormValue("include_validation") == "on", IgnoreOrder: r.PostFormValue("ignore_order") == "on",
+		Rate: strings.TrimSpace(r.PostFormValue("rate")), Burst: strings.TrimSpace(r.PostFormValue("burst")),
+		Concurrency: strings.TrimSpace(r.PostFormValue("concurrency")),
+	}
+	f.Limit, _ = strconv.Atoi(r.PostFormValue("limit"))
+	return f
+}
+
+// request is the drain.start request of the form.
+func (f drainForm) request(dryRun bool) (api.DrainStartRequest, error) {
+	req := api.DrainStartRequest{
+		Filter: api.DrainFilter{Domain: f.Domain, PartyID: f.Party, Limit: max(f.Limit, 0), IncludeValidation: f.IncludeValidation},
+		DryRun: dryRun, Reason: f.Reason, IgnoreOrder: f.IgnoreOrder,
+	}
+	if f.Exhausted {
+		req.Filter.Classes = append(req.Filter.Classes, "exhausted")
+	}
+	if f.Validation {
+		req.Filter.Classes = append(req.Filter.Classes, "validation")
+	}
+	req.Filter.ErrorCodes = strings.FieldsFunc(f.Codes, func(r rune) bool { return r == ',' || r == ' ' })
+	if f.Rate != "" {
+		v, err := strconv.ParseFloat(f.Rate, 64)
+		if err != nil {
+			return req, api.BadField("rate_per_second", "not a number")
+		}
+		req.RatePerSecond = &v
+	}
+	var err error
+	if f.Burst != "" {
+		if req.Burst, err = strconv.Atoi(f.Burst); err != nil {
+			return req, api.BadField("burst", "not an integer")
+		}
+	}
+	if f.Concurrency != "" {
+		if req.MaxConcurrency, err = strconv.Atoi(f.Concurrency); err != nil {
+			return req, api.BadField("max_concurrency", "not an integer")
+		}
+	}
+	return req, nil
+}
+
+// drainsData is the Drains page: the list and the wizard's first step.
+type drainsData struct {
+	Drains []api.DrainState
+	Form   drainForm
+}
+
+func (c *Console) handleDrains(w http.ResponseWriter, r *http.Request, s *session) {
+	rep, err := call[struct{}, api.DrainListReply](r.Context(), c, s, api.DrainList, struct{}{})
+	v := newView(s, "Drains", "drains", &drainsData{Drains: rep.Drains, Form: drainForm{Exhausted: true}})
+	v.setErr(err)
+	c.render(w, r, statusOf(err), "drains", v)
+}
+
+// planData is the wizard's second step: the dry run's plan and the
+// controls.
+type planData struct {
+	Form drainForm
+	Plan *api.DrainPlan
+}
+
+// handlePlan dry-runs the wizard's filter.
+func (c *Console) handlePlan(w http.ResponseWriter, r *http.Request, s *session) {
+	f := parseDrainForm(r)
+	req, err := f.request(true)
+	var rep api.DrainStartReply
+	if err == nil {
+		rep, err = call[api.DrainStartRequest, api.DrainStartReply](r.Context(), c, s, api.DrainStart, req)
+	}
+	v := newView(s, "Drain plan", "drains", &planData{Form: f, Plan: rep.Plan})
+	v.setErr(err)
+	c.render(w, r, statusOf(err), "plan", v)
+}
+
+// handleDrainStart starts the planned drain and shows its progress.
+func (c *Console) handleDrainStart(w http.ResponseWriter, r *http.Request, s *session) {
+	f := parseDrainForm(r)
+	req, err := f.request(false)
+	var rep api.DrainStartReply
+	if err == nil {
+		rep, err = call[api.DrainStartRequest, api.DrainStartReply](r.Context(), c, s, api.DrainStart, req)
+	}
+	if err != nil {
+		v := newView(s, "Drain plan", "drains", &planData{Form: f})
+		v.setErr(err)
+		c.render(w, r, statusOf(err), "plan", v)
+		return
+	}
+	c.log.Info("drain started", "user", s.user, "drain_id", rep.DrainID)
+	http.Redirect(w, r, "/drains/"+url.PathEscape(rep.DrainID), http.StatusSeeOther)
+}
+
+// drainData is a drain's page and its live fragment.
+type drainData struct {
+	ID     string
+	State  api.DrainState
+	Done   bool
+	CSRF   string
+	Cancel bool
+}
+
+// terminal reports whether a drain status is final.
+func terminal(status string) bool {
+	return status == api.DrainCompleted || status == api.DrainCancelled || status == api.DrainFailed
+}
+
+func (c *Console) drainData(r *http.Request, s *session, id string) (*drainData, error) {
+	st, err := call[api.DrainIDRequest, api.DrainState](r.Context(), c, s, api.DrainStatus, api.DrainIDRequest{DrainID: id})
+	d := &drainData{ID: id, State: st, Done: terminal(st.Status), CSRF: s.csrf}
+	v := newView(s, "", "", nil)
+	d.Cancel = v.Allowed[api.DrainCancel] && err == nil && !d.Done
+	return d, err
+}
+
+func (c *Console) handleDrain(w http.ResponseWriter, r *http.Request, s *session) {
+	d, err := c.drainData(r, s, r.PathValue("id"))
+	v := newView(s, "Drain "+d.ID, "drains", d)
+	v.setErr(err)
+	c.render(w, r, statusOf(err), "drain", v)
+}
+
+// sseInterval is how often a drain's progress is pushed.
+const sseInterval = time.Second
+
+// handleDrainEvents streams a drain's progress fragment as server-sent
+// events ("progress"), until the drain is final ("done") or the page
+// goes away.
+func (c *Console) handleDrainEvents(w http.ResponseWriter, r *http.Request, s *session) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	id := r.PathValue("id")
+	t := time.NewTicker(c.sseEvery)
+	defer t.Stop()
+	for {
+		if !c.sessions.alive(s.id, time.Now()) {
+			return // logged out or expired: the stream does not renew it
+		}
+		d, err := c.drainData(r, s, id)
+		html, ferr := c.fragment("drain", "progress", d)
+		if ferr != nil {
+			c.log.Error("render progress", "err", ferr)
+			return
+		}
+		if err != nil {
+			html = "<p role=\"alert\">" + template.HTMLEscapeString(errText(err)) + "</p>"
+		}
+		writeEvent(w, "progress", html)
+		if d.Done {
+			writeEvent(w, "done", "")
+		}
+		fl.Flush()
+		if d.Done {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// writeEvent writes one server-sent event, each line of data its own
+// data: line.
+func writeEvent(w http.ResponseWriter, event, data string) {
+	fmt.Fprintf(w, "event: %s\n", event)
+	for line := range strings.SplitSeq(data, "\n") {
+		fmt.Fprintf(w, "data: %s\n", line)
+	}
+	fmt.Fprint(w, "\n")
+}
+
+func (c *Console) handleDrainCancel(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	_, err := call[api.DrainIDRequest, api.DrainState](r.Context(), c, s, api.DrainCancel, api.DrainIDRequest{DrainID: id})
+	if err != nil {
+		d, _ := c.drainData(r, s, id)
+		v := newView(s, "Drain "+id, "drains", d)
+		v.setErr(err)
+		c.render(w, r, statusOf(err), "drain", v)
+		return
+	}
+	c.log.Info("drain cancelled", "user", s.user, "drain_id", id)
+	http.Redirect(w, r, "/drains/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+// verifyResult and reconcileResult are the last results the console ran,
+// with who asked and when.
+type verifyResult struct {
+	Reply api.VerifyReply
+	By    string
+	At    time.Time
+}
+
+type reconcileResult struct {
+	Reply api.ReconcileReply
+	By    string
+	At    time.Time
+}
+
+// results keeps the last verification and reconciliation run through
+// the console (shown on the Overview).
+type results struct {
+	mu        sync.Mutex
+	verify    *verifyResult
+	reconcile *reconcileResult
+}
+
+func (rs *results) get() (*verifyResult, *reconcileResult) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.verify, rs.reconcile
+}
+
+func (rs *results) setVerify(v *verifyResult) {
+	rs.mu.Lock()
+	rs.verify = v
+	rs.mu.Unlock()
+}
+
+func (rs *results) setReconcile(v *reconcileResult) {
+	rs.mu.Lock()
+	rs.reconcile = v
+	rs.mu.Unlock()
+}
+
+// auditData is the Audit page.
+type auditData struct {
+	Verify     *verifyResult
+	Reconcile  *reconcileResult
+	Checkpoint *api.CheckpointReply
+	Domain     string
+}
+
+func (c *Console) auditPage(w http.ResponseWriter, r *http.Request, s *session, d *auditData, err error, notice string) {
+	if d.Verify == nil || d.Reconcile == nil {
+		lv, lr := c.results.get()
+		d.Verify, d.Reconcile = cmpOr(d.Verify, lv), cmpOr(d.Reconcile, lr)
+	}
+	v := newView(s, "Audit", "audit", d)
+	v.setErr(err)
+	v.Notice = notice
+	c.render(w, r, statusOf(err), "audit", v)
+}
+
+func cmpOr[T any](a, b *T) *T {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func (c *Console) handleAudit(w http.ResponseWriter, r *http.Request, s *session) {
+	c.auditPage(w, r, s, &auditData{}, nil, "")
+}
+
+func (c *Console) handleVerify(w http.ResponseWriter, r *http.Request, s *session) {
+	rep, err := call[api.VerifyRequest, api.VerifyReply](r.Context(), c, s, api.AuditVerify, api.VerifyRequest{MaxProblems: 50})
+	d := &auditData{}
+	if err == nil {
+		d.Verify = &verifyResult{Reply: rep, By: s.user, At: time.Now()}
+		c.results.setVerify(d.Verify)
+	}
+	c.auditPage(w, r, s, d, err, "")
+}
+
+func (c *Console) handleReconcile(w http.ResponseWriter, r *http.Request, s *session) {
+	domain := strings.TrimSpace(r.PostFormValue("domain"))
+	rep, err := call[api.ReconcileRequest, api.ReconcileReply](r.Context(), c, s, api.AuditReconcile, api.ReconcileRequest{Domain: domain, MaxIDs: 50})
+	d := &auditData{Domain: domain}
+	if err == nil {
+		d.Reconcile = &reconcileResult{Reply: rep, By: s.user, At: time.Now()}
+		c.results.setReconcile(d.Reconcile)
+	}
+	c.auditPage(w, r, s, d, err, "")
+}
+
+func (c *Console) handleCheckpoint(w http.ResponseWriter, r *http.Request, s *session) {
+	rep, err := call[api.CheckpointRequest, api.CheckpointReply](r.Context(), c, s, api.AuditCheckpoint, api.CheckpointRequest{})
+	d := &auditData{}
+	notice := ""
+	if err == nil {
+		d.Checkpoint = &rep
+		notice = "Checkpoint written."
+		if rep.Unchanged {
+			notice = "No record since the last checkpoint: unchanged."
+		}
+	}
+	c.auditPage(w, r, s, d, err, notice)
+}

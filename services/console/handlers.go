@@ -1,0 +1,518 @@
+package console
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/telemetry"
+)
+
+// routes is the console's request multiplexer.
+func (c *Console) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(staticFS())))
+	mux.HandleFunc("GET /login", c.handleLoginForm)
+	mux.HandleFunc("POST /login", c.handleLogin)
+	mux.HandleFunc("POST /logout", c.authed(c.handleLogout))
+	mux.HandleFunc("GET /{$}", c.authed(c.handleOverview))
+	mux.HandleFunc("GET /groups", c.authed(c.handleGroups))
+	mux.HandleFunc("GET /records", c.authed(c.handleRecords))
+	mux.HandleFunc("GET /records.csv", c.authed(c.handleRecordsCSV))
+	mux.HandleFunc("GET /records/{id}", c.authed(c.handleRecord))
+	mux.HandleFunc("POST /records/{id}/reveal", c.authed(c.handleReveal))
+	mux.HandleFunc("POST /records/{id}/redrive", c.authed(c.handleRedrive))
+	mux.HandleFunc("POST /records/{id}/release", c.authed(c.handleRelease))
+	mux.HandleFunc("GET /drains", c.authed(c.handleDrains))
+	mux.HandleFunc("POST /drains/plan", c.authed(c.handlePlan))
+	mux.HandleFunc("POST /drains/start", c.authed(c.handleDrainStart))
+	mux.HandleFunc("GET /drains/{id}", c.authed(c.handleDrain))
+	mux.HandleFunc("GET /drains/{id}/events", c.authed(c.handleDrainEvents))
+	mux.HandleFunc("POST /drains/{id}/cancel", c.authed(c.handleDrainCancel))
+	mux.HandleFunc("GET /audit", c.authed(c.handleAudit))
+	mux.HandleFunc("POST /audit/verify", c.authed(c.handleVerify))
+	mux.HandleFunc("POST /audit/reconcile", c.authed(c.handleReconcile))
+	mux.HandleFunc("POST /audit/checkpoint", c.authed(c.handleCheckpoint))
+	mux.HandleFunc("GET /approvals", c.authed(c.handleApprovals))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		securityHeaders(w.Header())
+		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// overviewData is the Overview page.
+type overviewData struct {
+	// Cells are the open records per domain and class.
+	Cells                      []overviewCell
+	Open, Poison               int
+	OldestOpenSeconds          float64
+	OldestDomain, OldestClass  string
+	DrainsRunning, DrainsTotal int
+	Drains                     []api.DrainState
+	LastVerify                 *verifyResult
+	LastReconcile              *reconcileResult
+	GroupsErr, DrainsErr       string
+}
+
+type overviewCell struct {
+	Domain, Class string
+	Open          int
+	OldestSeconds float64
+}
+
+// errText renders an error for a page section.
+func errText(err error) string {
+	if e := api.AsError(err); e != nil {
+		return e.Code + ": " + e.Message
+	}
+	return api.ErrUnavailable + ": the service did not answer"
+}
+
+func (c *Console) handleOverview(w http.ResponseWriter, r *http.Request, s *session) {
+	d := &overviewData{}
+	var wg sync.WaitGroup
+	var groups api.GroupsReply
+	var drains api.DrainListReply
+	var gerr, derr error
+	wg.Go(func() {
+		groups, gerr = call[api.GroupsRequest, api.GroupsReply](r.Context(), c, s, api.AuditGroups, api.GroupsRequest{Samples: 1})
+	})
+	wg.Go(func() {
+		drains, derr = call[struct{}, api.DrainListReply](r.Context(), c, s, api.DrainList, struct{}{})
+	})
+	wg.Wait()
+	if gerr != nil {
+		d.GroupsErr = errText(gerr)
+	}
+	if derr != nil {
+		d.DrainsErr = errText(derr)
+	}
+	cells := map[[2]string]*overviewCell{}
+	for _, g := range groups.Groups {
+		if g.Open == 0 {
+			continue
+		}
+		k := [2]string{g.Domain, g.Class}
+		cell := cells[k]
+		if cell == nil {
+			cell = &overviewCell{Domain: g.Domain, Class: g.Class}
+			cells[k] = cell
+		}
+		cell.Open += g.Open
+		cell.OldestSeconds = max(cell.OldestSeconds, g.OldestOpenSeconds)
+		d.Open += g.Open
+		if g.Class == string(record.ClassPoison) {
+			d.Poison += g.Open
+		}
+		if g.OldestOpenSeconds > d.OldestOpenSeconds {
+			d.OldestOpenSeconds, d.OldestDomain, d.OldestClass = g.OldestOpenSeconds, g.Domain, g.Class
+		}
+	}
+	for _, cell := range cells {
+		d.Cells = append(d.Cells, *cell)
+	}
+	slices.SortFunc(d.Cells, func(a, b overviewCell) int {
+		return cmp.Or(cmp.Compare(a.Domain, b.Domain), cmp.Compare(a.Class, b.Class))
+	})
+	for _, dr := range drains.Drains {
+		d.DrainsTotal++
+		if dr.Status == api.DrainRunning || dr.Status == api.DrainSelecting {
+			d.DrainsRunning++
+			d.Drains = append(d.Drains, dr)
+		}
+	}
+	d.LastVerify, d.LastReconcile = c.results.get()
+	c.render(w, r, http.StatusOK, "overview", newView(s, "Overview", "overview", d))
+}
+
+// groupsData is the Groups page.
+type groupsData struct {
+	Domain   string
+	OpenOnly bool
+	Groups   []api.Group
+	At       time.Time
+}
+
+func (c *Console) handleGroups(w http.ResponseWriter, r *http.Request, s *session) {
+	q := r.URL.Query()
+	d := &groupsData{Domain: q.Get("domain"), OpenOnly: q.Get("open_only") == "on"}
+	rep, err := call[api.GroupsRequest, api.GroupsReply](r.Context(), c, s, api.AuditGroups, api.GroupsRequest{Domain: d.Domain, OpenOnly: d.OpenOnly, Samples: 3})
+	d.Groups, d.At = rep.Groups, rep.At
+	v := newView(s, "Groups", "groups", d)
+	v.setErr(err)
+	c.render(w, r, statusOf(err), "groups", v)
+}
+
+// recordsQuery is the Records page's filter, sort and page.
+type recordsQuery struct {
+	Domain, Class, Status, Code, Party, From, To, Search string
+	Sort, Dir, Cursor                                    string
+	Limit                                                int
+}
+
+// recordColumns are the sortable columns of the Records page.
+var recordColumns = []string{"dlq_id", "domain", "class", "status", "error_code", "party_id", "redrive_count", "quarantined_at", "last_change"}
+
+func parseRecordsQuery(r *http.Request) (recordsQuery, api.ListRequest, error) {
+	q := r.URL.Query()
+	rq := recordsQuery{
+		Domain: q.Get("domain"), Class: q.Get("class"), Status: q.Get("status"), Code: q.Get("code"),
+		Party: q.Get("party"), From: q.Get("from"), To: q.Get("to"), Search: strings.TrimSpace(q.Get("q")),
+		Sort: q.Get("sort"), Dir: q.Get("dir"), Cursor: q.Get("cursor"), Limit: 50,
+	}
+	if !slices.Contains(recordColumns, rq.Sort) {
+		rq.Sort = "quarantined_at"
+	}
+	if rq.Dir != "asc" {
+		rq.Dir = "desc"
+	}
+	if n, err := strconv.Atoi(q.Get("limit")); err == nil && n > 0 {
+		rq.Limit = min(n, 1000)
+	}
+	req := api.ListRequest{Domain: rq.Domain, Class: rq.Class, Status: rq.Status, Code: rq.Code, Supplier: rq.Party, Limit: rq.Limit, Cursor: rq.Cursor}
+	for _, b := range []struct {
+		in  string
+		out *time.Time
+		f   string
+	}{{rq.From, &req.From, "from"}, {rq.To, &req.To, "to"}} {
+		if b.in == "" {
+			continue
+		}
+		t, err := parseTime(b.in)
+		if err != nil {
+			return rq, req, api.BadField(b.f, "not a time (2006-01-02 or 2006-01-02T15:04)")
+		}
+		*b.out = t
+	}
+	if rq.Search != "" {
+		// Free search on ids covers up to the largest page.
+		req.Limit = 1000
+	}
+	return rq, req, nil
+}
+
+// parseTime reads a date, a datetime-local value or RFC 3339 (UTC).
+func parseTime(s string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, errors.New("bad time")
+}
+
+// url is the Records page URL with q, overriding name/value pairs.
+func (q recordsQuery) URL(path string, pairs ...string) string {
+	m := map[string]string{
+		"domain": q.Domain, "class": q.Class, "status": q.Status, "code": q.Code, "party": q.Party,
+		"from": q.From, "to": q.To, "q": q.Search, "sort": q.Sort, "dir": q.Dir, "cursor": q.Cursor,
+	}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		m[pairs[i]] = pairs[i+1]
+	}
+	var kv []string
+	for _, k := range sortedKeys(m) {
+		kv = append(kv, k, m[k])
+	}
+	return strings.Replace(recordsURL(kv...), "/records", path, 1)
+}
+
+// SortURL is the URL sorting by col (toggling the direction of the
+// current sort column), from the first page.
+func (q recordsQuery) SortURL(col string) string {
+	dir := "asc"
+	if q.Sort == col && q.Dir == "asc" {
+		dir = "desc"
+	}
+	return q.URL("/records", "sort", col, "dir", dir, "cursor", "")
+}
+
+// AriaSort is the aria-sort value of col's header.
+func (q recordsQuery) AriaSort(col string) string {
+	if q.Sort != col {
+		return "none"
+	}
+	if q.Dir == "asc" {
+		return "ascending"
+	}
+	return "descending"
+}
+
+// recordsData is the Records page.
+type recordsData struct {
+	Q          recordsQuery
+	Items      []api.Summary
+	Total      int
+	NextCursor string
+	Columns    []string
+	Statuses   []string
+	Classes    []string
+}
+
+// listRecords runs the Records query: one page, searched and sorted.
+func (c *Console) listRecords(r *http.Request, s *session) (recordsQuery, api.ListReply, error) {
+	rq, req, err := parseRecordsQuery(r)
+	if err != nil {
+		return rq, api.ListReply{}, err
+	}
+	rep, err := call[api.ListRequest, api.ListReply](r.Context(), c, s, api.AuditList, req)
+	if err != nil {
+		return rq, rep, err
+	}
+	if rq.Search != "" {
+		needle := strings.ToLower(rq.Search)
+		rep.Items = slices.DeleteFunc(rep.Items, func(it api.Summary) bool {
+			return !strings.Contains(strings.ToLower(it.DLQID), needle) && !strings.Contains(strings.ToLower(it.PartyID), needle)
+		})
+	}
+	sortSummaries(rep.Items, rq.Sort, rq.Dir == "desc")
+	return rq, rep, nil
+}
+
+// sortSummaries sorts a page by one column.
+func sortSummaries(items []api.Summary, col string, desc bool) {
+	key := func(a, b api.Summary) int {
+		switch col {
+		case "dlq_id":
+			return cmp.Compare(a.DLQID, b.DLQID)
+		case "domain":
+			return cmp.Compare(a.Domain, b.Domain)
+		case "class":
+			return cmp.Compare(a.Class, b.Class)
+		case "status":
+			return cmp.Compare(a.Status, b.Status)
+		case "error_code":
+			return cmp.Compare(a.ErrorCode, b.ErrorCode)
+		case "party_id":
+			return cmp.Compare(a.PartyID, b.PartyID)
+		case "redrive_count":
+			return cmp.Compare(a.RedriveCount, b.RedriveCount)
+		case "last_change":
+			return a.LastChange.Compare(b.LastChange)
+		}
+		return a.QuarantinedAt.Compare(b.QuarantinedAt)
+	}
+	slices.SortStableFunc(items, func(a, b api.Summary) int {
+		if desc {
+			return key(b, a)
+		}
+		return key(a, b)
+	})
+}
+
+func (c *Console) handleRecords(w http.ResponseWriter, r *http.Request, s *session) {
+	rq, rep, err := c.listRecords(r, s)
+	d := &recordsData{
+		Q: rq, Items: rep.Items, Total: rep.Total, NextCursor: rep.NextCursor, Columns: recordColumns,
+		Statuses: []string{string(record.StatusOpen), string(record.StatusRedriving), string(record.StatusPoison), string(record.StatusResolved), string(record.StatusInvalid)},
+		Classes:  []string{string(record.ClassValidation), string(record.ClassExhausted), string(record.ClassPoison)},
+	}
+	v := newView(s, "Records", "records", d)
+	v.setErr(err)
+	c.render(w, r, statusOf(err), "records", v)
+}
+
+// handleRecordsCSV is the Records view as CSV (the same filter, search,
+// sort and page).
+func (c *Console) handleRecordsCSV(w http.ResponseWriter, r *http.Request, s *session) {
+	_, rep, err := c.listRecords(r, s)
+	if err != nil {
+		http.Error(w, errText(err), statusOf(err))
+		return
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="records.csv"`)
+	cw := csv.NewWriter(w)
+	_ = cw.Write(append(slices.Clone(recordColumns), "records", "last_hash"))
+	for _, it := range rep.Items {
+		_ = cw.Write([]string{
+			csvSafe(it.DLQID), csvSafe(it.Domain), csvSafe(it.Class), csvSafe(it.Status), csvSafe(it.ErrorCode), csvSafe(it.PartyID),
+			strconv.Itoa(it.RedriveCount), it.QuarantinedAt.UTC().Format(time.RFC3339Nano), it.LastChange.UTC().Format(time.RFC3339Nano),
+			strconv.Itoa(it.Records), it.LastHash,
+		})
+	}
+	cw.Flush()
+}
+
+// csvSafe defuses a cell a spreadsheet would read as a formula.
+func csvSafe(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
+}
+
+// chainEntry is one record of the Record page's timeline.
+type chainEntry struct {
+	Seq      uint64
+	Rec      record.Record
+	Sealed   bool
+	Problems []record.Problem
+	TraceURL string
+}
+
+// recordData is the Record page.
+type recordData struct {
+	ID       string
+	Domain   string
+	State    record.State
+	Entries  []chainEntry
+	Problems []record.Problem
+	TraceURL string
+	// Revealed is set when the payload was revealed (Payload its text).
+	Revealed      bool
+	Payload       string
+	PayloadSize   int
+	PayloadSHA256 string
+	Reason        string
+}
+
+// Redrivable: the record's state allows a redrive.
+func (d *recordData) Redrivable() bool {
+	return d.State.Status == record.StatusOpen || d.State.Status == record.StatusRedriving
+}
+
+// Poison: the record needs a release.
+func (d *recordData) Poison() bool { return d.State.Status == record.StatusPoison }
+
+// Validation: the record failed validation.
+func (d *recordData) Validation() bool { return d.State.Class == record.ClassValidation }
+
+// getRecord reads a chain (with its payload when reveal) into a page.
+func (c *Console) getRecord(r *http.Request, s *session, id string, reveal bool) (*recordData, error) {
+	d := &recordData{ID: id, Domain: r.FormValue("domain")}
+	// TODO(issue #19, round 2): pass the reveal's reason to audit.get once
+	// api.GetRequest carries the `reason` field (the auditor records it
+	// in the access audit; a reveal without a reason is then refused).
+	rep, err := call[api.GetRequest, api.GetReply](r.Context(), c, s, api.AuditGet, api.GetRequest{DLQID: id, Domain: d.Domain, IncludePayload: reveal})
+	if err != nil {
+		return d, err
+	}
+	d.State, d.Problems = rep.State, rep.Problems
+	d.TraceURL = rep.TraceURL
+	if d.TraceURL == "" {
+		d.TraceURL = telemetry.TraceURL(c.cfg.TraceURLBase, firstTrace(rep.Records))
+	}
+	for _, cr := range rep.Records {
+		e := chainEntry{Seq: cr.Seq, TraceURL: cr.TraceURL}
+		if err := json.Unmarshal(cr.Record, &e.Rec); err != nil {
+			e.Problems = append(e.Problems, record.Problem{Kind: record.ProblemUnparseable, Detail: "the record does not parse"})
+		}
+		if e.TraceURL == "" {
+			e.TraceURL = telemetry.TraceURL(c.cfg.TraceURLBase, cr.TraceID)
+		}
+		for _, p := range rep.Problems {
+			if p.Index == e.Rec.Index || (p.Seq != 0 && p.Seq == cr.Seq) {
+				e.Problems = append(e.Problems, p)
+			}
+		}
+		e.Sealed = len(e.Problems) == 0
+		e.Rec.Payload = nil // never rendered in the timeline
+		d.Entries = append(d.Entries, e)
+	}
+	if reveal && rep.State.Payload != nil {
+		b, perr := rep.State.Payload.Bytes()
+		if perr == nil {
+			d.Revealed, d.Payload = true, showPayload(b)
+		}
+	}
+	if p := rep.State.Payload; p != nil {
+		d.PayloadSize, d.PayloadSHA256 = p.Size, p.SHA256
+	}
+	return d, nil
+}
+
+func firstTrace(recs []api.ChainRecord) string {
+	if len(recs) > 0 {
+		return recs[0].TraceID
+	}
+	return ""
+}
+
+func (c *Console) renderRecord(w http.ResponseWriter, r *http.Request, s *session, d *recordData, err error, notice string) {
+	v := newView(s, "Record "+d.ID, "records", d)
+	v.setErr(err)
+	v.Notice = notice
+	c.render(w, r, statusOf(err), "record", v)
+}
+
+func (c *Console) handleRecord(w http.ResponseWriter, r *http.Request, s *session) {
+	d, err := c.getRecord(r, s, r.PathValue("id"), false)
+	c.renderRecord(w, r, s, d, err, "")
+}
+
+// handleReveal shows the payload to a role that may read it, with a reason.
+func (c *Console) handleReveal(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	if reason == "" {
+		d, err := c.getRecord(r, s, id, false)
+		if err == nil {
+			err = api.BadField("reason", "a reason is required to reveal a payload")
+		}
+		c.renderRecord(w, r, s, d, err, "")
+		return
+	}
+	d, err := c.getRecord(r, s, id, true)
+	d.Reason = reason
+	if err == nil {
+		c.log.Info("payload revealed", "user", s.user, "dlq_id", id)
+	}
+	c.renderRecord(w, r, s, d, err, "")
+}
+
+// handleRedrive replays one record as the person.
+func (c *Console) handleRedrive(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	req := api.RedriveRequest{DLQID: id, Reason: strings.TrimSpace(r.PostFormValue("reason")), IncludeValidation: r.PostFormValue("include_validation") == "on"}
+	rep, err := call[api.RedriveRequest, api.RedriveReply](r.Context(), c, s, api.Redrive, req)
+	c.log.Info("redrive", "user", s.user, "dlq_id", id, "outcome", rep.Outcome, "code", api.CodeOf(err))
+	c.afterAction(w, r, s, id, err, fmt.Sprintf("Redrive: %s (status %s).", rep.Outcome, rep.Status))
+}
+
+// handleRelease moves a poison record back to redrivable.
+func (c *Console) handleRelease(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	req := api.ReleaseRequest{DLQID: id, Class: r.PostFormValue("class"), Reason: strings.TrimSpace(r.PostFormValue("reason"))}
+	_, err := call[api.ReleaseRequest, api.AppendReply](r.Context(), c, s, api.Release, req)
+	c.log.Info("release", "user", s.user, "dlq_id", id, "code", api.CodeOf(err))
+	c.afterAction(w, r, s, id, err, "Released.")
+}
+
+// afterAction shows the record after an action, with its outcome or the
+// service's refusal.
+func (c *Console) afterAction(w http.ResponseWriter, r *http.Request, s *session, id string, err error, notice string) {
+	d, gerr := c.getRecord(r, s, id, false)
+	if err != nil {
+		c.renderRecord(w, r, s, d, err, "")
+		return
+	}
+	c.renderRecord(w, r, s, d, gerr, notice)
+}
+
+func (c *Console) handleApprovals(w http.ResponseWriter, r *http.Request, s *session) {
+	c.render(w, r, http.StatusOK, "approvals", newView(s, "Approvals", "approvals", nil))
+}
+
+// showPayload is a revealed payload as stored: JSON indented only
+// (json.Indent keeps members, numbers and strings byte for byte), other
+// bytes as they are. The template escapes it.
+func showPayload(b []byte) string {
+	var out bytes.Buffer
+	if json.Indent(&out, b, "", "  ") == nil {
+		return out.String()
+	}
+	return string(b)
+}

@@ -1,0 +1,279 @@
+package console
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/deadletter/deadletter/shared/access"
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/endpoint"
+)
+
+// Login errors.
+var (
+	// ErrLogin: the user name or password was refused (which one is not
+	// said), or the server's answer could not be read.
+	ErrLogin = errors.New("console: login refused")
+	// ErrRateLimited: too many failed logins for the user or the address.
+	ErrRateLimited = errors.New("console: too many failed logins")
+	// ErrNotPerson: the user authenticated but is not a person (a service
+	// user or the admin): the console serves people only.
+	ErrNotPerson = errors.New("console: not a person's user")
+)
+
+// clientAddr is the request's remote address without its port (the
+// console is reached directly: no forwarding header is trusted).
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// violations collects the permission violations a session's connection
+// reports (the server refusing a publish to a subject the person's role
+// does not import), so a refused request fails at once instead of waiting
+// for its timeout.
+type violations struct {
+	mu      sync.Mutex
+	waiters map[chan struct{}]string
+}
+
+func (v *violations) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
+	if !errors.Is(err, nats.ErrPermissionViolation) {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for ch, subject := range v.waiters {
+		if strings.Contains(err.Error(), `"`+subject+`"`) {
+			close(ch)
+			delete(v.waiters, ch)
+		}
+	}
+}
+
+// watch returns a channel closed when a publish to subject is refused,
+// and its release.
+func (v *violations) watch(subject string) (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	v.mu.Lock()
+	if v.waiters == nil {
+		v.waiters = map[chan struct{}]string{}
+	}
+	v.waiters[ch] = subject
+	v.mu.Unlock()
+	return ch, func() {
+		v.mu.Lock()
+		delete(v.waiters, ch)
+		v.mu.Unlock()
+	}
+}
+
+// errRefused is a publish the server refused (the role does not import
+// the subject).
+var errRefused = errors.New("console: the server refused the request for this role")
+
+// login opens a connection as user with password, asks audit.whoami who
+// the server authenticated, and keeps a session. The password serves the
+// connect only: the connection asks for it through a handler that
+// forgets it once connected, so nothing keeps it, and the connection does
+// not reconnect (it could not authenticate again): a disconnect ends the
+// session and the person logs in again.
+func (c *Console) login(ctx context.Context, user, password string) (*session, error) {
+	v := &violations{}
+	var mu sync.Mutex
+	secret := password
+	opts := []nats.Option{
+		nats.Name(c.cfg.Name + "-" + user),
+		nats.UserInfoHandler(func() (string, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			return user, secret
+		}),
+		nats.CustomInboxPrefix(access.InboxPrefix(user)),
+		nats.Timeout(c.cfg.ConnectTimeout),
+		nats.NoReconnect(),
+		nats.ErrorHandler(v.handler),
+	}
+	if c.cfg.NATSTLSCA != "" {
+		opts = append(opts, nats.RootCAs(c.cfg.NATSTLSCA))
+	}
+	if c.cfg.NATSTLSCert != "" {
+		opts = append(opts, nats.ClientCert(c.cfg.NATSTLSCert, c.cfg.NATSTLSKey))
+	}
+	nc, err := nats.Connect(c.cfg.NATSURL, opts...)
+	mu.Lock()
+	secret = ""
+	mu.Unlock()
+	if err != nil {
+		if errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization") {
+			return nil, ErrLogin
+		}
+		return nil, fmt.Errorf("console: connect: %w", err)
+	}
+	// A role that imports no audit.whoami (the publisher) is refused by
+	// the server at once.
+	who, err := callOn[struct{}, api.WhoamiReply](ctx, c.cfg.CallTimeout, nc, v, "", api.AuditWhoami, struct{}{})
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("%w: whoami: %w", ErrLogin, err)
+	}
+	if who.Role == "" || who.User != user {
+		nc.Close()
+		return nil, ErrNotPerson
+	}
+	return c.sessions.add(who.User, who.Role, who.ReadsPayloads, nc, v, time.Now()), nil
+}
+
+// handleLoginForm shows the login form with a fresh login CSRF token.
+func (c *Console) handleLoginForm(w http.ResponseWriter, r *http.Request) {
+	if s := c.current(r); s != nil {
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	c.renderLogin(w, r, http.StatusOK, "")
+}
+
+func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	tok := randomToken()
+	setCookie(w, loginCookie, tok, 600)
+	c.render(w, r, status, "login", &view{Title: "Log in", CSRF: tok, Error: msg, Next: safeNext(r.FormValue("next"))})
+}
+
+// handleLogin checks the login's CSRF token and the limiters, then logs
+// in. A failure says nothing about which part was wrong and costs a token
+// of the user's and the address's buckets.
+func (c *Console) handleLogin(w http.ResponseWriter, r *http.Request) {
+	ck, err := r.Cookie(loginCookie)
+	if err != nil || !sameToken(ck.Value, csrfOf(r)) {
+		http.Error(w, "forbidden: missing or invalid CSRF token", http.StatusForbidden)
+		return
+	}
+	user := strings.TrimSpace(r.PostFormValue("user"))
+	password := r.PostFormValue("password")
+	now := time.Now()
+	keys := []string{"user:" + user, "addr:" + clientAddr(r)}
+	refund, ok := c.limits.attempt(now, keys...)
+	if !ok {
+		c.log.Warn("login rate limited", "user_sha256", nameHash(user), "addr", clientAddr(r))
+		c.renderLogin(w, r, http.StatusTooManyRequests, "Too many failed attempts. Wait a minute and try again.")
+		return
+	}
+	if user == "" || password == "" {
+		c.renderLogin(w, r, http.StatusUnauthorized, "Login failed.")
+		return
+	}
+	s, err := c.login(r.Context(), user, password)
+	if err != nil {
+		// The name as typed may be a password typed in the wrong field:
+		// only its hash is logged.
+		c.log.Warn("login failed", "user_sha256", nameHash(user), "addr", clientAddr(r), "err", err)
+		c.renderLogin(w, r, http.StatusUnauthorized, "Login failed.")
+		return
+	}
+	refund()
+	setCookie(w, loginCookie, "", -1)
+	setCookie(w, sessionCookie, s.id, 0)
+	c.log.Info("login", "user", s.user, "role", s.role, "addr", clientAddr(r))
+	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
+}
+
+// nameHash is the first 16 hex digits of the SHA-256 of a user name as
+// typed (what a failed login logs instead of the name).
+func nameHash(user string) string {
+	sum := sha256.Sum256([]byte(user))
+	return hex.EncodeToString(sum[:8])
+}
+
+// safeNext is a local path to go to after login ("/" otherwise).
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.Contains(next, `\`) {
+		return "/"
+	}
+	return next
+}
+
+// handleLogout closes the session and its connection.
+func (c *Console) handleLogout(w http.ResponseWriter, r *http.Request, s *session) {
+	c.sessions.remove(s.id)
+	setCookie(w, sessionCookie, "", -1)
+	c.log.Info("logout", "user", s.user)
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// current returns the request's live session, or nil.
+func (c *Console) current(r *http.Request) *session {
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return nil
+	}
+	return c.sessions.get(ck.Value, time.Now())
+}
+
+// authed wraps a page handler: a request without a live session goes to
+// the login (a GET) or gets 401; a POST without the session's CSRF token
+// gets 403 and does nothing.
+func (c *Console) authed(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s := c.current(r)
+		if s == nil {
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, "/login?next="+urlEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			http.Error(w, "unauthorized: log in first", http.StatusUnauthorized)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead && !sameToken(s.csrf, csrfOf(r)) {
+			c.log.Warn("csrf refused", "user", s.user, "path", r.URL.Path)
+			http.Error(w, "forbidden: missing or invalid CSRF token", http.StatusForbidden)
+			return
+		}
+		h(w, r, s)
+	}
+}
+
+// call sends req to subject on the person's connection. A publish the
+// server refuses for the person's role fails at once with an
+// api.ErrForbidden error.
+func call[Req, Rep any](ctx context.Context, c *Console, s *session, subject string, req Req) (Rep, error) {
+	return callOn[Req, Rep](ctx, c.cfg.CallTimeout, s.nc, s.violations, s.role, subject, req)
+}
+
+// callOn is call on a connection whose refusals v reports.
+func callOn[Req, Rep any](ctx context.Context, timeout time.Duration, nc *nats.Conn, v *violations, role, subject string, req Req) (Rep, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	refused, release := v.watch(subject)
+	defer release()
+	ctx, cancelCause := context.WithCancelCause(ctx)
+	defer cancelCause(nil)
+	go func() {
+		select {
+		case <-refused:
+			cancelCause(errRefused)
+		case <-ctx.Done():
+		}
+	}()
+	rep, err := endpoint.Call[Req, Rep](ctx, nc, subject, req)
+	if err != nil && errors.Is(context.Cause(ctx), errRefused) {
+		var zero Rep
+		if role == "" {
+			role = "unknown"
+		}
+		return zero, &api.Error{Code: api.ErrForbidden, Message: "your role (" + role + ") may not call " + subject + ": the server refused it", Err: errRefused}
+	}
+	return rep, err
+}

@@ -1,0 +1,207 @@
+package console
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"html/template"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/deadletter/deadletter/shared/access"
+	"github.com/deadletter/deadletter/shared/api"
+)
+
+// assets are the embedded templates and static files.
+//
+//go:embed templates/*.html static
+var assets embed.FS
+
+// pageNames are the templates of full pages (each with the layout).
+var pageNames = []string{"login", "overview", "groups", "records", "record", "drains", "plan", "drain", "audit", "approvals"}
+
+// pages are the parsed templates by page name.
+type pages struct {
+	byName map[string]*template.Template
+}
+
+// funcs are the templates' helpers.
+var funcs = template.FuncMap{
+	"ts": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05Z")
+	},
+	"ago":     func(t time.Time) string { return age(time.Since(t).Seconds()) },
+	"age":     age,
+	"join":    strings.Join,
+	"short":   func(s string) string { return shortHash(s) },
+	"records": recordsURL,
+	"inc":     func(i int) int { return i + 1 },
+}
+
+// age renders seconds as a short duration ("3m", "2h5m", "4d").
+func age(sec float64) string {
+	if sec <= 0 || math.IsNaN(sec) {
+		return "—"
+	}
+	d := time.Duration(sec * float64(time.Second))
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func shortHash(s string) string {
+	if len(s) > 12 {
+		return s[:12] + "…"
+	}
+	return s
+}
+
+// recordsURL links to the records page filtered by name/value pairs.
+func recordsURL(pairs ...string) string {
+	q := url.Values{}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] != "" {
+			q.Set(pairs[i], pairs[i+1])
+		}
+	}
+	if len(q) == 0 {
+		return "/records"
+	}
+	return "/records?" + q.Encode()
+}
+
+func urlEscape(s string) string { return url.QueryEscape(s) }
+
+func parsePages() (*pages, error) {
+	p := &pages{byName: map[string]*template.Template{}}
+	for _, name := range pageNames {
+		t, err := template.New(name).Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("console: template %s: %w", name, err)
+		}
+		p.byName[name] = t
+	}
+	return p, nil
+}
+
+// view is what every page template gets.
+type view struct {
+	// Title names the page; Nav the menu entry it belongs to.
+	Title, Nav string
+	// User and Role are the logged-in person ("" on the login page).
+	User, Role string
+	// CSRF is the token of the page's forms.
+	CSRF string
+	// Allowed are the endpoint subjects the person's role imports
+	// (package access): what the page offers.
+	Allowed map[string]bool
+	// ReadsPayloads: the role may reveal payloads.
+	ReadsPayloads bool
+	// Error is a message to show; APIError a service's coded refusal.
+	Error    string
+	APIError *api.Error
+	// Notice is a success message.
+	Notice string
+	// Next is where the login goes after success.
+	Next string
+	// Data is the page's own data.
+	Data any
+}
+
+// newView returns the view of a page for s.
+func newView(s *session, title, nav string, data any) *view {
+	allowed := map[string]bool{}
+	for _, sub := range access.RoleEndpoints(access.Role(s.role)) {
+		allowed[sub] = true
+	}
+	return &view{Title: title, Nav: nav, User: s.user, Role: s.role, CSRF: s.csrf, Allowed: allowed, ReadsPayloads: s.readsPayloads, Data: data}
+}
+
+// setErr shows err on the page: a service's coded error as it is, other
+// errors as UNAVAILABLE (no responder, a timeout).
+func (v *view) setErr(err error) {
+	if err == nil {
+		return
+	}
+	if e := api.AsError(err); e != nil {
+		v.APIError = e
+		return
+	}
+	v.APIError = &api.Error{Code: api.ErrUnavailable, Message: "the service did not answer; retry"}
+}
+
+// statusOf is the HTTP status of a page that shows err.
+func statusOf(err error) int {
+	switch api.CodeOf(err) {
+	case "":
+		if err == nil {
+			return http.StatusOK
+		}
+		return http.StatusBadGateway
+	case api.ErrForbidden, api.ErrUnauthenticated:
+		return http.StatusForbidden
+	case api.ErrNotFound:
+		return http.StatusNotFound
+	case api.ErrBadRequest:
+		return http.StatusBadRequest
+	case api.ErrConflict, api.ErrInvalidTransition, api.ErrNotRedrivable, api.ErrPoisoned, api.ErrTooManyDrains:
+		return http.StatusConflict
+	}
+	return http.StatusBadGateway
+}
+
+// securityHeaders are set on every response: no framing, no sniffing, a
+// policy that allows only the console's own scripts and styles.
+func securityHeaders(h http.Header) {
+	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cache-Control", "no-store")
+}
+
+// render executes page name with v.
+func (c *Console) render(w http.ResponseWriter, _ *http.Request, status int, name string, v *view) {
+	t := c.pages.byName[name]
+	var b bytes.Buffer
+	if err := t.ExecuteTemplate(&b, "layout", v); err != nil {
+		c.log.Error("render", "page", name, "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b.Bytes())
+}
+
+// fragment executes the named template of page into a string.
+func (c *Console) fragment(page, name string, data any) (string, error) {
+	var b bytes.Buffer
+	if err := c.pages.byName[page].ExecuteTemplate(&b, name, data); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+// sortedKeys returns the keys of m, sorted.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

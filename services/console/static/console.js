@@ -1,0 +1,31 @@
+// deadletter console: live regions fed by server-sent events. An element
+// with data-sse="URL" has its content replaced by each "progress" event
+// of that stream; the stream closes on "done". Without JavaScript the
+// page shows the state at load and a Refresh link.
+(function () {
+  "use strict";
+  function attach(root) {
+    var els = (root || document).querySelectorAll("[data-sse]");
+    for (var i = 0; i < els.length; i++) {
+      var el = els[i];
+      if (el.sseSource || !window.EventSource) { continue; }
+      var es = new EventSource(el.getAttribute("data-sse"));
+      el.sseSource = es;
+      es.addEventListener("progress", (function (target) {
+        return function (e) {
+          target.innerHTML = e.data;
+          target.setAttribute("data-sse-events", String(Number(target.getAttribute("data-sse-events") || "0") + 1));
+          if (window.htmx) { window.htmx.process(target); }
+        };
+      })(el));
+      es.addEventListener("done", (function (source) { return function () { source.close(); }; })(es));
+    }
+  }
+  function closeAll() {
+    var els = document.querySelectorAll("[data-sse]");
+    for (var i = 0; i < els.length; i++) { if (els[i].sseSource) { els[i].sseSource.close(); } }
+  }
+  document.addEventListener("DOMContentLoaded", function () { attach(document); });
+  document.addEventListener("htmx:beforeSwap", closeAll);
+  document.addEventListener("htmx:afterSettle", function () { attach(document); });
+})();
