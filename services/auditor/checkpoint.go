@@ -242,13 +242,19 @@ func (s *Service) loadCheckpoints(ctx context.Context) ([]storedCheckpoint, []ap
 		prev     []byte
 		expected = uint64(1)
 	)
-	_, _, err = scan(ctx, s.js, subjects.AuditStream, subjects.AuditCheckpoints, 1, info.State.LastSeq, func(m *jetstream.RawStreamMsg) bool {
+	// The whole stream is read, not only its checkpoints: AUDIT also holds
+	// governance actions and the access audit, and a sequence missing
+	// among any of them is a message removed from a WORM store.
+	_, _, err = scan(ctx, s.js, subjects.AuditStream, "", 1, info.State.LastSeq, func(m *jetstream.RawStreamMsg) bool {
 		seq, data := m.Sequence, m.Data
 		if seq > expected {
 			problems = append(problems, api.VerifyProblem{Kind: api.ProblemCheckpointChain, CheckpointSeq: expected,
-				Detail: fmt.Sprintf("AUDIT sequences %d..%d hold no checkpoint", expected, seq-1)})
+				Detail: fmt.Sprintf("AUDIT sequences %d..%d are missing", expected, seq-1)})
 		}
 		expected = seq + 1
+		if m.Subject != subjects.AuditCheckpoints {
+			return true
+		}
 		sc := storedCheckpoint{seq: seq, raw: data}
 		if err := json.Unmarshal(data, &sc.cp); err != nil || sc.cp.Algorithm != api.CheckpointAlgorithm {
 			problems = append(problems, api.VerifyProblem{Kind: api.ProblemCheckpointChain, CheckpointSeq: seq,

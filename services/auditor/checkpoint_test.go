@@ -211,3 +211,36 @@ func TestCheckpointAgeMetric(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifyAmongOtherAuditRecords: AUDIT holds governance actions and the
+// access audit between its checkpoints; verify counts their sequences as
+// present, not as a gap in the checkpoints (it reported "AUDIT sequences
+// 2..3 hold no checkpoint" once a payload had been read).
+func TestVerifyAmongOtherAuditRecords(t *testing.T) {
+	e := newEnv(t)
+	f := fixture{id: id(1), domain: "pharmacy", class: record.ClassValidation, code: "SCHEMA_VALIDATION",
+		firstSeen: time.Now().UTC(), quarantined: time.Now().UTC()}
+	e.publish(t, first(t, f))
+	cfg := testConfig()
+	cfg.AllowAnonymous = true
+	a := e.startAuditor(t, cfg, nil)
+	e.waitApplied(t, a)
+	var ck api.CheckpointReply
+	request(t, e.nc, api.AuditCheckpoint, api.CheckpointRequest{}, &ck)
+	// A payload read (an access record) and a governance action, then a
+	// second checkpoint.
+	var got api.GetReply
+	request(t, e.nc, api.AuditGet, api.GetRequest{DLQID: f.id, IncludePayload: true, Reason: "inspection"}, &got)
+	action, _ := json.Marshal(api.AuditAction{Action: "paused", Object: "drain", ObjectID: "d1", Actor: "redriver", At: time.Now().UTC()})
+	if _, err := e.js.Publish(context.Background(), subjects.AuditAction("drain", "d1"), action); err != nil {
+		t.Fatal(err)
+	}
+	e.publish(t, next(t, first(t, f), record.KindResolved, time.Now().UTC()))
+	e.waitApplied(t, a)
+	request(t, e.nc, api.AuditCheckpoint, api.CheckpointRequest{}, &ck)
+	var rep api.VerifyReply
+	request(t, e.nc, api.AuditVerify, api.VerifyRequest{}, &rep)
+	if !rep.OK || rep.Checkpoints != 2 {
+		t.Fatalf("verify: ok %v, checkpoints %d, problems %+v; want ok with 2", rep.OK, rep.Checkpoints, rep.Problems)
+	}
+}

@@ -390,13 +390,13 @@ func (d *recordData) Poison() bool { return d.State.Status == record.StatusPoiso
 // Validation: the record failed validation.
 func (d *recordData) Validation() bool { return d.State.Class == record.ClassValidation }
 
-// getRecord reads a chain (with its payload when reveal) into a page.
-func (c *Console) getRecord(r *http.Request, s *session, id string, reveal bool) (*recordData, error) {
+// getRecord reads a chain into a page; with a reveal reason (not empty),
+// with its payload: the auditor records the read, as this person and with
+// that reason, in the access audit before it answers.
+func (c *Console) getRecord(r *http.Request, s *session, id, revealReason string) (*recordData, error) {
 	d := &recordData{ID: id, Domain: r.FormValue("domain")}
-	// TODO(issue #19, round 2): pass the reveal's reason to audit.get once
-	// api.GetRequest carries the `reason` field (the auditor records it
-	// in the access audit; a reveal without a reason is then refused).
-	rep, err := call[api.GetRequest, api.GetReply](r.Context(), c, s, api.AuditGet, api.GetRequest{DLQID: id, Domain: d.Domain, IncludePayload: reveal})
+	rep, err := call[api.GetRequest, api.GetReply](r.Context(), c, s, api.AuditGet,
+		api.GetRequest{DLQID: id, Domain: d.Domain, IncludePayload: revealReason != "", Reason: revealReason})
 	if err != nil {
 		return d, err
 	}
@@ -422,7 +422,7 @@ func (c *Console) getRecord(r *http.Request, s *session, id string, reveal bool)
 		e.Rec.Payload = nil // never rendered in the timeline
 		d.Entries = append(d.Entries, e)
 	}
-	if reveal && rep.State.Payload != nil {
+	if revealReason != "" && rep.State.Payload != nil {
 		b, perr := rep.State.Payload.Bytes()
 		if perr == nil {
 			d.Revealed, d.Payload = true, showPayload(b)
@@ -449,7 +449,7 @@ func (c *Console) renderRecord(w http.ResponseWriter, r *http.Request, s *sessio
 }
 
 func (c *Console) handleRecord(w http.ResponseWriter, r *http.Request, s *session) {
-	d, err := c.getRecord(r, s, r.PathValue("id"), false)
+	d, err := c.getRecord(r, s, r.PathValue("id"), "")
 	c.renderRecord(w, r, s, d, err, "")
 }
 
@@ -458,14 +458,14 @@ func (c *Console) handleReveal(w http.ResponseWriter, r *http.Request, s *sessio
 	id := r.PathValue("id")
 	reason := strings.TrimSpace(r.PostFormValue("reason"))
 	if reason == "" {
-		d, err := c.getRecord(r, s, id, false)
+		d, err := c.getRecord(r, s, id, "")
 		if err == nil {
 			err = api.BadField("reason", "a reason is required to reveal a payload")
 		}
 		c.renderRecord(w, r, s, d, err, "")
 		return
 	}
-	d, err := c.getRecord(r, s, id, true)
+	d, err := c.getRecord(r, s, id, reason)
 	d.Reason = reason
 	if err == nil {
 		c.log.Info("payload revealed", "user", s.user, "dlq_id", id)
@@ -494,7 +494,7 @@ func (c *Console) handleRelease(w http.ResponseWriter, r *http.Request, s *sessi
 // afterAction shows the record after an action, with its outcome or the
 // service's refusal.
 func (c *Console) afterAction(w http.ResponseWriter, r *http.Request, s *session, id string, err error, notice string) {
-	d, gerr := c.getRecord(r, s, id, false)
+	d, gerr := c.getRecord(r, s, id, "")
 	if err != nil {
 		c.renderRecord(w, r, s, d, err, "")
 		return
