@@ -20,7 +20,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,8 +28,6 @@ import (
 	"log"
 	"log/slog"
 	"os"
-	"os/exec"
-	"os/signal"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
@@ -45,7 +42,6 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain/pharmacy"
-	"github.com/deadletter/deadletter/shared/embedded"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/ledger"
@@ -66,7 +62,7 @@ func main() {
 	flag.Parse()
 	runner.TuneGC(runner.DefaultGCPercent) // as deadletter's processes do
 	if *serve != "" {
-		if err := serveStore(*serve); err != nil {
+		if err := benchenv.ServeStore(*serve); err != nil {
 			log.Fatal(err)
 		}
 		return
@@ -84,47 +80,18 @@ func main() {
 	}
 }
 
-// serveStore runs the server until stdin closes, printing its URL.
-func serveStore(dir string) error {
-	s, err := embedded.Start(embedded.Config{StoreDir: dir, Port: -1})
-	if err != nil {
-		return err
-	}
-	fmt.Println(s.ClientURL())
-	signal.Ignore(os.Interrupt)
-	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
-	s.Shutdown()
-	s.WaitForShutdown()
-	return nil
-}
-
 func run(n, steps, cache int, apart bool) error {
 	dir, err := os.MkdirTemp("", "audit-bench-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	self, err := os.Executable()
+	url, stopServer, err := benchenv.ChildServer("-serve", dir)
 	if err != nil {
 		return err
 	}
-	child := exec.Command(self, "-serve", dir)
-	benchenv.DieWithParent(child)
-	stdin, _ := child.StdinPipe()
-	out, _ := child.StdoutPipe()
-	child.Stderr = os.Stderr
-	if err := child.Start(); err != nil {
-		return err
-	}
-	defer func() {
-		_ = stdin.Close()
-		_ = child.Wait()
-	}()
-	url, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		return fmt.Errorf("server did not start: %w", err)
-	}
-	nc, err := nats.Connect(strings.TrimSpace(url))
+	defer stopServer()
+	nc, err := nats.Connect(url)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -25,8 +24,6 @@ import (
 	"log"
 	"log/slog"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -40,7 +37,6 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain/pharmacy"
-	"github.com/deadletter/deadletter/shared/embedded"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/runner"
@@ -57,7 +53,7 @@ func main() {
 	flag.Parse()
 	runner.TuneGC(runner.DefaultGCPercent)
 	if *serve != "" {
-		if err := serveStore(*serve); err != nil {
+		if err := benchenv.ServeStore(*serve); err != nil {
 			log.Fatal(err)
 		}
 		return
@@ -74,47 +70,17 @@ func main() {
 	}
 }
 
-// serveStore runs the server until stdin closes, printing its URL.
-func serveStore(dir string) error {
-	s, err := embedded.Start(embedded.Config{StoreDir: dir, Port: -1})
-	if err != nil {
-		return err
-	}
-	fmt.Println(s.ClientURL())
-	signal.Ignore(os.Interrupt)
-	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
-	s.Shutdown()
-	s.WaitForShutdown()
-	return nil
-}
-
 func run(n int, formats []string) error {
 	dir, err := os.MkdirTemp("", "export-bench-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	self, err := os.Executable()
+	url, stopServer, err := benchenv.ChildServer("-serve", filepath.Join(dir, "store"))
 	if err != nil {
 		return err
 	}
-	child := exec.Command(self, "-serve", filepath.Join(dir, "store"))
-	benchenv.DieWithParent(child)
-	stdin, _ := child.StdinPipe()
-	out, _ := child.StdoutPipe()
-	child.Stderr = os.Stderr
-	if err := child.Start(); err != nil {
-		return err
-	}
-	defer func() {
-		_ = stdin.Close()
-		_ = child.Wait()
-	}()
-	url, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		return fmt.Errorf("server did not start: %w", err)
-	}
-	url = strings.TrimSpace(url)
+	defer stopServer()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		return err
