@@ -117,7 +117,7 @@ func (s *Service) requireApproval(ctx context.Context, who access.Identity, acti
 // withoutValues is a as shown with no request and no diff values (the
 // names of the changed fields stay).
 func withoutValues(a api.Approval) api.Approval {
-	a.Request, a.Diff = nil, nil
+	a.Request, a.Payload, a.Diff = nil, nil, nil
 	return a
 }
 
@@ -151,7 +151,7 @@ func (s *Service) handleApprovalGet(ctx context.Context, m endpoint.Meta, req ap
 		return api.ApprovalReply{}, approval.APIError(err)
 	}
 	v := approval.Redact(a, who.Role)
-	if len(v.Request) > 0 || len(v.Diff) > 0 {
+	if len(v.Request) > 0 || len(v.Payload) > 0 || len(v.Diff) > 0 {
 		if err := s.recordReview(ctx, who, v); err != nil {
 			return api.ApprovalReply{}, err
 		}
@@ -344,6 +344,9 @@ func (s *Service) runApproved(ctx context.Context, a api.Approval) (string, erro
 			return "", err
 		}
 		req.Actor = a.Requester
+		if len(a.Payload) > 0 {
+			req.Payload = a.Payload // byte for byte (Request is compacted)
+		}
 		rep, err := s.redrive(ctx, req, nil, &a)
 		return rep.Outcome, err
 	case api.ActionRelease:

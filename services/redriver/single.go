@@ -85,7 +85,7 @@ func (s *Service) redrive(ctx context.Context, req api.RedriveRequest, ask *aske
 		}
 		if ask != nil {
 			if err := s.requireApproval(ctx, ask.who, s.correction(ch, req.Payload), approval.Request{
-				DLQID: req.DLQID, Domain: ch.Domain, ChainRecords: len(ch.Records), Body: ask.body, Reason: req.Reason,
+				DLQID: req.DLQID, Domain: ch.Domain, ChainRecords: len(ch.Records), Body: ask.body, Payload: req.Payload, Reason: req.Reason,
 			}); err != nil {
 				return api.RedriveReply{}, err
 			}

@@ -102,6 +102,11 @@ type Approval struct {
 	// endpoint's request body). It may carry a payload: it is left out
 	// for roles that neither read payloads nor approve (approval.Redact).
 	Request json.RawMessage `json:"request,omitempty"`
+	// Payload is a correction's corrected payload byte for byte (base64
+	// in JSON): Request, a JSON value inside this one, is re-encoded
+	// compacted, and a correction is stored exactly as it was sent. Left
+	// out like Request.
+	Payload []byte `json:"payload,omitempty"`
 	// Reasons says why approval is needed (the policy rules that matched;
 	// no values).
 	Reasons []string `json:"reasons"`
