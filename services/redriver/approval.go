@@ -276,7 +276,7 @@ var errChainMoved = errors.New("redriver: the chain changed since the approval w
 // executeApproval executes signed approval a: its approved record, its
 // action as its requester, and its outcome in APPROVALS. An action that
 // could not be tried (UNAVAILABLE) leaves the approval approved, to be
-// executed again; any other outcome, a failure included (a chain that
+// executed again (so does TOO_MANY_DRAINS); any other outcome, a failure included (a chain that
 // moved on: CONFLICT), is recorded and final.
 func (s *Service) executeApproval(ctx context.Context, a api.Approval) (api.Approval, error) {
 	if err := s.approvals.Audit(ctx, a, approval.AuditApproved); err != nil {
@@ -289,8 +289,8 @@ func (s *Service) executeApproval(ctx context.Context, a api.Approval) (api.Appr
 		if code == "" {
 			code = api.ErrUnavailable
 		}
-		if code == api.ErrUnavailable {
-			return a, err
+		if code == api.ErrUnavailable || code == api.ErrTooManyDrains {
+			return a, err // tried again by the sweep
 		}
 	}
 	done, merr := s.approvals.MarkExecuted(ctx, a.ID, code)
@@ -391,8 +391,11 @@ func checkSigned(ch chain.Chain, a *api.Approval) error {
 	return api.Wrap(api.ErrConflict, errChainMoved, fmt.Sprintf("%s: the approved record is not at index %d", errChainMoved, a.ChainRecords))
 }
 
+// policyGetRequest is policy.get's request: none (an empty body or {}).
+type policyGetRequest struct{}
+
 // handlePolicyGet answers the approval policy in force.
-func (s *Service) handlePolicyGet(ctx context.Context, m endpoint.Meta, _ drainListRequest) (api.PolicyReply, error) {
+func (s *Service) handlePolicyGet(ctx context.Context, m endpoint.Meta, _ policyGetRequest) (api.PolicyReply, error) {
 	if _, err := s.caller(m, "", approvalRoles); err != nil {
 		return api.PolicyReply{}, err
 	}

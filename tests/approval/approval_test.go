@@ -162,6 +162,19 @@ func TestPolicyReleaseDrainExpiry(t *testing.T) {
 		if a.Action != api.ActionRelease || a.ChainRecords != 2 {
 			t.Fatalf("pending %+v", a)
 		}
+		// Asked twice: the second approval, signed after the first ran,
+		// finds the chain moved on and fails cleanly.
+		again := e.pending(t, operator, api.Release, api.ReleaseRequest{DLQID: ids[0], Reason: "asked again"})
+		defer func() {
+			ae := e.refused(t, approver, api.ApprovalApprove, api.ApprovalDecisionRequest{ID: again.ID, Meaning: "stale", Password: e.password(approver)})
+			var got api.ApprovalReply
+			e.ok(t, approver, api.ApprovalGet, api.ApprovalGetRequest{ID: again.ID}, &got)
+			recs, _, _ := e.chain(t, ids[0])
+			if ae.Code != api.ErrConflict || got.Approval.Status != api.ApprovalExecuted || got.Approval.Outcome != api.ErrConflict || len(recs) != 4 {
+				t.Errorf("the stale approval: %s, stored %s/%s, chain of %d records; want CONFLICT recorded and nothing appended",
+					ae.Code, got.Approval.Status, got.Approval.Outcome, len(recs))
+			}
+		}()
 		var rep api.ApprovalReply
 		e.ok(t, approver, api.ApprovalApprove, api.ApprovalDecisionRequest{ID: a.ID, Meaning: "checked with the supplier", Password: e.password(approver)}, &rep)
 		if rep.Approval.Outcome != "released" {
