@@ -49,12 +49,29 @@ func reauth(nc *nats.Conn, cfg Config) approval.NATSReauth {
 	if r.URLs == "" {
 		r.URLs = strings.Join(nc.Servers(), ",")
 	}
-	if r.Options == nil && nc.Opts.TLSConfig != nil {
-		tc := nc.Opts.TLSConfig.Clone()
-		tc.Certificates, tc.GetClientCertificate = nil, nil
-		r.Options = []nats.Option{nats.Secure(tc)}
+	if r.Options == nil {
+		r.Options = serverTLS(nc.Opts)
 	}
 	return r
+}
+
+// serverTLS returns the options that verify the server as o does (its TLS
+// configuration, its root CAs, TLS first), without o's client certificate:
+// a certificate the server maps to a user would authenticate the redriver
+// instead of the signer.
+func serverTLS(o nats.Options) []nats.Option {
+	if !o.Secure && o.TLSConfig == nil && o.RootCAsCB == nil {
+		return nil
+	}
+	return []nats.Option{func(r *nats.Options) error {
+		r.Secure, r.TLSHandshakeFirst, r.RootCAsCB = true, o.TLSHandshakeFirst, o.RootCAsCB
+		if o.TLSConfig != nil {
+			tc := o.TLSConfig.Clone()
+			tc.Certificates, tc.GetClientCertificate = nil, nil
+			r.TLSConfig = tc
+		}
+		return nil
+	}}
 }
 
 // openApprovals binds the approval policy and the APPROVALS store.
