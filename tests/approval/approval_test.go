@@ -38,7 +38,9 @@ func TestTwoPersonCorrection(t *testing.T) {
 	corrected, key := e.receive500(t, "TX-A1")
 	req := api.RedriveRequest{DLQID: id, Payload: corrected, Reason: "the invoice says a receive of 500"}
 
+	began := time.Now()
 	a := e.pending(t, operator, api.Redrive, req)
+	t.Logf("APPROVAL_REQUIRED answered in %s", time.Since(began).Round(time.Millisecond))
 	if a.Status != api.ApprovalPending || a.Requester != operator || a.Action != api.ActionCorrect || a.ChainRecords != 1 {
 		t.Fatalf("pending approval %+v", a)
 	}
@@ -58,6 +60,7 @@ func TestTwoPersonCorrection(t *testing.T) {
 		}
 	})
 	t.Run("wrong password", func(t *testing.T) {
+		defer func(began time.Time) { t.Logf("refused in %s", time.Since(began).Round(time.Millisecond)) }(time.Now())
 		ae := e.refused(t, approver, api.ApprovalApprove, api.ApprovalDecisionRequest{ID: a.ID, Meaning: "reviewed", Password: "not-it"})
 		if ae.Code != api.ErrReauthFailed {
 			t.Fatalf("code %s, want %s", ae.Code, api.ErrReauthFailed)
@@ -117,7 +120,9 @@ func TestTwoPersonCorrection(t *testing.T) {
 	})
 
 	var signed api.ApprovalReply
+	began = time.Now()
 	e.ok(t, approver, api.ApprovalApprove, api.ApprovalDecisionRequest{ID: a.ID, Meaning: "reviewed the correction against the invoice", Password: e.password(approver)}, &signed)
+	t.Logf("approval.approve (re-authentication, signature, correction, replay committed) answered in %s", time.Since(began).Round(time.Millisecond))
 	if signed.Approval.Status != api.ApprovalExecuted || signed.Approval.Outcome != api.OutcomeReplayed || signed.Approval.Decider != approver {
 		t.Fatalf("approved %+v", signed.Approval)
 	}
