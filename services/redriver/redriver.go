@@ -3,7 +3,10 @@
 // concurrency, ordered per business key, durable, resumable) and single
 // redrives (optionally with a corrected payload), plus the release of
 // poison events, as a NATS micro service (drain.start, drain.status,
-// drain.cancel, drain.list, redrive, release).
+// drain.cancel, drain.resume, drain.list, redrive, release), and the
+// two-person approval of the actions its policy names (approval.list,
+// approval.get, approval.approve, approval.reject, policy.get, policy.set:
+// approval.go).
 //
 // A replay re-publishes the event's effective payload to
 // replay.<domain>.<type> (subjects.Replay: only the redriver may publish
