@@ -191,6 +191,49 @@ func TestPolicyReleaseDrainExpiry(t *testing.T) {
 		}
 	})
 
+	t.Run("rejected", func(t *testing.T) {
+		ids, _ := e.seed(t, []string{"TX-R1"}, record.KindPoisoned)
+		a := e.pending(t, operator, api.Release, api.ReleaseRequest{DLQID: ids[0], Reason: "maybe"})
+		var rep api.ApprovalReply
+		e.ok(t, approver, api.ApprovalReject, api.ApprovalDecisionRequest{ID: a.ID, Meaning: "the supplier did not confirm"}, &rep)
+		if rep.Approval.Status != api.ApprovalRejected || rep.Approval.Decider != approver {
+			t.Errorf("rejected %+v", rep.Approval)
+		}
+		if ae := e.refused(t, approver, api.ApprovalApprove, api.ApprovalDecisionRequest{ID: a.ID, Meaning: "after all", Password: e.password(approver)}); ae.Code != api.ErrAlreadyDecided {
+			t.Errorf("approval of a rejected request: %s, want %s", ae.Code, api.ErrAlreadyDecided)
+		}
+		if recs, st, _ := e.chain(t, ids[0]); len(recs) != 2 || st.Status != record.StatusPoison {
+			t.Errorf("a rejected release changed the chain: %d records, %s", len(recs), st.Status)
+		}
+	})
+
+	t.Run("two signatures at once", func(t *testing.T) {
+		ids, _ := e.seed(t, []string{"TX-S1"}, record.KindPoisoned)
+		a := e.pending(t, operator, api.Release, api.ReleaseRequest{DLQID: ids[0], Reason: "confirmed"})
+		const n = 4
+		codes := make(chan string, n)
+		for range n {
+			go func() {
+				_, err := e.call(t, approver, api.ApprovalApprove, api.ApprovalDecisionRequest{ID: a.ID, Meaning: "confirmed", Password: e.password(approver)}, 30*time.Second)
+				codes <- api.CodeOf(err)
+			}()
+		}
+		won := 0
+		for range n {
+			switch c := <-codes; c {
+			case "":
+				won++
+			case api.ErrAlreadyDecided:
+			default:
+				t.Errorf("a concurrent signature: %s", c)
+			}
+		}
+		recs, _, _ := e.chain(t, ids[0])
+		if won != 1 || len(recs) != 4 || recs[2].Kind != record.KindApproved || recs[3].Kind != record.KindReleased {
+			t.Errorf("%d signatures won, chain of %d records; want 1 and one approved, one released", won, len(recs))
+		}
+	})
+
 	t.Run("policy", func(t *testing.T) {
 		p := approval.DefaultPolicy()
 		p.DrainMaxSelected, p.PendingTTL = 1, "1m"
