@@ -549,13 +549,16 @@ func TestDrain(t *testing.T) {
 	})
 }
 
-// TestRedrive corrects, redrives, poisons and releases one event.
+// TestRedrive corrects, redrives, poisons and releases one event; the
+// release and the identity-changing correction wait for a second person
+// (the default approval policy), whom `dlqctl approval approve` signs as.
 func TestRedrive(t *testing.T) {
 	e := startStack(t, stackOptions{redriveCap: 2})
 	invalid := testdata(t, "pharmacy/invalid/INVALID_NDC--letter-in-product-code.json")
 	valid := testdata(t, "pharmacy/valid/dispense-schedule-ii.json")
 	e.ok(t, "publish", invalid)
 	id := e.waitQuarantined(t, api.ListRequest{}, 1).Items[0].DLQID
+	pwFile := writeFile(t, t.TempDir(), "approver.pw", []byte(e.password(t, "approver")+"\n"))
 
 	steps := []struct {
 		name    string
@@ -563,20 +566,45 @@ func TestRedrive(t *testing.T) {
 		code    int
 		outcome string // RedriveReply.Outcome, or AppendReply.Status for release
 		stderr  string
+		// pending: the step asks for an action that waits for approval;
+		// approve: the step is the approver signing the last one.
+		pending, approve bool
 	}{
 		{name: "validation without correction", args: []string{"redrive", id}, code: 1, stderr: `"code":"NOT_REDRIVABLE"`},
 		{name: "still invalid correction", args: []string{"redrive", id, "--payload", invalid, "--reason", "try again"}, code: 1, outcome: api.OutcomeReplayFailed},
 		{name: "poisoned at the cap", args: []string{"redrive", id, "--payload", invalid, "--reason", "once more"}, code: 1, outcome: api.OutcomePoisoned},
 		{name: "poison is not redriven", args: []string{"redrive", id}, code: 1, stderr: `"code":"POISONED"`},
-		{name: "release", args: []string{"release", id, "--reason", "supplier confirmed the NDC", "--actor", "qa-lead"}, outcome: string(record.StatusOpen)},
+		{name: "release waits for approval", args: []string{"release", id, "--reason", "supplier confirmed the NDC", "--actor", "qa-lead"}, code: 1, pending: true},
+		{name: "release approved", approve: true, outcome: "released"},
 		{name: "release twice", args: []string{"release", id, "--reason", "again"}, code: 1, stderr: `"code":"INVALID_TRANSITION"`},
-		{name: "corrected", args: []string{"redrive", id, "--payload", valid, "--reason", "NDC fixed from the invoice"}, outcome: api.OutcomeReplayed},
+		{name: "identity-changing correction waits for approval", args: []string{"redrive", id, "--payload", valid, "--reason", "NDC fixed from the invoice"}, code: 1, pending: true},
+		{name: "correction approved", approve: true, outcome: api.OutcomeReplayed},
 	}
+	var approvalID string
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
+			if s.approve {
+				var rep api.ApprovalReply
+				e.jsonOfAs(t, "approver", &rep, "approval", "approve", approvalID, "--meaning", "reviewed against the invoice", "--password-file", pwFile)
+				if rep.Approval.Status != api.ApprovalExecuted || rep.Approval.Outcome != s.outcome || rep.Approval.Decider != "approver" || rep.Approval.Requester != "operator" {
+					t.Errorf("approved %+v, want executed %s", rep.Approval, s.outcome)
+				}
+				return
+			}
 			r := e.dlqctl(t, "", append([]string{"-o", "json"}, s.args...)...)
 			if r.code != s.code || !strings.Contains(r.stderr, s.stderr) {
 				t.Fatalf("want exit %d, stderr %q: %s", s.code, s.stderr, r)
+			}
+			if s.pending {
+				var oe output.Error
+				if err := json.Unmarshal([]byte(r.stderr), &oe); err != nil || oe.Error.Code != api.ErrApprovalRequired || oe.Error.Approval == nil {
+					t.Fatalf("want %s with the pending approval: %s", api.ErrApprovalRequired, r)
+				}
+				approvalID = oe.Error.Approval.ID
+				if tr := e.dlqctl(t, "", s.args...); !strings.Contains(tr.stderr, "pending approval appr-") {
+					t.Errorf("the table output does not name the pending approval: %s", tr)
+				}
+				return
 			}
 			if s.outcome == "" {
 				return
@@ -599,6 +627,41 @@ func TestRedrive(t *testing.T) {
 		})
 	}
 
+	t.Run("approval list and show", func(t *testing.T) {
+		var list api.ApprovalListReply
+		e.jsonOfAs(t, "viewer", &list, "approval", "list")
+		if len(list.Approvals) != 4 { // each pending step asked twice (JSON, table)
+			t.Errorf("approval list: %d approvals", len(list.Approvals))
+		}
+		out := e.okAs(t, "approver", "approval", "show", approvalID).stdout
+		if !strings.Contains(out, "IDENTITY DIFF") || !strings.Contains(out, "ordering_key") || !strings.Contains(out, "MEANING") {
+			t.Errorf("approval show as the approver:\n%s", out)
+		}
+		if out := e.okAs(t, "viewer", "approval", "show", approvalID).stdout; strings.Contains(out, "IDENTITY DIFF") || strings.Contains(out, "\nREQUEST\n") {
+			t.Errorf("approval show as a viewer shows values:\n%s", out)
+		}
+		if r := dlqctl(t, e.context("approver"), "", "approval", "approve", approvalID, "--password-file", pwFile); r.code != 2 || !strings.Contains(r.stderr, "--meaning") {
+			t.Errorf("approve without --meaning: %s", r)
+		}
+		if r := dlqctl(t, e.context("approver"), "", "approval", "approve", approvalID, "--meaning", "m"); r.code != 2 || !strings.Contains(r.stderr, "--password-file") {
+			t.Errorf("approve without a terminal or --password-file: %s", r)
+		}
+	})
+
+	t.Run("policy", func(t *testing.T) {
+		var rep api.PolicyReply
+		e.jsonOfAs(t, "policy", &rep, "policy", "set", "--drain-max-selected", "10", "--reason", "test")
+		if rep.Policy.DrainMaxSelected != 10 || !rep.Policy.ReleasePoison || rep.SetBy != "policy" {
+			t.Errorf("policy set %+v", rep)
+		}
+		if r := dlqctl(t, e.context("operator"), "", "policy", "set", "--drain-max-selected", "0", "--reason", "mine"); r.code != 1 {
+			t.Errorf("policy set as the operator: %s", r)
+		}
+		if out := e.okAs(t, "viewer", "policy", "show").stdout; !regexp.MustCompile(`DRAIN MAX SELECTED +10 `).MatchString(out) {
+			t.Errorf("policy show:\n%s", out)
+		}
+	})
+
 	t.Run("chain", func(t *testing.T) {
 		var s output.Show
 		e.jsonOf(t, &s, "show", id, "--payload", "--reason", "redrive test")
@@ -611,7 +674,7 @@ func TestRedrive(t *testing.T) {
 			kinds = append(kinds, string(r.Kind))
 		}
 		want := []string{"quarantined", "corrected", "redrive_requested", "replay_failed", "corrected", "redrive_requested",
-			"poisoned", "released", "corrected", "redrive_requested", "replayed"}
+			"poisoned", "approved", "released", "approved", "corrected", "redrive_requested", "replayed"}
 		if strings.Join(kinds, ",") != strings.Join(want, ",") {
 			t.Errorf("chain kinds %v, want %v", kinds, want)
 		}
@@ -630,7 +693,7 @@ func TestRedrive(t *testing.T) {
 	})
 
 	t.Run("tail replays the chain without payloads", func(t *testing.T) {
-		r := e.okAs(t, "viewer", "tail", "--all", "--count", "11", "-o", "json")
+		r := e.okAs(t, "viewer", "tail", "--all", "--count", "13", "-o", "json")
 		sc := bufio.NewScanner(strings.NewReader(r.stdout))
 		n := 0
 		for sc.Scan() {
@@ -646,7 +709,7 @@ func TestRedrive(t *testing.T) {
 			}
 			n++
 		}
-		if n != 11 || strings.Contains(r.stdout, "transaction_id") || strings.Contains(r.stdout, "INV-2025-0181") {
+		if n != 13 || strings.Contains(r.stdout, "transaction_id") || strings.Contains(r.stdout, "INV-2025-0181") {
 			t.Errorf("tail --all: %d lines:\n%s", n, r.stdout)
 		}
 		table := e.okAs(t, "viewer", "tail", "--all", "--count", "1").stdout

@@ -241,6 +241,15 @@ func (e *env) okAs(tb testing.TB, person string, args ...string) result {
 	return r
 }
 
+// jsonOfAs runs dlqctl -o json as person and decodes its stdout into out.
+func (e *env) jsonOfAs(tb testing.TB, person string, out any, args ...string) {
+	tb.Helper()
+	r := e.okAs(tb, person, append([]string{"-o", "json"}, args...)...)
+	if err := json.Unmarshal([]byte(r.stdout), out); err != nil {
+		tb.Fatalf("dlqctl %v: %v\n%s", args, err, r.stdout)
+	}
+}
+
 // jsonOf runs dlqctl -o json and decodes its stdout into out.
 func (e *env) jsonOf(tb testing.TB, out any, args ...string) {
 	tb.Helper()

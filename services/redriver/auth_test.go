@@ -17,6 +17,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/natstest"
@@ -271,6 +272,16 @@ func TestCallerIsRecorded(t *testing.T) {
 
 	poison := e.write(t, spec{n: 1, domain: "fsma", class: record.ClassExhausted, code: codes.DownstreamUnavailable,
 		kinds: []record.Kind{record.KindPoisoned}})
+	// Under the default policy a release waits for a second person.
+	if data, code := call(t, e.operator, api.Release, `{"dlq_id":"`+poison+`","actor":"mallory","reason":"checked"}`, forged); code != api.ErrApprovalRequired {
+		t.Fatalf("release under the default policy: %s %s, want %s", code, data, api.ErrApprovalRequired)
+	}
+	p := approval.DefaultPolicy()
+	p.ReleasePoison = false
+	if _, err := approval.NewPolicyStore(e.js, nil).Set(context.Background(), access.Identity{User: "policy", Role: access.RolePolicy},
+		api.PolicySetRequest{Policy: p, Reason: "this test releases without approval"}); err != nil {
+		t.Fatal(err)
+	}
 	if data, code := call(t, e.operator, api.Release, `{"dlq_id":"`+poison+`","actor":"mallory","reason":"checked"}`, forged); code != "" {
 		t.Fatalf("release: %s %s", code, data)
 	}

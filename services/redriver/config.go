@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"os"
@@ -100,6 +101,20 @@ type Config struct {
 	// moment; at most batch.MaxMessages). 0 or 1: each replay is written
 	// alone. Default batch.MaxMessages.
 	ReplayBatch int
+	// ReauthURLs are the server URLs (comma-separated) the signer's
+	// re-authentication dials at approval.approve (approval.NATSReauth):
+	// the same servers a person's password is checked by. Empty: the
+	// servers of the redriver's connection.
+	ReauthURLs string
+	// ReauthOptions are the re-authentication's connect options besides
+	// the credentials (TLS: nats.Secure, nats.RootCAs). Nil: the TLS
+	// configuration of the redriver's connection without its client
+	// certificate (a certificate the server maps to a user would
+	// authenticate the redriver, not the signer).
+	ReauthOptions []nats.Option
+	// Now is the clock of approvals and the approval policy (expiry,
+	// signing and request times). Nil: time.Now.
+	Now func() time.Time
 	// ReplayLinger is how long a batch of replays smaller than
 	// ReplayBatch waits for more before it is written. Default 0: a batch
 	// holds the replays published while the previous one was being

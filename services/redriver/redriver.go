@@ -3,7 +3,10 @@
 // concurrency, ordered per business key, durable, resumable) and single
 // redrives (optionally with a corrected payload), plus the release of
 // poison events, as a NATS micro service (drain.start, drain.status,
-// drain.cancel, drain.list, redrive, release).
+// drain.cancel, drain.resume, drain.list, redrive, release), and the
+// two-person approval of the actions its policy names (approval.list,
+// approval.get, approval.approve, approval.reject, policy.get, policy.set:
+// approval.go).
 //
 // A replay re-publishes the event's effective payload to
 // replay.<domain>.<type> (subjects.Replay: only the redriver may publish
@@ -37,17 +40,21 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/retry"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -83,6 +90,11 @@ type Service struct {
 	tr      telemetry.Tracer
 	// replaySecret keys the replays' message ids (replayMsgID).
 	replaySecret []byte
+	// policy and approvals are two-person approval (approval.go).
+	policy    *approval.PolicyStore
+	approvals *approval.Store
+	// sweeping is set while signed approvals are being recovered.
+	sweeping atomic.Bool
 
 	// runCtx is the parent of every drain and background observation;
 	// cancelled at shutdown.
@@ -189,6 +201,9 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("redriver: %w", err)
 	}
+	if err := retry.Provisioning().Do(ctx, s.log, "approvals bucket", s.openApprovals); err != nil {
+		return fmt.Errorf("redriver: %w", err)
+	}
 	s.runCtx, s.runCancel = context.WithCancel(context.Background())
 	defer s.runCancel()
 	waitReplays := s.replays.run(s.runCtx)
@@ -226,6 +241,18 @@ func (s *Service) Run(ctx context.Context) (err error) {
 			Description: "replay one event, optionally with a corrected payload"}, s.handleRedrive),
 		endpoint.Add(srv, svc, endpoint.Spec{Name: "release", Subject: api.Release, Timeout: 20 * time.Second,
 			Description: "release a poison event back to redrivable"}, s.handleRelease),
+		endpoint.Add(srv, svc, endpoint.Spec{Name: "approval-list", Subject: api.ApprovalList, Timeout: 10 * time.Second,
+			Description: "list two-person approvals (no values)"}, s.handleApprovalList),
+		endpoint.Add(srv, svc, endpoint.Spec{Name: "approval-get", Subject: api.ApprovalGet, Timeout: 10 * time.Second,
+			Description: "show an approval (its values to the approver and payload readers, recorded in the access audit)"}, s.handleApprovalGet),
+		endpoint.Add(srv, svc, endpoint.Spec{Name: "approval-approve", Subject: api.ApprovalApprove, Timeout: approveTimeout,
+			Description: "sign a pending approval (approver, re-authenticating) and execute it"}, s.handleApprovalApprove),
+		endpoint.Add(srv, svc, endpoint.Spec{Name: "approval-reject", Subject: api.ApprovalReject, Timeout: 10 * time.Second,
+			Description: "reject a pending approval"}, s.handleApprovalReject),
+		endpoint.Add(srv, svc, endpoint.Spec{Name: "policy-get", Subject: api.PolicyGet, Timeout: 10 * time.Second,
+			Description: "the approval policy in force"}, s.handlePolicyGet),
+		endpoint.Add(srv, svc, endpoint.Spec{Name: "policy-set", Subject: api.PolicySet, Timeout: 10 * time.Second,
+			Description: "replace the approval policy (policy role; recorded in AUDIT)"}, s.handlePolicySet),
 	} {
 		if err != nil {
 			return fmt.Errorf("redriver: micro: %w", err)
@@ -234,6 +261,9 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	s.takeOver(tctx)
 	cancel()
+	// Approvals signed but not executed (a crash in between): executed
+	// now, in the background (a correction waits for its replay).
+	s.sweepApprovals(0)
 	s.log.Info("redriver started", "default_rate", s.cfg.DefaultRatePerSecond, "default_concurrency", s.cfg.DefaultConcurrency)
 	t := time.NewTicker(s.cfg.DrainLease)
 	defer t.Stop()
@@ -246,6 +276,7 @@ loop:
 			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			s.takeOver(tctx)
 			cancel()
+			s.sweepApprovals(approveTimeout + time.Minute)
 		}
 	}
 	stopSvc()
@@ -337,30 +368,66 @@ func (s *Service) handleDrainStart(ctx context.Context, m endpoint.Meta, req api
 		}
 		return api.DrainStartReply{Status: "dry_run", Plan: plan}, nil
 	}
-	s.mu.Lock()
-	n := len(s.running)
-	s.mu.Unlock()
-	if n >= s.cfg.MaxDrains {
-		return api.DrainStartReply{}, api.Errorf(api.ErrTooManyDrains, "this instance already runs %d drains", n)
+	if err := s.drainApproval(ctx, id, m, req); err != nil {
+		return api.DrainStartReply{}, err
 	}
 	// The drain and its records name the caller, never the request's
 	// free-text actor.
 	req.Actor = id.User
+	did, err := s.launchDrain(ctx, req, id, newDrainID(time.Now()))
+	if err != nil {
+		return api.DrainStartReply{}, err
+	}
+	return api.DrainStartReply{DrainID: did, Status: api.DrainSelecting}, nil
+}
+
+// drainApproval asks whether drain req, asked for by who, needs approval
+// (nil when not; APPROVAL_REQUIRED with the pending approval else). The
+// selection is counted (a plan) only when the policy has a rule on it.
+func (s *Service) drainApproval(ctx context.Context, who access.Identity, m endpoint.Meta, req api.DrainStartRequest) error {
+	p, err := s.policy.Get(ctx)
+	if err != nil {
+		return approval.APIError(err)
+	}
+	a := approval.Action{Kind: api.ActionDrain, IgnoreOrder: req.IgnoreOrder}
+	if p.Policy.DrainMaxSelected > 0 || p.Policy.DrainValidation {
+		plan, err := s.plan(ctx, req.Filter, req.IgnoreOrder, req.Canary)
+		if err != nil {
+			return api.Wrap(api.ErrUnavailable, err, err.Error())
+		}
+		a.Selected, a.IncludesValidation = plan.Selected, plan.ByClass[string(record.ClassValidation)] > 0
+	}
+	return s.requireApproval(ctx, who, a, approval.Request{Domain: req.Filter.Domain, Body: m.Body, Reason: req.Reason})
+}
+
+// launchDrain stores drain req as drainID, started by who, and runs it. A
+// drain already stored under drainID (an approved drain executed again) is
+// not started twice: its id is returned.
+func (s *Service) launchDrain(ctx context.Context, req api.DrainStartRequest, who access.Identity, drainID string) (string, error) {
+	s.mu.Lock()
+	n := len(s.running)
+	s.mu.Unlock()
+	if n >= s.cfg.MaxDrains {
+		return "", api.Errorf(api.ErrTooManyDrains, "this instance already runs %d drains", n)
+	}
 	now := time.Now().UTC()
 	st := api.DrainState{
-		DrainID: newDrainID(now), Status: api.DrainSelecting, Request: req,
-		Owner: s.cfg.InstanceID, Heartbeat: now, StartedAt: now, StartedBy: id.User,
+		DrainID: drainID, Status: api.DrainSelecting, Request: req,
+		Owner: s.cfg.InstanceID, Heartbeat: now, StartedAt: now, StartedBy: who.User,
 	}
 	b, _ := json.Marshal(st)
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	rev, err := s.drains.Create(cctx, st.DrainID, b)
-	if err != nil {
-		return api.DrainStartReply{}, api.Wrap(api.ErrUnavailable, err, "drain not stored: "+err.Error())
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return st.DrainID, nil
 	}
-	s.log.Info("DRAIN_STARTED", "drain_id", st.DrainID, "actor", id.User, "role", string(id.Role))
+	if err != nil {
+		return "", api.Wrap(api.ErrUnavailable, err, "drain not stored: "+err.Error())
+	}
+	s.log.Info("DRAIN_STARTED", "drain_id", st.DrainID, "actor", who.User, "role", string(who.Role))
 	s.start(s.newRun(st, rev), false)
-	return api.DrainStartReply{DrainID: st.DrainID, Status: st.Status}, nil
+	return st.DrainID, nil
 }
 
 // statusOf returns a drain's status: live when it runs here, else stored.

@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/ledger"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
 )
 
@@ -49,17 +51,30 @@ func (s *Service) handleRedrive(ctx context.Context, m endpoint.Meta, req api.Re
 	}
 	// The records name the caller, never the request's free-text actor.
 	req.Actor = id.User
-	return s.redrive(ctx, req)
+	return s.redrive(ctx, req, askerOf(id, m), nil)
 }
 
-// redrive serves a redrive whose Actor is the authenticated caller.
-func (s *Service) redrive(ctx context.Context, req api.RedriveRequest) (api.RedriveReply, error) {
+// redrive serves a redrive whose Actor is the authenticated caller: asked
+// for by ask (a correction may then need approval), or, with ask nil, the
+// execution of signed approval ap (its correction at the index after the
+// approved record).
+func (s *Service) redrive(ctx context.Context, req api.RedriveRequest, ask *asker, ap *api.Approval) (api.RedriveReply, error) {
 	ch, err := s.readFor(ctx, req.DLQID)
 	if err != nil {
 		return api.RedriveReply{}, err
 	}
+	if err := checkSigned(ch, ap); err != nil {
+		return api.RedriveReply{}, err
+	}
 	rep := api.RedriveReply{DLQID: req.DLQID}
-	if len(req.Payload) > 0 {
+	exp := len(ch.Records)
+	if ap != nil {
+		exp = ap.ChainRecords + 1
+	}
+	if len(req.Payload) > 0 && approvedAt(ch, exp, record.KindCorrected, ap) {
+		// A repeated execution: the correction is stored; replay it.
+		rep.Corrected = &exp
+	} else if len(req.Payload) > 0 {
 		switch ch.State.Status {
 		case record.StatusPoison:
 			return api.RedriveReply{}, api.Errorf(api.ErrPoisoned, "the event is poison: release it first")
@@ -68,7 +83,13 @@ func (s *Service) redrive(ctx context.Context, req api.RedriveRequest) (api.Redr
 		case record.StatusResolved:
 			return api.RedriveReply{}, api.Errorf(api.ErrNotRedrivable, "the event is resolved")
 		}
-		exp := len(ch.Records)
+		if ask != nil {
+			if err := s.requireApproval(ctx, ask.who, s.correction(ch, req.Payload), approval.Request{
+				DLQID: req.DLQID, Domain: ch.Domain, ChainRecords: len(ch.Records), Body: ask.body, Payload: req.Payload, Reason: req.Reason,
+			}); err != nil {
+				return api.RedriveReply{}, err
+			}
+		}
 		// The corrected record names a trace linked to the original's.
 		cctx, span := s.tr.StartLifecycle(ctx, "correct", origin(ch))
 		ar, err := s.chains.append(cctx, api.AppendRequest{
@@ -155,18 +176,42 @@ func (s *Service) handleRelease(ctx context.Context, m endpoint.Meta, req api.Re
 	}
 	// The record names the caller, never the request's free-text actor.
 	req.Actor = id.User
+	return s.release(ctx, req, askerOf(id, m), nil)
+}
+
+// release serves a release whose Actor is the authenticated caller: asked
+// for by ask (it may then need approval), or, with ask nil, the execution
+// of signed approval ap (the released record after the approved one).
+func (s *Service) release(ctx context.Context, req api.ReleaseRequest, ask *asker, ap *api.Approval) (api.AppendReply, error) {
 	ch, err := s.readFor(ctx, req.DLQID)
 	if err != nil {
 		return api.AppendReply{}, err
 	}
+	if err := checkSigned(ch, ap); err != nil {
+		return api.AppendReply{}, err
+	}
+	exp := len(ch.Records)
+	if ap != nil {
+		exp = ap.ChainRecords + 1
+		if approvedAt(ch, exp, record.KindReleased, ap) {
+			r := ch.Records[exp]
+			return api.AppendReply{DLQID: r.DLQID, Index: r.Index, AuditHash: r.AuditHash, Status: ch.State.Status, Class: ch.State.Class}, nil
+		}
+	}
 	if ch.State.Status != record.StatusPoison {
 		return api.AppendReply{}, api.Errorf(api.ErrInvalidTransition, "only a poison event can be released; this one is %s", ch.State.Status)
+	}
+	if ask != nil {
+		if err := s.requireApproval(ctx, ask.who, approval.Action{Kind: api.ActionRelease, Domain: ch.Domain}, approval.Request{
+			DLQID: req.DLQID, Domain: ch.Domain, ChainRecords: len(ch.Records), Body: ask.body, Reason: req.Reason,
+		}); err != nil {
+			return api.AppendReply{}, err
+		}
 	}
 	class := record.Class(req.Class)
 	if class == "" {
 		class = prePoisonClass(ch.Records)
 	}
-	exp := len(ch.Records)
 	// The released record names a trace linked to the original's.
 	rctx, span := s.tr.StartLifecycle(ctx, "release", origin(ch))
 	rep, err := s.chains.append(rctx, api.AppendRequest{
@@ -182,6 +227,19 @@ func (s *Service) handleRelease(ctx context.Context, m endpoint.Meta, req api.Re
 	}
 	s.log.Info("release appended", "dlq_id", req.DLQID, "domain", ch.Domain, "class", string(class), "actor", req.Actor, "index", rep.Index)
 	return rep, nil
+}
+
+// correction is the approval.Action of correcting ch's effective payload
+// to corrected.
+func (s *Service) correction(ch chain.Chain, corrected []byte) approval.Action {
+	a := approval.Action{Kind: api.ActionCorrect, Domain: ch.Domain, Corrected: corrected}
+	if ch.State.Payload != nil {
+		a.Original, _ = ch.State.Payload.Bytes()
+	}
+	if _, t, ok := subjects.ParseEvent(ch.State.SourceSubject); ok {
+		a.SubjectEventType = t
+	}
+	return a
 }
 
 // prePoisonClass returns the class of the last record that was not poison.

@@ -183,8 +183,9 @@ var table = func() []Spec {
 		reads(subjects.QuarantineStream, subjects.EventsStream, subjects.LedgerStream, subjects.AuditStream),
 		kvRead(subjects.IdempotencyBucket), kvWrite(subjects.DrainsBucket), kvWrite(subjects.ApprovalsBucket),
 		// Its governance actions (pauses, resumes, approvals, holds) go to
-		// AUDIT.
-		[]string{subjects.ReplaysAll, api.QuarantinerAppend, subjects.AuditActionsAll},
+		// AUDIT, and so does the access record of an approver's review of
+		// a correction (approval.get shows payload values).
+		[]string{subjects.ReplaysAll, api.QuarantinerAppend, subjects.AuditActionsAll, subjects.AuditAccessAll},
 	), append(RedriverEndpoints(),
 		// It watches commits and quarantine records (core subscriptions,
 		// read-only) to observe each replay's outcome as it happens.
@@ -212,7 +213,7 @@ var table = func() []Spec {
 		},
 		{
 			Name:    Redriver,
-			Doc:     "reads QUARANTINE, replays on replay.> (its own subjects), keeps drain states in DRAINS and two-person approvals in APPROVALS, appends lifecycle records through the quarantiner, writes its governance actions (the approval policy among them) to AUDIT and reads them back",
+			Doc:     "reads QUARANTINE, replays on replay.> (its own subjects), keeps drain states in DRAINS and two-person approvals in APPROVALS, appends lifecycle records through the quarantiner, writes its governance actions (the approval policy among them) to AUDIT and reads them back, and records an approver's review of a correction in the access audit",
 			Publish: rp, Subscribe: rs,
 		},
 		{
@@ -225,7 +226,8 @@ var table = func() []Spec {
 
 // RedriverEndpoints are the subjects of the redriver's endpoints.
 func RedriverEndpoints() []string {
-	return []string{api.DrainStart, api.DrainStatus, api.DrainCancel, api.DrainResume, api.DrainList, api.Redrive, api.Release}
+	return []string{api.DrainStart, api.DrainStatus, api.DrainCancel, api.DrainResume, api.DrainList, api.Redrive, api.Release,
+		api.ApprovalList, api.ApprovalGet, api.ApprovalApprove, api.ApprovalReject, api.PolicyGet, api.PolicySet}
 }
 
 // AuditorEndpoints are the subjects of the auditor's endpoints. AUDIT's
@@ -242,6 +244,10 @@ func readEndpoints() []string {
 	return []string{
 		api.ValidatorCheckAll,
 		api.DrainStatus, api.DrainList,
+		// Approvals and the policy: the redriver shows request and diff
+		// values only to the roles that read payloads and the approver,
+		// and records the read in the access audit.
+		api.ApprovalList, api.ApprovalGet, api.PolicyGet,
 		api.AuditVerify, api.AuditReconcile, api.AuditGet, api.AuditList, api.AuditGroups, api.AuditWhoami,
 		// The auditor refuses an export to a role that does not read
 		// payloads; the access audit lists who read, never what.
@@ -257,6 +263,10 @@ func RoleEndpoints(r Role) []string {
 		return []string{subjects.EventsAll, api.ValidatorCheckAll}
 	case RoleOperator:
 		return concat(readEndpoints(), []string{api.DrainStart, api.DrainCancel, api.DrainResume, api.Redrive, api.Release, api.AuditCheckpoint})
+	case RoleApprover:
+		return concat(readEndpoints(), []string{api.ApprovalApprove, api.ApprovalReject})
+	case RolePolicy:
+		return concat(readEndpoints(), []string{api.PolicySet})
 	default:
 		return readEndpoints()
 	}

@@ -20,8 +20,12 @@ const (
 // Error codes of two-person approval, beside the shared ones
 // (ErrBadRequest, ErrNotFound, ErrConflict, ErrForbidden, ...).
 const (
-	// ErrApprovalRequired: the action needs a second person's approval;
-	// the reply names the pending approval created (ApprovalReply).
+	// ErrApprovalRequired: the action needs a second person's approval
+	// and was not executed; the error reply's Approval is the pending
+	// approval created (without request or diff values: approval.get
+	// shows them, recorded in the access audit). An error rather than a
+	// success, so that a client that knows nothing of approvals never
+	// takes the action for done.
 	ErrApprovalRequired = "APPROVAL_REQUIRED"
 	// ErrSelfApproval: the approver is the person who requested it.
 	ErrSelfApproval = "SELF_APPROVAL"
@@ -98,6 +102,11 @@ type Approval struct {
 	// endpoint's request body). It may carry a payload: it is left out
 	// for roles that neither read payloads nor approve (approval.Redact).
 	Request json.RawMessage `json:"request,omitempty"`
+	// Payload is a correction's corrected payload byte for byte (base64
+	// in JSON): Request, a JSON value inside this one, is re-encoded
+	// compacted, and a correction is stored exactly as it was sent. Left
+	// out like Request.
+	Payload []byte `json:"payload,omitempty"`
 	// Reasons says why approval is needed (the policy rules that matched;
 	// no values).
 	Reasons []string `json:"reasons"`
@@ -197,9 +206,9 @@ func (r ApprovalDecisionRequest) LogValue() slog.Value {
 }
 
 // ApprovalReply is the approval after a decision (approval.approve,
-// approval.reject), as read (approval.get), or as created for a request
-// that needs approval (that request's reply, with the error code
-// ErrApprovalRequired).
+// approval.reject) or as read (approval.get). A request that needs
+// approval is answered ErrApprovalRequired with the approval in the
+// error's Approval member.
 type ApprovalReply struct {
 	Approval Approval `json:"approval"`
 }

@@ -489,6 +489,10 @@ const (
 	AccessGet = "get"
 	// AccessExport: one page of audit.export.
 	AccessExport = "export"
+	// AccessReview: approval.get of an approval whose request or identity
+	// diff carries payload values (the approver reviewing a correction;
+	// written by the redriver, Reason "<approval id> review").
+	AccessReview = "review"
 )
 
 // MaxAccessIDs is the largest number of dlq ids an AccessRecord lists;
@@ -506,7 +510,7 @@ type AccessRecord struct {
 	Role string `json:"role,omitempty"`
 	// At is when the read was allowed.
 	At time.Time `json:"at"`
-	// Action is AccessGet or AccessExport.
+	// Action is AccessGet, AccessExport or AccessReview.
 	Action string `json:"action"`
 	// DLQIDs lists the chains read (at most MaxAccessIDs; nil above).
 	DLQIDs []string `json:"dlq_ids,omitempty"`

@@ -25,6 +25,11 @@ type Error struct {
 	// "filter.domain", with "[i]" for an element of an array), when one is
 	// at fault.
 	Field string `json:"field,omitempty"`
+	// Approval is the pending approval an APPROVAL_REQUIRED answer
+	// created (ErrApprovalRequired): the request was not executed and
+	// waits for a second person. It names ids, rules and the changed
+	// identity fields, never values (no request, no diff values).
+	Approval *Approval `json:"approval,omitempty"`
 	// Err is the error reported, when there is one (never sent).
 	Err error `json:"-"`
 }

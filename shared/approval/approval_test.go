@@ -221,7 +221,10 @@ func TestTwoPersonCorrection(t *testing.T) {
 	if full := approval.Redact(got, access.RoleApprover); len(full.Diff) != 1 || full.Diff[0].After != "receive" || len(full.Request) == 0 {
 		t.Errorf("approver's view %+v", full)
 	}
-	if v := approval.Redact(got, access.RoleViewer); v.Diff != nil || v.Request != nil || !slices.Equal(v.DiffFields, []string{approval.FieldEventType}) {
+	if string(got.Payload) != string(indented) {
+		t.Errorf("the corrected payload is not kept byte for byte: %q", got.Payload)
+	}
+	if v := approval.Redact(got, access.RoleViewer); v.Diff != nil || v.Request != nil || v.Payload != nil || !slices.Equal(v.DiffFields, []string{approval.FieldEventType}) {
 		t.Errorf("viewer's view %+v", v)
 	}
 

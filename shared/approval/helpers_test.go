@@ -98,7 +98,7 @@ func (e *env) request(tb testing.TB, who access.Identity, d approval.Decision) a
 	body, _ := json.Marshal(api.RedriveRequest{DLQID: "pharmacy_0123456789abcdef0123456789abcdef", Payload: corrected, Reason: "the invoice disagrees"})
 	a, err := e.store.Create(ctx(tb), approval.Request{
 		Action: api.ActionCorrect, DLQID: "pharmacy_0123456789abcdef0123456789abcdef", Domain: "pharmacy", ChainRecords: 1,
-		Body: body, Requester: who, Reason: "the invoice disagrees", Decision: d,
+		Body: body, Payload: indented, Requester: who, Reason: "the invoice disagrees", Decision: d,
 	}, approval.DefaultPolicy())
 	if err != nil {
 		tb.Fatalf("Create: %v", err)
@@ -112,6 +112,11 @@ var (
 	original  = []byte(`{"transaction_id":"TX-SECRET-PHI","registrant_dea":"BW4829137","ndc":"00406-0512-01","lot":"L24A0917","expiry":"2026-09-30","quantity_delta":"-30","unit":"EA","event_type":"dispense","dea_schedule":"II","occurred_at":"2025-03-14T15:42:10Z","actor_id":"RPH-0412"}`)
 	corrected = []byte(`{"transaction_id":"TX-SECRET-PHI","registrant_dea":"BW4829137","ndc":"00406-0512-01","lot":"L24A0917","expiry":"2026-09-30","quantity_delta":"500","unit":"EA","event_type":"receive","dea_schedule":"II","occurred_at":"2025-03-14T15:42:10Z","actor_id":"RPH-0412"}`)
 )
+
+// indented is corrected as a person writes it (indented, with a character
+// encoding/json escapes): a JSON value inside the approval would be
+// re-encoded, the corrected payload must not.
+var indented = []byte("{\n  \"note\": \"<as sent>\",\n  \"v\": 1\n}")
 
 // sealedChain returns a sealed two-record chain: a quarantine and the
 // approved record carrying sig.

@@ -29,12 +29,12 @@ func Signature(a api.Approval) (record.Signature, error) {
 // (access.Role.ReadsPayloads) and the approver, who must review what he
 // signs (the corrected payload and the diff of its identity), see it
 // whole; any other role gets neither the request to execute (it may carry
-// a payload) nor the values of the identity diff, only the names of the
+// a payload), nor the corrected payload, nor the values of the identity diff, only the names of the
 // changed fields (DiffFields).
 func Redact(a api.Approval, role access.Role) api.Approval {
 	if role.ReadsPayloads() || role == access.RoleApprover {
 		return a
 	}
-	a.Request, a.Diff = nil, nil
+	a.Request, a.Payload, a.Diff = nil, nil, nil
 	return a
 }

@@ -97,6 +97,9 @@ type Request struct {
 	ChainRecords int
 	// Body is the request to execute once approved (a JSON value).
 	Body json.RawMessage
+	// Payload is a correction's corrected payload as sent (kept byte for
+	// byte: Body is re-encoded compacted when stored).
+	Payload []byte
 	// Requester asked for it, for Reason.
 	Requester access.Identity
 	Reason    string
@@ -128,7 +131,7 @@ func (s *Store) Create(ctx context.Context, req Request, p Policy) (api.Approval
 	}
 	a := api.Approval{
 		ID: id, Action: req.Action, DLQID: req.DLQID, Domain: req.Domain, Status: api.ApprovalPending,
-		Request: req.Body, Reasons: req.Decision.Reasons, Diff: req.Decision.Diff, DiffFields: req.Decision.DiffFields(),
+		Request: req.Body, Payload: req.Payload, Reasons: req.Decision.Reasons, Diff: req.Decision.Diff, DiffFields: req.Decision.DiffFields(),
 		Requester: req.Requester.User, RequesterRole: string(req.Requester.Role), RequestedAt: now, Reason: req.Reason,
 		ExpiresAt: now.Add(ttl), ChainRecords: req.ChainRecords,
 	}

@@ -30,6 +30,10 @@ type Meta struct {
 	Subject string
 	// Headers are the request's headers.
 	Headers nats.Header
+	// Body is the request's body as received (the handler gets it
+	// decoded too): for a handler that keeps the request to execute it
+	// later, byte for byte (a two-person approval's request).
+	Body []byte
 }
 
 // Caller returns the caller the server attached to the request
@@ -157,7 +161,7 @@ func (s *Server) handle(r micro.Request, serve func(context.Context, Meta, []byt
 	}
 	go func() {
 		defer s.done()
-		m := Meta{Subject: d.Subject(), Headers: nats.Header(d.Headers())}
+		m := Meta{Subject: d.Subject(), Headers: nats.Header(d.Headers()), Body: d.Data()}
 		rep, err := s.protect(func() (any, error) { return serve(s.opts.Context, m, d.Data()) })
 		s.answer(d, rep, err)
 	}()

@@ -37,12 +37,21 @@ const (
 	// RedriverAfterReplay: the replay is published (REPLAYS acknowledged
 	// it), its outcome record not appended yet. Key: the dlq id.
 	RedriverAfterReplay Point = "redriver.after-replay"
+	// RedriverAfterApproved: an approval's signature (the approved record)
+	// is in the chain, the approved action not executed yet. Key: the dlq
+	// id. Not a window of the chaos suite's workload (it asks for no
+	// approval): tests/approval kills the redriver there.
+	RedriverAfterApproved Point = "redriver.after-approved"
 )
 
-// Points lists every point.
+// Points lists the points the chaos suite's workload reaches (its
+// targeted windows).
 func Points() []Point {
 	return []Point{ValidatorAfterDownstream, QuarantinerAfterWrite, RedriverAfterClaim, RedriverAfterReplay}
 }
+
+// All lists every point: Points and those tested in their own suites.
+func All() []Point { return append(Points(), RedriverAfterApproved) }
 
 // Env is the variable that arms a point.
 const Env = "DEADLETTER_FAILPOINT"
@@ -64,12 +73,12 @@ func Parse(v string) (*Armed, error) {
 		return nil, nil
 	}
 	name, key, _ := strings.Cut(v, ":")
-	for _, p := range Points() {
+	for _, p := range All() {
 		if string(p) == name {
 			return &Armed{point: p, key: key, kill: killSelf}, nil
 		}
 	}
-	return nil, fmt.Errorf("%w %q (one of %v)", ErrUnknown, name, Points())
+	return nil, fmt.Errorf("%w %q (one of %v)", ErrUnknown, name, All())
 }
 
 // WithKill returns a copy of a that calls kill instead of killing the

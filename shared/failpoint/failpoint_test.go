@@ -19,6 +19,7 @@ func TestHit(t *testing.T) {
 		{"its key", "validator.after-downstream:k", failpoint.ValidatorAfterDownstream, "k", true},
 		{"another key", "validator.after-downstream:k", failpoint.ValidatorAfterDownstream, "other", false},
 		{"another point", "redriver.after-claim", failpoint.RedriverAfterReplay, "k", false},
+		{"a point outside the chaos windows", "redriver.after-approved:k", failpoint.RedriverAfterApproved, "k", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, err := failpoint.Parse(tc.env)

@@ -14,7 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/deadletter/deadletter/services/quarantiner"
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
@@ -99,7 +101,10 @@ func TestValidationCorrectionAndPoison(t *testing.T) {
 	good := e.pharmacyEvent(t, 500)
 	var doc map[string]any
 	_ = json.Unmarshal(good.data, &doc)
-	doc["ndc"] = "12345" // INVALID_NDC
+	// INVALID_DEA_SCHEDULE: a failure whose correction keeps the event's
+	// identity (an NDC fix would change its ordering key, which always
+	// needs a second person's approval: tests/approval).
+	doc["dea_schedule"] = "2"
 	broken, _ := json.Marshal(doc)
 	doc["transaction_id"], doc["lot"] = "TX-000501", "LOT000501"
 	broken2, _ := json.Marshal(doc)
@@ -127,7 +132,7 @@ func TestValidationCorrectionAndPoison(t *testing.T) {
 
 	// A valid correction is replayed and committed; the original stays.
 	var rep api.RedriveReply
-	e.requestJSON(t, api.Redrive, api.RedriveRequest{DLQID: id1, Payload: good.data, Actor: "op-7", Reason: "NDC fixed from the invoice"}, &rep)
+	e.requestJSON(t, api.Redrive, api.RedriveRequest{DLQID: id1, Payload: good.data, Actor: "op-7", Reason: "schedule fixed from the invoice"}, &rep)
 	if rep.Outcome != api.OutcomeReplayed || rep.Corrected == nil || *rep.Corrected != 1 {
 		t.Fatalf("redrive %+v", rep)
 	}
@@ -141,7 +146,8 @@ func TestValidationCorrectionAndPoison(t *testing.T) {
 	e.committedOnce(t, []event{good})
 
 	// A still-invalid correction fails, count + 1, up to poison.
-	wrong := []byte(`{"transaction_id":"TX-000501","registrant_dea":"BW4829137","ndc":"999"}`)
+	doc["dea_schedule"] = "C-II"
+	wrong, _ := json.Marshal(doc)
 	e.requestJSON(t, api.Redrive, api.RedriveRequest{DLQID: id2, Payload: wrong, Actor: "op-7", Reason: "attempt"}, &rep)
 	want := []string{api.OutcomeReplayFailed, api.OutcomeReplayFailed, api.OutcomePoisoned}
 	for i, w := range want {
@@ -163,6 +169,18 @@ func TestValidationCorrectionAndPoison(t *testing.T) {
 	b, _ := json.Marshal(api.RedriveRequest{DLQID: id2})
 	if _, code := e.request(t, api.Redrive, b); code != api.ErrPoisoned {
 		t.Errorf("redrive of poison: code %q, want %s", code, api.ErrPoisoned)
+	}
+	// The default approval policy holds a release of poison for a second
+	// person (tests/approval); this test's policy does not.
+	rb, _ := json.Marshal(api.ReleaseRequest{DLQID: id2, Actor: "qa-lead", Reason: "supplier confirmed"})
+	if _, code := e.request(t, api.Release, rb); code != api.ErrApprovalRequired {
+		t.Errorf("release of poison under the default policy: code %q, want %s", code, api.ErrApprovalRequired)
+	}
+	p := approval.DefaultPolicy()
+	p.ReleasePoison = false
+	if _, err := approval.NewPolicyStore(e.js, nil).Set(context.Background(), access.Identity{User: "policy", Role: access.RolePolicy},
+		api.PolicySetRequest{Policy: p, Reason: "releases without a second person in this test"}); err != nil {
+		t.Fatal(err)
 	}
 	var rel api.AppendReply
 	e.requestJSON(t, api.Release, api.ReleaseRequest{DLQID: id2, Actor: "qa-lead", Reason: "supplier confirmed"}, &rel)

@@ -171,7 +171,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	// events.>, the viewer triages and proves (no payloads), the operator
 	// drains, corrects and redrives (and is recorded as the actor).
 	conns := map[access.Role]*client{}
-	for _, r := range []access.Role{access.RolePublisher, access.RoleViewer, access.RoleOperator} {
+	for _, r := range []access.Role{access.RolePublisher, access.RoleViewer, access.RoleOperator, access.RoleApprover} {
 		// A generous connect timeout: a person's password is checked
 		// against its bcrypt hash, slow on a loaded machine.
 		nc, err := st.ConnectAs(string(r), nats.Name("deadletter-demo-"+string(r)), nats.Timeout(30*time.Second))
@@ -181,7 +181,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		defer nc.Close()
 		conns[r] = &client{nc: nc}
 	}
-	viewer, operator := conns[access.RoleViewer], conns[access.RoleOperator]
+	viewer, operator, approver := conns[access.RoleViewer], conns[access.RoleOperator], conns[access.RoleApprover]
 	js, err := jetstream.New(conns[access.RolePublisher].nc)
 	if err != nil {
 		return sum, err
@@ -307,16 +307,41 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		return sum, err
 	}
 	var rep api.RedriveReply
-	if err := operator.redrive(ctx, viewer, api.RedriveRequest{DLQID: list.Items[0].DLQID, Payload: fixed.Data,
-		Reason: "publisher re-sent the corrected event"}, &rep); err != nil {
+	err = operator.redrive(ctx, viewer, api.RedriveRequest{DLQID: list.Items[0].DLQID, Payload: fixed.Data,
+		Reason: "publisher re-sent the corrected event"}, &rep)
+	if ae := api.AsError(err); ae != nil && ae.Code == api.ErrApprovalRequired && ae.Approval != nil {
+		// The correction changes the event's identity: a second person
+		// reviews it and signs, re-entering his password.
+		id := ae.Approval.ID
+		say("7. The operator's correction of a malformed event (%s) changes its identity (%s): it waits for a second person (%s).",
+			list.Items[0].ErrorCode, strings.Join(ae.Approval.DiffFields, ", "), id)
+		var review, signed api.ApprovalReply
+		if err := approver.call(api.ApprovalGet, api.ApprovalGetRequest{ID: id}, &review); err != nil {
+			return sum, err
+		}
+		pw := api.Password(st.Secrets().Users[string(access.RoleApprover)].Password)
+		if err := approver.call(api.ApprovalApprove, api.ApprovalDecisionRequest{ID: id, Password: pw,
+			Meaning: "reviewed the correction against the re-sent event"}, &signed); err != nil {
+			return sum, err
+		}
+		rep.Outcome = signed.Approval.Outcome
+		if rep.Outcome == api.OutcomePending {
+			if err := awaitOutcome(ctx, viewer, list.Items[0].DLQID, &rep); err != nil {
+				return sum, err
+			}
+		}
+		say("   The approver reviewed the identity diff (recorded in the access audit) and signed: the signature is sealed in the chain, then the correction ran as the operator's: %s.", rep.Outcome)
+	} else if err != nil {
 		return sum, err
+	} else {
+		say("7. The operator corrected and redrove one malformed event (%s): %s; its original bytes stay in its chain.", list.Items[0].ErrorCode, rep.Outcome)
 	}
 	sum.Corrected = rep.Outcome
-	say("7. The operator corrected and redrove one malformed event (%s): %s; its original bytes stay in its chain.", list.Items[0].ErrorCode, rep.Outcome)
-	bad := samples.Invalid(0)
+	// Replayed as it is (a "correction" with another event's bytes would
+	// change its identity and wait for a second person).
 	for n := 1; ; n++ {
-		if err := operator.redrive(ctx, viewer, api.RedriveRequest{DLQID: list.Items[1].DLQID, Payload: bad.Data,
-			Reason: fmt.Sprintf("correction attempt %d", n)}, &rep); err != nil {
+		if err := operator.redrive(ctx, viewer, api.RedriveRequest{DLQID: list.Items[1].DLQID, IncludeValidation: true,
+			Reason: fmt.Sprintf("replay attempt %d", n)}, &rep); err != nil {
 			return sum, err
 		}
 		if rep.Outcome == api.OutcomePoisoned || n == 10 {
@@ -324,7 +349,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		}
 	}
 	sum.Poisoned = rep.Outcome
-	say("8. Another one was \"corrected\" %d times and failed each time: %s, isolated, never replayed again without a release.",
+	say("8. Another one was replayed as it is %d times and failed each time: %s, isolated, never replayed again without a release.",
 		rep.RedriveCount, rep.Outcome)
 
 	// 5. Prove it.
@@ -429,9 +454,15 @@ func (c *client) redrive(ctx context.Context, reader *client, req api.RedriveReq
 	if rep.Outcome != api.OutcomePending {
 		return nil
 	}
+	return awaitOutcome(ctx, reader, req.DLQID, rep)
+}
+
+// awaitOutcome waits for the outcome of the replay of dlqID, read back by
+// reader (audit.get without payloads), into rep.
+func awaitOutcome(ctx context.Context, reader *client, dlqID string, rep *api.RedriveReply) error {
 	return waitFor(ctx, 30*time.Second, func() (bool, error) {
 		var g api.GetReply
-		if err := reader.call(api.AuditGet, api.GetRequest{DLQID: req.DLQID}, &g); err != nil {
+		if err := reader.call(api.AuditGet, api.GetRequest{DLQID: dlqID}, &g); err != nil {
 			return false, err
 		}
 		switch g.State.LastKind {

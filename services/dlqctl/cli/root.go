@@ -29,6 +29,7 @@ import (
 
 	"github.com/deadletter/deadletter/services/dlqctl/internal/client"
 	"github.com/deadletter/deadletter/services/dlqctl/output"
+	"github.com/deadletter/deadletter/shared/api"
 )
 
 // Exit statuses.
@@ -179,12 +180,21 @@ func (a *app) report(err error) int {
 			msg = se.Err.Field + ": " + msg
 		}
 	}
+	// An action that waits for a second person: not done, and not a
+	// refusal either; it names the approval to ask for.
+	var pending *api.Approval
+	if se != nil && se.Err.Code == api.ErrApprovalRequired {
+		pending = se.Err.Approval
+	}
 	if a.output == outJSON {
-		b, _ := json.Marshal(output.Error{Error: output.ErrorBody{Code: code, Message: msg}})
+		b, _ := json.Marshal(output.Error{Error: output.ErrorBody{Code: code, Message: msg, Approval: pending}})
 		fmt.Fprintln(a.io.Err, string(b))
 		return status
 	}
 	switch {
+	case pending != nil:
+		fmt.Fprintf(a.io.Err, "dlqctl: %s: pending approval %s: %s\nAn approver signs it with: dlqctl approval approve %s --meaning TEXT\n",
+			se.Subject, pending.ID, strings.Join(pending.Reasons, "; "), pending.ID)
 	case se != nil:
 		fmt.Fprintf(a.io.Err, "dlqctl: %s refused: %s: %s\n", se.Subject, se.Err.Code, msg)
 	case status == ExitUsage:
@@ -269,6 +279,8 @@ code CONNECT.`,
 		a.verifyExportCommand(),
 		a.accessCommand(),
 		a.tailCommand(),
+		a.approvalCommand(),
+		a.policyCommand(),
 	)
 	return root
 }

@@ -116,9 +116,13 @@ type Error struct {
 // else one of dlqctl's: USAGE (exit 2), CONNECT, TIMEOUT, NO_RESPONDERS
 // (no service listens: is it running?), PERMISSION (the NATS user may not
 // use the subject), FAILED (the operation ran but did not succeed, e.g.
-// verify found problems), INTERRUPTED (Ctrl-C while following a drain, which
+// verify found problems), APPROVAL_REQUIRED (the action waits for a
+// second person: Approval names the pending approval), INTERRUPTED (Ctrl-C while following a drain, which
 // continues), ERROR.
 type ErrorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Approval is the pending approval of an APPROVAL_REQUIRED answer
+	// (the action waits for a second person: dlqctl approval).
+	Approval *api.Approval `json:"approval,omitempty"`
 }

@@ -1,0 +1,436 @@
+package redriver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/shared/access"
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval"
+	"github.com/deadletter/deadletter/shared/chain"
+	"github.com/deadletter/deadletter/shared/endpoint"
+	"github.com/deadletter/deadletter/shared/failpoint"
+	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// Two-person approval (issue #18, package approval): a correction, a
+// release or a drain the policy names is not executed when asked for: it
+// becomes a pending approval (the request answered APPROVAL_REQUIRED with
+// it). When someone else with the approver role signs it (approval.approve,
+// re-authenticating), the redriver appends the approved record (the
+// electronic signature) to the event's chain at the index the chain had
+// when the action was asked for, then executes the request as its
+// requester, then marks the approval executed. An approval signed but not
+// executed (a crash in between) is executed at start-up, and later by the
+// periodic sweep; the expected indexes make a repeat a no-op.
+
+// approveTimeout bounds approval.approve: the re-authentication, the
+// signature, and the execution of a correction (its replay's wait).
+const approveTimeout = time.Minute
+
+// accessTimeout bounds the access audit's write.
+const accessTimeout = 5 * time.Second
+
+// reauth returns the re-authentication of signers: Config.ReauthURLs and
+// ReauthOptions, else the servers and the TLS configuration (without client
+// certificate) of nc.
+func reauth(nc *nats.Conn, cfg Config) approval.NATSReauth {
+	r := approval.NATSReauth{URLs: cfg.ReauthURLs, Options: cfg.ReauthOptions}
+	if r.URLs == "" {
+		r.URLs = strings.Join(nc.Servers(), ",")
+	}
+	if r.Options == nil {
+		r.Options = serverTLS(nc.Opts)
+	}
+	return r
+}
+
+// serverTLS returns the options that verify the server as o does (its TLS
+// configuration, its root CAs, TLS first), without o's client certificate:
+// a certificate the server maps to a user would authenticate the redriver
+// instead of the signer.
+func serverTLS(o nats.Options) []nats.Option {
+	if !o.Secure && o.TLSConfig == nil && o.RootCAsCB == nil {
+		return nil
+	}
+	return []nats.Option{func(r *nats.Options) error {
+		r.Secure, r.TLSHandshakeFirst, r.RootCAsCB = true, o.TLSHandshakeFirst, o.RootCAsCB
+		if o.TLSConfig != nil {
+			tc := o.TLSConfig.Clone()
+			tc.Certificates, tc.GetClientCertificate = nil, nil
+			r.TLSConfig = tc
+		}
+		return nil
+	}}
+}
+
+// openApprovals binds the approval policy and the APPROVALS store.
+func (s *Service) openApprovals(ctx context.Context) error {
+	s.policy = approval.NewPolicyStore(s.js, s.cfg.Now)
+	st, err := approval.Open(ctx, s.js, approval.Config{Reauth: reauth(s.nc, s.cfg), Logger: s.log, Now: s.cfg.Now})
+	if err != nil {
+		return err
+	}
+	s.approvals = st
+	return nil
+}
+
+// asker is the person asking for an action that may need approval, with
+// the request as received (kept byte for byte to execute once approved).
+// A nil *asker is the execution of a signed approval.
+type asker struct {
+	who  access.Identity
+	body []byte
+}
+
+// askerOf returns the asker of a request served as who.
+func askerOf(who access.Identity, m endpoint.Meta) *asker { return &asker{who: who, body: m.Body} }
+
+// approvalRoles may call the approval endpoints; the store decides who may
+// approve, reject or change the policy (approval.ErrForbidden).
+var approvalRoles = readRoles
+
+// requireApproval decides whether action, asked for by who, needs a second
+// person under the policy in force. It returns nil when it does not, else
+// an APPROVAL_REQUIRED *api.Error carrying the pending approval it created
+// from req (without values). It fails closed: an unreadable policy refuses
+// the action (UNAVAILABLE).
+func (s *Service) requireApproval(ctx context.Context, who access.Identity, action approval.Action, req approval.Request) error {
+	p, err := s.policy.Get(ctx)
+	if err != nil {
+		return approval.APIError(err)
+	}
+	d, err := approval.Needs(p.Policy, action)
+	if err != nil {
+		return approval.APIError(err)
+	}
+	if !d.Needed {
+		return nil
+	}
+	req.Action, req.Requester, req.Decision = action.Kind, who, d
+	a, err := s.approvals.Create(ctx, req, p.Policy)
+	if err != nil && a.ID == "" {
+		return approval.APIError(err)
+	}
+	if err != nil { // stored; its AUDIT action not written
+		s.log.Warn("approval request not audited", "approval_id", a.ID, "err", err)
+	}
+	s.log.Info("APPROVAL_REQUIRED", "approval_id", a.ID, "action", a.Action, "dlq_id", a.DLQID, "actor", who.User)
+	v := withoutValues(a)
+	return &api.Error{Code: api.ErrApprovalRequired, Approval: &v,
+		Message: "the action needs a second person's approval: pending approval " + a.ID + " (" + strings.Join(d.Reasons, "; ") + ")"}
+}
+
+// withoutValues is a as shown with no request and no diff values (the
+// names of the changed fields stay).
+func withoutValues(a api.Approval) api.Approval {
+	a.Request, a.Payload, a.Diff = nil, nil, nil
+	return a
+}
+
+// handleApprovalList lists approvals, without values (approval.get shows
+// them, recorded in the access audit).
+func (s *Service) handleApprovalList(ctx context.Context, m endpoint.Meta, req api.ApprovalListRequest) (api.ApprovalListReply, error) {
+	if _, err := s.caller(m, "", approvalRoles); err != nil {
+		return api.ApprovalListReply{}, err
+	}
+	rep, err := s.approvals.List(ctx, req.Status, req.Limit)
+	if err != nil {
+		return api.ApprovalListReply{}, approval.APIError(err)
+	}
+	for i, a := range rep.Approvals {
+		rep.Approvals[i] = withoutValues(a)
+	}
+	return rep, nil
+}
+
+// handleApprovalGet shows an approval as the caller's role may see it. When
+// that shows values (the corrected payload, the identity diff: the
+// approver's review), the read is first recorded in the access audit and
+// acknowledged; without that record nothing is shown (UNAVAILABLE).
+func (s *Service) handleApprovalGet(ctx context.Context, m endpoint.Meta, req api.ApprovalGetRequest) (api.ApprovalReply, error) {
+	who, err := s.caller(m, "", approvalRoles)
+	if err != nil {
+		return api.ApprovalReply{}, err
+	}
+	a, err := s.approvals.Get(ctx, req.ID)
+	if err != nil {
+		return api.ApprovalReply{}, approval.APIError(err)
+	}
+	v := approval.Redact(a, who.Role)
+	if len(v.Request) > 0 || len(v.Payload) > 0 || len(v.Diff) > 0 {
+		if err := s.recordReview(ctx, who, v); err != nil {
+			return api.ApprovalReply{}, err
+		}
+	}
+	return api.ApprovalReply{Approval: v}, nil
+}
+
+// recordReview writes the access record of who reading approval a's values
+// to AUDIT (subjects.AuditAccess) and waits for its acknowledgement.
+func (s *Service) recordReview(ctx context.Context, who access.Identity, a api.Approval) error {
+	var ids []string
+	if a.DLQID != "" {
+		ids = []string{a.DLQID}
+	}
+	h := sha256.New()
+	for _, id := range ids {
+		h.Write([]byte(id + "\n"))
+	}
+	rec := api.AccessRecord{User: who.User, Role: string(who.Role), At: s.now().UTC(), Action: api.AccessReview,
+		DLQIDs: ids, Count: len(ids), IDsHash: hex.EncodeToString(h.Sum(nil)), Reason: a.ID + " review"}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return api.Wrap(api.ErrInternal, err, "the access record could not be encoded")
+	}
+	ctx, cancel := context.WithTimeout(ctx, accessTimeout)
+	defer cancel()
+	m := nats.NewMsg(subjects.AuditAccess(who.User))
+	m.Data = b
+	if _, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectStream(subjects.AuditStream)); err != nil {
+		s.log.Error("AUDIT_ACCESS_NOT_RECORDED", "user", who.User, "role", string(who.Role), "approval_id", a.ID, "err", err)
+		return api.Wrap(api.ErrUnavailable, err, "the review could not be recorded in the access audit: refused; retry")
+	}
+	return nil
+}
+
+// now is the clock of approvals.
+func (s *Service) now() time.Time {
+	if s.cfg.Now != nil {
+		return s.cfg.Now()
+	}
+	return time.Now()
+}
+
+// handleApprovalReject refuses a pending approval (approver role).
+func (s *Service) handleApprovalReject(ctx context.Context, m endpoint.Meta, req api.ApprovalDecisionRequest) (api.ApprovalReply, error) {
+	who, err := s.caller(m, "", approvalRoles)
+	if err != nil {
+		return api.ApprovalReply{}, err
+	}
+	if req.Password != "" {
+		return api.ApprovalReply{}, api.BadField("password", "is for approval.approve only")
+	}
+	a, err := s.approvals.Reject(ctx, req.ID, who, req.Meaning)
+	if err != nil && a.ID == "" {
+		return api.ApprovalReply{}, approval.APIError(err)
+	}
+	if err != nil {
+		s.log.Warn("approval rejection not audited", "approval_id", a.ID, "err", err)
+	}
+	return api.ApprovalReply{Approval: withoutValues(a)}, nil
+}
+
+// handleApprovalApprove signs a pending approval (approver role, not the
+// requester, re-authenticating) and executes its action. Only the request
+// whose signature the store accepted executes it.
+func (s *Service) handleApprovalApprove(ctx context.Context, m endpoint.Meta, req api.ApprovalDecisionRequest) (api.ApprovalReply, error) {
+	who, err := s.caller(m, "", approvalRoles)
+	if err != nil {
+		return api.ApprovalReply{}, err
+	}
+	a, err := s.approvals.Approve(ctx, req.ID, who, req.Meaning, req.Password)
+	if err != nil && a.Status != api.ApprovalApproved {
+		return api.ApprovalReply{}, approval.APIError(err)
+	}
+	if err != nil {
+		// Signed, its AUDIT action not written: the execution writes it
+		// again (de-duplicated).
+		s.log.Warn("approval signature not audited", "approval_id", a.ID, "err", err)
+	}
+	done, err := s.executeApproval(ctx, a)
+	return api.ApprovalReply{Approval: withoutValues(done)}, err
+}
+
+// sweepApprovals recovers, in the background, the approvals signed at
+// least minAge ago and not executed; one sweep at a time.
+func (s *Service) sweepApprovals(minAge time.Duration) {
+	if !s.sweeping.CompareAndSwap(false, true) {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.sweeping.Store(false)
+		ctx, cancel := context.WithTimeout(s.runCtx, 5*time.Minute)
+		defer cancel()
+		s.recoverApprovals(ctx, minAge)
+	}()
+}
+
+// recoverApprovals executes the approvals signed but not executed (signed
+// at least minAge ago: an approve request in flight executes its own).
+func (s *Service) recoverApprovals(ctx context.Context, minAge time.Duration) {
+	rep, err := s.approvals.List(ctx, api.ApprovalApproved, 0)
+	if err != nil {
+		s.log.Warn("approvals not listed", "err", err)
+		return
+	}
+	for _, a := range rep.Approvals {
+		if a.DecidedAt == nil || s.now().Sub(*a.DecidedAt) < minAge {
+			continue
+		}
+		s.log.Info("APPROVAL_RECOVERED", "approval_id", a.ID, "action", a.Action, "dlq_id", a.DLQID)
+		if _, err := s.executeApproval(ctx, a); err != nil {
+			s.log.Warn("approval not executed", "approval_id", a.ID, "code", api.CodeOf(err))
+		}
+	}
+}
+
+// errChainMoved: the chain changed between the request and the signature.
+var errChainMoved = errors.New("redriver: the chain changed since the approval was requested")
+
+// executeApproval executes signed approval a: its approved record, its
+// action as its requester, and its outcome in APPROVALS. An action that
+// could not be tried (UNAVAILABLE) leaves the approval approved, to be
+// executed again (so does TOO_MANY_DRAINS); any other outcome, a failure included (a chain that
+// moved on: CONFLICT), is recorded and final.
+func (s *Service) executeApproval(ctx context.Context, a api.Approval) (api.Approval, error) {
+	if err := s.approvals.Audit(ctx, a, approval.AuditApproved); err != nil {
+		s.log.Warn("approval signature not audited", "approval_id", a.ID, "err", err)
+	}
+	outcome, err := s.runApproved(ctx, a)
+	code := outcome
+	if err != nil {
+		code = api.CodeOf(err)
+		if code == "" {
+			code = api.ErrUnavailable
+		}
+		if code == api.ErrUnavailable || code == api.ErrTooManyDrains {
+			return a, err // tried again by the sweep
+		}
+	}
+	done, merr := s.approvals.MarkExecuted(ctx, a.ID, code)
+	switch {
+	case errors.Is(merr, approval.ErrAlreadyDecided):
+		// Another instance (or a recovery) executed it first.
+		if cur, gerr := s.approvals.Get(ctx, a.ID); gerr == nil {
+			done = cur
+		}
+	case merr != nil:
+		s.log.Warn("approval outcome not recorded", "approval_id", a.ID, "err", merr)
+		return a, errors.Join(err, approval.APIError(merr))
+	}
+	s.log.Info("APPROVAL_EXECUTED", "approval_id", a.ID, "action", a.Action, "dlq_id", a.DLQID, "outcome", code)
+	return done, err
+}
+
+// runApproved executes a's action: for an event, its approved record at
+// a.ChainRecords, then the request as a.Requester. It returns the outcome
+// (an api outcome, "released", or the drain id).
+func (s *Service) runApproved(ctx context.Context, a api.Approval) (string, error) {
+	sig, err := approval.Signature(a)
+	if err != nil {
+		return "", approval.APIError(err)
+	}
+	if a.Action == api.ActionDrain {
+		var req api.DrainStartRequest
+		if err := endpoint.Decode(a.Request, &req); err != nil {
+			return "", err
+		}
+		req.Actor = a.Requester
+		id, err := s.launchDrain(ctx, req, access.Identity{User: a.Requester, Role: access.Role(a.RequesterRole)}, approvedDrainID(a.ID))
+		return id, err
+	}
+	exp := a.ChainRecords
+	_, err = s.chains.append(ctx, api.AppendRequest{
+		DLQID: a.DLQID, Domain: a.Domain, Kind: record.KindApproved, ExpectedIndex: &exp,
+		Actor: sig.Approver, Reason: sig.Meaning, Signature: &sig,
+	})
+	switch code := codeOf(err); {
+	case code == api.ErrConflict:
+		return "", api.Wrap(api.ErrConflict, errChainMoved, errChainMoved.Error()+": not executed")
+	case err != nil:
+		return "", api.Wrap(code, err, err.Error())
+	}
+	s.cfg.Failpoint.Hit(failpoint.RedriverAfterApproved, a.DLQID)
+	switch a.Action {
+	case api.ActionCorrect:
+		var req api.RedriveRequest
+		if err := endpoint.Decode(a.Request, &req); err != nil {
+			return "", err
+		}
+		req.Actor = a.Requester
+		if len(a.Payload) > 0 {
+			req.Payload = a.Payload // byte for byte (Request is compacted)
+		}
+		rep, err := s.redrive(ctx, req, nil, &a)
+		return rep.Outcome, err
+	case api.ActionRelease:
+		var req api.ReleaseRequest
+		if err := endpoint.Decode(a.Request, &req); err != nil {
+			return "", err
+		}
+		req.Actor = a.Requester
+		if _, err := s.release(ctx, req, nil, &a); err != nil {
+			return "", err
+		}
+		return "released", nil
+	}
+	return "", api.Errorf(api.ErrBadRequest, "approval %s: no action %s", a.ID, a.Action)
+}
+
+// approvedDrainID is the id of the drain approval id starts: the same at
+// every execution, so that a repeat finds it started.
+func approvedDrainID(id string) string { return "drain-" + strings.TrimPrefix(id, "appr-") }
+
+// approvedAt reports whether the chain's record at index i is the
+// approved action's own (its kind, by its requester): a repeated
+// execution finds the step done.
+func approvedAt(ch chain.Chain, i int, kind record.Kind, a *api.Approval) bool {
+	return a != nil && i < len(ch.Records) && ch.Records[i].Kind == kind && ch.Records[i].Actor == a.Requester
+}
+
+// signedAt reports whether the chain's record at index i is approval a's
+// signature.
+func signedAt(ch chain.Chain, a *api.Approval) bool {
+	i := a.ChainRecords
+	return i < len(ch.Records) && ch.Records[i].Kind == record.KindApproved &&
+		ch.Records[i].Signature != nil && ch.Records[i].Signature.ApprovalID == a.ID
+}
+
+// checkSigned refuses to execute approval a on a chain that does not hold
+// its signature at the index it was requested at.
+func checkSigned(ch chain.Chain, a *api.Approval) error {
+	if a == nil || signedAt(ch, a) {
+		return nil
+	}
+	return api.Wrap(api.ErrConflict, errChainMoved, fmt.Sprintf("%s: the approved record is not at index %d", errChainMoved, a.ChainRecords))
+}
+
+// policyGetRequest is policy.get's request: none (an empty body or {}).
+type policyGetRequest struct{}
+
+// handlePolicyGet answers the approval policy in force.
+func (s *Service) handlePolicyGet(ctx context.Context, m endpoint.Meta, _ policyGetRequest) (api.PolicyReply, error) {
+	if _, err := s.caller(m, "", approvalRoles); err != nil {
+		return api.PolicyReply{}, err
+	}
+	rep, err := s.policy.Get(ctx)
+	return rep, approval.APIError(err)
+}
+
+// handlePolicySet replaces the approval policy (policy role), recorded in
+// AUDIT.
+func (s *Service) handlePolicySet(ctx context.Context, m endpoint.Meta, req api.PolicySetRequest) (api.PolicyReply, error) {
+	who, err := s.caller(m, "", approvalRoles)
+	if err != nil {
+		return api.PolicyReply{}, err
+	}
+	rep, err := s.policy.Set(ctx, who, req)
+	if err != nil {
+		return api.PolicyReply{}, approval.APIError(err)
+	}
+	s.log.Info("APPROVAL_POLICY_SET", "actor", who.User, "revision", rep.Revision)
+	return rep, nil
+}
