@@ -174,13 +174,27 @@ func (s *Service) lifecycleRecord(req api.AppendRequest, prev record.State) reco
 		r.Class = record.ClassPoison
 	case record.KindApproved:
 		r.Signature = req.Signature
+	case record.KindHoldPlaced, record.KindHoldLifted:
+		if h := req.Hold; h != nil {
+			r.Hold = &record.HoldMark{HoldID: h.HoldID, CaseID: h.CaseID, At: h.At.UTC(), Status: prev.Status}
+		}
 	}
 	return r
 }
 
 // sameRequest reports whether stored record r is what req asked for.
 func sameRequest(r record.Record, req api.AppendRequest) bool {
-	return r.Kind == req.Kind && r.DrainID == req.DrainID && r.Actor == req.Actor && sameApproval(r.Signature, req.Signature)
+	return r.Kind == req.Kind && r.DrainID == req.DrainID && r.Actor == req.Actor && sameApproval(r.Signature, req.Signature) &&
+		sameHold(r.Hold, req.Hold)
+}
+
+// sameHold reports whether two hold marks (either may be absent) name the
+// same hold.
+func sameHold(a, b *record.HoldMark) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.HoldID == b.HoldID
 }
 
 // sameApproval reports whether two signatures (either may be absent) are

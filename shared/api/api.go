@@ -92,6 +92,10 @@ type AppendRequest struct {
 	// Signature, for approved: the two-person approval's electronic
 	// signature (approval.Signature builds it from a signed approval).
 	Signature *record.Signature `json:"signature,omitempty"`
+	// Hold, for hold_placed and hold_lifted: the legal hold (its id, case
+	// id and time; the quarantiner states the status the record keeps).
+	// Actor and Reason are the person who placed (lifted) it and why.
+	Hold *record.HoldMark `json:"hold,omitempty"`
 }
 
 // AppendReply is the stored record's position and seal.
