@@ -16,7 +16,8 @@ import (
 )
 
 // handleAppend appends a lifecycle record requested by another service or an
-// operator tool. The transition is checked with record.Fold, so a chain can
+// operator tool (quarantiner.append), or a legal hold's record requested
+// by the auditor (quarantiner.hold, which refuses any other kind). The transition is checked with record.Fold, so a chain can
 // only move the ways the lifecycle allows.
 //
 // The request's trace context (the redriver's, an operator tool's) is
@@ -39,6 +40,13 @@ func (s *Service) handleAppend(r micro.Request) {
 	if req.DLQID == "" || req.Domain == "" || req.Kind == "" || req.Kind == record.KindQuarantined {
 		telemetry.Error(span, api.ErrBadRequest)
 		_ = r.Error(api.ErrBadRequest, "dlq_id, domain and a lifecycle kind are required", nil)
+		return
+	}
+	// The auditor's endpoint appends holds' records and nothing else; the
+	// redriver's appends no hold's record.
+	if holdKind := req.Kind == record.KindHoldPlaced || req.Kind == record.KindHoldLifted; holdKind != (r.Subject() == api.QuarantinerHold) {
+		telemetry.Error(span, api.ErrForbidden)
+		_ = r.Error(api.ErrForbidden, "hold_placed and hold_lifted records are appended on "+api.QuarantinerHold+", and only they", nil)
 		return
 	}
 	rep, code, err := s.appendLifecycle(ctx, req)

@@ -10,6 +10,10 @@ import "github.com/deadletter/deadletter/shared/record"
 const (
 	// QuarantinerAppend appends a lifecycle record to a quarantine chain.
 	QuarantinerAppend = "quarantiner.append"
+	// QuarantinerHold appends a legal hold's record (hold_placed or
+	// hold_lifted, api.AppendRequest) and no other kind: the auditor's
+	// appends, so that its credential cannot resolve or redrive an event.
+	QuarantinerHold = "quarantiner.hold"
 
 	// ValidatorCheckAll covers the validator's dry-run endpoint,
 	// validator.check.<domain>.<type>.
