@@ -75,6 +75,26 @@ func (o Options) Retentions() map[string]time.Duration {
 	return out
 }
 
+// ParseRetention parses per-domain retentions, "domain=duration,..."
+// (Go durations, e.g. "dscsa=52560h,pharmacy=17520h"; "" is none), for
+// Options.Retention; Validate checks the domains.
+func ParseRetention(s string) (map[string]time.Duration, error) {
+	out := map[string]time.Duration{}
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, v, ok := strings.Cut(part, "=")
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if !ok || err != nil || d <= 0 {
+			return nil, fmt.Errorf("streams: retention %q is not domain=duration", part)
+		}
+		out[strings.TrimSpace(name)] = d
+	}
+	return out, nil
+}
+
 // LongestRetention returns the longest retention (Retentions) and its
 // domain.
 func (o Options) LongestRetention() (string, time.Duration) {
