@@ -167,6 +167,9 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 	if v.anchor != nil {
 		v.anchor.finish(v)
 	}
+	if err := s.verifyLegalHold(ctx, v); err != nil {
+		return rep, err
+	}
 	rep.Chains = v.chains
 	rep.OK = rep.ProblemCount == 0
 	s.log.Info("verify finished", "records", rep.Records, "chains", rep.Chains, "problems", rep.ProblemCount,
