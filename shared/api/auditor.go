@@ -136,6 +136,10 @@ type VerifyReply struct {
 	Seconds float64 `json:"seconds"`
 	// Anchor is the anchor checked (VerifyRequest.Anchor), nil without one.
 	Anchor *VerifyAnchor `json:"anchor,omitempty"`
+	// ExpiredBelowSeq, when QUARANTINE has a MaxAge, is its first
+	// sequence: the records below it expired (they are not reported
+	// missing; checkpoints over them no longer recompute).
+	ExpiredBelowSeq uint64 `json:"expired_below_seq,omitempty"`
 	// LegalHold is the check of LEGALHOLD, nil when it is not provisioned
 	// (QUARANTINE has no MaxAge).
 	LegalHold *VerifyLegalHold `json:"legal_hold,omitempty"`

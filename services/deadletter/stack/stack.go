@@ -118,6 +118,7 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.String("DEADLETTER_ANCHOR_DIR", &c.AnchorDir)
 	c.Security.LoadEnv(env)
 	env.Int("DEADLETTER_REPLICAS", &c.Streams.Replicas)
+	env.Retention(&c.Streams.Retention)
 	c.Validator.LoadEnv(env)
 	c.Quarantiner.LoadEnv(env)
 	c.Redriver.LoadEnv(env)
@@ -209,6 +210,9 @@ func New(cfg Config, log *slog.Logger) (*Stack, error) {
 	cfg.Validator.Streams = cfg.Streams
 	cfg.Quarantiner.Streams = cfg.Streams
 	cfg.Redriver.Streams = cfg.Streams
+	if cfg.Auditor.Retention == nil {
+		cfg.Auditor.Retention = cfg.Streams.Retention // the one retention of the stack
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg.Validator.Registerer = reg
