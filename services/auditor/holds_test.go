@@ -1,0 +1,74 @@
+package auditor
+
+import (
+	"testing"
+	"time"
+
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/record"
+)
+
+// holdRecord builds the sealed hold record of kind that follows prev,
+// keeping status.
+func holdRecord(tb testing.TB, prev record.Record, kind record.Kind, status record.Status, at time.Time) record.Record {
+	tb.Helper()
+	r := prev
+	r.Index, r.Kind, r.PrevHash, r.QuarantinedAt, r.Payload, r.Headers, r.Attempts = prev.Index+1, kind, prev.AuditHash, at, nil, nil, nil
+	r.AuditHash, r.Actor, r.Reason = "", "inspector", "subpoena"
+	r.Hold = &record.HoldMark{HoldID: "hold-1", CaseID: "C-1", At: at, Status: status}
+	if err := record.Seal(&r); err != nil {
+		tb.Fatal(err)
+	}
+	return r
+}
+
+// TestHoldRecordsKeepTheStatus: a hold placed on a resolved chain leaves
+// it resolved in the live view (not counted again as an open event), one
+// placed on an open chain leaves it open; both chains are listed as held
+// until the lift.
+func TestHoldRecordsKeepTheStatus(t *testing.T) {
+	e := newEnv(t)
+	f := fixture{id: id(1), domain: "pharmacy", class: record.ClassValidation, code: codes.InvalidNDC, party: "BW4829137",
+		firstSeen: t0, quarantined: t0}
+	resolved := e.chainOf(t, f, record.KindResolved)
+	f.id = id(2)
+	open := e.chainOf(t, f)
+	e.publish(t, holdRecord(t, resolved[1], record.KindHoldPlaced, record.StatusResolved, t0.Add(time.Hour)))
+	placed := holdRecord(t, open[0], record.KindHoldPlaced, record.StatusOpen, t0.Add(time.Hour))
+	e.publish(t, placed)
+	a := e.startAuditor(t, testConfig(), nil)
+
+	var l api.ListReply
+	request(t, e.nc, api.AuditList, api.ListRequest{Status: string(record.StatusOpen)}, &l)
+	if l.Total != 1 || l.Items[0].DLQID != open[0].DLQID {
+		t.Errorf("open events: %+v, want only the open one", l.Items)
+	}
+	if _, ok := a.index.entryOf(resolved[0].DLQID); ok {
+		t.Error("the resolved chain's hold record put it back among the unresolved")
+	}
+	request(t, e.nc, api.AuditList, api.ListRequest{}, &l)
+	for _, it := range l.Items {
+		if it.DLQID == resolved[0].DLQID && it.Status != string(record.StatusResolved) {
+			t.Errorf("the held resolved chain lists as %s", it.Status)
+		}
+	}
+	var g api.GroupsReply
+	request(t, e.nc, api.AuditGroups, api.GroupsRequest{}, &g)
+	total := 0
+	for _, gr := range g.Groups {
+		total += gr.Total
+	}
+	if total != 2 {
+		t.Errorf("the groups count %d events, want 2 (a hold's record counted a chain again)", total)
+	}
+	held := a.index.heldChains("hold-1")
+	if len(held) != 2 {
+		t.Fatalf("held chains %+v, want both", held)
+	}
+	e.publish(t, holdRecord(t, placed, record.KindHoldLifted, record.StatusOpen, t0.Add(2*time.Hour)))
+	e.waitApplied(t, a)
+	if held := a.index.heldChains("hold-1"); len(held) != 1 || held[0].dlqID != resolved[0].DLQID {
+		t.Errorf("held chains after the lift of one: %+v", held)
+	}
+}
