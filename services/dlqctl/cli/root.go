@@ -268,6 +268,7 @@ code CONNECT.`,
 		a.exportCommand(),
 		a.verifyExportCommand(),
 		a.accessCommand(),
+		a.holdCommand(),
 		a.tailCommand(),
 	)
 	return root
