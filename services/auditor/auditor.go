@@ -1,6 +1,8 @@
 // Package auditor answers an inspector's and an operator's questions about
 // the quarantine as a NATS micro service (it writes nothing but its signed
-// checkpoints and the access audit of payload reads to AUDIT):
+// checkpoints, the access audit of payload reads and the legal holds'
+// actions to AUDIT, the holds to HOLDS, their records through the
+// quarantiner and the held chains' copies to LEGALHOLD):
 //
 //   - audit.verify: recompute every record's seal and every chain, find
 //     gaps in QUARANTINE, and check the checkpoints in AUDIT;
@@ -17,7 +19,14 @@
 //     and acknowledged, before the reply leaves, or refused;
 //   - audit.checkpoint: append a checkpoint (also done periodically, once
 //     caught up at start-up and at shutdown, when there are records no
-//     checkpoint covers).
+//     checkpoint covers);
+//   - hold.place, hold.lift, hold.list, hold.get: legal holds (package
+//     hold; holds.go): a hold's record is sealed into every chain it
+//     holds, dynamic holds (a party, a filter) also into the chains
+//     quarantined later that match them, and when QUARANTINE has a MaxAge
+//     every held chain is copied to LEGALHOLD before it could expire
+//     (legalhold.go). The auditor refuses to start on a QUARANTINE whose
+//     MaxAge is below the longest retention of the domain registry.
 //
 // The auditor creates no consumer (a credential that may create one can
 // aim its deliver_subject anywhere): it reads every stream with batched
@@ -29,8 +38,9 @@
 // it stores the record). What it no longer
 // holds (resolved chains) is read from QUARANTINE when asked for, with
 // JetStream direct gets, so the auditor's memory does not grow with the
-// number of records. The auditor never writes QUARANTINE; it appends only
-// its own checkpoints and access records to AUDIT.
+// number of records. The auditor never writes QUARANTINE (a hold's record
+// is the quarantiner's to append, on quarantiner.hold, which appends
+// nothing else).
 package auditor
 
 import (
