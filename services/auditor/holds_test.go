@@ -1,12 +1,21 @@
 package auditor
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/streams"
+	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 // holdRecord builds the sealed hold record of kind that follows prev,
@@ -70,5 +79,66 @@ func TestHoldRecordsKeepTheStatus(t *testing.T) {
 	e.waitApplied(t, a)
 	if held := a.index.heldChains("hold-1"); len(held) != 1 || held[0].dlqID != resolved[0].DLQID {
 		t.Errorf("held chains after the lift of one: %+v", held)
+	}
+}
+
+// TestVerifyLegalHold: with a QUARANTINE max age, the auditor copies a
+// held chain to LEGALHOLD (completing a copy begun elsewhere), and verify
+// reports a copy whose bytes differ from the original (its seal fails and
+// it is not the original).
+func TestVerifyLegalHold(t *testing.T) {
+	srv := natstest.Start(t)
+	o := streams.DefaultOptions()
+	o.QuarantineMaxAge = time.Hour
+	o.Retention = map[string]time.Duration{"pharmacy": time.Minute, "dscsa": time.Minute, "fsma": time.Minute}
+	srv.Provision(t, o)
+	nc := srv.Connect(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{srv: srv, js: js, nc: nc}
+	f := fixture{id: id(1), domain: "pharmacy", class: record.ClassValidation, code: codes.InvalidNDC, party: "BW4829137",
+		firstSeen: t0, quarantined: t0}
+	rs := e.chainOf(t, f)
+	e.publish(t, holdRecord(t, rs[0], record.KindHoldPlaced, record.StatusOpen, t0.Add(time.Hour)))
+	// A forged copy of record 0 (another detail, so another seal), with
+	// the provenance headers.
+	forged := rs[0]
+	forged.ErrorDetail = "rewritten"
+	raw, err := json.Marshal(forged) // the stale seal: record.Marshal would refuse it
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nats.NewMsg(subjects.LegalHold("pharmacy", rs[0].DLQID))
+	m.Data = raw
+	m.Header.Set(HeaderSourceStream, subjects.QuarantineStream)
+	m.Header.Set(HeaderSourceSeq, "1")
+	m.Header.Set(HeaderSourceSubject, subjects.Quarantine("pharmacy", rs[0].DLQID))
+	if _, err := js.PublishMsg(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.Retention = o.Retention
+	e.startAuditor(t, cfg, nil)
+	lh, err := js.Stream(context.Background(), subjects.LegalHoldStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		info, err := lh.Info(context.Background())
+		if err != nil || info.State.Msgs != 2 {
+			return fmt.Errorf("LEGALHOLD holds %v copies (%v), want 2", info.State.Msgs, err)
+		}
+		return nil
+	})
+	var v api.VerifyReply
+	request(t, e.nc, api.AuditVerify, api.VerifyRequest{}, &v)
+	kinds := map[string]int{}
+	for _, p := range v.Problems {
+		kinds[p.Kind]++
+	}
+	if v.OK || v.LegalHold == nil || v.LegalHold.Chains != 1 || v.LegalHold.Records != 2 || kinds[api.ProblemLegalHoldCopy] < 2 || len(kinds) != 1 {
+		t.Errorf("verify: ok %v legal hold %+v problems %+v", v.OK, v.LegalHold, v.Problems)
 	}
 }
