@@ -47,10 +47,14 @@ const (
 const holdReload = 5 * time.Second
 
 // legalHoldSweep is how often held chains are checked against their
-// LEGALHOLD copies: a quarter of QUARANTINE's MaxAge, between 100 ms and
-// a minute, so a copy that failed is retried well before the original
-// can expire.
+// LEGALHOLD copies and failed hold work is retried: a quarter of
+// QUARANTINE's MaxAge, between 100 ms and a minute, so a copy that failed
+// is retried well before the original can expire; a minute without a
+// MaxAge.
 func legalHoldSweep(maxAge time.Duration) time.Duration {
+	if maxAge == 0 {
+		return time.Minute
+	}
 	return min(max(maxAge/4, 100*time.Millisecond), time.Minute)
 }
 

@@ -142,3 +142,14 @@ func TestVerifyLegalHold(t *testing.T) {
 		t.Errorf("verify: ok %v legal hold %+v problems %+v", v.OK, v.LegalHold, v.Problems)
 	}
 }
+
+func TestLegalHoldSweep(t *testing.T) {
+	for _, tt := range []struct{ maxAge, want time.Duration }{
+		{0, time.Minute}, {3 * time.Second, 750 * time.Millisecond}, {100 * time.Millisecond, 100 * time.Millisecond},
+		{6 * 365 * 24 * time.Hour, time.Minute},
+	} {
+		if got := legalHoldSweep(tt.maxAge); got != tt.want {
+			t.Errorf("legalHoldSweep(%s) = %s, want %s", tt.maxAge, got, tt.want)
+		}
+	}
+}
