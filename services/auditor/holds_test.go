@@ -153,3 +153,35 @@ func TestLegalHoldSweep(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldNeedsAnAuthenticatedCaller: without AllowAnonymous, a place or
+// lift that carries no caller the server attached is refused, and no hold
+// is stored.
+func TestHoldNeedsAnAuthenticatedCaller(t *testing.T) {
+	e := newEnv(t)
+	rs := e.chainOf(t, fixture{id: id(1), domain: "pharmacy", class: record.ClassValidation, code: codes.InvalidNDC, firstSeen: t0, quarantined: t0})
+	cfg := testConfig()
+	cfg.AllowAnonymous = false
+	e.startAuditor(t, cfg, nil)
+	for _, tt := range []struct {
+		subject string
+		body    any
+	}{
+		{api.HoldPlace, api.HoldPlaceRequest{CaseID: "C", Reason: "r", Target: api.HoldTarget{DLQID: rs[0].DLQID}}},
+		{api.HoldLift, api.HoldLiftRequest{ID: "hold-1", CaseID: "C", Reason: "r"}},
+	} {
+		b, _ := json.Marshal(tt.body)
+		m, err := e.nc.Request(tt.subject, b, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := m.Header.Get("Nats-Service-Error-Code"); code != api.ErrUnauthenticated {
+			t.Errorf("%s without a caller: code %q, want %s", tt.subject, code, api.ErrUnauthenticated)
+		}
+	}
+	var l api.HoldListReply
+	request(t, e.nc, api.HoldList, api.HoldListRequest{IncludeLifted: true}, &l)
+	if len(l.Holds) != 0 {
+		t.Errorf("holds stored: %+v", l.Holds)
+	}
+}
