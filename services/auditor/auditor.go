@@ -1,6 +1,8 @@
 // Package auditor answers an inspector's and an operator's questions about
 // the quarantine as a NATS micro service (it writes nothing but its signed
-// checkpoints and the access audit of payload reads to AUDIT):
+// checkpoints, the access audit of payload reads and the legal holds'
+// actions to AUDIT, the holds to HOLDS, their records through the
+// quarantiner and the held chains' copies to LEGALHOLD):
 //
 //   - audit.verify: recompute every record's seal and every chain, find
 //     gaps in QUARANTINE, and check the checkpoints in AUDIT;
@@ -17,7 +19,14 @@
 //     and acknowledged, before the reply leaves, or refused;
 //   - audit.checkpoint: append a checkpoint (also done periodically, once
 //     caught up at start-up and at shutdown, when there are records no
-//     checkpoint covers).
+//     checkpoint covers);
+//   - hold.place, hold.lift, hold.list, hold.get: legal holds (package
+//     hold; holds.go): a hold's record is sealed into every chain it
+//     holds, dynamic holds (a party, a filter) also into the chains
+//     quarantined later that match them, and when QUARANTINE has a MaxAge
+//     every held chain is copied to LEGALHOLD before it could expire
+//     (legalhold.go). The auditor refuses to start on a QUARANTINE whose
+//     MaxAge is below the longest retention of the domain registry.
 //
 // The auditor creates no consumer (a credential that may create one can
 // aim its deliver_subject anywhere): it reads every stream with batched
@@ -29,8 +38,9 @@
 // it stores the record). What it no longer
 // holds (resolved chains) is read from QUARANTINE when asked for, with
 // JetStream direct gets, so the auditor's memory does not grow with the
-// number of records. The auditor never writes QUARANTINE; it appends only
-// its own checkpoints and access records to AUDIT.
+// number of records. The auditor never writes QUARANTINE (a hold's record
+// is the quarantiner's to append, on quarantiner.hold, which appends
+// nothing else).
 package auditor
 
 import (
@@ -51,7 +61,9 @@ import (
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/hold"
 	"github.com/deadletter/deadletter/shared/retry"
+	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -81,6 +93,8 @@ type Service struct {
 	audit      jetstream.Stream
 	events     jetstream.Stream
 	keys       jetstream.KeyValue
+	holds      *holdState
+	maxAge     time.Duration // QUARANTINE's MaxAge (0: none)
 
 	trees         exportTrees   // the Merkle tree of the newest checkpoint exported
 	cpMu          sync.Mutex    // serializes checkpoint writes
@@ -130,6 +144,8 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	m := newMetrics(cfg.Registerer, s.checkpointAge)
 	s.metrics = m
 	s.index = newIndex(log, m, cfg.AnchorBlocks)
+	s.holds = newHoldState(hold.NewStore(js, log))
+	s.index.onRecord = s.holds.onRecord
 	s.chains = chain.NewReader(js)
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(newDepthCollector(s.index, func() time.Time { return s.now() }))
@@ -155,6 +171,12 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.QuarantineStream, err)
 	}
+	// Retention: a QUARANTINE that could expire records before the
+	// longest retention a domain requires is refused; one with a MaxAge
+	// needs LEGALHOLD, where held chains outlive it.
+	if err := s.checkRetention(ctx); err != nil {
+		return err
+	}
 	s.audit, err = retry.Value(ctx, s.log, "AUDIT stream", func(ctx context.Context) (jetstream.Stream, error) {
 		return s.js.Stream(ctx, subjects.AuditStream)
 	})
@@ -172,6 +194,11 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.IdempotencyBucket, err)
+	}
+	if _, err := retry.Value(ctx, s.log, "legal holds", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, s.holds.reload(ctx)
+	}); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.HoldsBucket, err)
 	}
 	s.coverage.start(s.now())
 	setup, cancel := context.WithTimeout(ctx, retry.DefaultAttempt)
@@ -223,6 +250,17 @@ func (s *Service) Run(ctx context.Context) (err error) {
 			return fmt.Errorf("auditor: micro: %w", err)
 		}
 	}
+	hg := svc.AddGroup("hold")
+	for _, err := range []error{
+		endpoint.Add(srv, hg, endpoint.Spec{Name: "place", Description: "place a legal hold on an event, a party or a filter (inspector, operator)", Timeout: 5 * time.Minute}, withCaller(s.HoldPlace)),
+		endpoint.Add(srv, hg, endpoint.Spec{Name: "lift", Description: "lift a legal hold (inspector, operator)", Timeout: 5 * time.Minute}, withCaller(s.HoldLift)),
+		endpoint.Add(srv, hg, endpoint.Spec{Name: "list", Description: "the legal holds, each with the events it holds", Timeout: time.Minute}, withCaller(s.HoldList)),
+		endpoint.Add(srv, hg, endpoint.Spec{Name: "get", Description: "one legal hold and the events it holds", Timeout: time.Minute}, withCaller(s.HoldGet)),
+	} {
+		if err != nil {
+			return fmt.Errorf("auditor: micro: %w", err)
+		}
+	}
 	s.log.Info("auditor started", "grace", s.cfg.Grace.String(), "checkpoint_interval", s.cfg.CheckpointInterval.String())
 
 	var wg sync.WaitGroup
@@ -236,6 +274,11 @@ func (s *Service) Run(ctx context.Context) (err error) {
 			s.startupCheckpoint(ctx)
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.runHolds(ctx, legalHoldSweep(s.maxAge))
+	}()
 	s.every(ctx, &wg, s.cfg.CheckpointInterval, func(ctx context.Context) {
 		s.autoCheckpoint(ctx, "periodic", true)
 	})
@@ -258,6 +301,32 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		cancel()
 	}
 	s.log.Info("auditor stopped")
+	return nil
+}
+
+// checkRetention refuses a QUARANTINE whose MaxAge is below the longest
+// retention (the registry's, or Config.Retention's), naming both, and
+// binds LEGALHOLD when QUARANTINE has a MaxAge.
+func (s *Service) checkRetention(ctx context.Context) error {
+	info, err := retry.Value(ctx, s.log, "QUARANTINE stream info", func(ctx context.Context) (*jetstream.StreamInfo, error) {
+		return s.quarantine.Info(ctx)
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.QuarantineStream, err)
+	}
+	s.maxAge = info.Config.MaxAge
+	if err := (streams.Options{Retention: s.cfg.Retention}).CheckMaxAge(s.maxAge); err != nil {
+		return fmt.Errorf("auditor: %w", err)
+	}
+	if s.maxAge == 0 {
+		return nil
+	}
+	if _, err := retry.Value(ctx, s.log, "LEGALHOLD stream", func(ctx context.Context) (jetstream.Stream, error) {
+		return s.js.Stream(ctx, subjects.LegalHoldStream)
+	}); err != nil {
+		return fmt.Errorf("%w: %s (QUARANTINE has a max age): %w", ErrNotProvisioned, subjects.LegalHoldStream, err)
+	}
+	s.holds.legal = true
 	return nil
 }
 

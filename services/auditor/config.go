@@ -75,6 +75,11 @@ type Config struct {
 	// records (rounded up to a power of two) beyond. Default 1024; 0 means
 	// the default.
 	AnchorBlocks int
+	// Retention overrides the domain registry's retention per domain
+	// (streams.Options.Retention): the auditor refuses to start on a
+	// QUARANTINE whose MaxAge is below the longest. LoadEnv:
+	// DEADLETTER_RETENTION ("dscsa=52560h,...").
+	Retention map[string]time.Duration
 	// Registerer receives the auditor's metrics. Nil: not exported.
 	Registerer prometheus.Registerer
 }
@@ -105,7 +110,8 @@ func DefaultConfig() Config {
 // DEADLETTER_AUDIT_RECONCILE_INTERVAL, DEADLETTER_AUDIT_RECONCILE_WINDOW,
 // DEADLETTER_AUDIT_VERIFY_CACHE, DEADLETTER_AUDIT_SIGNING_KEY_FILE,
 // DEADLETTER_AUDIT_EXPORT_FILE, DEADLETTER_AUDIT_ANCHOR_BLOCKS,
-// DEADLETTER_INSTANCE_ID (default <hostname>-auditor-<DEADLETTER_INSTANCE_INDEX>), DEADLETTER_TRACE_URL_BASE.
+// DEADLETTER_INSTANCE_ID (default <hostname>-auditor-<DEADLETTER_INSTANCE_INDEX>), DEADLETTER_TRACE_URL_BASE,
+// DEADLETTER_RETENTION.
 func (c *Config) LoadEnv(env *config.Env) {
 	env.Duration("DEADLETTER_AUDIT_GRACE", &c.Grace)
 	env.Bool("DEADLETTER_ALLOW_ANONYMOUS", &c.AllowAnonymous)
@@ -118,6 +124,7 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Int("DEADLETTER_AUDIT_ANCHOR_BLOCKS", &c.AnchorBlocks)
 	env.Instance("auditor", &c.Instance)
 	env.String("DEADLETTER_TRACE_URL_BASE", &c.TraceURLBase)
+	env.Retention(&c.Retention)
 }
 
 func (c Config) validate() error {

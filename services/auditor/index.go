@@ -111,12 +111,25 @@ type index struct {
 	tree     *merkle.BlockBuilder // Merkle tree of the records (api.MerkleAlgorithm)
 	line     []byte
 	wake     chan struct{} // asks the follower to read now
+	// held are the chains a legal hold holds (resolved ones too), by dlq
+	// id: the holds their records placed and did not lift.
+	held map[string]*heldChain
+	// onRecord, when set, is told of every record applied (under the
+	// lock: it must not block), with the chain's holds when it is held.
+	onRecord func(h chain.Head, hc *heldChain)
+}
+
+// heldChain is a chain a legal hold holds.
+type heldChain struct {
+	domain  string
+	holds   map[string]bool // hold ids placed and not lifted
+	records int             // records applied
 }
 
 func newIndex(log *slog.Logger, m *metrics, anchorBlocks int) *index {
 	return &index{log: log, metrics: m, chains: map[string]*entry{}, resolved: map[groupKey]*resolvedGroup{},
 		domains: map[string]bool{}, digest: sha256.New(), tree: merkle.NewBlockBuilder(anchorBlocks),
-		wake: make(chan struct{}, 1)}
+		wake: make(chan struct{}, 1), held: map[string]*heldChain{}}
 }
 
 // viewState is what a checkpoint covers: the records applied up to
@@ -163,7 +176,17 @@ func (x *index) apply(seq uint64, raw []byte) {
 		return
 	}
 	x.metrics.stored.WithLabelValues(string(r.Kind)).Inc()
+	hc := x.applyHold(r)
+	if x.onRecord != nil {
+		x.onRecord(r, hc)
+	}
+	if hc != nil && len(hc.holds) == 0 {
+		delete(x.held, r.DLQID) // every hold lifted
+	}
 	e := x.chains[r.DLQID]
+	if e == nil && r.Hold != nil && r.Hold.Status == record.StatusResolved {
+		return // a hold's record on a resolved chain: it stays resolved
+	}
 	if e == nil {
 		e = &entry{dlqID: r.DLQID, domain: r.Domain, firstSeen: r.FirstSeen.UTC(), quarantinedAt: r.QuarantinedAt.UTC(),
 			key: r.IdempotencyKey, sourceStream: r.SourceStream, sourceSeq: r.SourceSeq, status: record.StatusOpen, seq: seq}
@@ -177,6 +200,9 @@ func (x *index) apply(seq uint64, raw []byte) {
 	}
 	e.lastChange, e.lastHash = r.QuarantinedAt.UTC(), r.AuditHash
 	e.status = record.StatusAfter(e.status, r.Kind)
+	if r.Hold != nil && r.Hold.Status != "" {
+		e.status = r.Hold.Status // the status a hold's record keeps
+	}
 	if !e.unresolved() {
 		k := groupKey{e.domain, e.code, e.class, e.party}
 		g := x.resolved[k]
@@ -187,6 +213,66 @@ func (x *index) apply(seq uint64, raw []byte) {
 		g.add(e)
 		delete(x.chains, r.DLQID)
 	}
+}
+
+// applyHold updates the held chains for r (a hold's record places or
+// lifts one) and returns r's chain's, nil when it is not held.
+func (x *index) applyHold(r chain.Head) *heldChain {
+	hc := x.held[r.DLQID]
+	if r.Hold != nil && r.Hold.HoldID != "" {
+		switch r.Kind {
+		case record.KindHoldPlaced:
+			if hc == nil {
+				hc = &heldChain{domain: r.Domain, holds: map[string]bool{}}
+				x.held[r.DLQID] = hc
+			}
+			hc.holds[r.Hold.HoldID] = true
+		case record.KindHoldLifted:
+			if hc != nil {
+				delete(hc.holds, r.Hold.HoldID)
+			}
+		}
+	}
+	if hc != nil {
+		hc.records = r.Index + 1
+	}
+	return hc
+}
+
+// carries reports whether the chain dlqID carries hold holdID (as far as
+// the records applied tell).
+func (x *index) carries(dlqID, holdID string) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	hc := x.held[dlqID]
+	return hc != nil && hc.holds[holdID]
+}
+
+// heldRef names a held chain.
+type heldRef struct {
+	dlqID, domain string
+	records       int
+	holds         []string
+}
+
+// heldChains returns the held chains (holdID "": all of them; else those
+// that carry holdID), sorted by dlq id.
+func (x *index) heldChains(holdID string) []heldRef {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var out []heldRef
+	for id, hc := range x.held {
+		if holdID != "" && !hc.holds[holdID] {
+			continue
+		}
+		ref := heldRef{dlqID: id, domain: hc.domain, records: hc.records}
+		for h := range hc.holds {
+			ref.holds = append(ref.holds, h)
+		}
+		out = append(out, ref)
+	}
+	slices.SortFunc(out, func(a, b heldRef) int { return cmp.Compare(a.dlqID, b.dlqID) })
+	return out
 }
 
 // entryOf returns a copy of the unresolved chain dlqID's entry.

@@ -53,21 +53,43 @@ func (s *Service) Get(ctx context.Context, req api.GetRequest) (api.GetReply, er
 			}
 		}
 	}
+	if dom == "" && s.holds.legal {
+		dom, _, _ = strings.Cut(req.DLQID, "_") // expired from QUARANTINE: its legal-hold copy, if any
+	}
 	if dom == "" || !validToken(dom) {
 		return api.GetReply{}, api.Errorf(api.ErrNotFound, "no quarantine chain has this dlq id")
 	}
 	stored, err := s.chains.Stored(ctx, dom, req.DLQID)
-	if errors.Is(err, chain.ErrNotFound) {
-		return api.GetReply{}, api.Errorf(api.ErrNotFound, "no quarantine chain has this dlq id")
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, chain.ErrNotFound) {
 		return api.GetReply{}, fmt.Errorf("auditor: read chain: %w", err)
 	}
 	var rep api.GetReply
-	raws := make([][]byte, len(stored))
-	for i, m := range stored {
-		raws[i] = m.Data
+	if s.holds.legal {
+		// The records QUARANTINE no longer holds, from their legal-hold
+		// copies.
+		copies, err := s.legalCopies(ctx, dom, req.DLQID)
+		if err != nil {
+			return api.GetReply{}, err
+		}
+		from := len(copies)
+		if len(stored) > 0 {
+			if h, err := chain.DecodeHead(stored[0].Data); err == nil {
+				from = min(from, h.Index)
+			}
+		}
+		for _, m := range copies[:from] {
+			rep.Records = append(rep.Records, api.ChainRecord{Seq: m.Seq, Record: m.Data, Stream: subjects.LegalHoldStream})
+		}
+	}
+	for _, m := range stored {
 		rep.Records = append(rep.Records, api.ChainRecord{Seq: m.Seq, Record: m.Data})
+	}
+	if len(rep.Records) == 0 {
+		return api.GetReply{}, api.Errorf(api.ErrNotFound, "no quarantine chain has this dlq id")
+	}
+	raws := make([][]byte, len(rep.Records))
+	for i, r := range rep.Records {
+		raws[i] = r.Record
 	}
 	rep.Problems = record.VerifyChain(raws)
 	for i := range rep.Problems {

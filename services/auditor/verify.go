@@ -154,6 +154,13 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 		return rep, fmt.Errorf("auditor: %w", err)
 	default:
 		last, msgs = info.State.LastSeq, info.State.Msgs
+		if info.Config.MaxAge > 0 && info.State.FirstSeq > 1 {
+			// Below the first sequence, records expired by QUARANTINE's
+			// MaxAge (deletes are denied): not missing. A held chain's are
+			// in LEGALHOLD (verifyLegalHold).
+			v.expected = info.State.FirstSeq
+			rep.ExpiredBelowSeq = info.State.FirstSeq
+		}
 	}
 	if len(cps) > 0 && cps[len(cps)-1].cp.LastSeq > last {
 		last = cps[len(cps)-1].cp.LastSeq // records the checkpoints cover must be there
@@ -166,6 +173,9 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 	v.finish(last)
 	if v.anchor != nil {
 		v.anchor.finish(v)
+	}
+	if err := s.verifyLegalHold(ctx, v); err != nil {
+		return rep, err
 	}
 	rep.Chains = v.chains
 	rep.OK = rep.ProblemCount == 0

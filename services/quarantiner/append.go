@@ -16,7 +16,8 @@ import (
 )
 
 // handleAppend appends a lifecycle record requested by another service or an
-// operator tool. The transition is checked with record.Fold, so a chain can
+// operator tool (quarantiner.append), or a legal hold's record requested
+// by the auditor (quarantiner.hold, which refuses any other kind). The transition is checked with record.Fold, so a chain can
 // only move the ways the lifecycle allows.
 //
 // The request's trace context (the redriver's, an operator tool's) is
@@ -39,6 +40,13 @@ func (s *Service) handleAppend(r micro.Request) {
 	if req.DLQID == "" || req.Domain == "" || req.Kind == "" || req.Kind == record.KindQuarantined {
 		telemetry.Error(span, api.ErrBadRequest)
 		_ = r.Error(api.ErrBadRequest, "dlq_id, domain and a lifecycle kind are required", nil)
+		return
+	}
+	// The auditor's endpoint appends holds' records and nothing else; the
+	// redriver's appends no hold's record.
+	if holdKind := req.Kind == record.KindHoldPlaced || req.Kind == record.KindHoldLifted; holdKind != (r.Subject() == api.QuarantinerHold) {
+		telemetry.Error(span, api.ErrForbidden)
+		_ = r.Error(api.ErrForbidden, "hold_placed and hold_lifted records are appended on "+api.QuarantinerHold+", and only they", nil)
 		return
 	}
 	rep, code, err := s.appendLifecycle(ctx, req)
@@ -174,13 +182,27 @@ func (s *Service) lifecycleRecord(req api.AppendRequest, prev record.State) reco
 		r.Class = record.ClassPoison
 	case record.KindApproved:
 		r.Signature = req.Signature
+	case record.KindHoldPlaced, record.KindHoldLifted:
+		if h := req.Hold; h != nil {
+			r.Hold = &record.HoldMark{HoldID: h.HoldID, CaseID: h.CaseID, At: h.At.UTC(), Status: prev.Status}
+		}
 	}
 	return r
 }
 
 // sameRequest reports whether stored record r is what req asked for.
 func sameRequest(r record.Record, req api.AppendRequest) bool {
-	return r.Kind == req.Kind && r.DrainID == req.DrainID && r.Actor == req.Actor && sameApproval(r.Signature, req.Signature)
+	return r.Kind == req.Kind && r.DrainID == req.DrainID && r.Actor == req.Actor && sameApproval(r.Signature, req.Signature) &&
+		sameHold(r.Hold, req.Hold)
+}
+
+// sameHold reports whether two hold marks (either may be absent) name the
+// same hold.
+func sameHold(a, b *record.HoldMark) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.HoldID == b.HoldID
 }
 
 // sameApproval reports whether two signatures (either may be absent) are

@@ -221,6 +221,10 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		micro.WithEndpointMetadata(map[string]string{"description": "append a lifecycle record to a chain (redriver, operators)"})); err != nil {
 		return fmt.Errorf("quarantiner: micro endpoint: %w", err)
 	}
+	if err := svc.AddGroup("quarantiner").AddEndpoint("hold", endpoint.Guard(micro.HandlerFunc(concurrent)),
+		micro.WithEndpointMetadata(map[string]string{"description": "append a legal hold's record to a chain (auditor); no other kind"})); err != nil {
+		return fmt.Errorf("quarantiner: micro endpoint: %w", err)
+	}
 
 	work := make(chan jetstream.Msg, s.cfg.Workers)
 	var wg sync.WaitGroup

@@ -232,7 +232,11 @@ func ptr(i int) *int { return &i }
 func appendReq(tb testing.TB, nc *nats.Conn, req api.AppendRequest) (api.AppendReply, error) {
 	tb.Helper()
 	b, _ := json.Marshal(req)
-	m, err := nc.Request(api.QuarantinerAppend, b, 5*time.Second)
+	subject := api.QuarantinerAppend
+	if req.Kind == record.KindHoldPlaced || req.Kind == record.KindHoldLifted {
+		subject = api.QuarantinerHold
+	}
+	m, err := nc.Request(subject, b, 5*time.Second)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -330,6 +334,8 @@ func TestAppendEndpoint(t *testing.T) {
 		{"approved without signature", nil, api.AppendRequest{DLQID: dlqID, Domain: "dscsa", Kind: record.KindApproved, Actor: "b", Reason: "r"}, api.ErrInvalidTransition},
 		{"approved by the requester", nil, api.AppendRequest{DLQID: dlqID, Domain: "dscsa", Kind: record.KindApproved, Actor: "a", Reason: "r",
 			Signature: &record.Signature{ApprovalID: "ap1", Action: "correct", Requester: "a", RequestedAt: time.Now(), Approver: "a", ApproverRole: "approver", SignedAt: time.Now(), Meaning: "m"}}, api.ErrInvalidTransition},
+		{"hold on the redriver's endpoint", nil, api.AppendRequest{DLQID: dlqID, Domain: "dscsa", Kind: record.KindHoldPlaced, Actor: "a", Reason: "r",
+			Hold: &record.HoldMark{HoldID: "h1", CaseID: "c1", At: time.Now()}}, api.ErrForbidden},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -338,6 +344,30 @@ func TestAppendEndpoint(t *testing.T) {
 				b, _ = json.Marshal(tt.req)
 			}
 			m, err := nc.Request(api.QuarantinerAppend, b, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := m.Header.Get("Nats-Service-Error-Code"); got != tt.want {
+				t.Errorf("error code = %q, want %q (%s)", got, tt.want, m.Header.Get("Nats-Service-Error"))
+			}
+		})
+	}
+	// The auditor's endpoint appends holds' records only, and complete.
+	for _, tt := range []struct {
+		name string
+		req  api.AppendRequest
+		want string
+	}{
+		{"resolve on the hold endpoint", api.AppendRequest{DLQID: dlqID, Domain: "dscsa", Kind: record.KindResolved, Actor: "a", Reason: "r"}, api.ErrForbidden},
+		{"hold without its hold", api.AppendRequest{DLQID: dlqID, Domain: "dscsa", Kind: record.KindHoldPlaced, Actor: "a", Reason: "r"}, api.ErrInvalidTransition},
+		{"hold without case id", api.AppendRequest{DLQID: dlqID, Domain: "dscsa", Kind: record.KindHoldPlaced, Actor: "a", Reason: "r",
+			Hold: &record.HoldMark{HoldID: "h1", At: time.Now()}}, api.ErrInvalidTransition},
+		{"lift of a hold not placed", api.AppendRequest{DLQID: dlqID, Domain: "dscsa", Kind: record.KindHoldLifted, Actor: "a", Reason: "r",
+			Hold: &record.HoldMark{HoldID: "h1", CaseID: "c1", At: time.Now()}}, api.ErrInvalidTransition},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b, _ := json.Marshal(tt.req)
+			m, err := nc.Request(api.QuarantinerHold, b, 5*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -362,6 +392,28 @@ func TestAppendEndpoint(t *testing.T) {
 	}
 	if last.Kind != record.KindApproved || last.Signature == nil || last.Signature.Approver != "bob" || last.Signature.Meaning != sig.Meaning {
 		t.Errorf("approved record = %+v, want the signature of bob", last)
+	}
+	// A legal hold is sealed into the chain with the status it keeps; a
+	// repeated placing is answered with the record, a second one refused.
+	hold := api.AppendRequest{DLQID: dlqID, Domain: "dscsa", Kind: record.KindHoldPlaced, ExpectedIndex: ptr(3), Actor: "erin", Reason: "subpoena",
+		Hold: &record.HoldMark{HoldID: "h1", CaseID: "case-1", At: time.Now()}}
+	placed, err := appendReq(t, nc, hold)
+	if err != nil || placed.Index != 3 || placed.Status != record.StatusRedriving {
+		t.Fatalf("append hold_placed = %+v, %v", placed, err)
+	}
+	if again, err := appendReq(t, nc, hold); err != nil || again != placed {
+		t.Errorf("repeated hold_placed = %+v, %v; want %+v", again, err, placed)
+	}
+	hold.ExpectedIndex = nil
+	if _, err := appendReq(t, nc, hold); err == nil {
+		t.Error("a second placing of the same hold was appended")
+	}
+	chain = e.chainOf(t, "dscsa", dlqID)
+	if err := json.Unmarshal(chain[3], &last); err != nil {
+		t.Fatal(err)
+	}
+	if last.Hold == nil || last.Hold.HoldID != "h1" || last.Hold.CaseID != "case-1" || last.Hold.Status != record.StatusRedriving || last.Actor != "erin" {
+		t.Errorf("hold_placed record = %+v", last)
 	}
 }
 

@@ -175,13 +175,16 @@ var table = func() []Spec {
 		pull(subjects.AdvisoriesStream, subjects.AdvisoriesConsumer),
 		reads(subjects.QuarantineStream, subjects.EventsStream),
 		kvRead(subjects.AttemptsBucket),
-		// Answers to the redriver's appends (a request within the account).
-		[]string{subjects.QuarantineAll, inboxAll(Redriver)},
-	), api.QuarantinerAppend)
+		// Answers to the redriver's and the auditor's appends (requests
+		// within the account).
+		[]string{subjects.QuarantineAll, inboxAll(Redriver), inboxAll(Auditor)},
+	), api.QuarantinerAppend, api.QuarantinerHold)
 	rp, rs := service(Redriver, concat(
 		// AUDIT: the current approval policy is its last policy action.
 		reads(subjects.QuarantineStream, subjects.EventsStream, subjects.LedgerStream, subjects.AuditStream),
 		kvRead(subjects.IdempotencyBucket), kvWrite(subjects.DrainsBucket), kvWrite(subjects.ApprovalsBucket),
+		// HOLDS: it refuses held events (package hold).
+		kvRead(subjects.HoldsBucket),
 		// Its governance actions (pauses, resumes, approvals, holds) go to
 		// AUDIT, and so does the access record of an approver's review of
 		// a correction (approval.get shows payload values).
@@ -191,9 +194,14 @@ var table = func() []Spec {
 		// read-only) to observe each replay's outcome as it happens.
 		kvKeys(subjects.IdempotencyBucket), subjects.QuarantineAll)...)
 	ap, as := service(Auditor, concat(
-		reads(subjects.QuarantineStream, subjects.AuditStream, subjects.EventsStream, subjects.LedgerStream),
+		reads(subjects.QuarantineStream, subjects.AuditStream, subjects.EventsStream, subjects.LedgerStream, subjects.LegalHoldStream),
 		kvRead(subjects.IdempotencyBucket),
-		[]string{subjects.AuditCheckpoints, subjects.AuditAccessAll},
+		// Legal holds: their definitions in HOLDS, their actions in AUDIT,
+		// their records appended through the quarantiner, the held chains'
+		// copies in LEGALHOLD.
+		kvWrite(subjects.HoldsBucket),
+		[]string{subjects.AuditCheckpoints, subjects.AuditAccessAll, subjects.AuditAction("hold", ">"),
+			api.QuarantinerHold, subjects.LegalHoldAll},
 	), AuditorEndpoints()...)
 	return []Spec{
 		{
@@ -208,17 +216,17 @@ var table = func() []Spec {
 		},
 		{
 			Name:    Quarantiner,
-			Doc:     "pulls FAILURES and ADVISORIES, reads EVENTS and ATTEMPTS, appends sealed records to QUARANTINE (its only writer); answers only the redriver's appends",
+			Doc:     "pulls FAILURES and ADVISORIES, reads EVENTS and ATTEMPTS, appends sealed records to QUARANTINE (its only writer); answers only the redriver's and the auditor's appends",
 			Publish: qp, Subscribe: qs,
 		},
 		{
 			Name:    Redriver,
-			Doc:     "reads QUARANTINE, replays on replay.> (its own subjects), keeps drain states in DRAINS and two-person approvals in APPROVALS, appends lifecycle records through the quarantiner, writes its governance actions (the approval policy among them) to AUDIT and reads them back, and records an approver's review of a correction in the access audit",
+			Doc:     "reads QUARANTINE, replays on replay.> (its own subjects), keeps drain states in DRAINS and two-person approvals in APPROVALS, reads the legal holds in HOLDS, appends lifecycle records through the quarantiner, writes its governance actions (the approval policy among them) to AUDIT and reads them back, and records an approver's review of a correction in the access audit",
 			Publish: rp, Subscribe: rs,
 		},
 		{
 			Name:    Auditor,
-			Doc:     "reads QUARANTINE, AUDIT, EVENTS, LEDGER and IDEMPOTENCY; writes only its checkpoints and the access audit of payload reads to AUDIT",
+			Doc:     "reads QUARANTINE, AUDIT, EVENTS, LEDGER and IDEMPOTENCY; writes its checkpoints, the access audit of payload reads and the legal holds' actions to AUDIT, keeps the legal holds in HOLDS, appends their records through the quarantiner and copies the held chains to LEGALHOLD",
 			Publish: ap, Subscribe: as,
 		},
 	}
@@ -235,7 +243,7 @@ func RedriverEndpoints() []string {
 // never exported.
 func AuditorEndpoints() []string {
 	return []string{api.AuditVerify, api.AuditReconcile, api.AuditGet, api.AuditList, api.AuditGroups, api.AuditCheckpoint, api.AuditWhoami,
-		api.AuditExport, api.AuditAccess}
+		api.AuditExport, api.AuditAccess, api.HoldPlace, api.HoldLift, api.HoldList, api.HoldGet}
 }
 
 // readEndpoints are the endpoints every person role may call: reads that
@@ -252,8 +260,17 @@ func readEndpoints() []string {
 		// The auditor refuses an export to a role that does not read
 		// payloads; the access audit lists who read, never what.
 		api.AuditExport, api.AuditAccess,
+		// Which holds exist and what they hold (ids and case ids).
+		api.HoldList, api.HoldGet,
 	}
 }
+
+// holdEndpoints place and lift legal holds: the inspector's (holds are
+// an inspection and retention function: the compliance officer or
+// counsel places them for a case) and the operator's (who must be able to
+// freeze an event before acting on it, and is refused by the hold
+// otherwise).
+func holdEndpoints() []string { return []string{api.HoldPlace, api.HoldLift} }
 
 // RoleEndpoints returns the service subjects a role's account imports
 // (and its users may publish to), besides $SRV.> discovery.
@@ -262,7 +279,9 @@ func RoleEndpoints(r Role) []string {
 	case RolePublisher:
 		return []string{subjects.EventsAll, api.ValidatorCheckAll}
 	case RoleOperator:
-		return concat(readEndpoints(), []string{api.DrainStart, api.DrainCancel, api.DrainResume, api.Redrive, api.Release, api.AuditCheckpoint})
+		return concat(readEndpoints(), []string{api.DrainStart, api.DrainCancel, api.DrainResume, api.Redrive, api.Release, api.AuditCheckpoint}, holdEndpoints())
+	case RoleInspector:
+		return concat(readEndpoints(), holdEndpoints())
 	case RoleApprover:
 		return concat(readEndpoints(), []string{api.ApprovalApprove, api.ApprovalReject})
 	case RolePolicy:

@@ -40,9 +40,9 @@ type attack struct {
 // protected are every stream and bucket stream deadletter provisions.
 var protected = []string{
 	subjects.ReplaysStream, subjects.EventsStream, subjects.LedgerStream, subjects.FailuresStream, subjects.AdvisoriesStream,
-	subjects.QuarantineStream, subjects.AuditStream,
+	subjects.QuarantineStream, subjects.AuditStream, subjects.LegalHoldStream,
 	"KV_" + subjects.IdempotencyBucket, "KV_" + subjects.AttemptsBucket, "KV_" + subjects.DrainsBucket,
-	"KV_" + subjects.ApprovalsBucket,
+	"KV_" + subjects.ApprovalsBucket, "KV_" + subjects.HoldsBucket,
 }
 
 // deliveryTargets are subjects a push consumer, a snapshot or a mirror
@@ -105,7 +105,7 @@ func attacks() []attack {
 		add(attack{id: "H4", name: "forged ack on " + sc, publish: "$JS.ACK." + sc + ".1.1.1.1.0", allowed: []string{owner}})
 		add(attack{id: "H4", name: "forged v2 ack on " + sc, publish: "$JS.ACK.dom.hash." + sc + ".1.1.1.1.0.tok", allowed: []string{owner}})
 	}
-	for _, b := range []string{subjects.IdempotencyBucket, subjects.AttemptsBucket, subjects.DrainsBucket, subjects.ApprovalsBucket} {
+	for _, b := range []string{subjects.IdempotencyBucket, subjects.AttemptsBucket, subjects.DrainsBucket, subjects.ApprovalsBucket, subjects.HoldsBucket} {
 		add(attack{id: "H5", name: "write to bucket " + b, publish: "$KV." + b + ".pharmacy_forged", body: "forged",
 			allowed: writersOfBucket(b)})
 	}
@@ -120,6 +120,10 @@ func attacks() []attack {
 	add(attack{id: "H5", name: "stream list", publish: "$JS.API.STREAM.LIST"})
 	add(attack{id: "H1", name: "forged lifecycle record", publish: api.QuarantinerAppend,
 		body: map[string]any{"dlq_id": "x", "domain": "pharmacy", "kind": "resolved", "actor": "mallory"}, allowed: []string{access.Redriver}})
+	add(attack{id: "H1", name: "forged hold record", publish: api.QuarantinerHold,
+		body: map[string]any{"dlq_id": "x", "domain": "pharmacy", "kind": "hold_lifted", "actor": "mallory"}, allowed: []string{access.Auditor}})
+	add(attack{id: "H1", name: "forged legal-hold copy", publish: subjects.LegalHold("pharmacy", "forged"), body: map[string]any{"kind": "quarantined"},
+		allowed: []string{access.Auditor}})
 	add(attack{id: "H1", name: "forged quarantine record", publish: "quarantine.pharmacy.forged", body: map[string]any{"kind": "quarantined"},
 		allowed: []string{access.Quarantiner}})
 	add(attack{id: "H8", name: "forged checkpoint", publish: subjects.AuditCheckpoints, body: map[string]any{"count": 0},

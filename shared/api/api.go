@@ -10,6 +10,10 @@ import "github.com/deadletter/deadletter/shared/record"
 const (
 	// QuarantinerAppend appends a lifecycle record to a quarantine chain.
 	QuarantinerAppend = "quarantiner.append"
+	// QuarantinerHold appends a legal hold's record (hold_placed or
+	// hold_lifted, api.AppendRequest) and no other kind: the auditor's
+	// appends, so that its credential cannot resolve or redrive an event.
+	QuarantinerHold = "quarantiner.hold"
 
 	// ValidatorCheckAll covers the validator's dry-run endpoint,
 	// validator.check.<domain>.<type>.
@@ -92,6 +96,10 @@ type AppendRequest struct {
 	// Signature, for approved: the two-person approval's electronic
 	// signature (approval.Signature builds it from a signed approval).
 	Signature *record.Signature `json:"signature,omitempty"`
+	// Hold, for hold_placed and hold_lifted: the legal hold (its id, case
+	// id and time; the quarantiner states the status the record keeps).
+	// Actor and Reason are the person who placed (lifted) it and why.
+	Hold *record.HoldMark `json:"hold,omitempty"`
 }
 
 // AppendReply is the stored record's position and seal.

@@ -47,6 +47,13 @@ const (
 	// anchor (same signature, root and tree size): AUDIT was rewritten or
 	// recreated since the anchor was exported.
 	ProblemAnchorNotInAudit = "anchor_not_in_audit"
+	// ProblemLegalHoldCopy: a copy in LEGALHOLD fails its seal or its
+	// chain's links, lacks its provenance headers, or differs from the
+	// original still in QUARANTINE.
+	ProblemLegalHoldCopy = "legalhold_copy"
+	// ProblemLegalHoldIncomplete: a held chain's records that QUARANTINE
+	// no longer holds (expired by its MaxAge) are not all in LEGALHOLD.
+	ProblemLegalHoldIncomplete = "legalhold_incomplete"
 )
 
 // VerifyRequest asks the auditor to verify QUARANTINE and the checkpoints
@@ -129,6 +136,25 @@ type VerifyReply struct {
 	Seconds float64 `json:"seconds"`
 	// Anchor is the anchor checked (VerifyRequest.Anchor), nil without one.
 	Anchor *VerifyAnchor `json:"anchor,omitempty"`
+	// ExpiredBelowSeq, when QUARANTINE has a MaxAge, is its first
+	// sequence: the records below it expired (they are not reported
+	// missing; checkpoints over them no longer recompute).
+	ExpiredBelowSeq uint64 `json:"expired_below_seq,omitempty"`
+	// LegalHold is the check of LEGALHOLD, nil when it is not provisioned
+	// (QUARANTINE has no MaxAge).
+	LegalHold *VerifyLegalHold `json:"legal_hold,omitempty"`
+}
+
+// VerifyLegalHold is what audit.verify found in LEGALHOLD: the copies of
+// held chains (their problems are among VerifyReply.Problems, kinds
+// ProblemLegalHoldCopy and ProblemLegalHoldIncomplete).
+type VerifyLegalHold struct {
+	// Records and Chains are the copies read and the chains they belong
+	// to; Expired counts the held chains whose first record QUARANTINE no
+	// longer holds (each must be whole in LEGALHOLD).
+	Records uint64 `json:"records"`
+	Chains  int    `json:"chains"`
+	Expired int    `json:"expired"`
 }
 
 // Checkpoint is one record of the AUDIT stream (subject audit.checkpoints):
@@ -341,6 +367,10 @@ type GetReply struct {
 type ChainRecord struct {
 	Seq    uint64          `json:"seq"`
 	Record json.RawMessage `json:"record"`
+	// Stream is LEGALHOLD for a record read from its legal-hold copy (the
+	// original expired from QUARANTINE; Seq is then LEGALHOLD's), empty
+	// for QUARANTINE.
+	Stream string `json:"stream,omitempty"`
 	// TraceID and TraceURL find the trace the record was written in (the
 	// original event's for the first record; a redrive's for its records)
 	// in Jaeger.

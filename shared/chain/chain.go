@@ -62,6 +62,9 @@ type Head struct {
 	AuditHash      string       `json:"audit_hash"`
 	// DrainID is the drain that caused the record, if any.
 	DrainID string `json:"drain_id"`
+	// Hold is the legal hold a hold record places or lifts (nil on other
+	// records); its Status is the status the record keeps.
+	Hold *record.HoldMark `json:"hold"`
 }
 
 // errNoDLQID: a stored record names no chain.
@@ -86,13 +89,17 @@ func HeadOf(r record.Record) Head {
 	return Head{DLQID: r.DLQID, Index: r.Index, Kind: r.Kind, Domain: r.Domain, Class: r.Class, ErrorCode: r.ErrorCode,
 		SourceStream: r.SourceStream, SourceSeq: r.SourceSeq, IdempotencyKey: r.IdempotencyKey, OrderingKey: r.OrderingKey,
 		PartyID: r.PartyID, EventTime: r.EventTime, RedriveCount: r.RedriveCount, FirstSeen: r.FirstSeen,
-		QuarantinedAt: r.QuarantinedAt, AuditHash: r.AuditHash, DrainID: r.DrainID}
+		QuarantinedAt: r.QuarantinedAt, AuditHash: r.AuditHash, DrainID: r.DrainID, Hold: r.Hold}
 }
 
 // Status returns the status of a chain whose last record is h, as
 // record.Fold would fold a valid chain: a correction keeps the status it
-// found (poison when the class is, else open).
+// found (poison when the class is, else open); a hold record states the
+// status it keeps (a hold on a resolved event leaves it resolved).
 func (h Head) Status() record.Status {
+	if h.Hold != nil && h.Hold.Status != "" {
+		return h.Hold.Status
+	}
 	prev := record.StatusOpen
 	if h.Class == record.ClassPoison {
 		prev = record.StatusPoison

@@ -173,6 +173,8 @@ func TestHeadStatus(t *testing.T) {
 		{"released", Head{Kind: record.KindReleased, Class: record.ClassExhausted}, record.StatusOpen},
 		{"replayed", Head{Kind: record.KindReplayed, Class: record.ClassExhausted}, record.StatusResolved},
 		{"unknown kind", Head{Kind: "archived", Class: record.ClassExhausted}, record.StatusOpen},
+		{"hold on a resolved event", Head{Kind: record.KindHoldPlaced, Class: record.ClassExhausted, Hold: &record.HoldMark{Status: record.StatusResolved}}, record.StatusResolved},
+		{"hold lifted while redriving", Head{Kind: record.KindHoldLifted, Class: record.ClassExhausted, Hold: &record.HoldMark{Status: record.StatusRedriving}}, record.StatusRedriving},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

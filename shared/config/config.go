@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/deadletter/deadletter/shared/failpoint"
+	"github.com/deadletter/deadletter/shared/streams"
 )
 
 // Env reads typed variables from an environment lookup, collecting errors.
@@ -72,6 +73,20 @@ func (e *Env) Duration(name string, dst *time.Duration) {
 			return
 		}
 		*dst = d
+	}
+}
+
+// Retention sets *dst from DEADLETTER_RETENTION when set: per-domain
+// retentions, "domain=duration,..." (streams.ParseRetention), overriding
+// the domain registry's (streams.Options.Retention).
+func (e *Env) Retention(dst *map[string]time.Duration) {
+	if v, ok := e.lookup("DEADLETTER_RETENTION"); ok {
+		m, err := streams.ParseRetention(v)
+		if err != nil {
+			e.errs = append(e.errs, fmt.Errorf("DEADLETTER_RETENTION: %w", err))
+			return
+		}
+		*dst = m
 	}
 }
 

@@ -1,6 +1,10 @@
 package domain
 
-import "github.com/deadletter/deadletter/shared/envelope"
+import (
+	"time"
+
+	"github.com/deadletter/deadletter/shared/envelope"
+)
 
 // Checker is one domain's rules beyond its JSON Schema.
 type Checker interface {
@@ -42,6 +46,15 @@ type Spec struct {
 	// PartyID names the field failures are grouped by (the supplier,
 	// registrant or trading partner).
 	PartyID string
+	// Retention is how long the domain's records must be kept by default
+	// (a deployment may configure longer: streams.Options.Retention), and
+	// RetentionRule the rule that says so.
+	Retention     time.Duration
+	RetentionRule string
 	// Checker holds the domain's rules and identity derivations.
 	Checker Checker
 }
+
+// Year is 365 days, the unit retention rules are stated in (a leap day
+// more or less is within the margin a MaxAge above them keeps).
+const Year = 365 * 24 * time.Hour

@@ -52,7 +52,7 @@ func TestFromFailure(t *testing.T) {
 	// Every field a failure can fill is filled; only the fields of later
 	// records and of the seal stay empty.
 	laterOnly := map[string]bool{"Index": true, "RedriveCount": true, "Actor": true, "Reason": true,
-		"DrainID": true, "IgnoreOrder": true, "Signature": true, "PrevHash": true, "AuditHash": true}
+		"DrainID": true, "IgnoreOrder": true, "Signature": true, "Hold": true, "PrevHash": true, "AuditHash": true}
 	v := reflect.ValueOf(got)
 	for i := 0; i < v.NumField(); i++ {
 		name := v.Type().Field(i).Name

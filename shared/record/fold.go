@@ -30,6 +30,10 @@ var (
 	// ErrMissingSignature: an approved record lacks its signature, or a
 	// member of it, or names the requester as the approver.
 	ErrMissingSignature = errors.New("record: approval without a complete signature")
+	// ErrMissingHold: a hold record lacks its hold, a member of it, its
+	// actor or reason, states another status than the event's, places a
+	// hold already placed or lifts one not placed.
+	ErrMissingHold = errors.New("record: hold record without a complete hold")
 )
 
 // State is the current state of one quarantined event, folded from its
@@ -86,6 +90,27 @@ type State struct {
 	// Signatures are the electronic signatures of the approved records,
 	// in chain order.
 	Signatures []Signature `json:"signatures,omitempty"`
+	// Holds are the legal holds placed and not lifted, in the order they
+	// were placed.
+	Holds []HoldRef `json:"holds,omitempty"`
+}
+
+// HoldRef is a legal hold that holds the event, as folded from its
+// hold_placed record.
+type HoldRef struct {
+	HoldID   string    `json:"hold_id"`
+	CaseID   string    `json:"case_id"`
+	PlacedBy string    `json:"placed_by"`
+	PlacedAt time.Time `json:"placed_at"`
+	Reason   string    `json:"reason"`
+}
+
+// Held reports whether a legal hold holds the event.
+func (s State) Held() bool { return len(s.Holds) > 0 }
+
+// HeldBy reports whether the hold named holdID holds the event.
+func (s State) HeldBy(holdID string) bool {
+	return slices.ContainsFunc(s.Holds, func(h HoldRef) bool { return h.HoldID == holdID })
 }
 
 // Redrivable reports whether the event may be replayed now: it is open and
@@ -285,6 +310,44 @@ func applyApproved(s *State, r Record) error {
 		return fmt.Errorf("%w: the approver is the requester", ErrMissingSignature)
 	}
 	s.Signatures = append(slices.Clip(s.Signatures), *g)
+	return nil
+}
+
+// checkHold requires r's hold to be complete, with its actor and reason,
+// and to state the status s has.
+func checkHold(s *State, r Record) error {
+	h := r.Hold
+	switch {
+	case h == nil || h.HoldID == "" || h.CaseID == "" || h.At.IsZero() || r.Actor == "" || r.Reason == "":
+		return ErrMissingHold
+	case h.Status != s.Status:
+		return fmt.Errorf("%w: it states status %.32q, the event is %s", ErrMissingHold, string(h.Status), s.Status)
+	}
+	return nil
+}
+
+// applyHoldPlaced adds r's hold to the event's holds.
+func applyHoldPlaced(s *State, r Record) error {
+	if err := checkHold(s, r); err != nil {
+		return err
+	}
+	if s.HeldBy(r.Hold.HoldID) {
+		return fmt.Errorf("%w: hold %.64q is already placed", ErrMissingHold, r.Hold.HoldID)
+	}
+	s.Holds = append(slices.Clip(s.Holds), HoldRef{HoldID: r.Hold.HoldID, CaseID: r.Hold.CaseID,
+		PlacedBy: r.Actor, PlacedAt: r.Hold.At, Reason: r.Reason})
+	return nil
+}
+
+// applyHoldLifted removes r's hold from the event's holds.
+func applyHoldLifted(s *State, r Record) error {
+	if err := checkHold(s, r); err != nil {
+		return err
+	}
+	if !s.HeldBy(r.Hold.HoldID) {
+		return fmt.Errorf("%w: hold %.64q is not placed", ErrMissingHold, r.Hold.HoldID)
+	}
+	s.Holds = slices.DeleteFunc(slices.Clone(s.Holds), func(h HoldRef) bool { return h.HoldID == r.Hold.HoldID })
 	return nil
 }
 

@@ -19,28 +19,30 @@ var reach = map[Status][]Kind{
 	StatusResolved:  {KindRedriveRequested, KindReplayed},
 }
 
-// allowed is the lifecycle, written out independently of fold.go:
+// allowed is the lifecycle (but KindHoldLifted, which needs its hold
+// placed first: TestFoldHolds), written out independently of fold.go:
 // status → kind → resulting status.
 var allowed = map[Status]map[Kind]Status{
 	StatusOpen: {
 		KindCorrected: StatusOpen, KindRedriveRequested: StatusRedriving, KindSkippedDuplicate: StatusResolved,
 		KindReplayFailed: StatusOpen, KindPoisoned: StatusPoison, KindResolved: StatusResolved,
-		KindApproved: StatusOpen,
+		KindApproved: StatusOpen, KindHoldPlaced: StatusOpen,
 	},
 	StatusRedriving: {
 		KindReplayed: StatusResolved, KindSkippedDuplicate: StatusResolved, KindReplayFailed: StatusOpen,
 		KindPoisoned: StatusPoison, KindResolved: StatusResolved, KindApproved: StatusRedriving,
+		KindHoldPlaced: StatusRedriving,
 	},
 	StatusPoison: {
 		KindCorrected: StatusPoison, KindReleased: StatusOpen, KindResolved: StatusResolved,
-		KindApproved: StatusPoison,
+		KindApproved: StatusPoison, KindHoldPlaced: StatusPoison,
 	},
-	StatusResolved: {},
+	StatusResolved: {KindHoldPlaced: StatusResolved},
 }
 
 var allKinds = []Kind{
 	KindQuarantined, KindCorrected, KindRedriveRequested, KindReplayed, KindSkippedDuplicate,
-	KindReplayFailed, KindPoisoned, KindReleased, KindResolved, KindApproved, "archived",
+	KindReplayFailed, KindPoisoned, KindReleased, KindResolved, KindApproved, KindHoldPlaced, "archived",
 }
 
 func TestFoldAllowedTransitions(t *testing.T) {
@@ -178,6 +180,38 @@ func TestFoldInvalidChains(t *testing.T) {
 			r.Signature.Approver = r.Signature.Requester
 			return []Record{first, r}
 		}, ErrMissingSignature, 1},
+		{"hold without its hold", func() []Record {
+			r := follow(first, KindHoldPlaced)
+			r.Hold = nil
+			return []Record{first, r}
+		}, ErrMissingHold, 1},
+		{"hold without case id", func() []Record {
+			r := follow(first, KindHoldPlaced)
+			r.Hold.CaseID = ""
+			return []Record{first, r}
+		}, ErrMissingHold, 1},
+		{"hold without reason", func() []Record {
+			r := follow(first, KindHoldPlaced)
+			r.Reason = ""
+			return []Record{first, r}
+		}, ErrMissingHold, 1},
+		{"hold without actor", func() []Record {
+			r := follow(first, KindHoldPlaced)
+			r.Actor = ""
+			return []Record{first, r}
+		}, ErrMissingHold, 1},
+		{"hold stating another status", func() []Record {
+			r := follow(first, KindHoldPlaced)
+			r.Hold.Status = StatusResolved
+			return []Record{first, r}
+		}, ErrMissingHold, 1},
+		{"lift of a hold not placed", func() []Record {
+			return []Record{first, follow(first, KindHoldLifted)}
+		}, ErrMissingHold, 1},
+		{"hold placed twice", func() []Record {
+			p, _ := sealOnly(t, follow(first, KindHoldPlaced))
+			return []Record{first, p, follow(p, KindHoldPlaced)}
+		}, ErrMissingHold, 2},
 		{"released to class poison", func() []Record {
 			p := follow(first, KindPoisoned)
 			p, _ = sealOnly(t, p)
@@ -216,6 +250,36 @@ func TestFoldSignatures(t *testing.T) {
 	}
 	if *recs[1].Signature != s.Signatures[0] {
 		t.Errorf("signature %+v, record's %+v", s.Signatures[0], *recs[1].Signature)
+	}
+}
+
+// TestFoldHolds: the state lists the holds placed and not lifted, in
+// every status (resolved included), and a hold record keeps the status.
+func TestFoldHolds(t *testing.T) {
+	second := func(r *Record) { r.Hold.HoldID, r.Hold.CaseID = "hold-2", "case-2" }
+	for from, kinds := range reach {
+		t.Run(string(from), func(t *testing.T) {
+			steps := append(plain(kinds...), step{kind: KindHoldPlaced}, step{kind: KindHoldPlaced, mod: second})
+			recs, _ := chain(t, ClassExhausted, steps...)
+			s, err := Fold(recs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Status != from || !s.Held() || len(s.Holds) != 2 || s.Holds[0].HoldID != "hold-1" || s.Holds[1].HoldID != "hold-2" {
+				t.Fatalf("Status %s Holds %+v", s.Status, s.Holds)
+			}
+			if h := s.Holds[0]; h.CaseID != "case-2026-001" || h.PlacedBy != "erin" || h.Reason != "subpoena duces tecum" || !h.PlacedAt.Equal(recs[len(recs)-2].Hold.At) {
+				t.Errorf("hold %+v", h)
+			}
+			recs, _ = chain(t, ClassExhausted, append(steps, step{kind: KindHoldLifted})...)
+			s, err = Fold(recs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Status != from || len(s.Holds) != 1 || s.Holds[0].HoldID != "hold-2" || !s.HeldBy("hold-2") || s.HeldBy("hold-1") {
+				t.Errorf("after the lift: Status %s Holds %+v", s.Status, s.Holds)
+			}
+		})
 	}
 }
 

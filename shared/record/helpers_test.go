@@ -162,8 +162,24 @@ func follow(prev Record, kind Kind) Record {
 			Approver: "dana", ApproverRole: "approver", SignedAt: r.QuarantinedAt,
 			Meaning: "reviewed the correction against the invoice",
 		}
+	case KindHoldPlaced, KindHoldLifted:
+		r.Actor, r.Reason = "erin", "subpoena duces tecum"
+		r.Hold = &HoldMark{HoldID: "hold-1", CaseID: "case-2026-001", At: r.QuarantinedAt.Add(-time.Hour), Status: statusAt(prev)}
 	}
 	return r
+}
+
+// statusAt is the status a chain whose last record is prev is in (the
+// status a hold record keeps), as the last record alone tells it.
+func statusAt(prev Record) Status {
+	if prev.Hold != nil {
+		return prev.Hold.Status
+	}
+	from := StatusOpen
+	if prev.Class == ClassPoison {
+		from = StatusPoison
+	}
+	return StatusAfter(from, prev.Kind)
 }
 
 // step is one record of a test chain: its kind and an optional change.

@@ -43,6 +43,16 @@ const (
 	// electronic signature (Signature) and keeps the status. It precedes
 	// the record of the approved action.
 	KindApproved Kind = "approved"
+	// KindHoldPlaced: a legal hold (package hold) now holds the event: it
+	// is never drained, redriven, released or resolved while held, and
+	// its chain is retained (a LEGALHOLD copy) past QUARANTINE's MaxAge.
+	// The record carries the hold (Hold), the person who placed it
+	// (Actor) and why (Reason); it keeps the status, resolved included.
+	KindHoldPlaced Kind = "hold_placed"
+	// KindHoldLifted: a legal hold no longer holds the event. The record
+	// carries the hold (Hold), the person who lifted it (Actor) and why
+	// (Reason); it keeps the status.
+	KindHoldLifted Kind = "hold_lifted"
 )
 
 // Class is an event's failure class.
@@ -89,8 +99,12 @@ type kindRule struct {
 	event string
 }
 
-// kinds is the lifecycle, one entry per Kind. Nothing follows a resolved
-// event.
+// holdable are the statuses a hold may be placed or lifted in: every
+// status but invalid (a resolved event is held too: retention).
+var holdable = []Status{StatusOpen, StatusRedriving, StatusPoison, StatusResolved}
+
+// kinds is the lifecycle, one entry per Kind. Nothing but a hold's
+// placing or lifting follows a resolved event.
 var kinds = map[Kind]kindRule{
 	KindQuarantined:      {nil, StatusOpen, nil, "DLQ_QUARANTINED"},
 	KindCorrected:        {[]Status{StatusOpen, StatusPoison}, "", applyCorrected, "DLQ_CORRECTED"},
@@ -102,6 +116,8 @@ var kinds = map[Kind]kindRule{
 	KindReleased:         {[]Status{StatusPoison}, StatusOpen, applyReleased, "DLQ_RELEASED"},
 	KindResolved:         {[]Status{StatusOpen, StatusRedriving, StatusPoison}, StatusResolved, applyResolved, "DLQ_RESOLVED"},
 	KindApproved:         {[]Status{StatusOpen, StatusRedriving, StatusPoison}, "", applyApproved, "DLQ_APPROVED"},
+	KindHoldPlaced:       {holdable, "", applyHoldPlaced, "DLQ_HOLD_PLACED"},
+	KindHoldLifted:       {holdable, "", applyHoldLifted, "DLQ_HOLD_LIFTED"},
 }
 
 // UnknownKindEvent is the audit-log event of a record whose kind this

@@ -100,6 +100,9 @@ type Record struct {
 	// Signature, on an approved record, is the approver's electronic
 	// signature of a two-person approval.
 	Signature *Signature `json:"signature,omitempty"`
+	// Hold, on a hold_placed or hold_lifted record, names the legal hold
+	// placed or lifted.
+	Hold *HoldMark `json:"hold,omitempty"`
 	// PrevHash is the AuditHash of the previous record of the chain ("" for
 	// the first record).
 	PrevHash string `json:"prev_hash"`
@@ -129,4 +132,22 @@ type Signature struct {
 	SignedAt time.Time `json:"signed_at"`
 	// Meaning is what the signature means, in the signer's words.
 	Meaning string `json:"meaning"`
+}
+
+// HoldMark names the legal hold a hold_placed or hold_lifted record places
+// or lifts (package hold keeps the holds). The record's Actor and Reason
+// are the person who placed (lifted) the hold and why, its QuarantinedAt
+// when the record was written.
+type HoldMark struct {
+	// HoldID names the hold (bucket HOLDS, and its actions in AUDIT);
+	// CaseID is the legal matter it is placed for.
+	HoldID string `json:"hold_id"`
+	CaseID string `json:"case_id"`
+	// At is when the person placed (lifted) the hold (UTC): for a hold
+	// on a party or filter, earlier than the record of an event that
+	// matched it later.
+	At time.Time `json:"at"`
+	// Status is the event's status, which the record keeps (so that the
+	// last record alone tells the status: see chain.Head).
+	Status Status `json:"status"`
 }

@@ -47,7 +47,7 @@ func TestSchemaDescribesEveryField(t *testing.T) {
 	if len(doc.Properties) != reflect.TypeFor[Record]().NumField() {
 		t.Errorf("schema has %d properties, Record %d fields", len(doc.Properties), reflect.TypeFor[Record]().NumField())
 	}
-	for def, nested := range map[string]reflect.Type{"payload": reflect.TypeFor[Payload](), "attempt": reflect.TypeFor[Attempt](), "signature": reflect.TypeFor[Signature]()} {
+	for def, nested := range map[string]reflect.Type{"payload": reflect.TypeFor[Payload](), "attempt": reflect.TypeFor[Attempt](), "signature": reflect.TypeFor[Signature](), "hold": reflect.TypeFor[HoldMark]()} {
 		for i := 0; i < nested.NumField(); i++ {
 			name, _, _ := strings.Cut(nested.Field(i).Tag.Get("json"), ",")
 			if doc.Defs[def].Properties[name].Description == "" {
@@ -60,6 +60,7 @@ func TestSchemaDescribesEveryField(t *testing.T) {
 func TestSchemaRejects(t *testing.T) {
 	_, raws := chain(t, ClassValidation, plain(KindCorrected, KindResolved)...)
 	_, approved := chain(t, ClassExhausted, plain(KindApproved)...)
+	_, held := chain(t, ClassExhausted, plain(KindHoldPlaced)...)
 	edit := func(raw []byte, mod func(map[string]any)) []byte {
 		var m map[string]any
 		if err := json.Unmarshal(raw, &m); err != nil {
@@ -89,6 +90,10 @@ func TestSchemaRejects(t *testing.T) {
 		{"approved without signature", edit(approved[1], func(m map[string]any) { delete(m, "signature") })},
 		{"signature without meaning", edit(approved[1], func(m map[string]any) { delete(m["signature"].(map[string]any), "meaning") })},
 		{"signature with an unknown member", edit(approved[1], func(m map[string]any) { m["signature"].(map[string]any)["password"] = "x" })},
+		{"hold record without hold", edit(held[1], func(m map[string]any) { delete(m, "hold") })},
+		{"hold record without actor", edit(held[1], func(m map[string]any) { delete(m, "actor") })},
+		{"hold without case id", edit(held[1], func(m map[string]any) { delete(m["hold"].(map[string]any), "case_id") })},
+		{"hold with an invalid status", edit(held[1], func(m map[string]any) { m["hold"].(map[string]any)["status"] = "invalid" })},
 		{"negative index", edit(raws[1], func(m map[string]any) { m["index"] = -1 })},
 		{"bad base64 payload", edit(raws[0], func(m map[string]any) {
 			m["payload"] = map[string]any{"encoding": "base64", "data": "a b", "sha256": strings.Repeat("0", 64), "size": 1}

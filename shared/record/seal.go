@@ -176,6 +176,9 @@ func checkUTC(r Record) error {
 	if g := r.Signature; g != nil && (!isUTC(g.RequestedAt) || !isUTC(g.SignedAt)) {
 		return fmt.Errorf("%w: signature", ErrNotUTC)
 	}
+	if h := r.Hold; h != nil && !isUTC(h.At) {
+		return fmt.Errorf("%w: hold.at", ErrNotUTC)
+	}
 	return nil
 }
 

@@ -15,8 +15,8 @@ import (
 
 // EnsureCore creates, or checks, the streams and buckets every service
 // needs: REPLAYS, EVENTS (which sources REPLAYS, so it comes second),
-// LEDGER, FAILURES, ADVISORIES, IDEMPOTENCY, ATTEMPTS, DRAINS and
-// APPROVALS.
+// LEDGER, FAILURES, ADVISORIES, IDEMPOTENCY, ATTEMPTS, DRAINS, APPROVALS
+// and HOLDS.
 // It is idempotent: a second call with the same options changes nothing, and
 // an existing stream with an incompatible configuration yields an error
 // wrapping ErrIncompatible instead of being altered (except for settings a
@@ -39,7 +39,7 @@ func EnsureCore(ctx context.Context, js jetstream.JetStream, o Options) error {
 			return err
 		}
 	}
-	for _, cfg := range []jetstream.KeyValueConfig{Idempotency(o), Attempts(o), Drains(o), Approvals(o)} {
+	for _, cfg := range []jetstream.KeyValueConfig{Idempotency(o), Attempts(o), Drains(o), Approvals(o), Holds(o)} {
 		if err := EnsureBucket(ctx, js, cfg); err != nil {
 			return err
 		}
@@ -47,13 +47,29 @@ func EnsureCore(ctx context.Context, js jetstream.JetStream, o Options) error {
 	return nil
 }
 
-// EnsureWORM creates, or checks, the two WORM stores: QUARANTINE and AUDIT.
-// Only an administrator's connection may do this.
+// EnsureWORM creates, or checks, the WORM stores: QUARANTINE, AUDIT and,
+// when QUARANTINE has a MaxAge, LEGALHOLD. Only an administrator's
+// connection may do this.
 func EnsureWORM(ctx context.Context, js jetstream.JetStream, o Options) error {
 	if err := EnsureQuarantine(ctx, js, o); err != nil {
 		return err
 	}
-	return EnsureStream(ctx, js, Audit(o))
+	if err := EnsureStream(ctx, js, Audit(o)); err != nil {
+		return err
+	}
+	if o.QuarantineMaxAge == 0 {
+		return nil
+	}
+	return EnsureStream(ctx, js, LegalHold(o))
+}
+
+// WORMStreams returns the WORM stores EnsureWORM provisions for o.
+func WORMStreams(o Options) []jetstream.StreamConfig {
+	out := []jetstream.StreamConfig{Quarantine(o), Audit(o)}
+	if o.QuarantineMaxAge > 0 {
+		out = append(out, LegalHold(o))
+	}
+	return out
 }
 
 // EnsureQuarantine creates, or checks, the WORM QUARANTINE stream. Only an

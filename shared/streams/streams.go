@@ -9,10 +9,12 @@ package streams
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -49,6 +51,81 @@ type Options struct {
 	// QuarantineMaxAge is the retention period of quarantine records. Zero
 	// (the default) keeps them forever; any other value is a legal decision.
 	QuarantineMaxAge time.Duration
+	// Retention overrides, per domain name, the retention the domain
+	// registry documents (registry: DEA 2 y, DSCSA 6 y, FSMA 204 2 y);
+	// Retentions gives the effective ones. A QuarantineMaxAge below the
+	// longest of them is refused (CheckRetention).
+	Retention map[string]time.Duration
+}
+
+// ErrRetention: QUARANTINE's MaxAge is below the longest retention a
+// domain requires.
+var ErrRetention = errors.New("streams: QUARANTINE max age is below the longest retention")
+
+// Retentions returns the retention of every registered domain: the
+// registry's, or o.Retention's for the domain when set.
+func (o Options) Retentions() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, d := range registry.All() {
+		out[d.Name] = d.Retention
+		if r, ok := o.Retention[d.Name]; ok {
+			out[d.Name] = r
+		}
+	}
+	return out
+}
+
+// ParseRetention parses per-domain retentions, "domain=duration,..."
+// (Go durations, e.g. "dscsa=52560h,pharmacy=17520h"; "" is none), for
+// Options.Retention; Validate checks the domains.
+func ParseRetention(s string) (map[string]time.Duration, error) {
+	out := map[string]time.Duration{}
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, v, ok := strings.Cut(part, "=")
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if !ok || err != nil || d <= 0 {
+			return nil, fmt.Errorf("streams: retention %q is not domain=duration", part)
+		}
+		out[strings.TrimSpace(name)] = d
+	}
+	return out, nil
+}
+
+// LongestRetention returns the longest retention (Retentions) and its
+// domain.
+func (o Options) LongestRetention() (string, time.Duration) {
+	var name string
+	var longest time.Duration
+	for _, d := range registry.Names() {
+		if r := o.Retentions()[d]; r > longest {
+			name, longest = d, r
+		}
+	}
+	return name, longest
+}
+
+// CheckRetention refuses a QuarantineMaxAge (when set) below the longest
+// retention, naming both; a stream's MaxAge is checked by CheckMaxAge.
+func (o Options) CheckRetention() error { return o.CheckMaxAge(o.QuarantineMaxAge) }
+
+// CheckMaxAge refuses a QUARANTINE MaxAge (0: none) below the longest
+// retention, naming both (ErrRetention).
+func (o Options) CheckMaxAge(maxAge time.Duration) error {
+	if maxAge == 0 {
+		return nil
+	}
+	if d, longest := o.LongestRetention(); maxAge < longest {
+		rule := ""
+		if spec, ok := registry.Lookup(d); ok && longest == spec.Retention {
+			rule = " (" + spec.RetentionRule + ")"
+		}
+		return fmt.Errorf("%w: QUARANTINE max age %s, retention of %s %s%s", ErrRetention, maxAge, d, longest, rule)
+	}
+	return nil
 }
 
 // DefaultOptions returns the documented defaults.
@@ -78,7 +155,12 @@ func (o Options) Validate() error {
 	case o.QuarantineMaxAge < 0:
 		return errors.New("streams: quarantine max age must not be negative")
 	}
-	return nil
+	for d, r := range o.Retention {
+		if !registry.Known(d) || r <= 0 {
+			return fmt.Errorf("streams: retention must name a registered domain and be positive (%s)", strings.Join(registry.Names(), ", "))
+		}
+	}
+	return o.CheckRetention()
 }
 
 // MaxConsumers bounds the consumers of every stream. Only the break-glass
@@ -243,6 +325,34 @@ func Audit(o Options) jetstream.StreamConfig {
 	c.Description = "deadletter WORM audit trail"
 	c.Subjects = []string{subjects.AuditCheckpoints, subjects.AuditActionsAll, subjects.AuditAccessAll}
 	return c
+}
+
+// LegalHold is the WORM store of the held chains' copies: the auditor
+// copies a held chain's sealed records here, with their provenance, before
+// QUARANTINE's MaxAge could expire them. Configured like QUARANTINE but
+// with no age limit; provisioned only when QUARANTINE has a MaxAge
+// (EnsureWORM).
+func LegalHold(o Options) jetstream.StreamConfig {
+	c := Quarantine(o)
+	c.Name = subjects.LegalHoldStream
+	c.Description = "deadletter WORM copies of legally held chains"
+	c.Subjects = []string{subjects.LegalHoldAll}
+	c.MaxAge = 0
+	return c
+}
+
+// Holds is the bucket of legal holds (package hold), one key per hold id.
+// A placing is a create and a lift a compare-and-set on the key's
+// revision, so history 1 suffices: both are also written to AUDIT and
+// sealed into every held chain.
+func Holds(o Options) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      subjects.HoldsBucket,
+		Description: "deadletter legal holds",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+	}
 }
 
 // Drains is the bucket of the redriver's drain states, one key per drain.

@@ -27,7 +27,7 @@ func TestEnsureIsIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := map[string]time.Time{}
-	for _, name := range []string{subjects.ReplaysStream, subjects.EventsStream, subjects.LedgerStream, subjects.FailuresStream, subjects.AdvisoriesStream, subjects.QuarantineStream, subjects.AuditStream, "KV_" + subjects.IdempotencyBucket, "KV_" + subjects.AttemptsBucket, "KV_" + subjects.DrainsBucket, "KV_" + subjects.ApprovalsBucket} {
+	for _, name := range []string{subjects.ReplaysStream, subjects.EventsStream, subjects.LedgerStream, subjects.FailuresStream, subjects.AdvisoriesStream, subjects.QuarantineStream, subjects.AuditStream, "KV_" + subjects.IdempotencyBucket, "KV_" + subjects.AttemptsBucket, "KV_" + subjects.DrainsBucket, "KV_" + subjects.ApprovalsBucket, "KV_" + subjects.HoldsBucket} {
 		s, err := js.Stream(ctx, name)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -96,8 +96,72 @@ func TestEnsureRefusesIncompatible(t *testing.T) {
 }
 
 func TestWORMConfigured(t *testing.T) {
-	for _, c := range []jetstream.StreamConfig{streams.Quarantine(streams.DefaultOptions()), streams.Audit(streams.DefaultOptions())} {
+	expiring := streams.DefaultOptions()
+	expiring.QuarantineMaxAge = 7 * 365 * 24 * time.Hour
+	for _, c := range []jetstream.StreamConfig{streams.Quarantine(streams.DefaultOptions()), streams.Audit(streams.DefaultOptions()),
+		streams.LegalHold(expiring)} {
 		wormConfigured(t, c)
+	}
+}
+
+// TestRetention: a QUARANTINE MaxAge below the longest retention (the
+// registry's, or a configured one) is refused, naming both; LEGALHOLD is
+// provisioned only when QUARANTINE has a MaxAge, with none of its own.
+func TestRetention(t *testing.T) {
+	const year = 365 * 24 * time.Hour
+	tests := []struct {
+		name      string
+		maxAge    time.Duration
+		retention map[string]time.Duration
+		wantErr   string // "" for none; else a text the error names
+	}{
+		{"no max age", 0, nil, ""},
+		{"the longest retention exactly (DSCSA 6 y)", 6 * year, nil, ""},
+		{"below DSCSA's 6 y", 5 * year, nil, "dscsa"},
+		{"a day below", 6*year - 24*time.Hour, nil, "21 U.S.C. 360eee-1"},
+		{"configured in seconds", 3 * time.Second, map[string]time.Duration{"pharmacy": time.Second, "dscsa": 2 * time.Second, "fsma": time.Second}, ""},
+		{"configured longer than the max age", 3 * time.Second, map[string]time.Duration{"pharmacy": 4 * time.Second, "dscsa": time.Second, "fsma": time.Second}, "pharmacy 4s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := streams.DefaultOptions()
+			o.QuarantineMaxAge, o.DuplicateWindow, o.Retention = tt.maxAge, time.Second, tt.retention
+			err := o.Validate()
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("Validate = %v", err)
+			case tt.wantErr != "" && (!errors.Is(err, streams.ErrRetention) || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), tt.maxAge.String())):
+				t.Errorf("Validate = %v, want %v naming %q and the max age", err, streams.ErrRetention, tt.wantErr)
+			}
+		})
+	}
+	if _, err := streams.ParseRetention("dscsa=6h,nowhere"); err == nil {
+		t.Error("ParseRetention accepted a member without a duration")
+	}
+	o := streams.DefaultOptions()
+	o.Retention = map[string]time.Duration{"nowhere": time.Hour}
+	if o.Validate() == nil {
+		t.Error("a retention of an unknown domain accepted")
+	}
+	ctx := context.Background()
+	for _, maxAge := range []time.Duration{0, 3 * time.Second} {
+		srv := natstest.Start(t)
+		js := srv.JetStream(t)
+		o := streams.DefaultOptions()
+		o.QuarantineMaxAge, o.DuplicateWindow = maxAge, time.Second
+		o.Retention = map[string]time.Duration{"pharmacy": time.Second, "dscsa": time.Second, "fsma": time.Second}
+		if err := streams.EnsureWORM(ctx, js, o); err != nil {
+			t.Fatal(err)
+		}
+		s, err := js.Stream(ctx, subjects.LegalHoldStream)
+		switch {
+		case maxAge == 0 && !errors.Is(err, jetstream.ErrStreamNotFound):
+			t.Errorf("LEGALHOLD without a QUARANTINE max age: %v", err)
+		case maxAge > 0 && err != nil:
+			t.Errorf("LEGALHOLD with a QUARANTINE max age: %v", err)
+		case maxAge > 0 && s.CachedInfo().Config.MaxAge != 0:
+			t.Errorf("LEGALHOLD has a max age: %s", s.CachedInfo().Config.MaxAge)
+		}
 	}
 }
 

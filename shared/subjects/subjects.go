@@ -40,6 +40,13 @@ const (
 	// one key per approval: pending until a second person approves or
 	// rejects it, or it expires.
 	ApprovalsBucket = "APPROVALS"
+	// HoldsBucket holds the legal holds (package hold), one key per hold:
+	// what it holds (an event, a party or a filter), its case, who placed
+	// and who lifted it.
+	HoldsBucket = "HOLDS"
+	// LegalHoldStream is the WORM store of the held chains' copies (the
+	// auditor's), kept with no age limit when QUARANTINE has one.
+	LegalHoldStream = "LEGALHOLD"
 )
 
 // Consumer names.
@@ -74,6 +81,8 @@ const (
 	FailuresAll = "dlq.intake.>"
 	// QuarantineAll is QUARANTINE's subject filter.
 	QuarantineAll = "quarantine.>"
+	// LegalHoldAll is LEGALHOLD's subject filter.
+	LegalHoldAll = "legalhold.>"
 	// AuditCheckpoints is the subject of the auditor's checkpoints (AUDIT).
 	AuditCheckpoints = "audit.checkpoints"
 	// AuditActionsAll covers the governance actions in AUDIT
@@ -153,6 +162,9 @@ func Failure(domain string) string { return "dlq.intake." + domain }
 
 // Quarantine returns the subject of a quarantine chain.
 func Quarantine(domain, dlqID string) string { return "quarantine." + domain + "." + dlqID }
+
+// LegalHold is the LEGALHOLD subject of the copies of a chain's records.
+func LegalHold(domain, dlqID string) string { return "legalhold." + domain + "." + dlqID }
 
 // AuditAction is the AUDIT subject of a governance action of kind (a
 // token such as "drain", "approval", "policy", "hold") on the object id

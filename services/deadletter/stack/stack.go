@@ -129,6 +129,7 @@ func (c *Config) LoadEnv(env *config.Env) {
 	c.Security.LoadEnv(env)
 	env.Int("DEADLETTER_REPLICAS", &c.Streams.Replicas)
 	c.Console.LoadEnv(env)
+	env.Retention(&c.Streams.Retention)
 	c.Validator.LoadEnv(env)
 	c.Quarantiner.LoadEnv(env)
 	c.Redriver.LoadEnv(env)
@@ -222,6 +223,9 @@ func New(cfg Config, log *slog.Logger) (*Stack, error) {
 	cfg.Validator.Streams = cfg.Streams
 	cfg.Quarantiner.Streams = cfg.Streams
 	cfg.Redriver.Streams = cfg.Streams
+	if cfg.Auditor.Retention == nil {
+		cfg.Auditor.Retention = cfg.Streams.Retention // the one retention of the stack
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg.Validator.Registerer = reg

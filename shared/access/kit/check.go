@@ -52,11 +52,11 @@ type Consumer struct {
 // for o (consumers are the services' to give).
 func WantStreams(o streams.Options) Want {
 	return Want{
-		Streams: []jetstream.StreamConfig{
+		Streams: append([]jetstream.StreamConfig{
 			streams.Replays(o), streams.Events(o), streams.Ledger(o), streams.Failures(o),
-			streams.Advisories(o), streams.Quarantine(o), streams.Audit(o),
-		},
-		Buckets: []jetstream.KeyValueConfig{streams.Idempotency(o), streams.Attempts(o), streams.Drains(o), streams.Approvals(o)},
+			streams.Advisories(o),
+		}, streams.WORMStreams(o)...),
+		Buckets: []jetstream.KeyValueConfig{streams.Idempotency(o), streams.Attempts(o), streams.Drains(o), streams.Approvals(o), streams.Holds(o)},
 	}
 }
 

@@ -14,7 +14,11 @@ func Spec() domain.Spec {
 		KeySource:   "eventID, else hash(identity)",
 		OrderingKey: "gtin14.serial of the first EPC",
 		PartyID:     "owning_party source, else bizLocation GLN",
-		Checker:     Checker{},
+		// Transaction information, history and statements are kept
+		// at least 6 years after the transaction.
+		Retention:     6 * domain.Year,
+		RetentionRule: "21 U.S.C. 360eee-1 (FD&C Act 582(b)(1)(A), (c)(1)(A), (d)(1)(A), (e)(1)(A))",
+		Checker:       Checker{},
 	}
 }
 

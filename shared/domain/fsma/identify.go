@@ -14,7 +14,10 @@ func Spec() domain.Spec {
 		KeySource:   KeySource,
 		OrderingKey: "supplier_id.traceability_lot_code",
 		PartyID:     "supplier_id",
-		Checker:     Checker{},
+		// Traceability records are kept 2 years.
+		Retention:     2 * domain.Year,
+		RetentionRule: "21 CFR 1.1455(c)",
+		Checker:       Checker{},
 	}
 }
 

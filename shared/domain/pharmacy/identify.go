@@ -14,7 +14,11 @@ func Spec() domain.Spec {
 		KeySource:   KeySource,
 		OrderingKey: "ndc11.lot",
 		PartyID:     "registrant_dea",
-		Checker:     Checker{},
+		// Every inventory and record of controlled substances is kept
+		// at least 2 years.
+		Retention:     2 * domain.Year,
+		RetentionRule: "21 CFR 1304.04(a)",
+		Checker:       Checker{},
 	}
 }
 

@@ -48,10 +48,16 @@ func run() error {
 	flag.DurationVar(&o.EventsMaxAge, "events-max-age", o.EventsMaxAge, "how long EVENTS keeps an event")
 	flag.Int64Var(&o.EventsMaxBytes, "events-max-bytes", o.EventsMaxBytes, "bytes EVENTS may hold on each replica (a publish to a full EVENTS is refused): at least rate × events-max-age × bytes per event")
 	flag.DurationVar(&o.QuarantineMaxAge, "quarantine-max-age", o.QuarantineMaxAge, "retention of quarantine records; 0 keeps them forever (a legal decision)")
+	retention := flag.String("retention", os.Getenv("DEADLETTER_RETENTION"), "per-domain retention overriding the registry's (DEA 2 y, DSCSA 6 y, FSMA 204 2 y), domain=duration,... (env DEADLETTER_RETENTION); --quarantine-max-age must be at least the longest")
 	passwordFile := flag.String("password-file", os.Getenv("NATS_PASSWORD_FILE"), "file holding the --user's password, e.g. the kit's passwords/admin (env NATS_PASSWORD_FILE); wins over --password")
 	check := flag.Bool("check", false, "compare the running cluster with the kit in --kit (each server's config_digest, the streams, buckets and consumers) and exit non-zero on drift, naming what differs; changes nothing")
 	kitDir := flag.String("kit", "deploy/generated", "the generated kit (deadletter kit) that --check compares with")
 	flag.Parse()
+	r, err := streams.ParseRetention(*retention)
+	if err != nil {
+		return err
+	}
+	o.Retention = r
 	if *check {
 		url := ""
 		flag.Visit(func(f *flag.Flag) {
@@ -98,6 +104,6 @@ func run() error {
 	if err := stack.ProvisionConsumers(ctx, js, vcfg, qcfg); err != nil {
 		return err
 	}
-	fmt.Println("provisioned: EVENTS, LEDGER, FAILURES, ADVISORIES, QUARANTINE, AUDIT, IDEMPOTENCY, ATTEMPTS, DRAINS and the consumers of the validator and the quarantiner")
+	fmt.Println("provisioned: EVENTS, LEDGER, FAILURES, ADVISORIES, QUARANTINE, AUDIT (and LEGALHOLD when QUARANTINE has a max age), IDEMPOTENCY, ATTEMPTS, DRAINS, APPROVALS, HOLDS and the consumers of the validator and the quarantiner")
 	return nil
 }

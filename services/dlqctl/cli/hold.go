@@ -1,0 +1,201 @@
+package cli
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/deadletter/deadletter/shared/api"
+)
+
+// holdCommand is `dlqctl hold place|lift|list`: legal holds (served by
+// the auditor).
+func (a *app) holdCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "hold",
+		Short: "Place, lift and list legal holds (hold.place, hold.lift, hold.list)",
+		Long: `A legal hold keeps events for a case: a held event is never drained,
+redriven, released or resolved, and its chain is kept (copied to LEGALHOLD)
+past QUARANTINE's max age. A hold on a party or a filter also holds the
+events quarantined later that match it. Placing and lifting take a case id
+and a reason; the records name the authenticated user (an inspector or an
+operator).`,
+	}
+	cmd.AddCommand(a.holdPlaceCommand(), a.holdLiftCommand(), a.holdListCommand())
+	return cmd
+}
+
+func (a *app) holdPlaceCommand() *cobra.Command {
+	var (
+		req          api.HoldPlaceRequest
+		filter       api.HoldFilter
+		codes        string
+		since, until string
+	)
+	cmd := &cobra.Command{
+		Use:   "place [DLQ-ID]",
+		Short: "Place a legal hold on an event, a party (--party) or a filter (--domain, --filter-party, --code, --since, --until)",
+		Example: `  dlqctl hold place pharmacy_0123456789abcdef0123456789abcdef --case CASE-2026-17 --reason "subpoena duces tecum"
+  dlqctl hold place --party BW4829137 --case CASE-2026-17 --reason "litigation hold"
+  dlqctl hold place --domain dscsa --since 2026-01-01T00:00:00Z --case AUDIT-7 --reason "FDA inspection"`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				req.Target.DLQID = args[0]
+			}
+			if codes != "" {
+				filter.ErrorCodes = strings.Split(codes, ",")
+			}
+			for _, t := range []struct {
+				flag, v string
+				dst     **time.Time
+			}{{"since", since, &filter.Since}, {"until", until, &filter.Until}} {
+				if t.v == "" {
+					continue
+				}
+				at, err := time.Parse(time.RFC3339, t.v)
+				if err != nil {
+					return usageErrorf("--%s: not an RFC 3339 time", t.flag)
+				}
+				*t.dst = &at
+			}
+			if filter.Domain != "" || filter.PartyID != "" || len(filter.ErrorCodes) > 0 || filter.Since != nil || filter.Until != nil {
+				req.Target.Filter = &filter
+			}
+			return a.holdRequest(cmd, api.HoldPlace, req)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&req.CaseID, "case", "", "the case (legal matter) the hold is placed for (required)")
+	fl.StringVar(&req.Reason, "reason", "", "why (required)")
+	fl.StringVar(&req.Target.PartyID, "party", "", "hold every event of this party (supplier, registrant), later ones too")
+	fl.StringVar(&filter.Domain, "domain", "", "filter: events of this domain")
+	fl.StringVar(&filter.PartyID, "filter-party", "", "filter: events of this party")
+	fl.StringVar(&codes, "code", "", "filter: events whose latest error code is one of these (comma separated)")
+	fl.StringVar(&since, "since", "", "filter: events first seen at or after this time (RFC 3339)")
+	fl.StringVar(&until, "until", "", "filter: events first seen before this time (RFC 3339)")
+	return cmd
+}
+
+func (a *app) holdLiftCommand() *cobra.Command {
+	var req api.HoldLiftRequest
+	cmd := &cobra.Command{
+		Use:     "lift HOLD-ID",
+		Short:   "Lift a legal hold",
+		Example: `  dlqctl hold lift hold-20260301T120000-0123456789abcdef --case CASE-2026-17 --reason "case closed"`,
+		Args:    exactArgs(1, "HOLD-ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.ID = args[0]
+			return a.holdRequest(cmd, api.HoldLift, req)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&req.CaseID, "case", "", "the hold's case (required: a check that the right hold is lifted)")
+	fl.StringVar(&req.Reason, "reason", "", "why (required)")
+	return cmd
+}
+
+// holdRequest sends a place or lift and prints the hold.
+func (a *app) holdRequest(cmd *cobra.Command, subject string, req any) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	c, err := a.connect()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var rep api.HoldReply
+	if err := c.Request(cmd.Context(), subject, body, &rep); err != nil {
+		return err
+	}
+	if a.json() {
+		return a.printJSON(rep)
+	}
+	t := newTable(a.io.Out)
+	holdRows(t, rep.HeldHold)
+	if len(rep.Failed) > 0 {
+		t.row("NOT YET", strings.Join(rep.Failed, " ")+" (the auditor retries)")
+	}
+	t.flush()
+	return nil
+}
+
+// holdRows prints a hold.
+func holdRows(t *table, h api.HeldHold) {
+	t.row("HOLD", h.Hold.ID)
+	t.row("CASE", h.Hold.CaseID)
+	t.row("STATUS", h.Hold.Status)
+	t.row("TARGET", targetText(h.Hold.Target))
+	t.row("PLACED", h.Hold.PlacedBy+" at "+h.Hold.PlacedAt.Format(time.RFC3339)+": "+h.Hold.Reason)
+	if h.Hold.LiftedAt != nil {
+		t.row("LIFTED", h.Hold.LiftedBy+" at "+h.Hold.LiftedAt.Format(time.RFC3339)+": "+h.Hold.LiftReason)
+	}
+	t.row("HOLDS", strconv.Itoa(len(h.DLQIDs))+" events "+strings.Join(h.DLQIDs, " "))
+}
+
+// targetText describes a hold's target.
+func targetText(t api.HoldTarget) string {
+	switch {
+	case t.DLQID != "":
+		return "event " + t.DLQID
+	case t.PartyID != "":
+		return "party " + t.PartyID
+	case t.Filter != nil:
+		var parts []string
+		f := t.Filter
+		for _, p := range [][2]string{{"domain", f.Domain}, {"party", f.PartyID}, {"codes", strings.Join(f.ErrorCodes, ",")}} {
+			if p[1] != "" {
+				parts = append(parts, p[0]+"="+p[1])
+			}
+		}
+		if f.Since != nil {
+			parts = append(parts, "since="+f.Since.Format(time.RFC3339))
+		}
+		if f.Until != nil {
+			parts = append(parts, "until="+f.Until.Format(time.RFC3339))
+		}
+		return "filter " + strings.Join(parts, " ")
+	}
+	return ""
+}
+
+func (a *app) holdListCommand() *cobra.Command {
+	var req api.HoldListRequest
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the legal holds, each with the events it holds",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			body, err := json.Marshal(req)
+			if err != nil {
+				return err
+			}
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			var rep api.HoldListReply
+			if err := c.Request(cmd.Context(), api.HoldList, body, &rep); err != nil {
+				return err
+			}
+			if a.json() {
+				return a.printJSON(rep)
+			}
+			t := newTable(a.io.Out)
+			t.row("HOLD", "CASE", "STATUS", "TARGET", "EVENTS", "PLACED BY")
+			for _, h := range rep.Holds {
+				t.row(h.Hold.ID, h.Hold.CaseID, h.Hold.Status, targetText(h.Hold.Target), strconv.Itoa(len(h.DLQIDs)), h.Hold.PlacedBy)
+			}
+			t.flush()
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&req.IncludeLifted, "all", false, "list the lifted holds too")
+	return cmd
+}

@@ -1,0 +1,47 @@
+package main_test
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/deadletter/deadletter/shared/access"
+	"github.com/deadletter/deadletter/shared/api"
+)
+
+// TestHold: an inspector places a hold on an event, every role lists it
+// with the event it holds, an operator lifts it; the records name the
+// authenticated people; a lift of a lifted hold exits 1 with its code.
+func TestHold(t *testing.T) {
+	e := startStack(t, stackOptions{})
+	e.ok(t, "publish", testdata(t, "pharmacy/invalid/INVALID_NDC--letter-in-product-code.json"))
+	id := e.waitQuarantined(t, api.ListRequest{}, 1).Items[0].DLQID
+
+	var placed api.HoldReply
+	r := e.okAs(t, string(access.RoleInspector), "-o", "json", "hold", "place", id, "--case", "CASE-1", "--reason", "subpoena")
+	if err := json.Unmarshal([]byte(r.stdout), &placed); err != nil {
+		t.Fatalf("%v: %s", err, r)
+	}
+	if placed.Hold.PlacedBy != string(access.RoleInspector) || !slices.Equal(placed.DLQIDs, []string{id}) {
+		t.Fatalf("placed %+v holding %v", placed.Hold, placed.DLQIDs)
+	}
+	r = e.okAs(t, string(access.RoleViewer), "hold", "list")
+	if !strings.Contains(r.stdout, placed.Hold.ID) || !strings.Contains(r.stdout, "CASE-1") || !strings.Contains(r.stdout, "event "+id) {
+		t.Errorf("hold list: %s", r)
+	}
+	r = e.ok(t, "-o", "json", "hold", "lift", placed.Hold.ID, "--case", "CASE-1", "--reason", "case closed")
+	var lifted api.HoldReply
+	if err := json.Unmarshal([]byte(r.stdout), &lifted); err != nil {
+		t.Fatalf("%v: %s", err, r)
+	}
+	if lifted.Hold.LiftedBy != string(access.RoleOperator) || lifted.Hold.Status != api.HoldLifted {
+		t.Errorf("lifted %+v", lifted.Hold)
+	}
+	if r := e.dlqctl(t, "", "hold", "lift", placed.Hold.ID, "--case", "CASE-1", "--reason", "again"); r.code != 1 || !strings.Contains(r.stderr, api.ErrNotPlaced) {
+		t.Errorf("second lift: %s", r)
+	}
+	if r := e.dlqctl(t, "", "hold", "place", id, "--case", "CASE-2"); r.code == 0 || !strings.Contains(r.stderr, api.ErrBadRequest) {
+		t.Errorf("a hold without reason: %s", r)
+	}
+}
