@@ -202,12 +202,33 @@ func (s *Service) Export(ctx context.Context, req api.ExportRequest) (api.Export
 	if len(ids) < len(items) || more {
 		rep.NextCursor = exportCursor(cp.AuditSeq, items[len(ids)-1].seq)
 	}
+	if rep.Page, err = s.pageManifest(req, &rep); err != nil {
+		return api.ExportReply{}, err
+	}
 	// Recorded, and acknowledged, before a payload byte leaves.
 	filter := req.Filter
 	if rep.AccessSeq, err = s.recordAccess(ctx, who, api.AccessExport, req.Reason, &filter, ids); err != nil {
 		return api.ExportReply{}, err
 	}
 	return rep, nil
+}
+
+// pageManifest returns the signed manifest of the page rep answering req
+// (unsigned when the auditor has no signing key: VerifyExport refuses it,
+// as it refuses the unsigned checkpoint of such an auditor).
+func (s *Service) pageManifest(req api.ExportRequest, rep *api.ExportReply) (api.ExportPage, error) {
+	p := api.ExportPage{Filter: req.Filter, CheckpointSeq: rep.Checkpoint.AuditSeq, MerkleRoot: rep.Checkpoint.MerkleRoot,
+		Cursor: req.Cursor, NextCursor: rep.NextCursor, Chains: len(rep.Chains), Digest: api.ExportPageDigest(rep.Chains)}
+	for _, c := range rep.Chains {
+		p.Records += len(c.Records)
+	}
+	if s.signer == nil {
+		return p, nil
+	}
+	if err := signPage(&p, s.signer); err != nil {
+		return p, fmt.Errorf("auditor: sign the export page: %w", err)
+	}
+	return p, nil
 }
 
 // exportReaders is how many chains an export page reads at a time.

@@ -20,38 +20,38 @@ import (
 )
 
 // exportAll pages audit.export with req and returns the checkpoint, the
-// chains and the records left out.
-func exportAll(tb testing.TB, e *env, req api.ExportRequest) (api.ExportedCheckpoint, []api.ExportChain, int, int) {
+// chains, the records left out, the number of pages and the pages.
+func exportAll(tb testing.TB, e *env, req api.ExportRequest) (api.ExportedCheckpoint, []api.ExportChain, int, int, []api.ExportReply) {
 	tb.Helper()
 	var (
 		cp        api.ExportedCheckpoint
 		chains    []api.ExportChain
 		uncovered int
-		pages     int
+		pages     []api.ExportReply
 	)
 	for {
 		var rep api.ExportReply
 		request(tb, e.nc, api.AuditExport, req, &rep)
-		if pages > 0 && rep.Checkpoint.AuditSeq != cp.AuditSeq {
-			tb.Fatalf("page %d is proved against checkpoint %d, the first against %d", pages, rep.Checkpoint.AuditSeq, cp.AuditSeq)
+		if len(pages) > 0 && rep.Checkpoint.AuditSeq != cp.AuditSeq {
+			tb.Fatalf("page %d is proved against checkpoint %d, the first against %d", len(pages), rep.Checkpoint.AuditSeq, cp.AuditSeq)
 		}
 		cp = rep.Checkpoint
-		pages++
+		pages = append(pages, rep)
 		chains = append(chains, rep.Chains...)
 		uncovered += rep.Uncovered
 		if rep.NextCursor == "" {
-			return cp, chains, uncovered, pages
+			return cp, chains, uncovered, len(pages), pages
 		}
 		req.Cursor = rep.NextCursor
 	}
 }
 
-// exportFile writes an export of the chains as JSONL.
-func exportFile(tb testing.TB, cp api.ExportedCheckpoint, chains []api.ExportChain, uncovered int) []byte {
+// exportFile writes an export of the pages as JSONL.
+func exportFile(tb testing.TB, pages []api.ExportReply) []byte {
 	tb.Helper()
 	var b bytes.Buffer
-	h := api.ExportHeader{Format: api.ExportFormat, ExportedAt: t0, Reason: "test", Key: cp.Key}
-	if err := WriteExport(&b, h, cp, chains, uncovered); err != nil {
+	h := api.ExportHeader{Format: api.ExportFormat, ExportedAt: t0, Reason: "test", Key: pages[0].Checkpoint.Key}
+	if err := WriteExport(&b, h, pages); err != nil {
 		tb.Fatal(err)
 	}
 	return b.Bytes()
@@ -77,6 +77,9 @@ func joinLines(tb testing.TB, lines []api.ExportLine) []byte {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	for _, l := range lines {
+		if l == (api.ExportLine{}) {
+			continue // a line a tamper dropped
+		}
 		if err := enc.Encode(l); err != nil {
 			tb.Fatal(err)
 		}
@@ -104,11 +107,12 @@ func TestExportVerifiesOffline(t *testing.T) {
 		e.publish(t, r)
 	}
 	e.startAuditor(t, cfg, nil)
-	cp, chains, uncovered, pages := exportAll(t, e, api.ExportRequest{Reason: "inspection", Limit: 2})
-	if len(chains) != 4 || pages != 2 || uncovered != 0 || cp.TreeSize != 6 || cp.Signature == "" {
-		t.Fatalf("export: %d chains in %d pages, %d uncovered, tree %d, signed %v", len(chains), pages, uncovered, cp.TreeSize, cp.Signature != "")
+	cp, chains, uncovered, pages, replies := exportAll(t, e, api.ExportRequest{Reason: "inspection", Limit: 2})
+	if len(chains) != 4 || pages != 2 || uncovered != 0 || cp.TreeSize != 6 || cp.Signature == "" || replies[0].Page.Signature == "" {
+		t.Fatalf("export: %d chains in %d pages, %d uncovered, tree %d, signed %v, pages signed %v",
+			len(chains), pages, uncovered, cp.TreeSize, cp.Signature != "", replies[0].Page.Signature != "")
 	}
-	file := exportFile(t, cp, chains, uncovered)
+	file := exportFile(t, replies)
 	rep, err := VerifyExport(bytes.NewReader(file), pub)
 	if err != nil || rep.Chains != 4 || rep.Records != 6 {
 		t.Fatalf("VerifyExport = %+v, %v; want 4 chains, 6 records", rep, err)
@@ -181,7 +185,33 @@ func TestExportVerifiesOffline(t *testing.T) {
 		{"drop the last record of a chain", func(ls []api.ExportLine) {
 			c := ls[twoRecords].Chain
 			c.Records = c.Records[:1]
-		}, pub, "the end line counts"},
+		}, pub, "left out"},
+		{"drop a chain, counts fixed", func(ls []api.ExportLine) {
+			dropLine(ls, firstChain(ls))
+			fixEnd(ls)
+		}, pub, "left out"},
+		{"drop the last page, counts fixed", func(ls []api.ExportLine) {
+			last := pageLines(ls)[1]
+			for i := last[0]; i <= last[1]; i++ {
+				dropLine(ls, i)
+			}
+			fixEnd(ls)
+		}, pub, "last pages are missing"},
+		{"drop the first page, counts fixed", func(ls []api.ExportLine) {
+			first := pageLines(ls)[0]
+			for i := first[0]; i <= first[1]; i++ {
+				dropLine(ls, i)
+			}
+			fixEnd(ls)
+		}, pub, "first pages are missing"},
+		{"a page's signature", func(ls []api.ExportLine) {
+			p := ls[pageLines(ls)[0][1]].Page
+			p.Chains++
+		}, pub, "manifest"},
+		{"a page claimed by another key", func(ls []api.ExportLine) {
+			p := ls[pageLines(ls)[0][1]].Page
+			p.Key = "ABJHLOVMPA4CI6R5KLNGOB4GSLNIY7IOUPAJC4YFNDLQVIOBYQGUWVLA"
+		}, pub, "manifest"},
 		{"reorder a chain", func(ls []api.ExportLine) {
 			c := ls[twoRecords].Chain
 			c.Records[0], c.Records[1] = c.Records[1], c.Records[0]
@@ -195,7 +225,7 @@ func TestExportVerifiesOffline(t *testing.T) {
 				}
 			}
 		}, pub, "chain"},
-		{"no end line", func(ls []api.ExportLine) { ls[len(ls)-1] = api.ExportLine{} }, pub, "empty export line"},
+		{"no end line", func(ls []api.ExportLine) { dropLine(ls, len(ls)-1) }, pub, "cut short"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ls := exportLines(t, file) // fresh copies
@@ -225,11 +255,11 @@ func TestExportPagesByBytes(t *testing.T) {
 	}
 	a := e.startAuditor(t, cfg, nil)
 	a.exportBudget = 4000 // a chain of one record takes about 1,500 bytes
-	cp, chains, uncovered, pages := exportAll(t, e, api.ExportRequest{Reason: "inspection"})
+	_, chains, _, pages, replies := exportAll(t, e, api.ExportRequest{Reason: "inspection"})
 	if len(chains) != 4 || pages < 2 {
 		t.Fatalf("%d chains in %d pages, want 4 in more than one", len(chains), pages)
 	}
-	if _, err := VerifyExport(bytes.NewReader(exportFile(t, cp, chains, uncovered)), pub); err != nil {
+	if _, err := VerifyExport(bytes.NewReader(exportFile(t, replies)), pub); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -253,8 +283,9 @@ func TestExportAfterTheCheckpoint(t *testing.T) {
 	late := first(t, fixture{id: id(200), domain: "pharmacy", class: record.ClassValidation, code: codes.MalformedJSON, firstSeen: t0, quarantined: t0})
 	e.publish(t, late)
 	e.waitApplied(t, a)
-	cp, chains, uncovered, _ := exportAll(t, e, api.ExportRequest{Reason: "inspection", Limit: 2, Cursor: p1.NextCursor})
+	cp, chains, uncovered, _, replies := exportAll(t, e, api.ExportRequest{Reason: "inspection", Limit: 2, Cursor: p1.NextCursor})
 	chains = append(p1.Chains, chains...)
+	uncovered += p1.Uncovered
 	if cp.AuditSeq != p1.Checkpoint.AuditSeq || len(chains) != 4 || uncovered != 1 {
 		t.Fatalf("export: checkpoint %d (first page %d), %d chains, %d uncovered; want the same, 4, 1", cp.AuditSeq, p1.Checkpoint.AuditSeq, len(chains), uncovered)
 	}
@@ -263,9 +294,55 @@ func TestExportAfterTheCheckpoint(t *testing.T) {
 			t.Fatal("a chain quarantined after the checkpoint was exported")
 		}
 	}
-	if _, err := VerifyExport(bytes.NewReader(exportFile(t, cp, chains, uncovered)), pub); err != nil {
+	if _, err := VerifyExport(bytes.NewReader(exportFile(t, append([]api.ExportReply{p1}, replies...))), pub); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// firstChain returns the index of the first chain line.
+func firstChain(ls []api.ExportLine) int {
+	for i, l := range ls {
+		if l.Chain != nil {
+			return i
+		}
+	}
+	return -1
+}
+
+// pageLines returns, per page, the index of its first line and of its
+// manifest.
+func pageLines(ls []api.ExportLine) [][2]int {
+	var out [][2]int
+	start := -1
+	for i, l := range ls {
+		switch {
+		case l.Chain != nil && start < 0:
+			start = i
+		case l.Page != nil:
+			if start < 0 {
+				start = i
+			}
+			out = append(out, [2]int{start, i})
+			start = -1
+		}
+	}
+	return out
+}
+
+// dropLine blanks line i (joinLines leaves blank lines out).
+func dropLine(ls []api.ExportLine, i int) { ls[i] = api.ExportLine{} }
+
+// fixEnd makes the end line count what the lines hold.
+func fixEnd(ls []api.ExportLine) {
+	var chains, records int
+	for _, l := range ls {
+		if l.Chain != nil {
+			chains++
+			records += len(l.Chain.Records)
+		}
+	}
+	end := ls[len(ls)-1].End
+	end.Chains, end.Records = chains, records
 }
 
 // TestPayloadReadsAreRecorded: audit.get with include_payload and every

@@ -33,9 +33,10 @@ type ExportReport struct {
 }
 
 // ExportWriter writes a JSONL inspection export (api.ExportLine) as its
-// pages arrive: the header and checkpoint first, one line per chain, and
-// on Close the end line, which counts the chains and records and says how
-// many records were left out (stored after the checkpoint).
+// pages arrive: the header and checkpoint first, then per page one line
+// per chain and the page's signed manifest (Page), and on Close the end
+// line, which counts the chains and records and says how many records
+// were left out (stored after the checkpoint).
 type ExportWriter struct {
 	bw  *bufio.Writer
 	enc *json.Encoder
@@ -62,6 +63,16 @@ func (x *ExportWriter) Chain(c api.ExportChain) error {
 	return x.enc.Encode(api.ExportLine{Chain: &c})
 }
 
+// Page writes a page's chains and its signed manifest.
+func (x *ExportWriter) Page(rep api.ExportReply) error {
+	for _, c := range rep.Chains {
+		if err := x.Chain(c); err != nil {
+			return err
+		}
+	}
+	return x.enc.Encode(api.ExportLine{Page: &rep.Page})
+}
+
 // Close writes the end line (uncovered records left out) and flushes.
 func (x *ExportWriter) Close(uncovered int) error {
 	x.end.Uncovered = uncovered
@@ -71,16 +82,22 @@ func (x *ExportWriter) Close(uncovered int) error {
 	return x.bw.Flush()
 }
 
-// WriteExport writes a whole JSONL export with an ExportWriter.
-func WriteExport(w io.Writer, h api.ExportHeader, cp api.ExportedCheckpoint, chains []api.ExportChain, uncovered int) error {
-	x, err := NewExportWriter(w, h, cp)
+// WriteExport writes a whole JSONL export of the pages with an
+// ExportWriter.
+func WriteExport(w io.Writer, h api.ExportHeader, pages []api.ExportReply) error {
+	if len(pages) == 0 {
+		return errors.New("export: no page")
+	}
+	x, err := NewExportWriter(w, h, pages[0].Checkpoint)
 	if err != nil {
 		return err
 	}
-	for _, c := range chains {
-		if err := x.Chain(c); err != nil {
+	uncovered := 0
+	for _, p := range pages {
+		if err := x.Page(p); err != nil {
 			return err
 		}
+		uncovered += p.Uncovered
 	}
 	return x.Close(uncovered)
 }
@@ -91,13 +108,13 @@ func WriteExport(w io.Writer, h api.ExportHeader, cp api.ExportedCheckpoint, cha
 // (record.VerifyChain), that each record names its chain, and each
 // record's RFC 6962 inclusion proof (api.MerkleAlgorithm leaf) against
 // the signed Merkle root, with github.com/transparency-dev/merkle/proof;
-// no chain twice; and the end line's counts. The first problem refuses
-// the file: the error wraps ErrExportRefused and says which line and why.
-//
-// What it cannot see: the file is not signed as a whole, so a chain's
-// last records, or whole chains, left out together with the end line's
-// counts adjusted, go unnoticed; each record present is proved to be in
-// the signed tree, unaltered.
+// no chain twice; every page's signed manifest (api.ExportPage): signed
+// by pubKey, of the header's filter and the checkpoint, its digest equal
+// to the chains before it, its cursor the previous page's next cursor (the
+// first page's empty), and the last page's next cursor empty, so that no
+// chain, record or page of the export can be left out unseen; and the end
+// line's counts. The first problem refuses the file: the error wraps
+// ErrExportRefused and says which line and why.
 func VerifyExport(r io.Reader, pubKey string) (ExportReport, error) {
 	var rep ExportReport
 	refuse := func(line int, format string, args ...any) (ExportReport, error) {
@@ -106,11 +123,16 @@ func VerifyExport(r io.Reader, pubKey string) (ExportReport, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 1<<20), maxExportLine)
 	var (
-		cp   *api.ExportedCheckpoint
-		root merkle.Hash
-		seen = map[string]bool{}
-		end  *api.ExportEnd
-		n    int
+		cp     *api.ExportedCheckpoint
+		header api.ExportHeader
+		root   merkle.Hash
+		seen   = map[string]bool{}
+		end    *api.ExportEnd
+		n      int
+		pages  int
+		next   string            // the cursor the next page must answer
+		last   = true            // the previous page was the last
+		page   []api.ExportChain // the chains since the last manifest
 	)
 	for sc.Scan() {
 		n++
@@ -132,6 +154,7 @@ func VerifyExport(r io.Reader, pubKey string) (ExportReport, error) {
 			if l.Header == nil || l.Header.Format != api.ExportFormat {
 				return refuse(n, "not a header of format %s", api.ExportFormat)
 			}
+			header = *l.Header
 		case l.Header != nil:
 			return refuse(n, "a second header")
 		case l.Checkpoint != nil:
@@ -167,6 +190,24 @@ func VerifyExport(r io.Reader, pubKey string) (ExportReport, error) {
 			seen[l.Chain.DLQID] = true
 			rep.Chains++
 			rep.Records += len(l.Chain.Records)
+			page = append(page, *l.Chain)
+		case l.Page != nil:
+			if cp == nil {
+				return refuse(n, "a page before the checkpoint")
+			}
+			if err := verifyPage(*l.Page, header, *cp, page, pubKey); err != nil {
+				return refuse(n, "page %d: %v", pages+1, err)
+			}
+			switch {
+			case pages == 0 && l.Page.Cursor != "":
+				return refuse(n, "page 1 answers cursor %q: the export's first pages are missing", l.Page.Cursor)
+			case pages > 0 && l.Page.Cursor != next:
+				return refuse(n, "page %d answers cursor %q, the page before it ended at %q: a page is missing", pages+1, l.Page.Cursor, next)
+			case pages > 0 && last:
+				return refuse(n, "page %d follows the last page", pages+1)
+			}
+			pages++
+			next, last, page = l.Page.NextCursor, l.Page.NextCursor == "", nil
 		case l.End != nil:
 			end = l.End
 		default:
@@ -181,6 +222,12 @@ func VerifyExport(r io.Reader, pubKey string) (ExportReport, error) {
 		return refuse(1, "the file is empty")
 	case cp == nil:
 		return refuse(n, "no checkpoint")
+	case len(page) > 0:
+		return refuse(n, "%d chains after the last page manifest", len(page))
+	case pages == 0:
+		return refuse(n, "no page manifest")
+	case !last:
+		return refuse(n, "the last page names a next cursor %q: the export's last pages are missing", next)
 	case end == nil:
 		return refuse(n, "no end line: the file is cut short")
 	case end.Chains != rep.Chains || end.Records != rep.Records:
@@ -189,6 +236,33 @@ func VerifyExport(r io.Reader, pubKey string) (ExportReport, error) {
 	}
 	rep.Uncovered = end.Uncovered
 	return rep, nil
+}
+
+// verifyPage checks one page manifest: its signature by pubKey, its
+// filter and checkpoint against the header and the file's checkpoint,
+// and its counts and digest against the chains that precede it.
+func verifyPage(p api.ExportPage, h api.ExportHeader, cp api.ExportedCheckpoint, chains []api.ExportChain, pubKey string) error {
+	if err := verifySigned(p.SignedBytes(), p.Key, p.Signature, pubKey); err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	records := 0
+	for _, c := range chains {
+		records += len(c.Records)
+	}
+	hf, _ := json.Marshal(h.Filter)
+	pf, _ := json.Marshal(p.Filter)
+	switch {
+	case !bytes.Equal(hf, pf):
+		return fmt.Errorf("the manifest's filter %s is not the header's %s", pf, hf)
+	case p.CheckpointSeq != cp.AuditSeq || p.MerkleRoot != cp.MerkleRoot:
+		return fmt.Errorf("the manifest names checkpoint %d (root %.16s…), the file's is %d", p.CheckpointSeq, p.MerkleRoot, cp.AuditSeq)
+	case p.Chains != len(chains) || p.Records != records:
+		return fmt.Errorf("the manifest counts %d chains and %d records, the page holds %d and %d: something was left out or added",
+			p.Chains, p.Records, len(chains), records)
+	case p.Digest != api.ExportPageDigest(chains):
+		return errors.New("the page's chains do not match its signed digest")
+	}
+	return nil
 }
 
 // verifyExportChain checks one exported chain against the checkpoint cp

@@ -128,20 +128,34 @@ func signCheckpoint(cp *api.Checkpoint, kp nkeys.KeyPair) error {
 	return nil
 }
 
-// VerifyCheckpoint checks that cp is signed, by the holder of pubKey (an
-// nkeys account or user public key supplied by the verifier, never read
-// from the store). It returns an error wrapping ErrAnchor otherwise.
-func VerifyCheckpoint(cp api.Checkpoint, pubKey string) error {
+// signPage sets p's Key and Signature with kp, the checkpoints' key.
+func signPage(p *api.ExportPage, kp nkeys.KeyPair) error {
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrSigningKey, err)
+	}
+	p.Key = pub
+	sig, err := kp.Sign(p.SignedBytes())
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrSigningKey, err)
+	}
+	p.Signature = base64.StdEncoding.EncodeToString(sig)
+	return nil
+}
+
+// verifySigned checks that sig (base64) is key's signature of msg, and
+// that key is pubKey, the key the verifier trusts.
+func verifySigned(msg []byte, key, sig, pubKey string) error {
 	if !signerKey(pubKey) {
 		return fmt.Errorf("%w: the public key is not an nkeys account or user public key", ErrAnchor)
 	}
-	if cp.Signature == "" {
-		return fmt.Errorf("%w: the checkpoint is not signed", ErrAnchor)
+	if sig == "" {
+		return fmt.Errorf("%w: not signed", ErrAnchor)
 	}
-	if cp.Key != pubKey {
-		return fmt.Errorf("%w: the checkpoint was signed by key %.60q, not by the given public key", ErrAnchor, cp.Key)
+	if key != pubKey {
+		return fmt.Errorf("%w: signed by key %.60q, not by the given public key", ErrAnchor, key)
 	}
-	sig, err := base64.StdEncoding.DecodeString(cp.Signature)
+	raw, err := base64.StdEncoding.DecodeString(sig)
 	if err != nil {
 		return fmt.Errorf("%w: the signature is not base64", ErrAnchor)
 	}
@@ -149,8 +163,18 @@ func VerifyCheckpoint(cp api.Checkpoint, pubKey string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrAnchor, err)
 	}
-	if err := kp.Verify(cp.SignedBytes(), sig); err != nil {
+	if err := kp.Verify(msg, raw); err != nil {
 		return fmt.Errorf("%w: the signature does not verify with the given public key", ErrAnchor)
+	}
+	return nil
+}
+
+// VerifyCheckpoint checks that cp is signed, by the holder of pubKey (an
+// nkeys account or user public key supplied by the verifier, never read
+// from the store). It returns an error wrapping ErrAnchor otherwise.
+func VerifyCheckpoint(cp api.Checkpoint, pubKey string) error {
+	if err := verifySigned(cp.SignedBytes(), cp.Key, cp.Signature, pubKey); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -640,19 +642,81 @@ type ExportReply struct {
 	NextCursor string `json:"next_cursor,omitempty"`
 	// AccessSeq is the AUDIT sequence of this page's access record.
 	AccessSeq uint64 `json:"access_seq"`
+	// Page is this page's manifest, signed by the checkpoints' key: what
+	// makes an export provably whole (ExportPage).
+	Page ExportPage `json:"page"`
 }
 
-// ExportFormat names the JSONL export format (ExportHeader.Format).
-const ExportFormat = "deadletter-export-v1"
+// ExportPage is the signed manifest of one export page. The inclusion
+// proofs show that each exported record is in the signed tree, unaltered;
+// the manifests show that nothing of the filter was left out: every page
+// names the cursor it answered (empty for the first) and the next one
+// (empty for the last), so pages chain from the first to the last, and its
+// Digest covers the page's chains and records in order. A verifier
+// (auditor.VerifyExport) refuses a file whose pages do not chain, whose
+// chains do not match their page's digest, or whose last page has a next
+// cursor.
+type ExportPage struct {
+	// Filter is the export's filter; CheckpointSeq and MerkleRoot name
+	// the checkpoint every proof of the export is against.
+	Filter        ExportFilter `json:"filter"`
+	CheckpointSeq uint64       `json:"checkpoint_seq"`
+	MerkleRoot    string       `json:"merkle_root"`
+	// Cursor is the request's cursor ("" for the first page); NextCursor
+	// the reply's ("" for the last).
+	Cursor     string `json:"cursor"`
+	NextCursor string `json:"next_cursor"`
+	// Chains and Records count the page's content; Digest is
+	// ExportPageDigest of it.
+	Chains  int    `json:"chains"`
+	Records int    `json:"records"`
+	Digest  string `json:"digest"`
+	// Key and Signature: the signer's public key and its ed25519
+	// signature (base64) of SignedBytes.
+	Key       string `json:"key,omitempty"`
+	Signature string `json:"signature,omitempty"`
+}
+
+// SignedBytes is what an ExportPage's signature covers: every member but
+// the signature, in a fixed text form.
+func (p ExportPage) SignedBytes() []byte {
+	f, _ := json.Marshal(p.Filter)
+	b := []byte("deadletter-export-page-v1\n")
+	return fmt.Appendf(b, "filter=%s\ncheckpoint_seq=%d\nmerkle_root=%s\ncursor=%s\nnext_cursor=%s\nchains=%d\nrecords=%d\ndigest=%s\nkey=%s\n",
+		strconv.Quote(string(f)), p.CheckpointSeq, strconv.Quote(p.MerkleRoot), strconv.Quote(p.Cursor), strconv.Quote(p.NextCursor),
+		p.Chains, p.Records, strconv.Quote(p.Digest), strconv.Quote(p.Key))
+}
+
+// ExportPageDigest is the lowercase hex SHA-256 over the chains of a page,
+// in order: per chain a line "chain <dlq_id> <domain> <records>", then per
+// record a line "<seq> <leaf_index> <SHA-256 of the record's bytes>".
+func ExportPageDigest(chains []ExportChain) string {
+	h := sha256.New()
+	for _, c := range chains {
+		fmt.Fprintf(h, "chain %s %s %d\n", c.DLQID, c.Domain, len(c.Records))
+		for _, r := range c.Records {
+			sum := sha256.Sum256(r.Record)
+			fmt.Fprintf(h, "%d %d %x\n", r.Seq, r.LeafIndex, sum)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// ExportFormat names the JSONL export format (ExportHeader.Format): v2
+// files carry each page's signed manifest (ExportLine.Page) after the
+// page's chains.
+const ExportFormat = "deadletter-export-v2"
 
 // ExportLine is one line of a JSONL inspection export: exactly one member
 // is set. The file is a header, the signed checkpoint the export is
-// proved against, one chain per line, and an end line; `dlqctl
+// proved against, then per page its chains (one per line) and its signed
+// manifest, and an end line; `dlqctl
 // verify-export FILE --pubkey KEY` checks it with no server.
 type ExportLine struct {
 	Header     *ExportHeader       `json:"header,omitempty"`
 	Checkpoint *ExportedCheckpoint `json:"checkpoint,omitempty"`
 	Chain      *ExportChain        `json:"chain,omitempty"`
+	Page       *ExportPage         `json:"page,omitempty"`
 	End        *ExportEnd          `json:"end,omitempty"`
 }
 

@@ -90,6 +90,11 @@ dlqctl receives).`,
 			if err := oneOf("domain", req.Filter.Domain, domains); err != nil {
 				return err
 			}
+			if lot != "" && format == formatJSONL {
+				// The JSONL export is the signed, whole answer to its
+				// filter: a subset picked here would not verify.
+				return usageErrorf("--lot selects rows of a spreadsheet (csv, xlsx); a jsonl export holds every chain of its filter, with the signed manifests that prove it whole")
+			}
 			var err error
 			if req.Filter.From, err = parseTime(since, a.now()); err != nil {
 				return usageErrorf("--since: %v", err)
@@ -175,17 +180,20 @@ func (a *app) export(ctx context.Context, req api.ExportRequest, format, out, lo
 		}
 		res.Pages++
 		res.Uncovered += rep.Uncovered
+		if jsonl != nil {
+			// Every chain of the page, and its signed manifest: the file
+			// proves that nothing of the filter was left out.
+			if err := jsonl.Page(rep); err != nil {
+				return res, fmt.Errorf("export: write %s: %w", out, err)
+			}
+		}
 		for _, ch := range rep.Chains {
 			if lot != "" && !chainHasLot(ch, lot) {
 				continue
 			}
 			res.Chains++
 			res.Records += len(ch.Records)
-			if jsonl != nil {
-				if err := jsonl.Chain(ch); err != nil {
-					return res, fmt.Errorf("export: write %s: %w", out, err)
-				}
-			} else {
+			if jsonl == nil {
 				table.add(ch)
 			}
 		}
