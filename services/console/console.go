@@ -187,6 +187,8 @@ type Console struct {
 	limits   *limiters
 	pages    *pages
 	results  results
+	// history is the drains' sampled progress (their charts).
+	history history
 	// sseEvery is how often a drain's progress is pushed.
 	sseEvery time.Duration
 	handler  http.Handler
