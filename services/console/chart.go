@@ -125,7 +125,7 @@ func (c chart) SVG() template.HTML {
 	last := c.Points[len(c.Points)-1]
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %.0f %.0f" role="img" aria-labelledby="chart-title chart-desc" preserveAspectRatio="none">`, chartW, chartH)
-	fmt.Fprintf(&b, `<title id="chart-title">Replay rate and outcomes over %s</title>`, age(span))
+	fmt.Fprintf(&b, `<title id="chart-title">Replay rate and outcomes since %s</title>`, t0.UTC().Format("15:04:05Z"))
 	fmt.Fprintf(&b, `<desc id="chart-desc">Now %.1f replays per second (peak %.1f); %d committed, %d failed of %d selected. The table below lists the samples.</desc>`,
 		last.Rate, maxRate, last.Committed, last.Failed, last.Selected)
 	fmt.Fprintf(&b, `<line class="axis" x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f"/>`, chartPad, chartH-chartPad, chartW-chartPad, chartH-chartPad)

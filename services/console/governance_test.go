@@ -64,6 +64,11 @@ func startFakeRedriver(t *testing.T, e *env) *fakeRedriver {
 		f.state.Status = api.DrainRunning
 		_ = r.RespondJSON(f.state)
 	})
+	add(api.DrainStart, func(r micro.Request) {
+		body, _ := json.Marshal(map[string]any{"code": api.ErrApprovalRequired, "message": "a big drain needs approval",
+			"approval": api.Approval{ID: "apr-9", Action: api.ActionDrain, Status: api.ApprovalPending, Reasons: []string{"drain_max_selected"}}})
+		_ = r.Error(api.ErrApprovalRequired, "a big drain needs approval", body)
+	})
 	add(api.Redrive, func(r micro.Request) {
 		body, _ := json.Marshal(map[string]any{"code": api.ErrApprovalRequired, "message": "an identity-changing correction needs approval",
 			"approval": api.Approval{ID: "apr-7", Action: api.ActionCorrect, Status: api.ApprovalPending, Reasons: []string{"identity change"}}})
@@ -157,8 +162,9 @@ func TestDrainEventsSendControlsOnChange(t *testing.T) {
 	}
 }
 
-// TestCorrectionSentForApproval: a correction the redriver answers
-// APPROVAL_REQUIRED shows as sent for approval with the approval's id.
+// TestCorrectionSentForApproval: a correction (and a drain) the redriver
+// answers APPROVAL_REQUIRED shows as sent for approval with the
+// approval's id.
 func TestCorrectionSentForApproval(t *testing.T) {
 	e := startEnv(t)
 	startFakeRedriver(t, e)
@@ -168,6 +174,10 @@ func TestCorrectionSentForApproval(t *testing.T) {
 	w := op.do(http.MethodPost, "/records/abc/correct", url.Values{"csrf": {token}, "payload": {`{"a":1}`}, "reason": {"fix the key"}})
 	if body := w.Body.String(); !strings.Contains(body, "Sent for approval apr-7") || strings.Contains(body, `class="alert"`) && strings.Contains(body, api.ErrApprovalRequired) {
 		t.Errorf("correction answered APPROVAL_REQUIRED: %d\n%s", w.Code, body)
+	}
+	w = op.do(http.MethodPost, "/drains/start", url.Values{"csrf": {token}, "exhausted": {"on"}, "canary": {"3"}, "reason": {"big"}})
+	if w.Code != http.StatusAccepted || !strings.Contains(w.Body.String(), "Sent for approval apr-9 (drain_max_selected)") {
+		t.Errorf("drain answered APPROVAL_REQUIRED: %d\n%s", w.Code, w.Body)
 	}
 	for _, tc := range []struct{ name, payload, reason, field string }{
 		{"not JSON", `{"a":`, "x", "payload"},
