@@ -733,7 +733,7 @@ func TestConsole(t *testing.T) {
 		viewer.login(viewerName, pw(viewerName))
 		viewer.open(recordPath)
 		page := viewer.html()
-		for _, b := range []string{`id="redrive"`, `id="release"`, `id="reveal"`} {
+		for _, b := range []string{`id="redrive"`, `id="release"`, `id="reveal"`, `id="correction"`, `id="check-correction"`} {
 			if strings.Contains(page, b) {
 				t.Errorf("the viewer is offered %s", b)
 			}
@@ -741,6 +741,17 @@ func TestConsole(t *testing.T) {
 		viewer.open("/drains")
 		if strings.Contains(viewer.html(), `id="dry-run"`) {
 			t.Error("the viewer is offered the drain wizard")
+		}
+		viewer.open(canaryPath)
+		if strings.Contains(viewer.html(), `id="resume-drain"`) || strings.Contains(viewer.html(), `id="cancel-drain"`) {
+			t.Error("the viewer is offered the drain's controls")
+		}
+		viewer.open("/audit")
+		if page := viewer.html(); strings.Contains(page, `id="export"`) || !strings.Contains(page, `id="h-access"`) {
+			t.Error("the viewer is offered the export, or not shown the access audit")
+		}
+		if status, body := viewer.post("/records/"+dlqID+"/correct", "reason=forged&payload=%7B%7D&csrf="+viewer.csrf(), nil); status != 403 || !strings.Contains(body, api.ErrForbidden) {
+			t.Errorf("forged correction as viewer: %d", status)
 		}
 		before := chainLength(t, viewerNC, dlqID)
 		status, body := viewer.post("/records/"+dlqID+"/redrive", "reason=forged&csrf="+viewer.csrf(), nil)
