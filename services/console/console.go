@@ -16,6 +16,16 @@
 // token that every POST must present (form field or X-CSRF-Token header).
 // Logins are rate limited per user name and per client address. The
 // console listens on loopback unless it is given a TLS certificate.
+//
+// Governance pages: a correction is edited only after a reveal with a
+// reason, checked by the validator's dry run (validator.check) with a line
+// diff against the original before it is submitted; an action the
+// redriver answers APPROVAL_REQUIRED shows as sent for approval. Drains
+// take a canary, an auto-pause threshold and a ramp; a paused drain shows
+// why and offers Resume with a reason; the progress chart is an SVG drawn
+// from the samples the console takes while it shows the drain. The Audit
+// page lists the access audit and streams inspection exports (CSV, XLSX,
+// JSONL) written with package exportsheet and the auditor's JSONL writer.
 package console
 
 import (
@@ -187,6 +197,8 @@ type Console struct {
 	limits   *limiters
 	pages    *pages
 	results  results
+	// history is the drains' sampled progress (their charts).
+	history history
 	// sseEvery is how often a drain's progress is pushed.
 	sseEvery time.Duration
 	handler  http.Handler

@@ -21,6 +21,10 @@ type drainForm struct {
 	IgnoreOrder                  bool
 	Limit                        int
 	Rate, Burst, Concurrency     string
+	// Canary, MaxFailureRate, PauseWindow, Ramp (comma separated) and
+	// RampHold are the failure guard and the ramp, as typed.
+	Canary, MaxFailureRate, PauseWindow string
+	Ramp, RampHold                      string
 }
 
 func parseDrainForm(r *http.Request) drainForm {
@@ -31,6 +35,9 @@ func parseDrainForm(r *http.Request) drainForm {
 		IncludeValidation: r.PostFormValue("include_validation") == "on", IgnoreOrder: r.PostFormValue("ignore_order") == "on",
 		Rate: strings.TrimSpace(r.PostFormValue("rate")), Burst: strings.TrimSpace(r.PostFormValue("burst")),
 		Concurrency: strings.TrimSpace(r.PostFormValue("concurrency")),
+		Canary:      strings.TrimSpace(r.PostFormValue("canary")), MaxFailureRate: strings.TrimSpace(r.PostFormValue("max_failure_rate")),
+		PauseWindow: strings.TrimSpace(r.PostFormValue("pause_window")),
+		Ramp:        strings.TrimSpace(r.PostFormValue("ramp")), RampHold: strings.TrimSpace(r.PostFormValue("ramp_hold")),
 	}
 	f.Limit, _ = strconv.Atoi(r.PostFormValue("limit"))
 	return f
@@ -65,6 +72,35 @@ func (f drainForm) request(dryRun bool) (api.DrainStartRequest, error) {
 	if f.Concurrency != "" {
 		if req.MaxConcurrency, err = strconv.Atoi(f.Concurrency); err != nil {
 			return req, api.BadField("max_concurrency", "not an integer")
+		}
+	}
+	if f.Canary != "" {
+		if req.Canary, err = strconv.Atoi(f.Canary); err != nil {
+			return req, api.BadField("canary", "not an integer")
+		}
+	}
+	if f.MaxFailureRate != "" {
+		v, err := strconv.ParseFloat(f.MaxFailureRate, 64)
+		if err != nil {
+			return req, api.BadField("max_failure_rate", "not a number (a fraction, 0 to 1)")
+		}
+		req.MaxFailureRate = &v
+	}
+	if f.PauseWindow != "" {
+		if req.PauseWindow, err = strconv.Atoi(f.PauseWindow); err != nil {
+			return req, api.BadField("pause_window", "not an integer")
+		}
+	}
+	for i, step := range strings.FieldsFunc(f.Ramp, func(r rune) bool { return r == ',' || r == ' ' }) {
+		v, err := strconv.ParseFloat(step, 64)
+		if err != nil {
+			return req, api.BadField(fmt.Sprintf("ramp[%d]", i), "not a number")
+		}
+		req.Ramp = append(req.Ramp, v)
+	}
+	if f.RampHold != "" {
+		if req.RampHoldSeconds, err = strconv.ParseFloat(f.RampHold, 64); err != nil {
+			return req, api.BadField("ramp_hold_seconds", "not a number")
 		}
 	}
 	return req, nil
@@ -111,6 +147,13 @@ func (c *Console) handleDrainStart(w http.ResponseWriter, r *http.Request, s *se
 	if err == nil {
 		rep, err = call[api.DrainStartRequest, api.DrainStartReply](r.Context(), c, s, api.DrainStart, req)
 	}
+	if ap := approvalOf(err); ap != nil {
+		c.log.Info("drain sent for approval", "user", s.user, "approval_id", ap.ID)
+		v := newView(s, "Drain plan", "drains", &planData{Form: f})
+		v.Notice = approvalNotice(ap)
+		c.render(w, r, http.StatusAccepted, "plan", v)
+		return
+	}
 	if err != nil {
 		v := newView(s, "Drain plan", "drains", &planData{Form: f})
 		v.setErr(err)
@@ -121,6 +164,15 @@ func (c *Console) handleDrainStart(w http.ResponseWriter, r *http.Request, s *se
 	http.Redirect(w, r, "/drains/"+url.PathEscape(rep.DrainID), http.StatusSeeOther)
 }
 
+// approvalNotice is the notice of an action sent for approval.
+func approvalNotice(ap *api.Approval) string {
+	n := "Sent for approval " + ap.ID
+	if len(ap.Reasons) > 0 {
+		n += " (" + strings.Join(ap.Reasons, "; ") + ")"
+	}
+	return n + ": a second person must approve it before it runs."
+}
+
 // drainData is a drain's page and its live fragment.
 type drainData struct {
 	ID     string
@@ -128,6 +180,41 @@ type drainData struct {
 	Done   bool
 	CSRF   string
 	Cancel bool
+	// Resume: the drain is paused and the role may resume it.
+	Resume bool
+	// Pause is the latest pause, when the drain is paused.
+	Pause *api.DrainEvent
+	// Chart is the rate and outcomes over time, as the console sampled
+	// them.
+	Chart chart
+}
+
+// ControlsKey is controlsKey, for the page's event stream URL.
+func (d *drainData) ControlsKey() string { return d.controlsKey() }
+
+// controlsKey says which controls the page shows: the controls are sent
+// again only when it changes (a reason being typed is not wiped).
+func (d *drainData) controlsKey() string {
+	return fmt.Sprintf("%s/%t/%t", d.State.Status, d.Cancel, d.Resume)
+}
+
+// guardText describes the drain's failure guard and ramp ("" without).
+func guardText(r api.DrainStartRequest) string {
+	var parts []string
+	if on, maxRate, window := r.Guarded(); on {
+		parts = append(parts, fmt.Sprintf("auto-pause above %.0f%% re-failures over the last %d outcomes", maxRate*100, window))
+	}
+	if r.Canary > 0 {
+		parts = append(parts, fmt.Sprintf("canary of %d", r.Canary))
+	}
+	if len(r.Ramp) > 0 {
+		steps := make([]string, len(r.Ramp))
+		for i, v := range r.Ramp {
+			steps[i] = strconv.FormatFloat(v, 'g', -1, 64)
+		}
+		parts = append(parts, fmt.Sprintf("ramp %s/s, %gs each", strings.Join(steps, ", "), r.RampHoldSeconds))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // terminal reports whether a drain status is final.
@@ -140,6 +227,18 @@ func (c *Console) drainData(r *http.Request, s *session, id string) (*drainData,
 	d := &drainData{ID: id, State: st, Done: terminal(st.Status), CSRF: s.csrf}
 	v := newView(s, "", "", nil)
 	d.Cancel = v.Allowed[api.DrainCancel] && err == nil && !d.Done
+	if err == nil && st.Status == api.DrainPaused {
+		d.Resume = v.Allowed[api.DrainResume]
+		for i := len(st.Events) - 1; i >= 0; i-- {
+			if st.Events[i].Action == api.ActionPaused {
+				d.Pause = &st.Events[i]
+				break
+			}
+		}
+	}
+	if err == nil {
+		d.Chart = c.history.sample(st, time.Now())
+	}
 	return d, err
 }
 
@@ -168,6 +267,7 @@ func (c *Console) handleDrainEvents(w http.ResponseWriter, r *http.Request, s *s
 	id := r.PathValue("id")
 	t := time.NewTicker(c.sseEvery)
 	defer t.Stop()
+	sentControls := r.URL.Query().Get("controls") // what the page shows
 	for {
 		if !c.sessions.alive(s.id, time.Now()) {
 			return // logged out or expired: the stream does not renew it
@@ -182,6 +282,15 @@ func (c *Console) handleDrainEvents(w http.ResponseWriter, r *http.Request, s *s
 			html = "<p role=\"alert\">" + template.HTMLEscapeString(errText(err)) + "</p>"
 		}
 		writeEvent(w, "progress", html)
+		if key := d.controlsKey(); err == nil && key != sentControls {
+			controls, cerr := c.fragment("drain", "controls", d)
+			if cerr != nil {
+				c.log.Error("render controls", "err", cerr)
+				return
+			}
+			writeEvent(w, "controls", controls)
+			sentControls = key
+		}
 		if d.Done {
 			writeEvent(w, "done", "")
 		}
@@ -218,6 +327,27 @@ func (c *Console) handleDrainCancel(w http.ResponseWriter, r *http.Request, s *s
 		return
 	}
 	c.log.Info("drain cancelled", "user", s.user, "drain_id", id)
+	http.Redirect(w, r, "/drains/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+// handleDrainResume continues a paused drain, with the person's reason.
+func (c *Console) handleDrainResume(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	var err error
+	if reason == "" {
+		err = api.BadField("reason", "a reason is required to resume a drain")
+	} else {
+		_, err = call[api.DrainResumeRequest, api.DrainState](r.Context(), c, s, api.DrainResume, api.DrainResumeRequest{DrainID: id, Reason: reason})
+	}
+	if err != nil {
+		d, _ := c.drainData(r, s, id)
+		v := newView(s, "Drain "+id, "drains", d)
+		v.setErr(err)
+		c.render(w, r, statusOf(err), "drain", v)
+		return
+	}
+	c.log.Info("drain resumed", "user", s.user, "drain_id", id)
 	http.Redirect(w, r, "/drains/"+url.PathEscape(id), http.StatusSeeOther)
 }
 
@@ -267,12 +397,23 @@ type auditData struct {
 	Reconcile  *reconcileResult
 	Checkpoint *api.CheckpointReply
 	Domain     string
+	// Access is a page of the access audit.
+	Access *accessData
+	// Export is the export form (as posted, after a refusal).
+	Export   exportForm
+	Formats  []string
+	Statuses []string
 }
 
 func (c *Console) auditPage(w http.ResponseWriter, r *http.Request, s *session, d *auditData, err error, notice string) {
 	if d.Verify == nil || d.Reconcile == nil {
 		lv, lr := c.results.get()
 		d.Verify, d.Reconcile = cmpOr(d.Verify, lv), cmpOr(d.Reconcile, lr)
+	}
+	d.Access = c.loadAccess(r, s)
+	d.Formats, d.Statuses = exportFormats, exportStatuses
+	if d.Export.Format == "" {
+		d.Export.Format = "csv"
 	}
 	v := newView(s, "Audit", "audit", d)
 	v.setErr(err)

@@ -34,16 +34,20 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("POST /records/{id}/reveal", c.authed(c.handleReveal))
 	mux.HandleFunc("POST /records/{id}/redrive", c.authed(c.handleRedrive))
 	mux.HandleFunc("POST /records/{id}/release", c.authed(c.handleRelease))
+	mux.HandleFunc("POST /records/{id}/check", c.authed(c.handleCheck))
+	mux.HandleFunc("POST /records/{id}/correct", c.authed(c.handleCorrect))
 	mux.HandleFunc("GET /drains", c.authed(c.handleDrains))
 	mux.HandleFunc("POST /drains/plan", c.authed(c.handlePlan))
 	mux.HandleFunc("POST /drains/start", c.authed(c.handleDrainStart))
 	mux.HandleFunc("GET /drains/{id}", c.authed(c.handleDrain))
 	mux.HandleFunc("GET /drains/{id}/events", c.authed(c.handleDrainEvents))
 	mux.HandleFunc("POST /drains/{id}/cancel", c.authed(c.handleDrainCancel))
+	mux.HandleFunc("POST /drains/{id}/resume", c.authed(c.handleDrainResume))
 	mux.HandleFunc("GET /audit", c.authed(c.handleAudit))
 	mux.HandleFunc("POST /audit/verify", c.authed(c.handleVerify))
 	mux.HandleFunc("POST /audit/reconcile", c.authed(c.handleReconcile))
 	mux.HandleFunc("POST /audit/checkpoint", c.authed(c.handleCheckpoint))
+	mux.HandleFunc("POST /audit/export", c.authed(c.handleExport))
 	mux.HandleFunc("GET /approvals", c.authed(c.handleApprovals))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		securityHeaders(w.Header())
@@ -143,12 +147,28 @@ type groupsData struct {
 	OpenOnly bool
 	Groups   []api.Group
 	At       time.Time
+	// Trends are the groups' counts per hour (nil when audit.list did
+	// not answer: TrendErr).
+	Trends   *trends
+	TrendErr string
 }
 
 func (c *Console) handleGroups(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	d := &groupsData{Domain: q.Get("domain"), OpenOnly: q.Get("open_only") == "on"}
-	rep, err := call[api.GroupsRequest, api.GroupsReply](r.Context(), c, s, api.AuditGroups, api.GroupsRequest{Domain: d.Domain, OpenOnly: d.OpenOnly, Samples: 3})
+	var (
+		rep       api.GroupsReply
+		err, terr error
+		wg        sync.WaitGroup
+	)
+	wg.Go(func() {
+		rep, err = call[api.GroupsRequest, api.GroupsReply](r.Context(), c, s, api.AuditGroups, api.GroupsRequest{Domain: d.Domain, OpenOnly: d.OpenOnly, Samples: 3})
+	})
+	wg.Go(func() { d.Trends, terr = c.loadTrends(r.Context(), s, d.Domain, time.Now()) })
+	wg.Wait()
+	if terr != nil {
+		d.TrendErr = errText(terr)
+	}
 	d.Groups, d.At = rep.Groups, rep.At
 	v := newView(s, "Groups", "groups", d)
 	v.setErr(err)
@@ -377,6 +397,11 @@ type recordData struct {
 	PayloadSize   int
 	PayloadSHA256 string
 	Reason        string
+	// Original is the payload as first quarantined (revealed with
+	// Payload; the same text unless the chain holds a correction).
+	Original string
+	// Correction is the editor's state after a check.
+	Correction *correction
 }
 
 // Redrivable: the record's state allows a redrive.
@@ -425,7 +450,12 @@ func (c *Console) getRecord(r *http.Request, s *session, id, revealReason string
 	if revealReason != "" && rep.State.Payload != nil {
 		b, perr := rep.State.Payload.Bytes()
 		if perr == nil {
-			d.Revealed, d.Payload = true, showPayload(b)
+			d.Revealed, d.Payload, d.Original = true, showPayload(b), showPayload(b)
+		}
+		if op := rep.State.OriginalPayload; op != nil && rep.State.Corrected {
+			if ob, oerr := op.Bytes(); oerr == nil {
+				d.Original = showPayload(ob)
+			}
 		}
 	}
 	if p := rep.State.Payload; p != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -254,6 +255,57 @@ func call[Req, Rep any](ctx context.Context, c *Console, s *session, subject str
 
 // callOn is call on a connection whose refusals v reports.
 func callOn[Req, Rep any](ctx context.Context, timeout time.Duration, nc *nats.Conn, v *violations, role, subject string, req Req) (Rep, error) {
+	var rep Rep
+	body, err := json.Marshal(req)
+	if err != nil {
+		return rep, fmt.Errorf("console: encode %s request: %w", subject, err)
+	}
+	data, err := callRawOn(ctx, timeout, nc, v, role, subject, body)
+	if err != nil {
+		return rep, err
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return rep, fmt.Errorf("%w from %s: %w", endpoint.ErrBadAnswer, subject, err)
+	}
+	return rep, nil
+}
+
+// callRaw sends body as it is to subject on the person's connection (the
+// validator's dry run takes the payload itself) and returns the reply's
+// body; a service's error reply is a *replyError.
+func callRaw(ctx context.Context, c *Console, s *session, subject string, body []byte) ([]byte, error) {
+	return callRawOn(ctx, c.cfg.CallTimeout, s.nc, s.violations, s.role, subject, body)
+}
+
+// replyError is a service's coded error reply with its body (an
+// APPROVAL_REQUIRED reply names its approval there: approvalOf).
+type replyError struct {
+	err  *api.Error
+	body []byte
+}
+
+// Error is the coded error's text.
+func (e *replyError) Error() string { return e.err.Error() }
+
+// Unwrap is the *api.Error, so that api.AsError and api.CodeOf see it.
+func (e *replyError) Unwrap() error { return e.err }
+
+// approvalOf returns the pending approval an APPROVAL_REQUIRED error
+// reply names (its body's "approval" member), or nil.
+func approvalOf(err error) *api.Approval {
+	var re *replyError
+	if !errors.As(err, &re) || re.err.Code != api.ErrApprovalRequired {
+		return nil
+	}
+	var rep api.ApprovalReply
+	if json.Unmarshal(re.body, &rep) != nil || rep.Approval.ID == "" {
+		return nil
+	}
+	return &rep.Approval
+}
+
+// callRawOn is callRaw on a connection whose refusals v reports.
+func callRawOn(ctx context.Context, timeout time.Duration, nc *nats.Conn, v *violations, role, subject string, body []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	refused, release := v.watch(subject)
@@ -267,13 +319,18 @@ func callOn[Req, Rep any](ctx context.Context, timeout time.Duration, nc *nats.C
 		case <-ctx.Done():
 		}
 	}()
-	rep, err := endpoint.Call[Req, Rep](ctx, nc, subject, req)
+	m, err := nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: body})
 	if err != nil && errors.Is(context.Cause(ctx), errRefused) {
-		var zero Rep
 		if role == "" {
 			role = "unknown"
 		}
-		return zero, &api.Error{Code: api.ErrForbidden, Message: "your role (" + role + ") may not call " + subject + ": the server refused it", Err: errRefused}
+		return nil, &api.Error{Code: api.ErrForbidden, Message: "your role (" + role + ") may not call " + subject + ": the server refused it", Err: errRefused}
 	}
-	return rep, err
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", subject, err)
+	}
+	if e := endpoint.ErrorOf(m); e != nil {
+		return nil, &replyError{err: e, body: m.Data}
+	}
+	return m.Data, nil
 }

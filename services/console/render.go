@@ -43,6 +43,8 @@ var funcs = template.FuncMap{
 	"short":   func(s string) string { return shortHash(s) },
 	"records": recordsURL,
 	"inc":     func(i int) int { return i + 1 },
+	"guard":   guardText,
+	"pct":     func(f float64) float64 { return f * 100 },
 }
 
 // age renders seconds as a short duration ("3m", "2h5m", "4d").

@@ -11,12 +11,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats.go"
@@ -25,17 +29,44 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/endpoint"
+	"github.com/deadletter/deadletter/shared/sample"
 	"github.com/deadletter/deadletter/tests/internal/tools"
 )
 
 // chromiumPath is Debian's chromium (installed by .ci/run).
 const chromiumPath = "/usr/bin/chromium"
 
+// downstream is the stack's system of record: it answers 503 while down,
+// else 200.
+type downstream struct {
+	*httptest.Server
+	down atomic.Bool
+}
+
+func newDownstream(t *testing.T) *downstream {
+	d := &downstream{}
+	d.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if d.down.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(d.Close)
+	return d
+}
+
 // startStack runs every service and the console on a free port with a
-// temporary store until the test ends.
-func startStack(t *testing.T) *stack.Stack {
+// temporary store until the test ends; the validator posts committed
+// events to down and gives up on a failing downstream fast (2 deliveries,
+// 10 ms back-off).
+func startStack(t *testing.T, down *downstream) *stack.Stack {
 	t.Helper()
 	cfg := stack.DefaultConfig()
+	cfg.Validator.DownstreamURL = down.URL
+	cfg.Validator.MaxDeliver = 2
+	cfg.Validator.BackoffBase, cfg.Validator.BackoffMax = 10*time.Millisecond, 20*time.Millisecond
+	cfg.Validator.DownstreamTimeout = time.Second
 	dir := t.TempDir()
 	cfg.DataDir, cfg.AnchorDir = filepath.Join(dir, "data"), filepath.Join(dir, "anchors")
 	cfg.Port, cfg.SyncAlways, cfg.MetricsAddr = -1, false, ""
@@ -103,9 +134,9 @@ type person struct {
 
 // newPerson opens a tab in a fresh browser context (own cookies); with
 // noScript its pages run without JavaScript.
-func newPerson(t *testing.T, browser context.Context, base string, noScript bool) *person {
+func newPerson(t *testing.T, bctx context.Context, base string, noScript bool) *person {
 	t.Helper()
-	ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
+	ctx, cancel := chromedp.NewContext(bctx, chromedp.WithNewBrowserContext())
 	t.Cleanup(cancel)
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatal(err)
@@ -278,14 +309,93 @@ func chainLength(t *testing.T, nc *nats.Conn, id string) int {
 	return len(rep.Records)
 }
 
+// checkState checks the page as it is (a state reached by a POST, which
+// the page loop below cannot open): axe-core finds no serious or critical
+// violation, and neither width scrolls sideways; then a screenshot.
+func (p *person) checkState(name string, axeSrc []byte) {
+	p.t.Helper()
+	if v := p.axe(string(axeSrc)); len(v) > 0 {
+		p.t.Errorf("%s: %+v", name, v)
+	}
+	for _, vp := range []struct{ w, h int64 }{{768, 1024}, {1366, 768}} {
+		p.do(chromedp.EmulateViewport(vp.w, vp.h))
+		if over := eval[int](p, `document.documentElement.scrollWidth - document.documentElement.clientWidth`); over > 0 {
+			p.t.Errorf("%s at %dx%d: %d px of horizontal scroll", name, vp.w, vp.h, over)
+		}
+	}
+	p.screenshot(name)
+}
+
+// newRecord waits until audit.list (as nc) lists an open record of domain
+// and class that is not in seen, and returns its id.
+func newRecord(t *testing.T, nc *nats.Conn, domain, class string, seen map[string]bool) string {
+	t.Helper()
+	var id string
+	deadline := time.Now().Add(30 * time.Second)
+	for id == "" {
+		rep, err := endpoint.Call[api.ListRequest, api.ListReply](context.Background(), nc, api.AuditList,
+			api.ListRequest{Domain: domain, Class: class, Status: "open", Limit: api.MaxLimit})
+		if err != nil {
+			t.Fatalf("audit.list: %v", err)
+		}
+		for _, it := range rep.Items {
+			if !seen[it.DLQID] {
+				id = it.DLQID
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new %s/%s record after 30 s", domain, class)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the auditor's index
+	}
+	return id
+}
+
+// openIDs are the open records of domain and class now.
+func openIDs(t *testing.T, nc *nats.Conn, domain, class string) map[string]bool {
+	t.Helper()
+	rep, err := endpoint.Call[api.ListRequest, api.ListReply](context.Background(), nc, api.AuditList,
+		api.ListRequest{Domain: domain, Class: class, Limit: api.MaxLimit})
+	if err != nil {
+		t.Fatalf("audit.list: %v", err)
+	}
+	ids := map[string]bool{}
+	for _, it := range rep.Items {
+		ids[it.DLQID] = true
+	}
+	return ids
+}
+
+// validDispense is a valid pharmacy dispense event (from the schemas'
+// examples), made unique by i.
+func validDispense(t *testing.T, i int) sample.Event {
+	t.Helper()
+	set, err := sample.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := range 1000 {
+		ev, err := set.ValidFor("pharmacy", i*1000+j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Subject == "events.pharmacy.dispense" {
+			return ev
+		}
+	}
+	t.Fatal("no valid pharmacy dispense example")
+	return sample.Event{}
+}
+
 // TestConsole is the browser suite: one stack, one browser.
 func TestConsole(t *testing.T) {
 	axeSrc, err := os.ReadFile(tools.Axe(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	browser := startBrowser(t)
-	st := startStack(t)
+	browserCtx := startBrowser(t)
+	down := newDownstream(t)
+	st := startStack(t, down)
 	base := st.Console.URL()
 	pw := func(user string) string { return st.Secrets().Users[user].Password }
 	opName, viewerName := string(access.RoleOperator), string(access.RoleViewer)
@@ -295,7 +405,7 @@ func TestConsole(t *testing.T) {
 	}
 	defer viewerNC.Close()
 
-	op := newPerson(t, browser, base, false)
+	op := newPerson(t, browserCtx, base, false)
 	op.login(opName, pw(opName))
 
 	var recordPath, dlqID, drainPath string
@@ -312,6 +422,10 @@ func TestConsole(t *testing.T) {
 				t.Fatalf("no group after 30 s:\n%s", op.html())
 			}
 			time.Sleep(200 * time.Millisecond) // a page reload, polled
+		}
+		if got := eval[string](op, `(n => n ? n.textContent : "")(document.querySelector("tr.group td.trend .sr-only"))`); !strings.Contains(got, "in the last 24 h") ||
+			!eval[bool](op, `document.querySelector("tr.group td.trend svg.spark polyline") !== null`) {
+			t.Errorf("no trend sparkline with its text (%q)", got)
 		}
 		op.screenshot("groups")
 		op.do(chromedp.Click(chromedp.CSS(`td a[href^="/records/"]`)), chromedp.WaitVisible(chromedp.CSS(`#h-chain`)))
@@ -340,6 +454,18 @@ func TestConsole(t *testing.T) {
 	if dlqID == "" {
 		t.FailNow()
 	}
+
+	t.Run("the reveal is in the access audit", func(t *testing.T) {
+		op.t = t
+		op.open("/audit")
+		op.do(chromedp.SendKeys(chromedp.CSS("#access-user"), opName))
+		op.submit("#access-filter", "#access-table")
+		table := op.text("#access-table")
+		if !strings.Contains(table, "browser test: inspection") || !strings.Contains(table, dlqID[:12]) || !strings.Contains(table, api.AccessGet) {
+			t.Errorf("the reveal is not in the access audit:\n%s", table)
+		}
+		op.screenshot("access-audit")
+	})
 
 	t.Run("records list, sort and CSV", func(t *testing.T) {
 		op.t = t
@@ -373,7 +499,7 @@ func TestConsole(t *testing.T) {
 		op.screenshot("drain-plan")
 		op.do(chromedp.SendKeys(chromedp.CSS("#d-rate"), "50"), chromedp.SendKeys(chromedp.CSS("#d-reason"), "browser test"),
 			chromedp.Click(chromedp.CSS("#start-drain")), chromedp.WaitVisible(chromedp.CSS("#drain-status")))
-		drainPath = strings.TrimSuffix(eval[string](op, `document.querySelector("[data-sse]").dataset.sse`), "/events")
+		drainPath, _, _ = strings.Cut(eval[string](op, `document.querySelector("[data-sse]").dataset.sse`), "/events")
 		// The progress comes by server-sent events (console.js counts
 		// them on the element), without a reload.
 		op.do(chromedp.Evaluate[chromedp.Void](`window.__noReload = true`),
@@ -414,6 +540,131 @@ func TestConsole(t *testing.T) {
 		}
 	})
 
+	var correctedPath string
+	t.Run("correct a validation failure: the validation result, the diff, submit", func(t *testing.T) {
+		op.t = t
+		seen := openIDs(t, viewerNC, "pharmacy", "validation")
+		publishInvalid(t, st)
+		id := newRecord(t, viewerNC, "pharmacy", "validation", seen)
+		correctedPath = "/records/" + id
+		op.open(correctedPath)
+		if strings.Contains(op.html(), `id="correction"`) {
+			t.Error("the editor is shown before the payload is revealed")
+		}
+		op.do(chromedp.SendKeys(chromedp.CSS("#reveal-reason"), "browser test: correction"),
+			chromedp.Click(chromedp.CSS("#reveal")), chromedp.WaitVisible(chromedp.CSS("#correction")))
+		// The original as it is fails validation.
+		op.do(chromedp.SendKeys(chromedp.CSS("#correct-reason"), "browser test: fix the event"))
+		op.submit("#check-correction", "#check-result")
+		if got := op.text("#check-result"); !strings.Contains(got, "Invalid") {
+			t.Errorf("the original checks %q", got)
+		}
+		if strings.Contains(op.html(), `id="submit-correction"`) {
+			t.Error("an invalid correction can be submitted")
+		}
+		valid := validDispense(t, int(time.Now().UnixNano()%1000))
+		js, _ := json.Marshal(string(valid.Data))
+		op.do(chromedp.Evaluate[chromedp.Void](`document.querySelector("#correction").value = ` + string(js)))
+		op.submit("#check-correction", "#check-result")
+		if got := op.text("#check-result"); !strings.Contains(got, "Valid") || strings.Contains(got, "Invalid") {
+			t.Fatalf("the valid correction checks %q", got)
+		}
+		if n := eval[int](op, `document.querySelectorAll("#diff ins").length`); n == 0 {
+			t.Error("the diff shows no added line")
+		}
+		if n := eval[int](op, `document.querySelectorAll("#diff del").length`); n == 0 {
+			t.Error("the diff shows no removed line")
+		}
+		op.checkState("record-correction", axeSrc)
+		before := chainLength(t, viewerNC, id)
+		op.submit("#submit-correction", ".notice")
+		if got := op.text(".notice"); !strings.HasPrefix(got, "Corrected and redriven: ") && !strings.HasPrefix(got, "Sent for approval ") {
+			t.Errorf("notice %q", got)
+		}
+		if got := op.text(".notice"); strings.HasPrefix(got, "Corrected and redriven: ") {
+			if after := chainLength(t, viewerNC, id); after <= before {
+				t.Errorf("the chain has %d records, had %d", after, before)
+			}
+		}
+	})
+
+	var canaryPath string
+	t.Run("drain with a canary against a failing downstream pauses itself; resumed, it completes", func(t *testing.T) {
+		op.t = t
+		down.down.Store(true)
+		seen := openIDs(t, viewerNC, "pharmacy", "exhausted")
+		pub, err := st.ConnectAs(string(access.RolePublisher))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pub.Close()
+		const n = 6
+		base := int(time.Now().UnixNano() % 100000)
+		for i := range n {
+			ev := validDispense(t, base+i)
+			if _, err := pub.Request(ev.Subject, ev.Data, 30*time.Second); err != nil {
+				t.Fatalf("publish: %v", err)
+			}
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			fresh := 0
+			for id := range openIDs(t, viewerNC, "pharmacy", "exhausted") {
+				if !seen[id] {
+					fresh++
+				}
+			}
+			if fresh >= n {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d events exhausted after 60 s", fresh, n)
+			}
+			time.Sleep(100 * time.Millisecond) // polling the auditor's index
+		}
+		op.open("/drains")
+		op.do(chromedp.SendKeys(chromedp.CSS("#d-domain"), "pharmacy"),
+			chromedp.SendKeys(chromedp.CSS("#d-codes"), "DOWNSTREAM_UNAVAILABLE"),
+			chromedp.SendKeys(chromedp.CSS("#d-canary1"), "3"))
+		op.submit("#dry-run", "#canary-picks")
+		if got := eval[int](op, `document.querySelectorAll("#canary-picks li").length`); got != 3 {
+			t.Errorf("the plan names %d canary picks, want 3", got)
+		}
+		op.checkState("drain-plan-canary", axeSrc)
+		op.do(chromedp.SendKeys(chromedp.CSS("#d-maxfail"), "0.5"), chromedp.SendKeys(chromedp.CSS("#d-rate"), "0"),
+			chromedp.SendKeys(chromedp.CSS("#d-reason"), "browser test: canary"))
+		op.submit("#start-drain", "#drain-status")
+		canaryPath, _, _ = strings.Cut(eval[string](op, `document.querySelector("[data-sse]").dataset.sse`), "/events")
+		// The pause arrives by server-sent events, with its reason and
+		// codes, and the Resume control with it.
+		op.do(chromedp.WaitVisible(chromedp.CSS("#drain-paused")))
+		if got := op.text("#drain-paused"); !strings.Contains(got, "canary") || !strings.Contains(got, "DOWNSTREAM_UNAVAILABLE") {
+			t.Errorf("pause %q", got)
+		}
+		op.do(chromedp.WaitVisible(chromedp.CSS("#resume-reason")))
+		if !eval[bool](op, `document.querySelector("svg.chart polyline.failed") !== null`) {
+			t.Error("no chart of the outcomes")
+		}
+		op.checkState("drain-paused", axeSrc)
+		down.down.Store(false)
+		op.do(chromedp.SendKeys(chromedp.CSS("#resume-reason"), "browser test: downstream recovered"))
+		op.submit("#resume-drain", "#drain-status")
+		status := func() string {
+			return eval[string](op, `(document.querySelector("#drain-status") || {}).textContent || ""`)
+		}
+		deadline = time.Now().Add(60 * time.Second)
+		for status() != api.DrainCompleted {
+			if time.Now().After(deadline) {
+				t.Fatalf("drain status %q after 60 s", status())
+			}
+			time.Sleep(100 * time.Millisecond) // polling the page's DOM
+		}
+		if got := op.text("#drain-events"); !strings.Contains(got, "browser test: downstream recovered") || !strings.Contains(got, api.ActionResumed) {
+			t.Errorf("events %q", got)
+		}
+		op.checkState("drain-resumed", axeSrc)
+	})
+
 	t.Run("audit verify and reconcile", func(t *testing.T) {
 		op.t = t
 		op.open("/audit")
@@ -431,16 +682,58 @@ func TestConsole(t *testing.T) {
 		op.screenshot("audit")
 	})
 
+	t.Run("export a CSV from the Audit page", func(t *testing.T) {
+		op.t = t
+		dir := t.TempDir()
+		if _, err := chromedp.CallBrowser(op.ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
+			Behavior: browser.SetDownloadBehaviorBehaviorAllow, BrowserContextID: chromedp.FromContext(op.ctx).BrowserContextID, DownloadPath: dir,
+		}); err != nil {
+			t.Fatal(err)
+		}
+		op.open("/audit")
+		op.do(chromedp.SendKeys(chromedp.CSS("#x-domain"), "pharmacy"),
+			chromedp.Click(chromedp.CSS("#x-format-csv")),
+			chromedp.SendKeys(chromedp.CSS("#x-reason"), "browser test: export"),
+			chromedp.Click(chromedp.CSS("#export")))
+		var file string
+		deadline := time.Now().Add(30 * time.Second)
+		for file == "" {
+			matches, _ := filepath.Glob(filepath.Join(dir, "deadletter-export-*.csv"))
+			if len(matches) > 0 {
+				file = matches[0]
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no CSV downloaded after 30 s")
+			}
+			time.Sleep(100 * time.Millisecond) // polling the download directory
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(string(b), "dlq_id,domain,record_index,") || !strings.Contains(string(b), dlqID) {
+			t.Errorf("the CSV lacks its header or the record:\n%.400s", b)
+		}
+		if strings.Count(string(b), "\n") < 2 {
+			t.Errorf("the CSV has no row:\n%s", b)
+		}
+		op.open("/audit")
+		if got := op.text("#access-table"); !strings.Contains(got, "browser test: export") || !strings.Contains(got, api.AccessExport) {
+			t.Errorf("the export is not in the access audit:\n%s", got)
+		}
+	})
+
 	op.open("/")
 	op.screenshot("overview")
 
-	viewer := newPerson(t, browser, base, false)
+	viewer := newPerson(t, browserCtx, base, false)
 	t.Run("viewer: no actions, and forged ones refused", func(t *testing.T) {
 		viewer.t = t
 		viewer.login(viewerName, pw(viewerName))
 		viewer.open(recordPath)
 		page := viewer.html()
-		for _, b := range []string{`id="redrive"`, `id="release"`, `id="reveal"`} {
+		for _, b := range []string{`id="redrive"`, `id="release"`, `id="reveal"`, `id="correction"`, `id="check-correction"`} {
 			if strings.Contains(page, b) {
 				t.Errorf("the viewer is offered %s", b)
 			}
@@ -448,6 +741,17 @@ func TestConsole(t *testing.T) {
 		viewer.open("/drains")
 		if strings.Contains(viewer.html(), `id="dry-run"`) {
 			t.Error("the viewer is offered the drain wizard")
+		}
+		viewer.open(canaryPath)
+		if strings.Contains(viewer.html(), `id="resume-drain"`) || strings.Contains(viewer.html(), `id="cancel-drain"`) {
+			t.Error("the viewer is offered the drain's controls")
+		}
+		viewer.open("/audit")
+		if page := viewer.html(); strings.Contains(page, `id="export"`) || !strings.Contains(page, `id="h-access"`) {
+			t.Error("the viewer is offered the export, or not shown the access audit")
+		}
+		if status, body := viewer.post("/records/"+dlqID+"/correct", "reason=forged&payload=%7B%7D&csrf="+viewer.csrf(), nil); status != 403 || !strings.Contains(body, api.ErrForbidden) {
+			t.Errorf("forged correction as viewer: %d", status)
 		}
 		before := chainLength(t, viewerNC, dlqID)
 		status, body := viewer.post("/records/"+dlqID+"/redrive", "reason=forged&csrf="+viewer.csrf(), nil)
@@ -481,9 +785,14 @@ func TestConsole(t *testing.T) {
 	})
 
 	pages := []string{"/", "/groups", "/records", recordPath, "/drains", drainPath, "/audit", "/approvals"}
+	for _, p := range []string{correctedPath, canaryPath} {
+		if p != "" {
+			pages = append(pages, p)
+		}
+	}
 
 	t.Run("JavaScript off: every page readable", func(t *testing.T) {
-		noJS := newPerson(t, browser, base, true)
+		noJS := newPerson(t, browserCtx, base, true)
 		noJS.login(opName, pw(opName))
 		if eval[bool](noJS, `typeof window.htmx !== "undefined"`) {
 			t.Fatal("scripts ran")
@@ -500,7 +809,7 @@ func TestConsole(t *testing.T) {
 		}
 	})
 
-	anon := newPerson(t, browser, base, false)
+	anon := newPerson(t, browserCtx, base, false)
 	t.Run("axe-core: no serious or critical violation", func(t *testing.T) {
 		anon.t = t
 		// axe finds a violation planted in a page (it is not vacuous).

@@ -1,7 +1,9 @@
 // deadletter console: live regions fed by server-sent events. An element
 // with data-sse="URL" has its content replaced by each "progress" event
-// of that stream; the stream closes on "done". Without JavaScript the
-// page shows the state at load and a Refresh link.
+// of that stream; the stream closes on "done". With data-sse-controls="ID"
+// the element of that id is replaced by each "controls" event (sent only
+// when the controls change, so a reason being typed stays). Without
+// JavaScript the page shows the state at load and a Refresh link.
 (function () {
   "use strict";
   function attach(root) {
@@ -18,6 +20,14 @@
           if (window.htmx) { window.htmx.process(target); }
         };
       })(el));
+      es.addEventListener("controls", (function (id) {
+        return function (e) {
+          var target = id && document.getElementById(id);
+          if (!target) { return; }
+          target.innerHTML = e.data;
+          if (window.htmx) { window.htmx.process(target); }
+        };
+      })(el.getAttribute("data-sse-controls")));
       es.addEventListener("done", (function (source) { return function () { source.close(); }; })(es));
     }
   }

@@ -1,22 +1,18 @@
 package cli
 
 import (
-	"bufio"
 	"context"
-	"encoding/csv"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/xuri/excelize/v2"
 
 	"github.com/deadletter/deadletter/services/auditor"
 	"github.com/deadletter/deadletter/shared/api"
-	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/exportsheet"
 )
 
 // Export formats.
@@ -159,7 +155,7 @@ func (a *app) export(ctx context.Context, req api.ExportRequest, format, out, lo
 	var (
 		cp    api.ExportedCheckpoint
 		jsonl *auditor.ExportWriter
-		table tableBuilder
+		table exportsheet.Builder
 	)
 	for {
 		var rep api.ExportReply
@@ -188,13 +184,13 @@ func (a *app) export(ctx context.Context, req api.ExportRequest, format, out, lo
 			}
 		}
 		for _, ch := range rep.Chains {
-			if lot != "" && !chainHasLot(ch, lot) {
+			if lot != "" && !exportsheet.ChainHasLot(ch, lot) {
 				continue
 			}
 			res.Chains++
 			res.Records += len(ch.Records)
 			if jsonl == nil {
-				table.add(ch)
+				table.Add(ch)
 			}
 		}
 		if rep.NextCursor == "" {
@@ -206,11 +202,11 @@ func (a *app) export(ctx context.Context, req api.ExportRequest, format, out, lo
 	case formatJSONL:
 		err = jsonl.Close(res.Uncovered)
 	case formatCSV:
-		header, rows := table.table()
-		err = writeCSV(f, header, rows)
+		header, rows := table.Table()
+		err = exportsheet.WriteCSV(f, header, rows)
 	case formatXLSX:
-		header, rows := table.table()
-		err = writeXLSX(f, header, rows)
+		header, rows := table.Table()
+		err = exportsheet.WriteXLSX(f, header, rows)
 	}
 	if err == nil {
 		err = f.Sync()
@@ -221,101 +217,12 @@ func (a *app) export(ctx context.Context, req api.ExportRequest, format, out, lo
 	return res, nil
 }
 
-// chainHasLot reports whether a record of the chain carries the FSMA
-// traceability lot code lot.
-func chainHasLot(c api.ExportChain, lot string) bool {
-	for _, er := range c.Records {
-		r, err := record.Parse(er.Record)
-		if err != nil {
-			continue
-		}
-		if doc := payloadDoc(r.Payload); doc != nil && cell(doc["traceability_lot_code"]) == lot {
-			return true
-		}
-	}
-	return false
-}
-
-// writeCSV writes the spreadsheet as CSV (RFC 4180), every cell made
-// inert for a spreadsheet (csvCell).
-func writeCSV(w io.Writer, header []string, rows [][]string) error {
-	cw := csv.NewWriter(bufio.NewWriterSize(w, 1<<20))
-	if err := cw.Write(header); err != nil {
-		return err
-	}
-	for _, r := range rows {
-		for i := range r {
-			r[i] = csvCell(r[i])
-		}
-		if err := cw.Write(r); err != nil {
-			return err
-		}
-	}
-	cw.Flush()
-	return cw.Error()
-}
-
-// csvCell keeps a spreadsheet from running a cell as a formula (CSV
-// injection: payload values come from publishers): a value that starts
-// with '=', '+', '-', '@', a tab or a carriage return, and is not a
-// number, gets a leading apostrophe. XLSX cells are written as strings
-// and need none.
-func csvCell(v string) string {
-	if v == "" || !strings.ContainsRune("=+-@\t\r", rune(v[0])) {
-		return v
-	}
-	if _, err := strconv.ParseFloat(v, 64); err == nil {
-		return v
-	}
-	return "'" + v
-}
-
-// writeXLSX writes the spreadsheet as one XLSX sheet with an auto-filter
-// made a table (each header sorts and filters) and the header row frozen.
-func writeXLSX(w io.Writer, header []string, rows [][]string) error {
-	f := excelize.NewFile()
-	defer func() { _ = f.Close() }()
-	const sheet = "Sheet1"
-	sw, err := f.NewStreamWriter(sheet)
-	if err != nil {
-		return err
-	}
-	if err := sw.SetPanes(&excelize.Panes{Freeze: true, YSplit: 1, TopLeftCell: "A2", ActivePane: "bottomLeft"}); err != nil {
-		return err
-	}
-	row := make([]any, len(header))
-	for i, h := range header {
-		row[i] = h
-	}
-	if err := sw.SetRow("A1", row); err != nil {
-		return err
-	}
-	for r, vals := range rows {
-		row := make([]any, len(vals))
-		for i, v := range vals {
-			row[i] = v
-		}
-		cell, err := excelize.CoordinatesToCellName(1, r+2)
-		if err != nil {
-			return err
-		}
-		if err := sw.SetRow(cell, row); err != nil {
-			return err
-		}
-	}
-	last, err := excelize.CoordinatesToCellName(len(header), len(rows)+1)
-	if err != nil {
-		return err
-	}
-	// A table: each header gets the sort and filter button.
-	if err := sw.AddTable(&excelize.Table{Range: "A1:" + last, Name: "Export", StyleName: "TableStyleLight9"}); err != nil {
-		return err
-	}
-	if err := sw.Flush(); err != nil {
-		return err
-	}
-	return f.Write(w)
-}
+// The spreadsheet writers are package exportsheet's (shared with the
+// console); these names keep the package's tests.
+var (
+	writeCSV = exportsheet.WriteCSV
+	csvCell  = exportsheet.InertCell
+)
 
 func (a *app) verifyExportCommand() *cobra.Command {
 	var pubKey string

@@ -1,4 +1,10 @@
-package cli
+// Package exportsheet is the one owner of the spreadsheet forms of an
+// inspection export (audit.export pages): the rows of its records
+// (Builder), the CSV and XLSX writers (WriteCSV, WriteXLSX, with cells made
+// inert for a spreadsheet) and the FSMA 204 lot filter (ChainHasLot).
+// dlqctl export and the console's Audit page both write with it; the JSONL
+// form is services/auditor's ExportWriter.
+package exportsheet
 
 import (
 	"bytes"
@@ -35,20 +41,20 @@ type exportRow struct {
 	kdes map[string]string
 }
 
-// tableBuilder turns chains into a spreadsheet, a page at a time: one
+// Builder turns chains into a spreadsheet, a page at a time: one
 // row per record. For FSMA 204 events the columns include supplier_id,
 // traceability_lot_code, cte_type and every KDE (21 CFR 1.1325-1.1350) of
 // the CTE types present in the export ("a or b" KDEs as two columns); a
 // value that is an object or array is its compact JSON. Only the rows'
 // cells are kept, not the chains.
-type tableBuilder struct {
+type Builder struct {
 	rows    []exportRow
 	ctes    map[string]bool
 	hasFSMA bool
 }
 
-// add adds the rows of one chain.
-func (b *tableBuilder) add(c api.ExportChain) {
+// Add adds the rows of one chain.
+func (b *Builder) Add(c api.ExportChain) {
 	if b.ctes == nil {
 		b.ctes = map[string]bool{}
 	}
@@ -86,8 +92,8 @@ func (b *tableBuilder) add(c api.ExportChain) {
 	}
 }
 
-// table returns the header and the rows.
-func (b *tableBuilder) table() (header []string, rows [][]string) {
+// Table returns the header and the rows.
+func (b *Builder) Table() (header []string, rows [][]string) {
 	header = slices.Clone(baseColumns)
 	var extra []string
 	if b.hasFSMA {

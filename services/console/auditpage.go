@@ -1,0 +1,190 @@
+package console
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/deadletter/deadletter/services/auditor"
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/exportsheet"
+	"github.com/deadletter/deadletter/shared/record"
+)
+
+// accessPageSize is the Audit page's access audit page.
+const accessPageSize = 50
+
+// accessData is the Audit page's access audit: one page, filtered by
+// user.
+type accessData struct {
+	User, Cursor string
+	Items        []api.AccessEntry
+	NextCursor   string
+	Err          string
+}
+
+// NextURL is the URL of the next page.
+func (a *accessData) NextURL() string {
+	q := url.Values{"access_cursor": {a.NextCursor}}
+	if a.User != "" {
+		q.Set("access_user", a.User)
+	}
+	return "/audit?" + q.Encode() + "#h-access"
+}
+
+// loadAccess reads one page of the access audit.
+func (c *Console) loadAccess(r *http.Request, s *session) *accessData {
+	q := r.URL.Query()
+	a := &accessData{User: strings.TrimSpace(q.Get("access_user")), Cursor: q.Get("access_cursor")}
+	rep, err := call[api.AccessRequest, api.AccessReply](r.Context(), c, s, api.AuditAccess,
+		api.AccessRequest{User: a.User, Limit: accessPageSize, Cursor: a.Cursor})
+	if err != nil {
+		a.Err = errText(err)
+		return a
+	}
+	a.Items, a.NextCursor = rep.Items, rep.NextCursor
+	return a
+}
+
+// exportForm is the Audit page's export form as posted.
+type exportForm struct {
+	Domain, Party, Status, From, To, Lot, Format, Reason string
+}
+
+// exportFormats are the export's formats, as offered.
+var exportFormats = []string{"csv", "xlsx", "jsonl"}
+
+func parseExportForm(r *http.Request) (exportForm, api.ExportRequest, error) {
+	v := func(k string) string { return strings.TrimSpace(r.PostFormValue(k)) }
+	f := exportForm{Domain: v("domain"), Party: v("party"), Status: v("status"), From: v("from"), To: v("to"),
+		Lot: v("lot"), Format: v("format"), Reason: v("reason")}
+	req := api.ExportRequest{Filter: api.ExportFilter{Domain: f.Domain, Party: f.Party, Status: f.Status}, Reason: f.Reason}
+	for _, b := range []struct {
+		in, field string
+		out       *time.Time
+	}{{f.From, "from", &req.Filter.From}, {f.To, "to", &req.Filter.To}} {
+		if b.in == "" {
+			continue
+		}
+		t, err := parseTime(b.in)
+		if err != nil {
+			return f, req, api.BadField(b.field, "not a time (2006-01-02 or 2006-01-02T15:04)")
+		}
+		*b.out = t
+	}
+	switch {
+	case !slices.Contains(exportFormats, f.Format):
+		return f, req, api.BadField("format", "one of csv, xlsx or jsonl")
+	case f.Reason == "":
+		return f, req, api.BadField("reason", "is required: an export reads payloads")
+	case f.Lot != "" && f.Format == "jsonl":
+		return f, req, api.BadField("lot", "selects rows of a spreadsheet (csv, xlsx); a jsonl export holds every chain of its filter, with the signed manifests that prove it whole")
+	}
+	return f, req, req.Validate()
+}
+
+// errExportCheckpoint: a later page of an export is proved against
+// another checkpoint than the first.
+var errExportCheckpoint = errors.New("console: an export page is proved against another checkpoint")
+
+// handleExport streams an inspection export to the browser as a download:
+// audit.export page by page (each page a payload read the auditor records
+// in the access audit before it answers), written with the writers dlqctl
+// export uses (exportsheet for CSV and XLSX, auditor.ExportWriter for
+// JSONL). Nothing is sent before the first page answered: a refusal shows
+// on the Audit page. CSV and XLSX are written once the last page has
+// arrived (their columns depend on the CTE types present); JSONL streams,
+// and an export cut short has no end line.
+func (c *Console) handleExport(w http.ResponseWriter, r *http.Request, s *session) {
+	f, req, err := parseExportForm(r)
+	var first api.ExportReply
+	if err == nil {
+		first, err = call[api.ExportRequest, api.ExportReply](r.Context(), c, s, api.AuditExport, req)
+	}
+	if err != nil {
+		c.auditPage(w, r, s, &auditData{Export: f}, err, "")
+		return
+	}
+	started := time.Now().UTC()
+	name := fmt.Sprintf("deadletter-export-%s.%s", started.Format("20060102T150405Z"), f.Format)
+	types := map[string]string{"csv": "text/csv; charset=utf-8", "jsonl": "application/jsonl",
+		"xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"}
+	cp := first.Checkpoint
+	var (
+		jsonl             *auditor.ExportWriter
+		table             exportsheet.Builder
+		chains, uncovered int
+	)
+	start := func() {
+		w.Header().Set("Content-Type", types[f.Format])
+		w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
+		w.WriteHeader(http.StatusOK)
+	}
+	if f.Format == "jsonl" {
+		start()
+		h := api.ExportHeader{Format: api.ExportFormat, ExportedAt: started, Filter: req.Filter, Reason: req.Reason, Key: cp.Key}
+		if jsonl, err = auditor.NewExportWriter(w, h, cp); err != nil {
+			c.log.Warn("export cut short", "user", s.user, "err", err)
+			return
+		}
+	}
+	rep := first
+	for page := 1; ; page++ {
+		if rep.Checkpoint.AuditSeq != cp.AuditSeq {
+			err = errExportCheckpoint
+			break
+		}
+		uncovered += rep.Uncovered
+		if jsonl != nil {
+			// Every chain of the page and its signed manifest.
+			chains += len(rep.Chains)
+			err = jsonl.Page(rep)
+		} else {
+			for _, ch := range rep.Chains {
+				if f.Lot != "" && !exportsheet.ChainHasLot(ch, f.Lot) {
+					continue
+				}
+				chains++
+				table.Add(ch)
+			}
+		}
+		if err != nil || rep.NextCursor == "" {
+			break
+		}
+		req.Cursor = rep.NextCursor
+		if rep, err = call[api.ExportRequest, api.ExportReply](r.Context(), c, s, api.AuditExport, req); err != nil {
+			break
+		}
+	}
+	c.log.Info("export", "user", s.user, "format", f.Format, "chains", chains, "checkpoint_seq", cp.AuditSeq, "code", api.CodeOf(err))
+	if jsonl != nil {
+		if err == nil {
+			err = jsonl.Close(uncovered)
+		}
+		if err != nil {
+			c.log.Warn("export cut short", "user", s.user, "err", err)
+		}
+		return
+	}
+	if err != nil {
+		c.auditPage(w, r, s, &auditData{Export: f}, err, "")
+		return
+	}
+	header, rows := table.Table()
+	start()
+	if f.Format == "xlsx" {
+		err = exportsheet.WriteXLSX(w, header, rows)
+	} else {
+		err = exportsheet.WriteCSV(w, header, rows)
+	}
+	if err != nil {
+		c.log.Warn("export cut short", "user", s.user, "err", err)
+	}
+}
+
+// exportStatuses are the statuses the export form offers.
+var exportStatuses = []string{string(record.StatusOpen), string(record.StatusRedriving), string(record.StatusPoison), string(record.StatusResolved)}
