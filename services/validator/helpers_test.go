@@ -19,6 +19,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/schemas"
+	"github.com/deadletter/deadletter/shared/access"
+	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
@@ -59,8 +61,9 @@ func startValidator(tb testing.TB, srv *natstest.Server, cfg Config, hooks *test
 	go func() { done <- v.Run(ctx) }()
 	waitConsumer(tb, srv, cfg.Consumer)
 	natstest.CheckFor(tb, 10*time.Second, 20*time.Millisecond, func() error {
-		_, err := nc.Request("$SRV.PING.validator", nil, time.Second)
-		return err
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		return endpoint.Serving(ctx, nc, access.Validator, access.ServiceEndpoints(access.Validator)...)
 	})
 	var once sync.Once
 	stop := func() {

@@ -232,6 +232,23 @@ var table = func() []Spec {
 	}
 }()
 
+// ServiceEndpoints returns the endpoint subjects the service user name
+// serves (nil for another name): what a service must list in its
+// $SRV.INFO before it is ready for requests (endpoint.WaitServing).
+func ServiceEndpoints(name string) []string {
+	switch name {
+	case Validator:
+		return []string{api.ValidatorCheckAll}
+	case Quarantiner:
+		return []string{api.QuarantinerAppend, api.QuarantinerHold}
+	case Redriver:
+		return RedriverEndpoints()
+	case Auditor:
+		return AuditorEndpoints()
+	}
+	return nil
+}
+
 // RedriverEndpoints are the subjects of the redriver's endpoints.
 func RedriverEndpoints() []string {
 	return []string{api.DrainStart, api.DrainStatus, api.DrainCancel, api.DrainResume, api.DrainList, api.Redrive, api.Release,

@@ -152,9 +152,9 @@ func newEnvWith(tb testing.TB, n int, withDownstream bool) *env {
 		}
 		natstest.Run(tb, "quarantiner", q.Run)
 	}
-	e.waitService(tb, "validator")
+	e.waitService(tb, access.Validator, access.ServiceEndpoints(access.Validator)...)
 	if n > 0 {
-		e.waitService(tb, "quarantiner")
+		e.waitService(tb, access.Quarantiner, access.ServiceEndpoints(access.Quarantiner)...)
 	}
 	return e
 }
@@ -195,7 +195,7 @@ func (e *env) startRedriver(tb testing.TB, cfg redriver.Config) *runningRedriver
 		tb.Fatal(err)
 	}
 	stop := natstest.Run(tb, "redriver", r.Run)
-	e.waitService(tb, "redriver", access.RedriverEndpoints()...)
+	e.waitService(tb, access.Redriver, access.ServiceEndpoints(access.Redriver)...)
 	return &runningRedriver{Service: r, nc: nc, stop: stop}
 }
 

@@ -587,15 +587,8 @@ func (s *Stack) waitStarted(ctx context.Context) error {
 		return err
 	}
 	defer nc.Close()
-	for _, svc := range []struct {
-		name      string
-		endpoints []string
-	}{
-		{access.Validator, nil}, {access.Quarantiner, nil},
-		// Requests go to these two: wait until they serve every endpoint.
-		{access.Redriver, access.RedriverEndpoints()}, {access.Auditor, access.AuditorEndpoints()},
-	} {
-		if err := endpoint.WaitServing(ctx, nc, 50*time.Millisecond, svc.name, svc.endpoints...); err != nil {
+	for _, svc := range []string{access.Validator, access.Quarantiner, access.Redriver, access.Auditor} {
+		if err := endpoint.WaitServing(ctx, nc, 50*time.Millisecond, svc, access.ServiceEndpoints(svc)...); err != nil {
 			return err
 		}
 	}

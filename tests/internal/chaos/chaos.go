@@ -718,13 +718,7 @@ func (c *cluster) waitServices(ctx context.Context) error {
 	defer nc.Close()
 	deadline := time.Now().Add(60 * time.Second)
 	for _, name := range []string{access.Validator, access.Quarantiner, access.Redriver, access.Auditor} {
-		var endpoints []string // requests go to these two: wait until they serve every endpoint
-		switch name {
-		case access.Redriver:
-			endpoints = access.RedriverEndpoints()
-		case access.Auditor:
-			endpoints = access.AuditorEndpoints()
-		}
+		endpoints := access.ServiceEndpoints(name) // ready once it serves every one
 		for {
 			actx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 			err := endpoint.Serving(actx, nc, name, endpoints...)
