@@ -4,11 +4,13 @@ go 1.26.0
 
 require (
 	github.com/creack/pty v1.1.24
+	github.com/deadletter/deadletter/services/auditor v0.0.0
 	github.com/deadletter/deadletter/services/deadletter v0.0.0-00010101000000-000000000000
 	github.com/deadletter/deadletter/shared v0.0.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
+	github.com/xuri/excelize/v2 v2.11.1
 	golang.org/x/term v0.48.0
 )
 
@@ -20,7 +22,7 @@ require (
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/deadletter/deadletter/schemas v0.0.0 // indirect
-	github.com/deadletter/deadletter/services/auditor v0.0.0 // indirect
+	github.com/deadletter/deadletter/services/console v0.0.0 // indirect
 	github.com/deadletter/deadletter/services/quarantiner v0.0.0 // indirect
 	github.com/deadletter/deadletter/services/redriver v0.0.0 // indirect
 	github.com/deadletter/deadletter/services/validator v0.0.0 // indirect
@@ -49,10 +51,13 @@ require (
 	github.com/richardlehane/msoleps v1.0.6 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
 	github.com/santhosh-tekuri/jsonschema/v5 v5.3.1 // indirect
+	github.com/sergi/go-diff v1.4.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
+	github.com/synadia-io/orbit.go/jetstreamext v0.3.2 // indirect
+	github.com/synadia-io/orbit.go/natsext v0.1.3 // indirect
 	github.com/tiendc/go-deepcopy v1.7.2 // indirect
+	github.com/transparency-dev/merkle v0.0.2 // indirect
 	github.com/xuri/efp v0.0.3-0.20260924042702-217b81952dec // indirect
-	github.com/xuri/excelize/v2 v2.11.1 // indirect
 	github.com/xuri/nfp v0.0.2-0.20250530014748-2ddeb826f9a9 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
@@ -78,6 +83,7 @@ require (
 replace (
 	github.com/deadletter/deadletter/schemas => ../../schemas
 	github.com/deadletter/deadletter/services/auditor => ../auditor
+	github.com/deadletter/deadletter/services/console => ../console
 	github.com/deadletter/deadletter/services/deadletter => ../deadletter
 	github.com/deadletter/deadletter/services/quarantiner => ../quarantiner
 	github.com/deadletter/deadletter/services/redriver => ../redriver
