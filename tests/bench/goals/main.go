@@ -142,7 +142,7 @@ func (b *bench) run(root, peerDir string, n, syncN, rounds, batch, clusterN, dra
 
 	if !skip["sync"] {
 		phase("goals 1 and 5, sync always: ingest vs raw, async and batching producers, open-loop latency")
-		if err := b.child("sync.", "ingest", "-sync-always", "-n", itoa(syncN), "-rounds", itoa(rounds), "-batch", itoa(batch), "-latency", "-redelivered"); err != nil {
+		if err := b.child("sync.", "ingest", "-sync-always", "-n", itoa(syncN), "-rounds", itoa(rounds), "-batch", itoa(batch), "-latency", "-redelivered", "-floors"); err != nil {
 			return err
 		}
 	}
@@ -160,7 +160,11 @@ func (b *bench) run(root, peerDir string, n, syncN, rounds, batch, clusterN, dra
 			for step := range 2 {
 				if (step == 0) == ingFirst {
 					phase(fmt.Sprintf("goal 3 round %d: deadletter ingest, no fsync, 10 %% poison", r+1))
-					if err := b.child("nofsync.", "ingest", "-n", itoa(n), "-rounds", "1", "-poison", "0.1"); err != nil {
+					args := []string{"-n", itoa(n), "-rounds", "1", "-poison", "0.1"}
+					if r == 0 {
+						args = append(args, "-floors") // once: the floors of the best design, no validation
+					}
+					if err := b.child("nofsync.", "ingest", args...); err != nil {
 						return err
 					}
 					f := b.figures["nofsync.ingest_async"]
@@ -351,6 +355,9 @@ func (b *bench) table(w io.Writer) {
 	}
 	ratio("1 ingest / raw, async producer", "sync.ingest_async", "sync.raw_async", 0.80, false)
 	ratio("1b ingest / raw, batching producer", "sync.ingest_batch", "sync.raw_batch", 0, false)
+	ratio("  floor: batched writes, no validation / raw", "sync.floor_batched", "sync.raw_async", 0, false)
+	ratio("  floor: LEDGER only, batched / raw", "sync.floor_ledger", "sync.raw_async", 0, false)
+	ratio("  floor: consume and ack only / raw", "sync.floor_ack", "sync.raw_async", 0, false)
 	info("5 CPU per event, ingest async (sync)", "sync.ingest_async_cpu")
 	info("5 CPU per event, ingest batching (sync)", "sync.ingest_batch_cpu")
 	info("  redelivered after a crash (sync), events/s", "sync.ingest_redelivered")
@@ -359,6 +366,10 @@ func (b *bench) table(w io.Writer) {
 	info("5 CPU per event, R3 ingest (all processes)", "cluster.r3_ingest_cpu")
 	ratio("3 ingest / Watermill peer (10 % poison)", "nofsync.ingest_async", "nofsync.watermill", 2, true)
 	ratio("3 ingest / raw, async producer", "nofsync.ingest_async", "nofsync.raw_async", 0.25, false)
+	ratio("  floor: batched writes, no validation / Watermill", "nofsync.floor_batched", "nofsync.watermill", 0, true)
+	ratio("  floor: consume and ack only / Watermill", "nofsync.floor_ack", "nofsync.watermill", 0, true)
+	info("  floor CPU per event: batched writes (no fsync)", "nofsync.floor_batched_cpu")
+	info("  floor CPU per event: consume and ack (no fsync)", "nofsync.floor_ack_cpu")
 	info("5 CPU per event, ingest (no fsync)", "nofsync.ingest_async_cpu")
 	info("5 CPU per event, Watermill (its process)", "nofsync.watermill_cpu")
 	bound("4 drain, no fsync", "drain.off.drain", 5000, false)

@@ -14,6 +14,7 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/deadletter/deadletter/services/validator"
 	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
@@ -43,6 +44,9 @@ type goalConfig struct {
 	// their LEDGER messages are there and their marks are not, so every
 	// batch would be refused and each event takes the per-event path.
 	redelivered bool
+	// floors adds the floors of the best design (floor.go) on the same
+	// server, after the rounds: what no validator can beat here.
+	floors bool
 }
 
 // fsyncMode names the fsync mode for the figures.
@@ -226,6 +230,11 @@ func runGoals(ctx context.Context, g goalConfig) error {
 		g.figure("raw_batch", rawB.rate(), "msg/s", g.n)
 		g.figure("ingest_batch", ingB.rate(), "events/s", g.n)
 		g.figure("ingest_batch_cpu", us(ingB.cpuPerEvent()), "us/event", g.n)
+	}
+	if g.floors {
+		if err := g.floorPhases(ctx, env, all[0]); err != nil {
+			return err
+		}
 	}
 	if g.redelivered {
 		events, poison := perSet(set)
@@ -473,5 +482,34 @@ func (g goalConfig) redeliveredPhase(ctx context.Context, env *benchenv.Env, eve
 	r.rounds = 1
 	r.figure("ingest_redelivered", ph.rate, "events/s", len(events))
 	r.figure("ingest_redelivered_cpu", us(ph.cpuPerEvent), "us/event", len(events))
+	return nil
+}
+
+// floorPhases measures, on the goal run's server, the floors of the best
+// design with the payloads of the first round: LEDGER and IDEMPOTENCY in
+// atomic batches of the events ready together (what the validator's
+// batcher writes, with no validation, key derivation or tracing), LEDGER
+// only, and consume-and-ack only (the ceiling of any design that consumes
+// EVENTS), beside the one-event-at-a-time floor.
+func (g goalConfig) floorPhases(ctx context.Context, env *benchenv.Env, events []event) error {
+	for _, f := range []struct {
+		key    string
+		batch  int
+		writes benchenv.FloorWrites
+		what   string
+	}{
+		{"floor_one", 0, benchenv.FloorLedgerAndState, "LEDGER and IDEMPOTENCY, one event at a time"},
+		{"floor_batched", validator.DefaultConfig().CommitBatch, benchenv.FloorLedgerAndState, "LEDGER and IDEMPOTENCY in atomic batches"},
+		{"floor_ledger", validator.DefaultConfig().CommitBatch, benchenv.FloorLedgerOnly, "LEDGER only, batched"},
+		{"floor_ack", validator.DefaultConfig().CommitBatch, benchenv.FloorAckOnly, "consume and ack only"},
+	} {
+		_, ph, err := floor(ctx, env.URL(), env.JS, env.Options, events, f.batch, f.writes)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.key, err)
+		}
+		fmt.Printf("floor, %-44s %8.0f events/s  %6.1f µs CPU/event\n", f.what+":", ph.rate, us(ph.cpuPerEvent))
+		g.figure(f.key, ph.rate, "events/s", len(events))
+		g.figure(f.key+"_cpu", us(ph.cpuPerEvent), "us/event", len(events))
+	}
 	return nil
 }

@@ -76,6 +76,7 @@ func main() {
 	poison := flag.Float64("poison", 0, "goal mode: the share of invalid (poison) events in every phase")
 	latency := flag.Bool("latency", false, "goal mode: add the open-loop latency phase (publish → LEDGER commit) of -n events")
 	redelivered := flag.Bool("redelivered", false, "goal mode: add the phase of events redelivered after a crash (LEDGER written, marks missing: the per-event path)")
+	floors := flag.Bool("floors", false, "goal mode: add the floors of the best design (batched writes, LEDGER only, consume and ack only, and one at a time), no validation")
 	latencyRate := flag.Float64("latency-rate", 0, "goal mode: the latency phase's publish rate in events/s (0: half the highest async ingest round of this run)")
 	serveSinkFlag := flag.Bool("serve-sink", false, "internal: run the trace sink")
 	flag.Parse()
@@ -88,7 +89,7 @@ func main() {
 	}
 	if *rounds > 0 || *latency {
 		g := goalConfig{n: *n, rounds: *rounds, workers: *workers, syncAlways: *sync, batch: *batch, batchPublishers: *batchPublishers,
-			poison: *poison, latency: *latency, latencyRate: *latencyRate, redelivered: *redelivered}
+			poison: *poison, latency: *latency, latencyRate: *latencyRate, redelivered: *redelivered, floors: *floors}
 		if err := runGoals(context.Background(), g); err != nil {
 			log.Fatal(err)
 		}
