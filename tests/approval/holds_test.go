@@ -276,4 +276,3 @@ func set(ids []string) map[string]bool {
 	}
 	return out
 }
-
