@@ -6,11 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/hold"
+	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/streams"
 )
 
 // TestActiveHoldRefuses: a party hold stored in HOLDS whose records no
@@ -97,5 +101,47 @@ func BenchmarkActiveHolds(b *testing.B) {
 		if hs, err := st.Active(context.Background()); err != nil || len(hs) != 100 {
 			b.Fatal(len(hs), err)
 		}
+	}
+}
+
+// TestReplayChecksHoldsAtItsTurn: a drain's replay checks the chain
+// against the holds its holdsFn returns at the event's turn (a hold
+// placed after the selection), and the drain counts it held by the hold:
+// nothing is appended to the chain.
+func TestReplayChecksHoldsAtItsTurn(t *testing.T) {
+	srv := natstest.Start(t)
+	srv.Provision(t, streams.DefaultOptions())
+	nc := srv.Connect(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Provision, cfg.AllowAnonymous = false, true
+	s := runRedriver(t, srv.Connect(t), cfg) // the only redriver: it answers once started
+	waitRedriver(t, nc)
+	e := &testEnv{srv: srv, js: js, nc: nc}
+	id := e.write(t, spec{n: 1, domain: "dscsa", class: record.ClassExhausted, code: codes.DownstreamUnavailable, party: "P", okey: "K"})
+	h := api.Hold{ID: "hold-late", CaseID: "C-9", Status: api.HoldActive, Target: api.HoldTarget{PartyID: "P"}}
+	for _, tc := range []struct {
+		name  string
+		holds []api.Hold
+		held  bool
+	}{
+		{"a hold placed after the selection", []api.Hold{h}, true},
+		{"another party's hold", []api.Hold{{ID: "hold-other", CaseID: "C", Status: api.HoldActive, Target: api.HoldTarget{PartyID: "Q"}}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &drainRun{}
+			res := s.replay(context.Background(), "dscsa", id, replayOpts{drainID: "drain-x",
+				holds: func(context.Context) ([]api.Hold, error) { return tc.holds, nil }, wait: 10 * time.Millisecond})
+			d.count(res)
+			if got := res.code == api.ErrHeld; got != tc.held {
+				t.Fatalf("held %v (%s %v), want %v", got, res.code, res.err, tc.held)
+			}
+			if tc.held && (res.holdID != h.ID || res.caseID != "C-9" || d.heldByHold.Load() != 1 || d.held.Load() != 1) {
+				t.Errorf("held by %s/%s, counted %d/%d", res.holdID, res.caseID, d.heldByHold.Load(), d.held.Load())
+			}
+		})
 	}
 }
