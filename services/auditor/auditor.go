@@ -58,6 +58,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/gate"
@@ -95,6 +96,10 @@ type Service struct {
 	keys       jetstream.KeyValue
 	holds      *holdState
 	maxAge     time.Duration // QUARANTINE's MaxAge (0: none)
+	// policy and approvals: a hold lift the approval policy names waits
+	// for a second person (holds.go, package approval).
+	policy    *approval.PolicyStore
+	approvals *approval.Store
 
 	trees         exportTrees   // the Merkle tree of the newest checkpoint exported
 	cpMu          sync.Mutex    // serializes checkpoint writes
@@ -200,6 +205,13 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	}); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.HoldsBucket, err)
 	}
+	s.policy = approval.NewPolicyStore(s.js, s.now)
+	s.approvals, err = retry.Value(ctx, s.log, "approvals bucket", func(ctx context.Context) (*approval.Store, error) {
+		return approval.Open(ctx, s.js, approval.Config{Reauth: noSigning{}, Logger: s.log, Now: s.now})
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.ApprovalsBucket, err)
+	}
 	s.coverage.start(s.now())
 	setup, cancel := context.WithTimeout(ctx, retry.DefaultAttempt)
 	defer cancel()
@@ -256,6 +268,8 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		endpoint.Add(srv, hg, endpoint.Spec{Name: "lift", Description: "lift a legal hold (inspector, operator)", Timeout: 5 * time.Minute}, withCaller(s.HoldLift)),
 		endpoint.Add(srv, hg, endpoint.Spec{Name: "list", Description: "the legal holds, each with the events it holds", Timeout: time.Minute}, withCaller(s.HoldList)),
 		endpoint.Add(srv, hg, endpoint.Spec{Name: "get", Description: "one legal hold and the events it holds", Timeout: time.Minute}, withCaller(s.HoldGet)),
+		endpoint.Add(srv, hg, endpoint.Spec{Name: "lift-approved", Subject: "lift.approved",
+			Description: "execute a signed hold_lift approval (the redriver's request only)", Timeout: 5 * time.Minute}, withCaller(s.HoldLiftApproved)),
 	} {
 		if err != nil {
 			return fmt.Errorf("auditor: micro: %w", err)

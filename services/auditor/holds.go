@@ -18,6 +18,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/hold"
 	"github.com/deadletter/deadletter/shared/record"
@@ -516,19 +517,140 @@ func (s *Service) holdTargets(ctx context.Context, t api.HoldTarget) ([]chainRef
 	return out, nil
 }
 
+// Two-person approval of a lift (package approval, ActionHoldLift): when
+// the policy in force names it (the default does), hold.lift lifts
+// nothing: it stores a pending approval in APPROVALS and answers
+// APPROVAL_REQUIRED with it. An approver other than the requester signs it
+// at the redriver (approval.approve, re-authenticating), which executes
+// approvals: it asks hold.lift.approved here with the approval's id, a
+// subject of the services' account that no person's account imports. The
+// lift is done only for an approval read from APPROVALS as approved, of
+// kind hold_lift, for that hold, not executed; it is the requester's
+// lift (the hold's LiftedBy, the chains' hold_lifted records), with the
+// approval and its signer kept in the hold (LiftApprovalID,
+// LiftApprovedBy) and its AUDIT action; the signature itself is the
+// approval's AUDIT action. Without a signed approval no path lifts a
+// hold the policy holds for a second person: hold.lift refuses, and
+// hold.lift.approved finds no approved approval (a person cannot write
+// APPROVALS, nor sign without the approver role and a password).
+
+// noSigning is the auditor's Reauthenticator: it never signs approvals
+// (the redriver does), so it refuses every re-authentication.
+type noSigning struct{}
+
+// Reauthenticate refuses.
+func (noSigning) Reauthenticate(context.Context, string, api.Password) error {
+	return fmt.Errorf("%w: approvals are signed at the redriver", approval.ErrForbidden)
+}
+
 // HoldLift lifts a legal hold (hold.lift) by the authenticated caller
-// and appends the lift to every chain that carries it.
+// and appends the lift to every chain that carries it; when the approval
+// policy names hold lifts it lifts nothing and answers APPROVAL_REQUIRED
+// with the pending approval it created.
 func (s *Service) HoldLift(ctx context.Context, req api.HoldLiftRequest) (api.HoldReply, error) {
 	who, err := s.holder(ctx)
 	if err != nil {
+		return api.HoldReply{}, err
+	}
+	// The hold must be liftable (NOT_FOUND, NOT_PLACED) before anyone is
+	// asked to approve its lift.
+	cur, err := s.holds.store.Get(ctx, req.ID)
+	if err != nil {
+		return api.HoldReply{}, holdErr(err)
+	}
+	if cur.Status != api.HoldActive || cur.CaseID != req.CaseID {
+		return api.HoldReply{}, holdErr(fmt.Errorf("%w: %s", hold.ErrNotPlaced, req.ID))
+	}
+	if err := s.requireLiftApproval(ctx, who, req); err != nil {
 		return api.HoldReply{}, err
 	}
 	h, err := s.holds.store.Lift(ctx, req.ID, req.CaseID, req.Reason, who, s.now())
 	if err != nil {
 		return api.HoldReply{}, holdErr(err)
 	}
+	return s.lifted(ctx, h)
+}
+
+// requireLiftApproval returns nil when the policy in force lets who lift
+// at once, else an APPROVAL_REQUIRED *api.Error carrying the pending
+// approval it created. It fails closed: an unreadable policy or store
+// refuses the lift.
+func (s *Service) requireLiftApproval(ctx context.Context, who access.Identity, req api.HoldLiftRequest) error {
+	p, err := s.policy.Get(ctx)
+	if err != nil {
+		return approval.APIError(err)
+	}
+	d, err := approval.Needs(p.Policy, approval.Action{Kind: api.ActionHoldLift})
+	if err != nil {
+		return approval.APIError(err)
+	}
+	if !d.Needed {
+		return nil
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return api.Wrap(api.ErrInternal, err, "the request could not be encoded")
+	}
+	a, err := s.approvals.Create(ctx, approval.Request{Action: api.ActionHoldLift, HoldID: req.ID, Body: body,
+		Requester: who, Reason: req.Reason, Decision: d}, p.Policy)
+	if err != nil && a.ID == "" {
+		return approval.APIError(err)
+	}
+	if err != nil { // stored; its AUDIT action not written
+		s.log.Warn("approval request not audited", "approval_id", a.ID, "err", err)
+	}
+	s.log.Info("APPROVAL_REQUIRED", "approval_id", a.ID, "action", a.Action, "hold_id", req.ID, "user", who.User)
+	a.Request = nil
+	return &api.Error{Code: api.ErrApprovalRequired, Approval: &a,
+		Message: "lifting the hold needs a second person's approval: pending approval " + a.ID + " (" + strings.Join(d.Reasons, "; ") + ")"}
+}
+
+// HoldLiftApproved executes signed approval req.ApprovalID of a hold lift
+// (hold.lift.approved: the redriver's request; no person's account
+// imports the subject, and a request that carries a person is refused).
+// The approval must be approved, of kind hold_lift, for the hold its
+// request names; the hold is lifted as the requester. A repeat (the
+// redriver retrying before it marked the approval executed) finds the
+// hold lifted by this approval and completes the lift's records.
+func (s *Service) HoldLiftApproved(ctx context.Context, req api.HoldLiftApprovedRequest) (api.HoldReply, error) {
+	if who, err := callerOf(ctx); err == nil {
+		return api.HoldReply{}, api.Errorf(api.ErrForbidden, "%s may not execute approvals: the redriver does", who.User)
+	}
+	a, err := s.approvals.Get(ctx, req.ApprovalID)
+	if err != nil {
+		return api.HoldReply{}, approval.APIError(err)
+	}
+	var lift api.HoldLiftRequest
+	switch {
+	case a.Action != api.ActionHoldLift:
+		return api.HoldReply{}, api.Errorf(api.ErrForbidden, "approval %s is not a hold lift", a.ID)
+	case a.Status != api.ApprovalApproved:
+		return api.HoldReply{}, api.Errorf(api.ErrForbidden, "approval %s is %s, not approved", a.ID, a.Status)
+	case json.Unmarshal(a.Request, &lift) != nil || lift.Validate() != nil || lift.ID != a.HoldID:
+		return api.HoldReply{}, api.Errorf(api.ErrBadRequest, "approval %s does not hold a lift of hold %s", a.ID, a.HoldID)
+	}
+	sig, err := approval.Signature(a)
+	if err != nil {
+		return api.HoldReply{}, approval.APIError(err)
+	}
+	requester := access.Identity{User: a.Requester, Role: access.Role(a.RequesterRole)}
+	h, err := s.holds.store.LiftApproved(ctx, lift.ID, lift.CaseID, lift.Reason, requester, hold.Approval{ID: a.ID, Approver: sig.Approver}, s.now())
+	if errors.Is(err, hold.ErrNotPlaced) {
+		if cur, gerr := s.holds.store.Get(ctx, lift.ID); gerr == nil && cur.LiftApprovalID == a.ID {
+			h, err = cur, nil // a repeat: lifted by this approval
+		}
+	}
+	if err != nil {
+		return api.HoldReply{}, holdErr(err)
+	}
+	return s.lifted(ctx, h)
+}
+
+// lifted completes lifted hold h: its AUDIT action and the lift appended
+// to every chain that carries it.
+func (s *Service) lifted(ctx context.Context, h api.Hold) (api.HoldReply, error) {
 	s.holds.set(h)
-	s.log.Info("legal hold lifted", "hold_id", h.ID, "case_id", h.CaseID, "user", who.User)
+	s.log.Info("legal hold lifted", "hold_id", h.ID, "case_id", h.CaseID, "user", h.LiftedBy, "approval_id", h.LiftApprovalID)
 	if err := s.auditHold(ctx, h, hold.AuditLifted); err != nil {
 		return api.HoldReply{}, err
 	}

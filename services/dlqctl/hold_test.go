@@ -12,7 +12,9 @@ import (
 
 // TestHold: an inspector places a hold on an event, every role lists it
 // with the event it holds, an operator lifts it; the records name the
-// authenticated people; a lift of a lifted hold exits 1 with its code.
+// authenticated people (under the default policy the lift first waits for
+// approval; once the policy lets him, alone); a lift of a lifted hold
+// exits 1 with its code.
 func TestHold(t *testing.T) {
 	e := startStack(t, stackOptions{})
 	e.ok(t, "publish", testdata(t, "pharmacy/invalid/INVALID_NDC--letter-in-product-code.json"))
@@ -30,6 +32,11 @@ func TestHold(t *testing.T) {
 	if !strings.Contains(r.stdout, placed.Hold.ID) || !strings.Contains(r.stdout, "CASE-1") || !strings.Contains(r.stdout, "event "+id) {
 		t.Errorf("hold list: %s", r)
 	}
+	// Under the default policy the lift waits for a second person.
+	if r := e.dlqctl(t, "", "hold", "lift", placed.Hold.ID, "--case", "CASE-1", "--reason", "case closed"); r.code == 0 || !strings.Contains(r.stderr, "pending approval appr-") {
+		t.Errorf("lift under the default policy: %s", r)
+	}
+	e.okAs(t, string(access.RolePolicy), "policy", "set", "--hold-lift=false", "--reason", "counsel lifts alone")
 	r = e.ok(t, "-o", "json", "hold", "lift", placed.Hold.ID, "--case", "CASE-1", "--reason", "case closed")
 	var lifted api.HoldReply
 	if err := json.Unmarshal([]byte(r.stdout), &lifted); err != nil {

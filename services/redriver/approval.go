@@ -342,6 +342,9 @@ func (s *Service) runApproved(ctx context.Context, a api.Approval) (string, erro
 		id, err := s.launchDrain(ctx, req, access.Identity{User: a.Requester, Role: access.Role(a.RequesterRole)}, approvedDrainID(a.ID))
 		return id, err
 	}
+	if a.Action == api.ActionHoldLift {
+		return s.liftApproved(ctx, a)
+	}
 	exp := a.ChainRecords
 	_, err = s.chains.append(ctx, api.AppendRequest{
 		DLQID: a.DLQID, Domain: a.Domain, Kind: record.KindApproved, ExpectedIndex: &exp,
@@ -378,6 +381,26 @@ func (s *Service) runApproved(ctx context.Context, a api.Approval) (string, erro
 		return "released", nil
 	}
 	return "", api.Errorf(api.ErrBadRequest, "approval %s: no action %s", a.ID, a.Action)
+}
+
+// liftOutcome is the outcome of an executed hold lift.
+const liftOutcome = "lifted"
+
+// liftApproved executes signed hold-lift approval a: the auditor serves
+// legal holds, so it is asked to lift (api.HoldLiftApproved, with the
+// approval's id alone: the auditor reads the approval from APPROVALS and
+// lifts only when it is approved, for its hold, as its requester). No
+// approved record is sealed into the held chains: a hold may hold many
+// chains, each would need its own conditional append, and the lift's own
+// hold_lifted records (naming the requester) follow in each of them; the
+// signature is the approval's AUDIT action, and the hold keeps the
+// approval's id and signer (api.Hold.LiftApprovalID, LiftApprovedBy).
+func (s *Service) liftApproved(ctx context.Context, a api.Approval) (string, error) {
+	if _, err := endpoint.Call[api.HoldLiftApprovedRequest, api.HoldReply](ctx, s.nc, api.HoldLiftApproved,
+		api.HoldLiftApprovedRequest{ApprovalID: a.ID}); err != nil {
+		return "", err
+	}
+	return liftOutcome, nil
 }
 
 // approvedDrainID is the id of the drain approval id starts: the same at

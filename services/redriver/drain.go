@@ -49,11 +49,15 @@ type drainRun struct {
 	mu     sync.Mutex
 	stored api.DrainState // status fields not held in atomics
 	rev    uint64
-	// heldBy names the blockers holding heldByEarlier (under mu).
-	heldBy []api.Blocker
+	// heldBy names the blockers holding heldByEarlier, underHold the
+	// events under a legal hold (under mu).
+	heldBy, underHold []api.Blocker
+	// holds is the drain's view of the active legal holds (set by
+	// drainOnce).
+	holds *holdCache
 
 	selected, replayed, committed, skippedDup, replayFailed, poisoned atomic.Int64
-	held, heldByEarlier, pending, skipped, errs                       atomic.Int64
+	held, heldByEarlier, heldByHold, pending, skipped, errs           atomic.Int64
 	inFlight, maxInFlight                                             atomic.Int64
 	meter                                                             rateMeter
 }
@@ -94,7 +98,9 @@ func (s *Service) newRun(st api.DrainState, rev uint64) *drainRun {
 	d.poisoned.Store(int64(c.Poisoned))
 	d.held.Store(int64(c.Held))
 	d.heldByEarlier.Store(int64(c.HeldByEarlier))
+	d.heldByHold.Store(int64(c.HeldByHold))
 	d.heldBy = slices.Clone(st.HeldBy)
+	d.underHold = slices.Clone(st.UnderHold)
 	d.pending.Store(int64(c.Pending))
 	d.skipped.Store(int64(c.Skipped))
 	d.errs.Store(int64(c.Errors))
@@ -114,11 +120,12 @@ func (d *drainRun) snapshot() api.DrainState {
 	d.mu.Lock()
 	st := d.stored
 	st.HeldBy = slices.Clone(d.heldBy)
+	st.UnderHold = slices.Clone(d.underHold)
 	d.mu.Unlock()
 	st.DrainCounts = api.DrainCounts{
 		Selected: int(d.selected.Load()), Replayed: int(d.replayed.Load()), Committed: int(d.committed.Load()),
 		SkippedDuplicate: int(d.skippedDup.Load()), ReplayFailed: int(d.replayFailed.Load()), Poisoned: int(d.poisoned.Load()),
-		Held: int(d.held.Load()), HeldByEarlier: int(d.heldByEarlier.Load()),
+		Held: int(d.held.Load()), HeldByEarlier: int(d.heldByEarlier.Load()), HeldByHold: int(d.heldByHold.Load()),
 		Pending: int(d.pending.Load()), Skipped: int(d.skipped.Load()), Errors: int(d.errs.Load()),
 	}
 	st.Remaining = max(0, st.Selected-st.Done())
@@ -268,7 +275,14 @@ func (s *Service) drainOnce(d *drainRun, resumed bool) error {
 	ctx := d.ctx
 	f := d.req.Filter
 	started := d.snapshot().StartedAt
-	sl := &selector{js: s.js, seed: maphash.MakeSeed(), ignoreOrder: d.req.IgnoreOrder}
+	// The active legal holds: read once for the selection, then again by
+	// the replays when older than holdsRefresh (never once per event).
+	d.holds = &holdCache{store: s.holdStore}
+	holds, err := d.holds.get(ctx)
+	if err != nil {
+		return fmt.Errorf("redriver: read the legal holds: %w", err)
+	}
+	sl := &selector{js: s.js, seed: maphash.MakeSeed(), ignoreOrder: d.req.IgnoreOrder, holds: holds}
 	if resumed {
 		sl.resumeOf = d.id
 	}
@@ -290,6 +304,12 @@ func (s *Service) drainOnce(d *drainRun, resumed bool) error {
 		if f.Limit > 0 {
 			sel.truncate(max(0, f.Limit-done))
 		}
+	}
+	// The selected events under a legal hold are held from the start.
+	d.held.Add(int64(sel.heldByHold))
+	d.heldByHold.Add(int64(sel.heldByHold))
+	for _, b := range sel.underHold {
+		d.noteUnderHold(b)
 	}
 	d.setStatus(func(st *api.DrainState) { st.Status = api.DrainRunning })
 	if err := s.save(d); err != nil {
@@ -367,11 +387,11 @@ func (d *drainRun) resumeFromChains(c resumeCounts) int {
 	d.skippedDup.Store(int64(c.skippedDup))
 	d.replayFailed.Store(int64(c.replayFailed))
 	d.poisoned.Store(int64(c.poisoned))
-	for _, n := range []*atomic.Int64{&d.held, &d.heldByEarlier, &d.pending, &d.skipped, &d.errs} {
+	for _, n := range []*atomic.Int64{&d.held, &d.heldByEarlier, &d.heldByHold, &d.pending, &d.skipped, &d.errs} {
 		n.Store(0)
 	}
 	d.mu.Lock()
-	d.heldBy = nil
+	d.heldBy, d.underHold = nil, nil
 	d.mu.Unlock()
 	return c.done()
 }
@@ -391,6 +411,16 @@ func (d *drainRun) holdBy(b api.Blocker) {
 	if len(d.heldBy) < api.MaxHeldBy {
 		b.Holds = 1
 		d.heldBy = append(d.heldBy, b)
+	}
+}
+
+// noteUnderHold names b, an event under a legal hold, in the drain's
+// status (at most api.MaxHeldBy).
+func (d *drainRun) noteUnderHold(b api.Blocker) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.underHold) < api.MaxHeldBy && !slices.ContainsFunc(d.underHold, func(u api.Blocker) bool { return u.DLQID == b.DLQID }) {
+		d.underHold = append(d.underHold, b)
 	}
 }
 
@@ -421,17 +451,18 @@ func (s *Service) concurrencyOf(req api.DrainStartRequest) int {
 
 // runLane replays one ordered lane: in event-time order, each replay waiting
 // for the previous one's outcome. Once an event of the lane is unresolved
-// (an unselected earlier event, a failed or pending replay), the rest of the
-// lane is held (from the start when held is set).
+// (an unselected earlier event, one under a legal hold, a failed or pending
+// replay), the rest of the lane is held (from the start when held is set).
 func (s *Service) runLane(d *drainRun, sel *selection, lane []item, limiter *rate.Limiter, held bool) {
-	var blocker *item // the unselected event holding the lane, if any
-	for i, it := range lane {
+	var blocker *api.Blocker // the event holding the lane, if named
+	for _, it := range lane {
 		if d.stopCtx.Err() != nil {
 			return
 		}
 		if it.flags&flagBlocker != 0 {
 			if !held {
-				blocker = &lane[i]
+				b := sel.blockerOf(it)
+				blocker = &b
 			}
 			held = true
 			continue
@@ -439,7 +470,7 @@ func (s *Service) runLane(d *drainRun, sel *selection, lane []item, limiter *rat
 		if held {
 			d.held.Add(1)
 			if blocker != nil {
-				d.holdBy(sel.blockerOf(*blocker))
+				d.holdBy(*blocker)
 			}
 			s.metrics.outcomes.WithLabelValues("held").Inc()
 			continue
@@ -449,6 +480,13 @@ func (s *Service) runLane(d *drainRun, sel *selection, lane []item, limiter *rat
 			return // interrupted: the event is selected again on resume
 		}
 		s.observeOutcome(d, res)
+		if res.code == api.ErrHeld {
+			// A legal hold found at its turn: it holds the rest of the lane.
+			_, id := sel.idOf(it)
+			b := api.Blocker{DLQID: id, Reason: api.ReasonLegalHold, HoldID: res.holdID, CaseID: res.caseID}
+			d.noteUnderHold(b)
+			blocker = &b
+		}
 		if !ok {
 			held = true
 		}
@@ -471,7 +509,7 @@ func (s *Service) replayItem(d *drainRun, sel *selection, it item, limiter *rate
 	s.metrics.inFlight.Inc()
 	res = s.replayRetrying(d, dom, id, replayOpts{
 		drainID: d.id, includeValidation: d.req.Filter.IncludeValidation, ignoreOrder: d.req.IgnoreOrder,
-		actor: d.req.Actor, reason: d.req.Reason, limiter: limiter, limiterCtx: d.stopCtx,
+		actor: d.req.Actor, reason: d.req.Reason, limiter: limiter, limiterCtx: d.stopCtx, holds: d.holds.get,
 		onPublish: func() { d.replayed.Add(1); d.meter.add(time.Now()) },
 	})
 	s.metrics.inFlight.Dec()
@@ -481,7 +519,11 @@ func (s *Service) replayItem(d *drainRun, sel *selection, it item, limiter *rate
 	}
 	ok = d.count(res)
 	label := res.outcome
-	if label == "" {
+	switch {
+	case res.code == api.ErrHeld:
+		label = "held"
+		s.log.Info("held by a legal hold", "drain_id", d.id, "dlq_id", id, "hold_id", res.holdID)
+	case label == "":
 		label = "error"
 		s.log.Warn("replay error", "drain_id", d.id, "dlq_id", id, "code", res.code, "err", res.err)
 	}
@@ -525,6 +567,11 @@ func (s *Service) replayRetrying(d *drainRun, domain, id string, o replayOpts) r
 // count adds a replay's result to the drain's counters and reports whether
 // the lane may continue (the event is resolved).
 func (d *drainRun) count(res result) bool {
+	if res.code == api.ErrHeld {
+		d.held.Add(1)
+		d.heldByHold.Add(1)
+		return false
+	}
 	switch res.outcome {
 	case api.OutcomeReplayed:
 		d.committed.Add(1)

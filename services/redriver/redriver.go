@@ -54,6 +54,7 @@ import (
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/hold"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/retry"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -91,7 +92,9 @@ type Service struct {
 	// replaySecret keys the replays' message ids (replayMsgID).
 	replaySecret []byte
 	// policy and approvals are two-person approval (approval.go).
-	policy    *approval.PolicyStore
+	policy *approval.PolicyStore
+	// holdStore reads the active legal holds (holds.go).
+	holdStore *hold.Store
 	approvals *approval.Store
 	// sweeping is set while signed approvals are being recovered.
 	sweeping atomic.Bool
@@ -189,6 +192,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("redriver: %s must be provisioned by an administrator: %w", subjects.QuarantineStream, err)
 	}
 	s.chains = &chains{reader: chain.NewReader(s.js), nc: s.nc, tr: s.tr}
+	s.holdStore = hold.NewStore(s.js, s.log)
 	s.idem, err = retry.Value(ctx, s.log, "idempotency bucket", func(ctx context.Context) (jetstream.KeyValue, error) {
 		return s.js.KeyValue(ctx, subjects.IdempotencyBucket)
 	})

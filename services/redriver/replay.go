@@ -20,6 +20,7 @@ import (
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/failpoint"
 	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/hold"
 	"github.com/deadletter/deadletter/shared/ledger"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -79,6 +80,9 @@ type replayOpts struct {
 	onPublish func()
 	// wait, when set, bounds the outcome observation (else OutcomeTimeout).
 	wait time.Duration
+	// holds returns the active legal holds the chain is checked against
+	// before a replay starts (nil: read them, Service.holdStore.Active).
+	holds holdsFn
 }
 
 // result is what one replay came to.
@@ -107,6 +111,9 @@ type result struct {
 	// failCode is the error code of the failure record that followed a
 	// replay_failed or poisoned outcome.
 	failCode string
+	// holdID and caseID name the legal hold that holds the event (code
+	// api.ErrHeld: nothing was done).
+	holdID, caseID string
 }
 
 // failed returns a result for an error with its api code.
@@ -152,6 +159,21 @@ func (s *Service) replay(ctx context.Context, domain, id string, o replayOpts) r
 		case record.StatusRedriving:
 			return s.resume(ctx, ch, o)
 		case record.StatusOpen:
+			// A legal hold: nothing starts (a replay in flight, above, is
+			// finished: it was asked for before the hold).
+			holds := o.holds
+			if holds == nil {
+				holds = s.holdStore.Active
+			}
+			hs, err := holds(ctx)
+			if err != nil {
+				return failed(api.ErrUnavailable, fmt.Errorf("redriver: read the legal holds: %w", err))
+			}
+			if err := hold.Refuse(st, hs); err != nil {
+				res.code, res.err = api.ErrHeld, err
+				res.holdID, res.caseID = heldBy(st, hs)
+				return res
+			}
 			if o.drainID != "" && attemptedBy(ch.Records, o.drainID) {
 				res.outcome, res.reason, res.attempted = api.OutcomeNotRedrivable, "attempted_by_this_drain", true
 				return res

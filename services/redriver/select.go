@@ -17,6 +17,7 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/domain/registry"
+	"github.com/deadletter/deadletter/shared/hold"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -40,7 +41,9 @@ type item struct {
 	// flags: flagBlocker (an unresolved, unselected event that holds the
 	// later events of its key), flagNoKey (no ordering key: its own lane),
 	// flagOddID (id[0:4] indexes selection.odd), flagDead (superseded by a
-	// resolving record; dropped when the scan ends).
+	// resolving record; dropped when the scan ends), flagLegalHold (a
+	// blocker under a legal hold: its reason names the hold, see
+	// holdReason).
 	flags uint8
 	// reason indexes selection.reasons: why the chain is not selected (0:
 	// it is), as decided on its last record read so far.
@@ -55,7 +58,30 @@ const (
 	flagNoKey
 	flagOddID
 	flagDead
+	flagLegalHold
 )
+
+// holdSep separates, in an interned reason, the reason of an event under
+// a legal hold from the hold's id: "<reason>\x00<hold id>", the reason
+// api.ReasonLegalHold when the filter selects the event (it is counted
+// selected and held), else the filter's.
+const holdSep = "\x00"
+
+// holdReason returns the reason of an event excluded for reason (""
+// when the filter selects it) that hold holdID holds.
+func holdReason(reason, holdID string) string {
+	if reason == "" {
+		reason = api.ReasonLegalHold
+	}
+	return reason + holdSep + holdID
+}
+
+// splitReason returns an interned reason's own reason and, for an event
+// under a legal hold, the hold's id.
+func splitReason(r string) (reason, holdID string) {
+	reason, holdID, _ = strings.Cut(r, holdSep)
+	return reason, holdID
+}
 
 // domainTable maps a domain to its item code; 0 is "other" (an odd id).
 var domainTable = append([]string{""}, registry.NamesAndUnknown()...)
@@ -71,8 +97,14 @@ type selection struct {
 	// excluded counts events not selected, by reason.
 	excluded map[string]int
 	// ignoreOrder: unselected events hold nothing (the drain waived
-	// per-key order).
+	// per-key order), but for those under a legal hold.
 	ignoreOrder bool
+	// heldByHold counts the events the filter selects that a legal hold
+	// holds (counted in selected, never replayed); underHold names the
+	// first api.MaxHeldBy; holdCase maps the active holds to their cases.
+	heldByHold int
+	underHold  []api.Blocker
+	holdCase   map[string]string
 	// drain, when set, is a resumed drain's id: its outcomes recorded in
 	// the chains are tallied (see tally), by dlq id during the scan.
 	drain   string
@@ -133,6 +165,10 @@ type matcher struct {
 	// hold: an unselected unresolved event holds the later events of its
 	// key (false when the drain ignores order).
 	hold bool
+	// holds are the active legal holds, as read before the selection: an
+	// unresolved event one of them holds is never selected, and holds the
+	// later events of its key whatever the drain (ignore_order included).
+	holds []api.Hold
 }
 
 // reasonNotListed excludes a chain a dlq-id filter does not name: it is
@@ -140,8 +176,8 @@ type matcher struct {
 // when it holds a named one.
 const reasonNotListed = "dlq_id"
 
-func newMatcher(f api.DrainFilter, cutoff time.Time, ignoreOrder, scanIDs bool) matcher {
-	m := matcher{f: f, classes: map[record.Class]bool{}, codes: map[string]bool{}, hold: !ignoreOrder}
+func newMatcher(f api.DrainFilter, cutoff time.Time, ignoreOrder, scanIDs bool, holds []api.Hold) matcher {
+	m := matcher{f: f, classes: map[record.Class]bool{}, codes: map[string]bool{}, hold: !ignoreOrder, holds: holds}
 	if len(f.DLQIDs) > 0 && scanIDs {
 		m.ids = make(map[string]bool, len(f.DLQIDs))
 		for _, id := range f.DLQIDs {
@@ -173,8 +209,23 @@ func newMatcher(f api.DrainFilter, cutoff time.Time, ignoreOrder, scanIDs bool) 
 // whether an excluded event still holds the later events of its key:
 // every unresolved one does, whatever excluded it (a filter member, its
 // class, poison), unless the drain ignores order. A resolved chain holds
-// nothing (see selection.visit).
+// nothing (see selection.visit). An unresolved event under an active
+// legal hold is never selected and always holds (holdReason).
 func (m matcher) decide(l chain.Head) (reason string, blocker bool) {
+	reason, blocker = m.decideFilter(l)
+	if len(m.holds) == 0 || l.Status() == record.StatusResolved {
+		return reason, blocker
+	}
+	for _, h := range m.holds {
+		if h.Status == api.HoldActive && hold.Matches(h.Target, hold.FromHead(l)) {
+			return holdReason(reason, h.ID), true
+		}
+	}
+	return reason, blocker
+}
+
+// decideFilter is decide without the legal holds.
+func (m matcher) decideFilter(l chain.Head) (reason string, blocker bool) {
 	switch {
 	case m.ids != nil && !m.ids[l.DLQID]:
 		return reasonNotListed, m.hold
@@ -220,6 +271,9 @@ type selector struct {
 	// resumeOf, when set, is the id of the resumed drain whose outcomes
 	// the chains hold (selection.tally).
 	resumeOf string
+	// holds are the active legal holds (matcher.holds), read once before
+	// the selection.
+	holds []api.Hold
 	// onItem, when set, is called with each record that tentatively selects
 	// its chain, and the index of the chain's item (for dry runs: a later
 	// record of the chain may still unselect it, see selection.live).
@@ -255,10 +309,15 @@ func (sl *selector) run(ctx context.Context, f api.DrainFilter, cutoff time.Time
 	// Named chains are read alone (their last records) only when nothing
 	// else matters: order is waived and no resumed drain's outcomes must
 	// be found in the chains' earlier records.
-	scanIDs := !sl.ignoreOrder || sl.resumeOf != ""
-	m := newMatcher(f, cutoff, sl.ignoreOrder, scanIDs)
+	// A legal hold on an unnamed earlier event of a named one's key holds
+	// it even when order is waived: with active holds the domain is read.
+	scanIDs := !sl.ignoreOrder || sl.resumeOf != "" || len(sl.holds) > 0
+	m := newMatcher(f, cutoff, sl.ignoreOrder, scanIDs, sl.holds)
 	sel := &selection{excluded: map[string]int{}, byID: map[chainKey]int32{}, byOddID: map[string]int32{}, reasons: []string{""}, codes: []string{""},
-		ignoreOrder: sl.ignoreOrder, drain: sl.resumeOf}
+		ignoreOrder: sl.ignoreOrder, drain: sl.resumeOf, holdCase: map[string]string{}}
+	for _, h := range sl.holds {
+		sel.holdCase[h.ID] = h.CaseID
+	}
 	if sl.resumeOf != "" {
 		sel.outcome = map[string]uint8{}
 	}
@@ -419,6 +478,9 @@ func (sel *selection) upsert(l chain.Head, reason string, blocker bool, seed map
 	if blocker {
 		flags = flagBlocker
 	}
+	if strings.Contains(reason, holdSep) {
+		flags |= flagLegalHold
+	}
 	it := packFields(l, flags, seed)
 	it.ord = sel.seen
 	it.reason = sel.reasonCode(reason)
@@ -576,7 +638,16 @@ func (sel *selection) finish(limit int, onFinal func(*selection)) {
 		case it.flags&flagDead != 0:
 			continue
 		case it.reason != 0:
-			if r := sel.reasons[it.reason]; r != reasonNotListed {
+			r, _ := splitReason(sel.reasons[it.reason])
+			switch {
+			case r == api.ReasonLegalHold:
+				// Selected, and held: counted so, never replayed.
+				sel.selected++
+				sel.heldByHold++
+				if len(sel.underHold) < api.MaxHeldBy {
+					sel.underHold = append(sel.underHold, sel.blockerOf(it))
+				}
+			case r != reasonNotListed:
 				sel.excluded[r]++
 			}
 			if it.flags&flagBlocker == 0 || it.flags&flagNoKey != 0 {
@@ -767,14 +838,19 @@ func (sel *selection) laneEnd(lo int) int {
 	return hi
 }
 
-// blockerOf names a blocker item: its dlq id and why it is not selected.
+// blockerOf names a blocker item: its dlq id and why it is not selected
+// (an event under a legal hold: api.ReasonLegalHold, its hold and case).
 func (sel *selection) blockerOf(it item) api.Blocker {
 	_, id := sel.idOf(it)
 	reason := "unselected"
 	if int(it.reason) < len(sel.reasons) && it.reason != 0 {
 		reason = sel.reasons[it.reason]
 	}
-	return api.Blocker{DLQID: id, Reason: reason}
+	b := api.Blocker{DLQID: id, Reason: reason}
+	if _, holdID := splitReason(reason); holdID != "" {
+		b.Reason, b.HoldID, b.CaseID = api.ReasonLegalHold, holdID, sel.holdCase[holdID]
+	}
+	return b
 }
 
 // Outcomes of a resumed drain found in the chains (selection.outcome):

@@ -11,6 +11,7 @@ import (
 	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/endpoint"
+	"github.com/deadletter/deadletter/shared/hold"
 	"github.com/deadletter/deadletter/shared/ledger"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -66,6 +67,15 @@ func (s *Service) redrive(ctx context.Context, req api.RedriveRequest, ask *aske
 	if err := checkSigned(ch, ap); err != nil {
 		return api.RedriveReply{}, err
 	}
+	// A held event is neither corrected nor replayed (HELD); its replay
+	// checks again against the holds read here.
+	holds, err := s.holdStore.Active(ctx)
+	if err != nil {
+		return api.RedriveReply{}, api.Wrap(api.ErrUnavailable, err, "the legal holds could not be read")
+	}
+	if err := hold.Refuse(ch.State, holds); err != nil {
+		return api.RedriveReply{}, err
+	}
 	rep := api.RedriveReply{DLQID: req.DLQID}
 	exp := len(ch.Records)
 	if ap != nil {
@@ -106,7 +116,8 @@ func (s *Service) redrive(ctx context.Context, req api.RedriveRequest, ask *aske
 		rep.Corrected = &ar.Index
 		s.log.Info("correction appended", "dlq_id", req.DLQID, "domain", ch.Domain, "index", ar.Index, "actor", req.Actor)
 	}
-	o := replayOpts{includeValidation: req.IncludeValidation, actor: req.Actor, reason: req.Reason, wait: s.cfg.RedriveWait}
+	o := replayOpts{includeValidation: req.IncludeValidation, actor: req.Actor, reason: req.Reason, wait: s.cfg.RedriveWait,
+		holds: func(context.Context) ([]api.Hold, error) { return holds, nil }}
 	res := s.replay(ctx, ch.Domain, req.DLQID, o)
 	if res.outcome == "" || (res.outcome == api.OutcomeNotRedrivable && res.err != nil) {
 		code := res.code
@@ -198,6 +209,9 @@ func (s *Service) release(ctx context.Context, req api.ReleaseRequest, ask *aske
 			return api.AppendReply{DLQID: r.DLQID, Index: r.Index, AuditHash: r.AuditHash, Status: ch.State.Status, Class: ch.State.Class}, nil
 		}
 	}
+	if err := s.refuseHeld(ctx, ch); err != nil {
+		return api.AppendReply{}, err
+	}
 	if ch.State.Status != record.StatusPoison {
 		return api.AppendReply{}, api.Errorf(api.ErrInvalidTransition, "only a poison event can be released; this one is %s", ch.State.Status)
 	}
@@ -268,7 +282,11 @@ func (s *Service) plan(ctx context.Context, f api.DrainFilter, ignoreOrder bool,
 	tripleIdx := map[dcc]uint32{}
 	var info []uint32 // by item index: 1 + the index in triples; 0: none
 	idem := map[int32]string{}
-	sl := &selector{js: s.js, ignoreOrder: ignoreOrder}
+	holds, err := s.holdStore.Active(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("redriver: read the legal holds: %w", err)
+	}
+	sl := &selector{js: s.js, ignoreOrder: ignoreOrder, holds: holds}
 	sl.seed = seedOf()
 	sl.onItem = func(l chain.Head, idx int32) {
 		t := dcc{l.Domain, string(l.Class), string(l.ErrorCode)}
@@ -310,6 +328,7 @@ func (s *Service) plan(ctx context.Context, f api.DrainFilter, ignoreOrder bool,
 		return nil, err
 	}
 	p.Selected, p.Excluded = sel.selected, sel.excluded
+	p.HeldByHold, p.UnderHold = sel.heldByHold, sel.underHold
 	type kc struct {
 		h uint64
 		n int

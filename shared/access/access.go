@@ -188,7 +188,9 @@ var table = func() []Spec {
 		// Its governance actions (pauses, resumes, approvals, holds) go to
 		// AUDIT, and so does the access record of an approver's review of
 		// a correction (approval.get shows payload values).
-		[]string{subjects.ReplaysAll, api.QuarantinerAppend, subjects.AuditActionsAll, subjects.AuditAccessAll},
+		// An approved hold lift is executed by the auditor, on the
+		// redriver's request (hold.lift.approved, within this account).
+		[]string{subjects.ReplaysAll, api.QuarantinerAppend, subjects.AuditActionsAll, subjects.AuditAccessAll, api.HoldLiftApproved},
 	), append(RedriverEndpoints(),
 		// It watches commits and quarantine records (core subscriptions,
 		// read-only) to observe each replay's outcome as it happens.
@@ -200,9 +202,13 @@ var table = func() []Spec {
 		// their records appended through the quarantiner, the held chains'
 		// copies in LEGALHOLD.
 		kvWrite(subjects.HoldsBucket),
-		[]string{subjects.AuditCheckpoints, subjects.AuditAccessAll, subjects.AuditAction("hold", ">"),
-			api.QuarantinerHold, subjects.LegalHoldAll},
-	), AuditorEndpoints()...)
+		// A lift the policy makes wait for a second person: its pending
+		// approval in APPROVALS and AUDIT; executed, once signed, on the
+		// redriver's request, answered on its inbox.
+		kvWrite(subjects.ApprovalsBucket),
+		[]string{subjects.AuditCheckpoints, subjects.AuditAccessAll, subjects.AuditAction("hold", ">"), subjects.AuditAction("approval", ">"),
+			api.QuarantinerHold, subjects.LegalHoldAll, inboxAll(Redriver)},
+	), append(AuditorEndpoints(), api.HoldLiftApproved)...)
 	return []Spec{
 		{
 			Name:         Admin,
@@ -221,12 +227,12 @@ var table = func() []Spec {
 		},
 		{
 			Name:    Redriver,
-			Doc:     "reads QUARANTINE, replays on replay.> (its own subjects), keeps drain states in DRAINS and two-person approvals in APPROVALS, reads the legal holds in HOLDS, appends lifecycle records through the quarantiner, writes its governance actions (the approval policy among them) to AUDIT and reads them back, and records an approver's review of a correction in the access audit",
+			Doc:     "reads QUARANTINE, replays on replay.> (its own subjects), keeps drain states in DRAINS and two-person approvals in APPROVALS, reads the legal holds in HOLDS (and asks the auditor to execute an approved hold lift), appends lifecycle records through the quarantiner, writes its governance actions (the approval policy among them) to AUDIT and reads them back, and records an approver's review of a correction in the access audit",
 			Publish: rp, Subscribe: rs,
 		},
 		{
 			Name:    Auditor,
-			Doc:     "reads QUARANTINE, AUDIT, EVENTS, LEDGER and IDEMPOTENCY; writes its checkpoints, the access audit of payload reads and the legal holds' actions to AUDIT, keeps the legal holds in HOLDS, appends their records through the quarantiner and copies the held chains to LEGALHOLD",
+			Doc:     "reads QUARANTINE, AUDIT, EVENTS, LEDGER and IDEMPOTENCY; writes its checkpoints, the access audit of payload reads and the legal holds' actions to AUDIT, keeps the legal holds in HOLDS, appends their records through the quarantiner and copies the held chains to LEGALHOLD; creates the pending approval of a hold lift in APPROVALS and executes it, once signed, on the redriver's request alone",
 			Publish: ap, Subscribe: as,
 		},
 	}

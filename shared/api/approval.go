@@ -96,6 +96,8 @@ type Approval struct {
 	Action string `json:"action"`
 	DLQID  string `json:"dlq_id,omitempty"`
 	Domain string `json:"domain,omitempty"`
+	// HoldID is the legal hold a hold_lift approval lifts.
+	HoldID string `json:"hold_id,omitempty"`
 	// Status is one of the Approval* statuses.
 	Status string `json:"status"`
 	// Request is the request to execute once approved (the original

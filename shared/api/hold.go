@@ -12,6 +12,10 @@ const (
 	HoldLift  = "hold.lift"
 	HoldList  = "hold.list"
 	HoldGet   = "hold.get"
+	// HoldLiftApproved executes a signed hold_lift approval: the
+	// redriver's request (it executes approvals), within the services'
+	// account; no person's account imports it.
+	HoldLiftApproved = "hold.lift.approved"
 )
 
 // Error codes of legal holds, beside the shared ones (ErrBadRequest,
@@ -77,6 +81,11 @@ type Hold struct {
 	LiftedByRole string     `json:"lifted_by_role,omitempty"`
 	LiftedAt     *time.Time `json:"lifted_at,omitempty"`
 	LiftReason   string     `json:"lift_reason,omitempty"`
+	// LiftApprovalID and LiftApprovedBy: the two-person approval the lift
+	// executed and its signer, when the policy required one
+	// (ActionHoldLift; the signature is in AUDIT).
+	LiftApprovalID string `json:"lift_approval_id,omitempty"`
+	LiftApprovedBy string `json:"lift_approved_by,omitempty"`
 	// Revision is the entry's revision in HOLDS (the compare-and-set of a
 	// lift; for information).
 	Revision uint64 `json:"revision,omitempty"`
@@ -104,6 +113,21 @@ type HoldLiftRequest struct {
 	// Reason is required.
 	CaseID string `json:"case_id"`
 	Reason string `json:"reason"`
+}
+
+// HoldLiftApprovedRequest executes a signed hold_lift approval
+// (HoldLiftApproved): the hold, case and reason are the approval's
+// request, lifted as its requester.
+type HoldLiftApprovedRequest struct {
+	ApprovalID string `json:"approval_id"`
+}
+
+// Validate requires an approval id.
+func (r HoldLiftApprovedRequest) Validate() error {
+	if !ValidHoldID(r.ApprovalID) {
+		return BadField("approval_id", "is not an approval id")
+	}
+	return nil
 }
 
 // HoldGetRequest names a hold (hold.get).

@@ -281,8 +281,16 @@ type DrainPlan struct {
 	// unselected event of the same ordering key: a drain holds them.
 	HeldByEarlier int `json:"held_by_earlier"`
 	// HeldBy names the unselected events that hold them (at most
-	// MaxHeldBy, the earliest of each key).
+	// MaxHeldBy, the earliest of each key); an event under a legal hold
+	// is named with Reason ReasonLegalHold, its hold and case.
 	HeldBy []Blocker `json:"held_by,omitempty"`
+	// HeldByHold counts the events the filter selects that are under a
+	// legal hold (package hold): counted in Selected, never replayed,
+	// and holding the later events of their ordering key even when the
+	// drain ignores order (those are in HeldByEarlier).
+	HeldByHold int `json:"held_by_hold"`
+	// UnderHold names them (at most MaxHeldBy), with their hold and case.
+	UnderHold []Blocker `json:"under_hold,omitempty"`
 	// Canary lists what the request's canary would replay first, in
 	// order.
 	Canary []CanaryPick `json:"canary,omitempty"`
@@ -291,16 +299,25 @@ type DrainPlan struct {
 // MaxHeldBy bounds the blockers a plan or a drain's status names.
 const MaxHeldBy = 20
 
-// Blocker is an unresolved event a drain did not select that holds the
-// later selected events of its ordering key.
+// Blocker is an unresolved event a drain did not select, or did not
+// replay because a legal hold holds it, that holds the later selected
+// events of its ordering key.
 type Blocker struct {
 	DLQID string `json:"dlq_id"`
 	// Reason is why it is not selected (the filter member that excluded
-	// it, its class, poison, ...).
+	// it, its class, poison, ...), or ReasonLegalHold.
 	Reason string `json:"reason"`
+	// HoldID and CaseID name the legal hold that holds it (Reason
+	// ReasonLegalHold; one of them when several do).
+	HoldID string `json:"hold_id,omitempty"`
+	CaseID string `json:"case_id,omitempty"`
 	// Holds counts the selected events it holds.
 	Holds int `json:"holds"`
 }
+
+// ReasonLegalHold is the reason of an event a drain does not replay
+// because a legal hold holds it (Blocker.Reason, DrainPlan.Excluded).
+const ReasonLegalHold = "legal_hold"
 
 // KeyCount is the number of selected events of one ordering key.
 type KeyCount struct {
@@ -325,6 +342,11 @@ type DrainCounts struct {
 	// HeldByEarlier: those of Held held by an unselected earlier event of
 	// their key (see DrainState.HeldBy), not by a failure in the drain.
 	HeldByEarlier int `json:"held_by_earlier"`
+	// HeldByHold: those of Held under a legal hold themselves (package
+	// hold), found so at the selection or at their turn (see
+	// DrainState.UnderHold); they hold the later events of their key,
+	// even when the drain ignores order.
+	HeldByHold int `json:"held_by_hold"`
 	// Pending: replayed without an outcome observed in time (redriving).
 	Pending int `json:"pending"`
 	// Skipped: not redrivable any more when their turn came (resolved by
@@ -350,8 +372,12 @@ type DrainState struct {
 	// Remaining is Selected minus the events with a final count.
 	Remaining int `json:"remaining"`
 	// HeldBy names the unselected events holding HeldByEarlier (at most
-	// MaxHeldBy).
+	// MaxHeldBy); one under a legal hold with Reason ReasonLegalHold, its
+	// hold and case.
 	HeldBy []Blocker `json:"held_by,omitempty"`
+	// UnderHold names the events of HeldByHold (at most MaxHeldBy), with
+	// their hold and case.
+	UnderHold []Blocker `json:"under_hold,omitempty"`
 	// CurrentRate is replays per second over the last few seconds.
 	CurrentRate float64 `json:"current_rate"`
 	// MaxInFlight is the most replays ever in flight at once (never above

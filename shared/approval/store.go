@@ -89,11 +89,13 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 // Request is an action to hold for approval (Store.Create).
 type Request struct {
 	// Action is one of the api.Action* constants; DLQID and Domain the
-	// event it acts on (empty for a drain); ChainRecords the number of
-	// records of its chain when the action was asked for.
+	// event it acts on (empty for a drain and a hold lift); HoldID the
+	// hold a hold lift lifts; ChainRecords the number of records of its
+	// chain when the action was asked for.
 	Action       string
 	DLQID        string
 	Domain       string
+	HoldID       string
 	ChainRecords int
 	// Body is the request to execute once approved (a JSON value).
 	Body json.RawMessage
@@ -119,6 +121,8 @@ func (s *Store) Create(ctx context.Context, req Request, p Policy) (api.Approval
 		return api.Approval{}, badField("request", "must be a JSON value")
 	case req.ChainRecords < 0:
 		return api.Approval{}, badField("chain_records", "must not be negative")
+	case req.Action == api.ActionHoldLift && !api.ValidHoldID(req.HoldID):
+		return api.Approval{}, badField("hold_id", "a hold lift names its hold")
 	}
 	ttl, err := PendingTTL(p)
 	if err != nil {
@@ -130,7 +134,7 @@ func (s *Store) Create(ctx context.Context, req Request, p Policy) (api.Approval
 		return api.Approval{}, err
 	}
 	a := api.Approval{
-		ID: id, Action: req.Action, DLQID: req.DLQID, Domain: req.Domain, Status: api.ApprovalPending,
+		ID: id, Action: req.Action, DLQID: req.DLQID, Domain: req.Domain, HoldID: req.HoldID, Status: api.ApprovalPending,
 		Request: req.Body, Payload: req.Payload, Reasons: req.Decision.Reasons, Diff: req.Decision.Diff, DiffFields: req.Decision.DiffFields(),
 		Requester: req.Requester.User, RequesterRole: string(req.Requester.Role), RequestedAt: now, Reason: req.Reason,
 		ExpiresAt: now.Add(ttl), ChainRecords: req.ChainRecords,
@@ -403,7 +407,7 @@ func (s *Store) update(ctx context.Context, a api.Approval) (api.Approval, error
 // so a caller may retry it.
 func (s *Store) Audit(ctx context.Context, a api.Approval, action string) error {
 	detail, err := json.Marshal(auditDetail{
-		Action: a.Action, DLQID: a.DLQID, Domain: a.Domain, Requester: a.Requester, RequestedAt: a.RequestedAt,
+		Action: a.Action, DLQID: a.DLQID, Domain: a.Domain, HoldID: a.HoldID, Requester: a.Requester, RequestedAt: a.RequestedAt,
 		ExpiresAt: a.ExpiresAt, Reasons: a.Reasons, DiffFields: a.DiffFields, Outcome: a.Outcome,
 	})
 	if err != nil {
@@ -436,6 +440,7 @@ type auditDetail struct {
 	Action      string    `json:"action"`
 	DLQID       string    `json:"dlq_id,omitempty"`
 	Domain      string    `json:"domain,omitempty"`
+	HoldID      string    `json:"hold_id,omitempty"`
 	Requester   string    `json:"requester"`
 	RequestedAt time.Time `json:"requested_at"`
 	ExpiresAt   time.Time `json:"expires_at"`

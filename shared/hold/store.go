@@ -166,6 +166,24 @@ func (s *Store) Place(ctx context.Context, req api.HoldPlaceRequest, who access.
 // compare-and-set on the entry's revision, so of two lifts exactly one
 // succeeds (the other: ErrNotPlaced). caseID must be the hold's.
 func (s *Store) Lift(ctx context.Context, id, caseID, reason string, who access.Identity, now time.Time) (api.Hold, error) {
+	return s.lift(ctx, id, caseID, reason, who, Approval{}, now)
+}
+
+// Approval is the signed two-person approval a lift executes: its id and
+// its signer.
+type Approval struct{ ID, Approver string }
+
+// LiftApproved is Lift executing signed approval ap (the hold keeps its
+// id and signer: LiftApprovalID, LiftApprovedBy).
+func (s *Store) LiftApproved(ctx context.Context, id, caseID, reason string, who access.Identity, ap Approval, now time.Time) (api.Hold, error) {
+	if ap.ID == "" || ap.Approver == "" {
+		return api.Hold{}, fmt.Errorf("%w: %s: no signed approval", ErrNotPlaced, id)
+	}
+	return s.lift(ctx, id, caseID, reason, who, ap, now)
+}
+
+// lift is Lift, recording ap when set.
+func (s *Store) lift(ctx context.Context, id, caseID, reason string, who access.Identity, ap Approval, now time.Time) (api.Hold, error) {
 	h, err := s.Get(ctx, id)
 	if err != nil {
 		return api.Hold{}, err
@@ -179,6 +197,7 @@ func (s *Store) Lift(ctx context.Context, id, caseID, reason string, who access.
 	rev := h.Revision
 	at := now.UTC()
 	h.Status, h.LiftedBy, h.LiftedByRole, h.LiftedAt, h.LiftReason, h.Revision = api.HoldLifted, who.User, string(who.Role), &at, reason, 0
+	h.LiftApprovalID, h.LiftApprovedBy = ap.ID, ap.Approver
 	b, err := json.Marshal(h)
 	if err != nil {
 		return api.Hold{}, fmt.Errorf("hold: encode: %w", err)
@@ -205,7 +224,11 @@ func (s *Store) Lift(ctx context.Context, id, caseID, reason string, who access.
 // idempotent within AUDIT's de-duplication window (the message id is the
 // hold's id and action), so a caller may retry it.
 func (s *Store) Audit(ctx context.Context, h api.Hold, action string) error {
-	detail, err := json.Marshal(auditDetail{CaseID: h.CaseID, Kind: targetKind(h.Target), Target: h.Target})
+	d := auditDetail{CaseID: h.CaseID, Kind: targetKind(h.Target), Target: h.Target}
+	if action == AuditLifted {
+		d.ApprovalID, d.ApprovedBy = h.LiftApprovalID, h.LiftApprovedBy
+	}
+	detail, err := json.Marshal(d)
 	if err != nil {
 		return fmt.Errorf("hold: encode audit: %w", err)
 	}
@@ -233,6 +256,10 @@ type auditDetail struct {
 	// Kind is "dlq_id", "party" or "filter"; Target the target.
 	Kind   string         `json:"target_kind"`
 	Target api.HoldTarget `json:"target"`
+	// ApprovalID and ApprovedBy: a lift's two-person approval and its
+	// signer, when it needed one.
+	ApprovalID string `json:"approval_id,omitempty"`
+	ApprovedBy string `json:"approved_by,omitempty"`
 }
 
 // targetKind names the kind of t.

@@ -357,53 +357,62 @@ func (e *env) receive500(tb testing.TB, tx string) (payload []byte, key string) 
 // idempotency keys.
 func (e *env) seed(tb testing.TB, txs []string, kinds ...record.Kind) (ids, keys []string) {
 	tb.Helper()
-	now := time.Now().UTC()
 	for i, tx := range txs {
-		b := mustJSON(tb, dispense(tx))
-		envl, err := e.gate.Check("events.pharmacy.dispense", b)
+		id, key := e.seedDoc(tb, dispense(tx), uint64(1_000_000+i), kinds...)
+		ids, keys = append(ids, id), append(keys, key)
+	}
+	return ids, keys
+}
+
+// seedDoc writes the chain of an exhausted valid dispense doc (stored at
+// EVENTS sequence seq) straight into QUARANTINE, followed by records of
+// kinds; it returns the dlq id and the idempotency key.
+func (e *env) seedDoc(tb testing.TB, doc map[string]any, seq uint64, kinds ...record.Kind) (id, key string) {
+	tb.Helper()
+	now := time.Now().UTC()
+	b := mustJSON(tb, doc)
+	envl, err := e.gate.Check("events.pharmacy.dispense", b)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f := record.Failure{
+		Class: record.ClassExhausted, Code: codes.DownstreamUnavailable, Detail: "downstream answered HTTP 503",
+		Domain: envl.Domain, Subject: "events.pharmacy.dispense", Stream: subjects.EventsStream, Seq: seq, Deliveries: 2,
+		Published: now, Payload: b, Envelope: &envl, FailedAt: now,
+	}
+	recs := []record.Record{record.FromFailure(f, now)}
+	if err := record.Seal(&recs[0]); err != nil {
+		tb.Fatal(err)
+	}
+	for _, k := range kinds {
+		prev := recs[len(recs)-1]
+		next := prev
+		next.Index, next.Kind, next.Payload, next.PrevHash, next.AuditHash = prev.Index+1, k, nil, prev.AuditHash, ""
+		if k == record.KindPoisoned {
+			next.Class = record.ClassPoison
+		}
+		if err := record.Seal(&next); err != nil {
+			tb.Fatal(err)
+		}
+		recs = append(recs, next)
+	}
+	for _, r := range recs {
+		raw, err := record.Marshal(r)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		f := record.Failure{
-			Class: record.ClassExhausted, Code: codes.DownstreamUnavailable, Detail: "downstream answered HTTP 503",
-			Domain: envl.Domain, Subject: "events.pharmacy.dispense", Stream: subjects.EventsStream, Seq: uint64(1_000_000 + i), Deliveries: 2,
-			Published: now, Payload: b, Envelope: &envl, FailedAt: now,
+		var opts []jetstream.PublishOpt
+		if r.Index == 0 {
+			opts = append(opts, jetstream.WithExpectLastSequencePerSubject(0))
 		}
-		recs := []record.Record{record.FromFailure(f, now)}
-		if err := record.Seal(&recs[0]); err != nil {
+		if _, err := e.js.Publish(context.Background(), subjects.Quarantine(r.Domain, r.DLQID), raw, opts...); err != nil {
 			tb.Fatal(err)
 		}
-		for _, k := range kinds {
-			prev := recs[len(recs)-1]
-			next := prev
-			next.Index, next.Kind, next.Payload, next.PrevHash, next.AuditHash = prev.Index+1, k, nil, prev.AuditHash, ""
-			if k == record.KindPoisoned {
-				next.Class = record.ClassPoison
-			}
-			if err := record.Seal(&next); err != nil {
-				tb.Fatal(err)
-			}
-			recs = append(recs, next)
-		}
-		for _, r := range recs {
-			raw, err := record.Marshal(r)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			var opts []jetstream.PublishOpt
-			if r.Index == 0 {
-				opts = append(opts, jetstream.WithExpectLastSequencePerSubject(0))
-			}
-			if _, err := e.js.Publish(context.Background(), subjects.Quarantine(r.Domain, r.DLQID), raw, opts...); err != nil {
-				tb.Fatal(err)
-			}
-		}
-		ids, keys = append(ids, recs[0].DLQID), append(keys, envl.IdempotencyKey)
-		if _, st, err := e.chain(tb, recs[0].DLQID); err != nil || len(kinds) > 0 && st.Status != record.StatusAfter(record.StatusOpen, kinds[len(kinds)-1]) {
-			tb.Fatalf("seeded chain %s: %s, %v", recs[0].DLQID, st.Status, err)
-		}
 	}
-	return ids, keys
+	if _, st, err := e.chain(tb, recs[0].DLQID); err != nil || len(kinds) > 0 && st.Status != record.StatusAfter(record.StatusOpen, kinds[len(kinds)-1]) {
+		tb.Fatalf("seeded chain %s: %s, %v", recs[0].DLQID, st.Status, err)
+	}
+	return recs[0].DLQID, envl.IdempotencyKey
 }
 
 // password returns a person's password.

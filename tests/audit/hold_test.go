@@ -19,6 +19,7 @@ import (
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/natstest"
@@ -215,6 +216,17 @@ func TestHoldDynamicParty(t *testing.T) {
 		t.Errorf("hold.list = %+v", list)
 	}
 
+	// The default policy makes a lift wait for a second person (see
+	// tests/approval); here the operator may lift alone.
+	pnc, err := e.stack.ConnectAs(string(access.RolePolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pnc.Close)
+	p := approval.DefaultPolicy()
+	p.HoldLift = false
+	var set api.PolicyReply
+	request(t, pnc, api.PolicySet, api.PolicySetRequest{Policy: p, Reason: "counsel lifts holds alone"}, &set)
 	var lifted api.HoldReply
 	if ae := call(t, e.operator, api.HoldLift, api.HoldLiftRequest{ID: h.ID, CaseID: h.CaseID, Reason: "case closed"}, &lifted); ae != nil {
 		t.Fatalf("hold.lift: %v", ae)
@@ -231,7 +243,7 @@ func TestHoldDynamicParty(t *testing.T) {
 	}
 	// AUDIT holds both actions, by the people who did them.
 	var actions []api.AuditAction
-	err := streams.ReadSubject(context.Background(), e.admin, subjects.AuditStream, subjects.AuditAction("hold", h.ID), func(m *jetstream.RawStreamMsg) error {
+	err = streams.ReadSubject(context.Background(), e.admin, subjects.AuditStream, subjects.AuditAction("hold", h.ID), func(m *jetstream.RawStreamMsg) error {
 		var a api.AuditAction
 		if err := json.Unmarshal(m.Data, &a); err != nil {
 			return err
