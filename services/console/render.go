@@ -22,7 +22,7 @@ import (
 var assets embed.FS
 
 // pageNames are the templates of full pages (each with the layout).
-var pageNames = []string{"login", "overview", "groups", "records", "record", "drains", "plan", "drain", "audit", "approvals"}
+var pageNames = []string{"login", "overview", "groups", "records", "record", "drains", "plan", "drain", "audit", "approvals", "approval", "holds"}
 
 // pages are the parsed templates by page name.
 type pages struct {
@@ -159,8 +159,11 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case api.ErrBadRequest:
 		return http.StatusBadRequest
-	case api.ErrConflict, api.ErrInvalidTransition, api.ErrNotRedrivable, api.ErrPoisoned, api.ErrTooManyDrains:
+	case api.ErrConflict, api.ErrInvalidTransition, api.ErrNotRedrivable, api.ErrPoisoned, api.ErrTooManyDrains,
+		api.ErrHeld, api.ErrNotPlaced, api.ErrAlreadyDecided, api.ErrExpired:
 		return http.StatusConflict
+	case api.ErrSelfApproval, api.ErrReauthFailed:
+		return http.StatusForbidden
 	}
 	return http.StatusBadGateway
 }
