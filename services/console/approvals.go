@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -36,9 +35,6 @@ type approvalData struct {
 func (d *approvalData) Pending() bool {
 	return d.A.Status == api.ApprovalPending && (d.A.ExpiresAt.IsZero() || time.Now().Before(d.A.ExpiresAt))
 }
-
-// approvalPath is an approval's page.
-func approvalPath(id string) string { return "/approvals/" + url.PathEscape(id) }
 
 func (c *Console) handleApprovals(w http.ResponseWriter, r *http.Request, s *session) {
 	rep, err := call[api.ApprovalListRequest, api.ApprovalListReply](r.Context(), c, s, api.ApprovalList, api.ApprovalListRequest{Status: r.URL.Query().Get("status")})
