@@ -221,3 +221,29 @@ func TestHolds(t *testing.T) {
 		t.Errorf("lift: %d\n%s", w.Code, body)
 	}
 }
+
+// TestHeldRefusalShown: a redrive or release of a held record shows the
+// service's HELD refusal as a conflict (not a gateway error), and a
+// correction sent for approval links its approval.
+func TestHeldRefusalShown(t *testing.T) {
+	e := startEnv(t)
+	startFakeRedriver(t, e)
+	c := e.newConsole(t, nil)
+	op := newClient(t, c, "127.0.0.75")
+	token := op.mustLogin(string(access.RoleOperator), e.password(string(access.RoleOperator)))
+	for _, tc := range []struct{ name, path string }{
+		{"redrive", "/records/" + heldID + "/redrive"},
+		{"release", "/records/" + heldID + "/release"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := op.do(http.MethodPost, tc.path, url.Values{"csrf": {token}, "reason": {"r"}})
+			if w.Code != http.StatusConflict || !strings.Contains(w.Body.String(), "<strong>"+api.ErrHeld+"</strong>: the event is under legal hold") {
+				t.Errorf("%d\n%s", w.Code, w.Body)
+			}
+		})
+	}
+	w := op.do(http.MethodPost, "/records/abc/correct", url.Values{"csrf": {token}, "payload": {`{"a":1}`}, "reason": {"fix the key"}})
+	if !strings.Contains(w.Body.String(), `<a href="/approvals/apr-7" id="notice-approval">`) {
+		t.Errorf("the notice does not link its approval:\n%s", w.Body)
+	}
+}

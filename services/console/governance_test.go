@@ -34,6 +34,9 @@ type fakeRedriver struct {
 	approverPassword string
 }
 
+// heldID is the record the fake redriver refuses as held (HELD).
+const heldID = "pharmacy_held"
+
 func startFakeRedriver(t *testing.T, e *env) *fakeRedriver {
 	t.Helper()
 	f := &fakeRedriver{state: api.DrainState{
@@ -75,7 +78,15 @@ func startFakeRedriver(t *testing.T, e *env) *fakeRedriver {
 			"approval": api.Approval{ID: "apr-9", Action: api.ActionDrain, Status: api.ApprovalPending, Reasons: []string{"drain_max_selected"}}})
 		_ = r.Error(api.ErrApprovalRequired, "a big drain needs approval", body)
 	})
+	add(api.Release, func(r micro.Request) {
+		_ = r.Error(api.ErrHeld, "the event is under legal hold [h-1]: it may not be drained, redriven, released or resolved until lifted", nil)
+	})
 	add(api.Redrive, func(r micro.Request) {
+		var req api.RedriveRequest
+		if _ = json.Unmarshal(r.Data(), &req); req.DLQID == heldID {
+			_ = r.Error(api.ErrHeld, "the event is under legal hold [h-1]: it may not be drained, redriven, released or resolved until lifted", nil)
+			return
+		}
 		body, _ := json.Marshal(map[string]any{"code": api.ErrApprovalRequired, "message": "an identity-changing correction needs approval",
 			"approval": api.Approval{ID: "apr-7", Action: api.ActionCorrect, Status: api.ApprovalPending, Reasons: []string{"identity change"}}})
 		_ = r.Error(api.ErrApprovalRequired, "an identity-changing correction needs approval", body)
@@ -123,6 +134,11 @@ func startFakeRedriver(t *testing.T, e *env) *fakeRedriver {
 	}
 	add(api.ApprovalApprove, decide(true))
 	add(api.ApprovalReject, decide(false))
+	// The endpoints' subscriptions reach the server before the test's
+	// first request (without it a request can find no responder).
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	return f
 }
 

@@ -37,14 +37,15 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
-	"ago":     func(t time.Time) string { return age(time.Since(t).Seconds()) },
-	"age":     age,
-	"join":    strings.Join,
-	"short":   func(s string) string { return shortHash(s) },
-	"records": recordsURL,
-	"inc":     func(i int) int { return i + 1 },
-	"guard":   guardText,
-	"pct":     func(f float64) float64 { return f * 100 },
+	"ago":            func(t time.Time) string { return age(time.Since(t).Seconds()) },
+	"age":            age,
+	"join":           strings.Join,
+	"short":          func(s string) string { return shortHash(s) },
+	"records":        recordsURL,
+	"inc":            func(i int) int { return i + 1 },
+	"guard":          guardText,
+	"pct":            func(f float64) float64 { return f * 100 },
+	"noticeApproval": noticeApproval,
 }
 
 // age renders seconds as a short duration ("3m", "2h5m", "4d").

@@ -617,6 +617,9 @@ func TestConsole(t *testing.T) {
 		}
 		approvalID := m[1]
 		approvalPath = "/approvals/" + approvalID
+		if got := eval[string](op, `(n => n ? n.getAttribute("href") : "")(document.querySelector("#notice-approval"))`); got != approvalPath {
+			t.Errorf("the notice links %q, want %s", got, approvalPath)
+		}
 		op.checkState("record-sent-for-approval", axeSrc)
 		if after := chainLength(t, viewerNC, id); after != before {
 			t.Errorf("the request changed the chain: %d records, had %d", after, before)
@@ -760,6 +763,31 @@ func TestConsole(t *testing.T) {
 			t.Errorf("a refused redrive changed the chain: %d records, had %d", after, before)
 		}
 		op.checkState("record-held-refused", axeSrc)
+	})
+
+	t.Run("lift the hold from the Record page (lifted, or sent for approval)", func(t *testing.T) {
+		op.t = t
+		if heldPath == "" {
+			t.Skip("no held record")
+		}
+		op.open(heldPath)
+		op.do(chromedp.SendKeys(chromedp.CSS(`#record-holds input[name=reason]`), "browser test: case closed"))
+		op.submit("#record-holds button.lift-hold", "main .notice, main .alert")
+		if eval[bool](op, `document.querySelector("main .alert") !== null`) {
+			t.Fatalf("lift refused: %q", op.text("main .alert"))
+		}
+		got := op.text("main .notice")
+		switch {
+		case strings.HasPrefix(got, "Sent for approval "):
+			t.Logf("the lift was sent for approval: %q", got)
+		case strings.Contains(got, " lifted."):
+			if strings.Contains(op.html(), `id="record-holds"`) {
+				t.Error("a lifted hold is still listed on the record")
+			}
+		default:
+			t.Errorf("notice %q", got)
+		}
+		op.checkState("record-hold-lift", axeSrc)
 	})
 
 	var canaryPath string
