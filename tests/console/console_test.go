@@ -739,7 +739,13 @@ func TestConsole(t *testing.T) {
 		if got := op.text("#holds-table"); !strings.Contains(got, "CASE-BROWSER-1") || !strings.Contains(got, id[:12]) {
 			t.Errorf("the Holds page %q", got)
 		}
-		op.screenshot("holds")
+		op.do(chromedp.SendKeys(chromedp.CSS("#hold-party"), "PARTY-BROWSER"), chromedp.SendKeys(chromedp.CSS("#hold-case"), "CASE-BROWSER-2"),
+			chromedp.SendKeys(chromedp.CSS("#hold-reason"), "browser test: a party's records"))
+		op.submit("#place-party-hold", "#holds-table")
+		if got := op.text("#holds-table"); !strings.Contains(got, "party PARTY-BROWSER") || !strings.Contains(got, "CASE-BROWSER-2") {
+			t.Errorf("the party hold is not listed: %q", got)
+		}
+		op.checkState("holds", axeSrc)
 	})
 
 	t.Run("HELD: a redrive of a held record is refused with the service's code", func(t *testing.T) {
