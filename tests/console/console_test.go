@@ -5,6 +5,14 @@
 // and one browser serve every subtest; each person browses in a browser
 // context of their own (their own cookies). Screenshots of the main
 // pages go to tests/console/screenshots/ (git-ignored).
+//
+// The two-person story: the operator's identity-changing correction is
+// sent for approval; he logs out, the approver logs in, finds it from the
+// Overview, is refused with a wrong password (REAUTH_FAILED, the chain
+// unchanged), signs with the right one and a meaning, and the record's
+// timeline shows the signature, the operator's correction and the replay.
+// Holds are placed from the Record and Holds pages; the HELD subtest
+// skips, saying so, while the redriver does not refuse held records.
 package console
 
 import (
