@@ -26,6 +26,20 @@
 // from the samples the console takes while it shows the drain. The Audit
 // page lists the access audit and streams inspection exports (CSV, XLSX,
 // JSONL) written with package exportsheet and the auditor's JSONL writer.
+//
+// Approvals and holds: the Approvals page is the inbox of approval.list
+// (pending first, no values); an approval's page is approval.get, which
+// shows the corrected payload, the identity diff and a drain's plan only
+// to the roles the redriver shows them to (recording the review in the
+// access audit). Approving asks for the meaning and the person's password
+// again, sent once to approval.approve (the redriver re-authenticates it
+// against the server) and never logged, kept or written back into a page;
+// rejecting asks for a meaning. The Holds page lists hold.list with the
+// records each holds and places a party hold; the Record page places a
+// hold on its record and lifts the holds its chain carries. The Record
+// timeline shows an approved record's signature (approver, signing time,
+// meaning, requester) and a hold record's hold and case; a refusal such as
+// HELD or REAUTH_FAILED shows as the service's code.
 package console
 
 import (

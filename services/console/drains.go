@@ -164,13 +164,31 @@ func (c *Console) handleDrainStart(w http.ResponseWriter, r *http.Request, s *se
 	http.Redirect(w, r, "/drains/"+url.PathEscape(rep.DrainID), http.StatusSeeOther)
 }
 
-// approvalNotice is the notice of an action sent for approval.
+// sentForApproval begins the notice of an action sent for approval.
+const sentForApproval = "Sent for approval "
+
+// approvalNotice is the notice of an action sent for approval
+// (noticeApproval reads its id back for the notice's link).
 func approvalNotice(ap *api.Approval) string {
-	n := "Sent for approval " + ap.ID
+	n := sentForApproval + ap.ID
 	if len(ap.Reasons) > 0 {
 		n += " (" + strings.Join(ap.Reasons, "; ") + ")"
 	}
 	return n + ": a second person must approve it before it runs."
+}
+
+// noticeApproval is the approval id an approvalNotice names, or "".
+func noticeApproval(notice string) string {
+	rest, ok := strings.CutPrefix(notice, sentForApproval)
+	if !ok {
+		return ""
+	}
+	id, _, _ := strings.Cut(rest, " ")
+	id = strings.TrimSuffix(id, ":")
+	if !api.ValidHoldID(id) { // the same token rule as an approval id
+		return ""
+	}
+	return id
 }
 
 // drainData is a drain's page and its live fragment.

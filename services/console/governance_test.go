@@ -26,7 +26,16 @@ type fakeRedriver struct {
 	mu      sync.Mutex
 	state   api.DrainState
 	resumes []api.DrainResumeRequest
+	// approval is the one pending approval (apr-7) and decisions the
+	// approve and reject requests that reached the fake.
+	approval  api.Approval
+	decisions []string
+	// approverPassword is the password approve accepts.
+	approverPassword string
 }
+
+// heldID is the record the fake redriver refuses as held (HELD).
+const heldID = "pharmacy_held"
 
 func startFakeRedriver(t *testing.T, e *env) *fakeRedriver {
 	t.Helper()
@@ -69,11 +78,67 @@ func startFakeRedriver(t *testing.T, e *env) *fakeRedriver {
 			"approval": api.Approval{ID: "apr-9", Action: api.ActionDrain, Status: api.ApprovalPending, Reasons: []string{"drain_max_selected"}}})
 		_ = r.Error(api.ErrApprovalRequired, "a big drain needs approval", body)
 	})
+	add(api.Release, func(r micro.Request) {
+		_ = r.Error(api.ErrHeld, "the event is under legal hold [h-1]: it may not be drained, redriven, released or resolved until lifted", nil)
+	})
 	add(api.Redrive, func(r micro.Request) {
+		var req api.RedriveRequest
+		if _ = json.Unmarshal(r.Data(), &req); req.DLQID == heldID {
+			_ = r.Error(api.ErrHeld, "the event is under legal hold [h-1]: it may not be drained, redriven, released or resolved until lifted", nil)
+			return
+		}
 		body, _ := json.Marshal(map[string]any{"code": api.ErrApprovalRequired, "message": "an identity-changing correction needs approval",
 			"approval": api.Approval{ID: "apr-7", Action: api.ActionCorrect, Status: api.ApprovalPending, Reasons: []string{"identity change"}}})
 		_ = r.Error(api.ErrApprovalRequired, "an identity-changing correction needs approval", body)
 	})
+	f.approval = api.Approval{ID: "apr-7", Action: api.ActionCorrect, DLQID: "pharmacy_abc", Status: api.ApprovalPending,
+		Reasons: []string{"identity change"}, DiffFields: []string{"idempotency_key"}, Requester: "operator", RequesterRole: "operator",
+		RequestedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour), Reason: "the invoice says 500",
+		Diff:    []api.IdentityChange{{Field: "idempotency_key", Before: "KEY-BEFORE", After: "KEY-AFTER"}},
+		Payload: []byte(`{"qty":500}`)}
+	f.approverPassword = e.password(string(access.RoleApprover))
+	add(api.ApprovalList, func(r micro.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		a := f.approval
+		a.Diff, a.Payload = nil, nil
+		_ = r.RespondJSON(api.ApprovalListReply{Approvals: []api.Approval{a}})
+	})
+	add(api.ApprovalGet, func(r micro.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		_ = r.RespondJSON(api.ApprovalReply{Approval: f.approval})
+	})
+	decide := func(approve bool) micro.HandlerFunc {
+		return func(r micro.Request) {
+			var req api.ApprovalDecisionRequest
+			_ = json.Unmarshal(r.Data(), &req)
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.decisions = append(f.decisions, req.Meaning)
+			switch {
+			case f.approval.Status != api.ApprovalPending:
+				_ = r.Error(api.ErrAlreadyDecided, "already decided", nil)
+			case approve && string(req.Password) != f.approverPassword:
+				_ = r.Error(api.ErrReauthFailed, "the password did not authenticate approver", nil)
+			case approve:
+				now := time.Now()
+				f.approval.Status, f.approval.Decider, f.approval.Meaning, f.approval.DecidedAt = api.ApprovalExecuted, "approver", req.Meaning, &now
+				f.approval.Outcome, f.approval.ExecutedAt = api.OutcomeReplayed, &now
+				_ = r.RespondJSON(api.ApprovalReply{Approval: f.approval})
+			default:
+				f.approval.Status, f.approval.Decider, f.approval.Meaning = api.ApprovalRejected, "approver", req.Meaning
+				_ = r.RespondJSON(api.ApprovalReply{Approval: f.approval})
+			}
+		}
+	}
+	add(api.ApprovalApprove, decide(true))
+	add(api.ApprovalReject, decide(false))
+	// The endpoints' subscriptions reach the server before the test's
+	// first request (without it a request can find no responder).
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	return f
 }
 

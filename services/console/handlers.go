@@ -49,6 +49,13 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("POST /audit/checkpoint", c.authed(c.handleCheckpoint))
 	mux.HandleFunc("POST /audit/export", c.authed(c.handleExport))
 	mux.HandleFunc("GET /approvals", c.authed(c.handleApprovals))
+	mux.HandleFunc("GET /approvals/{id}", c.authed(c.handleApproval))
+	mux.HandleFunc("POST /approvals/{id}/approve", c.authed(c.handleApprove))
+	mux.HandleFunc("POST /approvals/{id}/reject", c.authed(c.handleReject))
+	mux.HandleFunc("POST /records/{id}/hold", c.authed(c.handlePlaceRecordHold))
+	mux.HandleFunc("GET /holds", c.authed(c.handleHolds))
+	mux.HandleFunc("POST /holds", c.authed(c.handlePlacePartyHold))
+	mux.HandleFunc("POST /holds/{id}/lift", c.authed(c.handleLiftHold))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		securityHeaders(w.Header())
 		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
@@ -68,6 +75,10 @@ type overviewData struct {
 	LastVerify                 *verifyResult
 	LastReconcile              *reconcileResult
 	GroupsErr, DrainsErr       string
+	// PendingApprovals counts the approvals waiting for a second person
+	// (ApprovalsErr when approval.list did not answer).
+	PendingApprovals []api.Approval
+	ApprovalsErr     string
 }
 
 type overviewCell struct {
@@ -89,16 +100,20 @@ func (c *Console) handleOverview(w http.ResponseWriter, r *http.Request, s *sess
 	var wg sync.WaitGroup
 	var groups api.GroupsReply
 	var drains api.DrainListReply
-	var gerr, derr error
+	var gerr, derr, aerr error
 	wg.Go(func() {
 		groups, gerr = call[api.GroupsRequest, api.GroupsReply](r.Context(), c, s, api.AuditGroups, api.GroupsRequest{Samples: 1})
 	})
 	wg.Go(func() {
 		drains, derr = call[struct{}, api.DrainListReply](r.Context(), c, s, api.DrainList, struct{}{})
 	})
+	wg.Go(func() { d.PendingApprovals, aerr = c.pendingApprovals(r, s) })
 	wg.Wait()
 	if gerr != nil {
 		d.GroupsErr = errText(gerr)
+	}
+	if aerr != nil {
+		d.ApprovalsErr = errText(aerr)
 	}
 	if derr != nil {
 		d.DrainsErr = errText(derr)
@@ -530,10 +545,6 @@ func (c *Console) afterAction(w http.ResponseWriter, r *http.Request, s *session
 		return
 	}
 	c.renderRecord(w, r, s, d, gerr, notice)
-}
-
-func (c *Console) handleApprovals(w http.ResponseWriter, r *http.Request, s *session) {
-	c.render(w, r, http.StatusOK, "approvals", newView(s, "Approvals", "approvals", nil))
 }
 
 // showPayload is a revealed payload as stored: JSON indented only

@@ -22,7 +22,7 @@ import (
 var assets embed.FS
 
 // pageNames are the templates of full pages (each with the layout).
-var pageNames = []string{"login", "overview", "groups", "records", "record", "drains", "plan", "drain", "audit", "approvals"}
+var pageNames = []string{"login", "overview", "groups", "records", "record", "drains", "plan", "drain", "audit", "approvals", "approval", "holds"}
 
 // pages are the parsed templates by page name.
 type pages struct {
@@ -37,14 +37,15 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
-	"ago":     func(t time.Time) string { return age(time.Since(t).Seconds()) },
-	"age":     age,
-	"join":    strings.Join,
-	"short":   func(s string) string { return shortHash(s) },
-	"records": recordsURL,
-	"inc":     func(i int) int { return i + 1 },
-	"guard":   guardText,
-	"pct":     func(f float64) float64 { return f * 100 },
+	"ago":            func(t time.Time) string { return age(time.Since(t).Seconds()) },
+	"age":            age,
+	"join":           strings.Join,
+	"short":          func(s string) string { return shortHash(s) },
+	"records":        recordsURL,
+	"inc":            func(i int) int { return i + 1 },
+	"guard":          guardText,
+	"pct":            func(f float64) float64 { return f * 100 },
+	"noticeApproval": noticeApproval,
 }
 
 // age renders seconds as a short duration ("3m", "2h5m", "4d").
@@ -159,8 +160,11 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case api.ErrBadRequest:
 		return http.StatusBadRequest
-	case api.ErrConflict, api.ErrInvalidTransition, api.ErrNotRedrivable, api.ErrPoisoned, api.ErrTooManyDrains:
+	case api.ErrConflict, api.ErrInvalidTransition, api.ErrNotRedrivable, api.ErrPoisoned, api.ErrTooManyDrains,
+		api.ErrHeld, api.ErrNotPlaced, api.ErrAlreadyDecided, api.ErrExpired:
 		return http.StatusConflict
+	case api.ErrSelfApproval, api.ErrReauthFailed:
+		return http.StatusForbidden
 	}
 	return http.StatusBadGateway
 }

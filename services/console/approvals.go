@@ -1,0 +1,148 @@
+package console
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/deadletter/deadletter/shared/api"
+)
+
+// approvalsData is the Approvals page (the inbox): pending approvals first,
+// then the decided ones, newest first (approval.list's order), without
+// values.
+type approvalsData struct {
+	Approvals []api.Approval
+	Pending   int
+	Truncated bool
+}
+
+// approvalData is one approval's page: what approval.get shows the
+// person's role (the request, the corrected payload and the identity diff
+// only to the roles the redriver shows them to, after recording the review
+// in the access audit).
+type approvalData struct {
+	A api.Approval
+	// Payload is a correction's corrected payload (indented JSON);
+	// Drain the drain's request, when the approval is a drain's.
+	Payload string
+	Drain   *api.DrainStartRequest
+}
+
+// Pending reports whether a can still be decided.
+func (d *approvalData) Pending() bool {
+	return d.A.Status == api.ApprovalPending && (d.A.ExpiresAt.IsZero() || time.Now().Before(d.A.ExpiresAt))
+}
+
+func (c *Console) handleApprovals(w http.ResponseWriter, r *http.Request, s *session) {
+	rep, err := call[api.ApprovalListRequest, api.ApprovalListReply](r.Context(), c, s, api.ApprovalList, api.ApprovalListRequest{Status: r.URL.Query().Get("status")})
+	d := &approvalsData{Approvals: rep.Approvals, Truncated: rep.Truncated}
+	for _, a := range rep.Approvals {
+		if a.Status == api.ApprovalPending {
+			d.Pending++
+		}
+	}
+	v := newView(s, "Approvals", "approvals", d)
+	v.setErr(err)
+	c.render(w, r, statusOf(err), "approvals", v)
+}
+
+// getApproval reads one approval as the person (approval.get).
+func (c *Console) getApproval(r *http.Request, s *session, id string) (*approvalData, error) {
+	rep, err := call[api.ApprovalGetRequest, api.ApprovalReply](r.Context(), c, s, api.ApprovalGet, api.ApprovalGetRequest{ID: id})
+	d := &approvalData{A: rep.Approval}
+	if d.A.ID == "" {
+		d.A.ID = id
+	}
+	if err != nil {
+		return d, err
+	}
+	if len(d.A.Payload) > 0 {
+		d.Payload = showPayload(d.A.Payload)
+	}
+	if d.A.Action == api.ActionDrain && len(d.A.Request) > 0 {
+		var dr api.DrainStartRequest
+		if json.Unmarshal(d.A.Request, &dr) == nil {
+			d.Drain = &dr
+		}
+	}
+	return d, nil
+}
+
+func (c *Console) renderApproval(w http.ResponseWriter, r *http.Request, s *session, d *approvalData, err error, notice string) {
+	v := newView(s, "Approval "+d.A.ID, "approvals", d)
+	v.setErr(err)
+	v.Notice = notice
+	c.render(w, r, statusOf(err), "approval", v)
+}
+
+func (c *Console) handleApproval(w http.ResponseWriter, r *http.Request, s *session) {
+	d, err := c.getApproval(r, s, r.PathValue("id"))
+	c.renderApproval(w, r, s, d, err, "")
+}
+
+// handleApprove signs an approval: the meaning and the person's password
+// again (re-authentication at signing), sent to approval.approve. The
+// password is read from the form, sent once, and never logged, kept or
+// written back into a page.
+func (c *Console) handleApprove(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	req := api.ApprovalDecisionRequest{ID: id, Meaning: strings.TrimSpace(r.PostFormValue("meaning")), Password: api.Password(r.PostFormValue("password"))}
+	var (
+		rep api.ApprovalReply
+		err error
+	)
+	switch {
+	case req.Meaning == "":
+		err = api.BadField("meaning", "say what your signature means")
+	case req.Password == "":
+		err = api.BadField("password", "type your password again to sign")
+	default:
+		rep, err = call[api.ApprovalDecisionRequest, api.ApprovalReply](r.Context(), c, s, api.ApprovalApprove, req)
+	}
+	req.Password = ""
+	c.log.Info("approval approve", "user", s.user, "approval_id", id, "outcome", rep.Approval.Outcome, "code", api.CodeOf(err))
+	c.afterDecision(w, r, s, id, err, func(a api.Approval) string {
+		n := "Approved by " + a.Decider + " (" + a.Meaning + ")"
+		if a.Status == api.ApprovalExecuted {
+			n += "; executed: " + a.Outcome
+		}
+		return n + "."
+	}(rep.Approval))
+}
+
+// handleReject refuses an approval, with a reason (its meaning).
+func (c *Console) handleReject(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	req := api.ApprovalDecisionRequest{ID: id, Meaning: strings.TrimSpace(r.PostFormValue("meaning"))}
+	var err error
+	if req.Meaning == "" {
+		err = api.BadField("meaning", "say why you reject it")
+	} else {
+		_, err = call[api.ApprovalDecisionRequest, api.ApprovalReply](r.Context(), c, s, api.ApprovalReject, req)
+	}
+	c.log.Info("approval reject", "user", s.user, "approval_id", id, "code", api.CodeOf(err))
+	c.afterDecision(w, r, s, id, err, "Rejected: it will not run.")
+}
+
+// afterDecision shows the approval after a decision, with its outcome or
+// the service's refusal (REAUTH_FAILED, SELF_APPROVAL, EXPIRED, ...).
+func (c *Console) afterDecision(w http.ResponseWriter, r *http.Request, s *session, id string, err error, notice string) {
+	d, gerr := c.getApproval(r, s, id)
+	if err != nil {
+		c.renderApproval(w, r, s, d, err, "")
+		return
+	}
+	c.renderApproval(w, r, s, d, gerr, notice)
+}
+
+// pendingApprovals are the pending approvals (the Overview's card).
+func (c *Console) pendingApprovals(r *http.Request, s *session) ([]api.Approval, error) {
+	rep, err := call[api.ApprovalListRequest, api.ApprovalListReply](r.Context(), c, s, api.ApprovalList, api.ApprovalListRequest{Status: api.ApprovalPending})
+	if err != nil {
+		return nil, fmt.Errorf("approvals: %w", err)
+	}
+	return rep.Approvals, nil
+}

@@ -1,0 +1,119 @@
+package console
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/deadletter/deadletter/shared/api"
+)
+
+// holdsData is the Holds page: the holds (hold.list) with the records
+// each holds, and the form placing a party hold.
+type holdsData struct {
+	Holds         []api.HeldHold
+	IncludeLifted bool
+	// Party and CaseID are the place form's values after a refusal.
+	Party, CaseID, Reason string
+}
+
+// holdsURL is the Holds page (with the lifted holds when lifted).
+func holdsURL(lifted bool) string {
+	if lifted {
+		return "/holds?lifted=on"
+	}
+	return "/holds"
+}
+
+func (c *Console) listHolds(r *http.Request, s *session, d *holdsData) error {
+	rep, err := call[api.HoldListRequest, api.HoldListReply](r.Context(), c, s, api.HoldList, api.HoldListRequest{IncludeLifted: d.IncludeLifted})
+	d.Holds = rep.Holds
+	return err
+}
+
+func (c *Console) handleHolds(w http.ResponseWriter, r *http.Request, s *session) {
+	d := &holdsData{IncludeLifted: r.URL.Query().Get("lifted") == "on"}
+	err := c.listHolds(r, s, d)
+	v := newView(s, "Holds", "holds", d)
+	v.setErr(err)
+	c.render(w, r, statusOf(err), "holds", v)
+}
+
+// placeRequest is a hold.place request from a form's case id and reason.
+func placeRequest(r *http.Request, target api.HoldTarget) api.HoldPlaceRequest {
+	return api.HoldPlaceRequest{CaseID: strings.TrimSpace(r.PostFormValue("case_id")), Reason: strings.TrimSpace(r.PostFormValue("reason")), Target: target}
+}
+
+// handlePlacePartyHold places a hold on a party's events (the Holds page).
+func (c *Console) handlePlacePartyHold(w http.ResponseWriter, r *http.Request, s *session) {
+	req := placeRequest(r, api.HoldTarget{PartyID: strings.TrimSpace(r.PostFormValue("party"))})
+	rep, err := c.placeHold(r, s, req)
+	if err == nil {
+		http.Redirect(w, r, holdsURL(false)+"#hold-"+url.PathEscape(rep.Hold.ID), http.StatusSeeOther)
+		return
+	}
+	d := &holdsData{Party: req.Target.PartyID, CaseID: req.CaseID, Reason: req.Reason}
+	_ = c.listHolds(r, s, d)
+	v := newView(s, "Holds", "holds", d)
+	v.setErr(err)
+	c.render(w, r, statusOf(err), "holds", v)
+}
+
+// placeHold sends hold.place as the person (the auditor names the person
+// who placed it from the connection, never from the request).
+func (c *Console) placeHold(r *http.Request, s *session, req api.HoldPlaceRequest) (api.HoldReply, error) {
+	var (
+		rep api.HoldReply
+		err error
+	)
+	switch {
+	case req.CaseID == "":
+		err = api.BadField("case_id", "a hold needs its case id")
+	case req.Reason == "":
+		err = api.BadField("reason", "a hold needs a reason")
+	default:
+		rep, err = call[api.HoldPlaceRequest, api.HoldReply](r.Context(), c, s, api.HoldPlace, req)
+	}
+	c.log.Info("hold place", "user", s.user, "hold_id", rep.Hold.ID, "dlq_id", req.Target.DLQID, "code", api.CodeOf(err))
+	return rep, err
+}
+
+// handlePlaceRecordHold places a hold on one record (the Record page).
+func (c *Console) handlePlaceRecordHold(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	rep, err := c.placeHold(r, s, placeRequest(r, api.HoldTarget{DLQID: id}))
+	c.afterAction(w, r, s, id, err, fmt.Sprintf("Hold %s placed (case %s).", rep.Hold.ID, rep.Hold.CaseID))
+}
+
+// handleLiftHold lifts a hold (from the Record page when the form names
+// the record, else from the Holds page). A lift the policy sends for
+// approval shows as sent for approval.
+func (c *Console) handleLiftHold(w http.ResponseWriter, r *http.Request, s *session) {
+	req := api.HoldLiftRequest{ID: r.PathValue("id"), CaseID: strings.TrimSpace(r.PostFormValue("case_id")), Reason: strings.TrimSpace(r.PostFormValue("reason"))}
+	var err error
+	if req.Reason == "" {
+		err = api.BadField("reason", "lifting a hold needs a reason")
+	} else {
+		_, err = call[api.HoldLiftRequest, api.HoldReply](r.Context(), c, s, api.HoldLift, req)
+	}
+	notice := "Hold " + req.ID + " lifted."
+	if ap := approvalOf(err); ap != nil {
+		notice, err = approvalNotice(ap), nil
+	}
+	c.log.Info("hold lift", "user", s.user, "hold_id", req.ID, "code", api.CodeOf(err))
+	if back := r.PostFormValue("dlq_id"); back != "" {
+		c.afterAction(w, r, s, back, err, notice)
+		return
+	}
+	d := &holdsData{}
+	lerr := c.listHolds(r, s, d)
+	v := newView(s, "Holds", "holds", d)
+	if err != nil {
+		v.setErr(err)
+	} else {
+		v.setErr(lerr)
+		v.Notice = notice
+	}
+	c.render(w, r, statusOf(err), "holds", v)
+}
