@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/services/validator"
+	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/tests/internal/benchenv"
@@ -28,10 +30,23 @@ import (
 // With batch above 0 it commits the best way the design knows (atomic
 // batches of the events ready together, up to batch; FloorCommit.Batch),
 // on streams of its own (FLOORB_*), so both floors run in one process.
-func floor(ctx context.Context, url string, js jetstream.JetStream, o streams.Options, events []event, batch int, writes benchenv.FloorWrites) (float64, phase, error) {
+//
+// With validate, each event also passes the validation gate (the schema
+// and domain rules, and the idempotency key from the payload), which the
+// design cannot drop: the floor of the best design that does the work a
+// validator must.
+func floor(ctx context.Context, url string, js jetstream.JetStream, o streams.Options, events []event, batch int, writes benchenv.FloorWrites, validate bool) (float64, phase, error) {
 	name, prefix := "FLOOR", "floor"
 	if batch > 0 {
 		name, prefix = fmt.Sprintf("FLOORB%d", writes), fmt.Sprintf("floorb%d", writes)
+	}
+	var g *gate.Gate
+	if validate {
+		name, prefix = name+"V", prefix+"v"
+		var err error
+		if g, err = gate.New(0); err != nil {
+			return 0, phase{}, err
+		}
 	}
 	in := streams.Events(o)
 	in.Sources = nil // the floor's intake: no replays
@@ -77,6 +92,14 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, o streams.Op
 			meta, err := m.Metadata()
 			if err != nil {
 				return "", err
+			}
+			if g != nil {
+				// The gate's verdict is charged, not acted on: a poison
+				// event is committed like the others, so every floor
+				// writes the same number of messages.
+				if env, err := g.Check(strings.TrimPrefix(m.Subject(), prefix+"."), m.Data()); err == nil && env.IdempotencyKey != "" {
+					return "k" + strconv.FormatUint(meta.Sequence.Stream, 10), nil
+				}
 			}
 			return "k" + strconv.FormatUint(meta.Sequence.Stream, 10), nil
 		},

@@ -490,20 +490,25 @@ func (g goalConfig) redeliveredPhase(ctx context.Context, env *benchenv.Env, eve
 // atomic batches of the events ready together (what the validator's
 // batcher writes, with no validation, key derivation or tracing), LEDGER
 // only, and consume-and-ack only (the ceiling of any design that consumes
-// EVENTS), beside the one-event-at-a-time floor.
+// EVENTS), beside the one-event-at-a-time floor; and the two batched
+// floors again with the validation gate charged (work no design can drop).
 func (g goalConfig) floorPhases(ctx context.Context, env *benchenv.Env, events []event) error {
+	b := validator.DefaultConfig().CommitBatch
 	for _, f := range []struct {
-		key    string
-		batch  int
-		writes benchenv.FloorWrites
-		what   string
+		key      string
+		batch    int
+		writes   benchenv.FloorWrites
+		validate bool
+		what     string
 	}{
-		{"floor_one", 0, benchenv.FloorLedgerAndState, "LEDGER and IDEMPOTENCY, one event at a time"},
-		{"floor_batched", validator.DefaultConfig().CommitBatch, benchenv.FloorLedgerAndState, "LEDGER and IDEMPOTENCY in atomic batches"},
-		{"floor_ledger", validator.DefaultConfig().CommitBatch, benchenv.FloorLedgerOnly, "LEDGER only, batched"},
-		{"floor_ack", validator.DefaultConfig().CommitBatch, benchenv.FloorAckOnly, "consume and ack only"},
+		{"floor_one", 0, benchenv.FloorLedgerAndState, false, "LEDGER and IDEMPOTENCY, one event at a time"},
+		{"floor_batched", b, benchenv.FloorLedgerAndState, false, "LEDGER and IDEMPOTENCY in atomic batches"},
+		{"floor_ledger", b, benchenv.FloorLedgerOnly, false, "LEDGER only, batched"},
+		{"floor_ack", b, benchenv.FloorAckOnly, false, "consume and ack only"},
+		{"floor_validated", b, benchenv.FloorLedgerAndState, true, "validation gate + LEDGER and IDEMPOTENCY batched"},
+		{"floor_validated_ledger", b, benchenv.FloorLedgerOnly, true, "validation gate + LEDGER only, batched"},
 	} {
-		_, ph, err := floor(ctx, env.URL(), env.JS, env.Options, events, f.batch, f.writes)
+		_, ph, err := floor(ctx, env.URL(), env.JS, env.Options, events, f.batch, f.writes, f.validate)
 		if err != nil {
 			return fmt.Errorf("%s: %w", f.key, err)
 		}

@@ -167,11 +167,11 @@ func run(n int, syncAlways bool, workers int, cpuprofile, traceEndpoint string, 
 	var floorOne phase
 	floorBatched := make([]phase, 3) // by benchenv.FloorWrites
 	if withFloor {
-		if _, floorOne, err = floor(ctx, srv.ClientURL(), js, o, events, 0, 0); err != nil {
+		if _, floorOne, err = floor(ctx, srv.ClientURL(), js, o, events, 0, 0, false); err != nil {
 			return err
 		}
 		for w := range floorBatched {
-			if _, floorBatched[w], err = floor(ctx, srv.ClientURL(), js, o, events, validator.DefaultConfig().CommitBatch, benchenv.FloorWrites(w)); err != nil {
+			if _, floorBatched[w], err = floor(ctx, srv.ClientURL(), js, o, events, validator.DefaultConfig().CommitBatch, benchenv.FloorWrites(w), false); err != nil {
 				return err
 			}
 		}
