@@ -11,12 +11,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
-	"github.com/deadletter/deadletter/shared/subjects"
+	"github.com/deadletter/deadletter/shared/trail"
 )
 
 // autoActor is the actor of what the redriver does on its own (an
@@ -163,13 +162,13 @@ func (s *Service) auditDrain(id string, ev api.DrainEvent, n int) {
 		Codes   map[string]int     `json:"codes,omitempty"`
 		Window  *api.WindowFigures `json:"window,omitempty"`
 	}{id, ev.Codes, ev.Window})
-	b, _ := json.Marshal(api.AuditAction{Action: ev.Action, Object: "drain", ObjectID: id, Actor: ev.Actor, Role: ev.Role,
-		At: ev.At, Reason: ev.Reason, Detail: detail})
+	act := api.AuditAction{Action: ev.Action, Object: "drain", ObjectID: id, Actor: ev.Actor, Role: ev.Role,
+		At: ev.At, Reason: ev.Reason, Detail: detail}
 	msgID := "drain-" + id + "-" + strconv.Itoa(n)
 	var err error
 	for attempt := range 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err = s.js.Publish(ctx, subjects.AuditAction("drain", id), b, jetstream.WithMsgID(msgID))
+		_, err = trail.Publish(ctx, s.js, act, msgID)
 		cancel()
 		if err == nil {
 			return

@@ -13,14 +13,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
-	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
+	"github.com/deadletter/deadletter/shared/trail"
 )
 
 // MaxList is the most approvals List returns (and its default).
@@ -421,14 +420,7 @@ func (s *Store) Audit(ctx context.Context, a api.Approval, action string) error 
 	case AuditExecuted:
 		act.Actor, act.Role, act.At, act.Reason = access.Redriver, "", *a.ExecutedAt, ""
 	}
-	b, err := json.Marshal(act)
-	if err != nil {
-		return fmt.Errorf("approval: encode audit: %w", err)
-	}
-	m := nats.NewMsg(subjects.AuditAction(auditObject, a.ID))
-	m.Data = b
-	m.Header.Set(envelope.MsgID, a.ID+"-"+action)
-	if _, err := s.js.PublishMsg(ctx, m); err != nil {
+	if _, err := trail.Publish(ctx, s.js, act, a.ID+"-"+action); err != nil {
 		return fmt.Errorf("%w: audit %s of %s: %w", ErrUnavailable, action, a.ID, err)
 	}
 	return nil

@@ -16,9 +16,9 @@ import (
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
-	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
+	"github.com/deadletter/deadletter/shared/trail"
 )
 
 // Errors of the store.
@@ -237,14 +237,7 @@ func (s *Store) Audit(ctx context.Context, h api.Hold, action string) error {
 	if action == AuditLifted && h.LiftedAt != nil {
 		act.Actor, act.Role, act.At, act.Reason = h.LiftedBy, h.LiftedByRole, *h.LiftedAt, h.LiftReason
 	}
-	b, err := json.Marshal(act)
-	if err != nil {
-		return fmt.Errorf("hold: encode audit: %w", err)
-	}
-	m := nats.NewMsg(subjects.AuditAction(auditObject, h.ID))
-	m.Data = b
-	m.Header.Set(envelope.MsgID, h.ID+"-"+action)
-	if _, err := s.js.PublishMsg(ctx, m); err != nil {
+	if _, err := trail.Publish(ctx, s.js, act, h.ID+"-"+action); err != nil {
 		return fmt.Errorf("%w: audit %s of %s: %w", ErrUnavailable, action, h.ID, err)
 	}
 	return nil
