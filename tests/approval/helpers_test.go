@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/deadletter/deadletter/services/validator"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/gate"
@@ -221,47 +223,21 @@ func (e *env) publish(tb testing.TB, subject string, data []byte) {
 	}
 }
 
-// chain reads and folds a chain.
+// chain reads a chain (shared/chain: every seal checked) and folds it.
 func (e *env) chain(tb testing.TB, dlqID string) ([]record.Record, record.State, error) {
 	tb.Helper()
-	dom, _, _ := cut(dlqID)
-	s, err := e.js.Stream(context.Background(), subjects.QuarantineStream)
+	dom, _, _ := strings.Cut(dlqID, "_")
+	ch, err := chain.NewReader(e.js).Read(context.Background(), dom, dlqID)
+	if errors.Is(err, chain.ErrNotFound) {
+		return nil, record.State{}, errors.New("no chain yet")
+	}
 	if err != nil {
 		return nil, record.State{}, err
 	}
-	var out []record.Record
-	for next := uint64(1); ; {
-		m, err := s.GetMsg(context.Background(), next, jetstream.WithGetMsgSubject(subjects.Quarantine(dom, dlqID)))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			break
-		}
-		if err != nil {
-			return nil, record.State{}, err
-		}
-		r, err := record.Parse(m.Data)
-		if err != nil {
-			tb.Fatalf("record %d of %s: %v", m.Sequence, dlqID, err)
-		}
-		out = append(out, r)
-		next = m.Sequence + 1
+	if ch.FoldErr != nil {
+		tb.Fatalf("chain %s does not fold: %v", dlqID, ch.FoldErr)
 	}
-	if len(out) == 0 {
-		return nil, record.State{}, errors.New("no chain yet")
-	}
-	st, err := record.Fold(out)
-	if err != nil {
-		tb.Fatalf("chain %s does not fold: %v", dlqID, err)
-	}
-	return out, st, nil
-}
-
-func cut(id string) (string, string, bool) {
-	for i := 0; i < len(id); i++ {
-		if id[i] == '_' {
-			return id[:i], id[i+1:], true
-		}
-	}
-	return "", "", false
+	return ch.Records, ch.State, nil
 }
 
 // waitState polls until the chain's state satisfies ok.
@@ -285,7 +261,7 @@ func (e *env) waitState(tb testing.TB, dlqID string, ok func(record.State) bool,
 // committedOnce checks key is committed with exactly one LEDGER message.
 func (e *env) committedOnce(tb testing.TB, key string) {
 	tb.Helper()
-	dom, _, _ := cut(key)
+	dom, _, _ := strings.Cut(key, "_")
 	ls, err := e.js.Stream(context.Background(), subjects.LedgerStream)
 	if err != nil {
 		tb.Fatal(err)
