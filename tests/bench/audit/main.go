@@ -35,7 +35,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/services/auditor"
@@ -47,7 +46,6 @@ import (
 	"github.com/deadletter/deadletter/shared/ledger"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/runner"
-	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/tests/internal/benchenv"
 )
@@ -86,28 +84,12 @@ func run(n, steps, cache int, apart bool) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	url, stopServer, err := benchenv.ChildServer("-serve", dir)
-	if err != nil {
-		return err
-	}
-	defer stopServer()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	ctx := context.Background()
-	o := streams.DefaultOptions()
-	if err := streams.EnsureCore(ctx, js, o); err != nil {
+	nc, js, stopStore, err := benchenv.ChildStore(ctx, dir)
+	if err != nil {
 		return err
 	}
-	if err := streams.EnsureWORM(ctx, js, o); err != nil {
-		return err
-	}
+	defer stopStore()
 	cfg := auditor.DefaultConfig()
 	cfg.CheckpointInterval, cfg.ReconcileInterval = 0, 0
 	if cache > 0 {

@@ -29,7 +29,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/services/auditor"
@@ -40,7 +39,6 @@ import (
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/runner"
-	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/tests/internal/benchenv"
 )
@@ -76,28 +74,12 @@ func run(n int, formats []string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	url, stopServer, err := benchenv.ChildServer("-serve", filepath.Join(dir, "store"))
-	if err != nil {
-		return err
-	}
-	defer stopServer()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	ctx := context.Background()
-	o := streams.DefaultOptions()
-	if err := streams.EnsureCore(ctx, js, o); err != nil {
+	nc, js, stopStore, err := benchenv.ChildStore(ctx, filepath.Join(dir, "store"))
+	if err != nil {
 		return err
 	}
-	if err := streams.EnsureWORM(ctx, js, o); err != nil {
-		return err
-	}
+	defer stopStore()
 	recordSize, err := seed(ctx, js, n)
 	if err != nil {
 		return err
@@ -128,7 +110,7 @@ func run(n int, formats []string) error {
 		file := filepath.Join(dir, "export."+f)
 		start := time.Now()
 		var stdout, stderr bytes.Buffer
-		code := cli.ExecuteContext(ctx, []string{"-s", url, "-o", "json", "--timeout", "5m", "export", "--reason", "bench", "--out", file},
+		code := cli.ExecuteContext(ctx, []string{"-s", nc.ConnectedUrl(), "-o", "json", "--timeout", "5m", "export", "--reason", "bench", "--out", file},
 			cli.IO{Out: &stdout, Err: &stderr})
 		d := time.Since(start).Seconds()
 		if code != 0 {

@@ -2,13 +2,18 @@ package benchenv
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
 	"strings"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/deadletter/deadletter/shared/embedded"
+	"github.com/deadletter/deadletter/shared/streams"
 )
 
 // ServeStore is the child side of ChildServer: it runs an embedded server
@@ -60,4 +65,37 @@ func ChildServer(args ...string) (url string, stop func(), err error) {
 		return "", nil, fmt.Errorf("server did not start: %w", err)
 	}
 	return strings.TrimSpace(line), stop, nil
+}
+
+// ChildStore is ChildServer, connected and provisioned: the server runs
+// in a child process on the store dir, and the returned connection and
+// JetStream context have every stream and bucket deadletter provisions
+// (streams.EnsureCore and EnsureWORM, default options). stop closes the
+// connection and stops the child.
+func ChildStore(ctx context.Context, dir string) (nc *nats.Conn, js jetstream.JetStream, stop func(), err error) {
+	url, stopServer, err := ChildServer("-serve", dir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	fail := func(err error) (*nats.Conn, jetstream.JetStream, func(), error) {
+		if nc != nil {
+			nc.Close()
+		}
+		stopServer()
+		return nil, nil, nil, err
+	}
+	if nc, err = nats.Connect(url); err != nil {
+		return fail(err)
+	}
+	if js, err = jetstream.New(nc); err != nil {
+		return fail(err)
+	}
+	o := streams.DefaultOptions()
+	if err := streams.EnsureCore(ctx, js, o); err != nil {
+		return fail(err)
+	}
+	if err := streams.EnsureWORM(ctx, js, o); err != nil {
+		return fail(err)
+	}
+	return nc, js, func() { nc.Close(); stopServer() }, nil
 }
