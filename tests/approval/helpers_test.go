@@ -8,7 +8,6 @@ package approvals
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -26,7 +25,6 @@ import (
 	"github.com/deadletter/deadletter/services/validator"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
-	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/gate"
@@ -35,6 +33,7 @@ import (
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
+	"github.com/deadletter/deadletter/tests/internal/chains"
 )
 
 // clock is a settable clock (the redriver's approvals and policy).
@@ -223,21 +222,10 @@ func (e *env) publish(tb testing.TB, subject string, data []byte) {
 	}
 }
 
-// chain reads a chain (shared/chain: every seal checked) and folds it.
+// chain reads a chain and folds it (tests/internal/chains).
 func (e *env) chain(tb testing.TB, dlqID string) ([]record.Record, record.State, error) {
 	tb.Helper()
-	dom, _, _ := strings.Cut(dlqID, "_")
-	ch, err := chain.NewReader(e.js).Read(context.Background(), dom, dlqID)
-	if errors.Is(err, chain.ErrNotFound) {
-		return nil, record.State{}, errors.New("no chain yet")
-	}
-	if err != nil {
-		return nil, record.State{}, err
-	}
-	if ch.FoldErr != nil {
-		tb.Fatalf("chain %s does not fold: %v", dlqID, ch.FoldErr)
-	}
-	return ch.Records, ch.State, nil
+	return chains.Read(tb, e.js, dlqID)
 }
 
 // waitState polls until the chain's state satisfies ok.

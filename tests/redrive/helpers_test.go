@@ -3,7 +3,6 @@ package redrive
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -24,7 +23,6 @@ import (
 	"github.com/deadletter/deadletter/services/validator"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
-	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/envelope"
@@ -34,6 +32,7 @@ import (
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
+	"github.com/deadletter/deadletter/tests/internal/chains"
 )
 
 // downstream is a controllable system of record: it answers 503 while down
@@ -303,21 +302,10 @@ func (e *env) seedExhausted(tb testing.TB, events []event) {
 	}
 }
 
-// chain reads a chain (shared/chain: every seal checked) and folds it.
+// chain reads a chain and folds it (tests/internal/chains).
 func (e *env) chain(tb testing.TB, dlqID string) ([]record.Record, record.State, error) {
 	tb.Helper()
-	dom, _, _ := strings.Cut(dlqID, "_")
-	ch, err := chain.NewReader(e.js).Read(context.Background(), dom, dlqID)
-	if errors.Is(err, chain.ErrNotFound) {
-		return nil, record.State{}, errors.New("no chain yet")
-	}
-	if err != nil {
-		return nil, record.State{}, err
-	}
-	if ch.FoldErr != nil {
-		tb.Fatalf("chain %s does not fold: %v", dlqID, ch.FoldErr)
-	}
-	return ch.Records, ch.State, nil
+	return chains.Read(tb, e.js, dlqID)
 }
 
 // waitState polls until the chain's state satisfies ok.
