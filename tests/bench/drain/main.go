@@ -44,6 +44,7 @@ import (
 	"github.com/deadletter/deadletter/services/validator"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/record"
@@ -51,6 +52,9 @@ import (
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/tests/internal/benchenv"
 )
+
+// replayBatch and commitBatch are -replay-batch and -commit-batch.
+var replayBatch, commitBatch int
 
 func main() {
 	n := flag.Int("n", 100000, "quarantined records to drain")
@@ -68,6 +72,8 @@ func main() {
 	canary := flag.Int("canary", 0, "measure a drain with this canary against one without, interleaved over -rounds rounds of n fresh records each")
 	rounds := flag.Int("rounds", 5, "with -canary: rounds")
 	childLogCanary := flag.Bool("child-log-canary", false, "internal: the child redriver logs its DRAIN_CANARY lines to stderr")
+	flag.IntVar(&replayBatch, "replay-batch", -1, "the redriver's ReplayBatch (-1: its default; 0 or 1: each replay written alone)")
+	flag.IntVar(&commitBatch, "commit-batch", 0, "the validator's CommitBatch (0: its default; 1: one event at a time)")
 	flag.Parse()
 	if *child != "" {
 		runner.TuneGC(redriver.GCPercent) // as the redriver's own process does
@@ -115,6 +121,10 @@ func runChild(url string, concurrency int, profile string, logger *slog.Logger) 
 	}
 	defer stopProfile()
 	cfg := redriver.DefaultConfig()
+	cfg.LoadEnv(config.NewEnv(os.LookupEnv))
+	if replayBatch >= 0 {
+		cfg.ReplayBatch = replayBatch
+	}
 	cfg.Provision = false
 	cfg.AllowAnonymous = true // a server without accounts: no caller to attach
 	cfg.InstanceID = "bench-redriver"
@@ -161,7 +171,7 @@ func run(n, concurrency, quarantiners, qworkers int, syncAlways, dryRun bool, pr
 		return err
 	}
 	defer stopProfile()
-	args := []string{"-child", srv.ClientURL(), "-concurrency", strconv.Itoa(concurrency)}
+	args := []string{"-child", srv.ClientURL(), "-concurrency", strconv.Itoa(concurrency), "-replay-batch", strconv.Itoa(replayBatch)}
 	if redriverProfile != "" {
 		args = append(args, "-redriver-cpuprofile", redriverProfile)
 	}
@@ -278,6 +288,10 @@ func startPipeline(url string, quarantiners, qworkers int) (func(), error) {
 	}
 	conns = append(conns, vnc)
 	vcfg := validator.DefaultConfig()
+	vcfg.LoadEnv(config.NewEnv(os.LookupEnv))
+	if commitBatch > 0 {
+		vcfg.CommitBatch = commitBatch
+	}
 	vcfg.Provision = false
 	v, err := validator.New(vnc, vcfg, nil)
 	if err != nil {
@@ -293,6 +307,7 @@ func startPipeline(url string, quarantiners, qworkers int) (func(), error) {
 		}
 		conns = append(conns, qnc)
 		qcfg := quarantiner.DefaultConfig()
+		qcfg.LoadEnv(config.NewEnv(os.LookupEnv))
 		qcfg.Provision = false
 		qcfg.Workers = qworkers
 		q, err := quarantiner.New(qnc, qcfg, nil)

@@ -38,7 +38,10 @@ type goalConfig struct {
 	poison float64
 	// latency adds the open-loop phase; latencyRate is its publish rate
 	// (0: half the highest async ingest rate of this run's rounds).
-	latency     bool
+	latency bool
+	// cpuprofile, when set, is where the latency phase's CPU profile (and
+	// its execution trace, cpuprofile.trace) is written.
+	cpuprofile  string
 	latencyRate float64
 	// redelivered adds the phase of events redelivered after a crash:
 	// their LEDGER messages are there and their marks are not, so every
@@ -257,7 +260,12 @@ func runGoals(ctx context.Context, g goalConfig) error {
 	}
 	events, poison := perSet(set)
 	committed += uint64(len(events) - poison)
+	stopProfile, err := benchenv.CPUProfile(g.cpuprofile)
+	if err != nil {
+		return err
+	}
 	lat, ph, err := latencyPhase(ctx, env, g.workers, events, poison, committed, rate)
+	stopProfile()
 	if err != nil {
 		return err
 	}
@@ -345,6 +353,7 @@ func latencyPhase(ctx context.Context, env *benchenv.Env, workers int, events []
 	}
 	sent := make([]atomic.Int64, len(events)) // unix nanoseconds before publish
 	lat := make([]time.Duration, 0, len(index))
+	var dbg [][2]int64 // with -latency-series: (sent, latency) of every event
 	var mu sync.Mutex
 	seen := make(chan struct{})
 	cons, err := env.JS.OrderedConsumer(ctx, subjects.LedgerStream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy})
@@ -361,6 +370,9 @@ func latencyPhase(ctx context.Context, env *benchenv.Env, workers int, events []
 		mu.Lock()
 		defer mu.Unlock()
 		lat = append(lat, meta.Timestamp.Sub(time.Unix(0, sent[i].Load())))
+		if latencySeries {
+			dbg = append(dbg, [2]int64{sent[i].Load(), int64(meta.Timestamp.Sub(time.Unix(0, sent[i].Load())))})
+		}
 		if len(lat) == len(index) {
 			close(seen)
 		}
@@ -398,6 +410,20 @@ func latencyPhase(ctx context.Context, env *benchenv.Env, workers int, events []
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	if len(dbg) > 0 {
+		slices.SortFunc(dbg, func(a, b [2]int64) int { return int(a[0] - b[0]) })
+		t0 := dbg[0][0]
+		bucket := map[int64]time.Duration{}
+		for _, d := range dbg {
+			k := (d[0] - t0) / int64(100*time.Millisecond)
+			bucket[k] = max(bucket[k], time.Duration(d[1]))
+		}
+		fmt.Print("  slowest commit of the events sent in each 100 ms:")
+		for k := int64(0); k <= (dbg[len(dbg)-1][0]-t0)/int64(100*time.Millisecond); k++ {
+			fmt.Printf(" %s", bucket[k].Round(time.Millisecond))
+		}
+		fmt.Println()
+	}
 	slices.Sort(lat)
 	q := func(p float64) time.Duration {
 		return lat[min(len(lat)-1, int(p*float64(len(lat))))].Round(10 * time.Microsecond)

@@ -62,6 +62,7 @@ func main() {
 	n := flag.Int("n", 50000, "events per phase")
 	sync := flag.Bool("sync-always", false, "fsync every write (sync_interval: always)")
 	workers := flag.Int("workers", validator.DefaultConfig().Workers, "validator workers")
+	flag.BoolVar(&latencySeries, "latency-series", false, "with -latency: also print the slowest commit of the events sent in each 100 ms (where the tail comes from)")
 	flag.IntVar(&commitBatch, "commit-batch", 0, "the validator's CommitBatch (0: its default; 1: one event at a time)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the ingest phase to this file")
 	traceEndpoint := flag.String("trace-endpoint", "", "trace the ingest phase at 100% sampling, exporting OTLP/HTTP to this base URL (e.g. http://127.0.0.1:4318)")
@@ -89,7 +90,7 @@ func main() {
 	}
 	if *rounds > 0 || *latency {
 		g := goalConfig{n: *n, rounds: *rounds, workers: *workers, syncAlways: *sync, batch: *batch, batchPublishers: *batchPublishers,
-			poison: *poison, latency: *latency, latencyRate: *latencyRate, redelivered: *redelivered, floors: *floors}
+			poison: *poison, latency: *latency, latencyRate: *latencyRate, redelivered: *redelivered, floors: *floors, cpuprofile: *cpuprofile}
 		if err := runGoals(context.Background(), g); err != nil {
 			log.Fatal(err)
 		}
@@ -119,6 +120,9 @@ func main() {
 		log.Fatal(err)
 	}
 }
+
+// latencySeries is -latency-series.
+var latencySeries bool
 
 // commitBatch is -commit-batch, the validators' CommitBatch (0: default).
 var commitBatch int
