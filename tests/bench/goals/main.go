@@ -10,8 +10,10 @@
 //     raw async publish and async-producer ingest interleaved, the batching
 //     producer's pair, the open-loop latency phase;
 //
-//   - goal 2: tests/bench/cluster -raw -async -r3-only on a 3-node R3
-//     cluster (services as processes);
+//   - goal 2: tests/bench/ingest -cluster 3 -sync-always (goal 1's
+//     workload, rounds and floors on a 3-node R3 cluster of this machine,
+//     each node a process), then tests/bench/cluster -raw -async -r3-only
+//     (2b: every service a process, with a downstream);
 //
 //   - goal 3, goal 5 no fsync: rounds of tests/bench/ingest (10 % poison)
 //     alternating with the Watermill peer (../shared/peers/watermill-bench,
@@ -147,7 +149,11 @@ func (b *bench) run(root, peerDir string, n, syncN, rounds, batch, clusterN, dra
 		}
 	}
 	if !skip["cluster"] {
-		phase("goal 2, 3-node R3 cluster, sync always: ingest vs raw, async producer")
+		phase("goal 2, 3-node R3 cluster on this machine, sync always: ingest vs raw (goal 1's workload and producer), and the floors")
+		if err := b.child("r3.", "ingest", "-cluster", "3", "-sync-always", "-n", itoa(syncN), "-rounds", itoa(rounds), "-floors"); err != nil {
+			return err
+		}
+		phase("goal 2b, the same cluster with every service a process of its own (two validators, two quarantiners, a downstream 5 % of events exhaust): ingest vs raw, async producer")
 		if err := b.child("cluster.", "cluster", "-n", itoa(clusterN), "-rounds", "1", "-raw", "-async", "-r3-only"); err != nil {
 			return err
 		}
@@ -364,8 +370,15 @@ func (b *bench) table(w io.Writer) {
 	info("5 CPU per event, ingest batching (sync)", "sync.ingest_batch_cpu")
 	info("  redelivered after a crash (sync), events/s", "sync.ingest_redelivered")
 	info("  its CPU per event", "sync.ingest_redelivered_cpu")
-	ratio("2 R3 ingest / raw R3, async producer", "cluster.r3_ingest", "cluster.r3_raw", 0.60, false)
-	info("5 CPU per event, R3 ingest (all processes)", "cluster.r3_ingest_cpu")
+	ratio("2 R3 ingest / raw R3, async producer", "r3.ingest_async", "r3.raw_async", 0.60, false)
+	ratio("  floor: batched writes, no validation / raw", "r3.floor_batched", "r3.raw_async", 0, false)
+	ratio("  floor: LEDGER only, batched / raw", "r3.floor_ledger", "r3.raw_async", 0, false)
+	ratio("  floor: consume and ack only / raw", "r3.floor_ack", "r3.raw_async", 0, false)
+	ratio("  floor: validation + batched writes / raw", "r3.floor_validated", "r3.raw_async", 0, false)
+	ratio("  floor: validation + LEDGER only / raw", "r3.floor_validated_ledger", "r3.raw_async", 0, false)
+	info("5 CPU per event, R3 ingest (3 nodes + this)", "r3.ingest_async_cpu")
+	ratio("2b R3, services as processes / raw R3", "cluster.r3_ingest", "cluster.r3_raw", 0, false)
+	info("5 CPU per event, 2b (all processes)", "cluster.r3_ingest_cpu")
 	ratio("3 ingest / Watermill peer (10 % poison)", "nofsync.ingest_async", "nofsync.watermill", 2, true)
 	ratio("3 ingest / raw, async producer", "nofsync.ingest_async", "nofsync.raw_async", 0.25, false)
 	ratio("  floor: batched writes, no validation / Watermill", "nofsync.floor_batched", "nofsync.watermill", 0, true)

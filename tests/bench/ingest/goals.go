@@ -41,7 +41,9 @@ type goalConfig struct {
 	latency bool
 	// cpuprofile, when set, is where the latency phase's CPU profile (and
 	// its execution trace, cpuprofile.trace) is written.
-	cpuprofile  string
+	cpuprofile string
+	// nodes above 1 runs every phase on a cluster of that many nodes.
+	nodes       int
 	latencyRate float64
 	// redelivered adds the phase of events redelivered after a crash:
 	// their LEDGER messages are there and their marks are not, so every
@@ -104,11 +106,18 @@ func (t *tally) spread() string {
 // ingest (the order alternating, ABBA), with -batch the same for the
 // batching producer, then with -latency the open-loop latency phase.
 func runGoals(ctx context.Context, g goalConfig) error {
-	env, err := benchenv.Start(ctx, g.syncAlways)
+	start := func(ctx context.Context, sync bool) (*benchenv.Env, error) { return benchenv.Start(ctx, sync) }
+	if g.nodes > 1 {
+		start = func(ctx context.Context, sync bool) (*benchenv.Env, error) {
+			return benchenv.StartCluster(ctx, g.nodes, sync)
+		}
+	}
+	env, err := start(ctx, g.syncAlways)
 	if err != nil {
 		return err
 	}
 	defer env.Close()
+	cpuTime = env.CPUTime
 	js, o := env.JS, env.Options
 	raw := streams.Events(o)
 	raw.Name, raw.Subjects, raw.Sources = "RAW", []string{"raw.>"}, nil
@@ -214,6 +223,9 @@ func runGoals(ctx context.Context, g goalConfig) error {
 		}
 	}
 	cpuNote := "CPU: user+sys of this process (server, validator, publisher)"
+	if g.nodes > 1 {
+		cpuNote = fmt.Sprintf("a %d-node cluster, every stream R%d; CPU: user+sys of the nodes' processes and of this one (validator, publisher)", g.nodes, g.nodes)
+	}
 	if g.rounds > 0 {
 		fmt.Printf("async producer (one message per publish, async), %d rounds of %d, fsync %s; %s\n", g.rounds, g.n, fsyncMode(g.syncAlways), cpuNote)
 		fmt.Printf("  raw async publish:   %8.0f msg/s    (rounds %s)\n", rawA.rate(), rawA.spread())
@@ -284,11 +296,11 @@ func runGoals(ctx context.Context, g goalConfig) error {
 // timed runs f and returns n over its duration and this process's CPU per
 // one of the n.
 func timed(n int, f func() error) (float64, time.Duration, error) {
-	start, cpu0 := time.Now(), benchenv.CPUTime()
+	start, cpu0 := time.Now(), cpuTime()
 	if err := f(); err != nil {
 		return 0, 0, err
 	}
-	return float64(n) / time.Since(start).Seconds(), (benchenv.CPUTime() - cpu0) / time.Duration(n), nil
+	return float64(n) / time.Since(start).Seconds(), (cpuTime() - cpu0) / time.Duration(n), nil
 }
 
 // publishBatches publishes the events in atomic batches of size, at most

@@ -62,6 +62,7 @@ func main() {
 	n := flag.Int("n", 50000, "events per phase")
 	sync := flag.Bool("sync-always", false, "fsync every write (sync_interval: always)")
 	workers := flag.Int("workers", validator.DefaultConfig().Workers, "validator workers")
+	flag.BoolVar(&floorConsumerR1Memory, "floor-consumer-r1-memory", false, "the floors' consumer keeps its state in memory on one server (Replicas 1), whatever the stream's replicas")
 	flag.BoolVar(&latencySeries, "latency-series", false, "with -latency: also print the slowest commit of the events sent in each 100 ms (where the tail comes from)")
 	flag.IntVar(&commitBatch, "commit-batch", 0, "the validator's CommitBatch (0: its default; 1: one event at a time)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the ingest phase to this file")
@@ -80,7 +81,15 @@ func main() {
 	floors := flag.Bool("floors", false, "goal mode: add the floors of the best design (batched writes, LEDGER only, consume and ack only, and one at a time), no validation")
 	latencyRate := flag.Float64("latency-rate", 0, "goal mode: the latency phase's publish rate in events/s (0: half the highest async ingest round of this run)")
 	serveSinkFlag := flag.Bool("serve-sink", false, "internal: run the trace sink")
+	serveNode := flag.Bool(benchenv.ServeNodeFlag, false, "internal: run one node of -cluster's cluster (arguments after the flags)")
+	nodes := flag.Int("cluster", 1, "goal mode: run the phases on a cluster of this many nodes on this machine (each a process of its own), every stream with that many replicas (issue #17's goal 2: -cluster 3 -sync-always)")
 	flag.Parse()
+	if *serveNode {
+		if err := benchenv.ServeNode(flag.Args()); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	runner.TuneGC(runner.DefaultGCPercent) // as deadletter's processes do
 	if *serveSinkFlag {
 		if err := serveSink(); err != nil {
@@ -90,7 +99,7 @@ func main() {
 	}
 	if *rounds > 0 || *latency {
 		g := goalConfig{n: *n, rounds: *rounds, workers: *workers, syncAlways: *sync, batch: *batch, batchPublishers: *batchPublishers,
-			poison: *poison, latency: *latency, latencyRate: *latencyRate, redelivered: *redelivered, floors: *floors, cpuprofile: *cpuprofile}
+			poison: *poison, latency: *latency, latencyRate: *latencyRate, redelivered: *redelivered, floors: *floors, cpuprofile: *cpuprofile, nodes: *nodes}
 		if err := runGoals(context.Background(), g); err != nil {
 			log.Fatal(err)
 		}
@@ -120,6 +129,13 @@ func main() {
 		log.Fatal(err)
 	}
 }
+
+// cpuTime is the CPU time so far of every process of the bench's system:
+// this one, and the cluster's nodes in goal mode with -cluster.
+var cpuTime = benchenv.CPUTime
+
+// floorConsumerR1Memory is -floor-consumer-r1-memory.
+var floorConsumerR1Memory bool
 
 // latencySeries is -latency-series.
 var latencySeries bool
@@ -398,7 +414,7 @@ func validatorPhaseAdopting(ctx context.Context, url string, js jetstream.JetStr
 		return phase{}, err
 	}
 	start := time.Now()
-	cpuStart := benchenv.CPUTime()
+	cpuStart := cpuTime()
 	if err := publish(); err != nil {
 		return phase{}, err
 	}
@@ -422,7 +438,7 @@ func validatorPhaseAdopting(ctx context.Context, url string, js jetstream.JetStr
 	}
 	ph := phase{
 		rate:        float64(n+adopt+poison) / time.Since(start).Seconds(),
-		cpuPerEvent: (benchenv.CPUTime() - cpuStart) / time.Duration(n+adopt+poison),
+		cpuPerEvent: (cpuTime() - cpuStart) / time.Duration(n+adopt+poison),
 	}
 	stop()
 	if err := <-done; err != nil {

@@ -30,6 +30,9 @@ type Env struct {
 	// Options are the stream options provisioned.
 	Options streams.Options
 	dir     string
+	// url and nodes: a cluster's (StartCluster), else Server's.
+	url   string
+	nodes []node
 }
 
 // Start starts the server (fsyncing every write when syncAlways) and
@@ -64,7 +67,12 @@ func Start(ctx context.Context, syncAlways bool) (*Env, error) {
 }
 
 // URL is the server's client URL.
-func (e *Env) URL() string { return e.Server.ClientURL() }
+func (e *Env) URL() string {
+	if e.Server == nil {
+		return e.url
+	}
+	return e.Server.ClientURL()
+}
 
 // Close closes the connection, stops the server and removes its store.
 func (e *Env) Close() {
@@ -74,6 +82,9 @@ func (e *Env) Close() {
 	if e.Server != nil {
 		e.Server.Shutdown()
 		e.Server.WaitForShutdown()
+	}
+	for _, n := range e.nodes {
+		n.stop()
 	}
 	_ = os.RemoveAll(e.dir)
 }

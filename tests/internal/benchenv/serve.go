@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -41,30 +40,7 @@ func ChildServer(args ...string) (url string, stop func(), err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	child := exec.Command(self, args...)
-	DieWithParent(child)
-	stdin, err := child.StdinPipe()
-	if err != nil {
-		return "", nil, err
-	}
-	out, err := child.StdoutPipe()
-	if err != nil {
-		return "", nil, err
-	}
-	child.Stderr = os.Stderr
-	if err := child.Start(); err != nil {
-		return "", nil, err
-	}
-	stop = func() {
-		_ = stdin.Close()
-		_ = child.Wait()
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		stop()
-		return "", nil, fmt.Errorf("server did not start: %w", err)
-	}
-	return strings.TrimSpace(line), stop, nil
+	return startChild(exec.Command(self, args...))
 }
 
 // ChildStore is ChildServer, connected and provisioned: the server runs
