@@ -16,6 +16,7 @@ import (
 
 	"github.com/deadletter/deadletter/services/quarantiner"
 	"github.com/deadletter/deadletter/services/validator"
+	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/record"
@@ -90,6 +91,7 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, recs []seede
 		URL: url, Stream: subjects.EventsStream, Consumer: "floor", Bucket: subjects.IdempotencyBucket,
 		Ledger:  func(key string) string { return subjects.Ledger(pharmacy.Name, key) },
 		Workers: vcfg.Workers,
+		Batch:   floorBatch,
 		Key: func(m jetstream.Msg) (string, error) {
 			if g != nil {
 				if _, err := g.Check(m.Subject(), m.Data()); err != nil {
@@ -280,33 +282,99 @@ func floorWriter(ctx context.Context, url string, workers int, tmpl *record.Reco
 		nc.Close()
 		return nil, err
 	}
+	// build makes the record a request asks for (with tmpl set: tmpl with
+	// the request's dlq id, kind, index and prev_hash, sealed).
+	build := func(m *nats.Msg) (*nats.Msg, string, error) {
+		data, hash, err := m.Data, "", error(nil)
+		if tmpl != nil {
+			r := *tmpl
+			r.DLQID, r.Kind, r.PrevHash = m.Header.Get("DLQ-ID"), record.Kind(m.Header.Get("Kind")), m.Header.Get("Prev-Hash")
+			r.Index, _ = strconv.Atoi(m.Header.Get("Index"))
+			r.QuarantinedAt = time.Now().UTC()
+			data, err = record.SealMarshal(&r)
+			hash = r.AuditHash
+		}
+		out := nats.NewMsg(m.Header.Get("Chain"))
+		out.Data = data
+		out.Header.Set(jetstream.ExpectedLastSubjSeqHeader, m.Header.Get("Expect-Seq"))
+		return out, hash, err
+	}
+	respond := func(m *nats.Msg, seq uint64, hash string, err error) {
+		rep := nats.NewMsg(m.Reply)
+		if err != nil {
+			rep.Header.Set("Error", err.Error())
+		} else {
+			rep.Data = fmt.Appendf(nil, "%d %s", seq, hash)
+		}
+		_ = m.RespondMsg(rep)
+	}
 	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for m := range in {
-				seq, _ := strconv.ParseUint(m.Header.Get("Expect-Seq"), 10, 64)
-				rep := nats.NewMsg(m.Reply)
-				data, hash, err := m.Data, "", error(nil)
-				if tmpl != nil {
-					r := *tmpl
-					r.DLQID, r.Kind, r.PrevHash = m.Header.Get("DLQ-ID"), record.Kind(m.Header.Get("Kind")), m.Header.Get("Prev-Hash")
-					r.Index, _ = strconv.Atoi(m.Header.Get("Index"))
-					r.QuarantinedAt = time.Now().UTC()
-					data, err = record.SealMarshal(&r)
-					hash = r.AuditHash
+	if floorBatch > 1 {
+		// Batched: what is queued when a writer is free (distinct chains:
+		// a drainer's worker has one request in flight), up to floorBatch,
+		// as one atomic batch; two writers, as the quarantiner's.
+		for range 2 {
+			wg.Go(func() {
+				for m := range in {
+					group := []*nats.Msg{m}
+				fill:
+					for len(group) < floorBatch {
+						select {
+						case q, ok := <-in:
+							if !ok {
+								break fill
+							}
+							group = append(group, q)
+						default:
+							break fill
+						}
+					}
+					msgs := make([]*nats.Msg, len(group))
+					hashes := make([]string, len(group))
+					var err error
+					for i, q := range group {
+						if msgs[i], hashes[i], err = build(q); err != nil {
+							break
+						}
+					}
+					var seqs []uint64
+					if err == nil {
+						if len(msgs) == 1 {
+							var ack *jetstream.PubAck
+							if ack, err = js.PublishMsg(ctx, msgs[0]); err == nil {
+								seqs = []uint64{ack.Sequence}
+							}
+						} else {
+							seqs, err = batch.Publish(ctx, js, msgs)
+						}
+					}
+					for i, q := range group {
+						var seq uint64
+						if err == nil {
+							seq = seqs[i]
+						}
+						respond(q, seq, hashes[i], err)
+					}
 				}
-				var ack *jetstream.PubAck
-				if err == nil {
-					ack, err = js.Publish(ctx, m.Header.Get("Chain"), data, jetstream.WithExpectLastSequencePerSubject(seq))
+			})
+		}
+	} else {
+		for range workers {
+			wg.Go(func() {
+				for m := range in {
+					out, hash, err := build(m)
+					var ack *jetstream.PubAck
+					if err == nil {
+						ack, err = js.PublishMsg(ctx, out)
+					}
+					var seq uint64
+					if ack != nil {
+						seq = ack.Sequence
+					}
+					respond(m, seq, hash, err)
 				}
-				if err != nil {
-					rep.Header.Set("Error", err.Error())
-				} else {
-					rep.Data = fmt.Appendf(nil, "%d %s", ack.Sequence, hash)
-				}
-				_ = m.RespondMsg(rep)
-			}
-		})
+			})
+		}
 	}
 	return func() {
 		_ = sub.Unsubscribe()

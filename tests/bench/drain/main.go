@@ -26,10 +26,12 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,8 +55,9 @@ import (
 	"github.com/deadletter/deadletter/tests/internal/benchenv"
 )
 
-// replayBatch and commitBatch are -replay-batch and -commit-batch.
-var replayBatch, commitBatch int
+// replayBatch, commitBatch and floorBatch are -replay-batch,
+// -commit-batch and -floor-batch.
+var replayBatch, commitBatch, floorBatch int
 
 func main() {
 	n := flag.Int("n", 100000, "quarantined records to drain")
@@ -73,6 +76,7 @@ func main() {
 	rounds := flag.Int("rounds", 5, "with -canary: rounds")
 	childLogCanary := flag.Bool("child-log-canary", false, "internal: the child redriver logs its DRAIN_CANARY lines to stderr")
 	flag.IntVar(&replayBatch, "replay-batch", -1, "the redriver's ReplayBatch (-1: its default; 0 or 1: each replay written alone)")
+	flag.IntVar(&floorBatch, "floor-batch", 0, "with -floor: write the chain records (claims, outcomes) in atomic batches of up to this many, the ready ones together, and commit LEDGER and IDEMPOTENCY in batches as the validator's batcher does (0: one at a time)")
 	flag.IntVar(&commitBatch, "commit-batch", 0, "the validator's CommitBatch (0: its default; 1: one event at a time)")
 	flag.Parse()
 	if *child != "" {
@@ -200,6 +204,10 @@ func run(n, concurrency, quarantiners, qworkers int, syncAlways, dryRun bool, pr
 		return nil
 	}
 
+	writes0, err := streamWrites(ctx, js)
+	if err != nil {
+		return err
+	}
 	cpu0, childCPU0 := benchenv.CPUTime(), benchenv.ChildCPUTime(cmd.Process.Pid)
 	var rep api.DrainStartReply
 	if err := request(nc, api.DrainStart, api.DrainStartRequest{RatePerSecond: new(float64), MaxConcurrency: concurrency}, &rep, 10*time.Second); err != nil {
@@ -230,6 +238,15 @@ func run(n, concurrency, quarantiners, qworkers int, syncAlways, dryRun bool, pr
 		fmt.Printf("CPU per record:              %s (server, validator, quarantiner %s; redriver %s; polled each second, so ±1 s of CPU)\n",
 			((cpu + childCPU) / time.Duration(st.Committed)).Round(time.Microsecond),
 			(cpu / time.Duration(st.Committed)).Round(time.Microsecond), (childCPU / time.Duration(st.Committed)).Round(time.Microsecond))
+	}
+	if writes1, err := streamWrites(ctx, js); err == nil && st.Committed > 0 {
+		fmt.Print("writes per record:          ")
+		for _, name := range slices.Sorted(maps.Keys(writes1)) {
+			if d := writes1[name] - writes0[name]; d > 0 {
+				fmt.Printf(" %s %.2f", name, float64(d)/float64(st.Committed))
+			}
+		}
+		fmt.Println(" (messages stored in each stream during the drain, by last sequence)")
 	}
 	if st.Committed != n {
 		return fmt.Errorf("committed %d of %d", st.Committed, n)
@@ -445,4 +462,15 @@ func peakKB(pid int) int {
 		}
 	}
 	return 0
+}
+
+// streamWrites returns the last sequence of every stream: what each has
+// stored so far.
+func streamWrites(ctx context.Context, js jetstream.JetStream) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	l := js.ListStreams(ctx)
+	for info := range l.Info() {
+		out[info.Config.Name] = info.State.LastSeq
+	}
+	return out, l.Err()
 }
