@@ -14,6 +14,7 @@ import (
 	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
 )
 
@@ -44,12 +45,19 @@ func TestWriterTakesThePreferredWay(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		batches bool
+		// atomicOff: QUARANTINE does not allow atomic publish (each
+		// record is then written by its caller).
+		atomicOff bool
 	}{
-		{"one by one preferred (no fsync, one server)", false},
-		{"batches preferred (sync_interval: always)", true},
+		{name: "one by one preferred (no fsync, one server)"},
+		{name: "batches preferred (sync_interval: always)", batches: true},
+		{name: "batches preferred, atomic publish off", batches: true, atomicOff: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
+			if tc.atomicOff {
+				e.disallowAtomic(t)
+			}
 			m := newMetrics(nil)
 			w := newWriter(e.js, testLogger(), m, &testHooks{
 				chooser:      prefer(tc.batches),
@@ -111,16 +119,38 @@ func TestWriterTakesThePreferredWay(t *testing.T) {
 				}
 			}
 			batches, batched := testutil.ToFloat64(m.batches), testutil.ToFloat64(m.batched)
-			if tc.batches {
+			if tc.batches && !tc.atomicOff {
 				if batches == 0 || batched < chainsN {
 					t.Fatalf("%v batches of %v records, want the first %d records in one at least", batches, batched, chainsN)
 				}
 			} else if batches != 0 || batched != 0 {
 				t.Fatalf("%v batches of %v records, want none", batches, batched)
 			}
+			if tc.atomicOff {
+				if !w.disabled {
+					t.Error("the writer did not turn batches off")
+				}
+				return
+			}
 			if got, want := testutil.ToFloat64(m.batching), map[bool]float64{true: 1, false: 0}[tc.batches]; got != want {
 				t.Errorf("batching gauge %v, want %v", got, want)
 			}
 		})
+	}
+}
+
+// disallowAtomic turns atomic publish off on QUARANTINE, as a store
+// provisioned before it was on.
+func (e *env) disallowAtomic(tb testing.TB) {
+	tb.Helper()
+	ctx := context.Background()
+	s, err := e.js.Stream(ctx, subjects.QuarantineStream)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.AllowAtomicPublish = false
+	if _, err := e.js.UpdateStream(ctx, cfg); err != nil {
+		tb.Fatal(err)
 	}
 }
