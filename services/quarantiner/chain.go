@@ -145,19 +145,27 @@ func (c *chains) append(ctx context.Context, n int, prevHash string, lastSeq uin
 	// The expectations ride in the headers, so that a batch carries them.
 	m.Header.Set(jetstream.MsgIDHeader, msgID)
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(lastSeq, 10))
+	var ack *jetstream.PubAck
 	if c.w != nil {
-		seq, size, err := c.w.write(ctx, m)
-		if err == nil {
-			span.SetAttributes(attribute.Int("deadletter.batch_size", size))
-			telemetry.RecordAck(span, &jetstream.PubAck{Stream: subjects.QuarantineStream, Sequence: seq})
-			return seq, nil
-		}
-		if !errors.Is(err, errAlone) {
+		r := c.w.write(ctx, m)
+		switch {
+		case r.alone:
+			// The writer wrote it by itself, as below: its outcome is
+			// read the same way.
+			ack, err = r.ack, r.err
+		case r.err == nil:
+			span.SetAttributes(attribute.Int("deadletter.batch_size", r.batch))
+			telemetry.RecordAck(span, &jetstream.PubAck{Stream: subjects.QuarantineStream, Sequence: r.seq})
+			return r.seq, nil
+		case !errors.Is(r.err, errAlone):
 			telemetry.Error(span, "record not written")
-			return 0, err
+			return 0, r.err
+		default:
+			ack, err = c.js.PublishMsg(ctx, m)
 		}
+	} else {
+		ack, err = c.js.PublishMsg(ctx, m)
 	}
-	ack, err := c.js.PublishMsg(ctx, m)
 	telemetry.RecordAck(span, ack)
 	if err != nil {
 		var apiErr *jetstream.APIError

@@ -11,6 +11,7 @@ type metrics struct {
 	batches             prometheus.Counter
 	batched             prometheus.Counter
 	refusedBatches      prometheus.Counter
+	batching            prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -44,9 +45,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "deadletter_quarantine_refused_batches_total",
 			Help: "Batches the server refused as a whole (a chain moved on, a duplicate record id): their records were written one by one.",
 		}),
+		batching: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "deadletter_quarantine_batching",
+			Help: "1 while atomic batches of records are measured cheaper than one-by-one writes (and used), 0 otherwise.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.written, m.writeSeconds, m.duplicates, m.originalUnavailable, m.batches, m.batched, m.refusedBatches)
+		reg.MustRegister(m.written, m.writeSeconds, m.duplicates, m.originalUnavailable, m.batches, m.batched, m.refusedBatches, m.batching)
 	}
 	return m
+}
+
+func (m *metrics) preferBatches(on bool) {
+	if on {
+		m.batching.Set(1)
+	} else {
+		m.batching.Set(0)
+	}
 }

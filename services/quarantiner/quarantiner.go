@@ -35,6 +35,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/endpoint"
@@ -83,6 +84,9 @@ type testHooks struct {
 	// afterBatch runs when a batch is stored, before its writers are
 	// answered (and so before the intake messages are acknowledged).
 	afterBatch func([]*nats.Msg)
+	// chooser runs when the record writer is built, with its chooser
+	// (tests set its costs to make it prefer one way).
+	chooser func(*batch.Chooser)
 }
 
 // New builds a quarantiner on an open connection; Run starts it.

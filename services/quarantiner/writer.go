@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -34,6 +35,13 @@ var errWriterStopped = errors.New("quarantiner: the record writer has stopped")
 // its writers read, or nothing. No two messages of one batch write the
 // same chain (the server refuses that, 10164): a second record for a chain
 // waits for the next batch.
+//
+// A group is written as one batch only when the writer's batch.Chooser
+// prefers it (on one server without fsync, one-record writes are
+// cheaper); otherwise the writer writes the group's records itself, one
+// by one and concurrently, exactly as their callers would, so that it can
+// time the group for the chooser. A refused batch is written again record
+// by record by the callers (errAlone), as before, and is not measured.
 type writer struct {
 	js       jetstream.JetStream
 	log      *slog.Logger
@@ -45,6 +53,9 @@ type writer struct {
 	timeout  time.Duration
 	metrics  *metrics
 	hooks    *testHooks
+	// chooser says whether a group is written as one atomic batch or one
+	// record at a time (batch.Chooser: measured).
+	chooser batch.Chooser
 	// disabled: QUARANTINE refused atomic publish (provisioned without
 	// allow_atomic); every record is then written by itself until the
 	// instance restarts. Read and written by run only.
@@ -59,11 +70,15 @@ type job struct {
 
 // written is the outcome of a job: the record's stream sequence and the
 // size of the batch that stored it, or an error (errAlone: write it by
-// itself).
+// itself). When alone is set the writer wrote the record by itself, as
+// its caller would have (one of a group written one by one): ack and err
+// are that publish's, for the caller to read as its own.
 type written struct {
 	seq   uint64
 	batch int
 	err   error
+	alone bool
+	ack   *jetstream.PubAck
 }
 
 // maxBatchBytes bounds the bytes of one batch (a first record carries its
@@ -73,34 +88,39 @@ const maxBatchBytes = 8 << 20
 // newWriter returns a writer of batches of at most maxMsgs records; run
 // starts it.
 func newWriter(js jetstream.JetStream, log *slog.Logger, m *metrics, hooks *testHooks, maxMsgs int, timeout time.Duration) *writer {
-	return &writer{
+	w := &writer{
 		js: js, log: log, metrics: m, hooks: hooks,
 		jobs:    make(chan *job, maxMsgs),
 		stop:    make(chan struct{}),
 		stopped: make(chan struct{}),
 		maxMsgs: maxMsgs, maxBytes: maxBatchBytes, timeout: timeout,
 	}
+	if hooks != nil && hooks.chooser != nil {
+		hooks.chooser(&w.chooser)
+	}
+	return w
 }
 
-// write stores m with the next batch and returns its stream sequence and
-// the batch's size, or errAlone when the caller must write it by itself.
+// write stores m with the next group and returns its stream sequence and
+// the batch's size, or errAlone when the caller must write it by itself,
+// or (alone) the outcome of the writer's own publish of it.
 // A batch that ends in a transport error (a timeout) leaves the outcome
 // unknown, as a single publish would: the caller retries through its
 // conditional, deduplicated path.
-func (w *writer) write(ctx context.Context, m *nats.Msg) (uint64, int, error) {
+func (w *writer) write(ctx context.Context, m *nats.Msg) written {
 	j := &job{m: m, done: make(chan written, 1)}
 	select {
 	case w.jobs <- j:
 	case <-w.stopped:
-		return 0, 0, errWriterStopped
+		return written{err: errWriterStopped}
 	case <-ctx.Done():
-		return 0, 0, ctx.Err()
+		return written{err: ctx.Err()}
 	}
 	select {
 	case r := <-j.done:
-		return r.seq, r.batch, r.err
+		return r
 	case <-ctx.Done():
-		return 0, 0, ctx.Err()
+		return written{err: ctx.Err()}
 	}
 }
 
@@ -157,13 +177,22 @@ func (w *writer) run() {
 	}
 }
 
-// flush writes jobs as one atomic batch and answers each of them.
+// flush writes jobs as one atomic batch, or one by one when the chooser
+// measured that cheaper, and answers each of them.
 func (w *writer) flush(jobs []*job) {
 	if len(jobs) == 1 || w.disabled {
-		// Alone (or batches disabled): a plain publish by its caller,
-		// concurrent with the next batch (and its ack tells a duplicate
+		// Alone (or batches disabled): a plain publish by each caller,
+		// concurrent with the next group (and its ack tells a duplicate
 		// Nats-Msg-Id, which a one-message batch would hide).
-		jobs[0].done <- written{err: errAlone}
+		for _, j := range jobs {
+			j.done <- written{err: errAlone}
+		}
+		return
+	}
+	start := time.Now()
+	if !w.chooser.Choose(len(jobs)) {
+		w.each(jobs)
+		w.observe(false, time.Since(start), len(jobs))
 		return
 	}
 	msgs := make([]*nats.Msg, len(jobs))
@@ -175,6 +204,7 @@ func (w *writer) flush(jobs []*job) {
 	cancel()
 	switch {
 	case err == nil:
+		w.observe(true, time.Since(start), len(jobs))
 		w.metrics.batches.Inc()
 		w.metrics.batched.Add(float64(len(jobs)))
 		if w.hooks != nil && w.hooks.afterBatch != nil {
@@ -200,4 +230,30 @@ func (w *writer) flush(jobs []*job) {
 	for _, j := range jobs {
 		j.done <- written{err: err}
 	}
+}
+
+// each writes jobs one by one, concurrently, as their callers would (each
+// message carries its chain's expected last subject sequence and its
+// Nats-Msg-Id), answers each with its publish's outcome, and returns once
+// all are answered: the group's wall time is then comparable with a
+// batch's, which the writer waits for too. The jobs are of distinct
+// chains, so no two of these writes expect the same tail.
+func (w *writer) each(jobs []*job) {
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
+			ack, err := w.js.PublishMsg(ctx, j.m)
+			cancel()
+			j.done <- written{alone: true, ack: ack, err: err}
+		})
+	}
+	wg.Wait()
+}
+
+// observe records what writing a group of n records took, and shows the
+// preferred way in the metrics.
+func (w *writer) observe(batched bool, d time.Duration, n int) {
+	w.chooser.Observe(batched, d, n)
+	w.metrics.preferBatches(w.chooser.PrefersBatches())
 }

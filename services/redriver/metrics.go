@@ -16,6 +16,9 @@ type metrics struct {
 	// stored on REPLAYS, the replays they carried, and the batches not
 	// stored as a whole (their replays then written one by one).
 	batches, batched, unbatched prometheus.Counter
+	// batching is 1 while atomic batches of replays are measured cheaper
+	// than one publish each.
+	batching prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -60,9 +63,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "deadletter_redrive_replay_batches_unbatched_total",
 			Help: "Batches of replays not stored as a whole (refused, failed, or REPLAYS without atomic publish): their replays were written one by one.",
 		}),
+		batching: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "deadletter_redrive_replay_batching",
+			Help: "1 while atomic batches of replays are measured cheaper than one publish each (and used), 0 otherwise.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.published, m.outcomes, m.retries, m.inFlight, m.drains, m.refused, m.pauses, m.batches, m.batched, m.unbatched)
+		reg.MustRegister(m.published, m.outcomes, m.retries, m.inFlight, m.drains, m.refused, m.pauses, m.batches, m.batched, m.unbatched, m.batching)
 	}
 	return m
+}
+
+func (m *metrics) preferBatches(on bool) {
+	if on {
+		m.batching.Set(1)
+	} else {
+		m.batching.Set(0)
+	}
 }

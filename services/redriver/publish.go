@@ -44,6 +44,13 @@ var errUnbatched = errors.New("redriver: replay not batched")
 // after the previous one's outcome, whatever batch carried it. A batch
 // that is not stored as a whole is written again message by message, by
 // each lane (the path of an unbatched publish).
+//
+// A group of replays is written as one batch only when the batcher's
+// batch.Chooser prefers it (on one server without fsync, one publish each
+// is cheaper); otherwise the flusher publishes the group's replays itself,
+// concurrently, each exactly as its lane would (publishAlone), answers
+// each lane with its own acknowledgement, and times the group for the
+// chooser. ReplayLinger applies before the choice, as before.
 type replayBatcher struct {
 	js  jetstream.JetStream
 	log *slog.Logger
@@ -63,6 +70,9 @@ type replayBatcher struct {
 	// provisioned before it did): every replay is then written alone.
 	disabled atomic.Bool
 	metrics  *metrics
+	// chooser says whether a group is written as one atomic batch or one
+	// publish per replay (measured; shared by the flushers).
+	chooser batch.Chooser
 }
 
 // pubReq is one replay waiting for its batch.
@@ -213,12 +223,19 @@ func (b *replayBatcher) flusher(ctx context.Context) {
 	}
 }
 
-// flush writes reqs as one atomic batch and answers each (errUnbatched
-// when the batch was not stored as a whole).
+// flush writes reqs as one atomic batch, or one by one when the chooser
+// measured that cheaper, and answers each (errUnbatched when the batch was
+// not stored as a whole).
 func (b *replayBatcher) flush(reqs []*pubReq) {
 	if len(reqs) == 1 {
 		// Nothing to gather: the lane writes it (its own deadline).
 		reqs[0].done <- pubResult{err: errUnbatched}
+		return
+	}
+	start := time.Now()
+	if !b.chooser.Choose(len(reqs)) {
+		b.each(reqs)
+		b.observe(false, time.Since(start), len(reqs))
 		return
 	}
 	msgs := make([]*nats.Msg, len(reqs))
@@ -240,9 +257,32 @@ func (b *replayBatcher) flush(reqs []*pubReq) {
 		}
 		return
 	}
+	b.observe(true, time.Since(start), len(reqs))
 	b.metrics.batches.Inc()
 	b.metrics.batched.Add(float64(len(reqs)))
 	for i, r := range reqs {
 		r.done <- pubResult{ack: &jetstream.PubAck{Stream: subjects.ReplaysStream, Sequence: seqs[i]}}
 	}
+}
+
+// each publishes reqs one by one, concurrently, as their lanes would
+// (each with its own Nats-Msg-Id), answers each with its own outcome, and
+// returns once all are answered, so that the group's wall time compares
+// with a batch's.
+func (b *replayBatcher) each(reqs []*pubReq) {
+	var wg sync.WaitGroup
+	for _, r := range reqs {
+		wg.Go(func() {
+			ack, err := publishAlone(context.Background(), b.js, r.msg)
+			r.done <- pubResult{ack: ack, err: err}
+		})
+	}
+	wg.Wait()
+}
+
+// observe records what writing a group of n replays took, and shows the
+// preferred way in the metrics.
+func (b *replayBatcher) observe(batched bool, d time.Duration, n int) {
+	b.chooser.Observe(batched, d, n)
+	b.metrics.preferBatches(b.chooser.PrefersBatches())
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -160,6 +162,120 @@ func TestReplayBatcher(t *testing.T) {
 			}
 			if got := testutil.ToFloat64(m.unbatched) > 0; got != tc.wantUnbatc {
 				t.Errorf("batches refused: %v, want %v", got, tc.wantUnbatc)
+			}
+		})
+	}
+}
+
+// preferBatches makes c prefer batches (batches) or one publish each, by
+// measured costs so far apart that it does not explore the other way
+// within a test.
+func preferBatches(c *batch.Chooser, batches bool) {
+	cheap, dear := time.Duration(batch.MinGroup), time.Duration(math.MaxInt64)
+	c.Observe(batches, cheap, batch.MinGroup)
+	c.Observe(!batches, dear, batch.MinGroup)
+}
+
+// TestReplayBatcherTakesThePreferredWay: lanes replaying at the same time
+// (each lane its next replay once the last is acknowledged) are written
+// as atomic batches when the batcher's chooser prefers them, and by the
+// flushers one publish each when it prefers that; either way each replay
+// is stored once, acknowledged with its own sequence, in its lane's order.
+func TestReplayBatcherTakesThePreferredWay(t *testing.T) {
+	const lanes, perLane = 24, 4
+	srv := natstest.Start(t)
+	srv.Provision(t, streams.DefaultOptions())
+	js := srv.JetStream(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	replays, err := js.Stream(ctx, subjects.ReplaysStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		batches bool
+	}{
+		{"one publish each preferred (no fsync, one server)", false},
+		{"batches preferred (sync_interval: always)", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMetrics(nil)
+			b := newReplayBatcher(js, slog.New(slog.DiscardHandler), m, 1000, 0)
+			preferBatches(&b.chooser, tc.batches)
+			info, err := replays.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := info.State.Msgs
+			prefix := fmt.Sprintf("t%d", time.Now().UnixNano())
+			// The lanes' first replays queue up before the flushers start,
+			// so that the first group is large enough to be measured.
+			b.mu.Lock()
+			b.closed = false
+			b.mu.Unlock()
+			seqs := make([][]uint64, lanes)
+			errs := make([]error, lanes)
+			var wg sync.WaitGroup
+			for l := range lanes {
+				wg.Go(func() {
+					for i := range perLane {
+						ack, err := b.publish(ctx, replayMsg(prefix, l*perLane+i))
+						if err != nil {
+							errs[l] = fmt.Errorf("replay %d: %w", i, err)
+							return
+						}
+						seqs[l] = append(seqs[l], ack.Sequence)
+					}
+				})
+			}
+			natstest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+				if n := b.queued(); n < lanes {
+					return fmt.Errorf("%d of %d queued", n, lanes)
+				}
+				return nil
+			})
+			rctx, stop := context.WithCancel(ctx)
+			wait := b.run(rctx)
+			wg.Wait()
+			stop()
+			wait()
+			for l, err := range errs {
+				if err != nil {
+					t.Fatalf("lane %d: %v", l, err)
+				}
+			}
+			info, err = replays.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := info.State.Msgs - before; got != lanes*perLane {
+				t.Fatalf("REPLAYS gained %d messages, want %d", got, lanes*perLane)
+			}
+			for l, lane := range seqs {
+				for i, seq := range lane {
+					if i > 0 && seq <= lane[i-1] {
+						t.Fatalf("lane %d: replay %d stored at %d, before replay %d (%d)", l, i, seq, i-1, lane[i-1])
+					}
+					got, err := replays.GetMsg(ctx, seq)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if want := replayMsg(prefix, l*perLane+i); string(got.Data) != string(want.Data) || got.Header.Get(jetstream.MsgIDHeader) != want.Header.Get(jetstream.MsgIDHeader) {
+						t.Fatalf("sequence %d holds another replay than lane %d's %d", seq, l, i)
+					}
+				}
+			}
+			batches, batched := testutil.ToFloat64(m.batches), testutil.ToFloat64(m.batched)
+			if tc.batches {
+				if batches == 0 || batched < lanes {
+					t.Fatalf("%v batches of %v replays, want the first %d replays in one at least", batches, batched, lanes)
+				}
+			} else if batches != 0 || batched != 0 {
+				t.Fatalf("%v batches of %v replays, want none", batches, batched)
+			}
+			if got, want := testutil.ToFloat64(m.batching), map[bool]float64{true: 1, false: 0}[tc.batches]; got != want {
+				t.Errorf("batching gauge %v, want %v", got, want)
 			}
 		})
 	}

@@ -62,7 +62,8 @@ type commitResult struct {
 // atomic batches: the LEDGER messages of the events ready at the same time
 // in one write, then their IDEMPOTENCY marks in another. Under
 // sync_interval: always each write costs one fsync, so a batch of n events
-// costs two instead of 2n (when batches are the cheaper way: see choose).
+// costs two instead of 2n (when batches are the cheaper way: see
+// batch.Chooser).
 // Nothing waits to fill a batch: a batch holds
 // what the workers handed over while the previous one was being written
 // (natural batching), so an idle validator commits one event with the
@@ -94,12 +95,9 @@ type batcher struct {
 	// cbs counts the outcomes of submit being handled.
 	cbs sync.WaitGroup
 
-	// mu guards the measured costs (nanoseconds per event of a group
-	// written as batches, and one event at a time; 0: not measured yet)
-	// and the count of groups.
-	mu                  sync.Mutex
-	costBatch, costEach float64
-	groups, explored    uint64
+	// chooser says whether a group is written as batches or one event
+	// at a time (measured: see batch.Chooser).
+	chooser batch.Chooser
 }
 
 func newBatcher(c *committer, maxBatch int, log *slog.Logger, m *metrics) *batcher {
@@ -226,70 +224,28 @@ func (b *batcher) write(group []*pendingCommit) {
 	b.oneByOne(again)
 }
 
-// exploreEvery is how often (in groups) the batcher tries the way it
-// does not currently prefer, to notice when the other became cheaper,
-// when both cost about the same; a way k times dearer is tried k times
-// less often, and at least every maxExploreEvery groups.
-const (
-	exploreEvery    = 8
-	maxExploreEvery = 256
-)
+// maxExploreEvery bounds how rarely the batcher tries the way it does not
+// prefer (batch.Chooser owns the rule).
+const maxExploreEvery = batch.MaxExploreEvery
 
-// minBatch is the smallest group measured: below it, a batch's fixed cost
-// is not shared by enough events to be compared fairly with one-event
-// writes.
-const minBatch = 8
+// minBatch is the smallest group measured (batch.MinGroup).
+const minBatch = batch.MinGroup
 
-// choose reports whether the next group is written as batches. An atomic
-// batch saves one fsync per event under sync_interval: always, and folds
-// many messages into one Raft entry on a cluster, but it has a fixed cost
-// (on one server the server stages it in a file store of its own): without
-// fsync, concurrent one-event writes are cheaper. So the batcher measures
-// both (wall time per event of a group of at least minBatch events, the
-// mean of the last two measurements, older ones weighing half as much
-// each time), uses the cheaper, and tries the other now
-// and then (exploreEvery).
+// choose reports whether the next group is written as batches: the
+// batcher's batch.Chooser decides, on a group of at least minBatch events
+// (measured) or a smaller one (which follows the preferred way).
 func (b *batcher) choose(measured bool) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !measured {
-		// A small group follows the preferred way, never explores.
-		return b.costBatch != 0 && (b.costEach == 0 || b.costBatch <= b.costEach)
+	if measured {
+		return b.chooser.Choose(minBatch)
 	}
-	b.groups++
-	switch {
-	case b.costBatch == 0:
-		return true
-	case b.costEach == 0:
-		return false
-	}
-	prefer := b.costBatch <= b.costEach
-	// The dearer way is tried less often the dearer it is, so that trying
-	// takes about 1/exploreEvery of the time, whatever the ratio.
-	ratio := max(b.costBatch, b.costEach) / min(b.costBatch, b.costEach)
-	every := uint64(min(float64(exploreEvery)*ratio, maxExploreEvery))
-	if b.groups-b.explored >= every {
-		b.explored = b.groups
-		return !prefer
-	}
-	return prefer
+	return b.chooser.Choose(1)
 }
 
-// observe records what writing a group of n events took.
+// observe records what writing a group of n events took, and shows the
+// preferred way in the metrics.
 func (b *batcher) observe(batched bool, d time.Duration, n int) {
-	per := float64(d) / float64(n)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	cost := &b.costEach
-	if batched {
-		cost = &b.costBatch
-	}
-	if *cost == 0 {
-		*cost = per
-	} else {
-		*cost = (*cost + per) / 2
-	}
-	b.m.preferBatches(b.costBatch != 0 && (b.costEach == 0 || b.costBatch <= b.costEach))
+	b.chooser.Observe(batched, d, n)
+	b.m.preferBatches(b.chooser.PrefersBatches())
 }
 
 // ledger commits ps: the keys LEDGER holds already (an earlier copy of

@@ -101,9 +101,7 @@ func TestBatchedCommits(t *testing.T) {
 			// batch every group but the explorations.
 			for _, v := range []*running{a, b} {
 				if v.commit.batch != nil {
-					v.commit.batch.mu.Lock()
-					v.commit.batch.costEach = math.MaxFloat64 / 2
-					v.commit.batch.mu.Unlock()
+					v.commit.batch.chooser.Observe(false, math.MaxInt64, minBatch)
 				}
 			}
 			for _, e := range append(events, events[:tc.copies]...) {

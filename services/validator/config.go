@@ -48,7 +48,7 @@ type Config struct {
 	// event at a time costs two writes (two fsyncs under sync_interval:
 	// always) per event. A batch holds the events ready while the previous
 	// one was written; nothing waits to fill it. Batches are used while
-	// they are measured cheaper than one-event writes (see batcher.choose).
+	// they are measured cheaper than one-event writes (see batch.Chooser).
 	// Default 256 (Workers bounds it too); 1 commits one event at a time.
 	CommitBatch int
 	// ClaimLease is how long a claim on an idempotency key protects a commit

@@ -12,7 +12,9 @@
 // a duplicate Nats-Msg-Id, one subject written twice): ErrRefused tells the
 // caller to fall back to writing its messages one by one, each with its own
 // expectation, which then says which one failed. ErrDisabled says the
-// stream was provisioned without allow_atomic.
+// stream was provisioned without allow_atomic. Chooser says, group by
+// group, whether a batch is the cheaper way at all (on one server without
+// fsync it is not).
 package batch
 
 import (

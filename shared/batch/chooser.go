@@ -1,0 +1,117 @@
+package batch
+
+import (
+	"sync"
+	"time"
+)
+
+// Chooser decides, group by group, whether a batcher writes a group of
+// messages as one atomic batch or one message at a time (concurrently), by
+// measuring both. Every batcher of the project asks one: whether a batch
+// pays off depends on the server, not on the caller.
+//
+// An atomic batch saves one fsync per message under sync_interval: always,
+// and on a replicated (R3) stream folds many messages into one Raft entry.
+// But on a single server with a file stream, nats-server 2.15 stages every
+// atomic batch in a file store of its own (newBatchStore in
+// server/jetstream_batching.go: a directory, meta files written with
+// O_SYNC and a directory fsync, even when the server does not fsync), so a
+// batch has a fixed cost of about 1 ms of CPU and of the stream's write
+// loop, whatever its size and the fsync mode. Measured on one R1 file
+// stream with 530 B messages (tests/bench/writepath): pipelined
+// one-message writes reach 10,790 msg/s under sync_interval: always and
+// 87,471 without fsync (18 µs of CPU each); atomic batches of 2 about
+// 1,300 msg/s either way (~500 µs of CPU each), of 32 12,128–13,234
+// (always) and 16,790–19,480 (no fsync), of 512 54,334 and
+// 80,206–87,778. So under sync_interval: always a batch pays off from about
+// 16–32 messages; without fsync it never beats one-message writes on R1.
+//
+// So the Chooser measures the wall time per message of groups of at least
+// MinGroup messages written each way (the mean of the last two
+// measurements, older ones weighing half as much each time), uses the
+// cheaper, and tries the other now and then (ExploreEvery) to notice a
+// change (the fsync setting, a cluster's replication). Before anything is
+// measured it tries batches first. A Chooser is safe for concurrent use;
+// its zero value is ready.
+type Chooser struct {
+	mu sync.Mutex
+	// costBatch, costEach: nanoseconds per message of a group written as
+	// a batch, and one message at a time (0: not measured yet).
+	costBatch, costEach float64
+	// groups counts the measured groups chosen for; explored is the
+	// group at which the dearer way was last tried.
+	groups, explored uint64
+}
+
+// ExploreEvery is how often (in measured groups) a Chooser tries the way
+// it does not prefer, when both cost about the same; a way k times dearer
+// is tried k times less often, and at least every MaxExploreEvery groups,
+// so that trying takes about 1/ExploreEvery of the time whatever k.
+const (
+	ExploreEvery    = 8
+	MaxExploreEvery = 256
+)
+
+// MinGroup is the smallest group a Chooser measures: below it, a batch's
+// fixed cost is not shared by enough messages to be compared fairly with
+// one-message writes. Smaller groups follow the preferred way, and never
+// explore.
+const MinGroup = 8
+
+// Choose reports whether the next group, of n messages, is written as one
+// atomic batch (true) or one message at a time.
+func (c *Chooser) Choose(n int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n < MinGroup {
+		return c.prefersBatches()
+	}
+	c.groups++
+	switch {
+	case c.costBatch == 0:
+		return true
+	case c.costEach == 0:
+		return false
+	}
+	prefer := c.costBatch <= c.costEach
+	ratio := max(c.costBatch, c.costEach) / min(c.costBatch, c.costEach)
+	every := uint64(min(float64(ExploreEvery)*ratio, MaxExploreEvery))
+	if c.groups-c.explored >= every {
+		c.explored = c.groups
+		return !prefer
+	}
+	return prefer
+}
+
+// Observe records that writing a group of n messages took d, as a batch
+// (batched) or one message at a time. Groups smaller than MinGroup are not
+// measured.
+func (c *Chooser) Observe(batched bool, d time.Duration, n int) {
+	if n < MinGroup {
+		return
+	}
+	per := float64(d) / float64(n)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cost := &c.costEach
+	if batched {
+		cost = &c.costBatch
+	}
+	if *cost == 0 {
+		*cost = per
+	} else {
+		*cost = (*cost + per) / 2
+	}
+}
+
+// PrefersBatches reports whether batches are measured the cheaper way
+// (false while they are not measured yet): what a batcher's metric shows.
+func (c *Chooser) PrefersBatches() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.prefersBatches()
+}
+
+func (c *Chooser) prefersBatches() bool {
+	return c.costBatch != 0 && (c.costEach == 0 || c.costBatch <= c.costEach)
+}
