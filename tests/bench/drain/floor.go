@@ -182,6 +182,56 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, recs []seede
 		n, err := strconv.ParseUint(seqText, 10, 64)
 		return n, hash, err
 	}
+	// publishReplay publishes a replay: by itself, or (with floorReplays
+	// and floorBatch) with the replays published at about the same moment
+	// as one atomic batch to REPLAYS, as the redriver's replay batcher does.
+	publishReplay := func(m *nats.Msg) error {
+		_, err := djs.PublishMsg(ctx, m)
+		return err
+	}
+	if floorReplays && floorBatch > 1 {
+		type req struct {
+			m    *nats.Msg
+			done chan error
+		}
+		reqs := make(chan req, concurrency)
+		defer close(reqs)
+		go func() {
+			for r := range reqs {
+				group := []req{r}
+			fill:
+				for len(group) < floorBatch {
+					select {
+					case q, ok := <-reqs:
+						if !ok {
+							break fill
+						}
+						group = append(group, q)
+					default:
+						break fill
+					}
+				}
+				msgs := make([]*nats.Msg, len(group))
+				for i, q := range group {
+					msgs[i] = q.m
+				}
+				var err error
+				if len(msgs) == 1 {
+					_, err = djs.PublishMsg(ctx, msgs[0])
+				} else {
+					_, err = batch.Publish(ctx, djs, msgs)
+				}
+				for _, q := range group {
+					q.done <- err
+				}
+			}
+		}()
+		publishReplay = func(m *nats.Msg) error {
+			done := make(chan error, 1)
+			reqs <- req{m, done}
+			return <-done
+		}
+	}
 	one := func(r seeded) error {
 		subj := subjects.Quarantine(pharmacy.Name, r.id)
 		last, err := qs.GetLastMsgForSubject(ctx, subj)
@@ -209,9 +259,14 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, recs []seede
 			return err
 		}
 		m := nats.NewMsg(subjects.Event(pharmacy.Name, pharmacy.Dispense))
+		if floorReplays {
+			// As the redriver: into REPLAYS, which EVENTS sources.
+			m.Subject = subjects.Replay(pharmacy.Name, pharmacy.Dispense)
+		}
 		m.Data = payload
 		m.Header.Set("Floor-Key", r.key)
-		if _, err := djs.PublishMsg(ctx, m, jetstream.WithMsgID(r.id+"-1")); err != nil {
+		m.Header.Set(jetstream.MsgIDHeader, r.id+"-1")
+		if err := publishReplay(m); err != nil {
 			_ = sub.Unsubscribe()
 			return fmt.Errorf("replay: %w", err)
 		}

@@ -59,6 +59,9 @@ import (
 // -commit-batch and -floor-batch.
 var replayBatch, commitBatch, floorBatch int
 
+// floorReplays is -floor-replays.
+var floorReplays bool
+
 func main() {
 	n := flag.Int("n", 100000, "quarantined records to drain")
 	concurrency := flag.Int("concurrency", 512, "the drain's max_concurrency")
@@ -77,6 +80,7 @@ func main() {
 	childLogCanary := flag.Bool("child-log-canary", false, "internal: the child redriver logs its DRAIN_CANARY lines to stderr")
 	flag.IntVar(&replayBatch, "replay-batch", -1, "the redriver's ReplayBatch (-1: its default; 0 or 1: each replay written alone)")
 	flag.IntVar(&floorBatch, "floor-batch", 0, "with -floor: write the chain records (claims, outcomes) in atomic batches of up to this many, the ready ones together, and commit LEDGER and IDEMPOTENCY in batches as the validator's batcher does (0: one at a time)")
+	flag.BoolVar(&floorReplays, "floor-replays", false, "with -floor: publish each replay to REPLAYS, which EVENTS sources, as the redriver does (default: straight to EVENTS)")
 	flag.IntVar(&commitBatch, "commit-batch", 0, "the validator's CommitBatch (0: its default; 1: one event at a time)")
 	flag.Parse()
 	if *child != "" {
