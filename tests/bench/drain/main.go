@@ -286,13 +286,24 @@ func runFloor(n, concurrency int, syncAlways, direct, compute bool) error {
 	if err != nil {
 		return err
 	}
+	cpu := (benchenv.CPUTime() - cpu0) / time.Duration(n)
 	what := "selection scan; per record: chain read, key read, claim, replay publish, LEDGER + IDEMPOTENCY + ack, outcome"
 	if compute {
 		what += "; seal check, validation, records sealed"
 	}
+	if floorBatch > 1 {
+		what += fmt.Sprintf("; chain records and commits in atomic batches of up to %d", floorBatch)
+	}
+	if floorReplays {
+		what += "; replays through REPLAYS, sourced by EVENTS"
+	}
 	fmt.Printf("drain floor:                 %8.0f records/s (%s)\n", rate, what)
-	fmt.Printf("CPU per record:              %s (server, drainer and committer, all in this process)\n",
-		((benchenv.CPUTime() - cpu0) / time.Duration(n)).Round(time.Microsecond))
+	fmt.Printf("CPU per record:              %s (server, drainer and committer, all in this process)\n", cpu.Round(time.Microsecond))
+	figure := func(key string, v float64, unit string) {
+		fmt.Printf("FIGURE key=%s value=%.6g unit=%s fsync=%s events=%d rounds=1\n", key, v, unit, map[bool]string{false: "off", true: "always"}[syncAlways], n)
+	}
+	figure("floor", rate, "records/s")
+	figure("floor_cpu", float64(cpu.Nanoseconds())/1000, "us/record")
 	return nil
 }
 

@@ -212,6 +212,15 @@ func (b *bench) run(root, peerDir string, n, syncN, rounds, batch, clusterN, dra
 		if err := b.child("drain.always.", "drain", "-n", itoa(drainN), "-sync-always"); err != nil {
 			return err
 		}
+		floorN := itoa(max(1000, drainN/4))
+		phase("goal 4: the drain's floor, sync always, batched, replays straight into EVENTS")
+		if err := b.child("drain.floor.always.", "drain", "-n", floorN, "-sync-always", "-floor", "-floor-compute", "-floor-batch", "256"); err != nil {
+			return err
+		}
+		phase("goal 4: the drain's floor, sync always, batched, replays through REPLAYS (sourced by EVENTS)")
+		if err := b.child("drain.floorr.always.", "drain", "-n", floorN, "-sync-always", "-floor", "-floor-compute", "-floor-batch", "256", "-floor-replays"); err != nil {
+			return err
+		}
 		if rss1M {
 			phase("goal 4: drain of 1,000,000 records, no fsync, for the redriver's peak RSS")
 			t := time.Now()
@@ -394,6 +403,10 @@ func (b *bench) table(w io.Writer) {
 	info("5 CPU per drained record, no fsync", "drain.off.drain_cpu")
 	bound("4 drain, sync always", "drain.always.drain", 1500, false)
 	info("5 CPU per drained record, sync always", "drain.always.drain_cpu")
+	info("  floor, sync, batched, replays into EVENTS", "drain.floor.always.floor")
+	info("  its CPU per record", "drain.floor.always.floor_cpu")
+	info("  floor, sync, batched, replays via REPLAYS", "drain.floorr.always.floor")
+	info("  its CPU per record", "drain.floorr.always.floor_cpu")
 	if _, ok := get("drain.1m.drain_rss"); ok {
 		bound("4 redriver peak RSS, 1,000,000 records", "drain.1m.drain_rss", 256, true)
 	} else {
