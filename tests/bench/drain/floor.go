@@ -198,19 +198,7 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, recs []seede
 		defer close(reqs)
 		go func() {
 			for r := range reqs {
-				group := []req{r}
-			fill:
-				for len(group) < floorBatch {
-					select {
-					case q, ok := <-reqs:
-						if !ok {
-							break fill
-						}
-						group = append(group, q)
-					default:
-						break fill
-					}
-				}
+				group := benchenv.Gather(r, reqs, floorBatch)
 				msgs := make([]*nats.Msg, len(group))
 				for i, q := range group {
 					msgs[i] = q.m
@@ -371,19 +359,7 @@ func floorWriter(ctx context.Context, url string, workers int, tmpl *record.Reco
 		for range 2 {
 			wg.Go(func() {
 				for m := range in {
-					group := []*nats.Msg{m}
-				fill:
-					for len(group) < floorBatch {
-						select {
-						case q, ok := <-in:
-							if !ok {
-								break fill
-							}
-							group = append(group, q)
-						default:
-							break fill
-						}
-					}
+					group := benchenv.Gather(m, in, floorBatch)
 					msgs := make([]*nats.Msg, len(group))
 					hashes := make([]string, len(group))
 					var err error

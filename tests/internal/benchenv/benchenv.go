@@ -55,15 +55,20 @@ func Start(ctx context.Context, syncAlways bool) (*Env, error) {
 		e.Close()
 		return nil, err
 	}
-	if err := streams.EnsureCore(ctx, e.JS, e.Options); err != nil {
-		e.Close()
-		return nil, err
-	}
-	if err := streams.EnsureWORM(ctx, e.JS, e.Options); err != nil {
+	if err := e.provision(ctx); err != nil {
 		e.Close()
 		return nil, err
 	}
 	return e, nil
+}
+
+// provision provisions the core streams and the WORM stores with
+// e.Options, as the administrator's step does.
+func (e *Env) provision(ctx context.Context) error {
+	if err := streams.EnsureCore(ctx, e.JS, e.Options); err != nil {
+		return err
+	}
+	return streams.EnsureWORM(ctx, e.JS, e.Options)
 }
 
 // URL is the server's client URL.

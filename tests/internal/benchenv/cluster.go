@@ -131,11 +131,7 @@ func StartCluster(ctx context.Context, nodes int, syncAlways bool) (*Env, error)
 		}
 		time.Sleep(100 * time.Millisecond) // a poll: the meta leader is being elected
 	}
-	if err := streams.EnsureCore(ctx, e.JS, e.Options); err != nil {
-		e.Close()
-		return nil, err
-	}
-	if err := streams.EnsureWORM(ctx, e.JS, e.Options); err != nil {
+	if err := e.provision(ctx); err != nil {
 		e.Close()
 		return nil, err
 	}

@@ -156,19 +156,7 @@ func (f *FloorCommitter) startBatched(js jetstream.JetStream, c FloorCommit) {
 	for range groups {
 		f.wg.Go(func() {
 			for m := range f.work {
-				group := []jetstream.Msg{m}
-			fill:
-				for len(group) < c.Batch {
-					select {
-					case m, ok := <-f.work:
-						if !ok {
-							break fill
-						}
-						group = append(group, m)
-					default:
-						break fill
-					}
-				}
+				group := Gather(m, f.work, c.Batch)
 				err := f.commitGroup(js, c, group)
 				for _, m := range group {
 					e := err
@@ -243,4 +231,23 @@ func (f *FloorCommitter) Stop() {
 	close(f.work)
 	f.wg.Wait()
 	f.nc.Close()
+}
+
+// Gather returns first and what else ch holds ready, up to max in all,
+// without waiting for more: natural batching, as deadletter's batchers do
+// (what arrived while the previous group was written).
+func Gather[T any](first T, ch <-chan T, max int) []T {
+	group := []T{first}
+	for len(group) < max {
+		select {
+		case v, ok := <-ch:
+			if !ok {
+				return group
+			}
+			group = append(group, v)
+		default:
+			return group
+		}
+	}
+	return group
 }
