@@ -425,10 +425,12 @@ func (b *bench) round(ctx context.Context, svc string) (round, error) {
 	// The server may still store what the dead instance had sent: the
 	// stores' last sequences are taken once they stand still for 50 ms
 	// (the restart waits that long).
+	// replays is EVENTS' last sequence: the redriver publishes its replays
+	// there directly (during a drain nothing else is published).
 	var ledger, quar, replays uint64
 	for stable := 0; stable < 2; {
 		var seqs [3]uint64
-		for i, stream := range []string{subjects.LedgerStream, subjects.QuarantineStream, subjects.ReplaysStream} {
+		for i, stream := range []string{subjects.LedgerStream, subjects.QuarantineStream, subjects.EventsStream} {
 			if seqs[i], err = b.lastSeq(ctx, stream); err != nil {
 				return res, err
 			}
@@ -480,7 +482,7 @@ func (b *bench) round(ctx context.Context, svc string) (round, error) {
 			return err == nil && st.Done() > before.Done(), nil
 		})
 		ready2 = wait(func(ctx context.Context) (bool, error) {
-			seq, err := b.lastSeq(ctx, subjects.ReplaysStream)
+			seq, err := b.lastSeq(ctx, subjects.EventsStream)
 			return seq > replays, err
 		})
 		done = wait(func(ctx context.Context) (bool, error) {
