@@ -359,8 +359,8 @@ func TestReconcileResolvedChains(t *testing.T) {
 	pub(subjects.Replay("pharmacy", "dispense"), bad(3), sourceID(resolved)) // a replay of the resolved chain
 	// Its next replay, as the redriver publishes it now: into EVENTS.
 	pub(subjects.Redriven("pharmacy", "dispense", sourceID(resolved), 2), bad(6), sourceID(resolved))
-	pub(subject, bad(4), sourceID(resolved))                                 // a forged replay header on an event: unaccounted
-	pub(subject, bad(5), "")                                                 // in no chain: unaccounted
+	pub(subject, bad(4), sourceID(resolved)) // a forged replay header on an event: unaccounted
+	pub(subject, bad(5), "")                 // in no chain: unaccounted
 	valid, err := os.ReadFile("../../schemas/testdata/pharmacy/valid/dispense-schedule-ii.json")
 	if err != nil {
 		t.Fatal(err)
