@@ -13,7 +13,7 @@
 //   - ready: from the restart until its first sign of work (validator: a
 //     new LEDGER commit; quarantiner: a new QUARANTINE record; redriver:
 //     the drain's progress in drain.status moving again, and its first new
-//     REPLAYS message; auditor: audit.verify answering);
+//     replay in EVENTS; auditor: audit.verify answering);
 //   - in flight done: from the kill until the messages the killed instance
 //     had in flight are done again: its durable consumer's ack floor
 //     passes the last sequence delivered before the kill (validator,
@@ -368,7 +368,7 @@ func (b *bench) steady(ctx context.Context, svc string, rate int) error {
 // round is one kill of one service.
 type round struct {
 	// Startup and Ready are measured from the restart, InFlight from the
-	// kill; Ready2 is the redriver's first new REPLAYS message. InFlightN
+	// kill; Ready2 is the redriver's first new replay in EVENTS. InFlightN
 	// is how many messages the killed instance had unacknowledged.
 	Startup, Ready, Ready2, InFlight time.Duration
 	InFlightN                        int
