@@ -156,8 +156,9 @@ func (b *replayBatcher) publish(ctx context.Context, m *nats.Msg) (*jetstream.Pu
 // sequence, and the replay already stored is then read back (a direct get
 // of the subject's last message) and returned as if this publish had been
 // acknowledged with its sequence (Duplicate set). Unlike a Nats-Msg-Id
-// window this holds for as long as EVENTS keeps the replay, not for a
-// de-duplication window: no time after which a retry is stored twice.
+// window (REPLAYS' two minutes) this holds for as long as EVENTS keeps the
+// replay, at any time after its first publish: only once EVENTS no longer
+// holds it (its max age, 7 days by default) could a retry be stored again.
 func publishAlone(ctx context.Context, js jetstream.JetStream, m *nats.Msg) (*jetstream.PubAck, error) {
 	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
