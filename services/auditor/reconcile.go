@@ -90,7 +90,9 @@ func (s *Service) Reconcile(ctx context.Context, req api.ReconcileRequest) (api.
 		return rep, nil // an empty range (From in the future)
 	}
 	// EVENTS holds the publishers' events (events.>) and the redriver's
-	// replays (replay.>): a domain's are "*.<domain>.>".
+	// replays (redriven.<domain>.<type>.<dlq_id>.<n>, and the replay.> of
+	// earlier redrivers, sourced from REPLAYS): the domain is the second
+	// token of each, so a domain's are "*.<domain>.>".
 	filter := ">"
 	if req.Domain != "" && req.Domain != record.UnknownDomain {
 		if !validToken(req.Domain) {

@@ -301,9 +301,9 @@ func TestCallerIsRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := q.GetLastMsgForSubject(context.Background(), subjects.Replay("fsma", "x"))
+	m, err := q.GetLastMsgForSubject(context.Background(), subjects.Redriven("fsma", "x", open, 1))
 	if err != nil {
-		t.Fatalf("no replay on %s: %v", subjects.Replay("fsma", "x"), err)
+		t.Fatalf("no replay on %s: %v", subjects.Redriven("fsma", "x", open, 1), err)
 	}
 	if id := m.Header.Get(envelope.MsgID); id != replayMsgID(e.secret, open, 1) {
 		t.Errorf("replay msg id %q, want %q", id, replayMsgID(e.secret, open, 1))

@@ -96,7 +96,7 @@ type Config struct {
 	// ReplaySecretFile is a file holding ReplaySecret (read by New when
 	// ReplaySecret is empty).
 	ReplaySecretFile string
-	// ReplayBatch is the most replays written to REPLAYS as one atomic
+	// ReplayBatch is the most replays written to EVENTS as one atomic
 	// batch (the replays that concurrent lanes publish at about the same
 	// moment; at most batch.MaxMessages). 0 or 1: each replay is written
 	// alone. Default batch.MaxMessages.

@@ -13,7 +13,7 @@ type metrics struct {
 	// pauses counts the drains' automatic pauses, by reason.
 	pauses *prometheus.CounterVec
 	// batches, batched and unbatched count the atomic batches of replays
-	// stored on REPLAYS, the replays they carried, and the batches not
+	// stored on EVENTS, the replays they carried, and the batches not
 	// stored as a whole (their replays then written one by one).
 	batches, batched, unbatched prometheus.Counter
 	// batching is 1 while atomic batches of replays are measured cheaper
@@ -53,15 +53,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"reason"}),
 		batches: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "deadletter_redrive_replay_batches_total",
-			Help: "Atomic batches of replays stored on REPLAYS (two replays or more each).",
+			Help: "Atomic batches of replays stored on EVENTS (two replays or more each).",
 		}),
 		batched: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "deadletter_redrive_replays_batched_total",
-			Help: "Replays stored on REPLAYS as part of an atomic batch.",
+			Help: "Replays stored on EVENTS as part of an atomic batch.",
 		}),
 		unbatched: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "deadletter_redrive_replay_batches_unbatched_total",
-			Help: "Batches of replays not stored as a whole (refused, failed, or REPLAYS without atomic publish): their replays were written one by one.",
+			Help: "Batches of replays not stored as a whole (refused, failed, or EVENTS without atomic publish): their replays were written one by one.",
 		}),
 		batching: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "deadletter_redrive_replay_batching",

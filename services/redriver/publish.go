@@ -3,6 +3,7 @@ package redriver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -16,7 +17,7 @@ import (
 )
 
 // replayFlushers is how many atomic batches of replays may be in flight
-// on REPLAYS at once: while one waits for its acknowledgement, the next
+// on EVENTS at once: while one waits for its acknowledgement, the next
 // one gathers the replays published meanwhile.
 const replayFlushers = 2
 
@@ -28,18 +29,19 @@ const replayBatchBytes = 4 << 20
 const publishTimeout = 10 * time.Second
 
 // errUnbatched tells a replay's publisher to write its message alone: the
-// batch it was in was refused as a whole (a Nats-Msg-Id REPLAYS still
-// remembers: a resumed replay), failed (its outcome unknown: the message
-// carries its Nats-Msg-Id, so a second write is de-duplicated), or the
-// batcher stopped.
+// batch it was in was refused as a whole (a replay already stored on its
+// subject: a resumed replay), failed (its outcome unknown: the message
+// expects its subject empty, so a second write is refused and resolves to
+// the stored copy, publishAlone), or the batcher stopped.
 var errUnbatched = errors.New("redriver: replay not batched")
 
 // replayBatcher gathers the replays that a drain's lanes publish at about
-// the same moment into atomic batches on REPLAYS (package batch): one
+// the same moment into atomic batches on EVENTS (package batch): one
 // proposal, and under sync_interval: always one fsync, for up to
 // batch.MaxMessages replays, where one publish each costs one each. Each
-// replay keeps its own HMAC Nats-Msg-Id and its lane waits for its own
-// acknowledgement, so what happens between claim and replay and between
+// replay keeps its own subject, its expectation that the subject is empty
+// (see publishAlone) and its HMAC Nats-Msg-Id, and its lane waits for its
+// own acknowledgement, so what happens between claim and replay and between
 // replay and outcome is unchanged: a lane's next event is replayed only
 // after the previous one's outcome, whatever batch carried it. A batch
 // that is not stored as a whole is written again message by message, by
@@ -66,7 +68,7 @@ type replayBatcher struct {
 	closed bool
 	wake   chan struct{}
 
-	// disabled is set when REPLAYS does not allow atomic publish (a store
+	// disabled is set when EVENTS does not allow atomic publish (a store
 	// provisioned before it did): every replay is then written alone.
 	disabled atomic.Bool
 	metrics  *metrics
@@ -120,8 +122,10 @@ func (b *replayBatcher) close() {
 	}
 }
 
-// publish writes replay m (its Nats-Msg-Id set) to REPLAYS and returns its
-// acknowledgement: in a batch when the batcher runs, else alone.
+// publish writes replay m (its subject its own, expected empty: see
+// publishAlone) to EVENTS and returns its acknowledgement, or the stored
+// copy's when the replay was stored before: in a batch when the batcher
+// runs, else alone.
 func (b *replayBatcher) publish(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
 	if b.max < 2 || b.disabled.Load() {
 		return publishAlone(ctx, b.js, m)
@@ -138,16 +142,62 @@ func (b *replayBatcher) publish(ctx context.Context, m *nats.Msg) (*jetstream.Pu
 		return res.ack, res.err
 	case <-ctx.Done():
 		// The batch may still be stored: the chain stays redriving and
-		// its resume publishes the same Nats-Msg-Id.
+		// its resume publishes the same replay, on the same subject.
 		return nil, ctx.Err()
 	}
 }
 
-// publishAlone writes one replay by itself.
+// publishAlone writes one replay by itself into EVENTS. The replay is on a
+// subject of its own (subjects.Redriven: one per chain and replay number)
+// and expects that subject to be empty (Nats-Expected-Last-Subject-Sequence
+// 0, set by the caller), so the server stores it at most once: a retry (a
+// re-publish after a lost acknowledgement, the resume of a chain left
+// redriving, by this or another instance) is refused with a wrong last
+// sequence, and the replay already stored is then read back (a direct get
+// of the subject's last message) and returned as if this publish had been
+// acknowledged with its sequence (Duplicate set). Unlike a Nats-Msg-Id
+// window (REPLAYS' two minutes) this holds for as long as EVENTS keeps the
+// replay, at any time after its first publish: only once EVENTS no longer
+// holds it (its max age, 7 days by default) could a retry be stored again.
 func publishAlone(ctx context.Context, js jetstream.JetStream, m *nats.Msg) (*jetstream.PubAck, error) {
 	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
-	return js.PublishMsg(ctx, m)
+	ack, err := js.PublishMsg(ctx, m)
+	if err == nil || !storedBefore(err) {
+		return ack, err
+	}
+	return stored(ctx, js, m.Subject)
+}
+
+// errNotStored: a replay's publish was refused as already stored, yet its
+// subject holds nothing (a replicated stream's write still in flight): the
+// outcome is unknown, and the chain stays redriving for a later resume.
+var errNotStored = errors.New("redriver: replay refused as stored, but its subject is empty")
+
+// storedBefore reports whether err is the refusal of a publish whose
+// subject already holds a message (its expectation of an empty subject
+// failed).
+func storedBefore(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// stored returns, as an acknowledgement (Duplicate set), the location of
+// the replay stored on subject in EVENTS.
+func stored(ctx context.Context, js jetstream.JetStream, subject string) (*jetstream.PubAck, error) {
+	st, err := js.Stream(ctx, subjects.EventsStream)
+	if err != nil {
+		return nil, fmt.Errorf("redriver: read the stored replay: %w", err)
+	}
+	raw, err := st.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, errNotStored
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redriver: read the stored replay: %w", err)
+	}
+	return &jetstream.PubAck{Stream: subjects.EventsStream, Sequence: raw.Sequence, Duplicate: true}, nil
 }
 
 // submit queues r; false when the batcher stopped.
@@ -248,7 +298,7 @@ func (b *replayBatcher) flush(reqs []*pubReq) {
 	if err != nil {
 		b.metrics.unbatched.Inc()
 		if errors.Is(err, batch.ErrDisabled) && !b.disabled.Swap(true) {
-			b.log.Warn("REPLAYS does not allow atomic publish: replays are written one by one", "stream", subjects.ReplaysStream)
+			b.log.Warn("EVENTS does not allow atomic publish: replays are written one by one", "stream", subjects.EventsStream)
 		} else {
 			b.log.Debug("replay batch not stored as a whole: written one by one", "replays", len(reqs), "err", err)
 		}
@@ -261,12 +311,12 @@ func (b *replayBatcher) flush(reqs []*pubReq) {
 	b.metrics.batches.Inc()
 	b.metrics.batched.Add(float64(len(reqs)))
 	for i, r := range reqs {
-		r.done <- pubResult{ack: &jetstream.PubAck{Stream: subjects.ReplaysStream, Sequence: seqs[i]}}
+		r.done <- pubResult{ack: &jetstream.PubAck{Stream: subjects.EventsStream, Sequence: seqs[i]}}
 	}
 }
 
 // each publishes reqs one by one, concurrently, as their lanes would
-// (each with its own Nats-Msg-Id), answers each with its own outcome, and
+// (publishAlone: each on its own subject, expected empty), answers each with its own outcome, and
 // returns once all are answered, so that the group's wall time compares
 // with a batch's.
 func (b *replayBatcher) each(reqs []*pubReq) {

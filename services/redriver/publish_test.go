@@ -19,27 +19,30 @@ import (
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
-// replayMsg is replay i of a test, with its Nats-Msg-Id.
+// replayMsg is replay i of a test as publishAndObserve builds it: on its
+// own redriven subject (chain <prefix>_<i>, replay 1), expecting that
+// subject empty, with its Nats-Msg-Id.
 func replayMsg(prefix string, i int) *nats.Msg {
-	m := nats.NewMsg(subjects.Replay("pharmacy", "dispense"))
+	m := nats.NewMsg(subjects.Redriven("pharmacy", "dispense", fmt.Sprintf("%s_%d", prefix, i), 1))
 	m.Data = fmt.Appendf(nil, `{"n":%d}`, i)
 	m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("%s-%d", prefix, i))
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
 	return m
 }
 
 // TestReplayBatcher: replays published at once by many lanes are stored in
-// atomic batches, each acknowledged with its own sequence, each stored
-// once; a batch the server refuses (a Nats-Msg-Id REPLAYS remembers: a
-// resumed replay) and a stream without atomic publish fall back to one
-// publish per replay, de-duplicated as before; a stopped batcher writes
-// each replay alone.
+// atomic batches on EVENTS, each acknowledged with its own sequence, each
+// stored once; a batch the server refuses (a replay already stored on its
+// subject: a resumed replay) falls back to one publish per replay, where
+// the stored one resolves to its sequence and the others are stored once;
+// a stopped batcher writes each replay alone.
 func TestReplayBatcher(t *testing.T) {
 	srv := natstest.Start(t)
 	srv.Provision(t, streams.DefaultOptions())
 	js := srv.JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	replays, err := js.Stream(ctx, subjects.ReplaysStream)
+	replays, err := js.Stream(ctx, subjects.EventsStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +74,7 @@ func TestReplayBatcher(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		// earlier are published alone first (ids REPLAYS remembers).
+		// earlier are published alone first (replays already stored).
 		earlier    []int
 		n          int
 		stopped    bool
@@ -135,11 +138,11 @@ func TestReplayBatcher(t *testing.T) {
 				<-done
 			}
 			if got := stored(t) - before; got != uint64(tc.wantNew) {
-				t.Fatalf("REPLAYS gained %d messages, want %d", got, tc.wantNew)
+				t.Fatalf("EVENTS gained %d messages, want %d", got, tc.wantNew)
 			}
 			seen := map[uint64]int{}
 			for i, ack := range acks {
-				if ack.Stream != subjects.ReplaysStream {
+				if ack.Stream != subjects.EventsStream {
 					t.Fatalf("replay %d acked by %q", i, ack.Stream)
 				}
 				if prev, ok := seen[ack.Sequence]; ok {
@@ -188,7 +191,7 @@ func TestReplayBatcherTakesThePreferredWay(t *testing.T) {
 	js := srv.JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	replays, err := js.Stream(ctx, subjects.ReplaysStream)
+	replays, err := js.Stream(ctx, subjects.EventsStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +253,7 @@ func TestReplayBatcherTakesThePreferredWay(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got := info.State.Msgs - before; got != lanes*perLane {
-				t.Fatalf("REPLAYS gained %d messages, want %d", got, lanes*perLane)
+				t.Fatalf("EVENTS gained %d messages, want %d", got, lanes*perLane)
 			}
 			for l, lane := range seqs {
 				for i, seq := range lane {
@@ -276,6 +279,75 @@ func TestReplayBatcherTakesThePreferredWay(t *testing.T) {
 			}
 			if got, want := testutil.ToFloat64(m.batching), map[bool]float64{true: 1, false: 0}[tc.batches]; got != want {
 				t.Errorf("batching gauge %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestReplayStoredOnce: a replay published again after its first publish
+// was stored (its acknowledgement lost, or a resume by this or another
+// instance) is refused by EVENTS and resolves to the first copy's
+// sequence, whichever path writes it (alone, through a batcher that
+// writes it alone, or in a batch of one publish each); its subject holds
+// one message, and the replay after it (n+1) is stored as usual.
+func TestReplayStoredOnce(t *testing.T) {
+	srv := natstest.Start(t)
+	srv.Provision(t, streams.DefaultOptions())
+	js := srv.JetStream(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	events, err := js.Stream(ctx, subjects.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(t *testing.T, subject string) uint64 {
+		t.Helper()
+		info, err := events.Info(ctx, jetstream.WithSubjectFilter(subject))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Subjects[subject]
+	}
+	unbatched := newReplayBatcher(js, slog.New(slog.DiscardHandler), newMetrics(nil), 1, 0)
+	for _, tc := range []struct {
+		name  string
+		again func(*nats.Msg) (*jetstream.PubAck, error)
+	}{
+		{"alone", func(m *nats.Msg) (*jetstream.PubAck, error) { return publishAlone(ctx, js, m) }},
+		{"through an unbatched batcher", func(m *nats.Msg) (*jetstream.PubAck, error) { return unbatched.publish(ctx, m) }},
+		{"one publish each", func(m *nats.Msg) (*jetstream.PubAck, error) {
+			b := newReplayBatcher(js, slog.New(slog.DiscardHandler), newMetrics(nil), 1000, 0)
+			r := &pubReq{msg: m, done: make(chan pubResult, 1)}
+			b.each([]*pubReq{r})
+			res := <-r.done
+			return res.ack, res.err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prefix := fmt.Sprintf("once%d", time.Now().UnixNano())
+			first, err := publishAlone(ctx, js, replayMsg(prefix, 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first.Stream != subjects.EventsStream || first.Duplicate {
+				t.Fatalf("first publish acked %+v", first)
+			}
+			again, err := tc.again(replayMsg(prefix, 1))
+			if err != nil {
+				t.Fatalf("second publish: %v", err)
+			}
+			if again.Stream != subjects.EventsStream || again.Sequence != first.Sequence || !again.Duplicate {
+				t.Fatalf("second publish acked %+v, want EVENTS %d (duplicate)", again, first.Sequence)
+			}
+			subject := replayMsg(prefix, 1).Subject
+			if n := count(t, subject); n != 1 {
+				t.Fatalf("%d messages on %s, want 1", n, subject)
+			}
+			next := replayMsg(prefix, 1)
+			next.Subject = subjects.Redriven("pharmacy", "dispense", prefix+"_1", 2)
+			ack, err := tc.again(next)
+			if err != nil || ack.Duplicate || ack.Sequence <= first.Sequence {
+				t.Fatalf("the next replay: %+v, %v", ack, err)
 			}
 		})
 	}

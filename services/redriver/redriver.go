@@ -8,15 +8,17 @@
 // approval.get, approval.approve, approval.reject, policy.get, policy.set:
 // approval.go).
 //
-// A replay re-publishes the event's effective payload to
-// replay.<domain>.<type> (subjects.Replay: only the redriver may publish
-// there, so only there does the validator honour the redrive headers) with
-// the headers Deadletter-Dlq-Id and Deadletter-Redrive-Count and an
-// unguessable Nats-Msg-Id (replayMsgID). The replay is stored in REPLAYS,
-// which de-duplicates its retries by that id, and reaches EVENTS (which
-// sources REPLAYS and honours no Nats-Msg-Id) with its subject and
-// headers, so it passes the full validator and the idempotent commit
-// again.
+// A replay re-publishes the event's effective payload straight into EVENTS
+// on redriven.<domain>.<type>.<dlq_id>.<n> (subjects.Redriven: only the
+// redriver may publish there, so only there does the validator honour the
+// redrive headers) with the headers Deadletter-Dlq-Id and
+// Deadletter-Redrive-Count, an unguessable Nats-Msg-Id (replayMsgID: it
+// names the replay; EVENTS de-duplicates nothing by it) and the
+// expectation that its subject, its own, is empty: a retry of a stored
+// replay is refused and resolves to the stored copy (publishAlone), so a
+// replay is stored once, for as long as EVENTS keeps it. It passes the
+// full validator and the idempotent commit again. (Earlier redrivers
+// stored replays in REPLAYS, which EVENTS still sources.)
 //
 // Every change a person makes (drain, cancel, redrive, correction,
 // release) is recorded under the caller the server attached to the request
@@ -86,7 +88,7 @@ type Service struct {
 	drains   jetstream.KeyValue
 	notify   *notifier
 	// replays gathers the replays of concurrent lanes into atomic
-	// batches on REPLAYS.
+	// batches on EVENTS.
 	replays *replayBatcher
 	tr      telemetry.Tracer
 	// replaySecret keys the replays' message ids (replayMsgID).

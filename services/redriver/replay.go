@@ -34,21 +34,23 @@ const minReplaySecret = 32
 // "<dlq_id>-<n>-<128-bit tag>", the tag the first half of an HMAC-SHA256
 // keyed with the replay secret over (dlq_id, n).
 //
-// Replays are stored in REPLAYS (which only the redriver may write; EVENTS
-// sources it and honours no Nats-Msg-Id), and REPLAYS de-duplicates them by
-// this id. The tag keeps the id unpredictable all the same: were it
-// "<dlq_id>-<n>" (dlq ids are shown to every viewer, and n is the chain's
-// redrive count plus one), a second writer of replay subjects, or a
-// de-duplicating stream shared with publishers as EVENTS once was, could
-// store that id first and make the replay a silent duplicate, never
-// validated. The tag cannot be computed without the secret. It is derived rather than drawn
-// at random so that every retry of one replay (a re-publish after a lost
-// ack, a resume of a chain left redriving, by this or another instance
-// sharing the secret) carries the same id and is de-duplicated; a random
-// id would have to be stored with the redrive_requested record, a field
-// the quarantiner's append does not take. The id seen in a failure
-// record's headers names only that replay: the next one's tag is
-// unrelated.
+// Replays are stored in EVENTS, each on its own subject
+// (subjects.Redriven) expected empty, which makes a retry a refusal
+// (publishAlone); EVENTS honours no Nats-Msg-Id, so this id de-duplicates
+// nothing there. It names the replay in its headers and in a failure
+// record's, and it is the id REPLAYS de-duplicated by when replays went
+// through it (earlier redrivers). The tag keeps the id unpredictable all
+// the same: were it "<dlq_id>-<n>" (dlq ids are shown to every viewer, and
+// n is the chain's redrive count plus one), a de-duplicating stream shared
+// with a second writer could have that id stored first and make the replay
+// a silent duplicate, never validated. The tag cannot be computed without
+// the secret. It is derived rather than drawn at random so that every
+// retry of one replay (a re-publish after a lost ack, a resume of a chain
+// left redriving, by this or another instance sharing the secret) carries
+// the same id; a random id would have to be stored with the
+// redrive_requested record, a field the quarantiner's append does not
+// take. The id seen in a failure record's headers names only that replay:
+// the next one's tag is unrelated.
 func replayMsgID(secret []byte, dlqID string, n int) string {
 	mac := hmac.New(sha256.New, secret)
 	mac.Write([]byte("deadletter replay msg-id v1\x00"))
@@ -99,9 +101,10 @@ type result struct {
 	// next is the index the next record of the chain gets.
 	next int
 	// published reports a replay message was published; replaySeq its
-	// REPLAYS sequence (the publish acknowledgement's); eventsSeq the
-	// EVENTS sequence of its sourced copy, known once the validator
-	// committed it (0 otherwise); redriveCount its number.
+	// EVENTS sequence (the publish acknowledgement's, or the stored copy's
+	// when a retry was refused as stored); eventsSeq the EVENTS sequence
+	// the validator committed for this chain's replay, known once it did
+	// (0 otherwise); redriveCount its number.
 	published    bool
 	replaySeq    uint64
 	eventsSeq    uint64
@@ -128,8 +131,9 @@ var errConflict = errors.New("redriver: chain kept changing")
 // conditional on the chain length (so only one redriver replays an event at
 // a time), publish the effective payload to its events subject, and observe
 // the outcome. A chain found redriving (a replay whose outcome nobody
-// recorded) is resumed: committed → replayed, else re-published with the
-// same Nats-Msg-Id (REPLAYS de-duplicates it within its window).
+// recorded) is resumed: committed → replayed, else re-published on the
+// same subject, which EVENTS refuses when the replay is stored already
+// (publishAlone): it is then observed at the stored copy's sequence.
 func (s *Service) replay(ctx context.Context, domain, id string, o replayOpts) result {
 	for range 5 {
 		ch, err := s.chains.read(ctx, domain, id)
@@ -188,7 +192,8 @@ func (s *Service) replay(ctx context.Context, domain, id string, o replayOpts) r
 			res.err = errors.New("unknown state")
 			return res
 		}
-		p, err := s.prepare(st)
+		n := st.RedriveCount + 1
+		p, err := s.prepare(st, id, n)
 		if err != nil {
 			res.outcome, res.reason, res.code, res.err = api.OutcomeNotRedrivable, "payload", api.ErrNotRedrivable, err
 			return res
@@ -213,7 +218,6 @@ func (s *Service) replay(ctx context.Context, domain, id string, o replayOpts) r
 		if err := o.wait4token(ctx); err != nil {
 			return failed(api.ErrUnavailable, err)
 		}
-		n := st.RedriveCount + 1
 		exp := res.next
 		// The request record names the replay's trace.
 		rctx, span, m := s.startReplay(ctx, ch.Domain, id, st, p, n)
@@ -240,12 +244,14 @@ func (s *Service) replay(ctx context.Context, domain, id string, o replayOpts) r
 }
 
 // resume continues a replay left redriving: if it committed, the chain gets
-// its outcome; else the same replay is published again (same Nats-Msg-Id).
+// its outcome; else the same replay is published again, on the same
+// subject: refused when it is stored already, and then observed at the
+// stored copy's sequence (publishAlone), never stored twice.
 func (s *Service) resume(ctx context.Context, ch chain.Chain, o replayOpts) result {
 	st := ch.State
 	n := st.RedriveCount + 1
 	res := result{state: st, next: len(ch.Records), redriveCount: n}
-	p, err := s.prepare(st)
+	p, err := s.prepare(st, ch.DLQID, n)
 	if err != nil {
 		res.outcome, res.reason, res.code, res.err = api.OutcomeNotRedrivable, "payload", api.ErrNotRedrivable, err
 		return res
@@ -300,14 +306,18 @@ type prepared struct {
 	key     string
 }
 
-// prepare derives the replay of state st: the effective payload (the latest
-// correction, else the original), its subject (replay.<domain>.<type> of
-// the original's domain and type, or, for a correction whose event type
+// prepare derives replay n of chain id, of state st: the effective payload
+// (the latest correction, else the original), its subject
+// (redriven.<domain>.<type>.<id>.<n>, subjects.Redriven, of the
+// original's domain and type, or, for a correction whose event type
 // changed, of the type the domain's checker derives) and its idempotency
 // key: the one the validator derived when the
 // event failed (stored in the chain), else (a correction, or an original
 // that never passed the gate) by the gate now.
-func (s *Service) prepare(st record.State) (prepared, error) {
+func (s *Service) prepare(st record.State, id string, n int) (prepared, error) {
+	if !subjects.ValidToken(id) {
+		return prepared{}, fmt.Errorf("redriver: the dlq id is not a subject token")
+	}
 	data, err := st.Payload.Bytes()
 	if err != nil {
 		return prepared{}, err
@@ -327,8 +337,8 @@ func (s *Service) prepare(st record.State) (prepared, error) {
 	}
 	// Replays go to their own subject, which only the redriver may
 	// publish to: only there does the validator honour the redrive
-	// headers.
-	subject := subjects.Replay(dom, typ)
+	// headers. One subject per replay: its publish expects it empty.
+	subject := subjects.Redriven(dom, typ, id, n)
 	p := prepared{subject: subject, data: data}
 	if !st.Corrected && st.IdempotencyKey != "" {
 		p.key = st.IdempotencyKey
@@ -371,6 +381,9 @@ func (s *Service) publishAndObserve(ctx context.Context, span trace.Span, m *nat
 	stop := s.notify.watch(wake, p.key, domain, id)
 	defer stop()
 	m.Header.Set(jetstream.MsgIDHeader, replayMsgID(s.replaySecret, id, n))
+	// Stored at most once: a retry finds the subject written and resolves
+	// to the stored copy (publishAlone).
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
 	ack, err := s.replays.publish(ctx, m)
 	if err == nil {
 		telemetry.RecordAck(span, ack)
@@ -382,14 +395,14 @@ func (s *Service) publishAndObserve(ctx context.Context, span trace.Span, m *nat
 		res.outcome, res.code, res.err = api.OutcomePending, api.ErrUnavailable, fmt.Errorf("redriver: publish replay: %w", err)
 		return res
 	}
-	// The acknowledgement is REPLAYS': its sequence is not an EVENTS one.
+	// The acknowledgement is EVENTS': the replay's one sequence.
 	res.published, res.replaySeq = true, ack.Sequence
 	s.cfg.Failpoint.Hit(failpoint.RedriverAfterReplay, id)
 	if o.onPublish != nil {
 		o.onPublish()
 	}
 	s.metrics.published.Inc()
-	s.log.Info("DLQ_REPLAY_PUBLISHED", "dlq_id", id, "domain", domain, "redrive_count", n, "replays_seq", ack.Sequence,
+	s.log.Info("DLQ_REPLAY_PUBLISHED", "dlq_id", id, "domain", domain, "redrive_count", n, "events_seq", ack.Sequence,
 		"duplicate", ack.Duplicate, "drain_id", o.drainID)
 	res.outcome, res.eventsSeq, res.failCode, res.err = s.observe(ctx, domain, id, p.key, ack.Sequence, res.next-1, o, wake, stop)
 	if res.err != nil {
@@ -399,12 +412,12 @@ func (s *Service) publishAndObserve(ctx context.Context, span trace.Span, m *nat
 }
 
 // observe polls for the outcome of the replay whose redrive_requested
-// record is at index idx and whose REPLAYS sequence is replaySeq: committed
+// record is at index idx and whose EVENTS sequence is replaySeq: committed
 // in IDEMPOTENCY by a replay of this chain (the commit carries its dlq id,
 // which the validator takes from a replay subject's headers) → the chain
 // gets replayed, located by the EVENTS sequence of the committed copy,
 // which it returns; committed by another copy of the event →
-// skipped_duplicate, located by the replay's REPLAYS sequence; the chain
+// skipped_duplicate, located by the replay's EVENTS sequence; the chain
 // gains a failure → failed; neither before the timeout → pending. The
 // watch is stopped (stop) before the outcome is appended: the record it
 // appends wakes nobody.
@@ -435,9 +448,10 @@ func (s *Service) observe(ctx context.Context, domain, id, key string, replaySeq
 				ks, found, err = ledger.Lookup(ctx, s.idem, key)
 			}
 			if err == nil && found && ks.Committed() {
-				// Matched by dlq id only: ks.SourceSeq is an EVENTS
-				// sequence, replaySeq a REPLAYS one.
-				kind, stream, seq := record.KindSkippedDuplicate, subjects.ReplaysStream, replaySeq
+				// Matched by dlq id only: another copy's commit names
+				// another EVENTS sequence (ks.SourceSeq); the duplicate
+				// is located by the replay's own (replaySeq).
+				kind, stream, seq := record.KindSkippedDuplicate, subjects.EventsStream, replaySeq
 				if ks.DLQID == id {
 					kind, stream, seq = record.KindReplayed, subjects.EventsStream, ks.SourceSeq
 				}
@@ -458,7 +472,7 @@ func (s *Service) observe(ctx context.Context, domain, id, key string, replaySeq
 			return outcomeOfKind(last.Kind), 0, string(last.ErrorCode), nil
 		}
 		if time.Now().After(deadline) {
-			s.log.Warn("DLQ_REPLAY_PENDING", "dlq_id", id, "domain", domain, "replays_seq", replaySeq, "drain_id", o.drainID)
+			s.log.Warn("DLQ_REPLAY_PENDING", "dlq_id", id, "domain", domain, "events_seq", replaySeq, "drain_id", o.drainID)
 			return api.OutcomePending, 0, "", nil
 		}
 	}
@@ -508,8 +522,9 @@ func outcomeOfKind(kind record.Kind) string {
 
 // appendOutcome appends replayed or skipped_duplicate at index next, with
 // the replay message's location when known (stream "" when not): EVENTS
-// and the sequence the validator committed, or REPLAYS and the replay's
-// sequence there. It returns errConflict when the chain changed.
+// and the sequence the validator committed, or EVENTS and the replay's
+// own sequence (a skipped duplicate; earlier redrivers recorded REPLAYS
+// and the replay's sequence there). It returns errConflict when the chain changed.
 func (s *Service) appendOutcome(ctx context.Context, ch chain.Chain, next int, kind record.Kind, drainID, stream string, seq uint64) (string, error) {
 	req := api.AppendRequest{DLQID: ch.DLQID, Domain: ch.Domain, Kind: kind, ExpectedIndex: &next, DrainID: drainID}
 	if stream != "" && seq != 0 {

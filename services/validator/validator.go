@@ -113,7 +113,7 @@ func (c Config) ConsumerConfig() jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:     c.Consumer,
 		Description: "deadletter validator",
-		// No filter: EVENTS holds events.> and replay.> only, and an
+		// No filter: EVENTS holds events.>, redriven.> and (sourced from REPLAYS) replay.> only, and an
 		// unfiltered consumer is the cheapest for the server to feed.
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       c.AckWait,

@@ -190,7 +190,10 @@ var table = func() []Spec {
 		// a correction (approval.get shows payload values).
 		// An approved hold lift is executed by the auditor, on the
 		// redriver's request (hold.lift.approved, within this account).
-		[]string{subjects.ReplaysAll, api.QuarantinerAppend, subjects.AuditActionsAll, subjects.AuditAccessAll, api.HoldLiftApproved},
+		// Its replays go into EVENTS on redriven.> (replay.>, REPLAYS',
+		// is where earlier redrivers wrote them); no one else may publish
+		// either.
+		[]string{subjects.RedrivenAll, subjects.ReplaysAll, api.QuarantinerAppend, subjects.AuditActionsAll, subjects.AuditAccessAll, api.HoldLiftApproved},
 	), append(RedriverEndpoints(),
 		// It watches commits and quarantine records (core subscriptions,
 		// read-only) to observe each replay's outcome as it happens.
@@ -227,7 +230,7 @@ var table = func() []Spec {
 		},
 		{
 			Name:    Redriver,
-			Doc:     "reads QUARANTINE, replays on replay.> (its own subjects), keeps drain states in DRAINS and two-person approvals in APPROVALS, reads the legal holds in HOLDS (and asks the auditor to execute an approved hold lift), appends lifecycle records through the quarantiner, writes its governance actions (the approval policy among them) to AUDIT and reads them back, and records an approver's review of a correction in the access audit",
+			Doc:     "reads QUARANTINE, replays into EVENTS on redriven.> (its own subjects; replay.>, into REPLAYS, before), keeps drain states in DRAINS and two-person approvals in APPROVALS, reads the legal holds in HOLDS (and asks the auditor to execute an approved hold lift), appends lifecycle records through the quarantiner, writes its governance actions (the approval policy among them) to AUDIT and reads them back, and records an approver's review of a correction in the access audit",
 			Publish: rp, Subscribe: rs,
 		},
 		{

@@ -130,9 +130,11 @@ func attacks() []attack {
 		allowed: []string{access.Auditor}})
 	add(attack{id: "H3", name: "forged replay", publish: "replay.pharmacy.dispense", body: "{\"broken\":",
 		header: nats.Header{"Deadletter-Dlq-Id": []string{"x"}, "Deadletter-Redrive-Count": []string{"9"}}, allowed: []string{access.Redriver}})
+	add(attack{id: "H3", name: "forged direct replay", publish: subjects.Redriven("pharmacy", "dispense", "pharmacy_victim", 9), body: "{\"broken\":",
+		header: nats.Header{"Deadletter-Dlq-Id": []string{"pharmacy_victim"}, "Deadletter-Redrive-Count": []string{"9"}}, allowed: []string{access.Redriver}})
 	add(attack{id: "H1", name: "forged commit", publish: "ledger.pharmacy.forged", body: "{}", allowed: []string{access.Validator}})
 	add(attack{id: "H1", name: "forged failure", publish: "dlq.intake.pharmacy", body: "{}", allowed: []string{access.Validator}})
-	for _, s := range []string{"_INBOX.>", ">", "_R_.>", "$JS.>", "events.>", "quarantine.>", "$KV.>", api.QuarantinerAppend} {
+	for _, s := range []string{"_INBOX.>", ">", "_R_.>", "$JS.>", "events.>", subjects.RedrivenAll, subjects.ReplaysAll, "quarantine.>", "$KV.>", api.QuarantinerAppend} {
 		add(attack{id: "H10", name: "listen on " + s, subscribe: s, allowed: listenersOf(s)})
 	}
 	return rows

@@ -442,7 +442,7 @@ type RedriveReply struct {
 	Corrected *int `json:"corrected_index,omitempty"`
 	// EventsSeq is the EVENTS sequence of the replay the validator
 	// committed (outcome replayed); zero otherwise (a replay is published
-	// to REPLAYS and reaches EVENTS through the stream's source).
+	// into EVENTS directly, and this is its sequence there).
 	EventsSeq uint64 `json:"events_seq,omitempty"`
 }
 

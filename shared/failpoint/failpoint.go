@@ -34,7 +34,7 @@ const (
 	// RedriverAfterClaim: the redrive_requested record is stored, the
 	// replay not published yet. Key: the dlq id.
 	RedriverAfterClaim Point = "redriver.after-claim"
-	// RedriverAfterReplay: the replay is published (REPLAYS acknowledged
+	// RedriverAfterReplay: the replay is published (EVENTS acknowledged
 	// it), its outcome record not appended yet. Key: the dlq id.
 	RedriverAfterReplay Point = "redriver.after-replay"
 	// RedriverAfterApproved: an approval's signature (the approved record)

@@ -3,6 +3,7 @@ package streams_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -54,7 +55,7 @@ func TestEventsHonoursNoMsgID(t *testing.T) {
 	if len(ev.Sources) != 1 || ev.Sources[0].Name != subjects.ReplaysStream {
 		t.Errorf("EVENTS sources %v, want [%s]", ev.Sources, subjects.ReplaysStream)
 	}
-	if got, want := ev.Subjects, []string{subjects.EventsAll}; len(got) != 1 || got[0] != want[0] {
+	if got, want := ev.Subjects, []string{subjects.EventsAll, subjects.RedrivenAll}; !slices.Equal(got, want) {
 		t.Errorf("EVENTS subjects %v, want %v", got, want)
 	}
 	rp := info(t, js, subjects.ReplaysStream).Config

@@ -109,7 +109,8 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 
 // upgrade makes, in a stream of an earlier layout, the changes a later one
 // adds and that take nothing away (allow atomic publish; more subjects, as
-// AUDIT's governance and access records), when they are the only
+// AUDIT's governance and access records and EVENTS' redriven.>), when they
+// are the only
 // difference. It reports whether it updated the stream.
 func upgrade(ctx context.Context, js jetstream.JetStream, want, have jetstream.StreamConfig) (bool, error) {
 	next := upgraded(want, have)

@@ -179,14 +179,20 @@ const MaxConsumers = 16
 // duplicate (acknowledged, never stored). A publisher's retries are instead
 // de-duplicated by their business key (the validator commits an
 // idempotency key once and acknowledges every later copy as a duplicate).
-// The redriver's replays are stored in REPLAYS, which de-duplicates them by
-// their Nats-Msg-Id, and reach EVENTS by the source: a sourced message keeps
-// its replay subject and headers (the server adds Nats-Stream-Source).
+// The redriver publishes its replays into EVENTS directly, each on a
+// subject of its own (subjects.Redriven, under subjects.RedrivenAll, which
+// only the redriver may publish to), expecting that subject to be empty:
+// a retry of a stored replay is refused, whatever the time since, instead
+// of stored twice. EVENTS still sources REPLAYS, where earlier redrivers
+// stored their replays (de-duplicated there by Nats-Msg-Id): a sourced
+// message keeps its replay subject and headers (the server adds
+// Nats-Stream-Source). An EVENTS of the previous layout (events.> only) is
+// given redriven.> in place by EnsureCore.
 func Events(o Options) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:               subjects.EventsStream,
 		Description:        "deadletter inbound regulated events",
-		Subjects:           []string{subjects.EventsAll},
+		Subjects:           []string{subjects.EventsAll, subjects.RedrivenAll},
 		Sources:            []*jetstream.StreamSource{{Name: subjects.ReplaysStream}},
 		Retention:          jetstream.LimitsPolicy,
 		Storage:            jetstream.FileStorage,
@@ -203,10 +209,14 @@ func Events(o Options) jetstream.StreamConfig {
 	}
 }
 
-// Replays is the stream of the redriver's replays (replay.>), which only
-// the redriver may publish to and EVENTS sources. It de-duplicates a
-// replay's retries by their Nats-Msg-Id (HMAC-keyed, so unpredictable)
-// within DuplicateWindow, and keeps replays as long as EVENTS keeps events.
+// Replays is the stream of the replays of earlier redrivers (replay.>),
+// which only the redriver may publish to and EVENTS sources. Nothing
+// publishes to it any more (the redriver writes its replays into EVENTS,
+// see Events); it stays provisioned and sourced so that a store upgraded
+// in place still delivers the replays an older redriver left here.
+// Retiring it is a later step. It de-duplicates a replay's retries by
+// their Nats-Msg-Id (HMAC-keyed, so unpredictable) within DuplicateWindow,
+// and keeps replays as long as EVENTS keeps events.
 func Replays(o Options) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:               subjects.ReplaysStream,

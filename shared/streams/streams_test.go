@@ -3,6 +3,7 @@ package streams_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -243,5 +244,66 @@ func TestEnsureUpgradesToAtomic(t *testing.T) {
 	}
 	if got, want := s.CachedInfo().Config.Subjects, streams.Audit(o).Subjects; !slices.Equal(got, want) {
 		t.Errorf("AUDIT subjects after the upgrade: %v, want %v", got, want)
+	}
+}
+
+// TestEnsureUpgradesEventsToRedriven: an EVENTS provisioned by the previous
+// layout (events.> only, replays sourced from REPLAYS) is given
+// redriven.> in place by the next provisioning: its messages, its source
+// and every other setting stay, a replay an older redriver left in
+// REPLAYS is still delivered, and a replay published on redriven.> is
+// stored in EVENTS itself.
+func TestEnsureUpgradesEventsToRedriven(t *testing.T) {
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	o := streams.DefaultOptions()
+	old := streams.Events(o)
+	old.Subjects = []string{subjects.EventsAll}
+	for _, cfg := range []jetstream.StreamConfig{streams.Replays(o), old} {
+		if _, err := js.CreateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := js.Publish(ctx, subjects.Event("pharmacy", "dispense"), []byte(`{"n":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, subjects.Replay("pharmacy", "dispense"), []byte(`{"n":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, subjects.Redriven("pharmacy", "dispense", "pharmacy_ab", 1), []byte(`{"n":3}`)); err == nil {
+		t.Fatal("the old EVENTS stored a redriven subject")
+	}
+	if err := streams.EnsureCore(ctx, js, o); err != nil {
+		t.Fatalf("EnsureCore on the previous layout: %v", err)
+	}
+	s, err := js.Stream(ctx, subjects.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := s.CachedInfo().Config
+	if d := streams.StreamDiff(streams.Events(o), have); len(d) != 0 {
+		t.Fatalf("EVENTS after the upgrade differs: %v", d)
+	}
+	ack, err := js.Publish(ctx, subjects.Redriven("pharmacy", "dispense", "pharmacy_ab", 1), []byte(`{"n":3}`))
+	if err != nil || ack.Stream != subjects.EventsStream {
+		t.Fatalf("redriven publish after the upgrade: %+v, %v", ack, err)
+	}
+	natstest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		info, err := s.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.State.Msgs != 3 {
+			return fmt.Errorf("EVENTS holds %d messages, want 3 (event, sourced replay, redriven replay)", info.State.Msgs)
+		}
+		return nil
+	})
+	m, err := s.GetLastMsgForSubject(ctx, subjects.Replay("pharmacy", "dispense"))
+	if err != nil || string(m.Data) != `{"n":2}` {
+		t.Fatalf("the replay left in REPLAYS is not in EVENTS: %v", err)
+	}
+	if err := streams.EnsureCore(ctx, js, o); err != nil {
+		t.Fatalf("second EnsureCore: %v", err)
 	}
 }

@@ -3,18 +3,24 @@
 // test builds subjects through it.
 package subjects
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // Stream and bucket names.
 const (
 	// EventsStream holds inbound events (Limits retention, so an event that
-	// exhausts its deliveries can still be fetched by sequence) and, sourced
-	// from ReplaysStream, the redriver's replays.
+	// exhausts its deliveries can still be fetched by sequence) and the
+	// redriver's replays (RedrivenAll), which the redriver publishes into
+	// it directly; it also sources ReplaysStream, where an earlier
+	// redriver left its replays.
 	EventsStream = "EVENTS"
-	// ReplaysStream holds the redriver's replays (ReplaysAll), which only
-	// the redriver may publish; EVENTS sources it. Replay retries are
-	// de-duplicated here by their Nats-Msg-Id, in a stream no publisher can
-	// write, while EVENTS honours no Nats-Msg-Id at all.
+	// ReplaysStream held the replays of earlier redrivers (ReplaysAll),
+	// which EVENTS sources. Nothing publishes to it any more (replays go
+	// to EVENTS on RedrivenAll); it stays provisioned, and sourced, so that
+	// a store upgraded in place still delivers the replays an older
+	// redriver left there. Retiring it is a later step.
 	ReplaysStream = "REPLAYS"
 	// LedgerStream is the system of record for accepted events.
 	LedgerStream = "LEDGER"
@@ -68,13 +74,20 @@ const (
 	// "events.<domain>.<type>", including unknown domains, which the
 	// validator quarantines.
 	EventsAll = "events.>"
-	// ReplaysAll covers the redriver's replays, "replay.<domain>.<type>",
-	// stored in REPLAYS and sourced into EVENTS with their subject and
-	// headers. Only the redriver may publish there (package access), so only a
-	// message on a replay subject can carry a redrive's Deadletter-Dlq-Id
-	// and Deadletter-Redrive-Count: on an events subject those headers come
+	// ReplaysAll covers the replays of earlier redrivers,
+	// "replay.<domain>.<type>", stored in REPLAYS and sourced into EVENTS
+	// with their subject and headers. Only the redriver may publish there
+	// (package access), though it no longer does (see RedrivenAll). A
+	// replay subject (IsReplay: this one or RedrivenAll) is the only place
+	// a message can carry a redrive's Deadletter-Dlq-Id and
+	// Deadletter-Redrive-Count: on an events subject those headers come
 	// from a publisher and are ignored.
 	ReplaysAll = "replay.>"
+	// RedrivenAll covers the redriver's replays as it publishes them now,
+	// straight into EVENTS: "redriven.<domain>.<type>.<dlq_id>.<n>"
+	// (Redriven), one subject per replay. Only the redriver may publish
+	// there (package access).
+	RedrivenAll = "redriven.>"
 	// LedgerAll is LEDGER's subject filter.
 	LedgerAll = "ledger.>"
 	// FailuresAll is FAILURES' subject filter.
@@ -111,21 +124,73 @@ const UnknownDomain = "unknown"
 // Event returns the subject an event of a domain and type is published on.
 func Event(domain, eventType string) string { return "events." + domain + "." + eventType }
 
-// Replay returns the subject the redriver replays an event of a domain and
-// type on.
+// Replay returns the subject earlier redrivers replayed an event of a
+// domain and type on, in REPLAYS (ReplaysAll). Nothing publishes there any
+// more: see Redriven.
 func Replay(domain, eventType string) string { return "replay." + domain + "." + eventType }
 
-// IsReplay reports whether subject is a replay subject (see ReplaysAll).
-func IsReplay(subject string) bool { return strings.HasPrefix(subject, "replay.") }
+// Redriven returns the subject of replay n of chain dlqID, an event of a
+// domain and type: "redriven.<domain>.<event_type>.<dlq_id>.<n>", in
+// EVENTS (RedrivenAll). Each replay has a subject of its own, so its
+// publish can expect the subject to be empty (a retry of a stored replay
+// is refused, never stored twice). The domain and type stay the second
+// and third tokens, as on an events subject. dlqID must be one subject
+// token (ValidToken).
+func Redriven(domain, eventType, dlqID string, n int) string {
+	return "redriven." + domain + "." + eventType + "." + dlqID + "." + strconv.Itoa(n)
+}
 
-// ParseEvent splits "events.<domain>.<event_type>" or
-// "replay.<domain>.<event_type>"; ok is false for any other shape.
+// ValidToken reports whether s can be one token of a subject: not empty,
+// and no '.', wildcard, whitespace or control byte.
+func ValidToken(s string) bool {
+	if s == "" || s == "*" || s == ">" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '.' || c == '*' || c == '>' || c <= ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// IsReplay reports whether subject is a replay subject: a replay of an
+// earlier redriver (ReplaysAll) or one published into EVENTS directly
+// (RedrivenAll). Only the redriver may publish either.
+func IsReplay(subject string) bool {
+	return strings.HasPrefix(subject, "replay.") || strings.HasPrefix(subject, "redriven.")
+}
+
+// ParseEvent splits "events.<domain>.<event_type>",
+// "replay.<domain>.<event_type>" or
+// "redriven.<domain>.<event_type>.<dlq_id>.<n>" (Redriven; n a positive
+// number) into its domain and event type; ok is false for any other shape.
 func ParseEvent(subject string) (domain, eventType string, ok bool) {
 	parts := strings.Split(subject, ".")
-	if len(parts) != 3 || (parts[0] != "events" && parts[0] != "replay") || parts[1] == "" || parts[2] == "" {
+	switch {
+	case len(parts) == 3 && (parts[0] == "events" || parts[0] == "replay"):
+	case len(parts) == 5 && parts[0] == "redriven" && parts[3] != "" && positive(parts[4]):
+	default:
+		return "", "", false
+	}
+	if parts[1] == "" || parts[2] == "" {
 		return "", "", false
 	}
 	return parts[1], parts[2], true
+}
+
+// positive reports whether s is a decimal number above zero, without
+// sign or leading zero.
+func positive(s string) bool {
+	if s == "" || s[0] == '0' || len(s) > 9 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // DomainOf returns the domain token of an event subject, or UnknownDomain

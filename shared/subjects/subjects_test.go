@@ -13,6 +13,19 @@ func TestParseEvent(t *testing.T) {
 		{"events.fsma.shipping.x", "", "", false},
 		{"ledger.fsma.shipping", "", "", false},
 		{"events..shipping", "", "", false},
+		{"replay.pharmacy.dispense", "pharmacy", "dispense", true},
+		{"replay.pharmacy.dispense.x", "", "", false},
+		{"redriven.pharmacy.dispense.pharmacy_ab12.3", "pharmacy", "dispense", true},
+		{Redriven("fsma", "shipping", "fsma_00ff", 1), "fsma", "shipping", true},
+		{"redriven.pharmacy.dispense", "", "", false},
+		{"redriven.pharmacy.dispense.id", "", "", false},
+		{"redriven.pharmacy.dispense.id.0", "", "", false},
+		{"redriven.pharmacy.dispense.id.01", "", "", false},
+		{"redriven.pharmacy.dispense.id.x", "", "", false},
+		{"redriven.pharmacy.dispense..1", "", "", false},
+		{"redriven..dispense.id.1", "", "", false},
+		{"redriven.pharmacy.dispense.id.1.x", "", "", false},
+		{"events.pharmacy.dispense.id.1", "", "", false},
 	}
 	for _, tt := range tests {
 		d, typ, ok := ParseEvent(tt.subject)
@@ -25,6 +38,47 @@ func TestParseEvent(t *testing.T) {
 	}
 	if got := DomainOf("events.fsma.x.y", []string{"fsma"}); got != "fsma" {
 		t.Errorf("DomainOf fsma = %q", got)
+	}
+	if got := DomainOf(Redriven("fsma", "x", "fsma_1", 2), []string{"fsma"}); got != "fsma" {
+		t.Errorf("DomainOf redriven = %q", got)
+	}
+}
+
+// TestReplaySubjects: both replay prefixes, and only they, are replay
+// subjects; Redriven builds the 5-token form.
+func TestReplaySubjects(t *testing.T) {
+	for _, tc := range []struct {
+		name, subject string
+		replay        bool
+	}{
+		{"replay", Replay("pharmacy", "dispense"), true},
+		{"redriven", Redriven("pharmacy", "dispense", "pharmacy_ab", 1), true},
+		{"event", Event("pharmacy", "dispense"), false},
+		{"lookalike", "redrivenx.pharmacy.dispense.a.1", false},
+		{"ledger", "ledger.pharmacy.k", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := IsReplay(tc.subject); got != tc.replay {
+				t.Errorf("IsReplay(%q) = %v", tc.subject, got)
+			}
+		})
+	}
+	if got, want := Redriven("pharmacy", "dispense", "pharmacy_ab", 12), "redriven.pharmacy.dispense.pharmacy_ab.12"; got != want {
+		t.Errorf("Redriven = %q, want %q", got, want)
+	}
+}
+
+func TestValidToken(t *testing.T) {
+	for _, tc := range []struct {
+		s  string
+		ok bool
+	}{
+		{"pharmacy_0a1b", true}, {"a-b", true}, {"", false}, {"a.b", false}, {"*", false}, {">", false},
+		{"a*", false}, {"a b", false}, {"a\tb", false}, {"a\x00", false},
+	} {
+		if got := ValidToken(tc.s); got != tc.ok {
+			t.Errorf("ValidToken(%q) = %v", tc.s, got)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/deadletter/deadletter/shared/api"
@@ -15,11 +16,11 @@ import (
 )
 
 // TestBatchedDrainLeavesTheSameChains: a drain over many keys whose
-// replays go to REPLAYS in atomic batches commits each event once and
+// replays go to EVENTS in atomic batches commits each event once and
 // leaves, chain by chain, the records an unbatched drain leaves
 // (quarantined, redrive_requested by the drain, replayed located at the
-// event's EVENTS sequence), every seal verified by shared/chain; and one
-// replay per event is stored in REPLAYS.
+// replay's EVENTS sequence), every seal verified by shared/chain; and one
+// replay per event is stored in EVENTS, none in REPLAYS.
 func TestBatchedDrainLeavesTheSameChains(t *testing.T) {
 	const n = 200
 	for _, tc := range []struct {
@@ -57,16 +58,30 @@ func TestBatchedDrainLeavesTheSameChains(t *testing.T) {
 				counter(t, reg, "deadletter_redrive_replays_batched_total"), counter(t, reg, "deadletter_redrive_replay_batches_unbatched_total"))
 
 			ctx := context.Background()
+			// Each replay is stored once, in EVENTS, on a subject of its
+			// own; nothing goes through REPLAYS any more.
 			rs, err := e.js.Stream(ctx, subjects.ReplaysStream)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if info, err := rs.Info(ctx); err != nil || info.State.Msgs != n {
-				t.Fatalf("REPLAYS holds %v messages (%v), want %d", info.State.Msgs, err, n)
+			if info, err := rs.Info(ctx); err != nil || info.State.Msgs != 0 {
+				t.Fatalf("REPLAYS holds %v messages (%v), want none", info.State.Msgs, err)
 			}
 			es, err := e.js.Stream(ctx, subjects.EventsStream)
 			if err != nil {
 				t.Fatal(err)
+			}
+			info, err := es.Info(ctx, jetstream.WithSubjectFilter(subjects.RedrivenAll))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(info.State.Subjects) != n {
+				t.Fatalf("EVENTS holds replays on %d subjects, want %d", len(info.State.Subjects), n)
+			}
+			for subj, c := range info.State.Subjects {
+				if c != 1 {
+					t.Fatalf("%d replays on %s, want 1", c, subj)
+				}
 			}
 			rd := chain.NewReader(e.js)
 			for _, ev := range events {

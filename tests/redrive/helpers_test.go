@@ -111,6 +111,15 @@ func newEnv(tb testing.TB) *env {
 // the downstream (without it the validator commits to LEDGER only).
 func newEnvWith(tb testing.TB, n int, withDownstream bool) *env {
 	tb.Helper()
+	e := newEnvWithoutValidator(tb, n)
+	e.startValidator(tb, withDownstream)
+	return e
+}
+
+// newEnvWithoutValidator is newEnvWith before its validator starts
+// (startValidator): replays are stored in EVENTS and nobody commits them.
+func newEnvWithoutValidator(tb testing.TB, n int) *env {
+	tb.Helper()
 	srv := natstest.Start(tb)
 	srv.Provision(tb, streams.DefaultOptions())
 	g, err := gate.New(0)
@@ -125,22 +134,6 @@ func newEnvWith(tb testing.TB, n int, withDownstream bool) *env {
 	if e.kv, err = e.js.KeyValue(context.Background(), subjects.IdempotencyBucket); err != nil {
 		tb.Fatal(err)
 	}
-	vcfg := validator.DefaultConfig()
-	vcfg.Provision = false
-	if withDownstream {
-		vcfg.DownstreamURL = e.down.URL
-	}
-	vcfg.MaxDeliver = 2
-	vcfg.BackoffBase, vcfg.BackoffMax = 10*time.Millisecond, 20*time.Millisecond
-	vcfg.AckWait = 2 * time.Second
-	vcfg.DownstreamTimeout = time.Second
-	vcfg.ClaimLease = 2 * time.Second
-	vcfg.Workers = 32
-	v, err := validator.New(srv.Connect(tb), vcfg, testLogger())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	natstest.Run(tb, "validator", v.Run)
 	qcfg := quarantiner.DefaultConfig()
 	qcfg.Provision = false
 	qcfg.AckWait = 2 * time.Second
@@ -153,11 +146,33 @@ func newEnvWith(tb testing.TB, n int, withDownstream bool) *env {
 		}
 		natstest.Run(tb, "quarantiner", q.Run)
 	}
-	e.waitService(tb, access.Validator, access.ServiceEndpoints(access.Validator)...)
 	if n > 0 {
 		e.waitService(tb, access.Quarantiner, access.ServiceEndpoints(access.Quarantiner)...)
 	}
 	return e
+}
+
+// startValidator starts the pipeline's validator (with or without the
+// downstream).
+func (e *env) startValidator(tb testing.TB, withDownstream bool) {
+	tb.Helper()
+	vcfg := validator.DefaultConfig()
+	vcfg.Provision = false
+	if withDownstream {
+		vcfg.DownstreamURL = e.down.URL
+	}
+	vcfg.MaxDeliver = 2
+	vcfg.BackoffBase, vcfg.BackoffMax = 10*time.Millisecond, 20*time.Millisecond
+	vcfg.AckWait = 2 * time.Second
+	vcfg.DownstreamTimeout = time.Second
+	vcfg.ClaimLease = 2 * time.Second
+	vcfg.Workers = 32
+	v, err := validator.New(e.srv.Connect(tb), vcfg, testLogger())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	natstest.Run(tb, "validator", v.Run)
+	e.waitService(tb, access.Validator, access.ServiceEndpoints(access.Validator)...)
 }
 
 func (e *env) waitService(tb testing.TB, name string, endpoints ...string) {

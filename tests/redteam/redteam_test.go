@@ -574,3 +574,41 @@ func TestHeldBatchesStallNobody(t *testing.T) {
 		return nil
 	})
 }
+
+// TestForgedDirectReplay (H3): nobody but the redriver may publish a
+// replay into EVENTS on redriven.>: a producer's (or a person's) forged
+// replay, naming a real chain in its subject and headers, is refused, and
+// EVENTS holds nothing on that subject; the chain is untouched.
+func TestForgedDirectReplay(t *testing.T) {
+	e := startEnv(t)
+	victim := e.quarantine(t, "direct-victim")
+	before := len(e.chain(t, victim).Records)
+	subject := subjects.Redriven("pharmacy", "dispense", victim, 9)
+	for _, who := range []access.Role{access.RolePublisher, access.RoleOperator, access.RoleInspector, access.RoleApprover} {
+		t.Run(string(who), func(t *testing.T) {
+			js, err := jetstream.New(e.conn(t, string(who)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := nats.NewMsg(subject)
+			m.Data = []byte(`{"broken":`)
+			m.Header.Set("Deadletter-Dlq-Id", victim)
+			m.Header.Set("Deadletter-Redrive-Count", "9")
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			if ack, err := js.PublishMsg(ctx, m); err == nil {
+				t.Fatalf("the forged replay was stored: %+v", ack)
+			}
+		})
+	}
+	s, err := e.admin.Stream(context.Background(), subjects.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetLastMsgForSubject(context.Background(), subject); !errors.Is(err, jetstream.ErrMsgNotFound) {
+		t.Fatalf("EVENTS holds a message on %s (%v)", subject, err)
+	}
+	if after := e.chain(t, victim); len(after.Records) != before || after.State.Status != record.StatusOpen {
+		t.Errorf("victim chain: %d records, status %s; want %d, open", len(after.Records), after.State.Status, before)
+	}
+}

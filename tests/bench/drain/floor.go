@@ -184,7 +184,7 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, recs []seede
 	}
 	// publishReplay publishes a replay: by itself, or (with floorReplays
 	// and floorBatch) with the replays published at about the same moment
-	// as one atomic batch to REPLAYS, as the redriver's replay batcher does.
+	// as one atomic batch to REPLAYS, as the redriver's replay batcher did.
 	publishReplay := func(m *nats.Msg) error {
 		_, err := djs.PublishMsg(ctx, m)
 		return err
@@ -248,7 +248,7 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, recs []seede
 		}
 		m := nats.NewMsg(subjects.Event(pharmacy.Name, pharmacy.Dispense))
 		if floorReplays {
-			// As the redriver: into REPLAYS, which EVENTS sources.
+			// As the redriver did: into REPLAYS, which EVENTS sources.
 			m.Subject = subjects.Replay(pharmacy.Name, pharmacy.Dispense)
 		}
 		m.Data = payload

@@ -80,7 +80,7 @@ func main() {
 	childLogCanary := flag.Bool("child-log-canary", false, "internal: the child redriver logs its DRAIN_CANARY lines to stderr")
 	flag.IntVar(&replayBatch, "replay-batch", -1, "the redriver's ReplayBatch (-1: its default; 0 or 1: each replay written alone)")
 	flag.IntVar(&floorBatch, "floor-batch", 0, "with -floor: write the chain records (claims, outcomes) in atomic batches of up to this many, the ready ones together, and commit LEDGER and IDEMPOTENCY in batches as the validator's batcher does (0: one at a time)")
-	flag.BoolVar(&floorReplays, "floor-replays", false, "with -floor: publish each replay to REPLAYS, which EVENTS sources, as the redriver does (default: straight to EVENTS)")
+	flag.BoolVar(&floorReplays, "floor-replays", false, "with -floor: publish each replay to REPLAYS, which EVENTS sources, as the redriver did before it published straight to EVENTS (default: straight to EVENTS, as the redriver does)")
 	flag.IntVar(&commitBatch, "commit-batch", 0, "the validator's CommitBatch (0: its default; 1: one event at a time)")
 	flag.Parse()
 	if *child != "" {

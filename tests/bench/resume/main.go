@@ -13,7 +13,7 @@
 //   - ready: from the restart until its first sign of work (validator: a
 //     new LEDGER commit; quarantiner: a new QUARANTINE record; redriver:
 //     the drain's progress in drain.status moving again, and its first new
-//     REPLAYS message; auditor: audit.verify answering);
+//     replay in EVENTS; auditor: audit.verify answering);
 //   - in flight done: from the kill until the messages the killed instance
 //     had in flight are done again: its durable consumer's ack floor
 //     passes the last sequence delivered before the kill (validator,
@@ -368,7 +368,7 @@ func (b *bench) steady(ctx context.Context, svc string, rate int) error {
 // round is one kill of one service.
 type round struct {
 	// Startup and Ready are measured from the restart, InFlight from the
-	// kill; Ready2 is the redriver's first new REPLAYS message. InFlightN
+	// kill; Ready2 is the redriver's first new replay in EVENTS. InFlightN
 	// is how many messages the killed instance had unacknowledged.
 	Startup, Ready, Ready2, InFlight time.Duration
 	InFlightN                        int
@@ -425,10 +425,12 @@ func (b *bench) round(ctx context.Context, svc string) (round, error) {
 	// The server may still store what the dead instance had sent: the
 	// stores' last sequences are taken once they stand still for 50 ms
 	// (the restart waits that long).
+	// replays is EVENTS' last sequence: the redriver publishes its replays
+	// there directly (during a drain nothing else is published).
 	var ledger, quar, replays uint64
 	for stable := 0; stable < 2; {
 		var seqs [3]uint64
-		for i, stream := range []string{subjects.LedgerStream, subjects.QuarantineStream, subjects.ReplaysStream} {
+		for i, stream := range []string{subjects.LedgerStream, subjects.QuarantineStream, subjects.EventsStream} {
 			if seqs[i], err = b.lastSeq(ctx, stream); err != nil {
 				return res, err
 			}
@@ -480,7 +482,7 @@ func (b *bench) round(ctx context.Context, svc string) (round, error) {
 			return err == nil && st.Done() > before.Done(), nil
 		})
 		ready2 = wait(func(ctx context.Context) (bool, error) {
-			seq, err := b.lastSeq(ctx, subjects.ReplaysStream)
+			seq, err := b.lastSeq(ctx, subjects.EventsStream)
 			return seq > replays, err
 		})
 		done = wait(func(ctx context.Context) (bool, error) {
