@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -48,17 +49,30 @@ func (s *store) put(tb testing.TB, domain, id string, raw []byte) uint64 {
 // returns its records.
 func (s *store) write(tb testing.TB, id string, ks ...record.Kind) []record.Record {
 	tb.Helper()
+	recs := build(tb, id, ks...)
+	for _, r := range recs {
+		raw, err := record.SealMarshal(&r)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		s.put(tb, "pharmacy", id, raw)
+	}
+	return recs
+}
+
+// build returns the records, sealed, of a chain of the kinds given after
+// its first record.
+func build(tb testing.TB, id string, ks ...record.Kind) []record.Record {
+	tb.Helper()
 	f := record.Failure{Class: record.ClassExhausted, Code: codes.DownstreamUnavailable, Domain: "pharmacy",
 		Subject: "events.pharmacy.dispense", Stream: "EVENTS", Seq: 1, Published: t0, FailedAt: t0,
 		Payload: []byte(`{"a":1}`), DLQID: id}
 	r := record.FromFailure(f, t0)
 	var out []record.Record
 	for i := 0; ; i++ {
-		raw, err := record.SealMarshal(&r)
-		if err != nil {
+		if _, err := record.SealMarshal(&r); err != nil {
 			tb.Fatal(err)
 		}
-		s.put(tb, "pharmacy", id, raw)
 		out = append(out, r)
 		if i == len(ks) {
 			return out
@@ -200,5 +214,60 @@ func TestLog(t *testing.T) {
 	}
 	if strings.Count(line, "\n") != 1 {
 		t.Errorf("%d lines", strings.Count(line, "\n"))
+	}
+}
+
+// TestReadNamesTheFirstUnreadable: Read parses the last record first (a
+// chain of one record costs one parse) yet still reports the first record
+// that fails its seal, wherever it is.
+func TestReadNamesTheFirstUnreadable(t *testing.T) {
+	tamper := func(tb testing.TB, r record.Record) []byte {
+		raw, err := record.SealMarshal(&r)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return bytes.Replace(raw, []byte(`"pharmacy"`), []byte(`"pharmacx"`), 1)
+	}
+	seal := func(tb testing.TB, r record.Record) []byte {
+		raw, err := record.SealMarshal(&r)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return raw
+	}
+	for _, tc := range []struct {
+		name string
+		bad  int // index of the tampered record
+		n    int // records in the chain
+	}{
+		{"the only record", 0, 1},
+		{"the first of three", 0, 3},
+		{"the middle of three", 1, 3},
+		{"the last of three", 2, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t)
+			id := "pharmacy_" + strings.ReplaceAll(tc.name, " ", "_")
+			// The records a chain of n would hold, sealed; then stored,
+			// the one at bad tampered after sealing.
+			kinds := []record.Kind{record.KindRedriveRequested, record.KindReplayFailed}[:tc.n-1]
+			recs := build(t, id, kinds...)
+			var badSeq uint64
+			for i, r := range recs {
+				raw := seal(t, r)
+				if i == tc.bad {
+					raw = tamper(t, r)
+				}
+				seq := s.put(t, "pharmacy", id, raw)
+				if i == tc.bad {
+					badSeq = seq
+				}
+			}
+			_, err := s.rd.Read(context.Background(), "pharmacy", id)
+			want := fmt.Sprintf("seq %d:", badSeq)
+			if !errors.Is(err, ErrUnreadable) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("Read = %v, want ErrUnreadable naming %q", err, want)
+			}
+		})
 	}
 }
