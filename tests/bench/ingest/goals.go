@@ -121,6 +121,10 @@ func runGoals(ctx context.Context, g goalConfig) error {
 	js, o := env.JS, env.Options
 	raw := streams.Events(o)
 	raw.Name, raw.Subjects, raw.Sources = "RAW", []string{"raw.>"}, nil
+	// A copy of EVENTS, but reserving 1 GiB, not EVENTS' 8: the server
+	// refuses streams whose reservations exceed its store (75 % of the free
+	// disk by default), and a run makes several.
+	raw.MaxBytes = 1 << 30
 	if _, err := js.CreateStream(ctx, raw); err != nil {
 		return err
 	}
