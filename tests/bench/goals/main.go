@@ -39,6 +39,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/deadletter/deadletter/tests/internal/benchenv"
@@ -262,6 +263,10 @@ func (t *tallied) spread() string { return strings.Join(t.rates, " / ") }
 // child runs a built benchmark, passing its output through and keeping its
 // FIGURE lines under prefix.
 func (b *bench) child(prefix, name string, args ...string) error {
+	// The dirty pages an earlier phase left (a no-fsync phase writes
+	// gigabytes the kernel flushes later) would slow this phase's fsyncs:
+	// flush them first, so that every phase starts from a clean disk.
+	syscall.Sync()
 	cmd := exec.Command(b.bins[name], args...)
 	benchenv.DieWithParent(cmd)
 	cmd.Stderr = os.Stderr
