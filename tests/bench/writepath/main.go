@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/embedded"
@@ -111,40 +112,34 @@ func subj(st string, i int) string {
 }
 
 func asyncPub(ctx context.Context, js jetstream.JetStream, st string, n int, p []byte, window int) error {
-	sem := make(chan struct{}, window)
-	errs := make(chan error, 1)
+	// A context of its own: at most window publishes in flight.
+	wjs, err := jetstream.New(js.Conn(), jetstream.WithPublishAsyncMaxPending(window))
+	if err != nil {
+		return err
+	}
+	futs := make([]jetstream.PubAckFuture, 0, n)
 	for i := 0; i < n; i++ {
-		sem <- struct{}{}
-		f, err := js.PublishAsync(subj(st, i), p)
+		f, err := wjs.PublishAsync(subj(st, i), p)
 		if err != nil {
 			return err
 		}
-		go func() {
-			select {
-			case <-f.Ok():
-			case err := <-f.Err():
-				select {
-				case errs <- err:
-				default:
-				}
-			}
-			<-sem
-		}()
+		futs = append(futs, f)
 	}
-	for range window {
-		sem <- struct{}{}
+	for _, f := range futs {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	select {
-	case err := <-errs:
-		return err
-	default:
-		return nil
-	}
+	return nil
 }
 
 func atomic(ctx context.Context, js jetstream.JetStream, st string, n int, p []byte, k, inflight int) error {
-	sem := make(chan struct{}, inflight)
-	errs := make(chan error, 1)
+	var g errgroup.Group
+	g.SetLimit(inflight)
 	for i := 0; i < n; i += k {
 		msgs := make([]*nats.Msg, 0, k)
 		for j := i; j < min(i+k, n); j++ {
@@ -152,36 +147,16 @@ func atomic(ctx context.Context, js jetstream.JetStream, st string, n int, p []b
 			m.Data = p
 			msgs = append(msgs, m)
 		}
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem }()
+		g.Go(func() error {
 			if len(msgs) == 1 {
 				_, err := js.PublishMsg(ctx, msgs[0])
-				if err != nil {
-					select {
-					case errs <- err:
-					default:
-					}
-				}
-				return
+				return err
 			}
-			if _, err := batch.Publish(ctx, js, msgs); err != nil {
-				select {
-				case errs <- err:
-				default:
-				}
-			}
-		}()
+			_, err := batch.Publish(ctx, js, msgs)
+			return err
+		})
 	}
-	for range inflight {
-		sem <- struct{}{}
-	}
-	select {
-	case err := <-errs:
-		return err
-	default:
-		return nil
-	}
+	return g.Wait()
 }
 
 func fast(ctx context.Context, js jetstream.JetStream, st string, n int, p []byte) error {

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -53,11 +52,7 @@ func ServeNode(args []string) error {
 	if !s.ReadyForConnections(30 * time.Second) {
 		return errors.New("benchenv: node did not start")
 	}
-	fmt.Println(s.ClientURL())
-	signal.Ignore(os.Interrupt)
-	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
-	s.Shutdown()
-	s.WaitForShutdown()
+	serveUntilStdinCloses(s)
 	return nil
 }
 
@@ -77,7 +72,7 @@ func StartCluster(ctx context.Context, nodes int, syncAlways bool) (*Env, error)
 	var routes []string
 	for i := range ports {
 		for k := range 2 {
-			if ports[i][k], err = freePort(); err != nil {
+			if ports[i][k], err = FreePort(); err != nil {
 				e.Close()
 				return nil, err
 			}
@@ -182,8 +177,9 @@ func startChild(cmd *exec.Cmd) (url string, stop func(), err error) {
 	return strings.TrimSpace(line), stop, nil
 }
 
-// freePort returns a TCP port free on 127.0.0.1 at the time of the call.
-func freePort() (int, error) {
+// FreePort returns a loopback TCP port nobody listens on at the time of
+// the call.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -23,12 +24,20 @@ func ServeStore(dir string) error {
 	if err != nil {
 		return err
 	}
+	serveUntilStdinCloses(s)
+	return nil
+}
+
+// serveUntilStdinCloses is a child server's life: it prints the server's
+// client URL on a line of its own (the parent reads it), ignores the
+// interrupt its terminal sends the whole group, and shuts the server down
+// once the parent closes its standard input.
+func serveUntilStdinCloses(s *server.Server) {
 	fmt.Println(s.ClientURL())
 	signal.Ignore(os.Interrupt)
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 	s.Shutdown()
 	s.WaitForShutdown()
-	return nil
 }
 
 // ChildServer runs this executable again with args, which must make it

@@ -173,16 +173,6 @@ func (p *proc) tail(n int64) string {
 	return string(b)
 }
 
-// freePort returns a loopback port nobody listens on now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // waitListening waits until p accepts connections on port.
 func waitListening(ctx context.Context, p *proc, port int) error {
 	for {
