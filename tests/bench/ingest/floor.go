@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -36,16 +37,30 @@ import (
 // design cannot drop: the floor of the best design that does the work a
 // validator must.
 func floor(ctx context.Context, url string, js jetstream.JetStream, o streams.Options, events []event, batch int, writes benchenv.FloorWrites, validate bool) (float64, phase, error) {
+	rate, ph, _, err := floorAt(ctx, url, js, o, events, batch, writes, validate, 0)
+	return rate, ph, err
+}
+
+// floorAt is floor; with openLoop above 0 the events are published open
+// loop at that rate (events/s, as the latency phase publishes) on streams
+// of their own, and it also returns the quantiles (p50, p90, p99, max) of
+// the time from each publish to its LEDGER message's stored timestamp: the
+// latency floor of the design at that load.
+func floorAt(ctx context.Context, url string, js jetstream.JetStream, o streams.Options, events []event, batch int, writes benchenv.FloorWrites, validate bool, openLoop float64) (float64, phase, [4]time.Duration, error) {
+	var q [4]time.Duration
 	name, prefix := "FLOOR", "floor"
 	if batch > 0 {
 		name, prefix = fmt.Sprintf("FLOORB%d", writes), fmt.Sprintf("floorb%d", writes)
+	}
+	if openLoop > 0 {
+		name, prefix = name+"L", prefix+"l"
 	}
 	var g *gate.Gate
 	if validate {
 		name, prefix = name+"V", prefix+"v"
 		var err error
 		if g, err = gate.New(0); err != nil {
-			return 0, phase{}, err
+			return 0, phase{}, q, err
 		}
 	}
 	in := streams.Events(o)
@@ -57,23 +72,23 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, o streams.Op
 	idem := streams.Idempotency(o)
 	idem.Bucket = name + "_IDEMPOTENCY"
 	if _, err := js.CreateStream(ctx, in); err != nil {
-		return 0, phase{}, err
+		return 0, phase{}, q, err
 	}
 	if _, err := js.CreateStream(ctx, led); err != nil {
-		return 0, phase{}, err
+		return 0, phase{}, q, err
 	}
 	if _, err := js.CreateKeyValue(ctx, idem); err != nil {
-		return 0, phase{}, err
+		return 0, phase{}, q, err
 	}
 	// Like IDEMPOTENCY, the bucket's stream allows atomic batches.
 	ks, err := js.Stream(ctx, subjects.BucketStream(idem.Bucket))
 	if err != nil {
-		return 0, phase{}, err
+		return 0, phase{}, q, err
 	}
 	kc := ks.CachedInfo().Config
 	kc.AllowAtomicPublish = true
 	if _, err := js.UpdateStream(ctx, kc); err != nil {
-		return 0, phase{}, err
+		return 0, phase{}, q, err
 	}
 	cc := benchenv.ValidatorConsumer("floor")
 	if floorConsumerR1Memory {
@@ -82,7 +97,7 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, o streams.Op
 		cc.Replicas, cc.MemoryStorage = 1, true
 	}
 	if _, err := js.CreateOrUpdateConsumer(ctx, in.Name, cc); err != nil {
-		return 0, phase{}, err
+		return 0, phase{}, q, err
 	}
 	var (
 		mu   sync.Mutex
@@ -118,21 +133,75 @@ func floor(ctx context.Context, url string, js jetstream.JetStream, o streams.Op
 		},
 	})
 	if err != nil {
-		return 0, phase{}, err
+		return 0, phase{}, q, err
 	}
 	defer fc.Stop()
+	subject := func(e event) string { return prefix + "." + e.subject }
+	var sent []atomic.Int64
+	var lat []time.Duration
+	var latMu sync.Mutex
+	if openLoop > 0 {
+		// The floor's keys are "k<EVENTS sequence>" and its EVENTS is
+		// fresh: event i is sequence i+1.
+		sent = make([]atomic.Int64, len(events))
+		lat = make([]time.Duration, 0, len(events))
+		lc, err := js.OrderedConsumer(ctx, led.Name, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy})
+		if err != nil {
+			return 0, phase{}, q, err
+		}
+		cc, err := lc.Consume(func(m jetstream.Msg) {
+			s := m.Subject()
+			seq, err := strconv.Atoi(s[strings.LastIndexByte(s, '.')+2:])
+			meta, merr := m.Metadata()
+			if err != nil || merr != nil || seq < 1 || seq > len(sent) {
+				return
+			}
+			latMu.Lock()
+			lat = append(lat, meta.Timestamp.Sub(time.Unix(0, sent[seq-1].Load())))
+			latMu.Unlock()
+		})
+		if err != nil {
+			return 0, phase{}, q, err
+		}
+		defer cc.Stop()
+	}
 	start, cpu0 := time.Now(), cpuTime()
-	if err := publishAll(ctx, js, events, func(e event) string { return prefix + "." + e.subject }); err != nil {
-		return 0, phase{}, err
+	if openLoop > 0 {
+		err = publishOpenLoop(ctx, js, events, openLoop, subject, sent)
+	} else {
+		err = publishAll(ctx, js, events, subject)
+	}
+	if err != nil {
+		return 0, phase{}, q, err
 	}
 	select {
 	case <-done:
 	case <-time.After(5 * time.Minute):
-		return 0, phase{}, fmt.Errorf("floor: stalled")
+		return 0, phase{}, q, fmt.Errorf("floor: stalled")
 	}
 	rate := float64(len(events)) / time.Since(start).Seconds()
 	if err := fc.Err(); err != nil {
-		return 0, phase{}, fmt.Errorf("floor: %w", err)
+		return 0, phase{}, q, fmt.Errorf("floor: %w", err)
 	}
-	return rate, phase{rate: rate, cpuPerEvent: (cpuTime() - cpu0) / time.Duration(len(events))}, nil
+	ph := phase{rate: rate, cpuPerEvent: (cpuTime() - cpu0) / time.Duration(len(events))}
+	if openLoop > 0 {
+		// Every commit was acknowledged; wait for the watcher to see them.
+		deadline := time.Now().Add(time.Minute)
+		for {
+			latMu.Lock()
+			n := len(lat)
+			latMu.Unlock()
+			if n == len(events) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return 0, phase{}, q, fmt.Errorf("floor: the LEDGER watcher saw %d of %d commits", n, len(events))
+			}
+			time.Sleep(10 * time.Millisecond) // a poll: the watcher is catching up
+		}
+		latMu.Lock()
+		q = quantiles(lat)
+		latMu.Unlock()
+	}
+	return rate, ph, q, nil
 }

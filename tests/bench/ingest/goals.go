@@ -294,6 +294,30 @@ func runGoals(ctx context.Context, g goalConfig) error {
 		g.figure("latency_"+k, float64(lat[i].Microseconds())/1000, "ms", len(events))
 	}
 	g.figure("latency_rate", rate, "events/s", len(events))
+	if g.floors {
+		// The same load on the floors of the work a validator must do
+		// (validation, then LEDGER and IDEMPOTENCY), written one event at
+		// a time and in atomic batches: the lower p99 of the two is the
+		// latency floor of this machine at this load.
+		best := [4]time.Duration{}
+		for _, f := range []struct {
+			batch int
+			what  string
+		}{{0, "one event at a time"}, {validator.DefaultConfig().CommitBatch, "batched"}} {
+			_, fph, fq, err := floorAt(ctx, env.URL(), env.JS, env.Options, events, f.batch, benchenv.FloorLedgerAndState, true, rate)
+			if err != nil {
+				return fmt.Errorf("latency floor: %w", err)
+			}
+			fmt.Printf("  floor, validation + LEDGER and IDEMPOTENCY %s, same rate: p50 %s  p90 %s  p99 %s  max %s  (%.1f µs CPU/event)\n",
+				f.what, fq[0], fq[1], fq[2], fq[3], us(fph.cpuPerEvent))
+			if best[2] == 0 || fq[2] < best[2] {
+				best = fq
+			}
+		}
+		for i, k := range []string{"p50", "p90", "p99", "max"} {
+			g.figure("latency_floor_"+k, float64(best[i].Microseconds())/1000, "ms", len(events))
+		}
+	}
 	return nil
 }
 
@@ -400,21 +424,7 @@ func latencyPhase(ctx context.Context, env *benchenv.Env, workers int, events []
 	ph, err := validatorPhase(ctx, env.URL(), env.JS, workers, noop.NewTracerProvider(), want, uint64(poison),
 		func() error { return nil },
 		func() error {
-			t := time.NewTicker(time.Millisecond)
-			defer t.Stop()
-			start := time.Now()
-			for next := 0; next < len(events); {
-				<-t.C
-				due := min(len(events), int(rate*time.Since(start).Seconds()))
-				for ; next < due; next++ {
-					e := events[next]
-					sent[next].Store(time.Now().UnixNano())
-					if _, err := env.JS.PublishAsync(e.subject, e.data, stallWait); err != nil {
-						return err
-					}
-				}
-			}
-			return waitAcks(ctx, env.JS)
+			return publishOpenLoop(ctx, env.JS, events, rate, func(e event) string { return e.subject }, sent)
 		}, nil)
 	if err != nil {
 		return out, phase{}, err
@@ -440,11 +450,38 @@ func latencyPhase(ctx context.Context, env *benchenv.Env, workers int, events []
 		}
 		fmt.Println()
 	}
+	return quantiles(lat), ph, nil
+}
+
+// quantiles sorts lat and returns its p50, p90, p99 and max.
+func quantiles(lat []time.Duration) [4]time.Duration {
 	slices.Sort(lat)
 	q := func(p float64) time.Duration {
 		return lat[min(len(lat)-1, int(p*float64(len(lat))))].Round(10 * time.Microsecond)
 	}
-	return [4]time.Duration{q(0.50), q(0.90), q(0.99), lat[len(lat)-1].Round(10 * time.Microsecond)}, ph, nil
+	return [4]time.Duration{q(0.50), q(0.90), q(0.99), lat[len(lat)-1].Round(10 * time.Microsecond)}
+}
+
+// publishOpenLoop publishes the events asynchronously at rate events/s
+// (in bursts each millisecond, whatever the acknowledgements do), storing
+// in sent[i] the time just before event i is published, and waits for
+// every acknowledgement.
+func publishOpenLoop(ctx context.Context, js jetstream.JetStream, events []event, rate float64, subject func(event) string, sent []atomic.Int64) error {
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	start := time.Now()
+	for next := 0; next < len(events); {
+		<-t.C
+		due := min(len(events), int(rate*time.Since(start).Seconds()))
+		for ; next < due; next++ {
+			e := events[next]
+			sent[next].Store(time.Now().UnixNano())
+			if _, err := js.PublishAsync(subject(e), e.data, stallWait); err != nil {
+				return err
+			}
+		}
+	}
+	return waitAcks(ctx, js)
 }
 
 // makeMixedEvents builds sets of n distinct events each, a share poison of
