@@ -294,7 +294,7 @@ func runGoals(ctx context.Context, g goalConfig) error {
 		g.figure("latency_"+k, float64(lat[i].Microseconds())/1000, "ms", len(events))
 	}
 	g.figure("latency_rate", rate, "events/s", len(events))
-	if g.floors {
+	if g.floors || latencyFloor {
 		// The same load on the floors of the work a validator must do
 		// (validation, then LEDGER and IDEMPOTENCY), written one event at
 		// a time and in atomic batches: the lower p99 of the two is the

@@ -63,6 +63,7 @@ func main() {
 	sync := flag.Bool("sync-always", false, "fsync every write (sync_interval: always)")
 	workers := flag.Int("workers", validator.DefaultConfig().Workers, "validator workers")
 	flag.BoolVar(&floorConsumerR1Memory, "floor-consumer-r1-memory", false, "the floors' consumer keeps its state in memory on one server (Replicas 1), whatever the stream's replicas")
+	flag.BoolVar(&latencyFloor, "latency-floor", false, "with -latency: also the latency floors at the same rate (implied by -floors)")
 	flag.BoolVar(&latencySeries, "latency-series", false, "with -latency: also print the slowest commit of the events sent in each 100 ms (where the tail comes from)")
 	flag.IntVar(&commitBatch, "commit-batch", 0, "the validator's CommitBatch (0: its default; 1: one event at a time)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the ingest phase to this file")
@@ -137,8 +138,8 @@ var cpuTime = benchenv.CPUTime
 // floorConsumerR1Memory is -floor-consumer-r1-memory.
 var floorConsumerR1Memory bool
 
-// latencySeries is -latency-series.
-var latencySeries bool
+// latencySeries is -latency-series; latencyFloor is -latency-floor.
+var latencySeries, latencyFloor bool
 
 // commitBatch is -commit-batch, the validators' CommitBatch (0: default).
 var commitBatch int
