@@ -37,15 +37,7 @@ func replayMsg(prefix string, i int) *nats.Msg {
 // the stored one resolves to its sequence and the others are stored once;
 // a stopped batcher writes each replay alone.
 func TestReplayBatcher(t *testing.T) {
-	srv := natstest.Start(t)
-	srv.Provision(t, streams.DefaultOptions())
-	js := srv.JetStream(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	replays, err := js.Stream(ctx, subjects.EventsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, replays, ctx := newEvents(t)
 	stored := func(t *testing.T) uint64 {
 		t.Helper()
 		info, err := replays.Info(ctx)
@@ -186,15 +178,7 @@ func preferBatches(c *batch.Chooser, batches bool) {
 // is stored once, acknowledged with its own sequence, in its lane's order.
 func TestReplayBatcherTakesThePreferredWay(t *testing.T) {
 	const lanes, perLane = 24, 4
-	srv := natstest.Start(t)
-	srv.Provision(t, streams.DefaultOptions())
-	js := srv.JetStream(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	replays, err := js.Stream(ctx, subjects.EventsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, replays, ctx := newEvents(t)
 	for _, tc := range []struct {
 		name    string
 		batches bool
@@ -291,15 +275,7 @@ func TestReplayBatcherTakesThePreferredWay(t *testing.T) {
 // writes it alone, or in a batch of one publish each); its subject holds
 // one message, and the replay after it (n+1) is stored as usual.
 func TestReplayStoredOnce(t *testing.T) {
-	srv := natstest.Start(t)
-	srv.Provision(t, streams.DefaultOptions())
-	js := srv.JetStream(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	events, err := js.Stream(ctx, subjects.EventsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, events, ctx := newEvents(t)
 	count := func(t *testing.T, subject string) uint64 {
 		t.Helper()
 		info, err := events.Info(ctx, jetstream.WithSubjectFilter(subject))
@@ -351,4 +327,20 @@ func TestReplayStoredOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newEvents starts a provisioned server and returns its JetStream, its
+// EVENTS stream and a context bounding the test to a minute.
+func newEvents(t *testing.T) (jetstream.JetStream, jetstream.Stream, context.Context) {
+	t.Helper()
+	srv := natstest.Start(t)
+	srv.Provision(t, streams.DefaultOptions())
+	js := srv.JetStream(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	events, err := js.Stream(ctx, subjects.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js, events, ctx
 }
