@@ -38,6 +38,12 @@ func TestErrorCarriesApproval(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// The request comes from another connection: the endpoint's
+	// subscription must have reached the server first (CI once saw the
+	// request answered "no responders").
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	sent := []byte("{\"payload\": {\n  \"a\": \"<b>\"\n}}")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
