@@ -569,8 +569,11 @@ func (g goalConfig) redeliveredPhase(ctx context.Context, env *benchenv.Env, eve
 // atomic batches of the events ready together (what the validator's
 // batcher writes, with no validation, key derivation or tracing), LEDGER
 // only, and consume-and-ack only (the ceiling of any design that consumes
-// EVENTS), beside the one-event-at-a-time floor; and the two batched
-// floors again with the validation gate charged (work no design can drop).
+// EVENTS), beside the one-event-at-a-time floor; the two batched floors
+// again with the validation gate charged (work no design can drop); and
+// the same writes pipelined (every message of a group its own asynchronous
+// publish, no atomic batch), which a replicated stream's leader packs into
+// its append entries without staging a batch.
 func (g goalConfig) floorPhases(ctx context.Context, env *benchenv.Env, events []event) error {
 	b := validator.DefaultConfig().CommitBatch
 	for _, f := range []struct {
@@ -586,6 +589,9 @@ func (g goalConfig) floorPhases(ctx context.Context, env *benchenv.Env, events [
 		{"floor_ack", b, benchenv.FloorAckOnly, false, "consume and ack only"},
 		{"floor_validated", b, benchenv.FloorLedgerAndState, true, "validation gate + LEDGER and IDEMPOTENCY batched"},
 		{"floor_validated_ledger", b, benchenv.FloorLedgerOnly, true, "validation gate + LEDGER only, batched"},
+		{"floor_pipelined", b, benchenv.FloorPipelined, false, "LEDGER and IDEMPOTENCY pipelined, no batch"},
+		{"floor_ledger_pipelined", b, benchenv.FloorLedgerPipelined, false, "LEDGER only, pipelined"},
+		{"floor_validated_pipelined", b, benchenv.FloorPipelined, true, "validation gate + LEDGER and IDEMPOTENCY pipelined"},
 	} {
 		_, ph, err := floor(ctx, env.URL(), env.JS, env.Options, events, f.batch, f.writes, f.validate)
 		if err != nil {

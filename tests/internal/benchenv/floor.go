@@ -59,6 +59,14 @@ const (
 	// FloorAckOnly writes nothing: consume and ack, the ceiling of any
 	// design that consumes EVENTS.
 	FloorAckOnly
+	// FloorPipelined writes LEDGER and the bucket like
+	// FloorLedgerAndState, but each message of a group as its own
+	// asynchronous publish, all in flight at once, instead of an atomic
+	// batch: on a replicated stream the leader packs pipelined writes
+	// into its append entries without a batch's staging.
+	FloorPipelined
+	// FloorLedgerPipelined is FloorPipelined writing LEDGER only.
+	FloorLedgerPipelined
 )
 
 // floorState is a commit state as the validator stores it.
@@ -198,11 +206,40 @@ func (f *FloorCommitter) commitGroup(js jetstream.JetStream, c FloorCommit, grou
 	if c.Writes == FloorAckOnly {
 		return nil
 	}
+	if c.Writes == FloorPipelined || c.Writes == FloorLedgerPipelined {
+		if err := publishPipelined(ctx, js, ledger); err != nil || c.Writes == FloorLedgerPipelined {
+			return err
+		}
+		return publishPipelined(ctx, js, states)
+	}
 	if _, err := batch.Publish(ctx, js, ledger); err != nil || c.Writes == FloorLedgerOnly {
 		return err
 	}
 	_, err := batch.Publish(ctx, js, states)
 	return err
+}
+
+// publishPipelined publishes msgs asynchronously, all in flight at once,
+// and waits for every acknowledgement; it returns the first error.
+func publishPipelined(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) error {
+	acks := make([]jetstream.PubAckFuture, 0, len(msgs))
+	for _, m := range msgs {
+		f, err := js.PublishMsgAsync(m)
+		if err != nil {
+			return err
+		}
+		acks = append(acks, f)
+	}
+	for _, f := range acks {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 func (f *FloorCommitter) fail(err error) {
