@@ -125,16 +125,7 @@ func asyncPub(ctx context.Context, js jetstream.JetStream, st string, n int, p [
 		}
 		futs = append(futs, f)
 	}
-	for _, f := range futs {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
+	return benchenv.AwaitAcks(ctx, futs)
 }
 
 func atomic(ctx context.Context, js jetstream.JetStream, st string, n int, p []byte, k, inflight int) error {

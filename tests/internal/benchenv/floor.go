@@ -230,7 +230,13 @@ func publishPipelined(ctx context.Context, js jetstream.JetStream, msgs []*nats.
 		}
 		acks = append(acks, f)
 	}
-	for _, f := range acks {
+	return AwaitAcks(ctx, acks)
+}
+
+// AwaitAcks waits for every acknowledgement of futs and returns the first
+// error.
+func AwaitAcks(ctx context.Context, futs []jetstream.PubAckFuture) error {
+	for _, f := range futs {
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
