@@ -20,7 +20,8 @@
 //     built with `go build` in its folder, outside the workspace), then the
 //     latency phase at half the highest ingest round;
 //
-//   - goal 4: tests/bench/drain in both fsync modes.
+//   - goal 4: tests/bench/drain in both fsync modes, and the drain's
+//     floors (no fsync one record at a time; sync-always batched).
 //
 //     go run ./tests/bench/goals -n 50000 -sync-n 5000 -rounds 3
 package main
@@ -209,11 +210,15 @@ func (b *bench) run(root, peerDir string, n, syncN, rounds, batch, clusterN, dra
 		if err := b.child("drain.off.", "drain", "-n", itoa(drainN)); err != nil {
 			return err
 		}
+		floorN := itoa(max(1000, drainN/4))
+		phase("goal 4: the drain's floor, no fsync, one record at a time (cheaper than batches without fsync)")
+		if err := b.child("drain.floor.off.", "drain", "-n", floorN, "-floor", "-floor-compute"); err != nil {
+			return err
+		}
 		phase("goal 4: drain, sync always")
 		if err := b.child("drain.always.", "drain", "-n", itoa(drainN), "-sync-always"); err != nil {
 			return err
 		}
-		floorN := itoa(max(1000, drainN/4))
 		phase("goal 4: the drain's floor, sync always, batched, replays straight into EVENTS")
 		if err := b.child("drain.floor.always.", "drain", "-n", floorN, "-sync-always", "-floor", "-floor-compute", "-floor-batch", "256"); err != nil {
 			return err
@@ -415,6 +420,8 @@ func (b *bench) table(w io.Writer) {
 	info("5 CPU per event, Watermill (its process)", "nofsync.watermill_cpu")
 	bound("4 drain, no fsync", "drain.off.drain", 5000, false)
 	info("5 CPU per drained record, no fsync", "drain.off.drain_cpu")
+	info("  floor, no fsync, one record at a time", "drain.floor.off.floor")
+	info("  its CPU per record", "drain.floor.off.floor_cpu")
 	bound("4 drain, sync always", "drain.always.drain", 1500, false)
 	info("5 CPU per drained record, sync always", "drain.always.drain_cpu")
 	info("  floor, sync, batched, replays into EVENTS", "drain.floor.always.floor")
