@@ -38,8 +38,9 @@ type FloorCommit struct {
 	// Batch, when above 0, commits the best way this design knows instead
 	// of one event at a time: the messages ready together (up to Batch,
 	// nothing waits to fill a group) go to LEDGER as one atomic batch and
-	// their states to the bucket as another, each message still
-	// conditional on its subject, then each is acked. Groups is how many
+	// their states to the bucket as another (or each message as its own
+	// pipelined publish: Writes), each message still conditional on its
+	// subject, then each is acked. Groups is how many
 	// are written at once (default 2, as the validator's batcher).
 	Batch, Groups int
 	// Writes is what a batched commit writes (default both).
@@ -181,8 +182,9 @@ func (f *FloorCommitter) startBatched(js jetstream.JetStream, c FloorCommit) {
 	}
 }
 
-// commitGroup writes a group's LEDGER messages and bucket states as two
-// atomic batches.
+// commitGroup writes a group's LEDGER messages, then its bucket states
+// (as c.Writes says: each as an atomic batch or pipelined, or LEDGER only,
+// or nothing).
 func (f *FloorCommitter) commitGroup(js jetstream.JetStream, c FloorCommit, group []jetstream.Msg) error {
 	ledger := make([]*nats.Msg, 0, len(group))
 	states := make([]*nats.Msg, 0, len(group))
@@ -206,17 +208,17 @@ func (f *FloorCommitter) commitGroup(js jetstream.JetStream, c FloorCommit, grou
 	if c.Writes == FloorAckOnly {
 		return nil
 	}
-	if c.Writes == FloorPipelined || c.Writes == FloorLedgerPipelined {
-		if err := publishPipelined(ctx, js, ledger); err != nil || c.Writes == FloorLedgerPipelined {
-			return err
-		}
-		return publishPipelined(ctx, js, states)
-	}
-	if _, err := batch.Publish(ctx, js, ledger); err != nil || c.Writes == FloorLedgerOnly {
+	write := func(msgs []*nats.Msg) error {
+		_, err := batch.Publish(ctx, js, msgs)
 		return err
 	}
-	_, err := batch.Publish(ctx, js, states)
-	return err
+	if c.Writes == FloorPipelined || c.Writes == FloorLedgerPipelined {
+		write = func(msgs []*nats.Msg) error { return publishPipelined(ctx, js, msgs) }
+	}
+	if err := write(ledger); err != nil || c.Writes == FloorLedgerOnly || c.Writes == FloorLedgerPipelined {
+		return err
+	}
+	return write(states)
 }
 
 // publishPipelined publishes msgs asynchronously, all in flight at once,
