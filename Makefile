@@ -53,7 +53,7 @@ $(GOREMAN): deploy/tools/goreman/go.mod deploy/tools/goreman/go.sum
 demo: ## The outage story in one command: 1,000 events, a downstream outage, triage, drain, verify
 	$(GO) run ./services/deadletter/cmd/deadletter --demo
 
-# TIMED_TESTS measure a pace (a drain at 100/s within ±5 %): they run after
+# TIMED_TESTS measure a pace (a drain at 50/s within ±5 %): they run after
 # the others, alone, so that no other test package shares the two cores.
 TIMED_TESTS := ^TestRateAndConcurrency$$
 

@@ -244,20 +244,21 @@ func TestOrderingPerKey(t *testing.T) {
 }
 
 // TestRateAndConcurrency: max_concurrency is never exceeded (instrumented),
-// and a 20 s drain at 100/s measures within ±5 % from the replays' publish
+// and a 20 s drain at 50/s measures within ±5 % from the replays' publish
 // times in EVENTS.
 func TestRateAndConcurrency(t *testing.T) {
 	// The records are written straight into QUARANTINE and the validator
 	// commits to LEDGER only: what is measured is the redriver's pace. Each
 	// replay costs two quarantiner.append requests; three quarantiners
 	// serve them, as a deployment scales them. Under the race detector the
-	// whole pipeline on this 2-core machine tops out at about 185
-	// replays/s (the parent of the trust-boundary work measured the same),
-	// so the pace checked is 100/s, well inside it: the token bucket, not
-	// the machine, must set it. make test runs this test alone, after the
-	// others (TIMED_TESTS).
+	// whole pipeline tops out at about 185 replays/s on one 2-core machine
+	// and at about 100/s on another (the same drain with no rate limit:
+	// 101.6/s, where 100/s measured 85.7–95.8/s, the code before and after
+	// replays went straight into EVENTS alike), so the pace checked is
+	// 50/s, well inside both: the token bucket, not the machine, must set
+	// it. make test runs this test alone, after the others (TIMED_TESTS).
 	e := newEnvWith(t, 3, false)
-	const rate, replays = 100.0, 2000
+	const rate, replays = 50.0, 1000
 	const n = replays + 300
 	var events []event
 	for i := range n {
