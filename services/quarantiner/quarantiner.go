@@ -186,12 +186,12 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("quarantiner: micro: %w", err)
 	}
 	// Appends are served concurrently (micro calls a handler one request at
-	// a time) by Workers goroutines, which keep their grown stacks from one
+	// a time) by AppendWorkers goroutines, which keep their grown stacks from one
 	// request to the next; appends to one chain stay safe because each is
 	// conditional on the chain's last sequence.
 	requests := make(chan micro.Request)
 	var appends sync.WaitGroup
-	for range s.cfg.Workers {
+	for range s.cfg.AppendWorkers {
 		appends.Add(1)
 		go func() {
 			defer appends.Done()
@@ -246,7 +246,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 			s.log.Warn("consume error", "err", err)
 		}
 	})
-	s.log.Info("quarantiner started", "workers", s.cfg.Workers, "redrive_cap", s.cfg.RedriveCap)
+	s.log.Info("quarantiner started", "workers", s.cfg.Workers, "append_workers", s.cfg.AppendWorkers, "redrive_cap", s.cfg.RedriveCap)
 	close(s.started)
 	// Until ctx ends; a consumption the server ends (its consumer deleted
 	// and provisioned again) resumes on the consumer bound again.

@@ -15,9 +15,9 @@ import (
 )
 
 // errAlone tells a record's writer to store it by itself, conditional as
-// every write: it was the only one ready, or its batch was refused as a
-// whole (the per-message write then names the record at fault), or
-// QUARANTINE does not allow atomic publish.
+// every write: its batch was refused as a whole (the per-message write
+// then names the record at fault), or QUARANTINE does not allow atomic
+// publish.
 var errAlone = errors.New("quarantiner: write the record by itself")
 
 // errWriterStopped: the instance is stopping; the record was not written.
@@ -29,7 +29,8 @@ var errWriterStopped = errors.New("quarantiner: the record writer has stopped")
 //
 // Batching is natural: a batch takes what is queued when the writer is
 // free, up to maxMsgs messages and maxBytes bytes, and never waits for
-// more; what arrives while a batch is in flight goes in the next one. Each
+// more; what arrives while a write is in flight (a batch, or a record
+// alone) goes in the next one. Each
 // message keeps its Nats-Msg-Id and its chain's expected last subject
 // sequence, so a batch either stores every record on the chains' tails
 // its writers read, or nothing. No two messages of one batch write the
@@ -178,23 +179,45 @@ func (w *writer) run() {
 }
 
 // flush writes jobs as one atomic batch, or one by one when the chooser
-// measured that cheaper, and answers each of them.
+// measured that cheaper (or tries that way on some of them: Plan), and
+// answers each of them.
 func (w *writer) flush(jobs []*job) {
-	if len(jobs) == 1 || w.disabled {
-		// Alone (or batches disabled): a plain publish by each caller,
-		// concurrent with the next group (and its ack tells a duplicate
-		// Nats-Msg-Id, which a one-message batch would hide).
+	if w.disabled {
+		// Batches disabled: a plain publish by each caller, concurrent
+		// with the next group.
 		for _, j := range jobs {
 			j.done <- written{err: errAlone}
 		}
 		return
 	}
-	start := time.Now()
-	if !w.chooser.Choose(len(jobs)) {
+	if len(jobs) == 1 {
+		// Alone: a plain publish (its ack tells a duplicate Nats-Msg-Id,
+		// which a one-message batch would hide), written by the writer
+		// and waited for like a batch, so that the records arriving
+		// meanwhile gather into the next group. Were it handed back to
+		// its caller, the writer would take the next record alone at
+		// once, and under load every record would cost a write (and,
+		// under sync_interval: always, an fsync) of its own.
 		w.each(jobs)
-		w.observe(false, time.Since(start), len(jobs))
 		return
 	}
+	if k := w.chooser.Plan(len(jobs)); k > 0 {
+		start := time.Now()
+		w.each(jobs[:k])
+		if k < len(jobs) {
+			w.chooser.Probed(time.Since(start), k)
+		} else {
+			w.observe(false, time.Since(start), k)
+		}
+		if jobs = jobs[k:]; len(jobs) == 0 {
+			return
+		}
+		if len(jobs) == 1 {
+			w.each(jobs)
+			return
+		}
+	}
+	start := time.Now()
 	msgs := make([]*nats.Msg, len(jobs))
 	for i, j := range jobs {
 		msgs[i] = j.m

@@ -274,20 +274,37 @@ func (b *replayBatcher) flusher(ctx context.Context) {
 }
 
 // flush writes reqs as one atomic batch, or one by one when the chooser
-// measured that cheaper, and answers each (errUnbatched when the batch was
+// measured that cheaper (or tries that way on some of them: Plan), and
+// answers each (errUnbatched when the batch was
 // not stored as a whole).
 func (b *replayBatcher) flush(reqs []*pubReq) {
 	if len(reqs) == 1 {
-		// Nothing to gather: the lane writes it (its own deadline).
-		reqs[0].done <- pubResult{err: errUnbatched}
+		// Alone: the flusher publishes it as its lane would
+		// (publishAlone) and waits, like a batch, so that the replays
+		// published meanwhile gather into the next group. Were it handed
+		// back to its lane, the flusher would take the next replay alone
+		// at once, and under load every replay would cost a write (and,
+		// under sync_interval: always, an fsync) of its own.
+		b.each(reqs)
 		return
+	}
+	if k := b.chooser.Plan(len(reqs)); k > 0 {
+		start := time.Now()
+		b.each(reqs[:k])
+		if k < len(reqs) {
+			b.chooser.Probed(time.Since(start), k)
+		} else {
+			b.observe(false, time.Since(start), k)
+		}
+		if reqs = reqs[k:]; len(reqs) == 0 {
+			return
+		}
+		if len(reqs) == 1 {
+			b.each(reqs)
+			return
+		}
 	}
 	start := time.Now()
-	if !b.chooser.Choose(len(reqs)) {
-		b.each(reqs)
-		b.observe(false, time.Since(start), len(reqs))
-		return
-	}
 	msgs := make([]*nats.Msg, len(reqs))
 	for i, r := range reqs {
 		msgs[i] = r.msg

@@ -202,44 +202,38 @@ func (b *batcher) write(group []*pendingCommit) {
 		seen[p.env.IdempotencyKey] = true
 		first = append(first, p)
 	}
-	start := time.Now()
-	// Groups of fewer than minBatch events are not measured (a batch's
-	// fixed cost would weigh too much) but follow the preferred way.
-	measured := len(first) >= minBatch
-	if len(first) > 1 && b.choose(measured) {
-		if b.c.down != nil {
-			b.downstream(first)
+	// The batcher's batch.Chooser plans the group: its first each events
+	// one at a time, the rest in batches (each is 0 or all of them, except
+	// when one at a time is tried on a sample, a probe). Groups of fewer than
+	// minBatch events follow the preferred way and are not measured (a
+	// batch's fixed cost would weigh too much).
+	each := len(first)
+	if len(first) > 1 {
+		each = b.chooser.Plan(len(first))
+	}
+	if each > 0 {
+		start := time.Now()
+		b.oneByOne(first[:each])
+		if each < len(first) {
+			b.chooser.Probed(time.Since(start), each)
 		} else {
-			b.ledger(first)
+			b.observe(false, time.Since(start), each)
 		}
-		if measured {
-			b.observe(true, time.Since(start), len(first))
+	}
+	if rest := first[each:]; len(rest) > 0 {
+		start := time.Now()
+		if b.c.down != nil {
+			b.downstream(rest)
+		} else {
+			b.ledger(rest)
 		}
-	} else {
-		b.oneByOne(first)
-		if measured {
-			b.observe(false, time.Since(start), len(first))
-		}
+		b.observe(true, time.Since(start), len(rest))
 	}
 	b.oneByOne(again)
 }
 
-// maxExploreEvery bounds how rarely the batcher tries the way it does not
-// prefer (batch.Chooser owns the rule).
-const maxExploreEvery = batch.MaxExploreEvery
-
 // minBatch is the smallest group measured (batch.MinGroup).
 const minBatch = batch.MinGroup
-
-// choose reports whether the next group is written as batches: the
-// batcher's batch.Chooser decides, on a group of at least minBatch events
-// (measured) or a smaller one (which follows the preferred way).
-func (b *batcher) choose(measured bool) bool {
-	if measured {
-		return b.chooser.Choose(minBatch)
-	}
-	return b.chooser.Choose(1)
-}
 
 // observe records what writing a group of n events took, and shows the
 // preferred way in the metrics.

@@ -122,3 +122,122 @@ func TestChooserConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestChooserPlan: Plan writes the whole group one way, except when one
+// message at a time is tried while batches are measured cheaper: then only
+// a probe of MinGroup messages of a group of at least 2·MinGroup goes one
+// at a time, and the rest in a batch. One at a time is first measured on a
+// whole group.
+func TestChooserPlan(t *testing.T) {
+	cheap, dear := 20*time.Microsecond, 200*time.Microsecond
+	for _, tc := range []struct {
+		name    string
+		observe func(c *batch.Chooser)
+		n       int
+		// want is each's value at the first group, explore at the first
+		// group that tries the other way (-1: none expected).
+		want, explore int
+	}{
+		{"nothing measured: the whole group batched", func(*batch.Chooser) {}, 100, 0, -1},
+		{"batches measured only: one at a time measured on a whole group", func(c *batch.Chooser) {
+			c.Observe(true, cheap*100, 100)
+		}, 100, 100, -1},
+		{"batches cheaper: one at a time tried on a probe", func(c *batch.Chooser) {
+			c.Observe(true, cheap*100, 100)
+			c.Observe(false, dear*100, 100)
+		}, 100, 0, batch.MinGroup},
+		{"batches cheaper, a group too small to probe: tried whole", func(c *batch.Chooser) {
+			c.Observe(true, cheap*100, 100)
+			c.Observe(false, dear*100, 100)
+		}, 2*batch.MinGroup - 1, 0, 2*batch.MinGroup - 1},
+		{"one at a time cheaper: the whole group, batches tried on a whole group", func(c *batch.Chooser) {
+			c.Observe(true, dear*100, 100)
+			c.Observe(false, cheap*100, 100)
+		}, 100, 100, 0},
+		{"a small group follows the preferred way (one at a time)", func(c *batch.Chooser) {
+			c.Observe(true, dear*100, 100)
+			c.Observe(false, cheap*100, 100)
+		}, batch.MinGroup - 1, batch.MinGroup - 1, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c batch.Chooser
+			tc.observe(&c)
+			if got := c.Plan(tc.n); got != tc.want {
+				t.Fatalf("Plan(%d) = %d, want %d", tc.n, got, tc.want)
+			}
+			if tc.explore < 0 {
+				return
+			}
+			for range batch.MaxExploreEvery {
+				if got := c.Plan(tc.n); got != tc.want {
+					if got != tc.explore {
+						t.Fatalf("Plan(%d) tried the other way with %d, want %d", tc.n, got, tc.explore)
+					}
+					return
+				}
+			}
+			t.Fatalf("Plan(%d) never tried the other way in %d groups", tc.n, batch.MaxExploreEvery)
+		})
+	}
+}
+
+// TestChooserProbe: a probe's measure does not count (a few messages
+// carry a busy group's whole wait); a probe no dearer per message than
+// batches makes the next group go one at a time, whole, and that
+// measure counts.
+func TestChooserProbe(t *testing.T) {
+	const n = 100
+	for _, tc := range []struct {
+		name       string
+		probePer   time.Duration // per message of the probe
+		wantWhole  bool
+		wantBefore bool // PrefersBatches after the probe
+	}{
+		{"a dear probe changes nothing", 9 * time.Millisecond, false, true},
+		{"a cheap probe: the next group whole", 10 * time.Microsecond, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c batch.Chooser
+			c.Observe(true, 20*time.Microsecond*n, n)
+			c.Observe(false, 200*time.Microsecond*n, n)
+			c.Probed(tc.probePer*batch.MinGroup, batch.MinGroup)
+			if got := c.PrefersBatches(); got != tc.wantBefore {
+				t.Fatalf("PrefersBatches %v after the probe, want %v", got, tc.wantBefore)
+			}
+			got := c.Plan(n)
+			if whole := got == n; whole != tc.wantWhole {
+				t.Fatalf("Plan(%d) = %d after the probe, want whole %v", n, got, tc.wantWhole)
+			}
+			if !tc.wantWhole {
+				return
+			}
+			for range 12 { // one at a time, whole, measured cheaper: it is preferred
+				c.Observe(false, 5*time.Microsecond*n, n)
+			}
+			if c.PrefersBatches() {
+				t.Fatal("batches still preferred after whole groups one at a time measured cheaper")
+			}
+		})
+	}
+}
+
+// TestChooserOneSlowGroupDoesNotFlip: a way's cost is a moving average, so
+// one group that took several times as long (a busy disk shared with other
+// streams) does not make the dearer way preferred; a lasting change does.
+func TestChooserOneSlowGroupDoesNotFlip(t *testing.T) {
+	var c batch.Chooser
+	for range 4 {
+		c.Observe(true, 100*time.Microsecond*100, 100)
+		c.Observe(false, 150*time.Microsecond*100, 100)
+	}
+	c.Observe(true, 250*time.Microsecond*100, 100) // one slow batch
+	if !c.PrefersBatches() {
+		t.Fatal("one slow batch made one message at a time preferred")
+	}
+	for range 3 {
+		c.Observe(true, 300*time.Microsecond*100, 100) // batches got dearer
+	}
+	if c.PrefersBatches() {
+		t.Fatal("batches still preferred after they cost twice as much four groups running")
+	}
+}

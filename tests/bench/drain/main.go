@@ -67,7 +67,7 @@ func main() {
 	concurrency := flag.Int("concurrency", 512, "the drain's max_concurrency")
 	syncAlways := flag.Bool("sync-always", false, "fsync every write (sync_interval: always)")
 	dryRun := flag.Bool("dry-run", false, "only a dry run (selection memory), no replay")
-	qworkers := flag.Int("quarantine-workers", quarantiner.DefaultConfig().Workers, "each quarantiner's Workers (intake messages and append requests served at once)")
+	qworkers := flag.Int("quarantine-append-workers", quarantiner.DefaultConfig().AppendWorkers, "each quarantiner's AppendWorkers (append requests served at once)")
 	quarantiners := flag.Int("quarantiners", 1, "quarantiner instances")
 	child := flag.String("child", "", "internal: run only a redriver against this NATS URL")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the server, validator and quarantiner (this process) during the drain")
@@ -341,7 +341,7 @@ func startPipeline(url string, quarantiners, qworkers int) (func(), error) {
 		qcfg := quarantiner.DefaultConfig()
 		qcfg.LoadEnv(config.NewEnv(os.LookupEnv))
 		qcfg.Provision = false
-		qcfg.Workers = qworkers
+		qcfg.AppendWorkers = qworkers
 		q, err := quarantiner.New(qnc, qcfg, nil)
 		if err != nil {
 			cancel()
