@@ -122,6 +122,7 @@ func DefaultConfig() Config {
 // DEADLETTER_QUARANTINE_APPEND_WORKERS,
 // DEADLETTER_QUARANTINE_BATCH,
 // DEADLETTER_CHAIN_CACHE, DEADLETTER_MAX_PAYLOAD, DEADLETTER_REPLICAS,
+// DEADLETTER_SYNC_ALWAYS,
 // DEADLETTER_PROVISION, DEADLETTER_CREATE_CONSUMER, DEADLETTER_INSTANCE_ID
 // (default <hostname>-quarantiner-<DEADLETTER_INSTANCE_INDEX>).
 func (c *Config) LoadEnv(env *config.Env) {
@@ -133,6 +134,7 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Int("DEADLETTER_CHAIN_CACHE", &c.ChainCache)
 	env.Int("DEADLETTER_MAX_PAYLOAD", &c.MaxPayload)
 	env.Int("DEADLETTER_REPLICAS", &c.Streams.Replicas)
+	env.Bool("DEADLETTER_SYNC_ALWAYS", &c.Streams.SyncAlways)
 	env.Bool("DEADLETTER_PROVISION", &c.Provision)
 	env.Bool("DEADLETTER_CREATE_CONSUMER", &c.CreateConsumer)
 	env.Failpoint(&c.Failpoint)

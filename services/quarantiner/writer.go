@@ -86,9 +86,10 @@ type written struct {
 // payload, up to the gate's limit).
 const maxBatchBytes = 8 << 20
 
-// newWriter returns a writer of batches of at most maxMsgs records; run
-// starts it.
-func newWriter(js jetstream.JetStream, log *slog.Logger, m *metrics, hooks *testHooks, maxMsgs int, timeout time.Duration) *writer {
+// newWriter returns a writer of batches of at most maxMsgs records
+// (syncAlways: the servers fsync every write, batch.Chooser.SyncAlways);
+// run starts it.
+func newWriter(js jetstream.JetStream, log *slog.Logger, m *metrics, hooks *testHooks, maxMsgs int, syncAlways bool, timeout time.Duration) *writer {
 	w := &writer{
 		js: js, log: log, metrics: m, hooks: hooks,
 		jobs:    make(chan *job, maxMsgs),
@@ -96,6 +97,7 @@ func newWriter(js jetstream.JetStream, log *slog.Logger, m *metrics, hooks *test
 		stopped: make(chan struct{}),
 		maxMsgs: maxMsgs, maxBytes: maxBatchBytes, timeout: timeout,
 	}
+	w.chooser.SyncAlways = syncAlways
 	if hooks != nil && hooks.chooser != nil {
 		hooks.chooser(&w.chooser)
 	}

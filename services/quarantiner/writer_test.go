@@ -36,21 +36,26 @@ func prefer(batches bool) func(*batch.Chooser) {
 
 // TestWriterTakesThePreferredWay: records of many chains, appended at the
 // same time (each chain's next record once its last is stored), are
-// written as atomic batches when the writer's chooser prefers them, and
-// by the writer one by one (conditional, with their Nats-Msg-Id) when it
-// prefers that; either way every record is stored exactly once, in chain
-// order, each linked to the one before.
+// written as atomic batches when the writer's chooser prefers them or the
+// servers fsync every write, and by the writer one by one (conditional,
+// with their Nats-Msg-Id) when it prefers that; either way every record is
+// stored exactly once, in chain order, each linked to the one before.
 func TestWriterTakesThePreferredWay(t *testing.T) {
 	const chainsN, perChain = 24, 4
 	for _, tc := range []struct {
-		name    string
+		name string
+		// batches: what the chooser measured cheaper.
 		batches bool
+		// syncAlways: the servers fsync every write (batches, whatever
+		// was measured).
+		syncAlways bool
 		// atomicOff: QUARANTINE does not allow atomic publish (each
 		// record is then written by its caller).
 		atomicOff bool
 	}{
 		{name: "one by one preferred (no fsync, one server)"},
-		{name: "batches preferred (sync_interval: always)", batches: true},
+		{name: "batches preferred (measured)", batches: true},
+		{name: "the servers fsync every write: batches, one by one measured cheaper", syncAlways: true},
 		{name: "batches preferred, atomic publish off", batches: true, atomicOff: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -62,7 +67,7 @@ func TestWriterTakesThePreferredWay(t *testing.T) {
 			w := newWriter(e.js, testLogger(), m, &testHooks{
 				chooser:      prefer(tc.batches),
 				beforeGather: holdFirstBatch(chainsN-1, nil),
-			}, 256, batchTimeout)
+			}, 256, tc.syncAlways, batchTimeout)
 			go w.run()
 			c, err := newChains(e.js, telemetry.NewTracer(nil, nil), 0, w)
 			if err != nil {
@@ -119,7 +124,8 @@ func TestWriterTakesThePreferredWay(t *testing.T) {
 				}
 			}
 			batches, batched := testutil.ToFloat64(m.batches), testutil.ToFloat64(m.batched)
-			if tc.batches && !tc.atomicOff {
+			wantBatches := tc.batches || tc.syncAlways
+			if wantBatches && !tc.atomicOff {
 				if batches == 0 || batched < chainsN {
 					t.Fatalf("%v batches of %v records, want the first %d records in one at least", batches, batched, chainsN)
 				}
@@ -132,7 +138,7 @@ func TestWriterTakesThePreferredWay(t *testing.T) {
 				}
 				return
 			}
-			if got, want := testutil.ToFloat64(m.batching), map[bool]float64{true: 1, false: 0}[tc.batches]; got != want {
+			if got, want := testutil.ToFloat64(m.batching), map[bool]float64{true: 1, false: 0}[wantBatches]; got != want {
 				t.Errorf("batching gauge %v, want %v", got, want)
 			}
 		})

@@ -144,7 +144,8 @@ func DefaultConfig() Config {
 // LoadEnv overrides cfg from environment variables: DEADLETTER_INSTANCE_ID (default <hostname>-redriver-<DEADLETTER_INSTANCE_INDEX>),
 // DEADLETTER_REDRIVE_RATE, DEADLETTER_REDRIVE_CONCURRENCY,
 // DEADLETTER_REDRIVE_OUTCOME_TIMEOUT, DEADLETTER_DRAIN_LEASE,
-// DEADLETTER_MAX_PAYLOAD, DEADLETTER_REPLICAS, DEADLETTER_ALLOW_ANONYMOUS,
+// DEADLETTER_MAX_PAYLOAD, DEADLETTER_REPLICAS, DEADLETTER_SYNC_ALWAYS,
+// DEADLETTER_ALLOW_ANONYMOUS,
 // DEADLETTER_REPLAY_SECRET_FILE, DEADLETTER_PROVISION, DEADLETTER_FAILPOINT.
 func (c *Config) LoadEnv(env *config.Env) {
 	env.Instance("redriver", &c.InstanceID)
@@ -154,6 +155,7 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Duration("DEADLETTER_DRAIN_LEASE", &c.DrainLease)
 	env.Int("DEADLETTER_MAX_PAYLOAD", &c.MaxPayload)
 	env.Int("DEADLETTER_REPLICAS", &c.Streams.Replicas)
+	env.Bool("DEADLETTER_SYNC_ALWAYS", &c.Streams.SyncAlways)
 	env.Bool("DEADLETTER_ALLOW_ANONYMOUS", &c.AllowAnonymous)
 	env.String("DEADLETTER_REPLAY_SECRET_FILE", &c.ReplaySecretFile)
 	env.Bool("DEADLETTER_PROVISION", &c.Provision)

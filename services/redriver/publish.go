@@ -88,8 +88,12 @@ type pubResult struct {
 	err error
 }
 
-func newReplayBatcher(js jetstream.JetStream, log *slog.Logger, m *metrics, maxMsgs int, linger time.Duration) *replayBatcher {
-	return &replayBatcher{js: js, log: log, metrics: m, max: min(maxMsgs, batch.MaxMessages), linger: linger, wake: make(chan struct{}, 1), closed: true}
+// newReplayBatcher returns a batcher of up to maxMsgs replays a batch
+// (syncAlways: the servers fsync every write, batch.Chooser.SyncAlways).
+func newReplayBatcher(js jetstream.JetStream, log *slog.Logger, m *metrics, maxMsgs int, linger time.Duration, syncAlways bool) *replayBatcher {
+	b := &replayBatcher{js: js, log: log, metrics: m, max: min(maxMsgs, batch.MaxMessages), linger: linger, wake: make(chan struct{}, 1), closed: true}
+	b.chooser.SyncAlways = syncAlways
+	return b
 }
 
 // run starts the flushers. When ctx ends they stop, and every replay still

@@ -81,7 +81,7 @@ func TestReplayBatcher(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMetrics(nil)
-			b := newReplayBatcher(js, slog.New(slog.DiscardHandler), m, 1000, 0)
+			b := newReplayBatcher(js, slog.New(slog.DiscardHandler), m, 1000, 0, false)
 			rctx, stop := context.WithCancel(ctx)
 			t.Cleanup(stop)
 			prefix := fmt.Sprintf("t%d", time.Now().UnixNano())
@@ -173,22 +173,26 @@ func preferBatches(c *batch.Chooser, batches bool) {
 
 // TestReplayBatcherTakesThePreferredWay: lanes replaying at the same time
 // (each lane its next replay once the last is acknowledged) are written
-// as atomic batches when the batcher's chooser prefers them, and by the
-// flushers one publish each when it prefers that; either way each replay
+// as atomic batches when the batcher's chooser prefers them or the servers
+// fsync every write, and by the flushers one publish each when it prefers
+// that; either way each replay
 // is stored once, acknowledged with its own sequence, in its lane's order.
 func TestReplayBatcherTakesThePreferredWay(t *testing.T) {
 	const lanes, perLane = 24, 4
 	js, replays, ctx := newEvents(t)
 	for _, tc := range []struct {
-		name    string
-		batches bool
+		name string
+		// batches: what the chooser measured cheaper; syncAlways: the
+		// servers fsync every write (batches, whatever was measured).
+		batches, syncAlways bool
 	}{
-		{"one publish each preferred (no fsync, one server)", false},
-		{"batches preferred (sync_interval: always)", true},
+		{"one publish each preferred (no fsync, one server)", false, false},
+		{"batches preferred (measured)", true, false},
+		{"the servers fsync every write: batches, one publish each measured cheaper", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMetrics(nil)
-			b := newReplayBatcher(js, slog.New(slog.DiscardHandler), m, 1000, 0)
+			b := newReplayBatcher(js, slog.New(slog.DiscardHandler), m, 1000, 0, tc.syncAlways)
 			preferBatches(&b.chooser, tc.batches)
 			info, err := replays.Info(ctx)
 			if err != nil {
@@ -254,14 +258,14 @@ func TestReplayBatcherTakesThePreferredWay(t *testing.T) {
 				}
 			}
 			batches, batched := testutil.ToFloat64(m.batches), testutil.ToFloat64(m.batched)
-			if tc.batches {
+			if tc.batches || tc.syncAlways {
 				if batches == 0 || batched < lanes {
 					t.Fatalf("%v batches of %v replays, want the first %d replays in one at least", batches, batched, lanes)
 				}
 			} else if batches != 0 || batched != 0 {
 				t.Fatalf("%v batches of %v replays, want none", batches, batched)
 			}
-			if got, want := testutil.ToFloat64(m.batching), map[bool]float64{true: 1, false: 0}[tc.batches]; got != want {
+			if got, want := testutil.ToFloat64(m.batching), map[bool]float64{true: 1, false: 0}[tc.batches || tc.syncAlways]; got != want {
 				t.Errorf("batching gauge %v, want %v", got, want)
 			}
 		})
@@ -284,7 +288,7 @@ func TestReplayStoredOnce(t *testing.T) {
 		}
 		return info.State.Subjects[subject]
 	}
-	unbatched := newReplayBatcher(js, slog.New(slog.DiscardHandler), newMetrics(nil), 1, 0)
+	unbatched := newReplayBatcher(js, slog.New(slog.DiscardHandler), newMetrics(nil), 1, 0, false)
 	for _, tc := range []struct {
 		name  string
 		again func(*nats.Msg) (*jetstream.PubAck, error)
@@ -292,7 +296,7 @@ func TestReplayStoredOnce(t *testing.T) {
 		{"alone", func(m *nats.Msg) (*jetstream.PubAck, error) { return publishAlone(ctx, js, m) }},
 		{"through an unbatched batcher", func(m *nats.Msg) (*jetstream.PubAck, error) { return unbatched.publish(ctx, m) }},
 		{"one publish each", func(m *nats.Msg) (*jetstream.PubAck, error) {
-			b := newReplayBatcher(js, slog.New(slog.DiscardHandler), newMetrics(nil), 1000, 0)
+			b := newReplayBatcher(js, slog.New(slog.DiscardHandler), newMetrics(nil), 1000, 0, false)
 			r := &pubReq{msg: m, done: make(chan pubResult, 1)}
 			b.each([]*pubReq{r})
 			res := <-r.done

@@ -100,8 +100,12 @@ type batcher struct {
 	chooser batch.Chooser
 }
 
-func newBatcher(c *committer, maxBatch int, log *slog.Logger, m *metrics) *batcher {
-	return &batcher{c: c, max: min(maxBatch, batch.MaxMessages), log: log, in: make(chan *pendingCommit, maxBatch), m: m}
+// newBatcher returns a batcher of groups of at most maxBatch events;
+// syncAlways: the servers fsync every write (batch.Chooser.SyncAlways).
+func newBatcher(c *committer, maxBatch int, syncAlways bool, log *slog.Logger, m *metrics) *batcher {
+	b := &batcher{c: c, max: min(maxBatch, batch.MaxMessages), log: log, in: make(chan *pendingCommit, maxBatch), m: m}
+	b.chooser.SyncAlways = syncAlways
+	return b
 }
 
 // submit hands an event to the batcher and returns at once (it waits only

@@ -9,6 +9,7 @@ import "github.com/deadletter/deadletter/shared/config"
 // DEADLETTER_CLAIM_LEASE, DEADLETTER_DOWNSTREAM_URL,
 // DEADLETTER_DOWNSTREAM_TIMEOUT, DEADLETTER_INSTANCE_ID (default
 // <hostname>-validator-<DEADLETTER_INSTANCE_INDEX>), DEADLETTER_REPLICAS,
+// DEADLETTER_SYNC_ALWAYS,
 // DEADLETTER_PROVISION, DEADLETTER_CREATE_CONSUMER, DEADLETTER_FAILPOINT.
 func (c *Config) LoadEnv(env *config.Env) {
 	env.Int("DEADLETTER_MAX_DELIVER", &c.MaxDeliver)
@@ -23,6 +24,7 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Duration("DEADLETTER_DOWNSTREAM_TIMEOUT", &c.DownstreamTimeout)
 	env.Instance("validator", &c.InstanceID)
 	env.Int("DEADLETTER_REPLICAS", &c.Streams.Replicas)
+	env.Bool("DEADLETTER_SYNC_ALWAYS", &c.Streams.SyncAlways)
 	env.Bool("DEADLETTER_PROVISION", &c.Provision)
 	env.Bool("DEADLETTER_CREATE_CONSUMER", &c.CreateConsumer)
 	env.Failpoint(&c.Failpoint)

@@ -241,3 +241,29 @@ func TestChooserOneSlowGroupDoesNotFlip(t *testing.T) {
 		t.Fatal("batches still preferred after they cost twice as much four groups running")
 	}
 }
+
+// TestChooserSyncAlways: where the servers fsync every write, every group
+// of two or more is one batch whatever was measured (one message at a time
+// measured 100 times cheaper here), nothing is explored, a lone message is
+// written alone, and batches are what the metric shows.
+func TestChooserSyncAlways(t *testing.T) {
+	c := batch.Chooser{SyncAlways: true}
+	c.Observe(true, 100*time.Millisecond, 100)
+	c.Observe(false, time.Millisecond, 100)
+	if !c.PrefersBatches() {
+		t.Fatal("batches not preferred")
+	}
+	for _, n := range []int{2, batch.MinGroup - 1, batch.MinGroup, 2 * batch.MinGroup, 100, batch.MaxMessages} {
+		for range 2 * batch.MaxExploreEvery {
+			if each := c.Plan(n); each != 0 {
+				t.Fatalf("Plan(%d) = %d, want the whole group batched", n, each)
+			}
+			if !c.Choose(n) {
+				t.Fatalf("Choose(%d) = false, want a batch", n)
+			}
+		}
+	}
+	if each := c.Plan(1); each != 1 {
+		t.Fatalf("Plan(1) = %d, want the message alone", each)
+	}
+}

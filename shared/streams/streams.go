@@ -56,6 +56,17 @@ type Options struct {
 	// Retentions gives the effective ones. A QuarantineMaxAge below the
 	// longest of them is refused (CheckRetention).
 	Retention map[string]time.Duration
+	// SyncAlways says the servers fsync every write before acknowledging
+	// it (nats-server sync_interval: always, the product's default and
+	// the deploy kit's). The writers that batch (the validator's commits,
+	// the quarantiner's records, the redriver's replays) then store every
+	// group of two or more messages as one atomic batch: a message written
+	// alone costs an fsync of its own, on a disk every stream shares, that
+	// the group's own wall time does not show. Where the servers fsync on
+	// an interval they measure which way is cheaper (batch.Chooser).
+	// Services read it from DEADLETTER_SYNC_ALWAYS; the all-in-one stack
+	// sets it from its own server's setting.
+	SyncAlways bool
 }
 
 // ErrRetention: QUARANTINE's MaxAge is below the longest retention a
@@ -138,6 +149,7 @@ func DefaultOptions() Options {
 		DuplicateWindow:  2 * time.Minute,
 		FailuresMaxBytes: 4 << 30,
 		AttemptsTTL:      7 * 24 * time.Hour,
+		SyncAlways:       true,
 	}
 }
 

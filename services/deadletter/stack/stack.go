@@ -220,6 +220,7 @@ func New(cfg Config, log *slog.Logger) (*Stack, error) {
 	if cfg.Out == nil {
 		cfg.Out = io.Discard
 	}
+	cfg.Streams.SyncAlways = cfg.SyncAlways // the embedded server's, which the services' batchers follow
 	cfg.Validator.Streams = cfg.Streams
 	cfg.Quarantiner.Streams = cfg.Streams
 	cfg.Redriver.Streams = cfg.Streams

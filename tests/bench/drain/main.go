@@ -95,6 +95,12 @@ func main() {
 		return
 	}
 	runner.TuneGC(runner.DefaultGCPercent) // as deadletter's processes do
+	// The services (here and in the child redriver, which inherits the
+	// environment) are told whether the server fsyncs every write, as an
+	// operator tells them (streams.Options.SyncAlways).
+	if err := os.Setenv("DEADLETTER_SYNC_ALWAYS", strconv.FormatBool(*syncAlways)); err != nil {
+		log.Fatal(err)
+	}
 	if *floorOnly {
 		if *floorDirect && *floorCompute {
 			log.Fatal("-floor-direct writes unsealed stand-in records: it does not combine with -floor-compute")

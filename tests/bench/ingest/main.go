@@ -98,6 +98,7 @@ func main() {
 		}
 		return
 	}
+	storeSyncAlways = *sync
 	if *rounds > 0 || *latency {
 		g := goalConfig{n: *n, rounds: *rounds, workers: *workers, syncAlways: *sync, batch: *batch, batchPublishers: *batchPublishers,
 			poison: *poison, latency: *latency, latencyRate: *latencyRate, redelivered: *redelivered, floors: *floors, cpuprofile: *cpuprofile, nodes: *nodes}
@@ -143,6 +144,11 @@ var latencySeries, latencyFloor bool
 
 // commitBatch is -commit-batch, the validators' CommitBatch (0: default).
 var commitBatch int
+
+// storeSyncAlways is -sync-always: the validators are told whether the
+// server fsyncs every write (streams.Options.SyncAlways), as an operator
+// tells them with DEADLETTER_SYNC_ALWAYS.
+var storeSyncAlways bool
 
 type event struct {
 	subject string
@@ -395,6 +401,7 @@ func validatorPhaseAdopting(ctx context.Context, url string, js jetstream.JetStr
 	defer vnc.Close()
 	cfg := validator.DefaultConfig()
 	cfg.Workers = workers
+	cfg.Streams.SyncAlways = storeSyncAlways
 	if commitBatch > 0 {
 		cfg.CommitBatch = commitBatch
 	}
