@@ -192,34 +192,15 @@ func (w *writer) flush(jobs []*job) {
 		}
 		return
 	}
-	if len(jobs) == 1 {
-		// Alone: a plain publish (its ack tells a duplicate Nats-Msg-Id,
-		// which a one-message batch would hide), written by the writer
-		// and waited for like a batch, so that the records arriving
-		// meanwhile gather into the next group. Were it handed back to
-		// its caller, the writer would take the next record alone at
-		// once, and under load every record would cost a write (and,
-		// under sync_interval: always, an fsync) of its own.
-		w.each(jobs)
-		return
-	}
-	if k := w.chooser.Plan(len(jobs)); k > 0 {
-		start := time.Now()
-		w.each(jobs[:k])
-		if k < len(jobs) {
-			w.chooser.Probed(time.Since(start), k)
-		} else {
-			w.observe(false, time.Since(start), k)
-		}
-		if jobs = jobs[k:]; len(jobs) == 0 {
-			return
-		}
-		if len(jobs) == 1 {
-			w.each(jobs)
-			return
-		}
-	}
-	start := time.Now()
+	// A lone record is a plain publish (its ack tells a duplicate
+	// Nats-Msg-Id, which a one-message batch would hide), by the writer.
+	w.chooser.Write(len(jobs), func(lo, hi int) { w.each(jobs[lo:hi]) }, func(lo, hi int) bool { return w.batch(jobs[lo:hi]) })
+	w.metrics.preferBatches(w.chooser.PrefersBatches())
+}
+
+// batch writes jobs as one atomic batch and answers each of them; it
+// reports whether the batch was stored.
+func (w *writer) batch(jobs []*job) bool {
 	msgs := make([]*nats.Msg, len(jobs))
 	for i, j := range jobs {
 		msgs[i] = j.m
@@ -229,7 +210,6 @@ func (w *writer) flush(jobs []*job) {
 	cancel()
 	switch {
 	case err == nil:
-		w.observe(true, time.Since(start), len(jobs))
 		w.metrics.batches.Inc()
 		w.metrics.batched.Add(float64(len(jobs)))
 		if w.hooks != nil && w.hooks.afterBatch != nil {
@@ -238,7 +218,7 @@ func (w *writer) flush(jobs []*job) {
 		for i, j := range jobs {
 			j.done <- written{seq: seqs[i], batch: len(jobs)}
 		}
-		return
+		return true
 	case errors.Is(err, batch.ErrDisabled):
 		w.disabled = true
 		w.log.Warn("QUARANTINE does not allow atomic publish: every record is written by itself (one fsync each)", "err", err)
@@ -255,6 +235,7 @@ func (w *writer) flush(jobs []*job) {
 	for _, j := range jobs {
 		j.done <- written{err: err}
 	}
+	return false
 }
 
 // each writes jobs one by one, concurrently, as their callers would (each
@@ -274,11 +255,4 @@ func (w *writer) each(jobs []*job) {
 		})
 	}
 	wg.Wait()
-}
-
-// observe records what writing a group of n records took, and shows the
-// preferred way in the metrics.
-func (w *writer) observe(batched bool, d time.Duration, n int) {
-	w.chooser.Observe(batched, d, n)
-	w.metrics.preferBatches(w.chooser.PrefersBatches())
 }

@@ -282,33 +282,15 @@ func (b *replayBatcher) flusher(ctx context.Context) {
 // answers each (errUnbatched when the batch was
 // not stored as a whole).
 func (b *replayBatcher) flush(reqs []*pubReq) {
-	if len(reqs) == 1 {
-		// Alone: the flusher publishes it as its lane would
-		// (publishAlone) and waits, like a batch, so that the replays
-		// published meanwhile gather into the next group. Were it handed
-		// back to its lane, the flusher would take the next replay alone
-		// at once, and under load every replay would cost a write (and,
-		// under sync_interval: always, an fsync) of its own.
-		b.each(reqs)
-		return
-	}
-	if k := b.chooser.Plan(len(reqs)); k > 0 {
-		start := time.Now()
-		b.each(reqs[:k])
-		if k < len(reqs) {
-			b.chooser.Probed(time.Since(start), k)
-		} else {
-			b.observe(false, time.Since(start), k)
-		}
-		if reqs = reqs[k:]; len(reqs) == 0 {
-			return
-		}
-		if len(reqs) == 1 {
-			b.each(reqs)
-			return
-		}
-	}
-	start := time.Now()
+	// A lone replay is published as its lane would (publishAlone), by the
+	// flusher.
+	b.chooser.Write(len(reqs), func(lo, hi int) { b.each(reqs[lo:hi]) }, func(lo, hi int) bool { return b.batch(reqs[lo:hi]) })
+	b.metrics.preferBatches(b.chooser.PrefersBatches())
+}
+
+// batch writes reqs as one atomic batch and answers each (errUnbatched when
+// the batch was not stored as a whole); it reports whether it was stored.
+func (b *replayBatcher) batch(reqs []*pubReq) bool {
 	msgs := make([]*nats.Msg, len(reqs))
 	for i, r := range reqs {
 		msgs[i] = r.msg
@@ -326,14 +308,14 @@ func (b *replayBatcher) flush(reqs []*pubReq) {
 		for _, r := range reqs {
 			r.done <- pubResult{err: errUnbatched}
 		}
-		return
+		return false
 	}
-	b.observe(true, time.Since(start), len(reqs))
 	b.metrics.batches.Inc()
 	b.metrics.batched.Add(float64(len(reqs)))
 	for i, r := range reqs {
 		r.done <- pubResult{ack: &jetstream.PubAck{Stream: subjects.EventsStream, Sequence: seqs[i]}}
 	}
+	return true
 }
 
 // each publishes reqs one by one, concurrently, as their lanes would
@@ -349,11 +331,4 @@ func (b *replayBatcher) each(reqs []*pubReq) {
 		})
 	}
 	wg.Wait()
-}
-
-// observe records what writing a group of n replays took, and shows the
-// preferred way in the metrics.
-func (b *replayBatcher) observe(batched bool, d time.Duration, n int) {
-	b.chooser.Observe(batched, d, n)
-	b.metrics.preferBatches(b.chooser.PrefersBatches())
 }

@@ -206,44 +206,23 @@ func (b *batcher) write(group []*pendingCommit) {
 		seen[p.env.IdempotencyKey] = true
 		first = append(first, p)
 	}
-	// The batcher's batch.Chooser plans the group: its first each events
-	// one at a time, the rest in batches (each is 0 or all of them, except
-	// when one at a time is tried on a sample, a probe). Groups of fewer than
-	// minBatch events follow the preferred way and are not measured (a
-	// batch's fixed cost would weigh too much).
-	each := len(first)
-	if len(first) > 1 {
-		each = b.chooser.Plan(len(first))
-	}
-	if each > 0 {
-		start := time.Now()
-		b.oneByOne(first[:each])
-		if each < len(first) {
-			b.chooser.Probed(time.Since(start), each)
-		} else {
-			b.observe(false, time.Since(start), each)
-		}
-	}
-	if rest := first[each:]; len(rest) > 0 {
-		start := time.Now()
+	// The batcher's batch.Chooser plans and measures the group (Write):
+	// its events one at a time, or in batches, or (a probe) a few one at a
+	// time and the rest in batches. Groups of fewer than batch.MinGroup
+	// events follow the preferred way and are not measured (a batch's fixed
+	// cost would weigh too much). The events ledger and downstream write
+	// one at a time after all (a key LEDGER holds, a refused batch) are
+	// timed with their batch.
+	b.chooser.Write(len(first), func(lo, hi int) { b.oneByOne(first[lo:hi]) }, func(lo, hi int) bool {
 		if b.c.down != nil {
-			b.downstream(rest)
+			b.downstream(first[lo:hi])
 		} else {
-			b.ledger(rest)
+			b.ledger(first[lo:hi])
 		}
-		b.observe(true, time.Since(start), len(rest))
-	}
-	b.oneByOne(again)
-}
-
-// minBatch is the smallest group measured (batch.MinGroup).
-const minBatch = batch.MinGroup
-
-// observe records what writing a group of n events took, and shows the
-// preferred way in the metrics.
-func (b *batcher) observe(batched bool, d time.Duration, n int) {
-	b.chooser.Observe(batched, d, n)
+		return true
+	})
 	b.m.preferBatches(b.chooser.PrefersBatches())
+	b.oneByOne(again)
 }
 
 // ledger commits ps: the keys LEDGER holds already (an earlier copy of

@@ -106,13 +106,15 @@ const MinGroup = 8
 // atomic batch. each is 0 (the whole group batched) or n (none batched),
 // except for a probe: when one message at a time is tried while batches
 // are preferred, only the first MinGroup of a group of at least
-// 2·MinGroup. The caller reports a probe with Probed, a whole group with
-// Observe.
+// 2·MinGroup. A lone message is never a batch. The caller reports a probe
+// with Probed, a whole group with Observe (Write does both).
 func (c *Chooser) Plan(n int) (each int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
-	case c.SyncAlways && n >= 2:
+	case n < 2:
+		return n
+	case c.SyncAlways:
 		return 0
 	case n >= MinGroup && c.whole:
 		c.groups++
@@ -124,6 +126,36 @@ func (c *Chooser) Plan(n int) (each int) {
 		return MinGroup
 	}
 	return n
+}
+
+// Write writes a group of n messages the way Plan says and measures it
+// (Observe, Probed): each(lo, hi) writes messages lo to hi-1 one at a time
+// (concurrently) and returns once all are written; batched(lo, hi) writes
+// them as one atomic batch and reports whether it measured a stored batch
+// (a refused one is not). A lone message is written by each, which the
+// batchers do themselves and wait
+// for, like a batch, so that the messages arriving meanwhile gather into
+// the next group: were it handed back to its caller, the batcher would take
+// the next one alone at once, and under load every message would cost a
+// write (and, under sync_interval: always, an fsync) of its own. Every
+// batcher of the project writes its groups through it.
+func (c *Chooser) Write(n int, each func(lo, hi int), batched func(lo, hi int) bool) {
+	k := c.Plan(n)
+	if k > 0 {
+		start := time.Now()
+		each(0, k)
+		if k < n {
+			c.Probed(time.Since(start), k)
+		} else {
+			c.Observe(false, time.Since(start), k)
+		}
+	}
+	if rest := n - k; rest > 0 { // two or more (Plan)
+		start := time.Now()
+		if batched(k, n) {
+			c.Observe(true, time.Since(start), rest)
+		}
+	}
 }
 
 // Choose reports whether the next group, of n messages, is written as one

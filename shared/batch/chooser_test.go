@@ -1,6 +1,7 @@
 package batch_test
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -266,4 +267,72 @@ func TestChooserSyncAlways(t *testing.T) {
 	if each := c.Plan(1); each != 1 {
 		t.Fatalf("Plan(1) = %d, want the message alone", each)
 	}
+}
+
+// TestChooserWrite: Write writes each part of a group the way Plan says,
+// a lone message one at a time, and measures only what it may: a whole
+// group one at a time, a stored batch; not a probe, nor a refused batch.
+func TestChooserWrite(t *testing.T) {
+	type call struct {
+		batched bool
+		lo, hi  int
+	}
+	measured := func(c *batch.Chooser) { // batches ten times cheaper
+		c.Observe(true, 20*time.Microsecond*100, 100)
+		c.Observe(false, 200*time.Microsecond*100, 100)
+	}
+	for _, tc := range []struct {
+		name    string
+		setup   func(c *batch.Chooser)
+		n       int
+		stored  bool // what batched reports
+		want    []call
+		prefers bool // PrefersBatches after
+	}{
+		{"a lone message", func(*batch.Chooser) {}, 1, true, []call{{false, 0, 1}}, false},
+		{"sync always: one batch", func(c *batch.Chooser) { c.SyncAlways = true }, 100, true, []call{{true, 0, 100}}, true},
+		{"nothing measured: a batch first, measured", func(*batch.Chooser) {}, 100, true, []call{{true, 0, 100}}, true},
+		{"nothing measured: a refused batch is not measured", func(*batch.Chooser) {}, 100, false, []call{{true, 0, 100}}, false},
+		{"batches preferred", measured, 100, true, []call{{true, 0, 100}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c batch.Chooser
+			tc.setup(&c)
+			var got []call
+			c.Write(tc.n, func(lo, hi int) { got = append(got, call{false, lo, hi}) },
+				func(lo, hi int) bool { got = append(got, call{true, lo, hi}); return tc.stored })
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("calls %v, want %v", got, tc.want)
+			}
+			if c.PrefersBatches() != tc.prefers {
+				t.Fatalf("PrefersBatches %v, want %v", c.PrefersBatches(), tc.prefers)
+			}
+		})
+	}
+	t.Run("a probe, then the rest batched; a cheap probe makes the next group whole", func(t *testing.T) {
+		var c batch.Chooser
+		measured(&c)
+		for range batch.MaxExploreEvery {
+			var got []call
+			// The probe costs next to nothing per message: cheaper than
+			// batches were measured (the batches here report themselves
+			// refused, so that their cost stays as measured).
+			c.Write(100, func(lo, hi int) { got = append(got, call{false, lo, hi}) },
+				func(lo, hi int) bool { got = append(got, call{true, lo, hi}); return false })
+			if len(got) == 1 {
+				continue
+			}
+			if want := []call{{false, 0, batch.MinGroup}, {true, batch.MinGroup, 100}}; !slices.Equal(got, want) {
+				t.Fatalf("calls %v, want %v", got, want)
+			}
+			got = nil
+			c.Write(100, func(lo, hi int) { got = append(got, call{false, lo, hi}) },
+				func(lo, hi int) bool { got = append(got, call{true, lo, hi}); return true })
+			if want := []call{{false, 0, 100}}; !slices.Equal(got, want) {
+				t.Fatalf("after a cheap probe: calls %v, want %v", got, want)
+			}
+			return
+		}
+		t.Fatal("no probe in", batch.MaxExploreEvery, "groups")
+	})
 }
