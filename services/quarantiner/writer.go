@@ -30,15 +30,15 @@ var errWriterStopped = errors.New("quarantiner: the record writer has stopped")
 // Batching is natural: a batch takes what is queued when the writer is
 // free, up to maxMsgs messages and maxBytes bytes, and never waits for
 // more; what arrives while a write is in flight (a batch, or a record
-// alone) goes in the next one. Each
-// message keeps its Nats-Msg-Id and its chain's expected last subject
-// sequence, so a batch either stores every record on the chains' tails
-// its writers read, or nothing. No two messages of one batch write the
+// alone) goes in the next one. Each message keeps its Nats-Msg-Id and its
+// chain's expected last subject sequence, so a batch either stores every
+// record on the chains' tails its writers read, or nothing. No two messages of one batch write the
 // same chain (the server refuses that, 10164): a second record for a chain
 // waits for the next batch.
 //
 // A group is written as one batch only when the writer's batch.Chooser
-// prefers it (on one server without fsync, one-record writes are
+// plans it so (always where the servers fsync every write; measured
+// otherwise, and on one server without fsync one-record writes are
 // cheaper); otherwise the writer writes the group's records itself, one
 // by one and concurrently, exactly as their callers would, so that it can
 // time the group for the chooser. A refused batch is written again record
@@ -55,7 +55,8 @@ type writer struct {
 	metrics  *metrics
 	hooks    *testHooks
 	// chooser says whether a group is written as one atomic batch or one
-	// record at a time (batch.Chooser: measured).
+	// record at a time (batch.Chooser: always batches with SyncAlways,
+	// else measured).
 	chooser batch.Chooser
 	// disabled: QUARANTINE refused atomic publish (provisioned without
 	// allow_atomic); every record is then written by itself until the

@@ -48,8 +48,9 @@ var errUnbatched = errors.New("redriver: replay not batched")
 // each lane (the path of an unbatched publish).
 //
 // A group of replays is written as one batch only when the batcher's
-// batch.Chooser prefers it (on one server without fsync, one publish each
-// is cheaper); otherwise the flusher publishes the group's replays itself,
+// batch.Chooser plans it so (always where the servers fsync every write;
+// measured otherwise, and on one server without fsync one publish each is
+// cheaper); otherwise the flusher publishes the group's replays itself,
 // concurrently, each exactly as its lane would (publishAlone), answers
 // each lane with its own acknowledgement, and times the group for the
 // chooser. ReplayLinger applies before the choice, as before.
@@ -73,7 +74,8 @@ type replayBatcher struct {
 	disabled atomic.Bool
 	metrics  *metrics
 	// chooser says whether a group is written as one atomic batch or one
-	// publish per replay (measured; shared by the flushers).
+	// publish per replay (batches with SyncAlways, else measured; shared
+	// by the flushers).
 	chooser batch.Chooser
 }
 
