@@ -102,6 +102,7 @@ func newWriter(js jetstream.JetStream, log *slog.Logger, m *metrics, hooks *test
 	if hooks != nil && hooks.chooser != nil {
 		hooks.chooser(&w.chooser)
 	}
+	m.preferBatches(w.chooser.PrefersBatches()) // 1 from the start with SyncAlways
 	return w
 }
 

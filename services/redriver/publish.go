@@ -95,6 +95,7 @@ type pubResult struct {
 func newReplayBatcher(js jetstream.JetStream, log *slog.Logger, m *metrics, maxMsgs int, linger time.Duration, syncAlways bool) *replayBatcher {
 	b := &replayBatcher{js: js, log: log, metrics: m, max: min(maxMsgs, batch.MaxMessages), linger: linger, wake: make(chan struct{}, 1), closed: true}
 	b.chooser.SyncAlways = syncAlways
+	m.preferBatches(b.chooser.PrefersBatches()) // 1 from the start with SyncAlways
 	return b
 }
 

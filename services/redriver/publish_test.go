@@ -193,6 +193,9 @@ func TestReplayBatcherTakesThePreferredWay(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMetrics(nil)
 			b := newReplayBatcher(js, slog.New(slog.DiscardHandler), m, 1000, 0, tc.syncAlways)
+			if got := testutil.ToFloat64(m.batching); tc.syncAlways && got != 1 {
+				t.Fatalf("batching gauge %v before the first replay, want 1 (SyncAlways)", got)
+			}
 			preferBatches(&b.chooser, tc.batches)
 			info, err := replays.Info(ctx)
 			if err != nil {

@@ -105,6 +105,7 @@ type batcher struct {
 func newBatcher(c *committer, maxBatch int, syncAlways bool, log *slog.Logger, m *metrics) *batcher {
 	b := &batcher{c: c, max: min(maxBatch, batch.MaxMessages), log: log, in: make(chan *pendingCommit, maxBatch), m: m}
 	b.chooser.SyncAlways = syncAlways
+	m.preferBatches(b.chooser.PrefersBatches()) // 1 from the start with SyncAlways
 	return b
 }
 
