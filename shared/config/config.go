@@ -76,6 +76,14 @@ func (e *Env) Duration(name string, dst *time.Duration) {
 	}
 }
 
+// Streams sets what a service is told about the stores from
+// DEADLETTER_REPLICAS (o.Replicas) and DEADLETTER_SYNC_ALWAYS
+// (o.SyncAlways: whether the servers fsync every write), when set.
+func (e *Env) Streams(o *streams.Options) {
+	e.Int("DEADLETTER_REPLICAS", &o.Replicas)
+	e.Bool("DEADLETTER_SYNC_ALWAYS", &o.SyncAlways)
+}
+
 // Retention sets *dst from DEADLETTER_RETENTION when set: per-domain
 // retentions, "domain=duration,..." (streams.ParseRetention), overriding
 // the domain registry's (streams.Options.Retention).
