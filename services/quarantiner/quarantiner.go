@@ -143,7 +143,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	}
 	var w *writer
 	if s.cfg.MaxBatch > 1 {
-		w = newWriter(s.js, s.log, s.metrics, s.hooks, s.cfg.MaxBatch, s.cfg.Streams.SyncAlways, batchTimeout)
+		w = newWriter(s.js, s.log, s.metrics, s.hooks, s.cfg.MaxBatch, s.cfg.Streams, batchTimeout)
 		go w.run()
 		// Registered first, so run last: after the intake workers and the
 		// append handlers, the writer's only callers, have returned.

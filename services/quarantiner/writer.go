@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/batch"
+	"github.com/deadletter/deadletter/shared/streams"
 )
 
 // errAlone tells a record's writer to store it by itself, conditional as
@@ -87,10 +88,10 @@ type written struct {
 // payload, up to the gate's limit).
 const maxBatchBytes = 8 << 20
 
-// newWriter returns a writer of batches of at most maxMsgs records
-// (syncAlways: the servers fsync every write, batch.Chooser.SyncAlways);
-// run starts it.
-func newWriter(js jetstream.JetStream, log *slog.Logger, m *metrics, hooks *testHooks, maxMsgs int, syncAlways bool, timeout time.Duration) *writer {
+// newWriter returns a writer of batches of at most maxMsgs records on the
+// stores o describes (its fsync setting and replicas decide how groups are
+// written: batch.Chooser); run starts it.
+func newWriter(js jetstream.JetStream, log *slog.Logger, m *metrics, hooks *testHooks, maxMsgs int, o streams.Options, timeout time.Duration) *writer {
 	w := &writer{
 		js: js, log: log, metrics: m, hooks: hooks,
 		jobs:    make(chan *job, maxMsgs),
@@ -98,7 +99,7 @@ func newWriter(js jetstream.JetStream, log *slog.Logger, m *metrics, hooks *test
 		stopped: make(chan struct{}),
 		maxMsgs: maxMsgs, maxBytes: maxBatchBytes, timeout: timeout,
 	}
-	w.chooser.SyncAlways = syncAlways
+	w.chooser.SyncAlways, w.chooser.Replicas = o.SyncAlways, o.Replicas
 	if hooks != nil && hooks.chooser != nil {
 		hooks.chooser(&w.chooser)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
 )
@@ -67,7 +68,7 @@ func TestWriterTakesThePreferredWay(t *testing.T) {
 			w := newWriter(e.js, testLogger(), m, &testHooks{
 				chooser:      prefer(tc.batches),
 				beforeGather: holdFirstBatch(chainsN-1, nil),
-			}, 256, tc.syncAlways, batchTimeout)
+			}, 256, streams.Options{SyncAlways: tc.syncAlways}, batchTimeout)
 			go w.run()
 			c, err := newChains(e.js, telemetry.NewTracer(nil, nil), 0, w)
 			if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/batch"
+	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -90,11 +91,12 @@ type pubResult struct {
 	err error
 }
 
-// newReplayBatcher returns a batcher of up to maxMsgs replays a batch
-// (syncAlways: the servers fsync every write, batch.Chooser.SyncAlways).
-func newReplayBatcher(js jetstream.JetStream, log *slog.Logger, m *metrics, maxMsgs int, linger time.Duration, syncAlways bool) *replayBatcher {
+// newReplayBatcher returns a batcher of up to maxMsgs replays a batch, on
+// the stores o describes (its fsync setting and replicas decide how groups
+// are written: batch.Chooser).
+func newReplayBatcher(js jetstream.JetStream, log *slog.Logger, m *metrics, maxMsgs int, linger time.Duration, o streams.Options) *replayBatcher {
 	b := &replayBatcher{js: js, log: log, metrics: m, max: min(maxMsgs, batch.MaxMessages), linger: linger, wake: make(chan struct{}, 1), closed: true}
-	b.chooser.SyncAlways = syncAlways
+	b.chooser.SyncAlways, b.chooser.Replicas = o.SyncAlways, o.Replicas
 	m.preferBatches(b.chooser.PrefersBatches()) // 1 from the start with SyncAlways
 	return b
 }

@@ -81,7 +81,7 @@ func TestReplayBatcher(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMetrics(nil)
-			b := newReplayBatcher(js, slog.New(slog.DiscardHandler), m, 1000, 0, false)
+			b := newReplayBatcher(js, slog.New(slog.DiscardHandler), m, 1000, 0, streams.Options{})
 			rctx, stop := context.WithCancel(ctx)
 			t.Cleanup(stop)
 			prefix := fmt.Sprintf("t%d", time.Now().UnixNano())
@@ -192,7 +192,7 @@ func TestReplayBatcherTakesThePreferredWay(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMetrics(nil)
-			b := newReplayBatcher(js, slog.New(slog.DiscardHandler), m, 1000, 0, tc.syncAlways)
+			b := newReplayBatcher(js, slog.New(slog.DiscardHandler), m, 1000, 0, streams.Options{SyncAlways: tc.syncAlways})
 			if got := testutil.ToFloat64(m.batching); tc.syncAlways && got != 1 {
 				t.Fatalf("batching gauge %v before the first replay, want 1 (SyncAlways)", got)
 			}
@@ -291,7 +291,7 @@ func TestReplayStoredOnce(t *testing.T) {
 		}
 		return info.State.Subjects[subject]
 	}
-	unbatched := newReplayBatcher(js, slog.New(slog.DiscardHandler), newMetrics(nil), 1, 0, false)
+	unbatched := newReplayBatcher(js, slog.New(slog.DiscardHandler), newMetrics(nil), 1, 0, streams.Options{})
 	for _, tc := range []struct {
 		name  string
 		again func(*nats.Msg) (*jetstream.PubAck, error)
@@ -299,7 +299,7 @@ func TestReplayStoredOnce(t *testing.T) {
 		{"alone", func(m *nats.Msg) (*jetstream.PubAck, error) { return publishAlone(ctx, js, m) }},
 		{"through an unbatched batcher", func(m *nats.Msg) (*jetstream.PubAck, error) { return unbatched.publish(ctx, m) }},
 		{"one publish each", func(m *nats.Msg) (*jetstream.PubAck, error) {
-			b := newReplayBatcher(js, slog.New(slog.DiscardHandler), newMetrics(nil), 1000, 0, false)
+			b := newReplayBatcher(js, slog.New(slog.DiscardHandler), newMetrics(nil), 1000, 0, streams.Options{})
 			r := &pubReq{msg: m, done: make(chan pubResult, 1)}
 			b.each([]*pubReq{r})
 			res := <-r.done

@@ -145,7 +145,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 		cfg: cfg, nc: nc, js: js, gate: g, checkers: checkers,
 		log:     log,
 		metrics: m,
-		replays: newReplayBatcher(js, log, m, cfg.ReplayBatch, cfg.ReplayLinger, cfg.Streams.SyncAlways),
+		replays: newReplayBatcher(js, log, m, cfg.ReplayBatch, cfg.ReplayLinger, cfg.Streams),
 		running: map[string]*drainRun{},
 		notify:  newNotifier(nc), replaySecret: secret,
 	}, nil

@@ -100,11 +100,12 @@ type batcher struct {
 	chooser batch.Chooser
 }
 
-// newBatcher returns a batcher of groups of at most maxBatch events;
-// syncAlways: the servers fsync every write (batch.Chooser.SyncAlways).
-func newBatcher(c *committer, maxBatch int, syncAlways bool, log *slog.Logger, m *metrics) *batcher {
+// newBatcher returns a batcher of groups of at most maxBatch events on
+// the stores o describes (its fsync setting and replicas decide how groups
+// are written: batch.Chooser).
+func newBatcher(c *committer, maxBatch int, o streams.Options, log *slog.Logger, m *metrics) *batcher {
 	b := &batcher{c: c, max: min(maxBatch, batch.MaxMessages), log: log, in: make(chan *pendingCommit, maxBatch), m: m}
-	b.chooser.SyncAlways = syncAlways
+	b.chooser.SyncAlways, b.chooser.Replicas = o.SyncAlways, o.Replicas
 	m.preferBatches(b.chooser.PrefersBatches()) // 1 from the start with SyncAlways
 	return b
 }
@@ -159,9 +160,13 @@ func (b *batcher) commit(ctx context.Context, env envelope.Envelope, data []byte
 const inFlight = 2
 
 // run writes groups until in is closed, with up to inFlight at once, and
-// returns when the last one is written.
+// returns when the last one is written. A group written one event at a
+// time where that is the preferred way (batch.Chooser) gives its slot back
+// as soon as it starts: nothing gathers behind it that a batch would save,
+// and the events that arrive meanwhile would only wait.
 func (b *batcher) run() {
 	slots := make(chan struct{}, inFlight)
+	var groups sync.WaitGroup
 	for {
 		slots <- struct{}{} // a free slot first: the group gathers meanwhile
 		p, ok := <-b.in
@@ -182,20 +187,21 @@ func (b *batcher) run() {
 				break fill
 			}
 		}
-		go func() {
-			defer func() { <-slots }()
-			b.write(group)
-		}()
+		groups.Go(func() {
+			var once sync.Once
+			release := func() { once.Do(func() { <-slots }) }
+			defer release()
+			b.write(group, release)
+		})
 	}
-	for range inFlight - 1 { // the slot taken before in was found closed is ours
-		slots <- struct{}{}
-	}
+	groups.Wait()
 }
 
 // write commits one group: a key twice in the group (two copies of one
 // event) is committed once in the batch, and its other copies take the
-// per-event path after it, which acknowledges them as duplicates.
-func (b *batcher) write(group []*pendingCommit) {
+// per-event path after it, which acknowledges them as duplicates. release
+// gives the group's slot back early (run).
+func (b *batcher) write(group []*pendingCommit, release func()) {
 	seen := make(map[string]bool, len(group))
 	first := make([]*pendingCommit, 0, len(group))
 	var again []*pendingCommit
@@ -214,7 +220,12 @@ func (b *batcher) write(group []*pendingCommit) {
 	// cost would weigh too much). The events ledger and downstream write
 	// one at a time after all (a key LEDGER holds, a refused batch) are
 	// timed with their batch.
-	b.chooser.Write(len(first), func(lo, hi int) { b.oneByOne(first[lo:hi]) }, func(lo, hi int) bool {
+	b.chooser.Write(len(first), func(lo, hi int) {
+		if hi-lo == len(first) && !b.chooser.PrefersBatches() {
+			release()
+		}
+		b.oneByOne(first[lo:hi])
+	}, func(lo, hi int) bool {
 		if b.c.down != nil {
 			b.downstream(first[lo:hi])
 		} else {

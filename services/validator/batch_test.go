@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,13 +31,20 @@ func TestBatchedCommits(t *testing.T) {
 		leftByDead       int
 		commitBatch      int
 		downstream       bool // a downstream failing every 7th call with 503
+		// noFsync: the servers do not fsync every write and the streams
+		// have one replica, where the batcher writes every event on its
+		// own (batch.Chooser.Replicas) and its groups give their slots
+		// back as they start.
+		noFsync bool
 	}{
-		{"distinct events", 600, 0, 0, 256, false},
-		{"with second copies", 400, 80, 0, 256, false},
-		{"with LEDGER messages of a dead validator", 400, 40, 25, 256, false},
-		{"one at a time", 100, 20, 5, 1, false},
-		{"downstream: distinct events", 400, 0, 0, 256, true},
-		{"downstream: second copies and LEDGER messages of a validator without one", 300, 40, 20, 256, true},
+		{"distinct events", 600, 0, 0, 256, false, false},
+		{"with second copies", 400, 80, 0, 256, false, false},
+		{"with LEDGER messages of a dead validator", 400, 40, 25, 256, false, false},
+		{"one at a time", 100, 20, 5, 1, false, false},
+		{"downstream: distinct events", 400, 0, 0, 256, true, false},
+		{"downstream: second copies and LEDGER messages of a validator without one", 300, 40, 20, 256, true, false},
+		{"one replica without fsync: second copies and LEDGER messages of a dead validator", 600, 80, 25, 256, false, true},
+		{"one replica without fsync, downstream", 300, 40, 20, 256, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := natstest.Start(t)
@@ -54,7 +62,7 @@ func TestBatchedCommits(t *testing.T) {
 			// Every group of two or more is batched, as against servers
 			// that fsync every write (this one does not, where the batcher
 			// would measure one-event writes cheaper and soon stop batching).
-			cfg.Streams.SyncAlways = true
+			cfg.Streams.SyncAlways = !tc.noFsync
 			// No redelivery while a loaded machine (the race detector)
 			// takes its time: this test counts each delivery's outcome.
 			// (The claim lease stays short: a copy of an event meeting the
@@ -157,9 +165,67 @@ func TestBatchedCommits(t *testing.T) {
 			batches := a.commit.batch.batches.Load() + b.commit.batch.batches.Load()
 			t.Logf("%d commits in %d batches, %d one at a time", tc.distinct, batches,
 				a.commit.batch.fallbacks.Load()+b.commit.batch.fallbacks.Load())
+			if tc.noFsync {
+				if batches != 0 {
+					t.Errorf("%d batches on one replica without fsync, want every event on its own", batches)
+				}
+				return
+			}
 			if batches >= uint64(tc.distinct) {
 				t.Errorf("%d batches for %d commits: no batch held more than one event", batches, tc.distinct)
 			}
 		})
 	}
+}
+
+// TestSlowCommitsDoNotHoldOthers: on one replica without fsync, where
+// every event is committed on its own, events whose commit is held (here
+// after their LEDGER write) do not keep the next events from committing:
+// more are held than the batcher writes groups at once (inFlight), and the
+// next event still commits.
+func TestSlowCommitsDoNotHoldOthers(t *testing.T) {
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	set, err := sample.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.Streams.SyncAlways, cfg.Streams.Replicas = false, 1
+	cfg.AckWait = 30 * time.Second // the held events are not redelivered
+	const held = inFlight + 1
+	reached := make(chan string, held)
+	release := make(chan struct{})
+	var calls atomic.Int32
+	hooks := &testHooks{afterLedger: func(key string) {
+		if calls.Add(1) <= held {
+			reached <- key
+			<-release
+		}
+	}}
+	v := startValidator(t, srv, cfg, hooks)
+	t.Cleanup(func() { close(release) }) // before v stops (cleanups run last first)
+	for i := range held {
+		e, err := set.Valid(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		publish(t, js, e.Subject, e.Data, "")
+		select {
+		case <-reached:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("event %d never reached its LEDGER write while %d were held", i, i)
+		}
+	}
+	e, err := set.Valid(held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(t, js, e.Subject, e.Data, "")
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if c := v.Stats().Committed; c != 1 {
+			return fmt.Errorf("committed %d while %d are held, want the next one", c, held)
+		}
+		return nil
+	})
 }

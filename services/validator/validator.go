@@ -102,7 +102,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 		s.commit.down = &downstream{url: cfg.DownstreamURL, client: &http.Client{Timeout: cfg.DownstreamTimeout}, tr: s.tr}
 	}
 	if cfg.CommitBatch > 1 { // Run starts it, once the stores are bound
-		s.commit.batch = newBatcher(s.commit, min(cfg.CommitBatch, cfg.Workers), cfg.Streams.SyncAlways, s.log, s.metrics)
+		s.commit.batch = newBatcher(s.commit, min(cfg.CommitBatch, cfg.Workers), cfg.Streams, s.log, s.metrics)
 	}
 	return s, nil
 }

@@ -269,6 +269,51 @@ func TestChooserSyncAlways(t *testing.T) {
 	}
 }
 
+// TestChooserReplicas: on one replica, where the servers do not fsync
+// every write, every group is written one message at a time, whatever was
+// measured, and never a batch; with SyncAlways, or on more replicas (or
+// none said), the rules of those apply.
+func TestChooserReplicas(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		c          *batch.Chooser
+		oneAtATime bool
+	}{
+		{"one replica, no fsync", &batch.Chooser{Replicas: 1}, true},
+		{"one replica, fsync every write", &batch.Chooser{Replicas: 1, SyncAlways: true}, false},
+		{"three replicas, no fsync: measured", &batch.Chooser{Replicas: 3}, false},
+		{"replicas not said: measured", &batch.Chooser{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.c
+			c.Observe(true, time.Millisecond, 100) // batches measured far cheaper
+			c.Observe(false, 100*time.Millisecond, 100)
+			if got := c.PrefersBatches(); got == tc.oneAtATime {
+				t.Fatalf("PrefersBatches = %v", got)
+			}
+			// Measured, a chooser still tries the dearer way now and then.
+			calls, alone := 0, 0
+			for _, n := range []int{2, batch.MinGroup, 2 * batch.MinGroup, batch.MaxMessages} {
+				for range 2 * batch.MaxExploreEvery {
+					calls += 2
+					if c.Plan(n) == n {
+						alone++
+					}
+					if !c.Choose(n) {
+						alone++
+					}
+				}
+			}
+			if tc.oneAtATime && alone != calls {
+				t.Fatalf("%d of %d plans and choices wrote a group one message at a time, want all", alone, calls)
+			}
+			if !tc.oneAtATime && alone > calls/10 {
+				t.Fatalf("%d of %d plans and choices wrote a group one message at a time where batches are preferred", alone, calls)
+			}
+		})
+	}
+}
+
 // TestChooserWrite: Write writes each part of a group the way Plan says,
 // a lone message one at a time, and measures only what it may: a whole
 // group one at a time, a stored batch; not a probe, nor a refused batch.
