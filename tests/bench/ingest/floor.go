@@ -138,32 +138,8 @@ func floorAt(ctx context.Context, url string, js jetstream.JetStream, o streams.
 	defer fc.Stop()
 	subject := func(e event) string { return prefix + "." + e.subject }
 	var sent []atomic.Int64
-	var lat []time.Duration
-	var latMu sync.Mutex
 	if openLoop > 0 {
-		// The floor's keys are "k<EVENTS sequence>" and its EVENTS is
-		// fresh: event i is sequence i+1.
 		sent = make([]atomic.Int64, len(events))
-		lat = make([]time.Duration, 0, len(events))
-		lc, err := js.OrderedConsumer(ctx, led.Name, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy})
-		if err != nil {
-			return 0, phase{}, q, err
-		}
-		cc, err := lc.Consume(func(m jetstream.Msg) {
-			s := m.Subject()
-			seq, err := strconv.Atoi(s[strings.LastIndexByte(s, '.')+2:])
-			meta, merr := m.Metadata()
-			if err != nil || merr != nil || seq < 1 || seq > len(sent) {
-				return
-			}
-			latMu.Lock()
-			lat = append(lat, meta.Timestamp.Sub(time.Unix(0, sent[seq-1].Load())))
-			latMu.Unlock()
-		})
-		if err != nil {
-			return 0, phase{}, q, err
-		}
-		defer cc.Stop()
 	}
 	start, cpu0 := time.Now(), cpuTime()
 	if openLoop > 0 {
@@ -185,23 +161,17 @@ func floorAt(ctx context.Context, url string, js jetstream.JetStream, o streams.
 	}
 	ph := phase{rate: rate, cpuPerEvent: (cpuTime() - cpu0) / time.Duration(len(events))}
 	if openLoop > 0 {
-		// Every commit was acknowledged; wait for the watcher to see them.
-		deadline := time.Now().Add(time.Minute)
-		for {
-			latMu.Lock()
-			n := len(lat)
-			latMu.Unlock()
-			if n == len(events) {
-				break
-			}
-			if time.Now().After(deadline) {
-				return 0, phase{}, q, fmt.Errorf("floor: the LEDGER watcher saw %d of %d commits", n, len(events))
-			}
-			time.Sleep(10 * time.Millisecond) // a poll: the watcher is catching up
+		// The floor's keys are "k<EVENTS sequence>" and its streams are
+		// fresh: event i is sequence i+1, its LEDGER message among the
+		// first len(events).
+		lat, err := commitLatencies(ctx, js, led.Name, 1, len(events), func(key string) (int, bool) {
+			seq, err := strconv.Atoi(strings.TrimPrefix(key, "k"))
+			return seq - 1, err == nil && seq >= 1 && seq <= len(events)
+		}, sent)
+		if err != nil {
+			return 0, phase{}, q, fmt.Errorf("floor: %w", err)
 		}
-		latMu.Lock()
 		q = quantiles(lat)
-		latMu.Unlock()
 	}
 	return rate, ph, q, nil
 }

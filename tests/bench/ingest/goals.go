@@ -377,8 +377,9 @@ func publishBatches(ctx context.Context, js jetstream.JetStream, events []event,
 // latencyPhase publishes the events open-loop at rate (a 1 ms ticker; each
 // tick publishes, asynchronously, every event due by then) to a validator,
 // and measures each valid event from just before its publish to its LEDGER
-// message's stored timestamp (seen by an ordered consumer on LEDGER; the
-// key is the subject's last token). It returns p50, p90, p99 and max.
+// message's stored timestamp (the key is the subject's last token), read
+// from LEDGER once every event is committed (commitLatencies). It returns
+// p50, p90, p99 and max.
 func latencyPhase(ctx context.Context, env *benchenv.Env, workers int, events []event, poison int, want uint64, rate float64) ([4]time.Duration, phase, error) {
 	var out [4]time.Duration
 	g, err := gate.New(0)
@@ -392,35 +393,14 @@ func latencyPhase(ctx context.Context, env *benchenv.Env, workers int, events []
 		}
 	}
 	sent := make([]atomic.Int64, len(events)) // unix nanoseconds before publish
-	lat := make([]time.Duration, 0, len(index))
-	var dbg [][2]int64 // with -latency-series: (sent, latency) of every event
-	var mu sync.Mutex
-	seen := make(chan struct{})
-	cons, err := env.JS.OrderedConsumer(ctx, subjects.LedgerStream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy})
+	ledger, err := env.JS.Stream(ctx, subjects.LedgerStream)
 	if err != nil {
 		return out, phase{}, err
 	}
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		s := m.Subject()
-		i, ok := index[s[strings.LastIndexByte(s, '.')+1:]]
-		meta, err := m.Metadata()
-		if !ok || err != nil {
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		lat = append(lat, meta.Timestamp.Sub(time.Unix(0, sent[i].Load())))
-		if latencySeries {
-			dbg = append(dbg, [2]int64{sent[i].Load(), int64(meta.Timestamp.Sub(time.Unix(0, sent[i].Load())))})
-		}
-		if len(lat) == len(index) {
-			close(seen)
-		}
-	})
+	info, err := ledger.Info(ctx)
 	if err != nil {
 		return out, phase{}, err
 	}
-	defer cc.Stop()
 	ph, err := validatorPhase(ctx, env.URL(), env.JS, workers, noop.NewTracerProvider(), want, uint64(poison),
 		func() error { return nil },
 		func() error {
@@ -429,28 +409,70 @@ func latencyPhase(ctx context.Context, env *benchenv.Env, workers int, events []
 	if err != nil {
 		return out, phase{}, err
 	}
-	select {
-	case <-seen:
-	case <-time.After(time.Minute):
-		return out, phase{}, fmt.Errorf("latency: the LEDGER watcher saw %d of %d commits", len(lat), len(index))
+	lat, err := commitLatencies(ctx, env.JS, subjects.LedgerStream, info.State.LastSeq+1, len(index), func(key string) (int, bool) {
+		i, ok := index[key]
+		return i, ok
+	}, sent)
+	if err != nil {
+		return out, phase{}, err
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(dbg) > 0 {
-		slices.SortFunc(dbg, func(a, b [2]int64) int { return int(a[0] - b[0]) })
-		t0 := dbg[0][0]
+	return quantiles(lat), ph, nil
+}
+
+// commitLatencies reads stream from sequence from on until it has seen
+// want messages whose key (the subject's last token) event maps to an
+// event, and returns for each the time from that event's publish (sent,
+// unix nanoseconds) to the message's stored timestamp. It reads after the
+// phase, not during it, so the observer takes no CPU from what it
+// measures. With -latency-series it also prints the slowest commit of the
+// events sent in each 100 ms (where the tail comes from).
+func commitLatencies(ctx context.Context, js jetstream.JetStream, stream string, from uint64, want int, event func(key string) (int, bool), sent []atomic.Int64) ([]time.Duration, error) {
+	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from})
+	if err != nil {
+		return nil, err
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, err
+	}
+	defer it.Stop()
+	lat := make([]time.Duration, 0, want)
+	var series [][2]int64 // (sent, latency) of every event, with -latency-series
+	deadline := time.AfterFunc(time.Minute, it.Stop)
+	defer deadline.Stop()
+	for len(lat) < want {
+		m, err := it.Next()
+		if err != nil {
+			return nil, fmt.Errorf("latency: read %d of %d commits from %s: %w", len(lat), want, stream, err)
+		}
+		s := m.Subject()
+		i, ok := event(s[strings.LastIndexByte(s, '.')+1:])
+		meta, err := m.Metadata()
+		if !ok || err != nil {
+			continue
+		}
+		at := sent[i].Load()
+		lat = append(lat, meta.Timestamp.Sub(time.Unix(0, at)))
+		if latencySeries {
+			series = append(series, [2]int64{at, int64(lat[len(lat)-1])})
+		}
+	}
+	if len(series) > 0 {
+		slices.SortFunc(series, func(a, b [2]int64) int { return int(a[0] - b[0]) })
+		t0 := series[0][0]
 		bucket := map[int64]time.Duration{}
-		for _, d := range dbg {
+		for _, d := range series {
 			k := (d[0] - t0) / int64(100*time.Millisecond)
 			bucket[k] = max(bucket[k], time.Duration(d[1]))
 		}
 		fmt.Print("  slowest commit of the events sent in each 100 ms:")
-		for k := int64(0); k <= (dbg[len(dbg)-1][0]-t0)/int64(100*time.Millisecond); k++ {
+		for k := int64(0); k <= (series[len(series)-1][0]-t0)/int64(100*time.Millisecond); k++ {
 			fmt.Printf(" %s", bucket[k].Round(time.Millisecond))
 		}
 		fmt.Println()
 	}
-	return quantiles(lat), ph, nil
+	return lat, nil
 }
 
 // quantiles sorts lat and returns its p50, p90, p99 and max.

@@ -98,7 +98,7 @@ func main() {
 		}
 		return
 	}
-	storeSyncAlways = *sync
+	storeSyncAlways, storeReplicas = *sync, max(1, *nodes)
 	if *rounds > 0 || *latency {
 		g := goalConfig{n: *n, rounds: *rounds, workers: *workers, syncAlways: *sync, batch: *batch, batchPublishers: *batchPublishers,
 			poison: *poison, latency: *latency, latencyRate: *latencyRate, redelivered: *redelivered, floors: *floors, cpuprofile: *cpuprofile, nodes: *nodes}
@@ -149,6 +149,10 @@ var commitBatch int
 // server fsyncs every write (streams.Options.SyncAlways), as an operator
 // tells them with DEADLETTER_SYNC_ALWAYS.
 var storeSyncAlways bool
+
+// storeReplicas is the streams' replicas (-cluster), which the validators
+// are told as an operator tells them with DEADLETTER_REPLICAS.
+var storeReplicas int
 
 type event struct {
 	subject string
@@ -401,7 +405,7 @@ func validatorPhaseAdopting(ctx context.Context, url string, js jetstream.JetStr
 	defer vnc.Close()
 	cfg := validator.DefaultConfig()
 	cfg.Workers = workers
-	cfg.Streams.SyncAlways = storeSyncAlways
+	cfg.Streams.SyncAlways, cfg.Streams.Replicas = storeSyncAlways, storeReplicas
 	if commitBatch > 0 {
 		cfg.CommitBatch = commitBatch
 	}
