@@ -19,7 +19,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -331,6 +333,7 @@ type cluster struct {
 	o       Options
 	sec     *access.Secrets
 	ports   []int   // client port of each node
+	http    []int   // monitoring port of each node of a cluster
 	servers []*proc // one per node
 	url     string  // every node's client URL
 	svcs    map[string][]*proc
@@ -547,6 +550,9 @@ func (c *cluster) setUp(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := c.waitHealthy(ctx); err != nil {
+		return err
+	}
 	c.down = newDownstream()
 
 	url := c.url
@@ -554,9 +560,11 @@ func (c *cluster) setUp(ctx context.Context) error {
 		"DEADLETTER_DOWNSTREAM_URL=" + c.down.url(), "DEADLETTER_DOWNSTREAM_TIMEOUT=2s", "DEADLETTER_CLAIM_LEASE=4s",
 		"DEADLETTER_MAX_DELIVER=5", "DEADLETTER_ACK_WAIT=3s", "DEADLETTER_BACKOFF_BASE=50ms", "DEADLETTER_BACKOFF_MAX=250ms",
 	}
-	// The administrator's step, with the settings the services read.
-	// A cluster's first JetStream requests wait for its meta leader: try
-	// again until provision passes.
+	// The administrator's step, with the settings the services read. A
+	// cluster healthy a moment ago may still lose its meta leader while
+	// its nodes settle: try again until provision passes (an attempt may
+	// take its whole minute).
+	deadline := time.Now().Add(3 * time.Minute)
 	for attempt := 1; ; attempt++ {
 		prov := osexec.CommandContext(ctx, o.Bins["provision"], "--nats-url", url, "--user", access.Admin,
 			"--password", sec.Users[access.Admin].Password, "--replicas", fmt.Sprint(c.replicas()))
@@ -565,7 +573,7 @@ func (c *cluster) setUp(ctx context.Context) error {
 		if err == nil {
 			break
 		}
-		if attempt == 10 || ctx.Err() != nil {
+		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("chaos: provision: %v\n%s", err, out)
 		}
 		o.Logf("chaos: provision attempt %d: %v", attempt, err)
@@ -577,7 +585,7 @@ func (c *cluster) setUp(ctx context.Context) error {
 		if err := os.WriteFile(seed, []byte(sec.Users[user].Seed), 0o600); err != nil {
 			return nil, err
 		}
-		return []string{"NATS_URL=" + url, "NATS_NKEY=" + seed, "DEADLETTER_METRICS_ADDR=",
+		return []string{"NATS_URL=" + url, "NATS_NKEY=" + seed, "DEADLETTER_METRICS_ADDR=", "DEADLETTER_REPLICAS=" + fmt.Sprint(c.replicas()),
 			"DEADLETTER_PROVISION=false", "DEADLETTER_CREATE_CONSUMER=false", "GOTRACEBACK=all"}, nil
 	}
 	replaySecret := filepath.Join(dirs["secrets"], "replay.secret")
@@ -667,7 +675,7 @@ func (c *cluster) serverConfigs(secretsDir, storeDir string) ([]string, error) {
 		name := fmt.Sprintf("n%d", i+1)
 		ko.Nodes = append(ko.Nodes, kit.Node{Name: name, Host: "127.0.0.1", ClientPort: ports[0], ClusterPort: ports[1],
 			HTTPPort: ports[2], StoreDir: filepath.Join(storeDir, name)})
-		c.ports = append(c.ports, ports[0])
+		c.ports, c.http = append(c.ports, ports[0]), append(c.http, ports[2])
 	}
 	kitDir := filepath.Join(secretsDir, "kit")
 	if _, err := kit.Generate(kitDir, c.sec, ko); err != nil {
@@ -679,6 +687,48 @@ func (c *cluster) serverConfigs(secretsDir, storeDir string) ([]string, error) {
 		paths[i] = filepath.Join(kitDir, kit.NodesDir, n.Name, kit.ServerConfFile)
 	}
 	return paths, nil
+}
+
+// waitHealthy waits until every node of a cluster reports itself healthy
+// on its monitoring port (/healthz: JetStream running, a meta leader
+// known, its streams current), for up to two minutes: provisioning before
+// then can spend its whole minute waiting for a meta leader.
+func (c *cluster) waitHealthy(ctx context.Context) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for i, port := range c.http {
+		url := fmt.Sprintf("http://127.0.0.1:%d/healthz", port)
+		for {
+			err := healthy(ctx, url)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return fmt.Errorf("chaos: %s never healthy: %w\n%s", c.servers[i].name, err, c.servers[i].tail(4000))
+			}
+			time.Sleep(100 * time.Millisecond) // a poll: the cluster is forming
+		}
+	}
+	return nil
+}
+
+// healthy asks one node's /healthz.
+func healthy(ctx context.Context, url string) error {
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", resp.Status, body)
+	}
+	return nil
 }
 
 // startServer starts node i's process and waits until it listens.
