@@ -695,10 +695,11 @@ func (c *cluster) serverConfigs(secretsDir, storeDir string) ([]string, error) {
 // then can spend its whole minute waiting for a meta leader.
 func (c *cluster) waitHealthy(ctx context.Context) error {
 	deadline := time.Now().Add(2 * time.Minute)
+	client := &http.Client{Timeout: 2 * time.Second} // a node slow to answer is asked again
 	for i, port := range c.http {
 		url := fmt.Sprintf("http://127.0.0.1:%d/healthz", port)
 		for {
-			err := healthy(ctx, url)
+			err := healthy(client, url)
 			if err == nil {
 				break
 			}
@@ -712,14 +713,8 @@ func (c *cluster) waitHealthy(ctx context.Context) error {
 }
 
 // healthy asks one node's /healthz.
-func healthy(ctx context.Context, url string) error {
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
+func healthy(client *http.Client, url string) error {
+	resp, err := client.Get(url)
 	if err != nil {
 		return err
 	}
