@@ -32,9 +32,8 @@ func TestBatchedCommits(t *testing.T) {
 		commitBatch      int
 		downstream       bool // a downstream failing every 7th call with 503
 		// noFsync: the servers do not fsync every write and the streams
-		// have one replica, where the batcher writes every event on its
-		// own (batch.Chooser.Replicas) and its groups give their slots
-		// back as they start.
+		// have one replica, where every event is committed on its own, in
+		// its worker, with no batcher (batch.Chooser.OneAtATime).
 		noFsync bool
 	}{
 		{"distinct events", 600, 0, 0, 256, false, false},
@@ -156,21 +155,15 @@ func TestBatchedCommits(t *testing.T) {
 					t.Fatalf("event %d: key state %+v, want committed", i, st)
 				}
 			}
-			if tc.commitBatch == 1 {
+			if tc.commitBatch == 1 || tc.noFsync {
 				if a.commit.batch != nil || b.commit.batch != nil {
-					t.Fatal("CommitBatch 1 still batches")
+					t.Fatal("a batcher where every event commits on its own")
 				}
 				return
 			}
 			batches := a.commit.batch.batches.Load() + b.commit.batch.batches.Load()
 			t.Logf("%d commits in %d batches, %d one at a time", tc.distinct, batches,
 				a.commit.batch.fallbacks.Load()+b.commit.batch.fallbacks.Load())
-			if tc.noFsync {
-				if batches != 0 {
-					t.Errorf("%d batches on one replica without fsync, want every event on its own", batches)
-				}
-				return
-			}
 			if batches >= uint64(tc.distinct) {
 				t.Errorf("%d batches for %d commits: no batch held more than one event", batches, tc.distinct)
 			}
@@ -178,54 +171,78 @@ func TestBatchedCommits(t *testing.T) {
 	}
 }
 
-// TestSlowCommitsDoNotHoldOthers: on one replica without fsync, where
-// every event is committed on its own, events whose commit is held (here
-// after their LEDGER write) do not keep the next events from committing:
-// more are held than the batcher writes groups at once (inFlight), and the
-// next event still commits.
+// TestSlowCommitsDoNotHoldOthers: where events are committed one at a
+// time, events whose commit is held (here after their LEDGER write) do not
+// keep the next events from committing: more are held than the batcher
+// writes groups at once (inFlight), and the next event still commits. On
+// one replica without fsync there is no batcher (each event commits in its
+// worker); on replicated streams without fsync, where one-event writes are
+// measured cheaper, a group written so gives its slot back as it starts.
 func TestSlowCommitsDoNotHoldOthers(t *testing.T) {
-	srv := natstest.Start(t)
-	js := srv.JetStream(t)
-	set, err := sample.Load()
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name     string
+		replicas int
+		batcher  bool
+	}{
+		{"one replica, no fsync: no batcher", 1, false},
+		{"replicated, no fsync, one-event writes measured cheaper", 3, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := natstest.Start(t)
+			js := srv.JetStream(t)
+			set, err := sample.Load()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := testConfig()
+			cfg.Streams.SyncAlways = false
+			cfg.AckWait = 30 * time.Second          // the held events are not redelivered
+			startValidator(t, srv, cfg, nil).stop() // the streams, on this one server
+			// The validator is told the replicas: on one server the streams
+			// stay as provisioned.
+			cfg.Streams.Replicas, cfg.Provision = tc.replicas, false
+			const held = inFlight + 1
+			reached := make(chan string, held)
+			release := make(chan struct{})
+			var calls atomic.Int32
+			hooks := &testHooks{afterLedger: func(key string) {
+				if calls.Add(1) <= held {
+					reached <- key
+					<-release
+				}
+			}}
+			v := startValidator(t, srv, cfg, hooks)
+			t.Cleanup(func() { close(release) }) // before v stops (cleanups run last first)
+			if (v.commit.batch != nil) != tc.batcher {
+				t.Fatalf("batcher %v, want %v", v.commit.batch != nil, tc.batcher)
+			}
+			if tc.batcher { // one-event writes measured far cheaper
+				v.commit.batch.chooser.Observe(true, 100*time.Millisecond, 100)
+				v.commit.batch.chooser.Observe(false, time.Millisecond, 100)
+			}
+			for i := range held {
+				e, err := set.Valid(i)
+				if err != nil {
+					t.Fatal(err)
+				}
+				publish(t, js, e.Subject, e.Data, "")
+				select {
+				case <-reached:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("event %d never reached its LEDGER write while %d were held", i, i)
+				}
+			}
+			e, err := set.Valid(held)
+			if err != nil {
+				t.Fatal(err)
+			}
+			publish(t, js, e.Subject, e.Data, "")
+			natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+				if c := v.Stats().Committed; c != 1 {
+					return fmt.Errorf("committed %d while %d are held, want the next one", c, held)
+				}
+				return nil
+			})
+		})
 	}
-	cfg := testConfig()
-	cfg.Streams.SyncAlways, cfg.Streams.Replicas = false, 1
-	cfg.AckWait = 30 * time.Second // the held events are not redelivered
-	const held = inFlight + 1
-	reached := make(chan string, held)
-	release := make(chan struct{})
-	var calls atomic.Int32
-	hooks := &testHooks{afterLedger: func(key string) {
-		if calls.Add(1) <= held {
-			reached <- key
-			<-release
-		}
-	}}
-	v := startValidator(t, srv, cfg, hooks)
-	t.Cleanup(func() { close(release) }) // before v stops (cleanups run last first)
-	for i := range held {
-		e, err := set.Valid(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		publish(t, js, e.Subject, e.Data, "")
-		select {
-		case <-reached:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("event %d never reached its LEDGER write while %d were held", i, i)
-		}
-	}
-	e, err := set.Valid(held)
-	if err != nil {
-		t.Fatal(err)
-	}
-	publish(t, js, e.Subject, e.Data, "")
-	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
-		if c := v.Stats().Committed; c != 1 {
-			return fmt.Errorf("committed %d while %d are held, want the next one", c, held)
-		}
-		return nil
-	})
 }

@@ -31,6 +31,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/endpoint"
@@ -101,7 +102,11 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	if cfg.DownstreamURL != "" {
 		s.commit.down = &downstream{url: cfg.DownstreamURL, client: &http.Client{Timeout: cfg.DownstreamTimeout}, tr: s.tr}
 	}
-	if cfg.CommitBatch > 1 { // Run starts it, once the stores are bound
+	// Run starts the batcher, once the stores are bound. Where every group
+	// would be written one event at a time (one replica, no fsync:
+	// batch.Chooser), there is none: each event commits in its worker, with
+	// no hand-over to a batcher and back, as with CommitBatch 1.
+	if cfg.CommitBatch > 1 && !(&batch.Chooser{SyncAlways: cfg.Streams.SyncAlways, Replicas: cfg.Streams.Replicas}).OneAtATime() {
 		s.commit.batch = newBatcher(s.commit, min(cfg.CommitBatch, cfg.Workers), cfg.Streams, s.log, s.metrics)
 	}
 	return s, nil

@@ -266,6 +266,10 @@ func (c *Chooser) prefersBatches() bool {
 	return c.SyncAlways || !c.oneAtATime() && c.costBatch != 0 && (c.costEach == 0 || c.costBatch <= c.costEach)
 }
 
-// oneAtATime: single-replica streams the servers do not fsync every write
-// (Replicas).
+// OneAtATime reports whether every group is written one message at a
+// time, whatever is measured: single-replica streams that the servers do
+// not fsync every write (Replicas). A batcher may then hand nothing over:
+// its callers can write their messages themselves.
+func (c *Chooser) OneAtATime() bool { return c.oneAtATime() }
+
 func (c *Chooser) oneAtATime() bool { return !c.SyncAlways && c.Replicas == 1 }
