@@ -8,7 +8,10 @@
 //
 //   - goal 1, goal 5 sync-always: tests/bench/ingest -sync-always, rounds of
 //     raw async publish and async-producer ingest interleaved, the batching
-//     producer's pair, the open-loop latency phase;
+//     producer's pair, the open-loop latency phase, then the latency
+//     phase again at the same rate with the server in a process of its
+//     own (-server-process: as a deployment runs it; the validator and the
+//     publisher keep their process and collector);
 //
 //   - goal 2: tests/bench/ingest -cluster 3 -sync-always (goal 1's
 //     workload, rounds and floors on a 3-node R3 cluster of this machine,
@@ -18,7 +21,8 @@
 //   - goal 3, goal 5 no fsync: rounds of tests/bench/ingest (10 % poison)
 //     alternating with the Watermill peer (../shared/peers/watermill-bench,
 //     built with `go build` in its folder, outside the workspace), then the
-//     latency phase at half the highest ingest round;
+//     latency phase at half the highest ingest round, embedded and with the
+//     server in a process of its own;
 //
 //   - goal 4: tests/bench/drain in both fsync modes, and the drain's
 //     floors (no fsync one record at a time; sync-always batched).
@@ -149,6 +153,12 @@ func (b *bench) run(root, peerDir string, n, syncN, rounds, batch, clusterN, dra
 		if err := b.child("sync.", "ingest", "-sync-always", "-n", itoa(syncN), "-rounds", itoa(rounds), "-batch", itoa(batch), "-latency", "-redelivered", "-floors"); err != nil {
 			return err
 		}
+		if r, ok := b.figures["sync.latency_rate"]; ok {
+			phase("goal 5, sync always: the latency phase again, the server in a process of its own (as deployed)")
+			if err := b.child("sync.proc.", "ingest", "-sync-always", "-server-process", "-n", itoa(syncN), "-latency", "-latency-floor", "-latency-rate", strconv.FormatFloat(r.value, 'f', 0, 64)); err != nil {
+				return err
+			}
+		}
 	}
 	if !skip["cluster"] {
 		phase("goal 2, 3-node R3 cluster on this machine, sync always: ingest vs raw (goal 1's workload and producer), and the floors")
@@ -202,6 +212,10 @@ func (b *bench) run(root, peerDir string, n, syncN, rounds, batch, clusterN, dra
 		b.notes = append(b.notes, fmt.Sprintf("goal 3 rounds: deadletter %s events/s, Watermill %s events/s", ing.spread(), wm.spread()))
 		phase("goal 5, no fsync: open-loop latency at half the highest ingest round")
 		if err := b.child("nofsync.", "ingest", "-n", itoa(n), "-latency", "-latency-floor", "-latency-rate", strconv.FormatFloat(maxRound/2, 'f', 0, 64)); err != nil {
+			return err
+		}
+		phase("goal 5, no fsync: the latency phase again, the server in a process of its own (as deployed)")
+		if err := b.child("nofsync.proc.", "ingest", "-server-process", "-n", itoa(n), "-latency", "-latency-floor", "-latency-rate", strconv.FormatFloat(maxRound/2, 'f', 0, 64)); err != nil {
 			return err
 		}
 	}
@@ -434,9 +448,14 @@ func (b *bench) table(w io.Writer) {
 		info("4 redriver peak RSS (not at 1M: -drain-rss-1m)", "drain.off.drain_rss")
 	}
 	bound("5 p99 publish → LEDGER, sync always", "sync.latency_p99", 100, true)
+	info("  floor p99 at the same rate (validation + writes)", "sync.latency_floor_p99")
+	bound("  the same, server in its own process", "sync.proc.latency_p99", 100, true)
+	info("  its floor p99", "sync.proc.latency_floor_p99")
 	bound("5 p99 publish → LEDGER, no fsync", "nofsync.latency_p99", 50, true)
 	info("  floor p99 at the same rate (validation + writes)", "nofsync.latency_floor_p99")
-	for _, mode := range []string{"sync", "nofsync"} {
+	bound("  the same, server in its own process", "nofsync.proc.latency_p99", 50, true)
+	info("  its floor p99", "nofsync.proc.latency_floor_p99")
+	for _, mode := range []string{"sync", "sync.proc", "nofsync", "nofsync.proc"} {
 		p := []string{}
 		for _, q := range []string{"p50", "p90", "p99", "max"} {
 			if f, ok := get(mode + ".latency_" + q); ok {

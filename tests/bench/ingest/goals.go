@@ -43,8 +43,11 @@ type goalConfig struct {
 	// its execution trace, cpuprofile.trace) is written.
 	cpuprofile string
 	// nodes above 1 runs every phase on a cluster of that many nodes.
-	nodes       int
-	latencyRate float64
+	nodes int
+	// serverProcess runs the one server in a process of its own (as a
+	// deployment does) instead of embedded in this one.
+	serverProcess bool
+	latencyRate   float64
 	// redelivered adds the phase of events redelivered after a crash:
 	// their LEDGER messages are there and their marks are not, so every
 	// batch would be refused and each event takes the per-event path.
@@ -107,9 +110,9 @@ func (t *tally) spread() string {
 // batching producer, then with -latency the open-loop latency phase.
 func runGoals(ctx context.Context, g goalConfig) error {
 	start := func(ctx context.Context, sync bool) (*benchenv.Env, error) { return benchenv.Start(ctx, sync) }
-	if g.nodes > 1 {
+	if g.nodes > 1 || g.serverProcess {
 		start = func(ctx context.Context, sync bool) (*benchenv.Env, error) {
-			return benchenv.StartCluster(ctx, g.nodes, sync)
+			return benchenv.StartCluster(ctx, max(1, g.nodes), sync)
 		}
 	}
 	env, err := start(ctx, g.syncAlways)

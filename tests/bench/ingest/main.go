@@ -66,7 +66,7 @@ func main() {
 	flag.BoolVar(&latencyFloor, "latency-floor", false, "with -latency: also the latency floors at the same rate (implied by -floors)")
 	flag.BoolVar(&latencySeries, "latency-series", false, "with -latency: also print the slowest commit of the events sent in each 100 ms (where the tail comes from)")
 	flag.IntVar(&commitBatch, "commit-batch", 0, "the validator's CommitBatch (0: its default; 1: one event at a time)")
-	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the ingest phase to this file")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the ingest phase (goal mode: the latency phase) to this file, its execution trace to FILE.trace and the heap live at its end to FILE.heap")
 	traceEndpoint := flag.String("trace-endpoint", "", "trace the ingest phase at 100% sampling, exporting OTLP/HTTP to this base URL (e.g. http://127.0.0.1:4318)")
 	traceSink := flag.Bool("trace-sink", false, "trace the ingest phase at 100% sampling, exporting to a trace sink in a child process (a stand-in for a collector on another machine) that counts the spans it receives")
 	tracePublisher := flag.Bool("trace-publisher", true, "with -trace-endpoint or -trace-sink, also trace the publisher (a producer span per event); false: only the validator's spans, roots of their traces")
@@ -83,6 +83,7 @@ func main() {
 	latencyRate := flag.Float64("latency-rate", 0, "goal mode: the latency phase's publish rate in events/s (0: half the highest async ingest round of this run)")
 	serveSinkFlag := flag.Bool("serve-sink", false, "internal: run the trace sink")
 	serveNode := flag.Bool(benchenv.ServeNodeFlag, false, "internal: run one node of -cluster's cluster (arguments after the flags)")
+	serverProcess := flag.Bool("server-process", false, "goal mode: the server runs in a process of its own, as a deployment runs it (the validator and the publisher stay in this one, with their own collector), instead of embedded in this process")
 	nodes := flag.Int("cluster", 1, "goal mode: run the phases on a cluster of this many nodes on this machine (each a process of its own), every stream with that many replicas (issue #17's goal 2: -cluster 3 -sync-always)")
 	flag.Parse()
 	if *serveNode {
@@ -101,7 +102,7 @@ func main() {
 	storeSyncAlways, storeReplicas = *sync, max(1, *nodes)
 	if *rounds > 0 || *latency {
 		g := goalConfig{n: *n, rounds: *rounds, workers: *workers, syncAlways: *sync, batch: *batch, batchPublishers: *batchPublishers,
-			poison: *poison, latency: *latency, latencyRate: *latencyRate, redelivered: *redelivered, floors: *floors, cpuprofile: *cpuprofile, nodes: *nodes}
+			poison: *poison, latency: *latency, latencyRate: *latencyRate, redelivered: *redelivered, floors: *floors, cpuprofile: *cpuprofile, nodes: *nodes, serverProcess: *serverProcess}
 		if err := runGoals(context.Background(), g); err != nil {
 			log.Fatal(err)
 		}

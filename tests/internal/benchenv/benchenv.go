@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
 	"syscall"
@@ -96,7 +97,9 @@ func (e *Env) Close() {
 
 // CPUProfile starts profiling this process's CPU into the file path, and
 // an execution trace into path+".trace", and returns the func that stops
-// both and closes the files; with path empty it does nothing.
+// both, writes a heap profile of what is live at that moment (after a
+// collection) into path+".heap", and closes the files; with path empty it
+// does nothing.
 func CPUProfile(path string) (stop func(), err error) {
 	if path == "" {
 		return func() {}, nil
@@ -127,6 +130,13 @@ func CPUProfile(path string) (stop func(), err error) {
 		if tf != nil {
 			trace.Stop()
 			_ = tf.Close()
+		}
+		// What the collector marks at each cycle: the live heap of the
+		// server, the services and the bench in this process.
+		if hf, err := os.Create(path + ".heap"); err == nil {
+			runtime.GC()
+			_ = pprof.Lookup("heap").WriteTo(hf, 0)
+			_ = hf.Close()
 		}
 	}, nil
 }

@@ -26,8 +26,9 @@ const ServeNodeFlag = "serve-node"
 
 // ServeNode is the child side of StartCluster: it runs one node of a
 // cluster (args: name, store dir, client port, cluster port, the routes
-// comma-separated, "sync" or "nosync"), prints its client URL on a line
-// of its own, and runs until its standard input closes.
+// comma-separated, "sync" or "nosync"; no routes: a server on its own,
+// with no cluster), prints its client URL on a line of its own, and runs
+// until its standard input closes.
 func ServeNode(args []string) error {
 	if len(args) != 6 {
 		return fmt.Errorf("benchenv: -%s takes name dir client-port cluster-port routes sync|nosync", ServeNodeFlag)
@@ -43,6 +44,9 @@ func ServeNode(args []string) error {
 		Cluster: server.ClusterOpts{Name: "bench", Host: "127.0.0.1", Port: cport},
 		Routes:  server.RoutesFromStr(args[4]),
 		NoSigs:  true,
+	}
+	if args[4] == "" {
+		o.Cluster, o.Routes = server.ClusterOpts{}, nil
 	}
 	s, err := server.NewServer(o)
 	if err != nil {
@@ -60,7 +64,9 @@ func ServeNode(args []string) error {
 // a child process of its own (this executable run with -serve-node, see
 // ServeNodeFlag), fsyncing every write when syncAlways, and provisions the
 // core streams and the WORM stores with nodes replicas, as Start does for
-// one server. The Env's CPUTime counts the nodes' CPU with this process's.
+// one server. With nodes 1 it is one server on its own, in a process of
+// its own, as a deployment runs it (Start embeds it in this process). The
+// Env's CPUTime counts the nodes' CPU with this process's.
 func StartCluster(ctx context.Context, nodes int, syncAlways bool) (*Env, error) {
 	dir, err := os.MkdirTemp("", "deadletter-bench-cluster-")
 	if err != nil {
@@ -77,7 +83,9 @@ func StartCluster(ctx context.Context, nodes int, syncAlways bool) (*Env, error)
 				return nil, err
 			}
 		}
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[i][1]))
+		if nodes > 1 {
+			routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[i][1]))
+		}
 	}
 	mode := "nosync"
 	if syncAlways {
