@@ -56,7 +56,7 @@ type writer struct {
 	metrics  *metrics
 	hooks    *testHooks
 	// chooser says whether a group is written as one atomic batch or one
-	// record at a time (batch.Chooser: always batches with SyncAlways,
+	// record at a time (batch.Chooser: batches of SyncMinBatch or more with SyncAlways,
 	// else measured).
 	chooser batch.Chooser
 	// disabled: QUARANTINE refused atomic publish (provisioned without

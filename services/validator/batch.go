@@ -62,8 +62,9 @@ type commitResult struct {
 // atomic batches: the LEDGER messages of the events ready at the same time
 // in one write, then their IDEMPOTENCY marks in another. Under
 // sync_interval: always each write costs one fsync, so a batch of n events
-// costs two instead of 2n (always where the servers fsync every write,
-// else when batches are measured the cheaper way: see batch.Chooser).
+// costs two instead of 2n (where the servers fsync every write, for
+// groups of batch.SyncMinBatch or more; else when batches are measured the
+// cheaper way: see batch.Chooser).
 // Nothing waits to fill a batch: a batch holds
 // what the workers handed over while the previous one was being written
 // (natural batching), so an idle validator commits one event with the

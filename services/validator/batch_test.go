@@ -58,7 +58,7 @@ func TestBatchedCommits(t *testing.T) {
 			}
 			cfg := testConfig()
 			cfg.Workers, cfg.CommitBatch = 256, tc.commitBatch
-			// Every group of two or more is batched, as against servers
+			// Every group of batch.SyncMinBatch or more is batched, as against servers
 			// that fsync every write (this one does not, where the batcher
 			// would measure one-event writes cheaper and soon stop batching).
 			cfg.Streams.SyncAlways = !tc.noFsync

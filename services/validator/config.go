@@ -47,10 +47,11 @@ type Config struct {
 	// messages in one write, their IDEMPOTENCY marks in another, where one
 	// event at a time costs two writes (two fsyncs under sync_interval:
 	// always) per event. A batch holds the events ready while the previous
-	// one was written; nothing waits to fill it. Batches are used always
-	// where the servers fsync every write, never on one replica without
-	// fsync (there is no batcher then), else while they are measured
-	// cheaper than one-event writes (see batch.Chooser). Default 256
+	// one was written; nothing waits to fill it. Batches are used where
+	// the servers fsync every write for groups of batch.SyncMinBatch (16)
+	// or more, never on one replica without fsync (there is no batcher
+	// then), else while they are measured cheaper than one-event writes
+	// (see batch.Chooser). Default 256
 	// (Workers bounds it too); 1 commits one event at a time.
 	CommitBatch int
 	// ClaimLease is how long a claim on an idempotency key protects a commit

@@ -244,35 +244,48 @@ func TestChooserOneSlowGroupDoesNotFlip(t *testing.T) {
 }
 
 // TestChooserSyncAlways: where the servers fsync every write, every group
-// of two or more is one batch whatever was measured (one message at a time
-// measured 100 times cheaper here), nothing is explored, a lone message is
-// written alone, and batches are what the metric shows.
+// of SyncMinBatch or more is one batch and every smaller one is written one
+// message at a time, whatever was measured (one message at a time measured
+// 100 times cheaper here, then 100 times dearer), nothing is explored, and
+// batches are what the metric shows.
 func TestChooserSyncAlways(t *testing.T) {
-	c := batch.Chooser{SyncAlways: true}
-	c.Observe(true, 100*time.Millisecond, 100)
-	c.Observe(false, time.Millisecond, 100)
-	if !c.PrefersBatches() {
-		t.Fatal("batches not preferred")
-	}
-	for _, n := range []int{2, batch.MinGroup - 1, batch.MinGroup, 2 * batch.MinGroup, 100, batch.MaxMessages} {
-		for range 2 * batch.MaxExploreEvery {
-			if each := c.Plan(n); each != 0 {
-				t.Fatalf("Plan(%d) = %d, want the whole group batched", n, each)
+	for _, tc := range []struct {
+		name        string
+		batch, each time.Duration // measured per group of 100
+	}{
+		{"one at a time measured cheaper", 100 * time.Millisecond, time.Millisecond},
+		{"batches measured cheaper", time.Millisecond, 100 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := batch.Chooser{SyncAlways: true}
+			c.Observe(true, tc.batch, 100)
+			c.Observe(false, tc.each, 100)
+			if !c.PrefersBatches() {
+				t.Fatal("batches not preferred")
 			}
-			if !c.Choose(n) {
-				t.Fatalf("Choose(%d) = false, want a batch", n)
+			for _, n := range []int{1, 2, batch.MinGroup, batch.SyncMinBatch - 1, batch.SyncMinBatch, 2 * batch.SyncMinBatch, 100, batch.MaxMessages} {
+				want, wantEach := n >= batch.SyncMinBatch, 0
+				if !want {
+					wantEach = n
+				}
+				for range 2 * batch.MaxExploreEvery {
+					if each := c.Plan(n); each != wantEach {
+						t.Fatalf("Plan(%d) = %d, want %d one at a time", n, each, wantEach)
+					}
+					if got := c.Choose(n); got != want {
+						t.Fatalf("Choose(%d) = %v, want %v", n, got, want)
+					}
+				}
 			}
-		}
-	}
-	if each := c.Plan(1); each != 1 {
-		t.Fatalf("Plan(1) = %d, want the message alone", each)
+		})
 	}
 }
 
 // TestChooserReplicas: on one replica, where the servers do not fsync
 // every write, every group is written one message at a time, whatever was
 // measured, and never a batch; with SyncAlways, or on more replicas (or
-// none said), the rules of those apply.
+// none said), the rules of those apply (with SyncAlways to groups of
+// SyncMinBatch or more here).
 func TestChooserReplicas(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -294,6 +307,9 @@ func TestChooserReplicas(t *testing.T) {
 			// Measured, a chooser still tries the dearer way now and then.
 			calls, alone := 0, 0
 			for _, n := range []int{2, batch.MinGroup, 2 * batch.MinGroup, batch.MaxMessages} {
+				if c.SyncAlways && n < batch.SyncMinBatch {
+					continue // written one at a time: TestChooserSyncAlways
+				}
 				for range 2 * batch.MaxExploreEvery {
 					calls += 2
 					if c.Plan(n) == n {
@@ -336,6 +352,8 @@ func TestChooserWrite(t *testing.T) {
 	}{
 		{"a lone message", func(*batch.Chooser) {}, 1, true, []call{{false, 0, 1}}, false},
 		{"sync always: one batch", func(c *batch.Chooser) { c.SyncAlways = true }, 100, true, []call{{true, 0, 100}}, true},
+		{"sync always: a small group one at a time", func(c *batch.Chooser) { c.SyncAlways = true }, batch.SyncMinBatch - 1, true,
+			[]call{{false, 0, batch.SyncMinBatch - 1}}, true},
 		{"nothing measured: a batch first, measured", func(*batch.Chooser) {}, 100, true, []call{{true, 0, 100}}, true},
 		{"nothing measured: a refused batch is not measured", func(*batch.Chooser) {}, 100, false, []call{{true, 0, 100}}, false},
 		{"batches preferred", measured, 100, true, []call{{true, 0, 100}}, true},

@@ -60,9 +60,11 @@ type Options struct {
 	// it (nats-server sync_interval: always, the product's default and
 	// the deploy kit's). The writers that batch (the validator's commits,
 	// the quarantiner's records, the redriver's replays) then store every
-	// group of two or more messages as one atomic batch: a message written
-	// alone costs an fsync of its own, on a disk every stream shares, that
-	// the group's own wall time does not show. Where the servers fsync on
+	// group of batch.SyncMinBatch (16) messages or more as one atomic
+	// batch, and a smaller group one message at a time (a batch's staging
+	// costs about 16 one-message writes): a message written alone costs an
+	// fsync of its own, on a disk every stream shares, that the group's
+	// own wall time does not show. Where the servers fsync on
 	// an interval they measure which way is cheaper (batch.Chooser).
 	// Services read it from DEADLETTER_SYNC_ALWAYS; the all-in-one stack
 	// sets it from its own server's setting.
