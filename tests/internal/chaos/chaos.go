@@ -502,6 +502,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	// the same gate. Exhausted events the downstream had already accepted
 	// (a validator that gave up after its call) commit now, once.
 	c.down.heal()
+	// The operator drains once every service is back: a process killed
+	// late, or while the cluster elected leaders, may still be in its
+	// set-up (package retry) when the workload has settled.
+	if err := c.waitServices(ctx); err != nil {
+		return c.report, err
+	}
 	if err := c.drain(ctx); err != nil {
 		return c.report, err
 	}
@@ -1157,11 +1163,25 @@ func (c *cluster) drain(ctx context.Context) error {
 	var start api.DrainStartReply
 	unlimited := 0.0 // no rate ceiling: the drain goes as fast as the pipeline
 	req := api.DrainStartRequest{Filter: api.DrainFilter{Classes: []string{string(record.ClassExhausted)}}, RatePerSecond: &unlimited}
-	if err := request(nc, api.DrainStart, req, &start); err != nil {
-		return err
-	}
 	started := time.Now()
 	deadline := started.Add(c.o.Settle)
+	for {
+		// No responders: no redriver received it (one killed by its
+		// failpoint and not restarted yet), so asking again cannot start
+		// a second drain.
+		err := request(nc, api.DrainStart, req, &start)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, nats.ErrNoResponders) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 	for {
 		var st api.DrainState
 		err := request(nc, api.DrainStatus, api.DrainIDRequest{DrainID: start.DrainID}, &st)
