@@ -56,8 +56,8 @@ type writer struct {
 	metrics  *metrics
 	hooks    *testHooks
 	// chooser says whether a group is written as one atomic batch or one
-	// record at a time (batch.Chooser: batches of SyncMinBatch or more with SyncAlways,
-	// else measured).
+	// record at a time (batch.Chooser: with SyncAlways a batch from
+	// SyncMinBatch records, else measured).
 	chooser batch.Chooser
 	// disabled: QUARANTINE refused atomic publish (provisioned without
 	// allow_atomic); every record is then written by itself until the

@@ -58,9 +58,10 @@ func TestBatchedCommits(t *testing.T) {
 			}
 			cfg := testConfig()
 			cfg.Workers, cfg.CommitBatch = 256, tc.commitBatch
-			// Every group of batch.SyncMinBatch or more is batched, as against servers
-			// that fsync every write (this one does not, where the batcher
-			// would measure one-event writes cheaper and soon stop batching).
+			// Every group of batch.SyncMinBatch or more is batched, as
+			// against servers that fsync every write (this one does not,
+			// where the batcher would measure one-event writes cheaper and
+			// soon stop batching).
 			cfg.Streams.SyncAlways = !tc.noFsync
 			// No redelivery while a loaded machine (the race detector)
 			// takes its time: this test counts each delivery's outcome.
