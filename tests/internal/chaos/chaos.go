@@ -1165,31 +1165,12 @@ func (c *cluster) drain(ctx context.Context) error {
 	req := api.DrainStartRequest{Filter: api.DrainFilter{Classes: []string{string(record.ClassExhausted)}}, RatePerSecond: &unlimited}
 	started := time.Now()
 	deadline := started.Add(c.o.Settle)
-	for {
-		// No responders: no redriver received it (one killed by its
-		// failpoint and not restarted yet), so asking again cannot start
-		// a second drain.
-		err := request(nc, api.DrainStart, req, &start)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, nats.ErrNoResponders) || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
+	if err := ask(ctx, nc, deadline, api.DrainStart, req, &start); err != nil {
+		return err
 	}
 	for {
 		var st api.DrainState
-		err := request(nc, api.DrainStatus, api.DrainIDRequest{DrainID: start.DrainID}, &st)
-		switch {
-		case errors.Is(err, nats.ErrNoResponders):
-			// The redriver is down (its failpoint killed it mid-drain)
-			// and not restarted yet: ask again.
-		case err != nil:
+		if err := ask(ctx, nc, deadline, api.DrainStatus, api.DrainIDRequest{DrainID: start.DrainID}, &st); err != nil {
 			return err
 		}
 		switch st.Status {
@@ -1201,6 +1182,24 @@ func (c *cluster) drain(ctx context.Context) error {
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("chaos: drain %s still %s after %s", start.DrainID, st.Status, c.o.Settle)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// ask is request, asked again every 250 ms while no service answers
+// (the redriver down, killed by its failpoint mid-drain or exited by
+// itself, and not restarted yet: no one received the request, so asking
+// again cannot do anything twice), until deadline.
+func ask(ctx context.Context, nc *nats.Conn, deadline time.Time, subject string, req, out any) error {
+	for {
+		err := request(nc, subject, req, out)
+		if !errors.Is(err, nats.ErrNoResponders) || time.Now().After(deadline) {
+			return err
 		}
 		select {
 		case <-ctx.Done():
