@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/envelope"
@@ -109,10 +110,7 @@ func (e *env) startAuditor(tb testing.TB, cfg Config, now func() time.Time) *run
 		})
 	}
 	tb.Cleanup(r.stop)
-	natstest.CheckFor(tb, 10*time.Second, 20*time.Millisecond, func() error {
-		_, err := nc.Request(api.AuditGroups, nil, time.Second)
-		return err
-	})
+	natstest.WaitServing(tb, nc, access.Auditor, access.ServiceEndpoints(access.Auditor)...)
 	e.waitApplied(tb, r) // the live view holds what was stored before the start
 	return r
 }

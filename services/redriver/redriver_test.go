@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/codes"
@@ -78,13 +79,10 @@ func runRedriver(tb testing.TB, nc *nats.Conn, cfg Config) *Service {
 	return s
 }
 
-// waitRedriver waits until the redriver answers discovery on nc.
+// waitRedriver waits until the redriver serves every endpoint on nc.
 func waitRedriver(tb testing.TB, nc *nats.Conn) {
 	tb.Helper()
-	natstest.CheckFor(tb, 10*time.Second, 20*time.Millisecond, func() error {
-		_, err := nc.Request("$SRV.PING.redriver", nil, 200*time.Millisecond)
-		return err
-	})
+	natstest.WaitServing(tb, nc, access.Redriver, access.ServiceEndpoints(access.Redriver)...)
 }
 
 // spec describes a chain to write directly into QUARANTINE.

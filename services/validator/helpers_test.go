@@ -20,7 +20,6 @@ import (
 
 	"github.com/deadletter/deadletter/schemas"
 	"github.com/deadletter/deadletter/shared/access"
-	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
@@ -60,11 +59,7 @@ func startValidator(tb testing.TB, srv *natstest.Server, cfg Config, hooks *test
 	done := make(chan error, 1)
 	go func() { done <- v.Run(ctx) }()
 	waitConsumer(tb, srv, cfg.Consumer)
-	natstest.CheckFor(tb, 10*time.Second, 20*time.Millisecond, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		return endpoint.Serving(ctx, nc, access.Validator, access.ServiceEndpoints(access.Validator)...)
-	})
+	natstest.WaitServing(tb, nc, access.Validator, access.ServiceEndpoints(access.Validator)...)
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {

@@ -5,6 +5,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/deadletter/deadletter/shared/endpoint"
 )
 
 // Run runs fn (a service's Run) until the test's cleanup, or until the
@@ -31,4 +35,18 @@ func Run(tb testing.TB, name string, fn func(context.Context) error) (stop func(
 	}
 	tb.Cleanup(stop)
 	return stop
+}
+
+// WaitServing fails tb unless, within 10 s, an instance of the micro
+// service name answers on nc and lists every one of endpoints (with none,
+// a PING answer is enough). A service's Run returns nothing when it is
+// ready, so a test that calls an endpoint right after Run waits here
+// first: a request sent earlier finds no responder.
+func WaitServing(tb testing.TB, nc *nats.Conn, name string, endpoints ...string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := endpoint.WaitServing(ctx, nc, 20*time.Millisecond, name, endpoints...); err != nil {
+		tb.Fatal(err)
+	}
 }

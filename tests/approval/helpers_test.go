@@ -122,12 +122,9 @@ func newEnv(tb testing.TB) *env {
 
 func (e *env) waitService(tb testing.TB, name string) {
 	tb.Helper()
-	natstest.CheckFor(tb, 10*time.Second, 20*time.Millisecond, func() error {
-		// Discovery through a person's account (the services answer
-		// only requests that come through an import).
-		_, err := e.people[string(access.RoleViewer)].Request("$SRV.PING."+name, nil, 200*time.Millisecond)
-		return err
-	})
+	// Discovery through a person's account (the services answer only
+	// requests that come through an import).
+	natstest.WaitServing(tb, e.people[string(access.RoleViewer)], name, access.ServiceEndpoints(name)...)
 }
 
 // redriverConfig is the redriver of the tests: no anonymous caller, the

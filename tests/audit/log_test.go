@@ -13,6 +13,7 @@ import (
 
 	"github.com/deadletter/deadletter/services/auditor"
 	"github.com/deadletter/deadletter/services/quarantiner"
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/endpoint"
@@ -47,6 +48,9 @@ func TestOneAuditLogLine(t *testing.T) {
 	natstest.Run(t, "auditor", a.Run)
 
 	nc := srv.Connect(t)
+	for _, svc := range []string{access.Quarantiner, access.Auditor} {
+		natstest.WaitServing(t, nc, svc, access.ServiceEndpoints(svc)...)
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/deadletter/deadletter/services/quarantiner"
 	"github.com/deadletter/deadletter/services/redriver"
 	"github.com/deadletter/deadletter/services/validator"
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/natstest"
@@ -127,10 +128,9 @@ func TestReconcileMixedRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
-		_, err := nc.Request(api.AuditGroups, nil, time.Second)
-		return err
-	})
+	for _, svc := range []string{access.Validator, access.Quarantiner, access.Redriver, access.Auditor} {
+		natstest.WaitServing(t, nc, svc, access.ServiceEndpoints(svc)...)
+	}
 	pub := func(subject string, data []byte) {
 		t.Helper()
 		if _, err := js.Publish(context.Background(), subject, data); err != nil {

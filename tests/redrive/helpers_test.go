@@ -24,7 +24,6 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
-	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/ledger"
@@ -177,11 +176,7 @@ func (e *env) startValidator(tb testing.TB, withDownstream bool) {
 
 func (e *env) waitService(tb testing.TB, name string, endpoints ...string) {
 	tb.Helper()
-	natstest.CheckFor(tb, 10*time.Second, 20*time.Millisecond, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		defer cancel()
-		return endpoint.Serving(ctx, e.nc, name, endpoints...)
-	})
+	natstest.WaitServing(tb, e.nc, name, endpoints...)
 }
 
 // redriverConfig is a redriver configuration for tests.
