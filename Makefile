@@ -100,7 +100,7 @@ jaeger-run: $(JAEGER) ## Run Jaeger in memory on 127.0.0.1 (OTLP 4317/4318, UI a
 	$(JAEGER) --config deploy/jaeger/config.yaml
 
 .PHONY: bench
-bench: ## Benchmarks: validation per domain, ingest vs raw JetStream and the store-bound floor, ingest through the whole stack and the publisher's import (sync always), ingest and drain on a 3-node R3 cluster next to one server (services as processes), tracing's cost (untraced and 100 %-traced phases in ABBA order; the publisher traced elsewhere, then in this process too), quarantine latency, the drain's store-bound floor, the server's write primitives (async publish, atomic batches by size, fast batch; tests/bench/writepath), audit throughput, the inspection export of 100,000 records (JSONL, CSV, XLSX and the offline verify), resume times of each restarted service under a 500 events/s load (start-up, first work, in-flight redelivered), sizing (peak RSS per process and bytes per stream after SIZING_EVENTS events and a drain); last, issue #17's goals in one run (tests/bench/goals: sync-always ingest vs raw with async and batching producers and after a crash, R3 ingest vs raw R3, no-fsync ingest vs the Watermill peer in ../shared/peers/watermill-bench and vs raw, drain of DRAIN_EVENTS in both fsync modes, CPU per event, open-loop p99 publish → LEDGER) and its table
+bench: ## Benchmarks: validation per domain, ingest vs raw JetStream and the store-bound floor, ingest through the whole stack and the publisher's import (sync always), ingest and drain on a 3-node R3 cluster next to one server (services as processes), tracing's cost (untraced and 100 %-traced phases in ABBA order; the publisher traced elsewhere, then in this process too), quarantine latency, the drain's store-bound floor, the server's write primitives (async publish, atomic batches by size, fast batch; tests/bench/writepath), what a consumer's acks cost sync-always publishing (explicit, AckAll, none; tests/bench/ackcost), audit throughput, the inspection export of 100,000 records (JSONL, CSV, XLSX and the offline verify), resume times of each restarted service under a 500 events/s load (start-up, first work, in-flight redelivered), sizing (peak RSS per process and bytes per stream after SIZING_EVENTS events and a drain); last, issue #17's goals in one run (tests/bench/goals: sync-always ingest vs raw with async and batching producers and after a crash, R3 ingest vs raw R3, no-fsync ingest vs the Watermill peer in ../shared/peers/watermill-bench and vs raw, drain of DRAIN_EVENTS in both fsync modes, CPU per event, open-loop p99 publish → LEDGER) and its table
 	$(GO) test -run '^$$' -bench . -benchmem ./shared/gate/ ./shared/domain/... ./shared/record/
 	$(GO) run ./tests/bench/ingest -n $(BENCH_EVENTS) -floor
 	$(GO) run ./tests/bench/stack -n 5000 -sync-always -rounds 3
@@ -111,6 +111,7 @@ bench: ## Benchmarks: validation per domain, ingest vs raw JetStream and the sto
 	$(GO) run ./tests/bench/drain -n $(DRAIN_EVENTS) -floor
 	$(GO) run ./tests/bench/drain -n $(DRAIN_EVENTS) -floor -floor-compute
 	$(GO) run ./tests/bench/writepath -n 10000 -rounds 2
+	$(GO) run ./tests/bench/ackcost -n 10000 -rounds 8
 	$(GO) run ./tests/bench/audit
 	$(GO) run ./tests/bench/export -n 100000
 	$(GO) run ./tests/bench/resume -rate 500 -rounds 3
