@@ -110,7 +110,7 @@ func (e *env) startAuditor(tb testing.TB, cfg Config, now func() time.Time) *run
 		})
 	}
 	tb.Cleanup(r.stop)
-	natstest.WaitServing(tb, nc, access.Auditor, access.ServiceEndpoints(access.Auditor)...)
+	natstest.WaitServing(tb, nc, access.Auditor)
 	e.waitApplied(tb, r) // the live view holds what was stored before the start
 	return r
 }

@@ -82,7 +82,7 @@ func runRedriver(tb testing.TB, nc *nats.Conn, cfg Config) *Service {
 // waitRedriver waits until the redriver serves every endpoint on nc.
 func waitRedriver(tb testing.TB, nc *nats.Conn) {
 	tb.Helper()
-	natstest.WaitServing(tb, nc, access.Redriver, access.ServiceEndpoints(access.Redriver)...)
+	natstest.WaitServing(tb, nc, access.Redriver)
 }
 
 // spec describes a chain to write directly into QUARANTINE.

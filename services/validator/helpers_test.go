@@ -59,7 +59,7 @@ func startValidator(tb testing.TB, srv *natstest.Server, cfg Config, hooks *test
 	done := make(chan error, 1)
 	go func() { done <- v.Run(ctx) }()
 	waitConsumer(tb, srv, cfg.Consumer)
-	natstest.WaitServing(tb, nc, access.Validator, access.ServiceEndpoints(access.Validator)...)
+	natstest.WaitServing(tb, nc, access.Validator)
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/endpoint"
 )
 
@@ -37,16 +38,20 @@ func Run(tb testing.TB, name string, fn func(context.Context) error) (stop func(
 	return stop
 }
 
-// WaitServing fails tb unless, within 10 s, an instance of the micro
-// service name answers on nc and lists every one of endpoints (with none,
-// a PING answer is enough). A service's Run returns nothing when it is
-// ready, so a test that calls an endpoint right after Run waits here
-// first: a request sent earlier finds no responder.
-func WaitServing(tb testing.TB, nc *nats.Conn, name string, endpoints ...string) {
+// WaitServing fails tb unless, within 10 s, each of the deadletter
+// services (access.Validator, access.Quarantiner, ...) answers on nc and
+// lists every endpoint the access table gives it
+// (access.ServiceEndpoints). A service's Run signals nothing when it is
+// ready, and it answers discovery before its endpoints exist, so a test
+// that calls an endpoint right after Run waits here first: a request sent
+// earlier finds no responder.
+func WaitServing(tb testing.TB, nc *nats.Conn, services ...string) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := endpoint.WaitServing(ctx, nc, 20*time.Millisecond, name, endpoints...); err != nil {
-		tb.Fatal(err)
+	for _, svc := range services {
+		if err := endpoint.WaitServing(ctx, nc, 20*time.Millisecond, svc, access.ServiceEndpoints(svc)...); err != nil {
+			tb.Fatal(err)
+		}
 	}
 }

@@ -124,7 +124,7 @@ func (e *env) waitService(tb testing.TB, name string) {
 	tb.Helper()
 	// Discovery through a person's account (the services answer only
 	// requests that come through an import).
-	natstest.WaitServing(tb, e.people[string(access.RoleViewer)], name, access.ServiceEndpoints(name)...)
+	natstest.WaitServing(tb, e.people[string(access.RoleViewer)], name)
 }
 
 // redriverConfig is the redriver of the tests: no anonymous caller, the

@@ -48,9 +48,7 @@ func TestOneAuditLogLine(t *testing.T) {
 	natstest.Run(t, "auditor", a.Run)
 
 	nc := srv.Connect(t)
-	for _, svc := range []string{access.Quarantiner, access.Auditor} {
-		natstest.WaitServing(t, nc, svc, access.ServiceEndpoints(svc)...)
-	}
+	natstest.WaitServing(t, nc, access.Quarantiner, access.Auditor)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)

@@ -128,9 +128,7 @@ func TestReconcileMixedRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, svc := range []string{access.Validator, access.Quarantiner, access.Redriver, access.Auditor} {
-		natstest.WaitServing(t, nc, svc, access.ServiceEndpoints(svc)...)
-	}
+	natstest.WaitServing(t, nc, access.Validator, access.Quarantiner, access.Redriver, access.Auditor)
 	pub := func(subject string, data []byte) {
 		t.Helper()
 		if _, err := js.Publish(context.Background(), subject, data); err != nil {

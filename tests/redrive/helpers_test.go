@@ -146,7 +146,7 @@ func newEnvWithoutValidator(tb testing.TB, n int) *env {
 		natstest.Run(tb, "quarantiner", q.Run)
 	}
 	if n > 0 {
-		e.waitService(tb, access.Quarantiner, access.ServiceEndpoints(access.Quarantiner)...)
+		natstest.WaitServing(tb, e.nc, access.Quarantiner)
 	}
 	return e
 }
@@ -171,12 +171,7 @@ func (e *env) startValidator(tb testing.TB, withDownstream bool) {
 		tb.Fatal(err)
 	}
 	natstest.Run(tb, "validator", v.Run)
-	e.waitService(tb, access.Validator, access.ServiceEndpoints(access.Validator)...)
-}
-
-func (e *env) waitService(tb testing.TB, name string, endpoints ...string) {
-	tb.Helper()
-	natstest.WaitServing(tb, e.nc, name, endpoints...)
+	natstest.WaitServing(tb, e.nc, access.Validator)
 }
 
 // redriverConfig is a redriver configuration for tests.
@@ -206,7 +201,7 @@ func (e *env) startRedriver(tb testing.TB, cfg redriver.Config) *runningRedriver
 		tb.Fatal(err)
 	}
 	stop := natstest.Run(tb, "redriver", r.Run)
-	e.waitService(tb, access.Redriver, access.ServiceEndpoints(access.Redriver)...)
+	natstest.WaitServing(tb, e.nc, access.Redriver)
 	return &runningRedriver{Service: r, nc: nc, stop: stop}
 }
 
