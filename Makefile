@@ -11,6 +11,11 @@ JAEGER := $(BIN)/jaeger
 STATICCHECK := $(BIN)/staticcheck
 GOREMAN := $(BIN)/goreman
 NATS_SERVER := $(BIN)/nats-server
+PROMTOOL := $(BIN)/promtool
+# Debian's chromium, driven headless by the console's browser tests.
+CHROMIUM := /usr/bin/chromium
+# Root, or sudo without a password, installs Debian packages; empty otherwise.
+APT := $(shell if [ "$$(id -u)" = 0 ]; then echo apt-get; elif sudo -n true 2>/dev/null; then echo sudo apt-get; fi)
 # axe-core (from the npm registry), injected into pages by the console's
 # browser tests (tests/console); test-only, never served.
 AXE_VERSION := 4.14.1
@@ -58,9 +63,13 @@ demo: ## The outage story in one command: 1,000 events, a downstream outage, tri
 TIMED_TESTS := ^TestRateAndConcurrency$$
 
 .PHONY: test
-test: tools jaeger axe kit-test ## Run every test with the race detector against real embedded NATS servers (and a real Jaeger)
+test: chromium tools jaeger axe promtool kit-test ## Every test, with the race detector, against real embedded NATS servers, a real Jaeger and Chromium; installs or builds what it needs first (first run ~25 min, then ~12)
 	$(GO) test -race -count=1 -timeout 40m -skip '$(TIMED_TESTS)' work
 	$(GO) test -race -count=1 -timeout 10m -run '$(TIMED_TESTS)' ./tests/redrive/
+
+.PHONY: test-short
+test-short: ## The fast tier: unit and package tests of shared/ and services/ (embedded NATS servers; no Jaeger, Chromium, cluster or chaos), no race detector
+	$(GO) test -count=1 -timeout 10m ./shared/... ./services/...
 
 # Distinct events of the full chaos run.
 CHAOS_EVENTS ?= 100000
@@ -70,11 +79,29 @@ chaos: ## Full chaos run: 100,000 events (CHAOS_EVENTS), services as processes, 
 	$(GO) run ./tests/chaos/cmd/chaos -events $(CHAOS_EVENTS) -kills 3 -phases 1,3
 
 .PHONY: kit-test
-kit-test: ## Check the deployment files (systemd, Compose, Kubernetes, Dockerfile) against the generated kit, and the alert rules with promtool (deploy/kittest, its own module)
+kit-test: promtool ## Check the deployment files (systemd, Compose, Kubernetes, Dockerfile) against the generated kit, and the alert rules with promtool (deploy/kittest, its own module)
 	cd deploy/kittest && GOWORK=off $(GO) test -count=1 ./...
 
 .PHONY: tools
 tools: $(NATS_CLI) ## Build the pinned nats CLI (natscli v0.5.0) into .cache/bin
+
+.PHONY: promtool
+promtool: $(PROMTOOL) ## Build promtool (prometheus v0.316.0, pinned in deploy/tools/promtool) into .cache/bin for the alert rule tests
+
+$(PROMTOOL): deploy/tools/promtool/go.mod deploy/tools/promtool/go.sum
+	cd deploy/tools/promtool && GOWORK=off $(GO) build -o $(PROMTOOL) github.com/prometheus/prometheus/cmd/promtool
+
+# install installs Debian package $(1) with apt-get as root or with sudo,
+# or stops with what to do; $(2) says why the tests need it.
+define install
+{ if [ -z "$(APT)" ]; then echo "$(1) is missing: $(2). Install Debian's $(1) package (apt-get install $(1)) as root, then run make again." >&2; exit 1; fi; \
+  echo "installing Debian's $(1) ($(2))"; \
+  $(APT) update -qq && DEBIAN_FRONTEND=noninteractive $(APT) install -y -qq --no-install-recommends $(1) >/dev/null; }
+endef
+
+.PHONY: chromium
+chromium: ## Install Debian's chromium for the console's browser tests (as root or with sudo), unless /usr/bin/chromium is there
+	@test -x $(CHROMIUM) || $(call install,chromium,the console's browser tests drive a headless Chromium)
 
 $(STATICCHECK): deploy/tools/staticcheck/go.mod deploy/tools/staticcheck/go.sum
 	cd deploy/tools/staticcheck && GOWORK=off $(GO) build -o $(STATICCHECK) honnef.co/go/tools/cmd/staticcheck
@@ -86,17 +113,18 @@ $(NATS_CLI): deploy/tools/go.mod deploy/tools/go.sum
 axe: $(AXE) ## Install axe-core (npm, pinned AXE_VERSION) into .cache/npm for the console's browser tests
 
 $(AXE): Makefile
+	@command -v npm >/dev/null || $(call install,npm,Node.js and npm fetch axe-core from the npm registry for the console's browser tests)
 	npm install --no-save --no-audit --no-fund --no-package-lock --prefix $(CACHE)/npm axe-core@$(AXE_VERSION)
 	touch $(AXE)
 
 .PHONY: jaeger
-jaeger: $(JAEGER) ## Build Jaeger v2 (v1.76.0) into .cache/bin once (~7 min cold, ~2 GB RAM)
+jaeger: $(JAEGER) ## Build Jaeger v2 (v1.75.0, API only: its Go module has no UI) into .cache/bin once (~7 min cold, ~2 GB RAM)
 
 $(JAEGER): deploy/tools/go.mod deploy/tools/go.sum
 	cd deploy/tools && GOWORK=off $(GO) build -o $(JAEGER) github.com/jaegertracing/jaeger/cmd/jaeger
 
 .PHONY: jaeger-run
-jaeger-run: $(JAEGER) ## Run Jaeger in memory on 127.0.0.1 (OTLP 4317/4318, UI and API on 16686)
+jaeger-run: $(JAEGER) ## Run the API-only Jaeger of the tests in memory on 127.0.0.1 (OTLP 4317/4318, query API on 16686)
 	$(JAEGER) --config deploy/jaeger/config.yaml
 
 .PHONY: bench

@@ -20,9 +20,9 @@ var proposed = []string{
 	"deadletter_quarantine_open_records_by_party",
 }
 
-// promtool returns the promtool binary: .cache/bin, else PATH (Debian's
-// prometheus package). Missing, the test fails: a check skipped never
-// passes.
+// promtool returns the promtool binary: .cache/bin (built by make
+// promtool, which make test and make kit-test run first), else PATH.
+// Missing, the test fails: a check skipped never passes.
 func promtool(tb testing.TB) string {
 	tb.Helper()
 	if p := filepath.Join(repo, ".cache", "bin", "promtool"); fileExists(p) {
@@ -30,7 +30,7 @@ func promtool(tb testing.TB) string {
 	}
 	p, err := exec.LookPath("promtool")
 	if err != nil {
-		tb.Fatal("promtool not found (apt-get install prometheus, or build github.com/prometheus/prometheus/cmd/promtool into .cache/bin)")
+		tb.Fatal("promtool not found: run make promtool (builds it into .cache/bin), or put one on the PATH")
 	}
 	return p
 }

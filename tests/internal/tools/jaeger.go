@@ -2,7 +2,7 @@ package tools
 
 import "testing"
 
-// JaegerPackage is the Go package of Jaeger v2, pinned (v1.76.0) as a tool in
+// JaegerPackage is the Go package of Jaeger v2, pinned (v1.75.0) as a tool in
 // deploy/tools/go.mod.
 const JaegerPackage = "github.com/jaegertracing/jaeger/cmd/jaeger"
 
