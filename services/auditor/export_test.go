@@ -15,6 +15,7 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/endpoint"
+	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -508,5 +509,43 @@ func TestAccessPagesAcrossWindows(t *testing.T) {
 		if want := "read " + strconv.Itoa(reads-1-i); it.Reason != want || (i > 0 && it.Seq >= all[i-1].Seq) {
 			t.Fatalf("item %d: %q at seq %d, want %q, newest first", i, it.Reason, it.Seq, want)
 		}
+	}
+}
+
+// tradeRecord builds the sealed first record of a chain dlqID of domain
+// dom whose event (of type eventType) is payload, quarantined at t0+i s.
+func tradeRecord(tb testing.TB, dlqID, dom, eventType string, payload []byte, i int) record.Record {
+	tb.Helper()
+	at := t0.Add(time.Duration(i) * time.Second)
+	r := record.FromFailure(record.Failure{
+		Class: record.ClassExhausted, Code: codes.DownstreamUnavailable, Detail: "downstream 503", Domain: dom,
+		Subject: "events." + dom + "." + eventType, Stream: subjects.EventsStream, Seq: uint64(i + 1),
+		Deliveries: 5, Published: at, Payload: payload,
+		Envelope: &envelope.Envelope{Domain: dom, EventType: eventType, IdempotencyKey: dlqID, PartyID: "SUP-00417"},
+		FailedAt: at,
+	}, at)
+	if err := record.Seal(&r); err != nil {
+		tb.Fatal(err)
+	}
+	return r
+}
+
+// TestExportWithAmpersandVerifies is the inspector's report: an FSMA
+// event whose product description holds "&", "<" and ">", exported as
+// JSONL through audit.export and written as dlqctl writes it, verifies
+// offline with the audit key.
+func TestExportWithAmpersandVerifies(t *testing.T) {
+	e := newEnv(t)
+	cfg, pub := signedConfig(t, t.TempDir())
+	ev := []byte(`{"supplier_id":"SUP-00417","cte_type":"shipping","traceability_lot_code":"00860001000030-RL250312A",` +
+		`"tlc_source":{"gln":"0860001000030"},"product_description":"Romaine & kale <fresh>","quantity":"600",` +
+		`"unit_of_measure":"cases","ship_from":{"gln":"0860001000030"},"ship_to":{"gln":"0614141000012"},` +
+		`"event_time":"2025-03-13T02:30:00Z","reference_document":{"type":"BOL","number":"BOL-778120"}}`)
+	e.publish(t, tradeRecord(t, "fsma_"+strings.Repeat("a", 32), "fsma", "shipping", ev, 0))
+	e.startAuditor(t, cfg, nil)
+	_, _, _, _, replies := exportAll(t, e, api.ExportRequest{Reason: "FDA records request 2026-117"})
+	file := exportFile(t, replies)
+	if _, err := VerifyExport(bytes.NewReader(file), pub); err != nil {
+		t.Fatalf("a genuine export was refused: %v", err)
 	}
 }

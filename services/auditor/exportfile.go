@@ -39,18 +39,22 @@ type ExportReport struct {
 // were left out (stored after the checkpoint).
 type ExportWriter struct {
 	bw  *bufio.Writer
-	enc *json.Encoder
 	end api.ExportEnd
 }
+
+// line writes one export line in the export's one form
+// (api.EncodeExportLine: records byte for byte what the page digest
+// hashed).
+func (x *ExportWriter) line(l api.ExportLine) error { return api.EncodeExportLine(x.bw, l) }
 
 // NewExportWriter writes the header h and the checkpoint cp to w.
 func NewExportWriter(w io.Writer, h api.ExportHeader, cp api.ExportedCheckpoint) (*ExportWriter, error) {
 	bw := bufio.NewWriterSize(w, 1<<20)
-	x := &ExportWriter{bw: bw, enc: json.NewEncoder(bw)}
-	if err := x.enc.Encode(api.ExportLine{Header: &h}); err != nil {
+	x := &ExportWriter{bw: bw}
+	if err := x.line(api.ExportLine{Header: &h}); err != nil {
 		return nil, err
 	}
-	if err := x.enc.Encode(api.ExportLine{Checkpoint: &cp}); err != nil {
+	if err := x.line(api.ExportLine{Checkpoint: &cp}); err != nil {
 		return nil, err
 	}
 	return x, nil
@@ -60,7 +64,7 @@ func NewExportWriter(w io.Writer, h api.ExportHeader, cp api.ExportedCheckpoint)
 func (x *ExportWriter) Chain(c api.ExportChain) error {
 	x.end.Chains++
 	x.end.Records += len(c.Records)
-	return x.enc.Encode(api.ExportLine{Chain: &c})
+	return x.line(api.ExportLine{Chain: &c})
 }
 
 // Page writes a page's chains and its signed manifest.
@@ -70,13 +74,13 @@ func (x *ExportWriter) Page(rep api.ExportReply) error {
 			return err
 		}
 	}
-	return x.enc.Encode(api.ExportLine{Page: &rep.Page})
+	return x.line(api.ExportLine{Page: &rep.Page})
 }
 
 // Close writes the end line (uncovered records left out) and flushes.
 func (x *ExportWriter) Close(uncovered int) error {
 	x.end.Uncovered = uncovered
-	if err := x.enc.Encode(api.ExportLine{End: &x.end}); err != nil {
+	if err := x.line(api.ExportLine{End: &x.end}); err != nil {
 		return err
 	}
 	return x.bw.Flush()
