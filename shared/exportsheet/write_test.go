@@ -8,6 +8,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -126,7 +127,7 @@ func sheetEvents(tb testing.TB) []api.ExportChain {
 }
 
 // TestSheetsAreWellFormed writes the sheets of all three domains as XLSX
-// and reads the file back as an independent reader would: every XML part
+// (to $EXPORT_CHECK_OUT too when set, for make export-check) and reads the file back as an independent reader would: every XML part
 // parses with encoding/xml; then excelize, opening the bytes afresh, finds
 // per sheet one table whose columns are the header cells, unique ignoring
 // case, a frozen header row, fitted widths, and typed cells (numbers,
@@ -139,6 +140,11 @@ func TestSheetsAreWellFormed(t *testing.T) {
 	var file bytes.Buffer
 	if err := b.WriteXLSX(&file); err != nil {
 		t.Fatal(err)
+	}
+	if out := os.Getenv("EXPORT_CHECK_OUT"); out != "" { // make export-check: LibreOffice reads it next
+		if err := os.WriteFile(out, file.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	zr, err := zip.NewReader(bytes.NewReader(file.Bytes()), int64(file.Len()))
 	if err != nil {
