@@ -125,12 +125,13 @@ type Builder struct {
 	// FSMA: the CTE types present, and the members seen per object field.
 	ctes    map[string]bool
 	members map[string][]string
+	plain   map[string]bool // fields seen with a value that is not an object
 }
 
 // Add adds the rows of one chain.
 func (b *Builder) Add(c api.ExportChain) {
 	if b.cols == nil {
-		b.cols, b.ctes, b.members = map[string]*domainCols{}, map[string]bool{}, map[string][]string{}
+		b.cols, b.ctes, b.members, b.plain = map[string]*domainCols{}, map[string]bool{}, map[string][]string{}, map[string]bool{}
 	}
 	var recs []record.Record
 	for _, er := range c.Records {
@@ -259,19 +260,27 @@ func (b *Builder) domainRow(dom string, doc domain.Doc, eventType string, cols *
 						continue
 					}
 					if !slices.Contains(b.members[k], m) {
+						if len(b.members[k]) == maxMembers {
+							continue // the JSONL export holds it
+						}
 						b.members[k] = append(b.members[k], m)
 					}
 					vals[k+"."+m] = typed(k, mv)
 				}
 			default:
 				vals[k] = typed(k, v)
+				b.plain[k] = true
 			}
 		}
 	}
 }
 
-// maxFieldName bounds the payload field names that become columns.
-const maxFieldName = 64
+// maxFieldName bounds the payload field names that become columns, and
+// maxMembers the members of one object field that do.
+const (
+	maxFieldName = 64
+	maxMembers   = 16
+)
 
 // fsmaLead are the FSMA 204 identity fields, the first columns of the fsma
 // sheet.
@@ -288,7 +297,8 @@ const maxExtraFields = 64
 // fsmaColumns returns the fsma sheet's columns: the identity fields, every
 // KDE of the CTE types present (in the rule's order), then the other
 // fields the events carry (by name, at most maxExtraFields), each object
-// field as one column per member.
+// field as one column per member (at most maxMembers), and as a column of
+// its own too when some event gives it a value that is not an object.
 func (b *Builder) fsmaColumns() []Column {
 	var fields []string
 	add := func(f string) {
@@ -331,9 +341,8 @@ func (b *Builder) fsmaColumns() []Column {
 	var cols []Column
 	for _, f := range fields {
 		ms := slices.Clone(b.members[f])
-		if len(ms) == 0 {
+		if len(ms) == 0 || b.plain[f] {
 			cols = append(cols, Column{f, fieldKind(f)})
-			continue
 		}
 		slices.SortFunc(ms, func(a, c string) int {
 			ia, ic := slices.Index(memberOrder, a), slices.Index(memberOrder, c)

@@ -123,6 +123,9 @@ func sheetEvents(tb testing.TB) []api.ExportChain {
 			`"location":{"gln":"0860001000030"},"tlc_source":{"gln":"0860001000030"},"product_description":"Salad mix","quantity":"12.5",`+
 			`"unit_of_measure":"kg","input_tlcs":["TLC-1","TLC-2"],"event_time":"2025-03-14T08:00:00.999+01:00",`+
 			`"reference_document":{"type":"WO","number":"WO-1"}}`),
+		// Invalid: a location that is not an object still shows.
+		chainOf(tb, 4, "fsma", "harvesting", `{"supplier_id":"SUP-00417","cte_type":"harvesting","traceability_lot_code":"TLC-H1",`+
+			`"location":"Farm X, Salinas","event_time":"yesterday"}`),
 	}
 }
 
@@ -186,7 +189,7 @@ func TestSheetsAreWellFormed(t *testing.T) {
 		rows  int
 		cells []want // in the first data row
 	}{
-		{"records", 4, []want{{"record_index", excelize.CellTypeUnset, "0"}, {"recorded_at", excelize.CellTypeUnset, "2025-03-13 02:30:00.123"}}},
+		{"records", 5, []want{{"record_index", excelize.CellTypeUnset, "0"}, {"recorded_at", excelize.CellTypeUnset, "2025-03-13 02:30:00.123"}}},
 		{"pharmacy", 1, []want{{"pharmacy.ndc11", excelize.CellTypeInlineString, "55150012310"}, {"pharmacy.quantity", excelize.CellTypeUnset, "-20.5"},
 			{"pharmacy.expiry", excelize.CellTypeUnset, "2026-09-30"}, {"pharmacy.occurred_at", excelize.CellTypeUnset, "2025-03-14 15:42:10.250"},
 			{"pharmacy.registrant_dea", excelize.CellTypeInlineString, "BW4829137"}, {"pharmacy.counterparty_dea", excelize.CellTypeInlineString, "RK5612088"},
@@ -196,7 +199,7 @@ func TestSheetsAreWellFormed(t *testing.T) {
 			{"dscsa.expiry", excelize.CellTypeUnset, "2026-12-31"}, {"dscsa.event_time", excelize.CellTypeUnset, "2024-06-03 06:00:00.500"},
 			{"dscsa.business_step", excelize.CellTypeInlineString, "commissioning"}, {"dscsa.read_point", excelize.CellTypeInlineString, ""},
 			{"dscsa.business_location", excelize.CellTypeInlineString, ""}, {"dscsa.event_hash_id", excelize.CellTypeUnset, ""}}},
-		{"fsma", 2, []want{{"fsma.event_time", excelize.CellTypeUnset, "2025-03-13 02:30:00.000"}, {"fsma.quantity", excelize.CellTypeUnset, "600"},
+		{"fsma", 3, []want{{"fsma.event_time", excelize.CellTypeUnset, "2025-03-13 02:30:00.000"}, {"fsma.quantity", excelize.CellTypeUnset, "600"},
 			{"fsma.ship_from.name", excelize.CellTypeInlineString, "Müller & Söhne <Großhandel>"}, {"fsma.ship_to.gln", excelize.CellTypeInlineString, "0614141000012"},
 			{"fsma.reference_document.number", excelize.CellTypeInlineString, "BOL-778120"}, {"fsma.traceability_lot_code", excelize.CellTypeInlineString, "00860001000030-RL250312A"},
 			{"fsma.input_tlcs", excelize.CellTypeUnset, ""}, {"fsma.location.gln", excelize.CellTypeUnset, ""}}},
@@ -257,8 +260,13 @@ func TestSheetsAreWellFormed(t *testing.T) {
 	}
 	t.Run("the text of the trade", func(t *testing.T) {
 		rows, _ := x.GetRows("fsma")
+		for _, c := range []string{"fsma.location", "fsma.location.gln", "fsma.subsequent_recipient"} {
+			if !slices.Contains(rows[0], c) {
+				t.Errorf("no column %q in %q", c, rows[0])
+			}
+		}
 		all := fmt.Sprint(rows)
-		for _, s := range []string{"Romaine & kale <fresh> \u2400\u2401", "TLC-中文-🥬", "TLC-1; TLC-2", "[cut: "} {
+		for _, s := range []string{"Romaine & kale <fresh> \u2400\u2401", "TLC-中文-🥬", "TLC-1; TLC-2", "[cut: ", "Farm X, Salinas", "yesterday"} {
 			if !strings.Contains(all, s) {
 				t.Errorf("the fsma sheet lacks %q", s)
 			}
