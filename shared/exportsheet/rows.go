@@ -39,6 +39,7 @@ import (
 	"github.com/deadletter/deadletter/shared/domain/fsma"
 	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/domain/registry"
+	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/record"
 )
 
@@ -209,9 +210,10 @@ func (b *Builder) domainRow(dom string, doc domain.Doc, eventType string, cols *
 		spec, _ := registry.Lookup(dom)
 		env := spec.Checker.Identify(doc)
 		var ids map[string]string
+		hashID := ""
 		if env.EventType != "" {
 			if full, err := spec.Checker.Check(env.EventType, doc); err == nil {
-				ids = full.Identifiers
+				ids, hashID = full.Identifiers, eventHashID(full)
 			}
 		}
 		gtin, serial, _ := strings.Cut(env.OrderingKey, ".")
@@ -227,7 +229,6 @@ func (b *Builder) domainRow(dom string, doc domain.Doc, eventType string, cols *
 		for _, e := range epcs {
 			list = append(list, text(e))
 		}
-		hashID := ids["event_hash_id"]
 		if id, _ := domain.String(doc, "eventID"); hashID == "" && strings.HasPrefix(id, "ni:///") {
 			hashID = id // the event's ID is its CBV 2.0 event hash
 		}
@@ -273,6 +274,24 @@ func (b *Builder) domainRow(dom string, doc domain.Doc, eventType string, cols *
 			}
 		}
 	}
+}
+
+// eventHashID returns the CBV 2.0 event hash ID the domain derived for an
+// event, if it derives one: an "event_hash_id" member of the envelope or
+// of its identifiers.
+func eventHashID(env envelope.Envelope) string {
+	if id := env.Identifiers["event_hash_id"]; id != "" {
+		return id
+	}
+	b, err := json.Marshal(env)
+	if err != nil {
+		return ""
+	}
+	var m struct {
+		EventHashID string `json:"event_hash_id"`
+	}
+	_ = json.Unmarshal(b, &m)
+	return m.EventHashID
 }
 
 // maxFieldName bounds the payload field names that become columns, and

@@ -110,7 +110,7 @@ func sheetEvents(tb testing.TB) []api.ExportChain {
 		chainOf(tb, 0, "pharmacy", "transfer_out", `{"transaction_id":"INV-2025-0183","registrant_dea":"BW4829137","ndc":"55150-123-10",`+
 			`"lot":"C4410B","expiry":"2026-09-30","quantity_delta":"-20.5","unit":"EA","event_type":"transfer_out","dea_schedule":"II",`+
 			`"occurred_at":"2025-03-14T10:42:10.250-05:00","actor_id":"Pharmacie Saint-Étienne","counterparty_dea":"RK5612088"}`),
-		chainOf(tb, 1, "dscsa", "commissioning", `{"type":"ObjectEvent","eventTime":"2024-06-03T08:00:00.5+02:00","eventTimeZoneOffset":"+02:00",`+
+		chainOf(tb, 1, "dscsa", "commissioning", `{"type":"ObjectEvent","eventID":"ni:///sha-256;e2f1a0b9c8d7?ver=CBV2.0","eventTime":"2024-06-03T08:00:00.5+02:00","eventTimeZoneOffset":"+02:00",`+
 			`"epcList":["urn:epc:id:sgtin:0614141.107346.2017","https://id.gs1.org/01/00614141073467/21/2018?lot=A&x=<y>"],`+
 			`"action":"ADD","bizStep":"commissioning","disposition":"active","readPoint":{"id":"urn:epc:id:sgln:0614141.07346.1234"},`+
 			`"bizLocation":{"id":"urn:epc:id:sgln:0614141.07346.0"},"ilmd":{"cbvmda:lotNumber":"L-2024 & <A>","cbvmda:itemExpirationDate":"2026-12-31"}}`),
@@ -198,7 +198,7 @@ func TestSheetsAreWellFormed(t *testing.T) {
 			{"dscsa.epc_count", excelize.CellTypeUnset, "2"}, {"dscsa.lot", excelize.CellTypeInlineString, "L-2024 & <A>"},
 			{"dscsa.expiry", excelize.CellTypeUnset, "2026-12-31"}, {"dscsa.event_time", excelize.CellTypeUnset, "2024-06-03 06:00:00.500"},
 			{"dscsa.business_step", excelize.CellTypeInlineString, "commissioning"}, {"dscsa.read_point", excelize.CellTypeInlineString, ""},
-			{"dscsa.business_location", excelize.CellTypeInlineString, ""}, {"dscsa.event_hash_id", excelize.CellTypeUnset, ""}}},
+			{"dscsa.business_location", excelize.CellTypeInlineString, ""}, {"dscsa.event_hash_id", excelize.CellTypeInlineString, "ni:///sha-256;e2f1a0b9c8d7?ver=CBV2.0"}}},
 		{"fsma", 3, []want{{"fsma.event_time", excelize.CellTypeUnset, "2025-03-13 02:30:00.000"}, {"fsma.quantity", excelize.CellTypeUnset, "600"},
 			{"fsma.ship_from.name", excelize.CellTypeInlineString, "Müller & Söhne <Großhandel>"}, {"fsma.ship_to.gln", excelize.CellTypeInlineString, "0614141000012"},
 			{"fsma.reference_document.number", excelize.CellTypeInlineString, "BOL-778120"}, {"fsma.traceability_lot_code", excelize.CellTypeInlineString, "00860001000030-RL250312A"},
