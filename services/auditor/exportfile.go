@@ -114,7 +114,9 @@ func WriteExport(w io.Writer, h api.ExportHeader, pages []api.ExportReply) error
 // the signed Merkle root, with github.com/transparency-dev/merkle/proof;
 // no chain twice; every page's signed manifest (api.ExportPage): signed
 // by pubKey, of the header's filter and the checkpoint, its digest equal
-// to the chains before it, its cursor the previous page's next cursor (the
+// to the chains before it (api.ExportPageDigest, over each record in its
+// one export form, api.ExportRecordJSON: files whose records were
+// HTML-escaped by an older writer verify too), its cursor the previous page's next cursor (the
 // first page's empty), and the last page's next cursor empty, so that no
 // chain, record or page of the export can be left out unseen; and the end
 // line's counts. The first problem refuses the file: the error wraps
