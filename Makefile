@@ -74,6 +74,10 @@ test-short: ## The fast tier: unit and package tests of shared/ and services/ (e
 # Distinct events of the full chaos run.
 CHAOS_EVENTS ?= 100000
 
+.PHONY: export-check
+export-check: ## Convert an inspection export's XLSX (all three domains) with LibreOffice headless, installing libreoffice-calc when root or sudo can; fails on any complaint, missing sheet or repeated column name
+	GO=$(GO) tests/exportcheck/libreoffice.sh
+
 .PHONY: chaos
 chaos: ## Full chaos run: 100,000 events (CHAOS_EVENTS), services as processes, every service SIGKILLed 3 times, the server SIGTERMed and SIGKILLed, then a 3-node R3 cluster losing its EVENTS leader; prints the figures, fails on anything lost or doubled
 	$(GO) run ./tests/chaos/cmd/chaos -events $(CHAOS_EVENTS) -kills 3 -phases 1,3

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/endpoint"
+	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -508,5 +510,164 @@ func TestAccessPagesAcrossWindows(t *testing.T) {
 		if want := "read " + strconv.Itoa(reads-1-i); it.Reason != want || (i > 0 && it.Seq >= all[i-1].Seq) {
 			t.Fatalf("item %d: %q at seq %d, want %q, newest first", i, it.Reason, it.Seq, want)
 		}
+	}
+}
+
+// tradeRecord builds the sealed first record of a chain dlqID of domain
+// dom whose event (of type eventType) is payload, quarantined at t0+i s.
+func tradeRecord(tb testing.TB, dlqID, dom, eventType string, payload []byte, i int) record.Record {
+	tb.Helper()
+	at := t0.Add(time.Duration(i) * time.Second)
+	r := record.FromFailure(record.Failure{
+		Class: record.ClassExhausted, Code: codes.DownstreamUnavailable, Detail: "downstream 503", Domain: dom,
+		Subject: "events." + dom + "." + eventType, Stream: subjects.EventsStream, Seq: uint64(i + 1),
+		Deliveries: 5, Published: at, Payload: payload,
+		Envelope: &envelope.Envelope{Domain: dom, EventType: eventType, IdempotencyKey: dlqID, PartyID: "SUP-00417"},
+		FailedAt: at,
+	}, at)
+	if err := record.Seal(&r); err != nil {
+		tb.Fatal(err)
+	}
+	return r
+}
+
+// TestExportWithAmpersandVerifies is the inspector's report: an FSMA
+// event whose product description holds "&", "<" and ">", exported as
+// JSONL through audit.export and written as dlqctl writes it, verifies
+// offline with the audit key.
+func TestExportWithAmpersandVerifies(t *testing.T) {
+	e := newEnv(t)
+	cfg, pub := signedConfig(t, t.TempDir())
+	ev := []byte(`{"supplier_id":"SUP-00417","cte_type":"shipping","traceability_lot_code":"00860001000030-RL250312A",` +
+		`"tlc_source":{"gln":"0860001000030"},"product_description":"Romaine & kale <fresh>","quantity":"600",` +
+		`"unit_of_measure":"cases","ship_from":{"gln":"0860001000030"},"ship_to":{"gln":"0614141000012"},` +
+		`"event_time":"2025-03-13T02:30:00Z","reference_document":{"type":"BOL","number":"BOL-778120"}}`)
+	e.publish(t, tradeRecord(t, "fsma_"+strings.Repeat("a", 32), "fsma", "shipping", ev, 0))
+	e.startAuditor(t, cfg, nil)
+	_, _, _, _, replies := exportAll(t, e, api.ExportRequest{Reason: "FDA records request 2026-117"})
+	file := exportFile(t, replies)
+	if _, err := VerifyExport(bytes.NewReader(file), pub); err != nil {
+		t.Fatalf("a genuine export was refused: %v", err)
+	}
+}
+
+// tradeEvents are one event per domain, as trading partners send them;
+// tradeText sets the free text of the test on its text field.
+var tradeEvents = []struct {
+	domain, eventType, textField string
+	doc                          string
+}{
+	{"pharmacy", "transfer_out", "actor_id", `{"transaction_id":"INV-2025-0183","registrant_dea":"BW4829137","ndc":"55150-123-10",` +
+		`"lot":"C4410B","expiry":"2026-09-30","quantity_delta":"-20","unit":"EA","event_type":"transfer_out","dea_schedule":"II",` +
+		`"occurred_at":"2025-03-14T15:42:10Z","actor_id":"RPH-0412","counterparty_dea":"RK5612088"}`},
+	{"dscsa", "destroying", "example:destructionMethod", `{"type":"ObjectEvent","eventTime":"2024-06-03T08:00:00+02:00",` +
+		`"eventTimeZoneOffset":"+02:00","epcList":["https://id.gs1.org/01/00360001234560/21/DX0093311?lot=A1&exp=260930"],` +
+		`"action":"DELETE","bizStep":"destroying","disposition":"destroyed",` +
+		`"readPoint":{"id":"https://id.gs1.org/414/0614141007776/254/12"},"bizLocation":{"id":"https://id.gs1.org/414/0614141007776"}}`},
+	{"fsma", "shipping", "product_description", `{"supplier_id":"SUP-00417","cte_type":"shipping",` +
+		`"traceability_lot_code":"00860001000030-RL250312A","tlc_source":{"gln":"0860001000030"},` +
+		`"product_description":"Romaine hearts","quantity":"600","unit_of_measure":"cases",` +
+		`"ship_from":{"gln":"0860001000030","name":"Müller & Söhne <Großhandel>"},"ship_to":{"gln":"0614141000012"},` +
+		`"event_time":"2025-03-13T02:30:00Z","reference_document":{"type":"BOL","number":"BOL-778120"}}`},
+}
+
+// tradeText returns the event doc with field set to text, encoded as a
+// publisher would: HTML-escaped (encoding/json's default) or not.
+func tradeText(tb testing.TB, doc, field, text string, htmlEscaped bool) []byte {
+	tb.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(doc), &m); err != nil {
+		tb.Fatal(err)
+	}
+	m[field] = text
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(htmlEscaped)
+	if err := enc.Encode(m); err != nil {
+		tb.Fatal(err)
+	}
+	return bytes.TrimSpace(b.Bytes())
+}
+
+// TestExportOfTradeTextVerifies: for every domain, payloads holding every
+// JSON- and HTML-significant character, control characters, line and
+// paragraph separators, non-ASCII text and 100 KB strings export through
+// audit.export (pages of three chains) and verify offline; the file holds
+// "&", "<" and ">" as themselves; a file written as exports were before
+// the one export form (records HTML-escaped) still verifies; a copy with
+// one payload character changed is refused.
+func TestExportOfTradeTextVerifies(t *testing.T) {
+	var controls strings.Builder
+	for c := rune(0); c < 0x20; c++ {
+		controls.WriteRune(c)
+	}
+	texts := []struct{ name, text string }{
+		{"ampersand and angle brackets", "Romaine & kale <fresh>"},
+		{"json significant", `a "quoted" \ back\slash / slash \u0026 not an escape`},
+		{"html significant", `<script>alert('x')</script> & "y" ' z`},
+		{"control characters", "ctl:" + controls.String() + ":end"},
+		{"line and paragraph separators", "line\u2028sep\u2029para"},
+		{"non-ASCII", "Pharmacie Saint-Étienne, Müller & Söhne <Großhandel>, ü é 中文 🥬"},
+		{"long", strings.Repeat("Romaine & kale <fresh> ü 中 ", 4200)}, // about 130 KB
+		{"digital link query", "https://id.gs1.org/01/00360001234560/21/DX0093311?lot=A1&exp=260930&x=<y>"},
+	}
+	e := newEnv(t)
+	cfg, pub := signedConfig(t, t.TempDir())
+	n := 0
+	for _, ev := range tradeEvents {
+		for _, tx := range texts {
+			for _, escaped := range []bool{false, true} {
+				p := tradeText(t, ev.doc, ev.textField, tx.text, escaped)
+				e.publish(t, tradeRecord(t, fmt.Sprintf("%s_%032d", ev.domain, n), ev.domain, ev.eventType, p, n))
+				n++
+			}
+		}
+	}
+	e.startAuditor(t, cfg, nil)
+	cp, chains, _, pages, replies := exportAll(t, e, api.ExportRequest{Reason: "inspection", Limit: 3})
+	if len(chains) != n || pages < 2 || int(cp.TreeSize) != n {
+		t.Fatalf("export: %d chains in %d pages, tree %d; want %d chains in several pages", len(chains), pages, cp.TreeSize, n)
+	}
+	file := exportFile(t, replies)
+	if !bytes.Contains(file, []byte("Romaine & kale <fresh>")) {
+		t.Error(`the export does not hold "Romaine & kale <fresh>" as written`)
+	}
+	// An older file: every line as encoding/json writes it by default.
+	var old bytes.Buffer
+	enc := json.NewEncoder(&old)
+	for _, l := range exportLines(t, file) {
+		if err := enc.Encode(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Contains(old.Bytes(), []byte(`Romaine \u0026 kale \u003cfresh\u003e`)) {
+		t.Fatal("the older form is not HTML-escaped")
+	}
+	for _, tc := range []struct {
+		name   string
+		file   []byte
+		reason string // "" verifies
+	}{
+		{"as written", file, ""},
+		{"as written before the one export form", old.Bytes(), ""},
+		{"one payload character changed", bytes.Replace(file, []byte("Saint-Étienne"), []byte("Saint-Etienne"), 1), record.ProblemSealMismatch},
+		{"an escape changed", bytes.Replace(file, []byte(`\\u0026 not an escape`), []byte(`\\u0027 not an escape`), 1), record.ProblemSealMismatch},
+		{"a control character changed", bytes.Replace(file, []byte(`\u0001`), []byte(`\u0002`), 1), record.ProblemSealMismatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.reason != "" && bytes.Equal(tc.file, file) {
+				t.Fatal("the tamper changed nothing")
+			}
+			rep, err := VerifyExport(bytes.NewReader(tc.file), pub)
+			if tc.reason == "" {
+				if err != nil || rep.Chains != n {
+					t.Fatalf("VerifyExport = %+v, %v; want %d chains verified", rep, err, n)
+				}
+				return
+			}
+			if !errors.Is(err, ErrExportRefused) || !strings.Contains(err.Error(), tc.reason) {
+				t.Fatalf("VerifyExport: %v, want a refusal naming %q", err, tc.reason)
+			}
+		})
 	}
 }

@@ -39,18 +39,22 @@ type ExportReport struct {
 // were left out (stored after the checkpoint).
 type ExportWriter struct {
 	bw  *bufio.Writer
-	enc *json.Encoder
 	end api.ExportEnd
 }
+
+// line writes one export line in the export's one form
+// (api.EncodeExportLine: records byte for byte what the page digest
+// hashed).
+func (x *ExportWriter) line(l api.ExportLine) error { return api.EncodeExportLine(x.bw, l) }
 
 // NewExportWriter writes the header h and the checkpoint cp to w.
 func NewExportWriter(w io.Writer, h api.ExportHeader, cp api.ExportedCheckpoint) (*ExportWriter, error) {
 	bw := bufio.NewWriterSize(w, 1<<20)
-	x := &ExportWriter{bw: bw, enc: json.NewEncoder(bw)}
-	if err := x.enc.Encode(api.ExportLine{Header: &h}); err != nil {
+	x := &ExportWriter{bw: bw}
+	if err := x.line(api.ExportLine{Header: &h}); err != nil {
 		return nil, err
 	}
-	if err := x.enc.Encode(api.ExportLine{Checkpoint: &cp}); err != nil {
+	if err := x.line(api.ExportLine{Checkpoint: &cp}); err != nil {
 		return nil, err
 	}
 	return x, nil
@@ -60,7 +64,7 @@ func NewExportWriter(w io.Writer, h api.ExportHeader, cp api.ExportedCheckpoint)
 func (x *ExportWriter) Chain(c api.ExportChain) error {
 	x.end.Chains++
 	x.end.Records += len(c.Records)
-	return x.enc.Encode(api.ExportLine{Chain: &c})
+	return x.line(api.ExportLine{Chain: &c})
 }
 
 // Page writes a page's chains and its signed manifest.
@@ -70,13 +74,13 @@ func (x *ExportWriter) Page(rep api.ExportReply) error {
 			return err
 		}
 	}
-	return x.enc.Encode(api.ExportLine{Page: &rep.Page})
+	return x.line(api.ExportLine{Page: &rep.Page})
 }
 
 // Close writes the end line (uncovered records left out) and flushes.
 func (x *ExportWriter) Close(uncovered int) error {
 	x.end.Uncovered = uncovered
-	if err := x.enc.Encode(api.ExportLine{End: &x.end}); err != nil {
+	if err := x.line(api.ExportLine{End: &x.end}); err != nil {
 		return err
 	}
 	return x.bw.Flush()
@@ -110,7 +114,9 @@ func WriteExport(w io.Writer, h api.ExportHeader, pages []api.ExportReply) error
 // the signed Merkle root, with github.com/transparency-dev/merkle/proof;
 // no chain twice; every page's signed manifest (api.ExportPage): signed
 // by pubKey, of the header's filter and the checkpoint, its digest equal
-// to the chains before it, its cursor the previous page's next cursor (the
+// to the chains before it (api.ExportPageDigest, over each record in its
+// one export form, api.ExportRecordJSON: files whose records were
+// HTML-escaped by an older writer verify too), its cursor the previous page's next cursor (the
 // first page's empty), and the last page's next cursor empty, so that no
 // chain, record or page of the export can be left out unseen; and the end
 // line's counts. The first problem refuses the file: the error wraps

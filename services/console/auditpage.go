@@ -174,12 +174,11 @@ func (c *Console) handleExport(w http.ResponseWriter, r *http.Request, s *sessio
 		c.auditPage(w, r, s, &auditData{Export: f}, err, "")
 		return
 	}
-	header, rows := table.Table()
 	start()
 	if f.Format == "xlsx" {
-		err = exportsheet.WriteXLSX(w, header, rows)
+		err = table.WriteXLSX(w)
 	} else {
-		err = exportsheet.WriteCSV(w, header, rows)
+		err = table.WriteCSV(w)
 	}
 	if err != nil {
 		c.log.Warn("export cut short", "user", s.user, "err", err)

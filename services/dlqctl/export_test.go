@@ -20,16 +20,23 @@ import (
 
 // TestExport: on the whole stack, an inspector's export as JSONL verifies
 // offline with the auditor's public key and a copy with one byte changed
-// is refused; CSV and XLSX hold one row per record with the FSMA 204 KDE
-// columns of the CTEs present; --lot keeps one traceability lot; a viewer
+// is refused, also when a payload holds "&", "<" and ">"; CSV and XLSX
+// hold one row per record with the FSMA 204 KDE columns of the CTEs
+// present, column names unique, the XLSX a records sheet and a typed fsma
+// sheet, each a table; --lot keeps one traceability lot; a viewer
 // may not export; every export is in the access audit with its reason.
 func TestExport(t *testing.T) {
 	e := startStack(t, stackOptions{})
 	dir := t.TempDir()
+	// The inspector's report: a product description with "&", "<" and ">".
+	romaine := bytes.Replace(readFile(t, testdata(t, "fsma/invalid/INVALID_GLN--bad-check-digit.json")),
+		[]byte("Romaine hearts, 3 count, 12 bags per case"), []byte("Romaine & kale <fresh>"), 1)
+	romaine = bytes.Replace(romaine, []byte("RL250312A"), []byte("RL250312B"), 1)
 	inputs := []string{
 		testdata(t, "fsma/invalid/INVALID_GLN--bad-check-digit.json"),                  // shipping
 		testdata(t, "fsma/invalid/MISSING_KDE--cooling-without-harvest-location.json"), // cooling
 		testdata(t, "pharmacy/invalid/INVALID_NDC--letter-in-product-code.json"),
+		writeFile(t, dir, "romaine.json", romaine), // shipping
 	}
 	for i, in := range inputs {
 		e.ok(t, "publish", in)
@@ -46,13 +53,16 @@ func TestExport(t *testing.T) {
 			Chains, Records int
 		}
 		e.jsonOf(t, &res, "export", "--reason", "DEA inspection 2026-11", "--out", out, "--page", "1")
-		if res.Chains != 3 || res.Records != 3 {
+		if res.Chains != 4 || res.Records != 4 {
 			t.Fatalf("export: %+v", res)
 		}
 		if r := e.ok(t, "verify-export", out, "--pubkey", pub); !strings.Contains(r.stdout, "VERIFIED") {
 			t.Fatalf("verify-export: %s", r)
 		}
 		file := readFile(t, out)
+		if !bytes.Contains(file, []byte("Romaine & kale <fresh>")) {
+			t.Error(`the export does not hold "Romaine & kale <fresh>" as published`)
+		}
 		i := bytes.Index(file, []byte("SUP-00417"))
 		if i < 0 {
 			t.Fatal("the export holds no payload")
@@ -77,28 +87,35 @@ func TestExport(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(rows) != 3 {
-			t.Fatalf("%d rows, want a header and 2 records", len(rows))
+		if len(rows) != 4 {
+			t.Fatalf("%d rows, want a header and 3 records", len(rows))
 		}
 		header := rows[0]
+		seen := map[string]bool{}
+		for _, h := range header {
+			if seen[strings.ToLower(h)] {
+				t.Errorf("column %q twice", h)
+			}
+			seen[strings.ToLower(h)] = true
+		}
 		for _, cte := range []string{fsma.Shipping, fsma.Cooling} {
 			for _, k := range fsma.RequiredKDEs(cte) {
 				for _, col := range strings.Split(k, " or ") {
-					if !slices.Contains(header, col) {
-						t.Errorf("no column %q (a KDE of %s)", col, cte)
+					if !slices.ContainsFunc(header, func(h string) bool { return h == "fsma."+col || strings.HasPrefix(h, "fsma."+col+".") }) {
+						t.Errorf("no column fsma.%s (a KDE of %s)", col, cte)
 					}
 				}
 			}
 		}
-		for _, col := range []string{"traceability_lot_code", "supplier_id", "audit_hash", "status", "error_code"} {
+		for _, col := range []string{"fsma.traceability_lot_code", "fsma.supplier_id", "fsma.ship_to.gln", "fsma.event_time", "event_time", "audit_hash", "status", "error_code"} {
 			if !slices.Contains(header, col) {
 				t.Errorf("no column %q", col)
 			}
 		}
-		if slices.Contains(header, "harvester_business_name") {
+		if slices.Contains(header, "fsma.harvester_business_name") {
 			t.Error("a KDE column of a CTE not present (initial packing)")
 		}
-		tlc := slices.Index(header, "traceability_lot_code")
+		tlc := slices.Index(header, "fsma.traceability_lot_code")
 		if !slices.ContainsFunc(rows[1:], func(r []string) bool { return r[tlc] == "00860001000030-RL250312A" }) {
 			t.Errorf("no row of lot 00860001000030-RL250312A: %v", rows[1:])
 		}
@@ -106,22 +123,54 @@ func TestExport(t *testing.T) {
 
 	t.Run("xlsx of one lot", func(t *testing.T) {
 		out := filepath.Join(dir, "lot.xlsx")
-		e.okAs(t, "inspector", "export", "--domain", "fsma", "--lot", "00860001000030-RL250312A", "--reason", "FDA 24-hour request", "--out", out)
-		x, err := excelize.OpenFile(out)
+		e.okAs(t, "inspector", "export", "--domain", "fsma", "--lot", "00860001000030-RL250312B", "--reason", "FDA 24-hour request", "--out", out)
+		x, err := excelize.OpenFile(out) // a fresh reader of the file's bytes
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer x.Close()
-		rows, err := x.GetRows("Sheet1")
+		if got := x.GetSheetList(); !slices.Equal(got, []string{"records", "fsma"}) {
+			t.Fatalf("sheets %v, want records and fsma", got)
+		}
+		rows, err := x.GetRows("fsma")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(rows) != 2 || !slices.Contains(rows[0], "ship_to") || !slices.Contains(rows[1], "00860001000030-RL250312A") {
-			t.Fatalf("rows: %v", rows)
+		if len(rows) != 2 {
+			t.Fatalf("fsma rows: %q, want a header and one record", rows)
 		}
-		tables, err := x.GetTables("Sheet1")
-		if err != nil || len(tables) != 1 {
-			t.Fatalf("tables (sortable header): %v, %v", tables, err)
+		col := func(name string) string {
+			i := slices.Index(rows[0], name)
+			if i < 0 || i >= len(rows[1]) {
+				t.Fatalf("no column %q in %q", name, rows[0])
+			}
+			return rows[1][i]
+		}
+		if col("fsma.traceability_lot_code") != "00860001000030-RL250312B" || col("fsma.product_description") != "Romaine & kale <fresh>" ||
+			col("fsma.ship_to.gln") != "0614141000013" || col("fsma.reference_document.number") != "BOL-778120" {
+			t.Errorf("fsma row: %q", rows[1])
+		}
+		i := slices.Index(rows[0], "fsma.quantity")
+		ref, _ := excelize.CoordinatesToCellName(i+1, 2)
+		if v, _ := x.GetCellValue("fsma", ref); v != "600" {
+			t.Errorf("fsma.quantity %q, want 600", v)
+		}
+		if typ, _ := x.GetCellType("fsma", ref); typ != excelize.CellTypeUnset { // a number
+			t.Errorf("fsma.quantity is of cell type %v, not a number", typ)
+		}
+		for _, sheet := range []string{"records", "fsma"} {
+			tables, err := x.GetTables(sheet)
+			if err != nil || len(tables) != 1 {
+				t.Fatalf("%s: tables (sortable header): %v, %v", sheet, tables, err)
+			}
+			header, _ := x.GetRows(sheet)
+			seen := map[string]bool{}
+			for _, h := range header[0] {
+				if seen[strings.ToLower(h)] {
+					t.Errorf("%s: column %q twice", sheet, h)
+				}
+				seen[strings.ToLower(h)] = true
+			}
 		}
 	})
 
@@ -146,8 +195,8 @@ func TestExport(t *testing.T) {
 			}
 			reasons[it.Reason]++
 		}
-		// Three pages of one chain, then one page each.
-		if reasons["DEA inspection 2026-11"] != 3 || reasons["FDA records request"] != 1 || reasons["FDA 24-hour request"] != 1 || reasons["curious"] != 0 {
+		// Four pages of one chain, then one page each.
+		if reasons["DEA inspection 2026-11"] != 4 || reasons["FDA records request"] != 1 || reasons["FDA 24-hour request"] != 1 || reasons["curious"] != 0 {
 			t.Errorf("access records by reason: %v", reasons)
 		}
 		b, _ := json.Marshal(rep)

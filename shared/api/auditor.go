@@ -689,13 +689,15 @@ func (p ExportPage) SignedBytes() []byte {
 
 // ExportPageDigest is the lowercase hex SHA-256 over the chains of a page,
 // in order: per chain a line "chain <dlq_id> <domain> <records>", then per
-// record a line "<seq> <leaf_index> <SHA-256 of the record's bytes>".
+// record a line "<seq> <leaf_index> <SHA-256 of the record's bytes>", the
+// bytes in their one export form (ExportRecordJSON: the stored bytes, and
+// what an export file holds).
 func ExportPageDigest(chains []ExportChain) string {
 	h := sha256.New()
 	for _, c := range chains {
 		fmt.Fprintf(h, "chain %s %s %d\n", c.DLQID, c.Domain, len(c.Records))
 		for _, r := range c.Records {
-			sum := sha256.Sum256(r.Record)
+			sum := sha256.Sum256(ExportRecordJSON(r.Record))
 			fmt.Fprintf(h, "%d %d %x\n", r.Seq, r.LeafIndex, sum)
 		}
 	}

@@ -53,9 +53,13 @@ party, status, quarantine time range) to --out:
 
   csv, xlsx  a sortable spreadsheet, one row per stored record: the event's
              key fields, the failure (class, code, detail), the status after
-             the record and its seal (audit_hash, prev_hash); FSMA 204 events
-             add supplier_id, traceability_lot_code and every KDE column of
-             the CTE types present.
+             the record and its seal (audit_hash, prev_hash). xlsx: that
+             "records" sheet and one sheet per domain present with the
+             fields an inspector asks about as typed columns (pharmacy: NDC-11,
+             lot, expiry, quantity...; dscsa: GTIN, serial, lot, expiry,
+             locations...; fsma: every KDE of the CTE types present,
+             locations one column per member); csv: one table, the domain
+             columns prefixed with their domain (fsma.event_time).
   jsonl      the chains themselves with the signed checkpoint and each
              record's inclusion proof: dlqctl verify-export checks it with
              no server.
@@ -202,11 +206,9 @@ func (a *app) export(ctx context.Context, req api.ExportRequest, format, out, lo
 	case formatJSONL:
 		err = jsonl.Close(res.Uncovered)
 	case formatCSV:
-		header, rows := table.Table()
-		err = exportsheet.WriteCSV(f, header, rows)
+		err = table.WriteCSV(f)
 	case formatXLSX:
-		header, rows := table.Table()
-		err = exportsheet.WriteXLSX(f, header, rows)
+		err = table.WriteXLSX(f)
 	}
 	if err == nil {
 		err = f.Sync()
