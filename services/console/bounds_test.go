@@ -247,7 +247,9 @@ func consoleConns(t *testing.T, e *env, name string) map[string]int {
 	return out
 }
 
-// TestRedTeamI7SessionsBounded (I7): real logins against the server: a
+// TestRedTeamI7SessionsBounded (I7): real logins against the server: 150
+// logins of one person leave the default cap of sessions and NATS
+// connections; a
 // person logging in again and again keeps at most their cap of sessions
 // (the oldest ends, its NATS connection closed, its cookie logged out);
 // when every session of the console is in use a person without one is
@@ -255,17 +257,20 @@ func consoleConns(t *testing.T, e *env, name string) map[string]int {
 // their oldest.
 func TestRedTeamI7SessionsBounded(t *testing.T) {
 	e := startEnv(t)
-	const perPerson, total, logins = 3, 5, 12
-	name := "console-i7"
-	c := e.newConsole(t, func(c *Config) { c.Name, c.MaxSessionsPerPerson, c.MaxSessions = name, perPerson, total })
 	op, viewer, inspector := string(access.RoleOperator), string(access.RoleViewer), string(access.RoleInspector)
 
+	// 150 logins of one person under the default cap.
+	const logins = 150
+	perPerson := DefaultConfig().MaxSessionsPerPerson
+	c150 := e.newConsole(t, func(c *Config) { c.Name = "console-i7a" })
 	var clients []*client
 	for i := range logins {
-		cl := newClient(t, c, "127.0.0.90")
-		cl.mustLogin(op, e.password(op))
+		cl := newClient(t, c150, "127.0.0.90")
+		if w := cl.login(op, e.password(op)); w.Code != http.StatusSeeOther {
+			t.Fatalf("login %d: %d\n%s", i+1, w.Code, w.Body)
+		}
 		clients = append(clients, cl)
-		if n := c.sessions.ofUser(op); n > perPerson {
+		if n := c150.sessions.ofUser(op); n > perPerson {
 			t.Fatalf("after login %d: %d sessions of %s, cap %d", i+1, n, op, perPerson)
 		}
 	}
@@ -278,12 +283,20 @@ func TestRedTeamI7SessionsBounded(t *testing.T) {
 		}
 	}
 	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
-		if got := consoleConns(t, e, name); got[op] != perPerson {
-			return fmt.Errorf("%d NATS connections of %s, want %d", got[op], op, perPerson)
+		if got := consoleConns(t, e, "console-i7a"); got[op] != perPerson || len(got) != 1 {
+			return fmt.Errorf("NATS connections %v after %d logins, want %d of %s", got, logins, perPerson, op)
 		}
 		return nil
 	})
 
+	// The cap of all sessions.
+	const total = 5
+	name := "console-i7b"
+	perPerson = 3
+	c := e.newConsole(t, func(c *Config) { c.Name, c.MaxSessionsPerPerson, c.MaxSessions = name, perPerson, total })
+	for range perPerson + 2 {
+		newClient(t, c, "127.0.0.91").mustLogin(op, e.password(op))
+	}
 	for range total - perPerson {
 		newClient(t, c, "127.0.0.91").mustLogin(viewer, e.password(viewer))
 	}
