@@ -56,7 +56,8 @@ func TestLimiterBounded(t *testing.T) {
 }
 
 // TestLimiterAddressFirst: a refused address creates no bucket of the
-// user name; a refused user name takes no token of the address.
+// user name; a refused user name takes no token of the address; an IPv6
+// address is limited by its /64.
 func TestLimiterAddressFirst(t *testing.T) {
 	ls := newLimiters(rate.Every(time.Hour), 1, 16)
 	now := time.Now()
@@ -74,6 +75,16 @@ func TestLimiterAddressFirst(t *testing.T) {
 	}
 	if _, ok := ls.attempt(now, "192.0.2.8", "operator"); !ok {
 		t.Fatal("a refused user name took the address's token")
+	}
+	// One IPv6 host owns its /64: another address in it shares the bucket.
+	if _, ok := ls.attempt(now, "2001:db8:1:2::1", "inspector"); !ok {
+		t.Fatal("first IPv6 attempt refused")
+	}
+	if _, ok := ls.attempt(now, "2001:db8:1:2:ffff::9", "approver"); ok {
+		t.Fatal("another address of the same /64 got a bucket of its own")
+	}
+	if _, ok := ls.attempt(now, "2001:db8:1:3::1", "approver"); !ok {
+		t.Fatal("another /64 was refused")
 	}
 }
 

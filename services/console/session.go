@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -261,7 +262,7 @@ func (ls *limiters) get(m *simplelru.LRU[string, *limiter], key string, now time
 func (ls *limiters) attempt(now time.Time, addr, user string) (refund func(), ok bool) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	a := ls.get(ls.addrs, addr, now).ReserveN(now, 1)
+	a := ls.get(ls.addrs, addrKey(addr), now).ReserveN(now, 1)
 	if !a.OK() || a.DelayFrom(now) > 0 {
 		a.CancelAt(now)
 		return nil, false
@@ -276,6 +277,21 @@ func (ls *limiters) attempt(now time.Time, addr, user string) (refund func(), ok
 		u.CancelAt(now)
 		a.CancelAt(now)
 	}, true
+}
+
+// addrKey is the bucket of a client address: an IPv4 address itself, an
+// IPv6 address's /64 (one host holds a whole /64 and could otherwise try
+// from as many addresses as it likes).
+func addrKey(addr string) string {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil || ip.Is4() || ip.Is4In6() {
+		return addr
+	}
+	p, err := ip.Prefix(64)
+	if err != nil {
+		return addr
+	}
+	return p.String()
 }
 
 // len is the number of buckets kept, per kind.
