@@ -210,7 +210,7 @@ func (a *app) drainStart(cmd *cobra.Command, f *drainFlags) error {
 		return nil
 	}
 	if !a.json() {
-		fmt.Fprintf(a.io.Out, "drain %s started; Ctrl-C stops following (the drain continues)\n", rep.DrainID)
+		textf(a.io.Out, "drain %s started; Ctrl-C stops following (the drain continues)\n", rep.DrainID)
 	}
 	return a.followDrain(cmd.Context(), c, rep.DrainID, f.follow)
 }
@@ -295,7 +295,7 @@ func (a *app) followDrain(ctx context.Context, c *client.Client, id string, f fo
 		select {
 		case <-ctx.Done():
 			p.stop()
-			fmt.Fprintf(a.io.Err, "dlqctl: stopped following; drain %s continues: dlqctl drain status %s --follow\n", id, id)
+			textf(a.io.Err, "dlqctl: stopped following; drain %s continues: dlqctl drain status %s --follow\n", id, id)
 			return &exitError{status: ExitFailed, code: "INTERRUPTED", err: fmt.Errorf("%w drain %s", errStoppedFollowing, id)}
 		case <-time.After(f.interval):
 		}
@@ -334,7 +334,12 @@ func (a *app) newProgress(mode, id string) progress {
 	case mode == progressNone:
 		return nopProgress{}
 	case mode == progressBar || (mode == progressAuto && tty):
-		return newBarProgress(w, id, a.io.TermWidth)
+		// The bar draws with control sequences of its own: the raw stream.
+		bw := a.raw.Out
+		if a.json() {
+			bw = a.raw.Err
+		}
+		return newBarProgress(bw, id, a.io.TermWidth)
 	}
 	return &plainProgress{w: w, id: id}
 }

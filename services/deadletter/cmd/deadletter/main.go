@@ -24,6 +24,7 @@ import (
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/runner"
+	"github.com/deadletter/deadletter/shared/telemetry"
 )
 
 func main() {
@@ -90,7 +91,7 @@ func run() error {
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(telemetry.NewLogHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	cfg.Out = os.Stdout
 	exportToLocalJaeger()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
