@@ -588,7 +588,8 @@ var knownCodes = map[codes.Code]bool{
 	codes.SubjectMismatch: true, codes.UnparseableEventTime: true, codes.MissingLot: true,
 	codes.GTINCheckDigitFailed: true, codes.InvalidGTIN: true, codes.MissingSerial: true,
 	codes.MissingExpiry: true, codes.InvalidEPC: true, codes.InvalidBizStep: true,
-	codes.InvalidLocation: true,
+	codes.InvalidLocation: true, codes.UnsupportedEventType: true, codes.InvalidParentID: true,
+	codes.InvalidAggregation: true,
 }
 
 func FuzzGateDSCSA(f *testing.F) {
@@ -670,12 +671,17 @@ func BenchmarkGateDSCSA(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	aggShipping, err := fs.ReadFile(schemas.FS, "testdata/dscsa/valid/shipping-sscc-pallet-observe.json")
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, bc := range []struct {
 		name, subject string
 		data          []byte
 	}{
 		{"shipping-3-epcs", "events.dscsa.shipping", []byte(typicalShipping)},
 		{"commissioning-sgtin", "events.dscsa.commissioning", commissioning},
+		{"aggregation-shipping-sscc-3-children", "events.dscsa.shipping", aggShipping},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			if _, err := g.Check(bc.subject, bc.data); err != nil {
