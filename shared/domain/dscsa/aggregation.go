@@ -253,6 +253,7 @@ func (ev *event) aggregationEnvelope() envelope.Envelope {
 		OrderingKey:    ordering,
 		EventTime:      ev.time,
 		PartyID:        ev.party,
+		EventHashID:    ev.hashID,
 		Identifiers:    ids,
 	}
 }

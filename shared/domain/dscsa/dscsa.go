@@ -70,28 +70,30 @@
 //
 // # Envelope
 //
-// EventType is the normalized bizStep word. IdempotencyKey is
-// domain.Key("dscsa", "eventID", eventID) (KeySource "eventID") when the
-// event has a non-empty eventID. Otherwise it is the hash of the
-// normalized identity (KeySource "hash(identity)"):
+// EventType is the normalized bizStep word. EventHashID is the event's
+// CBV 2.0 EPCIS event hash ID (package eventhash), computed for every event
+// that parses as a JSON object, valid or not (Identify sets it too).
+// IdempotencyKey is domain.Key("dscsa", "eventID", eventID) (KeySource
+// "eventID") when the event has a non-empty eventID; otherwise
+// domain.Key("dscsa", "eventHashID", EventHashID) (KeySource
+// "eventHashID"), so that the same event with its lists in another order,
+// other namespace prefixes, CBV URNs or web URIs, EPC URNs or Digital
+// Links, or its eventTime in another offset, gets one key, and an event
+// whose content differs in any field of the hash (including
+// eventTimeZoneOffset, business transactions, sources and destinations,
+// ILMD and extensions) another. An event carrying an errorDeclaration (an
+// EPCIS correction, which repeats the eventID, and has the event hash ID,
+// of the event it retracts) appends "errorDeclaration" and the
+// declarationTime in UTC to either key, and its KeySource gains
+// "+errorDeclaration": without that, the retraction would be taken for a
+// duplicate of the original.
 //
-//	domain.Key("dscsa", "identity", type, eventTime in UTC (RFC 3339 nano),
-//	    action, bizStep, disposition, readPoint, bizLocation,
-//	    "<gtin14>.<serial>" of every EPC, sorted)
-//
-// where bizStep and disposition are the normalized words (disposition ""
-// when absent) and a location is "<GLN>" or "<GLN>.<extension>" ("" when
-// absent), so an SGLN URN and the equivalent Digital Link give the same
-// key, as do an SGTIN URN and the equivalent Digital Link, any EPC order,
-// and any offset for the same instant. An event carrying an
-// errorDeclaration (an EPCIS correction, which repeats the eventID of the
-// event it retracts) appends "errorDeclaration" and the declarationTime in
-// UTC to either key, and its KeySource gains "+errorDeclaration": without
-// that, the retraction would be taken for a duplicate of the original.
-//
-// An AggregationEvent's identity key adds its parent after bizLocation
-// ("<SSCC-18>" or "<gtin14>.<serial>", "" when absent) and lists its
-// childEPCs in place of epcList.
+// Keys of events stored before the event hash ID (KeySource
+// "hash(identity)", derived from a hash of type, time, action, bizStep,
+// disposition, locations and EPCs) are not re-derived: a redrive of such
+// an event gets its new key, and the same event published again after the
+// change is not recognised as a duplicate of one committed under the old
+// key. Events with an eventID keep their keys.
 //
 // OrderingKey is "<gtin14>.<serial>" of the first EPC of epcList in
 // document order; for an AggregationEvent, its parent's identity (so the
@@ -108,12 +110,12 @@
 package dscsa
 
 import (
-	"slices"
 	"strconv"
 	"time"
 
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain"
+	"github.com/deadletter/deadletter/shared/domain/dscsa/eventhash"
 	"github.com/deadletter/deadletter/shared/envelope"
 )
 
@@ -162,6 +164,7 @@ type event struct {
 	bizLocation location
 	ilmd        lotExpiry
 	party       string
+	hashID      string // the CBV 2.0 event hash ID
 }
 
 // read fills ev from the document, checking it in a fixed order so that a
@@ -215,6 +218,7 @@ func (ev *event) read(eventType string, doc domain.Doc) error {
 		ev.disposition = normDisposition(d)
 	}
 	ev.party = owningParty(doc, ev.bizLocation)
+	ev.hashID = eventhash.ID(doc, nil)
 	return nil
 }
 
@@ -334,6 +338,7 @@ func (ev *event) envelope() envelope.Envelope {
 		OrderingKey:    ordering,
 		EventTime:      ev.time,
 		PartyID:        ev.party,
+		EventHashID:    ev.hashID,
 		Identifiers:    ids,
 	}
 }
@@ -347,25 +352,13 @@ func putNonEmpty(m map[string]string, k, v string) {
 // key derives the idempotency key and names its source (see the package
 // documentation).
 func (ev *event) key() (key, source string) {
-	var parts []string
+	parts := make([]string, 0, 4)
 	if ev.eventID != "" {
-		parts = make([]string, 0, 4)
 		parts = append(parts, "eventID", ev.eventID)
 		source = "eventID"
 	} else {
-		parts = make([]string, 0, 12+len(ev.epcs))
-		parts = append(parts, "identity", ev.typ,
-			ev.time.Format(time.RFC3339Nano), ev.action, ev.bizStep,
-			ev.disposition, ev.readPoint.id(), ev.bizLocation.id())
-		if ev.typ == typeAggregation {
-			parts = append(parts, ev.parent.id())
-		}
-		start := len(parts)
-		for _, e := range ev.epcs {
-			parts = append(parts, e.id())
-		}
-		slices.Sort(parts[start:])
-		source = "hash(identity)"
+		parts = append(parts, "eventHashID", ev.hashID)
+		source = "eventHashID"
 	}
 	if ev.corrected {
 		parts = append(parts, "errorDeclaration", ev.declared.Format(time.RFC3339Nano))

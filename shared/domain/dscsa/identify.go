@@ -2,6 +2,7 @@ package dscsa
 
 import (
 	"github.com/deadletter/deadletter/shared/domain"
+	"github.com/deadletter/deadletter/shared/domain/dscsa/eventhash"
 	"github.com/deadletter/deadletter/shared/envelope"
 )
 
@@ -11,7 +12,7 @@ func Spec() domain.Spec {
 		Name:        Name,
 		Title:       "DSCSA (GS1 EPCIS 2.0 ObjectEvents and AggregationEvents)",
 		EventTypes:  BizSteps(),
-		KeySource:   "eventID, else hash(identity)",
+		KeySource:   "eventID, else the CBV 2.0 event hash ID",
 		OrderingKey: "gtin14.serial of the first EPC; an aggregation's parent (SSCC or SGTIN)",
 		PartyID:     "owning_party source, else bizLocation GLN",
 		// Transaction information, history and statements are kept
@@ -34,7 +35,8 @@ func (Checker) Identify(doc domain.Doc) envelope.Envelope {
 	if doc == nil {
 		return env
 	}
-	var ev event
+	env.EventHashID = eventhash.ID(doc, nil)
+	ev := event{hashID: env.EventHashID}
 	var err error
 	bizOK := true
 	if ev.bizStep, err = bizStep(doc); err != nil {

@@ -127,6 +127,9 @@ func namespaces(ctx any) map[string]string {
 
 type hasher struct {
 	ns map[string]string
+	// offset is the event's eventTimeZoneOffset, which places an
+	// eventTime written without an offset.
+	offset string
 }
 
 // field is one step of a canonical property order: a field name, and the
@@ -192,6 +195,7 @@ var inOrder = func() map[string]bool {
 }()
 
 func (h *hasher) event(ev map[string]any) string {
+	h.offset, _ = ev["eventTimeZoneOffset"].(string)
 	var b strings.Builder
 	b.WriteString("eventType=")
 	if t, ok := ev["type"].(string); ok {
@@ -340,7 +344,7 @@ func (h *hasher) plain(f field, v any) string {
 		return ""
 	}
 	if f.time {
-		s = normTime(s)
+		s = h.normTime(s)
 	} else {
 		s = canonValue(h.vocab(f.name, h.expandValue(s)))
 	}
@@ -527,13 +531,37 @@ func canonValue(s string) string {
 }
 
 // normTime writes an RFC 3339 time in UTC with milliseconds, rounded half
-// up; a value that does not parse is kept.
-func normTime(s string) string {
+// up; a time without an offset is read in the event's
+// eventTimeZoneOffset; a value that does not parse is kept.
+func (h *hasher) normTime(s string) string {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return s
+		local, lerr := time.Parse("2006-01-02T15:04:05.999999999", s)
+		off, ok := parseOffset(strings.TrimSpace(h.offset))
+		if lerr != nil || !ok {
+			return s
+		}
+		t = local.Add(-off)
 	}
 	return t.UTC().Round(time.Millisecond).Format("2006-01-02T15:04:05.000Z")
+}
+
+// parseOffset reads ±hh:mm.
+func parseOffset(s string) (time.Duration, bool) {
+	if len(s) != 6 || (s[0] != '+' && s[0] != '-') || s[3] != ':' || !isDecimal(s[1:3]) || !isDecimal(s[4:6]) ||
+		strings.ContainsAny(s[1:3]+s[4:6], "+-.") {
+		return 0, false
+	}
+	h, err1 := strconv.Atoi(s[1:3])
+	m, err2 := strconv.Atoi(s[4:6])
+	if err1 != nil || err2 != nil || h > 14 || m > 59 {
+		return 0, false
+	}
+	d := time.Duration(h)*time.Hour + time.Duration(m)*time.Minute
+	if s[0] == '-' {
+		d = -d
+	}
+	return d, true
 }
 
 // normNumber writes a decimal number ("600.0", "+1.50", "2e3") without

@@ -72,6 +72,7 @@ func TestSameEvent(t *testing.T) {
 		{"other namespace prefix", r(`"example"`, `"ex"`, `"example:`, `"ex:`), true},
 		{"same instant in UTC", r(`"2024-03-12T09:15:00.118-05:00"`, `"2024-03-12T14:15:00.118Z"`), true},
 		{"same instant at +01:00 with more digits", r(`"2024-03-12T09:15:00.118-05:00"`, `"2024-03-12T15:15:00.11800+01:00"`), true},
+		{"same instant as local time in eventTimeZoneOffset", r(`"2024-03-12T09:15:00.118-05:00"`, `"2024-03-12T09:15:00.118"`), true},
 		{"sub-millisecond rounded half up", r(`"2024-03-12T09:15:00.118-05:00"`, `"2024-03-12T09:15:00.1175-05:00"`), true},
 		{"CBV URNs", r(`"shipping"`, `"urn:epcglobal:cbv:bizstep:shipping"`, `"in_transit"`, `"urn:epcglobal:cbv:disp:in_transit"`, `"po"`, `"urn:epcglobal:cbv:btt:po"`), true},
 		{"CBV web URIs and compact IRIs", r(`"shipping"`, `"https://ref.gs1.org/cbv/BizStep-shipping"`, `"in_transit"`, `"cbv:Disp-in_transit"`), true},
