@@ -95,6 +95,10 @@ const (
 	// InvalidAggregation: an AggregationEvent's hierarchy is impossible
 	// (a container listed among its own children, a child listed twice).
 	InvalidAggregation Code = "INVALID_AGGREGATION"
+	// MalformedDocument: an EPCIS document (JSON or XML) cannot be read
+	// into events: not well-formed, not UTF-8, a DTD, too deep, too many
+	// events, or not an EPCISDocument.
+	MalformedDocument Code = "MALFORMED_DOCUMENT"
 )
 
 // FSMA 204 traceability codes.
@@ -254,6 +258,7 @@ var known = []Info{
 	{Code: UnsupportedEventType, Meaning: "the EPCIS event type is not accepted by the domain (detail names it)"},
 	{Code: InvalidParentID, Meaning: "an aggregation's parentID is missing or not a valid SSCC or SGTIN"},
 	{Code: InvalidAggregation, Meaning: "an aggregation's hierarchy is impossible (parent among its children, a child twice)"},
+	{Code: MalformedDocument, Meaning: "an EPCIS document cannot be read into events (syntax, encoding, DTD, depth, size)"},
 	{Code: MissingTLC, Meaning: "the traceability lot code is absent"},
 	{Code: MissingKDE, Meaning: "a key data element the CTE requires is absent (detail names it)"},
 	{Code: InvalidGLN, Meaning: "a GLN is not 13 digits with a valid check digit"},
