@@ -241,18 +241,20 @@ func fromWeb(s string) (string, bool) {
 	if slash <= 0 {
 		return "", false
 	}
-	segs := strings.Split(strings.TrimSuffix(rest[slash+1:], "/"), "/")
-	for i := 0; i+1 < len(segs); i++ {
-		ai := segs[i]
+	path := strings.TrimSuffix(rest[slash+1:], "/")
+	for path != "" {
+		seg, tail, found := strings.Cut(path, "/")
+		if !found {
+			return "", false
+		}
+		ai := seg
 		if n, ok := shortNames[ai]; ok {
 			ai = n
 		}
 		pk, ok := primaryKeys[ai]
-		if !ok {
-			continue
-		}
-		value := segs[i+1]
-		if len(value) < 5 || !gs1.Digits(value[:4]) {
+		value, pairs, _ := strings.Cut(tail, "/")
+		if !ok || len(value) < 5 || !gs1.Digits(value[:4]) {
+			path = tail
 			continue
 		}
 		if ai == "01" {
@@ -268,26 +270,36 @@ func fromWeb(s string) (string, bool) {
 		if pk.digits > 0 && (len(value) != pk.digits || !gs1.Digits(value)) {
 			return "", false
 		}
-		pairs := segs[i+2:]
-		if len(pairs)%2 != 0 {
-			return "", false
-		}
-		q := make(map[string]string, len(pairs)/2)
-		for j := 0; j < len(pairs); j += 2 {
-			k := pairs[j]
+		// The key qualifiers kept, finest first; the first occurrence of
+		// each AI counts.
+		best, bestRank := "", len(pk.qualifiers)
+		bestAI := ""
+		seen := map[string]bool(nil)
+		for pairs != "" {
+			k, r1, ok1 := strings.Cut(pairs, "/")
+			v, r2, _ := strings.Cut(r1, "/")
+			if !ok1 {
+				return "", false
+			}
 			if n, ok := shortNames[k]; ok {
 				k = n
 			}
-			if _, dup := q[k]; !dup {
-				q[k] = pairs[j+1]
+			if !seen[k] {
+				if seen == nil {
+					seen = make(map[string]bool, 4)
+				}
+				seen[k] = true
+				for rank, q := range pk.qualifiers {
+					if q == k && rank < bestRank && v != "" {
+						best, bestRank, bestAI = v, rank, q
+					}
+				}
 			}
+			pairs = r2
 		}
 		out := canonicalHost + "/" + ai + "/" + value
-		for _, k := range pk.qualifiers {
-			if v, ok := q[k]; ok && v != "" {
-				out += "/" + k + "/" + v
-				break
-			}
+		if bestAI != "" {
+			out += "/" + bestAI + "/" + best
 		}
 		return out, true
 	}

@@ -50,6 +50,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"math"
 	"math/big"
 	"slices"
@@ -69,8 +70,22 @@ const Prefix = "ni:///sha-256;"
 // them; nil for the event's own "@context"). It never fails: any JSON
 // object has an ID.
 func ID(ev map[string]any, ctx any) string {
-	sum := sha256.Sum256([]byte(PreHash(ev, ctx)))
-	return Prefix + hex.EncodeToString(sum[:]) + "?ver=" + Version
+	if ctx == nil {
+		ctx = ev["@context"]
+	}
+	h := hasher{ns: namespaces(ctx)}
+	var b strings.Builder
+	h.event(&b, ev)
+	d := sha256.New()
+	_, _ = io.WriteString(d, b.String())
+	var sum [sha256.Size]byte
+	var out [len(Prefix) + 2*sha256.Size + len("?ver=") + len(Version)]byte
+	n := copy(out[:], Prefix)
+	hex.Encode(out[n:], d.Sum(sum[:0]))
+	n += 2 * sha256.Size
+	n += copy(out[n:], "?ver=")
+	copy(out[n:], Version)
+	return string(out[:])
 }
 
 // PreHash returns the pre-hash string of ev (see the package
@@ -80,7 +95,9 @@ func PreHash(ev map[string]any, ctx any) string {
 		ctx = ev["@context"]
 	}
 	h := hasher{ns: namespaces(ctx)}
-	return h.event(ev)
+	var b strings.Builder
+	h.event(&b, ev)
+	return b.String()
 }
 
 // ignored are the fields that never take part in the hash: identifiers
@@ -100,12 +117,10 @@ var defaultNamespaces = map[string]string{
 	"gs1":    "https://gs1.org/voc/",
 }
 
-// namespaces collects the prefix declarations of a JSON-LD context.
+// namespaces collects the prefix declarations of a JSON-LD context (nil
+// when it declares none).
 func namespaces(ctx any) map[string]string {
-	ns := make(map[string]string, len(defaultNamespaces)+4)
-	for k, v := range defaultNamespaces {
-		ns[k] = v
-	}
+	var ns map[string]string
 	var add func(c any)
 	add = func(c any) {
 		switch x := c.(type) {
@@ -116,6 +131,9 @@ func namespaces(ctx any) map[string]string {
 		case map[string]any:
 			for k, v := range x {
 				if s, ok := v.(string); ok && !strings.HasPrefix(k, "@") {
+					if ns == nil {
+						ns = make(map[string]string, 4)
+					}
 					ns[k] = s
 				}
 			}
@@ -123,6 +141,16 @@ func namespaces(ctx any) map[string]string {
 	}
 	add(ctx)
 	return ns
+}
+
+// namespace returns the namespace a prefix stands for: the context's
+// declaration, else the EPCIS context's.
+func (h *hasher) namespace(prefix string) (string, bool) {
+	if ns, ok := h.ns[prefix]; ok {
+		return ns, true
+	}
+	ns, ok := defaultNamespaces[prefix]
+	return ns, ok
 }
 
 type hasher struct {
@@ -194,9 +222,9 @@ var inOrder = func() map[string]bool {
 	return m
 }()
 
-func (h *hasher) event(ev map[string]any) string {
+func (h *hasher) event(b *strings.Builder, ev map[string]any) {
 	h.offset, _ = ev["eventTimeZoneOffset"].(string)
-	var b strings.Builder
+	b.Grow(512)
 	b.WriteString("eventType=")
 	if t, ok := ev["type"].(string); ok {
 		b.WriteString(strings.TrimSpace(t))
@@ -219,7 +247,6 @@ func (h *hasher) event(ev map[string]any) string {
 	for _, s := range rest {
 		b.WriteString(s)
 	}
-	return b.String()
 }
 
 // ordered renders one field of a canonical order with its value.
@@ -284,9 +311,7 @@ func (h *hasher) entry(f field, e any) string {
 // extensions, sorted.
 func (h *hasher) object(obj map[string]any, order []field) string {
 	var b strings.Builder
-	known := make(map[string]bool, len(order))
 	for _, f := range order {
-		known[f.name] = true
 		v, ok := obj[f.name]
 		if !ok {
 			continue
@@ -313,7 +338,7 @@ func (h *hasher) object(obj map[string]any, order []field) string {
 	}
 	var ext []string
 	for k, v := range obj {
-		if known[k] || ignored[k] {
+		if inFields(order, k) || ignored[k] {
 			continue
 		}
 		ext = h.appendGeneric(ext, k, v)
@@ -323,6 +348,15 @@ func (h *hasher) object(obj map[string]any, order []field) string {
 		b.WriteString(s)
 	}
 	return b.String()
+}
+
+func inFields(order []field, name string) bool {
+	for _, f := range order {
+		if f.name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func asList(v any) []any {
@@ -430,6 +464,7 @@ func (h *hasher) typedList(name, member, vocabPrefix string, arr []any) string {
 			continue
 		}
 		var b strings.Builder
+		b.Grow(160)
 		if t, ok := h.scalar(obj["type"]); ok && strings.TrimSpace(t) != "" {
 			b.WriteString("type=")
 			b.WriteString(canonValue(cbvWord(vocabPrefix, h.expandValue(strings.TrimSpace(t)))))
@@ -457,7 +492,7 @@ func (h *hasher) expandKey(k string) string {
 	if !ok {
 		return k
 	}
-	if ns, ok := h.ns[p]; ok {
+	if ns, ok := h.namespace(p); ok {
 		return "{" + ns + "}" + local
 	}
 	return k
@@ -469,7 +504,7 @@ func (h *hasher) expandValue(s string) string {
 	if !ok || strings.HasPrefix(rest, "//") {
 		return s
 	}
-	if ns, ok := h.ns[p]; ok {
+	if ns, ok := h.namespace(p); ok {
 		return ns + rest
 	}
 	return s
@@ -505,21 +540,27 @@ func cbvWord(prefix, s string) string {
 	return s
 }
 
-// urnVocab rewrites CBV 1.x URNs as CBV 2.0 web URIs.
-var urnVocab = strings.NewReplacer(
-	"urn:epcglobal:cbv:bizstep:", "https://ref.gs1.org/cbv/BizStep-",
-	"urn:epcglobal:cbv:disp:", "https://ref.gs1.org/cbv/Disp-",
-	"urn:epcglobal:cbv:btt:", "https://ref.gs1.org/cbv/BTT-",
-	"urn:epcglobal:cbv:sdt:", "https://ref.gs1.org/cbv/SDT-",
-	"urn:epcglobal:cbv:er:", "https://ref.gs1.org/cbv/ER-",
-)
+// urnVocab maps the CBV 1.x URN prefixes to their CBV 2.0 web URI
+// prefixes.
+var urnVocab = [][2]string{
+	{"urn:epcglobal:cbv:bizstep:", "https://ref.gs1.org/cbv/BizStep-"},
+	{"urn:epcglobal:cbv:disp:", "https://ref.gs1.org/cbv/Disp-"},
+	{"urn:epcglobal:cbv:btt:", "https://ref.gs1.org/cbv/BTT-"},
+	{"urn:epcglobal:cbv:sdt:", "https://ref.gs1.org/cbv/SDT-"},
+	{"urn:epcglobal:cbv:er:", "https://ref.gs1.org/cbv/ER-"},
+}
 
 // canonValue applies the value normalizations: CBV URNs as web URIs,
 // numbers without trailing zeros, EPC URNs and Digital Link URIs as
 // constrained canonical Digital Link URIs.
 func canonValue(s string) string {
-	if strings.Contains(s, "urn:epcglobal:cbv:") {
-		s = urnVocab.Replace(s)
+	if strings.HasPrefix(s, "urn:epcglobal:cbv:") {
+		for _, p := range urnVocab {
+			if rest, ok := strings.CutPrefix(s, p[0]); ok {
+				return p[1] + rest
+			}
+		}
+		return s
 	}
 	if n, ok := normNumber(s); ok {
 		return n
