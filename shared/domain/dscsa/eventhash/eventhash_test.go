@@ -169,3 +169,12 @@ func FuzzID(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkID measures the event hash ID of a typical shipping event.
+func BenchmarkID(b *testing.B) {
+	ev := decode(b, []byte(shipping))
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = eventhash.ID(ev, nil)
+	}
+}
