@@ -180,7 +180,7 @@ func parseParent(s string, cache *gtinCache) (parent, error) {
 		sscc, err := ssccFromURN(s[len(ssccPrefix):])
 		return parent{sscc: sscc}, err
 	}
-	if path, ok := digitalLinkPath(s); ok {
+	if path, ok := digitalLinkPath(s); ok && firstKey(path) == "00" {
 		if rest, ok := afterAI(path, "00"); ok {
 			sscc, _, _ := strings.Cut(rest, "/")
 			if err := gs1.Validate(sscc, 18); err != nil {
@@ -203,6 +203,21 @@ func parseParent(s string, cache *gtinCache) (parent, error) {
 		return parent{}, codes.Errorf(codes.InvalidParentID, "%s", codes.DetailOf(err))
 	}
 	return parent{item: e}, nil
+}
+
+// firstKey returns the first path segment of a Digital Link path that is
+// the SSCC (00) or GTIN (01) primary key, "" when there is none: a serial
+// "00" after /01/<GTIN>/21/ is not an SSCC key.
+func firstKey(path string) string {
+	for path != "" {
+		path = path[1:] // drop the '/'
+		seg, _, _ := strings.Cut(path, "/")
+		if seg == "00" || seg == "01" {
+			return seg
+		}
+		path = path[len(seg):]
+	}
+	return ""
 }
 
 // ssccFromURN reads "CompanyPrefix.SerialReference" (17 digits together,

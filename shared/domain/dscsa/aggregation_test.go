@@ -211,3 +211,24 @@ func TestAggregationIdentify(t *testing.T) {
 		})
 	}
 }
+
+// TestParentKinds: a parentID is read by its first primary key, so an
+// SGTIN case whose serial is "00" is not taken for an SSCC.
+func TestParentKinds(t *testing.T) {
+	g := newGate(t)
+	base := string(fileData(t, "valid/packing-cases-into-sscc-pallet.json"))
+	for _, tt := range []struct{ parent, ordering, kind string }{
+		{"https://id.gs1.org/01/50614141123457/21/00", "50614141123457.00", "sgtin"},
+		{"https://example.com/00/006141411234567890", "006141411234567890", "sscc"},
+		{"https://example.com/shop/01/50614141123457/10/L1/21/C%2F1", "50614141123457.C/1", "sgtin"},
+	} {
+		doc := strings.Replace(base, `"urn:epc:id:sscc:0614141.0123456789"`, `"`+tt.parent+`"`, 1)
+		env, err := g.Check("events.dscsa.packing", []byte(doc))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.parent, err)
+		}
+		if env.OrderingKey != tt.ordering || env.Identifiers["parent_type"] != tt.kind {
+			t.Errorf("%s: ordering %q, kind %q", tt.parent, env.OrderingKey, env.Identifiers["parent_type"])
+		}
+	}
+}
