@@ -8,11 +8,12 @@ import (
 	"github.com/deadletter/deadletter/shared/domain/dscsa/document"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 // documentCheckSubject dry-runs an EPCIS document ("document" is no CBV
 // business step, so it names no single-event check).
-const documentCheckSubject = "validator.check.dscsa.document"
+const documentCheckSubject = "validator.check." + dscsa.Name + ".document"
 
 // documentReply is the answer of validator.check.dscsa.document.
 type documentReply struct {
@@ -77,5 +78,5 @@ func eventSubject(ev []byte) string {
 			token = et
 		}
 	}
-	return "events.dscsa." + token
+	return subjects.Event(dscsa.Name, token)
 }
