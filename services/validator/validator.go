@@ -553,6 +553,10 @@ type checkReply struct {
 // handleCheck dry-runs the gate: validator.check.<domain>.<type> with the
 // payload as body answers the envelope, or an error with its code.
 func (s *Service) handleCheck(r micro.Request) {
+	if r.Subject() == documentCheckSubject {
+		s.handleCheckDocument(r)
+		return
+	}
 	subject := "events." + r.Subject()[len("validator.check."):]
 	env, err := s.check(subject, r.Data())
 	if err != nil {

@@ -43,6 +43,7 @@ func FromFailure(f Failure, now time.Time) Record {
 	}
 	if e := f.Envelope; e != nil {
 		r.IdempotencyKey, r.OrderingKey, r.PartyID = e.IdempotencyKey, e.OrderingKey, e.PartyID
+		r.EventHashID = e.EventHashID
 		if !e.EventTime.IsZero() {
 			t := e.EventTime.UTC()
 			r.EventTime = &t

@@ -34,6 +34,7 @@ func TestFromFailure(t *testing.T) {
 		OrderingKey:    f.Envelope.OrderingKey,
 		PartyID:        "AB1234563",
 		EventTime:      &et,
+		EventHashID:    testEventHashID,
 		Attempts:       f.Attempts,
 		DeliveryCount:  5,
 		RedriveCount:   0,

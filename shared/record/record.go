@@ -73,6 +73,10 @@ type Record struct {
 	PartyID string `json:"party_id,omitempty"`
 	// EventTime is the event's own time (UTC) when known.
 	EventTime *time.Time `json:"event_time,omitempty"`
+	// EventHashID is the event's standard content fingerprint when its
+	// domain defines one and its payload parsed (DSCSA: the CBV 2.0 EPCIS
+	// event hash ID; see envelope.Envelope.EventHashID).
+	EventHashID string `json:"event_hash_id,omitempty"`
 	// Attempts are the failed attempts this record adds, in order; Fold
 	// accumulates them over the chain.
 	Attempts []Attempt `json:"attempts,omitempty"`
