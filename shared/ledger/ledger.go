@@ -5,12 +5,16 @@ package ledger
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/shared/record"
 )
 
 // Commit states.
@@ -38,6 +42,9 @@ type KeyState struct {
 	// DLQID is set when the committed event was a replay of a quarantined
 	// event.
 	DLQID string `json:"dlq_id,omitempty"`
+	// ContentHash is the committed event's ContentHash (absent in states
+	// written before it was recorded: read the LEDGER entry then).
+	ContentHash string `json:"content_hash,omitempty"`
 }
 
 // Committed reports whether the state is committed.
@@ -69,4 +76,18 @@ func Decode(b []byte) (KeyState, error) {
 		return KeyState{}, err
 	}
 	return st, nil
+}
+
+// ContentHash is what two events with one idempotency key must share to be
+// duplicates of each other: the lowercase hex SHA-256 of the RFC 8785
+// canonical form of the payload (record.Canonical), so that a copy that
+// differs only in member order or whitespace is the same content. Bytes
+// that are no JSON document (never an event that passed the gate, but
+// possibly a LEDGER entry someone else wrote) are hashed as they are.
+func ContentHash(data []byte) string {
+	if c, err := record.Canonical(data); err == nil {
+		data = c
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }
