@@ -410,17 +410,13 @@ func (c *committer) ledgerEntry(ctx context.Context, subj string) (*jetstream.Ra
 }
 
 // committedContent returns the content hash of the event a committed key
-// state names: recorded in the state, or (a state from before it was)
-// the hash of its LEDGER entry's payload.
+// state names (ledger.CommittedHash).
 func (c *committer) committedContent(ctx context.Context, env envelope.Envelope, st KeyState) (string, error) {
-	if st.ContentHash != "" {
-		return st.ContentHash, nil
-	}
-	raw, err := c.ledgerEntry(ctx, c.ledger(env.Domain, env.IdempotencyKey))
+	h, err := ledger.CommittedHash(ctx, c.js, st, c.ledger(env.Domain, env.IdempotencyKey))
 	if err != nil {
-		return "", err
+		return "", codes.Wrap(codes.StoreUnavailable, err, "ledger lookup failed")
 	}
-	return ledger.ContentHash(raw.Data), nil
+	return h, nil
 }
 
 // heldError is a CLAIM_HELD failure carrying when the holder's lease ends.

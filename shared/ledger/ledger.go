@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 // Commit states.
@@ -90,4 +91,23 @@ func ContentHash(data []byte) string {
 	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
+}
+
+// CommittedHash returns the ContentHash of the event a committed key state
+// names: recorded in the state, or, for a state written before it was
+// recorded, the hash of the payload of its LEDGER entry (on subject, the
+// key's LEDGER subject).
+func CommittedHash(ctx context.Context, js jetstream.JetStream, st KeyState, subject string) (string, error) {
+	if st.ContentHash != "" {
+		return st.ContentHash, nil
+	}
+	s, err := js.Stream(ctx, subjects.LedgerStream)
+	if err != nil {
+		return "", fmt.Errorf("ledger: %w", err)
+	}
+	raw, err := s.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		return "", fmt.Errorf("ledger: entry of a committed key: %w", err)
+	}
+	return ContentHash(raw.Data), nil
 }
