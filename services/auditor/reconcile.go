@@ -40,9 +40,9 @@ type event struct {
 	hash       string
 	conflictID string
 	state      ledger.KeyState
-	found    bool
-	category string
-	class    string
+	found      bool
+	category   string
+	class      string
 }
 
 // chainView is what reconciliation needs of the chain an event names: its
