@@ -101,6 +101,13 @@ func sameContent(ledgerSeq uint64, committed, content string) error {
 // next delivery repeats the POST (the downstream de-duplicates on the key),
 // finds the LEDGER subject written and adopts that message, then marks the
 // key. So an event is never lost and never committed twice.
+//
+// A key found committed (or its LEDGER subject written) is a duplicate only
+// when the committed content is the event's (ledger.ContentHash: the
+// canonical JSON's SHA-256, recorded on the LEDGER entry and in the key
+// state); other content under the same key is an IDEMPOTENCY_CONFLICT,
+// quarantined, never acknowledged as a duplicate (conflictError). LEDGER
+// itself keeps one message per key subject (server-enforced, streams.Ledger).
 type committer struct {
 	js     jetstream.JetStream
 	kv     jetstream.KeyValue
