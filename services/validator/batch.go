@@ -274,6 +274,13 @@ func (b *batcher) ledger(ps []*pendingCommit) {
 		b.oneByOne(ps)
 		return
 	}
+	if b.c.hooks != nil && b.c.hooks.beforeLedgerBatch != nil {
+		keys := make([]string, len(ps))
+		for i, p := range ps {
+			keys[i] = p.env.IdempotencyKey
+		}
+		b.c.hooks.beforeLedgerBatch(keys)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	seqs, err := batch.Publish(ctx, b.c.js, msgs)
 	cancel()
@@ -281,8 +288,12 @@ func (b *batcher) ledger(ps []*pendingCommit) {
 		if errors.Is(err, batch.ErrDisabled) && !b.off.Swap(true) {
 			b.log.Warn("LEDGER does not allow atomic publish: committing one event at a time; provision again to turn it on", "err", err)
 		}
-		// Refused (a key written meanwhile) or an unknown outcome: the
-		// per-event path's conditional write says which.
+		// Refused (a key written meanwhile, by anyone: LEDGER refuses a
+		// second message on a subject, 10077, and the expectation fails,
+		// 10071; either refuses the whole batch) or an unknown outcome:
+		// the per-event path's conditional write says which, and takes
+		// the written key to the content comparison (duplicate or
+		// IDEMPOTENCY_CONFLICT).
 		b.log.Debug("LEDGER batch not written", "events", len(ps), "err", err)
 		b.oneByOne(ps)
 		return

@@ -128,6 +128,9 @@ type committer struct {
 type testHooks struct {
 	afterClaim  func(key string)
 	afterLedger func(key string)
+	// beforeLedgerBatch runs before a group's LEDGER batch is written,
+	// with its keys (after the look-up of the keys LEDGER holds).
+	beforeLedgerBatch func(keys []string)
 }
 
 type claim struct {

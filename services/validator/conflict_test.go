@@ -5,14 +5,17 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/ledger"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/sample"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -134,5 +137,102 @@ func TestIdempotencyConflict(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestBatchRefusedByWrittenKey: a key written to LEDGER after the batcher
+// looked its group's keys up and before the group's atomic batch (by
+// another validator, or anyone with a LEDGER credential) makes the server
+// refuse the whole batch; the group is then written one event at a time:
+// every other event is committed once, and the event of the written key
+// adopts the entry when it holds its content (as the entry of a validator
+// that died after its LEDGER write), else is quarantined
+// IDEMPOTENCY_CONFLICT against that entry.
+func TestBatchRefusedByWrittenKey(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		same     bool
+		wantCode codes.Code
+	}{
+		{"written with the event's own content", true, ""},
+		{"written with other content", false, codes.IdempotencyConflict},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := natstest.Start(t)
+			js := srv.JetStream(t)
+			set, err := sample.Load()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := testConfig()
+			cfg.Streams.SyncAlways = true // a batcher; groups of SyncMinBatch or more are batches
+			cfg.Workers = 4 * batch.SyncMinBatch
+			startValidator(t, srv, cfg, nil).stop()
+			const n = 3 * batch.SyncMinBatch
+			data := map[string][]byte{}
+			subjectOf := map[string]string{}
+			for i := range n {
+				e, err := set.Valid(i)
+				if err != nil {
+					t.Fatal(err)
+				}
+				k := keyOf(t, e.Subject, e.Data)
+				data[k], subjectOf[k] = e.Data, e.Subject
+				publish(t, js, e.Subject, e.Data, "")
+			}
+			var once sync.Once
+			var written string
+			var writtenSeq uint64
+			hooks := &testHooks{beforeLedgerBatch: func(keys []string) {
+				once.Do(func() {
+					written = keys[len(keys)/2]
+					body := []byte(`{"note":"Müller & Söhne <Großhandel>"}`)
+					if tc.same {
+						body = data[written]
+					}
+					dom, _, _ := strings.Cut(written, "_")
+					ack, err := js.Publish(context.Background(), subjects.Ledger(dom, written), body)
+					if err != nil {
+						t.Errorf("write the key: %v", err)
+						return
+					}
+					writtenSeq = ack.Sequence
+				})
+			}}
+			v := startValidator(t, srv, cfg, hooks)
+			natstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+				if st := v.Stats(); st.Committed+st.Duplicates+st.Structural != n {
+					return fmt.Errorf("%d of %d settled: %+v", st.Committed+st.Duplicates+st.Structural, n, st)
+				}
+				return nil
+			})
+			if written == "" {
+				t.Fatal("no group was written as a batch")
+			}
+			st := v.Stats()
+			fs := failures(t, js)
+			if tc.same {
+				// Adopted, as the entry of a validator that died after its
+				// LEDGER write.
+				if st.Committed != n || len(fs) != 0 {
+					t.Fatalf("stats %+v, %d failures; want all %d committed (the written entry adopted)", st, len(fs), n)
+				}
+			} else {
+				if st.Committed != n-1 || st.Structural != 1 || len(fs) != 1 || fs[0].Code != tc.wantCode ||
+					fs[0].Conflict == nil || fs[0].Conflict.LedgerSeq != writtenSeq {
+					t.Fatalf("stats %+v, failures %+v; want %d committed and one %s against LEDGER %d", st, fs, n-1, tc.wantCode, writtenSeq)
+				}
+			}
+			if v.commit.batch.fallbacks.Load() == 0 {
+				t.Error("no event took the per-event path")
+			}
+			for k := range data {
+				dom, _, _ := strings.Cut(k, "_")
+				if c := ledgerCount(t, js, dom, k); c != 1 {
+					t.Errorf("%s: %d LEDGER entries, want 1", k, c)
+				}
+			}
+		})
 	}
 }
