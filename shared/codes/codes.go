@@ -135,6 +135,10 @@ const (
 	// MaxDeliveriesExceeded: the event exhausted its deliveries without a
 	// recorded transient error (e.g. the validator died on every attempt).
 	MaxDeliveriesExceeded Code = "MAX_DELIVERIES_EXCEEDED"
+	// IdempotencyConflict: the event's idempotency key is committed in
+	// LEDGER with other content (canonical form); the event is not a
+	// duplicate, and is quarantined beside the committed one. Structural.
+	IdempotencyConflict Code = "IDEMPOTENCY_CONFLICT"
 )
 
 // transient lists the codes that are worth retrying. Every other code,
@@ -267,6 +271,7 @@ var known = []Info{
 	{Code: DownstreamRejected, Meaning: "the downstream answered another non-2xx status"},
 	{Code: StoreUnavailable, Meaning: "a JetStream write or read failed"},
 	{Code: ClaimHeld, Meaning: "another validator is committing the same key"},
+	{Code: IdempotencyConflict, Meaning: "the idempotency key is committed with other content"},
 	{Code: MaxDeliveriesExceeded, Meaning: "deliveries ran out without a recorded transient error"},
 	{Code: TerminatedExternally, Meaning: "a consumer terminated the event without a failure report"},
 	{Code: OriginalUnavailable, Meaning: "the original event expired from EVENTS before quarantine"},

@@ -74,6 +74,10 @@ const (
 	RedriveCount = "Deadletter-Redrive-Count"
 	// ErrorCode is set on failure messages and error replies.
 	ErrorCode = "Deadletter-Error-Code"
+	// ContentHash is set on LEDGER writes: the hex SHA-256 of the event's
+	// canonical (RFC 8785) payload (ledger.ContentHash), which a second
+	// event with the same idempotency key must match to be a duplicate.
+	ContentHash = "Deadletter-Content-Hash"
 
 	// Traceparent and Tracestate are the W3C trace-context headers.
 	Traceparent = "traceparent"
