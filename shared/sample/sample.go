@@ -5,9 +5,12 @@
 package sample
 
 import (
+	"strconv"
+
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/deadletter/deadletter/shared/gs1"
 	"strings"
 
 	"github.com/deadletter/deadletter/schemas"
@@ -131,12 +134,17 @@ func Unique(doc map[string]any, subject string, i int) {
 		doc["lot"] = id
 	case dscsa.Name:
 		doc["eventID"] = fmt.Sprintf("urn:uuid:00000000-0000-4000-8000-%012d", i)
-		if list, ok := doc["epcList"].([]any); ok {
-			for k, v := range list {
-				if epc, ok := v.(string); ok {
-					list[k] = withSerial(epc, fmt.Sprintf("S%09dE%d", i, k))
+		for _, field := range []string{"epcList", "childEPCs"} {
+			if list, ok := doc[field].([]any); ok {
+				for k, v := range list {
+					if epc, ok := v.(string); ok {
+						list[k] = withSerial(epc, fmt.Sprintf("S%09dE%d", i, k))
+					}
 				}
 			}
+		}
+		if parent, ok := doc["parentID"].(string); ok {
+			doc["parentID"] = withContainer(withSerial(parent, fmt.Sprintf("P%09d", i)), i)
 		}
 	case fsma.Name:
 		doc["traceability_lot_code"] = id
@@ -163,4 +171,29 @@ func withSerial(epc, serial string) string {
 		}
 	}
 	return epc
+}
+
+// withContainer gives an SSCC (URN or GS1 Digital Link) the serial
+// reference i, in its own width, and a Digital Link its check digit again;
+// any other identifier is returned as it is.
+func withContainer(id string, i int) string {
+	if j := strings.LastIndexByte(id, '.'); j >= 0 && strings.HasPrefix(strings.ToLower(id), "urn:epc:id:sscc:") {
+		return id[:j+1] + lastDigits(id[j+1:], i)
+	}
+	if j := strings.Index(id, "/00/"); j >= 0 && len(id) >= j+4+18 {
+		sscc := id[j+4 : j+4+18]
+		body := sscc[:1] + lastDigits(sscc[1:17], i)
+		return id[:j+4] + body + string(gs1.CheckDigit(body)) + id[j+4+18:]
+	}
+	return id
+}
+
+// lastDigits replaces the last digits of s by i (as many as i needs, at
+// most len(s)), keeping the width of s.
+func lastDigits(s string, i int) string {
+	d := strconv.Itoa(i)
+	if len(d) > len(s) {
+		d = d[len(d)-len(s):]
+	}
+	return s[:len(s)-len(d)] + d
 }
