@@ -144,9 +144,9 @@ func TestAnchoredVerify(t *testing.T) {
 		name string
 		// attack changes the store after the anchor was exported; it may
 		// start a new auditor (returned) that verifies.
-		attack    func(t *testing.T, e *env, rs []record.Record) *running
-		kinds     []string // problem kinds expected (at least)
-		named     int      // index in rs of the record the problem must name; -1: none
+		attack func(t *testing.T, e *env, rs []record.Record) *running
+		kinds  []string // problem kinds expected (at least)
+		named  int      // index in rs of the record the problem must name; -1: none
 		// plainOK: verify without an anchor says INTACT. It checks the
 		// store against the auditor's own export file: only an attacker
 		// who also runs a new auditor with a new export file fools it.
@@ -210,13 +210,13 @@ func TestAnchoredVerify(t *testing.T) {
 			named: -1,
 		},
 		{
-			name:    "deleted wholesale and recreated empty",
+			name:   "deleted wholesale and recreated empty",
 			attack: func(t *testing.T, e *env, _ []record.Record) *running { e.recreate(t, true); return nil },
 			kinds:  []string{api.ProblemStoreMissing},
 			named:  -1,
 		},
 		{
-			name:      "deleted wholesale",
+			name:   "deleted wholesale",
 			attack: func(t *testing.T, e *env, _ []record.Record) *running { e.recreate(t, false); return nil },
 			kinds:  []string{api.ProblemStoreMissing},
 			named:  -1,
