@@ -81,8 +81,13 @@ func (c *anchorCheck) finish(v *verifier) {
 		if c.mismatch != nil {
 			v.problem(*c.mismatch)
 		}
-		v.problem(api.VerifyProblem{Kind: api.ProblemAnchorShort, FromSeq: 1, ToSeq: cp.LastSeq,
-			Detail: fmt.Sprintf("QUARANTINE holds %d records up to sequence %d; the anchor says it held %d", c.records, cp.LastSeq, cp.TreeSize)})
+		from := uint64(1)
+		if c.lastRec != nil {
+			from = c.lastRec.seq + 1 // the records after the last one there
+		}
+		v.problem(api.VerifyProblem{Kind: api.ProblemAnchorShort, FromSeq: from, ToSeq: cp.LastSeq,
+			Detail: fmt.Sprintf("QUARANTINE holds %d records up to sequence %d; the anchor says it held %d (sequences %d..%d missing)",
+				c.records, cp.LastSeq, cp.TreeSize, from, cp.LastSeq)})
 		return
 	case c.root == c.a.root:
 		rep.Matched = true

@@ -165,7 +165,7 @@ func TestBackupRestore(t *testing.T) {
 			want: backup.ErrIncomplete,
 		},
 		{
-			name: "the manifest signed by another key",
+			name:   "the manifest signed by another key",
 			damage: func(_ *testing.T, d string) string { return d },
 			key:    "other",
 			want:   backup.ErrCorrupt,
