@@ -78,6 +78,10 @@ func SigningPublicKey(path string) (string, error) {
 	return kp.PublicKey()
 }
 
+// LoadSigningKey reads the signing key file at path (checked as
+// Config.SigningKeyFile is): the key a backup's manifest is signed with.
+func LoadSigningKey(path string) (nkeys.KeyPair, error) { return loadSigningKey(path) }
+
 // loadSigningKey reads an nkeys account or user seed from path, refusing
 // a file that group or others may read or write.
 func loadSigningKey(path string) (nkeys.KeyPair, error) {

@@ -282,6 +282,8 @@ code CONNECT.`,
 		a.tailCommand(),
 		a.approvalCommand(),
 		a.policyCommand(),
+		a.backupCommand(),
+		a.restoreCommand(),
 	)
 	return root
 }
