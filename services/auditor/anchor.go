@@ -85,8 +85,14 @@ func (c *anchorCheck) finish(v *verifier) {
 		if c.lastRec != nil {
 			from = c.lastRec.seq + 1 // the records after the last one there
 		}
+		if c.mismatch != nil && c.mismatch.FromSeq > 0 && c.mismatch.FromSeq < from {
+			// The store diverged before its end (records written after a
+			// restore of an older backup): the anchor's records are
+			// missing from the first that differs.
+			from = c.mismatch.FromSeq
+		}
 		v.problem(api.VerifyProblem{Kind: api.ProblemAnchorShort, FromSeq: from, ToSeq: cp.LastSeq,
-			Detail: fmt.Sprintf("QUARANTINE holds %d records up to sequence %d; the anchor says it held %d (sequences %d..%d missing)",
+			Detail: fmt.Sprintf("QUARANTINE holds %d records up to sequence %d; the anchor says it held %d (sequences %d..%d missing or different)",
 				c.records, cp.LastSeq, cp.TreeSize, from, cp.LastSeq)})
 		return
 	case c.root == c.a.root:

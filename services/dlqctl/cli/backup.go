@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -9,13 +10,14 @@ import (
 	"github.com/deadletter/deadletter/services/auditor"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/backup"
+	"github.com/deadletter/deadletter/shared/embedded"
 )
 
 // backupCommand is `dlqctl backup DIR`: a backup of every stream and
 // bucket through JetStream's snapshot API (package backup), as the
 // backup user.
 func (a *app) backupCommand() *cobra.Command {
-	var keyFile string
+	var keyFile, credsFile string
 	cmd := &cobra.Command{
 		Use:   "backup DIR",
 		Short: "Write a signed backup of every stream and bucket into DIR (JetStream snapshots, while the system runs; the manifest is written last)",
@@ -39,6 +41,9 @@ contained within the services' account (docs/adr/0001-backup-identity.md).`,
 				return err
 			}
 			defer kp.Wipe()
+			if err := a.asAdmin(credsFile); err != nil {
+				return err
+			}
 			c, err := a.connect()
 			if err != nil {
 				return err
@@ -60,17 +65,19 @@ contained within the services' account (docs/adr/0001-backup-identity.md).`,
 		},
 	}
 	cmd.Flags().StringVar(&keyFile, "signing-key", "", "the audit signing key file (nkeys seed, mode 0600) the manifest is signed with")
+	cmd.Flags().StringVar(&credsFile, "credentials", "", "connect as the break-glass admin of this credentials file (make run: data/credentials.json)")
 	return cmd
 }
 
 // restoreCommand is `dlqctl restore DIR`: a checked backup restored into
 // an empty server, as the break-glass admin.
 func (a *app) restoreCommand() *cobra.Command {
-	var pubKey string
+	var pubKey, keyFile, credsFile, dataDir string
 	cmd := &cobra.Command{
 		Use:   "restore DIR",
 		Short: "Restore the backup in DIR into an empty server (break-glass admin), after checking its manifest's signature and every part's SHA-256",
 		Long: `Restore the backup in DIR into a server that holds none of its streams
+(or, with --data-dir, into a new store directory, offline)
 (a restore never overwrites). The manifest must verify with --pubkey (the
 audit key's public key, never the backup's own) and every part must match
 its size and SHA-256; a partial backup (no manifest) is refused. Connect as
@@ -81,8 +88,25 @@ dlqctl verify --anchor DIR/checkpoint.jsonl --pubkey KEY (the backup's own
 checkpoint).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if pubKey == "" && keyFile != "" {
+				k, err := auditor.SigningPublicKey(keyFile)
+				if err != nil {
+					return err
+				}
+				pubKey = k
+			}
 			if pubKey == "" {
-				return usageErrorf("--pubkey is required (the audit key's public key)")
+				return usageErrorf("--pubkey (or --signing-key) is required: the audit key's public key")
+			}
+			if err := a.asAdmin(credsFile); err != nil {
+				return err
+			}
+			if dataDir != "" {
+				stop, err := a.offlineServer(credsFile, dataDir)
+				if err != nil {
+					return err
+				}
+				defer stop()
 			}
 			c, err := a.connect()
 			if err != nil {
@@ -100,7 +124,11 @@ checkpoint).`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&pubKey, "pubkey", "", "the audit key's nkeys public key the manifest must be signed with")
+	fl := cmd.Flags()
+	fl.StringVar(&pubKey, "pubkey", "", "the audit key's nkeys public key the manifest must be signed with")
+	fl.StringVar(&keyFile, "signing-key", "", "take the public key from this audit signing key file instead of --pubkey")
+	fl.StringVar(&credsFile, "credentials", "", "connect as the break-glass admin of this credentials file (make run: data/credentials.json)")
+	fl.StringVar(&dataDir, "data-dir", "", "restore offline into this new store directory: a server with the accounts of --credentials is started on it for the restore, then stopped (then: deadletter --data-dir DIR)")
 	return cmd
 }
 
@@ -119,4 +147,51 @@ func (a *app) printParts(man backup.Manifest) {
 	} else {
 		fmt.Fprintln(a.io.Out, "checkpoint: none (AUDIT held no checkpoint)")
 	}
+}
+
+// asAdmin sets the connection's user and password to the break-glass
+// admin's of the credentials file (nothing when file is empty).
+func (a *app) asAdmin(file string) error {
+	if file == "" {
+		return nil
+	}
+	if _, err := os.Stat(file); err != nil {
+		return fmt.Errorf("credentials: %w", err)
+	}
+	creds, err := access.LoadOrCreate(file, access.DefaultPeople())
+	if err != nil {
+		return err
+	}
+	sec, ok := creds.Users[access.Admin]
+	if !ok || sec.Password == "" {
+		return fmt.Errorf("credentials: %s holds no admin password", file)
+	}
+	a.conn.User, a.conn.Password, a.conn.Creds, a.conn.NKey, a.conn.InboxPrefix = access.Admin, sec.Password, "", "", ""
+	return nil
+}
+
+// offlineServer starts a server on the new store directory dir with the
+// accounts of the credentials file, on a free loopback port, and points
+// the connection at it.
+func (a *app) offlineServer(credsFile, dir string) (stop func(), err error) {
+	if credsFile == "" {
+		return nil, usageErrorf("--data-dir needs --credentials (the accounts the restored streams belong to)")
+	}
+	if es, err := os.ReadDir(dir); err == nil && len(es) > 0 {
+		return nil, fmt.Errorf("restore: %s is not empty (a restore never overwrites a store)", dir)
+	}
+	creds, err := access.LoadOrCreate(credsFile, access.DefaultPeople())
+	if err != nil {
+		return nil, err
+	}
+	text, err := access.ServerConfig(creds)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := embedded.Start(embedded.Config{StoreDir: dir, Port: -1, ConfigText: text})
+	if err != nil {
+		return nil, err
+	}
+	a.conn.URL = srv.ClientURL()
+	return func() { srv.Shutdown(); srv.WaitForShutdown() }, nil
 }
