@@ -230,7 +230,7 @@ func seed(ctx context.Context, js jetstream.JetStream, n int) (int, error) {
 		if random {
 			note := make([]byte, 500)
 			_, _ = rand.Read(note)
-			r.Payload = fmt.Appendf(nil, `{"transaction_id":"TX-%d","note":"%x"}`, i, note)
+			r.Payload = record.NewPayload(fmt.Appendf(nil, `{"transaction_id":"TX-%d","note":"%x"}`, i, note))
 		}
 		if err := record.Seal(&r); err != nil {
 			return 0, err
