@@ -60,13 +60,18 @@ func newKey(t *testing.T) (nkeys.KeyPair, string) {
 // midway, or changed after it was taken, is refused.
 func TestBackupRestore(t *testing.T) {
 	src := natstest.Start(t)
-	src.Provision(t, streams.DefaultOptions())
+	o := streams.DefaultOptions()
+	o.QuarantineMaxAge = 10 * 365 * 24 * time.Hour // with LEGALHOLD
+	src.Provision(t, o)
 	nc := src.Connect(t)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fill(t, js, 300)
+	if _, err := js.Publish(t.Context(), "legalhold.pharmacy.pharmacy_000007", []byte(`{"dlq_id":"pharmacy_000007","case":"CASE-Pharmacie Saint-Étienne"}`)); err != nil {
+		t.Fatal(err)
+	}
 	kp, pub := newKey(t)
 	dir := filepath.Join(t.TempDir(), "backup")
 	man, err := backup.Take(t.Context(), nc, dir, kp, backup.Options{ChunkSize: 1024})
@@ -96,11 +101,17 @@ func TestBackupRestore(t *testing.T) {
 			if info.State.Msgs != p.Msgs || info.State.LastSeq != p.LastSeq {
 				t.Errorf("%s restored with %d msgs to %d, the backup holds %d to %d", p.Stream, info.State.Msgs, info.State.LastSeq, p.Msgs, p.LastSeq)
 			}
-			if p.Stream == subjects.QuarantineStream || p.Stream == subjects.AuditStream {
+			if p.Stream == subjects.QuarantineStream || p.Stream == subjects.AuditStream || p.Stream == subjects.LegalHoldStream {
 				if !info.Config.DenyDelete || !info.Config.DenyPurge {
 					t.Errorf("%s restored without its WORM flags: %+v", p.Stream, info.Config)
 				}
 			}
+		}
+		if lh, err := djs.Stream(t.Context(), subjects.LegalHoldStream); err != nil || lh.CachedInfo().State.Msgs != 1 || lh.CachedInfo().Config.MaxAge != 0 {
+			t.Errorf("LEGALHOLD restored as %+v, %v; want its copy, kept forever", lh, err)
+		}
+		if q, err := djs.Stream(t.Context(), subjects.QuarantineStream); err != nil || q.CachedInfo().Config.MaxAge != o.QuarantineMaxAge {
+			t.Errorf("QUARANTINE restored without its retention: %v", err)
 		}
 		m, err := djs.Stream(t.Context(), subjects.QuarantineStream)
 		if err != nil {
