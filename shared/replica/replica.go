@@ -16,40 +16,64 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/deadletter/deadletter/shared/subjects"
+	"github.com/deadletter/deadletter/shared/streams"
 )
 
-// Streams are the streams mirrored: the evidence and the system of record.
-func Streams() []string {
-	return []string{subjects.QuarantineStream, subjects.AuditStream, subjects.LegalHoldStream, subjects.LedgerStream}
+// Configs are the primary's streams the second copy mirrors: the WORM
+// stores of o (QUARANTINE, AUDIT and, with a retention, LEGALHOLD) and
+// LEDGER, the system of record.
+func Configs(o streams.Options) []jetstream.StreamConfig {
+	return append(streams.WORMStreams(o), streams.Ledger(o))
 }
 
-// Mirror is the configuration of the mirror of stream name, in the
-// primary's JetStream domain: no subjects of its own, WORM (deny delete,
-// deny purge), on file.
-func Mirror(name, primaryDomain string) jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name: name, Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy,
-		Mirror:     &jetstream.StreamSource{Name: name, Domain: primaryDomain},
-		DenyDelete: true, DenyPurge: true,
-		Description: "deadletter replica: a mirror of " + name + " in JetStream domain " + primaryDomain,
+// Names returns the stream names of cfgs.
+func Names(cfgs []jetstream.StreamConfig) []string {
+	out := make([]string, len(cfgs))
+	for i, c := range cfgs {
+		out[i] = c.Name
 	}
+	return out
 }
 
-// EnsureMirrors creates, on the second server (js), a mirror of each
-// stream of names that is not there yet.
-func EnsureMirrors(ctx context.Context, js jetstream.JetStream, primaryDomain string, names []string) error {
-	for _, name := range names {
-		_, err := js.Stream(ctx, name)
+// Mirror is the configuration of the mirror of the primary's stream cfg
+// (streams.Quarantine, streams.Ledger...) in the primary's JetStream
+// domain: cfg without subjects, mirroring, so that its limits, WORM flags
+// and once-per-subject rules hold on the copy too and Promote can make it
+// the stream itself.
+func Mirror(cfg jetstream.StreamConfig, primaryDomain string) jetstream.StreamConfig {
+	m := cfg
+	m.Subjects, m.Duplicates = nil, 0
+	m.AllowAtomicPublish, m.AllowBatchPublish = false, false
+	m.Mirror = &jetstream.StreamSource{Name: cfg.Name, Domain: primaryDomain}
+	m.Description = "deadletter second copy: a mirror of " + cfg.Name + " in JetStream domain " + primaryDomain
+	return m
+}
+
+// EnsureMirrors creates, on the second server (js), the mirror of each of
+// the primary's stream configurations cfgs that is not there yet.
+func EnsureMirrors(ctx context.Context, js jetstream.JetStream, primaryDomain string, cfgs []jetstream.StreamConfig) error {
+	for _, cfg := range cfgs {
+		_, err := js.Stream(ctx, cfg.Name)
 		if err == nil {
 			continue
 		}
 		if !errors.Is(err, jetstream.ErrStreamNotFound) {
-			return fmt.Errorf("replica: %s: %w", name, err)
+			return fmt.Errorf("replica: %s: %w", cfg.Name, err)
 		}
-		if _, err := js.CreateStream(ctx, Mirror(name, primaryDomain)); err != nil {
-			return fmt.Errorf("replica: create the mirror of %s: %w", name, err)
+		if _, err := js.CreateStream(ctx, Mirror(cfg, primaryDomain)); err != nil {
+			return fmt.Errorf("replica: create the mirror of %s: %w", cfg.Name, err)
 		}
+	}
+	return nil
+}
+
+// Promote makes the second copy of cfg's stream the stream itself (after
+// the primary is lost): the mirror stops and the stream takes cfg's
+// subjects, keeping every record at its sequence (JetStream's mirror
+// promotion: an update that removes the mirror).
+func Promote(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("replica: promote %s: %w", cfg.Name, err)
 	}
 	return nil
 }

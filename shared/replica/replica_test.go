@@ -75,10 +75,11 @@ func TestMirrorOverLeafNode(t *testing.T) {
 	if err := streams.EnsureWORM(ctx, pjs, o); err != nil {
 		t.Fatal(err)
 	}
-	names := []string{subjects.QuarantineStream, subjects.AuditStream, subjects.LedgerStream}
+	cfgs := replica.Configs(o)
+	names := replica.Names(cfgs)
 	sjs := jsOf(t, second)
 	natstest.CheckFor(t, 20*time.Second, 100*time.Millisecond, func() error {
-		return replica.EnsureMirrors(ctx, sjs, "primary", names)
+		return replica.EnsureMirrors(ctx, sjs, "primary", cfgs)
 	})
 	const n = 500
 	for i := range n {
@@ -137,6 +138,28 @@ deadletter_replica_lag_messages{stream="QUARANTINE"} 0
 	}
 	if err := q.DeleteMsg(ctx, 1); err == nil {
 		t.Error("a record of the WORM copy was deleted")
+	}
+
+	// Failover: the copy is promoted and takes the writes; it keeps the
+	// sequences (the anchors still prove it) and the WORM settings.
+	for _, cfg := range cfgs {
+		if err := replica.Promote(ctx, sjs, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ack, err := sjs.Publish(ctx, subjects.Quarantine("pharmacy", "pharmacy_new"), []byte(`{"dlq_id":"pharmacy_new"}`))
+	if err != nil || ack.Sequence != n+1 {
+		t.Fatalf("a record on the promoted copy: %+v %v, want sequence %d", ack, err, n+1)
+	}
+	if ack, err := sjs.Publish(ctx, subjects.Ledger("pharmacy", "TX-NEW"), []byte(`{"ok":true}`)); err != nil || ack.Sequence != n+1 {
+		t.Errorf("a new commit on the promoted LEDGER: %+v %v, want sequence %d", ack, err, n+1)
+	}
+	l, err := sjs.Stream(ctx, subjects.LedgerStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := l.CachedInfo().Config; c.Mirror != nil || !c.DenyDelete || !c.DenyPurge || len(c.Subjects) != 1 {
+		t.Errorf("promoted LEDGER config %+v", c)
 	}
 }
 
