@@ -92,8 +92,16 @@ func run(n int) error {
 		return err
 	}
 	start = time.Now()
-	if _, err := a.Checkpoint(ctx); err != nil {
-		return err
+	// The checkpoint waits at most 30 s for the live view: ask again
+	// while the auditor reads a large store.
+	for deadline := time.Now().Add(20 * time.Minute); ; {
+		_, err := a.Checkpoint(ctx)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
 	}
 	fmt.Printf("checkpoint over %d records in %s\n", n, time.Since(start).Round(time.Millisecond))
 	stopA()
