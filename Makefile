@@ -42,6 +42,20 @@ run: ## Run the whole system on an embedded NATS server (127.0.0.1:4222, store i
 	$(GO) build -o bin/deadletter ./services/deadletter/cmd/deadletter
 	./bin/deadletter $(ARGS)
 
+# Where `make backup` writes and `make restore` reads a backup.
+BACKUP_DIR ?= backups/$(shell date -u +%Y%m%dT%H%M%SZ)
+# The new store directory `make restore` fills (then: make run ARGS="--data-dir $(RESTORE_DATA_DIR)").
+RESTORE_DATA_DIR ?= data-restored
+
+.PHONY: backup
+backup: ## Back up make run's store while it runs: every stream and bucket through JetStream snapshots, manifest signed with the audit key and written last (BACKUP_DIR, default backups/<UTC time>; docs/operations/backup.md)
+	$(GO) run ./services/dlqctl backup $(BACKUP_DIR) --credentials data/credentials.json --signing-key anchors/audit-signing.nk
+
+.PHONY: restore
+restore: ## Restore BACKUP_DIR offline into a new store RESTORE_DATA_DIR (its manifest and parts checked first); then make run ARGS="--data-dir RESTORE_DATA_DIR" and dlqctl verify proves it
+	$(GO) run ./services/dlqctl restore $(BACKUP_DIR) --credentials data/credentials.json --signing-key anchors/audit-signing.nk --data-dir $(RESTORE_DATA_DIR)
+	cp -p data/credentials.json $(RESTORE_DATA_DIR)/
+
 # Arguments for `make cluster`, e.g. make cluster CLUSTER_ARGS="--downstream-url http://127.0.0.1:8080/capture"
 CLUSTER_ARGS ?=
 

@@ -81,8 +81,19 @@ func (c *anchorCheck) finish(v *verifier) {
 		if c.mismatch != nil {
 			v.problem(*c.mismatch)
 		}
-		v.problem(api.VerifyProblem{Kind: api.ProblemAnchorShort, FromSeq: 1, ToSeq: cp.LastSeq,
-			Detail: fmt.Sprintf("QUARANTINE holds %d records up to sequence %d; the anchor says it held %d", c.records, cp.LastSeq, cp.TreeSize)})
+		from := uint64(1)
+		if c.lastRec != nil {
+			from = c.lastRec.seq + 1 // the records after the last one there
+		}
+		if c.mismatch != nil && c.mismatch.FromSeq > 0 && c.mismatch.FromSeq < from {
+			// The store diverged before its end (records written after a
+			// restore of an older backup): the anchor's records are
+			// missing from the first that differs.
+			from = c.mismatch.FromSeq
+		}
+		v.problem(api.VerifyProblem{Kind: api.ProblemAnchorShort, FromSeq: from, ToSeq: cp.LastSeq,
+			Detail: fmt.Sprintf("QUARANTINE holds %d records up to sequence %d; the anchor says it held %d (sequences %d..%d missing or different)",
+				c.records, cp.LastSeq, cp.TreeSize, from, cp.LastSeq)})
 		return
 	case c.root == c.a.root:
 		rep.Matched = true

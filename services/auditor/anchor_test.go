@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
@@ -143,12 +144,14 @@ func TestAnchoredVerify(t *testing.T) {
 		name string
 		// attack changes the store after the anchor was exported; it may
 		// start a new auditor (returned) that verifies.
-		attack    func(t *testing.T, e *env, rs []record.Record) *running
-		kinds     []string // problem kinds expected (at least)
-		named     int      // index in rs of the record the problem must name; -1: none
-		plainOK   bool     // verify without an anchor says INTACT (the attack fools it)
-		matched   bool
-		wantWhole bool
+		attack func(t *testing.T, e *env, rs []record.Record) *running
+		kinds  []string // problem kinds expected (at least)
+		named  int      // index in rs of the record the problem must name; -1: none
+		// plainOK: verify without an anchor says INTACT. It checks the
+		// store against the auditor's own export file: only an attacker
+		// who also runs a new auditor with a new export file fools it.
+		plainOK bool
+		matched bool
 	}{
 		{
 			name:    "untouched",
@@ -203,23 +206,20 @@ func TestAnchoredVerify(t *testing.T) {
 				}
 				return nil
 			},
-			kinds:   []string{api.ProblemAnchorShort, api.ProblemStoreMissing},
-			named:   -1,
-			plainOK: true,
+			kinds: []string{api.ProblemAnchorShort, api.ProblemStoreMissing},
+			named: -1,
 		},
 		{
-			name:    "deleted wholesale and recreated empty",
-			attack:  func(t *testing.T, e *env, _ []record.Record) *running { e.recreate(t, true); return nil },
-			kinds:   []string{api.ProblemStoreMissing},
-			named:   -1,
-			plainOK: true,
+			name:   "deleted wholesale and recreated empty",
+			attack: func(t *testing.T, e *env, _ []record.Record) *running { e.recreate(t, true); return nil },
+			kinds:  []string{api.ProblemStoreMissing},
+			named:  -1,
 		},
 		{
-			name:      "deleted wholesale",
-			attack:    func(t *testing.T, e *env, _ []record.Record) *running { e.recreate(t, false); return nil },
-			kinds:     []string{api.ProblemStoreMissing},
-			named:     -1,
-			wantWhole: true,
+			name:   "deleted wholesale",
+			attack: func(t *testing.T, e *env, _ []record.Record) *running { e.recreate(t, false); return nil },
+			kinds:  []string{api.ProblemStoreMissing},
+			named:  -1,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -271,12 +271,15 @@ func TestAnchoredVerify(t *testing.T) {
 			}
 			plain, err := a.Verify(t.Context(), api.VerifyRequest{})
 			switch {
-			case tc.wantWhole && err == nil:
-				t.Errorf("verify without an anchor of deleted streams: no error (%+v)", plain)
-			case !tc.wantWhole && err != nil:
+			case err != nil:
 				t.Errorf("verify without an anchor: %v", err)
-			case !tc.wantWhole && plain.OK != tc.plainOK:
+			case plain.OK != tc.plainOK:
 				t.Errorf("verify without an anchor: OK %v, want %v (%+v)", plain.OK, tc.plainOK, plain.Problems)
+			case plain.Anchor == nil || !plain.Anchor.Own:
+				t.Errorf("verify without an anchor checked no own anchor: %+v", plain.Anchor)
+			}
+			if want := map[bool]float64{true: 0, false: 1}[plain.OK]; testutil.ToFloat64(a.metrics.behindAnchor) != want {
+				t.Errorf("deadletter_audit_behind_anchor %v, want %v", testutil.ToFloat64(a.metrics.behindAnchor), want)
 			}
 		})
 	}

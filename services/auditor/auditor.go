@@ -106,6 +106,7 @@ type Service struct {
 	signer        nkeys.KeyPair // nil: checkpoints are unsigned
 	exportPending bool          // the last checkpoint written is not exported yet (cpMu)
 	coverage      coverage      // what the newest checkpoint covers, for its age gauge
+	anchored      anchorState   // what the last check against the own anchor found
 
 	exportBudget int    // bytes of an export page (tests make it small; 0: from the max payload)
 	verifyBatch  int    // records linked together by verify (tests make it small)
@@ -146,7 +147,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	log = log.With("service", "auditor", "instance", cfg.Instance)
 	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log, now: time.Now, verifyBatch: defaultVerifyBatch,
 		seenBits: seenFilterBits, signer: signer}
-	m := newMetrics(cfg.Registerer, s.checkpointAge)
+	m := newMetrics(cfg.Registerer, s.checkpointAge, s.behindAnchor)
 	s.metrics = m
 	s.index = newIndex(log, m, cfg.AnchorBlocks)
 	s.holds = newHoldState(hold.NewStore(js, log))
@@ -215,6 +216,9 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	s.coverage.start(s.now())
 	setup, cancel := context.WithTimeout(ctx, retry.DefaultAttempt)
 	defer cancel()
+	// The store against the newest checkpoint exported, before any
+	// checkpoint is written over it.
+	s.startAnchorCheck(setup)
 	if last, _, err := s.lastCheckpoint(setup); err != nil {
 		s.log.Warn("reading the newest checkpoint failed", "err", err)
 	} else if last != nil {

@@ -128,6 +128,12 @@ func (s *Service) autoCheckpoint(ctx context.Context, why string, catchUp bool) 
 func (s *Service) checkpoint(ctx context.Context, mode checkpointMode) (api.CheckpointReply, error) {
 	s.cpMu.Lock()
 	defer s.cpMu.Unlock()
+	if behind, n := s.anchored.get(); behind {
+		// A checkpoint over a store that lost records would become the
+		// newest anchor and hide the loss.
+		return api.CheckpointReply{}, api.Wrap(api.ErrConflict, ErrBehindAnchor,
+			fmt.Sprintf("no checkpoint is written while the store is behind its own anchor (%d problem(s)): restore it (docs/operations/backup.md) and verify", n))
+	}
 	if mode.catchUp {
 		info, err := s.quarantine.Info(ctx)
 		if err != nil {

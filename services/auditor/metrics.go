@@ -22,12 +22,13 @@ type metrics struct {
 	accessRefused prometheus.Counter
 	lastReconcile prometheus.Gauge
 	checkpointAge prometheus.GaugeFunc // computed at scrape time (coverage)
+	behindAnchor  prometheus.GaugeFunc // computed at scrape time (anchorState)
 }
 
 // newMetrics builds the auditor's collectors and registers them with reg
-// (none when nil); checkpointAge computes the checkpoint age gauge at
-// scrape time.
-func newMetrics(reg prometheus.Registerer, checkpointAge func() float64) *metrics {
+// (none when nil); checkpointAge and behindAnchor compute the checkpoint
+// age and behind-anchor gauges at scrape time.
+func newMetrics(reg prometheus.Registerer, checkpointAge, behindAnchor func() float64) *metrics {
 	m := &metrics{
 		stored: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "deadletter_quarantine_stored_records_total",
@@ -69,9 +70,13 @@ func newMetrics(reg prometheus.Registerer, checkpointAge func() float64) *metric
 			Name: "deadletter_audit_checkpoint_age_seconds",
 			Help: "How long QUARANTINE has held records that no checkpoint in AUDIT covers: seconds since the newest checkpoint was written, or since it was last seen covering every record (since the auditor started when there is none); 0 while the newest checkpoint covers every record.",
 		}, checkpointAge),
+		behindAnchor: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "deadletter_audit_behind_anchor",
+			Help: "1 when the last check of the store against the newest checkpoint the auditor exported (its anchor file, at start-up and on every audit.verify) found records, a stream or the whole store missing or different; 0 otherwise. No checkpoint is written while it is 1.",
+		}, behindAnchor),
 	}
 	if reg != nil {
-		reg.MustRegister(m.stored, m.verifyFailed, m.verifyRuns, m.unaccounted, m.conflicts, m.unsourced, m.checkpoints, m.accessRefused, m.lastReconcile, m.checkpointAge)
+		reg.MustRegister(m.stored, m.verifyFailed, m.verifyRuns, m.unaccounted, m.conflicts, m.unsourced, m.checkpoints, m.accessRefused, m.lastReconcile, m.checkpointAge, m.behindAnchor)
 	}
 	return m
 }

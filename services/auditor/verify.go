@@ -119,6 +119,20 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 		rep.Anchor = &api.VerifyAnchor{TreeSize: a.cp.TreeSize, LastSeq: a.cp.LastSeq, MerkleRoot: a.cp.MerkleRoot,
 			At: a.cp.At, Key: a.cp.Key}
 	}
+	// Without an anchor from the caller, the store is checked against the
+	// newest checkpoint the auditor exported (anchorown.go): a deleted or
+	// shortened store is never reported intact.
+	own, ownErr := (*anchor)(nil), error(nil)
+	if v.anchor == nil {
+		if own, ownErr = s.ownAnchor(); ownErr != nil {
+			s.log.Error("AUDIT_ANCHOR_UNREADABLE", "export_file", s.cfg.ExportFile, "err", ownErr)
+			v.problem(api.VerifyProblem{Kind: api.ProblemAnchorUnreadable, Detail: ownErr.Error()})
+		} else if own != nil {
+			v.anchor = &anchorCheck{a: own}
+			rep.Anchor = &api.VerifyAnchor{TreeSize: own.cp.TreeSize, LastSeq: own.cp.LastSeq, MerkleRoot: own.cp.MerkleRoot,
+				At: own.cp.At, Key: own.cp.Key, Own: true}
+		}
+	}
 	cps, cpProblems, err := s.loadCheckpoints(ctx)
 	switch {
 	case v.anchor != nil && errors.Is(err, jetstream.ErrStreamNotFound):
@@ -160,6 +174,18 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 			// in LEGALHOLD (verifyLegalHold).
 			v.expected = info.State.FirstSeq
 			rep.ExpiredBelowSeq = info.State.FirstSeq
+			if own != nil {
+				// The anchor's first records expired: its tree cannot be
+				// recomputed; the cheap check says whether the store reaches it.
+				ps, err := s.checkOwnAnchor(ctx, own)
+				if err != nil {
+					return rep, err
+				}
+				for _, p := range ps {
+					v.problem(p)
+				}
+				v.anchor, rep.Anchor = nil, nil
+			}
 		}
 	}
 	if len(cps) > 0 && cps[len(cps)-1].cp.LastSeq > last {
@@ -176,6 +202,9 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 	}
 	if err := s.verifyLegalHold(ctx, v); err != nil {
 		return rep, err
+	}
+	if own != nil {
+		s.anchorProblems("verify", own, rep.Problems)
 	}
 	rep.Chains = v.chains
 	rep.OK = rep.ProblemCount == 0

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -100,6 +101,9 @@ type env struct {
 type stackOptions struct {
 	downstream string
 	redriveCap int
+	// dataDir and anchorDir, when set, are the stack's (a restored store,
+	// the anchors of another stack); default new temporary directories.
+	dataDir, anchorDir string
 }
 
 // startStack runs the all-in-one stack in-process (a free port, a
@@ -108,8 +112,7 @@ type stackOptions struct {
 func startStack(tb testing.TB, o stackOptions) *env {
 	tb.Helper()
 	cfg := stack.DefaultConfig()
-	cfg.DataDir = tb.TempDir()
-	cfg.AnchorDir = tb.TempDir()
+	cfg.DataDir, cfg.AnchorDir = cmp.Or(o.dataDir, tb.TempDir()), cmp.Or(o.anchorDir, tb.TempDir())
 	cfg.Port = -1
 	cfg.PasswordCost = access.MinBcryptCost // the server checks passwords under the race detector
 	cfg.SyncAlways = false

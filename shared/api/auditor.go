@@ -49,6 +49,9 @@ const (
 	// anchor (same signature, root and tree size): AUDIT was rewritten or
 	// recreated since the anchor was exported.
 	ProblemAnchorNotInAudit = "anchor_not_in_audit"
+	// ProblemAnchorUnreadable: the auditor's own export file (its anchor,
+	// checked on every verify) cannot be read or does not verify.
+	ProblemAnchorUnreadable = "anchor_unreadable"
 	// ProblemLegalHoldCopy: a copy in LEGALHOLD fails its seal or its
 	// chain's links, lacks its provenance headers, or differs from the
 	// original still in QUARANTINE.
@@ -90,6 +93,10 @@ type VerifyAnchor struct {
 	// Merkle root is the anchor's.
 	Records uint64 `json:"records"`
 	Matched bool   `json:"matched"`
+	// Own is true when the anchor is the newest line of the auditor's own
+	// export file (checked on every verify without being asked), false
+	// when the caller gave it (VerifyRequest.Anchor).
+	Own bool `json:"own,omitempty"`
 }
 
 // VerifyProblem is one finding of audit.verify.

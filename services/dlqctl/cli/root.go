@@ -290,6 +290,8 @@ code CONNECT.`,
 		a.tailCommand(),
 		a.approvalCommand(),
 		a.policyCommand(),
+		a.backupCommand(),
+		a.restoreCommand(),
 	)
 	return root
 }
