@@ -164,6 +164,29 @@ func TestFindByIdentifiers(t *testing.T) {
 		})
 	}
 
+	t.Run("pages", func(t *testing.T) {
+		for _, status := range []string{"", "open"} { // a scan, the index
+			var got []string
+			cursor := ""
+			for range 3 {
+				var l api.ListReply
+				request(t, e.nc, api.AuditList, api.ListRequest{Lot: lot, Status: status, Limit: 1, Cursor: cursor}, &l)
+				if l.Total != 2 {
+					t.Fatalf("status %q: total %d, want 2", status, l.Total)
+				}
+				for _, it := range l.Items {
+					got = append(got, it.DLQID)
+				}
+				if cursor = l.NextCursor; cursor == "" {
+					break
+				}
+			}
+			if want := []string{ids[2], ids[0]}; !slices.Equal(got, want) {
+				t.Errorf("status %q: pages of 1 gave %v, want %v", status, got, want)
+			}
+		}
+	})
+
 	t.Run("identifiers shown", func(t *testing.T) {
 		var l api.ListReply
 		request(t, e.nc, api.AuditList, api.ListRequest{Lot: lot}, &l)

@@ -192,7 +192,8 @@ const listScanWindow = 1024
 // the chains it finds, so its memory is bounded by the page and the
 // window, and its time by the records read until the page is full. Its
 // Total comes from the index and the groups' aggregates, or, with a time
-// range (From, To), from a scan of the whole stream.
+// range (From, To) or identifier filters, from the same scan, which then
+// reads the whole stream (of the identifiers' domain).
 func (s *Service) List(ctx context.Context, req api.ListRequest) (api.ListReply, error) {
 	limit := req.Limit
 	switch {
@@ -262,11 +263,25 @@ func (s *Service) List(ctx context.Context, req api.ListRequest) (api.ListReply,
 	default:
 		return rep, nil // no chain has another status
 	}
-	total, err := s.listTotal(ctx, req, ids, match)
-	if err != nil {
-		return api.ListReply{}, err
+	if !req.From.IsZero() || !req.To.IsZero() || ids.set {
+		// The total needs a scan of the whole stream: one scan counts
+		// the matches and fills the page (those below the cursor).
+		full := false
+		err := s.scanChains(ctx, ids.scanDomain(req.Domain), math.MaxUint64, func(it listItem) bool {
+			if match(&it) {
+				rep.Total++
+				if it.seq < before && !full {
+					full = !add(it)
+				}
+			}
+			return true
+		})
+		if err != nil {
+			return api.ListReply{}, err
+		}
+		return rep, nil
 	}
-	rep.Total = total
+	rep.Total = s.listTotal(req, match)
 	err = s.scanChains(ctx, ids.scanDomain(req.Domain), before-1, func(it listItem) bool {
 		return !match(&it) || add(it)
 	})
@@ -277,21 +292,11 @@ func (s *Service) List(ctx context.Context, req api.ListRequest) (api.ListReply,
 }
 
 // listTotal counts the chains that match a list request that may include
-// resolved chains: the unresolved ones from the index and the resolved
-// ones from the groups' aggregates, or with a time range by a scan of the
-// whole stream (of the identifiers' domain, with identifier filters,
-// which the aggregates do not keep).
-func (s *Service) listTotal(ctx context.Context, req api.ListRequest, ids idFilter, match func(*listItem) bool) (int, error) {
+// resolved chains, without a time range or identifier filters (whose
+// totals List counts in its scan of the whole stream): the unresolved
+// ones from the index and the resolved ones from the groups' aggregates.
+func (s *Service) listTotal(req api.ListRequest, match func(*listItem) bool) int {
 	total := 0
-	if !req.From.IsZero() || !req.To.IsZero() || ids.set {
-		err := s.scanChains(ctx, ids.scanDomain(req.Domain), math.MaxUint64, func(it listItem) bool {
-			if match(&it) {
-				total++
-			}
-			return true
-		})
-		return total, err
-	}
 	s.index.mu.RLock()
 	defer s.index.mu.RUnlock()
 	if req.Status == "" {
@@ -307,7 +312,7 @@ func (s *Service) listTotal(ctx context.Context, req api.ListRequest, ids idFilt
 			total += g.total
 		}
 	}
-	return total, nil
+	return total
 }
 
 // scanChains hands fn every chain of QUARANTINE (in domain, or all) whose
