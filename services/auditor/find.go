@@ -20,13 +20,13 @@ import (
 type idFilter struct {
 	// domain is the domain the identifiers belong to ("" when only a lot
 	// is given, which pharmacy and FSMA both have).
-	domain                                         string
-	ndc11, lot, registrant, key, gtin, serial, tlc string
-	set                                            bool
+	domain                                               string
+	ndc11, lot, registrant, key, gtin, serial, sscc, tlc string
+	set                                                  bool
 }
 
 // errTwoDomains: a request names identifiers of two domains.
-var errTwoDomains = errors.New("identifiers of two domains (pharmacy: ndc, registrant, transaction_id; dscsa: gtin, serial; fsma: tlc) cannot match one event")
+var errTwoDomains = errors.New("identifiers of two domains (pharmacy: ndc, registrant, transaction_id; dscsa: gtin, serial, sscc; fsma: tlc) cannot match one event")
 
 // parseIDFilter normalizes req's identifier filters. A bad identifier is
 // a BAD_REQUEST naming its field and the rule, never echoing the value.
@@ -109,6 +109,15 @@ func parseIDFilter(req api.ListRequest) (idFilter, error) {
 			return f, err
 		}
 	}
+	if s := strings.TrimSpace(req.SSCC); s != "" {
+		if err := gs1.Validate(s, 18); err != nil {
+			return f, api.BadField("sscc", "not an SSCC-18: %s", err)
+		}
+		f.sscc = s
+		if err := claim(dscsa.Name); err != nil {
+			return f, err
+		}
+	}
 	if s := strings.TrimSpace(req.TLC); s != "" {
 		f.tlc = s
 		if err := claim(fsma.Name); err != nil {
@@ -168,7 +177,10 @@ func (f idFilter) match(dom, okey, party, key, dlqID string) bool {
 		return (f.ndc11 == "" || a == f.ndc11) && (f.lot == "" || b == f.lot) &&
 			(f.registrant == "" || party == f.registrant) && (f.key == "" || key == f.key || dlqID == f.key)
 	case dscsa.Name:
-		return okey != "" && f.lot == "" && (f.gtin == "" || a == f.gtin) && (f.serial == "" || b == f.serial)
+		if !strings.Contains(okey, ".") { // an aggregation's SSCC
+			return okey != "" && f.lot == "" && f.gtin == "" && f.serial == "" && (f.sscc == "" || okey == f.sscc)
+		}
+		return okey != "" && f.lot == "" && f.sscc == "" && (f.gtin == "" || a == f.gtin) && (f.serial == "" || b == f.serial)
 	case fsma.Name:
 		return okey != "" && (f.tlc == "" || b == f.tlc) && (f.lot == "" || b == f.lot)
 	}
@@ -204,6 +216,9 @@ func identifiersOf(dom, okey, party string) map[string]string {
 		}
 		return m
 	case dscsa.Name:
+		if !strings.Contains(okey, ".") { // an aggregation's container
+			return map[string]string{"sscc": okey}
+		}
 		return map[string]string{"gtin": a, "serial": b}
 	case fsma.Name:
 		return map[string]string{"tlc": b}

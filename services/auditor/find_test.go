@@ -16,6 +16,7 @@ import (
 	"github.com/deadletter/deadletter/shared/domain/fsma"
 	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/gs1"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -29,6 +30,9 @@ type findEvent struct {
 	name, domain, file string
 	set                map[string]any
 	resolved           bool
+	// okey, when set, replaces the ordering key Identify derives (an
+	// aggregation's SSCC, which this branch's DSCSA rules do not read).
+	okey string
 }
 
 // storeFindEvent quarantines ev (resolving it when asked) and returns its
@@ -56,6 +60,9 @@ func (e *env) storeFindEvent(tb testing.TB, i int, ev findEvent) string {
 		env = fsma.Checker{}.Identify(doc)
 	}
 	env.Partial = true
+	if ev.okey != "" {
+		env.OrderingKey = ev.okey
+	}
 	payload, err := json.Marshal(doc)
 	if err != nil {
 		tb.Fatal(err)
@@ -90,6 +97,7 @@ func TestFindByIdentifiers(t *testing.T) {
 		tlc      = "00860001000030-RL250312A.Pharmacie Saint-Étienne"
 	)
 	long := strings.Repeat("Lot-ß<&>", 30)
+	sscc := "10614141234567890" + string(gs1.CheckDigit("10614141234567890"))
 	events := []findEvent{
 		{name: "ndc 4-4-2 lot", domain: pharmacy.Name, file: "receive-schedule-ii-ndc-4-4-2.json",
 			set: map[string]any{"ndc": "0409-4888-20", "lot": lot, "transaction_id": "INV-2025-0182 <Müller>"}},
@@ -102,6 +110,8 @@ func TestFindByIdentifiers(t *testing.T) {
 			set: map[string]any{"supplier_id": supplier, "traceability_lot_code": tlc}},
 		{name: "fsma same tlc, resolved", domain: fsma.Name, file: "shipping-gln.json",
 			set: map[string]any{"supplier_id": "SUP-00417", "traceability_lot_code": tlc}, resolved: true},
+		{name: "dscsa container", domain: dscsa.Name, file: "shipping-percent-encoded-serial.json", okey: sscc,
+			set: map[string]any{"eventID": "urn:uuid:5f0a0c1e-1c1b-4a55-8f6e-000000000006"}},
 	}
 	ids := make([]string, len(events))
 	for i, ev := range events {
@@ -133,6 +143,7 @@ func TestFindByIdentifiers(t *testing.T) {
 		{"sgtin urn upper-case prefix as serial", api.ListRequest{Serial: "URN:EPC:ID:SGTIN:0614141.107346.SN%2F0042%3FA"}, []int{3}},
 		{"digital link with query", api.ListRequest{GTIN: "https://id.gs1.org/01/10614141073464/21/SN%2F0042%3FA?17=270101&10=A1"}, []int{3}},
 		{"gtin alone", api.ListRequest{GTIN: "10614141073464"}, []int{3}},
+		{"sscc", api.ListRequest{SSCC: " " + sscc + " "}, []int{6}},
 		{"second epc is not the ordering key", api.ListRequest{GTIN: "https://id.gs1.org/01/10614141073464/21/SN%2F0043"}, nil},
 		{"tlc", api.ListRequest{TLC: tlc}, []int{5, 4}},
 		{"tlc + supplier", api.ListRequest{TLC: tlc, Supplier: supplier}, []int{4}},
@@ -204,6 +215,11 @@ func TestFindByIdentifiers(t *testing.T) {
 		if want := map[string]string{"tlc": tlc}; !mapsEqual(l.Items[0].Identifiers, want) || l.Items[0].PartyID != supplier {
 			t.Fatalf("identifiers: %+v, want %v", l.Items[0], want)
 		}
+		l = api.ListReply{}
+		request(t, e.nc, api.AuditList, api.ListRequest{SSCC: sscc}, &l)
+		if want := map[string]string{"sscc": sscc}; len(l.Items) != 1 || !mapsEqual(l.Items[0].Identifiers, want) {
+			t.Fatalf("identifiers: %+v, want %v", l.Items, want)
+		}
 	})
 
 	for _, tc := range []struct {
@@ -220,6 +236,8 @@ func TestFindByIdentifiers(t *testing.T) {
 		{"urn serial differs", api.ListRequest{GTIN: "urn:epc:id:sgtin:0614141.107346.X1", Serial: "X2"}, "serial"},
 		{"two domains", api.ListRequest{NDC: "0409-4888-20", GTIN: "10614141073464"}, ""},
 		{"dscsa lot", api.ListRequest{GTIN: "10614141073464", Lot: "A1"}, "lot"},
+		{"sscc check digit", api.ListRequest{SSCC: "106141412345678901"}, "sscc"},
+		{"sscc of 17 digits", api.ListRequest{SSCC: "10614141234567890"}, "sscc"},
 	} {
 		t.Run("refused/"+tc.name, func(t *testing.T) {
 			b, _ := json.Marshal(tc.req)

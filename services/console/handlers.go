@@ -194,17 +194,12 @@ func (c *Console) handleGroups(w http.ResponseWriter, r *http.Request, s *sessio
 // recordsQuery is the Records page's filter, sort and page.
 type recordsQuery struct {
 	Domain, Class, Status, Code, Party, From, To, Search string
-	// NDC, Lot, Registrant, TxID, GTIN, Serial and TLC find events by
+	// NDC, Lot, Registrant, TxID, GTIN, Serial, SSCC and TLC find events by
 	// business identifiers (api.ListRequest's identifier filters, which
 	// the auditor normalizes).
-	NDC, Lot, Registrant, TxID, GTIN, Serial, TLC string
-	Sort, Dir, Cursor                             string
-	Limit                                         int
-}
-
-// Finding reports whether the query filters by a business identifier.
-func (q recordsQuery) Finding() bool {
-	return q.NDC != "" || q.Lot != "" || q.Registrant != "" || q.TxID != "" || q.GTIN != "" || q.Serial != "" || q.TLC != ""
+	NDC, Lot, Registrant, TxID, GTIN, Serial, SSCC, TLC string
+	Sort, Dir, Cursor                                   string
+	Limit                                               int
 }
 
 // recordColumns are the sortable columns of the Records page.
@@ -217,7 +212,7 @@ func parseRecordsQuery(r *http.Request) (recordsQuery, api.ListRequest, error) {
 		Party: q.Get("party"), From: q.Get("from"), To: q.Get("to"), Search: strings.TrimSpace(q.Get("q")),
 		NDC: strings.TrimSpace(q.Get("ndc")), Lot: strings.TrimSpace(q.Get("lot")), Registrant: strings.TrimSpace(q.Get("registrant")),
 		TxID: strings.TrimSpace(q.Get("txid")), GTIN: strings.TrimSpace(q.Get("gtin")), Serial: strings.TrimSpace(q.Get("serial")),
-		TLC:  strings.TrimSpace(q.Get("tlc")),
+		SSCC: strings.TrimSpace(q.Get("sscc")), TLC: strings.TrimSpace(q.Get("tlc")),
 		Sort: q.Get("sort"), Dir: q.Get("dir"), Cursor: q.Get("cursor"), Limit: 50,
 	}
 	if !slices.Contains(recordColumns, rq.Sort) {
@@ -230,7 +225,7 @@ func parseRecordsQuery(r *http.Request) (recordsQuery, api.ListRequest, error) {
 		rq.Limit = min(n, 1000)
 	}
 	req := api.ListRequest{Domain: rq.Domain, Class: rq.Class, Status: rq.Status, Code: rq.Code, Supplier: rq.Party, Limit: rq.Limit, Cursor: rq.Cursor,
-		NDC: rq.NDC, Lot: rq.Lot, Registrant: rq.Registrant, TransactionID: rq.TxID, GTIN: rq.GTIN, Serial: rq.Serial, TLC: rq.TLC}
+		NDC: rq.NDC, Lot: rq.Lot, Registrant: rq.Registrant, TransactionID: rq.TxID, GTIN: rq.GTIN, Serial: rq.Serial, SSCC: rq.SSCC, TLC: rq.TLC}
 	for _, b := range []struct {
 		in  string
 		out *time.Time
@@ -267,7 +262,7 @@ func (q recordsQuery) URL(path string, pairs ...string) string {
 	m := map[string]string{
 		"domain": q.Domain, "class": q.Class, "status": q.Status, "code": q.Code, "party": q.Party,
 		"from": q.From, "to": q.To, "q": q.Search, "sort": q.Sort, "dir": q.Dir, "cursor": q.Cursor,
-		"ndc": q.NDC, "lot": q.Lot, "registrant": q.Registrant, "txid": q.TxID, "gtin": q.GTIN, "serial": q.Serial, "tlc": q.TLC,
+		"ndc": q.NDC, "lot": q.Lot, "registrant": q.Registrant, "txid": q.TxID, "gtin": q.GTIN, "serial": q.Serial, "sscc": q.SSCC, "tlc": q.TLC,
 	}
 	for i := 0; i+1 < len(pairs); i += 2 {
 		m[pairs[i]] = pairs[i+1]
@@ -400,7 +395,7 @@ func (c *Console) handleRecordsCSV(w http.ResponseWriter, r *http.Request, s *se
 }
 
 // identifierOrder is the order a listing's identifiers are shown in.
-var identifierOrder = []string{"ndc11", "lot", "gtin", "serial", "tlc"}
+var identifierOrder = []string{"ndc11", "lot", "gtin", "serial", "sscc", "tlc"}
 
 // identifierList returns a listing's identifiers as name/value pairs in
 // identifierOrder (then any other, by name).

@@ -415,7 +415,8 @@ type ListRequest struct {
 	// a DEA number (any case), TransactionID with Registrant (matched
 	// through the idempotency key, never stored in a listing), GTIN a
 	// GTIN-8/12/13/14 (→ GTIN-14) or an SGTIN EPC URN or GS1 Digital
-	// Link URI (which also gives the serial), Serial a serial number, TLC
+	// Link URI (which also gives the serial), Serial a serial number, SSCC
+	// an aggregation's container (18 digits, AI 00), TLC
 	// an FSMA traceability lot code, Lot a pharmacy lot or an FSMA TLC.
 	// They match the identifiers the event's ordering key and party name
 	// (Summary.Identifiers), never a payload; every filter given must
@@ -426,13 +427,14 @@ type ListRequest struct {
 	TransactionID string `json:"transaction_id,omitempty"`
 	GTIN          string `json:"gtin,omitempty"`
 	Serial        string `json:"serial,omitempty"`
+	SSCC          string `json:"sscc,omitempty"`
 	TLC           string `json:"tlc,omitempty"`
 }
 
 // HasIdentifiers reports whether r filters by a domain identifier.
 func (r ListRequest) HasIdentifiers() bool {
 	return r.NDC != "" || r.Lot != "" || r.Registrant != "" || r.TransactionID != "" || r.GTIN != "" || r.Serial != "" ||
-		r.TLC != ""
+		r.SSCC != "" || r.TLC != ""
 }
 
 // RecordSummary is one record of QUARANTINE in a records list
@@ -478,7 +480,8 @@ type Summary struct {
 	// Identifiers are the business identifiers the event's ordering key
 	// and party name (the ordering key is what audit.get shows without a
 	// payload read), under the envelope's names: pharmacy "ndc11" and
-	// "lot", DSCSA "gtin" and "serial", FSMA "tlc" (the supplier is
+	// "lot", DSCSA "gtin" and "serial" (an aggregation's container:
+	// "sscc"), FSMA "tlc" (the supplier is
 	// PartyID). Empty when the payload did not give them.
 	Identifiers map[string]string `json:"identifiers,omitempty"`
 }

@@ -31,8 +31,8 @@ Paste identifiers as you hold them; the auditor normalizes them as the
 domains do: --ndc in any FDA layout (4-4-2, 5-3-2, 5-4-1, 5-4-2, 11 digits),
 --registrant a DEA number in any case, --transaction-id with --registrant,
 --gtin a GTIN-8/12/13/14 or a whole SGTIN EPC URN or GS1 Digital Link URI
-(which gives the serial too), --lot a pharmacy lot or an FSMA traceability
-lot code. Every filter given must match. A DSCSA event is found by the
+(which gives the serial too), --sscc an aggregation's container (18 digits),
+--lot a pharmacy lot or an FSMA traceability lot code. Every filter given must match. A DSCSA event is found by the
 first item of its epcList (its ordering key).`,
 		Example: `  dlqctl find --ndc 0409-4888-20 --lot 'A1&B<2'
   dlqctl find --registrant BW4829137 --transaction-id INV-2025-0182
@@ -42,7 +42,7 @@ first item of its epcList (its ordering key).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !req.HasIdentifiers() && req.Supplier == "" {
-				return usageErrorf("give at least one identifier: --ndc, --lot, --registrant, --gtin, --serial, --tlc or --supplier")
+				return usageErrorf("give at least one identifier: --ndc, --lot, --registrant, --gtin, --serial, --sscc, --tlc or --supplier")
 			}
 			for _, c := range []struct {
 				flag, v string
@@ -88,6 +88,7 @@ first item of its epcList (its ordering key).`,
 	fl.StringVar(&req.TransactionID, "transaction-id", "", "transaction id (with --registrant)")
 	fl.StringVar(&req.GTIN, "gtin", "", "GTIN, SGTIN EPC URN or GS1 Digital Link URI (DSCSA)")
 	fl.StringVar(&req.Serial, "serial", "", "serial number (DSCSA)")
+	fl.StringVar(&req.SSCC, "sscc", "", "SSCC-18 of an aggregation's container (DSCSA)")
 	fl.StringVar(&req.TLC, "tlc", "", "traceability lot code (FSMA)")
 	fl.StringVar(&req.Supplier, "supplier", "", "supplier id or registrant (party id, exactly as listed)")
 	fl.StringVar(&req.Domain, "domain", "", "domain: pharmacy, dscsa or fsma")
@@ -132,7 +133,7 @@ func (a *app) listPages(ctx context.Context, req api.ListRequest, all bool) (api
 // identifiersText shows a listing's identifiers as "name=value" pairs in
 // a fixed order (the table escapes the cell).
 func identifiersText(ids map[string]string) string {
-	order := []string{"ndc11", "lot", "gtin", "serial", "tlc"}
+	order := []string{"ndc11", "lot", "gtin", "serial", "sscc", "tlc"}
 	var parts []string
 	for _, k := range order {
 		if v, ok := ids[k]; ok {
