@@ -16,6 +16,8 @@ type metrics struct {
 	verifyFailed  *prometheus.CounterVec
 	verifyRuns    *prometheus.CounterVec
 	unaccounted   prometheus.Gauge
+	conflicts     prometheus.Gauge
+	unsourced     prometheus.Gauge
 	checkpoints   prometheus.Counter
 	accessRefused prometheus.Counter
 	lastReconcile prometheus.Gauge
@@ -43,6 +45,14 @@ func newMetrics(reg prometheus.Registerer, checkpointAge func() float64) *metric
 			Name: "deadletter_audit_unaccounted_events",
 			Help: "Events of EVENTS found unaccounted (neither committed, quarantined nor a duplicate after the grace period) by the last reconciliation of every domain.",
 		}),
+		conflicts: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "deadletter_audit_idempotency_conflicts",
+			Help: "Events of EVENTS whose key is committed with other content (quarantined IDEMPOTENCY_CONFLICT), at the last reconciliation of every domain.",
+		}),
+		unsourced: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "deadletter_audit_unsourced_ledger_entries",
+			Help: "LEDGER entries that name no EVENTS message with their content and key (written by something other than the validator committing an event), at the last reconciliation of every domain.",
+		}),
 		checkpoints: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "deadletter_audit_checkpoints_total",
 			Help: "Checkpoints appended to AUDIT by this auditor.",
@@ -61,7 +71,7 @@ func newMetrics(reg prometheus.Registerer, checkpointAge func() float64) *metric
 		}, checkpointAge),
 	}
 	if reg != nil {
-		reg.MustRegister(m.stored, m.verifyFailed, m.verifyRuns, m.unaccounted, m.checkpoints, m.accessRefused, m.lastReconcile, m.checkpointAge)
+		reg.MustRegister(m.stored, m.verifyFailed, m.verifyRuns, m.unaccounted, m.conflicts, m.unsourced, m.checkpoints, m.accessRefused, m.lastReconcile, m.checkpointAge)
 	}
 	return m
 }

@@ -33,10 +33,16 @@ type event struct {
 	api.ReconcileEvent
 	data     []byte
 	replayOf string // the dlq id a redriver replay names (envelope.RedriveOf)
-	state    ledger.KeyState
-	found    bool
-	category string
-	class    string
+	// hash is the event's ledger.ContentHash (when it passed the gate);
+	// conflictID the chain an IDEMPOTENCY_CONFLICT of it is quarantined
+	// in (record.ConflictDLQID), set when its key is committed with other
+	// content.
+	hash       string
+	conflictID string
+	state      ledger.KeyState
+	found      bool
+	category   string
+	class      string
 }
 
 // chainView is what reconciliation needs of the chain an event names: its
@@ -55,9 +61,15 @@ type chainView struct {
 // message (in IDEMPOTENCY, or in LEDGER, the system of record, when the
 // key's mark is missing), quarantined (open by class, redriving, poison,
 // resolved), a duplicate of a key committed or quarantined from another
-// message, or a redriver replay of an existing chain. Anything else is
+// message, a conflict (its key committed with other content, and the event
+// quarantined IDEMPOTENCY_CONFLICT), or a redriver replay of an existing
+// chain. Anything else is
 // pending within the grace period and unaccounted after it. Memory is
 // bounded by the batch size plus the ids listed, not by the events read.
+//
+// Then it walks LEDGER the other way (reconcileLedger): every entry stored
+// in the range must name the EVENTS message it was committed from, with
+// the same content and key; the others are listed unsourced.
 func (s *Service) Reconcile(ctx context.Context, req api.ReconcileRequest) (api.ReconcileReply, error) {
 	start := time.Now()
 	grace := s.cfg.Grace
@@ -78,7 +90,8 @@ func (s *Service) Reconcile(ctx context.Context, req api.ReconcileRequest) (api.
 		maxIDs = defaultMaxIDs
 	}
 	rep := api.ReconcileReply{Domain: req.Domain, From: req.From.UTC(), To: to, Grace: grace.String(),
-		Counts: map[string]int{}, OpenByClass: map[string]int{}, Unaccounted: []api.ReconcileEvent{}}
+		Counts: map[string]int{}, OpenByClass: map[string]int{}, Unaccounted: []api.ReconcileEvent{},
+		Ledger: api.LedgerReconcile{UnsourcedEntries: []api.LedgerEntry{}}}
 	if req.IDs {
 		rep.IDs = map[string][]api.ReconcileEvent{}
 	}
@@ -113,12 +126,20 @@ func (s *Service) Reconcile(ctx context.Context, req api.ReconcileRequest) (api.
 			return rep, err
 		}
 	}
-	if req.Domain == "" { // a reconciliation of every domain sets the gauge
+	if err := s.reconcileLedger(ctx, &rep, req, to, now, grace, maxIDs); err != nil {
+		return rep, err
+	}
+	if req.Domain == "" { // a reconciliation of every domain sets the gauges
 		s.metrics.unaccounted.Set(float64(rep.Counts[api.ReconcileUnaccounted]))
+		s.metrics.conflicts.Set(float64(rep.Counts[api.ReconcileConflict]))
+		s.metrics.unsourced.Set(float64(rep.Ledger.Unsourced))
 		s.metrics.lastReconcile.Set(float64(now.Unix()))
 	}
 	for _, e := range rep.Unaccounted {
 		s.log.Warn("AUDIT_UNACCOUNTED_EVENT", "seq", e.Seq, "subject", e.Subject, "key", e.Key, "dlq_id", e.DLQID)
+	}
+	for _, e := range rep.Ledger.UnsourcedEntries {
+		s.log.Warn("AUDIT_UNSOURCED_LEDGER_ENTRY", "ledger_seq", e.Seq, "subject", e.Subject, "source_seq", e.SourceSeq, "reason", e.Reason)
 	}
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, nil
@@ -225,6 +246,13 @@ func (s *Service) classify(ctx context.Context, batch []event, now time.Time, gr
 	if err := s.ledgerCommits(ctx, batch); err != nil {
 		return err
 	}
+	for i := range batch {
+		e := &batch[i]
+		if e.Key != "" && e.replayOf == "" && e.found && e.state.Committed() && e.state.SourceSeq != e.Seq &&
+			e.state.ContentHash != "" && e.state.ContentHash != e.hash {
+			e.conflictID = record.ConflictDLQID(subjects.DomainOf(e.Subject, s.gate.Domains()), e.Key, e.hash)
+		}
+	}
 	chains, err := s.chainsOf(ctx, batch)
 	if err != nil {
 		return err
@@ -242,13 +270,15 @@ func (s *Service) classify(ctx context.Context, batch []event, now time.Time, gr
 // so a validator that died in between leaves a committed event without its
 // mark until the event's redelivery adopts the LEDGER message. One
 // multi_last direct get per 1,024 keys; the LEDGER message's source
-// headers say which EVENTS message it was committed from.
+// headers say which EVENTS message it was committed from, and its payload
+// the committed content (also read for committed states written before
+// the content hash was recorded in them).
 func (s *Service) ledgerCommits(ctx context.Context, batch []event) error {
 	bySubject := map[string][]*event{}
 	var todo []string
 	for i := range batch {
 		e := &batch[i]
-		if e.Key == "" || e.replayOf != "" || (e.found && e.state.Committed()) {
+		if e.Key == "" || e.replayOf != "" || (e.found && e.state.Committed() && e.state.ContentHash != "") {
 			continue
 		}
 		subj := subjects.Ledger(subjects.DomainOf(e.Subject, s.gate.Domains()), e.Key)
@@ -264,8 +294,13 @@ func (s *Service) ledgerCommits(ctx context.Context, batch []event) error {
 			directRequest{MultiLast: chunk, MaxBytes: directMaxBytes}, func(m *jetstream.RawStreamMsg) error {
 				got[m.Subject] = true
 				src, _ := strconv.ParseUint(m.Header.Get(envelope.SourceSeq), 10, 64)
+				h := ledger.ContentHash(m.Data)
 				for _, e := range bySubject[m.Subject] {
-					e.found, e.state = true, ledger.KeyState{State: ledger.StateCommitted, SourceSeq: src, LedgerSeq: m.Sequence}
+					if e.found && e.state.Committed() {
+						e.state.ContentHash = h
+						continue
+					}
+					e.found, e.state = true, ledger.KeyState{State: ledger.StateCommitted, SourceSeq: src, LedgerSeq: m.Sequence, ContentHash: h}
 				}
 				return nil
 			})
@@ -300,24 +335,30 @@ func (s *Service) chainsOf(ctx context.Context, batch []event) (map[string]chain
 	chains := make(map[string]chainView, len(batch))
 	var lookups []string
 	needFirst := map[string]bool{}
-	s.index.mu.RLock()
-	for i := range batch {
-		e := &batch[i]
-		id := e.DLQID
-		if e.replayOf != "" {
-			id = e.replayOf
-		}
+	// want notes chain id; first: its first record (the original's
+	// source) is needed too.
+	want := func(id string, first bool) {
 		if _, ok := chains[id]; ok || id == "" {
-			continue
+			return
 		}
 		if c, ok := s.index.chains[id]; ok {
 			chains[id] = chainView{status: c.status, class: c.class, sourceStream: c.sourceStream, sourceSeq: c.sourceSeq}
-			continue
+			return
 		}
 		if _, ok := needFirst[id]; !ok {
 			lookups = append(lookups, id)
 		}
-		needFirst[id] = needFirst[id] || e.replayOf == ""
+		needFirst[id] = needFirst[id] || first
+	}
+	s.index.mu.RLock()
+	for i := range batch {
+		e := &batch[i]
+		if e.replayOf != "" {
+			want(e.replayOf, false)
+		} else {
+			want(e.DLQID, true)
+		}
+		want(e.conflictID, false) // its existence is enough
 	}
 	s.index.mu.RUnlock()
 	if len(lookups) == 0 {
@@ -371,7 +412,7 @@ func (s *Service) chainsOf(ctx context.Context, batch []event) (map[string]chain
 // validator names its chain (record.DLQIDFor).
 func (s *Service) name(e *event) {
 	if env, err := s.gate.Check(e.Subject, e.data); err == nil {
-		e.Key, e.DLQID = env.IdempotencyKey, env.IdempotencyKey
+		e.Key, e.DLQID, e.hash = env.IdempotencyKey, env.IdempotencyKey, ledger.ContentHash(e.data)
 		return
 	}
 	d := subjects.DomainOf(e.Subject, s.gate.Domains())
@@ -397,6 +438,13 @@ func (s *Service) categorize(e *event, chains map[string]chainView, now time.Tim
 			e.category = api.ReconcileResolved
 		}
 		return
+	} else if e.conflictID != "" {
+		// Committed with other content: accounted for only as a
+		// quarantined conflict, never as a duplicate.
+		if _, ok := chains[e.conflictID]; ok {
+			e.category, e.DLQID = api.ReconcileConflict, e.conflictID
+			return
+		}
 	} else if e.found && e.state.Committed() && e.state.SourceSeq == e.Seq {
 		e.category = api.ReconcileCommitted
 		return

@@ -108,7 +108,7 @@ func (s *Service) decide(ch chain.Chain, f record.Failure, dlqID string) (*recor
 		QuarantinedAt: now,
 	}
 	fr := record.FromFailure(f, now)
-	r.TraceID, r.SpanID = fr.TraceID, fr.SpanID
+	r.TraceID, r.SpanID, r.Conflict = fr.TraceID, fr.SpanID, fr.Conflict
 	r.IdempotencyKey, r.OrderingKey, r.PartyID, r.EventTime = st.IdempotencyKey, st.OrderingKey, st.PartyID, st.EventTime
 	if f.RedriveCount >= s.cfg.RedriveCap {
 		r.Kind = record.KindPoisoned

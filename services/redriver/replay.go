@@ -126,8 +126,9 @@ func failed(code string, err error) result { return result{code: code, err: err}
 var errConflict = errors.New("redriver: chain kept changing")
 
 // replay runs one event's replay to its observed outcome: read and fold the
-// chain, decide, check IDEMPOTENCY (an already-committed key is resolved
-// skipped_duplicate, never re-published), append redrive_requested
+// chain, decide, check IDEMPOTENCY (a key already committed with the same
+// content is resolved skipped_duplicate, never re-published; with other
+// content the replay goes on, and the validator records the conflict), append redrive_requested
 // conditional on the chain length (so only one redriver replays an event at
 // a time), publish the effective payload to its events subject, and observe
 // the outcome. A chain found redriving (a replay whose outcome nobody
@@ -203,7 +204,13 @@ func (s *Service) replay(ctx context.Context, domain, id string, o replayOpts) r
 			if err != nil {
 				return failed(api.ErrUnavailable, err)
 			}
+			same := false
 			if found && ks.Committed() {
+				if same, err = s.sameAsCommitted(ctx, p, ks); err != nil {
+					return failed(api.ErrUnavailable, err)
+				}
+			}
+			if same {
 				out, err := s.appendOutcome(ctx, ch, res.next, record.KindSkippedDuplicate, o.drainID, "", 0)
 				if errors.Is(err, errConflict) {
 					continue
@@ -261,7 +268,13 @@ func (s *Service) resume(ctx context.Context, ch chain.Chain, o replayOpts) resu
 		if err != nil {
 			return failed(api.ErrUnavailable, err)
 		}
-		if found && ks.Committed() {
+		same := false
+		if found && ks.Committed() && ks.DLQID != ch.DLQID {
+			if same, err = s.sameAsCommitted(ctx, p, ks); err != nil {
+				return failed(api.ErrUnavailable, err)
+			}
+		}
+		if found && ks.Committed() && (ks.DLQID == ch.DLQID || same) {
 			kind := record.KindSkippedDuplicate
 			if ks.DLQID == ch.DLQID {
 				kind = record.KindReplayed
@@ -299,11 +312,28 @@ func (o replayOpts) wait4token(ctx context.Context) error {
 }
 
 // prepared is a replay's message: subject, bytes and idempotency key ("" when
-// the payload does not pass the gate: the replay will fail again, visibly).
+// the payload does not pass the gate: the replay will fail again, visibly),
+// the domain of its LEDGER subject and its content hash (ledger.ContentHash).
 type prepared struct {
 	subject string
 	data    []byte
 	key     string
+	domain  string
+	hash    string
+}
+
+// sameAsCommitted reports whether the committed key state ks names the
+// same content as the replay p (ledger.CommittedHash): only then is the
+// replay a duplicate of the committed event. A replay (an original or a
+// correction) of other content is published all the same, and the
+// validator records it on the chain as IDEMPOTENCY_CONFLICT, its gate
+// deciding as for any other event.
+func (s *Service) sameAsCommitted(ctx context.Context, p prepared, ks ledger.KeyState) (bool, error) {
+	h, err := ledger.CommittedHash(ctx, s.js, ks, subjects.Ledger(p.domain, p.key))
+	if err != nil {
+		return false, err
+	}
+	return h == p.hash, nil
 }
 
 // prepare derives replay n of chain id, of state st: the effective payload
@@ -339,7 +369,7 @@ func (s *Service) prepare(st record.State, id string, n int) (prepared, error) {
 	// publish to: only there does the validator honour the redrive
 	// headers. One subject per replay: its publish expects it empty.
 	subject := subjects.Redriven(dom, typ, id, n)
-	p := prepared{subject: subject, data: data}
+	p := prepared{subject: subject, data: data, domain: dom, hash: ledger.ContentHash(data)}
 	if !st.Corrected && st.IdempotencyKey != "" {
 		p.key = st.IdempotencyKey
 		return p, nil
@@ -404,7 +434,7 @@ func (s *Service) publishAndObserve(ctx context.Context, span trace.Span, m *nat
 	s.metrics.published.Inc()
 	s.log.Info("DLQ_REPLAY_PUBLISHED", "dlq_id", id, "domain", domain, "redrive_count", n, "events_seq", ack.Sequence,
 		"duplicate", ack.Duplicate, "drain_id", o.drainID)
-	res.outcome, res.eventsSeq, res.failCode, res.err = s.observe(ctx, domain, id, p.key, ack.Sequence, res.next-1, o, wake, stop)
+	res.outcome, res.eventsSeq, res.failCode, res.err = s.observe(ctx, domain, id, p, ack.Sequence, res.next-1, o, wake, stop)
 	if res.err != nil {
 		res.code = codeOf(res.err)
 	}
@@ -421,7 +451,12 @@ func (s *Service) publishAndObserve(ctx context.Context, span trace.Span, m *nat
 // gains a failure → failed; neither before the timeout → pending. The
 // watch is stopped (stop) before the outcome is appended: the record it
 // appends wakes nobody.
-func (s *Service) observe(ctx context.Context, domain, id, key string, replaySeq uint64, idx int, o replayOpts, wake <-chan *nats.Msg, stop func()) (outcome string, eventsSeq uint64, failCode string, err error) {
+//
+// A key committed by another copy with other content than the replay's
+// (sameAsCommitted) is no duplicate: the validator quarantines the replay
+// IDEMPOTENCY_CONFLICT on the chain, and its failure is the outcome.
+func (s *Service) observe(ctx context.Context, domain, id string, p prepared, replaySeq uint64, idx int, o replayOpts, wake <-chan *nats.Msg, stop func()) (outcome string, eventsSeq uint64, failCode string, err error) {
+	key := p.key
 	timeout := s.cfg.OutcomeTimeout
 	if o.wait > 0 {
 		timeout = o.wait
@@ -446,6 +481,11 @@ func (s *Service) observe(ctx context.Context, domain, id, key string, replaySeq
 			ks, found, err := committedBy(woken, wake, key)
 			if !found {
 				ks, found, err = ledger.Lookup(ctx, s.idem, key)
+			}
+			if err == nil && found && ks.Committed() && ks.DLQID != id {
+				if same, serr := s.sameAsCommitted(ctx, p, ks); serr != nil || !same {
+					found = false // a conflict (or unknown yet): the chain's record tells
+				}
 			}
 			if err == nil && found && ks.Committed() {
 				// Matched by dlq id only: another copy's commit names

@@ -32,6 +32,7 @@ const lookupMaxBytes = 8 << 20
 type pendingCommit struct {
 	env       envelope.Envelope
 	data      []byte
+	hash      string // ledger.ContentHash of data
 	sourceSeq uint64
 	dlqID     string
 	// ctx is the delivery's: the per-event fallback runs in it.
@@ -76,7 +77,11 @@ type commitResult struct {
 // server refuses (a key committed before, by an earlier copy of the event
 // or a validator that died after its LEDGER write) is split in halves until
 // the refused event is alone; that one takes the per-event path, which
-// adopts an existing LEDGER message or reports the duplicate. A missing
+// adopts an existing LEDGER message or reports the duplicate (same
+// content) or the IDEMPOTENCY_CONFLICT (other content). LEDGER keeps one
+// message per subject (the server refuses a second one, 10077, and a batch
+// holding one as a whole): a batch refused for it falls back the same
+// way, one event at a time. A missing
 // mark (the marks' batch failed, or the validator died before it) only
 // costs a LEDGER lookup: every reader treats LEDGER as the truth, and the
 // per-event path marks it.
@@ -116,12 +121,12 @@ func newBatcher(c *committer, maxBatch int, o streams.Options, log *slog.Logger,
 // goroutine of its own once the event's group is written. So the events in
 // flight are bounded by the consumer's MaxAckPending and the queue, not by
 // the workers, who would otherwise each wait out a group's writes.
-func (b *batcher) submit(ctx context.Context, env envelope.Envelope, data []byte, sourceSeq uint64, dlqID string, then func(uint64, error)) {
+func (b *batcher) submit(ctx context.Context, env envelope.Envelope, data []byte, hash string, sourceSeq uint64, dlqID string, then func(uint64, error)) {
 	if b.off.Load() {
-		b.cbs.Go(func() { then(b.c.commitOne(ctx, env, data, sourceSeq, dlqID)) })
+		b.cbs.Go(func() { then(b.c.commitOne(ctx, env, data, hash, sourceSeq, dlqID)) })
 		return
 	}
-	p := &pendingCommit{env: env, data: data, sourceSeq: sourceSeq, dlqID: dlqID, ctx: ctx, then: then, cbs: &b.cbs}
+	p := &pendingCommit{env: env, data: data, hash: hash, sourceSeq: sourceSeq, dlqID: dlqID, ctx: ctx, then: then, cbs: &b.cbs}
 	select {
 	case b.in <- p:
 	case <-ctx.Done():
@@ -134,11 +139,11 @@ func (b *batcher) wait() { b.cbs.Wait() }
 
 // commit hands an event to the batcher and waits for its commit, or for
 // ctx.
-func (b *batcher) commit(ctx context.Context, env envelope.Envelope, data []byte, sourceSeq uint64, dlqID string) (uint64, error) {
+func (b *batcher) commit(ctx context.Context, env envelope.Envelope, data []byte, hash string, sourceSeq uint64, dlqID string) (uint64, error) {
 	if b.off.Load() {
-		return b.c.commitOne(ctx, env, data, sourceSeq, dlqID)
+		return b.c.commitOne(ctx, env, data, hash, sourceSeq, dlqID)
 	}
-	p := &pendingCommit{env: env, data: data, sourceSeq: sourceSeq, dlqID: dlqID, ctx: ctx, done: make(chan commitResult, 1)}
+	p := &pendingCommit{env: env, data: data, hash: hash, sourceSeq: sourceSeq, dlqID: dlqID, ctx: ctx, done: make(chan commitResult, 1)}
 	select {
 	case b.in <- p:
 	case <-ctx.Done():
@@ -255,7 +260,7 @@ func (b *batcher) ledger(ps []*pendingCommit) {
 	}
 	msgs := make([]*nats.Msg, len(ps))
 	for i, p := range ps {
-		msgs[i] = b.c.ledgerMsg(p.env, p.data, p.sourceSeq, p.dlqID)
+		msgs[i] = b.c.ledgerMsg(p.env, p.data, p.hash, p.sourceSeq, p.dlqID)
 	}
 	written, err := b.present(subjects.LedgerStream, msgs)
 	if err != nil {
@@ -269,6 +274,13 @@ func (b *batcher) ledger(ps []*pendingCommit) {
 		b.oneByOne(ps)
 		return
 	}
+	if b.c.hooks != nil && b.c.hooks.beforeLedgerBatch != nil {
+		keys := make([]string, len(ps))
+		for i, p := range ps {
+			keys[i] = p.env.IdempotencyKey
+		}
+		b.c.hooks.beforeLedgerBatch(keys)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	seqs, err := batch.Publish(ctx, b.c.js, msgs)
 	cancel()
@@ -276,8 +288,12 @@ func (b *batcher) ledger(ps []*pendingCommit) {
 		if errors.Is(err, batch.ErrDisabled) && !b.off.Swap(true) {
 			b.log.Warn("LEDGER does not allow atomic publish: committing one event at a time; provision again to turn it on", "err", err)
 		}
-		// Refused (a key written meanwhile) or an unknown outcome: the
-		// per-event path's conditional write says which.
+		// Refused (a key written meanwhile, by anyone: LEDGER refuses a
+		// second message on a subject, 10077, and the expectation fails,
+		// 10071; either refuses the whole batch) or an unknown outcome:
+		// the per-event path's conditional write says which, and takes
+		// the written key to the content comparison (duplicate or
+		// IDEMPOTENCY_CONFLICT).
 		b.log.Debug("LEDGER batch not written", "events", len(ps), "err", err)
 		b.oneByOne(ps)
 		return
@@ -304,7 +320,7 @@ func (b *batcher) ledger(ps []*pendingCommit) {
 func (b *batcher) downstream(ps []*pendingCommit) {
 	keys := make([]*nats.Msg, len(ps))
 	for i, p := range ps {
-		st, _ := json.Marshal(b.c.claimState(p.env, p.sourceSeq, p.dlqID))
+		st, _ := json.Marshal(b.c.claimState(p.env, p.hash, p.sourceSeq, p.dlqID))
 		keys[i] = keyWrite(p.env.IdempotencyKey, st, 0)
 	}
 	held, err := b.present(subjects.BucketStream(subjects.IdempotencyBucket), keys)
@@ -356,7 +372,7 @@ func (b *batcher) downstream(ps []*pendingCommit) {
 	for i, p := range todo {
 		if accepted[i] {
 			ok, okClaims = append(ok, p), append(okClaims, claims[i])
-			ledgerMsgs = append(ledgerMsgs, b.c.ledgerMsg(p.env, p.data, p.sourceSeq, p.dlqID))
+			ledgerMsgs = append(ledgerMsgs, b.c.ledgerMsg(p.env, p.data, p.hash, p.sourceSeq, p.dlqID))
 		}
 	}
 	if len(ok) == 0 {
@@ -371,7 +387,7 @@ func (b *batcher) downstream(ps []*pendingCommit) {
 		b.log.Debug("LEDGER batch not written", "events", len(ok), "err", err)
 		for i, p := range ok {
 			wg.Go(func() {
-				seq, err := b.c.finish(p.ctx, p.env, p.data, p.sourceSeq, p.dlqID, okClaims[i])
+				seq, err := b.c.finish(p.ctx, p.env, p.data, p.hash, p.sourceSeq, p.dlqID, okClaims[i])
 				p.finish(commitResult{ledgerSeq: seq, err: err})
 			})
 		}
@@ -461,7 +477,7 @@ func (b *batcher) present(stream string, msgs []*nats.Msg) (map[string]bool, err
 func (b *batcher) marks(ps []*pendingCommit, seqs []uint64) {
 	msgs := make([]*nats.Msg, len(ps))
 	for i, p := range ps {
-		msgs[i] = keyWrite(p.env.IdempotencyKey, b.c.committedState(p.env, p.sourceSeq, seqs[i], p.dlqID), 0)
+		msgs[i] = keyWrite(p.env.IdempotencyKey, b.c.committedState(p.env, p.hash, p.sourceSeq, seqs[i], p.dlqID), 0)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	_, err := batch.Publish(ctx, b.c.js, msgs)
@@ -478,7 +494,7 @@ func (b *batcher) marks(ps []*pendingCommit, seqs []uint64) {
 	var wg sync.WaitGroup
 	for i, p := range ps {
 		wg.Go(func() {
-			p.finish(commitResult{ledgerSeq: seqs[i], err: b.c.mark(p.ctx, p.env, p.sourceSeq, seqs[i], p.dlqID)})
+			p.finish(commitResult{ledgerSeq: seqs[i], err: b.c.mark(p.ctx, p.env, p.hash, p.sourceSeq, seqs[i], p.dlqID)})
 		})
 	}
 	wg.Wait()
@@ -505,7 +521,7 @@ func (b *batcher) oneByOne(ps []*pendingCommit) {
 	var wg sync.WaitGroup
 	for _, p := range ps {
 		wg.Go(func() {
-			seq, err := b.c.commitOne(p.ctx, p.env, p.data, p.sourceSeq, p.dlqID)
+			seq, err := b.c.commitOne(p.ctx, p.env, p.data, p.hash, p.sourceSeq, p.dlqID)
 			p.finish(commitResult{ledgerSeq: seq, err: err})
 		})
 	}

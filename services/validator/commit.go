@@ -16,6 +16,8 @@ import (
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/failpoint"
 	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
 )
@@ -30,9 +32,49 @@ const (
 	StateCommitted = ledger.StateCommitted
 )
 
-// ErrAlreadyCommitted reports that the key was committed before: the event
-// is a duplicate and must be acknowledged, never committed again.
+// ErrAlreadyCommitted reports that the key was committed before with the
+// same content (ledger.ContentHash): the event is a duplicate and must be
+// acknowledged, never committed again. The same key committed with other
+// content is a conflictError instead.
 var ErrAlreadyCommitted = errors.New("validator: idempotency key already committed")
+
+// conflictError is an IDEMPOTENCY_CONFLICT: the event's key is committed
+// in LEDGER (at ledgerSeq) with content whose hash is committed, and the
+// event's own content hashes to content. Structural: the event is
+// quarantined, never acknowledged as a duplicate.
+type conflictError struct {
+	ledgerSeq          uint64
+	committed, content string
+}
+
+func (e *conflictError) Error() string {
+	return fmt.Sprintf("%s: %s", codes.IdempotencyConflict, e.detail())
+}
+
+// detail names the committed entry and both hashes (no payload values).
+func (e *conflictError) detail() string {
+	return fmt.Sprintf("idempotency key committed at %s sequence %d with content sha256 %s; this event's content sha256 %s",
+		subjects.LedgerStream, e.ledgerSeq, e.committed, e.content)
+}
+
+// Unwrap makes the error classify as IDEMPOTENCY_CONFLICT.
+func (e *conflictError) Unwrap() error {
+	return codes.Errorf(codes.IdempotencyConflict, "%s", e.detail())
+}
+
+// conflict is the record.Conflict the quarantine record names.
+func (e *conflictError) conflict() *record.Conflict {
+	return &record.Conflict{LedgerStream: subjects.LedgerStream, LedgerSeq: e.ledgerSeq, CommittedHash: e.committed, ContentHash: e.content}
+}
+
+// sameContent returns ErrAlreadyCommitted when the committed entry's
+// content hash equals the event's, else the conflict.
+func sameContent(ledgerSeq uint64, committed, content string) error {
+	if committed == content {
+		return ErrAlreadyCommitted
+	}
+	return &conflictError{ledgerSeq: ledgerSeq, committed: committed, content: content}
+}
 
 // committer implements the exactly-once commit. The atomic step is the
 // LEDGER write: each key has its own subject and the write is conditional on
@@ -59,6 +101,13 @@ var ErrAlreadyCommitted = errors.New("validator: idempotency key already committ
 // next delivery repeats the POST (the downstream de-duplicates on the key),
 // finds the LEDGER subject written and adopts that message, then marks the
 // key. So an event is never lost and never committed twice.
+//
+// A key found committed (or its LEDGER subject written) is a duplicate only
+// when the committed content is the event's (ledger.ContentHash: the
+// canonical JSON's SHA-256, recorded on the LEDGER entry and in the key
+// state); other content under the same key is an IDEMPOTENCY_CONFLICT,
+// quarantined, never acknowledged as a duplicate (conflictError). LEDGER
+// itself keeps one message per key subject (server-enforced, streams.Ledger).
 type committer struct {
 	js     jetstream.JetStream
 	kv     jetstream.KeyValue
@@ -79,6 +128,9 @@ type committer struct {
 type testHooks struct {
 	afterClaim  func(key string)
 	afterLedger func(key string)
+	// beforeLedgerBatch runs before a group's LEDGER batch is written,
+	// with its keys (after the look-up of the keys LEDGER holds).
+	beforeLedgerBatch func(keys []string)
 }
 
 type claim struct {
@@ -89,19 +141,20 @@ type claim struct {
 // commit runs the protocol for one event; ledgerSeq is the LEDGER sequence.
 // With a batcher, the event is committed in a group (batcher); the
 // protocol per event is the same.
-func (c *committer) commit(ctx context.Context, env envelope.Envelope, data []byte, sourceSeq uint64, dlqID string) (ledgerSeq uint64, err error) {
+// hash is the event's ledger.ContentHash.
+func (c *committer) commit(ctx context.Context, env envelope.Envelope, data []byte, hash string, sourceSeq uint64, dlqID string) (ledgerSeq uint64, err error) {
 	if c.batch != nil {
-		return c.batch.commit(ctx, env, data, sourceSeq, dlqID)
+		return c.batch.commit(ctx, env, data, hash, sourceSeq, dlqID)
 	}
-	return c.commitOne(ctx, env, data, sourceSeq, dlqID)
+	return c.commitOne(ctx, env, data, hash, sourceSeq, dlqID)
 }
 
 // commitOne runs the protocol for one event on its own.
-func (c *committer) commitOne(ctx context.Context, env envelope.Envelope, data []byte, sourceSeq uint64, dlqID string) (uint64, error) {
+func (c *committer) commitOne(ctx context.Context, env envelope.Envelope, data []byte, hash string, sourceSeq uint64, dlqID string) (uint64, error) {
 	if c.down == nil {
-		return c.commitLedgerOnly(ctx, env, data, sourceSeq, dlqID)
+		return c.commitLedgerOnly(ctx, env, data, hash, sourceSeq, dlqID)
 	}
-	cl, err := c.claim(ctx, env, sourceSeq, dlqID)
+	cl, err := c.claim(ctx, env, hash, sourceSeq, dlqID)
 	if err != nil {
 		return 0, err
 	}
@@ -111,7 +164,7 @@ func (c *committer) commitOne(ctx context.Context, env envelope.Envelope, data [
 	if err := c.post(ctx, env, data, cl); err != nil {
 		return 0, err
 	}
-	return c.finish(ctx, env, data, sourceSeq, dlqID, cl)
+	return c.finish(ctx, env, data, hash, sourceSeq, dlqID, cl)
 }
 
 // post sends a claimed event downstream; a transient failure releases the
@@ -128,8 +181,14 @@ func (c *committer) post(ctx context.Context, env envelope.Envelope, data []byte
 }
 
 // finish writes LEDGER and marks the claimed key committed (steps 3 and 4).
-func (c *committer) finish(ctx context.Context, env envelope.Envelope, data []byte, sourceSeq uint64, dlqID string, cl claim) (uint64, error) {
-	ledgerSeq, _, err := c.writeLedger(ctx, env, data, sourceSeq, dlqID)
+// A LEDGER entry of the key found written with other content (a claimer
+// that died before marking it committed another event of the key) is a
+// conflict: the claim is released, and that event's redelivery marks it.
+func (c *committer) finish(ctx context.Context, env envelope.Envelope, data []byte, hash string, sourceSeq uint64, dlqID string, cl claim) (uint64, error) {
+	ledgerSeq, existed, committed, err := c.writeLedger(ctx, env, data, hash, sourceSeq, dlqID)
+	if err == nil && existed && committed != hash {
+		err = sameContent(ledgerSeq, committed, hash)
+	}
 	if err != nil {
 		c.release(ctx, env.IdempotencyKey, cl)
 		return 0, err
@@ -166,17 +225,19 @@ func (c *committer) markClaimed(ctx context.Context, key string, cl claim, ledge
 
 // claimState is the IDEMPOTENCY value of this validator's claim on env's
 // key.
-func (c *committer) claimState(env envelope.Envelope, sourceSeq uint64, dlqID string) KeyState {
+func (c *committer) claimState(env envelope.Envelope, hash string, sourceSeq uint64, dlqID string) KeyState {
 	return KeyState{
 		State: StateClaimed, Owner: c.owner, LeaseUntil: c.now().Add(c.lease).UTC(),
-		Domain: env.Domain, EventType: env.EventType, SourceSeq: sourceSeq, DLQID: dlqID,
+		Domain: env.Domain, EventType: env.EventType, SourceSeq: sourceSeq, DLQID: dlqID, ContentHash: hash,
 	}
 }
 
-// claim acquires the key. It returns ErrAlreadyCommitted for a committed
-// key and a CLAIM_HELD error while another validator's claim is live.
-func (c *committer) claim(ctx context.Context, env envelope.Envelope, sourceSeq uint64, dlqID string) (claim, error) {
-	st := c.claimState(env, sourceSeq, dlqID)
+// claim acquires the key. For a committed key it returns
+// ErrAlreadyCommitted when the content is the same (committedContent),
+// else the conflict; a CLAIM_HELD error while another validator's claim
+// is live.
+func (c *committer) claim(ctx context.Context, env envelope.Envelope, hash string, sourceSeq uint64, dlqID string) (claim, error) {
+	st := c.claimState(env, hash, sourceSeq, dlqID)
 	b, _ := json.Marshal(st)
 	rev, err := c.kv.Create(ctx, env.IdempotencyKey, b)
 	if err == nil {
@@ -195,7 +256,11 @@ func (c *committer) claim(ctx context.Context, env envelope.Envelope, sourceSeq 
 	}
 	switch {
 	case cur.State == StateCommitted:
-		return claim{state: cur}, ErrAlreadyCommitted
+		committed, err := c.committedContent(ctx, env, cur)
+		if err != nil {
+			return claim{}, err
+		}
+		return claim{state: cur}, sameContent(cur.LedgerSeq, committed, hash)
 	case cur.State == StateClaimed && c.now().Before(cur.LeaseUntil):
 		return claim{state: cur}, &heldError{until: cur.LeaseUntil}
 	}
@@ -221,11 +286,17 @@ func (c *committer) release(ctx context.Context, key string, cl claim) {
 }
 
 // commitLedgerOnly commits without a downstream: the conditional LEDGER
-// write, then the committed mark (create-if-absent).
-func (c *committer) commitLedgerOnly(ctx context.Context, env envelope.Envelope, data []byte, sourceSeq uint64, dlqID string) (uint64, error) {
-	ledgerSeq, existed, err := c.writeLedger(ctx, env, data, sourceSeq, dlqID)
+// write, then the committed mark (create-if-absent). A LEDGER entry of the
+// key found written with other content is a conflict (nothing is marked:
+// the entry's own event marks it, and an entry no event wrote is for
+// reconciliation to list).
+func (c *committer) commitLedgerOnly(ctx context.Context, env envelope.Envelope, data []byte, hash string, sourceSeq uint64, dlqID string) (uint64, error) {
+	ledgerSeq, existed, committed, err := c.writeLedger(ctx, env, data, hash, sourceSeq, dlqID)
 	if err != nil {
 		return 0, err
+	}
+	if existed && committed != hash {
+		return 0, sameContent(ledgerSeq, committed, hash)
 	}
 	if existed {
 		// Either a duplicate (marked committed) or an earlier validator
@@ -242,15 +313,15 @@ func (c *committer) commitLedgerOnly(ctx context.Context, env envelope.Envelope,
 	if c.hooks != nil && c.hooks.afterLedger != nil {
 		c.hooks.afterLedger(env.IdempotencyKey)
 	}
-	return ledgerSeq, c.mark(ctx, env, sourceSeq, ledgerSeq, dlqID)
+	return ledgerSeq, c.mark(ctx, env, hash, sourceSeq, ledgerSeq, dlqID)
 }
 
 // committedState is the IDEMPOTENCY value of a key committed without a
 // downstream.
-func (c *committer) committedState(env envelope.Envelope, sourceSeq, ledgerSeq uint64, dlqID string) []byte {
+func (c *committer) committedState(env envelope.Envelope, hash string, sourceSeq, ledgerSeq uint64, dlqID string) []byte {
 	b, _ := json.Marshal(KeyState{
 		State: StateCommitted, Domain: env.Domain, EventType: env.EventType, SourceSeq: sourceSeq,
-		LedgerSeq: ledgerSeq, CommittedAt: c.now().UTC(), DLQID: dlqID,
+		LedgerSeq: ledgerSeq, CommittedAt: c.now().UTC(), DLQID: dlqID, ContentHash: hash,
 	})
 	return b
 }
@@ -258,8 +329,8 @@ func (c *committer) committedState(env envelope.Envelope, sourceSeq, ledgerSeq u
 // mark writes the committed state of a key LEDGER holds (create-if-absent,
 // or over a claim of a validator configured with a downstream). It returns
 // ErrAlreadyCommitted when the key was marked committed already.
-func (c *committer) mark(ctx context.Context, env envelope.Envelope, sourceSeq, ledgerSeq uint64, dlqID string) error {
-	b := c.committedState(env, sourceSeq, ledgerSeq, dlqID)
+func (c *committer) mark(ctx context.Context, env envelope.Envelope, hash string, sourceSeq, ledgerSeq uint64, dlqID string) error {
+	b := c.committedState(env, hash, sourceSeq, ledgerSeq, dlqID)
 	if _, err := c.kv.Create(ctx, env.IdempotencyKey, b); err != nil {
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return codes.Wrap(codes.StoreUnavailable, err, "mark committed failed")
@@ -283,7 +354,9 @@ func (c *committer) mark(ctx context.Context, env envelope.Envelope, sourceSeq, 
 // ledgerMsg is the LEDGER message of a commit. It carries no trace
 // context (see writeLedger). Its Nats-Msg-Id and expectation (the key's
 // subject still empty) are headers, so that a batch can carry them too.
-func (c *committer) ledgerMsg(env envelope.Envelope, data []byte, sourceSeq uint64, dlqID string) *nats.Msg {
+// It names its source (the EVENTS message, and the chain of a replay) and
+// its content hash, which reconciliation checks against the source.
+func (c *committer) ledgerMsg(env envelope.Envelope, data []byte, hash string, sourceSeq uint64, dlqID string) *nats.Msg {
 	m := nats.NewMsg(c.ledger(env.Domain, env.IdempotencyKey))
 	m.Data = data
 	m.Header.Set(envelope.IdempotencyKey, env.IdempotencyKey)
@@ -293,6 +366,7 @@ func (c *committer) ledgerMsg(env envelope.Envelope, data []byte, sourceSeq uint
 	if dlqID != "" {
 		m.Header.Set(envelope.DLQID, dlqID)
 	}
+	m.Header.Set(envelope.ContentHash, hash)
 	m.Header.Set(jetstream.MsgIDHeader, env.IdempotencyKey)
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
 	return m
@@ -300,9 +374,10 @@ func (c *committer) ledgerMsg(env envelope.Envelope, data []byte, sourceSeq uint
 
 // writeLedger appends the event to its key's LEDGER subject; existed reports
 // that the subject was already written (the existing message's sequence is
-// returned), by a duplicate or by a claimer that died before marking.
-func (c *committer) writeLedger(ctx context.Context, env envelope.Envelope, data []byte, sourceSeq uint64, dlqID string) (seq uint64, existed bool, err error) {
-	m := c.ledgerMsg(env, data, sourceSeq, dlqID)
+// returned, and committed, the ledger.ContentHash of its payload), by a
+// duplicate, by a claimer that died before marking, or by anyone else.
+func (c *committer) writeLedger(ctx context.Context, env envelope.Envelope, data []byte, hash string, sourceSeq uint64, dlqID string) (seq uint64, existed bool, committed string, err error) {
+	m := c.ledgerMsg(env, data, hash, sourceSeq, dlqID)
 	subj := m.Subject
 	// The span in ctx (the commit span, or the validate span when there is
 	// no downstream) stands for the LEDGER write, whose sequence it records
@@ -312,24 +387,46 @@ func (c *committer) writeLedger(ctx context.Context, env envelope.Envelope, data
 	// message (its message-tracing check), a cost per commit.
 	span := trace.SpanFromContext(ctx)
 	ack, err := c.js.PublishMsg(ctx, m)
-	if err == nil {
-		return ack.Sequence, ack.Duplicate, nil
+	if err == nil && !ack.Duplicate {
+		return ack.Sequence, false, hash, nil
 	}
 	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+	if err == nil || errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant || apiErr.ErrorCode == streams.ErrCodeMaxMsgsPerSubject) {
+		// Written already: a Nats-Msg-Id duplicate within the window, a
+		// failed expectation, or the server's one message per subject.
+		// Its content decides between duplicate and conflict.
 		span.SetAttributes(telemetry.OutcomeKey.String("already_written"))
-		s, err := c.js.Stream(ctx, subjects.LedgerStream)
+		raw, err := c.ledgerEntry(ctx, subj)
 		if err != nil {
-			return 0, false, codes.Wrap(codes.StoreUnavailable, err, "ledger lookup failed")
+			return 0, false, "", err
 		}
-		raw, err := s.GetLastMsgForSubject(ctx, subj)
-		if err != nil {
-			return 0, false, codes.Wrap(codes.StoreUnavailable, err, "ledger lookup failed")
-		}
-		return raw.Sequence, true, nil
+		return raw.Sequence, true, ledger.ContentHash(raw.Data), nil
 	}
-	return 0, false, codes.Wrap(codes.StoreUnavailable, err, "ledger write failed")
+	return 0, false, "", codes.Wrap(codes.StoreUnavailable, err, "ledger write failed")
+}
+
+// ledgerEntry reads the LEDGER message on subj.
+func (c *committer) ledgerEntry(ctx context.Context, subj string) (*jetstream.RawStreamMsg, error) {
+	s, err := c.js.Stream(ctx, subjects.LedgerStream)
+	if err != nil {
+		return nil, codes.Wrap(codes.StoreUnavailable, err, "ledger lookup failed")
+	}
+	raw, err := s.GetLastMsgForSubject(ctx, subj)
+	if err != nil {
+		return nil, codes.Wrap(codes.StoreUnavailable, err, "ledger lookup failed")
+	}
+	return raw, nil
+}
+
+// committedContent returns the content hash of the event a committed key
+// state names (ledger.CommittedHash).
+func (c *committer) committedContent(ctx context.Context, env envelope.Envelope, st KeyState) (string, error) {
+	h, err := ledger.CommittedHash(ctx, c.js, st, c.ledger(env.Domain, env.IdempotencyKey))
+	if err != nil {
+		return "", codes.Wrap(codes.StoreUnavailable, err, "ledger lookup failed")
+	}
+	return h, nil
 }
 
 // heldError is a CLAIM_HELD failure carrying when the holder's lease ends.

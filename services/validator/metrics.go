@@ -25,6 +25,7 @@ type metrics struct {
 	batchSize     prometheus.Histogram
 	fallbacks     prometheus.Counter
 	batching      prometheus.Gauge
+	conflicts     *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -55,9 +56,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "deadletter_validator_commit_batching",
 			Help: "1 while atomic batches are measured cheaper than one-event writes (and used), 0 otherwise.",
 		}),
+		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "deadletter_validator_idempotency_conflicts_total",
+			Help: "Events quarantined IDEMPOTENCY_CONFLICT by domain: their key is committed in LEDGER with other content.",
+		}, []string{"domain"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.events, m.failures, m.commitSeconds, m.batchSize, m.fallbacks, m.batching)
+		reg.MustRegister(m.events, m.failures, m.commitSeconds, m.batchSize, m.fallbacks, m.batching, m.conflicts)
 	}
 	return m
 }
@@ -67,6 +72,8 @@ func (m *metrics) outcome(o string) { m.events.WithLabelValues(o).Inc() }
 func (m *metrics) failure(domain string, c codes.Code) {
 	m.failures.WithLabelValues(domain, string(c)).Inc()
 }
+
+func (m *metrics) conflict(domain string) { m.conflicts.WithLabelValues(domain).Inc() }
 
 func (m *metrics) committed(start time.Time) {
 	m.commitSeconds.Observe(time.Since(start).Seconds())

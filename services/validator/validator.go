@@ -37,6 +37,7 @@ import (
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/ledger"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/retry"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -294,6 +295,9 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 		cctx, cspan = s.tr.Start(ctx, "commit "+env.Domain, telemetry.DomainKey.String(env.Domain),
 			semconv.MessagingDestinationTemplate("ledger.{domain}.{key}"))
 	}
+	// The content a second event with this key must equal to be a
+	// duplicate (else an IDEMPOTENCY_CONFLICT).
+	hash := ledger.ContentHash(m.Data())
 	outcome := func(ledgerSeq uint64, err error) {
 		defer end()
 		if cspan != nil {
@@ -302,10 +306,10 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 		s.outcome(ctx, m, meta, env, dlqID, redrives, start, cspan == nil, span, ledgerSeq, err, attempts)
 	}
 	if s.commit.batch != nil {
-		s.commit.batch.submit(cctx, env, m.Data(), meta.Sequence.Stream, dlqID, outcome)
+		s.commit.batch.submit(cctx, env, m.Data(), hash, meta.Sequence.Stream, dlqID, outcome)
 		return
 	}
-	outcome(s.commit.commit(cctx, env, m.Data(), meta.Sequence.Stream, dlqID))
+	outcome(s.commit.commit(cctx, env, m.Data(), hash, meta.Sequence.Stream, dlqID))
 }
 
 // outcome ends a commit attempt of a delivery with exactly one of: ack
@@ -347,6 +351,16 @@ func (s *Service) outcome(ctx context.Context, m jetstream.Msg, meta *jetstream.
 	default:
 		s.structural(ctx, m, meta, &env, dlqID, redrives, record.StageCommit, err, attempts)
 	}
+}
+
+// conflictOf returns the record.Conflict of an IDEMPOTENCY_CONFLICT error
+// (nil for any other).
+func conflictOf(err error) *record.Conflict {
+	var ce *conflictError
+	if errors.As(err, &ce) {
+		return ce.conflict()
+	}
+	return nil
 }
 
 // check runs the gate; a panic in a domain rule becomes INTERNAL_ERROR (a
@@ -462,6 +476,7 @@ func (s *Service) structural(ctx context.Context, m jetstream.Msg, meta *jetstre
 		DLQID:        dlqID,
 		RedriveCount: redrives,
 		Attempts:     hist,
+		Conflict:     conflictOf(cause),
 		FailedAt:     now,
 	}
 	span := trace.SpanFromContext(ctx)
@@ -474,6 +489,11 @@ func (s *Service) structural(ctx context.Context, m jetstream.Msg, meta *jetstre
 	s.stats.structural.Add(1)
 	s.metrics.outcome(outcomeStructural)
 	s.metrics.failure(f.Domain, code)
+	if f.Conflict != nil {
+		s.metrics.conflict(f.Domain)
+		s.log.Warn("idempotency conflict quarantined", "seq", meta.Sequence.Stream, "key", env.IdempotencyKey, "ledger_seq", f.Conflict.LedgerSeq,
+			"committed_hash", f.Conflict.CommittedHash, "content_hash", f.Conflict.ContentHash, "dlq_id", record.DLQIDFor(f))
+	}
 	s.log.Info("event rejected", "seq", meta.Sequence.Stream, "subject", m.Subject(), "code", code, "stage", stage, "dlq_id", dlqID)
 }
 
@@ -553,6 +573,10 @@ type checkReply struct {
 // handleCheck dry-runs the gate: validator.check.<domain>.<type> with the
 // payload as body answers the envelope, or an error with its code.
 func (s *Service) handleCheck(r micro.Request) {
+	if r.Subject() == documentCheckSubject {
+		s.handleCheckDocument(r)
+		return
+	}
 	subject := "events." + r.Subject()[len("validator.check."):]
 	env, err := s.check(subject, r.Data())
 	if err != nil {

@@ -306,7 +306,60 @@ const (
 	ReconcilePending = "pending"
 	// ReconcileUnaccounted: none of the above, older than the grace period.
 	ReconcileUnaccounted = "unaccounted"
+	// ReconcileConflict: the event's key is committed with other content
+	// and the event is quarantined IDEMPOTENCY_CONFLICT (in the chain of
+	// its key and content, from this or another copy of it). A conflicting
+	// event with no such chain is pending, then unaccounted.
+	ReconcileConflict = "conflict"
 )
+
+// Reasons a LEDGER entry is unsourced (LedgerEntry.Reason).
+const (
+	// UnsourcedNoSource: the entry names no EVENTS message.
+	UnsourcedNoSource = "no_source"
+	// UnsourcedSourceMissing: EVENTS holds no message at the named
+	// sequence, and it cannot have expired yet.
+	UnsourcedSourceMissing = "source_missing"
+	// UnsourcedContentMismatch: the named EVENTS message has other content
+	// (canonical JSON SHA-256), or the entry's content hash header is not
+	// its own payload's.
+	UnsourcedContentMismatch = "content_mismatch"
+	// UnsourcedKeyMismatch: the named EVENTS message does not pass the
+	// gate with this entry's key and domain, or is a replay of another
+	// chain.
+	UnsourcedKeyMismatch = "key_mismatch"
+)
+
+// LedgerEntry names one LEDGER entry of a reconciliation.
+type LedgerEntry struct {
+	// Seq is the LEDGER sequence, Subject its subject (ledger.<domain>.<key>).
+	Seq     uint64 `json:"seq"`
+	Subject string `json:"subject"`
+	// SourceSeq is the EVENTS sequence it names (0: none).
+	SourceSeq uint64 `json:"source_seq,omitempty"`
+	// Stored is when LEDGER stored it.
+	Stored time.Time `json:"stored"`
+	// Reason is why it is unsourced (Unsourced* constants).
+	Reason string `json:"reason"`
+}
+
+// LedgerReconcile is reconciliation from LEDGER back to EVENTS: every entry
+// must name the EVENTS message it was committed from (a publisher's event,
+// or a redriver's replay of a quarantined event or of its correction),
+// with the same content and key.
+type LedgerReconcile struct {
+	// Entries is how many LEDGER entries were examined; Sourced found
+	// their source; SourceExpired named a source EVENTS no longer holds
+	// because it is older than EVENTS' max age (not checkable any more).
+	Entries       int `json:"entries"`
+	Sourced       int `json:"sourced"`
+	SourceExpired int `json:"source_expired,omitempty"`
+	// Unsourced counts the others, listed (up to MaxIDs) in
+	// UnsourcedEntries: something other than the validator committing an
+	// event wrote them.
+	Unsourced        int           `json:"unsourced"`
+	UnsourcedEntries []LedgerEntry `json:"unsourced_entries"`
+}
 
 // ReconcileEvent names one event of a reconciliation.
 type ReconcileEvent struct {
@@ -334,6 +387,9 @@ type ReconcileReply struct {
 	OpenByClass map[string]int `json:"open_by_class,omitempty"`
 	// Unaccounted lists the unaccounted events (always, up to MaxIDs).
 	Unaccounted []ReconcileEvent `json:"unaccounted"`
+	// Ledger is the reconciliation of LEDGER's entries (stored in
+	// [From, To]) against their sources.
+	Ledger LedgerReconcile `json:"ledger"`
 	// IDs lists the events per category, when asked.
 	IDs map[string][]ReconcileEvent `json:"ids,omitempty"`
 	// Seconds is how long the reconciliation took.

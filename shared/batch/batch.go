@@ -11,7 +11,9 @@
 // as a whole without naming the message that failed (a failed expectation,
 // a duplicate Nats-Msg-Id, one subject written twice): ErrRefused tells the
 // caller to fall back to writing its messages one by one, each with its own
-// expectation, which then says which one failed. ErrDisabled says the
+// expectation, which then says which one failed (on a stream that keeps
+// one message per subject, LEDGER, a subject it holds already refuses the
+// whole batch too). ErrDisabled says the
 // stream was provisioned without allow_atomic. Chooser says, group by
 // group, whether a batch is the cheaper way at all (on one server without
 // fsync it is not).
@@ -50,6 +52,10 @@ const (
 	codeTooLarge       = 10199
 	codeDuplicateMsgID = 10201
 	codeUnsupportedHdr = 10177
+	// codeMaxMsgsPerSubject: a message on a subject the stream holds its
+	// one message of already (one per subject, discard new per subject:
+	// LEDGER).
+	codeMaxMsgsPerSubject = 10077
 )
 
 // refusals are the error codes after which the server stored nothing and a
@@ -57,8 +63,9 @@ const (
 var refusals = map[jetstream.ErrorCode]bool{
 	jetstream.JSErrCodeStreamWrongLastSequence:         true, // 10071: an expectation failed
 	jetstream.JSErrCodeStreamWrongLastSequenceConstant: true, // 10164: a subject written twice, or in flight
-	codeDuplicateMsgID: true,
-	codeUnsupportedHdr: true,
+	codeDuplicateMsgID:    true,
+	codeUnsupportedHdr:    true,
+	codeMaxMsgsPerSubject: true,
 }
 
 // Publish writes msgs to one stream as one atomic batch and returns the

@@ -122,3 +122,51 @@ func TestPublish(t *testing.T) {
 		t.Fatalf("one by one, messages %v failed, want [1]", failed)
 	}
 }
+
+// TestPublishOncePerSubject: on a stream that keeps one message per
+// subject with discard new per subject (LEDGER), a batch holding a subject
+// the stream holds already is refused as a whole (server error 10077,
+// without any expectation header) and stores nothing; the messages
+// written one by one then say which one it was, and the others are
+// stored.
+func TestPublishOncePerSubject(t *testing.T) {
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ONCE", Subjects: []string{"once.>"}, AllowAtomicPublish: true,
+		MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "once.taken", []byte("earlier")); err != nil {
+		t.Fatal(err)
+	}
+	plain := func(subject string) *nats.Msg {
+		m := nats.NewMsg(subject)
+		m.Data = []byte(`{"registrant":"BW4829137"}`)
+		return m
+	}
+	group := []*nats.Msg{plain("once.a"), plain("once.taken"), plain("once.b")}
+	if _, err := batch.Publish(ctx, js, group); !errors.Is(err, batch.ErrRefused) {
+		t.Fatalf("batch with a written subject: %v, want ErrRefused", err)
+	}
+	if info, err := s.Info(ctx); err != nil || info.State.Msgs != 1 {
+		t.Fatalf("a refused batch stored messages: %+v, %v", info, err)
+	}
+	var failed []int
+	for i, m := range group {
+		if _, err := batch.Publish(ctx, js, []*nats.Msg{m}); err != nil {
+			if !errors.Is(err, batch.ErrRefused) {
+				t.Fatal(err)
+			}
+			failed = append(failed, i)
+		}
+	}
+	if fmt.Sprint(failed) != "[1]" {
+		t.Fatalf("one by one, messages %v failed, want [1]", failed)
+	}
+	if info, err := s.Info(ctx); err != nil || info.State.Msgs != 3 {
+		t.Fatalf("after the fallback: %+v, %v", info, err)
+	}
+}

@@ -83,6 +83,24 @@ const (
 	InvalidLocation Code = "INVALID_LOCATION"
 )
 
+// DSCSA EPCIS event-type and aggregation codes.
+const (
+	// UnsupportedEventType: the EPCIS event type is not one the domain
+	// accepts (e.g. TransformationEvent); the detail names it.
+	UnsupportedEventType Code = "UNSUPPORTED_EVENT_TYPE"
+	// InvalidParentID: an AggregationEvent's parentID is missing where
+	// its action needs one, or is not a valid SSCC or SGTIN (URN or GS1
+	// Digital Link, check digits included).
+	InvalidParentID Code = "INVALID_PARENT_ID"
+	// InvalidAggregation: an AggregationEvent's hierarchy is impossible
+	// (a container listed among its own children, a child listed twice).
+	InvalidAggregation Code = "INVALID_AGGREGATION"
+	// MalformedDocument: an EPCIS document (JSON or XML) cannot be read
+	// into events: not well-formed, not UTF-8, a DTD, too deep, too many
+	// events, or not an EPCISDocument.
+	MalformedDocument Code = "MALFORMED_DOCUMENT"
+)
+
 // FSMA 204 traceability codes.
 const (
 	// MissingTLC: the traceability lot code is absent.
@@ -117,6 +135,10 @@ const (
 	// MaxDeliveriesExceeded: the event exhausted its deliveries without a
 	// recorded transient error (e.g. the validator died on every attempt).
 	MaxDeliveriesExceeded Code = "MAX_DELIVERIES_EXCEEDED"
+	// IdempotencyConflict: the event's idempotency key is committed in
+	// LEDGER with other content (canonical form); the event is not a
+	// duplicate, and is quarantined beside the committed one. Structural.
+	IdempotencyConflict Code = "IDEMPOTENCY_CONFLICT"
 )
 
 // transient lists the codes that are worth retrying. Every other code,
@@ -237,6 +259,10 @@ var known = []Info{
 	{Code: InvalidEPC, Meaning: "an EPC is neither an SGTIN URN nor a Digital Link URI"},
 	{Code: InvalidBizStep, Meaning: "the bizStep is not a CBV business step"},
 	{Code: InvalidLocation, Meaning: "a read point or business location is not a valid GLN"},
+	{Code: UnsupportedEventType, Meaning: "the EPCIS event type is not accepted by the domain (detail names it)"},
+	{Code: InvalidParentID, Meaning: "an aggregation's parentID is missing or not a valid SSCC or SGTIN"},
+	{Code: InvalidAggregation, Meaning: "an aggregation's hierarchy is impossible (parent among its children, a child twice)"},
+	{Code: MalformedDocument, Meaning: "an EPCIS document cannot be read into events (syntax, encoding, DTD, depth, size)"},
 	{Code: MissingTLC, Meaning: "the traceability lot code is absent"},
 	{Code: MissingKDE, Meaning: "a key data element the CTE requires is absent (detail names it)"},
 	{Code: InvalidGLN, Meaning: "a GLN is not 13 digits with a valid check digit"},
@@ -245,6 +271,7 @@ var known = []Info{
 	{Code: DownstreamRejected, Meaning: "the downstream answered another non-2xx status"},
 	{Code: StoreUnavailable, Meaning: "a JetStream write or read failed"},
 	{Code: ClaimHeld, Meaning: "another validator is committing the same key"},
+	{Code: IdempotencyConflict, Meaning: "the idempotency key is committed with other content"},
 	{Code: MaxDeliveriesExceeded, Meaning: "deliveries ran out without a recorded transient error"},
 	{Code: TerminatedExternally, Meaning: "a consumer terminated the event without a failure report"},
 	{Code: OriginalUnavailable, Meaning: "the original event expired from EVENTS before quarantine"},

@@ -26,6 +26,15 @@ type Checker interface {
 	Identify(doc Doc) envelope.Envelope
 }
 
+// Prechecker is implemented by a domain whose rules refuse some documents
+// before schema validation, with a more precise code than the schema's
+// (e.g. an event type the schema's enum would refuse without naming it).
+type Prechecker interface {
+	// Precheck returns a *codes.Error for a document the domain refuses
+	// outright, or nil to go on with schema validation.
+	Precheck(doc Doc) error
+}
+
 // Spec is everything deadletter knows about one event domain. Each domain
 // package exports its Spec; package registry lists them, and every list of
 // domains, every check of a domain name and every display derives from it.

@@ -26,7 +26,7 @@ type Envelope struct {
 	// subject token and KV key: "<domain>_<32 hex>".
 	IdempotencyKey string `json:"idempotency_key"`
 	// KeySource names what the key was derived from, e.g. "eventID" or
-	// "hash(identity)". No values.
+	// "eventHashID". No values.
 	KeySource string `json:"key_source"`
 	// OrderingKey groups the events of one business object (DSCSA GTIN +
 	// serial, FSMA supplier + TLC, pharmacy NDC-11 + lot); replays within
@@ -37,6 +37,11 @@ type Envelope struct {
 	// PartyID is the supplier (FSMA), registrant DEA number (pharmacy) or
 	// trading-partner location (DSCSA) failures are grouped by.
 	PartyID string `json:"party_id,omitempty"`
+	// EventHashID is the event's standard content fingerprint where its
+	// domain defines one: for DSCSA the CBV 2.0 EPCIS event hash ID
+	// ("ni:///sha-256;<64 hex>?ver=CBV2.0", package eventhash), computed
+	// for every event that parsed, valid or not.
+	EventHashID string `json:"event_hash_id,omitempty"`
 	// Identifiers holds the normalized identifiers (e.g. "gtin", "serial",
 	// "ndc11", "lot", "tlc"), all kept as strings so leading zeros survive.
 	Identifiers map[string]string `json:"identifiers,omitempty"`
@@ -69,6 +74,10 @@ const (
 	RedriveCount = "Deadletter-Redrive-Count"
 	// ErrorCode is set on failure messages and error replies.
 	ErrorCode = "Deadletter-Error-Code"
+	// ContentHash is set on LEDGER writes: the hex SHA-256 of the event's
+	// canonical (RFC 8785) payload (ledger.ContentHash), which a second
+	// event with the same idempotency key must match to be a duplicate.
+	ContentHash = "Deadletter-Content-Hash"
 
 	// Traceparent and Tracestate are the W3C trace-context headers.
 	Traceparent = "traceparent"

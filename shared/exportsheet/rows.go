@@ -39,7 +39,6 @@ import (
 	"github.com/deadletter/deadletter/shared/domain/fsma"
 	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/domain/registry"
-	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/record"
 )
 
@@ -210,10 +209,10 @@ func (b *Builder) domainRow(dom string, doc domain.Doc, eventType string, cols *
 		spec, _ := registry.Lookup(dom)
 		env := spec.Checker.Identify(doc)
 		var ids map[string]string
-		hashID := ""
+		hashID := env.EventHashID // derived for every event that parses, valid or not
 		if env.EventType != "" {
 			if full, err := spec.Checker.Check(env.EventType, doc); err == nil {
-				ids, hashID = full.Identifiers, eventHashID(full)
+				ids = full.Identifiers
 			}
 		}
 		gtin, serial, _ := strings.Cut(env.OrderingKey, ".")
@@ -274,24 +273,6 @@ func (b *Builder) domainRow(dom string, doc domain.Doc, eventType string, cols *
 			}
 		}
 	}
-}
-
-// eventHashID returns the CBV 2.0 event hash ID the domain derived for an
-// event, if it derives one: an "event_hash_id" member of the envelope or
-// of its identifiers.
-func eventHashID(env envelope.Envelope) string {
-	if id := env.Identifiers["event_hash_id"]; id != "" {
-		return id
-	}
-	b, err := json.Marshal(env)
-	if err != nil {
-		return ""
-	}
-	var m struct {
-		EventHashID string `json:"event_hash_id"`
-	}
-	_ = json.Unmarshal(b, &m)
-	return m.EventHashID
 }
 
 // maxFieldName bounds the payload field names that become columns, and

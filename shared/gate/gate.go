@@ -1,6 +1,7 @@
 // Package gate is deadletter's validation gate: the one function every event
 // and every redrive passes through before it may be committed. It checks, in
-// order: size, subject, UTF-8, JSON object, the domain's JSON Schema, then the
+// order: size, subject, UTF-8, JSON object, the domain's pre-check (when it
+// has one: domain.Prechecker), the domain's JSON Schema, then the
 // domain's own rules, and returns either the event's normalized envelope or a
 // *codes.Error whose code says exactly what is wrong.
 package gate
@@ -40,7 +41,9 @@ type Gate struct {
 
 type compiled struct {
 	checker Checker
-	schema  *jsonschema.Schema
+	// pre is the checker's Precheck, when it has one.
+	pre    domain.Prechecker
+	schema *jsonschema.Schema
 	// raw is the decoded schema document, to name the members an
 	// additionalProperties violation refuses.
 	raw any
@@ -64,7 +67,8 @@ func New(maxPayload int, checkers ...Checker) (*Gate, error) {
 		if err != nil {
 			return nil, err
 		}
-		g.domains[c.Domain()] = compiled{checker: c, schema: s, raw: raw}
+		pre, _ := c.(domain.Prechecker)
+		g.domains[c.Domain()] = compiled{checker: c, pre: pre, schema: s, raw: raw}
 	}
 	return g, nil
 }
@@ -123,6 +127,11 @@ func (g *Gate) Check(subject string, data []byte) (envelope.Envelope, error) {
 	doc, err := Decode(data)
 	if err != nil {
 		return envelope.Envelope{}, err
+	}
+	if c.pre != nil {
+		if err := c.pre.Precheck(doc); err != nil {
+			return envelope.Envelope{}, err
+		}
 	}
 	if err := c.schema.Validate(doc); err != nil {
 		return envelope.Envelope{}, schemaError(err, doc, c.raw)

@@ -5,12 +5,17 @@ package ledger
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 // Commit states.
@@ -38,6 +43,9 @@ type KeyState struct {
 	// DLQID is set when the committed event was a replay of a quarantined
 	// event.
 	DLQID string `json:"dlq_id,omitempty"`
+	// ContentHash is the committed event's ContentHash (absent in states
+	// written before it was recorded: read the LEDGER entry then).
+	ContentHash string `json:"content_hash,omitempty"`
 }
 
 // Committed reports whether the state is committed.
@@ -69,4 +77,37 @@ func Decode(b []byte) (KeyState, error) {
 		return KeyState{}, err
 	}
 	return st, nil
+}
+
+// ContentHash is what two events with one idempotency key must share to be
+// duplicates of each other: the lowercase hex SHA-256 of the RFC 8785
+// canonical form of the payload (record.Canonical), so that a copy that
+// differs only in member order or whitespace is the same content. Bytes
+// that are no JSON document (never an event that passed the gate, but
+// possibly a LEDGER entry someone else wrote) are hashed as they are.
+func ContentHash(data []byte) string {
+	if c, err := record.Canonical(data); err == nil {
+		data = c
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// CommittedHash returns the ContentHash of the event a committed key state
+// names: recorded in the state, or, for a state written before it was
+// recorded, the hash of the payload of its LEDGER entry (on subject, the
+// key's LEDGER subject).
+func CommittedHash(ctx context.Context, js jetstream.JetStream, st KeyState, subject string) (string, error) {
+	if st.ContentHash != "" {
+		return st.ContentHash, nil
+	}
+	s, err := js.Stream(ctx, subjects.LedgerStream)
+	if err != nil {
+		return "", fmt.Errorf("ledger: %w", err)
+	}
+	raw, err := s.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		return "", fmt.Errorf("ledger: entry of a committed key: %w", err)
+	}
+	return ContentHash(raw.Data), nil
 }

@@ -60,6 +60,9 @@ type Failure struct {
 	// Attempts is the ordered history of failed attempts, the last one
 	// being the failure above.
 	Attempts []Attempt `json:"attempts"`
+	// Conflict is set on an IDEMPOTENCY_CONFLICT failure: the committed
+	// LEDGER entry and both content hashes.
+	Conflict *Conflict `json:"conflict,omitempty"`
 	// FailedAt is when the failure was reported (UTC).
 	FailedAt time.Time `json:"failed_at"`
 }

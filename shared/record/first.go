@@ -43,12 +43,17 @@ func FromFailure(f Failure, now time.Time) Record {
 	}
 	if e := f.Envelope; e != nil {
 		r.IdempotencyKey, r.OrderingKey, r.PartyID = e.IdempotencyKey, e.OrderingKey, e.PartyID
+		r.EventHashID = e.EventHashID
 		if !e.EventTime.IsZero() {
 			t := e.EventTime.UTC()
 			r.EventTime = &t
 		}
 	}
 	r.TraceID, r.SpanID = ParseTraceparent(header(f.Headers, envelope.Traceparent))
+	if f.Conflict != nil {
+		c := *f.Conflict
+		r.Conflict = &c
+	}
 	if f.Payload != nil {
 		// An original that could not be fetched has no payload, not an empty one.
 		r.Payload = NewPayload(f.Payload)
@@ -60,7 +65,7 @@ func FromFailure(f Failure, now time.Time) Record {
 // failed redrive stays in its chain); for an event that failed validation
 // (a partial envelope), domain.Key(domain, "payload", subject, SHA-256 of
 // the bytes), so the same bytes published again land in the same chain;
-// else the event's idempotency key when it passed the gate; else a key derived from the source stream and sequence,
+// for an idempotency conflict, ConflictDLQID; else the event's idempotency key when it passed the gate; else a key derived from the source stream and sequence,
 // domain.Key(domain, "source", stream, seq), safe as a NATS subject token.
 func DLQIDFor(f Failure) string {
 	switch {
@@ -68,10 +73,22 @@ func DLQIDFor(f Failure) string {
 		return f.DLQID
 	case f.Envelope != nil && f.Envelope.Partial:
 		return PayloadDLQID(domainOf(f), f.Subject, f.Payload)
+	case f.Conflict != nil && f.Envelope != nil && f.Envelope.IdempotencyKey != "":
+		return ConflictDLQID(domainOf(f), f.Envelope.IdempotencyKey, f.Conflict.ContentHash)
 	case f.Envelope != nil && f.Envelope.IdempotencyKey != "":
 		return f.Envelope.IdempotencyKey
 	}
 	return domain.Key(domainOf(f), "source", f.Stream, strconv.FormatUint(f.Seq, 10))
+}
+
+// ConflictDLQID is the dlq id of an event whose idempotency key is
+// committed with other content (IDEMPOTENCY_CONFLICT):
+// domain.Key(domain, "conflict", key, content hash). Not the key itself,
+// which may name a chain of the committed event already: each conflicting
+// content gets a chain of its own, and a retry of the same content lands
+// in the same one.
+func ConflictDLQID(dom, key, contentHash string) string {
+	return domain.Key(dom, "conflict", key, contentHash)
 }
 
 // PayloadDLQID is the dlq id of an event that failed validation, published

@@ -3,9 +3,11 @@ package record
 import (
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/envelope"
 )
@@ -34,6 +36,7 @@ func TestFromFailure(t *testing.T) {
 		OrderingKey:    f.Envelope.OrderingKey,
 		PartyID:        "AB1234563",
 		EventTime:      &et,
+		EventHashID:    testEventHashID,
 		Attempts:       f.Attempts,
 		DeliveryCount:  5,
 		RedriveCount:   0,
@@ -50,9 +53,11 @@ func TestFromFailure(t *testing.T) {
 	}
 
 	// Every field a failure can fill is filled; only the fields of later
-	// records and of the seal stay empty.
+	// records and of the seal stay empty (and Conflict, which only an
+	// IDEMPOTENCY_CONFLICT failure fills: TestFromFailureConflict).
 	laterOnly := map[string]bool{"Index": true, "RedriveCount": true, "Actor": true, "Reason": true,
-		"DrainID": true, "IgnoreOrder": true, "Signature": true, "Hold": true, "PrevHash": true, "AuditHash": true}
+		"DrainID": true, "IgnoreOrder": true, "Signature": true, "Hold": true, "PrevHash": true, "AuditHash": true,
+		"Conflict": true}
 	v := reflect.ValueOf(got)
 	for i := 0; i < v.NumField(); i++ {
 		name := v.Type().Field(i).Name
@@ -68,6 +73,33 @@ func TestFromFailure(t *testing.T) {
 		t.Error("FromFailure shares headers or attempts with the failure")
 	}
 	mustSeal(t, FromFailure(f, now))
+}
+
+// TestFromFailureConflict: an IDEMPOTENCY_CONFLICT failure gets a chain of
+// its own, named by its key and content hash (never the key itself, which
+// may name the committed event's chain), and its record names the
+// committed LEDGER entry and both hashes; a replay of a chain that
+// conflicts stays in that chain.
+func TestFromFailureConflict(t *testing.T) {
+	f := testFailure()
+	f.Class, f.Code = ClassValidation, codes.IdempotencyConflict
+	f.Conflict = &Conflict{LedgerStream: "LEDGER", LedgerSeq: 7,
+		CommittedHash: strings.Repeat("a", 64), ContentHash: strings.Repeat("b", 64)}
+	r := FromFailure(f, t0)
+	if want := ConflictDLQID("pharmacy", f.Envelope.IdempotencyKey, f.Conflict.ContentHash); r.DLQID != want || r.DLQID == f.Envelope.IdempotencyKey {
+		t.Errorf("dlq id %s, want %s (not the key)", r.DLQID, want)
+	}
+	if r.Conflict == nil || *r.Conflict != *f.Conflict || r.Conflict == f.Conflict {
+		t.Errorf("conflict %+v, want a copy of %+v", r.Conflict, f.Conflict)
+	}
+	if other := ConflictDLQID("pharmacy", f.Envelope.IdempotencyKey, strings.Repeat("c", 64)); other == r.DLQID {
+		t.Error("two conflicting contents share a chain")
+	}
+	mustSeal(t, r)
+	f.DLQID, f.RedriveCount = "pharmacy_ab", 1
+	if got := DLQIDFor(f); got != "pharmacy_ab" {
+		t.Errorf("a replay's conflict: dlq id %s, want its chain's", got)
+	}
 }
 
 func TestFromFailureWithoutEnvelope(t *testing.T) {

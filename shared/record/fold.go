@@ -68,6 +68,9 @@ type State struct {
 	OrderingKey    string     `json:"ordering_key,omitempty"`
 	PartyID        string     `json:"party_id,omitempty"`
 	EventTime      *time.Time `json:"event_time,omitempty"`
+	// EventHashID is record 0's event_hash_id (the event's standard
+	// content fingerprint), when it has one.
+	EventHashID string `json:"event_hash_id,omitempty"`
 	// Payload is the effective payload: the latest correction, else the
 	// original. Corrected tells which. OriginalPayload is record 0's.
 	Payload         *Payload `json:"payload,omitempty"`
@@ -170,7 +173,7 @@ func start(r Record) (State, error) {
 		ErrorCode: r.ErrorCode, ErrorDetail: r.ErrorDetail, RedriveCount: r.RedriveCount,
 		FirstSeen: r.FirstSeen, QuarantinedAt: r.QuarantinedAt,
 		IdempotencyKey: r.IdempotencyKey, OrderingKey: r.OrderingKey, PartyID: r.PartyID,
-		EventTime: clonePtr(r.EventTime), Payload: clonePtr(r.Payload), OriginalPayload: clonePtr(r.Payload),
+		EventTime: clonePtr(r.EventTime), EventHashID: r.EventHashID, Payload: clonePtr(r.Payload), OriginalPayload: clonePtr(r.Payload),
 		Headers:       cloneHeaders(r.Headers),
 		SourceSubject: r.SourceSubject, SourceStream: r.SourceStream, SourceSeq: r.SourceSeq,
 		TraceID: r.TraceID, SpanID: r.SpanID,

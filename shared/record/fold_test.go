@@ -312,7 +312,7 @@ func TestFoldState(t *testing.T) {
 		ErrorCode: codes.DownstreamUnavailable, ErrorDetail: "cap reached", RedriveCount: 2,
 		Records: 8, FirstSeen: f.Published, QuarantinedAt: t0, LastChange: last.QuarantinedAt,
 		LastKind: KindReleased, LastHash: last.AuditHash,
-		IdempotencyKey: first.IdempotencyKey, OrderingKey: first.OrderingKey, PartyID: first.PartyID, EventTime: &et,
+		IdempotencyKey: first.IdempotencyKey, OrderingKey: first.OrderingKey, PartyID: first.PartyID, EventTime: &et, EventHashID: first.EventHashID,
 		Payload: recs[4].Payload, Corrected: true, OriginalPayload: first.Payload,
 		Headers:       first.Headers,
 		SourceSubject: "events.pharmacy.dispense", SourceStream: "EVENTS", SourceSeq: 42,

@@ -52,6 +52,8 @@ func testFailure() Failure {
 			IdempotencyKey: "pharmacy_0123456789abcdef0123456789abcdef",
 			KeySource:      "transaction_id", OrderingKey: "00002322730|L01",
 			EventTime: et, PartyID: "AB1234563",
+			// No pharmacy event has one; set to see FromFailure copy it.
+			EventHashID: testEventHashID,
 		},
 		RedriveCount: 0,
 		Attempts: []Attempt{
@@ -230,3 +232,6 @@ func plain(ks ...Kind) []step {
 	}
 	return s
 }
+
+// testEventHashID is an event hash ID of the CBV 2.0 form.
+const testEventHashID = "ni:///sha-256;6ae96341e0acc6d7a261364751f60e68278a81cdf51da0abb6b4e617014e39d7?ver=CBV2.0"

@@ -73,6 +73,10 @@ type Record struct {
 	PartyID string `json:"party_id,omitempty"`
 	// EventTime is the event's own time (UTC) when known.
 	EventTime *time.Time `json:"event_time,omitempty"`
+	// EventHashID is the event's standard content fingerprint when its
+	// domain defines one and its payload parsed (DSCSA: the CBV 2.0 EPCIS
+	// event hash ID; see envelope.Envelope.EventHashID).
+	EventHashID string `json:"event_hash_id,omitempty"`
 	// Attempts are the failed attempts this record adds, in order; Fold
 	// accumulates them over the chain.
 	Attempts []Attempt `json:"attempts,omitempty"`
@@ -103,6 +107,10 @@ type Record struct {
 	// Hold, on a hold_placed or hold_lifted record, names the legal hold
 	// placed or lifted.
 	Hold *HoldMark `json:"hold,omitempty"`
+	// Conflict, on a record of error code IDEMPOTENCY_CONFLICT, names the
+	// LEDGER entry the event's key is committed as and both contents'
+	// hashes.
+	Conflict *Conflict `json:"conflict,omitempty"`
 	// PrevHash is the AuditHash of the previous record of the chain ("" for
 	// the first record).
 	PrevHash string `json:"prev_hash"`
@@ -132,6 +140,19 @@ type Signature struct {
 	SignedAt time.Time `json:"signed_at"`
 	// Meaning is what the signature means, in the signer's words.
 	Meaning string `json:"meaning"`
+}
+
+// Conflict is an idempotency conflict: the event's key is committed in
+// LEDGER (at LedgerSeq) with content whose canonical hash is CommittedHash,
+// and the event's own is ContentHash (ledger.ContentHash of each payload).
+type Conflict struct {
+	// LedgerStream and LedgerSeq locate the committed entry.
+	LedgerStream string `json:"ledger_stream"`
+	LedgerSeq    uint64 `json:"ledger_seq"`
+	// CommittedHash is the committed entry's content hash, ContentHash
+	// the conflicting event's.
+	CommittedHash string `json:"committed_hash"`
+	ContentHash   string `json:"content_hash"`
 }
 
 // HoldMark names the legal hold a hold_placed or hold_lifted record places

@@ -47,7 +47,7 @@ func TestSchemaDescribesEveryField(t *testing.T) {
 	if len(doc.Properties) != reflect.TypeFor[Record]().NumField() {
 		t.Errorf("schema has %d properties, Record %d fields", len(doc.Properties), reflect.TypeFor[Record]().NumField())
 	}
-	for def, nested := range map[string]reflect.Type{"payload": reflect.TypeFor[Payload](), "attempt": reflect.TypeFor[Attempt](), "signature": reflect.TypeFor[Signature](), "hold": reflect.TypeFor[HoldMark]()} {
+	for def, nested := range map[string]reflect.Type{"payload": reflect.TypeFor[Payload](), "attempt": reflect.TypeFor[Attempt](), "signature": reflect.TypeFor[Signature](), "hold": reflect.TypeFor[HoldMark](), "conflict": reflect.TypeFor[Conflict]()} {
 		for i := 0; i < nested.NumField(); i++ {
 			name, _, _ := strings.Cut(nested.Field(i).Tag.Get("json"), ",")
 			if doc.Defs[def].Properties[name].Description == "" {

@@ -109,13 +109,35 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 
 // upgrade makes, in a stream of an earlier layout, the changes a later one
 // adds and that take nothing away (allow atomic publish; more subjects, as
-// AUDIT's governance and access records and EVENTS' redriven.>), when they
+// AUDIT's governance and access records and EVENTS' redriven.>; LEDGER's
+// one message per subject, enforced by the server), when they
 // are the only
 // difference. It reports whether it updated the stream.
+//
+// A per-subject limit is set only on a stream that holds one message per
+// subject already (as many messages as subjects): the server would
+// otherwise enforce the new limit by removing the older messages of a
+// subject written twice, evidence reconciliation must see
+// (ErrSubjectWrittenTwice).
 func upgrade(ctx context.Context, js jetstream.JetStream, want, have jetstream.StreamConfig) (bool, error) {
 	next := upgraded(want, have)
-	if len(StreamDiff(want, next)) > 0 || (next.AllowAtomicPublish == have.AllowAtomicPublish && slices.Equal(next.Subjects, have.Subjects)) {
+	if len(StreamDiff(want, next)) > 0 || (next.AllowAtomicPublish == have.AllowAtomicPublish && slices.Equal(next.Subjects, have.Subjects) &&
+		next.MaxMsgsPerSubject == have.MaxMsgsPerSubject && next.DiscardNewPerSubject == have.DiscardNewPerSubject) {
 		return false, nil
+	}
+	if next.MaxMsgsPerSubject != have.MaxMsgsPerSubject {
+		s, err := js.Stream(ctx, want.Name)
+		if err != nil {
+			return false, fmt.Errorf("streams: upgrade %s: %w", want.Name, err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return false, fmt.Errorf("streams: upgrade %s: %w", want.Name, err)
+		}
+		if info.State.Msgs != uint64(info.State.NumSubjects) {
+			return false, fmt.Errorf("streams: upgrade %s: %w: %d messages on %d subjects", want.Name, ErrSubjectWrittenTwice,
+				info.State.Msgs, info.State.NumSubjects)
+		}
 	}
 	if _, err := js.UpdateStream(ctx, next); err != nil {
 		return false, fmt.Errorf("streams: upgrade %s: %w", want.Name, err)
@@ -127,6 +149,9 @@ func upgrade(ctx context.Context, js jetstream.JetStream, want, have jetstream.S
 func upgraded(want, have jetstream.StreamConfig) jetstream.StreamConfig {
 	next := have
 	next.AllowAtomicPublish = have.AllowAtomicPublish || want.AllowAtomicPublish
+	if want.MaxMsgsPerSubject > 0 && have.MaxMsgsPerSubject <= 0 && want.Discard == jetstream.DiscardNew && have.Discard == jetstream.DiscardNew {
+		next.MaxMsgsPerSubject, next.DiscardNewPerSubject = want.MaxMsgsPerSubject, want.DiscardNewPerSubject
+	}
 	if !slices.ContainsFunc(have.Subjects, func(s string) bool { return !slices.Contains(want.Subjects, s) }) {
 		next.Subjects = slices.Clone(want.Subjects) // a superset of have's
 	}
@@ -233,6 +258,12 @@ func StreamDiff(want, have jetstream.StreamConfig) []string {
 	}
 	if want.Discard != have.Discard {
 		add("discard", have.Discard, want.Discard)
+	}
+	if want.MaxMsgsPerSubject > 0 && want.MaxMsgsPerSubject != have.MaxMsgsPerSubject {
+		add("max messages per subject", have.MaxMsgsPerSubject, want.MaxMsgsPerSubject)
+	}
+	if want.DiscardNewPerSubject != have.DiscardNewPerSubject {
+		add("discard new per subject", have.DiscardNewPerSubject, want.DiscardNewPerSubject)
 	}
 	if want.MaxAge != have.MaxAge {
 		add("max age", have.MaxAge, want.MaxAge)

@@ -23,6 +23,18 @@ import (
 // never alters an existing stream: an operator decides.
 var ErrIncompatible = errors.New("incompatible existing configuration")
 
+// ErrCodeMaxMsgsPerSubject is the server's error code (nats-server
+// JSStreamStoreFailedF with ErrMaxMsgsPerSubject) for a message refused by
+// a stream's one-message-per-subject limit with discard new per subject,
+// as LEDGER has it; in an atomic batch it refuses the whole batch.
+const ErrCodeMaxMsgsPerSubject jetstream.ErrorCode = 10077
+
+// ErrSubjectWrittenTwice: a stream that must hold one message per subject
+// (LEDGER) holds more messages than subjects, so the server cannot be told
+// to enforce it without removing some: an operator reconciles first
+// (dlqctl reconcile lists the unsourced LEDGER entries).
+var ErrSubjectWrittenTwice = errors.New("a subject holds more than one message")
+
 // Options sizes the streams. The zero value is not valid: start from
 // DefaultOptions.
 type Options struct {
@@ -252,25 +264,31 @@ func Replays(o Options) jetstream.StreamConfig {
 }
 
 // Ledger is the system of record of accepted events: one subject per
-// idempotency key, written at most once (deny delete and purge).
+// idempotency key, written at most once (deny delete and purge). The
+// server itself refuses a second message on a key's subject (one message
+// per subject, discard new per subject: error 10077, whoever publishes
+// and whatever headers the message carries; inside an atomic batch it
+// refuses the whole batch), not only the validator's conditional write.
 func Ledger(o Options) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:               subjects.LedgerStream,
-		Description:        "deadletter system of record of committed events",
-		Subjects:           []string{subjects.LedgerAll},
-		Retention:          jetstream.LimitsPolicy,
-		Storage:            jetstream.FileStorage,
-		Replicas:           o.Replicas,
-		MaxConsumers:       MaxConsumers,
-		MaxAge:             0,
-		MaxBytes:           -1,
-		MaxMsgs:            -1,
-		Discard:            jetstream.DiscardNew,
-		Duplicates:         o.DuplicateWindow,
-		DenyDelete:         true,
-		DenyPurge:          true,
-		AllowDirect:        true,
-		AllowAtomicPublish: true,
+		MaxMsgsPerSubject:    1,
+		DiscardNewPerSubject: true,
+		Name:                 subjects.LedgerStream,
+		Description:          "deadletter system of record of committed events",
+		Subjects:             []string{subjects.LedgerAll},
+		Retention:            jetstream.LimitsPolicy,
+		Storage:              jetstream.FileStorage,
+		Replicas:             o.Replicas,
+		MaxConsumers:         MaxConsumers,
+		MaxAge:               0,
+		MaxBytes:             -1,
+		MaxMsgs:              -1,
+		Discard:              jetstream.DiscardNew,
+		Duplicates:           o.DuplicateWindow,
+		DenyDelete:           true,
+		DenyPurge:            true,
+		AllowDirect:          true,
+		AllowAtomicPublish:   true,
 	}
 }
 

@@ -307,3 +307,86 @@ func TestEnsureUpgradesEventsToRedriven(t *testing.T) {
 		t.Fatalf("second EnsureCore: %v", err)
 	}
 }
+
+// TestLedgerOncePerSubject: the server itself refuses a second message on
+// a LEDGER subject (10077), whoever sends it and without any expectation
+// header, on a LEDGER provisioned now and on one of the earlier layout
+// that provisioning upgrades in place (the discard policy and the
+// per-subject limit of an existing stream can be updated); a LEDGER of the
+// earlier layout with a subject already written twice is not upgraded
+// (the server would remove the older message) and provisioning says why.
+func TestLedgerOncePerSubject(t *testing.T) {
+	o := streams.DefaultOptions()
+	subj := subjects.Ledger("pharmacy", "pharmacy_0123456789abcdef0123456789abcdef")
+	other := subjects.Ledger("pharmacy", "pharmacy_fedcba9876543210fedcba9876543210")
+	for _, tc := range []struct {
+		name string
+		// old: LEDGER exists beforehand in the earlier layout, holding
+		// these subjects' messages.
+		old     bool
+		written []string
+		wantErr error
+	}{
+		{name: "provisioned now"},
+		{name: "earlier layout, one message per subject", old: true, written: []string{subj, other}},
+		{name: "earlier layout, a subject written twice", old: true, written: []string{subj, subj, other}, wantErr: streams.ErrSubjectWrittenTwice},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := natstest.Start(t)
+			js := srv.JetStream(t)
+			ctx := context.Background()
+			if tc.old {
+				cfg := streams.Ledger(o)
+				cfg.MaxMsgsPerSubject, cfg.DiscardNewPerSubject = 0, false
+				if _, err := js.CreateStream(ctx, cfg); err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range tc.written {
+					if _, err := js.Publish(ctx, s, []byte(`{"supplier":"Müller & Söhne <Großhandel>"}`)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			err := streams.EnsureCore(ctx, js, o)
+			s, serr := js.Stream(ctx, subjects.LedgerStream)
+			if serr != nil {
+				t.Fatal(serr)
+			}
+			info, ierr := s.Info(ctx)
+			if ierr != nil {
+				t.Fatal(ierr)
+			}
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("EnsureCore = %v, want %v", err, tc.wantErr)
+				}
+				if info.State.Msgs != uint64(len(tc.written)) || info.Config.MaxMsgsPerSubject > 0 {
+					t.Fatalf("LEDGER changed: %d messages, max per subject %d", info.State.Msgs, info.Config.MaxMsgsPerSubject)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("EnsureCore: %v", err)
+			}
+			if d := streams.StreamDiff(streams.Ledger(o), info.Config); len(d) > 0 {
+				t.Fatalf("LEDGER differs: %v", d)
+			}
+			if info.State.Msgs != uint64(len(tc.written)) {
+				t.Fatalf("LEDGER holds %d messages, want %d", info.State.Msgs, len(tc.written))
+			}
+			if len(tc.written) == 0 {
+				if _, err := js.Publish(ctx, subj, []byte(`{"n":1}`)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err = js.Publish(ctx, subj, []byte(`{"n":2}`))
+			var apiErr *jetstream.APIError
+			if !errors.As(err, &apiErr) || apiErr.ErrorCode != streams.ErrCodeMaxMsgsPerSubject {
+				t.Fatalf("second message on a LEDGER subject: %v, want error %d", err, streams.ErrCodeMaxMsgsPerSubject)
+			}
+			if _, err := js.Publish(ctx, subjects.Ledger("fsma", "fsma_0123456789abcdef0123456789abcdef"), []byte(`{}`)); err != nil {
+				t.Fatalf("another subject: %v", err)
+			}
+		})
+	}
+}

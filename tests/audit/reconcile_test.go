@@ -156,6 +156,9 @@ func TestReconcileMixedRun(t *testing.T) {
 		}
 		return nil
 	})
+	// TX-2 is committed by now: the same key with other content is no
+	// duplicate but a conflict, quarantined IDEMPOTENCY_CONFLICT.
+	pub("events.pharmacy.dispense", bytes.Replace(event("TX-2"), []byte(`"-30"`), []byte(`"-300"`), 1))
 	keyOf := func(tx string) string {
 		for _, it := range list("").Items {
 			var g api.GetReply
@@ -175,7 +178,7 @@ func TestReconcileMixedRun(t *testing.T) {
 
 	want := map[string]int{
 		api.ReconcileCommitted: 3, api.ReconcileDuplicate: 1, api.ReconcileOpen: 4,
-		api.ReconcilePoison: 1, api.ReconcileResolved: 1, api.ReconcileReplay: 2,
+		api.ReconcilePoison: 1, api.ReconcileResolved: 1, api.ReconcileReplay: 2, api.ReconcileConflict: 1,
 	}
 	wantOpen := map[string]int{string(record.ClassValidation): 3, string(record.ClassExhausted): 1}
 	var rep api.ReconcileReply
@@ -187,8 +190,13 @@ func TestReconcileMixedRun(t *testing.T) {
 		}
 		return nil
 	})
-	if rep.Events != 12 || len(rep.Unaccounted) != 0 {
+	if rep.Events != 13 || len(rep.Unaccounted) != 0 {
 		t.Fatalf("reconcile: %d events, unaccounted %v", rep.Events, rep.Unaccounted)
+	}
+	// Back from LEDGER: TX-1..3 committed first-hand and TX-RETRY by its
+	// replay, each naming its EVENTS message.
+	if l := rep.Ledger; l.Entries != 4 || l.Sourced != 4 || l.Unsourced != 0 {
+		t.Fatalf("reconcile of LEDGER: %+v, want 4 entries, all sourced", l)
 	}
 
 	// The validator stops; an event published now is pending within the
@@ -203,7 +211,7 @@ func TestReconcileMixedRun(t *testing.T) {
 		}
 		return nil
 	})
-	if u := rep.Unaccounted[0]; u.Subject != "events.pharmacy.dispense" || u.Key == "" || u.Seq != 13 {
-		t.Fatalf("unaccounted event %+v, want the last one (seq 13) with its key", u)
+	if u := rep.Unaccounted[0]; u.Subject != "events.pharmacy.dispense" || u.Key == "" || u.Seq != 14 {
+		t.Fatalf("unaccounted event %+v, want the last one (seq 14) with its key", u)
 	}
 }

@@ -122,7 +122,7 @@ func lastLine(path string) (string, error) {
 // reconcileOrder is the display order of the reconcile categories.
 var reconcileOrder = []string{
 	api.ReconcileCommitted, api.ReconcileDuplicate, api.ReconcileOpen, api.ReconcileRedriving, api.ReconcilePoison,
-	api.ReconcileResolved, api.ReconcileReplay, api.ReconcilePending, api.ReconcileUnaccounted,
+	api.ReconcileResolved, api.ReconcileReplay, api.ReconcileConflict, api.ReconcilePending, api.ReconcileUnaccounted,
 }
 
 func (a *app) reconcileCommand() *cobra.Command {
@@ -135,8 +135,12 @@ func (a *app) reconcileCommand() *cobra.Command {
 		Short: "Prove every event is accounted for: committed, duplicate, quarantined... (audit.reconcile)",
 		Long: `Account for every event received on EVENTS in a time range (default: all of
 it) and domain: committed, duplicate, open in quarantine (by class),
-redriving, poison, resolved, a replay, pending (younger than the grace
-period) or unaccounted. Exit 0 when nothing is unaccounted, 1 otherwise.`,
+redriving, poison, resolved, a replay, a conflict (its key committed with
+other content, quarantined IDEMPOTENCY_CONFLICT), pending (younger than the
+grace period) or unaccounted. Then walk LEDGER back: every entry stored in
+the range must name the EVENTS message it was committed from, with its
+content and key; the others are listed unsourced. Exit 0 when nothing is
+unaccounted and no LEDGER entry unsourced, 1 otherwise.`,
 		Example: `  dlqctl reconcile
   dlqctl reconcile --domain pharmacy --since 2026-11-01 --until 2026-11-02
   dlqctl reconcile --grace 0s --ids -o json`,
@@ -169,8 +173,13 @@ period) or unaccounted. Exit 0 when nothing is unaccounted, 1 otherwise.`,
 			} else {
 				a.printReconcile(rep)
 			}
-			if unaccounted > 0 {
+			switch unsourced := rep.Ledger.Unsourced; {
+			case unaccounted > 0 && unsourced > 0:
+				return failedf("reconcile: %d events unaccounted, %d LEDGER entries unsourced", unaccounted, unsourced)
+			case unaccounted > 0:
 				return failedf("reconcile: %d events unaccounted", unaccounted)
+			case unsourced > 0:
+				return failedf("reconcile: %d LEDGER entries unsourced", unsourced)
 			}
 			return nil
 		},
@@ -189,8 +198,13 @@ period) or unaccounted. Exit 0 when nothing is unaccounted, 1 otherwise.`,
 func (a *app) printReconcile(rep api.ReconcileReply) {
 	w := a.io.Out
 	verdict := "EVERY EVENT ACCOUNTED FOR"
-	if rep.Counts[api.ReconcileUnaccounted] > 0 {
+	switch {
+	case rep.Counts[api.ReconcileUnaccounted] > 0 && rep.Ledger.Unsourced > 0:
+		verdict = "UNACCOUNTED EVENTS, UNSOURCED LEDGER ENTRIES"
+	case rep.Counts[api.ReconcileUnaccounted] > 0:
 		verdict = "UNACCOUNTED EVENTS"
+	case rep.Ledger.Unsourced > 0:
+		verdict = "UNSOURCED LEDGER ENTRIES"
 	}
 	dom := rep.Domain
 	if dom == "" {
@@ -202,6 +216,11 @@ func (a *app) printReconcile(rep api.ReconcileReply) {
 	t.row("RANGE", fmtTime(rep.From)+" .. "+fmtTime(rep.To))
 	t.row("GRACE", rep.Grace)
 	t.row("EVENTS", strconv.Itoa(rep.Events))
+	ledger := fmt.Sprintf("%d (%d sourced, %d unsourced", rep.Ledger.Entries, rep.Ledger.Sourced, rep.Ledger.Unsourced)
+	if rep.Ledger.SourceExpired > 0 {
+		ledger += fmt.Sprintf(", %d source expired", rep.Ledger.SourceExpired)
+	}
+	t.row("LEDGER ENTRIES", ledger+")")
 	t.flush()
 	fmt.Fprintln(w)
 	t = newTable(w, "CATEGORY", "EVENTS")
@@ -218,6 +237,14 @@ func (a *app) printReconcile(rep api.ReconcileReply) {
 		t = newTable(w, "SEQ", "SUBJECT", "KEY", "DLQ ID", "RECEIVED")
 		for _, e := range rep.Unaccounted {
 			t.row(strconv.FormatUint(e.Seq, 10), e.Subject, e.Key, e.DLQID, fmtTime(e.Received))
+		}
+		t.flush()
+	}
+	if len(rep.Ledger.UnsourcedEntries) > 0 {
+		fmt.Fprintln(w, "\nUNSOURCED LEDGER ENTRIES")
+		t = newTable(w, "LEDGER SEQ", "SUBJECT", "SOURCE SEQ", "REASON", "STORED")
+		for _, e := range rep.Ledger.UnsourcedEntries {
+			t.row(strconv.FormatUint(e.Seq, 10), e.Subject, strconv.FormatUint(e.SourceSeq, 10), e.Reason, fmtTime(e.Stored))
 		}
 		t.flush()
 	}

@@ -1,8 +1,9 @@
 // Package dscsa holds the rules of the DSCSA domain: serialized
 // pharmaceutical supply-chain events as trading partners exchange them, GS1
-// EPCIS 2.0 ObjectEvents in the JSON / JSON-LD binding, one event per
-// message, published on events.dscsa.<bizStep> where <bizStep> is the bare
-// CBV word ("commissioning", "shipping", ...).
+// EPCIS 2.0 ObjectEvents and AggregationEvents in the JSON / JSON-LD
+// binding, one event per message, published on events.dscsa.<bizStep> where
+// <bizStep> is the bare CBV word ("commissioning", "packing", "shipping",
+// ...).
 //
 // # What is accepted
 //
@@ -22,8 +23,27 @@
 // cbvmda:itemExpirationDate or their URN, ref.gs1.org/cbv, gs1: and
 // gs1.org/voc forms. @context is optional and ignored.
 //
+// An AggregationEvent (packing, unpacking, shipping, receiving a hierarchy
+// of containers) names its container in parentID, an SSCC (URN
+// urn:epc:id:sscc:CompanyPrefix.SerialReference or Digital Link
+// /00/<SSCC-18>) or an SGTIN (a homogeneous case), and its serialized
+// contents in childEPCs, SGTINs as in epcList. parentID is required for ADD
+// and DELETE; childEPCs must be non-empty for ADD and may be empty for
+// DELETE (all contents removed); an OBSERVE names one or the other. Every
+// other event type (TransformationEvent, TransactionEvent,
+// AssociationEvent, an EPCISDocument, an unknown type) is refused by
+// Precheck, before the schema.
+//
 // # Codes
 //
+//   - UNSUPPORTED_EVENT_TYPE: a "type" other than ObjectEvent or
+//     AggregationEvent; the detail names it (an unknown one quoted, cut to
+//     64 bytes).
+//   - INVALID_PARENT_ID: an AggregationEvent ADD or DELETE without
+//     parentID, or a parentID that is not an SSCC or SGTIN URN or Digital
+//     Link, is malformed, or has a wrong check digit.
+//   - INVALID_AGGREGATION: the parentID among its own childEPCs, a child
+//     listed twice (in any notation), an OBSERVE naming neither.
 //   - INVALID_BIZSTEP: bizStep missing or not a CBV 2.0 business step.
 //   - SUBJECT_MISMATCH: the subject's token is not the normalized bizStep.
 //   - UNPARSEABLE_EVENT_TIME: eventTime missing or unparseable; eventTime
@@ -31,7 +51,8 @@
 //     not of the form ±hh:mm; an errorDeclaration without a valid
 //     declarationTime.
 //   - INVALID_EPC: epcList missing or empty (a DSCSA ObjectEvent must name
-//     serialized items; quantityList alone is lot-level), an entry that is
+//     serialized items; quantityList alone is lot-level), childEPCs missing
+//     or empty in an ADD aggregation, an entry that is
 //     not a string or neither an SGTIN URN nor a Digital Link /01/ URI (an
 //     SSCC included), a malformed SGTIN or Digital Link path, or a serial
 //     that is not 1 to 20 characters of GS1 set 82 once percent-decoded.
@@ -49,41 +70,52 @@
 //
 // # Envelope
 //
-// EventType is the normalized bizStep word. IdempotencyKey is
-// domain.Key("dscsa", "eventID", eventID) (KeySource "eventID") when the
-// event has a non-empty eventID. Otherwise it is the hash of the
-// normalized identity (KeySource "hash(identity)"):
+// EventType is the normalized bizStep word. EventHashID is the event's
+// CBV 2.0 EPCIS event hash ID (package eventhash), computed for every event
+// that parses as a JSON object, valid or not (Identify sets it too).
+// IdempotencyKey is domain.Key("dscsa", "eventID", eventID) (KeySource
+// "eventID") when the event has a non-empty eventID; otherwise
+// domain.Key("dscsa", "eventHashID", EventHashID) (KeySource
+// "eventHashID"), so that the same event with its lists in another order,
+// other namespace prefixes, CBV URNs or web URIs, EPC URNs or Digital
+// Links, or its eventTime in another offset, gets one key, and an event
+// whose content differs in any field of the hash (including
+// eventTimeZoneOffset, business transactions, sources and destinations,
+// ILMD and extensions) another. An event carrying an errorDeclaration (an
+// EPCIS correction, which repeats the eventID, and has the event hash ID,
+// of the event it retracts) appends "errorDeclaration" and the
+// declarationTime in UTC to either key, and its KeySource gains
+// "+errorDeclaration": without that, the retraction would be taken for a
+// duplicate of the original.
 //
-//	domain.Key("dscsa", "identity", type, eventTime in UTC (RFC 3339 nano),
-//	    action, bizStep, disposition, readPoint, bizLocation,
-//	    "<gtin14>.<serial>" of every EPC, sorted)
-//
-// where bizStep and disposition are the normalized words (disposition ""
-// when absent) and a location is "<GLN>" or "<GLN>.<extension>" ("" when
-// absent), so an SGLN URN and the equivalent Digital Link give the same
-// key, as do an SGTIN URN and the equivalent Digital Link, any EPC order,
-// and any offset for the same instant. An event carrying an
-// errorDeclaration (an EPCIS correction, which repeats the eventID of the
-// event it retracts) appends "errorDeclaration" and the declarationTime in
-// UTC to either key, and its KeySource gains "+errorDeclaration": without
-// that, the retraction would be taken for a duplicate of the original.
+// Keys of events stored before the event hash ID (KeySource
+// "hash(identity)", derived from a hash of type, time, action, bizStep,
+// disposition, locations and EPCs) are not re-derived: a redrive of such
+// an event gets its new key, and the same event published again after the
+// change is not recognised as a duplicate of one committed under the old
+// key. Events with an eventID keep their keys.
 //
 // OrderingKey is "<gtin14>.<serial>" of the first EPC of epcList in
-// document order. PartyID is the source of the first sourceList entry of
+// document order; for an AggregationEvent, its parent's identity (so the
+// packing, shipping, receiving and unpacking of one container replay in
+// order), else its first child's. PartyID is the source of the first sourceList entry of
 // type owning_party (any CBV form), as a GLN when it is a PGLN, SGLN or
 // Digital Link /417/ or /414/ URI and as sent otherwise; else the
 // bizLocation GLN; else empty. Identifiers: "gtin" and "serial" of the
 // first EPC, "lot" and "expiry" (YYYY-MM-DD) when present, "read_point"
-// and "biz_location" when present, "epc_count".
+// and "biz_location" when present, "epc_count". An AggregationEvent's are
+// "parent_id" and "parent_type" ("sscc" or "sgtin") when it has a parent,
+// "child_count", "gtin" and "serial" of its first child when it has one,
+// "read_point" and "biz_location".
 package dscsa
 
 import (
-	"slices"
 	"strconv"
 	"time"
 
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain"
+	"github.com/deadletter/deadletter/shared/domain/dscsa/eventhash"
 	"github.com/deadletter/deadletter/shared/envelope"
 )
 
@@ -125,18 +157,25 @@ type event struct {
 	time        time.Time
 	declared    time.Time // errorDeclaration.declarationTime
 	corrected   bool      // has an errorDeclaration
-	epcs        []epc
+	typ         string    // typeObject or typeAggregation
+	epcs        []epc     // epcList, or an aggregation's childEPCs
+	parent      parent    // an aggregation's parentID (zero when absent)
 	readPoint   location
 	bizLocation location
 	ilmd        lotExpiry
 	party       string
+	hashID      string // the CBV 2.0 event hash ID
 }
 
 // read fills ev from the document, checking it in a fixed order so that a
 // document with one fault yields that fault's code.
 func (ev *event) read(eventType string, doc domain.Doc) error {
-	if t, _ := doc["type"].(string); t != "ObjectEvent" {
-		return codes.Errorf(codes.SchemaValidation, "type must be ObjectEvent")
+	ev.typ, _ = doc["type"].(string)
+	if ev.typ != typeObject && ev.typ != typeAggregation {
+		if err := precheckType(doc); err != nil {
+			return err
+		}
+		return codes.Errorf(codes.SchemaValidation, "type must be ObjectEvent or AggregationEvent")
 	}
 	var err error
 	if ev.bizStep, err = bizStep(doc); err != nil {
@@ -152,7 +191,12 @@ func (ev *event) read(eventType string, doc domain.Doc) error {
 	if ev.declared, ev.corrected, err = declarationTime(doc); err != nil {
 		return err
 	}
-	if ev.epcs, err = readEPCs(doc); err != nil {
+	ev.action, _ = domain.String(doc, "action")
+	if ev.typ == typeAggregation {
+		if err = ev.readAggregation(doc); err != nil {
+			return err
+		}
+	} else if ev.epcs, err = readEPCs(doc); err != nil {
 		return err
 	}
 	if ev.readPoint, err = readLocation(doc, "readPoint", "readPoint.id"); err != nil {
@@ -161,18 +205,20 @@ func (ev *event) read(eventType string, doc domain.Doc) error {
 	if ev.bizLocation, err = readLocation(doc, "bizLocation", "bizLocation.id"); err != nil {
 		return err
 	}
-	if ev.ilmd, err = readILMD(doc); err != nil {
-		return err
-	}
-	if err = ev.checkCommissioning(); err != nil {
-		return err
+	if ev.typ == typeObject {
+		if ev.ilmd, err = readILMD(doc); err != nil {
+			return err
+		}
+		if err = ev.checkCommissioning(); err != nil {
+			return err
+		}
 	}
 	ev.eventID, _ = domain.String(doc, "eventID")
-	ev.action, _ = domain.String(doc, "action")
 	if d, ok := domain.String(doc, "disposition"); ok {
 		ev.disposition = normDisposition(d)
 	}
 	ev.party = owningParty(doc, ev.bizLocation)
+	ev.hashID = eventhash.ID(doc, nil)
 	return nil
 }
 
@@ -204,7 +250,7 @@ func readEPCs(doc domain.Doc) ([]epc, error) {
 		if !ok {
 			return nil, codes.Errorf(codes.InvalidEPC, "epcList[%d]: must be a string", i)
 		}
-		e, err := parseEPC(i, s, &cache)
+		e, err := parseEPC(where{"epcList", i}, s, &cache)
 		if err != nil {
 			return nil, err
 		}
@@ -270,6 +316,9 @@ func owningParty(doc domain.Doc, bizLocation location) string {
 
 // envelope builds the event's envelope.
 func (ev *event) envelope() envelope.Envelope {
+	if ev.typ == typeAggregation {
+		return ev.aggregationEnvelope()
+	}
 	first := ev.epcs[0]
 	ordering := first.id()
 	ids := make(map[string]string, 8)
@@ -280,7 +329,7 @@ func (ev *event) envelope() envelope.Envelope {
 	putNonEmpty(ids, "expiry", ev.ilmd.expiry)
 	putNonEmpty(ids, "read_point", ev.readPoint.id())
 	putNonEmpty(ids, "biz_location", ev.bizLocation.id())
-	key, source := ev.key(ordering)
+	key, source := ev.key()
 	return envelope.Envelope{
 		Domain:         Name,
 		EventType:      ev.bizStep,
@@ -289,6 +338,7 @@ func (ev *event) envelope() envelope.Envelope {
 		OrderingKey:    ordering,
 		EventTime:      ev.time,
 		PartyID:        ev.party,
+		EventHashID:    ev.hashID,
 		Identifiers:    ids,
 	}
 }
@@ -300,25 +350,15 @@ func putNonEmpty(m map[string]string, k, v string) {
 }
 
 // key derives the idempotency key and names its source (see the package
-// documentation); firstID is the id of the first EPC.
-func (ev *event) key(firstID string) (key, source string) {
-	var parts []string
+// documentation).
+func (ev *event) key() (key, source string) {
+	parts := make([]string, 0, 4)
 	if ev.eventID != "" {
-		parts = make([]string, 0, 4)
 		parts = append(parts, "eventID", ev.eventID)
 		source = "eventID"
 	} else {
-		parts = make([]string, 0, 11+len(ev.epcs))
-		parts = append(parts, "identity", "ObjectEvent",
-			ev.time.Format(time.RFC3339Nano), ev.action, ev.bizStep,
-			ev.disposition, ev.readPoint.id(), ev.bizLocation.id())
-		start := len(parts)
-		parts = append(parts, firstID)
-		for _, e := range ev.epcs[1:] {
-			parts = append(parts, e.id())
-		}
-		slices.Sort(parts[start:])
-		source = "hash(identity)"
+		parts = append(parts, "eventHashID", ev.hashID)
+		source = "eventHashID"
 	}
 	if ev.corrected {
 		parts = append(parts, "errorDeclaration", ev.declared.Format(time.RFC3339Nano))

@@ -1,6 +1,8 @@
 package dscsa_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"io/fs"
 	"path"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
+	"github.com/deadletter/deadletter/shared/domain/dscsa/eventhash"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
 )
@@ -84,6 +87,9 @@ func checkEnvelope(t *testing.T, env envelope.Envelope) {
 	}
 	if env.Domain != "dscsa" || env.EventType == "" {
 		t.Errorf("Domain, EventType = %q, %q", env.Domain, env.EventType)
+	}
+	if !strings.HasPrefix(env.EventHashID, eventhash.Prefix) || !strings.HasSuffix(env.EventHashID, "?ver="+eventhash.Version) {
+		t.Errorf("EventHashID = %q", env.EventHashID)
 	}
 }
 
@@ -184,7 +190,7 @@ func TestEnvelopeFields(t *testing.T) {
 		},
 		{
 			name: "company prefix of 12 digits", file: "valid/dispensing-company-prefix-12.json",
-			eventType: "dispensing", keySource: "hash(identity)",
+			eventType: "dispensing", keySource: "eventHashID",
 			eventTime: "2024-05-20T20:45:09.5Z",
 			ordering:  "00369123456782.RX55000123",
 			party:     "0369123456782",
@@ -198,7 +204,7 @@ func TestEnvelopeFields(t *testing.T) {
 		},
 		{
 			name: "company prefix of 10 digits", file: "valid/receiving-company-prefix-10.json",
-			eventType: "receiving", keySource: "hash(identity)",
+			eventType: "receiving", keySource: "eventHashID",
 			eventTime: "2024-03-14T16:40:27.118Z",
 			ordering:  "00312345678050.ZX81QK",
 			party:     "0614141000005", // https://ref.gs1.org/cbv/SDT-owning_party
@@ -212,14 +218,14 @@ func TestEnvelopeFields(t *testing.T) {
 		},
 		{
 			name: "local eventTime read in eventTimeZoneOffset", file: "valid/receiving-local-time-with-offset.json",
-			eventType: "receiving", keySource: "hash(identity)",
+			eventType: "receiving", keySource: "eventHashID",
 			eventTime: "2024-03-14T16:40:27.118Z",
 			ordering:  "00614141123452.10016550749981",
 			party:     "0614141000005",
 		},
 		{
 			name: "digital link locations with extension", file: "valid/destroying-digital-link-locations.json",
-			eventType: "destroying", keySource: "hash(identity)",
+			eventType: "destroying", keySource: "eventHashID",
 			eventTime: "2024-06-03T06:00:00Z",
 			ordering:  "00360001234560.DX0093311",
 			party:     "0614141007776",
@@ -300,14 +306,29 @@ func TestIdentityKey(t *testing.T) {
 		return env
 	}
 	base := keyOf(t, baseIdentity)
-	if base.KeySource != "hash(identity)" {
+	if base.KeySource != "eventHashID" {
 		t.Fatalf("KeySource = %q", base.KeySource)
 	}
-	wantBase := domain.Key("dscsa", "identity", "ObjectEvent", "2024-03-12T14:15:00.25Z", "OBSERVE",
-		"shipping", "in_transit", "0614141007776", "0860001234565",
-		"00614141123452.1001", "10614141073464.2002")
-	if base.IdempotencyKey != wantBase {
-		t.Fatalf("identity key = %q, want %q", base.IdempotencyKey, wantBase)
+	// The key derives from the CBV 2.0 event hash ID, whose pre-hash
+	// string is, for this event:
+	const wantPreHash = "eventType=ObjectEventeventTime=2024-03-12T14:15:00.250ZeventTimeZoneOffset=-05:00" +
+		"epcListepc=https://id.gs1.org/01/00614141123452/21/1001epc=https://id.gs1.org/01/10614141073464/21/2002" +
+		"action=OBSERVEbizStep=https://ref.gs1.org/cbv/BizStep-shippingdisposition=https://ref.gs1.org/cbv/Disp-in_transit" +
+		"readPointid=https://id.gs1.org/414/0614141007776bizLocationid=https://id.gs1.org/414/0860001234565"
+	doc, err := gate.Decode([]byte(baseIdentity))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pre := eventhash.PreHash(doc, nil); pre != wantPreHash {
+		t.Fatalf("pre-hash\n got %s\nwant %s", pre, wantPreHash)
+	}
+	sum := sha256.Sum256([]byte(wantPreHash))
+	wantHash := "ni:///sha-256;" + hex.EncodeToString(sum[:]) + "?ver=CBV2.0"
+	if base.EventHashID != wantHash {
+		t.Fatalf("EventHashID = %q, want %q", base.EventHashID, wantHash)
+	}
+	if wantBase := domain.Key("dscsa", "eventHashID", wantHash); base.IdempotencyKey != wantBase {
+		t.Fatalf("key = %q, want %q", base.IdempotencyKey, wantBase)
 	}
 	r := strings.NewReplacer
 	tests := []struct {
@@ -318,7 +339,7 @@ func TestIdentityKey(t *testing.T) {
 		{"same instant given in UTC", r(`"2024-03-12T09:15:00.250-05:00"`, `"2024-03-12T14:15:00.25Z"`), true},
 		{"same instant given at +01:00", r(`"2024-03-12T09:15:00.250-05:00"`, `"2024-03-12T15:15:00.250000+01:00"`), true},
 		{"same instant given as local time in eventTimeZoneOffset", r(`"2024-03-12T09:15:00.250-05:00"`, `"2024-03-12T09:15:00.25"`), true},
-		{"eventTimeZoneOffset alone differs", r(`"eventTimeZoneOffset": "-05:00"`, `"eventTimeZoneOffset": "-06:00"`), true},
+		{"eventTimeZoneOffset alone differs (part of the event hash)", r(`"eventTimeZoneOffset": "-05:00"`, `"eventTimeZoneOffset": "-06:00"`), false},
 		{"bizStep as CBV URN", r(`"shipping"`, `"urn:epcglobal:cbv:bizstep:shipping"`), true},
 		{"bizStep as CBV web URI", r(`"shipping"`, `"https://ref.gs1.org/cbv/BizStep-shipping"`), true},
 		{"disposition as CBV web URI", r(`"in_transit"`, `"https://ref.gs1.org/cbv/Disp-in_transit"`), true},
@@ -327,7 +348,9 @@ func TestIdentityKey(t *testing.T) {
 		{"EPC as Digital Link with lot and query", r(`"urn:epc:id:sgtin:0614141.012345.1001"`, `"https://dl.example.com/01/00614141123452/10/L1/21/1001?linkType=all"`), true},
 		{"uppercase SGTIN prefix", r(`urn:epc:id:sgtin:0614141.012345`, `URN:EPC:ID:SGTIN:0614141.012345`), true},
 		{"readPoint as Digital Link", r(`"urn:epc:id:sgln:0614141.00777.0"`, `"https://id.gs1.org/414/0614141007776"`), true},
-		{"with @context and extensions", r(`"type": "ObjectEvent",`, `"@context": ["https://ref.gs1.org/standards/epcis/2.0.0/epcis-context.jsonld"], "type": "ObjectEvent", "example:note": "x",`), true},
+		{"with @context", r(`"type": "ObjectEvent",`, `"@context": ["https://ref.gs1.org/standards/epcis/2.0.0/epcis-context.jsonld", {"example": "https://ns.example.com/epcis/"}], "type": "ObjectEvent",`), true},
+		{"an extension (part of the event hash)", r(`"type": "ObjectEvent",`, `"type": "ObjectEvent", "example:note": "Müller & Söhne <Großhandel>",`), false},
+		{"bizTransactionList added", r(`"action"`, `"bizTransactionList": [{"type": "po", "bizTransaction": "urn:epcglobal:cbv:bt:0860001234565:PO-1"}], "action"`), false},
 		{"recordTime differs", r(`"action"`, `"recordTime": "2024-03-12T14:20:00Z", "action"`), true},
 		{"compact JSON", r("\n", "", "  ", ""), true},
 		{"one millisecond later", r(`09:15:00.250`, `09:15:00.251`), false},
@@ -588,7 +611,8 @@ var knownCodes = map[codes.Code]bool{
 	codes.SubjectMismatch: true, codes.UnparseableEventTime: true, codes.MissingLot: true,
 	codes.GTINCheckDigitFailed: true, codes.InvalidGTIN: true, codes.MissingSerial: true,
 	codes.MissingExpiry: true, codes.InvalidEPC: true, codes.InvalidBizStep: true,
-	codes.InvalidLocation: true,
+	codes.InvalidLocation: true, codes.UnsupportedEventType: true, codes.InvalidParentID: true,
+	codes.InvalidAggregation: true,
 }
 
 func FuzzGateDSCSA(f *testing.F) {
@@ -625,7 +649,7 @@ func FuzzGateDSCSA(f *testing.F) {
 			// A failed event's identity is derived without panicking,
 			// the same for the same input.
 			if id, again := g.Identify(subjectFor(data), data), g.Identify(subjectFor(data), data); !id.Partial || id.IdempotencyKey != again.IdempotencyKey ||
-				id.OrderingKey != again.OrderingKey || id.PartyID != again.PartyID {
+				id.OrderingKey != again.OrderingKey || id.PartyID != again.PartyID || id.EventHashID != again.EventHashID {
 				t.Fatalf("identity %+v, then %+v", id, again)
 			}
 			return
@@ -670,12 +694,17 @@ func BenchmarkGateDSCSA(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	aggShipping, err := fs.ReadFile(schemas.FS, "testdata/dscsa/valid/shipping-sscc-pallet-observe.json")
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, bc := range []struct {
 		name, subject string
 		data          []byte
 	}{
 		{"shipping-3-epcs", "events.dscsa.shipping", []byte(typicalShipping)},
 		{"commissioning-sgtin", "events.dscsa.commissioning", commissioning},
+		{"aggregation-shipping-sscc-3-children", "events.dscsa.shipping", aggShipping},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			if _, err := g.Check(bc.subject, bc.data); err != nil {

@@ -2,6 +2,7 @@ package dscsa
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/deadletter/deadletter/shared/codes"
@@ -34,38 +35,54 @@ type gtinCache struct {
 	gtin string
 }
 
-// parseEPC reads epcList[i] as an SGTIN EPC URN or a GS1 Digital Link URI.
-func parseEPC(i int, s string, cache *gtinCache) (epc, error) {
+// where names a list entry in error details: the list's field name and
+// the entry's index ("epcList[3]", "childEPCs[0]"), or a field alone
+// ("parentID") when i is negative. It is formatted only on error.
+type where struct {
+	field string
+	i     int
+}
+
+func (w where) String() string {
+	if w.i < 0 {
+		return w.field
+	}
+	return w.field + "[" + strconv.Itoa(w.i) + "]"
+}
+
+// parseEPC reads one entry of an EPC list (named by w) as an SGTIN EPC URN
+// or a GS1 Digital Link URI.
+func parseEPC(w where, s string, cache *gtinCache) (epc, error) {
 	s = strings.TrimSpace(s)
 	if hasPrefixFold(s, sgtinPrefix) {
-		return parseSGTIN(i, s[len(sgtinPrefix):], cache)
+		return parseSGTIN(w, s[len(sgtinPrefix):], cache)
 	}
 	if path, ok := digitalLinkPath(s); ok {
-		return parseDigitalLinkEPC(i, path)
+		return parseDigitalLinkEPC(w, path)
 	}
 	return epc{}, codes.Errorf(codes.InvalidEPC,
-		"epcList[%d]: must be an SGTIN EPC URN (urn:epc:id:sgtin:...) or a GS1 Digital Link URI with /01/ and /21/", i)
+		"%s: must be an SGTIN EPC URN (urn:epc:id:sgtin:...) or a GS1 Digital Link URI with /01/ and /21/", w)
 }
 
 // parseSGTIN reads "CompanyPrefix.IndicatorItemRef.Serial" and rebuilds the
 // GTIN-14: indicator digit + company prefix + item reference without its
 // first digit + computed check digit.
-func parseSGTIN(i int, s string, cache *gtinCache) (epc, error) {
+func parseSGTIN(w where, s string, cache *gtinCache) (epc, error) {
 	cp, rest, _ := strings.Cut(s, ".")
 	ir, serial, hasSerial := strings.Cut(rest, ".")
 	if !allDigits(cp) || len(cp) < 6 || len(cp) > 12 {
 		return epc{}, codes.Errorf(codes.InvalidEPC,
-			"epcList[%d]: SGTIN company prefix must be 6 to 12 digits", i)
+			"%s: SGTIN company prefix must be 6 to 12 digits", w)
 	}
 	if !allDigits(ir) || len(cp)+len(ir) != 13 {
 		return epc{}, codes.Errorf(codes.InvalidEPC,
-			"epcList[%d]: SGTIN company prefix + indicator/item reference must be 13 digits", i)
+			"%s: SGTIN company prefix + indicator/item reference must be 13 digits", w)
 	}
 	if !hasSerial || serial == "" {
 		return epc{}, codes.Errorf(codes.MissingSerial,
-			"epcList[%d]: SGTIN URN has no serial number", i)
+			"%s: SGTIN URN has no serial number", w)
 	}
-	ser, err := decodeSerial(i, serial)
+	ser, err := decodeSerial(w, serial)
 	if err != nil {
 		return epc{}, err
 	}
@@ -90,26 +107,26 @@ func sgtinGTIN(cp, ir string) string {
 // parseDigitalLinkEPC reads "/01/<GTIN-14>[/22/..][/10/<lot>]/21/<serial>"
 // (after an optional path prefix). Other AIs and the query string do not
 // take part in the item's identity.
-func parseDigitalLinkEPC(i int, path string) (epc, error) {
+func parseDigitalLinkEPC(w where, path string) (epc, error) {
 	rest, ok := afterAI(path, "01")
 	if !ok {
 		return epc{}, codes.Errorf(codes.InvalidEPC,
-			"epcList[%d]: Digital Link URI has no /01/ GTIN primary key", i)
+			"%s: Digital Link URI has no /01/ GTIN primary key", w)
 	}
 	gtin, pairs, _ := strings.Cut(rest, "/")
-	if err := checkGTIN(i, gtin); err != nil {
+	if err := checkGTIN(w, gtin); err != nil {
 		return epc{}, err
 	}
 	serial, ok := qualifier(pairs, "21")
 	if !ok {
 		return epc{}, codes.Errorf(codes.InvalidEPC,
-			"epcList[%d]: Digital Link path after the GTIN must be AI/value pairs", i)
+			"%s: Digital Link path after the GTIN must be AI/value pairs", w)
 	}
 	if serial == "" {
 		return epc{}, codes.Errorf(codes.MissingSerial,
-			"epcList[%d]: Digital Link URI has no /21/ serial number", i)
+			"%s: Digital Link URI has no /21/ serial number", w)
 	}
-	ser, err := decodeSerial(i, serial)
+	ser, err := decodeSerial(w, serial)
 	if err != nil {
 		return epc{}, err
 	}
@@ -118,34 +135,34 @@ func parseDigitalLinkEPC(i int, path string) (epc, error) {
 
 // checkGTIN validates a GTIN-14 carried as such (Digital Link /01/). A
 // 13-digit value lost its leading zero and is invalid, never padded.
-func checkGTIN(i int, gtin string) error {
+func checkGTIN(w where, gtin string) error {
 	err := gs1.ValidateGTIN14(gtin)
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, gs1.ErrCheckDigit):
 		return codes.Errorf(codes.GTINCheckDigitFailed,
-			"epcList[%d]: GTIN-14 check digit mismatch", i)
+			"%s: GTIN-14 check digit mismatch", w)
 	case len(gtin) == 13 && allDigits(gtin):
 		return codes.Errorf(codes.InvalidGTIN,
-			"epcList[%d]: GTIN has 13 digits, must be a GTIN-14 (a lost leading zero is not padded)", i)
+			"%s: GTIN has 13 digits, must be a GTIN-14 (a lost leading zero is not padded)", w)
 	default:
 		return codes.Errorf(codes.InvalidGTIN,
-			"epcList[%d]: GTIN must be 14 digits", i)
+			"%s: GTIN must be 14 digits", w)
 	}
 }
 
 // decodeSerial percent-decodes a serial and checks it is 1 to 20
 // characters of GS1 set 82.
-func decodeSerial(i int, s string) (string, error) {
+func decodeSerial(w where, s string) (string, error) {
 	ser, ok := unescape(s)
 	if !ok {
 		return "", codes.Errorf(codes.InvalidEPC,
-			"epcList[%d]: serial number has a malformed percent-escape", i)
+			"%s: serial number has a malformed percent-escape", w)
 	}
 	if !validAI82(ser, maxSerial) {
 		return "", codes.Errorf(codes.InvalidEPC,
-			"epcList[%d]: serial number must be 1 to 20 characters of GS1 character set 82", i)
+			"%s: serial number must be 1 to 20 characters of GS1 character set 82", w)
 	}
 	return ser, nil
 }

@@ -2,6 +2,7 @@ package dscsa
 
 import (
 	"github.com/deadletter/deadletter/shared/domain"
+	"github.com/deadletter/deadletter/shared/domain/dscsa/eventhash"
 	"github.com/deadletter/deadletter/shared/envelope"
 )
 
@@ -9,10 +10,10 @@ import (
 func Spec() domain.Spec {
 	return domain.Spec{
 		Name:        Name,
-		Title:       "DSCSA (GS1 EPCIS 2.0 ObjectEvents)",
+		Title:       "DSCSA (GS1 EPCIS 2.0 ObjectEvents and AggregationEvents)",
 		EventTypes:  BizSteps(),
-		KeySource:   "eventID, else hash(identity)",
-		OrderingKey: "gtin14.serial of the first EPC",
+		KeySource:   "eventID, else the CBV 2.0 event hash ID",
+		OrderingKey: "gtin14.serial of the first EPC; an aggregation's parent (SSCC or SGTIN)",
 		PartyID:     "owning_party source, else bizLocation GLN",
 		// Transaction information, history and statements are kept
 		// at least 6 years after the transaction.
@@ -24,17 +25,18 @@ func Spec() domain.Spec {
 
 // Identify derives what it can of the identity of a document that failed
 // validation, by the rules Check uses: the ordering key from a valid first
-// EPC, the party id from the owning_party source (else a valid bizLocation),
-// the event time from a valid eventTime, and the idempotency key from the
-// eventID (with a valid declarationTime when it carries an
-// errorDeclaration), or, without an eventID, from the hashed identity when
-// every part of it is valid.
+// EPC (an aggregation's valid parentID, else its first child), the party id
+// from the owning_party source (else a valid bizLocation), the event time
+// from a valid eventTime, and the idempotency key from the eventID (with a
+// valid declarationTime when it carries an errorDeclaration), or, without
+// an eventID, from the hashed identity when every part of it is valid.
 func (Checker) Identify(doc domain.Doc) envelope.Envelope {
 	env := envelope.Envelope{Domain: Name}
 	if doc == nil {
 		return env
 	}
-	var ev event
+	env.EventHashID = eventhash.ID(doc, nil)
+	ev := event{hashID: env.EventHashID}
 	var err error
 	bizOK := true
 	if ev.bizStep, err = bizStep(doc); err != nil {
@@ -44,10 +46,23 @@ func (Checker) Identify(doc domain.Doc) envelope.Envelope {
 	ev.time, err = eventTime(doc)
 	timeOK := err == nil
 	env.EventTime = ev.time
-	ev.epcs, err = readEPCs(doc)
-	epcsOK := err == nil
-	if epcsOK {
-		env.OrderingKey = ev.epcs[0].id()
+	ev.typ, _ = doc["type"].(string)
+	ev.action, _ = domain.String(doc, "action")
+	var epcsOK bool
+	switch ev.typ {
+	case typeAggregation:
+		epcsOK = ev.readAggregation(doc) == nil
+		if p := ev.parent.id(); p != "" {
+			env.OrderingKey = p
+		} else if len(ev.epcs) > 0 && epcsOK {
+			env.OrderingKey = ev.epcs[0].id()
+		}
+	default:
+		ev.epcs, err = readEPCs(doc)
+		epcsOK = err == nil
+		if epcsOK {
+			env.OrderingKey = ev.epcs[0].id()
+		}
 	}
 	rp, rpErr := readLocation(doc, "readPoint", "readPoint.id")
 	bl, blErr := readLocation(doc, "bizLocation", "bizLocation.id")
@@ -56,7 +71,6 @@ func (Checker) Identify(doc domain.Doc) envelope.Envelope {
 	var declErr error
 	ev.declared, ev.corrected, declErr = declarationTime(doc)
 	ev.eventID, _ = domain.String(doc, "eventID")
-	ev.action, _ = domain.String(doc, "action")
 	if d, ok := domain.String(doc, "disposition"); ok {
 		ev.disposition = normDisposition(d)
 	}
@@ -64,11 +78,10 @@ func (Checker) Identify(doc domain.Doc) envelope.Envelope {
 	case declErr != nil:
 		// A correction whose declaration time is unknown: its key is not.
 	case ev.eventID != "":
-		env.IdempotencyKey, env.KeySource = ev.key("")
-	case bizOK && timeOK && epcsOK && rpErr == nil && blErr == nil:
-		if t, _ := doc["type"].(string); t == "ObjectEvent" {
-			env.IdempotencyKey, env.KeySource = ev.key(ev.epcs[0].id())
-		}
+		env.IdempotencyKey, env.KeySource = ev.key()
+	case bizOK && timeOK && epcsOK && rpErr == nil && blErr == nil &&
+		(ev.typ == typeObject || ev.typ == typeAggregation):
+		env.IdempotencyKey, env.KeySource = ev.key()
 	}
 	return env
 }

@@ -145,6 +145,9 @@ type Report struct {
 	// ReconcileUnaccounted and ReconcileEvents are audit.reconcile's;
 	// VerifyOK, VerifyProblems, VerifyRecords audit.verify's.
 	ReconcileEvents, ReconcileUnaccounted int
+	// ReconcileUnsourced is how many LEDGER entries audit.reconcile found
+	// naming no EVENTS message with their content and key.
+	ReconcileUnsourced int
 	// ReconcileExamples describes up to five of the events audit.reconcile
 	// calls unaccounted: what LEDGER, QUARANTINE and IDEMPOTENCY hold for
 	// each.
@@ -193,6 +196,9 @@ func (r Report) Problems() []string {
 	if r.ReconcileUnaccounted > 0 {
 		p = append(p, fmt.Sprintf("audit.reconcile: %d unaccounted (%s)", r.ReconcileUnaccounted, strings.Join(r.ReconcileExamples, "; ")))
 	}
+	if r.ReconcileUnsourced > 0 {
+		p = append(p, fmt.Sprintf("audit.reconcile: %d LEDGER entries unsourced", r.ReconcileUnsourced))
+	}
 	if !r.VerifyOK {
 		p = append(p, fmt.Sprintf("audit.verify: %d problems", r.VerifyProblems))
 	}
@@ -222,7 +228,7 @@ func (r Report) Table() string {
 	row("downstream accepted keys / repeats de-duplicated", fmt.Sprintf("%d / %d", r.DownstreamAccepted, r.DownstreamRepeats))
 	row("downstream keys not in LEDGER", r.DownstreamNotInLedger)
 	row("drained exhausted records / committed", fmt.Sprintf("%d / %d (%s)", r.Drained, r.DrainCommitted, r.DrainTime.Round(time.Millisecond)))
-	row("audit.reconcile events / unaccounted", fmt.Sprintf("%d / %d", r.ReconcileEvents, r.ReconcileUnaccounted))
+	row("audit.reconcile events / unaccounted / unsourced LEDGER entries", fmt.Sprintf("%d / %d / %d", r.ReconcileEvents, r.ReconcileUnaccounted, r.ReconcileUnsourced))
 	row("audit.verify records / problems", fmt.Sprintf("%d / %d", r.VerifyRecords, r.VerifyProblems))
 	row("consumers with pending messages", len(r.PendingConsumers))
 	row("first publish to every planned commit in LEDGER", r.CommitTime.Round(time.Millisecond))
@@ -1117,7 +1123,7 @@ func (c *cluster) account(ctx context.Context, events []event) error {
 	if err := request(vnc, api.AuditReconcile, api.ReconcileRequest{From: time.Now().Add(-24 * time.Hour), Grace: "0s"}, &rec); err != nil {
 		return err
 	}
-	r.ReconcileEvents, r.ReconcileUnaccounted = rec.Events, rec.Counts[api.ReconcileUnaccounted]
+	r.ReconcileEvents, r.ReconcileUnaccounted, r.ReconcileUnsourced = rec.Events, rec.Counts[api.ReconcileUnaccounted], rec.Ledger.Unsourced
 	r.ReconcileExamples = describe(ctx, js, st, rec.Unaccounted)
 	var ver api.VerifyReply
 	if err := request(vnc, api.AuditVerify, api.VerifyRequest{}, &ver); err != nil {

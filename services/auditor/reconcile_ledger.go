@@ -1,0 +1,160 @@
+package auditor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// sourceExpired is what checkEntry says of an entry whose source EVENTS no
+// longer holds because it is older than EVENTS' max age.
+const sourceExpired = "source_expired"
+
+// reconcileLedger walks LEDGER's entries stored in [req.From, to] (in
+// req.Domain, or all) and checks that each names its source: the EVENTS
+// message it was committed from (Deadletter-Source-Stream and -Seq; a
+// replay's is the redriver's message in EVENTS, with the chain's dlq id),
+// whose content (ledger.ContentHash) and idempotency key (the gate's, for
+// its subject) are the entry's. An entry that does not is unsourced:
+// counted, listed (up to maxIDs) with the reason, and it makes dlqctl
+// reconcile fail. Nothing in an entry proves who wrote it (its headers are
+// the writer's choice, and LEDGER is writable with the validator's
+// credential): only the EVENTS message it names, which only a publisher or
+// the redriver can have stored, does. A source EVENTS no longer holds is
+// accepted as expired only when EVENTS' max age and the grace period say
+// it can have expired (the validator commits an event within the grace
+// period of its arrival); else the entry is unsourced.
+func (s *Service) reconcileLedger(ctx context.Context, rep *api.ReconcileReply, req api.ReconcileRequest,
+	to, now time.Time, grace time.Duration, maxIDs int) error {
+	if req.Domain == record.UnknownDomain {
+		return nil // LEDGER holds no event of an unknown domain
+	}
+	filter := ""
+	if req.Domain != "" {
+		filter = subjects.Ledger(req.Domain, ">")
+	}
+	ls, err := s.js.Stream(ctx, subjects.LedgerStream)
+	if err != nil {
+		return fmt.Errorf("auditor: %s: %w", subjects.LedgerStream, err)
+	}
+	info, err := ls.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("auditor: %s: %w", subjects.LedgerStream, err)
+	}
+	if info.State.Msgs == 0 {
+		return nil
+	}
+	events, err := s.events.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("auditor: %s: %w", subjects.EventsStream, err)
+	}
+	from := uint64(1)
+	if !req.From.IsZero() {
+		seq, found, err := seqAtTime(ctx, s.js, subjects.LedgerStream, filter, req.From)
+		if err != nil {
+			return fmt.Errorf("auditor: read %s: %w", subjects.LedgerStream, err)
+		}
+		if !found {
+			return nil
+		}
+		from = seq
+	}
+	lr := &rep.Ledger
+	check := func(batch []*jetstream.RawStreamMsg) error {
+		reasons := make([]string, len(batch))
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(s.cfg.LookupConcurrency)
+		for i, m := range batch {
+			g.Go(func() error {
+				r, err := s.checkEntry(gctx, m, events, now, grace)
+				reasons[i] = r
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return err
+		}
+		for i, m := range batch {
+			lr.Entries++
+			switch reasons[i] {
+			case "":
+				lr.Sourced++
+			case sourceExpired:
+				lr.SourceExpired++
+			default:
+				lr.Unsourced++
+				if len(lr.UnsourcedEntries) < maxIDs {
+					src, _ := strconv.ParseUint(m.Header.Get(envelope.SourceSeq), 10, 64)
+					lr.UnsourcedEntries = append(lr.UnsourcedEntries, api.LedgerEntry{Seq: m.Sequence, Subject: m.Subject,
+						SourceSeq: src, Stored: m.Time.UTC(), Reason: reasons[i]})
+				}
+			}
+		}
+		return nil
+	}
+	var batch []*jetstream.RawStreamMsg
+	var checkErr error
+	_, _, err = scan(ctx, s.js, subjects.LedgerStream, filter, from, info.State.LastSeq, func(m *jetstream.RawStreamMsg) bool {
+		if m.Time.After(to) {
+			return false
+		}
+		if batch = append(batch, m); len(batch) == reconcileBatch {
+			checkErr, batch = check(batch), nil
+		}
+		return checkErr == nil
+	})
+	if err == nil && checkErr == nil && len(batch) > 0 {
+		checkErr = check(batch)
+	}
+	if err != nil {
+		return fmt.Errorf("auditor: read %s: %w", subjects.LedgerStream, err)
+	}
+	return checkErr
+}
+
+// checkEntry returns why the LEDGER entry m is unsourced (api.Unsourced*),
+// sourceExpired, or "" when its source is the EVENTS message it names
+// (events is EVENTS' info).
+func (s *Service) checkEntry(ctx context.Context, m *jetstream.RawStreamMsg, events *jetstream.StreamInfo, now time.Time, grace time.Duration) (string, error) {
+	src, err := strconv.ParseUint(m.Header.Get(envelope.SourceSeq), 10, 64)
+	if m.Header.Get(envelope.SourceStream) != subjects.EventsStream || err != nil || src == 0 {
+		return api.UnsourcedNoSource, nil
+	}
+	hash := ledger.ContentHash(m.Data)
+	if h := m.Header.Get(envelope.ContentHash); h != "" && h != hash {
+		return api.UnsourcedContentMismatch, nil
+	}
+	ev, err := s.events.GetMsg(ctx, src)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		maxAge := events.Config.MaxAge
+		if src < events.State.FirstSeq && maxAge > 0 && now.Sub(m.Time) >= maxAge-grace {
+			return sourceExpired, nil
+		}
+		return api.UnsourcedSourceMissing, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("auditor: read the source of a LEDGER entry: %w", err)
+	}
+	if ledger.ContentHash(ev.Data) != hash {
+		return api.UnsourcedContentMismatch, nil
+	}
+	env, err := s.gate.Check(ev.Subject, ev.Data)
+	if err != nil || subjects.Ledger(env.Domain, env.IdempotencyKey) != m.Subject {
+		return api.UnsourcedKeyMismatch, nil
+	}
+	if dlqID, _ := envelope.RedriveOf(ev.Subject, ev.Header); m.Header.Get(envelope.DLQID) != dlqID {
+		return api.UnsourcedKeyMismatch, nil
+	}
+	return "", nil
+}
