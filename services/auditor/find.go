@@ -110,10 +110,11 @@ func parseIDFilter(req api.ListRequest) (idFilter, error) {
 		}
 	}
 	if s := strings.TrimSpace(req.SSCC); s != "" {
-		if err := gs1.Validate(s, 18); err != nil {
-			return f, api.BadField("sscc", "not an SSCC-18: %s", err)
+		sscc, err := dscsa.ParseSSCC(s)
+		if err != nil {
+			return f, api.BadField("sscc", "%s", err)
 		}
-		f.sscc = s
+		f.sscc = sscc
 		if err := claim(dscsa.Name); err != nil {
 			return f, err
 		}

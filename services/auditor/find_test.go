@@ -16,7 +16,6 @@ import (
 	"github.com/deadletter/deadletter/shared/domain/fsma"
 	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/envelope"
-	"github.com/deadletter/deadletter/shared/gs1"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -30,9 +29,6 @@ type findEvent struct {
 	name, domain, file string
 	set                map[string]any
 	resolved           bool
-	// okey, when set, replaces the ordering key Identify derives (an
-	// aggregation's SSCC, which this branch's DSCSA rules do not read).
-	okey string
 }
 
 // storeFindEvent quarantines ev (resolving it when asked) and returns its
@@ -60,9 +56,6 @@ func (e *env) storeFindEvent(tb testing.TB, i int, ev findEvent) string {
 		env = fsma.Checker{}.Identify(doc)
 	}
 	env.Partial = true
-	if ev.okey != "" {
-		env.OrderingKey = ev.okey
-	}
 	payload, err := json.Marshal(doc)
 	if err != nil {
 		tb.Fatal(err)
@@ -97,7 +90,7 @@ func TestFindByIdentifiers(t *testing.T) {
 		tlc      = "00860001000030-RL250312A.Pharmacie Saint-Étienne"
 	)
 	long := strings.Repeat("Lot-ß<&>", 30)
-	sscc := "10614141234567890" + string(gs1.CheckDigit("10614141234567890"))
+	const sscc = "106141412345678908" // urn:epc:id:sscc:0614141.1234567890
 	events := []findEvent{
 		{name: "ndc 4-4-2 lot", domain: pharmacy.Name, file: "receive-schedule-ii-ndc-4-4-2.json",
 			set: map[string]any{"ndc": "0409-4888-20", "lot": lot, "transaction_id": "INV-2025-0182 <Müller>"}},
@@ -110,8 +103,7 @@ func TestFindByIdentifiers(t *testing.T) {
 			set: map[string]any{"supplier_id": supplier, "traceability_lot_code": tlc}},
 		{name: "fsma same tlc, resolved", domain: fsma.Name, file: "shipping-gln.json",
 			set: map[string]any{"supplier_id": "SUP-00417", "traceability_lot_code": tlc}, resolved: true},
-		{name: "dscsa container", domain: dscsa.Name, file: "shipping-percent-encoded-serial.json", okey: sscc,
-			set: map[string]any{"eventID": "urn:uuid:5f0a0c1e-1c1b-4a55-8f6e-000000000006"}},
+		{name: "dscsa container", domain: dscsa.Name, file: "packing-sscc-pallet-minimal.json"},
 	}
 	ids := make([]string, len(events))
 	for i, ev := range events {
@@ -144,6 +136,8 @@ func TestFindByIdentifiers(t *testing.T) {
 		{"digital link with query", api.ListRequest{GTIN: "https://id.gs1.org/01/10614141073464/21/SN%2F0042%3FA?17=270101&10=A1"}, []int{3}},
 		{"gtin alone", api.ListRequest{GTIN: "10614141073464"}, []int{3}},
 		{"sscc", api.ListRequest{SSCC: " " + sscc + " "}, []int{6}},
+		{"sscc urn", api.ListRequest{SSCC: "urn:epc:id:sscc:0614141.1234567890"}, []int{6}},
+		{"sscc digital link", api.ListRequest{SSCC: "https://id.gs1.org/00/" + sscc + "?x=1&y=<2>"}, []int{6}},
 		{"second epc is not the ordering key", api.ListRequest{GTIN: "https://id.gs1.org/01/10614141073464/21/SN%2F0043"}, nil},
 		{"tlc", api.ListRequest{TLC: tlc}, []int{5, 4}},
 		{"tlc + supplier", api.ListRequest{TLC: tlc, Supplier: supplier}, []int{4}},

@@ -472,8 +472,9 @@ type ListRequest struct {
 	// through the idempotency key, never stored in a listing), GTIN a
 	// GTIN-8/12/13/14 (→ GTIN-14) or an SGTIN EPC URN or GS1 Digital
 	// Link URI (which also gives the serial), Serial a serial number, SSCC
-	// an aggregation's container (18 digits, AI 00), TLC
-	// an FSMA traceability lot code, Lot a pharmacy lot or an FSMA TLC.
+	// an aggregation's container (18 digits, an SSCC EPC URN or a Digital
+	// Link /00/ URI), TLC an FSMA traceability lot code, Lot a pharmacy
+	// lot or an FSMA TLC.
 	// They match the identifiers the event's ordering key and party name
 	// (Summary.Identifiers), never a payload; every filter given must
 	// match; identifiers of two domains in one request are refused.

@@ -31,9 +31,11 @@ Paste identifiers as you hold them; the auditor normalizes them as the
 domains do: --ndc in any FDA layout (4-4-2, 5-3-2, 5-4-1, 5-4-2, 11 digits),
 --registrant a DEA number in any case, --transaction-id with --registrant,
 --gtin a GTIN-8/12/13/14 or a whole SGTIN EPC URN or GS1 Digital Link URI
-(which gives the serial too), --sscc an aggregation's container (18 digits),
---lot a pharmacy lot or an FSMA traceability lot code. Every filter given must match. A DSCSA event is found by the
-first item of its epcList (its ordering key).`,
+(which gives the serial too), --sscc an aggregation's container (18 digits,
+an SSCC EPC URN or a Digital Link /00/ URI), --lot a pharmacy lot or an FSMA
+traceability lot code. Every filter given must match. A DSCSA event is found
+by its ordering key: the first item of its epcList, or an aggregation's
+parent (else its first child).`,
 		Example: `  dlqctl find --ndc 0409-4888-20 --lot 'A1&B<2'
   dlqctl find --registrant BW4829137 --transaction-id INV-2025-0182
   dlqctl find --gtin 'https://id.gs1.org/01/10614141073464/21/SN%2F0042?17=270101'
@@ -88,7 +90,7 @@ first item of its epcList (its ordering key).`,
 	fl.StringVar(&req.TransactionID, "transaction-id", "", "transaction id (with --registrant)")
 	fl.StringVar(&req.GTIN, "gtin", "", "GTIN, SGTIN EPC URN or GS1 Digital Link URI (DSCSA)")
 	fl.StringVar(&req.Serial, "serial", "", "serial number (DSCSA)")
-	fl.StringVar(&req.SSCC, "sscc", "", "SSCC-18 of an aggregation's container (DSCSA)")
+	fl.StringVar(&req.SSCC, "sscc", "", "container: SSCC-18, SSCC EPC URN or Digital Link /00/ (DSCSA aggregation)")
 	fl.StringVar(&req.TLC, "tlc", "", "traceability lot code (FSMA)")
 	fl.StringVar(&req.Supplier, "supplier", "", "supplier id or registrant (party id, exactly as listed)")
 	fl.StringVar(&req.Domain, "domain", "", "domain: pharmacy, dscsa or fsma")

@@ -37,3 +37,28 @@ func TestParseItem(t *testing.T) {
 		})
 	}
 }
+
+// TestParseSSCC: a container's SSCC pasted as 18 digits, an SSCC EPC URN
+// or a Digital Link /00/ URI gives the SSCC-18; a wrong check digit, an
+// SGTIN parent or a text is ErrNotSSCC.
+func TestParseSSCC(t *testing.T) {
+	const sscc = "106141412345678908"
+	for _, tc := range []struct {
+		name, in, want string
+	}{
+		{"18 digits", " " + sscc + " ", sscc},
+		{"urn", "urn:epc:id:sscc:0614141.1234567890", sscc},
+		{"digital link with a query", "https://id.gs1.org/00/" + sscc + "?a=1&b=<2>", sscc},
+		{"check digit", "106141412345678901", ""},
+		{"17 digits", "10614141234567890", ""},
+		{"sgtin", "urn:epc:id:sgtin:0614141.012345.400", ""},
+		{"text", "Müller & Söhne <Großhandel>", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseSSCC(tc.in)
+			if got != tc.want || (tc.want == "") != errors.Is(err, ErrNotSSCC) {
+				t.Fatalf("ParseSSCC = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
