@@ -23,6 +23,7 @@ import (
 // payload.
 type entry struct {
 	dlqID, domain, class, code, party, key string
+	okey                                   string // ordering key: the identifiers a search matches
 	status                                 record.Status
 	redrives, records                      int
 	firstSeen, quarantinedAt, lastChange   time.Time
@@ -197,6 +198,12 @@ func (x *index) apply(seq uint64, raw []byte) {
 	e.class, e.code, e.redrives = string(r.Class), string(r.ErrorCode), r.RedriveCount
 	if r.PartyID != "" {
 		e.party = r.PartyID
+	}
+	if r.OrderingKey != "" {
+		e.okey = r.OrderingKey
+	}
+	if r.IdempotencyKey != "" {
+		e.key = r.IdempotencyKey
 	}
 	e.lastChange, e.lastHash = r.QuarantinedAt.UTC(), r.AuditHash
 	e.status = record.StatusAfter(e.status, r.Kind)

@@ -151,12 +151,16 @@ func withoutPayload(raw []byte) []byte {
 type listItem struct {
 	api.Summary
 	seq uint64
+	// okey and key are the chain's ordering and idempotency keys, which
+	// an identifier filter matches (Summary.Identifiers is filled from
+	// okey only for the items of a page).
+	okey, key string
 }
 
 func summary(e *entry) listItem {
 	return listItem{api.Summary{DLQID: e.dlqID, Domain: e.domain, Class: e.class, Status: string(e.status), ErrorCode: e.code,
 		PartyID: e.party, RedriveCount: e.redrives, Records: e.records, FirstSeen: e.firstSeen,
-		QuarantinedAt: e.quarantinedAt, LastChange: e.lastChange, LastHash: e.lastHash}, e.seq}
+		QuarantinedAt: e.quarantinedAt, LastChange: e.lastChange, LastHash: e.lastHash}, e.seq, e.okey, e.key}
 }
 
 // serverSummary summarizes a chain not in the index from its first and
@@ -169,7 +173,7 @@ func serverSummary(seq uint64, first, last chain.Head) listItem {
 	return listItem{api.Summary{DLQID: first.DLQID, Domain: first.Domain, Class: string(last.Class), Status: string(last.Status()),
 		ErrorCode: string(last.ErrorCode), PartyID: party, RedriveCount: last.RedriveCount, Records: last.Index + 1,
 		FirstSeen: first.FirstSeen.UTC(), QuarantinedAt: first.QuarantinedAt.UTC(), LastChange: last.QuarantinedAt.UTC(),
-		LastHash: last.AuditHash}, seq}
+		LastHash: last.AuditHash}, seq, cmp.Or(last.OrderingKey, first.OrderingKey), cmp.Or(last.IdempotencyKey, first.IdempotencyKey)}
 }
 
 // listScanWindow is how many QUARANTINE sequences a list reads at a time
@@ -188,7 +192,8 @@ const listScanWindow = 1024
 // the chains it finds, so its memory is bounded by the page and the
 // window, and its time by the records read until the page is full. Its
 // Total comes from the index and the groups' aggregates, or, with a time
-// range (From, To), from a scan of the whole stream.
+// range (From, To) or identifier filters, from the same scan, which then
+// reads the whole stream (of the identifiers' domain).
 func (s *Service) List(ctx context.Context, req api.ListRequest) (api.ListReply, error) {
 	limit := req.Limit
 	switch {
@@ -208,13 +213,21 @@ func (s *Service) List(ctx context.Context, req api.ListRequest) (api.ListReply,
 		}
 		before = n
 	}
-	match := func(it *api.Summary) bool {
+	ids, err := parseIDFilter(req)
+	if err != nil {
+		return api.ListReply{}, err
+	}
+	match := func(it *listItem) bool {
 		return (req.Domain == "" || it.Domain == req.Domain) && (req.Class == "" || it.Class == req.Class) &&
 			(req.Code == "" || it.ErrorCode == req.Code) && (req.Supplier == "" || it.PartyID == req.Supplier) &&
 			(req.Status == "" || it.Status == req.Status) &&
-			(req.From.IsZero() || !it.QuarantinedAt.Before(req.From)) && (req.To.IsZero() || !it.QuarantinedAt.After(req.To))
+			(req.From.IsZero() || !it.QuarantinedAt.Before(req.From)) && (req.To.IsZero() || !it.QuarantinedAt.After(req.To)) &&
+			ids.match(it.Domain, it.okey, it.PartyID, it.key, it.DLQID)
 	}
 	rep := api.ListReply{Items: []api.Summary{}}
+	if !ids.domainOK(req.Domain) {
+		return rep, nil // the identifiers are another domain's
+	}
 	var lastSeq uint64 // first-record sequence of the page's last item
 	// add adds a matching item to the page; past a full page it sets the
 	// cursor and stops.
@@ -223,6 +236,7 @@ func (s *Service) List(ctx context.Context, req api.ListRequest) (api.ListReply,
 			rep.NextCursor = strconv.FormatUint(lastSeq, 10)
 			return false
 		}
+		it.Identifiers = identifiersOf(it.Domain, it.okey, it.PartyID)
 		rep.Items = append(rep.Items, it.Summary)
 		lastSeq = it.seq
 		return true
@@ -232,7 +246,7 @@ func (s *Service) List(ctx context.Context, req api.ListRequest) (api.ListReply,
 		var items []listItem
 		s.index.mu.RLock()
 		for _, e := range s.index.chains {
-			if it := summary(e); match(&it.Summary) {
+			if it := summary(e); match(&it) {
 				items = append(items, it)
 			}
 		}
@@ -249,13 +263,27 @@ func (s *Service) List(ctx context.Context, req api.ListRequest) (api.ListReply,
 	default:
 		return rep, nil // no chain has another status
 	}
-	total, err := s.listTotal(ctx, req, match)
-	if err != nil {
-		return api.ListReply{}, err
+	if !req.From.IsZero() || !req.To.IsZero() || ids.set {
+		// The total needs a scan of the whole stream: one scan counts
+		// the matches and fills the page (those below the cursor).
+		full := false
+		err := s.scanChains(ctx, ids.scanDomain(req.Domain), math.MaxUint64, func(it listItem) bool {
+			if match(&it) {
+				rep.Total++
+				if it.seq < before && !full {
+					full = !add(it)
+				}
+			}
+			return true
+		})
+		if err != nil {
+			return api.ListReply{}, err
+		}
+		return rep, nil
 	}
-	rep.Total = total
-	err = s.scanChains(ctx, req.Domain, before-1, func(it listItem) bool {
-		return !match(&it.Summary) || add(it)
+	rep.Total = s.listTotal(req, match)
+	err = s.scanChains(ctx, ids.scanDomain(req.Domain), before-1, func(it listItem) bool {
+		return !match(&it) || add(it)
 	})
 	if err != nil {
 		return api.ListReply{}, err
@@ -264,25 +292,16 @@ func (s *Service) List(ctx context.Context, req api.ListRequest) (api.ListReply,
 }
 
 // listTotal counts the chains that match a list request that may include
-// resolved chains: the unresolved ones from the index and the resolved
-// ones from the groups' aggregates, or with a time range by a scan of the
-// whole stream.
-func (s *Service) listTotal(ctx context.Context, req api.ListRequest, match func(*api.Summary) bool) (int, error) {
+// resolved chains, without a time range or identifier filters (whose
+// totals List counts in its scan of the whole stream): the unresolved
+// ones from the index and the resolved ones from the groups' aggregates.
+func (s *Service) listTotal(req api.ListRequest, match func(*listItem) bool) int {
 	total := 0
-	if !req.From.IsZero() || !req.To.IsZero() {
-		err := s.scanChains(ctx, req.Domain, math.MaxUint64, func(it listItem) bool {
-			if match(&it.Summary) {
-				total++
-			}
-			return true
-		})
-		return total, err
-	}
 	s.index.mu.RLock()
 	defer s.index.mu.RUnlock()
 	if req.Status == "" {
 		for _, e := range s.index.chains {
-			if it := summary(e); match(&it.Summary) {
+			if it := summary(e); match(&it) {
 				total++
 			}
 		}
@@ -293,7 +312,7 @@ func (s *Service) listTotal(ctx context.Context, req api.ListRequest, match func
 			total += g.total
 		}
 	}
-	return total, nil
+	return total
 }
 
 // scanChains hands fn every chain of QUARANTINE (in domain, or all) whose

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -193,8 +194,12 @@ func (c *Console) handleGroups(w http.ResponseWriter, r *http.Request, s *sessio
 // recordsQuery is the Records page's filter, sort and page.
 type recordsQuery struct {
 	Domain, Class, Status, Code, Party, From, To, Search string
-	Sort, Dir, Cursor                                    string
-	Limit                                                int
+	// NDC, Lot, Registrant, TxID, GTIN, Serial, SSCC and TLC find events by
+	// business identifiers (api.ListRequest's identifier filters, which
+	// the auditor normalizes).
+	NDC, Lot, Registrant, TxID, GTIN, Serial, SSCC, TLC string
+	Sort, Dir, Cursor                                   string
+	Limit                                               int
 }
 
 // recordColumns are the sortable columns of the Records page.
@@ -205,6 +210,9 @@ func parseRecordsQuery(r *http.Request) (recordsQuery, api.ListRequest, error) {
 	rq := recordsQuery{
 		Domain: q.Get("domain"), Class: q.Get("class"), Status: q.Get("status"), Code: q.Get("code"),
 		Party: q.Get("party"), From: q.Get("from"), To: q.Get("to"), Search: strings.TrimSpace(q.Get("q")),
+		NDC: strings.TrimSpace(q.Get("ndc")), Lot: strings.TrimSpace(q.Get("lot")), Registrant: strings.TrimSpace(q.Get("registrant")),
+		TxID: strings.TrimSpace(q.Get("txid")), GTIN: strings.TrimSpace(q.Get("gtin")), Serial: strings.TrimSpace(q.Get("serial")),
+		SSCC: strings.TrimSpace(q.Get("sscc")), TLC: strings.TrimSpace(q.Get("tlc")),
 		Sort: q.Get("sort"), Dir: q.Get("dir"), Cursor: q.Get("cursor"), Limit: 50,
 	}
 	if !slices.Contains(recordColumns, rq.Sort) {
@@ -216,7 +224,8 @@ func parseRecordsQuery(r *http.Request) (recordsQuery, api.ListRequest, error) {
 	if n, err := strconv.Atoi(q.Get("limit")); err == nil && n > 0 {
 		rq.Limit = min(n, 1000)
 	}
-	req := api.ListRequest{Domain: rq.Domain, Class: rq.Class, Status: rq.Status, Code: rq.Code, Supplier: rq.Party, Limit: rq.Limit, Cursor: rq.Cursor}
+	req := api.ListRequest{Domain: rq.Domain, Class: rq.Class, Status: rq.Status, Code: rq.Code, Supplier: rq.Party, Limit: rq.Limit, Cursor: rq.Cursor,
+		NDC: rq.NDC, Lot: rq.Lot, Registrant: rq.Registrant, TransactionID: rq.TxID, GTIN: rq.GTIN, Serial: rq.Serial, SSCC: rq.SSCC, TLC: rq.TLC}
 	for _, b := range []struct {
 		in  string
 		out *time.Time
@@ -253,6 +262,7 @@ func (q recordsQuery) URL(path string, pairs ...string) string {
 	m := map[string]string{
 		"domain": q.Domain, "class": q.Class, "status": q.Status, "code": q.Code, "party": q.Party,
 		"from": q.From, "to": q.To, "q": q.Search, "sort": q.Sort, "dir": q.Dir, "cursor": q.Cursor,
+		"ndc": q.NDC, "lot": q.Lot, "registrant": q.Registrant, "txid": q.TxID, "gtin": q.GTIN, "serial": q.Serial, "sscc": q.SSCC, "tlc": q.TLC,
 	}
 	for i := 0; i+1 < len(pairs); i += 2 {
 		m[pairs[i]] = pairs[i+1]
@@ -295,6 +305,9 @@ type recordsData struct {
 	Statuses   []string
 	Classes    []string
 }
+
+// Idents are the identifiers of a listed event, in the order shown.
+func (d *recordsData) Idents(s api.Summary) [][2]string { return identifierList(s.Identifiers) }
 
 // listRecords runs the Records query: one page, searched and sorted.
 func (c *Console) listRecords(r *http.Request, s *session) (recordsQuery, api.ListReply, error) {
@@ -370,15 +383,44 @@ func (c *Console) handleRecordsCSV(w http.ResponseWriter, r *http.Request, s *se
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Content-Disposition", `attachment; filename="records.csv"`)
 	cw := csv.NewWriter(w)
-	_ = cw.Write(append(slices.Clone(recordColumns), "records", "last_hash"))
+	_ = cw.Write(append(slices.Clone(recordColumns), "records", "last_hash", "identifiers"))
 	for _, it := range rep.Items {
 		_ = cw.Write([]string{
 			csvSafe(it.DLQID), csvSafe(it.Domain), csvSafe(it.Class), csvSafe(it.Status), csvSafe(it.ErrorCode), csvSafe(it.PartyID),
 			strconv.Itoa(it.RedriveCount), it.QuarantinedAt.UTC().Format(time.RFC3339Nano), it.LastChange.UTC().Format(time.RFC3339Nano),
-			strconv.Itoa(it.Records), it.LastHash,
+			strconv.Itoa(it.Records), it.LastHash, csvSafe(identifierPairs(it.Identifiers)),
 		})
 	}
 	cw.Flush()
+}
+
+// identifierOrder is the order a listing's identifiers are shown in.
+var identifierOrder = []string{"ndc11", "lot", "gtin", "serial", "sscc", "tlc"}
+
+// identifierList returns a listing's identifiers as name/value pairs in
+// identifierOrder (then any other, by name).
+func identifierList(ids map[string]string) [][2]string {
+	var out [][2]string
+	for _, k := range identifierOrder {
+		if v, ok := ids[k]; ok {
+			out = append(out, [2]string{k, v})
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(ids)) {
+		if !slices.Contains(identifierOrder, k) {
+			out = append(out, [2]string{k, ids[k]})
+		}
+	}
+	return out
+}
+
+// identifierPairs is identifierList as "name=value" separated by spaces.
+func identifierPairs(ids map[string]string) string {
+	var parts []string
+	for _, p := range identifierList(ids) {
+		parts = append(parts, p[0]+"="+p[1])
+	}
+	return strings.Join(parts, " ")
 }
 
 // csvSafe defuses a cell a spreadsheet would read as a formula.

@@ -60,6 +60,8 @@ func TestUsage(t *testing.T) {
 		{"export bad since", []string{"export", "--reason", "r", "--out", "x.csv", "--since", "yesterday"}, 2, "--since"},
 		{"verify-export without key", []string{"verify-export", "x.jsonl"}, 2, "--pubkey is required"},
 		{"publish type without domain", []string{"publish", "--type", "dispense", "-"}, 2, "--type needs --domain"},
+		{"find without identifier", []string{"find", "--state", "open"}, 2, "give at least one identifier"},
+		{"find bad state", []string{"find", "--ndc", "0409-4888-20", "--state", "lost"}, 2, "--state must be one of"},
 		{"no server", []string{"-s", nowhere, "ls"}, 1, "connect nats://127.0.0.1:1"},
 		{"no server json", []string{"-s", nowhere, "-o", "json", "verify"}, 1, `{"error":{"code":"CONNECT"`},
 	}

@@ -471,6 +471,34 @@ type ListRequest struct {
 	Records  bool   `json:"records,omitempty"`
 	AfterSeq uint64 `json:"after_seq,omitempty"`
 	DLQID    string `json:"dlq_id,omitempty"`
+	// Identifier filters: find the events of a business object, the way
+	// a recall or a suspect-product investigation starts (dlqctl find).
+	// The auditor normalizes them as the domains do, so a person can
+	// paste what they hold: NDC in any FDA layout (→ NDC-11), Registrant
+	// a DEA number (any case), TransactionID with Registrant (matched
+	// through the idempotency key, never stored in a listing), GTIN a
+	// GTIN-8/12/13/14 (→ GTIN-14) or an SGTIN EPC URN or GS1 Digital
+	// Link URI (which also gives the serial), Serial a serial number, SSCC
+	// an aggregation's container (18 digits, an SSCC EPC URN or a Digital
+	// Link /00/ URI), TLC an FSMA traceability lot code, Lot a pharmacy
+	// lot or an FSMA TLC.
+	// They match the identifiers the event's ordering key and party name
+	// (Summary.Identifiers), never a payload; every filter given must
+	// match; identifiers of two domains in one request are refused.
+	NDC           string `json:"ndc,omitempty"`
+	Lot           string `json:"lot,omitempty"`
+	Registrant    string `json:"registrant,omitempty"`
+	TransactionID string `json:"transaction_id,omitempty"`
+	GTIN          string `json:"gtin,omitempty"`
+	Serial        string `json:"serial,omitempty"`
+	SSCC          string `json:"sscc,omitempty"`
+	TLC           string `json:"tlc,omitempty"`
+}
+
+// HasIdentifiers reports whether r filters by a domain identifier.
+func (r ListRequest) HasIdentifiers() bool {
+	return r.NDC != "" || r.Lot != "" || r.Registrant != "" || r.TransactionID != "" || r.GTIN != "" || r.Serial != "" ||
+		r.SSCC != "" || r.TLC != ""
 }
 
 // RecordSummary is one record of QUARANTINE in a records list
@@ -513,6 +541,13 @@ type Summary struct {
 	QuarantinedAt time.Time `json:"quarantined_at"`
 	LastChange    time.Time `json:"last_change"`
 	LastHash      string    `json:"last_hash"`
+	// Identifiers are the business identifiers the event's ordering key
+	// and party name (the ordering key is what audit.get shows without a
+	// payload read), under the envelope's names: pharmacy "ndc11" and
+	// "lot", DSCSA "gtin" and "serial" (an aggregation's container:
+	// "sscc"), FSMA "tlc" (the supplier is
+	// PartyID). Empty when the payload did not give them.
+	Identifiers map[string]string `json:"identifiers,omitempty"`
 }
 
 // ListReply is one page; NextCursor is "" on the last page.

@@ -1008,8 +1008,53 @@ func TestConsole(t *testing.T) {
 		}
 	})
 
+	var findPath string
+	t.Run("find a record by NDC and lot pasted into the Records search", func(t *testing.T) {
+		op.t = t
+		nc, err := st.ConnectAs(string(access.RolePublisher))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		// A dispense that fails validation (no actor_id), of an NDC and a
+		// lot a recall names; its transaction id is a payload value.
+		const lot = `A1&B<2> Müller`
+		doc, _ := json.Marshal(map[string]string{"transaction_id": "TX-FIND-SECRET", "registrant_dea": "BW4829137",
+			"ndc": "00409-4888-20", "lot": lot, "expiry": "2027-01-31", "quantity_delta": "-2", "unit": "EA",
+			"event_type": "dispense", "dea_schedule": "II", "occurred_at": "2025-03-14T15:42:10Z"})
+		if _, err := nc.Request("events.pharmacy.dispense", doc, 30*time.Second); err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+		op.open("/records")
+		op.do(chromedp.SendKeys(chromedp.CSS("#r-ndc"), "0409-4888-20"), chromedp.SendKeys(chromedp.CSS("#r-lot"), lot))
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			op.submit(`form.filters button[type=submit]`, "main h1")
+			if strings.Contains(op.html(), "<code>00409488820</code>") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the event is not found after 30 s:\n%s", op.text("main"))
+			}
+		}
+		if got := op.text("table.records td.idents"); !strings.Contains(got, "00409488820") || !strings.Contains(got, lot) {
+			t.Errorf("identifiers cell %q", got)
+		}
+		if rows := eval[int](op, `document.querySelectorAll("table.records tbody tr").length`); rows != 1 {
+			t.Errorf("%d rows, want 1", rows)
+		}
+		if strings.Contains(op.html(), "TX-FIND-SECRET") {
+			t.Error("the search page shows the transaction id, a payload value")
+		}
+		if got := eval[string](op, `document.querySelector("#r-lot").value`); got != lot {
+			t.Errorf("the lot field holds %q after the search", got)
+		}
+		findPath = eval[string](op, `location.pathname + location.search`)
+		op.screenshot("records-find")
+	})
+
 	pages := []string{"/", "/groups", "/records", recordPath, "/drains", drainPath, "/audit", "/approvals", "/holds"}
-	for _, p := range []string{correctedPath, canaryPath, approvalPath, heldPath} {
+	for _, p := range []string{correctedPath, canaryPath, approvalPath, heldPath, findPath} {
 		if p != "" {
 			pages = append(pages, p)
 		}

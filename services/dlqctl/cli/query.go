@@ -56,26 +56,9 @@ the next page is printed.`,
 			if req.Limit < 0 || req.Limit > 1000 {
 				return usageErrorf("--limit must be 1..1000")
 			}
-			c, err := a.connect()
+			out, err := a.listPages(cmd.Context(), req, all)
 			if err != nil {
 				return err
-			}
-			defer c.Close()
-			var out api.ListReply
-			for {
-				var page api.ListReply
-				if err := c.Request(cmd.Context(), api.AuditList, req, &page); err != nil {
-					return err
-				}
-				out.Items = append(out.Items, page.Items...)
-				out.Total, out.NextCursor = page.Total, page.NextCursor
-				if !all || page.NextCursor == "" {
-					break
-				}
-				req.Cursor = page.NextCursor
-			}
-			if out.Items == nil {
-				out.Items = []api.Summary{}
 			}
 			if a.json() {
 				return a.printJSON(out)

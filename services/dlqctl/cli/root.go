@@ -275,6 +275,7 @@ code CONNECT.`,
 	root.AddCommand(
 		a.publishCommand(),
 		a.lsCommand(),
+		a.findCommand(),
 		a.groupsCommand(),
 		a.showCommand(),
 		a.drainCommand(),
