@@ -293,6 +293,9 @@ func (c *committer) ledgerMsg(env envelope.Envelope, data []byte, sourceSeq uint
 	if dlqID != "" {
 		m.Header.Set(envelope.DLQID, dlqID)
 	}
+	if env.Publisher != "" {
+		m.Header.Set(envelope.Publisher, env.Publisher)
+	}
 	m.Header.Set(jetstream.MsgIDHeader, env.IdempotencyKey)
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
 	return m

@@ -358,6 +358,10 @@ func (s *Stack) Run(ctx context.Context) error {
 	}
 	vcfg := s.cfg.Validator
 	vcfg.Provision, vcfg.CreateConsumer = false, false
+	if vcfg.Publishers == nil && vcfg.PublishersFile == "" {
+		// The parties of the publishers of the credentials file.
+		vcfg.Publishers = access.PublisherTable(creds.People)
+	}
 	if vcfg.TracerProvider == nil {
 		if vcfg.TracerProvider, err = tracing("validator", validator.Version); err != nil {
 			return err
