@@ -155,7 +155,7 @@ type listItem struct {
 
 func summary(e *entry) listItem {
 	return listItem{api.Summary{DLQID: e.dlqID, Domain: e.domain, Class: e.class, Status: string(e.status), ErrorCode: e.code,
-		PartyID: e.party, RedriveCount: e.redrives, Records: e.records, FirstSeen: e.firstSeen,
+		PartyID: e.party, Publisher: e.publisher, RedriveCount: e.redrives, Records: e.records, FirstSeen: e.firstSeen,
 		QuarantinedAt: e.quarantinedAt, LastChange: e.lastChange, LastHash: e.lastHash}, e.seq}
 }
 
@@ -167,7 +167,7 @@ func serverSummary(seq uint64, first, last chain.Head) listItem {
 		party = first.PartyID
 	}
 	return listItem{api.Summary{DLQID: first.DLQID, Domain: first.Domain, Class: string(last.Class), Status: string(last.Status()),
-		ErrorCode: string(last.ErrorCode), PartyID: party, RedriveCount: last.RedriveCount, Records: last.Index + 1,
+		ErrorCode: string(last.ErrorCode), PartyID: party, Publisher: first.Publisher, RedriveCount: last.RedriveCount, Records: last.Index + 1,
 		FirstSeen: first.FirstSeen.UTC(), QuarantinedAt: first.QuarantinedAt.UTC(), LastChange: last.QuarantinedAt.UTC(),
 		LastHash: last.AuditHash}, seq}
 }
@@ -211,7 +211,7 @@ func (s *Service) List(ctx context.Context, req api.ListRequest) (api.ListReply,
 	match := func(it *api.Summary) bool {
 		return (req.Domain == "" || it.Domain == req.Domain) && (req.Class == "" || it.Class == req.Class) &&
 			(req.Code == "" || it.ErrorCode == req.Code) && (req.Supplier == "" || it.PartyID == req.Supplier) &&
-			(req.Status == "" || it.Status == req.Status) &&
+			(req.Publisher == "" || it.Publisher == req.Publisher) && (req.Status == "" || it.Status == req.Status) &&
 			(req.From.IsZero() || !it.QuarantinedAt.Before(req.From)) && (req.To.IsZero() || !it.QuarantinedAt.After(req.To))
 	}
 	rep := api.ListReply{Items: []api.Summary{}}
@@ -269,7 +269,8 @@ func (s *Service) List(ctx context.Context, req api.ListRequest) (api.ListReply,
 // whole stream.
 func (s *Service) listTotal(ctx context.Context, req api.ListRequest, match func(*api.Summary) bool) (int, error) {
 	total := 0
-	if !req.From.IsZero() || !req.To.IsZero() {
+	// The resolved groups' aggregates count no time and no publisher.
+	if !req.From.IsZero() || !req.To.IsZero() || req.Publisher != "" {
 		err := s.scanChains(ctx, req.Domain, math.MaxUint64, func(it listItem) bool {
 			if match(&it.Summary) {
 				total++

@@ -48,6 +48,7 @@ func FromFailure(f Failure, now time.Time) Record {
 			r.EventTime = &t
 		}
 	}
+	r.Publisher = envelope.PublisherOf(f.Subject, f.Headers)
 	r.TraceID, r.SpanID = ParseTraceparent(header(f.Headers, envelope.Traceparent))
 	if f.Payload != nil {
 		// An original that could not be fetched has no payload, not an empty one.

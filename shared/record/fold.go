@@ -68,6 +68,8 @@ type State struct {
 	OrderingKey    string     `json:"ordering_key,omitempty"`
 	PartyID        string     `json:"party_id,omitempty"`
 	EventTime      *time.Time `json:"event_time,omitempty"`
+	// Publisher is the original event's publisher (record 0).
+	Publisher string `json:"publisher,omitempty"`
 	// Payload is the effective payload: the latest correction, else the
 	// original. Corrected tells which. OriginalPayload is record 0's.
 	Payload         *Payload `json:"payload,omitempty"`
@@ -169,7 +171,7 @@ func start(r Record) (State, error) {
 		DLQID: r.DLQID, Domain: r.Domain, Class: r.Class, Status: StatusOpen,
 		ErrorCode: r.ErrorCode, ErrorDetail: r.ErrorDetail, RedriveCount: r.RedriveCount,
 		FirstSeen: r.FirstSeen, QuarantinedAt: r.QuarantinedAt,
-		IdempotencyKey: r.IdempotencyKey, OrderingKey: r.OrderingKey, PartyID: r.PartyID,
+		IdempotencyKey: r.IdempotencyKey, OrderingKey: r.OrderingKey, PartyID: r.PartyID, Publisher: r.Publisher,
 		EventTime: clonePtr(r.EventTime), Payload: clonePtr(r.Payload), OriginalPayload: clonePtr(r.Payload),
 		Headers:       cloneHeaders(r.Headers),
 		SourceSubject: r.SourceSubject, SourceStream: r.SourceStream, SourceSeq: r.SourceSeq,
