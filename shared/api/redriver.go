@@ -311,6 +311,10 @@ type Blocker struct {
 	// ReasonLegalHold; one of them when several do).
 	HoldID string `json:"hold_id,omitempty"`
 	CaseID string `json:"case_id,omitempty"`
+	// PartyID is the blocker's party (registrant, owning party,
+	// supplier), when known: where a domain's order crosses parties (a
+	// DSCSA serial), the events it holds may be another party's.
+	PartyID string `json:"party_id,omitempty"`
 	// Holds counts the selected events it holds.
 	Holds int `json:"holds"`
 }
