@@ -450,6 +450,17 @@ type RedriveReply struct {
 	EventsSeq uint64 `json:"events_seq,omitempty"`
 }
 
+// DismissRequest closes a chain for good without committing its event
+// (dismiss): it is never replayed and holds no later event of its
+// ordering key.
+type DismissRequest struct {
+	DLQID string `json:"dlq_id"`
+	// Actor is ignored: the dismissed record names the authenticated
+	// caller. Reason is required.
+	Actor  string `json:"actor,omitempty"`
+	Reason string `json:"reason"`
+}
+
 // ReleaseRequest moves a poison event back to redrivable (release).
 type ReleaseRequest struct {
 	DLQID string `json:"dlq_id"`

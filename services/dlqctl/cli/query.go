@@ -239,6 +239,7 @@ func (a *app) printShow(s output.Show, payload bool) {
 	t.row("KEY", st.IdempotencyKey)
 	t.row("ORDERING KEY", st.OrderingKey)
 	t.row("SUPPLIER", st.PartyID)
+	t.row("PUBLISHER", st.Publisher)
 	if st.EventTime != nil {
 		t.row("EVENT TIME", fmtTime(*st.EventTime))
 	}
