@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
@@ -102,6 +103,14 @@ func TestPublisherBoundToParties(t *testing.T) {
 			env, err := g.Check(subjects.Event("pharmacy", "dispense"), data)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// The dry run answers as the publish will.
+			m, err := e.conn(t, tc.publisher).Request("validator.check.pharmacy.dispense", data, 10*time.Second)
+			if err != nil {
+				t.Fatalf("validator.check: %v", err)
+			}
+			if got := m.Header.Get(micro.ErrorCodeHeader); got != string(tc.want) {
+				t.Errorf("validator.check as %s: code %q, want %q", tc.publisher, got, tc.want)
 			}
 			ledgerBefore, _ := e.msgs(t, subjects.LedgerStream)
 			e.publishAs(t, tc.publisher, subjects.Event("pharmacy", "dispense"), data)
