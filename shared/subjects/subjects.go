@@ -137,6 +137,17 @@ func Published(publisher, domain, eventType string) string {
 	return "events." + publisher + "." + domain + "." + eventType
 }
 
+// AsPublished returns subject as its publisher published it: a Published
+// subject without the publisher token ("events.<domain>.<event_type>"),
+// any other subject as it is. Span names use it, so the consumer's span
+// is named as the publisher's.
+func AsPublished(subject string) string {
+	if p := PublisherOf(subject); p != "" {
+		return "events." + subject[len("events.")+len(p)+1:]
+	}
+	return subject
+}
+
 // PublishedBy covers the events of one publisher: "events.<publisher>.>".
 func PublishedBy(publisher string) string { return "events." + publisher + ".>" }
 

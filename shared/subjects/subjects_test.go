@@ -44,6 +44,12 @@ func TestParseEvent(t *testing.T) {
 	if got := DomainOf(Published("fsma", "pharmacy", "x"), []string{"fsma", "pharmacy"}); got != "pharmacy" {
 		t.Errorf("DomainOf published = %q", got)
 	}
+	if got := AsPublished(Published("p", "pharmacy", "dispense")); got != Event("pharmacy", "dispense") {
+		t.Errorf("AsPublished = %q", got)
+	}
+	if got := AsPublished(Redriven("fsma", "x", "fsma_1", 2)); got != Redriven("fsma", "x", "fsma_1", 2) {
+		t.Errorf("AsPublished of a replay = %q", got)
+	}
 	for subject, want := range map[string]string{
 		Published("publisher-bw4829137", "pharmacy", "dispense"): "publisher-bw4829137",
 		Event("pharmacy", "dispense"):                            "",
