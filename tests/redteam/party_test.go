@@ -46,9 +46,9 @@ func pharmacyEvent(registrant, lot, occurred string, failing bool) []byte {
 	return b
 }
 
-// publishAs publishes data on subject as person, through its import, and
-// waits until the validator settled it.
-func (e *env) publishAs(tb testing.TB, person, subject string, data []byte) {
+// publishAs publishes data on subject as person, through its import,
+// waits until the validator settled it and returns its EVENTS sequence.
+func (e *env) publishAs(tb testing.TB, person, subject string, data []byte) uint64 {
 	tb.Helper()
 	js, err := jetstream.New(e.conn(tb, person))
 	if err != nil {
@@ -59,6 +59,7 @@ func (e *env) publishAs(tb testing.TB, person, subject string, data []byte) {
 		tb.Fatalf("publish as %s: %v", person, err)
 	}
 	e.settled(tb, ack.Sequence)
+	return ack.Sequence
 }
 
 // waitChain waits until audit.get answers the chain id.
@@ -113,7 +114,7 @@ func TestPublisherBoundToParties(t *testing.T) {
 				t.Errorf("validator.check as %s: code %q, want %q", tc.publisher, got, tc.want)
 			}
 			ledgerBefore, _ := e.msgs(t, subjects.LedgerStream)
-			e.publishAs(t, tc.publisher, subjects.Event("pharmacy", "dispense"), data)
+			seq := e.publishAs(t, tc.publisher, subjects.Event("pharmacy", "dispense"), data)
 			stored := subjects.Published(tc.publisher, "pharmacy", "dispense")
 			ls, err := e.admin.Stream(context.Background(), subjects.LedgerStream)
 			if err != nil {
@@ -155,6 +156,23 @@ func TestPublisherBoundToParties(t *testing.T) {
 			}
 			if _, err := ls.GetLastMsgForSubject(context.Background(), subjects.Ledger("pharmacy", env.IdempotencyKey)); err == nil {
 				t.Error("the other party's key was committed")
+			}
+			// Reconcile finds the event in its chain (open), not unaccounted.
+			var rec api.ReconcileReply
+			if code := e.request(t, string(access.RoleViewer), api.AuditReconcile, api.ReconcileRequest{IDs: true, Grace: "0s"}, &rec); code != "" {
+				t.Fatalf("audit.reconcile: %s", code)
+			}
+			for _, u := range rec.Unaccounted {
+				if u.Seq == seq {
+					t.Errorf("reconcile lists the event as unaccounted: %+v", u)
+				}
+			}
+			open := false
+			for _, o := range rec.IDs[api.ReconcileOpen] {
+				open = open || (o.Seq == seq && o.DLQID == id)
+			}
+			if !open {
+				t.Errorf("reconcile does not count EVENTS %d as open in %s", seq, id)
 			}
 		})
 	}
