@@ -110,3 +110,26 @@ func TestPublisherSubject(t *testing.T) {
 		})
 	}
 }
+
+// TestOldCredentialsGetParties: a credentials file written before
+// publishers named their parties gives the default publisher its default
+// parties on load (and keeps another publisher without any).
+func TestOldCredentialsGetParties(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "credentials.json")
+	old := []access.Person{{Name: "publisher", Role: access.RolePublisher}, {Name: "pharmacie-st-etienne", Role: access.RolePublisher}}
+	if _, err := access.LoadOrCreate(path, old, access.WithBcryptCost(access.MinBcryptCost)); err != nil {
+		t.Fatal(err)
+	}
+	sec, err := access.LoadOrCreate(path, access.DefaultPeople(), access.WithBcryptCost(access.MinBcryptCost))
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := access.PublisherTable(sec.People)
+	if !table.Allows("publisher", "pharmacy", "AB1234563") || table.Allows("pharmacie-st-etienne", "pharmacy", "AB1234563") {
+		t.Errorf("publisher table after load: %v", table)
+	}
+	again, err := access.LoadOrCreate(path, access.DefaultPeople(), access.WithBcryptCost(access.MinBcryptCost))
+	if err != nil || !access.PublisherTable(again.People).Allows("publisher", "fsma", "SUP-00417") {
+		t.Errorf("the parties were not saved: %v", err)
+	}
+}
