@@ -24,6 +24,7 @@ import (
 type entry struct {
 	dlqID, domain, class, code, party, key string
 	okey                                   string // ordering key: the identifiers a search matches
+	publisher                              string // of the original event
 	status                                 record.Status
 	redrives, records                      int
 	firstSeen, quarantinedAt, lastChange   time.Time
@@ -190,7 +191,8 @@ func (x *index) apply(seq uint64, raw []byte) {
 	}
 	if e == nil {
 		e = &entry{dlqID: r.DLQID, domain: r.Domain, firstSeen: r.FirstSeen.UTC(), quarantinedAt: r.QuarantinedAt.UTC(),
-			key: r.IdempotencyKey, sourceStream: r.SourceStream, sourceSeq: r.SourceSeq, status: record.StatusOpen, seq: seq}
+			key: r.IdempotencyKey, sourceStream: r.SourceStream, sourceSeq: r.SourceSeq, status: record.StatusOpen, seq: seq,
+			publisher: r.Publisher}
 		x.chains[r.DLQID] = e
 		x.domains[r.Domain] = true
 	}

@@ -159,7 +159,7 @@ type listItem struct {
 
 func summary(e *entry) listItem {
 	return listItem{api.Summary{DLQID: e.dlqID, Domain: e.domain, Class: e.class, Status: string(e.status), ErrorCode: e.code,
-		PartyID: e.party, RedriveCount: e.redrives, Records: e.records, FirstSeen: e.firstSeen,
+		PartyID: e.party, Publisher: e.publisher, RedriveCount: e.redrives, Records: e.records, FirstSeen: e.firstSeen,
 		QuarantinedAt: e.quarantinedAt, LastChange: e.lastChange, LastHash: e.lastHash}, e.seq, e.okey, e.key}
 }
 
@@ -171,7 +171,7 @@ func serverSummary(seq uint64, first, last chain.Head) listItem {
 		party = first.PartyID
 	}
 	return listItem{api.Summary{DLQID: first.DLQID, Domain: first.Domain, Class: string(last.Class), Status: string(last.Status()),
-		ErrorCode: string(last.ErrorCode), PartyID: party, RedriveCount: last.RedriveCount, Records: last.Index + 1,
+		ErrorCode: string(last.ErrorCode), PartyID: party, Publisher: first.Publisher, RedriveCount: last.RedriveCount, Records: last.Index + 1,
 		FirstSeen: first.FirstSeen.UTC(), QuarantinedAt: first.QuarantinedAt.UTC(), LastChange: last.QuarantinedAt.UTC(),
 		LastHash: last.AuditHash}, seq, cmp.Or(last.OrderingKey, first.OrderingKey), cmp.Or(last.IdempotencyKey, first.IdempotencyKey)}
 }
@@ -220,7 +220,7 @@ func (s *Service) List(ctx context.Context, req api.ListRequest) (api.ListReply,
 	match := func(it *listItem) bool {
 		return (req.Domain == "" || it.Domain == req.Domain) && (req.Class == "" || it.Class == req.Class) &&
 			(req.Code == "" || it.ErrorCode == req.Code) && (req.Supplier == "" || it.PartyID == req.Supplier) &&
-			(req.Status == "" || it.Status == req.Status) &&
+			(req.Publisher == "" || it.Publisher == req.Publisher) && (req.Status == "" || it.Status == req.Status) &&
 			(req.From.IsZero() || !it.QuarantinedAt.Before(req.From)) && (req.To.IsZero() || !it.QuarantinedAt.After(req.To)) &&
 			ids.match(it.Domain, it.okey, it.PartyID, it.key, it.DLQID)
 	}
@@ -263,7 +263,7 @@ func (s *Service) List(ctx context.Context, req api.ListRequest) (api.ListReply,
 	default:
 		return rep, nil // no chain has another status
 	}
-	if !req.From.IsZero() || !req.To.IsZero() || ids.set {
+	if !req.From.IsZero() || !req.To.IsZero() || ids.set || req.Publisher != "" {
 		// The total needs a scan of the whole stream: one scan counts
 		// the matches and fills the page (those below the cursor).
 		full := false
@@ -292,8 +292,8 @@ func (s *Service) List(ctx context.Context, req api.ListRequest) (api.ListReply,
 }
 
 // listTotal counts the chains that match a list request that may include
-// resolved chains, without a time range or identifier filters (whose
-// totals List counts in its scan of the whole stream): the unresolved
+// resolved chains, without a time range, identifier or publisher filters
+// (whose totals List counts in its scan of the whole stream): the unresolved
 // ones from the index and the resolved ones from the groups' aggregates.
 func (s *Service) listTotal(req api.ListRequest, match func(*listItem) bool) int {
 	total := 0

@@ -259,7 +259,54 @@ func (s *Service) classify(ctx context.Context, batch []event, now time.Time, gr
 	}
 	for i := range batch {
 		s.categorize(&batch[i], chains, now, grace)
+	}
+	if err := s.byBytes(ctx, batch, now, grace); err != nil {
+		return err
+	}
+	for i := range batch {
 		batch[i].data = nil
+	}
+	return nil
+}
+
+// byBytes looks again, under the id of its bytes, for an event that passed
+// the gate but that neither a commit from it nor a chain of its key
+// accounts for (categorized duplicate, pending or unaccounted), when its
+// subject names a publisher: the validator quarantines an event its
+// publisher may not publish (PARTY_NOT_AUTHORIZED) in a chain named by its
+// subject and bytes (record.DLQIDFor of a partial envelope), never by the
+// key of the party it names. A chain found there whose first record is
+// this very message categorizes the event.
+func (s *Service) byBytes(ctx context.Context, batch []event, now time.Time, grace time.Duration) error {
+	var again []event
+	var at []int
+	for i := range batch {
+		e := &batch[i]
+		switch e.category {
+		case api.ReconcileDuplicate, api.ReconcilePending, api.ReconcileUnaccounted:
+		default:
+			continue
+		}
+		if e.Key == "" || e.replayOf != "" || subjects.PublisherOf(e.Subject) == "" {
+			continue
+		}
+		c := *e
+		c.DLQID = record.PayloadDLQID(subjects.DomainOf(e.Subject, s.gate.Domains()), e.Subject, e.data)
+		again, at = append(again, c), append(at, i)
+	}
+	if len(again) == 0 {
+		return nil
+	}
+	chains, err := s.chainsOf(ctx, again)
+	if err != nil {
+		return err
+	}
+	for j, c := range again {
+		if v, ok := chains[c.DLQID]; ok && v.sourceStream == subjects.EventsStream && v.sourceSeq == c.Seq {
+			e := &batch[at[j]]
+			e.DLQID = c.DLQID
+			s.categorize(e, chains, now, grace)
+		}
 	}
 	return nil
 }

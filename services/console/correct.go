@@ -10,6 +10,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 // correction is the Record page's editor after a check: the corrected
@@ -61,9 +62,10 @@ func lineDiff(a, b string) (lines []diffLine, changed bool) {
 }
 
 // checkSubject is the validator's dry-run subject of a record from its
-// source subject (events.<domain>.<type>).
+// source subject (events.<domain>.<type>, or as stored with its
+// publisher's token, events.<publisher>.<domain>.<type>).
 func checkSubject(source string) (string, bool) {
-	rest, ok := strings.CutPrefix(source, "events.")
+	rest, ok := strings.CutPrefix(subjects.AsPublished(source), "events.")
 	if !ok || strings.Count(rest, ".") < 1 {
 		return "", false
 	}

@@ -35,6 +35,7 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("POST /records/{id}/reveal", c.authed(c.handleReveal))
 	mux.HandleFunc("POST /records/{id}/redrive", c.authed(c.handleRedrive))
 	mux.HandleFunc("POST /records/{id}/release", c.authed(c.handleRelease))
+	mux.HandleFunc("POST /records/{id}/dismiss", c.authed(c.handleDismiss))
 	mux.HandleFunc("POST /records/{id}/check", c.authed(c.handleCheck))
 	mux.HandleFunc("POST /records/{id}/correct", c.authed(c.handleCorrect))
 	mux.HandleFunc("GET /drains", c.authed(c.handleDrains))
@@ -469,6 +470,11 @@ func (d *recordData) Redrivable() bool {
 // Poison: the record needs a release.
 func (d *recordData) Poison() bool { return d.State.Status == record.StatusPoison }
 
+// Dismissable: the record's state allows a dismissal (open or poison).
+func (d *recordData) Dismissable() bool {
+	return d.State.Status == record.StatusOpen || d.State.Status == record.StatusPoison
+}
+
 // Validation: the record failed validation.
 func (d *recordData) Validation() bool { return d.State.Class == record.ClassValidation }
 
@@ -576,6 +582,16 @@ func (c *Console) handleRelease(w http.ResponseWriter, r *http.Request, s *sessi
 	_, err := call[api.ReleaseRequest, api.AppendReply](r.Context(), c, s, api.Release, req)
 	c.log.Info("release", "user", s.user, "dlq_id", id, "code", api.CodeOf(err))
 	c.afterAction(w, r, s, id, err, "Released.")
+}
+
+// handleDismiss closes a record for good without committing it (a second
+// person approves it unless the policy waives it).
+func (c *Console) handleDismiss(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	req := api.DismissRequest{DLQID: id, Reason: strings.TrimSpace(r.PostFormValue("reason"))}
+	_, err := call[api.DismissRequest, api.AppendReply](r.Context(), c, s, api.Dismiss, req)
+	c.log.Info("dismiss", "user", s.user, "dlq_id", id, "code", api.CodeOf(err))
+	c.afterAction(w, r, s, id, err, "Dismissed.")
 }
 
 // afterAction shows the record after an action, with its outcome or the

@@ -159,6 +159,7 @@ func (s *Service) lifecycleRecord(req api.AppendRequest, prev record.State) reco
 		IdempotencyKey: prev.IdempotencyKey,
 		OrderingKey:    prev.OrderingKey,
 		PartyID:        prev.PartyID,
+		Publisher:      prev.Publisher,
 		EventTime:      prev.EventTime,
 		RedriveCount:   prev.RedriveCount,
 		FirstSeen:      prev.FirstSeen,

@@ -47,7 +47,7 @@ func TestSameMalformedBytesOneChain(t *testing.T) {
 		t.Fatalf("dlq ids %s and %s", record.DLQIDFor(f1), record.DLQIDFor(f2))
 	}
 	r := e.allRecords(t)[0]
-	if r.PartyID != "BW4829137" || r.OrderingKey != "00406051201." || r.IdempotencyKey == "" || r.EventTime == nil {
+	if r.PartyID != "BW4829137" || r.OrderingKey != "BW4829137.00406051201." || r.IdempotencyKey == "" || r.EventTime == nil {
 		t.Errorf("record identity: party %q, ordering key %q, key %q, time %v", r.PartyID, r.OrderingKey, r.IdempotencyKey, r.EventTime)
 	}
 	verify(t, e.chainOf(t, "pharmacy", r.DLQID))

@@ -110,6 +110,7 @@ func (s *Service) decide(ch chain.Chain, f record.Failure, dlqID string) (*recor
 	fr := record.FromFailure(f, now)
 	r.TraceID, r.SpanID, r.Conflict = fr.TraceID, fr.SpanID, fr.Conflict
 	r.IdempotencyKey, r.OrderingKey, r.PartyID, r.EventTime = st.IdempotencyKey, st.OrderingKey, st.PartyID, st.EventTime
+	r.Publisher = st.Publisher
 	if f.RedriveCount >= s.cfg.RedriveCap {
 		r.Kind = record.KindPoisoned
 		r.Class = record.ClassPoison

@@ -379,6 +379,16 @@ func (s *Service) runApproved(ctx context.Context, a api.Approval) (string, erro
 			return "", err
 		}
 		return "released", nil
+	case api.ActionDismiss:
+		var req api.DismissRequest
+		if err := endpoint.Decode(a.Request, &req); err != nil {
+			return "", err
+		}
+		req.Actor = a.Requester
+		if _, err := s.dismiss(ctx, req, nil, &a); err != nil {
+			return "", err
+		}
+		return "dismissed", nil
 	}
 	return "", api.Errorf(api.ErrBadRequest, "approval %s: no action %s", a.ID, a.Action)
 }

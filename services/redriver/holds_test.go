@@ -35,7 +35,8 @@ func TestActiveHoldRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	legal := api.Blocker{DLQID: held, Reason: api.ReasonLegalHold, HoldID: h.ID, CaseID: "C-1"}
+	// The blocker names its party: the event it holds is another party's.
+	legal := api.Blocker{DLQID: held, Reason: api.ReasonLegalHold, HoldID: h.ID, CaseID: "C-1", PartyID: "P-HELD"}
 
 	for _, tc := range []struct {
 		name        string

@@ -247,6 +247,8 @@ func (s *Service) Run(ctx context.Context) (err error) {
 			Description: "replay one event, optionally with a corrected payload"}, s.handleRedrive),
 		endpoint.Add(srv, svc, endpoint.Spec{Name: "release", Subject: api.Release, Timeout: 20 * time.Second,
 			Description: "release a poison event back to redrivable"}, s.handleRelease),
+		endpoint.Add(srv, svc, endpoint.Spec{Name: "dismiss", Subject: api.Dismiss, Timeout: 20 * time.Second,
+			Description: "close a chain for good without committing it (a second person approves unless the policy waives it)"}, s.handleDismiss),
 		endpoint.Add(srv, svc, endpoint.Spec{Name: "approval-list", Subject: api.ApprovalList, Timeout: 10 * time.Second,
 			Description: "list two-person approvals (no values)"}, s.handleApprovalList),
 		endpoint.Add(srv, svc, endpoint.Spec{Name: "approval-get", Subject: api.ApprovalGet, Timeout: 10 * time.Second,

@@ -389,6 +389,11 @@ func (s *Service) startReplay(ctx context.Context, domain, id string, st record.
 	m.Data = p.data
 	m.Header.Set(envelope.DLQID, id)
 	m.Header.Set(envelope.RedriveCount, strconv.Itoa(n))
+	if st.Publisher != "" {
+		// The original's publisher: the validator checks the replay's
+		// party against it as it checked the original's.
+		m.Header.Set(envelope.Publisher, st.Publisher)
+	}
 	r := origin(chain.Chain{Domain: domain, DLQID: id, State: st})
 	r.Count = n
 	ctx, span := s.tr.StartRedrive(ctx, m, r)

@@ -118,6 +118,10 @@ type selection struct {
 	reasons []string
 	// codes are the error codes items refer to (interned like reasons).
 	codes []string
+	// parties maps the dlq id of every blocker read with a party to that
+	// party (blockerOf names it): kept for blockers alone, not in the
+	// compact items.
+	parties map[string]string
 }
 
 // chainKey is a standard dlq id, packed as in an item.
@@ -480,6 +484,12 @@ func (sel *selection) upsert(l chain.Head, reason string, blocker bool, seed map
 	}
 	if strings.Contains(reason, holdSep) {
 		flags |= flagLegalHold
+	}
+	if blocker && l.PartyID != "" {
+		if sel.parties == nil {
+			sel.parties = map[string]string{}
+		}
+		sel.parties[l.DLQID] = l.PartyID
 	}
 	it := packFields(l, flags, seed)
 	it.ord = sel.seen
@@ -846,7 +856,7 @@ func (sel *selection) blockerOf(it item) api.Blocker {
 	if int(it.reason) < len(sel.reasons) && it.reason != 0 {
 		reason = sel.reasons[it.reason]
 	}
-	b := api.Blocker{DLQID: id, Reason: reason}
+	b := api.Blocker{DLQID: id, Reason: reason, PartyID: sel.parties[id]}
 	if _, holdID := splitReason(reason); holdID != "" {
 		b.Reason, b.HoldID, b.CaseID = api.ReasonLegalHold, holdID, sel.holdCase[holdID]
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/deadletter/deadletter/shared/api"
@@ -392,4 +393,70 @@ func (s *Service) plan(ctx context.Context, f api.DrainFilter, ignoreOrder bool,
 		}
 	}
 	return p, nil
+}
+
+// handleDismiss records a person's decision to close a chain for good
+// without committing its event: a dismissed record (record.KindDismissed),
+// after a second person's approval unless the policy waives it.
+func (s *Service) handleDismiss(ctx context.Context, m endpoint.Meta, req api.DismissRequest) (api.AppendReply, error) {
+	id, err := s.caller(m, req.Actor, changeRoles)
+	if err != nil {
+		return api.AppendReply{}, err
+	}
+	if strings.TrimSpace(req.Reason) == "" {
+		return api.AppendReply{}, api.Errorf(api.ErrBadRequest, "a dismissal needs a reason")
+	}
+	// The record names the caller, never the request's free-text actor.
+	req.Actor = id.User
+	return s.dismiss(ctx, req, askerOf(id, m), nil)
+}
+
+// dismiss serves a dismissal whose Actor is the authenticated caller:
+// asked for by ask (it may then need approval), or, with ask nil, the
+// execution of signed approval ap (the dismissed record after the
+// approved one). Only an open or poison chain may be dismissed (one being
+// replayed waits for its outcome), and never one under a legal hold.
+func (s *Service) dismiss(ctx context.Context, req api.DismissRequest, ask *asker, ap *api.Approval) (api.AppendReply, error) {
+	ch, err := s.readFor(ctx, req.DLQID)
+	if err != nil {
+		return api.AppendReply{}, err
+	}
+	if err := checkSigned(ch, ap); err != nil {
+		return api.AppendReply{}, err
+	}
+	exp := len(ch.Records)
+	if ap != nil {
+		exp = ap.ChainRecords + 1
+		if approvedAt(ch, exp, record.KindDismissed, ap) {
+			r := ch.Records[exp]
+			return api.AppendReply{DLQID: r.DLQID, Index: r.Index, AuditHash: r.AuditHash, Status: ch.State.Status, Class: ch.State.Class}, nil
+		}
+	}
+	if err := s.refuseHeld(ctx, ch); err != nil {
+		return api.AppendReply{}, err
+	}
+	if st := ch.State.Status; st != record.StatusOpen && st != record.StatusPoison {
+		return api.AppendReply{}, api.Errorf(api.ErrInvalidTransition, "only an open or poison event can be dismissed; this one is %s", st)
+	}
+	if ask != nil {
+		if err := s.requireApproval(ctx, ask.who, approval.Action{Kind: api.ActionDismiss, Domain: ch.Domain}, approval.Request{
+			DLQID: req.DLQID, Domain: ch.Domain, ChainRecords: len(ch.Records), Body: ask.body, Reason: req.Reason,
+		}); err != nil {
+			return api.AppendReply{}, err
+		}
+	}
+	rctx, span := s.tr.StartLifecycle(ctx, "dismiss", origin(ch))
+	rep, err := s.chains.append(rctx, api.AppendRequest{
+		DLQID: req.DLQID, Domain: ch.Domain, Kind: record.KindDismissed, ExpectedIndex: &exp,
+		Actor: req.Actor, Reason: req.Reason,
+	})
+	if err != nil {
+		telemetry.Error(span, codeOf(err))
+	}
+	span.End()
+	if err != nil {
+		return api.AppendReply{}, api.Wrap(codeOf(err), err, err.Error())
+	}
+	s.log.Info("dismissal appended", "dlq_id", req.DLQID, "domain", ch.Domain, "actor", req.Actor, "index", rep.Index)
+	return rep, nil
 }

@@ -367,6 +367,9 @@ func (c *committer) ledgerMsg(env envelope.Envelope, data []byte, hash string, s
 		m.Header.Set(envelope.DLQID, dlqID)
 	}
 	m.Header.Set(envelope.ContentHash, hash)
+	if env.Publisher != "" {
+		m.Header.Set(envelope.Publisher, env.Publisher)
+	}
 	m.Header.Set(jetstream.MsgIDHeader, env.IdempotencyKey)
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
 	return m

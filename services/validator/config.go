@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/failpoint"
 	"github.com/deadletter/deadletter/shared/gate"
@@ -86,6 +87,18 @@ type Config struct {
 	// for development and tests; false under the trust boundary, where no
 	// service may create a consumer and the administrator provisions it.
 	CreateConsumer bool
+	// Publishers are the parties each publisher may publish for
+	// (access.PublisherTable, generated from the one access source): an
+	// event whose party its publisher may not speak for is quarantined
+	// PARTY_NOT_AUTHORIZED. Nil: no check (a server without the trust
+	// boundary, whose subjects name no publisher). An event whose subject
+	// names no publisher (published inside the services' account, by the
+	// break-glass admin) is not checked.
+	Publishers access.Publishers
+	// PublishersFile, when Publishers is nil, is where New reads them
+	// (access.WritePublishers; DEADLETTER_PUBLISHERS_FILE, the kit's
+	// services/publishers.json).
+	PublishersFile string
 	// Registerer receives the validator's metrics. Nil: not exported.
 	Registerer prometheus.Registerer
 	// TracerProvider receives the validator's spans (package

@@ -33,7 +33,7 @@ func TestValidationFailureIdentity(t *testing.T) {
 		want               want
 	}{
 		{name: "pharmacy missing lot", domain: "pharmacy", file: "MISSING_LOT--schedule-ii-without-lot.json",
-			want: want{party: "BW4829137", ordering: "00406051201.",
+			want: want{party: "BW4829137", ordering: "BW4829137.00406051201.",
 				fixOld: `"dea_schedule": "II"`, fixNew: `"dea_schedule": "II", "lot": "L1"`}},
 		{name: "fsma time without offset", domain: "fsma", file: "UNPARSEABLE_EVENT_TIME--no-offset.json",
 			want: want{party: "SUP-00417", ordering: "SUP-00417.00860001000030-RL250312A", noKey: true}},

@@ -31,6 +31,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/config"
@@ -92,6 +93,11 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	g, err := gate.New(cfg.MaxPayload)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Publishers == nil && cfg.PublishersFile != "" {
+		if cfg.Publishers, err = access.LoadPublishers(cfg.PublishersFile); err != nil {
+			return nil, fmt.Errorf("validator: %w", err)
+		}
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -282,10 +288,19 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 		return
 	}
 	dlqID, redrives := envelope.RedriveOf(m.Subject(), m.Headers())
+	publisher := envelope.PublisherOf(m.Subject(), m.Headers())
 	env, err := s.check(m.Subject(), m.Data())
+	if err == nil {
+		env.Publisher = publisher
+		err = s.authorize(env)
+	}
 	if err != nil {
 		defer end()
+		// Identified, not the checked envelope: an event its publisher
+		// may not publish gets a chain of its own (its bytes' hash),
+		// never one named by the key of the party it names.
 		id := s.gate.Identify(m.Subject(), m.Data())
+		id.Publisher = publisher
 		s.structural(ctx, m, meta, &id, dlqID, redrives, record.StageValidate, err, attempts)
 		return
 	}
@@ -373,6 +388,16 @@ func (s *Service) check(subject string, data []byte) (env envelope.Envelope, err
 		}
 	}()
 	return s.gate.Check(subject, data)
+}
+
+// authorize requires env's publisher to be one that may publish for its
+// party (Config.Publishers); without a table, or for an event whose
+// subject names no publisher, there is nothing to check.
+func (s *Service) authorize(env envelope.Envelope) error {
+	if s.cfg.Publishers == nil || env.Publisher == "" || s.cfg.Publishers.Allows(env.Publisher, env.Domain, env.PartyID) {
+		return nil
+	}
+	return codes.Errorf(codes.PartyNotAuthorized, "publisher %q may not publish %s events for the event's party", env.Publisher, env.Domain)
 }
 
 // endCommitSpan ends the span of one commit attempt, failed with its code
@@ -579,6 +604,13 @@ func (s *Service) handleCheck(r micro.Request) {
 	}
 	subject := "events." + r.Subject()[len("validator.check."):]
 	env, err := s.check(subject, r.Data())
+	if err == nil {
+		// A publisher's dry run answers as its publish would.
+		if caller, cerr := access.CallerOf(nats.Header(r.Headers())); cerr == nil && caller.Role == access.RolePublisher {
+			env.Publisher = caller.User
+			err = s.authorize(env)
+		}
+	}
 	if err != nil {
 		_ = r.Error(string(codes.Of(err)), codes.DetailOf(err), nil)
 		return

@@ -260,7 +260,7 @@ func ServiceEndpoints(name string) []string {
 
 // RedriverEndpoints are the subjects of the redriver's endpoints.
 func RedriverEndpoints() []string {
-	return []string{api.DrainStart, api.DrainStatus, api.DrainCancel, api.DrainResume, api.DrainList, api.Redrive, api.Release,
+	return []string{api.DrainStart, api.DrainStatus, api.DrainCancel, api.DrainResume, api.DrainList, api.Redrive, api.Release, api.Dismiss,
 		api.ApprovalList, api.ApprovalGet, api.ApprovalApprove, api.ApprovalReject, api.PolicyGet, api.PolicySet}
 }
 
@@ -305,7 +305,7 @@ func RoleEndpoints(r Role) []string {
 	case RolePublisher:
 		return []string{subjects.EventsAll, api.ValidatorCheckAll}
 	case RoleOperator:
-		return concat(readEndpoints(), []string{api.DrainStart, api.DrainCancel, api.DrainResume, api.Redrive, api.Release, api.AuditCheckpoint}, holdEndpoints())
+		return concat(readEndpoints(), []string{api.DrainStart, api.DrainCancel, api.DrainResume, api.Redrive, api.Release, api.Dismiss, api.AuditCheckpoint}, holdEndpoints())
 	case RoleInspector:
 		return concat(readEndpoints(), holdEndpoints())
 	case RoleApprover:

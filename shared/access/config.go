@@ -38,7 +38,11 @@ type confImportService struct {
 
 type confImport struct {
 	Service confImportService `json:"service"`
-	Share   bool              `json:"share,omitempty"`
+	// To is the subject the importing account publishes on, when it is
+	// not the service's subject (a publisher's events.> mapped to its own
+	// events.<name>.>).
+	To    string `json:"to,omitempty"`
+	Share bool   `json:"share,omitempty"`
 }
 
 type confAccount struct {
@@ -61,11 +65,25 @@ type Account struct {
 	Imports []string
 }
 
-// accountOf returns the account of a person role's users.
-func roleAccounts() []string {
-	out := make([]string, len(Roles))
-	for i, r := range Roles {
-		out[i] = RoleAccount(r)
+// roleAccounts returns the accounts of a role: one per publisher of
+// people for RolePublisher (PublisherAccount), the role's account for
+// another.
+func roleAccounts(r Role, people []Person) []string {
+	if r != RolePublisher {
+		return []string{RoleAccount(r)}
+	}
+	var out []string
+	for _, name := range publishers(people) {
+		out = append(out, PublisherAccount(name))
+	}
+	return out
+}
+
+// allRoleAccounts returns every person account of people.
+func allRoleAccounts(people []Person) []string {
+	var out []string
+	for _, r := range Roles {
+		out = append(out, roleAccounts(r, people)...)
 	}
 	return out
 }
@@ -75,20 +93,22 @@ func Accounts(people []Person) []Account {
 	svc := Account{Name: ServiceAccount, JetStream: true, Users: ServiceNames()}
 	out := []Account{svc}
 	for _, r := range Roles {
-		a := Account{Name: RoleAccount(r), Imports: append(RoleEndpoints(r), srv)}
-		for _, p := range people {
-			if p.Role == r {
-				a.Users = append(a.Users, p.Name)
+		for _, acc := range roleAccounts(r, people) {
+			a := Account{Name: acc, Imports: append(RoleEndpoints(r), srv)}
+			for _, p := range people {
+				if p.Role == r && (r != RolePublisher || PublisherAccount(p.Name) == acc) {
+					a.Users = append(a.Users, p.Name)
+				}
 			}
+			out = append(out, a)
 		}
-		out = append(out, a)
 	}
 	return out
 }
 
 // exports returns the services' account exports: each imported subject,
-// open to exactly the role accounts that import it.
-func exports() []confExport {
+// open to exactly the person accounts that import it.
+func exports(people []Person) []confExport {
 	var subjs []string
 	who := map[string][]string{}
 	for _, r := range Roles {
@@ -96,15 +116,28 @@ func exports() []confExport {
 			if _, ok := who[s]; !ok {
 				subjs = append(subjs, s)
 			}
-			who[s] = append(who[s], RoleAccount(r))
+			who[s] = append(who[s], roleAccounts(r, people)...)
 		}
 	}
 	out := make([]confExport, 0, len(subjs)+1)
 	for _, s := range subjs {
-		out = append(out, confExport{Service: s, Accounts: who[s]})
+		if len(who[s]) > 0 {
+			out = append(out, confExport{Service: s, Accounts: who[s]})
+		}
 	}
 	// Discovery answers come from every instance of every service.
-	return append(out, confExport{Service: srv, Accounts: roleAccounts(), ResponseType: "stream"})
+	return append(out, confExport{Service: srv, Accounts: allRoleAccounts(people), ResponseType: "stream"})
+}
+
+// roleImport is one import of a person account: events.> of a publisher
+// maps to its own events.<name>.> (no caller shared: a stream strips the
+// header, and writing it costs every publish); an endpoint learns the
+// caller (share: true).
+func roleImport(r Role, user, subject string) confImport {
+	if r == RolePublisher && subject == subjects.EventsAll {
+		return confImport{Service: confImportService{Account: ServiceAccount, Subject: subjects.PublishedBy(user)}, To: subject}
+	}
+	return confImport{Service: confImportService{Account: ServiceAccount, Subject: subject}, Share: subject != subjects.EventsAll}
 }
 
 // ServerConfig renders the accounts, users and permissions of sec as
@@ -112,8 +145,11 @@ func exports() []confExport {
 // server.Options.ProcessConfigString and for a cluster's configuration
 // files. There is no no_auth_user: every connection authenticates.
 func ServerConfig(sec *Secrets) (string, error) {
+	if err := checkPublishers(sec.People); err != nil {
+		return "", err
+	}
 	accounts := map[string]confAccount{}
-	svc := confAccount{JetStream: "enabled", Exports: exports()}
+	svc := confAccount{JetStream: "enabled", Exports: exports(sec.People)}
 	for _, s := range Specs() {
 		sc, ok := sec.Users[s.Name]
 		if !ok {
@@ -137,32 +173,35 @@ func ServerConfig(sec *Secrets) (string, error) {
 	}
 	accounts[ServiceAccount] = svc
 	for _, r := range Roles {
-		acc := confAccount{Users: []confUser{}}
 		imports := append(RoleEndpoints(r), srv)
-		for _, s := range imports {
-			// Endpoints learn the caller (share: true); events need not:
-			// a stream strips the header, and writing it costs every publish.
-			acc.Imports = append(acc.Imports, confImport{
-				Service: confImportService{Account: ServiceAccount, Subject: s}, Share: s != subjects.EventsAll,
-			})
-		}
-		for _, p := range sec.People {
-			if p.Role != r {
-				continue
+		for _, name := range roleAccounts(r, sec.People) {
+			acc := confAccount{Users: []confUser{}}
+			// A publisher's account imports its own events subject.
+			pub := ""
+			if r == RolePublisher {
+				pub = name[len(publisherAccountPrefix):]
 			}
-			sc, ok := sec.Users[p.Name]
-			if !ok || sc.Bcrypt == "" {
-				return "", fmt.Errorf("access: no password hash for %s", p.Name)
+			for _, s := range imports {
+				acc.Imports = append(acc.Imports, roleImport(r, pub, s))
 			}
-			acc.Users = append(acc.Users, confUser{
-				User: p.Name, Password: sc.Bcrypt,
-				Permissions: &permissions{
-					Publish:   Rule{Allow: slices.Clone(imports)},
-					Subscribe: Rule{Allow: []string{inboxAll(p.Name)}},
-				},
-			})
+			for _, p := range sec.People {
+				if p.Role != r || (r == RolePublisher && p.Name != pub) {
+					continue
+				}
+				sc, ok := sec.Users[p.Name]
+				if !ok || sc.Bcrypt == "" {
+					return "", fmt.Errorf("access: no password hash for %s", p.Name)
+				}
+				acc.Users = append(acc.Users, confUser{
+					User: p.Name, Password: sc.Bcrypt,
+					Permissions: &permissions{
+						Publish:   Rule{Allow: slices.Clone(imports)},
+						Subscribe: Rule{Allow: []string{inboxAll(p.Name)}},
+					},
+				})
+			}
+			accounts[name] = acc
 		}
-		accounts[RoleAccount(r)] = acc
 	}
 	for _, p := range sec.People {
 		if _, ok := RoleOfAccount(RoleAccount(p.Role)); !ok {

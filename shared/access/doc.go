@@ -3,6 +3,8 @@ package access
 import (
 	"fmt"
 	"strings"
+
+	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 // DocBegin and DocEnd are the markers around the generated tables in README.md and deploy/README.md;
@@ -21,6 +23,11 @@ func DocTables() string {
 		payload := "no"
 		if r.ReadsPayloads() {
 			payload = "yes (`audit.get` with `include_payload`, `audit.export`; with a reason, recorded in AUDIT first)"
+		}
+		if r == RolePublisher {
+			fmt.Fprintf(&b, "| `%s` | `%s` (one per publisher; its `%s` is stored as `%s`) | %s, `$SRV.>` | %s |\n",
+				r, PublisherAccount("<name>"), subjects.EventsAll, subjects.PublishedBy("<name>"), codeList(RoleEndpoints(r)), payload)
+			continue
 		}
 		fmt.Fprintf(&b, "| `%s` | `%s` | %s, `$SRV.>` | %s |\n", r, RoleAccount(r), codeList(RoleEndpoints(r)), payload)
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 // Role is what a person may do. Each role is a NATS account of its own
-// (RoleAccount), so the server itself says which role a request comes
+// (RoleAccount; each publisher has one of its own, PublisherAccount), so the server itself says which role a request comes
 // from: it writes the requesting account into Nats-Request-Info on the
 // service import, and a client cannot choose it.
 type Role string
@@ -90,8 +90,12 @@ func CallerOf(h nats.Header) (Identity, error) {
 // RoleAccount returns the NATS account of a role.
 func RoleAccount(r Role) string { return "DEADLETTER_" + strings.ToUpper(string(r)) }
 
-// RoleOfAccount returns the role whose account is acc.
+// RoleOfAccount returns the role whose account is acc: a publisher's
+// account (PublisherAccount) is of RolePublisher.
 func RoleOfAccount(acc string) (Role, bool) {
+	if strings.HasPrefix(acc, publisherAccountPrefix) {
+		return RolePublisher, true
+	}
 	for _, r := range Roles {
 		if RoleAccount(r) == acc {
 			return r, true

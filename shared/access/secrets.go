@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -23,14 +24,33 @@ type Person struct {
 	Name string `json:"name"`
 	// Role is the person's role.
 	Role Role `json:"role"`
+	// Parties are, for a publisher, the parties it may publish events
+	// for (nil: none); other roles have none.
+	Parties Parties `json:"parties,omitempty"`
 }
 
 // DefaultPeople are the people of `make run`: one user per role, named
-// after it.
+// after it (the publisher may publish for every party of every domain),
+// and the example publishers of one party each (examplePublishers).
 func DefaultPeople() []Person {
-	out := make([]Person, len(Roles))
+	out := make([]Person, len(Roles), len(Roles)+len(examplePublishers))
 	for i, r := range Roles {
 		out[i] = Person{Name: string(r), Role: r}
+		if r == RolePublisher {
+			out[i].Parties = Parties{AllParties: {AllParties}}
+		}
+	}
+	for _, p := range examplePublishers {
+		p.Parties = clonedParties(p.Parties)
+		out = append(out, p)
+	}
+	return out
+}
+
+func clonedParties(p Parties) Parties {
+	out := make(Parties, len(p))
+	for d, ids := range p {
+		out[d] = slices.Clone(ids)
 	}
 	return out
 }
@@ -227,7 +247,19 @@ func LoadOrCreate(path string, people []Person, opts ...Option) (*Secrets, error
 	if len(s.People) == 0 {
 		s.People = people
 	}
+	// A file written before publishers named their parties: a default
+	// publisher gets its default parties (another publisher stays
+	// without, and may publish for none until given some).
+	partiesAdded := false
+	for i, p := range s.People {
+		if p.Role == RolePublisher && p.Parties == nil {
+			if d := defaultParties(p.Name); d != nil {
+				s.People[i].Parties, partiesAdded = clonedParties(d), true
+			}
+		}
+	}
 	changed, err := s.fill(options(opts))
+	changed = changed || partiesAdded
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,9 @@ const (
 	DrainResume = "drain.resume"
 	Redrive     = "redrive"
 	Release     = "release"
+	// Dismiss closes a chain for good without committing its event
+	// (record.KindDismissed).
+	Dismiss = "dismiss"
 
 	// Auditor endpoints.
 	AuditVerify     = "audit.verify"

@@ -65,6 +65,8 @@ const (
 	ActionDrain = "drain"
 	// ActionHoldLift: lifting a legal hold.
 	ActionHoldLift = "hold_lift"
+	// ActionDismiss: closing a chain for good without committing it.
+	ActionDismiss = "dismiss"
 )
 
 // IdentityChange is one identity field a correction changes, with its
@@ -232,6 +234,10 @@ type Policy struct {
 	IgnoreOrder bool `json:"ignore_order"`
 	// HoldLift: lifting a legal hold.
 	HoldLift bool `json:"hold_lift"`
+	// DismissWithoutApproval waives the second person a dismissal needs
+	// otherwise (a policy set before dismissals existed lacks it: they
+	// need one).
+	DismissWithoutApproval bool `json:"dismiss_without_approval"`
 	// PendingTTL is how long a pending approval stays open (Go duration,
 	// default "72h").
 	PendingTTL string `json:"pending_ttl"`

@@ -450,15 +450,18 @@ type ChainRecord struct {
 // and To bound the quarantine time. Limit is the page size (default 100,
 // at most 1000); Cursor is the NextCursor of the previous page.
 type ListRequest struct {
-	Domain   string    `json:"domain,omitempty"`
-	Class    string    `json:"class,omitempty"`
-	Code     string    `json:"code,omitempty"`
-	Supplier string    `json:"supplier,omitempty"`
-	Status   string    `json:"status,omitempty"`
-	From     time.Time `json:"from,omitzero"`
-	To       time.Time `json:"to,omitzero"`
-	Limit    int       `json:"limit,omitempty"`
-	Cursor   string    `json:"cursor,omitempty"`
+	Domain   string `json:"domain,omitempty"`
+	Class    string `json:"class,omitempty"`
+	Code     string `json:"code,omitempty"`
+	Supplier string `json:"supplier,omitempty"`
+	// Publisher matches the publisher of the original event
+	// (record.Record.Publisher).
+	Publisher string    `json:"publisher,omitempty"`
+	Status    string    `json:"status,omitempty"`
+	From      time.Time `json:"from,omitzero"`
+	To        time.Time `json:"to,omitzero"`
+	Limit     int       `json:"limit,omitempty"`
+	Cursor    string    `json:"cursor,omitempty"`
 	// Records lists QUARANTINE's records one by one instead of chains
 	// (`dlqctl tail`): oldest first, those with a sequence above AfterSeq
 	// (and, with From, stored at or after From; To, Class, Code, Supplier,
@@ -535,6 +538,7 @@ type Summary struct {
 	Status        string    `json:"status"`
 	ErrorCode     string    `json:"error_code"`
 	PartyID       string    `json:"party_id,omitempty"`
+	Publisher     string    `json:"publisher,omitempty"`
 	RedriveCount  int       `json:"redrive_count"`
 	Records       int       `json:"records"`
 	FirstSeen     time.Time `json:"first_seen"`

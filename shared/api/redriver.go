@@ -311,6 +311,10 @@ type Blocker struct {
 	// ReasonLegalHold; one of them when several do).
 	HoldID string `json:"hold_id,omitempty"`
 	CaseID string `json:"case_id,omitempty"`
+	// PartyID is the blocker's party (registrant, owning party,
+	// supplier), when known: where a domain's order crosses parties (a
+	// DSCSA serial), the events it holds may be another party's.
+	PartyID string `json:"party_id,omitempty"`
 	// Holds counts the selected events it holds.
 	Holds int `json:"holds"`
 }
@@ -444,6 +448,17 @@ type RedriveReply struct {
 	// committed (outcome replayed); zero otherwise (a replay is published
 	// into EVENTS directly, and this is its sequence there).
 	EventsSeq uint64 `json:"events_seq,omitempty"`
+}
+
+// DismissRequest closes a chain for good without committing its event
+// (dismiss): it is never replayed and holds no later event of its
+// ordering key.
+type DismissRequest struct {
+	DLQID string `json:"dlq_id"`
+	// Actor is ignored: the dismissed record names the authenticated
+	// caller. Reason is required.
+	Actor  string `json:"actor,omitempty"`
+	Reason string `json:"reason"`
 }
 
 // ReleaseRequest moves a poison event back to redrivable (release).

@@ -20,7 +20,7 @@ const (
 // Action is an action a person asks for, as Needs sees it.
 type Action struct {
 	// Kind is one of api.ActionCorrect, ActionRelease, ActionDrain,
-	// ActionHoldLift.
+	// ActionHoldLift, ActionDismiss.
 	Kind string
 	// Domain is the event's domain (the chain's), for a correction.
 	// CorrectedDomain is the domain the correction would replay in, when
@@ -100,6 +100,10 @@ func Needs(p Policy, a Action) (Decision, error) {
 		if p.HoldLift {
 			need("policy: lifting a legal hold")
 		}
+	case api.ActionDismiss:
+		if !p.DismissWithoutApproval {
+			need("policy: every dismissal")
+		}
 	default:
 		return Decision{}, badField("action", "must be one of "+strings.Join(Actions(), ", "))
 	}
@@ -108,7 +112,7 @@ func Needs(p Policy, a Action) (Decision, error) {
 
 // Actions are the kinds of action Needs knows.
 func Actions() []string {
-	return []string{api.ActionCorrect, api.ActionRelease, api.ActionDrain, api.ActionHoldLift}
+	return []string{api.ActionCorrect, api.ActionRelease, api.ActionDrain, api.ActionHoldLift, api.ActionDismiss}
 }
 
 // identity is what the guard compares of one payload.

@@ -42,8 +42,8 @@ const (
 )
 
 // DefaultPolicy is the policy in force while none was ever set:
-// identity-changing corrections, every release of a poison event and every
-// lift of a legal hold need a second person; drains and ignore_order do
+// identity-changing corrections, every release of a poison event, every
+// dismissal and every lift of a legal hold need a second person; drains and ignore_order do
 // not; a pending approval expires after 72 hours.
 func DefaultPolicy() Policy {
 	return Policy{

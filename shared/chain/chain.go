@@ -55,6 +55,7 @@ type Head struct {
 	IdempotencyKey string       `json:"idempotency_key"`
 	OrderingKey    string       `json:"ordering_key"`
 	PartyID        string       `json:"party_id"`
+	Publisher      string       `json:"publisher"`
 	EventTime      *time.Time   `json:"event_time"`
 	RedriveCount   int          `json:"redrive_count"`
 	FirstSeen      time.Time    `json:"first_seen"`
@@ -88,7 +89,7 @@ func DecodeHead(raw []byte) (Head, error) {
 func HeadOf(r record.Record) Head {
 	return Head{DLQID: r.DLQID, Index: r.Index, Kind: r.Kind, Domain: r.Domain, Class: r.Class, ErrorCode: r.ErrorCode,
 		SourceStream: r.SourceStream, SourceSeq: r.SourceSeq, IdempotencyKey: r.IdempotencyKey, OrderingKey: r.OrderingKey,
-		PartyID: r.PartyID, EventTime: r.EventTime, RedriveCount: r.RedriveCount, FirstSeen: r.FirstSeen,
+		PartyID: r.PartyID, Publisher: r.Publisher, EventTime: r.EventTime, RedriveCount: r.RedriveCount, FirstSeen: r.FirstSeen,
 		QuarantinedAt: r.QuarantinedAt, AuditHash: r.AuditHash, DrainID: r.DrainID, Hold: r.Hold}
 }
 

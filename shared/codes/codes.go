@@ -34,6 +34,9 @@ const (
 	SchemaValidation Code = "SCHEMA_VALIDATION_ERROR"
 	// SubjectMismatch: the subject's event type disagrees with the payload's.
 	SubjectMismatch Code = "SUBJECT_MISMATCH"
+	// PartyNotAuthorized: the event's party (registrant, owning party,
+	// supplier) is not one its publisher may publish for (access.Parties).
+	PartyNotAuthorized Code = "PARTY_NOT_AUTHORIZED"
 	// UnparseableEventTime: the event time is not RFC 3339 with a UTC offset.
 	UnparseableEventTime Code = "UNPARSEABLE_EVENT_TIME"
 	// MissingLot: a lot number is required and absent.
@@ -244,6 +247,7 @@ var known = []Info{
 	{Code: UnknownSubject, Meaning: "the subject names no known domain or has the wrong shape"},
 	{Code: SchemaValidation, Meaning: "the payload violates its domain's JSON Schema"},
 	{Code: SubjectMismatch, Meaning: "the subject's event type disagrees with the payload"},
+	{Code: PartyNotAuthorized, Meaning: "the event's party is not one its publisher may publish for"},
 	{Code: UnparseableEventTime, Meaning: "the event time is not RFC 3339 with a UTC offset"},
 	{Code: MissingLot, Meaning: "a required lot number is absent"},
 	{Code: InvalidNDC, Meaning: "the NDC matches no FDA layout"},

@@ -29,7 +29,7 @@ type Envelope struct {
 	// "eventHashID". No values.
 	KeySource string `json:"key_source"`
 	// OrderingKey groups the events of one business object (DSCSA GTIN +
-	// serial, FSMA supplier + TLC, pharmacy NDC-11 + lot); replays within
+	// serial, FSMA supplier + TLC, pharmacy registrant + NDC-11 + lot); replays within
 	// a key follow EventTime.
 	OrderingKey string `json:"ordering_key"`
 	// EventTime is the event's own time, normalized to UTC.
@@ -45,6 +45,11 @@ type Envelope struct {
 	// Identifiers holds the normalized identifiers (e.g. "gtin", "serial",
 	// "ndc11", "lot", "tlc"), all kept as strings so leading zeros survive.
 	Identifiers map[string]string `json:"identifiers,omitempty"`
+	// Publisher is the publisher the event came from (PublisherOf): the
+	// token the server wrote into its subject, or for a replay the
+	// original's publisher as the redriver states it; "" when the event
+	// came from inside the services' account.
+	Publisher string `json:"publisher,omitempty"`
 	// Partial marks the envelope of an event that failed validation
 	// (gate.Gate.Identify): only the fields its payload let the domain's
 	// rules derive are set, and its quarantine chain is named by a hash of
@@ -72,6 +77,10 @@ const (
 	// so that its outcome is written to the same quarantine chain.
 	DLQID        = "Deadletter-Dlq-Id"
 	RedriveCount = "Deadletter-Redrive-Count"
+	// Publisher is set on LEDGER writes (the event's publisher,
+	// Envelope.Publisher) and by the redriver on a replay (the original's
+	// publisher, read by PublisherOf).
+	Publisher = "Deadletter-Publisher"
 	// ErrorCode is set on failure messages and error replies.
 	ErrorCode = "Deadletter-Error-Code"
 	// ContentHash is set on LEDGER writes: the hex SHA-256 of the event's
@@ -100,4 +109,19 @@ func RedriveOf(subject string, h nats.Header) (dlqID string, count int) {
 	dlqID = h.Get(DLQID)
 	count, _ = strconv.Atoi(h.Get(RedriveCount))
 	return dlqID, count
+}
+
+// PublisherOf returns the publisher of a message on subject: the token
+// the server wrote into an events subject (subjects.PublisherOf), or on a
+// replay subject, which no one but the redriver may publish to, the
+// Publisher header it copied from the original's record. On an events
+// subject a Publisher header is the publisher's own and ignored.
+func PublisherOf(subject string, h nats.Header) string {
+	if subjects.IsReplay(subject) {
+		if h == nil {
+			return ""
+		}
+		return h.Get(Publisher)
+	}
+	return subjects.PublisherOf(subject)
 }

@@ -49,6 +49,7 @@ func FromFailure(f Failure, now time.Time) Record {
 			r.EventTime = &t
 		}
 	}
+	r.Publisher = envelope.PublisherOf(f.Subject, f.Headers)
 	r.TraceID, r.SpanID = ParseTraceparent(header(f.Headers, envelope.Traceparent))
 	if f.Conflict != nil {
 		c := *f.Conflict

@@ -10,10 +10,13 @@ import (
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 func TestFromFailure(t *testing.T) {
 	f := testFailure()
+	// As the server stores an event of the publisher's account.
+	f.Subject = subjects.Published("pharmacie-st-etienne", "pharmacy", "dispense")
 	now := t0.In(time.FixedZone("CET", 3600))
 	got := FromFailure(f, now)
 
@@ -29,9 +32,10 @@ func TestFromFailure(t *testing.T) {
 		ErrorDetail:    f.Detail,
 		Payload:        NewPayload(f.Payload),
 		Headers:        f.Headers,
-		SourceSubject:  "events.pharmacy.dispense",
+		SourceSubject:  f.Subject,
 		SourceStream:   "EVENTS",
 		SourceSeq:      42,
+		Publisher:      "pharmacie-st-etienne",
 		IdempotencyKey: f.Envelope.IdempotencyKey,
 		OrderingKey:    f.Envelope.OrderingKey,
 		PartyID:        "AB1234563",

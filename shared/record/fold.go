@@ -71,6 +71,8 @@ type State struct {
 	// EventHashID is record 0's event_hash_id (the event's standard
 	// content fingerprint), when it has one.
 	EventHashID string `json:"event_hash_id,omitempty"`
+	// Publisher is the original event's publisher (record 0).
+	Publisher string `json:"publisher,omitempty"`
 	// Payload is the effective payload: the latest correction, else the
 	// original. Corrected tells which. OriginalPayload is record 0's.
 	Payload         *Payload `json:"payload,omitempty"`
@@ -172,7 +174,7 @@ func start(r Record) (State, error) {
 		DLQID: r.DLQID, Domain: r.Domain, Class: r.Class, Status: StatusOpen,
 		ErrorCode: r.ErrorCode, ErrorDetail: r.ErrorDetail, RedriveCount: r.RedriveCount,
 		FirstSeen: r.FirstSeen, QuarantinedAt: r.QuarantinedAt,
-		IdempotencyKey: r.IdempotencyKey, OrderingKey: r.OrderingKey, PartyID: r.PartyID,
+		IdempotencyKey: r.IdempotencyKey, OrderingKey: r.OrderingKey, PartyID: r.PartyID, Publisher: r.Publisher,
 		EventTime: clonePtr(r.EventTime), EventHashID: r.EventHashID, Payload: clonePtr(r.Payload), OriginalPayload: clonePtr(r.Payload),
 		Headers:       cloneHeaders(r.Headers),
 		SourceSubject: r.SourceSubject, SourceStream: r.SourceStream, SourceSeq: r.SourceSeq,

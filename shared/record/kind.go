@@ -38,6 +38,13 @@ const (
 	KindReleased Kind = "released"
 	// KindResolved: a person closed the record without a replay.
 	KindResolved Kind = "resolved"
+	// KindDismissed: a person closed the chain for good without
+	// committing its event (junk, a test, an event its publisher may not
+	// publish): resolved, never replayed, holding nothing, always
+	// exported. It carries who (Actor) and why (Reason), both required,
+	// and needs a second person's approval unless the policy waives it
+	// (api.Policy.DismissWithoutApproval).
+	KindDismissed Kind = "dismissed"
 	// KindApproved: a second person approved an action on the event (a
 	// two-person approval, package approval); the record carries the
 	// electronic signature (Signature) and keeps the status. It precedes
@@ -115,6 +122,7 @@ var kinds = map[Kind]kindRule{
 	KindPoisoned:         {[]Status{StatusRedriving, StatusOpen}, StatusPoison, applyPoisoned, "DLQ_POISON_ISOLATED"},
 	KindReleased:         {[]Status{StatusPoison}, StatusOpen, applyReleased, "DLQ_RELEASED"},
 	KindResolved:         {[]Status{StatusOpen, StatusRedriving, StatusPoison}, StatusResolved, applyResolved, "DLQ_RESOLVED"},
+	KindDismissed:        {[]Status{StatusOpen, StatusPoison}, StatusResolved, applyResolved, "DLQ_DISMISSED"},
 	KindApproved:         {[]Status{StatusOpen, StatusRedriving, StatusPoison}, "", applyApproved, "DLQ_APPROVED"},
 	KindHoldPlaced:       {holdable, "", applyHoldPlaced, "DLQ_HOLD_PLACED"},
 	KindHoldLifted:       {holdable, "", applyHoldLifted, "DLQ_HOLD_LIFTED"},

@@ -71,6 +71,11 @@ type Record struct {
 	OrderingKey string `json:"ordering_key,omitempty"`
 	// PartyID is the supplier or registrant, when known.
 	PartyID string `json:"party_id,omitempty"`
+	// Publisher is the publisher of the original event
+	// (envelope.PublisherOf: the token the server wrote into its subject),
+	// carried by every record of the chain; "" when the event came from
+	// inside the services' account or a server without accounts.
+	Publisher string `json:"publisher,omitempty"`
 	// EventTime is the event's own time (UTC) when known.
 	EventTime *time.Time `json:"event_time,omitempty"`
 	// EventHashID is the event's standard content fingerprint when its

@@ -122,7 +122,48 @@ const (
 const UnknownDomain = "unknown"
 
 // Event returns the subject an event of a domain and type is published on.
+// A publisher publishes there in its own account; the server stores it
+// under Published, which names the publisher.
 func Event(domain, eventType string) string { return "events." + domain + "." + eventType }
+
+// Published returns the subject an event of a domain and type published
+// by publisher is stored under in EVENTS:
+// "events.<publisher>.<domain>.<event_type>". A publisher's account
+// imports events.> mapped to PublishedBy(publisher) (package access), so
+// the server writes the publisher's token: a publisher cannot choose it,
+// and a subject of three tokens (Event) comes from inside the services'
+// account (the break-glass admin) or a server without accounts.
+func Published(publisher, domain, eventType string) string {
+	return "events." + publisher + "." + domain + "." + eventType
+}
+
+// AsPublished returns subject as its publisher published it: a Published
+// subject without the publisher token ("events.<domain>.<event_type>"),
+// any other subject as it is. Span names use it, so the consumer's span
+// is named as the publisher's.
+func AsPublished(subject string) string {
+	if p := PublisherOf(subject); p != "" {
+		return "events." + subject[len("events.")+len(p)+1:]
+	}
+	return subject
+}
+
+// PublishedBy covers the events of one publisher: "events.<publisher>.>".
+func PublishedBy(publisher string) string { return "events." + publisher + ".>" }
+
+// PublisherOf returns the publisher token of an events subject of four
+// tokens (Published), "" for any other subject. The publisher of a replay
+// is not in its subject: see envelope.PublisherOf.
+func PublisherOf(subject string) string {
+	if !strings.HasPrefix(subject, "events.") {
+		return ""
+	}
+	parts := strings.Split(subject, ".")
+	if len(parts) != 4 {
+		return ""
+	}
+	return parts[1]
+}
 
 // Replay returns the subject earlier redrivers replayed an event of a
 // domain and type on, in REPLAYS (ReplaysAll). Nothing publishes there any
@@ -162,11 +203,15 @@ func IsReplay(subject string) bool {
 }
 
 // ParseEvent splits "events.<domain>.<event_type>",
+// "events.<publisher>.<domain>.<event_type>" (Published),
 // "replay.<domain>.<event_type>" or
 // "redriven.<domain>.<event_type>.<dlq_id>.<n>" (Redriven; n a positive
 // number) into its domain and event type; ok is false for any other shape.
 func ParseEvent(subject string) (domain, eventType string, ok bool) {
 	parts := strings.Split(subject, ".")
+	if len(parts) == 4 && parts[0] == "events" && parts[1] != "" {
+		parts = []string{"events", parts[2], parts[3]}
+	}
 	switch {
 	case len(parts) == 3 && (parts[0] == "events" || parts[0] == "replay"):
 	case len(parts) == 5 && parts[0] == "redriven" && parts[3] != "" && positive(parts[4]):
@@ -197,6 +242,10 @@ func positive(s string) bool {
 // when the subject has no second token that is a known domain.
 func DomainOf(subject string, known []string) string {
 	parts := strings.SplitN(subject, ".", 3)
+	if p := PublisherOf(subject); p != "" {
+		parts = strings.SplitN(subject[len("events.")+len(p)+1:], ".", 2)
+		parts = append([]string{"events"}, parts...)
+	}
 	if len(parts) >= 2 {
 		for _, k := range known {
 			if parts[1] == k {

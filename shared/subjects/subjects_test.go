@@ -10,7 +10,9 @@ func TestParseEvent(t *testing.T) {
 		{"events.pharmacy.dispense", "pharmacy", "dispense", true},
 		{"events.dscsa.shipping", "dscsa", "shipping", true},
 		{"events.fsma", "", "", false},
-		{"events.fsma.shipping.x", "", "", false},
+		{"events.fsma.shipping.x", "shipping", "x", true}, // publisher "fsma"
+		{Published("müller-söhne", "fsma", "shipping"), "fsma", "shipping", true},
+		{"events..fsma.shipping", "", "", false},
 		{"ledger.fsma.shipping", "", "", false},
 		{"events..shipping", "", "", false},
 		{"replay.pharmacy.dispense", "pharmacy", "dispense", true},
@@ -36,8 +38,27 @@ func TestParseEvent(t *testing.T) {
 	if got := DomainOf("events.widgets.x", []string{"fsma"}); got != UnknownDomain {
 		t.Errorf("DomainOf unknown = %q", got)
 	}
-	if got := DomainOf("events.fsma.x.y", []string{"fsma"}); got != "fsma" {
+	if got := DomainOf("events.fsma.x", []string{"fsma"}); got != "fsma" {
 		t.Errorf("DomainOf fsma = %q", got)
+	}
+	if got := DomainOf(Published("fsma", "pharmacy", "x"), []string{"fsma", "pharmacy"}); got != "pharmacy" {
+		t.Errorf("DomainOf published = %q", got)
+	}
+	if got := AsPublished(Published("p", "pharmacy", "dispense")); got != Event("pharmacy", "dispense") {
+		t.Errorf("AsPublished = %q", got)
+	}
+	if got := AsPublished(Redriven("fsma", "x", "fsma_1", 2)); got != Redriven("fsma", "x", "fsma_1", 2) {
+		t.Errorf("AsPublished of a replay = %q", got)
+	}
+	for subject, want := range map[string]string{
+		Published("publisher-bw4829137", "pharmacy", "dispense"): "publisher-bw4829137",
+		Event("pharmacy", "dispense"):                            "",
+		"events.a.b.c.d":                                         "",
+		Redriven("fsma", "x", "fsma_1", 2):                       "",
+	} {
+		if got := PublisherOf(subject); got != want {
+			t.Errorf("PublisherOf(%q) = %q, want %q", subject, got, want)
+		}
 	}
 	if got := DomainOf(Redriven("fsma", "x", "fsma_1", 2), []string{"fsma"}); got != "fsma" {
 		t.Errorf("DomainOf redriven = %q", got)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 // ScopeName is the instrumentation scope of deadletter's spans.
@@ -314,7 +315,10 @@ func (t Tracer) StartConsume(ctx context.Context, msg jetstream.Msg, opts ...Opt
 		sctx = withEventRoot(ctx, root)
 		so = append(so, trace.WithNewRoot())
 	}
-	_, span := t.tracer.Start(sctx, o.name("process", msg.Subject()), so...)
+	// Named by the subject as published (the consumer's span matches the
+	// publisher's); the destination attribute keeps the stored subject,
+	// which names the publisher.
+	_, span := t.tracer.Start(sctx, o.name("process", subjects.AsPublished(msg.Subject())), so...)
 	if !span.IsRecording() {
 		return trace.ContextWithSpan(ctx, span), span
 	}

@@ -34,7 +34,7 @@ func (e *env) startAuditor(tb testing.TB) {
 }
 
 // heldDispense is a dispense of tx by registrant, of lot (the ordering
-// key is the NDC and the lot), at occurred.
+// key is the registrant, the NDC and the lot), at occurred.
 func heldDispense(tx, registrant, lot, occurred string) map[string]any {
 	d := dispense(tx)
 	d["registrant_dea"], d["lot"], d["occurred_at"] = registrant, lot, occurred
@@ -83,7 +83,7 @@ func (e *env) replays(tb testing.TB, id string) int {
 	return n
 }
 
-// TestLegalHoldBlocksRedriverAndLiftNeedsApproval: a party hold placed by
+// TestLegalHoldBlocksRedriverAndLiftNeedsApproval: a hold of a party's events placed by
 // the inspector keeps a drain (with and without ignore_order), a redrive
 // and a release off the held events and the later event of their key;
 // the operator's lift under the default policy waits for the approver's
@@ -96,15 +96,21 @@ func TestLegalHoldBlocksRedriverAndLiftNeedsApproval(t *testing.T) {
 	operator, approver, inspector, viewer := string(access.RoleOperator), string(access.RoleApprover), string(access.RoleInspector), string(access.RoleViewer)
 	const party, other, caseID = "AB1234563", "BW4829137", "CASE-2026-07"
 
+	// The hold holds the party's events quarantined before cut: held and
+	// poison, not the later event of held's ordering key (the pharmacy
+	// key is the registrant's own, so only the same party's event can
+	// follow held in it).
 	held, heldKey := e.seedDoc(t, heldDispense("TX-H1", party, "LK", "2025-03-14T15:00:00Z"), 2_000_001)
-	later, laterKey := e.seedDoc(t, heldDispense("TX-H2", other, "LK", "2025-03-14T16:00:00Z"), 2_000_002)
-	free, freeKey := e.seedDoc(t, heldDispense("TX-H3", other, "LF", "2025-03-14T15:00:00Z"), 2_000_003)
 	poison, _ := e.seedDoc(t, heldDispense("TX-H4", party, "LP", "2025-03-14T15:00:00Z"), 2_000_004, record.KindPoisoned)
+	cut := time.Now().UTC()
+	later, laterKey := e.seedDoc(t, heldDispense("TX-H2", party, "LK", "2025-03-14T16:00:00Z"), 2_000_002)
+	free, freeKey := e.seedDoc(t, heldDispense("TX-H3", other, "LF", "2025-03-14T15:00:00Z"), 2_000_003)
 
 	var placed api.HoldReply
-	e.ok(t, inspector, api.HoldPlace, api.HoldPlaceRequest{CaseID: caseID, Reason: "subpoena", Target: api.HoldTarget{PartyID: party}}, &placed)
+	e.ok(t, inspector, api.HoldPlace, api.HoldPlaceRequest{CaseID: caseID, Reason: "subpoena",
+		Target: api.HoldTarget{Filter: &api.HoldFilter{PartyID: party, Until: &cut}}}, &placed)
 	holdID := placed.Hold.ID
-	legal := api.Blocker{DLQID: held, Reason: api.ReasonLegalHold, HoldID: holdID, CaseID: caseID}
+	legal := api.Blocker{DLQID: held, Reason: api.ReasonLegalHold, HoldID: holdID, CaseID: caseID, PartyID: party}
 
 	t.Run("dry run shows the held events", func(t *testing.T) {
 		var rep api.DrainStartReply

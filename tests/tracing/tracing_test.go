@@ -19,6 +19,7 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
 	"github.com/deadletter/deadletter/tests/internal/jaeger"
 )
@@ -100,7 +101,7 @@ func TestStructuralFailureIsOneTrace(t *testing.T) {
 			"deadletter.error_code": string(codes.GTINCheckDigitFailed), "deadletter.failure_class": string(record.ClassValidation),
 			"deadletter.domain": "dscsa", "deadletter.dlq_id": rec.DLQID,
 			"messaging.system": "nats", "messaging.operation.type": "process", "messaging.operation.name": "validate",
-			"messaging.destination.name": "events.dscsa.shipping", "messaging.consumer.group.name": "validator",
+			"messaging.destination.name": subjects.Published(string(access.RolePublisher), "dscsa", "shipping"), "messaging.consumer.group.name": "validator",
 			"messaging.nats.jetstream.stream": "EVENTS", "messaging.nats.jetstream.sequence": strconv.FormatUint(failed.seq, 10),
 			"messaging.nats.jetstream.delivery_count": "1", "messaging.message.id": "EVENTS/" + strconv.FormatUint(failed.seq, 10),
 		})

@@ -176,6 +176,7 @@ func Prepare(o Options) (*Plan, error) {
 			}
 			switch s.Name {
 			case access.Validator:
+				env = append(env, "DEADLETTER_PUBLISHERS_FILE="+filepath.Join(o.Dir, kit.ServicesDir, kit.PublishersFile))
 				if o.DownstreamURL != "" {
 					env = append(env, "DEADLETTER_DOWNSTREAM_URL="+o.DownstreamURL)
 				}

@@ -12,10 +12,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -358,6 +360,10 @@ func (s *Stack) Run(ctx context.Context) error {
 	}
 	vcfg := s.cfg.Validator
 	vcfg.Provision, vcfg.CreateConsumer = false, false
+	if vcfg.Publishers == nil && vcfg.PublishersFile == "" {
+		// The parties of the publishers of the credentials file.
+		vcfg.Publishers = access.PublisherTable(creds.People)
+	}
 	if vcfg.TracerProvider == nil {
 		if vcfg.TracerProvider, err = tracing("validator", validator.Version); err != nil {
 			return err
@@ -603,6 +609,7 @@ func (s *Stack) banner() {
   NATS:        %s   (store: %s)
   Services:    validator, quarantiner, redriver, auditor
   People:      publisher, viewer, operator, inspector, approver, policy (one NATS user per role)
+  Publishers:  %s
   Contexts:    %s/<person>.json (natscli contexts with each person's credentials)
   Credentials: %s (every user authenticates; services with nkeys)
   Anchors:     %s (signed checkpoints; keep a copy elsewhere)
@@ -620,9 +627,26 @@ Try it (the nats CLI: go install github.com/nats-io/natscli/nats@v0.5.0):
   nats --context %s micro ls
 
 Press Ctrl-C to stop: consumers drain, work in flight finishes, then the server stops.
-`, url, s.cfg.DataDir, filepath.Join(s.cfg.DataDir, ContextsDir), filepath.Join(s.cfg.DataDir, CredentialsFile),
+`, url, s.cfg.DataDir, s.publishers(), filepath.Join(s.cfg.DataDir, ContextsDir), filepath.Join(s.cfg.DataDir, CredentialsFile),
 		s.exportFile, s.auditKey,
 		orNone(s.metricsURL), tracingState(), s.consoleState(), pub, pub, pub, view, op, view)
+}
+
+// publishers lists the publishers and the parties each may publish for
+// (from the credentials file, as the server and the validator have them).
+func (s *Stack) publishers() string {
+	var out []string
+	for _, p := range s.creds.People {
+		if p.Role != access.RolePublisher {
+			continue
+		}
+		var parties []string
+		for _, d := range slices.Sorted(maps.Keys(p.Parties)) {
+			parties = append(parties, d+": "+strings.Join(p.Parties[d], " "))
+		}
+		out = append(out, p.Name+" ("+orNone(strings.Join(parties, "; "))+")")
+	}
+	return strings.Join(out, ", ")
 }
 
 // consoleState says where the console is and who can log in.

@@ -290,6 +290,7 @@ func (a *app) printPolicy(rep api.PolicyReply) {
 	t := newTable(a.io.Out)
 	t.row("CORRECTIONS", p.Corrections+" (identity-changing corrections always need approval)")
 	t.row("RELEASE POISON", strconv.FormatBool(p.ReleasePoison))
+	t.row("DISMISS WITHOUT APPROVAL", strconv.FormatBool(p.DismissWithoutApproval))
 	t.row("DRAIN MAX SELECTED", strconv.Itoa(p.DrainMaxSelected)+" (0: no limit)")
 	t.row("DRAIN VALIDATION", strconv.FormatBool(p.DrainValidation))
 	t.row("IGNORE ORDER", strconv.FormatBool(p.IgnoreOrder))
@@ -354,6 +355,7 @@ change is CONFLICT) and recorded in AUDIT with who, when and --reason.`,
 				{"drain-validation", func() { next.DrainValidation = p.DrainValidation }},
 				{"ignore-order", func() { next.IgnoreOrder = p.IgnoreOrder }},
 				{"hold-lift", func() { next.HoldLift = p.HoldLift }},
+				{"dismiss-without-approval", func() { next.DismissWithoutApproval = p.DismissWithoutApproval }},
 				{"pending-ttl", func() { next.PendingTTL = p.PendingTTL }},
 			} {
 				if fl.Changed(f.name) {
@@ -381,6 +383,7 @@ change is CONFLICT) and recorded in AUDIT with who, when and --reason.`,
 	fl.BoolVar(&p.DrainValidation, "drain-validation", false, "a drain including validation-class events needs approval")
 	fl.BoolVar(&p.IgnoreOrder, "ignore-order", false, "a drain with ignore_order needs approval")
 	fl.BoolVar(&p.HoldLift, "hold-lift", false, "lifting a legal hold needs approval")
+	fl.BoolVar(&p.DismissWithoutApproval, "dismiss-without-approval", false, "a dismissal needs no second person (default: it does)")
 	fl.StringVar(&p.PendingTTL, "pending-ttl", "", "how long a pending approval stays open (Go duration, 1m..720h)")
 	return cmd
 }

@@ -80,6 +80,7 @@ the next page is printed.`,
 	fl.StringVar(&req.Class, "class", "", "failure class: validation, exhausted or poison")
 	fl.StringVar(&req.Code, "code", "", "error code, e.g. INVALID_NDC")
 	fl.StringVar(&req.Supplier, "supplier", "", "supplier id or registrant (DEA number, GLN)")
+	fl.StringVar(&req.Publisher, "publisher", "", "publisher of the original event (the token the server wrote into its subject)")
 	fl.StringVar(&req.Status, "state", "", "state: open, redriving, poison, resolved or invalid")
 	fl.StringVar(&since, "since", "", "quarantined at or after: RFC 3339, a date, or a duration ago (24h, 7d)")
 	fl.StringVar(&until, "until", "", "quarantined before (same forms as --since)")
@@ -221,6 +222,7 @@ func (a *app) printShow(s output.Show, payload bool) {
 	t.row("KEY", st.IdempotencyKey)
 	t.row("ORDERING KEY", st.OrderingKey)
 	t.row("SUPPLIER", st.PartyID)
+	t.row("PUBLISHER", st.Publisher)
 	if st.EventTime != nil {
 		t.row("EVENT TIME", fmtTime(*st.EventTime))
 	}

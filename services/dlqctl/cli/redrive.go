@@ -221,3 +221,42 @@ func orUnknown(s string) string {
 	}
 	return s
 }
+
+func (a *app) dismissCommand() *cobra.Command {
+	var req api.DismissRequest
+	cmd := &cobra.Command{
+		Use:   "dismiss DLQ-ID --reason TEXT",
+		Short: "A person's decision: close an event for good without committing it (dismiss)",
+		Long: `Dismiss an open or poison event (junk, a test, an event its publisher may not
+publish): a dismissed record stating who (the authenticated user, an operator)
+and why (--reason) closes its chain. It is never replayed, no longer holds the
+later events of its ordering key, and stays in every export. Under the default
+policy a second person approves it first (dlqctl approval approve).`,
+		Example: `  dlqctl dismiss pharmacy_0123456789abcdef0123456789abcdef --reason "test event of the onboarding, not a dispense"`,
+		Args:    exactArgs(1, "DLQ-ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.DLQID = args[0]
+			if req.Reason == "" {
+				return usageErrorf("dismiss needs --reason")
+			}
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			var rep api.AppendReply
+			if err := c.Request(cmd.Context(), api.Dismiss, req, &rep); err != nil {
+				return err
+			}
+			actor := recordedActor(cmd.Context(), c, rep.DLQID, rep.Index)
+			if a.json() {
+				return a.printJSON(output.Release{AppendReply: rep, Actor: actor})
+			}
+			textf(a.io.Out, "%s dismissed by %s: record %d, state %s, hash %s\n",
+				rep.DLQID, orUnknown(actor), rep.Index, rep.Status, short(rep.AuditHash))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&req.Reason, "reason", "", "why (required)")
+	return cmd
+}

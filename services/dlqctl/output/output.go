@@ -16,6 +16,7 @@
 //	drain ls        api.DrainListReply
 //	redrive         Redrive (api.RedriveReply and the recorded actor)
 //	release         Release (api.AppendReply and the recorded actor)
+//	dismiss         Release (api.AppendReply and the recorded actor)
 //	verify          api.VerifyReply
 //	reconcile       api.ReconcileReply
 //	checkpoint      api.CheckpointReply

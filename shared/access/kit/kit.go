@@ -53,6 +53,9 @@ const (
 	// ReplaySecretFile is the redriver's replay secret (every redriver
 	// instance shares it: DEADLETTER_REPLAY_SECRET_FILE).
 	ReplaySecretFile = "replay.secret"
+	// PublishersFile is the validator's publisher table: the parties each
+	// publisher may publish for (DEADLETTER_PUBLISHERS_FILE).
+	PublishersFile = "publishers.json"
 )
 
 // Node is one server of the cluster.
@@ -337,6 +340,9 @@ func Generate(dir string, sec *access.Secrets, o Options) (*Manifest, error) {
 		}
 	}
 	if err := access.WriteFile(filepath.Join(dir, ServicesDir, ReplaySecretFile), []byte(sec.ReplaySecret+"\n")); err != nil {
+		return nil, err
+	}
+	if err := access.WritePublishers(filepath.Join(dir, ServicesDir, PublishersFile), sec.People); err != nil {
 		return nil, err
 	}
 	url, ca := o.ClientURLs(), o.TLSCA

@@ -62,8 +62,10 @@
 //     of the identity: two pharmacies' id spaces never collide, and a
 //     re-send of the same transaction (whatever its formatting, offset or
 //     field order) maps to the same key.
-//   - OrderingKey: "<ndc11>.<lot>", the inventory bucket the event moves;
-//     "<ndc11>." when the event has no lot (allowed below Schedule II).
+//   - OrderingKey: "<registrant_dea>.<ndc11>.<lot>", the inventory bucket
+//     the event moves, one registrant's: another registrant's failing event
+//     of the same NDC and lot never holds it; "<registrant_dea>.<ndc11>."
+//     when the event has no lot (allowed below Schedule II).
 //   - EventTime: occurred_at in UTC.
 //   - PartyID: registrant_dea.
 //   - Identifiers: "transaction_id", "registrant_dea", "ndc" (as given),

@@ -12,7 +12,7 @@ func Spec() domain.Spec {
 		Title:       "pharmacy (DEA controlled-substance inventory)",
 		EventTypes:  EventTypes,
 		KeySource:   KeySource,
-		OrderingKey: "ndc11.lot",
+		OrderingKey: "registrant_dea.ndc11.lot",
 		PartyID:     "registrant_dea",
 		// Every inventory and record of controlled substances is kept
 		// at least 2 years.
@@ -25,8 +25,8 @@ func Spec() domain.Spec {
 // Identify derives what it can of the identity of a document that failed
 // validation, by the rules Check uses: the idempotency key when
 // registrant_dea is a valid DEA number and transaction_id is given, the
-// party id from a valid registrant_dea, the ordering key from a valid ndc
-// (and lot), the event time from a valid occurred_at.
+// party id from a valid registrant_dea, the ordering key from a valid
+// registrant_dea and ndc (and lot), the event time from a valid occurred_at.
 func (c Checker) Identify(doc domain.Doc) envelope.Envelope {
 	env := envelope.Envelope{Domain: Name}
 	if doc == nil {
@@ -43,8 +43,8 @@ func (c Checker) Identify(doc domain.Doc) envelope.Envelope {
 	if e.registrant != "" && e.txID != "" {
 		env.IdempotencyKey, env.KeySource = domain.Key(Name, e.registrant, e.txID), KeySource
 	}
-	if e.ndc11 != "" {
-		env.OrderingKey = e.ndc11 + "." + e.lot
+	if e.registrant != "" && e.ndc11 != "" {
+		env.OrderingKey = orderingKey(e.registrant, e.ndc11, e.lot)
 	}
 	env.EventTime = e.at
 	return env

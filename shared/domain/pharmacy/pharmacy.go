@@ -85,6 +85,14 @@ func (c Checker) Check(eventType string, doc domain.Doc) (envelope.Envelope, err
 	return e.envelope(), nil
 }
 
+// orderingKey is "<registrant>.<ndc11>.<lot>": the inventory bucket one
+// registrant's events move, whose order belongs to that registrant alone
+// (another registrant's failing event of the same NDC and lot never holds
+// it).
+func orderingKey(registrant, ndc11, lot string) string {
+	return registrant + "." + ndc11 + "." + lot
+}
+
 // envelope builds the envelope of a checked event.
 func (e *event) envelope() envelope.Envelope {
 	ids := make(map[string]string, 7)
@@ -104,7 +112,7 @@ func (e *event) envelope() envelope.Envelope {
 		EventType:      e.eventType,
 		IdempotencyKey: domain.Key(Name, e.registrant, e.txID),
 		KeySource:      KeySource,
-		OrderingKey:    e.ndc11 + "." + e.lot,
+		OrderingKey:    orderingKey(e.registrant, e.ndc11, e.lot),
 		EventTime:      e.at,
 		PartyID:        e.registrant,
 		Identifiers:    ids,

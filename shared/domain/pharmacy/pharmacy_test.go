@@ -182,7 +182,7 @@ func TestEnvelope(t *testing.T) {
 		Domain:         "pharmacy",
 		EventType:      "dispense",
 		KeySource:      "registrant_dea+transaction_id",
-		OrderingKey:    "00591234501.L24A0917",
+		OrderingKey:    "BW4829137.00591234501.L24A0917",
 		EventTime:      time.Date(2025, 3, 14, 15, 42, 10, 0, time.UTC),
 		PartyID:        "BW4829137",
 		IdempotencyKey: "x", // compared separately
@@ -214,10 +214,10 @@ func TestEnvelopeOptionalParts(t *testing.T) {
 		ordering     string
 		counterparty string
 	}{
-		{"no lot below schedule II", "dispense", with("dea_schedule", "IV", "lot", nil), "00591234501.", ""},
-		{"empty lot below schedule II", "dispense", with("dea_schedule", "V", "lot", ""), "00591234501.", ""},
-		{"counterparty upper-cased", "transfer_out", with("event_type", "transfer_out", "counterparty_dea", "rk5612088"), "00591234501.L24A0917", "RK5612088"},
-		{"counterparty on a schedule III transfer", "transfer_in", with("event_type", "transfer_in", "quantity_delta", "5", "dea_schedule", "III", "counterparty_dea", "FM7301548"), "00591234501.L24A0917", "FM7301548"},
+		{"no lot below schedule II", "dispense", with("dea_schedule", "IV", "lot", nil), "BW4829137.00591234501.", ""},
+		{"empty lot below schedule II", "dispense", with("dea_schedule", "V", "lot", ""), "BW4829137.00591234501.", ""},
+		{"counterparty upper-cased", "transfer_out", with("event_type", "transfer_out", "counterparty_dea", "rk5612088"), "BW4829137.00591234501.L24A0917", "RK5612088"},
+		{"counterparty on a schedule III transfer", "transfer_in", with("event_type", "transfer_in", "quantity_delta", "5", "dea_schedule", "III", "counterparty_dea", "FM7301548"), "BW4829137.00591234501.L24A0917", "FM7301548"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
