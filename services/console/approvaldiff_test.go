@@ -19,6 +19,7 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
@@ -182,5 +183,41 @@ func TestApprovalShowsOriginalDiffAndFailure(t *testing.T) {
 	}
 	if strings.Contains(done, "What it would do") || strings.Contains(done, `id="approve"`) {
 		t.Error("the executed approval's page still offers it or says what it would do")
+	}
+}
+
+// TestApprovalPayloadReadRefused: audit.get's payload read for an
+// approval is refused unless the approval is a correction of that very
+// record and the role is an approver or a payload reader; a refused read
+// shows nothing and records nothing.
+func TestApprovalPayloadReadRefused(t *testing.T) {
+	e := startEnv(t)
+	f := startReview(t, e)
+	other := startReview(t, e)
+	for _, tc := range []struct {
+		name, user, approvalID, dlqID, code string
+	}{
+		{"viewer", string(access.RoleViewer), f.approvalID, f.dlqID, api.ErrForbidden},
+		{"policy role", string(access.RolePolicy), f.approvalID, f.dlqID, api.ErrForbidden},
+		{"approval of another record", string(access.RoleApprover), other.approvalID, f.dlqID, api.ErrForbidden},
+		{"unknown approval", string(access.RoleApprover), "apr-unknown-0", f.dlqID, api.ErrNotFound},
+		{"approval id with a subject token", string(access.RoleApprover), "apr.>", f.dlqID, api.ErrBadRequest},
+		{"approver of this record", string(access.RoleApprover), f.approvalID, f.dlqID, ""},
+		{"operator of this record", string(access.RoleOperator), f.approvalID, f.dlqID, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc := e.srv.ConnectAs(t, tc.user)
+			rep, err := endpoint.Call[api.GetRequest, api.GetReply](context.Background(), nc, api.AuditGet,
+				api.GetRequest{DLQID: tc.dlqID, IncludePayload: true, Reason: "review", ApprovalID: tc.approvalID})
+			if got := api.CodeOf(err); got != tc.code {
+				t.Fatalf("code %q (%v), want %q", got, err, tc.code)
+			}
+			if tc.code != "" && rep.State.Payload != nil {
+				t.Error("a refused read carries the payload")
+			}
+			if tc.code == "" && rep.State.Payload == nil {
+				t.Error("an allowed read has no payload")
+			}
+		})
 	}
 }
