@@ -12,7 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -39,6 +41,31 @@ func (s *Service) payloadReader(ctx context.Context, what string) (reader, error
 	case !id.Role.ReadsPayloads():
 		s.log.Warn("payload read refused", "user", id.User, "role", string(id.Role), "what", what)
 		return reader{}, api.Errorf(api.ErrForbidden, "role %s may not read payloads", id.Role)
+	}
+	return reader{user: id.User, role: string(id.Role)}, nil
+}
+
+// approvalReader checks a payload read for an approval's review: the
+// caller reads payloads, or is an approver, and the approval exists and is
+// a correction of dlqID.
+func (s *Service) approvalReader(ctx context.Context, approvalID, dlqID string) (reader, error) {
+	id, err := callerOf(ctx)
+	switch {
+	case err != nil && s.cfg.AllowAnonymous:
+		id = access.Identity{User: anonymous, Role: access.RoleApprover}
+	case err != nil:
+		return reader{}, api.Wrap(api.ErrUnauthenticated, err, "payloads are read only by an authenticated person")
+	case !id.Role.ReadsPayloads() && id.Role != access.RoleApprover:
+		s.log.Warn("payload read refused", "user", id.User, "role", string(id.Role), "what", api.AccessGet, "approval_id", approvalID)
+		return reader{}, api.Errorf(api.ErrForbidden, "role %s may not read payloads", id.Role)
+	}
+	a, err := s.approvals.Get(ctx, approvalID)
+	if err != nil {
+		return reader{}, approval.APIError(err)
+	}
+	if a.DLQID != dlqID || a.Action != api.ActionCorrect {
+		s.log.Warn("payload read refused", "user", id.User, "role", string(id.Role), "what", api.AccessGet, "approval_id", approvalID, "dlq_id", dlqID)
+		return reader{}, api.Errorf(api.ErrForbidden, "approval %s is not a correction of this record", approvalID)
 	}
 	return reader{user: id.User, role: string(id.Role)}, nil
 }

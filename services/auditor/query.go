@@ -36,7 +36,13 @@ func (s *Service) Get(ctx context.Context, req api.GetRequest) (api.GetReply, er
 	var who reader
 	if req.IncludePayload {
 		var err error
-		if who, err = s.payloadReader(ctx, api.AccessGet); err != nil {
+		if req.ApprovalID != "" {
+			who, err = s.approvalReader(ctx, req.ApprovalID, req.DLQID)
+			req.Reason = "approval " + req.ApprovalID + ": " + req.Reason
+		} else {
+			who, err = s.payloadReader(ctx, api.AccessGet)
+		}
+		if err != nil {
 			return api.GetReply{}, err
 		}
 	}

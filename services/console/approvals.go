@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/record"
 )
 
 // approvalsData is the Approvals page (the inbox): pending approvals first,
@@ -29,7 +30,23 @@ type approvalData struct {
 	// Drain the drain's request, when the approval is a drain's.
 	Payload string
 	Drain   *api.DrainStartRequest
+	// Record is the failure context of the record the approval acts on
+	// (its class, code, error text and attempts), without payloads.
+	Record *record.State
+	// Original is the record's payload the correction replaces (indented
+	// JSON), read through audit.get as a payload read for this approval
+	// (recorded in the access audit with the approval as its reason);
+	// Changes the field-level diff from Original to Payload.
+	Original string
+	Changes  []diffRow
+	// ContextErr says why the record's context or original could not be
+	// read (the page still shows the approval).
+	ContextErr string
 }
+
+// Done reports whether the approval was executed (the page says what it
+// did, not what it would do).
+func (d *approvalData) Done() bool { return d.A.Status == api.ApprovalExecuted }
 
 // Pending reports whether a can still be decided.
 func (d *approvalData) Pending() bool {
@@ -62,6 +79,9 @@ func (c *Console) getApproval(r *http.Request, s *session, id string) (*approval
 	if len(d.A.Payload) > 0 {
 		d.Payload = showPayload(d.A.Payload)
 	}
+	if d.A.DLQID != "" {
+		c.approvalContext(r, s, d)
+	}
 	if d.A.Action == api.ActionDrain && len(d.A.Request) > 0 {
 		var dr api.DrainStartRequest
 		if json.Unmarshal(d.A.Request, &dr) == nil {
@@ -69,6 +89,34 @@ func (c *Console) getApproval(r *http.Request, s *session, id string) (*approval
 		}
 	}
 	return d, nil
+}
+
+// approvalContext reads the record an approval acts on: its failure
+// context, and for a correction shown to the person (the approver, a
+// payload reader) the payload it replaces, through audit.get's payload
+// read for this approval, so that the access audit records the read with
+// the approval as its reason.
+func (c *Console) approvalContext(r *http.Request, s *session, d *approvalData) {
+	review := d.A.Action == api.ActionCorrect && len(d.A.Payload) > 0
+	req := api.GetRequest{DLQID: d.A.DLQID, Domain: d.A.Domain}
+	if review {
+		req.IncludePayload, req.Reason, req.ApprovalID = true, "review of the correction before signing", d.A.ID
+	}
+	rep, err := call[api.GetRequest, api.GetReply](r.Context(), c, s, api.AuditGet, req)
+	if err != nil {
+		d.ContextErr = "The record could not be read: " + api.CodeOf(err) + "."
+		c.log.Info("approval context unreadable", "user", s.user, "approval_id", d.A.ID, "dlq_id", d.A.DLQID, "code", api.CodeOf(err))
+		return
+	}
+	st := rep.State
+	if review && st.Payload != nil {
+		if b, perr := st.Payload.Bytes(); perr == nil {
+			d.Original = showPayload(b)
+			d.Changes = jsonDiff(b, d.A.Payload)
+		}
+	}
+	st.Payload, st.OriginalPayload = nil, nil
+	d.Record = &st
 }
 
 func (c *Console) renderApproval(w http.ResponseWriter, r *http.Request, s *session, d *approvalData, err error, notice string) {

@@ -415,6 +415,11 @@ type GetRequest struct {
 	IncludePayload bool `json:"include_payload,omitempty"`
 	// Reason says why the payload is read (required with IncludePayload).
 	Reason string `json:"reason,omitempty"`
+	// ApprovalID names the approval an approver reviews: with it an
+	// approver (who otherwise reads no payloads) may read the payloads of
+	// the record a correction approval acts on, and the access record's
+	// reason names the approval.
+	ApprovalID string `json:"approval_id,omitempty"`
 }
 
 // GetReply is the current state of a chain and its records, each with its

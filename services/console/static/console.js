@@ -39,3 +39,21 @@
   document.addEventListener("htmx:beforeSwap", closeAll);
   document.addEventListener("htmx:afterSettle", function () { attach(document); });
 })();
+// A form marked data-busy disables its submit buttons once sent and shows
+// a button's data-busy-label (e.g. "Signing…" while the password is
+// checked again), so a slow signature is not sent twice.
+(function () {
+  "use strict";
+  document.addEventListener("submit", function (e) {
+    var form = e.target;
+    if (!form || !form.hasAttribute || !form.hasAttribute("data-busy")) { return; }
+    var buttons = form.querySelectorAll("button[type=submit]");
+    for (var i = 0; i < buttons.length; i++) {
+      var b = buttons[i];
+      if (b.hasAttribute("data-busy-label")) { b.textContent = b.getAttribute("data-busy-label"); }
+      b.disabled = true;
+      b.setAttribute("aria-busy", "true");
+    }
+    form.setAttribute("aria-busy", "true");
+  });
+})();
