@@ -14,6 +14,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"log"
 	"net"
 	"net/url"
@@ -137,7 +138,7 @@ func run(n int) error {
 	body := []byte(`{"dlq_id":"x","note":"` + strings.Repeat("x", 2200) + `"}`)
 	start := time.Now()
 	for i := range n {
-		if _, err := pjs.PublishAsync(subjects.Quarantine("pharmacy", fmt.Sprintf("pharmacy_%032x", i)), body); err != nil {
+		if _, err := pjs.PublishAsync(subjects.Quarantine(pharmacy.Name, fmt.Sprintf("%s_%032x", pharmacy.Name, i)), body); err != nil {
 			return err
 		}
 		if i%2048 == 2047 {
