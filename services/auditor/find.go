@@ -189,14 +189,19 @@ func (f idFilter) match(dom, okey, party, key, dlqID string) bool {
 }
 
 // splitOrderingKey splits an ordering key into its two identifiers: the
-// first ends at the first dot for pharmacy (NDC-11) and DSCSA (GTIN-14),
-// whose first halves have no dot; for FSMA the first is the supplier (the
-// party), which may hold dots.
+// first ends at the first dot for pharmacy (NDC-11, after the registrant
+// that leads the key) and DSCSA (GTIN-14), whose first halves have no dot;
+// for FSMA the first is the supplier (the party), which may hold dots.
 func splitOrderingKey(dom, okey, party string) (string, string) {
 	if dom == fsma.Name && party != "" {
 		if tlc, ok := strings.CutPrefix(okey, party+"."); ok {
 			return party, tlc
 		}
+	}
+	if dom == pharmacy.Name && party != "" {
+		// "<registrant>.<ndc11>.<lot>" since the key names its party;
+		// records quarantined before are "<ndc11>.<lot>".
+		okey = strings.TrimPrefix(okey, party+".")
 	}
 	a, b, _ := strings.Cut(okey, ".")
 	return a, b
