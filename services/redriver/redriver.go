@@ -98,6 +98,11 @@ type Service struct {
 	// holdStore reads the active legal holds (holds.go).
 	holdStore *hold.Store
 	approvals *approval.Store
+	// signer signs the decisions this service re-authenticated (and its
+	// public key verifies every approval it executes); ephemeralKey says
+	// it was made for this process alone (no configured seed).
+	signer       *approval.Signer
+	ephemeralKey bool
 	// sweeping is set while signed approvals are being recovered.
 	sweeping atomic.Bool
 
@@ -134,6 +139,10 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	signer, ephemeral, err := cfg.approvalSigner()
+	if err != nil {
+		return nil, err
+	}
 	checkers := map[string]gate.Checker{}
 	for _, c := range gate.Checkers() {
 		checkers[c.Domain()] = c
@@ -148,6 +157,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 		replays: newReplayBatcher(js, log, m, cfg.ReplayBatch, cfg.ReplayLinger, cfg.Streams),
 		running: map[string]*drainRun{},
 		notify:  newNotifier(nc), replaySecret: secret,
+		signer: signer, ephemeralKey: ephemeral,
 	}, nil
 }
 
@@ -255,6 +265,8 @@ func (s *Service) Run(ctx context.Context) (err error) {
 			Description: "sign a pending approval (approver, re-authenticating) and execute it"}, s.handleApprovalApprove),
 		endpoint.Add(srv, svc, endpoint.Spec{Name: "approval-reject", Subject: api.ApprovalReject, Timeout: 10 * time.Second,
 			Description: "reject a pending approval"}, s.handleApprovalReject),
+		endpoint.Add(srv, svc, endpoint.Spec{Name: "approval-hold-lift", Subject: api.ApprovalHoldLift, Timeout: 10 * time.Second,
+			Description: "store the pending approval of a hold lift (the auditor's request only)"}, s.handleApprovalHoldLift),
 		endpoint.Add(srv, svc, endpoint.Spec{Name: "policy-get", Subject: api.PolicyGet, Timeout: 10 * time.Second,
 			Description: "the approval policy in force"}, s.handlePolicyGet),
 		endpoint.Add(srv, svc, endpoint.Spec{Name: "policy-set", Subject: api.PolicySet, Timeout: 10 * time.Second,
