@@ -113,7 +113,7 @@ func attacks() []attack {
 	// APPROVALS and an approval's AUDIT actions; the auditor asks it for a
 	// hold lift's pending approval.
 	add(attack{id: "I4", name: "approved entry in APPROVALS", publish: "$KV." + subjects.ApprovalsBucket + ".appr-20260101T000000-forged",
-		body: map[string]any{"id": "appr-20260101T000000-forged", "status": "approved", "requester": "operator", "decider": "approver"},
+		body:    map[string]any{"id": "appr-20260101T000000-forged", "status": "approved", "requester": "operator", "decider": "approver"},
 		allowed: []string{access.Redriver}})
 	add(attack{id: "I4", name: "forged approval AUDIT action", publish: subjects.AuditAction("approval", "appr-20260101T000000-forged"),
 		body: map[string]any{"action": "approved", "object": "approval", "actor": "approver"}, allowed: []string{access.Redriver}})
