@@ -525,20 +525,24 @@ func (s *Service) holdTargets(ctx context.Context, t api.HoldTarget) ([]chainRef
 
 // Two-person approval of a lift (package approval, ActionHoldLift): when
 // the policy in force names it (the default does), hold.lift lifts
-// nothing: it stores a pending approval in APPROVALS and answers
-// APPROVAL_REQUIRED with it. An approver other than the requester signs it
+// nothing: it asks the redriver, the approval owner and the only writer
+// of APPROVALS, to store a pending approval (approval.hold_lift) and
+// answers APPROVAL_REQUIRED with it. An approver other than the requester signs it
 // at the redriver (approval.approve, re-authenticating), which executes
 // approvals: it asks hold.lift.approved here with the approval's id, a
 // subject of the services' account that no person's account imports. The
 // lift is done only for an approval read from APPROVALS as approved, of
-// kind hold_lift, for that hold, not executed; it is the requester's
+// kind hold_lift, for that hold, not executed, with a proof of its
+// signature that verifies against the configured approval key and
+// matches its request and decision in AUDIT; it is the requester's
 // lift (the hold's LiftedBy, the chains' hold_lifted records), with the
 // approval and its signer kept in the hold (LiftApprovalID,
 // LiftApprovedBy) and its AUDIT action; the signature itself is the
 // approval's AUDIT action. Without a signed approval no path lifts a
 // hold the policy holds for a second person: hold.lift refuses, and
-// hold.lift.approved finds no approved approval (a person cannot write
-// APPROVALS, nor sign without the approver role and a password).
+// hold.lift.approved finds no proven approval (only the redriver writes
+// APPROVALS, and only the redriver's key, used after re-authenticating an
+// approver, makes a proof).
 
 // noSigning is the auditor's Reauthenticator: it never signs approvals
 // (the redriver does), so it refuses every re-authentication.
