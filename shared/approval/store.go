@@ -206,7 +206,7 @@ func (s *Store) admit(ctx context.Context, a api.Approval) (api.Approval, error)
 	}
 	byRequester, byChain := 0, 0
 	for _, e := range stored {
-		if v := s.view(e); v.Status != api.ApprovalPending {
+		if e.Status != api.ApprovalPending || !s.now().Before(e.ExpiresAt) {
 			continue
 		}
 		if e.Requester == a.Requester && e.Action == a.Action && e.DLQID == a.DLQID && e.HoldID == a.HoldID &&
