@@ -19,6 +19,7 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
+	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
@@ -292,4 +293,65 @@ func sumOf(ms []*dto.Metric) float64 {
 		n += m.GetCounter().GetValue()
 	}
 	return n
+}
+
+// TestApprovalFlood (I7, approvals): an operator filing identity-changing
+// corrections of one record gets at most the chain's cap of pending
+// approvals (APPROVAL_LIMIT after), the same correction asked again
+// answers the pending approval, and the chain is untouched.
+func TestApprovalFlood(t *testing.T) {
+	e := startEnv(t)
+	victim := e.quarantine(t, "approval-flood-victim")
+	before := len(e.chain(t, victim).Records)
+	correct := func(payload []byte) *api.Error {
+		t.Helper()
+		b, _ := json.Marshal(api.RedriveRequest{DLQID: victim, Payload: payload, Reason: "Pharmacie Saint-Étienne: the invoice says so"})
+		m, err := e.conn(t, string(access.RoleOperator)).Request(api.Redrive, b, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ae := endpoint.ErrorOf(m)
+		if ae == nil {
+			t.Fatalf("redrive answered %s, want a refusal", m.Data)
+		}
+		return ae
+	}
+	var first []byte
+	ids := map[string]bool{}
+	for i := range 3 {
+		p, _ := uniqueValidEvent(t, subjects.Event("pharmacy", "dispense"))
+		if i == 0 {
+			first = p
+		}
+		ae := correct(p)
+		if ae.Code != api.ErrApprovalRequired || ae.Approval == nil || ids[ae.Approval.ID] {
+			t.Fatalf("correction %d: %v, want a new pending approval", i, ae)
+		}
+		ids[ae.Approval.ID] = true
+	}
+	if ae := correct(first); ae.Code != api.ErrApprovalRequired || ae.Approval == nil || !ids[ae.Approval.ID] {
+		t.Fatalf("the first correction again: %v, want its pending approval", ae)
+	}
+	for range 3 {
+		p, _ := uniqueValidEvent(t, subjects.Event("pharmacy", "dispense"))
+		if ae := correct(p); ae.Code != api.ErrApprovalLimit {
+			t.Fatalf("a fourth correction: %v, want %s", ae, api.ErrApprovalLimit)
+		}
+	}
+	var list api.ApprovalListReply
+	if code := e.request(t, string(access.RoleViewer), api.ApprovalList, api.ApprovalListRequest{Status: api.ApprovalPending}, &list); code != "" {
+		t.Fatal(code)
+	}
+	n := 0
+	for _, a := range list.Approvals {
+		if a.DLQID == victim {
+			n++
+		}
+	}
+	if n != len(ids) {
+		t.Errorf("%d pending approvals of the chain, want %d", n, len(ids))
+	}
+	if after := e.chain(t, victim); len(after.Records) != before || after.State.Status != record.StatusOpen {
+		t.Errorf("chain: %d records, %s; want %d, open", len(after.Records), after.State.Status, before)
+	}
 }
