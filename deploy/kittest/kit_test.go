@@ -139,3 +139,12 @@ func TestDockerfileBuildsEveryService(t *testing.T) {
 		}
 	}
 }
+
+// approvalFiles are the approval key's files each service reads (issue
+// #28): the redriver signs decisions with the seed, the auditor verifies
+// hold lifts with the public key; each deployment flavor must provision
+// them from the kit.
+var approvalFiles = map[string]struct{ env, file string }{
+	"redriver": {"DEADLETTER_APPROVAL_SEED_FILE", kit.ApprovalSeedFile},
+	"auditor":  {"DEADLETTER_APPROVAL_KEY_FILE", kit.ApprovalKeyFile},
+}

@@ -96,10 +96,14 @@ type Service struct {
 	keys       jetstream.KeyValue
 	holds      *holdState
 	maxAge     time.Duration // QUARANTINE's MaxAge (0: none)
-	// policy and approvals: a hold lift the approval policy names waits
-	// for a second person (holds.go, package approval).
-	policy    *approval.PolicyStore
+	// approvals: a hold lift the approval policy names waits for a
+	// second person (holds.go, package approval).
 	approvals *approval.Store
+	// approvalKey verifies the proof of an approved hold lift (nil: none
+	// configured, no approved lift is executed).
+	approvalKey *approval.Verifier
+	// placeLimit rate-limits each person's hold placements.
+	placeLimit *personLimiter
 
 	trees         exportTrees   // the Merkle tree of the newest checkpoint exported
 	cpMu          sync.Mutex    // serializes checkpoint writes
@@ -136,6 +140,18 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 		}
 		signer = kp
 	}
+	var approvalKey *approval.Verifier
+	var err error
+	switch {
+	case cfg.ApprovalKey != "":
+		if approvalKey, err = approval.NewVerifier(cfg.ApprovalKey); err != nil {
+			return nil, fmt.Errorf("auditor: %w", err)
+		}
+	case cfg.ApprovalKeyFile != "":
+		if approvalKey, err = approval.VerifierFromFile(cfg.ApprovalKeyFile); err != nil {
+			return nil, fmt.Errorf("auditor: %w", err)
+		}
+	}
 	g, err := gate.New(0)
 	if err != nil {
 		return nil, err
@@ -146,7 +162,8 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	}
 	log = log.With("service", "auditor", "instance", cfg.Instance)
 	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log, now: time.Now, verifyBatch: defaultVerifyBatch,
-		seenBits: seenFilterBits, signer: signer}
+		seenBits: seenFilterBits, signer: signer, approvalKey: approvalKey,
+		placeLimit: newPersonLimiter(cfg.HoldPlacePerMinute, cfg.HoldPlaceBurst, maxPlacers)}
 	m := newMetrics(cfg.Registerer, s.checkpointAge, s.behindAnchor)
 	s.metrics = m
 	s.index = newIndex(log, m, cfg.AnchorBlocks)
@@ -206,9 +223,8 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	}); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.HoldsBucket, err)
 	}
-	s.policy = approval.NewPolicyStore(s.js, s.now)
 	s.approvals, err = retry.Value(ctx, s.log, "approvals bucket", func(ctx context.Context) (*approval.Store, error) {
-		return approval.Open(ctx, s.js, approval.Config{Reauth: noSigning{}, Logger: s.log, Now: s.now})
+		return approval.Open(ctx, s.js, approval.Config{Reauth: noSigning{}, Verifier: s.approvalKey, Logger: s.log, Now: s.now})
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.ApprovalsBucket, err)

@@ -62,6 +62,20 @@ type Config struct {
 	// so that an insider with the store cannot sign. Empty: checkpoints
 	// are unsigned (they still carry their Merkle root).
 	SigningKeyFile string
+	// ApprovalKey is the public key of the approval owner's signing key
+	// (the redriver's ApprovalSeed; access.Secrets.ApprovalPublicKey): a
+	// hold lift is executed only for an approval whose proof verifies
+	// against it (package approval). Empty: ApprovalKeyFile, else no
+	// approved hold lift is executed (APPROVAL_UNPROVEN).
+	ApprovalKey string
+	// ApprovalKeyFile is a file holding ApprovalKey (the deployment kit's
+	// services/approval.pub).
+	ApprovalKeyFile string
+	// HoldPlacePerMinute and HoldPlaceBurst rate-limit each person's hold
+	// placements (hold.place): one more is refused RATE_LIMITED. Defaults
+	// 30 and 10.
+	HoldPlacePerMinute int
+	HoldPlaceBurst     int
 	// ExportFile is where every new checkpoint is also written, one JSON
 	// line each (api.ExportedCheckpoint), so that a copy lives outside
 	// the store: a file appended to (O_APPEND, fsync after each line,
@@ -102,6 +116,8 @@ func DefaultConfig() Config {
 		AnchorBlocks:       defaultAnchorBlocks,
 		Instance:           "auditor",
 		TraceURLBase:       telemetry.DefaultTraceURLBase,
+		HoldPlacePerMinute: 30,
+		HoldPlaceBurst:     10,
 	}
 }
 
@@ -111,7 +127,8 @@ func DefaultConfig() Config {
 // DEADLETTER_AUDIT_VERIFY_CACHE, DEADLETTER_AUDIT_SIGNING_KEY_FILE,
 // DEADLETTER_AUDIT_EXPORT_FILE, DEADLETTER_AUDIT_ANCHOR_BLOCKS,
 // DEADLETTER_INSTANCE_ID (default <hostname>-auditor-<DEADLETTER_INSTANCE_INDEX>), DEADLETTER_TRACE_URL_BASE,
-// DEADLETTER_RETENTION.
+// DEADLETTER_RETENTION, DEADLETTER_APPROVAL_KEY_FILE,
+// DEADLETTER_HOLD_PLACE_PER_MINUTE, DEADLETTER_HOLD_PLACE_BURST.
 func (c *Config) LoadEnv(env *config.Env) {
 	env.Duration("DEADLETTER_AUDIT_GRACE", &c.Grace)
 	env.Bool("DEADLETTER_ALLOW_ANONYMOUS", &c.AllowAnonymous)
@@ -125,6 +142,9 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Instance("auditor", &c.Instance)
 	env.String("DEADLETTER_TRACE_URL_BASE", &c.TraceURLBase)
 	env.Retention(&c.Retention)
+	env.String("DEADLETTER_APPROVAL_KEY_FILE", &c.ApprovalKeyFile)
+	env.Int("DEADLETTER_HOLD_PLACE_PER_MINUTE", &c.HoldPlacePerMinute)
+	env.Int("DEADLETTER_HOLD_PLACE_BURST", &c.HoldPlaceBurst)
 }
 
 func (c Config) validate() error {
@@ -143,6 +163,8 @@ func (c Config) validate() error {
 		return errors.New("auditor: AnchorBlocks must not be negative")
 	case c.Instance == "":
 		return errors.New("auditor: Instance is required")
+	case c.HoldPlacePerMinute < 1 || c.HoldPlaceBurst < 1:
+		return errors.New("auditor: HoldPlacePerMinute and HoldPlaceBurst must be at least 1")
 	}
 	return nil
 }

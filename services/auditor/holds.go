@@ -20,6 +20,7 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/chain"
+	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/hold"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -438,6 +439,11 @@ func (s *Service) HoldPlace(ctx context.Context, req api.HoldPlaceRequest) (api.
 	if err != nil {
 		return api.HoldReply{}, err
 	}
+	if !s.placeLimit.allow(who.User) {
+		s.log.Warn("hold placement refused", "user", who.User, "code", api.ErrHoldRateLimited)
+		return api.HoldReply{}, api.Errorf(api.ErrHoldRateLimited, "%s placed more holds than %d a minute (burst %d): retry later",
+			who.User, s.cfg.HoldPlacePerMinute, s.cfg.HoldPlaceBurst)
+	}
 	if id := req.Target.DLQID; id != "" {
 		dom, _, _ := strings.Cut(id, "_")
 		if _, err := s.chains.Last(ctx, dom, id); errors.Is(err, chain.ErrNotFound) {
@@ -519,20 +525,24 @@ func (s *Service) holdTargets(ctx context.Context, t api.HoldTarget) ([]chainRef
 
 // Two-person approval of a lift (package approval, ActionHoldLift): when
 // the policy in force names it (the default does), hold.lift lifts
-// nothing: it stores a pending approval in APPROVALS and answers
-// APPROVAL_REQUIRED with it. An approver other than the requester signs it
+// nothing: it asks the redriver, the approval owner and the only writer
+// of APPROVALS, to store a pending approval (approval.hold_lift) and
+// answers APPROVAL_REQUIRED with it. An approver other than the requester signs it
 // at the redriver (approval.approve, re-authenticating), which executes
 // approvals: it asks hold.lift.approved here with the approval's id, a
 // subject of the services' account that no person's account imports. The
 // lift is done only for an approval read from APPROVALS as approved, of
-// kind hold_lift, for that hold, not executed; it is the requester's
+// kind hold_lift, for that hold, not executed, with a proof of its
+// signature that verifies against the configured approval key and
+// matches its request and decision in AUDIT; it is the requester's
 // lift (the hold's LiftedBy, the chains' hold_lifted records), with the
 // approval and its signer kept in the hold (LiftApprovalID,
 // LiftApprovedBy) and its AUDIT action; the signature itself is the
 // approval's AUDIT action. Without a signed approval no path lifts a
 // hold the policy holds for a second person: hold.lift refuses, and
-// hold.lift.approved finds no approved approval (a person cannot write
-// APPROVALS, nor sign without the approver role and a password).
+// hold.lift.approved finds no proven approval (only the redriver writes
+// APPROVALS, and only the redriver's key, used after re-authenticating an
+// approver, makes a proof).
 
 // noSigning is the auditor's Reauthenticator: it never signs approvals
 // (the redriver does), so it refuses every re-authentication.
@@ -573,36 +583,25 @@ func (s *Service) HoldLift(ctx context.Context, req api.HoldLiftRequest) (api.Ho
 
 // requireLiftApproval returns nil when the policy in force lets who lift
 // at once, else an APPROVAL_REQUIRED *api.Error carrying the pending
-// approval it created. It fails closed: an unreadable policy or store
-// refuses the lift.
+// approval the redriver created. The auditor writes no approval: the
+// redriver, the approval owner, alone writes APPROVALS
+// (api.ApprovalHoldLift). It fails closed: a redriver that does not
+// answer refuses the lift.
 func (s *Service) requireLiftApproval(ctx context.Context, who access.Identity, req api.HoldLiftRequest) error {
-	p, err := s.policy.Get(ctx)
-	if err != nil {
-		return approval.APIError(err)
-	}
-	d, err := approval.Needs(p.Policy, approval.Action{Kind: api.ActionHoldLift})
-	if err != nil {
-		return approval.APIError(err)
-	}
-	if !d.Needed {
-		return nil
-	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return api.Wrap(api.ErrInternal, err, "the request could not be encoded")
 	}
-	a, err := s.approvals.Create(ctx, approval.Request{Action: api.ActionHoldLift, HoldID: req.ID, Body: body,
-		Requester: who, Reason: req.Reason, Decision: d}, p.Policy)
-	if err != nil && a.ID == "" {
-		return approval.APIError(err)
+	_, err = endpoint.Call[api.ApprovalHoldLiftRequest, api.ApprovalReply](ctx, s.nc, api.ApprovalHoldLift, api.ApprovalHoldLiftRequest{
+		HoldID: req.ID, Request: body, Requester: who.User, RequesterRole: string(who.Role), Reason: req.Reason})
+	if e := api.AsError(err); e != nil && e.Code == api.ErrApprovalRequired && e.Approval != nil {
+		s.log.Info("APPROVAL_REQUIRED", "approval_id", e.Approval.ID, "action", e.Approval.Action, "hold_id", req.ID, "user", who.User)
+		return e
 	}
-	if err != nil { // stored; its AUDIT action not written
-		s.log.Warn("approval request not audited", "approval_id", a.ID, "err", err)
+	if err != nil && api.AsError(err) == nil {
+		return api.Wrap(api.ErrUnavailable, err, "the approval owner (the redriver) did not answer: the lift is refused; retry")
 	}
-	s.log.Info("APPROVAL_REQUIRED", "approval_id", a.ID, "action", a.Action, "hold_id", req.ID, "user", who.User)
-	a.Request = nil
-	return &api.Error{Code: api.ErrApprovalRequired, Approval: &a,
-		Message: "lifting the hold needs a second person's approval: pending approval " + a.ID + " (" + strings.Join(d.Reasons, "; ") + ")"}
+	return err
 }
 
 // HoldLiftApproved executes signed approval req.ApprovalID of a hold lift
@@ -626,8 +625,15 @@ func (s *Service) HoldLiftApproved(ctx context.Context, req api.HoldLiftApproved
 		return api.HoldReply{}, api.Errorf(api.ErrForbidden, "approval %s is not a hold lift", a.ID)
 	case a.Status != api.ApprovalApproved:
 		return api.HoldReply{}, api.Errorf(api.ErrForbidden, "approval %s is %s, not approved", a.ID, a.Status)
+
 	case json.Unmarshal(a.Request, &lift) != nil || lift.Validate() != nil || lift.ID != a.HoldID:
 		return api.HoldReply{}, api.Errorf(api.ErrBadRequest, "approval %s does not hold a lift of hold %s", a.ID, a.HoldID)
+	}
+	// Only a decision the approval owner signed after re-authenticating
+	// the approver, recorded in AUDIT with its request, lifts the hold.
+	if err := s.approvals.Proven(ctx, a); err != nil {
+		s.log.Error("approved hold lift refused", "approval_id", a.ID, "hold_id", a.HoldID, "code", approval.Code(err))
+		return api.HoldReply{}, approval.APIError(err)
 	}
 	sig, err := approval.Signature(a)
 	if err != nil {

@@ -163,6 +163,7 @@ func TestApprovalsInboxAndDecisions(t *testing.T) {
 // for approval.
 func TestHolds(t *testing.T) {
 	e := startEnv(t)
+	startFakeRedriver(t, e) // the approval owner: a lift waits for approval
 	c := e.newConsole(t, nil)
 	op := newClient(t, c, "127.0.0.73")
 	token := op.mustLogin(string(access.RoleOperator), e.password(string(access.RoleOperator)))

@@ -78,6 +78,15 @@ func startFakeRedriver(t *testing.T, e *env) *fakeRedriver {
 			"approval": api.Approval{ID: "apr-9", Action: api.ActionDrain, Status: api.ApprovalPending, Reasons: []string{"drain_max_selected"}}})
 		_ = r.Error(api.ErrApprovalRequired, "a big drain needs approval", body)
 	})
+	// The auditor asks the redriver, the approval owner, to store a hold
+	// lift's pending approval.
+	add(api.ApprovalHoldLift, func(r micro.Request) {
+		var req api.ApprovalHoldLiftRequest
+		_ = json.Unmarshal(r.Data(), &req)
+		body, _ := json.Marshal(map[string]any{"code": api.ErrApprovalRequired, "message": "lifting a hold needs approval",
+			"approval": api.Approval{ID: "apr-10", Action: api.ActionHoldLift, HoldID: req.HoldID, Status: api.ApprovalPending, Reasons: []string{"hold_lift"}}})
+		_ = r.Error(api.ErrApprovalRequired, "lifting a hold needs approval", body)
+	})
 	add(api.Release, func(r micro.Request) {
 		_ = r.Error(api.ErrHeld, "the event is under legal hold [h-1]: it may not be drained, redriven, released or resolved until lifted", nil)
 	})

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -77,7 +78,12 @@ func serverTLS(o nats.Options) []nats.Option {
 // openApprovals binds the approval policy and the APPROVALS store.
 func (s *Service) openApprovals(ctx context.Context) error {
 	s.policy = approval.NewPolicyStore(s.js, s.cfg.Now)
-	st, err := approval.Open(ctx, s.js, approval.Config{Reauth: reauth(s.nc, s.cfg), Logger: s.log, Now: s.cfg.Now})
+	if s.ephemeralKey {
+		s.log.Warn("APPROVAL_KEY_EPHEMERAL: no approval seed configured (DEADLETTER_APPROVAL_SEED_FILE): approvals signed here verify only here",
+			"key", s.signer.PublicKey())
+	}
+	st, err := approval.Open(ctx, s.js, approval.Config{Reauth: reauth(s.nc, s.cfg), Signer: s.signer, Verifier: s.signer.Verifier(),
+		Limits: approval.Limits{PerRequester: s.cfg.MaxPendingPerRequester, PerChain: s.cfg.MaxPendingPerChain}, Logger: s.log, Now: s.cfg.Now})
 	if err != nil {
 		return err
 	}
@@ -122,8 +128,8 @@ func (s *Service) requireApproval(ctx context.Context, who access.Identity, acti
 	if err != nil && a.ID == "" {
 		return approval.APIError(err)
 	}
-	if err != nil { // stored; its AUDIT action not written
-		s.log.Warn("approval request not audited", "approval_id", a.ID, "err", err)
+	if err != nil {
+		return approval.APIError(err)
 	}
 	s.log.Info("APPROVAL_REQUIRED", "approval_id", a.ID, "action", a.Action, "dlq_id", a.DLQID, "actor", who.User)
 	v := withoutValues(a)
@@ -268,9 +274,19 @@ func (s *Service) sweepApprovals(minAge time.Duration) {
 	}()
 }
 
-// recoverApprovals executes the approvals signed but not executed (signed
-// at least minAge ago: an approve request in flight executes its own).
+// recoverApprovals refuses the approvals stored as approved without a
+// valid proof (whatever their age), then executes the approvals signed but
+// not executed (signed at least minAge ago: an approve request in flight
+// executes its own).
 func (s *Service) recoverApprovals(ctx context.Context, minAge time.Duration) {
+	forged, err := s.approvals.Unproven(ctx)
+	if err != nil {
+		s.log.Warn("approvals not checked", "err", err)
+		return
+	}
+	for _, a := range forged {
+		s.refuse(ctx, a, errors.New(a.Refused))
+	}
 	rep, err := s.approvals.List(ctx, api.ApprovalApproved, 0)
 	if err != nil {
 		s.log.Warn("approvals not listed", "err", err)
@@ -296,8 +312,8 @@ var errChainMoved = errors.New("redriver: the chain changed since the approval w
 // executed again (so does TOO_MANY_DRAINS); any other outcome, a failure included (a chain that
 // moved on: CONFLICT), is recorded and final.
 func (s *Service) executeApproval(ctx context.Context, a api.Approval) (api.Approval, error) {
-	if err := s.approvals.Audit(ctx, a, approval.AuditApproved); err != nil {
-		s.log.Warn("approval signature not audited", "approval_id", a.ID, "err", err)
+	if err := s.prove(ctx, a); err != nil {
+		return a, err
 	}
 	outcome, err := s.runApproved(ctx, a)
 	code := outcome
@@ -323,6 +339,68 @@ func (s *Service) executeApproval(ctx context.Context, a api.Approval) (api.Appr
 	}
 	s.log.Info("APPROVAL_EXECUTED", "approval_id", a.ID, "action", a.Action, "dlq_id", a.DLQID, "outcome", code)
 	return done, err
+}
+
+// prove checks, before anything of approval a is executed, that its
+// proof verifies against this service's key and that AUDIT holds its
+// request and its decision (written now if missing: the decision's own
+// record, idempotent). An approval without a valid proof is refused
+// (refuse) and never executed: APPROVAL_UNPROVEN. An AUDIT that cannot
+// be written or read leaves it approved, for the sweep: UNAVAILABLE.
+func (s *Service) prove(ctx context.Context, a api.Approval) error {
+	if err := s.signer.Verifier().Verify(a); err != nil {
+		s.refuse(ctx, a, err)
+		return approval.APIError(err)
+	}
+	if err := s.approvals.Audit(ctx, a, approval.AuditApproved); err != nil {
+		s.log.Warn("approval signature not audited; not executed", "approval_id", a.ID, "err", err)
+		return approval.APIError(err)
+	}
+	if err := s.approvals.Proven(ctx, a); err != nil {
+		if errors.Is(err, approval.ErrUnproven) {
+			s.refuse(ctx, a, err)
+		}
+		return approval.APIError(err)
+	}
+	return nil
+}
+
+// refuse records that stored approval a has no valid proof (why): its
+// entry becomes refused, AUDIT gets the refusal, the metric counts it and
+// the log says so (ids only). It is never executed.
+func (s *Service) refuse(ctx context.Context, a api.Approval, why error) {
+	if _, err := s.approvals.Refuse(ctx, a, why.Error()); err != nil {
+		s.log.Error("APPROVAL_REFUSED not recorded; retried by the sweep", "approval_id", a.ID, "err", err)
+		return
+	}
+	s.metrics.approvalsRefused.Inc()
+	s.log.Error("APPROVAL_REFUSED", "approval_id", a.ID, "action", a.Action, "dlq_id", a.DLQID, "status", a.Status,
+		"decider", a.Decider, "code", api.ErrApprovalUnproven)
+}
+
+// handleApprovalHoldLift stores the pending approval of a hold lift for
+// the auditor (the approval owner alone writes APPROVALS): only a request
+// from within the services' account, where only the auditor may publish
+// the subject, is served; one that carries a person is refused. It
+// answers APPROVAL_REQUIRED with the pending approval, or an empty
+// approval when the policy in force lets the lift go at once.
+func (s *Service) handleApprovalHoldLift(ctx context.Context, m endpoint.Meta, req api.ApprovalHoldLiftRequest) (api.ApprovalReply, error) {
+	if who, err := m.Caller(); err == nil {
+		return api.ApprovalReply{}, api.Errorf(CodeForbidden, "%s may not store approvals: the auditor asks for a hold lift's", who.User)
+	}
+	role := access.Role(req.RequesterRole)
+	switch {
+	case req.Requester == "" || !slices.Contains(access.Roles, role):
+		return api.ApprovalReply{}, api.BadField("requester", "names no person and role")
+	case !api.ValidHoldID(req.HoldID):
+		return api.ApprovalReply{}, api.BadField("hold_id", "is not a hold id")
+	case len(req.Request) == 0 || !json.Valid(req.Request):
+		return api.ApprovalReply{}, api.BadField("request", "must be a JSON value")
+	}
+	who := access.Identity{User: req.Requester, Role: role}
+	err := s.requireApproval(ctx, who, approval.Action{Kind: api.ActionHoldLift},
+		approval.Request{HoldID: req.HoldID, Body: req.Request, Reason: req.Reason})
+	return api.ApprovalReply{}, err
 }
 
 // runApproved executes a's action: for an event, its approved record at

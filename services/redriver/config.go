@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/failpoint"
@@ -96,6 +97,28 @@ type Config struct {
 	// ReplaySecretFile is a file holding ReplaySecret (read by New when
 	// ReplaySecret is empty).
 	ReplaySecretFile string
+	// ApprovalSeed is the approval key's nkey seed (access.Secrets'
+	// ApprovalSeed): the redriver signs every decision it re-authenticated
+	// with it, and executes only approvals whose proof verifies against
+	// its public key (package approval, issue #28). Every redriver
+	// instance of a deployment, and the auditor's public key, must share
+	// it. Empty: ApprovalSeedFile, else a key of this process alone
+	// (warned at start: another instance would refuse its approvals, the
+	// auditor its hold lifts).
+	ApprovalSeed []byte
+	// ApprovalSeedFile is a file holding ApprovalSeed (the deployment
+	// kit's services/approval.seed).
+	ApprovalSeedFile string
+	// MaxPendingPerRequester is the most pending approvals one person may
+	// have; one more is refused APPROVAL_LIMIT. Default 20; 0: no limit.
+	// (Each Create reads the bucket: 200 pending corrections of 100 KB
+	// made one cost 2.8 s; 50, 0.6 s.)
+	MaxPendingPerRequester int
+	// MaxPendingPerChain is the most pending approvals of one chain (or
+	// of one legal hold's lift); one more is refused APPROVAL_LIMIT. The
+	// same request asked again while pending answers the pending one.
+	// Default 3; 0: no limit.
+	MaxPendingPerChain int
 	// ReplayBatch is the most replays written to EVENTS as one atomic
 	// batch (the replays that concurrent lanes publish at about the same
 	// moment; at most batch.MaxMessages). 0 or 1: each replay is written
@@ -138,6 +161,9 @@ func DefaultConfig() Config {
 		Streams:              streams.DefaultOptions(),
 		Provision:            true,
 		ReplayBatch:          batch.MaxMessages,
+
+		MaxPendingPerRequester: 20,
+		MaxPendingPerChain:     3,
 	}
 }
 
@@ -146,7 +172,10 @@ func DefaultConfig() Config {
 // DEADLETTER_REDRIVE_OUTCOME_TIMEOUT, DEADLETTER_DRAIN_LEASE,
 // DEADLETTER_MAX_PAYLOAD, DEADLETTER_REPLICAS, DEADLETTER_SYNC_ALWAYS,
 // DEADLETTER_ALLOW_ANONYMOUS,
-// DEADLETTER_REPLAY_SECRET_FILE, DEADLETTER_PROVISION, DEADLETTER_FAILPOINT.
+// DEADLETTER_REPLAY_SECRET_FILE, DEADLETTER_APPROVAL_SEED_FILE,
+// DEADLETTER_APPROVAL_MAX_PENDING_PER_REQUESTER,
+// DEADLETTER_APPROVAL_MAX_PENDING_PER_CHAIN, DEADLETTER_PROVISION,
+// DEADLETTER_FAILPOINT.
 func (c *Config) LoadEnv(env *config.Env) {
 	env.Instance("redriver", &c.InstanceID)
 	env.Int("DEADLETTER_REDRIVE_RATE", &c.DefaultRatePerSecond)
@@ -157,6 +186,9 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Streams(&c.Streams)
 	env.Bool("DEADLETTER_ALLOW_ANONYMOUS", &c.AllowAnonymous)
 	env.String("DEADLETTER_REPLAY_SECRET_FILE", &c.ReplaySecretFile)
+	env.String("DEADLETTER_APPROVAL_SEED_FILE", &c.ApprovalSeedFile)
+	env.Int("DEADLETTER_APPROVAL_MAX_PENDING_PER_REQUESTER", &c.MaxPendingPerRequester)
+	env.Int("DEADLETTER_APPROVAL_MAX_PENDING_PER_CHAIN", &c.MaxPendingPerChain)
 	env.Bool("DEADLETTER_PROVISION", &c.Provision)
 	env.Failpoint(&c.Failpoint)
 }
@@ -177,6 +209,8 @@ func (c Config) validate() error {
 		return errors.New("redriver: ReplayLinger must be between 0 and 1 s")
 	case c.ReplayBatch < 0 || c.ReplayBatch > batch.MaxMessages:
 		return fmt.Errorf("redriver: ReplayBatch must be between 0 and %d", batch.MaxMessages)
+	case c.MaxPendingPerRequester < 0 || c.MaxPendingPerChain < 0:
+		return errors.New("redriver: MaxPendingPerRequester and MaxPendingPerChain must not be negative (0: no limit)")
 	case c.MaxPayload <= 0:
 		return errors.New("redriver: MaxPayload must be positive")
 	case len(c.ReplaySecret) > 0 && len(c.ReplaySecret) < minReplaySecret:
@@ -207,4 +241,22 @@ func (c Config) replaySecret() ([]byte, error) {
 		return nil, fmt.Errorf("redriver: replay secret: %w", err)
 	}
 	return b, nil
+}
+
+// approvalSigner returns the approval key: ApprovalSeed, else the seed in
+// ApprovalSeedFile, else a key of this process (ephemeral reports so).
+func (c Config) approvalSigner() (signer *approval.Signer, ephemeral bool, err error) {
+	switch {
+	case len(c.ApprovalSeed) > 0:
+		signer, err = approval.NewSigner(c.ApprovalSeed)
+	case c.ApprovalSeedFile != "":
+		signer, err = approval.SignerFromFile(c.ApprovalSeedFile)
+	default:
+		signer, err = approval.NewEphemeralSigner()
+		ephemeral = true
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("redriver: %w", err)
+	}
+	return signer, ephemeral, nil
 }

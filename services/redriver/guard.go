@@ -2,7 +2,6 @@ package redriver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"maps"
 	"math"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
-	"github.com/deadletter/deadletter/shared/trail"
 )
 
 // autoActor is the actor of what the redriver does on its own (an
@@ -119,7 +117,8 @@ func (s *Service) pause(d *drainRun, reason string, fig api.WindowFigures, codes
 	if d.userCancelled.Load() || !d.paused.CompareAndSwap(false, true) {
 		return
 	}
-	ev := api.DrainEvent{Action: api.ActionPaused, Actor: autoActor, At: time.Now().UTC(), Reason: reason, Codes: codes, Window: &fig}
+	ev := api.DrainEvent{Action: api.ActionPaused, Actor: autoActor, At: time.Now().UTC(), Reason: reason, Codes: codes, Window: &fig,
+		Unrecorded: true}
 	d.setStatus(func(st *api.DrainState) {
 		st.Status = api.DrainPaused
 		st.Events = append(st.Events, ev)
@@ -152,35 +151,9 @@ func codeList(codes map[string]int) string {
 	return out
 }
 
-// auditDrain writes a drain's event to AUDIT as an api.AuditAction on
-// subjects.AuditAction("drain", id), de-duplicated by the drain and the
-// event's number (n, its place in DrainState.Events, from 1), retrying a
-// few times. A failure is logged: the event stays in the drain's state.
-func (s *Service) auditDrain(id string, ev api.DrainEvent, n int) {
-	detail, _ := json.Marshal(struct {
-		DrainID string             `json:"drain_id"`
-		Codes   map[string]int     `json:"codes,omitempty"`
-		Window  *api.WindowFigures `json:"window,omitempty"`
-	}{id, ev.Codes, ev.Window})
-	act := api.AuditAction{Action: ev.Action, Object: "drain", ObjectID: id, Actor: ev.Actor, Role: ev.Role,
-		At: ev.At, Reason: ev.Reason, Detail: detail}
-	msgID := "drain-" + id + "-" + strconv.Itoa(n)
-	var err error
-	for attempt := range 3 {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err = trail.Publish(ctx, s.js, act, msgID)
-		cancel()
-		if err == nil {
-			return
-		}
-		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
-	}
-	s.log.Warn("drain action not audited", "drain_id", id, "action", ev.Action, "err", err)
-}
-
 // personEvent is a person's drain event.
 func personEvent(action string, who access.Identity, reason string) api.DrainEvent {
-	return api.DrainEvent{Action: action, Actor: who.User, Role: string(who.Role), At: time.Now().UTC(), Reason: reason}
+	return api.DrainEvent{Action: action, Actor: who.User, Role: string(who.Role), At: time.Now().UTC(), Reason: reason, Unrecorded: true}
 }
 
 // runCanary replays the canary's events (heads of their lanes, see

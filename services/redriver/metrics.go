@@ -19,6 +19,12 @@ type metrics struct {
 	// batching is 1 while atomic batches of replays are measured cheaper
 	// than one publish each.
 	batching prometheus.Gauge
+	// approvalsRefused counts the approvals found approved without a
+	// valid proof and refused (never executed).
+	approvalsRefused prometheus.Counter
+	// unrecorded is the drain governance events not in AUDIT yet (kept in
+	// their drain's state, written by the outbox).
+	unrecorded prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -67,9 +73,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "deadletter_redrive_replay_batching",
 			Help: "1 while atomic batches of replays are measured cheaper than one publish each (and used), 0 otherwise.",
 		}),
+		approvalsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "deadletter_redrive_approvals_refused_total",
+			Help: "Approvals found approved without a valid proof of their signature (forged or unsigned) and refused: never executed.",
+		}),
+		unrecorded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "deadletter_redrive_audit_unrecorded",
+			Help: "Drain governance events (pauses, canary verdicts, resumes, cancels) not written to AUDIT yet: kept in their drain's state and retried until written.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.published, m.outcomes, m.retries, m.inFlight, m.drains, m.refused, m.pauses, m.batches, m.batched, m.unbatched, m.batching)
+		reg.MustRegister(m.published, m.outcomes, m.retries, m.inFlight, m.drains, m.refused, m.pauses, m.batches, m.batched, m.unbatched, m.batching,
+			m.approvalsRefused, m.unrecorded)
 	}
 	return m
 }

@@ -98,6 +98,14 @@ type Service struct {
 	// holdStore reads the active legal holds (holds.go).
 	holdStore *hold.Store
 	approvals *approval.Store
+	// signer signs the decisions this service re-authenticated (and its
+	// public key verifies every approval it executes); ephemeralKey says
+	// it was made for this process alone (no configured seed).
+	signer       *approval.Signer
+	ephemeralKey bool
+	// outboxKick wakes the outbox of drain events not in AUDIT yet
+	// (outbox.go).
+	outboxKick chan struct{}
 	// sweeping is set while signed approvals are being recovered.
 	sweeping atomic.Bool
 
@@ -134,6 +142,10 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	signer, ephemeral, err := cfg.approvalSigner()
+	if err != nil {
+		return nil, err
+	}
 	checkers := map[string]gate.Checker{}
 	for _, c := range gate.Checkers() {
 		checkers[c.Domain()] = c
@@ -148,6 +160,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 		replays: newReplayBatcher(js, log, m, cfg.ReplayBatch, cfg.ReplayLinger, cfg.Streams),
 		running: map[string]*drainRun{},
 		notify:  newNotifier(nc), replaySecret: secret,
+		signer: signer, ephemeralKey: ephemeral, outboxKick: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -257,6 +270,8 @@ func (s *Service) Run(ctx context.Context) (err error) {
 			Description: "sign a pending approval (approver, re-authenticating) and execute it"}, s.handleApprovalApprove),
 		endpoint.Add(srv, svc, endpoint.Spec{Name: "approval-reject", Subject: api.ApprovalReject, Timeout: 10 * time.Second,
 			Description: "reject a pending approval"}, s.handleApprovalReject),
+		endpoint.Add(srv, svc, endpoint.Spec{Name: "approval-hold-lift", Subject: api.ApprovalHoldLift, Timeout: 10 * time.Second,
+			Description: "store the pending approval of a hold lift (the auditor's request only)"}, s.handleApprovalHoldLift),
 		endpoint.Add(srv, svc, endpoint.Spec{Name: "policy-get", Subject: api.PolicyGet, Timeout: 10 * time.Second,
 			Description: "the approval policy in force"}, s.handlePolicyGet),
 		endpoint.Add(srv, svc, endpoint.Spec{Name: "policy-set", Subject: api.PolicySet, Timeout: 10 * time.Second,
@@ -272,6 +287,13 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	// Approvals signed but not executed (a crash in between): executed
 	// now, in the background (a correction waits for its replay).
 	s.sweepApprovals(0)
+	// Drain events not in AUDIT yet (the outbox): written now, and until
+	// AUDIT takes them.
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.runOutbox(s.runCtx)
+	}()
 	s.log.Info("redriver started", "default_rate", s.cfg.DefaultRatePerSecond, "default_concurrency", s.cfg.DefaultConcurrency)
 	t := time.NewTicker(s.cfg.DrainLease)
 	defer t.Stop()
@@ -519,8 +541,8 @@ func (s *Service) handleDrainCancel(ctx context.Context, m endpoint.Meta, req ap
 		case <-ctx.Done():
 		}
 		snap := d.snapshot()
-		if first {
-			s.auditDrain(id, ev, len(snap.Events))
+		if first && s.auditDrain(id, ev, len(snap.Events)) {
+			clearMark(&snap, ev, len(snap.Events))
 		}
 		return snap, nil
 	}
@@ -541,7 +563,9 @@ func (s *Service) handleDrainCancel(ctx context.Context, m endpoint.Meta, req ap
 		b, _ := json.Marshal(st)
 		if _, err := s.drains.Update(ctx, id, b, rev); err == nil {
 			s.log.Info("DRAIN_CANCELLED", "drain_id", id, "actor", who.User)
-			s.auditDrain(id, ev, len(st.Events))
+			if s.auditDrain(id, ev, len(st.Events)) {
+				clearMark(&st, ev, len(st.Events))
+			}
 			return st, nil
 		}
 	}
@@ -599,8 +623,10 @@ func (s *Service) handleDrainResume(ctx context.Context, m endpoint.Meta, req ap
 			continue
 		}
 		s.log.Info("DRAIN_RESUMED_BY", "drain_id", id, "actor", who.User, "role", string(who.Role))
-		s.auditDrain(id, ev, len(st.Events))
 		s.start(s.newRun(st, nrev), true)
+		if s.auditDrain(id, ev, len(st.Events)) {
+			clearMark(&st, ev, len(st.Events))
+		}
 		return st, nil
 	}
 	return api.DrainState{}, api.Errorf(api.ErrConflict, "the drain's status kept changing; retry")

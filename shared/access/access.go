@@ -193,7 +193,10 @@ var table = func() []Spec {
 		// Its replays go into EVENTS on redriven.> (replay.>, REPLAYS',
 		// is where earlier redrivers wrote them); no one else may publish
 		// either.
-		[]string{subjects.RedrivenAll, subjects.ReplaysAll, api.QuarantinerAppend, subjects.AuditActionsAll, subjects.AuditAccessAll, api.HoldLiftApproved},
+		// It answers the auditor's requests for a hold lift's pending
+		// approval (api.ApprovalHoldLift) on the auditor's inbox.
+		[]string{subjects.RedrivenAll, subjects.ReplaysAll, api.QuarantinerAppend, subjects.AuditActionsAll, subjects.AuditAccessAll, api.HoldLiftApproved,
+			inboxAll(Auditor)},
 	), append(RedriverEndpoints(),
 		// It watches commits and quarantine records (core subscriptions,
 		// read-only) to observe each replay's outcome as it happens.
@@ -205,12 +208,15 @@ var table = func() []Spec {
 		// their records appended through the quarantiner, the held chains'
 		// copies in LEGALHOLD.
 		kvWrite(subjects.HoldsBucket),
-		// A lift the policy makes wait for a second person: its pending
-		// approval in APPROVALS and AUDIT; executed, once signed, on the
-		// redriver's request, answered on its inbox.
-		kvWrite(subjects.ApprovalsBucket),
-		[]string{subjects.AuditCheckpoints, subjects.AuditAccessAll, subjects.AuditAction("hold", ">"), subjects.AuditAction("approval", ">"),
-			api.QuarantinerHold, subjects.LegalHoldAll, inboxAll(Redriver)},
+		// A lift the policy makes wait for a second person: it reads
+		// APPROVALS but never writes it (nor an approval's AUDIT actions):
+		// the redriver, the approval owner, stores the pending approval on
+		// its request (api.ApprovalHoldLift); executed, once signed and
+		// its proof verified, on the redriver's request, answered on its
+		// inbox.
+		kvRead(subjects.ApprovalsBucket),
+		[]string{subjects.AuditCheckpoints, subjects.AuditAccessAll, subjects.AuditAction("hold", ">"),
+			api.QuarantinerHold, subjects.LegalHoldAll, inboxAll(Redriver), api.ApprovalHoldLift},
 	), append(AuditorEndpoints(), api.HoldLiftApproved)...)
 	return []Spec{
 		{
@@ -235,7 +241,7 @@ var table = func() []Spec {
 		},
 		{
 			Name:    Auditor,
-			Doc:     "reads QUARANTINE, AUDIT, EVENTS, LEDGER and IDEMPOTENCY; writes its checkpoints, the access audit of payload reads and the legal holds' actions to AUDIT, keeps the legal holds in HOLDS, appends their records through the quarantiner and copies the held chains to LEGALHOLD; creates the pending approval of a hold lift in APPROVALS and executes it, once signed, on the redriver's request alone",
+			Doc:     "reads QUARANTINE, AUDIT, EVENTS, LEDGER and IDEMPOTENCY; writes its checkpoints, the access audit of payload reads and the legal holds' actions to AUDIT, keeps the legal holds in HOLDS, appends their records through the quarantiner and copies the held chains to LEGALHOLD; asks the redriver to store the pending approval of a hold lift (it may not write APPROVALS) and executes it, once signed and proven, on the redriver's request alone",
 			Publish: ap, Subscribe: as,
 		},
 	}
@@ -261,7 +267,7 @@ func ServiceEndpoints(name string) []string {
 // RedriverEndpoints are the subjects of the redriver's endpoints.
 func RedriverEndpoints() []string {
 	return []string{api.DrainStart, api.DrainStatus, api.DrainCancel, api.DrainResume, api.DrainList, api.Redrive, api.Release, api.Dismiss,
-		api.ApprovalList, api.ApprovalGet, api.ApprovalApprove, api.ApprovalReject, api.PolicyGet, api.PolicySet}
+		api.ApprovalList, api.ApprovalGet, api.ApprovalApprove, api.ApprovalReject, api.PolicyGet, api.PolicySet, api.ApprovalHoldLift}
 }
 
 // AuditorEndpoints are the subjects of the auditor's endpoints. AUDIT's

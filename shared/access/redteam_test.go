@@ -109,6 +109,16 @@ func attacks() []attack {
 		add(attack{id: "H5", name: "write to bucket " + b, publish: "$KV." + b + ".pharmacy_forged", body: "forged",
 			allowed: writersOfBucket(b)})
 	}
+	// I4 (issue #28): the redriver, the approval owner, alone writes
+	// APPROVALS and an approval's AUDIT actions; the auditor asks it for a
+	// hold lift's pending approval.
+	add(attack{id: "I4", name: "approved entry in APPROVALS", publish: "$KV." + subjects.ApprovalsBucket + ".appr-20260101T000000-forged",
+		body:    map[string]any{"id": "appr-20260101T000000-forged", "status": "approved", "requester": "operator", "decider": "approver"},
+		allowed: []string{access.Redriver}})
+	add(attack{id: "I4", name: "forged approval AUDIT action", publish: subjects.AuditAction("approval", "appr-20260101T000000-forged"),
+		body: map[string]any{"action": "approved", "object": "approval", "actor": "approver"}, allowed: []string{access.Redriver}})
+	add(attack{id: "I4", name: "hold lift approval request", publish: api.ApprovalHoldLift,
+		body: map[string]any{"hold_id": "hold-x", "requester": "operator", "requester_role": "operator"}, allowed: []string{access.Auditor}})
 	add(attack{id: "H5", name: "create a stream", publish: "$JS.API.STREAM.CREATE.EVIL",
 		body: map[string]any{"name": "EVIL", "subjects": []string{"evil.>"}}})
 	add(attack{id: "H5", name: "create a stream mirroring QUARANTINE", publish: "$JS.API.STREAM.CREATE.MIRROR",

@@ -81,6 +81,22 @@ type Secrets struct {
 	// ReplaySecret keys the redriver's replay message ids (hex, 256 bits):
 	// every redriver instance of a deployment shares it.
 	ReplaySecret string `json:"replay_secret"`
+	// ApprovalSeed is the approval key's nkey seed: the redriver, which
+	// re-authenticates approvers, signs each decision with it, and every
+	// executor of approvals verifies the proof against its public key
+	// (ApprovalPublicKey), given in its configuration, never read from a
+	// store (package approval). Every redriver instance shares the seed;
+	// the auditor gets only the public key.
+	ApprovalSeed string `json:"approval_seed"`
+}
+
+// ApprovalPublicKey returns the public key of ApprovalSeed.
+func (s *Secrets) ApprovalPublicKey() (string, error) {
+	kp, err := nkeys.FromSeed([]byte(s.ApprovalSeed))
+	if err != nil {
+		return "", fmt.Errorf("access: approval seed: %w", err)
+	}
+	return kp.PublicKey()
 }
 
 // passwordBytes is the entropy of a generated password (192 bits).
@@ -145,6 +161,17 @@ func (s *Secrets) fill(o genOptions) (changed bool, err error) {
 			return changed, fmt.Errorf("access: generate replay secret: %w", err)
 		}
 		s.ReplaySecret, changed = hex.EncodeToString(b), true
+	}
+	if _, err := s.ApprovalPublicKey(); err != nil {
+		kp, err := nkeys.CreateServer()
+		if err != nil {
+			return changed, fmt.Errorf("access: approval key: %w", err)
+		}
+		seed, err := kp.Seed()
+		if err != nil {
+			return changed, fmt.Errorf("access: approval key: %w", err)
+		}
+		s.ApprovalSeed, changed = string(seed), true
 	}
 	names := ServiceNames()
 	for _, p := range s.People {

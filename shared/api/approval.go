@@ -15,6 +15,10 @@ const (
 	ApprovalReject  = "approval.reject"
 	PolicyGet       = "policy.get"
 	PolicySet       = "policy.set"
+	// ApprovalHoldLift is the redriver's endpoint (services' account only,
+	// no person's account imports it) where the auditor stores the pending
+	// approval of a hold lift: the redriver alone writes APPROVALS.
+	ApprovalHoldLift = "approval.hold_lift"
 )
 
 // Error codes of two-person approval, beside the shared ones
@@ -36,6 +40,14 @@ const (
 	// ErrReauthFailed: the signer's password did not authenticate the
 	// signer (re-authentication at signing, 21 CFR 11.200(a)(1)).
 	ErrReauthFailed = "REAUTH_FAILED"
+	// ErrApprovalUnproven: an approval marked approved carries no valid
+	// proof of its signature (a decision signed by the service that
+	// re-authenticated the approver, matching the request and decision in
+	// AUDIT): it is never executed, and shown refused.
+	ErrApprovalUnproven = "APPROVAL_UNPROVEN"
+	// ErrApprovalLimit: the requester, or the event's chain, already has
+	// the most pending approvals the redriver's configuration allows.
+	ErrApprovalLimit = "APPROVAL_LIMIT"
 )
 
 // Approval statuses.
@@ -53,6 +65,10 @@ const (
 	// ApprovalExpired: not decided before ExpiresAt; never executed.
 	// Stored entries stay pending: the status is computed when read.
 	ApprovalExpired = "expired"
+	// ApprovalRefused: stored as approved (or executed) without a valid
+	// proof of its signature (ApprovalProof): a forgery, never executed
+	// (Refused says why).
+	ApprovalRefused = "refused"
 )
 
 // Actions that may need approval (Approval.Action, Policy).
@@ -144,8 +160,47 @@ type Approval struct {
 	// (an expected index), so that an approval never applies to a chain
 	// that changed since the approver read it.
 	ChainRecords int `json:"chain_records,omitempty"`
+	// Proof is the proof of an approved approval's signature, made by the
+	// service that re-authenticated the approver; without a valid one an
+	// approval is never executed.
+	Proof *ApprovalProof `json:"proof,omitempty"`
+	// Refused says why an approval is refused (status refused).
+	Refused string `json:"refused,omitempty"`
 	// Revision is the entry's revision in APPROVALS (for information).
 	Revision uint64 `json:"revision,omitempty"`
+}
+
+// ApprovalProof is the proof of an approval's signature: an ed25519
+// signature (an nkey), by the service that checked the approver's
+// password with the server, over the request's digest, the requester, the
+// decider, the meaning and the decision time (package approval). Executors
+// verify it against the public key of their configuration, never one
+// read from a store.
+type ApprovalProof struct {
+	// RequestDigest is the SHA-256 (hex) of the request as stored when it
+	// was asked for (approval.RequestDigest); AUDIT's requested action
+	// carries it too.
+	RequestDigest string `json:"request_digest"`
+	// Key is the signer's public key (for information: executors use
+	// their configured key).
+	Key string `json:"key"`
+	// Signature is the ed25519 signature (base64url, no padding).
+	Signature string `json:"signature"`
+}
+
+// ApprovalHoldLiftRequest is the auditor's request to store the pending
+// approval of a hold lift (ApprovalHoldLift), for the person the auditor
+// authenticated.
+type ApprovalHoldLiftRequest struct {
+	// HoldID is the hold to lift; Request the hold.lift request to
+	// execute once approved.
+	HoldID  string          `json:"hold_id"`
+	Request json.RawMessage `json:"request"`
+	// Requester and RequesterRole: the person who asked (as the server
+	// attached it to the auditor's hold.lift request); Reason why.
+	Requester     string `json:"requester"`
+	RequesterRole string `json:"requester_role"`
+	Reason        string `json:"reason,omitempty"`
 }
 
 // LogValue logs the approval's id, action, status and event, never its

@@ -26,6 +26,9 @@ const (
 	ErrHeld = "HELD"
 	// ErrNotPlaced: the hold to lift is not placed (lifted already).
 	ErrNotPlaced = "NOT_PLACED"
+	// ErrHoldRateLimited: the person placed more holds than the auditor's
+	// rate allows (HoldPlacePerMinute, HoldPlaceBurst); retry later.
+	ErrHoldRateLimited = "HOLD_RATE_LIMITED"
 )
 
 // Hold statuses.

@@ -224,6 +224,10 @@ type DrainEvent struct {
 	Codes map[string]int `json:"codes,omitempty"`
 	// Window are the figures the pause was decided on.
 	Window *WindowFigures `json:"window,omitempty"`
+	// Unrecorded says the event is not in AUDIT yet: the drain's state is
+	// its outbox, and the redriver writes it to AUDIT (once) as soon as
+	// AUDIT takes it, after a restart too.
+	Unrecorded bool `json:"unrecorded,omitempty"`
 }
 
 // WindowFigures are the outcomes a pause was decided on: the canary's, or

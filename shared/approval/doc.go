@@ -22,6 +22,18 @@
 // own request is refused (ErrSelfApproval); a pending approval expires
 // (Policy.PendingTTL, default 72 h) and can then no longer be approved.
 //
+// # Proof
+//
+// An approval is executed only with its proof (proof.go): Approve, once
+// the server accepted the approver's password, signs the decision with
+// the approval key (Signer, an nkey only the approval owner holds); every
+// executor checks it (Store.Proven) against the public key of its own
+// configuration and finds the request and the decision in AUDIT. An entry
+// stored approved without a valid proof is shown refused and refused for
+// good (Store.Refuse). Create caps the pending approvals per requester and
+// per chain (Limits, ErrLimit) and answers a request asked again while
+// pending with the pending approval.
+//
 // # Where things are kept, and why
 //
 // The policy is kept in AUDIT, the WORM trail, as governance actions

@@ -30,6 +30,9 @@ var (
 	ErrConflict = errors.New("approval: changed concurrently")
 	// ErrUnavailable: a store or the server could not be reached.
 	ErrUnavailable = errors.New("approval: store unavailable")
+	// ErrLimit: the requester, or the chain (or hold) acted on, already
+	// has the most pending approvals Config allows.
+	ErrLimit = errors.New("approval: too many pending approvals")
 )
 
 // codes maps each sentinel to its api code.
@@ -46,6 +49,8 @@ var codes = []struct {
 	{ErrReauthFailed, api.ErrReauthFailed},
 	{ErrConflict, api.ErrConflict},
 	{ErrUnavailable, api.ErrUnavailable},
+	{ErrUnproven, api.ErrApprovalUnproven},
+	{ErrLimit, api.ErrApprovalLimit},
 }
 
 // Code returns the api error code of err (api.ErrInternal for an error of

@@ -3,6 +3,7 @@ package approval_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -47,6 +48,8 @@ type env struct {
 	policy *approval.PolicyStore
 	clock  *clock
 	logs   *natstest.Buffer
+	signer *approval.Signer
+	asked  int
 }
 
 // people of the default configuration.
@@ -70,8 +73,11 @@ func newEnv(tb testing.TB) *env {
 	}
 	e := &env{srv: srv, js: js, admin: admin, clock: &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}, logs: &natstest.Buffer{}}
 	log := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if e.signer, err = approval.NewSigner([]byte(srv.Secrets.ApprovalSeed)); err != nil {
+		tb.Fatal(err)
+	}
 	e.store, err = approval.Open(ctx(tb), js, approval.Config{
-		Reauth: approval.NATSReauth{URLs: srv.ClientURL()}, Logger: log, Now: e.clock.Now,
+		Reauth: approval.NATSReauth{URLs: srv.ClientURL()}, Signer: e.signer, Verifier: e.signer.Verifier(), Logger: log, Now: e.clock.Now,
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -95,7 +101,11 @@ func (e *env) password(user string) api.Password {
 // request creates a pending approval of a correction asked for by who.
 func (e *env) request(tb testing.TB, who access.Identity, d approval.Decision) api.Approval {
 	tb.Helper()
-	body, _ := json.Marshal(api.RedriveRequest{DLQID: "pharmacy_0123456789abcdef0123456789abcdef", Payload: corrected, Reason: "the invoice disagrees"})
+	// Each request a body of its own: the same request asked again while
+	// pending answers the pending approval.
+	e.asked++
+	body, _ := json.Marshal(api.RedriveRequest{DLQID: "pharmacy_0123456789abcdef0123456789abcdef", Payload: corrected,
+		Reason: fmt.Sprintf("the invoice disagrees (%d)", e.asked)})
 	a, err := e.store.Create(ctx(tb), approval.Request{
 		Action: api.ActionCorrect, DLQID: "pharmacy_0123456789abcdef0123456789abcdef", Domain: "pharmacy", ChainRecords: 1,
 		Body: body, Payload: indented, Requester: who, Reason: "the invoice disagrees", Decision: d,

@@ -1,6 +1,7 @@
 package approval
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -43,23 +44,47 @@ const (
 	AuditApproved  = "approved"
 	AuditRejected  = "rejected"
 	AuditExecuted  = "executed"
+	// AuditRefused: an approval stored as approved without a valid proof
+	// (a forgery) was refused, never executed.
+	AuditRefused = "refused"
 )
 
 // Store keeps the approvals in the APPROVALS bucket and writes each
 // transition to AUDIT. It needs a connection that may write APPROVALS and
 // publish audit.actions.> (the redriver's).
 type Store struct {
-	js     jetstream.JetStream
-	kv     jetstream.KeyValue
-	reauth Reauthenticator
-	now    func() time.Time
-	log    *slog.Logger
+	js       jetstream.JetStream
+	kv       jetstream.KeyValue
+	reauth   Reauthenticator
+	signer   *Signer
+	verifier *Verifier
+	limits   Limits
+	now      func() time.Time
+	log      *slog.Logger
+}
+
+// Limits bound the pending approvals (issue #28: bounded by
+// construction). Zero: no limit.
+type Limits struct {
+	// PerRequester is the most pending approvals one person may have.
+	PerRequester int
+	// PerChain is the most pending approvals of one chain (one dlq id),
+	// or of one legal hold's lift.
+	PerChain int
 }
 
 // Config configures a Store.
 type Config struct {
 	// Reauth checks a signer's password at signing (required).
 	Reauth Reauthenticator
+	// Signer signs the decisions Approve makes (nil: Approve refuses; the
+	// approval owner alone holds the key).
+	Signer *Signer
+	// Verifier checks proofs (Proven) and shows an approved approval
+	// without a valid proof as refused. Nil: nothing is proven.
+	Verifier *Verifier
+	// Limits bound pending approvals (Create).
+	Limits Limits
 	// Logger receives ids and statuses only (nil: discard).
 	Logger *slog.Logger
 	// Now is the clock (nil: time.Now).
@@ -75,7 +100,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 	if err != nil {
 		return nil, fmt.Errorf("%w: bucket %s: %w", ErrUnavailable, subjects.ApprovalsBucket, err)
 	}
-	s := &Store{js: js, kv: kv, reauth: cfg.Reauth, now: cfg.Now, log: cfg.Logger}
+	s := &Store{js: js, kv: kv, reauth: cfg.Reauth, signer: cfg.Signer, verifier: cfg.Verifier, limits: cfg.Limits, now: cfg.Now, log: cfg.Logger}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -109,7 +134,12 @@ type Request struct {
 }
 
 // Create stores a pending approval of req, expiring after p's pending TTL,
-// and writes its request to AUDIT.
+// and writes its request to AUDIT first (with the request's digest, which
+// a proof must match): without that record nothing is stored. The same
+// request asked again by the same person while pending (same action,
+// event or hold, body and payload) answers the pending approval. A
+// requester, or a chain, with Limits' pending approvals already is
+// refused (ErrLimit).
 func (s *Store) Create(ctx context.Context, req Request, p Policy) (api.Approval, error) {
 	switch {
 	case !slices.Contains(Actions(), req.Action):
@@ -132,18 +162,28 @@ func (s *Store) Create(ctx context.Context, req Request, p Policy) (api.Approval
 	if err != nil {
 		return api.Approval{}, err
 	}
+	var body bytes.Buffer
+	if err := json.Compact(&body, req.Body); err != nil {
+		return api.Approval{}, badField("request", "must be a JSON value")
+	}
 	a := api.Approval{
 		ID: id, Action: req.Action, DLQID: req.DLQID, Domain: req.Domain, HoldID: req.HoldID, Status: api.ApprovalPending,
-		Request: req.Body, Payload: req.Payload, Reasons: req.Decision.Reasons, Diff: req.Decision.Diff, DiffFields: req.Decision.DiffFields(),
+		Request: body.Bytes(), Payload: req.Payload, Reasons: req.Decision.Reasons, Diff: req.Decision.Diff, DiffFields: req.Decision.DiffFields(),
 		Requester: req.Requester.User, RequesterRole: string(req.Requester.Role), RequestedAt: now, Reason: req.Reason,
 		ExpiresAt: now.Add(ttl), ChainRecords: req.ChainRecords,
 	}
 	if len(a.DiffFields) == 0 {
 		a.DiffFields = nil
 	}
+	if same, err := s.admit(ctx, a); err != nil || same.ID != "" {
+		return same, err
+	}
 	b, err := json.Marshal(a)
 	if err != nil {
 		return api.Approval{}, fmt.Errorf("approval: encode: %w", err)
+	}
+	if err := s.Audit(ctx, a, AuditRequested); err != nil {
+		return api.Approval{}, err
 	}
 	rev, err := s.kv.Create(ctx, id, b)
 	if err != nil {
@@ -151,7 +191,43 @@ func (s *Store) Create(ctx context.Context, req Request, p Policy) (api.Approval
 	}
 	a.Revision = rev
 	s.log.InfoContext(ctx, "approval requested", "approval", a)
-	return a, s.Audit(ctx, a, AuditRequested)
+	return a, nil
+}
+
+// admit returns the pending approval identical to a (same requester,
+// action, event or hold, chain length, body and payload), if any, else
+// checks the limits on a's requester and chain (ErrLimit). Two requests
+// at the same moment may both pass the check: the limit holds within the
+// requests in flight.
+func (s *Store) admit(ctx context.Context, a api.Approval) (api.Approval, error) {
+	stored, err := s.scan(ctx)
+	if err != nil {
+		return api.Approval{}, fmt.Errorf("%w: list approvals: %w", ErrUnavailable, err)
+	}
+	byRequester, byChain := 0, 0
+	for _, e := range stored {
+		if e.Status != api.ApprovalPending || !s.now().Before(e.ExpiresAt) {
+			continue
+		}
+		if e.Requester == a.Requester && e.Action == a.Action && e.DLQID == a.DLQID && e.HoldID == a.HoldID &&
+			e.ChainRecords == a.ChainRecords && bytes.Equal(e.Request, a.Request) && bytes.Equal(e.Payload, a.Payload) {
+			s.log.InfoContext(ctx, "approval requested again: the pending one answers", "approval", e)
+			return e, nil
+		}
+		if e.Requester == a.Requester {
+			byRequester++
+		}
+		if (a.DLQID != "" && e.DLQID == a.DLQID) || (a.HoldID != "" && e.HoldID == a.HoldID) {
+			byChain++
+		}
+	}
+	switch {
+	case s.limits.PerRequester > 0 && byRequester >= s.limits.PerRequester:
+		return api.Approval{}, fmt.Errorf("%w: %s has %d pending approvals (at most %d)", ErrLimit, a.Requester, byRequester, s.limits.PerRequester)
+	case s.limits.PerChain > 0 && byChain >= s.limits.PerChain:
+		return api.Approval{}, fmt.Errorf("%w: the chain has %d pending approvals (at most %d)", ErrLimit, byChain, s.limits.PerChain)
+	}
+	return api.Approval{}, nil
 }
 
 // newID returns a new approval id: "appr-<UTC time>-<64 random bits>".
@@ -213,6 +289,11 @@ func (s *Store) view(a api.Approval) api.Approval {
 	if a.Status == api.ApprovalPending && !s.now().Before(a.ExpiresAt) {
 		a.Status = api.ApprovalExpired
 	}
+	if s.verifier != nil && (a.Status == api.ApprovalApproved || a.Status == api.ApprovalExecuted) {
+		if err := s.verifier.Verify(a); err != nil {
+			a.Status, a.Refused = api.ApprovalRefused, err.Error()
+		}
+	}
 	return a
 }
 
@@ -221,13 +302,28 @@ func (s *Store) view(a api.Approval) api.Approval {
 // (0 or above MaxList: MaxList).
 func (s *Store) List(ctx context.Context, status string, limit int) (api.ApprovalListReply, error) {
 	switch status {
-	case "", api.ApprovalPending, api.ApprovalApproved, api.ApprovalExecuted, api.ApprovalRejected, api.ApprovalExpired:
+	case "", api.ApprovalPending, api.ApprovalApproved, api.ApprovalExecuted, api.ApprovalRejected, api.ApprovalExpired, api.ApprovalRefused:
 	default:
 		return api.ApprovalListReply{}, badField("status", "is not an approval status")
 	}
 	if limit <= 0 || limit > MaxList {
 		limit = MaxList
 	}
+	stored, err := s.scan(ctx)
+	if err != nil {
+		return api.ApprovalListReply{}, fmt.Errorf("%w: list approvals: %w", ErrUnavailable, err)
+	}
+	var out []api.Approval
+	for _, a := range stored {
+		if a = s.view(a); status == "" || a.Status == status {
+			out = append(out, a)
+		}
+	}
+	return finishList(out, limit)
+}
+
+// scan reads every approval as stored (its last revision), by id.
+func (s *Store) scan(ctx context.Context) (map[string]api.Approval, error) {
 	last := map[string]api.Approval{}
 	err := streams.DirectGetAll(ctx, s.js, approvalsStream,
 		streams.DirectRequest{Seq: 1, NextFor: approvalsPrefix + ">", Batch: 256}, func(m *jetstream.RawStreamMsg) error {
@@ -245,18 +341,15 @@ func (s *Store) List(ctx context.Context, status string, limit int) (api.Approva
 				return nil
 			}
 			a.Revision = m.Sequence
-			last[key] = s.view(a)
+			last[key] = a
 			return nil
 		})
-	if err != nil {
-		return api.ApprovalListReply{}, fmt.Errorf("%w: list approvals: %w", ErrUnavailable, err)
-	}
-	var out []api.Approval
-	for _, a := range last {
-		if status == "" || a.Status == status {
-			out = append(out, a)
-		}
-	}
+	return last, err
+}
+
+// sortList orders a list: pending first (oldest first, the next to
+// expire), then the others newest first.
+func sortList(out []api.Approval) {
 	slices.SortFunc(out, func(a, b api.Approval) int {
 		ap, bp := a.Status == api.ApprovalPending, b.Status == api.ApprovalPending
 		switch {
@@ -269,6 +362,11 @@ func (s *Store) List(ctx context.Context, status string, limit int) (api.Approva
 		}
 		return cmp.Or(b.RequestedAt.Compare(a.RequestedAt), strings.Compare(b.ID, a.ID))
 	})
+}
+
+// finishList sorts out and cuts it at limit.
+func finishList(out []api.Approval, limit int) (api.ApprovalListReply, error) {
+	sortList(out)
 	rep := api.ApprovalListReply{Approvals: out}
 	if len(out) > limit {
 		rep.Approvals, rep.Truncated = out[:limit], true
@@ -320,12 +418,22 @@ func (s *Store) Approve(ctx context.Context, id string, approver access.Identity
 	if password == "" {
 		return api.Approval{}, badField("password", "is required: signing re-authenticates the signer")
 	}
+	if s.signer == nil {
+		return api.Approval{}, fmt.Errorf("%w: this service holds no approval key", ErrForbidden)
+	}
 	if err := s.reauth.Reauthenticate(ctx, approver.User, password); err != nil {
 		s.log.WarnContext(ctx, "approval signature refused", "approval_id", id, "user", approver.User, "code", Code(err))
 		return api.Approval{}, err
 	}
+	// The server accepted the approver's password: only here is the
+	// decision signed (the proof every executor verifies).
 	now := s.now().UTC()
 	a.Status, a.Decider, a.DecidedAt, a.Meaning = api.ApprovalApproved, approver.User, &now, meaning
+	proof, err := s.signer.Sign(a)
+	if err != nil {
+		return api.Approval{}, err
+	}
+	a.Proof = &proof
 	if a, err = s.update(ctx, a); err != nil {
 		return api.Approval{}, err
 	}
@@ -405,10 +513,19 @@ func (s *Store) update(ctx context.Context, a api.Approval) (api.Approval, error
 // de-duplication window (the message id is the approval's id and action),
 // so a caller may retry it.
 func (s *Store) Audit(ctx context.Context, a api.Approval, action string) error {
-	detail, err := json.Marshal(auditDetail{
+	d := auditDetail{
 		Action: a.Action, DLQID: a.DLQID, Domain: a.Domain, HoldID: a.HoldID, Requester: a.Requester, RequestedAt: a.RequestedAt,
 		ExpiresAt: a.ExpiresAt, Reasons: a.Reasons, DiffFields: a.DiffFields, Outcome: a.Outcome,
-	})
+	}
+	switch action {
+	case AuditRequested:
+		d.RequestDigest = RequestDigest(a)
+	case AuditApproved:
+		if a.Proof != nil {
+			d.RequestDigest, d.Proof = a.Proof.RequestDigest, a.Proof.Signature
+		}
+	}
+	detail, err := json.Marshal(d)
 	if err != nil {
 		return fmt.Errorf("approval: encode audit: %w", err)
 	}
@@ -439,4 +556,104 @@ type auditDetail struct {
 	Reasons     []string  `json:"reasons,omitempty"`
 	DiffFields  []string  `json:"diff_fields,omitempty"`
 	Outcome     string    `json:"outcome,omitempty"`
+	// RequestDigest is the request's digest (RequestDigest) on the
+	// requested action, the proof's on the approved one; Proof the
+	// proof's signature; Refused why an approval was refused.
+	RequestDigest string `json:"request_digest,omitempty"`
+	Proof         string `json:"proof,omitempty"`
+	Refused       string `json:"refused,omitempty"`
+}
+
+// Proven checks that approval a, as stored, may be executed: its proof
+// verifies against the configured key (never one from a store), and
+// AUDIT holds its request with the same digest and its decision with the
+// same signature. It returns an error wrapping ErrUnproven for an
+// approval that must never be executed, ErrUnavailable when AUDIT could
+// not be read or does not hold the decision yet (the approval owner
+// writes it before it executes).
+func (s *Store) Proven(ctx context.Context, a api.Approval) error {
+	if a.Status != api.ApprovalApproved {
+		return fmt.Errorf("%w: %s is %s, not approved", ErrAlreadyDecided, a.ID, a.Status)
+	}
+	if err := s.verifier.Verify(a); err != nil {
+		return err
+	}
+	requested, decided := false, false
+	err := streams.ReadSubject(ctx, s.js, subjects.AuditStream, subjects.AuditAction(auditObject, a.ID), func(m *jetstream.RawStreamMsg) error {
+		var act api.AuditAction
+		var d auditDetail
+		if json.Unmarshal(m.Data, &act) != nil || act.Object != auditObject || act.ObjectID != a.ID || json.Unmarshal(act.Detail, &d) != nil {
+			return nil
+		}
+		switch act.Action {
+		case AuditRequested:
+			requested = requested || (d.RequestDigest == a.Proof.RequestDigest && act.Actor == a.Requester)
+		case AuditApproved:
+			decided = decided || (d.Proof == a.Proof.Signature && d.RequestDigest == a.Proof.RequestDigest && act.Actor == a.Decider)
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: read the AUDIT trail of %s: %w", ErrUnavailable, a.ID, err)
+	case !requested:
+		return fmt.Errorf("%w: %s: AUDIT holds no request with the signed digest", ErrUnproven, a.ID)
+	case !decided:
+		return fmt.Errorf("%w: %s: AUDIT does not hold the signed decision yet", ErrUnavailable, a.ID)
+	}
+	return nil
+}
+
+// Unproven returns the approvals stored as approved or executed whose
+// proof does not verify (forgeries not refused yet), oldest first.
+func (s *Store) Unproven(ctx context.Context) ([]api.Approval, error) {
+	stored, err := s.scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: list approvals: %w", ErrUnavailable, err)
+	}
+	var out []api.Approval
+	for _, a := range stored {
+		if a.Status != api.ApprovalApproved && a.Status != api.ApprovalExecuted {
+			continue
+		}
+		if err := s.verifier.Verify(a); err != nil {
+			a.Refused = err.Error()
+			out = append(out, a)
+		}
+	}
+	slices.SortFunc(out, func(a, b api.Approval) int { return cmp.Compare(a.Revision, b.Revision) })
+	return out, nil
+}
+
+// Refuse marks stored approval a (its Revision) refused, with why, and
+// writes the refusal to AUDIT (AuditRefused, de-duplicated by the
+// approval's id and revision). The entry keeps what was written, so
+// the forgery stays visible. A refusal that lost its compare-and-set
+// (the entry changed) is ErrConflict; the caller looks again.
+func (s *Store) Refuse(ctx context.Context, a api.Approval, why string) (api.Approval, error) {
+	a.Status, a.Refused = api.ApprovalRefused, why
+	if err := s.auditRefusal(ctx, a); err != nil {
+		return api.Approval{}, err
+	}
+	refused, err := s.update(ctx, a)
+	if err != nil {
+		return api.Approval{}, err
+	}
+	s.log.WarnContext(ctx, "APPROVAL_REFUSED", "approval", refused, "why", why)
+	return refused, nil
+}
+
+// auditRefusal writes a's refusal to AUDIT, once per stored revision.
+func (s *Store) auditRefusal(ctx context.Context, a api.Approval) error {
+	detail, err := json.Marshal(auditDetail{Action: a.Action, DLQID: a.DLQID, Domain: a.Domain, HoldID: a.HoldID,
+		Requester: a.Requester, RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt, Refused: a.Refused})
+	if err != nil {
+		return fmt.Errorf("approval: encode audit: %w", err)
+	}
+	act := api.AuditAction{Action: AuditRefused, Object: auditObject, ObjectID: a.ID, Actor: access.Redriver, At: s.now().UTC(),
+		Reason: "stored as approved without a valid proof: never executed", Detail: detail}
+	if _, err := trail.Publish(ctx, s.js, act, fmt.Sprintf("%s-%s-%d", a.ID, AuditRefused, a.Revision)); err != nil {
+		return fmt.Errorf("%w: audit %s of %s: %w", ErrUnavailable, AuditRefused, a.ID, err)
+	}
+	return nil
 }

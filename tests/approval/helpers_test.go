@@ -136,6 +136,7 @@ func (e *env) redriverConfig() redriver.Config {
 	cfg.PollMax, cfg.DrainLease = 500*time.Millisecond, 2*time.Second
 	cfg.InstanceID = "redriver-approval-test"
 	cfg.Now = e.clock.Now
+	cfg.ApprovalSeed = []byte(e.srv.Secrets.ApprovalSeed) // every instance signs with the deployment's key
 	return cfg
 }
 

@@ -69,6 +69,9 @@ func startEnv(tb testing.TB) *env {
 		cfg.Port, cfg.SyncAlways, cfg.MetricsAddr = -1, false, ""
 		cfg.PasswordCost = access.MinBcryptCost // the server checks passwords under the race detector
 		cfg.Auditor.CheckpointInterval, cfg.Auditor.ReconcileInterval = 0, 0
+		// The redriver sweeps approvals (and takes drains over) at this
+		// interval: forged approvals are found sooner.
+		cfg.Redriver.DrainLease = 3 * time.Second
 		st, err := stack.New(cfg, nil)
 		if err != nil {
 			sharedErr = err

@@ -403,6 +403,9 @@ func (s *Stack) Run(ctx context.Context) error {
 			return fmt.Errorf("stack: replay secret: %w", err)
 		}
 	}
+	if len(rcfg.ApprovalSeed) == 0 && rcfg.ApprovalSeedFile == "" {
+		rcfg.ApprovalSeed = []byte(creds.ApprovalSeed)
+	}
 	if rcfg.TracerProvider == nil {
 		if rcfg.TracerProvider, err = tracing("redriver", redriver.Version); err != nil {
 			return err
@@ -428,6 +431,11 @@ func (s *Stack) Run(ctx context.Context) error {
 			if _, err := auditor.NewSigningKey(acfg.SigningKeyFile); err != nil {
 				return err
 			}
+		}
+	}
+	if acfg.ApprovalKey == "" && acfg.ApprovalKeyFile == "" {
+		if acfg.ApprovalKey, err = creds.ApprovalPublicKey(); err != nil {
+			return err
 		}
 	}
 	if acfg.ExportFile == "" {

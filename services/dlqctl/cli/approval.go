@@ -40,7 +40,7 @@ func (a *app) approvalListCommand() *cobra.Command {
 		Short: "List approvals, pending first (approval.list; no values)",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := oneOf("status", req.Status, []string{api.ApprovalPending, api.ApprovalApproved, api.ApprovalExecuted, api.ApprovalRejected, api.ApprovalExpired}); err != nil {
+			if err := oneOf("status", req.Status, []string{api.ApprovalPending, api.ApprovalApproved, api.ApprovalExecuted, api.ApprovalRejected, api.ApprovalExpired, api.ApprovalRefused}); err != nil {
 				return err
 			}
 			c, err := a.connect()

@@ -56,6 +56,13 @@ const (
 	// PublishersFile is the validator's publisher table: the parties each
 	// publisher may publish for (DEADLETTER_PUBLISHERS_FILE).
 	PublishersFile = "publishers.json"
+	// ApprovalSeedFile is the approval key's seed: the redriver signs the
+	// decisions it re-authenticated with it (every redriver instance
+	// shares it: DEADLETTER_APPROVAL_SEED_FILE).
+	ApprovalSeedFile = "approval.seed"
+	// ApprovalKeyFile is the approval key's public key, with which the
+	// auditor verifies an approved hold lift (DEADLETTER_APPROVAL_KEY_FILE).
+	ApprovalKeyFile = "approval.pub"
 )
 
 // Node is one server of the cluster.
@@ -343,6 +350,16 @@ func Generate(dir string, sec *access.Secrets, o Options) (*Manifest, error) {
 		return nil, err
 	}
 	if err := access.WritePublishers(filepath.Join(dir, ServicesDir, PublishersFile), sec.People); err != nil {
+		return nil, err
+	}
+	if err := access.WriteFile(filepath.Join(dir, ServicesDir, ApprovalSeedFile), []byte(sec.ApprovalSeed+"\n")); err != nil {
+		return nil, err
+	}
+	approvalKey, err := sec.ApprovalPublicKey()
+	if err != nil {
+		return nil, err
+	}
+	if err := access.WriteFile(filepath.Join(dir, ServicesDir, ApprovalKeyFile), []byte(approvalKey+"\n")); err != nil {
 		return nil, err
 	}
 	url, ca := o.ClientURLs(), o.TLSCA
