@@ -36,9 +36,10 @@ signature into the event's chain and executes the request as its requester.`,
 func (a *app) approvalListCommand() *cobra.Command {
 	var req api.ApprovalListRequest
 	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List approvals, pending first (approval.list; no values)",
-		Args:  exactArgs(0),
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List approvals, pending first (approval.list; no values)",
+		Args:    exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := oneOf("status", req.Status, []string{api.ApprovalPending, api.ApprovalApproved, api.ApprovalExecuted, api.ApprovalRejected, api.ApprovalExpired}); err != nil {
 				return err

@@ -14,6 +14,7 @@ func Spec() domain.Spec {
 		KeySource:   "eventID, else hash(identity)",
 		OrderingKey: "gtin14.serial of the first EPC",
 		PartyID:     "owning_party source, else bizLocation GLN",
+		PartyLabel:  "GLN or company prefix",
 		// Transaction information, history and statements are kept
 		// at least 6 years after the transaction.
 		Retention:     6 * domain.Year,
