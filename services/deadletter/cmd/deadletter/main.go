@@ -5,7 +5,9 @@
 // `deadletter kit --nodes 3 --out deploy/generated` generates the
 // deployment kit of a cluster instead (deploy/README.md); `deadletter
 // cluster` runs a 3-node cluster and every service as its own process on
-// this machine (`make cluster`, package cluster).
+// this machine (`make cluster`, package cluster). `deadletter downstream
+// --port 8080` serves a stand-in downstream system of record on loopback,
+// taken down and brought back with POST /down and /up (package downstream).
 package main
 
 import (
@@ -57,6 +59,9 @@ func run() error {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "cluster" {
 		return runCluster(os.Args[2:], os.Stdout)
+	}
+	if len(os.Args) > 1 && os.Args[1] == "downstream" {
+		return runDownstream(os.Args[2:], os.Stdout)
 	}
 	runner.TuneGC(runner.DefaultGCPercent)
 	cfg := stack.DefaultConfig()
