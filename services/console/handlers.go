@@ -397,6 +397,8 @@ type recordData struct {
 	Entries  []chainEntry
 	Problems []record.Problem
 	TraceURL string
+	// Trace is the failure's trace as Jaeger has it (trace.go).
+	Trace traceView
 	// Revealed is set when the payload was revealed (Payload its text).
 	Revealed      bool
 	Payload       string
@@ -436,6 +438,11 @@ func (c *Console) getRecord(r *http.Request, s *session, id, revealReason string
 	if d.TraceURL == "" {
 		d.TraceURL = telemetry.TraceURL(c.cfg.TraceURLBase, firstTrace(rep.Records))
 	}
+	traceID := rep.State.TraceID
+	if traceID == "" {
+		traceID = firstTrace(rep.Records)
+	}
+	d.Trace = c.traceOf(r.Context(), traceID)
 	for _, cr := range rep.Records {
 		e := chainEntry{Seq: cr.Seq, TraceURL: cr.TraceURL}
 		if err := json.Unmarshal(cr.Record, &e.Rec); err != nil {

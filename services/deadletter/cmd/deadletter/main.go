@@ -35,22 +35,27 @@ func main() {
 	}
 }
 
-// jaegerOTLP is where `make jaeger-run` receives OTLP/HTTP spans.
-const jaegerOTLP = "127.0.0.1:4318"
+// jaegerOTLP is where `make jaeger-run` (or Jaeger's image or release
+// binary) receives OTLP/HTTP spans, and jaegerQuery its query API.
+const (
+	jaegerOTLP  = "127.0.0.1:4318"
+	jaegerQuery = "http://127.0.0.1:16686"
+)
 
 // exportToLocalJaeger points tracing at a Jaeger running on this machine
 // when no OTLP endpoint is configured, so `make run` is traced whenever
-// `make jaeger-run` is up.
-func exportToLocalJaeger() {
+// `make jaeger-run` is up, and reports whether it did.
+func exportToLocalJaeger() bool {
 	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" {
-		return
+		return false
 	}
 	c, err := net.DialTimeout("tcp", jaegerOTLP, 200*time.Millisecond)
 	if err != nil {
-		return
+		return false
 	}
 	_ = c.Close()
 	_ = os.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+jaegerOTLP)
+	return true
 }
 
 func run() error {
@@ -97,7 +102,10 @@ func run() error {
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	cfg.Out = os.Stdout
-	exportToLocalJaeger()
+	if exportToLocalJaeger() && cfg.Console.JaegerURL == "" {
+		// The console's record pages draw the traces of that Jaeger.
+		cfg.Console.JaegerURL = jaegerQuery
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *runDemo {
