@@ -59,7 +59,7 @@ type traceView struct {
 	Spans []spanRow
 	// More counts the spans beyond traceMaxSpans, not drawn.
 	More int
-	// Errors counts the spans that failed.
+	// Errors counts the spans whose status is Error.
 	Errors int
 }
 
@@ -70,7 +70,9 @@ type spanRow struct {
 	Depth int
 	// Offset is the start after the trace's start; Duration its length.
 	Offset, Duration time.Duration
-	// Code is the span's deadletter.error_code; Failed its status.
+	// Code is the span's deadletter.error_code (the failure's code, also
+	// on the spans that carry the failed event on); Failed is its status
+	// Error.
 	Code   string
 	Failed bool
 	// X and W place the bar on a 0..1000 scale of the trace.
@@ -231,7 +233,6 @@ func draw(v *traceView, t jaegerTrace) {
 				row.Failed = true
 			}
 		}
-		row.Failed = row.Failed || row.Code != ""
 		if row.Failed {
 			v.Errors++
 		}
