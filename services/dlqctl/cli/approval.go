@@ -382,7 +382,7 @@ change is CONFLICT) and recorded in AUDIT with who, when and --reason.`,
 	fl.BoolVar(&p.DrainValidation, "drain-validation", false, "a drain including validation-class events needs approval")
 	fl.BoolVar(&p.IgnoreOrder, "ignore-order", false, "a drain with ignore_order needs approval")
 	fl.BoolVar(&p.HoldLift, "hold-lift", false, "lifting a legal hold needs approval")
-	fl.StringVar(&p.PendingTTL, "pending-ttl", "", "how long a pending approval stays open (Go duration, 1m..720h)")
+	fl.StringVar(&p.PendingTTL, "pending-ttl", "", "how long a pending approval stays open, 1m to 720h (e.g. 30m, 24h)")
 	return cmd
 }
 
