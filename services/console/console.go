@@ -14,7 +14,8 @@
 // Sessions are random 256-bit ids in a Secure, HttpOnly, SameSite=Strict
 // cookie, expire when idle (their connection closed), and carry a CSRF
 // token that every POST must present (form field or X-CSRF-Token header).
-// Logins are rate limited per user name and per client address. The
+// Logins are rate limited per client address, then per user name, in
+// bounded maps; a person keeps at most MaxSessionsPerPerson sessions. The
 // console listens on loopback unless it is given a TLS certificate.
 //
 // Governance pages: a correction is edited only after a reveal with a
@@ -88,6 +89,18 @@ type Config struct {
 	// every 12 s, burst 5.
 	LoginRate  rate.Limit
 	LoginBurst int
+	// LoginBuckets is the most failed-login buckets kept per kind
+	// (addresses, user names); beyond it the least recently used is
+	// forgotten. Default 10,000 (about 2 MB).
+	LoginBuckets int
+	// MaxSessionsPerPerson is the most sessions one person keeps: a login
+	// beyond it ends the person's oldest session (and closes its NATS
+	// connection). Default 5.
+	MaxSessionsPerPerson int
+	// MaxSessions is the most sessions of everyone together: a person
+	// without a session is refused a login while they are all in use.
+	// Default 200.
+	MaxSessions int
 	// TraceURLBase is Jaeger's trace view, for the trace links of a
 	// record (base followed by the trace id, telemetry.TraceURL). Default
 	// telemetry.DefaultTraceURLBase.
@@ -108,22 +121,26 @@ type Config struct {
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{
-		Listen:         "127.0.0.1:8090",
-		NATSURL:        nats.DefaultURL,
-		IdleTimeout:    15 * time.Minute,
-		LoginRate:      rate.Every(12 * time.Second),
-		LoginBurst:     5,
-		TraceURLBase:   telemetry.DefaultTraceURLBase,
-		CallTimeout:    30 * time.Second,
-		ConnectTimeout: 20 * time.Second,
-		Name:           "console",
+		Listen:               "127.0.0.1:8090",
+		NATSURL:              nats.DefaultURL,
+		IdleTimeout:          15 * time.Minute,
+		LoginRate:            rate.Every(12 * time.Second),
+		LoginBurst:           5,
+		LoginBuckets:         10_000,
+		MaxSessionsPerPerson: 5,
+		MaxSessions:          200,
+		TraceURLBase:         telemetry.DefaultTraceURLBase,
+		CallTimeout:          30 * time.Second,
+		ConnectTimeout:       20 * time.Second,
+		Name:                 "console",
 	}
 }
 
 // LoadEnv overrides c from DEADLETTER_CONSOLE_LISTEN,
 // DEADLETTER_CONSOLE_TLS_CERT, DEADLETTER_CONSOLE_TLS_KEY, NATS_URL,
-// DEADLETTER_CONSOLE_IDLE_TIMEOUT, DEADLETTER_CONSOLE_TRACE_URL and
-// DEADLETTER_CONSOLE_JAEGER_URL.
+// DEADLETTER_CONSOLE_IDLE_TIMEOUT, DEADLETTER_CONSOLE_TRACE_URL,
+// DEADLETTER_CONSOLE_JAEGER_URL, DEADLETTER_CONSOLE_MAX_SESSIONS_PER_PERSON
+// and DEADLETTER_CONSOLE_MAX_SESSIONS.
 func (c *Config) LoadEnv(env *config.Env) {
 	env.String("DEADLETTER_CONSOLE_LISTEN", &c.Listen)
 	env.String("DEADLETTER_CONSOLE_TLS_CERT", &c.TLSCert)
@@ -132,6 +149,8 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Duration("DEADLETTER_CONSOLE_IDLE_TIMEOUT", &c.IdleTimeout)
 	env.String("DEADLETTER_CONSOLE_TRACE_URL", &c.TraceURLBase)
 	env.String("DEADLETTER_CONSOLE_JAEGER_URL", &c.JaegerURL)
+	env.Int("DEADLETTER_CONSOLE_MAX_SESSIONS_PER_PERSON", &c.MaxSessionsPerPerson)
+	env.Int("DEADLETTER_CONSOLE_MAX_SESSIONS", &c.MaxSessions)
 }
 
 // Configuration errors.
@@ -160,8 +179,11 @@ func (c Config) validate() error {
 	if c.IdleTimeout <= 0 || c.CallTimeout <= 0 || c.ConnectTimeout <= 0 {
 		return fmt.Errorf("%w: timeouts must be positive", ErrConfig)
 	}
-	if c.LoginRate <= 0 || c.LoginBurst < 1 {
-		return fmt.Errorf("%w: the login rate and burst must be positive", ErrConfig)
+	if c.LoginRate <= 0 || c.LoginBurst < 1 || c.LoginBuckets < 1 {
+		return fmt.Errorf("%w: the login rate, burst and buckets must be positive", ErrConfig)
+	}
+	if c.MaxSessionsPerPerson < 1 || c.MaxSessions < c.MaxSessionsPerPerson {
+		return fmt.Errorf("%w: sessions per person must be positive and at most the sessions in all", ErrConfig)
 	}
 	return nil
 }
@@ -193,6 +215,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LoginBurst == 0 {
 		c.LoginBurst = d.LoginBurst
+	}
+	if c.LoginBuckets == 0 {
+		c.LoginBuckets = d.LoginBuckets
+	}
+	if c.MaxSessionsPerPerson == 0 {
+		c.MaxSessionsPerPerson = d.MaxSessionsPerPerson
+	}
+	if c.MaxSessions == 0 {
+		c.MaxSessions = max(d.MaxSessions, c.MaxSessionsPerPerson)
 	}
 	if c.TraceURLBase == "" {
 		c.TraceURLBase = d.TraceURLBase
@@ -244,8 +275,8 @@ func New(cfg Config, log *slog.Logger) (*Console, error) {
 	}
 	c := &Console{
 		cfg: cfg, log: log, pages: p,
-		sessions: newSessions(cfg.IdleTimeout),
-		limits:   newLimiters(cfg.LoginRate, cfg.LoginBurst),
+		sessions: newSessions(cfg.IdleTimeout, cfg.MaxSessionsPerPerson, cfg.MaxSessions),
+		limits:   newLimiters(cfg.LoginRate, cfg.LoginBurst, cfg.LoginBuckets),
 		up:       make(chan struct{}),
 		sseEvery: sseInterval,
 	}

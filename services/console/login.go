@@ -135,7 +135,12 @@ func (c *Console) login(ctx context.Context, user, password string) (*session, e
 		nc.Close()
 		return nil, ErrNotPerson
 	}
-	return c.sessions.add(who.User, who.Role, who.ReadsPayloads, nc, v, time.Now()), nil
+	s, err := c.sessions.add(who.User, who.Role, who.ReadsPayloads, nc, v, time.Now())
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // handleLoginForm shows the login form with a fresh login CSRF token.
@@ -153,20 +158,44 @@ func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int
 	c.render(w, r, status, "login", &view{Title: "Log in", CSRF: tok, Error: msg, Next: safeNext(r.FormValue("next"))})
 }
 
-// handleLogin checks the login's CSRF token and the limiters, then logs
-// in. A failure says nothing about which part was wrong and costs a token
-// of the user's and the address's buckets.
+// Login form limits.
+const (
+	// maxLoginBody bounds a login POST's body (the form's CSRF token, user
+	// name, password and next page): a longer body is refused unread.
+	maxLoginBody = 8 << 10
+	// MaxUserName is the longest user name a login accepts, in bytes (the
+	// access table's names are far shorter); a longer one is refused
+	// before any limiter or the server sees it.
+	MaxUserName = 256
+)
+
+// handleLogin reads the login form (at most maxLoginBody bytes), checks
+// its CSRF token, the user name's length and the limiters (the address's
+// first), then logs in. A failure says nothing about which part was wrong
+// and costs a token of the address's and the user's buckets.
 func (c *Console) handleLogin(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxLoginBody)
+	if err := r.ParseForm(); err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			http.Error(w, fmt.Sprintf("request too large: a login form holds at most %d bytes", maxLoginBody), http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "bad request: unreadable form", http.StatusBadRequest)
+		return
+	}
 	ck, err := r.Cookie(loginCookie)
 	if err != nil || !sameToken(ck.Value, csrfOf(r)) {
 		http.Error(w, "forbidden: missing or invalid CSRF token", http.StatusForbidden)
 		return
 	}
 	user := strings.TrimSpace(r.PostFormValue("user"))
+	if len(user) > MaxUserName {
+		c.renderLogin(w, r, http.StatusBadRequest, fmt.Sprintf("User name too long (at most %d bytes).", MaxUserName))
+		return
+	}
 	password := r.PostFormValue("password")
 	now := time.Now()
-	keys := []string{"user:" + user, "addr:" + clientAddr(r)}
-	refund, ok := c.limits.attempt(now, keys...)
+	refund, ok := c.limits.attempt(now, clientAddr(r), user)
 	if !ok {
 		c.log.Warn("login rate limited", "user_sha256", nameHash(user), "addr", clientAddr(r))
 		c.renderLogin(w, r, http.StatusTooManyRequests, "Too many failed attempts. Wait a minute and try again.")
@@ -177,6 +206,12 @@ func (c *Console) handleLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s, err := c.login(r.Context(), user, password)
+	if errors.Is(err, ErrTooManySessions) {
+		refund() // the password was right
+		c.log.Warn("login refused: every session in use", "user", user, "sessions", c.sessions.count())
+		c.renderLogin(w, r, http.StatusServiceUnavailable, "The console has too many open sessions. Try again later.")
+		return
+	}
 	if err != nil {
 		// The name as typed may be a password typed in the wrong field:
 		// only its hash is logged.

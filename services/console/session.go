@@ -4,10 +4,14 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
 	"net/http"
+	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/nats-io/nats.go"
 	"golang.org/x/time/rate"
 )
@@ -51,16 +55,26 @@ func (s *session) idleSince(now time.Time) time.Duration {
 	return now.Sub(s.lastSeen)
 }
 
-// sessions are the live sessions by id.
+// sessions are the live sessions by id, bounded: at most perPerson for
+// one person (a login beyond it ends their oldest session) and at most
+// total in all (a person without a session is then refused).
 type sessions struct {
-	idle time.Duration
-	mu   sync.Mutex
-	byID map[string]*session
+	idle      time.Duration
+	perPerson int
+	total     int
+	mu        sync.Mutex
+	byID      map[string]*session
+	// byUser lists each person's session ids, oldest first.
+	byUser map[string][]string
 }
 
-func newSessions(idle time.Duration) *sessions {
-	return &sessions{idle: idle, byID: map[string]*session{}}
+func newSessions(idle time.Duration, perPerson, total int) *sessions {
+	return &sessions{idle: idle, perPerson: perPerson, total: total, byID: map[string]*session{}, byUser: map[string][]string{}}
 }
+
+// ErrTooManySessions: every session of the console is in use and the
+// person has none to give up.
+var ErrTooManySessions = errors.New("console: too many sessions")
 
 // randomToken returns 256 random bits in hex.
 func randomToken() string {
@@ -69,13 +83,54 @@ func randomToken() string {
 	return hex.EncodeToString(b)
 }
 
-// add keeps a new session for nc.
-func (ss *sessions) add(user, role string, reads bool, nc *nats.Conn, v *violations, now time.Time) *session {
+// add keeps a new session for nc. A person at their cap loses their
+// oldest session (its connection closed); a person without a session is
+// refused ErrTooManySessions (nc is not kept) while every session of the
+// console is in use.
+func (ss *sessions) add(user, role string, reads bool, nc *nats.Conn, v *violations, now time.Time) (*session, error) {
 	s := &session{id: randomToken(), user: user, role: role, readsPayloads: reads, csrf: randomToken(), nc: nc, violations: v, lastSeen: now}
+	var ended []*session
 	ss.mu.Lock()
+	ids := ss.byUser[user]
+	if len(ids) == 0 && len(ss.byID) >= ss.total {
+		ss.mu.Unlock()
+		return nil, ErrTooManySessions
+	}
+	for len(ids) >= ss.perPerson || (len(ids) > 0 && len(ss.byID) >= ss.total) {
+		ended = append(ended, ss.byID[ids[0]])
+		delete(ss.byID, ids[0])
+		ids = ids[1:]
+	}
 	ss.byID[s.id] = s
+	ss.byUser[user] = append(ids, s.id)
 	ss.mu.Unlock()
+	for _, e := range ended {
+		e.nc.Close()
+	}
+	return s, nil
+}
+
+// drop forgets the session of id (ss.mu held) and returns it.
+func (ss *sessions) drop(id string) *session {
+	s := ss.byID[id]
+	if s == nil {
+		return nil
+	}
+	delete(ss.byID, id)
+	ids := slices.DeleteFunc(ss.byUser[s.user], func(x string) bool { return x == id })
+	if len(ids) == 0 {
+		delete(ss.byUser, s.user)
+	} else {
+		ss.byUser[s.user] = ids
+	}
 	return s
+}
+
+// ofUser is the number of live sessions of user.
+func (ss *sessions) ofUser(user string) int {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return len(ss.byUser[user])
 }
 
 // get returns the live session of id and marks it used; an idle one is
@@ -115,8 +170,7 @@ func (ss *sessions) alive(id string, now time.Time) bool {
 // remove drops the session of id and closes its connection.
 func (ss *sessions) remove(id string) {
 	ss.mu.Lock()
-	s := ss.byID[id]
-	delete(ss.byID, id)
+	s := ss.drop(id)
 	ss.mu.Unlock()
 	if s != nil {
 		s.nc.Close()
@@ -143,6 +197,7 @@ func (ss *sessions) closeAll() {
 	ss.mu.Lock()
 	all := ss.byID
 	ss.byID = map[string]*session{}
+	ss.byUser = map[string][]string{}
 	ss.mu.Unlock()
 	for _, s := range all {
 		s.nc.Close()
@@ -156,13 +211,18 @@ func (ss *sessions) count() int {
 	return len(ss.byID)
 }
 
-// limiters are the failed-login token buckets, per user name and per
-// client address.
+// limiters are the failed-login token buckets: one per client address
+// and one per user name, each kind in its own map of at most size buckets
+// (the least recently used goes first), so no input can grow them: a
+// flood of new names or addresses only evicts old buckets. An attempt
+// takes the address's token first and looks the user name up only when
+// the address may try, so an address that is refused creates nothing.
 type limiters struct {
 	r     rate.Limit
 	burst int
 	mu    sync.Mutex
-	by    map[string]*limiter
+	addrs *simplelru.LRU[string, *limiter]
+	users *simplelru.LRU[string, *limiter]
 }
 
 type limiter struct {
@@ -170,44 +230,75 @@ type limiter struct {
 	last time.Time
 }
 
-func newLimiters(r rate.Limit, burst int) *limiters {
-	return &limiters{r: r, burst: burst, by: map[string]*limiter{}}
+// newLimiters returns empty limiters of rate r and burst, keeping at most
+// size buckets per kind (size ≥ 1).
+func newLimiters(r rate.Limit, burst, size int) *limiters {
+	addrs, err := simplelru.NewLRU[string, *limiter](size, nil)
+	if err != nil {
+		panic(err) // size ≥ 1: Config.validate
+	}
+	users, _ := simplelru.NewLRU[string, *limiter](size, nil)
+	return &limiters{r: r, burst: burst, addrs: addrs, users: users}
 }
 
-func (ls *limiters) get(key string, now time.Time) *rate.Limiter {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	l := ls.by[key]
-	if l == nil {
+// get returns the bucket of key in m, made full when new. ls.mu is held.
+func (ls *limiters) get(m *simplelru.LRU[string, *limiter], key string, now time.Time) *rate.Limiter {
+	l, ok := m.Get(key)
+	if !ok {
 		l = &limiter{l: rate.NewLimiter(ls.r, ls.burst)}
-		ls.by[key] = l
+		m.Add(key, l)
 	}
 	l.last = now
 	return l.l
 }
 
-// attempt takes a token of every key's bucket before a login is tried,
-// atomically per bucket, so that parallel attempts cannot all pass a
-// check made before any of them failed. It returns false (taking
-// nothing) when a bucket is empty, else a refund for a login that
-// succeeded: only failures cost a token.
-func (ls *limiters) attempt(now time.Time, keys ...string) (refund func(), ok bool) {
-	var taken []*rate.Reservation
-	undo := func() {
-		for _, r := range taken {
-			r.CancelAt(now)
-		}
+// attempt takes a token of the address's bucket, then of the user name's
+// (its SHA-256: a name typed as a password is not kept), before a login is
+// tried, atomically, so that parallel attempts cannot all pass a check
+// made before any of them failed. It returns false (taking nothing, and
+// creating no bucket of the user name when the address is refused) when a
+// bucket is empty, else a refund for a login that succeeded: only
+// failures cost a token.
+func (ls *limiters) attempt(now time.Time, addr, user string) (refund func(), ok bool) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	a := ls.get(ls.addrs, addrKey(addr), now).ReserveN(now, 1)
+	if !a.OK() || a.DelayFrom(now) > 0 {
+		a.CancelAt(now)
+		return nil, false
 	}
-	for _, k := range keys {
-		r := ls.get(k, now).ReserveN(now, 1)
-		if !r.OK() || r.DelayFrom(now) > 0 {
-			r.CancelAt(now)
-			undo()
-			return nil, false
-		}
-		taken = append(taken, r)
+	u := ls.get(ls.users, nameHash(user), now).ReserveN(now, 1)
+	if !u.OK() || u.DelayFrom(now) > 0 {
+		u.CancelAt(now)
+		a.CancelAt(now)
+		return nil, false
 	}
-	return undo, true
+	return func() {
+		u.CancelAt(now)
+		a.CancelAt(now)
+	}, true
+}
+
+// addrKey is the bucket of a client address: an IPv4 address itself, an
+// IPv6 address's /64 (one host holds a whole /64 and could otherwise try
+// from as many addresses as it likes).
+func addrKey(addr string) string {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil || ip.Is4() || ip.Is4In6() {
+		return addr
+	}
+	p, err := ip.Prefix(64)
+	if err != nil {
+		return addr
+	}
+	return p.String()
+}
+
+// len is the number of buckets kept, per kind.
+func (ls *limiters) len() (addrs, users int) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.addrs.Len(), ls.users.Len()
 }
 
 // sweep forgets buckets unused long enough to be full again.
@@ -215,9 +306,11 @@ func (ls *limiters) sweep(now time.Time) {
 	full := time.Duration(float64(ls.burst) / float64(ls.r) * float64(time.Second))
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	for k, l := range ls.by {
-		if now.Sub(l.last) > full {
-			delete(ls.by, k)
+	for _, m := range []*simplelru.LRU[string, *limiter]{ls.addrs, ls.users} {
+		for _, k := range m.Keys() {
+			if l, ok := m.Peek(k); ok && now.Sub(l.last) > full {
+				m.Remove(k)
+			}
 		}
 	}
 }

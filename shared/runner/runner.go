@@ -79,7 +79,7 @@ func run(name, version string, build func(Deps) (Service, error)) error {
 	metricsAddr := flag.String("metrics-addr", envOr("DEADLETTER_METRICS_ADDR", config.DefaultMetricsAddr(name, env.InstanceIndex())),
 		"where /metrics is served; empty disables (env DEADLETTER_METRICS_ADDR; default per service and DEADLETTER_INSTANCE_INDEX)")
 	flag.Parse()
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log := slog.New(telemetry.NewLogHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 

@@ -210,7 +210,7 @@ func (a *app) drainStart(cmd *cobra.Command, f *drainFlags) error {
 		return nil
 	}
 	if !a.json() {
-		fmt.Fprintf(a.io.Out, "drain %s started; Ctrl-C stops following (the drain continues)\n", rep.DrainID)
+		textf(a.io.Out, "drain %s started; Ctrl-C stops following (the drain continues)\n", rep.DrainID)
 	}
 	return a.followDrain(cmd.Context(), c, rep.DrainID, f.follow)
 }
@@ -335,7 +335,12 @@ func (a *app) newProgress(mode, id string) progress {
 	case mode == progressNone:
 		return nopProgress{}
 	case mode == progressBar || (mode == progressAuto && tty):
-		return newBarProgress(w, id, a.io.TermWidth)
+		// The bar draws with control sequences of its own: the raw stream.
+		bw := a.raw.Out
+		if a.json() {
+			bw = a.raw.Err
+		}
+		return newBarProgress(bw, id, a.io.TermWidth)
 	}
 	return &plainProgress{w: w, id: id}
 }

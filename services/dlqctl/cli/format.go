@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/safetext"
 )
 
 // table writes aligned columns (two spaces between them).
@@ -30,16 +32,42 @@ func newTable(w io.Writer, header ...string) *table {
 	return t
 }
 
+// row writes one line of cells, each escaped (safetext.Escape): a cell's
+// text, from a payload or not, cannot break the line or the columns or
+// act on the terminal.
 func (t *table) row(cells ...string) {
 	for i, c := range cells {
 		if c == "" {
 			cells[i] = "-"
+		} else {
+			cells[i] = safetext.Escape(c)
 		}
 	}
 	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
 }
 
 func (t *table) flush() { _ = t.tw.Flush() }
+
+// textf writes a text line like fmt.Fprintf, with every string, error and
+// Stringer argument escaped (safetext.Escape): the format is dlqctl's own,
+// the values may come from a payload or a service.
+func textf(w io.Writer, format string, args ...any) {
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			args[i] = safetext.Escape(v)
+		case error:
+			args[i] = safetext.Escape(v.Error())
+		case fmt.Stringer:
+			args[i] = safetext.Escape(v.String())
+		default:
+			if rv := reflect.ValueOf(a); rv.Kind() == reflect.String {
+				args[i] = safetext.Escape(rv.String())
+			}
+		}
+	}
+	fmt.Fprintf(w, format, args...)
+}
 
 // timeLayout is the fixed-width UTC layout of every time in a table.
 const timeLayout = "2006-01-02T15:04:05Z"

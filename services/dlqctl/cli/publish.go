@@ -174,11 +174,11 @@ func (a *app) publish(cmd *cobra.Command, args []string, f publishFlags) error {
 		}
 		switch {
 		case r.Error != "":
-			fmt.Fprintf(a.io.Out, "%-8s %s: %s\n", "error", r.Source, r.Error)
+			textf(a.io.Out, "%-8s %s: %s\n", "error", r.Source, r.Error)
 		case r.Duplicate:
-			fmt.Fprintf(a.io.Out, "%-8d %s %s (duplicate of msg id %s, not stored: the stream already holds an event with this id)\n", r.Seq, r.Subject, r.Source, r.MsgID)
+			textf(a.io.Out, "%-8d %s %s (duplicate of msg id %s, not stored: the stream already holds an event with this id)\n", r.Seq, r.Subject, r.Source, r.MsgID)
 		default:
-			fmt.Fprintf(a.io.Out, "%-8d %s %s\n", r.Seq, r.Subject, r.Source)
+			textf(a.io.Out, "%-8d %s %s\n", r.Seq, r.Subject, r.Source)
 		}
 	}
 	if failed > 0 {

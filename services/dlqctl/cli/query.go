@@ -89,7 +89,7 @@ the next page is printed.`,
 			t.flush()
 			fmt.Fprintf(a.io.Out, "%d of %d\n", len(out.Items), out.Total)
 			if out.NextCursor != "" {
-				fmt.Fprintf(a.io.Out, "next page: the same command with --cursor '%s' (or --all)\n", out.NextCursor)
+				textf(a.io.Out, "next page: the same command with --cursor '%s' (or --all)\n", out.NextCursor)
 			}
 			return nil
 		},
@@ -310,7 +310,7 @@ func printPayload(w interface{ Write([]byte) (int, error) }, title string, p *re
 	fmt.Fprintf(w, "\n%s (%d bytes, sha256 %s)\n", title, p.Size, p.SHA256)
 	b, err := p.Bytes()
 	if err != nil {
-		fmt.Fprintf(w, "(unreadable: %v)\n", err)
+		textf(w, "(unreadable: %v)\n", err)
 		return
 	}
 	if utf8.Valid(b) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -175,7 +174,7 @@ afterwards.`,
 			if a.json() {
 				return a.printJSON(output.Release{AppendReply: rep, Actor: actor})
 			}
-			fmt.Fprintf(a.io.Out, "%s released by %s: record %d, state %s, class %s, hash %s\n",
+			textf(a.io.Out, "%s released by %s: record %d, state %s, class %s, hash %s\n",
 				rep.DLQID, orUnknown(actor), rep.Index, rep.Status, rep.Class, short(rep.AuditHash))
 			return nil
 		},

@@ -30,6 +30,7 @@ import (
 	"github.com/deadletter/deadletter/services/dlqctl/internal/client"
 	"github.com/deadletter/deadletter/services/dlqctl/output"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/safetext"
 )
 
 // Exit statuses.
@@ -109,7 +110,9 @@ func failedf(format string, a ...any) error {
 
 // app is the state shared by the commands of one invocation.
 type app struct {
-	io      IO
+	io IO
+	// raw is io before its writers escape (the progress bar's).
+	raw     IO
 	conn    client.Options
 	output  string
 	started bool
@@ -138,7 +141,12 @@ func ExecuteContext(ctx context.Context, args []string, s IO) int {
 	if s.Err == nil {
 		s.Err = io.Discard
 	}
-	a := &app{io: s, now: time.Now}
+	// Everything printed goes through one escape (package safetext):
+	// text from a payload cannot act on the terminal. The progress bar
+	// alone writes its own control sequences, to the raw streams.
+	raw := s
+	s.Out, s.Err = safetext.NewWriter(s.Out), safetext.NewWriter(s.Err)
+	a := &app{io: s, raw: raw, now: time.Now}
 	root := a.rootCommand()
 	root.SetArgs(args)
 	root.SetIn(s.In)
@@ -193,14 +201,14 @@ func (a *app) report(err error) int {
 	}
 	switch {
 	case pending != nil:
-		fmt.Fprintf(a.io.Err, "dlqctl: %s: pending approval %s: %s\nAn approver signs it with: dlqctl approval approve %s --meaning TEXT\n",
+		textf(a.io.Err, "dlqctl: %s: pending approval %s: %s\nAn approver signs it with: dlqctl approval approve %s --meaning TEXT\n",
 			se.Subject, pending.ID, strings.Join(pending.Reasons, "; "), pending.ID)
 	case se != nil:
-		fmt.Fprintf(a.io.Err, "dlqctl: %s refused: %s: %s\n", se.Subject, se.Err.Code, msg)
+		textf(a.io.Err, "dlqctl: %s refused: %s: %s\n", se.Subject, se.Err.Code, msg)
 	case status == ExitUsage:
-		fmt.Fprintf(a.io.Err, "dlqctl: %s\nRun 'dlqctl --help' for usage.\n", msg)
+		textf(a.io.Err, "dlqctl: %s\nRun 'dlqctl --help' for usage.\n", msg)
 	default:
-		fmt.Fprintf(a.io.Err, "dlqctl: %s\n", msg)
+		textf(a.io.Err, "dlqctl: %s\n", msg)
 	}
 	return status
 }

@@ -66,7 +66,7 @@ first record. Stops on Ctrl-C or after --count records.`,
 				if a.json() {
 					_ = enc.Encode(rec)
 				} else {
-					fmt.Fprintf(a.io.Out, "%s seq=%d %-17s %s #%d domain=%s class=%s code=%s redrives=%d%s%s hash=%s\n",
+					textf(a.io.Out, "%s seq=%d %-17s %s #%d domain=%s class=%s code=%s redrives=%d%s%s hash=%s\n",
 						fmtTime(rec.At), rec.Seq, rec.Kind, rec.DLQID, rec.Index, rec.Domain, rec.Class, rec.Code,
 						rec.RedriveCount, drainField(rec.DrainID), actorField(rec.Actor), short(rec.Hash))
 				}

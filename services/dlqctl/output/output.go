@@ -23,6 +23,13 @@
 //
 // Errors are written to stderr as one Error document; stdout stays empty
 // for a command that failed before producing a result.
+//
+// Everything dlqctl prints, tables, text and JSON, passes one escape of
+// the characters a terminal acts on (package shared/safetext): a table
+// cell or a value in a text line is escaped whole (line breaks and tabs
+// too), the rest keeps its lines. JSON escapes the C0 controls itself;
+// DEL, C1 and the bidi overrides are written as JSON escapes, so the JSON
+// decodes to the same values.
 package output
 
 import (

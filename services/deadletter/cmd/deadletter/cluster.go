@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/deadletter/deadletter/services/deadletter/cluster"
+	"github.com/deadletter/deadletter/shared/telemetry"
 )
 
 // runCluster is `deadletter cluster` (`make cluster`): a 3-node nats-server
@@ -32,7 +33,7 @@ func runCluster(args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log := slog.New(telemetry.NewLogHandler(os.Stderr, nil))
 	p, err := cluster.Prepare(o)
 	if err != nil {
 		return err

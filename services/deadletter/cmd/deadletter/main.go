@@ -26,6 +26,7 @@ import (
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/runner"
+	"github.com/deadletter/deadletter/shared/telemetry"
 )
 
 func main() {
@@ -100,7 +101,7 @@ func run() error {
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(telemetry.NewLogHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	cfg.Out = os.Stdout
 	if exportToLocalJaeger() && cfg.Console.JaegerURL == "" {
 		// The console's record pages draw the traces of that Jaeger.
