@@ -76,7 +76,7 @@ func (s *Service) Reconcile(ctx context.Context, req api.ReconcileRequest) (api.
 	if req.Grace != "" {
 		d, err := time.ParseDuration(req.Grace)
 		if err != nil || d < 0 {
-			return api.ReconcileReply{}, badRequest("grace is not a non-negative Go duration")
+			return api.ReconcileReply{}, badRequest("grace is not a duration: use 30s, 5m or 1h")
 		}
 		grace = d
 	}

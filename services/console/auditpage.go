@@ -1,6 +1,8 @@
 package console
 
 import (
+	"github.com/deadletter/deadletter/shared/when"
+
 	"errors"
 	"fmt"
 	"net/http"
@@ -70,9 +72,9 @@ func parseExportForm(r *http.Request) (exportForm, api.ExportRequest, error) {
 		if b.in == "" {
 			continue
 		}
-		t, err := parseTime(b.in)
+		t, err := when.Parse(b.in, time.Now())
 		if err != nil {
-			return f, req, api.BadField(b.field, "not a time (2006-01-02 or 2006-01-02T15:04)")
+			return f, req, api.BadField(b.field, "%s", when.ErrNotATime)
 		}
 		*b.out = t
 	}

@@ -105,6 +105,10 @@ type Config struct {
 	// record (base followed by the trace id, telemetry.TraceURL). Default
 	// telemetry.DefaultTraceURLBase.
 	TraceURLBase string
+	// JaegerURL is Jaeger's query API (e.g. http://127.0.0.1:16686): the
+	// record page draws the failure's trace from it (trace.go). Empty:
+	// the page says traces are not configured.
+	JaegerURL string
 	// CallTimeout bounds each request to a service. Default 30 s.
 	CallTimeout time.Duration
 	// ConnectTimeout bounds a login's NATS connect (the server checks the
@@ -135,8 +139,8 @@ func DefaultConfig() Config {
 // LoadEnv overrides c from DEADLETTER_CONSOLE_LISTEN,
 // DEADLETTER_CONSOLE_TLS_CERT, DEADLETTER_CONSOLE_TLS_KEY, NATS_URL,
 // DEADLETTER_CONSOLE_IDLE_TIMEOUT, DEADLETTER_CONSOLE_TRACE_URL,
-// DEADLETTER_CONSOLE_MAX_SESSIONS_PER_PERSON and
-// DEADLETTER_CONSOLE_MAX_SESSIONS.
+// DEADLETTER_CONSOLE_JAEGER_URL, DEADLETTER_CONSOLE_MAX_SESSIONS_PER_PERSON
+// and DEADLETTER_CONSOLE_MAX_SESSIONS.
 func (c *Config) LoadEnv(env *config.Env) {
 	env.String("DEADLETTER_CONSOLE_LISTEN", &c.Listen)
 	env.String("DEADLETTER_CONSOLE_TLS_CERT", &c.TLSCert)
@@ -144,6 +148,7 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.String("NATS_URL", &c.NATSURL)
 	env.Duration("DEADLETTER_CONSOLE_IDLE_TIMEOUT", &c.IdleTimeout)
 	env.String("DEADLETTER_CONSOLE_TRACE_URL", &c.TraceURLBase)
+	env.String("DEADLETTER_CONSOLE_JAEGER_URL", &c.JaegerURL)
 	env.Int("DEADLETTER_CONSOLE_MAX_SESSIONS_PER_PERSON", &c.MaxSessionsPerPerson)
 	env.Int("DEADLETTER_CONSOLE_MAX_SESSIONS", &c.MaxSessions)
 }

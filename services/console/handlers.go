@@ -1,11 +1,12 @@
 package console
 
 import (
+	"github.com/deadletter/deadletter/shared/when"
+
 	"bytes"
 	"cmp"
 	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -235,9 +236,9 @@ func parseRecordsQuery(r *http.Request) (recordsQuery, api.ListRequest, error) {
 		if b.in == "" {
 			continue
 		}
-		t, err := parseTime(b.in)
+		t, err := when.Parse(b.in, time.Now())
 		if err != nil {
-			return rq, req, api.BadField(b.f, "not a time (2006-01-02 or 2006-01-02T15:04)")
+			return rq, req, api.BadField(b.f, "%s", when.ErrNotATime)
 		}
 		*b.out = t
 	}
@@ -246,16 +247,6 @@ func parseRecordsQuery(r *http.Request) (recordsQuery, api.ListRequest, error) {
 		req.Limit = 1000
 	}
 	return rq, req, nil
-}
-
-// parseTime reads a date, a datetime-local value or RFC 3339 (UTC).
-func parseTime(s string) (time.Time, error) {
-	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04", "2006-01-02"} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t.UTC(), nil
-		}
-	}
-	return time.Time{}, errors.New("bad time")
 }
 
 // url is the Records page URL with q, overriding name/value pairs.
@@ -449,6 +440,8 @@ type recordData struct {
 	Entries  []chainEntry
 	Problems []record.Problem
 	TraceURL string
+	// Trace is the failure's trace as Jaeger has it (trace.go).
+	Trace traceView
 	// Revealed is set when the payload was revealed (Payload its text).
 	Revealed      bool
 	Payload       string
@@ -493,6 +486,11 @@ func (c *Console) getRecord(r *http.Request, s *session, id, revealReason string
 	if d.TraceURL == "" {
 		d.TraceURL = telemetry.TraceURL(c.cfg.TraceURLBase, firstTrace(rep.Records))
 	}
+	traceID := rep.State.TraceID
+	if traceID == "" {
+		traceID = firstTrace(rep.Records)
+	}
+	d.Trace = c.traceOf(r.Context(), traceID)
 	for _, cr := range rep.Records {
 		e := chainEntry{Seq: cr.Seq, TraceURL: cr.TraceURL}
 		if err := json.Unmarshal(cr.Record, &e.Rec); err != nil {

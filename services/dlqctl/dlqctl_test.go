@@ -39,7 +39,8 @@ func TestUsage(t *testing.T) {
 		{"bad output", []string{"ls", "-o", "xml"}, 2, "--output must be table or json"},
 		{"show without id", []string{"show"}, 2, "needs 1 argument(s): DLQ-ID"},
 		{"show with two ids", []string{"show", "a", "b"}, 2, "needs 1 argument(s)"},
-		{"bad since", []string{"ls", "--since", "yesterday"}, 2, "--since"},
+		{"bad since", []string{"ls", "--since", "yesterday"}, 2, `--since: "yesterday" is not a time: use 2026-12-05, 2026-12-05T14:30:00Z or 2h ago`},
+		{"bad grace", []string{"reconcile", "--grace", "7d"}, 2, `--grace: "7d" is not a duration: use 30s, 5m or 1h`},
 		{"bad class", []string{"ls", "--class", "broken"}, 2, "--class must be one of"},
 		{"negative rate", []string{"drain", "--rate", "-1"}, 2, "--rate must not be negative"},
 		{"bad rate", []string{"drain", "--rate", "fast"}, 2, "invalid argument"},
@@ -63,6 +64,7 @@ func TestUsage(t *testing.T) {
 		{"find without identifier", []string{"find", "--state", "open"}, 2, "give at least one identifier"},
 		{"find bad state", []string{"find", "--ndc", "0409-4888-20", "--state", "lost"}, 2, "--state must be one of"},
 		{"no server", []string{"-s", nowhere, "ls"}, 1, "connect nats://127.0.0.1:1"},
+		{"approval ls like drain ls", []string{"-s", nowhere, "approval", "ls"}, 1, "connect nats://127.0.0.1:1"},
 		{"no server json", []string{"-s", nowhere, "-o", "json", "verify"}, 1, `{"error":{"code":"CONNECT"`},
 	}
 	for _, c := range cases {

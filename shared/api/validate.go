@@ -38,7 +38,7 @@ func knownDomain(d string) bool { return d == record.UnknownDomain || slices.Con
 // checkDomain refuses a domain that is set and unknown.
 func checkDomain(field, d string) error {
 	if d != "" && !knownDomain(d) {
-		return BadField(field, "not a known domain (one of %v or %s)", Domains(), record.UnknownDomain)
+		return BadField(field, "not a known domain: use %s", orList(append(Domains(), record.UnknownDomain)))
 	}
 	return nil
 }
@@ -46,9 +46,21 @@ func checkDomain(field, d string) error {
 // checkClass refuses a class that is set and none of classes.
 func checkClass(field, c string, classes ...record.Class) error {
 	if c != "" && !slices.Contains(classes, record.Class(c)) {
-		return BadField(field, "not a known class (one of %v)", classes)
+		names := make([]string, len(classes))
+		for i, c := range classes {
+			names[i] = string(c)
+		}
+		return BadField(field, "not a known class: use %s", orList(names))
 	}
 	return nil
+}
+
+// orList lists choices for people: "a, b or c".
+func orList(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
 }
 
 // checkCode refuses an error code that is set and unknown (codes.IsKnown).
@@ -77,7 +89,7 @@ func (r ReconcileRequest) Validate() error {
 	}
 	if r.Grace != "" {
 		if d, err := time.ParseDuration(r.Grace); err != nil || d < 0 {
-			return BadField("grace", "not a non-negative Go duration")
+			return BadField("grace", "not a duration: use 30s, 5m or 1h")
 		}
 	}
 	if r.MaxIDs < 0 {

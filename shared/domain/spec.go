@@ -55,6 +55,9 @@ type Spec struct {
 	// PartyID names the field failures are grouped by (the supplier,
 	// registrant or trading partner).
 	PartyID string
+	// PartyLabel names the party id for people, where it is shown
+	// ("registrant", "GLN or company prefix", "supplier").
+	PartyLabel string
 	// Retention is how long the domain's records must be kept by default
 	// (a deployment may configure longer: streams.Options.Retention), and
 	// RetentionRule the rule that says so.

@@ -7,6 +7,9 @@ package embedded
 import (
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -66,11 +69,35 @@ func (c *Config) defaults() {
 // ErrNotReady is returned when the server does not accept connections in time.
 var ErrNotReady = errors.New("embedded: server not ready")
 
+// ErrAddrInUse is returned when the client listen address is taken (the
+// server would only fail to become ready); the error names the address.
+var ErrAddrInUse = errors.New("already in use (another deadletter or nats-server?)")
+
+// checkListen refuses a client address another process listens on: the
+// server itself only logs that and never becomes ready.
+func checkListen(host string, port int) error {
+	if port <= 0 {
+		return nil
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	l, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%s is %w", addr, ErrAddrInUse)
+	}
+	if err != nil {
+		return fmt.Errorf("embedded: listen on %s: %w", addr, err)
+	}
+	return l.Close()
+}
+
 // Start starts a server and waits until it accepts connections.
 func Start(cfg Config) (*server.Server, error) {
 	cfg.defaults()
 	if cfg.StoreDir == "" {
 		return nil, errors.New("embedded: StoreDir is required")
+	}
+	if err := checkListen(cfg.Host, cfg.Port); err != nil {
+		return nil, err
 	}
 	// The same renderer as a cluster's generated files (File): the
 	// embedded server runs the configuration an operator would deploy.
@@ -101,6 +128,11 @@ func Start(cfg Config) (*server.Server, error) {
 	go s.Start()
 	if !s.ReadyForConnections(cfg.ReadyTimeout) {
 		s.Shutdown()
+		s.WaitForShutdown()
+		// Taken between the check and the server's own listen?
+		if err := checkListen(cfg.Host, cfg.Port); errors.Is(err, ErrAddrInUse) {
+			return nil, err
+		}
 		return nil, ErrNotReady
 	}
 	return s, nil

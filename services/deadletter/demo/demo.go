@@ -8,6 +8,8 @@
 package demo
 
 import (
+	"github.com/deadletter/deadletter/services/deadletter/downstream"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,8 +21,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -88,25 +88,6 @@ type Summary struct {
 	Elapsed                     time.Duration
 }
 
-// downstream is the demo's system of record: down (503) until up is set;
-// like a real one it de-duplicates on Idempotency-Key.
-type downstream struct {
-	up       atomic.Bool
-	mu       sync.Mutex
-	accepted map[string]int
-}
-
-func (d *downstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !d.up.Load() {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		return
-	}
-	d.mu.Lock()
-	d.accepted[r.Header.Get("Idempotency-Key")]++
-	d.mu.Unlock()
-	w.WriteHeader(http.StatusOK)
-}
-
 // Run runs the story and returns its summary; the error names the step that
 // did not go as told.
 func Run(ctx context.Context, cfg Config) (Summary, error) {
@@ -125,7 +106,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	down := &downstream{accepted: map[string]int{}}
+	down := downstream.New(false) // down until step 4
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return sum, err
@@ -253,7 +234,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 
 	// 3. The downstream recovers; plan, then drain.
-	down.up.Store(true)
+	down.SetUp(true)
 	say("4. The downstream system of record is back UP.")
 	var plan api.DrainStartReply
 	if err := operator.call(api.DrainStart, api.DrainStartRequest{DryRun: true}, &plan); err != nil {
@@ -371,14 +352,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if sum.Committed, err = ledgerCount(ctx, st); err != nil {
 		return sum, err
 	}
-	down.mu.Lock()
-	sum.DownstreamKeys = len(down.accepted)
-	for _, n := range down.accepted {
-		if n > 1 {
-			sum.DownstreamDoubles++
-		}
-	}
-	down.mu.Unlock()
+	dst := down.Status()
+	sum.DownstreamKeys, sum.DownstreamDoubles = dst.Accepted, dst.Doubles
 	sum.Elapsed = time.Since(start)
 	printSummary(out, sum)
 	return sum, sum.check()

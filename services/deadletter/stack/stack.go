@@ -299,6 +299,9 @@ func (s *Stack) Run(ctx context.Context) error {
 		StoreDir: s.cfg.DataDir, Host: s.cfg.Host, Port: s.cfg.Port, SyncAlways: s.cfg.SyncAlways,
 		ConfigText: text, Security: s.cfg.Security,
 	})
+	if errors.Is(err, embedded.ErrAddrInUse) {
+		return fmt.Errorf("%w; use --port (env DEADLETTER_PORT)", err)
+	}
 	if err != nil {
 		return err
 	}

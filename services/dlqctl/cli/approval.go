@@ -36,9 +36,10 @@ signature into the event's chain and executes the request as its requester.`,
 func (a *app) approvalListCommand() *cobra.Command {
 	var req api.ApprovalListRequest
 	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List approvals, pending first (approval.list; no values)",
-		Args:  exactArgs(0),
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List approvals, pending first (approval.list; no values)",
+		Args:    exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := oneOf("status", req.Status, []string{api.ApprovalPending, api.ApprovalApproved, api.ApprovalExecuted, api.ApprovalRejected, api.ApprovalExpired, api.ApprovalRefused}); err != nil {
 				return err
@@ -384,7 +385,7 @@ change is CONFLICT) and recorded in AUDIT with who, when and --reason.`,
 	fl.BoolVar(&p.IgnoreOrder, "ignore-order", false, "a drain with ignore_order needs approval")
 	fl.BoolVar(&p.HoldLift, "hold-lift", false, "lifting a legal hold needs approval")
 	fl.BoolVar(&p.DismissWithoutApproval, "dismiss-without-approval", false, "a dismissal needs no second person (default: it does)")
-	fl.StringVar(&p.PendingTTL, "pending-ttl", "", "how long a pending approval stays open (Go duration, 1m..720h)")
+	fl.StringVar(&p.PendingTTL, "pending-ttl", "", "how long a pending approval stays open, 1m to 720h (e.g. 30m, 24h)")
 	return cmd
 }
 

@@ -157,8 +157,8 @@ unaccounted and no LEDGER entry unsourced, 1 otherwise.`,
 				return usageErrorf("--until: %v", err)
 			}
 			if req.Grace != "" {
-				if _, err := parseAgo(req.Grace); err != nil {
-					return usageErrorf("--grace: %v", err)
+				if d, err := time.ParseDuration(req.Grace); err != nil || d < 0 {
+					return usageErrorf("--grace: %q is not a duration: use 30s, 5m or 1h", req.Grace)
 				}
 			}
 			var rep api.ReconcileReply

@@ -295,8 +295,9 @@ func (a *app) followDrain(ctx context.Context, c *client.Client, id string, f fo
 		select {
 		case <-ctx.Done():
 			p.stop()
-			textf(a.io.Err, "dlqctl: stopped following; drain %s continues: dlqctl drain status %s --follow\n", id, id)
-			return &exitError{status: ExitFailed, code: "INTERRUPTED", err: fmt.Errorf("%w drain %s", errStoppedFollowing, id)}
+			// One line, printed by report: the drain runs on.
+			return &exitError{status: ExitFailed, code: "INTERRUPTED",
+				err: fmt.Errorf("%w; drain %s continues: dlqctl drain status %s --follow", errStoppedFollowing, id, id)}
 		case <-time.After(f.interval):
 		}
 	}

@@ -309,10 +309,7 @@ and hash of the ids of a big export), and the reason given.`,
 			}
 			t := newTable(a.io.Out, "SEQ", "AT", "USER", "ROLE", "ACTION", "COUNT", "RECORDS", "REASON")
 			for _, e := range items {
-				recs := strings.Join(e.DLQIDs, ",")
-				if recs == "" && e.Count > 0 {
-					recs = "sha256:" + e.IDsHash
-				}
+				recs := recordsCell(e)
 				t.row(strconv.FormatUint(e.Seq, 10), fmtTime(e.At), e.User, e.Role, e.Action, strconv.Itoa(e.Count), recs, e.Reason)
 			}
 			t.flush()
@@ -326,4 +323,21 @@ and hash of the ids of a big export), and the reason given.`,
 	fl.IntVar(&req.Limit, "limit", 0, "page size (default 100)")
 	fl.BoolVar(&all, "all", false, "every page")
 	return cmd
+}
+
+// accessShown is how many ids an access row shows before "+N more" (the
+// JSON output has them all).
+const accessShown = 3
+
+// recordsCell is the RECORDS cell of an access row: the first ids read
+// and how many more, or the hash of the ids of a big export.
+func recordsCell(e api.AccessEntry) string {
+	ids := e.DLQIDs
+	switch {
+	case len(ids) == 0 && e.Count > 0:
+		return "sha256:" + short(e.IDsHash)
+	case len(ids) > accessShown:
+		return strings.Join(ids[:accessShown], ",") + fmt.Sprintf(" +%d more", len(ids)-accessShown)
+	}
+	return strings.Join(ids, ",")
 }

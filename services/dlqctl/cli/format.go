@@ -1,11 +1,12 @@
 package cli
 
 import (
+	"github.com/deadletter/deadletter/shared/when"
+
 	"fmt"
 	"io"
 	"math"
 	"reflect"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -121,41 +122,9 @@ func fmtCounts(m map[string]int) string {
 	return strings.Join(parts, " ")
 }
 
-// parseTime reads a --since/--until value: RFC 3339, a date (UTC
-// midnight), or a duration before now ("90m", "2h", "7d").
-func parseTime(v string, now time.Time) (time.Time, error) {
-	if v == "" {
-		return time.Time{}, nil
-	}
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return t.UTC(), nil
-	}
-	if t, err := time.Parse("2006-01-02", v); err == nil {
-		return t.UTC(), nil
-	}
-	if d, err := parseAgo(v); err == nil {
-		return now.Add(-d).UTC(), nil
-	}
-	return time.Time{}, fmt.Errorf("%q is neither RFC 3339 (2025-03-01T12:00:00Z), a date (2025-03-01) nor a duration ago (90m, 2h, 7d)", v)
-}
-
-var daysRe = regexp.MustCompile(`^(\d+)d$`)
-
-// parseAgo parses a Go duration, or whole days "7d".
-func parseAgo(v string) (time.Duration, error) {
-	if m := daysRe.FindStringSubmatch(v); m != nil {
-		n, err := strconv.Atoi(m[1])
-		if err != nil {
-			return 0, err
-		}
-		return time.Duration(n) * 24 * time.Hour, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err == nil && d < 0 {
-		return 0, fmt.Errorf("negative duration")
-	}
-	return d, err
-}
+// parseTime reads a --since/--until value (shared/when: RFC 3339, a date,
+// or a duration ago such as "90m", "2h", "7d").
+func parseTime(v string, now time.Time) (time.Time, error) { return when.Parse(v, now) }
 
 // Values for completion and validation.
 var (

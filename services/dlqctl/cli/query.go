@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/deadletter/deadletter/shared/domain/registry"
+
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -63,7 +65,7 @@ the next page is printed.`,
 			if a.json() {
 				return a.printJSON(out)
 			}
-			t := newTable(a.io.Out, "DLQ ID", "DOMAIN", "CLASS", "STATE", "CODE", "REDRIVES", "SUPPLIER", "QUARANTINED")
+			t := newTable(a.io.Out, "DLQ ID", "DOMAIN", "CLASS", "STATE", "CODE", "REDRIVES", "PARTY", "QUARANTINED")
 			for _, s := range out.Items {
 				t.row(s.DLQID, s.Domain, s.Class, s.Status, s.ErrorCode, strconv.Itoa(s.RedriveCount), s.PartyID, fmtTime(s.QuarantinedAt))
 			}
@@ -221,7 +223,7 @@ func (a *app) printShow(s output.Show, payload bool) {
 	t.row("RESOLUTION", string(st.Resolution))
 	t.row("KEY", st.IdempotencyKey)
 	t.row("ORDERING KEY", st.OrderingKey)
-	t.row("SUPPLIER", st.PartyID)
+	t.row(strings.ToUpper(registry.PartyLabel(st.Domain)), st.PartyID)
 	t.row("PUBLISHER", st.Publisher)
 	if st.EventTime != nil {
 		t.row("EVENT TIME", fmtTime(*st.EventTime))

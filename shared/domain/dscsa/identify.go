@@ -15,6 +15,7 @@ func Spec() domain.Spec {
 		KeySource:   "eventID, else the CBV 2.0 event hash ID",
 		OrderingKey: "gtin14.serial of the first EPC; an aggregation's parent (SSCC or SGTIN)",
 		PartyID:     "owning_party source, else bizLocation GLN",
+		PartyLabel:  "GLN or company prefix",
 		// Transaction information, history and statements are kept
 		// at least 6 years after the transaction.
 		Retention:     6 * domain.Year,

@@ -14,6 +14,7 @@ func Spec() domain.Spec {
 		KeySource:   KeySource,
 		OrderingKey: "supplier_id.traceability_lot_code",
 		PartyID:     "supplier_id",
+		PartyLabel:  "supplier",
 		// Traceability records are kept 2 years.
 		Retention:     2 * domain.Year,
 		RetentionRule: "21 CFR 1.1455(c)",

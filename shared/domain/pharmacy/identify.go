@@ -14,6 +14,7 @@ func Spec() domain.Spec {
 		KeySource:   KeySource,
 		OrderingKey: "registrant_dea.ndc11.lot",
 		PartyID:     "registrant_dea",
+		PartyLabel:  "registrant",
 		// Every inventory and record of controlled substances is kept
 		// at least 2 years.
 		Retention:     2 * domain.Year,

@@ -156,11 +156,14 @@ func TestRegistry(t *testing.T) {
 			if s.Checker == nil || s.Checker.Domain() != s.Name {
 				t.Fatalf("checker for %q names %v", s.Name, s.Checker)
 			}
-			if len(s.EventTypes) == 0 || s.KeySource == "" || s.OrderingKey == "" || s.PartyID == "" || s.Title == "" {
+			if len(s.EventTypes) == 0 || s.KeySource == "" || s.OrderingKey == "" || s.PartyID == "" || s.PartyLabel == "" || s.Title == "" {
 				t.Fatalf("incomplete spec %+v", s)
 			}
 			if got, ok := registry.Lookup(s.Name); !ok || got.Name != s.Name {
 				t.Fatal("Lookup")
+			}
+			if registry.PartyLabel(s.Name) != s.PartyLabel {
+				t.Fatal("PartyLabel")
 			}
 			if registry.DomainOf("events."+s.Name+"."+s.EventTypes[0]) != s.Name {
 				t.Fatal("DomainOf")
@@ -172,6 +175,9 @@ func TestRegistry(t *testing.T) {
 	}
 	if err := registry.Check("bogus", true); err == nil || strings.Contains(err.Error(), "bogus") {
 		t.Fatalf("Check(bogus) = %v", err)
+	}
+	if registry.PartyLabel(registry.Unknown) != "party" {
+		t.Fatal("PartyLabel(unknown)")
 	}
 	if registry.DomainOf("events.bogus.x") != registry.Unknown {
 		t.Fatal("DomainOf(bogus)")

@@ -57,6 +57,15 @@ func Lookup(name string) (domain.Spec, bool) {
 	return domain.Spec{}, false
 }
 
+// PartyLabel names a domain's party id for people ("registrant" for
+// pharmacy); "party" for the unknown domain or a name no domain has.
+func PartyLabel(name string) string {
+	if s, ok := Lookup(name); ok && s.PartyLabel != "" {
+		return s.PartyLabel
+	}
+	return "party"
+}
+
 // Known reports whether name is a registered domain.
 func Known(name string) bool {
 	_, ok := Lookup(name)

@@ -41,6 +41,7 @@ func run() error {
 	flag.StringVar(&cfg.NATSTLSKey, "tlskey", cfg.NATSTLSKey, "NATS TLS client key")
 	flag.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "close sessions idle this long (env DEADLETTER_CONSOLE_IDLE_TIMEOUT)")
 	flag.StringVar(&cfg.TraceURLBase, "trace-url", cfg.TraceURLBase, "Jaeger UI base URL for trace links (env DEADLETTER_CONSOLE_TRACE_URL)")
+	flag.StringVar(&cfg.JaegerURL, "jaeger-url", cfg.JaegerURL, "Jaeger query API the record page draws traces from, e.g. http://127.0.0.1:16686 (env DEADLETTER_CONSOLE_JAEGER_URL)")
 	logLevel := flag.String("log-level", "info", "log level: debug, info, warn, error")
 	flag.Parse()
 	var level slog.Level

@@ -5,7 +5,9 @@
 // `deadletter kit --nodes 3 --out deploy/generated` generates the
 // deployment kit of a cluster instead (deploy/README.md); `deadletter
 // cluster` runs a 3-node cluster and every service as its own process on
-// this machine (`make cluster`, package cluster).
+// this machine (`make cluster`, package cluster). `deadletter downstream
+// --port 8080` serves a stand-in downstream system of record on loopback,
+// taken down and brought back with POST /down and /up (package downstream).
 package main
 
 import (
@@ -34,22 +36,27 @@ func main() {
 	}
 }
 
-// jaegerOTLP is where `make jaeger-run` receives OTLP/HTTP spans.
-const jaegerOTLP = "127.0.0.1:4318"
+// jaegerOTLP is where `make jaeger-run` (or Jaeger's image or release
+// binary) receives OTLP/HTTP spans, and jaegerQuery its query API.
+const (
+	jaegerOTLP  = "127.0.0.1:4318"
+	jaegerQuery = "http://127.0.0.1:16686"
+)
 
 // exportToLocalJaeger points tracing at a Jaeger running on this machine
 // when no OTLP endpoint is configured, so `make run` is traced whenever
-// `make jaeger-run` is up.
-func exportToLocalJaeger() {
+// `make jaeger-run` is up, and reports whether it did.
+func exportToLocalJaeger() bool {
 	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" {
-		return
+		return false
 	}
 	c, err := net.DialTimeout("tcp", jaegerOTLP, 200*time.Millisecond)
 	if err != nil {
-		return
+		return false
 	}
 	_ = c.Close()
 	_ = os.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+jaegerOTLP)
+	return true
 }
 
 func run() error {
@@ -58,6 +65,9 @@ func run() error {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "cluster" {
 		return runCluster(os.Args[2:], os.Stdout)
+	}
+	if len(os.Args) > 1 && os.Args[1] == "downstream" {
+		return runDownstream(os.Args[2:], os.Stdout)
 	}
 	runner.TuneGC(runner.DefaultGCPercent)
 	cfg := stack.DefaultConfig()
@@ -93,7 +103,10 @@ func run() error {
 	}
 	log := slog.New(telemetry.NewLogHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	cfg.Out = os.Stdout
-	exportToLocalJaeger()
+	if exportToLocalJaeger() && cfg.Console.JaegerURL == "" {
+		// The console's record pages draw the traces of that Jaeger.
+		cfg.Console.JaegerURL = jaegerQuery
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *runDemo {
