@@ -31,11 +31,17 @@ const (
 	traceMaxSpans = 300
 )
 
-// Trace errors, as the page states them.
+// Trace errors, and how the page states them.
 var (
-	errTraceUnreachable = errors.New("Jaeger did not answer")
-	errTraceNotFound    = errors.New("Jaeger has no such trace (not exported, or older than its retention)")
-	errTraceBadAnswer   = errors.New("Jaeger's answer could not be read")
+	errTraceUnreachable = errors.New("jaeger: no answer")
+	errTraceNotFound    = errors.New("jaeger: no such trace")
+	errTraceBadAnswer   = errors.New("jaeger: unreadable answer")
+)
+
+const (
+	problemUnreachable = "Jaeger did not answer"
+	problemNotFound    = "Jaeger has no such trace (not exported, or older than its retention)"
+	problemBadAnswer   = "Jaeger's answer could not be read"
 )
 
 // traceIDRe is a W3C/Jaeger trace id.
@@ -130,11 +136,11 @@ func (c *Console) traceOf(ctx context.Context, id string) traceView {
 		}
 		switch {
 		case errors.Is(err, errTraceNotFound):
-			v.Problem = errTraceNotFound.Error()
+			v.Problem = problemNotFound
 		case errors.Is(err, errTraceBadAnswer):
-			v.Problem = errTraceBadAnswer.Error() + " (" + where + ")"
+			v.Problem = problemBadAnswer + " (" + where + ")"
 		default:
-			v.Problem = errTraceUnreachable.Error() + " at " + where + " within " + traceTimeout.String()
+			v.Problem = problemUnreachable + " at " + where + " within " + traceTimeout.String()
 		}
 		return v
 	}
