@@ -195,23 +195,9 @@ func (s *Service) handleRelease(ctx context.Context, m endpoint.Meta, req api.Re
 // for by ask (it may then need approval), or, with ask nil, the execution
 // of signed approval ap (the released record after the approved one).
 func (s *Service) release(ctx context.Context, req api.ReleaseRequest, ask *asker, ap *api.Approval) (api.AppendReply, error) {
-	ch, err := s.readFor(ctx, req.DLQID)
-	if err != nil {
-		return api.AppendReply{}, err
-	}
-	if err := checkSigned(ch, ap); err != nil {
-		return api.AppendReply{}, err
-	}
-	exp := len(ch.Records)
-	if ap != nil {
-		exp = ap.ChainRecords + 1
-		if approvedAt(ch, exp, record.KindReleased, ap) {
-			r := ch.Records[exp]
-			return api.AppendReply{DLQID: r.DLQID, Index: r.Index, AuditHash: r.AuditHash, Status: ch.State.Status, Class: ch.State.Class}, nil
-		}
-	}
-	if err := s.refuseHeld(ctx, ch); err != nil {
-		return api.AppendReply{}, err
+	ch, exp, done, err := s.decisionChain(ctx, req.DLQID, record.KindReleased, ap)
+	if err != nil || done != nil {
+		return deref(done), err
 	}
 	if ch.State.Status != record.StatusPoison {
 		return api.AppendReply{}, api.Errorf(api.ErrInvalidTransition, "only a poison event can be released; this one is %s", ch.State.Status)
@@ -417,23 +403,9 @@ func (s *Service) handleDismiss(ctx context.Context, m endpoint.Meta, req api.Di
 // approved one). Only an open or poison chain may be dismissed (one being
 // replayed waits for its outcome), and never one under a legal hold.
 func (s *Service) dismiss(ctx context.Context, req api.DismissRequest, ask *asker, ap *api.Approval) (api.AppendReply, error) {
-	ch, err := s.readFor(ctx, req.DLQID)
-	if err != nil {
-		return api.AppendReply{}, err
-	}
-	if err := checkSigned(ch, ap); err != nil {
-		return api.AppendReply{}, err
-	}
-	exp := len(ch.Records)
-	if ap != nil {
-		exp = ap.ChainRecords + 1
-		if approvedAt(ch, exp, record.KindDismissed, ap) {
-			r := ch.Records[exp]
-			return api.AppendReply{DLQID: r.DLQID, Index: r.Index, AuditHash: r.AuditHash, Status: ch.State.Status, Class: ch.State.Class}, nil
-		}
-	}
-	if err := s.refuseHeld(ctx, ch); err != nil {
-		return api.AppendReply{}, err
+	ch, exp, done, err := s.decisionChain(ctx, req.DLQID, record.KindDismissed, ap)
+	if err != nil || done != nil {
+		return deref(done), err
 	}
 	if st := ch.State.Status; st != record.StatusOpen && st != record.StatusPoison {
 		return api.AppendReply{}, api.Errorf(api.ErrInvalidTransition, "only an open or poison event can be dismissed; this one is %s", st)
@@ -459,4 +431,39 @@ func (s *Service) dismiss(ctx context.Context, req api.DismissRequest, ask *aske
 	}
 	s.log.Info("dismissal appended", "dlq_id", req.DLQID, "domain", ch.Domain, "actor", req.Actor, "index", rep.Index)
 	return rep, nil
+}
+
+// decisionChain reads the chain a person's decision (a release or a
+// dismissal of kind) appends to, after the signed approval ap when it
+// executes one: the index the new record must take, or, when ap's record
+// is already there (an execution repeated), the reply it got; a chain
+// under a legal hold is refused.
+func (s *Service) decisionChain(ctx context.Context, dlqID string, kind record.Kind, ap *api.Approval) (chain.Chain, int, *api.AppendReply, error) {
+	ch, err := s.readFor(ctx, dlqID)
+	if err != nil {
+		return chain.Chain{}, 0, nil, err
+	}
+	if err := checkSigned(ch, ap); err != nil {
+		return chain.Chain{}, 0, nil, err
+	}
+	exp := len(ch.Records)
+	if ap != nil {
+		exp = ap.ChainRecords + 1
+		if approvedAt(ch, exp, kind, ap) {
+			r := ch.Records[exp]
+			return ch, exp, &api.AppendReply{DLQID: r.DLQID, Index: r.Index, AuditHash: r.AuditHash, Status: ch.State.Status, Class: ch.State.Class}, nil
+		}
+	}
+	if err := s.refuseHeld(ctx, ch); err != nil {
+		return chain.Chain{}, 0, nil, err
+	}
+	return ch, exp, nil, nil
+}
+
+// deref is the reply r points to, or the zero reply.
+func deref(r *api.AppendReply) api.AppendReply {
+	if r == nil {
+		return api.AppendReply{}
+	}
+	return *r
 }
