@@ -11,6 +11,8 @@
 //     docs/operations/runbook.md;
 //   - every relative link of README.md, deploy/README.md and docs/**.md
 //     names a file that exists, and a heading of it when it names one.
+//   - every path, file and Go name of the README's "Where things live"
+//     table exists in the tree.
 //
 // The access tables are checked by shared/access's TestDocs (docs/security.md).
 package docs
@@ -317,4 +319,87 @@ func anchors(text string) map[string]bool {
 		count[a]++
 	}
 	return out
+}
+
+// TestWhereThingsLive checks the README's "Where things live" table
+// against the tree: every path it names exists, every file it names after
+// a path is in that path's directory, and every Go name it names after a
+// path is declared there.
+func TestWhereThingsLive(t *testing.T) {
+	root := tools.Root(t)
+	text := read(t, "README.md")
+	start := strings.Index(text, "\n## Where things live\n")
+	if start < 0 {
+		t.Fatal("README.md has no section \"Where things live\"")
+	}
+	section := text[start+1:]
+	if end := strings.Index(section[3:], "\n## "); end >= 0 {
+		section = section[:end+3]
+	}
+	token := regexp.MustCompile("`([^`]+)`")
+	goName := regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
+	rows := 0
+	for line := range strings.SplitSeq(section, "\n") {
+		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| concept") {
+			continue
+		}
+		cells := strings.Split(line, "|")
+		if len(cells) < 3 {
+			continue
+		}
+		rows++
+		dir := ""
+		for _, m := range token.FindAllStringSubmatch(cells[2], -1) {
+			name := m[1]
+			switch {
+			case strings.Contains(name, "/"):
+				p := filepath.Join(root, filepath.FromSlash(name))
+				info, err := os.Stat(p)
+				if err != nil {
+					t.Errorf("Where things live: %s does not exist", name)
+					continue
+				}
+				if info.IsDir() {
+					dir = p
+				} else {
+					dir = filepath.Dir(p)
+				}
+			case strings.HasSuffix(name, ".go"):
+				if _, err := os.Stat(filepath.Join(dir, name)); dir == "" || err != nil {
+					t.Errorf("Where things live: %s is not in %s", name, dir)
+				}
+			case goName.MatchString(name):
+				if dir == "" || !declares(t, dir, name) {
+					t.Errorf("Where things live: %s is not declared in %s", name, dir)
+				}
+			}
+		}
+	}
+	if rows < 30 {
+		t.Errorf("Where things live has %d rows", rows)
+	}
+}
+
+// declares reports whether a Go file of dir (not a test) declares name as a
+// function, method or type.
+func declares(t *testing.T, dir, name string) bool {
+	t.Helper()
+	re := regexp.MustCompile(`(?m)^(func (\([^)]*\) )?|type )` + name + `\b`)
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if re.Match(b) {
+			return true
+		}
+	}
+	return false
 }
