@@ -12,15 +12,19 @@ import (
 )
 
 // updateDocs rewrites the generated tables: go test ./shared/access -run TestDocs -update-docs
-var updateDocs = flag.Bool("update-docs", false, "rewrite the access tables of README.md and deploy/README.md")
+var updateDocs = flag.Bool("update-docs", false, "rewrite the access tables of "+docPage)
 
-// TestDocs keeps the accounts, roles and permissions tables of the README
-// and the deployment guide exactly as shared/access generates them.
+// docPage holds the generated access tables (docs/operations/deploy.md
+// and the README link to it).
+const docPage = "docs/security.md"
+
+// TestDocs keeps the accounts, roles and permissions tables of
+// docs/security.md exactly as shared/access generates them.
 func TestDocs(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 	want := access.DocTables()
-	for _, rel := range []string{"README.md", "deploy/README.md"} {
+	for _, rel := range []string{docPage} {
 		t.Run(rel, func(t *testing.T) {
 			path := filepath.Join(root, rel)
 			b, err := os.ReadFile(path)
