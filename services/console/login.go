@@ -152,10 +152,26 @@ func (c *Console) handleLoginForm(w http.ResponseWriter, r *http.Request) {
 	c.renderLogin(w, r, http.StatusOK, "")
 }
 
+// renderLogin shows the login form; after a refusal it keeps the user
+// name typed (never the password), bounded by MaxUserName.
 func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	tok := randomToken()
 	setCookie(w, loginCookie, tok, 600)
-	c.render(w, r, status, "login", &view{Title: "Log in", CSRF: tok, Error: msg, Next: safeNext(r.FormValue("next"))})
+	v := &view{Title: "Log in", CSRF: tok, Error: msg, Next: safeNext(r.FormValue("next"))}
+	if r.Method == http.MethodPost {
+		if u := strings.TrimSpace(r.PostFormValue("user")); len(u) <= MaxUserName {
+			v.Data = loginData{User: u}
+		}
+	}
+	if v.Next == "/draft" {
+		v.Notice = "Your session ended. Log in again: what you were sending is kept and shown to you again."
+	}
+	c.render(w, r, status, "login", v)
+}
+
+// loginData is the login form's user name after a refusal.
+type loginData struct {
+	User string
 }
 
 // Login form limits.
@@ -269,6 +285,12 @@ func (c *Console) authed(h func(http.ResponseWriter, *http.Request, *session)) h
 				http.Redirect(w, r, "/login?next="+urlEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
 			}
+			// A form posted after the session ended keeps its work: the
+			// person logs in and gets it back (drafts.go).
+			if r.Method == http.MethodPost && c.keepDraft(w, r) {
+				http.Redirect(w, r, "/login?next="+urlEscape("/draft"), http.StatusSeeOther)
+				return
+			}
 			http.Error(w, "unauthorized: log in first", http.StatusUnauthorized)
 			return
 		}
@@ -277,9 +299,17 @@ func (c *Console) authed(h func(http.ResponseWriter, *http.Request, *session)) h
 			http.Error(w, "forbidden: missing or invalid CSRF token", http.StatusForbidden)
 			return
 		}
+		if r.Method == http.MethodGet {
+			if f := s.takeFlash(); f != "" {
+				r = r.WithContext(context.WithValue(r.Context(), flashKey{}, f))
+			}
+		}
 		h(w, r, s)
 	}
 }
+
+// flashKey carries a session's flash message to the page rendered.
+type flashKey struct{}
 
 // call sends req to subject on the person's connection. A publish the
 // server refuses for the person's role fails at once with an
