@@ -93,6 +93,9 @@ type overviewData struct {
 	// (ApprovalsErr when approval.list did not answer).
 	PendingApprovals []api.Approval
 	ApprovalsErr     string
+	// Held counts the records under an active legal hold, in Holds
+	// active holds (-1 when hold.list did not answer).
+	Held, Holds int
 }
 
 type overviewCell struct {
@@ -122,6 +125,24 @@ func (c *Console) handleOverview(w http.ResponseWriter, r *http.Request, s *sess
 		drains, derr = call[struct{}, api.DrainListReply](r.Context(), c, s, api.DrainList, struct{}{})
 	})
 	wg.Go(func() { d.PendingApprovals, aerr = c.pendingApprovals(r, s) })
+	wg.Go(func() {
+		holds, err := call[api.HoldListRequest, api.HoldListReply](r.Context(), c, s, api.HoldList, api.HoldListRequest{})
+		if err != nil {
+			d.Held, d.Holds = -1, -1
+			return
+		}
+		held := map[string]bool{}
+		for _, h := range holds.Holds {
+			if h.Hold.Status != "" && h.Hold.Status != api.HoldActive {
+				continue
+			}
+			d.Holds++
+			for _, id := range slices.Concat(h.DLQIDs, h.Pending) {
+				held[id] = true
+			}
+		}
+		d.Held = len(held)
+	})
 	wg.Wait()
 	if gerr != nil {
 		d.GroupsErr = errText(gerr)
@@ -381,8 +402,12 @@ func markHeld(items []listItem, holds []api.HeldHold) {
 		if h.Hold.Status != "" && h.Hold.Status != api.HoldActive {
 			continue
 		}
-		for _, id := range h.DLQIDs {
-			by[id] = append(by[id], h.Hold.ID)
+		// Held: the chains carrying the hold, those whose hold record is
+		// being appended, and a record hold's own record.
+		for _, id := range slices.Concat(h.DLQIDs, h.Pending, []string{h.Hold.Target.DLQID}) {
+			if id != "" && !slices.Contains(by[id], h.Hold.ID) {
+				by[id] = append(by[id], h.Hold.ID)
+			}
 		}
 	}
 	for i := range items {
