@@ -54,6 +54,9 @@ func parseDrainForm(r *http.Request) drainForm {
 	return f
 }
 
+// Query is query, encoded (the plan page's "change the filter" link).
+func (f drainForm) Query() string { return f.query().Encode() }
+
 // query is the form as the plan page's URL query (no token, no CSRF).
 func (f drainForm) query() url.Values {
 	q := url.Values{}
@@ -163,7 +166,11 @@ type drainsData struct {
 
 func (c *Console) handleDrains(w http.ResponseWriter, r *http.Request, s *session) {
 	rep, err := call[struct{}, api.DrainListReply](r.Context(), c, s, api.DrainList, struct{}{})
-	v := newView(s, "Drains", "drains", &drainsData{Drains: rep.Drains, Form: drainForm{Exhausted: true}})
+	form := drainForm{Exhausted: true}
+	if len(r.URL.Query()) > 0 { // a plan's "change the filter"
+		form = parseDrainForm(r)
+	}
+	v := newView(s, "Drains", "drains", &drainsData{Drains: rep.Drains, Form: form})
 	v.setErr(err)
 	c.render(w, r, statusOf(err), "drains", v)
 }

@@ -114,7 +114,7 @@ func (p *person) shot(n int, name string, axeSrc []byte) {
 			p.t.Errorf("%s at %dx%d: %d px of horizontal scroll", name, vp.w, vp.h, over)
 		}
 		ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 		cancel()
 		if err != nil {
 			p.t.Fatalf("screenshot %s: %v", name, err)
