@@ -285,3 +285,17 @@ func TestConsoleCSSKeepsIdentifiersWhole(t *testing.T) {
 		t.Error("no ellipsis rule for identifiers, or times not kept whole")
 	}
 }
+
+// TestRequestKeepsPayloadBytes: a corrected payload reaches the redriver
+// as typed: &, < and > are not rewritten to \u0026, \u003c, \u003e (the
+// approver read the escapes where the operator typed the characters).
+func TestRequestKeepsPayloadBytes(t *testing.T) {
+	typed := `{"x_note":"Müller & Söhne <Großhandel> \"Nord\""}`
+	b, err := encodeRequest(api.RedriveRequest{DLQID: "pharmacy_x", Payload: []byte(typed), Reason: "a & b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), typed) || strings.Contains(string(b), `\u0026`) || strings.HasSuffix(string(b), "\n") {
+		t.Errorf("%s", b)
+	}
+}

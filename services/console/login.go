@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -321,7 +322,7 @@ func call[Req, Rep any](ctx context.Context, c *Console, s *session, subject str
 // callOn is call on a connection whose refusals v reports.
 func callOn[Req, Rep any](ctx context.Context, timeout time.Duration, nc *nats.Conn, v *violations, role, subject string, req Req) (Rep, error) {
 	var rep Rep
-	body, err := json.Marshal(req)
+	body, err := encodeRequest(req)
 	if err != nil {
 		return rep, fmt.Errorf("console: encode %s request: %w", subject, err)
 	}
@@ -333,6 +334,20 @@ func callOn[Req, Rep any](ctx context.Context, timeout time.Duration, nc *nats.C
 		return rep, fmt.Errorf("%w from %s: %w", endpoint.ErrBadAnswer, subject, err)
 	}
 	return rep, nil
+}
+
+// encodeRequest is req as JSON without HTML escaping: a corrected
+// payload (a json.RawMessage) reaches the redriver byte for byte as typed
+// ("Müller & Söhne <Nord>", not "\u0026" and "\u003c", which
+// json.Marshal writes into a RawMessage and the approver then reads).
+func encodeRequest(req any) ([]byte, error) {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(req); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // callRaw sends body as it is to subject on the person's connection (the

@@ -341,8 +341,10 @@ func TestWalk(t *testing.T) {
 		cw.open("/approvals")
 		cw.shot(next(), "approvals", axeSrc)
 		cw.open(approvalPath)
-		if got := cw.text("main"); !strings.Contains(got, "Müller & Söhne <Großhandel>") {
-			t.Errorf("the approver does not see the payloads' text: %.400q", got)
+		// Both payloads as written: the correction reached the redriver
+		// byte for byte (no \u0026 where the operator typed &).
+		if got := cw.text("#approval-payload"); !strings.Contains(got, "Müller & Söhne <Großhandel>") || strings.Contains(got, `\u0026`) {
+			t.Errorf("the corrected payload as the approver reads it: %q", got)
 		}
 		cw.shot(next(), "approval", axeSrc)
 		meaning := "Geprüft: Rechnung Müller & Söhne <Nord>"
