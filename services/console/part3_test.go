@@ -209,3 +209,38 @@ func TestRecordPageProvenanceAndEditor(t *testing.T) {
 		t.Errorf("the correction editor is hidden until a reveal:\n%s", page)
 	}
 }
+
+// TestHoldListCounts: the hold list says how many records a hold holds
+// and folds a long list away, instead of a wall of ids.
+func TestHoldListCounts(t *testing.T) {
+	p, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 40 {
+		ids = append(ids, fmt.Sprintf("pharmacy_%032d", i))
+	}
+	for _, tc := range []struct {
+		name    string
+		ids     []string
+		want    string
+		details bool
+	}{
+		{"none", nil, "none yet", false},
+		{"a few", ids[:2], "2: ", false},
+		{"many", ids, "<strong>40</strong> records", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &holdsData{Holds: []api.HeldHold{{Hold: api.Hold{ID: "hold-1", CaseID: "CASE-Ü", Status: api.HoldActive, Target: api.HoldTarget{PartyID: "Müller & Söhne"}}, DLQIDs: tc.ids}}}
+			var b bytes.Buffer
+			if err := p.byName["holds"].ExecuteTemplate(&b, "layout", &view{Title: "Holds", User: "ines.duarte", Role: "inspector", Allowed: map[string]bool{}, Data: d}); err != nil {
+				t.Fatal(err)
+			}
+			page := b.String()
+			if !strings.Contains(page, tc.want) || strings.Contains(page, "<details>") != tc.details {
+				t.Errorf("the held records cell:\n%s", page[strings.Index(page, "<tbody>"):])
+			}
+		})
+	}
+}
