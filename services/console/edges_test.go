@@ -299,3 +299,25 @@ func TestRequestKeepsPayloadBytes(t *testing.T) {
 		t.Errorf("%s", b)
 	}
 }
+
+// TestLostSessionGoesToLogin: a POST of a browser whose session the
+// console does not know (its end forgotten, a restart) is sent to log in
+// and back to its page, told that the action was not done; nothing is
+// kept.
+func TestLostSessionGoesToLogin(t *testing.T) {
+	e := startEnv(t)
+	c := e.newConsole(t, nil)
+	cl := newClient(t, c, "127.0.0.98")
+	cl.cookies[sessionCookie] = &http.Cookie{Name: sessionCookie, Value: strings.Repeat("0", 64)}
+	n := c.drafts.len()
+	w := cl.do(http.MethodPost, "/records/pharmacy_abc/redrive", url.Values{"reason": {"r"}})
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/login?lost=1&next=%2Frecords%2Fpharmacy_abc" {
+		t.Fatalf("%d %q", w.Code, w.Header().Get("Location"))
+	}
+	if page := cl.do(http.MethodGet, w.Header().Get("Location"), nil).Body.String(); !strings.Contains(page, "it was not done") || !strings.Contains(page, `name="next" value="/records/pharmacy_abc"`) {
+		t.Errorf("the login page:\n%s", page)
+	}
+	if c.drafts.len() != n {
+		t.Error("a draft was kept for an unknown session")
+	}
+}

@@ -164,8 +164,11 @@ func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int
 			v.Data = loginData{User: u}
 		}
 	}
-	if v.Next == "/draft" {
+	switch {
+	case v.Next == "/draft":
 		v.Notice = "Your session ended. Log in again: what you were sending is kept and shown to you again."
+	case r.FormValue("lost") == "1":
+		v.Error = "Your session ended before your last action was sent: it was not done, and what it carried could not be kept. Log in again to go back to the page."
 	}
 	c.render(w, r, status, "login", v)
 }
@@ -290,6 +293,13 @@ func (c *Console) authed(h func(http.ResponseWriter, *http.Request, *session)) h
 			// person logs in and gets it back (drafts.go).
 			if r.Method == http.MethodPost && c.keepDraft(w, r) {
 				http.Redirect(w, r, "/login?next="+urlEscape("/draft"), http.StatusSeeOther)
+				return
+			}
+			// A browser whose session the console no longer knows (its
+			// end forgotten, a restart) logs in again and goes back to
+			// the page; a request without a session cookie gets 401.
+			if _, err := r.Cookie(sessionCookie); err == nil && r.Method == http.MethodPost {
+				http.Redirect(w, r, "/login?lost=1&next="+urlEscape(pageOf(r.URL.Path)), http.StatusSeeOther)
 				return
 			}
 			http.Error(w, "unauthorized: log in first", http.StatusUnauthorized)

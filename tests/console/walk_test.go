@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/deadletter/deadletter/services/auditor"
@@ -501,4 +502,23 @@ func TestWalk(t *testing.T) {
 			t.Error("the verified export holds no record")
 		}
 	})
+
+	t.Run("a session that ended: the login from a page in use works and goes back", func(t *testing.T) {
+		jm.t = t
+		jm.open("/drains")
+		// The server no longer knows the page's session (it ended).
+		if _, err := chromedp.Call(jm.ctx, network.SetCookie, network.SetCookieParams{Name: "dl_session", Value: strings.Repeat("0", 64),
+			URL: strings.TrimSuffix(base, "/") + "/", Path: "/", Secure: ptr(true), HTTPOnly: ptr(true), SameSite: network.CookieSameSiteStrict}); err != nil {
+			t.Fatal(err)
+		}
+		jm.do(chromedp.Click(chromedp.CSS(`nav a[href="/records"]`)), chromedp.WaitVisible(chromedp.CSS("#password")))
+		jm.do(chromedp.SendKeys(chromedp.CSS("#user"), jonas), chromedp.SendKeys(chromedp.CSS("#password"), pw(jonas)),
+			chromedp.Click(chromedp.CSS(`form.login button[type=submit]`)), chromedp.WaitVisible(chromedp.CSS(`.user`)))
+		if got, path := jm.text(".user"), eval[string](jm, `location.pathname`); got != jonas || path != "/records" {
+			t.Errorf("after the login: %q on %s (the page's old CSRF header must not refuse the login)", got, path)
+		}
+		jm.shot(next(), "records-after-relogin", axeSrc)
+	})
 }
+
+func ptr[T any](v T) *T { return &v }
