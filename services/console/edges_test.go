@@ -82,7 +82,9 @@ func TestExpiredSessionKeepsWork(t *testing.T) {
 	expire := func(t *testing.T, cl *client) string {
 		t.Helper()
 		token := cl.mustLogin(op, e.password(op))
-		s := c.anySession()
+		c.sessions.mu.Lock()
+		s := c.sessions.byID[cl.cookies[sessionCookie].Value]
+		c.sessions.mu.Unlock()
 		natstest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
 			if s.idleSince(time.Now()) <= c.cfg.IdleTimeout {
 				return errors.New("not idle yet")
