@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -42,6 +43,10 @@ type approvalData struct {
 	// ContextErr says why the record's context or original could not be
 	// read (the page still shows the approval).
 	ContextErr string
+	// Meaning and RejectMeaning are the meanings typed, kept after a
+	// refusal (REAUTH_FAILED keeps what the person meant; the password is
+	// never written back).
+	Meaning, RejectMeaning string
 }
 
 // Done reports whether the approval was executed (the page says what it
@@ -152,7 +157,7 @@ func (c *Console) handleApprove(w http.ResponseWriter, r *http.Request, s *sessi
 	}
 	req.Password = ""
 	c.log.Info("approval approve", "user", s.user, "approval_id", id, "outcome", rep.Approval.Outcome, "code", api.CodeOf(err))
-	c.afterDecision(w, r, s, id, err, func(a api.Approval) string {
+	c.afterDecision(w, r, s, id, err, req.Meaning, "", func(a api.Approval) string {
 		n := "Approved by " + a.Decider + " (" + a.Meaning + ")"
 		if a.Status == api.ApprovalExecuted {
 			n += "; executed: " + a.Outcome
@@ -172,18 +177,22 @@ func (c *Console) handleReject(w http.ResponseWriter, r *http.Request, s *sessio
 		_, err = call[api.ApprovalDecisionRequest, api.ApprovalReply](r.Context(), c, s, api.ApprovalReject, req)
 	}
 	c.log.Info("approval reject", "user", s.user, "approval_id", id, "code", api.CodeOf(err))
-	c.afterDecision(w, r, s, id, err, "Rejected: it will not run.")
+	c.afterDecision(w, r, s, id, err, "", req.Meaning, "Rejected: it will not run.")
 }
 
 // afterDecision shows the approval after a decision, with its outcome or
 // the service's refusal (REAUTH_FAILED, SELF_APPROVAL, EXPIRED, ...).
-func (c *Console) afterDecision(w http.ResponseWriter, r *http.Request, s *session, id string, err error, notice string) {
-	d, gerr := c.getApproval(r, s, id)
+// On success the page is redirected to (POST/redirect/GET); after a
+// refusal the meaning typed stays in its field.
+func (c *Console) afterDecision(w http.ResponseWriter, r *http.Request, s *session, id string, err error, meaning, rejectMeaning, notice string) {
 	if err != nil {
+		d, _ := c.getApproval(r, s, id)
+		d.Meaning, d.RejectMeaning = meaning, rejectMeaning
 		c.renderApproval(w, r, s, d, err, "")
 		return
 	}
-	c.renderApproval(w, r, s, d, gerr, notice)
+	s.setFlash(notice)
+	http.Redirect(w, r, "/approvals/"+url.PathEscape(id), http.StatusSeeOther)
 }
 
 // pendingApprovals are the pending approvals (the Overview's card).

@@ -112,7 +112,7 @@ func TestApprovalsInboxAndDecisions(t *testing.T) {
 		{"approve again", ap, "/approvals/apr-7/approve", url.Values{"csrf": {token}, "meaning": {"again"}, "password": {pw}}, http.StatusConflict, api.ErrAlreadyDecided, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := tc.cl.do(http.MethodPost, tc.path, tc.form)
+			w := tc.cl.doFollow(http.MethodPost, tc.path, tc.form)
 			body := w.Body.String()
 			if w.Code != tc.status || tc.code != "" && !strings.Contains(body, "<strong>"+tc.code+"</strong>") {
 				t.Errorf("%d, want %d %s\n%s", w.Code, tc.status, tc.code, body)
@@ -135,7 +135,7 @@ func TestApprovalsInboxAndDecisions(t *testing.T) {
 		f.mu.Lock()
 		f.approval.Status, f.approval.Decider, f.approval.Meaning, f.approval.Outcome = api.ApprovalPending, "", "", ""
 		f.mu.Unlock()
-		w := ap.do(http.MethodPost, "/approvals/apr-7/reject", url.Values{"csrf": {token}, "meaning": {"wrong invoice"}})
+		w := ap.doFollow(http.MethodPost, "/approvals/apr-7/reject", url.Values{"csrf": {token}, "meaning": {"wrong invoice"}})
 		if body := w.Body.String(); w.Code != http.StatusOK || !strings.Contains(body, "Rejected: it will not run.") || !strings.Contains(body, "approver, ") && !strings.Contains(body, "wrong invoice") {
 			t.Errorf("%d\n%s", w.Code, body)
 		}
@@ -217,7 +217,7 @@ func TestHolds(t *testing.T) {
 	if w := op.do(http.MethodPost, "/holds/"+m[1]+"/lift", url.Values{"csrf": {token}, "case_id": {"CASE-1"}}); w.Code != http.StatusBadRequest {
 		t.Errorf("lift without a reason: %d", w.Code)
 	}
-	w = op.do(http.MethodPost, "/holds/"+m[1]+"/lift", url.Values{"csrf": {token}, "case_id": {"CASE-1"}, "reason": {"case closed"}})
+	w = op.doFollow(http.MethodPost, "/holds/"+m[1]+"/lift", url.Values{"csrf": {token}, "case_id": {"CASE-1"}, "reason": {"case closed"}})
 	if body := w.Body.String(); w.Code != http.StatusOK || !strings.Contains(body, "Hold "+m[1]+" lifted.") && !strings.Contains(body, "Sent for approval") {
 		t.Errorf("lift: %d\n%s", w.Code, body)
 	}
@@ -243,7 +243,7 @@ func TestHeldRefusalShown(t *testing.T) {
 			}
 		})
 	}
-	w := op.do(http.MethodPost, "/records/abc/correct", url.Values{"csrf": {token}, "payload": {`{"a":1}`}, "reason": {"fix the key"}})
+	w := op.doFollow(http.MethodPost, "/records/abc/correct", url.Values{"csrf": {token}, "payload": {`{"a":1}`}, "reason": {"fix the key"}})
 	if !strings.Contains(w.Body.String(), `<a href="/approvals/apr-7" id="notice-approval">`) {
 		t.Errorf("the notice does not link its approval:\n%s", w.Body)
 	}

@@ -248,6 +248,8 @@ type Console struct {
 	limits   *limiters
 	pages    *pages
 	results  results
+	// drafts are forms posted after their session ended (drafts.go).
+	drafts *drafts
 	// history is the drains' sampled progress (their charts).
 	history history
 	// sseEvery is how often a drain's progress is pushed.
@@ -279,6 +281,7 @@ func New(cfg Config, log *slog.Logger) (*Console, error) {
 		limits:   newLimiters(cfg.LoginRate, cfg.LoginBurst, cfg.LoginBuckets),
 		up:       make(chan struct{}),
 		sseEvery: sseInterval,
+		drafts:   newDrafts(),
 	}
 	c.handler = c.routes()
 	return c, nil

@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,28 +26,79 @@ type drainForm struct {
 	// RampHold are the failure guard and the ramp, as typed.
 	Canary, MaxFailureRate, PauseWindow string
 	Ramp, RampHold                      string
+	// DLQIDs are the records selected in the Records list (bulk drain).
+	DLQIDs []string
+	// PlanToken binds a Start drain to the plan shown (plans.go).
+	PlanToken string
 }
 
+// parseDrainForm reads the wizard's form from a GET's query or a POST's
+// body.
 func parseDrainForm(r *http.Request) drainForm {
+	v := func(name string) string { return strings.TrimSpace(r.FormValue(name)) }
 	f := drainForm{
-		Domain: strings.TrimSpace(r.PostFormValue("domain")), Codes: strings.TrimSpace(r.PostFormValue("codes")),
-		Party: strings.TrimSpace(r.PostFormValue("party")), Reason: strings.TrimSpace(r.PostFormValue("reason")),
-		Exhausted: r.PostFormValue("exhausted") == "on", Validation: r.PostFormValue("validation") == "on",
-		IncludeValidation: r.PostFormValue("include_validation") == "on", IgnoreOrder: r.PostFormValue("ignore_order") == "on",
-		Rate: strings.TrimSpace(r.PostFormValue("rate")), Burst: strings.TrimSpace(r.PostFormValue("burst")),
-		Concurrency: strings.TrimSpace(r.PostFormValue("concurrency")),
-		Canary:      strings.TrimSpace(r.PostFormValue("canary")), MaxFailureRate: strings.TrimSpace(r.PostFormValue("max_failure_rate")),
-		PauseWindow: strings.TrimSpace(r.PostFormValue("pause_window")),
-		Ramp:        strings.TrimSpace(r.PostFormValue("ramp")), RampHold: strings.TrimSpace(r.PostFormValue("ramp_hold")),
+		Domain: v("domain"), Codes: v("codes"), Party: v("party"), Reason: v("reason"),
+		Exhausted: v("exhausted") == "on", Validation: v("validation") == "on",
+		IncludeValidation: v("include_validation") == "on", IgnoreOrder: v("ignore_order") == "on",
+		Rate: v("rate"), Burst: v("burst"), Concurrency: v("concurrency"),
+		Canary: v("canary"), MaxFailureRate: v("max_failure_rate"), PauseWindow: v("pause_window"),
+		Ramp: v("ramp"), RampHold: v("ramp_hold"), PlanToken: v("plan_token"),
 	}
-	f.Limit, _ = strconv.Atoi(r.PostFormValue("limit"))
+	f.Limit, _ = strconv.Atoi(v("limit"))
+	_ = r.ParseForm()
+	for _, id := range r.Form["dlq_id"] {
+		if id = strings.TrimSpace(id); id != "" && !slices.Contains(f.DLQIDs, id) {
+			f.DLQIDs = append(f.DLQIDs, id)
+		}
+	}
 	return f
+}
+
+// Query is query, encoded (the plan page's "change the filter" link).
+func (f drainForm) Query() string { return f.query().Encode() }
+
+// query is the form as the plan page's URL query (no token, no CSRF).
+func (f drainForm) query() url.Values {
+	q := url.Values{}
+	set := func(name, value string) {
+		if value != "" {
+			q.Set(name, value)
+		}
+	}
+	on := func(name string, b bool) {
+		if b {
+			q.Set(name, "on")
+		}
+	}
+	set("domain", f.Domain)
+	set("codes", f.Codes)
+	set("party", f.Party)
+	set("reason", f.Reason)
+	on("exhausted", f.Exhausted)
+	on("validation", f.Validation)
+	on("include_validation", f.IncludeValidation)
+	on("ignore_order", f.IgnoreOrder)
+	set("rate", f.Rate)
+	set("burst", f.Burst)
+	set("concurrency", f.Concurrency)
+	set("canary", f.Canary)
+	set("max_failure_rate", f.MaxFailureRate)
+	set("pause_window", f.PauseWindow)
+	set("ramp", f.Ramp)
+	set("ramp_hold", f.RampHold)
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	for _, id := range f.DLQIDs {
+		q.Add("dlq_id", id)
+	}
+	return q
 }
 
 // request is the drain.start request of the form.
 func (f drainForm) request(dryRun bool) (api.DrainStartRequest, error) {
 	req := api.DrainStartRequest{
-		Filter: api.DrainFilter{Domain: f.Domain, PartyID: f.Party, Limit: max(f.Limit, 0), IncludeValidation: f.IncludeValidation},
+		Filter: api.DrainFilter{Domain: f.Domain, PartyID: f.Party, Limit: max(f.Limit, 0), IncludeValidation: f.IncludeValidation, DLQIDs: f.DLQIDs},
 		DryRun: dryRun, Reason: f.Reason, IgnoreOrder: f.IgnoreOrder,
 	}
 	if f.Exhausted {
@@ -114,7 +166,11 @@ type drainsData struct {
 
 func (c *Console) handleDrains(w http.ResponseWriter, r *http.Request, s *session) {
 	rep, err := call[struct{}, api.DrainListReply](r.Context(), c, s, api.DrainList, struct{}{})
-	v := newView(s, "Drains", "drains", &drainsData{Drains: rep.Drains, Form: drainForm{Exhausted: true}})
+	form := drainForm{Exhausted: true}
+	if len(r.URL.Query()) > 0 { // a plan's "change the filter"
+		form = parseDrainForm(r)
+	}
+	v := newView(s, "Drains", "drains", &drainsData{Drains: rep.Drains, Form: form})
 	v.setErr(err)
 	c.render(w, r, statusOf(err), "drains", v)
 }
@@ -124,38 +180,80 @@ func (c *Console) handleDrains(w http.ResponseWriter, r *http.Request, s *sessio
 type planData struct {
 	Form drainForm
 	Plan *api.DrainPlan
+	// At is when the plan was made; Until when its Start drain goes
+	// stale (planTTL).
+	At, Until time.Time
 }
 
-// handlePlan dry-runs the wizard's filter.
+// dryRun plans f as the person and binds a fresh plan token to it.
+func (c *Console) dryRun(r *http.Request, s *session, f drainForm) (*planData, error) {
+	d := &planData{Form: f}
+	d.Form.PlanToken = ""
+	req, err := f.request(true)
+	if err != nil {
+		return d, err
+	}
+	rep, err := call[api.DrainStartRequest, api.DrainStartReply](r.Context(), c, s, api.DrainStart, req)
+	if err != nil {
+		return d, err
+	}
+	d.Plan, d.At = rep.Plan, time.Now()
+	d.Until = d.At.Add(planTTL)
+	d.Form.PlanToken = s.issuePlan(req.Filter, d.At)
+	return d, nil
+}
+
+// handlePlan dry-runs the wizard's filter: a GET of the plan's URL (the
+// wizard's first step, "drain this group", Back and reloads run the dry
+// run again), or a POST of the controls' "dry run again", answered with
+// a redirect to that URL (POST/redirect/GET).
 func (c *Console) handlePlan(w http.ResponseWriter, r *http.Request, s *session) {
 	f := parseDrainForm(r)
-	req, err := f.request(true)
-	var rep api.DrainStartReply
-	if err == nil {
-		rep, err = call[api.DrainStartRequest, api.DrainStartReply](r.Context(), c, s, api.DrainStart, req)
+	if r.Method == http.MethodPost {
+		http.Redirect(w, r, "/drains/plan?"+f.query().Encode(), http.StatusSeeOther)
+		return
 	}
-	v := newView(s, "Drain plan", "drains", &planData{Form: f, Plan: rep.Plan})
+	d, err := c.dryRun(r, s, f)
+	v := newView(s, "Drain plan", "drains", d)
 	v.setErr(err)
 	c.render(w, r, statusOf(err), "plan", v)
 }
 
-// handleDrainStart starts the planned drain and shows its progress.
+// handleDrainStart starts the planned drain and shows its progress. The
+// plan's token must be fresh and of this filter: a stale plan (Back, a
+// restored tab, a second click) starts nothing and is planned again.
 func (c *Console) handleDrainStart(w http.ResponseWriter, r *http.Request, s *session) {
 	f := parseDrainForm(r)
 	req, err := f.request(false)
+	if err == nil {
+		if perr := s.redeemPlan(f.PlanToken, req.Filter, time.Now()); perr != nil {
+			c.log.Info("stale drain plan refused", "user", s.user)
+			d, derr := c.dryRun(r, s, f)
+			v := newView(s, "Drain plan", "drains", d)
+			v.APIError = &api.Error{Code: api.ErrExpired, Message: "that plan was stale (already used, older than " + planTTL.String() + ", or of another filter): nothing was started. Here is a fresh dry run: check it and start again."}
+			if derr != nil {
+				v.setErr(derr)
+			}
+			c.render(w, r, http.StatusConflict, "plan", v)
+			return
+		}
+	}
 	var rep api.DrainStartReply
 	if err == nil {
 		rep, err = call[api.DrainStartRequest, api.DrainStartReply](r.Context(), c, s, api.DrainStart, req)
 	}
 	if ap := approvalOf(err); ap != nil {
 		c.log.Info("drain sent for approval", "user", s.user, "approval_id", ap.ID)
-		v := newView(s, "Drain plan", "drains", &planData{Form: f})
-		v.Notice = approvalNotice(ap)
-		c.render(w, r, http.StatusAccepted, "plan", v)
+		s.setFlash(approvalNotice(ap))
+		http.Redirect(w, r, "/drains", http.StatusSeeOther)
 		return
 	}
 	if err != nil {
-		v := newView(s, "Drain plan", "drains", &planData{Form: f})
+		d, derr := c.dryRun(r, s, f)
+		if derr != nil {
+			d = &planData{Form: f}
+		}
+		v := newView(s, "Drain plan", "drains", d)
 		v.setErr(err)
 		c.render(w, r, statusOf(err), "plan", v)
 		return
@@ -386,9 +484,22 @@ type reconcileResult struct {
 // results keeps the last verification and reconciliation run through
 // the console (shown on the Overview).
 type results struct {
-	mu        sync.Mutex
-	verify    *verifyResult
-	reconcile *reconcileResult
+	mu         sync.Mutex
+	verify     *verifyResult
+	reconcile  *reconcileResult
+	checkpoint *api.CheckpointReply
+}
+
+func (rs *results) setCheckpoint(v *api.CheckpointReply) {
+	rs.mu.Lock()
+	rs.checkpoint = v
+	rs.mu.Unlock()
+}
+
+func (rs *results) lastCheckpoint() *api.CheckpointReply {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.checkpoint
 }
 
 func (rs *results) get() (*verifyResult, *reconcileResult) {
@@ -428,6 +539,9 @@ func (c *Console) auditPage(w http.ResponseWriter, r *http.Request, s *session, 
 		lv, lr := c.results.get()
 		d.Verify, d.Reconcile = cmpOr(d.Verify, lv), cmpOr(d.Reconcile, lr)
 	}
+	if d.Checkpoint == nil {
+		d.Checkpoint = c.results.lastCheckpoint()
+	}
 	d.Access = c.loadAccess(r, s)
 	d.Formats, d.Statuses = exportFormats, exportStatuses
 	if d.Export.Format == "" {
@@ -450,37 +564,103 @@ func (c *Console) handleAudit(w http.ResponseWriter, r *http.Request, s *session
 	c.auditPage(w, r, s, &auditData{}, nil, "")
 }
 
+// handleVerify verifies the audit trail; its result is kept (the Audit
+// page and the Overview show it) and the page redirected to.
 func (c *Console) handleVerify(w http.ResponseWriter, r *http.Request, s *session) {
 	rep, err := call[api.VerifyRequest, api.VerifyReply](r.Context(), c, s, api.AuditVerify, api.VerifyRequest{MaxProblems: 50})
-	d := &auditData{}
 	if err == nil {
-		d.Verify = &verifyResult{Reply: rep, By: s.user, At: time.Now()}
-		c.results.setVerify(d.Verify)
+		c.results.setVerify(&verifyResult{Reply: rep, By: s.user, At: time.Now()})
+		http.Redirect(w, r, "/audit#h-verify", http.StatusSeeOther)
+		return
 	}
-	c.auditPage(w, r, s, d, err, "")
+	c.auditPage(w, r, s, &auditData{}, err, "")
 }
 
 func (c *Console) handleReconcile(w http.ResponseWriter, r *http.Request, s *session) {
 	domain := strings.TrimSpace(r.PostFormValue("domain"))
 	rep, err := call[api.ReconcileRequest, api.ReconcileReply](r.Context(), c, s, api.AuditReconcile, api.ReconcileRequest{Domain: domain, MaxIDs: 50})
-	d := &auditData{Domain: domain}
 	if err == nil {
-		d.Reconcile = &reconcileResult{Reply: rep, By: s.user, At: time.Now()}
-		c.results.setReconcile(d.Reconcile)
+		c.results.setReconcile(&reconcileResult{Reply: rep, By: s.user, At: time.Now()})
+		http.Redirect(w, r, "/audit#h-reconcile", http.StatusSeeOther)
+		return
 	}
-	c.auditPage(w, r, s, d, err, "")
+	c.auditPage(w, r, s, &auditData{Domain: domain}, err, "")
 }
 
 func (c *Console) handleCheckpoint(w http.ResponseWriter, r *http.Request, s *session) {
 	rep, err := call[api.CheckpointRequest, api.CheckpointReply](r.Context(), c, s, api.AuditCheckpoint, api.CheckpointRequest{})
-	d := &auditData{}
-	notice := ""
 	if err == nil {
-		d.Checkpoint = &rep
-		notice = "Checkpoint written."
+		c.results.setCheckpoint(&rep)
+		notice := "Checkpoint written."
 		if rep.Unchanged {
 			notice = "No record since the last checkpoint: unchanged."
 		}
+		s.setFlash(notice)
+		http.Redirect(w, r, "/audit#h-checkpoint", http.StatusSeeOther)
+		return
 	}
-	c.auditPage(w, r, s, d, err, notice)
+	c.auditPage(w, r, s, &auditData{}, err, "")
+}
+
+// drainURL is the drain plan of one failure group (the Groups page's
+// "drain this group"): its domain, code, class and party prefilled, dry
+// run at once. "" for a class no drain takes (poison).
+func drainURL(domain, code, class, party string) string {
+	q := url.Values{}
+	switch class {
+	case "exhausted":
+		q.Set("exhausted", "on")
+	case "validation":
+		q.Set("validation", "on")
+	default:
+		return ""
+	}
+	for name, v := range map[string]string{"domain": domain, "codes": code, "party": party} {
+		if v != "" {
+			q.Set(name, v)
+		}
+	}
+	return "/drains/plan?" + q.Encode()
+}
+
+// inFlight is how many of a drain's replays are published and wait for
+// their outcome.
+func inFlight(c api.DrainCounts) int {
+	return max(0, c.Replayed-(c.Committed+c.SkippedDuplicate+c.ReplayFailed+c.Poisoned+c.Pending))
+}
+
+// drainStatus is a drain's status in words: a finished drain says what it
+// committed and why the rest was not ("completed: nothing committed — 3
+// held by a legal hold, 2 skipped"), never a bare "completed" over
+// nothing.
+func drainStatus(st api.DrainState) string {
+	if !terminal(st.Status) {
+		if n := inFlight(st.DrainCounts); n > 0 {
+			return fmt.Sprintf("%s, %d in flight", st.Status, n)
+		}
+		return st.Status
+	}
+	var why []string
+	add := func(n int, what string) {
+		if n > 0 {
+			why = append(why, fmt.Sprintf("%d %s", n, what))
+		}
+	}
+	add(st.SkippedDuplicate, "already committed (duplicates)")
+	add(st.ReplayFailed, "failed again")
+	add(st.Poisoned, "poisoned")
+	add(st.HeldByHold, "held by a legal hold")
+	add(st.Held-st.HeldByHold, "held behind an earlier event of their key")
+	add(st.Pending, "without an outcome yet")
+	add(st.Skipped, "skipped (no longer redrivable)")
+	add(st.Errors, "store errors")
+	switch {
+	case st.Committed == 0 && st.Selected == 0:
+		return st.Status + ": nothing was selected"
+	case st.Committed == 0:
+		return st.Status + ": nothing committed — " + strings.Join(why, ", ")
+	case len(why) == 0:
+		return fmt.Sprintf("%s: %d committed", st.Status, st.Committed)
+	}
+	return fmt.Sprintf("%s: %d committed; %s", st.Status, st.Committed, strings.Join(why, ", "))
 }

@@ -74,6 +74,11 @@ func startFakeRedriver(t *testing.T, e *env) *fakeRedriver {
 		_ = r.RespondJSON(f.state)
 	})
 	add(api.DrainStart, func(r micro.Request) {
+		var req api.DrainStartRequest
+		if _ = json.Unmarshal(r.Data(), &req); req.DryRun {
+			_ = r.RespondJSON(api.DrainStartReply{Plan: &api.DrainPlan{Selected: 20, Keys: 20}})
+			return
+		}
 		body, _ := json.Marshal(map[string]any{"code": api.ErrApprovalRequired, "message": "a big drain needs approval",
 			"approval": api.Approval{ID: "apr-9", Action: api.ActionDrain, Status: api.ApprovalPending, Reasons: []string{"drain_max_selected"}}})
 		_ = r.Error(api.ErrApprovalRequired, "a big drain needs approval", body)
@@ -245,12 +250,14 @@ func TestCorrectionSentForApproval(t *testing.T) {
 	c := e.newConsole(t, nil)
 	op := newClient(t, c, "127.0.0.63")
 	token := op.mustLogin(string(access.RoleOperator), e.password(string(access.RoleOperator)))
-	w := op.do(http.MethodPost, "/records/abc/correct", url.Values{"csrf": {token}, "payload": {`{"a":1}`}, "reason": {"fix the key"}})
+	w := op.doFollow(http.MethodPost, "/records/abc/correct", url.Values{"csrf": {token}, "payload": {`{"a":1}`}, "reason": {"fix the key"}})
 	if body := w.Body.String(); !strings.Contains(body, "Sent for approval apr-7") || strings.Contains(body, `class="alert"`) && strings.Contains(body, api.ErrApprovalRequired) {
 		t.Errorf("correction answered APPROVAL_REQUIRED: %d\n%s", w.Code, body)
 	}
-	w = op.do(http.MethodPost, "/drains/start", url.Values{"csrf": {token}, "exhausted": {"on"}, "canary": {"3"}, "reason": {"big"}})
-	if w.Code != http.StatusAccepted || !strings.Contains(w.Body.String(), "Sent for approval apr-9 (drain_max_selected)") {
+	plan := op.do(http.MethodGet, "/drains/plan?exhausted=on&canary=3", nil).Body.String()
+	w = op.doFollow(http.MethodPost, "/drains/start", url.Values{"csrf": {token}, "exhausted": {"on"}, "canary": {"3"}, "reason": {"big"}, "plan_token": {planTokenIn(t, plan)}})
+	// (The fake answers no drain.list: the Drains page shows that too.)
+	if !strings.Contains(w.Body.String(), "Sent for approval apr-9 (drain_max_selected)") {
 		t.Errorf("drain answered APPROVAL_REQUIRED: %d\n%s", w.Code, w.Body)
 	}
 	for _, tc := range []struct{ name, payload, reason, field string }{

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/telemetry"
 )
@@ -40,6 +42,7 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("POST /records/{id}/check", c.authed(c.handleCheck))
 	mux.HandleFunc("POST /records/{id}/correct", c.authed(c.handleCorrect))
 	mux.HandleFunc("GET /drains", c.authed(c.handleDrains))
+	mux.HandleFunc("GET /drains/plan", c.authed(c.handlePlan))
 	mux.HandleFunc("POST /drains/plan", c.authed(c.handlePlan))
 	mux.HandleFunc("POST /drains/start", c.authed(c.handleDrainStart))
 	mux.HandleFunc("GET /drains/{id}", c.authed(c.handleDrain))
@@ -59,6 +62,14 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("GET /holds", c.authed(c.handleHolds))
 	mux.HandleFunc("POST /holds", c.authed(c.handlePlacePartyHold))
 	mux.HandleFunc("POST /holds/{id}/lift", c.authed(c.handleLiftHold))
+	mux.HandleFunc("POST /records/bulk", c.authed(c.handleBulk))
+	mux.HandleFunc("GET /draft", c.authed(c.handleDraft))
+	mux.HandleFunc("GET /records/bulk", handleGetOfPost)
+	// A GET of a POST-only path (history, a restored tab) opens its page.
+	for _, p := range []string{"/logout", "/records/{id}/{action}", "/drains/start", "/drains/{id}/{action}",
+		"/audit/{action}", "/approvals/{id}/{action}", "/holds/{id}/lift"} {
+		mux.HandleFunc("GET "+p, handleGetOfPost)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		securityHeaders(w.Header())
 		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
@@ -82,6 +93,9 @@ type overviewData struct {
 	// (ApprovalsErr when approval.list did not answer).
 	PendingApprovals []api.Approval
 	ApprovalsErr     string
+	// Held counts the records under an active legal hold, in Holds
+	// active holds (-1 when hold.list did not answer).
+	Held, Holds int
 }
 
 type overviewCell struct {
@@ -111,6 +125,24 @@ func (c *Console) handleOverview(w http.ResponseWriter, r *http.Request, s *sess
 		drains, derr = call[struct{}, api.DrainListReply](r.Context(), c, s, api.DrainList, struct{}{})
 	})
 	wg.Go(func() { d.PendingApprovals, aerr = c.pendingApprovals(r, s) })
+	wg.Go(func() {
+		holds, err := call[api.HoldListRequest, api.HoldListReply](r.Context(), c, s, api.HoldList, api.HoldListRequest{})
+		if err != nil {
+			d.Held, d.Holds = -1, -1
+			return
+		}
+		held := map[string]bool{}
+		for _, h := range holds.Holds {
+			if h.Hold.Status != "" && h.Hold.Status != api.HoldActive {
+				continue
+			}
+			d.Holds++
+			for _, id := range slices.Concat(h.DLQIDs, h.Pending) {
+				held[id] = true
+			}
+		}
+		d.Held = len(held)
+	})
 	wg.Wait()
 	if gerr != nil {
 		d.GroupsErr = errText(gerr)
@@ -287,33 +319,74 @@ func (q recordsQuery) AriaSort(col string) string {
 	return "descending"
 }
 
+// listItem is one listed record: audit.list's summary, and whether a
+// legal hold holds it ("held" and "hold_ids" when audit.list answers
+// them; else derived from hold.list).
+type listItem struct {
+	api.Summary
+	Held    bool     `json:"held,omitempty"`
+	HoldIDs []string `json:"hold_ids,omitempty"`
+}
+
+// listReply is audit.list's answer, read into listItems.
+type listReply struct {
+	Items      []listItem `json:"items"`
+	Total      int        `json:"total"`
+	NextCursor string     `json:"next_cursor,omitempty"`
+}
+
 // recordsData is the Records page.
 type recordsData struct {
 	Q          recordsQuery
-	Items      []api.Summary
+	Items      []listItem
 	Total      int
 	NextCursor string
 	Columns    []string
 	Statuses   []string
 	Classes    []string
+	// Back is this page's URL (where a bulk action returns).
+	Back string
 }
 
-// Idents are the identifiers of a listed event, in the order shown.
-func (d *recordsData) Idents(s api.Summary) [][2]string { return identifierList(s.Identifiers) }
+// columnLabels are the Records columns in words.
+var columnLabels = map[string]string{
+	"dlq_id": "Record", "domain": "Domain", "class": "Class", "status": "Status", "error_code": "Error code",
+	"party_id": "Party", "redrive_count": "Redrives", "quarantined_at": "Quarantined", "last_change": "Last change",
+}
 
-// listRecords runs the Records query: one page, searched and sorted.
-func (c *Console) listRecords(r *http.Request, s *session) (recordsQuery, api.ListReply, error) {
+// Label is a column's header.
+func (d *recordsData) Label(col string) string { return columnLabels[col] }
+
+// Idents are the identifiers of a listed event, in the order shown.
+func (d *recordsData) Idents(s listItem) [][2]string { return identifierList(s.Identifiers) }
+
+// listRecords runs the Records query: one page, searched and sorted, each
+// record marked when a legal hold holds it.
+func (c *Console) listRecords(r *http.Request, s *session) (recordsQuery, listReply, error) {
 	rq, req, err := parseRecordsQuery(r)
 	if err != nil {
-		return rq, api.ListReply{}, err
+		return rq, listReply{}, err
 	}
-	rep, err := call[api.ListRequest, api.ListReply](r.Context(), c, s, api.AuditList, req)
+	var (
+		rep   listReply
+		holds api.HoldListReply
+		herr  error
+		wg    sync.WaitGroup
+	)
+	wg.Go(func() { rep, err = call[api.ListRequest, listReply](r.Context(), c, s, api.AuditList, req) })
+	wg.Go(func() {
+		holds, herr = call[api.HoldListRequest, api.HoldListReply](r.Context(), c, s, api.HoldList, api.HoldListRequest{})
+	})
+	wg.Wait()
 	if err != nil {
 		return rq, rep, err
 	}
+	if herr == nil {
+		markHeld(rep.Items, holds.Holds)
+	}
 	if rq.Search != "" {
 		needle := strings.ToLower(rq.Search)
-		rep.Items = slices.DeleteFunc(rep.Items, func(it api.Summary) bool {
+		rep.Items = slices.DeleteFunc(rep.Items, func(it listItem) bool {
 			return !strings.Contains(strings.ToLower(it.DLQID), needle) && !strings.Contains(strings.ToLower(it.PartyID), needle)
 		})
 	}
@@ -321,8 +394,39 @@ func (c *Console) listRecords(r *http.Request, s *session) (recordsQuery, api.Li
 	return rq, rep, nil
 }
 
+// markHeld marks the items the active holds hold (when audit.list did
+// not say it itself).
+func markHeld(items []listItem, holds []api.HeldHold) {
+	by := map[string][]string{}
+	for _, h := range holds {
+		if h.Hold.Status != "" && h.Hold.Status != api.HoldActive {
+			continue
+		}
+		// Held: the chains carrying the hold, those whose hold record is
+		// being appended, and a record hold's own record.
+		for _, id := range slices.Concat(h.DLQIDs, h.Pending, []string{h.Hold.Target.DLQID}) {
+			if id != "" && !slices.Contains(by[id], h.Hold.ID) {
+				by[id] = append(by[id], h.Hold.ID)
+			}
+		}
+	}
+	for i := range items {
+		if ids := by[items[i].DLQID]; len(ids) > 0 {
+			items[i].Held = true
+			for _, h := range ids {
+				if !slices.Contains(items[i].HoldIDs, h) {
+					items[i].HoldIDs = append(items[i].HoldIDs, h)
+				}
+			}
+		}
+		if len(items[i].HoldIDs) > 0 {
+			items[i].Held = true
+		}
+	}
+}
+
 // sortSummaries sorts a page by one column.
-func sortSummaries(items []api.Summary, col string, desc bool) {
+func sortSummaries(items []listItem, col string, desc bool) {
 	key := func(a, b api.Summary) int {
 		switch col {
 		case "dlq_id":
@@ -344,18 +448,18 @@ func sortSummaries(items []api.Summary, col string, desc bool) {
 		}
 		return a.QuarantinedAt.Compare(b.QuarantinedAt)
 	}
-	slices.SortStableFunc(items, func(a, b api.Summary) int {
+	slices.SortStableFunc(items, func(a, b listItem) int {
 		if desc {
-			return key(b, a)
+			return key(b.Summary, a.Summary)
 		}
-		return key(a, b)
+		return key(a.Summary, b.Summary)
 	})
 }
 
 func (c *Console) handleRecords(w http.ResponseWriter, r *http.Request, s *session) {
 	rq, rep, err := c.listRecords(r, s)
 	d := &recordsData{
-		Q: rq, Items: rep.Items, Total: rep.Total, NextCursor: rep.NextCursor, Columns: recordColumns,
+		Q: rq, Items: rep.Items, Total: rep.Total, NextCursor: rep.NextCursor, Columns: recordColumns, Back: r.URL.RequestURI(),
 		Statuses: []string{string(record.StatusOpen), string(record.StatusRedriving), string(record.StatusPoison), string(record.StatusResolved), string(record.StatusInvalid)},
 		Classes:  []string{string(record.ClassValidation), string(record.ClassExhausted), string(record.ClassPoison)},
 	}
@@ -375,19 +479,33 @@ func (c *Console) handleRecordsCSV(w http.ResponseWriter, r *http.Request, s *se
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Content-Disposition", `attachment; filename="records.csv"`)
 	cw := csv.NewWriter(w)
-	_ = cw.Write(append(slices.Clone(recordColumns), "records", "last_hash", "identifiers"))
+	_ = cw.Write(append(slices.Clone(recordColumns), "records", "last_hash", "identifiers", "held"))
 	for _, it := range rep.Items {
 		_ = cw.Write([]string{
 			csvSafe(it.DLQID), csvSafe(it.Domain), csvSafe(it.Class), csvSafe(it.Status), csvSafe(it.ErrorCode), csvSafe(it.PartyID),
 			strconv.Itoa(it.RedriveCount), it.QuarantinedAt.UTC().Format(time.RFC3339Nano), it.LastChange.UTC().Format(time.RFC3339Nano),
-			strconv.Itoa(it.Records), it.LastHash, csvSafe(identifierPairs(it.Identifiers)),
+			strconv.Itoa(it.Records), it.LastHash, csvSafe(identifierPairs(it.Identifiers)), strconv.FormatBool(it.Held),
 		})
 	}
 	cw.Flush()
 }
 
 // identifierOrder is the order a listing's identifiers are shown in.
-var identifierOrder = []string{"ndc11", "lot", "gtin", "serial", "sscc", "tlc"}
+var identifierOrder = []string{"transaction_id", "event_type", "ndc11", "lot", "gtin", "serial", "sscc", "tlc"}
+
+// identifierLabels are the identifiers' names in words.
+var identifierLabels = map[string]string{
+	"transaction_id": "Transaction", "event_type": "Event", "ndc11": "NDC", "lot": "Lot", "gtin": "GTIN",
+	"serial": "Serial", "sscc": "SSCC", "tlc": "TLC",
+}
+
+// identLabel is an identifier's name in words (its own name otherwise).
+func identLabel(name string) string {
+	if l, ok := identifierLabels[name]; ok {
+		return l
+	}
+	return name
+}
 
 // identifierList returns a listing's identifiers as name/value pairs in
 // identifierOrder (then any other, by name).
@@ -453,6 +571,8 @@ type recordData struct {
 	Original string
 	// Correction is the editor's state after a check.
 	Correction *correction
+	// Document is the event's document provenance, when it came from one.
+	Document *docRef
 }
 
 // Redrivable: the record's state allows a redrive.
@@ -476,10 +596,17 @@ func (d *recordData) Validation() bool { return d.State.Class == record.ClassVal
 // that reason, in the access audit before it answers.
 func (c *Console) getRecord(r *http.Request, s *session, id, revealReason string) (*recordData, error) {
 	d := &recordData{ID: id, Domain: r.FormValue("domain")}
-	rep, err := call[api.GetRequest, api.GetReply](r.Context(), c, s, api.AuditGet,
+	raw, err := call[api.GetRequest, json.RawMessage](r.Context(), c, s, api.AuditGet,
 		api.GetRequest{DLQID: id, Domain: d.Domain, IncludePayload: revealReason != "", Reason: revealReason})
 	if err != nil {
 		return d, err
+	}
+	var rep api.GetReply
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		return d, fmt.Errorf("%w from %s: %w", endpoint.ErrBadAnswer, api.AuditGet, err)
+	}
+	if len(rep.Records) > 0 {
+		d.Document = documentOf(raw, rep.Records[0].Record)
 	}
 	d.State, d.Problems = rep.State, rep.Problems
 	d.TraceURL = rep.TraceURL
@@ -595,21 +722,29 @@ func (c *Console) handleDismiss(w http.ResponseWriter, r *http.Request, s *sessi
 // afterAction shows the record after an action, with its outcome or the
 // service's refusal.
 func (c *Console) afterAction(w http.ResponseWriter, r *http.Request, s *session, id string, err error, notice string) {
-	d, gerr := c.getRecord(r, s, id, "")
 	if err != nil {
+		d, _ := c.getRecord(r, s, id, "")
 		c.renderRecord(w, r, s, d, err, "")
 		return
 	}
-	c.renderRecord(w, r, s, d, gerr, notice)
+	// POST/redirect/GET: the outcome is shown once by the record's page.
+	s.setFlash(notice)
+	http.Redirect(w, r, "/records/"+url.PathEscape(id), http.StatusSeeOther)
 }
 
 // showPayload is a revealed payload as stored: JSON indented only
 // (json.Indent keeps members, numbers and strings byte for byte), other
 // bytes as they are. The template escapes it.
+//
+// Trailing white space is not kept: a browser sends a text area's lines
+// ending in CRLF, often with a final line break, and json.Indent keeps
+// what follows the value, so the last line of a typed correction ("}\r\n")
+// differed from the original's ("}") and the diff showed a spurious
+// "- }" / "+ }".
 func showPayload(b []byte) string {
 	var out bytes.Buffer
-	if json.Indent(&out, b, "", "  ") == nil {
+	if json.Indent(&out, bytes.TrimRight(b, " \t\r\n"), "", "  ") == nil {
 		return out.String()
 	}
-	return string(b)
+	return strings.ReplaceAll(string(b), "\r\n", "\n")
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/deadletter/deadletter/shared/api"
@@ -106,14 +108,73 @@ func (c *Console) handleLiftHold(w http.ResponseWriter, r *http.Request, s *sess
 		c.afterAction(w, r, s, back, err, notice)
 		return
 	}
-	d := &holdsData{}
-	lerr := c.listHolds(r, s, d)
-	v := newView(s, "Holds", "holds", d)
-	if err != nil {
-		v.setErr(err)
-	} else {
-		v.setErr(lerr)
-		v.Notice = notice
+	if err == nil {
+		s.setFlash(notice)
+		http.Redirect(w, r, holdsURL(false), http.StatusSeeOther)
+		return
 	}
+	d := &holdsData{}
+	_ = c.listHolds(r, s, d)
+	v := newView(s, "Holds", "holds", d)
+	v.setErr(err)
 	c.render(w, r, statusOf(err), "holds", v)
+}
+
+// maxBulk is the most records one bulk action of the Records list takes.
+const maxBulk = 1000
+
+// handleBulk acts on the records selected in the Records list: "drain"
+// opens the drain plan of exactly those records (drain.start's dlq_ids,
+// through the wizard: dry run, controls, start); "hold" places one hold
+// per selected record (hold.place), with one case id and reason.
+func (c *Console) handleBulk(w http.ResponseWriter, r *http.Request, s *session) {
+	_ = r.ParseForm()
+	var ids []string
+	for _, id := range r.PostForm["dlq_id"] {
+		if id = strings.TrimSpace(id); id != "" && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	back := r.PostFormValue("back")
+	if !strings.HasPrefix(back, "/records") {
+		back = "/records"
+	}
+	switch {
+	case len(ids) == 0:
+		s.setFlash("Nothing selected: tick the records first.")
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	case len(ids) > maxBulk:
+		s.setFlash(fmt.Sprintf("At most %d records at once.", maxBulk))
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	switch r.PostFormValue("action") {
+	case "drain":
+		q := url.Values{"dlq_id": ids, "exhausted": {"on"}, "validation": {"on"}}
+		http.Redirect(w, r, "/drains/plan?"+q.Encode(), http.StatusSeeOther)
+	case "hold":
+		var placed, refused []string
+		var firstErr error
+		for _, id := range ids {
+			rep, err := c.placeHold(r, s, placeRequest(r, api.HoldTarget{DLQID: id}))
+			if err != nil {
+				refused = append(refused, id)
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue
+			}
+			placed = append(placed, rep.Hold.ID)
+		}
+		msg := fmt.Sprintf("%d of %d selected records held (case %s).", len(placed), len(ids), strings.TrimSpace(r.PostFormValue("case_id")))
+		if firstErr != nil {
+			msg += " Refused: " + strconv.Itoa(len(refused)) + " (" + errText(firstErr) + ")."
+		}
+		s.setFlash(msg)
+		http.Redirect(w, r, back, http.StatusSeeOther)
+	default:
+		s.setFlash("Choose Drain or Hold for the selected records.")
+		http.Redirect(w, r, back, http.StatusSeeOther)
+	}
 }

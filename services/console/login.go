@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -152,10 +153,29 @@ func (c *Console) handleLoginForm(w http.ResponseWriter, r *http.Request) {
 	c.renderLogin(w, r, http.StatusOK, "")
 }
 
+// renderLogin shows the login form; after a refusal it keeps the user
+// name typed (never the password), bounded by MaxUserName.
 func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	tok := randomToken()
 	setCookie(w, loginCookie, tok, 600)
-	c.render(w, r, status, "login", &view{Title: "Log in", CSRF: tok, Error: msg, Next: safeNext(r.FormValue("next"))})
+	v := &view{Title: "Log in", CSRF: tok, Error: msg, Next: safeNext(r.FormValue("next"))}
+	if r.Method == http.MethodPost {
+		if u := strings.TrimSpace(r.PostFormValue("user")); len(u) <= MaxUserName {
+			v.Data = loginData{User: u}
+		}
+	}
+	switch {
+	case v.Next == "/draft":
+		v.Notice = "Your session ended. Log in again: what you were sending is kept and shown to you again."
+	case r.FormValue("lost") == "1":
+		v.Error = "Your session ended before your last action was sent: it was not done, and what it carried could not be kept. Log in again to go back to the page."
+	}
+	c.render(w, r, status, "login", v)
+}
+
+// loginData is the login form's user name after a refusal.
+type loginData struct {
+	User string
 }
 
 // Login form limits.
@@ -269,6 +289,19 @@ func (c *Console) authed(h func(http.ResponseWriter, *http.Request, *session)) h
 				http.Redirect(w, r, "/login?next="+urlEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
 			}
+			// A form posted after the session ended keeps its work: the
+			// person logs in and gets it back (drafts.go).
+			if r.Method == http.MethodPost && c.keepDraft(w, r) {
+				http.Redirect(w, r, "/login?next="+urlEscape("/draft"), http.StatusSeeOther)
+				return
+			}
+			// A browser whose session the console no longer knows (its
+			// end forgotten, a restart) logs in again and goes back to
+			// the page; a request without a session cookie gets 401.
+			if _, err := r.Cookie(sessionCookie); err == nil && r.Method == http.MethodPost {
+				http.Redirect(w, r, "/login?lost=1&next="+urlEscape(pageOf(r.URL.Path)), http.StatusSeeOther)
+				return
+			}
 			http.Error(w, "unauthorized: log in first", http.StatusUnauthorized)
 			return
 		}
@@ -277,9 +310,17 @@ func (c *Console) authed(h func(http.ResponseWriter, *http.Request, *session)) h
 			http.Error(w, "forbidden: missing or invalid CSRF token", http.StatusForbidden)
 			return
 		}
+		if r.Method == http.MethodGet {
+			if f := s.takeFlash(); f != "" {
+				r = r.WithContext(context.WithValue(r.Context(), flashKey{}, f))
+			}
+		}
 		h(w, r, s)
 	}
 }
+
+// flashKey carries a session's flash message to the page rendered.
+type flashKey struct{}
 
 // call sends req to subject on the person's connection. A publish the
 // server refuses for the person's role fails at once with an
@@ -291,7 +332,7 @@ func call[Req, Rep any](ctx context.Context, c *Console, s *session, subject str
 // callOn is call on a connection whose refusals v reports.
 func callOn[Req, Rep any](ctx context.Context, timeout time.Duration, nc *nats.Conn, v *violations, role, subject string, req Req) (Rep, error) {
 	var rep Rep
-	body, err := json.Marshal(req)
+	body, err := encodeRequest(req)
 	if err != nil {
 		return rep, fmt.Errorf("console: encode %s request: %w", subject, err)
 	}
@@ -303,6 +344,20 @@ func callOn[Req, Rep any](ctx context.Context, timeout time.Duration, nc *nats.C
 		return rep, fmt.Errorf("%w from %s: %w", endpoint.ErrBadAnswer, subject, err)
 	}
 	return rep, nil
+}
+
+// encodeRequest is req as JSON without HTML escaping: a corrected
+// payload (a json.RawMessage) reaches the redriver byte for byte as typed
+// ("Müller & Söhne <Nord>", not "\u0026" and "\u003c", which
+// json.Marshal writes into a RawMessage and the approver then reads).
+func encodeRequest(req any) ([]byte, error) {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(req); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // callRaw sends body as it is to subject on the person's connection (the

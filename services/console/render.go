@@ -22,7 +22,7 @@ import (
 var assets embed.FS
 
 // pageNames are the templates of full pages (each with the layout).
-var pageNames = []string{"login", "overview", "groups", "records", "record", "drains", "plan", "drain", "audit", "approvals", "approval", "holds"}
+var pageNames = []string{"draft", "login", "overview", "groups", "records", "record", "drains", "plan", "drain", "audit", "approvals", "approval", "holds"}
 
 // pages are the parsed templates by page name.
 type pages struct {
@@ -31,12 +31,19 @@ type pages struct {
 
 // funcs are the templates' helpers.
 var funcs = template.FuncMap{
-	"ts": func(t time.Time) string {
+	// ts is a time kept whole: UTC, to the second, in a <time> that
+	// does not wrap (console.css).
+	"ts": func(t time.Time) template.HTML {
 		if t.IsZero() {
 			return "—"
 		}
-		return t.UTC().Format("2006-01-02 15:04:05Z")
+		u := t.UTC()
+		return template.HTML(`<time class="ts" datetime="` + u.Format(time.RFC3339Nano) + `">` + u.Format("2006-01-02 15:04:05Z") + `</time>`)
 	},
+	"label":          identLabel,
+	"drainURL":       drainURL,
+	"drainStatus":    drainStatus,
+	"inFlight":       inFlight,
 	"ago":            func(t time.Time) string { return age(time.Since(t).Seconds()) },
 	"age":            age,
 	"join":           strings.Join,
@@ -180,7 +187,10 @@ func securityHeaders(h http.Header) {
 }
 
 // render executes page name with v.
-func (c *Console) render(w http.ResponseWriter, _ *http.Request, status int, name string, v *view) {
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, v *view) {
+	if f, ok := r.Context().Value(flashKey{}).(string); ok && v.Notice == "" {
+		v.Notice = f
+	}
 	t := c.pages.byName[name]
 	var b bytes.Buffer
 	if err := t.ExecuteTemplate(&b, "layout", v); err != nil {

@@ -40,6 +40,29 @@ type session struct {
 
 	mu       sync.Mutex
 	lastSeen time.Time
+	// flash is the outcome of the person's last action, shown once by
+	// the page the action redirected to (POST/redirect/GET).
+	flash string
+	// plans are the drain plans shown to the person, by token: a Start
+	// drain is accepted only with a plan token still fresh (planTTL) and
+	// of the same filter, once (plans.go).
+	plans map[string]planToken
+}
+
+// setFlash keeps msg for the next page the person opens.
+func (s *session) setFlash(msg string) {
+	s.mu.Lock()
+	s.flash = msg
+	s.mu.Unlock()
+}
+
+// takeFlash returns and forgets the kept message.
+func (s *session) takeFlash() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.flash
+	s.flash = ""
+	return f
 }
 
 // touch records a use at now.
@@ -66,10 +89,18 @@ type sessions struct {
 	byID      map[string]*session
 	// byUser lists each person's session ids, oldest first.
 	byUser map[string][]string
+	// expired remembers whose sessions ended by idleness (id → user,
+	// the most recent maxExpired), so that work posted after the end is
+	// kept for that person only (drafts.go).
+	expired *simplelru.LRU[string, string]
 }
 
+// maxExpired is how many expired session ids are remembered.
+const maxExpired = 1000
+
 func newSessions(idle time.Duration, perPerson, total int) *sessions {
-	return &sessions{idle: idle, perPerson: perPerson, total: total, byID: map[string]*session{}, byUser: map[string][]string{}}
+	expired, _ := simplelru.NewLRU[string, string](maxExpired, nil)
+	return &sessions{idle: idle, perPerson: perPerson, total: total, byID: map[string]*session{}, byUser: map[string][]string{}, expired: expired}
 }
 
 // ErrTooManySessions: every session of the console is in use and the
@@ -143,11 +174,33 @@ func (ss *sessions) get(id string, now time.Time) *session {
 		return nil
 	}
 	if s.idleSince(now) > ss.idle || s.nc.IsClosed() {
-		ss.remove(id)
+		ss.expire(id)
 		return nil
 	}
 	s.touch(now)
 	return s
+}
+
+// expire removes the session of id as ended by idleness, remembering
+// whose it was.
+func (ss *sessions) expire(id string) {
+	ss.mu.Lock()
+	s := ss.drop(id)
+	if s != nil {
+		ss.expired.Add(id, s.user)
+	}
+	ss.mu.Unlock()
+	if s != nil {
+		s.nc.Close()
+	}
+}
+
+// expiredUser is the person whose session of id ended by idleness, or "".
+func (ss *sessions) expiredUser(id string) string {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	u, _ := ss.expired.Get(id)
+	return u
 }
 
 // alive reports whether the session of id is live at now, without
@@ -161,7 +214,7 @@ func (ss *sessions) alive(id string, now time.Time) bool {
 		return false
 	}
 	if s.idleSince(now) > ss.idle || s.nc.IsClosed() {
-		ss.remove(id)
+		ss.expire(id)
 		return false
 	}
 	return true
@@ -188,7 +241,7 @@ func (ss *sessions) sweep(now time.Time) {
 	}
 	ss.mu.Unlock()
 	for _, id := range idle {
-		ss.remove(id)
+		ss.expire(id)
 	}
 }
 

@@ -57,3 +57,25 @@
     form.setAttribute("aria-busy", "true");
   });
 })();
+// Copy buttons: a button.copy copies its data-copy (the full identifier
+// an ellipsis hides). Without JavaScript the buttons stay hidden and the
+// full value is in the element's title.
+(function () {
+  "use strict";
+  function show(root) {
+    var bs = (root || document).querySelectorAll("button.copy[hidden]");
+    for (var i = 0; i < bs.length; i++) { bs[i].hidden = false; }
+  }
+  document.addEventListener("DOMContentLoaded", function () { show(document); });
+  document.addEventListener("htmx:afterSettle", function () { show(document); });
+  document.addEventListener("click", function (e) {
+    var b = e.target && e.target.closest ? e.target.closest("button.copy") : null;
+    if (!b) { return; }
+    e.preventDefault();
+    var v = b.getAttribute("data-copy") || "";
+    var done = function () { b.classList.add("copied"); setTimeout(function () { b.classList.remove("copied"); }, 1200); };
+    if (navigator.clipboard && navigator.clipboard.writeText) {
+      navigator.clipboard.writeText(v).then(done, function () {});
+    }
+  });
+})();
