@@ -5,22 +5,32 @@
 // which it maps to the EPCIS 2.0 JSON form so that the same validation gate
 // checks every event.
 //
-// Each event is returned as the bytes of one JSON object: for a JSON
+// Scan streams: it checks the whole document first (a pass that holds no
+// event), then hands the events to a callback one at a time, each with its
+// position and the offset and length of its exact original bytes in the
+// document, so that memory is bounded by one event, not by the document's
+// event count. Read collects them (tests, small documents).
+//
+// Each event is handed over as the bytes of one JSON object: for a JSON
 // document the event's own bytes, verbatim, with the document's @context
 // spliced in front when the event has none of its own (so that its
 // namespace prefixes, and its event hash ID, are the document's); for an
-// XML document the mapped event (see readXML), with an @context declaring
+// XML document the mapped event (see mapper), with an @context declaring
 // the namespaces of its extensions under their XML prefixes.
 //
 // The reader is as strict as the gate: a document that is not UTF-8, not
 // well-formed, has a DTD (<!DOCTYPE>: no entity is ever expanded), nests
 // deeper than MaxDepth, holds more than MaxEvents events or is not an EPCIS
 // document is refused whole with MALFORMED_DOCUMENT, its detail naming the
-// fault by position, never by content.
+// fault by position, never by content; Scan refuses it before it hands
+// over any event.
 package document
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
 	"unicode/utf8"
 
 	"github.com/deadletter/deadletter/shared/codes"
@@ -32,6 +42,8 @@ const (
 	MaxDepth = 32
 	// MaxEvents bounds the events of one document.
 	MaxEvents = 100_000
+	// maxHeaderText bounds one header value kept (an identifier, a date).
+	maxHeaderText = 256
 )
 
 // Formats.
@@ -40,32 +52,135 @@ const (
 	FormatXML  = "xml"
 )
 
-// Document is a read EPCIS document.
-type Document struct {
+// Info is a document's identity: its bytes' hash and what its header
+// (the EPCIS document's own members, and a Standard Business Document
+// Header when present) says of it. The header values are the document's
+// text: never log them.
+type Info struct {
 	// Format is FormatJSON or FormatXML.
 	Format string
+	// SHA256 is the lowercase hex SHA-256 of the document's bytes.
+	SHA256 string
+	// ID is the SBDH's DocumentIdentification/InstanceIdentifier, else a
+	// JSON document's "id"; "" when the document names none.
+	ID string
+	// Sender and Receiver are the SBDH's first Sender/Identifier and
+	// Receiver/Identifier; "" when absent.
+	Sender, Receiver string
+	// Created is the document's creationDate, else the SBDH's
+	// CreationDateAndTime, in UTC (zero when absent or not a date).
+	Created time.Time
+	// Count is the number of events in the document.
+	Count int
+}
+
+// Event is one event of a document.
+type Event struct {
+	// Index is the event's 0-based position in the document.
+	Index int
+	// Offset and Length locate the event's exact original bytes in the
+	// document: for JSON its value, for XML its element from '<' to the
+	// end tag's '>'.
+	Offset, Length int
+	// Data is the event as one JSON object (see the package doc). It is
+	// the callee's to keep.
+	Data []byte
+}
+
+// Document is a read EPCIS document.
+type Document struct {
+	// Info is the document's identity.
+	Info
 	// Events are the document's events in document order, each one JSON
 	// object.
 	Events [][]byte
 }
 
-// Read reads an EPCIS document in either binding: one that begins (after
-// white space and a byte-order mark) with '<' is XML, anything else JSON.
+// Read reads a whole EPCIS document (Scan, with every event collected).
 func Read(data []byte) (*Document, error) {
-	if !utf8.Valid(data) {
-		return nil, codes.Errorf(codes.MalformedDocument, "document is not valid UTF-8")
-	}
-	trimmed := bytes.TrimLeft(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")), " \t\r\n")
-	if len(trimmed) > 0 && trimmed[0] == '<' {
-		events, err := readXML(trimmed)
-		if err != nil {
-			return nil, err
-		}
-		return &Document{Format: FormatXML, Events: events}, nil
-	}
-	events, err := readJSON(data)
+	doc := &Document{}
+	info, err := Scan(data, func(ev Event) error {
+		doc.Events = append(doc.Events, ev.Data)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	return &Document{Format: FormatJSON, Events: events}, nil
+	doc.Info = *info
+	return doc, nil
+}
+
+// Identify checks a whole document and returns its identity without
+// handing over any event: the first pass of Scan.
+func Identify(data []byte) (*Info, error) {
+	info, _, err := check(data)
+	return info, err
+}
+
+// Scan reads an EPCIS document in either binding: one that begins (after
+// white space and a byte-order mark) with '<' is XML, anything else JSON.
+// It checks the whole document first; a document it refuses
+// (MALFORMED_DOCUMENT) has handed no event to fn. It then calls fn for
+// each event in document order, and stops at the first error fn returns,
+// which it returns as it is.
+func Scan(data []byte, fn func(Event) error) (*Info, error) {
+	info, state, err := check(data)
+	if err != nil {
+		return nil, err
+	}
+	if info.Format == FormatXML {
+		err = scanXML(data, state.(*xmlState), fn)
+	} else {
+		err = scanJSON(data, state.(*jsonState), fn)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return info, nil
+}
+
+// check is the first pass: it refuses a malformed document and returns
+// its identity and what the second pass needs.
+func check(data []byte) (*Info, any, error) {
+	if !utf8.Valid(data) {
+		return nil, nil, codes.Errorf(codes.MalformedDocument, "document is not valid UTF-8")
+	}
+	sum := sha256.Sum256(data)
+	info := &Info{SHA256: hex.EncodeToString(sum[:])}
+	trimmed := bytes.TrimLeft(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")), " \t\r\n")
+	if len(trimmed) > 0 && trimmed[0] == '<' {
+		info.Format = FormatXML
+		st, err := checkXML(data, info)
+		if err != nil {
+			return nil, nil, err
+		}
+		return info, st, nil
+	}
+	info.Format = FormatJSON
+	st, err := checkJSON(data, info)
+	if err != nil {
+		return nil, nil, err
+	}
+	return info, st, nil
+}
+
+// headerText bounds and trims one header value.
+func headerText(s string) string {
+	s = string(bytes.TrimSpace([]byte(s)))
+	if len(s) > maxHeaderText {
+		s = s[:maxHeaderText]
+		for !utf8.ValidString(s) {
+			s = s[:len(s)-1]
+		}
+	}
+	return s
+}
+
+// headerTime parses a header's date-time (RFC 3339), zero when it is none.
+func headerTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, headerText(s))
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC()
 }

@@ -166,19 +166,27 @@ func FuzzReadXML(f *testing.F) {
 }
 
 func fuzzRead(t *testing.T, data []byte) {
-	doc, err := document.Read(data)
+	var evs []document.Event
+	info, err := document.Scan(data, func(ev document.Event) error {
+		evs = append(evs, ev)
+		return nil
+	})
 	if err != nil {
 		if codes.Of(err) != codes.MalformedDocument {
 			t.Fatalf("code %q: %v", codes.Of(err), err)
 		}
+		if len(evs) != 0 {
+			t.Fatalf("refused after %d events", len(evs))
+		}
 		return
 	}
-	if len(doc.Events) > document.MaxEvents {
-		t.Fatalf("%d events", len(doc.Events))
+	if len(evs) > document.MaxEvents || len(evs) != info.Count {
+		t.Fatalf("%d events, count %d", len(evs), info.Count)
 	}
-	for i, ev := range doc.Events {
-		if !utf8.Valid(ev) {
+	for i, ev := range evs {
+		if !utf8.Valid(ev.Data) {
 			t.Fatalf("event %d is not UTF-8", i)
 		}
 	}
+	checkOffsets(t, data, info.Format, evs)
 }
