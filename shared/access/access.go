@@ -168,7 +168,9 @@ var table = func() []Spec {
 		pull(subjects.EventsStream, subjects.ValidatorConsumer),
 		reads(subjects.LedgerStream),
 		kvWrite(subjects.IdempotencyBucket), kvWrite(subjects.AttemptsBucket),
-		[]string{subjects.LedgerAll, subjects.FailuresAll},
+		// DOCUMENTS: the EPCIS documents it ingests, kept verbatim.
+		reads(subjects.ObjectStream(subjects.DocumentsBucket)),
+		[]string{subjects.LedgerAll, subjects.FailuresAll, subjects.ObjectsAll(subjects.DocumentsBucket)},
 	), api.ValidatorCheckAll)
 	qp, qs := service(Quarantiner, concat(
 		pull(subjects.FailuresStream, subjects.FailuresConsumer),
