@@ -27,9 +27,12 @@
 package document
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"io"
 	"time"
 	"unicode/utf8"
 
@@ -110,10 +113,26 @@ func Read(data []byte) (*Document, error) {
 	return doc, nil
 }
 
+// Source opens a document's bytes from the start; Scan opens it twice
+// (once per pass), so that a document larger than memory (kept in an
+// object store) is read as a stream.
+type Source func() (io.Reader, error)
+
+// Bytes is the Source of a document in memory.
+func Bytes(data []byte) Source {
+	return func() (io.Reader, error) { return bytes.NewReader(data), nil }
+}
+
 // Identify checks a whole document and returns its identity without
 // handing over any event: the first pass of Scan.
 func Identify(data []byte) (*Info, error) {
-	info, _, err := check(data)
+	info, _, err := check(Bytes(data))
+	return info, err
+}
+
+// IdentifySource is Identify of a document read from src.
+func IdentifySource(src Source) (*Info, error) {
+	info, _, err := check(src)
 	return info, err
 }
 
@@ -123,15 +142,23 @@ func Identify(data []byte) (*Info, error) {
 // (MALFORMED_DOCUMENT) has handed no event to fn. It then calls fn for
 // each event in document order, and stops at the first error fn returns,
 // which it returns as it is.
-func Scan(data []byte, fn func(Event) error) (*Info, error) {
-	info, state, err := check(data)
+func Scan(data []byte, fn func(Event) error) (*Info, error) { return ScanSource(Bytes(data), fn) }
+
+// ScanSource is Scan of a document read from src, as a stream: it holds
+// one event at a time, never the document.
+func ScanSource(src Source, fn func(Event) error) (*Info, error) {
+	info, state, err := check(src)
+	if err != nil {
+		return nil, err
+	}
+	r, err := src()
 	if err != nil {
 		return nil, err
 	}
 	if info.Format == FormatXML {
-		err = scanXML(data, state.(*xmlState), fn)
+		err = scanXML(r, state.(*xmlState), fn)
 	} else {
-		err = scanJSON(data, state.(*jsonState), fn)
+		err = scanJSON(r, state.(*jsonState), fn)
 	}
 	if err != nil {
 		return nil, err
@@ -139,29 +166,86 @@ func Scan(data []byte, fn func(Event) error) (*Info, error) {
 	return info, nil
 }
 
+// errNotUTF8 is what the reader of a pass fails with on bytes that are
+// not UTF-8.
+var errNotUTF8 = codes.Errorf(codes.MalformedDocument, "document is not valid UTF-8")
+
 // check is the first pass: it refuses a malformed document and returns
-// its identity and what the second pass needs.
-func check(data []byte) (*Info, any, error) {
-	if !utf8.Valid(data) {
-		return nil, nil, codes.Errorf(codes.MalformedDocument, "document is not valid UTF-8")
-	}
-	sum := sha256.Sum256(data)
-	info := &Info{SHA256: hex.EncodeToString(sum[:])}
-	trimmed := bytes.TrimLeft(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")), " \t\r\n")
-	if len(trimmed) > 0 && trimmed[0] == '<' {
-		info.Format = FormatXML
-		st, err := checkXML(data, info)
-		if err != nil {
-			return nil, nil, err
-		}
-		return info, st, nil
-	}
-	info.Format = FormatJSON
-	st, err := checkJSON(data, info)
+// its identity (its bytes' SHA-256 computed on the way) and what the
+// second pass needs.
+func check(src Source) (*Info, any, error) {
+	r, err := src()
 	if err != nil {
 		return nil, nil, err
 	}
+	h := sha256.New()
+	u := &utf8Reader{r: io.TeeReader(r, h)}
+	br := bufio.NewReaderSize(u, 64<<10)
+	info := &Info{}
+	skip, isXML := leading(br)
+	var st any
+	if isXML {
+		info.Format = FormatXML
+		_, _ = br.Discard(skip)
+		st, err = checkXML(br, skip, info)
+	} else {
+		info.Format = FormatJSON
+		st, err = checkJSON(br, info)
+	}
+	if err == nil {
+		// Every byte hashed and checked, whatever the parser left.
+		_, err = io.Copy(io.Discard, br)
+	}
+	switch {
+	case u.bad:
+		return nil, nil, errNotUTF8
+	case err != nil:
+		return nil, nil, err
+	}
+	info.SHA256 = hex.EncodeToString(h.Sum(nil))
 	return info, st, nil
+}
+
+// leading returns the length of the byte-order mark and white space a
+// document begins with, and whether '<' follows (XML).
+func leading(br *bufio.Reader) (int, bool) {
+	for n := 64; ; n *= 2 {
+		b, err := br.Peek(n)
+		t := bytes.TrimLeft(bytes.TrimPrefix(b, []byte("\xef\xbb\xbf")), " \t\r\n")
+		if len(t) > 0 {
+			return len(b) - len(t), t[0] == '<'
+		}
+		if err != nil || n >= br.Size() {
+			return 0, false
+		}
+	}
+}
+
+// utf8Reader fails (bad) on bytes that are not UTF-8, across reads.
+type utf8Reader struct {
+	r       io.Reader
+	pending []byte // an incomplete rune at the end of the last read
+	bad     bool
+}
+
+func (u *utf8Reader) Read(p []byte) (int, error) {
+	n, err := u.r.Read(p)
+	buf := append(u.pending, p[:n]...)
+	cut := len(buf)
+	for i := 1; i <= utf8.UTFMax && i <= len(buf); i++ {
+		if utf8.RuneStart(buf[len(buf)-i]) {
+			if !utf8.FullRune(buf[len(buf)-i:]) {
+				cut = len(buf) - i
+			}
+			break
+		}
+	}
+	if !utf8.Valid(buf[:cut]) || errors.Is(err, io.EOF) && cut < len(buf) {
+		u.bad = true
+		return 0, errNotUTF8
+	}
+	u.pending = append(u.pending[:0], buf[cut:]...)
+	return n, err
 }
 
 // headerText bounds and trims one header value.

@@ -1,9 +1,12 @@
 package document_test
 
 import (
+	"bytes"
+	"io"
 	"os"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"unicode/utf8"
 
 	"github.com/deadletter/deadletter/shared/codes"
@@ -189,4 +192,16 @@ func fuzzRead(t *testing.T, data []byte) {
 		}
 	}
 	checkOffsets(t, data, info.Format, evs)
+	n := 0
+	sinfo, err := document.ScanSource(func() (io.Reader, error) { return iotest.HalfReader(bytes.NewReader(data)), nil },
+		func(ev document.Event) error {
+			if n >= len(evs) || !bytes.Equal(ev.Data, evs[n].Data) || ev.Offset != evs[n].Offset {
+				t.Fatalf("streamed event %d differs", n)
+			}
+			n++
+			return nil
+		})
+	if err != nil || *sinfo != *info || n != len(evs) {
+		t.Fatalf("streamed: %v, %+v, %d events; in memory %+v", err, sinfo, n, info)
+	}
 }

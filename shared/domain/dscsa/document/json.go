@@ -25,8 +25,8 @@ type jsonState struct {
 // structure, its event count (epcisBody's eventList,
 // queryResults.resultsBody.eventList, or event) and its header, holding
 // no event.
-func checkJSON(data []byte, info *Info) (*jsonState, error) {
-	r := jsonReader{dec: jsontext.NewDecoder(bytes.NewReader(data))}
+func checkJSON(in io.Reader, info *Info) (*jsonState, error) {
+	r := jsonReader{dec: jsontext.NewDecoder(in)}
 	st := &jsonState{}
 	var typ, id, created string
 	var header any
@@ -83,8 +83,8 @@ func checkJSON(data []byte, info *Info) (*jsonState, error) {
 }
 
 // scanJSON is the second pass: it hands each event to fn.
-func scanJSON(data []byte, st *jsonState, fn func(Event) error) error {
-	r := jsonReader{dec: jsontext.NewDecoder(bytes.NewReader(data)), emit: func(v jsontext.Value, end int, index int) error {
+func scanJSON(in io.Reader, st *jsonState, fn func(Event) error) error {
+	r := jsonReader{dec: jsontext.NewDecoder(in), emit: func(v jsontext.Value, end int, index int) error {
 		return fn(Event{Index: index, Offset: end - len(v), Length: len(v), Data: withContext(bytes.Clone(v), st.ctx)})
 	}}
 	return r.document(func(string) error { return r.dec.SkipValue() })

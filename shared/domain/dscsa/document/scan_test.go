@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/deadletter/deadletter/shared/codes"
@@ -134,4 +136,49 @@ func TestScanRefusesBeforeEvents(t *testing.T) {
 	if _, err := document.Scan([]byte(whole), func(document.Event) error { called++; return stop }); !errors.Is(err, stop) || called != 1 {
 		t.Fatalf("err %v after %d events", err, called)
 	}
+}
+
+// TestScanSourceStreams: a document read as a stream in small pieces
+// gives the same identity and events as in memory; bytes that are not
+// UTF-8, split across reads, are refused as such.
+func TestScanSourceStreams(t *testing.T) {
+	for _, file := range []string{"shipment.json", "shipment-1.2.xml", "shipment-2.0.xml"} {
+		t.Run(file, func(t *testing.T) {
+			data, err := os.ReadFile("testdata/" + file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data = append([]byte("\xef\xbb\xbf \n"), data...)
+			if !bytes.HasPrefix(bytes.TrimSpace(data[3:]), []byte("<")) {
+				data = data[3:] // JSON has no byte-order mark
+			}
+			want, err := document.Read(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []document.Event
+			info, err := document.ScanSource(oneByte(data), func(ev document.Event) error { got = append(got, ev); return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.SHA256 != want.SHA256 || info.Count != len(want.Events) || len(got) != len(want.Events) {
+				t.Fatalf("streamed %+v, %d events; in memory %+v", info, len(got), want.Info)
+			}
+			for i := range got {
+				if !bytes.Equal(got[i].Data, want.Events[i]) {
+					t.Errorf("event %d differs", i)
+				}
+			}
+			checkOffsets(t, data, info.Format, got)
+		})
+	}
+	bad := []byte("{\"type\":\"EPCISDocument\",\"x\":\"M\xc3\xbcller \xe2\x82\"}")
+	if _, err := document.ScanSource(oneByte(bad), func(document.Event) error { return nil }); codes.DetailOf(err) != "document is not valid UTF-8" {
+		t.Errorf("split invalid UTF-8: %v", err)
+	}
+}
+
+// oneByte is a Source that reads one byte at a time.
+func oneByte(data []byte) document.Source {
+	return func() (io.Reader, error) { return iotest.OneByteReader(bytes.NewReader(data)), nil }
 }

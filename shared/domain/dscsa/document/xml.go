@@ -1,7 +1,7 @@
 package document
 
 import (
-	"bytes"
+	"bufio"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
@@ -45,6 +45,9 @@ type elem struct {
 // second: every namespace's prefix, as the document first declared it.
 type xmlState struct {
 	prefixes map[string]string // namespace URI -> prefix
+	// base is the length of the byte-order mark and white space before
+	// the document's first '<'.
+	base int
 }
 
 // frame is one open element of the walk.
@@ -63,8 +66,8 @@ var eventContainers = map[string]bool{"EPCISBody": true, "QueryResults": true, "
 
 // xmlWalk is one pass over an XML document.
 type xmlWalk struct {
-	data []byte // the document from its first '<'
-	base int    // offset of data in the document
+	in   io.Reader // the document from its first '<'
+	base int       // offset of in in the document
 	// build, in the second pass, builds each event's tree and hands the
 	// mapped event to fn.
 	build bool
@@ -82,8 +85,8 @@ type xmlWalk struct {
 // checkXML is the first pass over an EPCIS 1.2 or 2.0 XML document (or
 // query document): well-formedness, limits, structure, the event count
 // and the header, holding no event.
-func checkXML(data []byte, info *Info) (*xmlState, error) {
-	w := newXMLWalk(data)
+func checkXML(in io.Reader, base int, info *Info) (*xmlState, error) {
+	w := &xmlWalk{in: in, base: base, prefixes: map[string]string{}}
 	if err := w.run(); err != nil {
 		return nil, err
 	}
@@ -106,20 +109,18 @@ func checkXML(data []byte, info *Info) (*xmlState, error) {
 	if info.Created = headerTime(w.created); info.Created.IsZero() {
 		info.Created = headerTime(w.sbdhCreated)
 	}
-	return &xmlState{prefixes: w.prefixes}, nil
+	return &xmlState{prefixes: w.prefixes, base: base}, nil
 }
 
 // scanXML is the second pass: it maps each event and hands it to fn.
-func scanXML(data []byte, st *xmlState, fn func(Event) error) error {
-	w := newXMLWalk(data)
-	w.build, w.fn = true, fn
+func scanXML(in io.Reader, st *xmlState, fn func(Event) error) error {
+	br := bufio.NewReaderSize(in, 64<<10)
+	if _, err := br.Discard(st.base); err != nil {
+		return err
+	}
+	w := &xmlWalk{in: br, base: st.base, prefixes: map[string]string{}, build: true, fn: fn}
 	w.m.prefixes = maps.Clone(st.prefixes)
 	return w.run()
-}
-
-func newXMLWalk(data []byte) *xmlWalk {
-	trimmed := bytes.TrimLeft(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")), " \t\r\n")
-	return &xmlWalk{data: trimmed, base: len(data) - len(trimmed), prefixes: map[string]string{}}
 }
 
 // headerPaths are the SBDH values kept, by the local names of their
@@ -145,7 +146,7 @@ func (w *xmlWalk) headerTarget(stack []*frame, local string) *string {
 
 // run walks the document's tokens.
 func (w *xmlWalk) run() error {
-	dec := xml.NewDecoder(bytes.NewReader(w.data))
+	dec := xml.NewDecoder(w.in)
 	dec.Strict = true
 	// No CharsetReader: a document declaring another encoding than UTF-8
 	// is refused. No Entity map: only the five predefined entities.
