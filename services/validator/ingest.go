@@ -2,9 +2,11 @@ package validator
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"io"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -23,10 +25,6 @@ import (
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
 )
-
-// perEventTimeout is what each event of a document adds to the delivery's
-// ProcessTimeout: a document of 100,000 events may take minutes.
-const perEventTimeout = 5 * time.Millisecond
 
 // docTally counts the outcomes of one delivery of a document.
 type docTally struct {
@@ -55,7 +53,19 @@ type docTally struct {
 // transiently is reported exhausted, on its own.
 func (s *Service) handleDocument(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, publisher, dlqID string, redrives int,
 	attempts jetstream.KeyValue) {
-	span := trace.SpanFromContext(ctx)
+	h := m.Headers()
+	switch {
+	case h.Get(envelope.DocumentPart) != "":
+		// A part of a document published in parts: kept in EVENTS, read
+		// back when its manifest comes.
+		if err := m.Ack(); err != nil {
+			s.log.Warn("ack of a document part failed", "seq", meta.Sequence.Stream, "err", err)
+		}
+		return
+	case h.Get(envelope.DocumentManifest) != "":
+		s.handleManifest(ctx, m, meta, publisher, dlqID, redrives, attempts)
+		return
+	}
 	data := m.Data()
 	info, err := document.Identify(data)
 	if err != nil {
@@ -65,23 +75,198 @@ func (s *Service) handleDocument(ctx context.Context, m jetstream.Msg, meta *jet
 		s.structural(ctx, m, meta, env, dlqID, redrives, record.StageValidate, err, attempts)
 		return
 	}
-	span.SetAttributes(attribute.String("deadletter.document_sha256", info.SHA256), attribute.Int("deadletter.document_events", info.Count))
-	// A document takes longer than one event: its own deadline, and the
-	// server told it is in progress meanwhile.
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ProcessTimeout+time.Duration(info.Count)*perEventTimeout)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.documentTimeout(int64(len(data))))
 	defer cancel()
 	stop := s.keepInProgress(m)
 	defer stop()
 	if err := s.keepDocument(dctx, info, data); err != nil {
-		s.stats.transient.Add(1)
-		s.metrics.outcome(outcomeTransient)
-		telemetry.Fail(span, codes.Of(err), telemetry.ClassTransient, telemetry.StageKey.String(record.StageCommit))
-		s.log.Warn("document not kept; retrying", "seq", meta.Sequence.Stream, "sha256", info.SHA256, "err", err)
-		_ = m.NakWithDelay(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered))
+		s.documentRetry(ctx, m, meta, info.SHA256, err)
 		return
 	}
+	s.ingestDocument(ctx, dctx, m, meta, publisher, info, document.Bytes(data), meta.Sequence.Stream)
+}
+
+// documentTimeout bounds the handling of a document of size bytes: the
+// delivery's ProcessTimeout, and 2 ms per KiB (about one event).
+func (s *Service) documentTimeout(size int64) time.Duration {
+	return s.cfg.ProcessTimeout + time.Duration(size>>10)*2*time.Millisecond
+}
+
+// documentRetry schedules a redelivery of a document whose bytes could not
+// be kept (or read back): transient, with back-off.
+func (s *Service) documentRetry(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, sha string, err error) {
+	s.stats.transient.Add(1)
+	s.metrics.outcome(outcomeTransient)
+	telemetry.Fail(trace.SpanFromContext(ctx), codes.Of(err), telemetry.ClassTransient, telemetry.StageKey.String(record.StageCommit))
+	s.log.Warn("document not kept; retrying", "seq", meta.Sequence.Stream, "sha256", sha, "code", codes.Of(err), "err", err)
+	_ = m.NakWithDelay(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered))
+}
+
+// handleManifest ingests a document published in parts: it reads the
+// parts the manifest names back from EVENTS (each must be a part of this
+// upload, in order, on the manifest's own subject: the same publisher),
+// checks their SHA-256, keeps the document in DOCUMENTS and reads it from
+// there as a stream. A manifest whose parts do not make the document it
+// names, or a document that cannot be read, is quarantined whole (the
+// manifest, which names the document's SHA-256; a document that was
+// assembled is in DOCUMENTS).
+func (s *Service) handleManifest(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, publisher, dlqID string, redrives int,
+	attempts jetstream.KeyValue) {
+	man, err := document.ParseManifest(m.Data())
+	whole := func(err error, d *envelope.Document) {
+		env := &envelope.Envelope{Domain: dscsa.Name, EventType: subjects.DocumentType, Publisher: publisher, Partial: true, Document: d}
+		s.structural(ctx, m, meta, env, dlqID, redrives, record.StageValidate, err, attempts)
+	}
+	if err != nil {
+		whole(err, nil)
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.documentTimeout(man.Size))
+	defer cancel()
+	stop := s.keepInProgress(m)
+	defer stop()
+	if err := s.assemble(dctx, m.Subject(), man); err != nil {
+		if codes.Of(err) == codes.MalformedDocument {
+			whole(err, nil)
+			return
+		}
+		s.documentRetry(ctx, m, meta, man.SHA256, err)
+		return
+	}
+	src := func() (io.Reader, error) { return s.openDocument(dctx, man.SHA256) }
+	info, err := document.IdentifySource(src)
+	switch {
+	case codes.Of(err) == codes.MalformedDocument:
+		whole(err, &envelope.Document{ID: man.SHA256, SHA256: man.SHA256, Stream: meta.Stream, Seq: man.Parts[0], Length: int(man.Size)})
+		return
+	case err != nil:
+		s.documentRetry(ctx, m, meta, man.SHA256, codes.Wrap(codes.StoreUnavailable, err, "document read failed"))
+		return
+	}
+	s.ingestDocument(ctx, dctx, m, meta, publisher, info, src, man.Parts[0])
+}
+
+// assemble keeps the document a manifest names in DOCUMENTS, once: read
+// from its parts in EVENTS, checked (every part of this upload, in order,
+// on subject; the size and SHA-256 the manifest names) before it is
+// written, then written from the parts again, one part in memory at a
+// time.
+func (s *Service) assemble(ctx context.Context, subject string, man *document.Manifest) error {
+	if obj, err := s.docs.GetInfo(ctx, man.SHA256); err == nil && !obj.Deleted {
+		if obj.Digest != documentDigest(man.SHA256) {
+			return codes.Errorf(codes.Internal, "document object %s does not hold the document's bytes", man.SHA256)
+		}
+		return nil
+	} else if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		return codes.Wrap(codes.StoreUnavailable, err, "document object lookup failed")
+	}
+	events, err := s.js.Stream(ctx, subjects.EventsStream)
+	if err != nil {
+		return codes.Wrap(codes.StoreUnavailable, err, "events stream lookup failed")
+	}
+	part := func(i int) ([]byte, error) {
+		raw, err := events.GetMsg(ctx, man.Parts[i])
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			return nil, codes.Errorf(codes.MalformedDocument, "document part %d of %d is not in EVENTS", i+1, len(man.Parts))
+		case err != nil:
+			return nil, codes.Wrap(codes.StoreUnavailable, err, "document part read failed")
+		case raw.Subject != subject || raw.Header.Get(envelope.DocumentUpload) != man.Upload ||
+			raw.Header.Get(envelope.DocumentPart) != document.PartHeader(i+1):
+			return nil, codes.Errorf(codes.MalformedDocument, "document part %d of %d is not a part of this upload", i+1, len(man.Parts))
+		}
+		return raw.Data, nil
+	}
+	h := sha256.New()
+	var size int64
+	for i := range man.Parts {
+		b, err := part(i)
+		if err != nil {
+			return err
+		}
+		h.Write(b)
+		size += int64(len(b))
+	}
+	if size != man.Size || hex.EncodeToString(h.Sum(nil)) != man.SHA256 {
+		return codes.Errorf(codes.MalformedDocument, "document parts do not make the document the manifest names (size or SHA-256)")
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		for i := range man.Parts {
+			b, err := part(i)
+			if err != nil {
+				pw.CloseWithError(err)
+				return
+			}
+			if _, err := pw.Write(b); err != nil {
+				return
+			}
+		}
+		pw.Close()
+	}()
+	obj, err := s.docs.Put(ctx, jetstream.ObjectMeta{Name: man.SHA256}, pr)
+	_ = pr.Close()
+	if err != nil {
+		return codes.Wrap(codes.StoreUnavailable, err, "document not stored")
+	}
+	if obj.Digest != documentDigest(man.SHA256) {
+		// The parts changed between the two reads (they cannot: EVENTS
+		// is append-only); never ingest what was not checked.
+		return codes.Errorf(codes.Internal, "document object %s does not hold the document's bytes", man.SHA256)
+	}
+	return nil
+}
+
+// openDocument reads a document kept in DOCUMENTS as a stream, chunk by
+// chunk, by message gets on the bucket's stream (no consumer: the
+// validator may read the stream, not create consumers on it).
+func (s *Service) openDocument(ctx context.Context, name string) (io.Reader, error) {
+	info, err := s.docs.GetInfo(ctx, name)
+	if err != nil {
+		return nil, codes.Wrap(codes.StoreUnavailable, err, "document object lookup failed")
+	}
+	st, err := s.js.Stream(ctx, subjects.ObjectStream(subjects.DocumentsBucket))
+	if err != nil {
+		return nil, codes.Wrap(codes.StoreUnavailable, err, "document stream lookup failed")
+	}
+	return &chunkReader{ctx: ctx, st: st, subject: "$O." + subjects.DocumentsBucket + ".C." + info.NUID, left: info.Chunks, seq: 1}, nil
+}
+
+// chunkReader reads an object's chunks in order.
+type chunkReader struct {
+	ctx     context.Context
+	st      jetstream.Stream
+	subject string
+	left    uint32 // chunks not read yet
+	seq     uint64 // where the next chunk is looked for
+	buf     []byte
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	for len(r.buf) == 0 {
+		if r.left == 0 {
+			return 0, io.EOF
+		}
+		raw, err := r.st.GetMsg(r.ctx, r.seq, jetstream.WithGetMsgSubject(r.subject))
+		if err != nil {
+			return 0, codes.Wrap(codes.StoreUnavailable, err, "document chunk read failed")
+		}
+		r.seq, r.left, r.buf = raw.Sequence+1, r.left-1, raw.Data
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
+}
+
+// ingestDocument runs each event of a document read from src through the
+// gate and commits or reports it (handleDocument), then acknowledges the
+// message, or schedules its redelivery.
+func (s *Service) ingestDocument(ctx, dctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, publisher string,
+	info *document.Info, src document.Source, firstSeq uint64) {
+	span := trace.SpanFromContext(ctx)
+	span.SetAttributes(attribute.String("deadletter.document_sha256", info.SHA256), attribute.Int("deadletter.document_events", info.Count))
 	base := envelope.Document{ID: info.ID, SHA256: info.SHA256, Format: info.Format, Count: info.Count, Sender: info.Sender,
-		Receiver: info.Receiver, Stream: meta.Stream, Seq: meta.Sequence.Stream}
+		Receiver: info.Receiver, Stream: meta.Stream, Seq: firstSeq}
 	if base.ID == "" {
 		base.ID = info.SHA256
 	}
@@ -91,7 +276,7 @@ func (s *Service) handleDocument(ctx context.Context, m jetstream.Msg, meta *jet
 	last := meta.NumDelivered >= uint64(s.cfg.MaxDeliver)
 	var tally docTally
 	var wg sync.WaitGroup
-	_, err = document.Scan(data, func(ev document.Event) error {
+	_, err := document.ScanSource(src, func(ev document.Event) error {
 		d := base
 		d.Index, d.Offset, d.Length = ev.Index, ev.Offset, ev.Length
 		subject := documentEventSubject(publisher, ev.Data)
@@ -141,8 +326,8 @@ func (s *Service) handleDocument(ctx context.Context, m jetstream.Msg, meta *jet
 	})
 	wg.Wait()
 	if err != nil {
-		// Identify read it: only a failure of the second pass (none is
-		// known) gets here. Retried, never acknowledged half-done.
+		// The first pass read it: a failure of the second (a store read)
+		// is retried, never acknowledged half-done.
 		s.log.Error("document scan failed", "seq", meta.Sequence.Stream, "sha256", info.SHA256, "code", codes.Of(err))
 		_ = m.NakWithDelay(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered))
 		return

@@ -3,18 +3,24 @@ package validator
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"github.com/deadletter/deadletter/shared/domain/dscsa/document"
+	"github.com/deadletter/deadletter/shared/domain/dscsa/document/upload"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/natstest"
@@ -277,5 +283,119 @@ func TestIngestPartyPerEvent(t *testing.T) {
 		if f.Code != codes.PartyNotAuthorized || f.Envelope == nil || f.Envelope.Document == nil || parties[f.Envelope.Document.Index] == allowed {
 			t.Errorf("failure %s, envelope %+v", f.Code, f.Envelope)
 		}
+	}
+}
+
+// TestIngestDocumentInParts: a document of 10,000 events (about 12 MB,
+// more than EVENTS takes in one message) published in parts and a
+// manifest: one bad event, 9,999 committed, 1 reported with the first
+// part's sequence as the document's, the document kept whole in DOCUMENTS.
+func TestIngestDocumentInParts(t *testing.T) {
+	const n, bad = 10_000, 4_811
+	set, err := sample.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := set.Document("SHIP-PARTS", 20_000, n, map[int]bool{bad: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	startValidator(t, srv, testConfig(), nil)
+	res, err := upload.Publish(context.Background(), js, docSubject, bytes.NewReader(data), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Parts < 2 {
+		t.Fatalf("%d parts", res.Parts)
+	}
+	waitMsgs(t, js, subjects.FailuresStream, 1)
+	waitMsgs(t, js, subjects.LedgerStream, n-1)
+	waitSettled(t, js)
+	f := failures(t, js)[0]
+	d := f.Envelope.Document
+	if d == nil || d.Index != bad || d.Count != n || d.SHA256 != res.SHA256 || d.Seq != res.Seq-uint64(res.Parts) {
+		t.Fatalf("failure's document %+v (upload %+v)", d, res)
+	}
+	stored := documentObject(t, js, res.SHA256)
+	if !bytes.Equal(stored, data) {
+		t.Fatal("DOCUMENTS does not hold the document")
+	}
+	if orig := stored[d.Offset : d.Offset+d.Length]; !bytes.HasSuffix(f.Payload, bytes.TrimLeft(orig[1:], " \n")) {
+		t.Errorf("original bytes %q, payload %q", orig, f.Payload)
+	}
+}
+
+// TestIngestManifestRefused: a manifest whose parts do not make the
+// document it names is quarantined whole (the manifest), and nothing is
+// committed: a part of another publisher, a part missing, a SHA-256 or
+// size that does not match, a manifest that is no manifest.
+func TestIngestManifestRefused(t *testing.T) {
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	startValidator(t, srv, testConfig(), nil)
+	data := readShipment(t, "shipment.json")
+	sum := sha256.Sum256(data)
+	sha := hex.EncodeToString(sum[:])
+	part := func(subject, upload string, i int, b []byte) uint64 {
+		m := nats.NewMsg(subject)
+		m.Data = b
+		m.Header.Set(envelope.DocumentUpload, upload)
+		m.Header.Set(envelope.DocumentPart, document.PartHeader(i))
+		ack, err := js.PublishMsg(context.Background(), m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ack.Sequence
+	}
+	half := len(data) / 2
+	other := subjects.Published("mallory", dscsa.Name, subjects.DocumentType)
+	tests := []struct {
+		name string
+		man  func() document.Manifest
+		body []byte
+	}{
+		{"a part of another publisher", func() document.Manifest {
+			return document.Manifest{Upload: "u1", SHA256: sha, Size: int64(len(data)), Parts: []uint64{part(docSubject, "u1", 1, data[:half]), part(other, "u1", 2, data[half:])}}
+		}, nil},
+		{"a part missing", func() document.Manifest {
+			return document.Manifest{Upload: "u2", SHA256: sha, Size: int64(len(data)), Parts: []uint64{part(docSubject, "u2", 1, data[:half]), 999_999}}
+		}, nil},
+		{"parts out of order", func() document.Manifest {
+			a, b := part(docSubject, "u3", 1, data[:half]), part(docSubject, "u3", 2, data[half:])
+			return document.Manifest{Upload: "u3", SHA256: sha, Size: int64(len(data)), Parts: []uint64{b, a}}
+		}, nil},
+		{"another upload's part", func() document.Manifest {
+			return document.Manifest{Upload: "u4", SHA256: sha, Size: int64(len(data)), Parts: []uint64{part(docSubject, "u4", 1, data[:half]), part(docSubject, "u5", 2, data[half:])}}
+		}, nil},
+		{"SHA-256 not the parts'", func() document.Manifest {
+			return document.Manifest{Upload: "u6", SHA256: strings.Repeat("0", 64), Size: int64(len(data)), Parts: []uint64{part(docSubject, "u6", 1, data[:half]), part(docSubject, "u6", 2, data[half:])}}
+		}, nil},
+		{"not a manifest", nil, []byte(`{"upload":"Müller & Söhne <Großhandel>","parts":[]}`)},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			body := tc.body
+			if tc.man != nil {
+				man := tc.man()
+				body, _ = json.Marshal(man)
+			}
+			m := nats.NewMsg(docSubject)
+			m.Data = body
+			m.Header.Set(envelope.DocumentManifest, "1")
+			if _, err := js.PublishMsg(context.Background(), m); err != nil {
+				t.Fatal(err)
+			}
+			waitMsgs(t, js, subjects.FailuresStream, uint64(i+1))
+			f := failures(t, js)[i]
+			if f.Code != codes.MalformedDocument || !bytes.Equal(f.Payload, body) {
+				t.Errorf("failure %s %q, payload verbatim %v", f.Code, f.Detail, bytes.Equal(f.Payload, body))
+			}
+		})
+	}
+	waitSettled(t, js)
+	if n := streamMsgs(t, js, subjects.LedgerStream); n != 0 {
+		t.Errorf("LEDGER %d", n)
 	}
 }

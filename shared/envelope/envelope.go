@@ -133,6 +133,14 @@ const (
 	DocumentOffset = "Deadletter-Document-Offset"
 	DocumentLength = "Deadletter-Document-Length"
 
+	// DocumentUpload, DocumentPart and DocumentManifest mark a document
+	// published in parts (package dscsa/document, Manifest): each part
+	// carries the upload's id and its number "<i>" (from 1); the manifest, which
+	// completes the upload, carries the id and "1".
+	DocumentUpload   = "Deadletter-Document-Upload"
+	DocumentPart     = "Deadletter-Document-Part"
+	DocumentManifest = "Deadletter-Document-Manifest"
+
 	// Traceparent and Tracestate are the W3C trace-context headers.
 	Traceparent = "traceparent"
 	Tracestate  = "tracestate"

@@ -115,7 +115,8 @@ func Read(data []byte) (*Document, error) {
 
 // Source opens a document's bytes from the start; Scan opens it twice
 // (once per pass), so that a document larger than memory (kept in an
-// object store) is read as a stream.
+// object store) is read as a stream. A reader that is an io.Closer is
+// closed after its pass.
 type Source func() (io.Reader, error)
 
 // Bytes is the Source of a document in memory.
@@ -155,6 +156,7 @@ func ScanSource(src Source, fn func(Event) error) (*Info, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer closeReader(r)
 	if info.Format == FormatXML {
 		err = scanXML(r, state.(*xmlState), fn)
 	} else {
@@ -178,6 +180,7 @@ func check(src Source) (*Info, any, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	defer closeReader(r)
 	h := sha256.New()
 	u := &utf8Reader{r: io.TeeReader(r, h)}
 	br := bufio.NewReaderSize(u, 64<<10)
@@ -204,6 +207,13 @@ func check(src Source) (*Info, any, error) {
 	}
 	info.SHA256 = hex.EncodeToString(h.Sum(nil))
 	return info, st, nil
+}
+
+// closeReader closes a Source's reader when it is an io.Closer.
+func closeReader(r io.Reader) {
+	if c, ok := r.(io.Closer); ok {
+		_ = c.Close()
+	}
 }
 
 // leading returns the length of the byte-order mark and white space a
