@@ -168,8 +168,10 @@ var table = func() []Spec {
 		pull(subjects.EventsStream, subjects.ValidatorConsumer),
 		reads(subjects.LedgerStream),
 		kvWrite(subjects.IdempotencyBucket), kvWrite(subjects.AttemptsBucket),
-		// DOCUMENTS: the EPCIS documents it ingests, kept verbatim.
-		reads(subjects.ObjectStream(subjects.DocumentsBucket)),
+		// DOCUMENTS: the EPCIS documents it ingests, kept verbatim; EVENTS:
+		// the parts of a document published in parts, read back by
+		// sequence.
+		reads(subjects.ObjectStream(subjects.DocumentsBucket), subjects.EventsStream),
 		[]string{subjects.LedgerAll, subjects.FailuresAll, subjects.ObjectsAll(subjects.DocumentsBucket)},
 	), api.ValidatorCheckAll)
 	qp, qs := service(Quarantiner, concat(
