@@ -277,6 +277,10 @@ func (s *Service) ingestDocument(ctx, dctx context.Context, m jetstream.Msg, met
 	var tally docTally
 	var wg sync.WaitGroup
 	_, err := document.ScanSource(src, func(ev document.Event) error {
+		if err := dctx.Err(); err != nil {
+			// Out of time: the rest is redelivered.
+			return err
+		}
 		d := base
 		d.Index, d.Offset, d.Length = ev.Index, ev.Offset, ev.Length
 		subject := documentEventSubject(publisher, ev.Data)
