@@ -83,7 +83,10 @@ func (s *Service) handleDocument(ctx context.Context, m jetstream.Msg, meta *jet
 		s.documentRetry(ctx, m, meta, info.SHA256, err)
 		return
 	}
-	s.ingestDocument(ctx, dctx, m, meta, publisher, info, document.Bytes(data), meta.Sequence.Stream)
+	if err := s.ingestDocument(ctx, dctx, m, meta, publisher, document.Bytes(data), meta.Sequence.Stream); err != nil {
+		// Identify read it: only a store failure gets here.
+		s.documentRetry(ctx, m, meta, info.SHA256, err)
+	}
 }
 
 // documentTimeout bounds the handling of a document of size bytes: the
@@ -134,16 +137,13 @@ func (s *Service) handleManifest(ctx context.Context, m jetstream.Msg, meta *jet
 		return
 	}
 	src := func() (io.Reader, error) { return s.openDocument(dctx, man.SHA256) }
-	info, err := document.IdentifySource(src)
-	switch {
-	case codes.Of(err) == codes.MalformedDocument:
-		whole(err, &envelope.Document{ID: man.SHA256, SHA256: man.SHA256, Stream: meta.Stream, Seq: man.Parts[0], Length: int(man.Size)})
-		return
-	case err != nil:
+	if err := s.ingestDocument(ctx, dctx, m, meta, publisher, src, man.Parts[0]); err != nil {
+		if codes.Of(err) == codes.MalformedDocument {
+			whole(err, &envelope.Document{ID: man.SHA256, SHA256: man.SHA256, Stream: meta.Stream, Seq: man.Parts[0], Length: int(man.Size)})
+			return
+		}
 		s.documentRetry(ctx, m, meta, man.SHA256, codes.Wrap(codes.StoreUnavailable, err, "document read failed"))
-		return
 	}
-	s.ingestDocument(ctx, dctx, m, meta, publisher, info, src, man.Parts[0])
 }
 
 // assemble keeps the document a manifest names in DOCUMENTS, once: read
@@ -260,23 +260,30 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 
 // ingestDocument runs each event of a document read from src through the
 // gate and commits or reports it (handleDocument), then acknowledges the
-// message, or schedules its redelivery.
+// message, or schedules its redelivery. It returns, without acknowledging
+// or scheduling anything, the error of a document its first pass refused
+// (MALFORMED_DOCUMENT: no event was handed over) or could not read.
 func (s *Service) ingestDocument(ctx, dctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, publisher string,
-	info *document.Info, src document.Source, firstSeq uint64) {
+	src document.Source, firstSeq uint64) error {
 	span := trace.SpanFromContext(ctx)
-	span.SetAttributes(attribute.String("deadletter.document_sha256", info.SHA256), attribute.Int("deadletter.document_events", info.Count))
-	base := envelope.Document{ID: info.ID, SHA256: info.SHA256, Format: info.Format, Count: info.Count, Sender: info.Sender,
-		Receiver: info.Receiver, Stream: meta.Stream, Seq: firstSeq}
-	if base.ID == "" {
-		base.ID = info.SHA256
-	}
-	if !info.Created.IsZero() {
-		base.Created = info.Created.Format(time.RFC3339Nano)
+	var base envelope.Document
+	began := false
+	begin := func(info *document.Info) {
+		began = true
+		span.SetAttributes(attribute.String("deadletter.document_sha256", info.SHA256), attribute.Int("deadletter.document_events", info.Count))
+		base = envelope.Document{ID: info.ID, SHA256: info.SHA256, Format: info.Format, Count: info.Count, Sender: info.Sender,
+			Receiver: info.Receiver, Stream: meta.Stream, Seq: firstSeq}
+		if base.ID == "" {
+			base.ID = info.SHA256
+		}
+		if !info.Created.IsZero() {
+			base.Created = info.Created.Format(time.RFC3339Nano)
+		}
 	}
 	last := meta.NumDelivered >= uint64(s.cfg.MaxDeliver)
 	var tally docTally
 	var wg sync.WaitGroup
-	_, err := document.ScanSource(src, func(ev document.Event) error {
+	_, err := document.ScanSourceWith(src, begin, func(ev document.Event) error {
 		if err := dctx.Err(); err != nil {
 			// Out of time: the rest is redelivered.
 			return err
@@ -329,12 +336,15 @@ func (s *Service) ingestDocument(ctx, dctx context.Context, m jetstream.Msg, met
 		return nil
 	})
 	wg.Wait()
+	if err != nil && !began {
+		return err
+	}
 	if err != nil {
-		// The first pass read it: a failure of the second (a store read)
-		// is retried, never acknowledged half-done.
-		s.log.Error("document scan failed", "seq", meta.Sequence.Stream, "sha256", info.SHA256, "code", codes.Of(err))
+		// The first pass read it: a failure of the second (a store read,
+		// time out) is retried, never acknowledged half-done.
+		s.log.Error("document scan failed", "seq", meta.Sequence.Stream, "sha256", base.SHA256, "code", codes.Of(err))
 		_ = m.NakWithDelay(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered))
-		return
+		return nil
 	}
 	span.SetAttributes(attribute.Int64("deadletter.document_committed", tally.committed.Load()),
 		attribute.Int64("deadletter.document_duplicates", tally.duplicates.Load()),
@@ -342,17 +352,18 @@ func (s *Service) ingestDocument(ctx, dctx context.Context, m jetstream.Msg, met
 	if n := tally.transient.Load() + tally.unreported.Load(); n > 0 {
 		delay := backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered)
 		telemetry.Fail(span, codes.StoreUnavailable, telemetry.ClassTransient, telemetry.StageKey.String(record.StageCommit))
-		s.log.Info("document events to retry", "seq", meta.Sequence.Stream, "sha256", info.SHA256, "events", n,
+		s.log.Info("document events to retry", "seq", meta.Sequence.Stream, "sha256", base.SHA256, "events", n,
 			"delivery", meta.NumDelivered, "delay_ms", delay.Milliseconds())
 		_ = m.NakWithDelay(delay)
-		return
+		return nil
 	}
 	span.SetAttributes(telemetry.DomainKey.String(dscsa.Name), telemetry.OutcomeKey.String("document"))
 	if err := m.Ack(); err != nil {
 		s.log.Warn("ack failed; a redelivery finds every event committed or reported", "seq", meta.Sequence.Stream, "err", err)
 	}
-	s.log.Info("document ingested", "seq", meta.Sequence.Stream, "sha256", info.SHA256, "events", info.Count,
+	s.log.Info("document ingested", "seq", meta.Sequence.Stream, "sha256", base.SHA256, "events", base.Count,
 		"committed", tally.committed.Load(), "duplicates", tally.duplicates.Load(), "quarantined", tally.quarantined.Load())
+	return nil
 }
 
 // documentFailure reports one event of a document to FAILURES, de-duplicated

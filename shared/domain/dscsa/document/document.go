@@ -147,10 +147,18 @@ func Scan(data []byte, fn func(Event) error) (*Info, error) { return ScanSource(
 
 // ScanSource is Scan of a document read from src, as a stream: it holds
 // one event at a time, never the document.
-func ScanSource(src Source, fn func(Event) error) (*Info, error) {
+func ScanSource(src Source, fn func(Event) error) (*Info, error) { return ScanSourceWith(src, nil, fn) }
+
+// ScanSourceWith is ScanSource that calls begin, when set, with the
+// document's identity once the first pass accepted it and before the first
+// event: an error with begin never called is the document's refusal.
+func ScanSourceWith(src Source, begin func(*Info), fn func(Event) error) (*Info, error) {
 	info, state, err := check(src)
 	if err != nil {
 		return nil, err
+	}
+	if begin != nil {
+		begin(info)
 	}
 	r, err := src()
 	if err != nil {
