@@ -373,6 +373,12 @@ func TestIngestManifestRefused(t *testing.T) {
 			return document.Manifest{Upload: "u6", SHA256: strings.Repeat("0", 64), Size: int64(len(data)), Parts: []uint64{part(docSubject, "u6", 1, data[:half]), part(docSubject, "u6", 2, data[half:])}}
 		}, nil},
 		{"not a manifest", nil, []byte(`{"upload":"Müller & Söhne <Großhandel>","parts":[]}`)},
+		{"parts of a malformed document", func() document.Manifest {
+			broken := data[:len(data)-40]
+			bsum := sha256.Sum256(broken)
+			return document.Manifest{Upload: "u7", SHA256: hex.EncodeToString(bsum[:]), Size: int64(len(broken)),
+				Parts: []uint64{part(docSubject, "u7", 1, broken[:half]), part(docSubject, "u7", 2, broken[half:])}}
+		}, nil},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -391,6 +397,15 @@ func TestIngestManifestRefused(t *testing.T) {
 			f := failures(t, js)[i]
 			if f.Code != codes.MalformedDocument || !bytes.Equal(f.Payload, body) {
 				t.Errorf("failure %s %q, payload verbatim %v", f.Code, f.Detail, bytes.Equal(f.Payload, body))
+			}
+			if tc.name == "parts of a malformed document" {
+				// Assembled and kept: the record names it.
+				var man document.Manifest
+				_ = json.Unmarshal(body, &man)
+				if d := f.Envelope.Document; d == nil || d.SHA256 != man.SHA256 || d.Length != int(man.Size) ||
+					!bytes.Equal(documentObject(t, js, man.SHA256), data[:len(data)-40]) {
+					t.Errorf("failure's document %+v", d)
+				}
 			}
 		})
 	}
