@@ -2,11 +2,13 @@ package main_test
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/deadletter/deadletter/services/dlqctl/output"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
+	"github.com/deadletter/deadletter/shared/domain/dscsa/document"
 	"github.com/deadletter/deadletter/shared/sample"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -56,5 +58,17 @@ func TestPublishDocument(t *testing.T) {
 		if d == nil || wantIndex[d.SHA256] != d.Index || d.Stream != subjects.EventsStream || show.State.Publisher == "" {
 			t.Errorf("chain %s: document %+v, publisher %q", it.DLQID, d, show.State.Publisher)
 		}
+	}
+
+	// Out again: the two quarantined events as one EPCIS 2.0 document.
+	out := filepath.Join(dir, "back-to-partner.jsonld")
+	e.okAs(t, "inspector", "export", "--domain", dscsa.Name, "--reason", "return to trading partner after review", "--out", out)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := document.Read(b)
+	if err != nil || len(doc.Events) != 2 {
+		t.Fatalf("export: %v, %d events\n%s", err, len(doc.Events), b)
 	}
 }
