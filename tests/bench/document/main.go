@@ -50,12 +50,11 @@ func main() {
 
 // result is one phase's figures.
 type result struct {
-	mode       string
-	n          int
-	rate       float64
-	peakRSS    int64
-	parts      int
-	docSeconds float64
+	mode    string
+	n       int
+	rate    float64
+	peakRSS int64
+	parts   int
 }
 
 func run(sizes string, rounds, batchSize int) error {
