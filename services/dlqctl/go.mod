@@ -26,7 +26,7 @@ require (
 	github.com/deadletter/deadletter/services/quarantiner v0.0.0 // indirect
 	github.com/deadletter/deadletter/services/redriver v0.0.0 // indirect
 	github.com/deadletter/deadletter/services/validator v0.0.0 // indirect
-	github.com/go-json-experiment/json v1.27.2 // indirect
+	github.com/go-json-experiment/json v1.27.2
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect

@@ -370,6 +370,12 @@ func (c *committer) ledgerMsg(env envelope.Envelope, data []byte, hash string, s
 	if env.Publisher != "" {
 		m.Header.Set(envelope.Publisher, env.Publisher)
 	}
+	if d := env.Document; d != nil {
+		m.Header.Set(envelope.DocumentSHA256, d.SHA256)
+		m.Header.Set(envelope.DocumentIndex, strconv.Itoa(d.Index))
+		m.Header.Set(envelope.DocumentOffset, strconv.Itoa(d.Offset))
+		m.Header.Set(envelope.DocumentLength, strconv.Itoa(d.Length))
+	}
 	m.Header.Set(jetstream.MsgIDHeader, env.IdempotencyKey)
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
 	return m

@@ -21,6 +21,8 @@ type documentReply struct {
 	OK bool `json:"ok"`
 	// Format is "json" or "xml".
 	Format string `json:"format"`
+	// SHA256 is the hex SHA-256 of the document's bytes.
+	SHA256 string `json:"sha256"`
 	// Events are the document's events in document order.
 	Events []documentEvent `json:"events"`
 }
@@ -46,24 +48,28 @@ func (s *Service) handleCheckDocument(r micro.Request) {
 			_ = r.Error(string(codes.Internal), "document check panicked", nil)
 		}
 	}()
-	doc, err := document.Read(r.Data())
+	rep := documentReply{OK: true}
+	info, err := document.Scan(r.Data(), func(ev document.Event) error {
+		subject := eventSubject(ev.Data)
+		out := documentEvent{Index: ev.Index}
+		env, err := s.check(subject, ev.Data)
+		if err != nil {
+			rep.OK = false
+			out.Code, out.Error = codes.Of(err), codes.DetailOf(err)
+			out.EventHashID = s.gate.Identify(subject, ev.Data).EventHashID
+		} else {
+			out.OK, out.EventHashID, out.Envelope = true, env.EventHashID, &env
+		}
+		rep.Events = append(rep.Events, out)
+		return nil
+	})
 	if err != nil {
 		_ = r.Error(string(codes.Of(err)), codes.DetailOf(err), nil)
 		return
 	}
-	rep := documentReply{OK: true, Format: doc.Format, Events: make([]documentEvent, len(doc.Events))}
-	for i, ev := range doc.Events {
-		subject := eventSubject(ev)
-		out := documentEvent{Index: i}
-		env, err := s.check(subject, ev)
-		if err != nil {
-			rep.OK = false
-			out.Code, out.Error = codes.Of(err), codes.DetailOf(err)
-			out.EventHashID = s.gate.Identify(subject, ev).EventHashID
-		} else {
-			out.OK, out.EventHashID, out.Envelope = true, env.EventHashID, &env
-		}
-		rep.Events[i] = out
+	rep.Format, rep.SHA256 = info.Format, info.SHA256
+	if rep.Events == nil {
+		rep.Events = []documentEvent{}
 	}
 	_ = r.RespondJSON(rep)
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/config"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
@@ -57,6 +58,7 @@ type Service struct {
 	gate    *gate.Gate
 	log     *slog.Logger
 	commit  *committer
+	docs    jetstream.ObjectStore
 	stats   counters
 	metrics *metrics
 	hooks   *testHooks
@@ -175,6 +177,13 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("validator: attempts bucket: %w", err)
 	}
+	docs, err := retry.Value(ctx, s.log, "documents object store", func(ctx context.Context) (jetstream.ObjectStore, error) {
+		return s.js.ObjectStore(ctx, subjects.DocumentsBucket)
+	})
+	if err != nil {
+		return fmt.Errorf("validator: documents object store: %w", err)
+	}
+	s.docs = docs
 	s.commit.kv = kv
 	s.commit.hooks = s.hooks
 	if s.commit.batch != nil {
@@ -289,6 +298,11 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 	}
 	dlqID, redrives := envelope.RedriveOf(m.Subject(), m.Headers())
 	publisher := envelope.PublisherOf(m.Subject(), m.Headers())
+	if subjects.IsDocument(m.Subject(), dscsa.Name) {
+		defer end()
+		s.handleDocument(ctx, m, meta, publisher, dlqID, redrives, attempts)
+		return
+	}
 	env, err := s.check(m.Subject(), m.Data())
 	if err == nil {
 		env.Publisher = publisher
@@ -433,38 +447,7 @@ func (s *Service) reportPolicy() retry.Policy {
 // the original is redelivered later instead, and false is returned: it is
 // never terminated without a stored failure.
 func (s *Service) report(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, f record.Failure) bool {
-	b, err := json.Marshal(f)
-	if err == nil {
-		out := nats.NewMsg(subjects.Failure(f.Domain))
-		out.Data = b
-		out.Header.Set(envelope.ErrorCode, string(f.Code))
-		out.Header.Set(envelope.SourceStream, meta.Stream)
-		out.Header.Set(envelope.SourceSeq, strconv.FormatUint(meta.Sequence.Stream, 10))
-		msgID := fmt.Sprintf("failure-%s-%d", meta.Stream, meta.Sequence.Stream)
-		// The failure report carries this publish's context in its own
-		// headers (f.Headers keeps the original's, verbatim): the
-		// quarantiner's span becomes its child, in the event's trace.
-		pctx, pspan := s.tr.StartPublish(ctx, out, telemetry.MessageID(msgID),
-			telemetry.Attributes(telemetry.DomainKey.String(f.Domain), telemetry.ErrorCodeKey.String(string(f.Code))))
-		// Retried within this delivery while FAILURES is unavailable (a
-		// stream leader being elected), the server told the delivery is in
-		// progress before each attempt: a nak per failed attempt would burn
-		// the event's deliveries in seconds, and an event that runs out of
-		// them while FAILURES is down depends on the advisory, which a
-		// stream without a leader at that moment does not store.
-		var ack *jetstream.PubAck
-		err = s.reportPolicy().Do(pctx, s.log, "failure report", func(actx context.Context) error {
-			_ = m.InProgress()
-			var perr error
-			ack, perr = s.js.PublishMsg(actx, out, jetstream.WithMsgID(msgID))
-			return perr
-		})
-		telemetry.RecordAck(pspan, ack)
-		if err != nil {
-			telemetry.Error(pspan, "failure report not stored")
-		}
-		pspan.End()
-	}
+	err := s.storeFailure(ctx, m, meta, f, fmt.Sprintf("failure-%s-%d", meta.Stream, meta.Sequence.Stream))
 	if err != nil {
 		s.log.Error("failure report not stored; will retry", "seq", meta.Sequence.Stream, "code", f.Code, "class", f.Class, "err", err)
 		_ = m.NakWithDelay(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered))
@@ -474,6 +457,45 @@ func (s *Service) report(ctx context.Context, m jetstream.Msg, meta *jetstream.M
 		s.log.Warn("term failed; the failure is stored", "seq", meta.Sequence.Stream, "err", err)
 	}
 	return true
+}
+
+// storeFailure stores f in FAILURES under the de-duplication id msgID,
+// retried until the delivery's ProcessTimeout (reportPolicy), the
+// delivery marked in progress before each attempt.
+func (s *Service) storeFailure(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, f record.Failure, msgID string) error {
+	b, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	out := nats.NewMsg(subjects.Failure(f.Domain))
+	out.Data = b
+	out.Header.Set(envelope.ErrorCode, string(f.Code))
+	out.Header.Set(envelope.SourceStream, meta.Stream)
+	out.Header.Set(envelope.SourceSeq, strconv.FormatUint(meta.Sequence.Stream, 10))
+	// The failure report carries this publish's context in its own
+	// headers (f.Headers keeps the original's, verbatim): the
+	// quarantiner's span becomes its child, in the event's trace.
+	pctx, pspan := s.tr.StartPublish(ctx, out, telemetry.MessageID(msgID),
+		telemetry.Attributes(telemetry.DomainKey.String(f.Domain), telemetry.ErrorCodeKey.String(string(f.Code))))
+	defer pspan.End()
+	// Retried within this delivery while FAILURES is unavailable (a
+	// stream leader being elected), the server told the delivery is in
+	// progress before each attempt: a nak per failed attempt would burn
+	// the event's deliveries in seconds, and an event that runs out of
+	// them while FAILURES is down depends on the advisory, which a
+	// stream without a leader at that moment does not store.
+	var ack *jetstream.PubAck
+	err = s.reportPolicy().Do(pctx, s.log, "failure report", func(actx context.Context) error {
+		_ = m.InProgress()
+		var perr error
+		ack, perr = s.js.PublishMsg(actx, out, jetstream.WithMsgID(msgID))
+		return perr
+	})
+	telemetry.RecordAck(pspan, ack)
+	if err != nil {
+		telemetry.Error(pspan, "failure report not stored")
+	}
+	return err
 }
 
 // structural reports a failure to FAILURES, then terminates the original.

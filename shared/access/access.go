@@ -168,7 +168,11 @@ var table = func() []Spec {
 		pull(subjects.EventsStream, subjects.ValidatorConsumer),
 		reads(subjects.LedgerStream),
 		kvWrite(subjects.IdempotencyBucket), kvWrite(subjects.AttemptsBucket),
-		[]string{subjects.LedgerAll, subjects.FailuresAll},
+		// DOCUMENTS: the EPCIS documents it ingests, kept verbatim; EVENTS:
+		// the parts of a document published in parts, read back by
+		// sequence.
+		reads(subjects.ObjectStream(subjects.DocumentsBucket), subjects.EventsStream),
+		[]string{subjects.LedgerAll, subjects.FailuresAll, subjects.ObjectsAll(subjects.DocumentsBucket)},
 	), api.ValidatorCheckAll)
 	qp, qs := service(Quarantiner, concat(
 		pull(subjects.FailuresStream, subjects.FailuresConsumer),

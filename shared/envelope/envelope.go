@@ -50,12 +50,48 @@ type Envelope struct {
 	// original's publisher as the redriver states it; "" when the event
 	// came from inside the services' account.
 	Publisher string `json:"publisher,omitempty"`
+	// Document is set on an event read from an EPCIS document published
+	// as one message: which document, where in it, and where its exact
+	// original bytes are kept.
+	Document *Document `json:"document,omitempty"`
 	// Partial marks the envelope of an event that failed validation
 	// (gate.Gate.Identify): only the fields its payload let the domain's
 	// rules derive are set, and its quarantine chain is named by a hash of
 	// its bytes (record.DLQIDFor), so that the same bytes land in the same
 	// chain and different bytes never share one.
 	Partial bool `json:"partial,omitempty"`
+}
+
+// Document is the provenance of an event read from an EPCIS document
+// (package dscsa/document): the document's identity, the event's position
+// in it, and where its exact original bytes are: bytes Offset to
+// Offset+Length of the object named SHA256 in the DOCUMENTS object store
+// (subjects.DocumentsBucket), and, while EVENTS keeps it, of the document
+// message at Stream/Seq. The identity strings are the document's own text
+// (its header): show them escaped, never log them.
+type Document struct {
+	// ID is the document's id (its SBDH InstanceIdentifier, or a JSON
+	// document's "id"); the hex SHA-256 when it names none.
+	ID string `json:"id"`
+	// SHA256 is the lowercase hex SHA-256 of the document's bytes.
+	SHA256 string `json:"sha256"`
+	// Format is "json" or "xml".
+	Format string `json:"format"`
+	// Index is the event's 0-based position; Count the document's events
+	// (0 when unknown).
+	Index int `json:"index"`
+	Count int `json:"count"`
+	// Sender and Receiver are the SBDH's identifiers, when present.
+	Sender   string `json:"sender,omitempty"`
+	Receiver string `json:"receiver,omitempty"`
+	// Created is the document's creation date (RFC 3339, UTC), when given.
+	Created string `json:"created,omitempty"`
+	// Stream and Seq locate the (first) message of the document's bytes.
+	Stream string `json:"stream"`
+	Seq    uint64 `json:"seq"`
+	// Offset and Length locate the event's original bytes in the document.
+	Offset int `json:"offset"`
+	Length int `json:"length"`
 }
 
 // Header keys. nats.Header is case-sensitive: always use these constants.
@@ -87,6 +123,23 @@ const (
 	// canonical (RFC 8785) payload (ledger.ContentHash), which a second
 	// event with the same idempotency key must match to be a duplicate.
 	ContentHash = "Deadletter-Content-Hash"
+
+	// DocumentSHA256, DocumentIndex, DocumentOffset and DocumentLength
+	// are set on the LEDGER write of an event read from a document
+	// (Document): the document object's name and where the event's
+	// original bytes are in it.
+	DocumentSHA256 = "Deadletter-Document-Sha256"
+	DocumentIndex  = "Deadletter-Document-Index"
+	DocumentOffset = "Deadletter-Document-Offset"
+	DocumentLength = "Deadletter-Document-Length"
+
+	// DocumentUpload, DocumentPart and DocumentManifest mark a document
+	// published in parts (package dscsa/document, Manifest): each part
+	// carries the upload's id and its number "<i>" (from 1); the manifest, which
+	// completes the upload, carries the id and "1".
+	DocumentUpload   = "Deadletter-Document-Upload"
+	DocumentPart     = "Deadletter-Document-Part"
+	DocumentManifest = "Deadletter-Document-Manifest"
 
 	// Traceparent and Tracestate are the W3C trace-context headers.
 	Traceparent = "traceparent"

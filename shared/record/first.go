@@ -44,6 +44,10 @@ func FromFailure(f Failure, now time.Time) Record {
 	if e := f.Envelope; e != nil {
 		r.IdempotencyKey, r.OrderingKey, r.PartyID = e.IdempotencyKey, e.OrderingKey, e.PartyID
 		r.EventHashID = e.EventHashID
+		if e.Document != nil {
+			d := *e.Document
+			r.Document = &d
+		}
 		if !e.EventTime.IsZero() {
 			t := e.EventTime.UTC()
 			r.EventTime = &t

@@ -61,7 +61,7 @@ func TestFromFailure(t *testing.T) {
 	// IDEMPOTENCY_CONFLICT failure fills: TestFromFailureConflict).
 	laterOnly := map[string]bool{"Index": true, "RedriveCount": true, "Actor": true, "Reason": true,
 		"DrainID": true, "IgnoreOrder": true, "Signature": true, "Hold": true, "PrevHash": true, "AuditHash": true,
-		"Conflict": true}
+		"Conflict": true, "Document": true}
 	v := reflect.ValueOf(got)
 	for i := 0; i < v.NumField(); i++ {
 		name := v.Type().Field(i).Name
@@ -77,6 +77,25 @@ func TestFromFailure(t *testing.T) {
 		t.Error("FromFailure shares headers or attempts with the failure")
 	}
 	mustSeal(t, FromFailure(f, now))
+}
+
+// TestFromFailureDocument: an event read from a document keeps its
+// provenance in its first record (a copy), and the state folded from it
+// shows it; the record still matches the record schema.
+func TestFromFailureDocument(t *testing.T) {
+	f := testFailure()
+	doc := &envelope.Document{ID: "SHIP-4812 \"Müller & Söhne <Großhandel>\"", SHA256: strings.Repeat("ab", 32), Format: "xml", Index: 4811, Count: 10000,
+		Sender: "urn:epc:id:sgln:4012345.00000.0", Created: "2024-05-01T08:00:00Z", Stream: "EVENTS", Seq: 42, Offset: 1234567, Length: 812}
+	f.Envelope.Document = doc
+	r := FromFailure(f, t0)
+	if r.Document == nil || *r.Document != *doc || r.Document == doc {
+		t.Fatalf("document %+v", r.Document)
+	}
+	sealedRec, _ := mustSeal(t, r)
+	st, err := Fold([]Record{sealedRec})
+	if err != nil || st.Document == nil || *st.Document != *doc {
+		t.Fatalf("state document %+v (%v)", st.Document, err)
+	}
 }
 
 // TestFromFailureConflict: an IDEMPOTENCY_CONFLICT failure gets a chain of

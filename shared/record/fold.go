@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/envelope"
 )
 
 // Errors of Fold. Each is wrapped with the position of the offending record.
@@ -71,6 +72,9 @@ type State struct {
 	// EventHashID is record 0's event_hash_id (the event's standard
 	// content fingerprint), when it has one.
 	EventHashID string `json:"event_hash_id,omitempty"`
+	// Document is record 0's document provenance, when the event was read
+	// from an EPCIS document.
+	Document *envelope.Document `json:"document,omitempty"`
 	// Publisher is the original event's publisher (record 0).
 	Publisher string `json:"publisher,omitempty"`
 	// Payload is the effective payload: the latest correction, else the
@@ -175,7 +179,7 @@ func start(r Record) (State, error) {
 		ErrorCode: r.ErrorCode, ErrorDetail: r.ErrorDetail, RedriveCount: r.RedriveCount,
 		FirstSeen: r.FirstSeen, QuarantinedAt: r.QuarantinedAt,
 		IdempotencyKey: r.IdempotencyKey, OrderingKey: r.OrderingKey, PartyID: r.PartyID, Publisher: r.Publisher,
-		EventTime: clonePtr(r.EventTime), EventHashID: r.EventHashID, Payload: clonePtr(r.Payload), OriginalPayload: clonePtr(r.Payload),
+		EventTime: clonePtr(r.EventTime), EventHashID: r.EventHashID, Document: clonePtr(r.Document), Payload: clonePtr(r.Payload), OriginalPayload: clonePtr(r.Payload),
 		Headers:       cloneHeaders(r.Headers),
 		SourceSubject: r.SourceSubject, SourceStream: r.SourceStream, SourceSeq: r.SourceSeq,
 		TraceID: r.TraceID, SpanID: r.SpanID,

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/envelope"
 )
 
 // SchemaVersion is the version of the record format written by this code.
@@ -82,6 +83,10 @@ type Record struct {
 	// domain defines one and its payload parsed (DSCSA: the CBV 2.0 EPCIS
 	// event hash ID; see envelope.Envelope.EventHashID).
 	EventHashID string `json:"event_hash_id,omitempty"`
+	// Document, on the first record of an event read from an EPCIS
+	// document, is its provenance: the document, the event's position and
+	// where its original bytes are (envelope.Document).
+	Document *envelope.Document `json:"document,omitempty"`
 	// Attempts are the failed attempts this record adds, in order; Fold
 	// accumulates them over the chain.
 	Attempts []Attempt `json:"attempts,omitempty"`

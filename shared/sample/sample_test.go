@@ -4,7 +4,10 @@ import (
 	"testing"
 
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
+	"github.com/deadletter/deadletter/shared/domain/dscsa/document"
 	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 func TestSamples(t *testing.T) {
@@ -74,5 +77,43 @@ func TestValidOrderingKeysDistinct(t *testing.T) {
 			t.Fatalf("samples %d and %d share the ordering key %s", j, i, k)
 		}
 		seen[k] = i
+	}
+}
+
+// TestDocument: a sample document reads as n events, the valid ones pass
+// the gate with distinct keys, the bad ones fail.
+func TestDocument(t *testing.T) {
+	s, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := s.Document("SHIP-1", 100, 50, map[int]bool{7: true, 30: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := document.Read(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Events) != 50 || doc.Sender != DocumentSender || doc.Receiver != DocumentReceiver || doc.ID != "SHIP-1" {
+		t.Fatalf("%d events, info %+v", len(doc.Events), doc.Info)
+	}
+	keys := map[string]bool{}
+	for i, ev := range doc.Events {
+		m, err := gate.Decode(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		typ, _ := (dscsa.Checker{}).EventType(m)
+		env, err := s.g.Check(subjects.Event(dscsa.Name, typ), ev)
+		if bad := i == 7 || i == 30; bad != (err != nil) {
+			t.Errorf("event %d: %v", i, err)
+		}
+		if err == nil {
+			if keys[env.IdempotencyKey] {
+				t.Errorf("event %d: key %s repeated", i, env.IdempotencyKey)
+			}
+			keys[env.IdempotencyKey] = true
+		}
 	}
 }

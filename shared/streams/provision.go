@@ -15,8 +15,8 @@ import (
 
 // EnsureCore creates, or checks, the streams and buckets every service
 // needs: REPLAYS, EVENTS (which sources REPLAYS, so it comes second),
-// LEDGER, FAILURES, ADVISORIES, IDEMPOTENCY, ATTEMPTS, DRAINS, APPROVALS
-// and HOLDS.
+// LEDGER, FAILURES, ADVISORIES, IDEMPOTENCY, ATTEMPTS, DRAINS, APPROVALS,
+// HOLDS and the DOCUMENTS object store.
 // It is idempotent: a second call with the same options changes nothing, and
 // an existing stream with an incompatible configuration yields an error
 // wrapping ErrIncompatible instead of being altered (except for settings a
@@ -43,6 +43,40 @@ func EnsureCore(ctx context.Context, js jetstream.JetStream, o Options) error {
 		if err := EnsureBucket(ctx, js, cfg); err != nil {
 			return err
 		}
+	}
+	return EnsureObjectStore(ctx, js, Documents(o))
+}
+
+// EnsureObjectStore creates an object store bucket, or checks that the
+// existing one has want's replicas and storage.
+func EnsureObjectStore(ctx context.Context, js jetstream.JetStream, want jetstream.ObjectStoreConfig) error {
+	_, err := js.ObjectStore(ctx, want.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		if _, err = js.CreateObjectStore(ctx, want); err != nil {
+			if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				return EnsureObjectStore(ctx, js, want)
+			}
+			return fmt.Errorf("streams: create object store %s: %w", want.Bucket, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("streams: look up object store %s: %w", want.Bucket, err)
+	}
+	s, err := js.Stream(ctx, subjects.ObjectStream(want.Bucket))
+	if err != nil {
+		return fmt.Errorf("streams: object store %s: %w", want.Bucket, err)
+	}
+	have := s.CachedInfo().Config
+	var diff []string
+	if have.Replicas != want.Replicas {
+		diff = append(diff, fmt.Sprintf("replicas %d, want %d", have.Replicas, want.Replicas))
+	}
+	if have.Storage != want.Storage {
+		diff = append(diff, fmt.Sprintf("storage %s, want %s", have.Storage, want.Storage))
+	}
+	if len(diff) > 0 {
+		return fmt.Errorf("streams: object store %s: %w: %s", want.Bucket, ErrIncompatible, strings.Join(diff, "; "))
 	}
 	return nil
 }

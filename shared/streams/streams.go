@@ -423,6 +423,19 @@ func Approvals(o Options) jetstream.KeyValueConfig {
 	}
 }
 
+// Documents is the object store of ingested EPCIS documents, each under
+// the hex SHA-256 of its bytes, written once and never overwritten
+// (subjects.DocumentsBucket). No age limit: a record or LEDGER entry that
+// names a document's sha256, offset and length outlives EVENTS.
+func Documents(o Options) jetstream.ObjectStoreConfig {
+	return jetstream.ObjectStoreConfig{
+		Bucket:      subjects.DocumentsBucket,
+		Description: "deadletter EPCIS documents, verbatim, by SHA-256",
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+	}
+}
+
 // Idempotency is the bucket of commit states, one key per idempotency key.
 // Its stream allows atomic batches (AtomicBuckets): the validator marks a
 // batch of committed keys in one write.

@@ -53,6 +53,12 @@ const (
 	// LegalHoldStream is the WORM store of the held chains' copies (the
 	// auditor's), kept with no age limit when QUARANTINE has one.
 	LegalHoldStream = "LEGALHOLD"
+	// DocumentsBucket is the object store of the EPCIS documents the
+	// validator ingested, each kept verbatim once under the hex SHA-256
+	// of its bytes (DocumentObject), never overwritten: the exact
+	// original bytes of every event a document held, after EVENTS
+	// expired the document's message.
+	DocumentsBucket = "DOCUMENTS"
 )
 
 // Consumer names.
@@ -263,6 +269,27 @@ func Ledger(domain, key string) string { return "ledger." + domain + "." + key }
 
 // BucketStream is the stream behind a key-value bucket.
 func BucketStream(bucket string) string { return "KV_" + bucket }
+
+// ObjectStream returns the stream behind an object store bucket.
+func ObjectStream(bucket string) string { return "OBJ_" + bucket }
+
+// ObjectsAll covers the subjects of an object store bucket's chunks and
+// metadata.
+func ObjectsAll(bucket string) string { return "$O." + bucket + ".>" }
+
+// DocumentType is the event-type token of a whole EPCIS document
+// published as one message: "events.dscsa.document" (stored as
+// "events.<publisher>.dscsa.document"). "document" is no CBV business
+// step, so it names no single event.
+const DocumentType = "document"
+
+// IsDocument reports whether an event subject carries a whole document
+// of domain (Event, Published, Replay or Redriven with event type
+// DocumentType).
+func IsDocument(subject, domain string) bool {
+	d, t, ok := ParseEvent(subject)
+	return ok && d == domain && t == DocumentType
+}
 
 // BucketKey is the subject a key of a bucket is written on (a put, create
 // or update of the key is a publish to it).

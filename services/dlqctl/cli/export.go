@@ -20,10 +20,13 @@ const (
 	formatCSV   = "csv"
 	formatXLSX  = "xlsx"
 	formatJSONL = "jsonl"
+	// formatEPCIS: the DSCSA events as one EPCIS 2.0 JSON document
+	// (exportsheet.EPCISBuilder); default for an --out ending in .jsonld.
+	formatEPCIS = "epcis"
 )
 
 // exportFormats lists --format's values.
-var exportFormats = []string{formatCSV, formatXLSX, formatJSONL}
+var exportFormats = []string{formatCSV, formatXLSX, formatJSONL, formatEPCIS}
 
 // exportResult is what an export wrote (the JSON output of dlqctl export).
 type exportResult struct {
@@ -63,6 +66,11 @@ party, status, quarantine time range) to --out:
   jsonl      the chains themselves with the signed checkpoint and each
              record's inclusion proof: dlqctl verify-export checks it with
              no server.
+  epcis      the DSCSA events (each chain's latest correction, else its
+             original payload, byte for byte) as one EPCIS 2.0 JSON
+             document, to send a reviewed shipment back to a trading
+             partner (default for an --out ending in .jsonld); other
+             domains' chains and payloads that are no event are left out.
 
 An export reads payloads: it needs the inspector or operator role and a
 --reason, and every page is recorded in the access audit (dlqctl access)
@@ -83,6 +91,9 @@ dlqctl receives).`,
 			}
 			if format == "" {
 				format = strings.TrimPrefix(strings.ToLower(filepath.Ext(out)), ".")
+				if format == "jsonld" {
+					format = formatEPCIS
+				}
 			}
 			if err := oneOf("format", format, exportFormats); err != nil || format == "" {
 				return usageErrorf("--format must be one of %s", strings.Join(exportFormats, ", "))
@@ -128,7 +139,7 @@ dlqctl receives).`,
 	fl.StringVar(&until, "until", "", "quarantined at or before")
 	fl.StringVar(&req.Reason, "reason", "", "why the payloads are read (required; recorded)")
 	fl.StringVar(&lot, "lot", "", "FSMA 204: only the events of this traceability lot code")
-	fl.StringVar(&format, "format", "", "csv, xlsx or jsonl (default: from --out's extension)")
+	fl.StringVar(&format, "format", "", "csv, xlsx, jsonl or epcis (default: from --out's extension; .jsonld: epcis)")
 	fl.StringVar(&out, "out", "", "the file to write (required)")
 	fl.IntVar(&req.Limit, "page", 0, "chains per page (default and most 1000)")
 	return cmd
@@ -160,6 +171,7 @@ func (a *app) export(ctx context.Context, req api.ExportRequest, format, out, lo
 		cp    api.ExportedCheckpoint
 		jsonl *auditor.ExportWriter
 		table exportsheet.Builder
+		epcis exportsheet.EPCISBuilder
 	)
 	for {
 		var rep api.ExportReply
@@ -193,7 +205,10 @@ func (a *app) export(ctx context.Context, req api.ExportRequest, format, out, lo
 			}
 			res.Chains++
 			res.Records += len(ch.Records)
-			if jsonl == nil {
+			switch {
+			case format == formatEPCIS:
+				epcis.Add(ch)
+			case jsonl == nil:
 				table.Add(ch)
 			}
 		}
@@ -209,6 +224,8 @@ func (a *app) export(ctx context.Context, req api.ExportRequest, format, out, lo
 		err = table.WriteCSV(f)
 	case formatXLSX:
 		err = table.WriteXLSX(f)
+	case formatEPCIS:
+		err = epcis.WriteEPCIS(f, a.now())
 	}
 	if err == nil {
 		err = f.Sync()

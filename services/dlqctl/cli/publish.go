@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,11 +15,17 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/deadletter/deadletter/services/dlqctl/internal/client"
 	"github.com/deadletter/deadletter/services/dlqctl/output"
 	"github.com/deadletter/deadletter/shared/batch"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
+	"github.com/deadletter/deadletter/shared/domain/dscsa/document"
+	"github.com/deadletter/deadletter/shared/domain/dscsa/document/upload"
 	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -76,11 +83,19 @@ duplicate. --msg-id sets one anyway (JetStream de-duplication within the
 stream's window); with several events, the n-th (from 1) gets
 "<msg-id>-<n>". A duplicate is reported as such, never as published.
 
+An EPCIS document (a .xml or .jsonld file, or JSON of type EPCISDocument or
+EPCISQueryDocument; a DIR's .xml and .jsonld files too) is published whole on
+events.dscsa.document, byte for byte: the validator checks and commits or
+quarantines each of its events on its own. A document larger than 1 MiB is
+sent in parts of 1 MiB and a manifest naming them (docs/adr/0003), with a
+progress bar on a terminal; its line names the manifest's sequence.
+
 Prints one line per event: its EVENTS sequence, subject and source; exit 1 if
 any event was not published.`,
 		Example: `  dlqctl publish schemas/testdata/pharmacy/valid/dispense-schedule-ii.json
   dlqctl publish --msg-id order-1 event.json
   dlqctl publish schemas/testdata/fsma/valid/
+  dlqctl publish shipment-2024-05-01.xml
   cat events.ndjson | dlqctl publish --lines -
   echo '{"transaction_id": "TX-1",' | dlqctl publish --subject events.pharmacy.dispense -`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -130,8 +145,15 @@ func (a *app) publish(cmd *cobra.Command, args []string, f publishFlags) error {
 	results := make([]output.PublishResult, len(inputs))
 	var msgs []client.Message
 	var index []int // msgs[i] is inputs[index[i]]
+	var docs []int  // inputs that are EPCIS documents
 	for i, in := range inputs {
 		r := output.PublishResult{Source: in.source, Size: len(in.data)}
+		if f.subject == "" && f.domain == "" && !f.lines && isDocument(in) {
+			r.Subject, r.Domain, r.EventType = subjects.Event(dscsa.Name, subjects.DocumentType), dscsa.Name, subjects.DocumentType
+			results[i] = r
+			docs = append(docs, i)
+			continue
+		}
 		r.Subject, r.Domain, r.EventType, err = route(in.data, f, checkers)
 		if err != nil {
 			r.Error = err.Error()
@@ -147,12 +169,15 @@ func (a *app) publish(cmd *cobra.Command, args []string, f publishFlags) error {
 		}
 		results[i] = r
 	}
-	if len(msgs) > 0 {
+	if len(msgs) > 0 || len(docs) > 0 {
 		c, err := a.connect()
 		if err != nil {
 			return err
 		}
 		defer c.Close()
+		for _, i := range docs {
+			a.publishDocument(cmd.Context(), c, inputs[i], &results[i])
+		}
 		c.Publish(cmd.Context(), msgs, f.batch, func(i int, ack client.Ack) {
 			r := &results[index[i]]
 			if ack.Err != nil {
@@ -177,6 +202,10 @@ func (a *app) publish(cmd *cobra.Command, args []string, f publishFlags) error {
 			textf(a.io.Out, "%-8s %s: %s\n", "error", r.Source, r.Error)
 		case r.Duplicate:
 			textf(a.io.Out, "%-8d %s %s (duplicate of msg id %s, not stored: the stream already holds an event with this id)\n", r.Seq, r.Subject, r.Source, r.MsgID)
+		case r.Document != nil && r.Document.Parts > 0:
+			textf(a.io.Out, "%-8d %s %s (document sha256 %s, %d bytes in %d parts; this is its manifest)\n", r.Seq, r.Subject, r.Source, r.Document.SHA256, r.Size, r.Document.Parts)
+		case r.Document != nil:
+			textf(a.io.Out, "%-8d %s %s (document sha256 %s, %d bytes)\n", r.Seq, r.Subject, r.Source, r.Document.SHA256, r.Size)
 		default:
 			textf(a.io.Out, "%-8d %s %s\n", r.Seq, r.Subject, r.Source)
 		}
@@ -185,6 +214,72 @@ func (a *app) publish(cmd *cobra.Command, args []string, f publishFlags) error {
 		return failedf("%d of %d events not published", failed, len(results))
 	}
 	return nil
+}
+
+// documentFile reports whether a file name is one of an EPCIS document
+// by its extension alone (.xml, .jsonld); a .json file is one when its
+// content says so (isDocument).
+func documentFile(name string) bool {
+	ext := strings.ToLower(filepath.Ext(name))
+	return ext == ".xml" || ext == ".jsonld"
+}
+
+// isDocument reports whether an input is an EPCIS document: a .xml or
+// .jsonld file, or content that begins with '<' or is a JSON object of
+// type EPCISDocument or EPCISQueryDocument (its first members read, not
+// the whole document).
+func isDocument(in input) bool {
+	if documentFile(in.source) {
+		return true
+	}
+	t := bytes.TrimLeft(bytes.TrimPrefix(in.data, []byte("\xef\xbb\xbf")), " \t\r\n")
+	if len(t) > 0 && t[0] == '<' {
+		return true
+	}
+	dec := jsontext.NewDecoder(bytes.NewReader(t))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return false
+	}
+	for dec.PeekKind() == '"' {
+		name, err := dec.ReadToken()
+		if err != nil {
+			return false
+		}
+		if name.String() != "type" {
+			if dec.SkipValue() != nil {
+				return false
+			}
+			continue
+		}
+		v, err := dec.ReadToken()
+		return err == nil && (v.String() == "EPCISDocument" || v.String() == "EPCISQueryDocument")
+	}
+	return false
+}
+
+// publishDocument publishes an EPCIS document on events.dscsa.document:
+// one message, or parts and a manifest when it is larger than one part
+// (upload.Publish), with a progress bar on a terminal.
+func (a *app) publishDocument(ctx context.Context, c *client.Client, in input, r *output.PublishResult) {
+	js, err := jetstream.New(c.Conn())
+	if err != nil {
+		r.Error = err.Error()
+		return
+	}
+	var progress func(int64)
+	if a.io.ErrIsTTY && len(in.data) > document.PartSize {
+		bar := progressbar.DefaultBytes(int64(len(in.data)), "publishing "+in.source)
+		progressbar.OptionSetWriter(a.io.Err)(bar)
+		progress = func(sent int64) { _ = bar.Set64(sent) }
+		defer func() { _ = bar.Finish() }()
+	}
+	res, err := upload.Publish(ctx, js, r.Subject, bytes.NewReader(in.data), progress)
+	if err != nil {
+		r.Error = err.Error()
+		return
+	}
+	r.Stream, r.Seq = subjects.EventsStream, res.Seq
+	r.Document = &output.PublishedDocument{SHA256: res.SHA256, Parts: res.Parts}
 }
 
 // route returns the subject, domain and type of a payload.
@@ -273,7 +368,7 @@ func (a *app) readInputs(args []string, lines bool) ([]input, error) {
 			if err != nil {
 				return err
 			}
-			if d.Type().IsRegular() && strings.HasSuffix(d.Name(), ".json") {
+			if d.Type().IsRegular() && (strings.HasSuffix(d.Name(), ".json") || documentFile(d.Name())) {
 				files = append(files, p)
 			}
 			return nil

@@ -59,8 +59,18 @@ type PublishResult struct {
 	Duplicate bool   `json:"duplicate,omitempty"`
 	// Size is the payload length in bytes.
 	Size int `json:"size"`
+	// Document is set when the input was an EPCIS document: its SHA-256
+	// and the parts it was published in (0: one message; Seq is then the
+	// document's, else its manifest's).
+	Document *PublishedDocument `json:"document,omitempty"`
 	// Error says why the event was not published ("" when it was).
 	Error string `json:"error,omitempty"`
+}
+
+// PublishedDocument is how an EPCIS document was published.
+type PublishedDocument struct {
+	SHA256 string `json:"sha256"`
+	Parts  int    `json:"parts"`
 }
 
 // Show is one quarantine chain (audit.get) with the Jaeger link of its

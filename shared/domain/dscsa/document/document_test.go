@@ -1,9 +1,12 @@
 package document_test
 
 import (
+	"bytes"
+	"io"
 	"os"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"unicode/utf8"
 
 	"github.com/deadletter/deadletter/shared/codes"
@@ -166,19 +169,39 @@ func FuzzReadXML(f *testing.F) {
 }
 
 func fuzzRead(t *testing.T, data []byte) {
-	doc, err := document.Read(data)
+	var evs []document.Event
+	info, err := document.Scan(data, func(ev document.Event) error {
+		evs = append(evs, ev)
+		return nil
+	})
 	if err != nil {
 		if codes.Of(err) != codes.MalformedDocument {
 			t.Fatalf("code %q: %v", codes.Of(err), err)
 		}
+		if len(evs) != 0 {
+			t.Fatalf("refused after %d events", len(evs))
+		}
 		return
 	}
-	if len(doc.Events) > document.MaxEvents {
-		t.Fatalf("%d events", len(doc.Events))
+	if len(evs) > document.MaxEvents || len(evs) != info.Count {
+		t.Fatalf("%d events, count %d", len(evs), info.Count)
 	}
-	for i, ev := range doc.Events {
-		if !utf8.Valid(ev) {
+	for i, ev := range evs {
+		if !utf8.Valid(ev.Data) {
 			t.Fatalf("event %d is not UTF-8", i)
 		}
+	}
+	checkOffsets(t, data, info.Format, evs)
+	n := 0
+	sinfo, err := document.ScanSource(func() (io.Reader, error) { return iotest.HalfReader(bytes.NewReader(data)), nil },
+		func(ev document.Event) error {
+			if n >= len(evs) || !bytes.Equal(ev.Data, evs[n].Data) || ev.Offset != evs[n].Offset {
+				t.Fatalf("streamed event %d differs", n)
+			}
+			n++
+			return nil
+		})
+	if err != nil || *sinfo != *info || n != len(evs) {
+		t.Fatalf("streamed: %v, %+v, %d events; in memory %+v", err, sinfo, n, info)
 	}
 }

@@ -2,8 +2,10 @@ package document
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
+	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -13,72 +15,124 @@ import (
 // jsonDocTypes are the document types whose events are read.
 var jsonDocTypes = map[string]bool{"EPCISDocument": true, "EPCISQueryDocument": true}
 
-// readJSON reads the events of an EPCIS 2.0 JSON document: epcisBody's
-// eventList, queryResults.resultsBody.eventList, or event.
-func readJSON(data []byte) ([][]byte, error) {
-	dec := jsontext.NewDecoder(bytes.NewReader(data))
-	r := jsonReader{dec: dec}
-	if dec.PeekKind() != '{' {
-		return nil, codes.Errorf(codes.MalformedDocument, "document is not a JSON object")
-	}
-	if _, err := dec.ReadToken(); err != nil {
-		return nil, r.fail(err)
-	}
-	var ctx jsontext.Value
-	var typ string
-	var events []jsontext.Value
-	for dec.PeekKind() != '}' {
-		name, err := r.name()
-		if err != nil {
-			return nil, err
-		}
+// jsonState is what the first pass of a JSON document leaves the second:
+// the document's @context.
+type jsonState struct {
+	ctx jsontext.Value
+}
+
+// checkJSON is the first pass over an EPCIS 2.0 JSON document: its
+// structure, its event count (epcisBody's eventList,
+// queryResults.resultsBody.eventList, or event) and its header, holding
+// no event.
+func checkJSON(in io.Reader, info *Info) (*jsonState, error) {
+	r := jsonReader{dec: jsontext.NewDecoder(in)}
+	st := &jsonState{}
+	var typ, id, created string
+	var header any
+	err := r.document(func(name string) error {
+		var err error
 		switch name {
 		case "@context":
-			v, err := dec.ReadValue()
-			if err != nil {
-				return nil, r.fail(err)
+			var v jsontext.Value
+			if v, err = r.dec.ReadValue(); err == nil {
+				st.ctx = bytes.Clone(v)
 			}
-			ctx = bytes.Clone(v)
 		case "type":
-			tok, err := dec.ReadToken()
-			if err != nil {
-				return nil, r.fail(err)
-			}
-			if tok.Kind() == '"' {
-				typ = tok.String()
-			}
-		case "epcisBody":
-			if events, err = r.body(); err != nil {
-				return nil, err
+			typ, err = r.str()
+		case "id":
+			id, err = r.str()
+		case "creationDate":
+			created, err = r.str()
+		case "epcisHeader":
+			var v jsontext.Value
+			if v, err = r.dec.ReadValue(); err == nil {
+				_ = json.Unmarshal(v, &header)
 			}
 		default:
-			if err := dec.SkipValue(); err != nil {
-				return nil, r.fail(err)
-			}
+			return r.dec.SkipValue()
 		}
-	}
-	if _, err := dec.ReadToken(); err != nil {
-		return nil, r.fail(err)
-	}
-	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
-		return nil, codes.Errorf(codes.MalformedDocument, "document has data after its JSON object")
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if !jsonDocTypes[typ] {
 		return nil, codes.Errorf(codes.MalformedDocument, "type must be EPCISDocument or EPCISQueryDocument")
 	}
-	if events == nil {
+	if r.sources == 0 {
 		return nil, codes.Errorf(codes.MalformedDocument, "epcisBody has no eventList")
 	}
-	out := make([][]byte, len(events))
-	for i, ev := range events {
-		out[i] = withContext(ev, ctx)
+	if r.sources > 1 {
+		return nil, codes.Errorf(codes.MalformedDocument, "epcisBody has more than one event list")
 	}
-	return out, nil
+	info.Count = r.count
+	info.ID = headerText(id)
+	info.Created = headerTime(created)
+	if sbdh := findMember(header, "StandardBusinessDocumentHeader", 4); sbdh != nil {
+		info.Sender = headerText(textOf(memberPath(sbdh, "Sender", "Identifier")))
+		info.Receiver = headerText(textOf(memberPath(sbdh, "Receiver", "Identifier")))
+		if v := headerText(textOf(memberPath(sbdh, "DocumentIdentification", "InstanceIdentifier"))); v != "" {
+			info.ID = v
+		}
+		if info.Created.IsZero() {
+			info.Created = headerTime(textOf(memberPath(sbdh, "DocumentIdentification", "CreationDateAndTime")))
+		}
+	}
+	return st, nil
+}
+
+// scanJSON is the second pass: it hands each event to fn.
+func scanJSON(in io.Reader, st *jsonState, fn func(Event) error) error {
+	r := jsonReader{dec: jsontext.NewDecoder(in), emit: func(v jsontext.Value, end int, index int) error {
+		return fn(Event{Index: index, Offset: end - len(v), Length: len(v), Data: withContext(bytes.Clone(v), st.ctx)})
+	}}
+	return r.document(func(string) error { return r.dec.SkipValue() })
 }
 
 type jsonReader struct {
 	dec *jsontext.Decoder
+	// emit, in the second pass, receives each event's value and the
+	// offset of its end.
+	emit func(v jsontext.Value, end, index int) error
+	// count is the events met; sources the event lists.
+	count, sources int
 }
+
+// document walks the top-level object: member names other than
+// epcisBody go to member, which reads their value.
+func (r *jsonReader) document(member func(name string) error) error {
+	if r.dec.PeekKind() != '{' {
+		return codes.Errorf(codes.MalformedDocument, "document is not a JSON object")
+	}
+	if _, err := r.dec.ReadToken(); err != nil {
+		return r.fail(err)
+	}
+	for r.dec.PeekKind() != '}' {
+		name, err := r.name()
+		if err != nil {
+			return err
+		}
+		if name == "epcisBody" {
+			err = r.body()
+		} else if err = member(name); err != nil && !isCoded(err) {
+			err = r.fail(err)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if _, err := r.dec.ReadToken(); err != nil {
+		return r.fail(err)
+	}
+	if _, err := r.dec.ReadToken(); !errors.Is(err, io.EOF) {
+		return codes.Errorf(codes.MalformedDocument, "document has data after its JSON object")
+	}
+	return nil
+}
+
+// isCoded reports whether err already carries a code (or is fn's).
+func isCoded(err error) bool { return codes.Of(err) == codes.MalformedDocument }
 
 // fail codes a syntax error by byte offset.
 func (r *jsonReader) fail(error) error {
@@ -93,106 +147,133 @@ func (r *jsonReader) name() (string, error) {
 	return tok.String(), nil
 }
 
-// body reads epcisBody and returns its events (nil when it has none).
-func (r *jsonReader) body() ([]jsontext.Value, error) {
+// str reads a value, returning it when it is a string.
+func (r *jsonReader) str() (string, error) {
+	tok, err := r.dec.ReadToken()
+	if err != nil {
+		return "", err
+	}
+	switch tok.Kind() {
+	case '"':
+		return tok.String(), nil
+	case '{', '[':
+		// Not a string: skip the rest of the value.
+		if err := r.dec.SkipValue(); err != nil {
+			return "", err
+		}
+	}
+	return "", nil
+}
+
+// body reads epcisBody and its events.
+func (r *jsonReader) body() error {
 	if r.dec.PeekKind() != '{' {
-		return nil, codes.Errorf(codes.MalformedDocument, "epcisBody is not an object")
+		return codes.Errorf(codes.MalformedDocument, "epcisBody is not an object")
 	}
 	if _, err := r.dec.ReadToken(); err != nil {
-		return nil, r.fail(err)
+		return r.fail(err)
 	}
-	var events []jsontext.Value
 	for r.dec.PeekKind() != '}' {
 		name, err := r.name()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		switch name {
 		case "eventList":
-			if events, err = r.list(); err != nil {
-				return nil, err
-			}
+			err = r.list()
 		case "event":
-			v, err := r.dec.ReadValue()
-			if err != nil {
-				return nil, r.fail(err)
-			}
-			events = []jsontext.Value{bytes.Clone(v)}
+			r.sources++
+			err = r.event()
 		case "queryResults":
-			if events, err = r.path("resultsBody", "eventList"); err != nil {
-				return nil, err
-			}
+			err = r.path("resultsBody", "eventList")
 		default:
 			if err := r.dec.SkipValue(); err != nil {
-				return nil, r.fail(err)
+				return r.fail(err)
 			}
+		}
+		if err != nil {
+			return err
 		}
 	}
 	if _, err := r.dec.ReadToken(); err != nil {
-		return nil, r.fail(err)
+		return r.fail(err)
 	}
-	return events, nil
+	return nil
 }
 
 // path descends through objects by member names to an event list.
-func (r *jsonReader) path(names ...string) ([]jsontext.Value, error) {
+func (r *jsonReader) path(names ...string) error {
 	if len(names) == 1 {
 		return r.list()
 	}
 	if r.dec.PeekKind() != '{' {
-		return nil, codes.Errorf(codes.MalformedDocument, "%s is not an object", names[0])
+		return codes.Errorf(codes.MalformedDocument, "%s is not an object", names[0])
 	}
 	if _, err := r.dec.ReadToken(); err != nil {
-		return nil, r.fail(err)
+		return r.fail(err)
 	}
-	var events []jsontext.Value
 	for r.dec.PeekKind() != '}' {
 		name, err := r.name()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if name == names[0] {
-			if events, err = r.path(names[1:]...); err != nil {
-				return nil, err
+			if err := r.path(names[1:]...); err != nil {
+				return err
 			}
 			continue
 		}
 		if err := r.dec.SkipValue(); err != nil {
-			return nil, r.fail(err)
+			return r.fail(err)
 		}
 	}
 	if _, err := r.dec.ReadToken(); err != nil {
-		return nil, r.fail(err)
+		return r.fail(err)
 	}
-	return events, nil
+	return nil
 }
 
-// list reads an event list, each event kept as its own bytes.
-func (r *jsonReader) list() ([]jsontext.Value, error) {
+// list reads an event list.
+func (r *jsonReader) list() error {
 	if r.dec.PeekKind() != '[' {
-		return nil, codes.Errorf(codes.MalformedDocument, "eventList is not an array")
+		return codes.Errorf(codes.MalformedDocument, "eventList is not an array")
 	}
+	r.sources++
 	if _, err := r.dec.ReadToken(); err != nil {
-		return nil, r.fail(err)
+		return r.fail(err)
 	}
-	events := []jsontext.Value{}
 	for r.dec.PeekKind() != ']' {
-		if len(events) == MaxEvents {
-			return nil, codes.Errorf(codes.MalformedDocument, "document has more than %d events", MaxEvents)
+		if r.count == MaxEvents {
+			return codes.Errorf(codes.MalformedDocument, "document has more than %d events", MaxEvents)
 		}
 		if r.dec.StackDepth() > MaxDepth {
-			return nil, codes.Errorf(codes.MalformedDocument, "document nests deeper than %d", MaxDepth)
+			return codes.Errorf(codes.MalformedDocument, "document nests deeper than %d", MaxDepth)
 		}
-		v, err := r.dec.ReadValue()
-		if err != nil {
-			return nil, r.fail(err)
+		if err := r.event(); err != nil {
+			return err
 		}
-		events = append(events, bytes.Clone(v))
 	}
 	if _, err := r.dec.ReadToken(); err != nil {
-		return nil, r.fail(err)
+		return r.fail(err)
 	}
-	return events, nil
+	return nil
+}
+
+// event reads one event: skipped in the first pass, emitted in the second.
+func (r *jsonReader) event() error {
+	index := r.count
+	r.count++
+	if r.emit == nil {
+		if err := r.dec.SkipValue(); err != nil {
+			return r.fail(err)
+		}
+		return nil
+	}
+	v, err := r.dec.ReadValue()
+	if err != nil {
+		return r.fail(err)
+	}
+	return r.emit(v, int(r.dec.InputOffset()), index)
 }
 
 // withContext returns an event object's bytes, with ctx spliced in as its
@@ -232,4 +313,76 @@ func hasMember(obj jsontext.Value, name string) bool {
 		}
 	}
 	return false
+}
+
+// localName is a JSON-LD member name without its prefix ("sbdh:Sender"
+// → "Sender").
+func localName(k string) string {
+	if i := strings.LastIndexByte(k, ':'); i >= 0 {
+		return k[i+1:]
+	}
+	return k
+}
+
+// findMember finds, depth first, the value of a member whose local name
+// is name, at most depth objects down.
+func findMember(v any, name string, depth int) any {
+	m, ok := v.(map[string]any)
+	if !ok || depth < 0 {
+		return nil
+	}
+	for k, x := range m {
+		if localName(k) == name {
+			return x
+		}
+	}
+	for _, x := range m {
+		if f := findMember(x, name, depth-1); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+// memberPath follows members by local name (the first element of an
+// array on the way).
+func memberPath(v any, names ...string) any {
+	for _, name := range names {
+		if a, ok := v.([]any); ok && len(a) > 0 {
+			v = a[0]
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = nil
+		for k, x := range m {
+			if localName(k) == name {
+				v = x
+				break
+			}
+		}
+	}
+	return v
+}
+
+// textOf is a header value's text: a string, or an object's "#text",
+// "@value" or "value" (an SBDH identifier with its Authority), or an
+// array's first element's.
+func textOf(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []any:
+		if len(x) > 0 {
+			return textOf(x[0])
+		}
+	case map[string]any:
+		for _, k := range []string{"#text", "@value", "value"} {
+			if s, ok := x[k].(string); ok {
+				return s
+			}
+		}
+	}
+	return ""
 }

@@ -1,11 +1,12 @@
 package document
 
 import (
-	"bytes"
+	"bufio"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"io"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -40,86 +41,233 @@ type elem struct {
 	kids  []*elem
 }
 
-// readXML reads the events of an EPCIS 1.2 or 2.0 XML document (or query
-// document) and maps each to the EPCIS 2.0 JSON form.
-func readXML(data []byte) ([][]byte, error) {
-	dec := xml.NewDecoder(bytes.NewReader(data))
-	dec.Strict = true
-	// No CharsetReader: a document declaring another encoding than UTF-8
-	// is refused. No Entity map: only the five predefined entities.
-	prefixes := map[string]string{} // namespace URI -> prefix declared for it
-	var stack []*elem
-	var root *elem
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, xmlFail(dec, err)
-		}
-		switch t := tok.(type) {
-		case xml.Directive:
-			return nil, codes.Errorf(codes.MalformedDocument, "document has a DTD or other directive (refused: no entities are expanded)")
-		case xml.StartElement:
-			if len(stack) >= MaxDepth {
-				return nil, codes.Errorf(codes.MalformedDocument, "document nests deeper than %d", MaxDepth)
-			}
-			e := &elem{name: t.Name}
-			for _, a := range t.Attr {
-				switch {
-				case a.Name.Space == "xmlns":
-					if _, ok := prefixes[a.Value]; !ok {
-						prefixes[a.Value] = a.Name.Local
-					}
-				case a.Name.Space == "" && a.Name.Local == "xmlns":
-				default:
-					e.attrs = append(e.attrs, a)
-				}
-			}
-			if len(stack) > 0 {
-				parent := stack[len(stack)-1]
-				parent.kids = append(parent.kids, e)
-			} else if root == nil {
-				root = e
-			}
-			stack = append(stack, e)
-		case xml.EndElement:
-			stack = stack[:len(stack)-1]
-		case xml.CharData:
-			if len(stack) > 0 {
-				stack[len(stack)-1].text += string(t)
-			}
-		}
+// xmlState is what the first pass over an XML document leaves the
+// second: every namespace's prefix, as the document first declared it.
+type xmlState struct {
+	prefixes map[string]string // namespace URI -> prefix
+	// base is the length of the byte-order mark and white space before
+	// the document's first '<'.
+	base int
+}
+
+// frame is one open element of the walk.
+type frame struct {
+	local string
+	// holder: the event list, or an EPCIS 1.2 extension wrapper in it,
+	// whose children are events.
+	holder bool
+	// capture receives the element's text (a header value).
+	capture *string
+	text    strings.Builder
+}
+
+// eventContainers are the elements between the root and its event list.
+var eventContainers = map[string]bool{"EPCISBody": true, "QueryResults": true, "resultsBody": true}
+
+// xmlWalk is one pass over an XML document.
+type xmlWalk struct {
+	in   io.Reader // the document from its first '<'
+	base int       // offset of in in the document
+	// build, in the second pass, builds each event's tree and hands the
+	// mapped event to fn.
+	build bool
+	fn    func(Event) error
+	m     mapper
+
+	prefixes  map[string]string
+	root      *elem
+	listFound bool
+	count     int
+	// header values (first pass).
+	created, sbdhCreated, id, sender, receiver string
+}
+
+// checkXML is the first pass over an EPCIS 1.2 or 2.0 XML document (or
+// query document): well-formedness, limits, structure, the event count
+// and the header, holding no event.
+func checkXML(in io.Reader, base int, info *Info) (*xmlState, error) {
+	w := &xmlWalk{in: in, base: base, prefixes: map[string]string{}}
+	if err := w.run(); err != nil {
+		return nil, err
 	}
-	if root == nil {
+	if w.root == nil {
 		return nil, codes.Errorf(codes.MalformedDocument, "document has no root element")
 	}
-	switch root.name.Space {
+	switch w.root.name.Space {
 	case nsEPCIS12, nsEPCIS20, nsQuery12, nsQuery20:
 	default:
 		return nil, codes.Errorf(codes.MalformedDocument, "root element is not in an EPCIS 1.2 or 2.0 namespace")
 	}
-	if root.name.Local != "EPCISDocument" && root.name.Local != "EPCISQueryDocument" {
+	if w.root.name.Local != "EPCISDocument" && w.root.name.Local != "EPCISQueryDocument" {
 		return nil, codes.Errorf(codes.MalformedDocument, "root element must be EPCISDocument or EPCISQueryDocument")
 	}
-	list := findEventList(root)
-	if list == nil {
+	if !w.listFound {
 		return nil, codes.Errorf(codes.MalformedDocument, "EPCISBody has no EventList")
 	}
-	m := mapper{prefixes: prefixes}
-	var out [][]byte
-	for _, e := range unwrapExtensions(list.kids) {
-		if len(out) == MaxEvents {
-			return nil, codes.Errorf(codes.MalformedDocument, "document has more than %d events", MaxEvents)
-		}
-		b, err := json.Marshal(m.event(e))
-		if err != nil {
-			return nil, codes.Errorf(codes.MalformedDocument, "event %d cannot be mapped to JSON", len(out))
-		}
-		out = append(out, b)
+	info.Count = w.count
+	info.ID, info.Sender, info.Receiver = headerText(w.id), headerText(w.sender), headerText(w.receiver)
+	if info.Created = headerTime(w.created); info.Created.IsZero() {
+		info.Created = headerTime(w.sbdhCreated)
 	}
-	return out, nil
+	return &xmlState{prefixes: w.prefixes, base: base}, nil
+}
+
+// scanXML is the second pass: it maps each event and hands it to fn.
+func scanXML(in io.Reader, st *xmlState, fn func(Event) error) error {
+	br := bufio.NewReaderSize(in, 64<<10)
+	if _, err := br.Discard(st.base); err != nil {
+		return err
+	}
+	w := &xmlWalk{in: br, base: st.base, prefixes: map[string]string{}, build: true, fn: fn}
+	w.m.prefixes = maps.Clone(st.prefixes)
+	return w.run()
+}
+
+// headerPaths are the SBDH values kept, by the local names of their
+// last elements.
+func (w *xmlWalk) headerTarget(stack []*frame, local string) *string {
+	n := len(stack)
+	if n < 2 || w.build {
+		return nil
+	}
+	parent, grand := stack[n-1].local, stack[n-2].local
+	switch {
+	case local == "Identifier" && parent == "Sender" && grand == "StandardBusinessDocumentHeader" && w.sender == "":
+		return &w.sender
+	case local == "Identifier" && parent == "Receiver" && grand == "StandardBusinessDocumentHeader" && w.receiver == "":
+		return &w.receiver
+	case local == "InstanceIdentifier" && parent == "DocumentIdentification" && w.id == "":
+		return &w.id
+	case local == "CreationDateAndTime" && parent == "DocumentIdentification" && w.sbdhCreated == "":
+		return &w.sbdhCreated
+	}
+	return nil
+}
+
+// run walks the document's tokens.
+func (w *xmlWalk) run() error {
+	dec := xml.NewDecoder(w.in)
+	dec.Strict = true
+	// No CharsetReader: a document declaring another encoding than UTF-8
+	// is refused. No Entity map: only the five predefined entities.
+	var stack []*frame
+	var ev []*elem // the event being built, and its open elements
+	evStart, evLevel := 0, -1
+	for {
+		off := int(dec.InputOffset())
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return xmlFail(dec, err)
+		}
+		switch t := tok.(type) {
+		case xml.Directive:
+			return codes.Errorf(codes.MalformedDocument, "document has a DTD or other directive (refused: no entities are expanded)")
+		case xml.StartElement:
+			if len(stack) >= MaxDepth {
+				return codes.Errorf(codes.MalformedDocument, "document nests deeper than %d", MaxDepth)
+			}
+			var attrs []xml.Attr
+			for _, a := range t.Attr {
+				switch {
+				case a.Name.Space == "xmlns":
+					if _, ok := w.prefixes[a.Value]; !ok {
+						w.prefixes[a.Value] = a.Name.Local
+					}
+				case a.Name.Space == "" && a.Name.Local == "xmlns":
+				default:
+					attrs = append(attrs, a)
+				}
+			}
+			f := &frame{local: t.Name.Local}
+			switch {
+			case len(stack) == 0:
+				if w.root == nil {
+					w.root = &elem{name: t.Name}
+					for _, a := range attrs {
+						if a.Name.Space == "" && a.Name.Local == "creationDate" {
+							w.created = a.Value
+						}
+					}
+				}
+			case evLevel >= 0:
+				// Inside an event.
+			case stack[len(stack)-1].holder && !(t.Name.Space == "" && (t.Name.Local == "extension" || t.Name.Local == "baseExtension")):
+				// An event starts.
+				if w.count == MaxEvents {
+					return codes.Errorf(codes.MalformedDocument, "document has more than %d events", MaxEvents)
+				}
+				evLevel, evStart = len(stack), off
+				ev = ev[:0]
+			case stack[len(stack)-1].holder:
+				f.holder = true // an EPCIS 1.2 extension wrapper in the list
+			case !w.listFound && t.Name.Local == "EventList" && len(stack) <= 4 && w.underContainers(stack):
+				w.listFound, f.holder = true, true
+			default:
+				f.capture = w.headerTarget(stack, t.Name.Local)
+			}
+			stack = append(stack, f)
+			if w.build && evLevel >= 0 {
+				e := &elem{name: t.Name, attrs: attrs}
+				if len(ev) > 0 {
+					parent := ev[len(ev)-1]
+					parent.kids = append(parent.kids, e)
+				}
+				ev = append(ev, e)
+			}
+		case xml.EndElement:
+			f := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if f.capture != nil {
+				*f.capture = f.text.String()
+			}
+			if w.build && evLevel >= 0 {
+				e := ev[len(ev)-1]
+				if len(ev) > 1 {
+					ev = ev[:len(ev)-1]
+				}
+				if len(stack) == evLevel {
+					if err := w.emit(e, evStart, int(dec.InputOffset())); err != nil {
+						return err
+					}
+				}
+			}
+			if len(stack) == evLevel {
+				evLevel = -1
+				w.count++
+			}
+		case xml.CharData:
+			switch {
+			case w.build && evLevel >= 0:
+				ev[len(ev)-1].text += string(t)
+			case len(stack) > 0 && stack[len(stack)-1].capture != nil && stack[len(stack)-1].text.Len() < maxHeaderText:
+				stack[len(stack)-1].text.Write(t)
+			}
+		}
+	}
+}
+
+// underContainers reports whether every element between the root and the
+// top of stack is an event container (EPCISBody, QueryResults,
+// resultsBody).
+func (w *xmlWalk) underContainers(stack []*frame) bool {
+	for _, f := range stack[1:] {
+		if !eventContainers[f.local] {
+			return false
+		}
+	}
+	return true
+}
+
+// emit maps a built event and hands it over.
+func (w *xmlWalk) emit(e *elem, start, end int) error {
+	b, err := json.Marshal(w.m.event(e))
+	if err != nil {
+		return codes.Errorf(codes.MalformedDocument, "event %d cannot be mapped to JSON", w.count)
+	}
+	return w.fn(Event{Index: w.count, Offset: w.base + start, Length: end - start, Data: b})
 }
 
 func xmlFail(dec *xml.Decoder, err error) error {
@@ -129,29 +277,6 @@ func xmlFail(dec *xml.Decoder, err error) error {
 		detail = "document declares an encoding other than UTF-8"
 	}
 	return codes.Errorf(codes.MalformedDocument, "%s (line %d, column %d)", detail, line, col)
-}
-
-// findEventList returns EPCISBody/EventList, or (query documents)
-// EPCISBody/QueryResults/resultsBody/EventList.
-func findEventList(root *elem) *elem {
-	var walk func(e *elem, depth int) *elem
-	walk = func(e *elem, depth int) *elem {
-		for _, k := range e.kids {
-			if k.name.Local == "EventList" {
-				return k
-			}
-			switch k.name.Local {
-			case "EPCISBody", "QueryResults", "resultsBody":
-				if depth < 4 {
-					if l := walk(k, depth+1); l != nil {
-						return l
-					}
-				}
-			}
-		}
-		return nil
-	}
-	return walk(root, 0)
 }
 
 // unwrapExtensions replaces the EPCIS 1.2 <extension> (and <baseExtension>)

@@ -1,0 +1,467 @@
+package validator
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
+	"github.com/deadletter/deadletter/shared/domain/dscsa/document"
+	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/subjects"
+	"github.com/deadletter/deadletter/shared/telemetry"
+)
+
+// docTally counts the outcomes of one delivery of a document.
+type docTally struct {
+	committed, duplicates, quarantined, transient, unreported atomic.Int64
+}
+
+// handleDocument ingests an EPCIS document published as one message
+// (subjects.IsDocument): each of its events goes through the gate on its
+// own and is committed to LEDGER (through the batcher, like single
+// events) or reported to FAILURES on its own, under its own key, with the
+// document's provenance (envelope.Document) in its envelope. The
+// document's bytes are kept verbatim in the DOCUMENTS object store first
+// (always: every committed or quarantined event names its exact original
+// bytes there, for as long as LEDGER and QUARANTINE keep it, while EVENTS
+// expires the message). A document that cannot be read is reported whole
+// (MALFORMED_DOCUMENT, its bytes verbatim) and terminated, like a single
+// event that fails validation.
+//
+// The message is acknowledged only once every event ended in a commit
+// (or was found committed) or a stored failure report. Otherwise (a
+// transient failure, a report not stored) it is redelivered later and
+// processed again: its committed events are then duplicates by the
+// content rule, and its failure reports are de-duplicated by FAILURES
+// (Nats-Msg-Id "failure-doc-<sha256>-<index>") and by the quarantiner
+// (one chain per dlq id). On its last delivery an event that still fails
+// transiently is reported exhausted, on its own.
+func (s *Service) handleDocument(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, publisher, dlqID string, redrives int,
+	attempts jetstream.KeyValue) {
+	h := m.Headers()
+	switch {
+	case h.Get(envelope.DocumentPart) != "":
+		// A part of a document published in parts: kept in EVENTS, read
+		// back when its manifest comes.
+		if err := m.Ack(); err != nil {
+			s.log.Warn("ack of a document part failed", "seq", meta.Sequence.Stream, "err", err)
+		}
+		return
+	case h.Get(envelope.DocumentManifest) != "":
+		s.handleManifest(ctx, m, meta, publisher, dlqID, redrives, attempts)
+		return
+	}
+	data := m.Data()
+	info, err := document.Identify(data)
+	if err != nil {
+		// Quarantined whole: named by its subject and bytes (a partial
+		// envelope), so the same bytes land in the same chain.
+		env := &envelope.Envelope{Domain: dscsa.Name, EventType: subjects.DocumentType, Publisher: publisher, Partial: true}
+		s.structural(ctx, m, meta, env, dlqID, redrives, record.StageValidate, err, attempts)
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.documentTimeout(int64(len(data))))
+	defer cancel()
+	stop := s.keepInProgress(m)
+	defer stop()
+	if err := s.keepDocument(dctx, info, data); err != nil {
+		s.documentRetry(ctx, m, meta, info.SHA256, err)
+		return
+	}
+	if err := s.ingestDocument(ctx, dctx, m, meta, publisher, document.Bytes(data), meta.Sequence.Stream); err != nil {
+		// Identify read it: only a store failure gets here.
+		s.documentRetry(ctx, m, meta, info.SHA256, err)
+	}
+}
+
+// documentTimeout bounds the handling of a document of size bytes: the
+// delivery's ProcessTimeout, and 2 ms per KiB (about one event).
+func (s *Service) documentTimeout(size int64) time.Duration {
+	return s.cfg.ProcessTimeout + time.Duration(size>>10)*2*time.Millisecond
+}
+
+// documentRetry schedules a redelivery of a document whose bytes could not
+// be kept (or read back): transient, with back-off.
+func (s *Service) documentRetry(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, sha string, err error) {
+	s.stats.transient.Add(1)
+	s.metrics.outcome(outcomeTransient)
+	telemetry.Fail(trace.SpanFromContext(ctx), codes.Of(err), telemetry.ClassTransient, telemetry.StageKey.String(record.StageCommit))
+	s.log.Warn("document not kept; retrying", "seq", meta.Sequence.Stream, "sha256", sha, "code", codes.Of(err), "err", err)
+	_ = m.NakWithDelay(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered))
+}
+
+// handleManifest ingests a document published in parts: it reads the
+// parts the manifest names back from EVENTS (each must be a part of this
+// upload, in order, on the manifest's own subject: the same publisher),
+// checks their SHA-256, keeps the document in DOCUMENTS and reads it from
+// there as a stream. A manifest whose parts do not make the document it
+// names, or a document that cannot be read, is quarantined whole (the
+// manifest, which names the document's SHA-256; a document that was
+// assembled is in DOCUMENTS).
+func (s *Service) handleManifest(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, publisher, dlqID string, redrives int,
+	attempts jetstream.KeyValue) {
+	man, err := document.ParseManifest(m.Data())
+	whole := func(err error, d *envelope.Document) {
+		env := &envelope.Envelope{Domain: dscsa.Name, EventType: subjects.DocumentType, Publisher: publisher, Partial: true, Document: d}
+		s.structural(ctx, m, meta, env, dlqID, redrives, record.StageValidate, err, attempts)
+	}
+	if err != nil {
+		whole(err, nil)
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.documentTimeout(man.Size))
+	defer cancel()
+	stop := s.keepInProgress(m)
+	defer stop()
+	if err := s.assemble(dctx, m.Subject(), man); err != nil {
+		if codes.Of(err) == codes.MalformedDocument {
+			whole(err, nil)
+			return
+		}
+		s.documentRetry(ctx, m, meta, man.SHA256, err)
+		return
+	}
+	src := func() (io.Reader, error) { return s.openDocument(dctx, man.SHA256) }
+	if err := s.ingestDocument(ctx, dctx, m, meta, publisher, src, man.Parts[0]); err != nil {
+		if codes.Of(err) == codes.MalformedDocument {
+			whole(err, &envelope.Document{ID: man.SHA256, SHA256: man.SHA256, Stream: meta.Stream, Seq: man.Parts[0], Length: int(man.Size)})
+			return
+		}
+		s.documentRetry(ctx, m, meta, man.SHA256, codes.Wrap(codes.StoreUnavailable, err, "document read failed"))
+	}
+}
+
+// assemble keeps the document a manifest names in DOCUMENTS, once: read
+// from its parts in EVENTS, checked (every part of this upload, in order,
+// on subject; the size and SHA-256 the manifest names) before it is
+// written, then written from the parts again, one part in memory at a
+// time.
+func (s *Service) assemble(ctx context.Context, subject string, man *document.Manifest) error {
+	if obj, err := s.docs.GetInfo(ctx, man.SHA256); err == nil && !obj.Deleted {
+		if obj.Digest != documentDigest(man.SHA256) {
+			return codes.Errorf(codes.Internal, "document object %s does not hold the document's bytes", man.SHA256)
+		}
+		return nil
+	} else if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		return codes.Wrap(codes.StoreUnavailable, err, "document object lookup failed")
+	}
+	events, err := s.js.Stream(ctx, subjects.EventsStream)
+	if err != nil {
+		return codes.Wrap(codes.StoreUnavailable, err, "events stream lookup failed")
+	}
+	part := func(i int) ([]byte, error) {
+		raw, err := events.GetMsg(ctx, man.Parts[i])
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			return nil, codes.Errorf(codes.MalformedDocument, "document part %d of %d is not in EVENTS", i+1, len(man.Parts))
+		case err != nil:
+			return nil, codes.Wrap(codes.StoreUnavailable, err, "document part read failed")
+		case raw.Subject != subject || raw.Header.Get(envelope.DocumentUpload) != man.Upload ||
+			raw.Header.Get(envelope.DocumentPart) != document.PartHeader(i+1):
+			return nil, codes.Errorf(codes.MalformedDocument, "document part %d of %d is not a part of this upload", i+1, len(man.Parts))
+		}
+		return raw.Data, nil
+	}
+	h := sha256.New()
+	var size int64
+	for i := range man.Parts {
+		b, err := part(i)
+		if err != nil {
+			return err
+		}
+		h.Write(b)
+		size += int64(len(b))
+	}
+	if size != man.Size || hex.EncodeToString(h.Sum(nil)) != man.SHA256 {
+		return codes.Errorf(codes.MalformedDocument, "document parts do not make the document the manifest names (size or SHA-256)")
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		for i := range man.Parts {
+			b, err := part(i)
+			if err != nil {
+				pw.CloseWithError(err)
+				return
+			}
+			if _, err := pw.Write(b); err != nil {
+				return
+			}
+		}
+		pw.Close()
+	}()
+	obj, err := s.docs.Put(ctx, jetstream.ObjectMeta{Name: man.SHA256}, pr)
+	_ = pr.Close()
+	if err != nil {
+		return codes.Wrap(codes.StoreUnavailable, err, "document not stored")
+	}
+	if obj.Digest != documentDigest(man.SHA256) {
+		// The parts changed between the two reads (they cannot: EVENTS
+		// is append-only); never ingest what was not checked.
+		return codes.Errorf(codes.Internal, "document object %s does not hold the document's bytes", man.SHA256)
+	}
+	return nil
+}
+
+// openDocument reads a document kept in DOCUMENTS as a stream, chunk by
+// chunk, by message gets on the bucket's stream (no consumer: the
+// validator may read the stream, not create consumers on it).
+func (s *Service) openDocument(ctx context.Context, name string) (io.Reader, error) {
+	info, err := s.docs.GetInfo(ctx, name)
+	if err != nil {
+		return nil, codes.Wrap(codes.StoreUnavailable, err, "document object lookup failed")
+	}
+	st, err := s.js.Stream(ctx, subjects.ObjectStream(subjects.DocumentsBucket))
+	if err != nil {
+		return nil, codes.Wrap(codes.StoreUnavailable, err, "document stream lookup failed")
+	}
+	return &chunkReader{ctx: ctx, st: st, subject: "$O." + subjects.DocumentsBucket + ".C." + info.NUID, left: info.Chunks, seq: 1}, nil
+}
+
+// chunkReader reads an object's chunks in order.
+type chunkReader struct {
+	ctx     context.Context
+	st      jetstream.Stream
+	subject string
+	left    uint32 // chunks not read yet
+	seq     uint64 // where the next chunk is looked for
+	buf     []byte
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	for len(r.buf) == 0 {
+		if r.left == 0 {
+			return 0, io.EOF
+		}
+		raw, err := r.st.GetMsg(r.ctx, r.seq, jetstream.WithGetMsgSubject(r.subject))
+		if err != nil {
+			return 0, codes.Wrap(codes.StoreUnavailable, err, "document chunk read failed")
+		}
+		r.seq, r.left, r.buf = raw.Sequence+1, r.left-1, raw.Data
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
+}
+
+// ingestDocument runs each event of a document read from src through the
+// gate and commits or reports it (handleDocument), then acknowledges the
+// message, or schedules its redelivery. It returns, without acknowledging
+// or scheduling anything, the error of a document its first pass refused
+// (MALFORMED_DOCUMENT: no event was handed over) or could not read.
+func (s *Service) ingestDocument(ctx, dctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, publisher string,
+	src document.Source, firstSeq uint64) error {
+	span := trace.SpanFromContext(ctx)
+	var base envelope.Document
+	began := false
+	begin := func(info *document.Info) {
+		began = true
+		span.SetAttributes(attribute.String("deadletter.document_sha256", info.SHA256), attribute.Int("deadletter.document_events", info.Count))
+		base = envelope.Document{ID: info.ID, SHA256: info.SHA256, Format: info.Format, Count: info.Count, Sender: info.Sender,
+			Receiver: info.Receiver, Stream: meta.Stream, Seq: firstSeq}
+		if base.ID == "" {
+			base.ID = info.SHA256
+		}
+		if !info.Created.IsZero() {
+			base.Created = info.Created.Format(time.RFC3339Nano)
+		}
+	}
+	last := meta.NumDelivered >= uint64(s.cfg.MaxDeliver)
+	var tally docTally
+	var wg sync.WaitGroup
+	_, err := document.ScanSourceWith(src, begin, func(ev document.Event) error {
+		if err := dctx.Err(); err != nil {
+			// Out of time: the rest is redelivered.
+			return err
+		}
+		d := base
+		d.Index, d.Offset, d.Length = ev.Index, ev.Offset, ev.Length
+		subject := documentEventSubject(publisher, ev.Data)
+		env, err := s.check(subject, ev.Data)
+		if err == nil {
+			env.Publisher = publisher
+			err = s.authorize(env)
+		}
+		if err != nil {
+			id := s.gate.Identify(subject, ev.Data)
+			id.Publisher = publisher
+			id.Document = &d
+			s.documentFailure(dctx, m, meta, subject, ev.Data, &id, record.ClassValidation, record.StageValidate, err, &tally)
+			return nil
+		}
+		env.Document = &d
+		hash := ledger.ContentHash(ev.Data)
+		wg.Add(1)
+		then := func(ledgerSeq uint64, err error) {
+			defer wg.Done()
+			switch {
+			case err == nil:
+				tally.committed.Add(1)
+				s.stats.committed.Add(1)
+				s.metrics.outcome(outcomeCommitted)
+			case errors.Is(err, ErrAlreadyCommitted):
+				tally.duplicates.Add(1)
+				s.stats.duplicates.Add(1)
+				s.metrics.outcome(outcomeDuplicate)
+			case codes.Of(err).Transient() && !last:
+				tally.transient.Add(1)
+				s.stats.transient.Add(1)
+				s.metrics.outcome(outcomeTransient)
+				s.metrics.failure(env.Domain, codes.Of(err))
+			case codes.Of(err).Transient():
+				s.documentFailure(dctx, m, meta, subject, ev.Data, &env, record.ClassExhausted, record.StageCommit, err, &tally)
+			default:
+				s.documentFailure(dctx, m, meta, subject, ev.Data, &env, record.ClassValidation, record.StageCommit, err, &tally)
+			}
+		}
+		if s.commit.batch != nil {
+			s.commit.batch.submit(dctx, env, ev.Data, hash, meta.Sequence.Stream, "", then)
+			return nil
+		}
+		then(s.commit.commit(dctx, env, ev.Data, hash, meta.Sequence.Stream, ""))
+		return nil
+	})
+	wg.Wait()
+	if err != nil && !began {
+		return err
+	}
+	if err != nil {
+		// The first pass read it: a failure of the second (a store read,
+		// time out) is retried, never acknowledged half-done.
+		s.log.Error("document scan failed", "seq", meta.Sequence.Stream, "sha256", base.SHA256, "code", codes.Of(err))
+		_ = m.NakWithDelay(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered))
+		return nil
+	}
+	span.SetAttributes(attribute.Int64("deadletter.document_committed", tally.committed.Load()),
+		attribute.Int64("deadletter.document_duplicates", tally.duplicates.Load()),
+		attribute.Int64("deadletter.document_quarantined", tally.quarantined.Load()))
+	if n := tally.transient.Load() + tally.unreported.Load(); n > 0 {
+		delay := backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered)
+		telemetry.Fail(span, codes.StoreUnavailable, telemetry.ClassTransient, telemetry.StageKey.String(record.StageCommit))
+		s.log.Info("document events to retry", "seq", meta.Sequence.Stream, "sha256", base.SHA256, "events", n,
+			"delivery", meta.NumDelivered, "delay_ms", delay.Milliseconds())
+		_ = m.NakWithDelay(delay)
+		return nil
+	}
+	span.SetAttributes(telemetry.DomainKey.String(dscsa.Name), telemetry.OutcomeKey.String("document"))
+	if err := m.Ack(); err != nil {
+		s.log.Warn("ack failed; a redelivery finds every event committed or reported", "seq", meta.Sequence.Stream, "err", err)
+	}
+	s.log.Info("document ingested", "seq", meta.Sequence.Stream, "sha256", base.SHA256, "events", base.Count,
+		"committed", tally.committed.Load(), "duplicates", tally.duplicates.Load(), "quarantined", tally.quarantined.Load())
+	return nil
+}
+
+// documentFailure reports one event of a document to FAILURES, de-duplicated
+// by the document's SHA-256 and the event's index, and counts it reported
+// (or, when the report could not be stored, to be retried).
+func (s *Service) documentFailure(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, subject string, data []byte,
+	env *envelope.Envelope, class record.Class, stage string, cause error, tally *docTally) {
+	code := codes.Of(cause)
+	now := time.Now().UTC()
+	f := record.Failure{
+		Class: class, Code: code, Detail: codes.DetailOf(cause), Domain: dscsa.Name,
+		Subject: subject, Stream: meta.Stream, Seq: meta.Sequence.Stream, Deliveries: meta.NumDelivered,
+		Published: meta.Timestamp.UTC(), Headers: m.Headers(), Payload: data, Envelope: env,
+		Attempts: []record.Attempt{{At: now, Stage: stage, Code: code, Reason: codes.DetailOf(cause), Delivery: meta.NumDelivered}},
+		Conflict: conflictOf(cause), FailedAt: now,
+	}
+	d := env.Document
+	if err := s.storeFailure(ctx, m, meta, f, DocumentFailureID(d.SHA256, d.Index)); err != nil {
+		tally.unreported.Add(1)
+		s.log.Error("document event failure not stored; will retry", "seq", meta.Sequence.Stream, "index", d.Index, "code", code, "err", err)
+		return
+	}
+	tally.quarantined.Add(1)
+	s.stats.structural.Add(1)
+	if class == record.ClassExhausted {
+		s.stats.exhausted.Add(1)
+		s.metrics.outcome(outcomeExhausted)
+	} else {
+		s.metrics.outcome(outcomeStructural)
+	}
+	s.metrics.failure(dscsa.Name, code)
+	s.log.Info("document event rejected", "seq", meta.Sequence.Stream, "index", d.Index, "code", code, "stage", stage,
+		"dlq_id", record.DLQIDFor(f))
+}
+
+// DocumentFailureID is the Nats-Msg-Id of the failure report of event
+// index of the document whose bytes have the hex SHA-256 sha: the same on
+// every delivery of the document (and every copy of it published within
+// FAILURES' de-duplication window).
+func DocumentFailureID(sha string, index int) string {
+	return "failure-doc-" + sha + "-" + strconv.Itoa(index)
+}
+
+// documentEventSubject is the subject a publisher would have used for one
+// event of a document: its bizStep's word (eventSubject), under the
+// document's publisher.
+func documentEventSubject(publisher string, ev []byte) string {
+	subject := eventSubject(ev)
+	if publisher == "" {
+		return subject
+	}
+	_, token, _ := subjects.ParseEvent(subject)
+	return subjects.Published(publisher, dscsa.Name, token)
+}
+
+// keepDocument stores the document's bytes in DOCUMENTS under their hex
+// SHA-256, once: a document stored already (an earlier delivery, or copy)
+// is left as it is, after checking its digest.
+func (s *Service) keepDocument(ctx context.Context, info *document.Info, data []byte) error {
+	obj, err := s.docs.GetInfo(ctx, info.SHA256)
+	switch {
+	case err == nil && !obj.Deleted:
+		if obj.Digest != documentDigest(info.SHA256) || obj.Size != uint64(len(data)) {
+			return codes.Errorf(codes.Internal, "document object %s does not hold the document's bytes", info.SHA256)
+		}
+		return nil
+	case err != nil && !errors.Is(err, jetstream.ErrObjectNotFound):
+		return codes.Wrap(codes.StoreUnavailable, err, "document object lookup failed")
+	}
+	if _, err := s.docs.PutBytes(ctx, info.SHA256, data); err != nil {
+		return codes.Wrap(codes.StoreUnavailable, err, "document not stored")
+	}
+	return nil
+}
+
+// documentDigest is the object store's digest of bytes whose hex SHA-256
+// is sha ("SHA-256=<base64url>").
+func documentDigest(sha string) string {
+	b, _ := hex.DecodeString(sha)
+	return "SHA-256=" + base64.URLEncoding.EncodeToString(b)
+}
+
+// keepInProgress tells the server, every third of the AckWait, that the
+// delivery is still being processed, until the returned stop is called.
+func (s *Service) keepInProgress(m jetstream.Msg) (stop func()) {
+	done := make(chan struct{})
+	var once sync.Once
+	go func() {
+		t := time.NewTicker(max(s.cfg.AckWait/3, 100*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = m.InProgress()
+			}
+		}
+	}()
+	return func() { once.Do(func() { close(done) }) }
+}
