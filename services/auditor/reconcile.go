@@ -43,6 +43,9 @@ type event struct {
 	found      bool
 	category   string
 	class      string
+	// part: a part of a document published in parts (its events are
+	// the manifest's).
+	part bool
 }
 
 // chainView is what reconciliation needs of the chain an event names: its
@@ -106,18 +109,14 @@ func (s *Service) Reconcile(ctx context.Context, req api.ReconcileRequest) (api.
 	// replays (redriven.<domain>.<type>.<dlq_id>.<n>, and the replay.> of
 	// earlier redrivers, sourced from REPLAYS): the domain is the second
 	// token of each, so a domain's are "*.<domain>.>".
+	// A publisher's events are "events.<publisher>.<domain>.<type>"
+	// (subjects.Published), so no one subject filter covers a domain: the
+	// scan reads every message and keeps the domain's (subjects.DomainOf).
 	filter := ">"
-	if req.Domain != "" && req.Domain != record.UnknownDomain {
-		if !validToken(req.Domain) {
-			return rep, badRequest("domain is not a subject token")
-		}
-		filter = "*." + req.Domain + ".>"
+	if req.Domain != "" && req.Domain != record.UnknownDomain && !validToken(req.Domain) {
+		return rep, badRequest("domain is not a subject token")
 	}
-	var opts []jetstream.StreamInfoOpt
-	if filter != ">" {
-		opts = append(opts, jetstream.WithSubjectFilter(filter))
-	}
-	info, err := s.events.Info(ctx, opts...)
+	info, err := s.events.Info(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("auditor: %w", err)
 	}
@@ -165,6 +164,20 @@ func (s *Service) reconcileStream(ctx context.Context, rep *api.ReconcileReply, 
 	go func() {
 		defer close(batches)
 		batch := make([]event, 0, reconcileBatch)
+		var docErr error
+		halted := false
+		add := func(e event) bool {
+			if batch = append(batch, e); len(batch) == reconcileBatch {
+				select {
+				case batches <- batch:
+				case <-ctx.Done():
+					halted = true
+					return false
+				}
+				batch = make([]event, 0, reconcileBatch)
+			}
+			return true
+		}
 		_, _, err := scan(ctx, s.js, subjects.EventsStream, filter, from, lastSeq, func(m *jetstream.RawStreamMsg) bool {
 			if m.Time.After(to) {
 				return false
@@ -172,21 +185,26 @@ func (s *Service) reconcileStream(ctx context.Context, rep *api.ReconcileReply, 
 			if req.Domain == record.UnknownDomain && registry.DomainOf(m.Subject) != record.UnknownDomain {
 				return true
 			}
+			if req.Domain != "" && req.Domain != record.UnknownDomain && subjects.DomainOf(m.Subject, s.gate.Domains()) != req.Domain {
+				return true
+			}
+			// An EPCIS document is reconciled event by event.
+			if handled, err := s.documentEvents(ctx, m, add); handled || err != nil {
+				if err != nil {
+					docErr = err
+				}
+				return err == nil && !halted
+			}
 			e := event{ReconcileEvent: api.ReconcileEvent{Seq: m.Sequence, Subject: m.Subject,
 				Received: m.Time.UTC()}, data: m.Data}
 			// Only a replay subject carries a redrive's dlq id; the same
 			// header on an events subject comes from a publisher.
 			e.replayOf, _ = envelope.RedriveOf(m.Subject, m.Header)
-			if batch = append(batch, e); len(batch) == reconcileBatch {
-				select {
-				case batches <- batch:
-				case <-ctx.Done():
-					return false
-				}
-				batch = make([]event, 0, reconcileBatch)
-			}
-			return true
+			return add(e)
 		})
+		if err == nil {
+			err = docErr
+		}
 		if len(batch) > 0 {
 			batches <- batch
 		}
@@ -219,6 +237,9 @@ func (s *Service) classify(ctx context.Context, batch []event, now time.Time, gr
 		go func() {
 			defer wg.Done()
 			for i := w; i < len(batch); i += workers {
+				if batch[i].part {
+					continue
+				}
 				s.name(&batch[i])
 			}
 		}()
@@ -468,6 +489,10 @@ func (s *Service) name(e *event) {
 
 // categorize decides the event's category from the chains of its batch.
 func (s *Service) categorize(e *event, chains map[string]chainView, now time.Time, grace time.Duration) {
+	if e.part {
+		e.category = api.ReconcileDocumentPart
+		return
+	}
 	if e.replayOf != "" {
 		if _, ok := chains[e.replayOf]; ok {
 			e.category, e.DLQID = api.ReconcileReplay, e.replayOf

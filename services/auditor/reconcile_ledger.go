@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/ledger"
 	"github.com/deadletter/deadletter/shared/record"
@@ -71,13 +72,14 @@ func (s *Service) reconcileLedger(ctx context.Context, rep *api.ReconcileReply, 
 		from = seq
 	}
 	lr := &rep.Ledger
+	docs := &docEntries{}
 	check := func(batch []*jetstream.RawStreamMsg) error {
 		reasons := make([]string, len(batch))
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(s.cfg.LookupConcurrency)
 		for i, m := range batch {
 			g.Go(func() error {
-				r, err := s.checkEntry(gctx, m, events, now, grace)
+				r, err := s.checkEntry(gctx, docs, m, events, now, grace)
 				reasons[i] = r
 				return err
 			})
@@ -125,8 +127,10 @@ func (s *Service) reconcileLedger(ctx context.Context, rep *api.ReconcileReply, 
 
 // checkEntry returns why the LEDGER entry m is unsourced (api.Unsourced*),
 // sourceExpired, or "" when its source is the EVENTS message it names
-// (events is EVENTS' info).
-func (s *Service) checkEntry(ctx context.Context, m *jetstream.RawStreamMsg, events *jetstream.StreamInfo, now time.Time, grace time.Duration) (string, error) {
+// (events is EVENTS' info). An entry committed from an EPCIS document
+// names the document's message and its position in it
+// (checkDocumentEntry; docs remembers the documents read).
+func (s *Service) checkEntry(ctx context.Context, docs *docEntries, m *jetstream.RawStreamMsg, events *jetstream.StreamInfo, now time.Time, grace time.Duration) (string, error) {
 	src, err := strconv.ParseUint(m.Header.Get(envelope.SourceSeq), 10, 64)
 	if m.Header.Get(envelope.SourceStream) != subjects.EventsStream || err != nil || src == 0 {
 		return api.UnsourcedNoSource, nil
@@ -145,6 +149,9 @@ func (s *Service) checkEntry(ctx context.Context, m *jetstream.RawStreamMsg, eve
 	}
 	if err != nil {
 		return "", fmt.Errorf("auditor: read the source of a LEDGER entry: %w", err)
+	}
+	if subjects.IsDocument(ev.Subject, dscsa.Name) && m.Header.Get(envelope.DocumentSHA256) != "" {
+		return s.checkDocumentEntry(ctx, docs, m, ev, hash)
 	}
 	if ledger.ContentHash(ev.Data) != hash {
 		return api.UnsourcedContentMismatch, nil

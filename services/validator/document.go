@@ -7,8 +7,6 @@ import (
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"github.com/deadletter/deadletter/shared/domain/dscsa/document"
 	"github.com/deadletter/deadletter/shared/envelope"
-	"github.com/deadletter/deadletter/shared/gate"
-	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 // documentCheckSubject dry-runs an EPCIS document ("document" is no CBV
@@ -50,7 +48,7 @@ func (s *Service) handleCheckDocument(r micro.Request) {
 	}()
 	rep := documentReply{OK: true}
 	info, err := document.Scan(r.Data(), func(ev document.Event) error {
-		subject := eventSubject(ev.Data)
+		subject := document.EventSubject("", ev.Data)
 		out := documentEvent{Index: ev.Index}
 		env, err := s.check(subject, ev.Data)
 		if err != nil {
@@ -72,17 +70,4 @@ func (s *Service) handleCheckDocument(r micro.Request) {
 		rep.Events = []documentEvent{}
 	}
 	_ = r.RespondJSON(rep)
-}
-
-// eventSubject is the subject a publisher would use for one DSCSA event:
-// its bizStep's word, or (when it has none) a valid token, so that the
-// gate reports the bizStep's own fault.
-func eventSubject(ev []byte) string {
-	token := "other"
-	if doc, err := gate.Decode(ev); err == nil {
-		if et, err := (dscsa.Checker{}).EventType(doc); err == nil {
-			token = et
-		}
-	}
-	return subjects.Event(dscsa.Name, token)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/ledger"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
 )
@@ -221,41 +222,11 @@ func (s *Service) assemble(ctx context.Context, subject string, man *document.Ma
 // chunk, by message gets on the bucket's stream (no consumer: the
 // validator may read the stream, not create consumers on it).
 func (s *Service) openDocument(ctx context.Context, name string) (io.Reader, error) {
-	info, err := s.docs.GetInfo(ctx, name)
+	r, err := streams.OpenDocument(ctx, s.js, name)
 	if err != nil {
-		return nil, codes.Wrap(codes.StoreUnavailable, err, "document object lookup failed")
+		return nil, codes.Wrap(codes.StoreUnavailable, err, "document open failed")
 	}
-	st, err := s.js.Stream(ctx, subjects.ObjectStream(subjects.DocumentsBucket))
-	if err != nil {
-		return nil, codes.Wrap(codes.StoreUnavailable, err, "document stream lookup failed")
-	}
-	return &chunkReader{ctx: ctx, st: st, subject: "$O." + subjects.DocumentsBucket + ".C." + info.NUID, left: info.Chunks, seq: 1}, nil
-}
-
-// chunkReader reads an object's chunks in order.
-type chunkReader struct {
-	ctx     context.Context
-	st      jetstream.Stream
-	subject string
-	left    uint32 // chunks not read yet
-	seq     uint64 // where the next chunk is looked for
-	buf     []byte
-}
-
-func (r *chunkReader) Read(p []byte) (int, error) {
-	for len(r.buf) == 0 {
-		if r.left == 0 {
-			return 0, io.EOF
-		}
-		raw, err := r.st.GetMsg(r.ctx, r.seq, jetstream.WithGetMsgSubject(r.subject))
-		if err != nil {
-			return 0, codes.Wrap(codes.StoreUnavailable, err, "document chunk read failed")
-		}
-		r.seq, r.left, r.buf = raw.Sequence+1, r.left-1, raw.Data
-	}
-	n := copy(p, r.buf)
-	r.buf = r.buf[n:]
-	return n, nil
+	return r, nil
 }
 
 // ingestDocument runs each event of a document read from src through the
@@ -290,7 +261,7 @@ func (s *Service) ingestDocument(ctx, dctx context.Context, m jetstream.Msg, met
 		}
 		d := base
 		d.Index, d.Offset, d.Length = ev.Index, ev.Offset, ev.Length
-		subject := documentEventSubject(publisher, ev.Data)
+		subject := document.EventSubject(publisher, ev.Data)
 		env, err := s.check(subject, ev.Data)
 		if err == nil {
 			env.Publisher = publisher
@@ -405,18 +376,6 @@ func (s *Service) documentFailure(ctx context.Context, m jetstream.Msg, meta *je
 // FAILURES' de-duplication window).
 func DocumentFailureID(sha string, index int) string {
 	return "failure-doc-" + sha + "-" + strconv.Itoa(index)
-}
-
-// documentEventSubject is the subject a publisher would have used for one
-// event of a document: its bizStep's word (eventSubject), under the
-// document's publisher.
-func documentEventSubject(publisher string, ev []byte) string {
-	subject := eventSubject(ev)
-	if publisher == "" {
-		return subject
-	}
-	_, token, _ := subjects.ParseEvent(subject)
-	return subjects.Published(publisher, dscsa.Name, token)
 }
 
 // keepDocument stores the document's bytes in DOCUMENTS under their hex

@@ -254,7 +254,7 @@ func TestIngestPartyPerEvent(t *testing.T) {
 	}
 	parties := make([]string, n)
 	for i, ev := range doc.Events {
-		env, err := g.Check(eventSubject(ev), ev)
+		env, err := g.Check(document.EventSubject("", ev), ev)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -206,7 +206,9 @@ var table = func() []Spec {
 		// read-only) to observe each replay's outcome as it happens.
 		kvKeys(subjects.IdempotencyBucket), subjects.QuarantineAll)...)
 	ap, as := service(Auditor, concat(
-		reads(subjects.QuarantineStream, subjects.AuditStream, subjects.EventsStream, subjects.LedgerStream, subjects.LegalHoldStream),
+		reads(subjects.QuarantineStream, subjects.AuditStream, subjects.EventsStream, subjects.LedgerStream, subjects.LegalHoldStream,
+			// DOCUMENTS: reconcile reads a document published in parts.
+			subjects.ObjectStream(subjects.DocumentsBucket)),
 		kvRead(subjects.IdempotencyBucket),
 		// Legal holds: their definitions in HOLDS, their actions in AUDIT,
 		// their records appended through the quarantiner, the held chains'
@@ -245,7 +247,7 @@ var table = func() []Spec {
 		},
 		{
 			Name:    Auditor,
-			Doc:     "reads QUARANTINE, AUDIT, EVENTS, LEDGER and IDEMPOTENCY; writes its checkpoints, the access audit of payload reads and the legal holds' actions to AUDIT, keeps the legal holds in HOLDS, appends their records through the quarantiner and copies the held chains to LEGALHOLD; asks the redriver to store the pending approval of a hold lift (it may not write APPROVALS) and executes it, once signed and proven, on the redriver's request alone",
+			Doc:     "reads QUARANTINE, AUDIT, EVENTS, LEDGER, DOCUMENTS and IDEMPOTENCY; writes its checkpoints, the access audit of payload reads and the legal holds' actions to AUDIT, keeps the legal holds in HOLDS, appends their records through the quarantiner and copies the held chains to LEGALHOLD; asks the redriver to store the pending approval of a hold lift (it may not write APPROVALS) and executes it, once signed and proven, on the redriver's request alone",
 			Publish: ap, Subscribe: as,
 		},
 	}

@@ -318,6 +318,9 @@ const (
 	// its key and content, from this or another copy of it). A conflicting
 	// event with no such chain is pending, then unaccounted.
 	ReconcileConflict = "conflict"
+	// ReconcileDocumentPart: a part of an EPCIS document published in
+	// parts; its events are accounted for under the document's manifest.
+	ReconcileDocumentPart = "document_part"
 )
 
 // Reasons a LEDGER entry is unsourced (LedgerEntry.Reason).
@@ -379,6 +382,9 @@ type ReconcileEvent struct {
 	DLQID string `json:"dlq_id,omitempty"`
 	// Received is when EVENTS stored it.
 	Received time.Time `json:"received"`
+	// DocumentIndex is, for an event of an EPCIS document (Seq is then
+	// the document's message), its position in the document (from 0).
+	DocumentIndex *int `json:"document_index,omitempty"`
 }
 
 // ReconcileReply counts every event of the range by category.

@@ -122,7 +122,7 @@ func lastLine(path string) (string, error) {
 // reconcileOrder is the display order of the reconcile categories.
 var reconcileOrder = []string{
 	api.ReconcileCommitted, api.ReconcileDuplicate, api.ReconcileOpen, api.ReconcileRedriving, api.ReconcilePoison,
-	api.ReconcileResolved, api.ReconcileReplay, api.ReconcileConflict, api.ReconcilePending, api.ReconcileUnaccounted,
+	api.ReconcileResolved, api.ReconcileReplay, api.ReconcileConflict, api.ReconcileDocumentPart, api.ReconcilePending, api.ReconcileUnaccounted,
 }
 
 func (a *app) reconcileCommand() *cobra.Command {
