@@ -417,6 +417,11 @@ func (s *Service) runApproved(ctx context.Context, a api.Approval) (string, erro
 			return "", err
 		}
 		req.Actor = a.Requester
+		s.startMu.Lock()
+		defer s.startMu.Unlock()
+		if err := s.refuseOverlap(ctx, req, approvedDrainID(a.ID)); err != nil {
+			return "", err
+		}
 		id, err := s.launchDrain(ctx, req, access.Identity{User: a.Requester, Role: access.Role(a.RequesterRole)}, approvedDrainID(a.ID))
 		return id, err
 	}
