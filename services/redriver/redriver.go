@@ -57,6 +57,7 @@ import (
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/hold"
+	"github.com/deadletter/deadletter/shared/notify"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/retry"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -108,6 +109,9 @@ type Service struct {
 	outboxKick chan struct{}
 	// sweeping is set while signed approvals are being recovered.
 	sweeping atomic.Bool
+	// alerts publishes the notifications (a paused drain, a pending
+	// approval); set by Run, nil (publishing nothing) before.
+	alerts *notify.Publisher
 
 	// runCtx is the parent of every drain and background observation;
 	// cancelled at shutdown.
@@ -225,6 +229,10 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	if err := retry.Provisioning().Do(ctx, s.log, "approvals bucket", s.openApprovals); err != nil {
 		return fmt.Errorf("redriver: %w", err)
 	}
+	if s.alerts, err = notify.New(s.nc, "redriver", s.cfg.Notify, s.log); err != nil {
+		return fmt.Errorf("redriver: %w", err)
+	}
+	defer s.alerts.Close()
 	s.runCtx, s.runCancel = context.WithCancel(context.Background())
 	defer s.runCancel()
 	waitReplays := s.replays.run(s.runCtx)

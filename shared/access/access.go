@@ -39,6 +39,7 @@ import (
 	"slices"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/notify"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -197,6 +198,9 @@ var table = func() []Spec {
 		// approval (api.ApprovalHoldLift) on the auditor's inbox.
 		[]string{subjects.RedrivenAll, subjects.ReplaysAll, api.QuarantinerAppend, subjects.AuditActionsAll, subjects.AuditAccessAll, api.HoldLiftApproved,
 			inboxAll(Auditor)},
+		// Its notifications (package notify): a paused drain, a pending
+		// approval.
+		[]string{notify.Subject(notify.KindDrainPaused), notify.Subject(notify.KindApprovalPending)},
 	), append(RedriverEndpoints(),
 		// It watches commits and quarantine records (core subscriptions,
 		// read-only) to observe each replay's outcome as it happens.
@@ -217,6 +221,9 @@ var table = func() []Spec {
 		kvRead(subjects.ApprovalsBucket),
 		[]string{subjects.AuditCheckpoints, subjects.AuditAccessAll, subjects.AuditAction("hold", ">"),
 			api.QuarantinerHold, subjects.LegalHoldAll, inboxAll(Redriver), api.ApprovalHoldLift},
+		// Its notifications (package notify): a new failure group, a
+		// poison record, a failed verify.
+		[]string{notify.Subject(notify.KindFailureGroup), notify.Subject(notify.KindPoison), notify.Subject(notify.KindVerifyFailed)},
 	), append(AuditorEndpoints(), api.HoldLiftApproved)...)
 	return []Spec{
 		{

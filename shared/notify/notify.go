@@ -44,7 +44,6 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"github.com/nats-io/nats.go"
 
-	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/retry"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -176,10 +175,18 @@ type Config struct {
 	Client *http.Client
 }
 
+// Env is what LoadEnv reads the environment through (*config.Env: this
+// package may not import it, which imports shared/access, which names
+// the notification subjects).
+type Env interface {
+	String(name string, dst *string)
+	Duration(name string, dst *time.Duration)
+}
+
 // LoadEnv overrides c from DEADLETTER_NOTIFY_WEBHOOK_URL,
 // DEADLETTER_NOTIFY_WEBHOOK_SECRET_FILE and
 // DEADLETTER_NOTIFY_WEBHOOK_MAX_ELAPSED.
-func (c *Config) LoadEnv(env *config.Env) {
+func (c *Config) LoadEnv(env Env) {
 	env.String("DEADLETTER_NOTIFY_WEBHOOK_URL", &c.WebhookURL)
 	env.String("DEADLETTER_NOTIFY_WEBHOOK_SECRET_FILE", &c.WebhookSecretFile)
 	env.Duration("DEADLETTER_NOTIFY_WEBHOOK_MAX_ELAPSED", &c.MaxElapsed)
