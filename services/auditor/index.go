@@ -296,6 +296,22 @@ func (x *index) carries(dlqID, holdID string) bool {
 	return hc != nil && hc.holds[holdID]
 }
 
+// holdsOf returns the holds chain dlqID carries, sorted (nil: none).
+func (x *index) holdsOf(dlqID string) []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	hc := x.held[dlqID]
+	if hc == nil || len(hc.holds) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(hc.holds))
+	for h := range hc.holds {
+		out = append(out, h)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // heldRef names a held chain.
 type heldRef struct {
 	dlqID, domain string

@@ -17,8 +17,8 @@ import (
 	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/failpoint"
-	"github.com/deadletter/deadletter/shared/notify"
 	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/notify"
 	"github.com/deadletter/deadletter/shared/streams"
 )
 
