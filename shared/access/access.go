@@ -39,7 +39,6 @@ import (
 	"slices"
 
 	"github.com/deadletter/deadletter/shared/api"
-	"github.com/deadletter/deadletter/shared/notify"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -200,7 +199,7 @@ var table = func() []Spec {
 			inboxAll(Auditor)},
 		// Its notifications (package notify): a paused drain, a pending
 		// approval.
-		[]string{notify.Subject(notify.KindDrainPaused), notify.Subject(notify.KindApprovalPending)},
+		[]string{subjects.Notify(subjects.NotifyDrainPaused), subjects.Notify(subjects.NotifyApprovalPending)},
 	), append(RedriverEndpoints(),
 		// It watches commits and quarantine records (core subscriptions,
 		// read-only) to observe each replay's outcome as it happens.
@@ -223,7 +222,7 @@ var table = func() []Spec {
 			api.QuarantinerHold, subjects.LegalHoldAll, inboxAll(Redriver), api.ApprovalHoldLift},
 		// Its notifications (package notify): a new failure group, a
 		// poison record, a failed verify.
-		[]string{notify.Subject(notify.KindFailureGroup), notify.Subject(notify.KindPoison), notify.Subject(notify.KindVerifyFailed)},
+		[]string{subjects.Notify(subjects.NotifyFailureGroup), subjects.Notify(subjects.NotifyPoison), subjects.Notify(subjects.NotifyVerifyFailed)},
 	), append(AuditorEndpoints(), api.HoldLiftApproved)...)
 	return []Spec{
 		{

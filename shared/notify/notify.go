@@ -56,19 +56,19 @@ const (
 	// KindFailureGroup: the first event of a new triage group (domain,
 	// error code, class) was quarantined. The auditor's live view
 	// publishes it.
-	KindFailureGroup Kind = "failure_group"
+	KindFailureGroup Kind = subjects.NotifyFailureGroup
 	// KindPoison: an event became poison (its replays reached the redrive
 	// cap). The auditor's live view publishes it.
-	KindPoison Kind = "poison"
+	KindPoison Kind = subjects.NotifyPoison
 	// KindDrainPaused: a drain's canary or failure window paused it. The
 	// redriver publishes it.
-	KindDrainPaused Kind = "drain_paused"
+	KindDrainPaused Kind = subjects.NotifyDrainPaused
 	// KindApprovalPending: an action waits for a second person's
 	// approval. The redriver publishes it.
-	KindApprovalPending Kind = "approval_pending"
+	KindApprovalPending Kind = subjects.NotifyApprovalPending
 	// KindVerifyFailed: a verification of QUARANTINE and AUDIT found
 	// problems. The auditor publishes it.
-	KindVerifyFailed Kind = "verify_failed"
+	KindVerifyFailed Kind = subjects.NotifyVerifyFailed
 )
 
 // Kinds lists every kind.
@@ -175,9 +175,9 @@ type Config struct {
 	Client *http.Client
 }
 
-// Env is what LoadEnv reads the environment through (*config.Env: this
-// package may not import it, which imports shared/access, which names
-// the notification subjects).
+// Env is what LoadEnv reads the environment through: *config.Env (not
+// imported: shared/config imports shared/access, whose tests import this
+// package's dependencies).
 type Env interface {
 	String(name string, dst *string)
 	Duration(name string, dst *time.Duration)

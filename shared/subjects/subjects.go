@@ -278,6 +278,16 @@ const NotifyAll = "deadletter.notify.>"
 // Notify returns the subject of the notifications of one kind.
 func Notify(kind string) string { return "deadletter.notify." + kind }
 
+// The kinds of notifications (package notify names them; the access table
+// grants their subjects without importing it).
+const (
+	NotifyFailureGroup    = "failure_group"
+	NotifyPoison          = "poison"
+	NotifyDrainPaused     = "drain_paused"
+	NotifyApprovalPending = "approval_pending"
+	NotifyVerifyFailed    = "verify_failed"
+)
+
 // Failure returns the FAILURES intake subject of a domain.
 func Failure(domain string) string { return "dlq.intake." + domain }
 
