@@ -246,3 +246,22 @@ func TestConfig(t *testing.T) {
 	var nilP *notify.Publisher
 	nilP.Publish(notify.Event{Kind: notify.KindPoison}) // a nil publisher publishes nothing
 }
+
+// BenchmarkPublish measures Publish (queue, no webhook) and the events
+// reaching NATS.
+func BenchmarkPublish(b *testing.B) {
+	srv := natstest.Start(b)
+	nc := srv.Connect(b)
+	p, err := notify.New(nc, "bench", notify.Config{QueueSize: 1 << 16}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ev := notify.Event{ID: "poison.pharmacy_0123456789abcdef0123456789abcdef.3", Kind: notify.KindPoison, Domain: "pharmacy",
+		DLQID: "pharmacy_0123456789abcdef0123456789abcdef", Code: "DOWNSTREAM_UNAVAILABLE", Counts: map[string]int{"redrive_count": 3}}
+	for b.Loop() {
+		p.Publish(ev)
+	}
+	p.Close()
+	pub, dropped, _, _ := p.Stats()
+	b.ReportMetric(float64(dropped)/float64(pub+dropped), "dropped/op")
+}
