@@ -245,7 +245,9 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	} else if last != nil {
 		s.coverage.saw(last.cp)
 	}
-	if s.alerts, err = notify.New(s.nc, "auditor", s.cfg.Notify, s.log); err != nil {
+	ncfg := s.cfg.Notify
+	ncfg.OnOutcome = func(k notify.Kind, outcome string) { s.metrics.notifications.WithLabelValues(string(k), outcome).Inc() }
+	if s.alerts, err = notify.New(s.nc, "auditor", ncfg, s.log); err != nil {
 		return fmt.Errorf("auditor: %w", err)
 	}
 	defer s.alerts.Close()

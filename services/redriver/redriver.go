@@ -229,7 +229,9 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	if err := retry.Provisioning().Do(ctx, s.log, "approvals bucket", s.openApprovals); err != nil {
 		return fmt.Errorf("redriver: %w", err)
 	}
-	if s.alerts, err = notify.New(s.nc, "redriver", s.cfg.Notify, s.log); err != nil {
+	ncfg := s.cfg.Notify
+	ncfg.OnOutcome = func(k notify.Kind, outcome string) { s.metrics.notifications.WithLabelValues(string(k), outcome).Inc() }
+	if s.alerts, err = notify.New(s.nc, "redriver", ncfg, s.log); err != nil {
 		return fmt.Errorf("redriver: %w", err)
 	}
 	defer s.alerts.Close()

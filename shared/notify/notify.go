@@ -173,6 +173,39 @@ type Config struct {
 	Retry retry.Policy
 	// Client posts to the webhook (default: a client with a 10 s timeout).
 	Client *http.Client
+	// OnOutcome, when set, is told of each event's outcomes (a service's
+	// metric): OutcomePublished, OutcomeDropped, OutcomeDelivered,
+	// OutcomeFailed. It must not block.
+	OnOutcome func(kind Kind, outcome string)
+}
+
+// Outcomes of an event (Config.OnOutcome).
+const (
+	// OutcomePublished: published on NATS.
+	OutcomePublished = "published"
+	// OutcomeDropped: dropped by a full queue (or published after Close).
+	OutcomeDropped = "dropped"
+	// OutcomeDelivered: the webhook answered 2xx.
+	OutcomeDelivered = "delivered"
+	// OutcomeFailed: given up at the webhook.
+	OutcomeFailed = "failed"
+)
+
+// count records an outcome of an event of kind k.
+func (p *Publisher) count(k Kind, outcome string) {
+	switch outcome {
+	case OutcomePublished:
+		p.published.Add(1)
+	case OutcomeDropped:
+		p.dropped.Add(1)
+	case OutcomeDelivered:
+		p.delivered.Add(1)
+	case OutcomeFailed:
+		p.failed.Add(1)
+	}
+	if p.cfg.OnOutcome != nil {
+		p.cfg.OnOutcome(k, outcome)
+	}
 }
 
 // Env is what LoadEnv reads the environment through: *config.Env (not
@@ -298,13 +331,13 @@ func (p *Publisher) Publish(ev Event) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.closed {
-		p.dropped.Add(1)
+		p.count(ev.Kind, OutcomeDropped)
 		return
 	}
 	select {
 	case p.q <- ev:
 	default:
-		p.dropped.Add(1)
+		p.count(ev.Kind, OutcomeDropped)
 		p.log.Warn("NOTIFY_DROPPED", "kind", string(ev.Kind), "id", ev.ID, "queue", "publish")
 	}
 }
@@ -350,7 +383,7 @@ func (p *Publisher) publishLoop() {
 		if err := p.nc.Publish(Subject(ev.Kind), b); err != nil {
 			p.log.Warn("NOTIFY_NOT_PUBLISHED", "kind", string(ev.Kind), "id", ev.ID, "err", err)
 		} else {
-			p.published.Add(1)
+			p.count(ev.Kind, OutcomePublished)
 		}
 		if p.hq == nil {
 			continue
@@ -358,7 +391,7 @@ func (p *Publisher) publishLoop() {
 		select {
 		case p.hq <- ev:
 		default:
-			p.dropped.Add(1)
+			p.count(ev.Kind, OutcomeDropped)
 			p.log.Warn("NOTIFY_DROPPED", "kind", string(ev.Kind), "id", ev.ID, "queue", "webhook")
 		}
 	}
@@ -368,15 +401,15 @@ func (p *Publisher) webhookLoop() {
 	defer p.wg.Done()
 	for ev := range p.hq {
 		if p.ctx.Err() != nil {
-			p.failed.Add(1)
+			p.count(ev.Kind, OutcomeFailed)
 			continue
 		}
 		if err := p.deliver(ev); err != nil {
-			p.failed.Add(1)
+			p.count(ev.Kind, OutcomeFailed)
 			p.log.Warn("NOTIFY_WEBHOOK_FAILED", "kind", string(ev.Kind), "id", ev.ID, "err", err)
 			continue
 		}
-		p.delivered.Add(1)
+		p.count(ev.Kind, OutcomeDelivered)
 	}
 }
 

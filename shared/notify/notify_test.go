@@ -79,8 +79,10 @@ func TestWebhookSignedRetriedNoValues(t *testing.T) {
 	nc := srv.Connect(t)
 	key := []byte("0123456789abcdef-secret")
 	h := newHook(t, key, http.StatusInternalServerError, http.StatusOK)
+	var omu sync.Mutex
+	outcomes := map[string]int{}
 	p, err := notify.New(nc, "test", notify.Config{WebhookURL: h.URL, WebhookSecret: "whsec_" + base64.StdEncoding.EncodeToString(key), Retry: fast,
-		MaxElapsed: 30 * time.Second}, nil)
+		MaxElapsed: 30 * time.Second, OnOutcome: func(_ notify.Kind, o string) { omu.Lock(); outcomes[o]++; omu.Unlock() }}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,6 +145,11 @@ func TestWebhookSignedRetriedNoValues(t *testing.T) {
 			}
 		})
 	}
+	omu.Lock()
+	if outcomes[notify.OutcomePublished] != 6 || outcomes[notify.OutcomeDelivered] != 6 || len(outcomes) != 2 {
+		t.Errorf("outcomes %v, want 6 published and delivered", outcomes)
+	}
+	omu.Unlock()
 	h.mu.Lock()
 	if len(h.bad) > 0 {
 		t.Errorf("receiver problems: %v", h.bad)
