@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -231,6 +234,10 @@ func TestBoundedQueueNeverBlocks(t *testing.T) {
 func TestConfig(t *testing.T) {
 	srv := natstest.Start(t)
 	nc := srv.Connect(t)
+	secretFile := filepath.Join(t.TempDir(), "webhook.secret")
+	if err := os.WriteFile(secretFile, []byte("whsec_"+base64.StdEncoding.EncodeToString([]byte("a secret of 24 bytes....."))+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		cfg  notify.Config
@@ -241,6 +248,8 @@ func TestConfig(t *testing.T) {
 		{"no secret", notify.Config{WebhookURL: "https://hooks.example/x"}, notify.ErrNoSecret},
 		{"short secret", notify.Config{WebhookURL: "https://hooks.example/x", WebhookSecret: "short"}, notify.ErrNoSecret},
 		{"whsec not base64", notify.Config{WebhookURL: "https://hooks.example/x", WebhookSecret: "whsec_???"}, notify.ErrNoSecret},
+		{"secret from a file", notify.Config{WebhookURL: "https://hooks.example/x", WebhookSecretFile: secretFile}, nil},
+		{"secret file missing", notify.Config{WebhookURL: "https://hooks.example/x", WebhookSecretFile: secretFile + ".gone"}, fs.ErrNotExist},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := notify.New(nc, "test", tc.cfg, nil)
