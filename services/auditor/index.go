@@ -121,11 +121,15 @@ type index struct {
 	// lock: it must not block), with the chain's holds when it is held.
 	onRecord func(h chain.Head, hc *heldChain)
 	// alert, when set, publishes a notification (notify.Publisher.Publish:
-	// it never blocks): a new failure group and a poison record, once the
-	// view is live (its first read of QUARANTINE is done: a restart does
-	// not notify the groups and poison records it reads again).
-	alert func(notify.Event)
-	live  bool
+	// it never blocks): a new failure group and a poison record stored
+	// after the view started following QUARANTINE (past liveFrom, its last
+	// sequence then; or, when that could not be read, once the first read
+	// of QUARANTINE is done): a restart does not notify the groups and
+	// poison records it reads again.
+	alert     func(notify.Event)
+	live      bool
+	liveFrom  uint64
+	liveKnown bool
 	// fingerprints are the failure groups seen (domain:code:class).
 	fingerprints map[string]bool
 }
@@ -243,7 +247,7 @@ func (x *index) notice(seq uint64, r chain.Head, e *entry) {
 	if newGroup {
 		x.fingerprints[fp] = true
 	}
-	if !x.live || x.alert == nil {
+	if x.alert == nil || !(x.live || x.liveKnown && seq > x.liveFrom) {
 		return
 	}
 	if newGroup {
@@ -390,6 +394,16 @@ func (f *follower) Stop() {
 // followPoll, or less when waitFor asks for a sequence not applied yet,
 // and reads again.
 func (x *index) follow(ctx context.Context, js jetstream.JetStream, stream string) (*follower, error) {
+	// The records stored from now on are news (notice).
+	ictx, icancel := context.WithTimeout(ctx, 5*time.Second)
+	if st, err := js.Stream(ictx, stream); err == nil {
+		if info, err := st.Info(ictx); err == nil {
+			x.mu.Lock()
+			x.liveFrom, x.liveKnown = info.State.LastSeq, true
+			x.mu.Unlock()
+		}
+	}
+	icancel()
 	ctx, cancel := context.WithCancel(ctx)
 	f := &follower{cancel: cancel, done: make(chan struct{})}
 	next := x.applied() + 1
