@@ -63,6 +63,7 @@ import (
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/hold"
+	"github.com/deadletter/deadletter/shared/notify"
 	"github.com/deadletter/deadletter/shared/retry"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -104,6 +105,10 @@ type Service struct {
 	approvalKey *approval.Verifier
 	// placeLimit rate-limits each person's hold placements.
 	placeLimit *personLimiter
+	// alerts publishes the notifications (a new failure group, a poison
+	// record, a failed verify); set by Run, nil (publishing nothing)
+	// before.
+	alerts *notify.Publisher
 
 	trees         exportTrees   // the Merkle tree of the newest checkpoint exported
 	cpMu          sync.Mutex    // serializes checkpoint writes
@@ -240,6 +245,13 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	} else if last != nil {
 		s.coverage.saw(last.cp)
 	}
+	ncfg := s.cfg.Notify
+	ncfg.OnOutcome = func(k notify.Kind, outcome string) { s.metrics.notifications.WithLabelValues(string(k), outcome).Inc() }
+	if s.alerts, err = notify.New(s.nc, "auditor", ncfg, s.log); err != nil {
+		return fmt.Errorf("auditor: %w", err)
+	}
+	defer s.alerts.Close()
+	s.index.alert = s.alerts.Publish
 	// The live view outlives ctx until Run returns: the shutdown
 	// checkpoint covers what it applied.
 	follow, err := s.index.follow(context.WithoutCancel(ctx), s.js, subjects.QuarantineStream)

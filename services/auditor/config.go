@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/deadletter/deadletter/shared/config"
+	"github.com/deadletter/deadletter/shared/notify"
 	"github.com/deadletter/deadletter/shared/telemetry"
 )
 
@@ -96,6 +97,12 @@ type Config struct {
 	Retention map[string]time.Duration
 	// Registerer receives the auditor's metrics. Nil: not exported.
 	Registerer prometheus.Registerer
+	// Notify configures the notifications it publishes (a new failure
+	// group, a poison record, a failed verify: package notify) and their
+	// optional webhook. LoadEnv: DEADLETTER_NOTIFY_WEBHOOK_URL,
+	// DEADLETTER_NOTIFY_WEBHOOK_SECRET_FILE,
+	// DEADLETTER_NOTIFY_WEBHOOK_MAX_ELAPSED.
+	Notify notify.Config
 }
 
 // defaultVerifyChainCache is the default Config.VerifyChainCache.
@@ -128,7 +135,9 @@ func DefaultConfig() Config {
 // DEADLETTER_AUDIT_EXPORT_FILE, DEADLETTER_AUDIT_ANCHOR_BLOCKS,
 // DEADLETTER_INSTANCE_ID (default <hostname>-auditor-<DEADLETTER_INSTANCE_INDEX>), DEADLETTER_TRACE_URL_BASE,
 // DEADLETTER_RETENTION, DEADLETTER_APPROVAL_KEY_FILE,
-// DEADLETTER_HOLD_PLACE_PER_MINUTE, DEADLETTER_HOLD_PLACE_BURST.
+// DEADLETTER_HOLD_PLACE_PER_MINUTE, DEADLETTER_HOLD_PLACE_BURST,
+// DEADLETTER_NOTIFY_WEBHOOK_URL, DEADLETTER_NOTIFY_WEBHOOK_SECRET_FILE,
+// DEADLETTER_NOTIFY_WEBHOOK_MAX_ELAPSED.
 func (c *Config) LoadEnv(env *config.Env) {
 	env.Duration("DEADLETTER_AUDIT_GRACE", &c.Grace)
 	env.Bool("DEADLETTER_ALLOW_ANONYMOUS", &c.AllowAnonymous)
@@ -145,6 +154,7 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.String("DEADLETTER_APPROVAL_KEY_FILE", &c.ApprovalKeyFile)
 	env.Int("DEADLETTER_HOLD_PLACE_PER_MINUTE", &c.HoldPlacePerMinute)
 	env.Int("DEADLETTER_HOLD_PLACE_BURST", &c.HoldPlaceBurst)
+	c.Notify.LoadEnv(env)
 }
 
 func (c Config) validate() error {

@@ -452,6 +452,18 @@ func (s *Service) HoldPlace(ctx context.Context, req api.HoldPlaceRequest) (api.
 			return api.HoldReply{}, fmt.Errorf("auditor: read chain: %w", err)
 		}
 	}
+	if req.Target.DLQID == "" && !req.Confirm {
+		// A party or filter that matches nothing is likely misspelt: the
+		// person confirms it (it will hold what is quarantined later).
+		found, err := s.holdTargets(ctx, req.Target)
+		if err != nil {
+			return api.HoldReply{}, fmt.Errorf("auditor: find the chains the hold would hold: %w", err)
+		}
+		if len(found) == 0 {
+			return api.HoldReply{}, api.Errorf(api.ErrHoldMatchesNothing,
+				"the hold's party or filter matches no stored event; place it with confirm to hold the matching events quarantined later")
+		}
+	}
 	h, err := s.holds.store.Place(ctx, req, who, s.now())
 	if err != nil {
 		return api.HoldReply{}, holdErr(err)
@@ -687,6 +699,19 @@ func (s *Service) heldHold(h api.Hold) api.HeldHold {
 	for _, ref := range s.index.heldChains(h.ID) {
 		out.DLQIDs = append(out.DLQIDs, ref.dlqID)
 	}
+	out.Count, out.PendingCount = len(out.DLQIDs), len(out.Pending)
+	return out
+}
+
+// listedHold is h as hold.list shows it: its counts and at most
+// api.MaxListedHoldIDs of its ids.
+func (s *Service) listedHold(h api.Hold) api.HeldHold {
+	out := s.heldHold(h)
+	if len(out.DLQIDs) > api.MaxListedHoldIDs || len(out.Pending) > api.MaxListedHoldIDs {
+		out.Truncated = true
+		out.DLQIDs = out.DLQIDs[:min(len(out.DLQIDs), api.MaxListedHoldIDs)]
+		out.Pending = out.Pending[:min(len(out.Pending), api.MaxListedHoldIDs)]
+	}
 	return out
 }
 
@@ -699,8 +724,8 @@ func (s *Service) HoldGet(ctx context.Context, req api.HoldGetRequest) (api.Hold
 	return api.HoldReply{HeldHold: s.heldHold(h)}, nil
 }
 
-// HoldList lists the holds, newest first, each with the chains it holds
-// (hold.list).
+// HoldList lists the holds, newest first, each with how many chains it
+// holds and the first api.MaxListedHoldIDs of them (hold.list).
 func (s *Service) HoldList(ctx context.Context, req api.HoldListRequest) (api.HoldListReply, error) {
 	all, err := s.holds.store.All(ctx)
 	if err != nil {
@@ -709,7 +734,7 @@ func (s *Service) HoldList(ctx context.Context, req api.HoldListRequest) (api.Ho
 	rep := api.HoldListReply{Holds: []api.HeldHold{}}
 	for _, h := range all {
 		if h.Status == api.HoldActive || req.IncludeLifted {
-			rep.Holds = append(rep.Holds, s.heldHold(h))
+			rep.Holds = append(rep.Holds, s.listedHold(h))
 		}
 	}
 	return rep, nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/merkle"
+	"github.com/deadletter/deadletter/shared/notify"
 	"github.com/deadletter/deadletter/shared/record"
 )
 
@@ -119,6 +120,18 @@ type index struct {
 	// onRecord, when set, is told of every record applied (under the
 	// lock: it must not block), with the chain's holds when it is held.
 	onRecord func(h chain.Head, hc *heldChain)
+	// alert, when set, publishes a notification (notify.Publisher.Publish:
+	// it never blocks): a new failure group and a poison record stored
+	// after the view started following QUARANTINE (past liveFrom, its last
+	// sequence then; or, when that could not be read, once the first read
+	// of QUARANTINE is done): a restart does not notify the groups and
+	// poison records it reads again.
+	alert     func(notify.Event)
+	live      bool
+	liveFrom  uint64
+	liveKnown bool
+	// fingerprints are the failure groups seen (domain:code:class).
+	fingerprints map[string]bool
 }
 
 // heldChain is a chain a legal hold holds.
@@ -131,7 +144,7 @@ type heldChain struct {
 func newIndex(log *slog.Logger, m *metrics, anchorBlocks int) *index {
 	return &index{log: log, metrics: m, chains: map[string]*entry{}, resolved: map[groupKey]*resolvedGroup{},
 		domains: map[string]bool{}, digest: sha256.New(), tree: merkle.NewBlockBuilder(anchorBlocks),
-		wake: make(chan struct{}, 1), held: map[string]*heldChain{}}
+		wake: make(chan struct{}, 1), held: map[string]*heldChain{}, fingerprints: map[string]bool{}}
 }
 
 // viewState is what a checkpoint covers: the records applied up to
@@ -212,6 +225,7 @@ func (x *index) apply(seq uint64, raw []byte) {
 	if r.Hold != nil && r.Hold.Status != "" {
 		e.status = r.Hold.Status // the status a hold's record keeps
 	}
+	x.notice(seq, r, e)
 	if !e.unresolved() {
 		k := groupKey{e.domain, e.code, e.class, e.party}
 		g := x.resolved[k]
@@ -222,6 +236,35 @@ func (x *index) apply(seq uint64, raw []byte) {
 		g.add(e)
 		delete(x.chains, r.DLQID)
 	}
+}
+
+// notice notes the failure group of e (just updated by r, read at seq)
+// and publishes a new group's first event and a poison record, once the
+// view is live.
+func (x *index) notice(seq uint64, r chain.Head, e *entry) {
+	fp := e.domain + ":" + e.code + ":" + e.class
+	newGroup := e.code != "" && !x.fingerprints[fp]
+	if newGroup {
+		x.fingerprints[fp] = true
+	}
+	if x.alert == nil || !(x.live || x.liveKnown && seq > x.liveFrom) {
+		return
+	}
+	if newGroup {
+		x.alert(notify.Event{ID: "failure_group." + fp, Kind: notify.KindFailureGroup, Fingerprint: fp, Domain: e.domain,
+			Code: e.code, Class: e.class, DLQID: e.dlqID, Counts: map[string]int{"quarantine_seq": int(seq)}})
+	}
+	if r.Kind == record.KindPoisoned {
+		x.alert(notify.Event{ID: "poison." + e.dlqID + "." + strconv.Itoa(r.Index), Kind: notify.KindPoison, Domain: e.domain,
+			DLQID: e.dlqID, Code: e.code, Fingerprint: fp, Counts: map[string]int{"redrive_count": r.RedriveCount, "quarantine_seq": int(seq)}})
+	}
+}
+
+// setLive marks the view live: it has read QUARANTINE to its end once.
+func (x *index) setLive() {
+	x.mu.Lock()
+	x.live = true
+	x.mu.Unlock()
 }
 
 // applyHold updates the held chains for r (a hold's record places or
@@ -255,6 +298,22 @@ func (x *index) carries(dlqID, holdID string) bool {
 	defer x.mu.RUnlock()
 	hc := x.held[dlqID]
 	return hc != nil && hc.holds[holdID]
+}
+
+// holdsOf returns the holds chain dlqID carries, sorted (nil: none).
+func (x *index) holdsOf(dlqID string) []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	hc := x.held[dlqID]
+	if hc == nil || len(hc.holds) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(hc.holds))
+	for h := range hc.holds {
+		out = append(out, h)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // heldRef names a held chain.
@@ -335,6 +394,16 @@ func (f *follower) Stop() {
 // followPoll, or less when waitFor asks for a sequence not applied yet,
 // and reads again.
 func (x *index) follow(ctx context.Context, js jetstream.JetStream, stream string) (*follower, error) {
+	// The records stored from now on are news (notice).
+	ictx, icancel := context.WithTimeout(ctx, 5*time.Second)
+	if st, err := js.Stream(ictx, stream); err == nil {
+		if info, err := st.Info(ictx); err == nil {
+			x.mu.Lock()
+			x.liveFrom, x.liveKnown = info.State.LastSeq, true
+			x.mu.Unlock()
+		}
+	}
+	icancel()
 	ctx, cancel := context.WithCancel(ctx)
 	f := &follower{cancel: cancel, done: make(chan struct{})}
 	next := x.applied() + 1
@@ -355,6 +424,9 @@ func (x *index) follow(ctx context.Context, js jetstream.JetStream, stream strin
 				return true
 			})
 			next = n
+			if err == nil {
+				x.setLive()
+			}
 			switch {
 			case err != nil && ctx.Err() == nil && !failing:
 				x.log.Error("live view: reading QUARANTINE failed; retrying", "next_seq", next, "err", err)

@@ -23,6 +23,9 @@ type metrics struct {
 	lastReconcile prometheus.Gauge
 	checkpointAge prometheus.GaugeFunc // computed at scrape time (coverage)
 	behindAnchor  prometheus.GaugeFunc // computed at scrape time (anchorState)
+	// notifications counts the notifications by kind and outcome (package
+	// notify).
+	notifications *prometheus.CounterVec
 }
 
 // newMetrics builds the auditor's collectors and registers them with reg
@@ -34,6 +37,10 @@ func newMetrics(reg prometheus.Registerer, checkpointAge, behindAnchor func() fl
 			Name: "deadletter_quarantine_stored_records_total",
 			Help: "Records read from QUARANTINE by the auditor, by kind (the whole store since the auditor started: rate() of kind replayed, skipped_duplicate and resolved is the drain rate).",
 		}, []string{"kind"}),
+		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "deadletter_audit_notifications_total",
+			Help: "Notifications (failure_group, poison, verify_failed) by outcome: published on NATS, dropped by a full queue, delivered to the webhook, failed at the webhook.",
+		}, []string{"kind", "outcome"}),
 		verifyFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "deadletter_audit_verify_failures_total",
 			Help: "Problems found by audit.verify, by kind (seal_mismatch, broken_prev_hash, index_gap, fork, unparseable, missing, subject_mismatch, checkpoint_mismatch, checkpoint_chain).",
@@ -76,7 +83,7 @@ func newMetrics(reg prometheus.Registerer, checkpointAge, behindAnchor func() fl
 		}, behindAnchor),
 	}
 	if reg != nil {
-		reg.MustRegister(m.stored, m.verifyFailed, m.verifyRuns, m.unaccounted, m.conflicts, m.unsourced, m.checkpoints, m.accessRefused, m.lastReconcile, m.checkpointAge, m.behindAnchor)
+		reg.MustRegister(m.stored, m.verifyFailed, m.verifyRuns, m.unaccounted, m.conflicts, m.unsourced, m.checkpoints, m.accessRefused, m.lastReconcile, m.checkpointAge, m.behindAnchor, m.notifications)
 	}
 	return m
 }

@@ -200,7 +200,18 @@ const listScanWindow = 1024
 // Total comes from the index and the groups' aggregates, or, with a time
 // range (From, To) or identifier filters, from the same scan, which then
 // reads the whole stream (of the identifiers' domain).
+//
+// Each event names the legal holds its chain carries (Summary.HoldIDs).
 func (s *Service) List(ctx context.Context, req api.ListRequest) (api.ListReply, error) {
+	rep, err := s.list(ctx, req)
+	for i := range rep.Items {
+		rep.Items[i].HoldIDs = s.index.holdsOf(rep.Items[i].DLQID)
+	}
+	return rep, err
+}
+
+// list is List without the holds.
+func (s *Service) list(ctx context.Context, req api.ListRequest) (api.ListReply, error) {
 	limit := req.Limit
 	switch {
 	case limit == 0:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/merkle"
+	"github.com/deadletter/deadletter/shared/notify"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -91,6 +92,13 @@ func (s *Service) Verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 		s.metrics.verifyRuns.WithLabelValues("ok").Inc()
 	default:
 		s.metrics.verifyRuns.WithLabelValues("failed").Inc()
+		kinds := map[string]int{}
+		for _, p := range rep.Problems {
+			kinds[p.Kind]++
+		}
+		s.alerts.Publish(notify.Event{ID: fmt.Sprintf("verify_failed.%d.%d", rep.LastSeq, rep.ProblemCount), Kind: notify.KindVerifyFailed,
+			Codes: kinds, Counts: map[string]int{"problems": rep.ProblemCount, "records": int(rep.Records), "chains": rep.Chains,
+				"last_seq": int(rep.LastSeq)}})
 	}
 	return rep, err
 }

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -30,6 +31,16 @@ func TestHold(t *testing.T) {
 	}
 	r = e.okAs(t, string(access.RoleViewer), "hold", "list")
 	if !strings.Contains(r.stdout, placed.Hold.ID) || !strings.Contains(r.stdout, "CASE-1") || !strings.Contains(r.stdout, "event "+id) {
+		t.Errorf("hold list: %s", r)
+	}
+	// A party hold matching no stored event asks for confirmation.
+	nobody := "Müller & Söhne <Großhandel>"
+	if r := dlqctl(t, e.context(string(access.RoleInspector)), "", "hold", "place", "--party", nobody, "--case", "CASE-3", "--reason", "subpoena"); r.code != 1 ||
+		!strings.Contains(r.stderr, api.ErrHoldMatchesNothing) {
+		t.Errorf("a hold matching nothing: %s", r)
+	}
+	e.okAs(t, string(access.RoleInspector), "hold", "place", "--party", nobody, "--case", "CASE-3", "--reason", "subpoena", "--confirm")
+	if r := e.okAs(t, string(access.RoleViewer), "hold", "list"); !regexp.MustCompile(`CASE-3 +active +party .* 0 +inspector`).MatchString(r.stdout) {
 		t.Errorf("hold list: %s", r)
 	}
 	// Under the default policy the lift waits for a second person.

@@ -111,6 +111,12 @@ func (s *Service) decide(ch chain.Chain, f record.Failure, dlqID string) (*recor
 	r.TraceID, r.SpanID, r.Conflict = fr.TraceID, fr.SpanID, fr.Conflict
 	r.IdempotencyKey, r.OrderingKey, r.PartyID, r.EventTime = st.IdempotencyKey, st.OrderingKey, st.PartyID, st.EventTime
 	r.Publisher = st.Publisher
+	// The replay's own failure decides its class: a corrected event whose
+	// replay failed at the downstream is exhausted (a default drain takes
+	// it again), one the gate refused again is validation.
+	if f.Class == record.ClassExhausted || f.Class == record.ClassValidation {
+		r.Class = f.Class
+	}
 	if f.RedriveCount >= s.cfg.RedriveCap {
 		r.Kind = record.KindPoisoned
 		r.Class = record.ClassPoison

@@ -20,6 +20,7 @@ import (
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/failpoint"
+	"github.com/deadletter/deadletter/shared/notify"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -132,6 +133,12 @@ func (s *Service) requireApproval(ctx context.Context, who access.Identity, acti
 		return approval.APIError(err)
 	}
 	s.log.Info("APPROVAL_REQUIRED", "approval_id", a.ID, "action", a.Action, "dlq_id", a.DLQID, "actor", who.User)
+	ev := notify.Event{ID: "approval_pending." + a.ID, Kind: notify.KindApprovalPending, ApprovalID: a.ID, Reason: a.Action,
+		DLQID: a.DLQID, Domain: a.Domain}
+	if action.Kind == api.ActionDrain {
+		ev.Counts = map[string]int{"selected": action.Selected}
+	}
+	s.alerts.Publish(ev)
 	v := withoutValues(a)
 	return &api.Error{Code: api.ErrApprovalRequired, Approval: &v,
 		Message: "the action needs a second person's approval: pending approval " + a.ID + " (" + strings.Join(d.Reasons, "; ") + ")"}
@@ -417,6 +424,11 @@ func (s *Service) runApproved(ctx context.Context, a api.Approval) (string, erro
 			return "", err
 		}
 		req.Actor = a.Requester
+		s.startMu.Lock()
+		defer s.startMu.Unlock()
+		if err := s.refuseOverlap(ctx, req, approvedDrainID(a.ID)); err != nil {
+			return "", err
+		}
 		id, err := s.launchDrain(ctx, req, access.Identity{User: a.Requester, Role: access.Role(a.RequesterRole)}, approvedDrainID(a.ID))
 		return id, err
 	}

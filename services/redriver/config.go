@@ -18,6 +18,7 @@ import (
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/failpoint"
 	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/notify"
 	"github.com/deadletter/deadletter/shared/streams"
 )
 
@@ -78,6 +79,12 @@ type Config struct {
 	// its point: the chaos suite's targeted windows only (package
 	// failpoint). Nil in production.
 	Failpoint *failpoint.Armed
+	// Notify configures the notifications it publishes (a paused drain, a
+	// pending approval: package notify) and their optional webhook.
+	// LoadEnv: DEADLETTER_NOTIFY_WEBHOOK_URL,
+	// DEADLETTER_NOTIFY_WEBHOOK_SECRET_FILE,
+	// DEADLETTER_NOTIFY_WEBHOOK_MAX_ELAPSED.
+	Notify notify.Config
 	// Registerer receives the redriver's metrics. Nil: not exported.
 	Registerer prometheus.Registerer
 	// AllowAnonymous serves requests that carry no caller the server
@@ -175,7 +182,9 @@ func DefaultConfig() Config {
 // DEADLETTER_REPLAY_SECRET_FILE, DEADLETTER_APPROVAL_SEED_FILE,
 // DEADLETTER_APPROVAL_MAX_PENDING_PER_REQUESTER,
 // DEADLETTER_APPROVAL_MAX_PENDING_PER_CHAIN, DEADLETTER_PROVISION,
-// DEADLETTER_FAILPOINT.
+// DEADLETTER_FAILPOINT, DEADLETTER_NOTIFY_WEBHOOK_URL,
+// DEADLETTER_NOTIFY_WEBHOOK_SECRET_FILE,
+// DEADLETTER_NOTIFY_WEBHOOK_MAX_ELAPSED.
 func (c *Config) LoadEnv(env *config.Env) {
 	env.Instance("redriver", &c.InstanceID)
 	env.Int("DEADLETTER_REDRIVE_RATE", &c.DefaultRatePerSecond)
@@ -191,6 +200,7 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Int("DEADLETTER_APPROVAL_MAX_PENDING_PER_CHAIN", &c.MaxPendingPerChain)
 	env.Bool("DEADLETTER_PROVISION", &c.Provision)
 	env.Failpoint(&c.Failpoint)
+	c.Notify.LoadEnv(env)
 }
 
 func (c Config) validate() error {

@@ -131,7 +131,7 @@ func (d *drainRun) snapshot() api.DrainState {
 	st.Remaining = max(0, st.Selected-st.Done())
 	st.MaxInFlight = int(d.maxInFlight.Load())
 	st.CurrentRate = d.meter.rate(time.Now())
-	return st
+	return st.WithOutcome()
 }
 
 // setStatus changes the stored status fields under the lock.
@@ -306,6 +306,7 @@ func (s *Service) drainOnce(d *drainRun, resumed bool) error {
 		}
 	}
 	// The selected events under a legal hold are held from the start.
+	d.setStatus(func(st *api.DrainState) { st.Holds = sel.holdCounts() })
 	d.held.Add(int64(sel.heldByHold))
 	d.heldByHold.Add(int64(sel.heldByHold))
 	for _, b := range sel.underHold {
@@ -424,6 +425,20 @@ func (d *drainRun) noteUnderHold(b api.Blocker) {
 	}
 }
 
+// countHold counts one more event held by hold holdID (of case caseID)
+// in the drain's status, copying the counts (a snapshot may hold them).
+func (d *drainRun) countHold(holdID, caseID string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	hc := slices.Clone(d.stored.Holds)
+	if i := slices.IndexFunc(hc, func(h api.HoldCount) bool { return h.HoldID == holdID }); i >= 0 {
+		hc[i].Records++
+	} else {
+		hc = append(hc, api.HoldCount{HoldID: holdID, CaseID: caseID, Records: 1})
+	}
+	d.stored.Holds = hc
+}
+
 // limiterOf returns the drain's token bucket (nil: no ceiling).
 func (s *Service) limiterOf(req api.DrainStartRequest) *rate.Limiter {
 	r := float64(s.cfg.DefaultRatePerSecond)
@@ -485,6 +500,7 @@ func (s *Service) runLane(d *drainRun, sel *selection, lane []item, limiter *rat
 			_, id := sel.idOf(it)
 			b := api.Blocker{DLQID: id, Reason: api.ReasonLegalHold, HoldID: res.holdID, CaseID: res.caseID}
 			d.noteUnderHold(b)
+			d.countHold(res.holdID, res.caseID)
 			blocker = &b
 		}
 		if !ok {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/notify"
 )
 
 // autoActor is the actor of what the redriver does on its own (an
@@ -130,7 +131,12 @@ func (s *Service) pause(d *drainRun, reason string, fig api.WindowFigures, codes
 	if err := s.save(d); err != nil {
 		s.log.Warn("drain checkpoint failed", "drain_id", d.id, "err", err)
 	}
-	s.auditDrain(d.id, ev, len(d.snapshot().Events))
+	snap := d.snapshot()
+	s.auditDrain(d.id, ev, len(snap.Events))
+	s.alerts.Publish(notify.Event{ID: "drain_paused." + d.id + "." + strconv.Itoa(len(snap.Events)), Kind: notify.KindDrainPaused,
+		DrainID: d.id, Domain: d.req.Filter.Domain, Reason: reason, Codes: codes,
+		Counts: map[string]int{"outcomes": fig.Outcomes, "failures": fig.Failures, "window": fig.Size,
+			"selected": snap.Selected, "committed": snap.Committed, "remaining": snap.Remaining}})
 }
 
 // codeList renders failing codes for a log line: "CODE=n,..." in code

@@ -25,6 +25,9 @@ type metrics struct {
 	// unrecorded is the drain governance events not in AUDIT yet (kept in
 	// their drain's state, written by the outbox).
 	unrecorded prometheus.Gauge
+	// notifications counts the notifications by kind and outcome (package
+	// notify).
+	notifications *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -77,6 +80,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "deadletter_redrive_approvals_refused_total",
 			Help: "Approvals found approved without a valid proof of their signature (forged or unsigned) and refused: never executed.",
 		}),
+		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "deadletter_redrive_notifications_total",
+			Help: "Notifications (drain_paused, approval_pending) by outcome: published on NATS, dropped by a full queue, delivered to the webhook, failed at the webhook.",
+		}, []string{"kind", "outcome"}),
 		unrecorded: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "deadletter_redrive_audit_unrecorded",
 			Help: "Drain governance events (pauses, canary verdicts, resumes, cancels) not written to AUDIT yet: kept in their drain's state and retried until written.",
@@ -84,7 +91,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.published, m.outcomes, m.retries, m.inFlight, m.drains, m.refused, m.pauses, m.batches, m.batched, m.unbatched, m.batching,
-			m.approvalsRefused, m.unrecorded)
+			m.approvalsRefused, m.unrecorded, m.notifications)
 	}
 	return m
 }

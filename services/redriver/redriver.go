@@ -57,6 +57,7 @@ import (
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/hold"
+	"github.com/deadletter/deadletter/shared/notify"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/retry"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -108,6 +109,9 @@ type Service struct {
 	outboxKick chan struct{}
 	// sweeping is set while signed approvals are being recovered.
 	sweeping atomic.Bool
+	// alerts publishes the notifications (a paused drain, a pending
+	// approval); set by Run, nil (publishing nothing) before.
+	alerts *notify.Publisher
 
 	// runCtx is the parent of every drain and background observation;
 	// cancelled at shutdown.
@@ -117,6 +121,8 @@ type Service struct {
 
 	mu      sync.Mutex
 	running map[string]*drainRun
+	// startMu serializes drain starts (their overlap check and launch).
+	startMu sync.Mutex
 }
 
 // New builds a redriver on an open connection; Run starts it.
@@ -223,6 +229,12 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	if err := retry.Provisioning().Do(ctx, s.log, "approvals bucket", s.openApprovals); err != nil {
 		return fmt.Errorf("redriver: %w", err)
 	}
+	ncfg := s.cfg.Notify
+	ncfg.OnOutcome = func(k notify.Kind, outcome string) { s.metrics.notifications.WithLabelValues(string(k), outcome).Inc() }
+	if s.alerts, err = notify.New(s.nc, "redriver", ncfg, s.log); err != nil {
+		return fmt.Errorf("redriver: %w", err)
+	}
+	defer s.alerts.Close()
 	s.runCtx, s.runCancel = context.WithCancel(context.Background())
 	defer s.runCancel()
 	waitReplays := s.replays.run(s.runCtx)
@@ -392,11 +404,20 @@ func (s *Service) handleDrainStart(ctx context.Context, m endpoint.Meta, req api
 		return api.DrainStartReply{}, err
 	}
 	if req.DryRun {
-		plan, err := s.plan(ctx, req.Filter, req.IgnoreOrder, req.Canary)
+		plan, err := s.plan(ctx, req, true)
 		if err != nil {
 			return api.DrainStartReply{}, api.Wrap(api.ErrUnavailable, err, err.Error())
 		}
 		return api.DrainStartReply{Status: "dry_run", Plan: plan}, nil
+	}
+	// One start at a time on this instance: two overlapping drains
+	// started together are not both let through (across instances the
+	// redrive_requested CAS still replays each event once).
+	s.startMu.Lock()
+	defer s.startMu.Unlock()
+	did := newDrainID(time.Now())
+	if err := s.refuseOverlap(ctx, req, did); err != nil {
+		return api.DrainStartReply{}, err
 	}
 	if err := s.drainApproval(ctx, id, m, req); err != nil {
 		return api.DrainStartReply{}, err
@@ -404,7 +425,7 @@ func (s *Service) handleDrainStart(ctx context.Context, m endpoint.Meta, req api
 	// The drain and its records name the caller, never the request's
 	// free-text actor.
 	req.Actor = id.User
-	did, err := s.launchDrain(ctx, req, id, newDrainID(time.Now()))
+	did, err = s.launchDrain(ctx, req, id, did)
 	if err != nil {
 		return api.DrainStartReply{}, err
 	}
@@ -421,7 +442,7 @@ func (s *Service) drainApproval(ctx context.Context, who access.Identity, m endp
 	}
 	a := approval.Action{Kind: api.ActionDrain, IgnoreOrder: req.IgnoreOrder}
 	if p.Policy.DrainMaxSelected > 0 || p.Policy.DrainValidation {
-		plan, err := s.plan(ctx, req.Filter, req.IgnoreOrder, req.Canary)
+		plan, err := s.plan(ctx, req, false)
 		if err != nil {
 			return api.Wrap(api.ErrUnavailable, err, err.Error())
 		}
@@ -441,6 +462,9 @@ func (s *Service) launchDrain(ctx context.Context, req api.DrainStartRequest, wh
 		return "", api.Errorf(api.ErrTooManyDrains, "this instance already runs %d drains", n)
 	}
 	now := time.Now().UTC()
+	// The guard in force is stored with the request: the default one
+	// unless the request names its own or turns it off.
+	req = req.WithDefaultGuard()
 	st := api.DrainState{
 		DrainID: drainID, Status: api.DrainSelecting, Request: req,
 		Owner: s.cfg.InstanceID, Heartbeat: now, StartedAt: now, StartedBy: who.User,
@@ -477,7 +501,7 @@ func (s *Service) statusOf(ctx context.Context, id string) (api.DrainState, uint
 		return api.DrainState{}, 0, err
 	}
 	st.Remaining = max(0, st.Selected-st.Done())
-	return st, e.Revision(), nil
+	return st.WithOutcome(), e.Revision(), nil
 }
 
 // checkDrainID refuses a drain id request without a well-formed id.
@@ -656,7 +680,7 @@ func (s *Service) handleDrainList(ctx context.Context, m endpoint.Meta, _ drainL
 		case d.err == nil:
 			st := d.state
 			st.Remaining = max(0, st.Selected-st.Done())
-			out.Drains = append(out.Drains, st)
+			out.Drains = append(out.Drains, st.WithOutcome())
 		}
 	}
 	sort.Slice(out.Drains, func(i, j int) bool { return out.Drains[i].StartedAt.Before(out.Drains[j].StartedAt) })

@@ -1,6 +1,7 @@
 package redriver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -96,6 +97,7 @@ type spec struct {
 	at       string // event time
 	kinds    []record.Kind
 	firstDay int // first_seen = 2025-01-<firstDay>
+	payload  string
 }
 
 // write seals and stores the chain of sp (as the quarantiner would) and
@@ -106,7 +108,7 @@ func (e *testEnv) write(tb testing.TB, sp spec) string {
 	first := time.Date(2025, 1, max(1, sp.firstDay), 0, 0, 0, 0, time.UTC)
 	r := record.Record{
 		DLQID: id, Kind: record.KindQuarantined, Domain: sp.domain, Class: sp.class, ErrorCode: sp.code,
-		Payload: record.NewPayload([]byte(`{"n":` + strconv.Itoa(sp.n) + `}`)), SourceSubject: "events." + sp.domain + ".x",
+		Payload: record.NewPayload([]byte(cmp.Or(sp.payload, `{"n":`+strconv.Itoa(sp.n)+`}`))), SourceSubject: "events." + sp.domain + ".x",
 		SourceStream: subjects.EventsStream, SourceSeq: uint64(sp.n), IdempotencyKey: id, OrderingKey: sp.okey, PartyID: sp.party,
 		FirstSeen: first, QuarantinedAt: first,
 	}

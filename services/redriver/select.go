@@ -105,6 +105,8 @@ type selection struct {
 	heldByHold int
 	underHold  []api.Blocker
 	holdCase   map[string]string
+	// byHold counts the events of heldByHold by hold id.
+	byHold map[string]int
 	// drain, when set, is a resumed drain's id: its outcomes recorded in
 	// the chains are tallied (see tally), by dlq id during the scan.
 	drain   string
@@ -654,6 +656,11 @@ func (sel *selection) finish(limit int, onFinal func(*selection)) {
 				// Selected, and held: counted so, never replayed.
 				sel.selected++
 				sel.heldByHold++
+				if sel.byHold == nil {
+					sel.byHold = map[string]int{}
+				}
+				_, holdID := splitReason(sel.reasons[it.reason])
+				sel.byHold[holdID]++
 				if len(sel.underHold) < api.MaxHeldBy {
 					sel.underHold = append(sel.underHold, sel.blockerOf(it))
 				}
@@ -952,4 +959,23 @@ func (sel *selection) truncate(n int) {
 	}
 	clear(sel.items[len(out):])
 	sel.items = out
+}
+
+// holdCounts returns the selected events under a legal hold, counted by
+// hold (most first, then by id), with the holds' cases.
+func (sel *selection) holdCounts() []api.HoldCount {
+	out := make([]api.HoldCount, 0, len(sel.byHold))
+	for id, n := range sel.byHold {
+		out = append(out, api.HoldCount{HoldID: id, CaseID: sel.holdCase[id], Records: n})
+	}
+	slices.SortFunc(out, func(a, b api.HoldCount) int {
+		if c := cmp.Compare(b.Records, a.Records); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.HoldID, b.HoldID)
+	})
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }

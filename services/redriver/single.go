@@ -257,8 +257,26 @@ func prePoisonClass(records []record.Record) record.Class {
 // unless ignoreOrder, unselected earlier events hold later ones
 // (HeldByEarlier, HeldBy); canary events are picked as the drain's canary
 // would (Canary).
-func (s *Service) plan(ctx context.Context, f api.DrainFilter, ignoreOrder bool, canary int) (*api.DrainPlan, error) {
-	p := &api.DrainPlan{ByDomain: map[string]int{}, ByClass: map[string]int{}, ByCode: map[string]int{}}
+func (s *Service) plan(ctx context.Context, req api.DrainStartRequest, dups bool) (*api.DrainPlan, error) {
+	return s.planFor(ctx, req, dups, "")
+}
+
+// planFor is plan for the drain to be stored as self (not counted among
+// the drains it overlaps).
+func (s *Service) planFor(ctx context.Context, req api.DrainStartRequest, dups bool, self string) (*api.DrainPlan, error) {
+	f, ignoreOrder := req.Filter, req.IgnoreOrder
+	canary := req.WithDefaultGuard().Canary
+	if req.NoGuard {
+		canary = 0
+	}
+	guard := req.Guard()
+	p := &api.DrainPlan{ByDomain: map[string]int{}, ByClass: map[string]int{}, ByCode: map[string]int{}, Guard: &guard}
+	// The unfinished drains: the events their filters select among this
+	// selection's are counted (overlap.go).
+	ov, err := s.unfinishedDrains(ctx, self)
+	if err != nil {
+		return nil, err
+	}
 	const maxNames, maxChecks = 100000, 10000
 	names := map[uint64]string{}
 	// What the plan counts of each tentatively selected chain (a later
@@ -290,9 +308,10 @@ func (s *Service) plan(ctx context.Context, f api.DrainFilter, ignoreOrder bool,
 		if l.OrderingKey != "" && len(names) < maxNames {
 			names[hashKey(sl.seed, l.Domain, l.OrderingKey)] = l.OrderingKey
 		}
-		if _, ok := idem[idx]; (ok || len(idem) < maxChecks) && l.IdempotencyKey != "" {
+		if _, ok := idem[idx]; (ok || len(idem) < maxChecks) && l.IdempotencyKey != "" && dups {
 			idem[idx] = l.IdempotencyKey
 		}
+		ov.visit(l, idx)
 	}
 	var keys []string // idempotency keys to check, at most maxChecks
 	sl.onFinal = func(sel *selection) {
@@ -309,13 +328,15 @@ func (s *Service) plan(ctx context.Context, f api.DrainFilter, ignoreOrder bool,
 			}
 		}
 		slices.Sort(keys)
+		ov.count(sel)
 	}
 	sel, err := sl.run(ctx, f, time.Time{}, f.Limit)
 	if err != nil {
 		return nil, err
 	}
 	p.Selected, p.Excluded = sel.selected, sel.excluded
-	p.HeldByHold, p.UnderHold = sel.heldByHold, sel.underHold
+	p.HeldByHold, p.UnderHold, p.Holds = sel.heldByHold, sel.underHold, sel.holdCounts()
+	p.Overlaps = ov.overlaps()
 	type kc struct {
 		h uint64
 		n int

@@ -201,6 +201,9 @@ var table = func() []Spec {
 		// approval (api.ApprovalHoldLift) on the auditor's inbox.
 		[]string{subjects.RedrivenAll, subjects.ReplaysAll, api.QuarantinerAppend, subjects.AuditActionsAll, subjects.AuditAccessAll, api.HoldLiftApproved,
 			inboxAll(Auditor)},
+		// Its notifications (package notify): a paused drain, a pending
+		// approval.
+		[]string{subjects.Notify(subjects.NotifyDrainPaused), subjects.Notify(subjects.NotifyApprovalPending)},
 	), append(RedriverEndpoints(),
 		// It watches commits and quarantine records (core subscriptions,
 		// read-only) to observe each replay's outcome as it happens.
@@ -223,6 +226,9 @@ var table = func() []Spec {
 		kvRead(subjects.ApprovalsBucket),
 		[]string{subjects.AuditCheckpoints, subjects.AuditAccessAll, subjects.AuditAction("hold", ">"),
 			api.QuarantinerHold, subjects.LegalHoldAll, inboxAll(Redriver), api.ApprovalHoldLift},
+		// Its notifications (package notify): a new failure group, a
+		// poison record, a failed verify.
+		[]string{subjects.Notify(subjects.NotifyFailureGroup), subjects.Notify(subjects.NotifyPoison), subjects.Notify(subjects.NotifyVerifyFailed)},
 	), append(AuditorEndpoints(), api.HoldLiftApproved)...)
 	return []Spec{
 		{

@@ -563,6 +563,9 @@ type Summary struct {
 	// "sscc"), FSMA "tlc" (the supplier is
 	// PartyID). Empty when the payload did not give them.
 	Identifiers map[string]string `json:"identifiers,omitempty"`
+	// HoldIDs are the legal holds the event's chain carries (placed, not
+	// lifted), sorted; empty when none holds it.
+	HoldIDs []string `json:"hold_ids,omitempty"`
 }
 
 // ListReply is one page; NextCursor is "" on the last page.

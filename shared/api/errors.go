@@ -30,6 +30,9 @@ type Error struct {
 	// waits for a second person. It names ids, rules and the changed
 	// identity fields, never values (no request, no diff values).
 	Approval *Approval `json:"approval,omitempty"`
+	// Overlaps are the unfinished drains a DRAIN_OVERLAP answer names
+	// (ErrDrainOverlap), with how many records each shares.
+	Overlaps []DrainOverlap `json:"overlaps,omitempty"`
 	// Err is the error reported, when there is one (never sent).
 	Err error `json:"-"`
 }

@@ -29,7 +29,15 @@ const (
 	// ErrHoldRateLimited: the person placed more holds than the auditor's
 	// rate allows (HoldPlacePerMinute, HoldPlaceBurst); retry later.
 	ErrHoldRateLimited = "HOLD_RATE_LIMITED"
+	// ErrHoldMatchesNothing: a party or filter hold matches no stored
+	// event (a misspelt party?); placed only with confirm (it then holds
+	// the matching events quarantined later).
+	ErrHoldMatchesNothing = "HOLD_MATCHES_NOTHING"
 )
+
+// MaxListedHoldIDs bounds the dlq ids hold.list shows per hold (Count
+// says how many it holds; hold.get lists them all).
+const MaxListedHoldIDs = 20
 
 // Hold statuses.
 const (
@@ -107,6 +115,9 @@ type HoldPlaceRequest struct {
 	CaseID string     `json:"case_id"`
 	Reason string     `json:"reason"`
 	Target HoldTarget `json:"target"`
+	// Confirm places a party or filter hold that matches no stored event
+	// (refused without it: ErrHoldMatchesNothing).
+	Confirm bool `json:"confirm,omitempty"`
 }
 
 // HoldLiftRequest lifts a legal hold (hold.lift).
@@ -149,11 +160,18 @@ type HoldListRequest struct {
 type HeldHold struct {
 	Hold Hold `json:"hold"`
 	// DLQIDs are the events whose chain carries the hold (placed, not
-	// lifted), sorted.
+	// lifted), sorted; hold.list shows at most MaxListedHoldIDs of them
+	// (Truncated then says so).
 	DLQIDs []string `json:"dlq_ids"`
 	// Pending are events that match the hold and whose hold record is not
-	// written yet (it is being appended).
+	// written yet (it is being appended); at most MaxListedHoldIDs in
+	// hold.list.
 	Pending []string `json:"pending,omitempty"`
+	// Count and PendingCount are how many events carry the hold, and how
+	// many are pending.
+	Count        int  `json:"count"`
+	PendingCount int  `json:"pending_count"`
+	Truncated    bool `json:"truncated,omitempty"`
 }
 
 // HoldReply is a hold and the events it holds (hold.place, hold.lift,

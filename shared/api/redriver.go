@@ -2,6 +2,8 @@ package api
 
 import (
 	"encoding/json"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -17,6 +19,11 @@ const (
 	ErrPoisoned = "POISONED"
 	// ErrTooManyDrains: the instance already runs its maximum of drains.
 	ErrTooManyDrains = "TOO_MANY_DRAINS"
+	// ErrDrainOverlap: another unfinished drain (selecting, running or
+	// paused) selects some of the records the new drain would select; the
+	// message names it and the overlap count (Error.Overlaps lists them).
+	// Cancel or finish that drain, or narrow the filter.
+	ErrDrainOverlap = "DRAIN_OVERLAP"
 )
 
 // Drain statuses.
@@ -74,6 +81,27 @@ const (
 	MaxCanary = 10000
 	// MaxRampSteps bounds ramp.
 	MaxRampSteps = 20
+	// DefaultCanary is the canary of a drain whose request names no guard
+	// control (no canary, max_failure_rate or pause_window) and does not
+	// turn the guard off (no_guard): the default guard is this canary and
+	// DefaultMaxFailureRate over DefaultPauseWindow outcomes.
+	DefaultCanary = 10
+)
+
+// Outcomes of a finished drain (DrainState.Outcome): what a completed
+// drain achieved, so that one that committed nothing never reads as a
+// plain success.
+const (
+	// DrainOutcomeAllResolved: every selected event was committed or
+	// found already committed.
+	DrainOutcomeAllResolved = "completed_all_resolved"
+	// DrainOutcomePartial: some events were committed, others are held,
+	// failed, pending or skipped (DrainState.OutcomeReason says which).
+	DrainOutcomePartial = "completed_partial"
+	// DrainOutcomeNothingCommitted: nothing was committed (nor found
+	// committed); OutcomeReason says why (nothing selected, held, failed,
+	// skipped).
+	DrainOutcomeNothingCommitted = "completed_nothing_committed"
 )
 
 // Outcomes of one replay (RedriveReply.Outcome, and the counters of a
@@ -187,12 +215,62 @@ type DrainStartRequest struct {
 	// RampHoldSeconds is how long each ramp step holds (required with
 	// Ramp, at most 3600).
 	RampHoldSeconds float64 `json:"ramp_hold_seconds,omitempty"`
+	// NoGuard turns the failure guard off: no canary, no max failure
+	// rate (the drain never pauses itself). Without it, a request that
+	// names none of Canary, MaxFailureRate and PauseWindow gets the
+	// default guard (WithDefaultGuard); with it, naming one is refused.
+	NoGuard bool `json:"no_guard,omitempty"`
+}
+
+// WithDefaultGuard returns r with the default failure guard filled in
+// (Canary DefaultCanary, MaxFailureRate DefaultMaxFailureRate) when it
+// names no guard control and does not turn the guard off; otherwise r
+// unchanged. The redriver stores the request so, which makes the guard in
+// force explicit in the drain's status and in a dry run's plan.
+func (r DrainStartRequest) WithDefaultGuard() DrainStartRequest {
+	if r.NoGuard || r.Canary > 0 || r.PauseWindow > 0 || r.MaxFailureRate != nil {
+		return r
+	}
+	rate := DefaultMaxFailureRate
+	r.Canary, r.MaxFailureRate = DefaultCanary, &rate
+	return r
+}
+
+// Guard returns the failure guard a drain of r runs with (after
+// WithDefaultGuard), as a plan shows it.
+func (r DrainStartRequest) Guard() DrainGuard {
+	on, maxRate, window := r.WithDefaultGuard().Guarded()
+	if !on {
+		return DrainGuard{Off: true}
+	}
+	g := r.WithDefaultGuard()
+	return DrainGuard{Canary: g.Canary, MaxFailureRate: maxRate, PauseWindow: window,
+		Default: !r.NoGuard && r.Canary == 0 && r.PauseWindow == 0 && r.MaxFailureRate == nil}
+}
+
+// DrainGuard is the failure guard in force for a drain (DrainPlan.Guard).
+type DrainGuard struct {
+	// Off: the request turned the guard off (no_guard): the drain never
+	// pauses itself.
+	Off bool `json:"off,omitempty"`
+	// Default: the request named no guard control, so the default guard
+	// applies.
+	Default bool `json:"default,omitempty"`
+	// Canary is how many events are replayed first (0: none).
+	Canary int `json:"canary"`
+	// MaxFailureRate is the re-failure rate above which the canary stops
+	// the drain and the running drain pauses; PauseWindow the outcomes it
+	// is taken over.
+	MaxFailureRate float64 `json:"max_failure_rate"`
+	PauseWindow    int     `json:"pause_window"`
 }
 
 // Guarded reports whether the drain has a failure guard (canary or
-// window), and its max failure rate and window.
+// window), and its max failure rate and window, as the request stands
+// (the redriver stores a request with its default guard filled in, see
+// WithDefaultGuard).
 func (r DrainStartRequest) Guarded() (on bool, maxRate float64, window int) {
-	on = r.Canary > 0 || r.PauseWindow > 0 || r.MaxFailureRate != nil
+	on = !r.NoGuard && (r.Canary > 0 || r.PauseWindow > 0 || r.MaxFailureRate != nil)
 	if !on {
 		return false, 0, 0
 	}
@@ -298,6 +376,35 @@ type DrainPlan struct {
 	// Canary lists what the request's canary would replay first, in
 	// order.
 	Canary []CanaryPick `json:"canary,omitempty"`
+	// Guard is the failure guard the drain would run with (the default
+	// one unless the request names its own or turns it off).
+	Guard *DrainGuard `json:"guard,omitempty"`
+	// Holds counts the selected events under a legal hold by hold (never
+	// replayed: HeldByHold), with the hold's case.
+	Holds []HoldCount `json:"holds,omitempty"`
+	// Overlaps lists the unfinished drains (selecting, running, paused)
+	// whose filters select some of these events: drain.start refuses
+	// such a drain (ErrDrainOverlap).
+	Overlaps []DrainOverlap `json:"overlaps,omitempty"`
+}
+
+// DrainOverlap is an unfinished drain that selects some of the events of
+// another drain's filter (DrainPlan.Overlaps, Error.Overlaps).
+type DrainOverlap struct {
+	DrainID string `json:"drain_id"`
+	// Status is the other drain's status (selecting, running, paused).
+	Status    string `json:"status"`
+	StartedBy string `json:"started_by,omitempty"`
+	// Records counts the events both would select.
+	Records int `json:"records"`
+}
+
+// HoldCount is how many of a drain's selected events one legal hold
+// holds (DrainPlan.Holds, DrainState.Holds).
+type HoldCount struct {
+	HoldID  string `json:"hold_id"`
+	CaseID  string `json:"case_id,omitempty"`
+	Records int    `json:"records"`
 }
 
 // MaxHeldBy bounds the blockers a plan or a drain's status names.
@@ -409,6 +516,51 @@ type DrainState struct {
 	CanaryDone bool `json:"canary_done,omitempty"`
 	// Events are the drain's pauses, resumes and cancellation, in order.
 	Events []DrainEvent `json:"events,omitempty"`
+	// Outcome says what a completed drain achieved (DrainOutcome*: all
+	// resolved, partial, nothing committed); OutcomeReason lists, for the
+	// last two, the non-zero counts of what was not committed (held by a
+	// legal hold, held by an earlier event, failed, poisoned, pending,
+	// skipped, errors), or "nothing selected". Empty before completion.
+	Outcome       string `json:"outcome,omitempty"`
+	OutcomeReason string `json:"outcome_reason,omitempty"`
+	// Holds counts the selected events under a legal hold by hold, with
+	// the hold's case (as found at the selection).
+	Holds []HoldCount `json:"holds,omitempty"`
+}
+
+// WithOutcome returns st with Outcome and OutcomeReason set when it is
+// completed (cleared otherwise).
+func (st DrainState) WithOutcome() DrainState {
+	st.Outcome, st.OutcomeReason = "", ""
+	if st.Status != DrainCompleted {
+		return st
+	}
+	resolved := st.Committed + st.SkippedDuplicate
+	var why []string
+	add := func(n int, what string) {
+		if n > 0 {
+			why = append(why, strconv.Itoa(n)+" "+what)
+		}
+	}
+	add(st.HeldByHold, "held by a legal hold")
+	add(st.HeldByEarlier, "held by an earlier unresolved event of their key")
+	add(st.Held-st.HeldByHold-st.HeldByEarlier, "held behind a failed event of their key")
+	add(st.ReplayFailed, "failed again")
+	add(st.Poisoned, "poisoned")
+	add(st.Pending, "pending (no outcome in time)")
+	add(st.Skipped, "skipped (resolved elsewhere or no longer redrivable)")
+	add(st.Errors, "errors")
+	switch {
+	case st.Selected == 0:
+		st.Outcome, st.OutcomeReason = DrainOutcomeNothingCommitted, "nothing selected"
+	case resolved == 0:
+		st.Outcome, st.OutcomeReason = DrainOutcomeNothingCommitted, strings.Join(why, ", ")
+	case len(why) == 0:
+		st.Outcome = DrainOutcomeAllResolved
+	default:
+		st.Outcome, st.OutcomeReason = DrainOutcomePartial, strings.Join(why, ", ")
+	}
+	return st
 }
 
 // DrainIDRequest names a drain (drain.status, drain.cancel).

@@ -258,6 +258,8 @@ func (r DrainStartRequest) Validate() error {
 		return BadField("ramp_hold_seconds", "must be above 0 and at most 3600 with a ramp")
 	case len(r.Ramp) == 0 && r.RampHoldSeconds != 0:
 		return BadField("ramp_hold_seconds", "is only for a ramp")
+	case r.NoGuard && (r.Canary > 0 || r.PauseWindow > 0 || r.MaxFailureRate != nil):
+		return BadField("no_guard", "turns the failure guard off: not with canary, max_failure_rate or pause_window")
 	}
 	for i, v := range r.Ramp {
 		if !(v > 0 && v <= 1e6) || i > 0 && v < r.Ramp[i-1] {

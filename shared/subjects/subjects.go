@@ -298,6 +298,23 @@ func BucketKey(bucket, key string) string { return "$KV." + bucket + "." + key }
 // BucketKeys matches every key of a bucket.
 func BucketKeys(bucket string) string { return "$KV." + bucket + ".>" }
 
+// NotifyAll covers the notifications (package notify), one subject per
+// kind: deadletter.notify.<kind>. They are core publishes (no stream).
+const NotifyAll = "deadletter.notify.>"
+
+// Notify returns the subject of the notifications of one kind.
+func Notify(kind string) string { return "deadletter.notify." + kind }
+
+// The kinds of notifications (package notify names them; the access table
+// grants their subjects without importing it).
+const (
+	NotifyFailureGroup    = "failure_group"
+	NotifyPoison          = "poison"
+	NotifyDrainPaused     = "drain_paused"
+	NotifyApprovalPending = "approval_pending"
+	NotifyVerifyFailed    = "verify_failed"
+)
+
 // Failure returns the FAILURES intake subject of a domain.
 func Failure(domain string) string { return "dlq.intake." + domain }
 

@@ -24,8 +24,11 @@ import (
 )
 
 // TestConcurrentDrainsAndRedrivesCommitOnce: two drains over the same
-// records, on two redriver instances, and single redrives racing them:
-// each event is committed once.
+// records asked of two redriver instances at once, and single redrives
+// racing them: each event is committed once. The second drain is refused
+// (DRAIN_OVERLAP) when its instance already sees the first stored; when
+// both checks pass before either drain is stored, both run and the
+// per-event CAS keeps each commit single.
 func TestConcurrentDrainsAndRedrivesCommitOnce(t *testing.T) {
 	e := newEnv(t)
 	var events []event
@@ -42,8 +45,24 @@ func TestConcurrentDrainsAndRedrivesCommitOnce(t *testing.T) {
 	req := api.DrainStartRequest{Filter: api.DrainFilter{Domain: "pharmacy"}, RatePerSecond: ptr(0.0), MaxConcurrency: 8}
 	var ids [2]string
 	var wg sync.WaitGroup
+	var refused [2]bool
 	for i := range ids {
-		wg.Go(func() { ids[i] = e.startDrain(t, req) })
+		wg.Go(func() {
+			b, _ := json.Marshal(req)
+			data, code := e.request(t, api.DrainStart, b)
+			switch code {
+			case "":
+				var rep api.DrainStartReply
+				if err := json.Unmarshal(data, &rep); err != nil || rep.DrainID == "" {
+					t.Errorf("drain.start: %s %v", data, err)
+				}
+				ids[i] = rep.DrainID
+			case api.ErrDrainOverlap:
+				refused[i] = true
+			default:
+				t.Errorf("drain.start: %s %s", code, data)
+			}
+		})
 	}
 	outcomes := make([]string, 10)
 	for i := range outcomes {
@@ -62,8 +81,15 @@ func TestConcurrentDrainsAndRedrivesCommitOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	if refused[0] && refused[1] {
+		t.Fatal("both drains refused as overlapping")
+	}
+	t.Logf("drains refused as overlapping: %v", refused)
 	total := 0
 	for _, id := range ids {
+		if id == "" {
+			continue
+		}
 		st := e.waitDrain(t, id, 60*time.Second)
 		if st.Status != api.DrainCompleted || st.Errors != 0 || st.ReplayFailed != 0 {
 			t.Errorf("drain %+v", st)
@@ -227,7 +253,8 @@ func TestOrderingPerKey(t *testing.T) {
 	e.down.down.Store(false)
 	e.down.fail(b[0].key, true)
 
-	st := e.waitDrain(t, e.startDrain(t, api.DrainStartRequest{Filter: api.DrainFilter{Domain: "dscsa"}, RatePerSecond: ptr(0.0), MaxConcurrency: 4}), 60*time.Second)
+	// Unguarded: a failure in a canary of two lanes would pause it.
+	st := e.waitDrain(t, e.startDrain(t, api.DrainStartRequest{Filter: api.DrainFilter{Domain: "dscsa"}, RatePerSecond: ptr(0.0), MaxConcurrency: 4, NoGuard: true}), 60*time.Second)
 	if st.Committed != 3 || st.ReplayFailed != 1 || st.Held != 2 {
 		t.Fatalf("drain %+v", st.DrainCounts)
 	}
@@ -282,7 +309,9 @@ func TestRateAndConcurrency(t *testing.T) {
 	from := info.State.LastSeq + 1
 	// Enough workers that the token bucket, not the replays' round trips,
 	// sets the pace (also under the race detector).
-	st = e.waitDrain(t, e.startDrain(t, api.DrainStartRequest{RatePerSecond: ptr(rate), Burst: 1, MaxConcurrency: 512}), 120*time.Second)
+	// Unguarded: a canary's wait for its outcomes would stretch the pace
+	// measured.
+	st = e.waitDrain(t, e.startDrain(t, api.DrainStartRequest{RatePerSecond: ptr(rate), Burst: 1, MaxConcurrency: 512, NoGuard: true}), 120*time.Second)
 	if st.Committed != replays {
 		t.Fatalf("rate drain: %+v", st.DrainCounts)
 	}

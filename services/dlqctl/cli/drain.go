@@ -83,7 +83,10 @@ Guards for a system just recovered: --canary N replays N events first
 outcomes and pauses the drain if more than --max-failure-rate of them failed
 again. --pause-window N (default 100 with a guard) pauses a running drain
 when the re-failure rate over its last N outcomes crosses --max-failure-rate
-(default 0.1 with a guard; setting any of the three turns the guard on).
+(default 0.1 with a guard). A drain that sets none of the three gets the
+default guard (a canary of 10 and --max-failure-rate 0.1); --no-guard turns
+the guard off. A drain whose events another unfinished drain selects is
+refused (DRAIN_OVERLAP, naming that drain); the dry run lists the overlaps.
 --ramp 1,5,20,50 --ramp-hold 10s raises the rate in steps up to --rate.
 A paused drain waits for 'dlqctl drain resume ID' or 'dlqctl drain cancel
 ID'; following it ends at the pause (exit 1).`,
@@ -116,6 +119,7 @@ ID'; following it ends at the pause (exit 1).`,
 	fl.IntVar(&f.req.Canary, "canary", 0, "replay this many events first and continue only if at most --max-failure-rate of them fail again")
 	fl.Float64Var(&f.maxFailure, "max-failure-rate", api.DefaultMaxFailureRate, "re-failure rate (0..1) above which the canary or the window pauses the drain")
 	fl.IntVar(&f.req.PauseWindow, "pause-window", 0, fmt.Sprintf("pause when the re-failure rate over the last N outcomes crosses --max-failure-rate (default %d with a guard)", api.DefaultPauseWindow))
+	fl.BoolVar(&f.req.NoGuard, "no-guard", false, "no canary and no max failure rate: the drain never pauses itself (not with --canary, --max-failure-rate or --pause-window)")
 	fl.Float64SliceVar(&f.ramp, "ramp", nil, "raise the rate in these steps (replays per second, ascending), then --rate")
 	fl.DurationVar(&f.rampHold, "ramp-hold", 0, "how long each --ramp step holds")
 	fl.BoolVar(&f.req.DryRun, "dry-run", false, "print what the drain would do; change nothing")
@@ -176,6 +180,8 @@ func (a *app) drainStart(cmd *cobra.Command, f *drainFlags) error {
 		return usageErrorf("--ramp needs --ramp-hold")
 	case len(f.ramp) == 0 && f.rampHold != 0:
 		return usageErrorf("--ramp-hold is only for --ramp")
+	case f.req.NoGuard && (f.req.Canary > 0 || f.req.PauseWindow > 0 || cmd.Flags().Changed("max-failure-rate")):
+		return usageErrorf("--no-guard turns the guard off: not with --canary, --max-failure-rate or --pause-window")
 	}
 	if cmd.Flags().Changed("rate") {
 		r := f.rate
@@ -229,9 +235,16 @@ func (a *app) printPlan(p *api.DrainPlan) {
 	t.row("ORDERING KEYS", strconv.Itoa(p.Keys))
 	t.row("ALREADY COMMITTED", fmt.Sprintf("%d (of %d checked; resolved as duplicates without a replay)", p.WouldSkipDuplicate, p.Checked))
 	t.row("HELD BY EARLIER", fmtHeldBy(p.HeldByEarlier, p.HeldBy))
+	t.row("HELD BY A HOLD", fmtHolds(p.HeldByHold, p.Holds))
 	t.row("EXCLUDED", fmtCounts(p.Excluded))
 	if len(p.Canary) > 0 {
 		t.row("CANARY", fmt.Sprintf("%d events first", len(p.Canary)))
+	}
+	if p.Guard != nil {
+		t.row("GUARD", fmtGuard(*p.Guard))
+	}
+	if len(p.Overlaps) > 0 {
+		t.row("OVERLAPS", fmtOverlaps(p.Overlaps)+" (drain.start refuses this drain: DRAIN_OVERLAP)")
 	}
 	t.flush()
 	if len(p.Canary) > 0 {
@@ -475,6 +488,13 @@ func (a *app) printDrainState(st api.DrainState) {
 	t.row("POISONED", strconv.Itoa(st.Poisoned))
 	t.row("HELD", strconv.Itoa(st.Held))
 	t.row("HELD BY EARLIER", fmtHeldBy(st.HeldByEarlier, st.HeldBy))
+	t.row("HELD BY A HOLD", fmtHolds(st.HeldByHold, st.Holds))
+	if st.Outcome != "" {
+		t.row("OUTCOME", st.Outcome)
+		if st.OutcomeReason != "" {
+			t.row("WHY", st.OutcomeReason)
+		}
+	}
 	t.row("RATE", rateText(st.CurrentRate))
 	t.row("PENDING", strconv.Itoa(st.Pending))
 	t.row("ERRORS", strconv.Itoa(st.Errors))
@@ -507,6 +527,45 @@ func fmtEvent(ev api.DrainEvent) string {
 		s += " " + fmtCounts(ev.Codes)
 	}
 	return s
+}
+
+// fmtHolds renders how many selected events legal holds hold, by hold
+// and case.
+func fmtHolds(n int, holds []api.HoldCount) string {
+	s := strconv.Itoa(n)
+	if len(holds) == 0 {
+		return s
+	}
+	parts := make([]string, 0, len(holds))
+	for _, h := range holds {
+		parts = append(parts, fmt.Sprintf("%d by %s (case %s)", h.Records, h.HoldID, h.CaseID))
+	}
+	return s + ": " + strings.Join(parts, ", ")
+}
+
+// fmtGuard renders the failure guard a drain runs with.
+func fmtGuard(g api.DrainGuard) string {
+	if g.Off {
+		return "off (--no-guard): the drain never pauses itself"
+	}
+	s := fmt.Sprintf("pause above %.0f%% re-failures over %d outcomes", 100*g.MaxFailureRate, g.PauseWindow)
+	if g.Canary > 0 {
+		s = fmt.Sprintf("canary of %d, ", g.Canary) + s
+	}
+	if g.Default {
+		s += " (the default)"
+	}
+	return s
+}
+
+// fmtOverlaps renders the unfinished drains that select some of a plan's
+// events.
+func fmtOverlaps(ov []api.DrainOverlap) string {
+	parts := make([]string, 0, len(ov))
+	for _, o := range ov {
+		parts = append(parts, fmt.Sprintf("%s (%s) selects %d", o.DrainID, o.Status, o.Records))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // fmtHeldBy renders how many selected events unselected earlier events

@@ -77,6 +77,7 @@ func (a *app) holdPlaceCommand() *cobra.Command {
 	fl.StringVar(&codes, "code", "", "filter: events whose latest error code is one of these (comma separated)")
 	fl.StringVar(&since, "since", "", "filter: events first seen at or after this time (RFC 3339)")
 	fl.StringVar(&until, "until", "", "filter: events first seen before this time (RFC 3339)")
+	fl.BoolVar(&req.Confirm, "confirm", false, "place a party or filter hold that matches no stored event yet (refused HOLD_MATCHES_NOTHING without it)")
 	return cmd
 }
 
@@ -135,7 +136,14 @@ func holdRows(t *table, h api.HeldHold) {
 	if h.Hold.LiftedAt != nil {
 		t.row("LIFTED", h.Hold.LiftedBy+" at "+h.Hold.LiftedAt.Format(time.RFC3339)+": "+h.Hold.LiftReason)
 	}
-	t.row("HOLDS", strconv.Itoa(len(h.DLQIDs))+" events "+strings.Join(h.DLQIDs, " "))
+	holds := strconv.Itoa(max(h.Count, len(h.DLQIDs))) + " events " + strings.Join(h.DLQIDs, " ")
+	if h.Truncated {
+		holds += " ... (hold get ID lists them all)"
+	}
+	t.row("HOLDS", holds)
+	if n := max(h.PendingCount, len(h.Pending)); n > 0 {
+		t.row("PENDING", strconv.Itoa(n)+" being recorded")
+	}
 }
 
 // targetText describes a hold's target.
@@ -190,7 +198,7 @@ func (a *app) holdListCommand() *cobra.Command {
 			t := newTable(a.io.Out)
 			t.row("HOLD", "CASE", "STATUS", "TARGET", "EVENTS", "PLACED BY")
 			for _, h := range rep.Holds {
-				t.row(h.Hold.ID, h.Hold.CaseID, h.Hold.Status, targetText(h.Hold.Target), strconv.Itoa(len(h.DLQIDs)), h.Hold.PlacedBy)
+				t.row(h.Hold.ID, h.Hold.CaseID, h.Hold.Status, targetText(h.Hold.Target), strconv.Itoa(max(h.Count, len(h.DLQIDs))), h.Hold.PlacedBy)
 			}
 			t.flush()
 			return nil

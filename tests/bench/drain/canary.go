@@ -68,6 +68,8 @@ func runCanary(n, concurrency, canary, rounds int, syncAlways bool) error {
 			req := api.DrainStartRequest{RatePerSecond: new(float64), MaxConcurrency: concurrency}
 			if useCanary {
 				req.Canary = canary
+			} else {
+				req.NoGuard = true // the baseline: no default guard either
 			}
 			st, err := drainToEnd(nc, req)
 			if err != nil {

@@ -1180,7 +1180,9 @@ func (c *cluster) drain(ctx context.Context) error {
 	defer nc.Close()
 	var start api.DrainStartReply
 	unlimited := 0.0 // no rate ceiling: the drain goes as fast as the pipeline
-	req := api.DrainStartRequest{Filter: api.DrainFilter{Classes: []string{string(record.ClassExhausted)}}, RatePerSecond: &unlimited}
+	// Unguarded: the chaos run counts every outcome (a paused drain would
+	// never complete).
+	req := api.DrainStartRequest{Filter: api.DrainFilter{Classes: []string{string(record.ClassExhausted)}}, RatePerSecond: &unlimited, NoGuard: true}
 	started := time.Now()
 	deadline := started.Add(c.o.Settle)
 	if err := ask(ctx, nc, deadline, api.DrainStart, req, &start); err != nil {
