@@ -189,7 +189,16 @@ func TestHolds(t *testing.T) {
 			}
 		})
 	}
-	w := op.do(http.MethodPost, "/holds", url.Values{"csrf": {token}, "party": {party}, "case_id": {"CASE-1"}, "reason": {"litigation"}})
+	// A party with no record stored: refused, and the form asks to
+	// confirm (keeping what was typed); confirmed, the hold is placed.
+	place := url.Values{"csrf": {token}, "party": {party}, "case_id": {"CASE-1"}, "reason": {"litigation"}}
+	w := op.do(http.MethodPost, "/holds", place)
+	if body := w.Body.String(); w.Code == http.StatusSeeOther || !strings.Contains(body, api.ErrHoldMatchesNothing) ||
+		!strings.Contains(body, `id="hold-confirm"`) || !strings.Contains(body, `value="litigation"`) {
+		t.Fatalf("a hold matching nothing, unconfirmed: %d\n%s", w.Code, body)
+	}
+	place.Set("confirm", "on")
+	w = op.do(http.MethodPost, "/holds", place)
 	if w.Code != http.StatusSeeOther {
 		t.Fatalf("place: %d\n%s", w.Code, w.Body)
 	}

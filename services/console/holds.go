@@ -18,6 +18,9 @@ type holdsData struct {
 	IncludeLifted bool
 	// Party and CaseID are the place form's values after a refusal.
 	Party, CaseID, Reason string
+	// AskConfirm: the hold was refused because it matches nothing now
+	// (api.ErrHoldMatchesNothing); the form asks to place it anyway.
+	AskConfirm bool
 }
 
 // holdsURL is the Holds page (with the lifted holds when lifted).
@@ -44,7 +47,8 @@ func (c *Console) handleHolds(w http.ResponseWriter, r *http.Request, s *session
 
 // placeRequest is a hold.place request from a form's case id and reason.
 func placeRequest(r *http.Request, target api.HoldTarget) api.HoldPlaceRequest {
-	return api.HoldPlaceRequest{CaseID: strings.TrimSpace(r.PostFormValue("case_id")), Reason: strings.TrimSpace(r.PostFormValue("reason")), Target: target}
+	return api.HoldPlaceRequest{CaseID: strings.TrimSpace(r.PostFormValue("case_id")), Reason: strings.TrimSpace(r.PostFormValue("reason")), Target: target,
+		Confirm: r.PostFormValue("confirm") != ""}
 }
 
 // handlePlacePartyHold places a hold on a party's events (the Holds page).
@@ -55,7 +59,7 @@ func (c *Console) handlePlacePartyHold(w http.ResponseWriter, r *http.Request, s
 		http.Redirect(w, r, holdsURL(false)+"#hold-"+url.PathEscape(rep.Hold.ID), http.StatusSeeOther)
 		return
 	}
-	d := &holdsData{Party: req.Target.PartyID, CaseID: req.CaseID, Reason: req.Reason}
+	d := &holdsData{Party: req.Target.PartyID, CaseID: req.CaseID, Reason: req.Reason, AskConfirm: api.CodeOf(err) == api.ErrHoldMatchesNothing}
 	_ = c.listHolds(r, s, d)
 	v := newView(s, "Holds", "holds", d)
 	v.setErr(err)
