@@ -371,7 +371,17 @@ func Generate(dir string, sec *access.Secrets, o Options) (*Manifest, error) {
 		{access.Monitor, "deadletter monitoring (system account: server pings and /varz only)"},
 	}
 	for _, p := range sec.People {
-		users = append(users, struct{ name, desc string }{p.Name, fmt.Sprintf("deadletter %s (%s)", p.Name, p.Role)})
+		if p.Disabled {
+			// A disabled person cannot connect: no password file or
+			// context is left for it.
+			for _, f := range []string{filepath.Join(dir, PasswordsDir, p.Name), filepath.Join(dir, ContextsDir, p.Name+".json")} {
+				if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return nil, fmt.Errorf("kit: %w", err)
+				}
+			}
+			continue
+		}
+		users = append(users, struct{ name, desc string }{p.Name, access.ContextDescription(p)})
 	}
 	for _, u := range users {
 		if err := access.WriteFile(filepath.Join(dir, PasswordsDir, u.name), []byte(sec.Users[u.name].Password+"\n")); err != nil {
