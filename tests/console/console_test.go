@@ -405,7 +405,7 @@ func TestConsole(t *testing.T) {
 	st := startStack(t, down)
 	base := st.Console.URL()
 	pw := func(user string) string { return st.Secrets().Users[user].Password }
-	opName, viewerName := string(access.RoleOperator), string(access.RoleViewer)
+	opName, viewerName := access.DefaultPerson(access.RoleOperator), access.DefaultPerson(access.RoleViewer)
 	viewerNC, err := st.ConnectAs(viewerName)
 	if err != nil {
 		t.Fatal(err)
@@ -633,7 +633,7 @@ func TestConsole(t *testing.T) {
 
 		// The operator logs out; the approver logs in in the same tab.
 		op.do(chromedp.Click(chromedp.CSS("form.who button")), chromedp.WaitVisible(chromedp.CSS("#user")))
-		approverName := string(access.RoleApprover)
+		approverName := access.DefaultPerson(access.RoleApprover)
 		op.login(approverName, pw(approverName))
 		op.open("/")
 		if n := op.text("#pending-approvals"); n == "0" {

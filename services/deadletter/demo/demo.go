@@ -155,7 +155,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	for _, r := range []access.Role{access.RolePublisher, access.RoleViewer, access.RoleOperator, access.RoleApprover} {
 		// A generous connect timeout: a person's password is checked
 		// against its bcrypt hash, slow on a loaded machine.
-		nc, err := st.ConnectAs(string(r), nats.Name("deadletter-demo-"+string(r)), nats.Timeout(30*time.Second))
+		nc, err := st.ConnectAs(access.DefaultPerson(r), nats.Name("deadletter-demo-"+access.DefaultPerson(r)), nats.Timeout(30*time.Second))
 		if err != nil {
 			return sum, fmt.Errorf("demo: connect as %s: %w", r, err)
 		}
@@ -300,7 +300,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		if err := approver.call(api.ApprovalGet, api.ApprovalGetRequest{ID: id}, &review); err != nil {
 			return sum, err
 		}
-		pw := api.Password(st.Secrets().Users[string(access.RoleApprover)].Password)
+		pw := api.Password(st.Secrets().Users[access.DefaultPerson(access.RoleApprover)].Password)
 		if err := approver.call(api.ApprovalApprove, api.ApprovalDecisionRequest{ID: id, Password: pw,
 			Meaning: "reviewed the correction against the re-sent event"}, &signed); err != nil {
 			return sum, err
@@ -370,7 +370,7 @@ func (s Summary) check() error {
 	if s.DownstreamDoubles != 0 {
 		problems = append(problems, fmt.Sprintf("%d keys committed downstream twice", s.DownstreamDoubles))
 	}
-	if s.DrainedBy != string(access.RoleOperator) {
+	if s.DrainedBy != access.DefaultPerson(access.RoleOperator) {
 		problems = append(problems, fmt.Sprintf("the drain is recorded as started by %q, not the operator", s.DrainedBy))
 	}
 	if s.Corrected != api.OutcomeReplayed || s.Poisoned != api.OutcomePoisoned {

@@ -182,7 +182,7 @@ const CredentialsFile = "credentials.json"
 
 // ContextsDir is the directory, in the data directory, of the natscli
 // context files written for each person (mode 0600): `nats --context
-// data/contexts/operator.json ...` connects as the operator.
+// data/contexts/amara.okafor.json ...` connects as Amara Okafor, an operator.
 const ContextsDir = "contexts"
 
 // Stack is a running all-in-one deployment.
