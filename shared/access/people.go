@@ -219,7 +219,8 @@ func (s *Secrets) Rotate(name, by string, opts ...Option) error {
 // MigrateLegacy brings the credentials of an earlier version, whose people
 // were one shared user per role ("operator (operator)"), to named people:
 // when s holds such role users and none of DefaultPeople's named people,
-// it adds those (with new passwords), recording the migration, and
+// it adds every default person it lacks (with a new password), recording
+// the migration, and
 // reports whether it changed s. The role users stay, and keep working,
 // until disabled (`deadletter people disable operator`): their names are
 // in the records they made.
@@ -238,7 +239,7 @@ func (s *Secrets) MigrateLegacy(opts ...Option) (changed bool, err error) {
 	}
 	o := options(opts)
 	now := time.Now().UTC()
-	for _, p := range examplePeople {
+	for _, p := range DefaultPeople() {
 		if s.index(p.Name) >= 0 {
 			continue
 		}
