@@ -22,6 +22,10 @@ import (
 // names no known action or lacks its argument.
 var errPeopleUsage = errors.New("usage: deadletter people ls|add|disable|enable|rotate [NAME] [--data-dir DIR | --kit DIR] [--role ROLE] [--display-name NAME] [--parties DOMAIN=PARTY,...]")
 
+// secretOptions are the options of the secrets the command loads and
+// generates (tests lower the bcrypt cost).
+var secretOptions []access.Option
+
 // peopleSource is where the people are kept: the credentials file of a
 // `make run` data directory, or a generated kit (whose files are
 // regenerated after a change).
@@ -38,9 +42,9 @@ func (ps peopleSource) load() (*access.Secrets, error) {
 		return nil, fmt.Errorf("people: no credentials in %s (start `make run` once first): %w", filepath.Dir(ps.path), err)
 	}
 	if ps.kit != "" {
-		return kit.LoadSecrets(ps.kit)
+		return kit.LoadSecrets(ps.kit, secretOptions...)
 	}
-	return access.LoadOrCreate(ps.path, access.DefaultPeople())
+	return access.LoadOrCreate(ps.path, access.DefaultPeople(), secretOptions...)
 }
 
 // save writes sec and, for a kit, regenerates its files with the options
@@ -117,7 +121,7 @@ func runPeople(args []string, out io.Writer) error {
 				return err
 			}
 		}
-		err = sec.AddPerson(p, by)
+		err = sec.AddPerson(p, by, secretOptions...)
 	case "disable", "enable":
 		var changed bool
 		changed, err = sec.SetDisabled(name, action == "disable", by)
@@ -126,7 +130,7 @@ func runPeople(args []string, out io.Writer) error {
 			return nil
 		}
 	case "rotate":
-		err = sec.Rotate(name, by)
+		err = sec.Rotate(name, by, secretOptions...)
 	default:
 		return errPeopleUsage
 	}
