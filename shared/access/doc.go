@@ -33,7 +33,11 @@ func DocTables() string {
 	}
 	b.WriteString("\n| example person (`make run`, a new kit) | display name | role |\n|---|---|---|\n")
 	for _, p := range DefaultPeople() {
-		fmt.Fprintf(&b, "| `%s` | %s | `%s` |\n", p.Name, p.DisplayName, p.Role)
+		display := p.DisplayName
+		if display == "" {
+			display = "(a party's service)"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | `%s` |\n", p.Name, display, p.Role)
 	}
 	b.WriteString("\n| user (account `" + ServiceAccount + "`) | authenticates with | may publish | may subscribe |\n|---|---|---|---|\n")
 	for _, s := range Specs() {

@@ -5,6 +5,13 @@
 // every user's secret file, and a natscli context per person, the admin
 // and the monitoring user. Check compares a running cluster with them.
 //
+// People: each person is a user of their own with one role (package
+// access, Person); `deadletter people ls|add|disable|enable|rotate --kit
+// DIR` changes one person in the kit's secrets and regenerates its files
+// with the options of its manifest (every other user's lines stay as they
+// were; a disabled person's password and context files are deleted), after
+// which each node reloads its file (docs/operations/people.md).
+//
 // Credentials: services authenticate with nkeys (the server holds only
 // their public keys, no shared secret is ever sent; the seed file stays on
 // the service's host); people, the admin and the monitoring user with
