@@ -264,7 +264,7 @@ func TestPayloadNeedsRole(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%s include=%v", tc.person, tc.include), func(t *testing.T) {
 			var rep api.GetReply
-			code := e.request(t, string(tc.person), api.AuditGet, api.GetRequest{DLQID: id, IncludePayload: tc.include, Reason: "red team"}, &rep)
+			code := e.request(t, access.DefaultPerson(tc.person), api.AuditGet, api.GetRequest{DLQID: id, IncludePayload: tc.include, Reason: "red team"}, &rep)
 			if code != tc.wantCode {
 				t.Fatalf("code %q, want %q", code, tc.wantCode)
 			}
@@ -342,7 +342,7 @@ func TestExportAndAccessAudit(t *testing.T) {
 	} {
 		t.Run(string(tc.person), func(t *testing.T) {
 			var rep api.ExportReply
-			code := e.request(t, string(tc.person), api.AuditExport, api.ExportRequest{Reason: "red team " + string(tc.person)}, &rep)
+			code := e.request(t, access.DefaultPerson(tc.person), api.AuditExport, api.ExportRequest{Reason: "red team " + string(tc.person)}, &rep)
 			if code != tc.wantCode {
 				t.Fatalf("code %q, want %q", code, tc.wantCode)
 			}
@@ -397,7 +397,7 @@ func TestExportAndAccessAudit(t *testing.T) {
 	})
 	t.Run("a person cannot write the access audit", func(t *testing.T) {
 		for _, p := range []access.Role{access.RoleInspector, access.RoleOperator} {
-			_, err := e.conn(t, string(p)).Request(subjects.AuditAccess("bob"), []byte(`{"user":"bob","reason":"written by a person"}`), time.Second)
+			_, err := e.conn(t, access.DefaultPerson(p)).Request(subjects.AuditAccess("bob"), []byte(`{"user":"bob","reason":"written by a person"}`), time.Second)
 			if err == nil {
 				t.Fatalf("%s published to the access audit and got an answer", p)
 			}
@@ -589,7 +589,7 @@ func TestForgedDirectReplay(t *testing.T) {
 	subject := subjects.Redriven("pharmacy", "dispense", victim, 9)
 	for _, who := range []access.Role{access.RolePublisher, access.RoleOperator, access.RoleInspector, access.RoleApprover} {
 		t.Run(string(who), func(t *testing.T) {
-			js, err := jetstream.New(e.conn(t, string(who)))
+			js, err := jetstream.New(e.conn(t, access.DefaultPerson(who)))
 			if err != nil {
 				t.Fatal(err)
 			}
