@@ -543,7 +543,7 @@ func TestConsole(t *testing.T) {
 		if after := chainLength(t, viewerNC, dlqID); after <= before {
 			t.Errorf("the chain has %d records, had %d", after, before)
 		}
-		if !strings.Contains(op.text(".timeline"), "by operator") {
+		if !strings.Contains(op.text(".timeline"), "by "+opName) {
 			t.Errorf("the timeline does not name the operator: %q", op.text(".timeline"))
 		}
 	})
