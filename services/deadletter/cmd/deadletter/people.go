@@ -147,7 +147,7 @@ func runPeople(args []string, out io.Writer) error {
 		fmt.Fprintf(out, "regenerated the kit in %s: copy each nodes/<node>/%s to its node and reload it (nats-server --signal reload, or SIGHUP), then ./bin/provision --check --kit %s\n",
 			ps.kit, kit.ServerConfFile, ps.kit)
 	default:
-		fmt.Fprintf(out, "a running `make run` applies it within a second (a configuration reload; the server closes the connections it no longer authorizes); otherwise it applies at the next start\n")
+		fmt.Fprintf(out, "a running `make run` applies it within seconds (a configuration reload; the server closes the connections it no longer authorizes); otherwise it applies at the next start\n")
 	}
 	if p.Role == access.RolePublisher {
 		fmt.Fprintf(out, "a publisher's parties reach the validator when it restarts (%s)\n", kit.PublishersFile)

@@ -57,7 +57,7 @@ func TestPeopleDataDir(t *testing.T) {
 		}
 	}
 	out := mustPeople(t, "add", "bob.schneider", "--data-dir", dir, "--role", "operator", "--display-name", "Bob Schneider <Müller & Söhne>")
-	if !strings.Contains(out, "added: bob.schneider (operator)") || !strings.Contains(out, "within a second") {
+	if !strings.Contains(out, "added: bob.schneider (operator)") || !strings.Contains(out, "within seconds") {
 		t.Errorf("add says:\n%s", out)
 	}
 	mustPeople(t, "rotate", jonas, "--data-dir", dir)
