@@ -465,7 +465,7 @@ func TestDrain(t *testing.T) {
 		if last := progress[len(progress)-1]; !strings.Contains(last, " completed 6/6 100% ") || !strings.Contains(last, "replayed=6 ") {
 			t.Errorf("last progress line %q", last)
 		}
-		if !regexp.MustCompile(`STARTED BY +` + regexp.QuoteMeta(operatorUser) + `\n`).MatchString(r.stdout) || strings.Contains(r.stdout, "mallory") {
+		if !regexp.MustCompile(`STARTED BY +`+regexp.QuoteMeta(operatorUser)+`\n`).MatchString(r.stdout) || strings.Contains(r.stdout, "mallory") {
 			t.Errorf("final state names the wrong actor:\n%s", r.stdout)
 		}
 		if !regexp.MustCompile(`STATUS +completed\n`).MatchString(r.stdout) || !strings.Contains(r.stdout, "6 committed (6 published)") {
