@@ -92,8 +92,17 @@ func inboxToken(user string) string {
 	return string(b)
 }
 
+// usableName reports whether name can be a user of the server
+// configuration at all: 1 to 128 bytes of valid UTF-8 without spaces or
+// control characters.
+func usableName(name string) bool {
+	return name != "" && len(name) <= 128 && utf8.ValidString(name) &&
+		strings.IndexFunc(name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) < 0
+}
+
 // checkPeople refuses people the server configuration cannot hold safely:
-// an unknown role, a name that is invalid for its role, a name used twice
+// an unknown role, a name that is unusable (usableName) or, for a
+// publisher, not a subject token (ValidPublisherName), a name used twice
 // (one person, one role) or by a service or cluster user, and two users
 // whose inboxes would clash.
 func checkPeople(people []Person) error {
@@ -109,7 +118,10 @@ func checkPeople(people []Person) error {
 		if !slices.Contains(Roles, p.Role) {
 			return fmt.Errorf("%w: %s has role %q", ErrRole, p.Name, p.Role)
 		}
-		if p.Role != RolePublisher && !ValidPersonName(p.Name) && !legacyRoleUser(p) {
+		// New people get ValidPersonName (AddPerson); a file written
+		// before may hold other names (an e-mail address): any that is
+		// one word of printable characters still works.
+		if p.Role != RolePublisher && !usableName(p.Name) {
 			return fmt.Errorf("%w: %q", ErrPersonName, p.Name)
 		}
 		if seen[p.Name] || Lookupable(p.Name) || p.Name == Monitor || p.Name == RouteUser {

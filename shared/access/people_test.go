@@ -352,3 +352,32 @@ func TestLegacyCredentials(t *testing.T) {
 		t.Errorf("credentials file: %v, %v", fi, err)
 	}
 }
+
+// TestEarlierNames: a person of a file written before names were checked
+// (an e-mail address) still renders, with an inbox of one token; a name
+// with a space or a control character never does.
+func TestEarlierNames(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"alice@example.com", true},
+		{"Jonas.Mueller", true},
+		{"jonas müller", false},
+		{"eve\n", false},
+		{"", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sec := newSecrets(t)
+			sec.People = append(sec.People, access.Person{Name: tc.name, Role: access.RoleViewer})
+			sec.Users[tc.name] = sec.Users[access.DefaultPerson(access.RoleViewer)]
+			_, err := access.ServerConfig(sec)
+			if (err == nil) != tc.ok {
+				t.Fatalf("ServerConfig: %v, want ok %v", err, tc.ok)
+			}
+			if tc.ok && strings.Count(access.InboxPrefix(tc.name), ".") != 1 {
+				t.Errorf("inbox prefix %q is more than one token", access.InboxPrefix(tc.name))
+			}
+		})
+	}
+}
