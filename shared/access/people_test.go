@@ -286,6 +286,17 @@ func TestDisabledPersonCannotConnect(t *testing.T) {
 	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, closed(a))
 	refused(amara, &old)
 	mustConnect(amara)
+
+	// A role with every person disabled is an account without users: the
+	// server takes it, and nobody of that role connects.
+	for _, name := range access.DefaultPersonsOf(access.RoleOperator) {
+		if _, err := sec.SetDisabled(name, true, "admin"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reload()
+	refused(amara, sec)
+	mustConnect(access.DefaultPerson(access.RoleViewer))
 }
 
 // TestLegacyCredentials: credentials of an earlier version (one user per
