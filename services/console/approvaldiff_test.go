@@ -119,7 +119,7 @@ func TestApprovalShowsOriginalDiffAndFailure(t *testing.T) {
 	e := startEnv(t)
 	f := startReview(t, e)
 	c, _ := e.loggedConsole(t)
-	approver := string(access.RoleApprover)
+	approver := access.DefaultPerson(access.RoleApprover)
 	ap := newClient(t, c, "127.0.0.80")
 	ap.mustLogin(approver, e.password(approver))
 
@@ -150,7 +150,7 @@ func TestApprovalShowsOriginalDiffAndFailure(t *testing.T) {
 		}
 	}
 
-	insp := string(access.RoleInspector)
+	insp := access.DefaultPerson(access.RoleInspector)
 	in := newClient(t, c, "127.0.0.81")
 	in.mustLogin(insp, e.password(insp))
 	natstest.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
@@ -162,7 +162,7 @@ func TestApprovalShowsOriginalDiffAndFailure(t *testing.T) {
 	})
 
 	// A viewer reads neither payload: no original, no audit entry asked.
-	viewer := string(access.RoleViewer)
+	viewer := access.DefaultPerson(access.RoleViewer)
 	vw := newClient(t, c, "127.0.0.82")
 	vw.mustLogin(viewer, e.password(viewer))
 	if vp := vw.do(http.MethodGet, "/approvals/"+f.approvalID, nil).Body.String(); strings.Contains(vp, `id="approval-original"`) || strings.Contains(vp, "Köln") {
@@ -197,13 +197,13 @@ func TestApprovalPayloadReadRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name, user, approvalID, dlqID, code string
 	}{
-		{"viewer", string(access.RoleViewer), f.approvalID, f.dlqID, api.ErrForbidden},
-		{"policy role", string(access.RolePolicy), f.approvalID, f.dlqID, api.ErrForbidden},
-		{"approval of another record", string(access.RoleApprover), other.approvalID, f.dlqID, api.ErrForbidden},
-		{"unknown approval", string(access.RoleApprover), "apr-unknown-0", f.dlqID, api.ErrNotFound},
-		{"approval id with a subject token", string(access.RoleApprover), "apr.>", f.dlqID, api.ErrBadRequest},
-		{"approver of this record", string(access.RoleApprover), f.approvalID, f.dlqID, ""},
-		{"operator of this record", string(access.RoleOperator), f.approvalID, f.dlqID, ""},
+		{"viewer", access.DefaultPerson(access.RoleViewer), f.approvalID, f.dlqID, api.ErrForbidden},
+		{"policy role", access.DefaultPerson(access.RolePolicy), f.approvalID, f.dlqID, api.ErrForbidden},
+		{"approval of another record", access.DefaultPerson(access.RoleApprover), other.approvalID, f.dlqID, api.ErrForbidden},
+		{"unknown approval", access.DefaultPerson(access.RoleApprover), "apr-unknown-0", f.dlqID, api.ErrNotFound},
+		{"approval id with a subject token", access.DefaultPerson(access.RoleApprover), "apr.>", f.dlqID, api.ErrBadRequest},
+		{"approver of this record", access.DefaultPerson(access.RoleApprover), f.approvalID, f.dlqID, ""},
+		{"operator of this record", access.DefaultPerson(access.RoleOperator), f.approvalID, f.dlqID, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nc := e.srv.ConnectAs(t, tc.user)

@@ -58,7 +58,7 @@ func TestApprovalsInboxAndDecisions(t *testing.T) {
 	e := startEnv(t)
 	f := startFakeRedriver(t, e)
 	c, logs := e.loggedConsole(t)
-	approver := string(access.RoleApprover)
+	approver := access.DefaultPerson(access.RoleApprover)
 	pw := e.password(approver)
 
 	ap := newClient(t, c, "127.0.0.70")
@@ -83,12 +83,12 @@ func TestApprovalsInboxAndDecisions(t *testing.T) {
 	}
 
 	op := newClient(t, c, "127.0.0.71")
-	optoken := op.mustLogin(string(access.RoleOperator), e.password(string(access.RoleOperator)))
+	optoken := op.mustLogin(access.DefaultPerson(access.RoleOperator), e.password(access.DefaultPerson(access.RoleOperator)))
 	if page := op.do(http.MethodGet, "/approvals/apr-7", nil).Body.String(); strings.Contains(page, `id="approve"`) || strings.Contains(page, `id="reject"`) {
 		t.Error("the operator is offered approve or reject")
 	}
 	viewer := newClient(t, c, "127.0.0.72")
-	vtoken := viewer.mustLogin(string(access.RoleViewer), e.password(string(access.RoleViewer)))
+	vtoken := viewer.mustLogin(access.DefaultPerson(access.RoleViewer), e.password(access.DefaultPerson(access.RoleViewer)))
 
 	for _, tc := range []struct {
 		name     string
@@ -166,7 +166,7 @@ func TestHolds(t *testing.T) {
 	startFakeRedriver(t, e) // the approval owner: a lift waits for approval
 	c := e.newConsole(t, nil)
 	op := newClient(t, c, "127.0.0.73")
-	token := op.mustLogin(string(access.RoleOperator), e.password(string(access.RoleOperator)))
+	token := op.mustLogin(access.DefaultPerson(access.RoleOperator), e.password(access.DefaultPerson(access.RoleOperator)))
 	if page := op.do(http.MethodGet, "/holds", nil).Body.String(); !strings.Contains(page, `id="place-party-hold"`) {
 		t.Fatal("the operator is offered no party hold")
 	}
@@ -212,7 +212,7 @@ func TestHolds(t *testing.T) {
 	}
 
 	viewer := newClient(t, c, "127.0.0.74")
-	vtoken := viewer.mustLogin(string(access.RoleViewer), e.password(string(access.RoleViewer)))
+	vtoken := viewer.mustLogin(access.DefaultPerson(access.RoleViewer), e.password(access.DefaultPerson(access.RoleViewer)))
 	vpage := viewer.do(http.MethodGet, "/holds", nil).Body.String()
 	if strings.Contains(vpage, `id="place-party-hold"`) || strings.Contains(vpage, `class="lift-hold"`) || !strings.Contains(vpage, "CASE-1") {
 		t.Error("the viewer is offered hold controls, or does not see the hold")
@@ -240,7 +240,7 @@ func TestHeldRefusalShown(t *testing.T) {
 	startFakeRedriver(t, e)
 	c := e.newConsole(t, nil)
 	op := newClient(t, c, "127.0.0.75")
-	token := op.mustLogin(string(access.RoleOperator), e.password(string(access.RoleOperator)))
+	token := op.mustLogin(access.DefaultPerson(access.RoleOperator), e.password(access.DefaultPerson(access.RoleOperator)))
 	for _, tc := range []struct{ name, path string }{
 		{"redrive", "/records/" + heldID + "/redrive"},
 		{"release", "/records/" + heldID + "/release"},

@@ -268,7 +268,7 @@ func consoleConns(t *testing.T, e *env, name string) map[string]int {
 // their oldest.
 func TestRedTeamI7SessionsBounded(t *testing.T) {
 	e := startEnv(t)
-	op, viewer, inspector := string(access.RoleOperator), string(access.RoleViewer), string(access.RoleInspector)
+	op, viewer, inspector := access.DefaultPerson(access.RoleOperator), access.DefaultPerson(access.RoleViewer), access.DefaultPerson(access.RoleInspector)
 
 	// 150 logins of one person under the default cap.
 	const logins = 150

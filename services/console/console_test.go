@@ -53,7 +53,7 @@ func startEnv(t *testing.T) *env {
 		done := make(chan error, 1)
 		go func() { done <- a.Run(ctx) }()
 		tb.Cleanup(func() { cancel(); <-done })
-		viewer := srv.ConnectAs(tb, string(access.RoleViewer))
+		viewer := srv.ConnectAs(tb, access.DefaultPerson(access.RoleViewer))
 		natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
 			_, err := endpoint.Call[struct{}, api.WhoamiReply](context.Background(), viewer, api.AuditWhoami, struct{}{})
 			return err
@@ -242,7 +242,7 @@ func TestValidate(t *testing.T) {
 func TestLogin(t *testing.T) {
 	e := startEnv(t)
 	c := e.newConsole(t, nil)
-	op := string(access.RoleOperator)
+	op := access.DefaultPerson(access.RoleOperator)
 
 	cl := newClient(t, c, "127.0.0.10")
 	w := cl.login(op, e.password(op))
@@ -335,7 +335,7 @@ func (c *Console) anySession() *session {
 func TestLoginRateLimited(t *testing.T) {
 	e := startEnv(t)
 	c := e.newConsole(t, func(c *Config) { c.LoginRate, c.LoginBurst = rate.Every(time.Hour), 2 })
-	viewer, op := string(access.RoleViewer), string(access.RoleOperator)
+	viewer, op := access.DefaultPerson(access.RoleViewer), access.DefaultPerson(access.RoleOperator)
 	attacker := newClient(t, c, "127.0.0.20")
 	for i := range 2 {
 		if w := attacker.login(viewer, "guess"); w.Code != http.StatusUnauthorized {
@@ -367,7 +367,7 @@ func TestLoginRateLimited(t *testing.T) {
 func TestCSRF(t *testing.T) {
 	e := startEnv(t)
 	c := e.newConsole(t, nil)
-	viewer := string(access.RoleViewer)
+	viewer := access.DefaultPerson(access.RoleViewer)
 	cl := newClient(t, c, "127.0.0.30")
 	token := cl.mustLogin(viewer, e.password(viewer))
 	other := newClient(t, c, "127.0.0.31").mustLogin(viewer, e.password(viewer))
@@ -427,7 +427,7 @@ func TestCSRF(t *testing.T) {
 func TestIdleExpiry(t *testing.T) {
 	e := startEnv(t)
 	c := e.newConsole(t, func(c *Config) { c.IdleTimeout = 300 * time.Millisecond })
-	viewer := string(access.RoleViewer)
+	viewer := access.DefaultPerson(access.RoleViewer)
 
 	t.Run("next request", func(t *testing.T) {
 		cl := newClient(t, c, "127.0.0.40")
@@ -481,9 +481,9 @@ func TestRoleButtons(t *testing.T) {
 		role string
 		want bool
 	}{
-		{string(access.RoleOperator), true},
-		{string(access.RoleViewer), false},
-		{string(access.RoleInspector), false},
+		{access.DefaultPerson(access.RoleOperator), true},
+		{access.DefaultPerson(access.RoleViewer), false},
+		{access.DefaultPerson(access.RoleInspector), false},
 	} {
 		t.Run(tc.role, func(t *testing.T) {
 			cl := newClient(t, c, "127.0.0.50")
@@ -501,7 +501,7 @@ func TestRoleButtons(t *testing.T) {
 		})
 	}
 	t.Run("forged POST", func(t *testing.T) {
-		viewer := string(access.RoleViewer)
+		viewer := access.DefaultPerson(access.RoleViewer)
 		cl := newClient(t, c, "127.0.0.51")
 		token := cl.mustLogin(viewer, e.password(viewer))
 		for _, path := range []string{"/audit/checkpoint", "/drains/plan", "/records/abc/redrive"} {
@@ -522,7 +522,7 @@ func TestRoleButtons(t *testing.T) {
 func TestPagesRender(t *testing.T) {
 	e := startEnv(t)
 	c := e.newConsole(t, func(c *Config) { c.CallTimeout = 2 * time.Second })
-	viewer := string(access.RoleViewer)
+	viewer := access.DefaultPerson(access.RoleViewer)
 	cl := newClient(t, c, "127.0.0.60")
 	cl.mustLogin(viewer, e.password(viewer))
 	for _, p := range []string{"/", "/groups", "/records", "/records.csv", "/records/nope", "/drains", "/audit", "/approvals", "/static/htmx.min.js", "/static/console.css"} {
@@ -551,7 +551,7 @@ func TestLoginRateLimitedConcurrent(t *testing.T) {
 	e := startEnv(t)
 	const burst, attempts = 2, 12
 	c := e.newConsole(t, func(c *Config) { c.LoginRate, c.LoginBurst = rate.Every(time.Hour), burst })
-	viewer := string(access.RoleViewer)
+	viewer := access.DefaultPerson(access.RoleViewer)
 	clients := make([]*client, attempts)
 	forms := make([]url.Values, attempts)
 	for i := range clients {
@@ -610,7 +610,7 @@ func TestNoPasswordInLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.sessions.closeAll)
-	op := string(access.RoleOperator)
+	op := access.DefaultPerson(access.RoleOperator)
 	pw := e.password(op)
 	newClient(t, c, "127.0.0.80").mustLogin(op, pw)
 	if w := newClient(t, c, "127.0.0.81").login(pw, pw); w.Code != http.StatusUnauthorized {
@@ -633,7 +633,7 @@ func TestIdleExpiryWithLiveProgress(t *testing.T) {
 	e := startEnv(t)
 	c := e.newConsole(t, func(c *Config) { c.IdleTimeout, c.CallTimeout = 300*time.Millisecond, time.Second })
 	c.sseEvery = 20 * time.Millisecond
-	viewer := string(access.RoleViewer)
+	viewer := access.DefaultPerson(access.RoleViewer)
 	cl := newClient(t, c, "127.0.0.90")
 	cl.mustLogin(viewer, e.password(viewer))
 	s := c.anySession()

@@ -98,7 +98,7 @@ func TestRecordsFind(t *testing.T) {
 		map[string]any{"supplier_id": "Müller & Söhne <Großhandel>", "traceability_lot_code": tlc})
 
 	c := e.newConsole(t, nil)
-	viewer := string(access.RoleViewer)
+	viewer := access.DefaultPerson(access.RoleViewer)
 	cl := newClient(t, c, "127.0.0.61")
 	cl.mustLogin(viewer, e.password(viewer))
 	for _, tc := range []struct {

@@ -110,7 +110,7 @@ func startFakeRedriver(t *testing.T, e *env) *fakeRedriver {
 		RequestedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour), Reason: "the invoice says 500",
 		Diff:    []api.IdentityChange{{Field: "idempotency_key", Before: "KEY-BEFORE", After: "KEY-AFTER"}},
 		Payload: []byte(`{"qty":500}`)}
-	f.approverPassword = e.password(string(access.RoleApprover))
+	f.approverPassword = e.password(access.DefaultPerson(access.RoleApprover))
 	add(api.ApprovalList, func(r micro.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -166,7 +166,7 @@ func TestDrainPausedAndResume(t *testing.T) {
 	f := startFakeRedriver(t, e)
 	c := e.newConsole(t, nil)
 	op := newClient(t, c, "127.0.0.60")
-	token := op.mustLogin(string(access.RoleOperator), e.password(string(access.RoleOperator)))
+	token := op.mustLogin(access.DefaultPerson(access.RoleOperator), e.password(access.DefaultPerson(access.RoleOperator)))
 
 	w := op.do(http.MethodGet, "/drains/drain-1", nil)
 	page := w.Body.String()
@@ -189,7 +189,7 @@ func TestDrainPausedAndResume(t *testing.T) {
 	f.mu.Unlock()
 
 	viewer := newClient(t, c, "127.0.0.61")
-	vtoken := viewer.mustLogin(string(access.RoleViewer), e.password(string(access.RoleViewer)))
+	vtoken := viewer.mustLogin(access.DefaultPerson(access.RoleViewer), e.password(access.DefaultPerson(access.RoleViewer)))
 	if page := viewer.do(http.MethodGet, "/drains/drain-1", nil).Body.String(); strings.Contains(page, `id="resume-drain"`) || !strings.Contains(page, `id="drain-paused"`) {
 		t.Error("the viewer is offered Resume, or does not see the pause")
 	}
@@ -212,7 +212,7 @@ func TestDrainEventsSendControlsOnChange(t *testing.T) {
 	c := e.newConsole(t, nil)
 	c.sseEvery = 50 * time.Millisecond
 	op := newClient(t, c, "127.0.0.62")
-	op.mustLogin(string(access.RoleOperator), e.password(string(access.RoleOperator)))
+	op.mustLogin(access.DefaultPerson(access.RoleOperator), e.password(access.DefaultPerson(access.RoleOperator)))
 	for _, tc := range []struct {
 		name, key    string
 		wantControls bool
@@ -249,7 +249,7 @@ func TestCorrectionSentForApproval(t *testing.T) {
 	startFakeRedriver(t, e)
 	c := e.newConsole(t, nil)
 	op := newClient(t, c, "127.0.0.63")
-	token := op.mustLogin(string(access.RoleOperator), e.password(string(access.RoleOperator)))
+	token := op.mustLogin(access.DefaultPerson(access.RoleOperator), e.password(access.DefaultPerson(access.RoleOperator)))
 	w := op.doFollow(http.MethodPost, "/records/abc/correct", url.Values{"csrf": {token}, "payload": {`{"a":1}`}, "reason": {"fix the key"}})
 	if body := w.Body.String(); !strings.Contains(body, "Sent for approval apr-7") || strings.Contains(body, `class="alert"`) && strings.Contains(body, api.ErrApprovalRequired) {
 		t.Errorf("correction answered APPROVAL_REQUIRED: %d\n%s", w.Code, body)
@@ -280,7 +280,7 @@ func TestGovernanceRefusals(t *testing.T) {
 	e := startEnv(t)
 	c := e.newConsole(t, func(c *Config) { c.CallTimeout = 5 * time.Second })
 	viewer := newClient(t, c, "127.0.0.64")
-	token := viewer.mustLogin(string(access.RoleViewer), e.password(string(access.RoleViewer)))
+	token := viewer.mustLogin(access.DefaultPerson(access.RoleViewer), e.password(access.DefaultPerson(access.RoleViewer)))
 	if page := viewer.do(http.MethodGet, "/audit", nil).Body.String(); strings.Contains(page, `id="export"`) || !strings.Contains(page, `id="h-access"`) {
 		t.Error("the viewer is offered the export, or not shown the access audit")
 	}
@@ -305,7 +305,7 @@ func TestGovernanceRefusals(t *testing.T) {
 		})
 	}
 	op := newClient(t, c, "127.0.0.65")
-	op.mustLogin(string(access.RoleOperator), e.password(string(access.RoleOperator)))
+	op.mustLogin(access.DefaultPerson(access.RoleOperator), e.password(access.DefaultPerson(access.RoleOperator)))
 	for _, path := range []string{"/records/abc/correct", "/records/abc/check", "/drains/abc/resume", "/audit/export"} {
 		if w := op.do(http.MethodPost, path, url.Values{"reason": {"x"}, "format": {"csv"}}); w.Code != http.StatusForbidden {
 			t.Errorf("POST %s without a CSRF token: %d", path, w.Code)
@@ -319,7 +319,7 @@ func TestGovernanceRefusals(t *testing.T) {
 func TestExportDownloadAndAccessAudit(t *testing.T) {
 	e := startEnv(t)
 	c := e.newConsole(t, nil)
-	insp := string(access.RoleInspector)
+	insp := access.DefaultPerson(access.RoleInspector)
 	cl := newClient(t, c, "127.0.0.66")
 	token := cl.mustLogin(insp, e.password(insp))
 	if page := cl.do(http.MethodGet, "/audit", nil).Body.String(); !strings.Contains(page, `id="export"`) || !strings.Contains(page, `hx-boost="false"`) {

@@ -50,7 +50,7 @@ func TestBackupRestore(t *testing.T) {
 	held := e.waitQuarantined(t, api.ListRequest{Class: string(record.ClassExhausted)}, n).Items[0].DLQID
 	// A legal hold (HOLDS, and its record sealed into the chain) survives
 	// the restore; the drains leave the held event alone.
-	e.okAs(t, string(access.RoleInspector), "hold", "place", held, "--case", "CASE-Müller & Söhne <Großhandel>", "--reason", "subpoena")
+	e.okAs(t, access.DefaultPerson(access.RoleInspector), "hold", "place", held, "--case", "CASE-Müller & Söhne <Großhandel>", "--reason", "subpoena")
 	e.ok(t, "checkpoint")
 	creds := filepath.Join(e.dir, stack.CredentialsFile)
 	key := filepath.Join(e.anchorDir, stack.SigningKeyFile)
@@ -109,7 +109,7 @@ func TestBackupRestore(t *testing.T) {
 	r := startStack(t, stackOptions{downstream: down.URL, dataDir: data, anchorDir: e.anchorDir})
 
 	t.Run("WORM settings and legal holds restored", func(t *testing.T) {
-		if out := r.okAs(t, string(access.RoleViewer), "hold", "list").stdout; !strings.Contains(out, "CASE-Müller") || !strings.Contains(out, held) {
+		if out := r.okAs(t, access.DefaultPerson(access.RoleViewer), "hold", "list").stdout; !strings.Contains(out, "CASE-Müller") || !strings.Contains(out, held) {
 			t.Errorf("hold list after the restore:\n%s", out)
 		}
 		nc, err := r.s.ConnectAs(access.Admin, nats.Timeout(30*time.Second))

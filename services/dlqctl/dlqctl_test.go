@@ -190,7 +190,7 @@ func TestPublish(t *testing.T) {
 	t.Run("tail follows new records", func(t *testing.T) {
 		// A viewer (no payload rights, no JetStream) follows through the
 		// auditor's records list.
-		cmd := command(e.context("viewer"), "tail", "-o", "json", "--count", "1", "--interval", "50ms")
+		cmd := command(e.context(viewerUser), "tail", "-o", "json", "--count", "1", "--interval", "50ms")
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -313,11 +313,11 @@ func TestTriage(t *testing.T) {
 			t.Errorf("show --payload lacks the payload:\n%s", out)
 		}
 		// Payloads need a role that reads them: a viewer is refused.
-		r0 := dlqctl(t, e.context("viewer"), "", "-o", "json", "show", id, "--payload", "--reason", "triage test")
+		r0 := dlqctl(t, e.context(viewerUser), "", "-o", "json", "show", id, "--payload", "--reason", "triage test")
 		if r0.code != 1 || !strings.Contains(r0.stderr, `"code":"FORBIDDEN"`) || strings.Contains(r0.stdout+r0.stderr, value) {
 			t.Errorf("show --payload as a viewer: %s", r0)
 		}
-		if out := e.okAs(t, "viewer", "show", id).stdout; strings.Contains(out, value) || !strings.Contains(out, id) {
+		if out := e.okAs(t, viewerUser, "show", id).stdout; strings.Contains(out, value) || !strings.Contains(out, id) {
 			t.Errorf("show as a viewer:\n%s", out)
 		}
 		r := e.dlqctl(t, "", "show", "pharmacy_00000000000000000000000000000000")
@@ -352,8 +352,8 @@ func TestTriage(t *testing.T) {
 	t.Run("credentials", func(t *testing.T) {
 		// A context found by name in the nats CLI's context directory.
 		xdg := t.TempDir()
-		writeFile(t, xdg, "nats/context/view.json", readFile(t, e.context("viewer")))
-		viewerPW := e.password(t, "viewer")
+		writeFile(t, xdg, "nats/context/view.json", readFile(t, e.context(viewerUser)))
+		viewerPW := e.password(t, viewerUser)
 		cases := []struct {
 			name   string
 			ctx    string   // NATS_CONTEXT ("" for none)
@@ -362,25 +362,25 @@ func TestTriage(t *testing.T) {
 			code   int
 			stderr string
 		}{
-			{name: "context file", ctx: e.context("viewer"), args: []string{"verify"}},
+			{name: "context file", ctx: e.context(viewerUser), args: []string{"verify"}},
 			{name: "context by name", env: []string{"XDG_CONFIG_HOME=" + xdg}, args: []string{"--context", "view", "verify"}},
-			{name: "user and password", args: []string{"-s", e.url, "--user", "viewer", "--password", viewerPW, "verify"}},
+			{name: "user and password", args: []string{"-s", e.url, "--user", viewerUser, "--password", viewerPW, "verify"}},
 			{name: "no credentials", args: []string{"-s", e.url, "verify"}, code: 1,
-				stderr: "authorization violation: dlqctl needs credentials, e.g. --context data/contexts/operator.json"},
+				stderr: "authorization violation: dlqctl needs credentials, e.g. --context data/contexts/amara.okafor.json"},
 			{name: "no credentials json", args: []string{"-s", e.url, "-o", "json", "ls"}, code: 1,
 				stderr: `{"error":{"code":"CONNECT","message":"connect: authorization violation: dlqctl needs credentials`},
-			{name: "wrong password", args: []string{"-s", e.url, "--user", "viewer", "--password", "wrong", "verify"}, code: 1,
+			{name: "wrong password", args: []string{"-s", e.url, "--user", viewerUser, "--password", "wrong", "verify"}, code: 1,
 				stderr: "authorization violation: dlqctl needs credentials"},
-			{name: "flag beats context", ctx: e.context("viewer"), args: []string{"--password", "wrong", "verify"}, code: 1,
+			{name: "flag beats context", ctx: e.context(viewerUser), args: []string{"--password", "wrong", "verify"}, code: 1,
 				stderr: "authorization violation"},
 			// The viewer's account imports no drain.start: refused by the
 			// server at once, not after a timeout.
-			{name: "role without the endpoint", ctx: e.context("viewer"), args: []string{"-o", "json", "drain", "--dry-run"}, code: 1,
+			{name: "role without the endpoint", ctx: e.context(viewerUser), args: []string{"-o", "json", "drain", "--dry-run"}, code: 1,
 				stderr: `"code":"PERMISSION"`},
 			// Another user's inbox prefix: the reply subscription is denied.
-			{name: "foreign inbox prefix", ctx: e.context("viewer"), args: []string{"--inbox-prefix", "_INBOX.operator", "-o", "json", "verify"}, code: 1,
+			{name: "foreign inbox prefix", ctx: e.context(viewerUser), args: []string{"--inbox-prefix", access.InboxPrefix(operatorUser), "-o", "json", "verify"}, code: 1,
 				stderr: `"code":"PERMISSION"`},
-			{name: "prefix from env", ctx: e.context("viewer"), env: []string{"NATS_INBOX_PREFIX=_INBOX.viewer.cli"}, args: []string{"verify"}},
+			{name: "prefix from env", ctx: e.context(viewerUser), env: []string{"NATS_INBOX_PREFIX=" + access.InboxPrefix(viewerUser) + ".cli"}, args: []string{"verify"}},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
@@ -471,7 +471,7 @@ func TestDrain(t *testing.T) {
 		if last := progress[len(progress)-1]; !strings.Contains(last, " completed 6/6 100% ") || !strings.Contains(last, "replayed=6 ") {
 			t.Errorf("last progress line %q", last)
 		}
-		if !regexp.MustCompile(`STARTED BY +operator\n`).MatchString(r.stdout) || strings.Contains(r.stdout, "mallory") {
+		if !regexp.MustCompile(`STARTED BY +`+regexp.QuoteMeta(operatorUser)+`\n`).MatchString(r.stdout) || strings.Contains(r.stdout, "mallory") {
 			t.Errorf("final state names the wrong actor:\n%s", r.stdout)
 		}
 		if !regexp.MustCompile(`STATUS +completed\n`).MatchString(r.stdout) || !strings.Contains(r.stdout, "6 committed (6 published)") {
@@ -484,7 +484,7 @@ func TestDrain(t *testing.T) {
 	})
 
 	t.Run("progress bar in a terminal", func(t *testing.T) {
-		cmd := command(e.context("operator"), "drain", "--domain", "pharmacy", "--rate", "20", "--interval", "50ms")
+		cmd := command(e.context(operatorUser), "drain", "--domain", "pharmacy", "--rate", "20", "--interval", "50ms")
 		f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 160})
 		if err != nil {
 			t.Fatal(err)
@@ -512,7 +512,7 @@ func TestDrain(t *testing.T) {
 	}
 	for _, d := range drains.Drains {
 		// Recorded under the authenticated caller, whatever --actor said.
-		if d.Status != api.DrainCompleted || d.Committed != 6 || d.StartedBy != "operator" || d.Request.Actor != "operator" {
+		if d.Status != api.DrainCompleted || d.Committed != 6 || d.StartedBy != operatorUser || d.Request.Actor != operatorUser {
 			t.Errorf("drain %+v", d)
 		}
 	}
@@ -572,7 +572,7 @@ func TestRedrive(t *testing.T) {
 	valid := testdata(t, "pharmacy/valid/dispense-schedule-ii.json")
 	e.ok(t, "publish", invalid)
 	id := e.waitQuarantined(t, api.ListRequest{}, 1).Items[0].DLQID
-	pwFile := writeFile(t, t.TempDir(), "approver.pw", []byte(e.password(t, "approver")+"\n"))
+	pwFile := writeFile(t, t.TempDir(), "approver.pw", []byte(e.password(t, approverUser)+"\n"))
 
 	steps := []struct {
 		name    string
@@ -599,8 +599,8 @@ func TestRedrive(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			if s.approve {
 				var rep api.ApprovalReply
-				e.jsonOfAs(t, "approver", &rep, "approval", "approve", approvalID, "--meaning", "reviewed against the invoice", "--password-file", pwFile)
-				if rep.Approval.Status != api.ApprovalExecuted || rep.Approval.Outcome != s.outcome || rep.Approval.Decider != "approver" || rep.Approval.Requester != "operator" {
+				e.jsonOfAs(t, approverUser, &rep, "approval", "approve", approvalID, "--meaning", "reviewed against the invoice", "--password-file", pwFile)
+				if rep.Approval.Status != api.ApprovalExecuted || rep.Approval.Outcome != s.outcome || rep.Approval.Decider != approverUser || rep.Approval.Requester != operatorUser {
 					t.Errorf("approved %+v, want executed %s", rep.Approval, s.outcome)
 				}
 				return
@@ -635,7 +635,7 @@ func TestRedrive(t *testing.T) {
 				t.Errorf("outcome %+v, want %s", got, s.outcome)
 			}
 			// The records name the authenticated operator, never --actor.
-			if got.Actor != "operator" {
+			if got.Actor != operatorUser {
 				t.Errorf("recorded actor %q, want operator", got.Actor)
 			}
 		})
@@ -643,37 +643,37 @@ func TestRedrive(t *testing.T) {
 
 	t.Run("approval list and show", func(t *testing.T) {
 		var list api.ApprovalListReply
-		e.jsonOfAs(t, "viewer", &list, "approval", "list")
+		e.jsonOfAs(t, viewerUser, &list, "approval", "list")
 		// Each pending step asked twice (JSON, table): the second answers
 		// the first's pending approval.
 		if len(list.Approvals) != 2 {
 			t.Errorf("approval list: %d approvals", len(list.Approvals))
 		}
-		out := e.okAs(t, "approver", "approval", "show", approvalID).stdout
+		out := e.okAs(t, approverUser, "approval", "show", approvalID).stdout
 		if !strings.Contains(out, "IDENTITY DIFF") || !strings.Contains(out, "ordering_key") || !strings.Contains(out, "MEANING") {
 			t.Errorf("approval show as the approver:\n%s", out)
 		}
-		if out := e.okAs(t, "viewer", "approval", "show", approvalID).stdout; strings.Contains(out, "IDENTITY DIFF") || strings.Contains(out, "\nREQUEST\n") {
+		if out := e.okAs(t, viewerUser, "approval", "show", approvalID).stdout; strings.Contains(out, "IDENTITY DIFF") || strings.Contains(out, "\nREQUEST\n") {
 			t.Errorf("approval show as a viewer shows values:\n%s", out)
 		}
-		if r := dlqctl(t, e.context("approver"), "", "approval", "approve", approvalID, "--password-file", pwFile); r.code != 2 || !strings.Contains(r.stderr, "--meaning") {
+		if r := dlqctl(t, e.context(approverUser), "", "approval", "approve", approvalID, "--password-file", pwFile); r.code != 2 || !strings.Contains(r.stderr, "--meaning") {
 			t.Errorf("approve without --meaning: %s", r)
 		}
-		if r := dlqctl(t, e.context("approver"), "", "approval", "approve", approvalID, "--meaning", "m"); r.code != 2 || !strings.Contains(r.stderr, "--password-file") {
+		if r := dlqctl(t, e.context(approverUser), "", "approval", "approve", approvalID, "--meaning", "m"); r.code != 2 || !strings.Contains(r.stderr, "--password-file") {
 			t.Errorf("approve without a terminal or --password-file: %s", r)
 		}
 	})
 
 	t.Run("policy", func(t *testing.T) {
 		var rep api.PolicyReply
-		e.jsonOfAs(t, "policy", &rep, "policy", "set", "--drain-max-selected", "10", "--reason", "test")
-		if rep.Policy.DrainMaxSelected != 10 || !rep.Policy.ReleasePoison || rep.SetBy != "policy" {
+		e.jsonOfAs(t, policyUser, &rep, "policy", "set", "--drain-max-selected", "10", "--reason", "test")
+		if rep.Policy.DrainMaxSelected != 10 || !rep.Policy.ReleasePoison || rep.SetBy != policyUser {
 			t.Errorf("policy set %+v", rep)
 		}
-		if r := dlqctl(t, e.context("operator"), "", "policy", "set", "--drain-max-selected", "0", "--reason", "mine"); r.code != 1 {
+		if r := dlqctl(t, e.context(operatorUser), "", "policy", "set", "--drain-max-selected", "0", "--reason", "mine"); r.code != 1 {
 			t.Errorf("policy set as the operator: %s", r)
 		}
-		if out := e.okAs(t, "viewer", "policy", "show").stdout; !regexp.MustCompile(`DRAIN MAX SELECTED +10 `).MatchString(out) {
+		if out := e.okAs(t, viewerUser, "policy", "show").stdout; !regexp.MustCompile(`DRAIN MAX SELECTED +10 `).MatchString(out) {
 			t.Errorf("policy show:\n%s", out)
 		}
 	})
@@ -709,7 +709,7 @@ func TestRedrive(t *testing.T) {
 	})
 
 	t.Run("tail replays the chain without payloads", func(t *testing.T) {
-		r := e.okAs(t, "viewer", "tail", "--all", "--count", "13", "-o", "json")
+		r := e.okAs(t, viewerUser, "tail", "--all", "--count", "13", "-o", "json")
 		sc := bufio.NewScanner(strings.NewReader(r.stdout))
 		n := 0
 		for sc.Scan() {
@@ -719,7 +719,7 @@ func TestRedrive(t *testing.T) {
 			}
 			switch record.Kind(rec.Kind) {
 			case record.KindCorrected, record.KindReleased, record.KindRedriveRequested:
-				if rec.Actor != "operator" {
+				if rec.Actor != operatorUser {
 					t.Errorf("line %d: %s by %q, want operator", n, rec.Kind, rec.Actor)
 				}
 			}
@@ -728,7 +728,7 @@ func TestRedrive(t *testing.T) {
 		if n != 13 || strings.Contains(r.stdout, "transaction_id") || strings.Contains(r.stdout, "INV-2025-0181") {
 			t.Errorf("tail --all: %d lines:\n%s", n, r.stdout)
 		}
-		table := e.okAs(t, "viewer", "tail", "--all", "--count", "1").stdout
+		table := e.okAs(t, viewerUser, "tail", "--all", "--count", "1").stdout
 		if !regexp.MustCompile(`^\S+Z seq=1 quarantined +` + id + ` #0 domain=pharmacy class=validation code=INVALID_NDC redrives=0 hash=[0-9a-f]{12}\n$`).MatchString(table) {
 			t.Errorf("tail line %q", table)
 		}

@@ -77,7 +77,7 @@ func TestExport(t *testing.T) {
 
 	t.Run("csv with the KDEs of the CTEs present", func(t *testing.T) {
 		out := filepath.Join(dir, "fsma.csv")
-		e.okAs(t, "inspector", "export", "--domain", "fsma", "--reason", "FDA records request", "--out", out)
+		e.okAs(t, inspectorUser, "export", "--domain", "fsma", "--reason", "FDA records request", "--out", out)
 		f, err := os.Open(out)
 		if err != nil {
 			t.Fatal(err)
@@ -123,7 +123,7 @@ func TestExport(t *testing.T) {
 
 	t.Run("xlsx of one lot", func(t *testing.T) {
 		out := filepath.Join(dir, "lot.xlsx")
-		e.okAs(t, "inspector", "export", "--domain", "fsma", "--lot", "00860001000030-RL250312B", "--reason", "FDA 24-hour request", "--out", out)
+		e.okAs(t, inspectorUser, "export", "--domain", "fsma", "--lot", "00860001000030-RL250312B", "--reason", "FDA 24-hour request", "--out", out)
 		x, err := excelize.OpenFile(out) // a fresh reader of the file's bytes
 		if err != nil {
 			t.Fatal(err)
@@ -176,7 +176,7 @@ func TestExport(t *testing.T) {
 
 	t.Run("viewer refused", func(t *testing.T) {
 		out := filepath.Join(dir, "viewer.csv")
-		r := dlqctl(t, e.context("viewer"), "", "-o", "json", "export", "--reason", "curious", "--out", out)
+		r := dlqctl(t, e.context(viewerUser), "", "-o", "json", "export", "--reason", "curious", "--out", out)
 		if r.code != 1 || !strings.Contains(r.stderr, `"code":"FORBIDDEN"`) {
 			t.Fatalf("export as a viewer: %s", r)
 		}

@@ -75,7 +75,7 @@ func TestFind(t *testing.T) {
 		{"nothing", []string{"--ndc", "0409-4888-21"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, person := range []string{"viewer", "operator"} {
+			for _, person := range []string{viewerUser, operatorUser} {
 				var rep api.ListReply
 				e.jsonOfAs(t, person, &rep, append([]string{"find"}, tc.args...)...)
 				var got, want []string

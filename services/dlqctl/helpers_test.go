@@ -145,7 +145,7 @@ func startStack(tb testing.TB, o stackOptions) *env {
 		tb.Fatal("stack not ready after 30s")
 	}
 	e := &env{s: s, url: s.ClientURL(), dir: cfg.DataDir, anchorDir: cfg.AnchorDir}
-	e.nc, err = s.ConnectAs(string(access.RoleViewer), nats.Timeout(30*time.Second)) // bcrypt, on a loaded machine
+	e.nc, err = s.ConnectAs(access.DefaultPerson(access.RoleViewer), nats.Timeout(30*time.Second)) // bcrypt, on a loaded machine
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func roleFor(args []string) string {
 	if slices.Contains(args, "publish") {
 		return string(access.RolePublisher)
 	}
-	return string(access.RoleOperator)
+	return access.DefaultPerson(access.RoleOperator)
 }
 
 // run runs dlqctl as its default person (roleFor).
@@ -342,3 +342,12 @@ func writeFile(tb testing.TB, dir, name string, data []byte) string {
 	}
 	return p
 }
+
+// The named people of the stack the tests act as (access.DefaultPeople).
+var (
+	viewerUser    = access.DefaultPerson(access.RoleViewer)
+	operatorUser  = access.DefaultPerson(access.RoleOperator)
+	approverUser  = access.DefaultPerson(access.RoleApprover)
+	inspectorUser = access.DefaultPerson(access.RoleInspector)
+	policyUser    = access.DefaultPerson(access.RolePolicy)
+)

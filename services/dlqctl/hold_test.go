@@ -22,14 +22,14 @@ func TestHold(t *testing.T) {
 	id := e.waitQuarantined(t, api.ListRequest{}, 1).Items[0].DLQID
 
 	var placed api.HoldReply
-	r := e.okAs(t, string(access.RoleInspector), "-o", "json", "hold", "place", id, "--case", "CASE-1", "--reason", "subpoena")
+	r := e.okAs(t, access.DefaultPerson(access.RoleInspector), "-o", "json", "hold", "place", id, "--case", "CASE-1", "--reason", "subpoena")
 	if err := json.Unmarshal([]byte(r.stdout), &placed); err != nil {
 		t.Fatalf("%v: %s", err, r)
 	}
-	if placed.Hold.PlacedBy != string(access.RoleInspector) || !slices.Equal(placed.DLQIDs, []string{id}) {
+	if placed.Hold.PlacedBy != access.DefaultPerson(access.RoleInspector) || !slices.Equal(placed.DLQIDs, []string{id}) {
 		t.Fatalf("placed %+v holding %v", placed.Hold, placed.DLQIDs)
 	}
-	r = e.okAs(t, string(access.RoleViewer), "hold", "list")
+	r = e.okAs(t, access.DefaultPerson(access.RoleViewer), "hold", "list")
 	if !strings.Contains(r.stdout, placed.Hold.ID) || !strings.Contains(r.stdout, "CASE-1") || !strings.Contains(r.stdout, "event "+id) {
 		t.Errorf("hold list: %s", r)
 	}
@@ -47,13 +47,13 @@ func TestHold(t *testing.T) {
 	if r := e.dlqctl(t, "", "hold", "lift", placed.Hold.ID, "--case", "CASE-1", "--reason", "case closed"); r.code == 0 || !strings.Contains(r.stderr, "pending approval appr-") {
 		t.Errorf("lift under the default policy: %s", r)
 	}
-	e.okAs(t, string(access.RolePolicy), "policy", "set", "--hold-lift=false", "--reason", "counsel lifts alone")
+	e.okAs(t, access.DefaultPerson(access.RolePolicy), "policy", "set", "--hold-lift=false", "--reason", "counsel lifts alone")
 	r = e.ok(t, "-o", "json", "hold", "lift", placed.Hold.ID, "--case", "CASE-1", "--reason", "case closed")
 	var lifted api.HoldReply
 	if err := json.Unmarshal([]byte(r.stdout), &lifted); err != nil {
 		t.Fatalf("%v: %s", err, r)
 	}
-	if lifted.Hold.LiftedBy != string(access.RoleOperator) || lifted.Hold.Status != api.HoldLifted {
+	if lifted.Hold.LiftedBy != access.DefaultPerson(access.RoleOperator) || lifted.Hold.Status != api.HoldLifted {
 		t.Errorf("lifted %+v", lifted.Hold)
 	}
 	if r := e.dlqctl(t, "", "hold", "lift", placed.Hold.ID, "--case", "CASE-1", "--reason", "again"); r.code != 1 || !strings.Contains(r.stderr, api.ErrNotPlaced) {

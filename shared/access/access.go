@@ -65,8 +65,10 @@ const (
 
 // InboxPrefix is the private inbox prefix of a user: its requests' replies
 // arrive below it (nats.CustomInboxPrefix, a natscli context's
-// inbox_prefix), and it may subscribe to no other inbox.
-func InboxPrefix(user string) string { return "_INBOX." + user }
+// inbox_prefix), and it may subscribe to no other inbox. The user name is
+// one token of it ("amara.okafor" → "_INBOX.amara_okafor"), so that no
+// user's inbox lies within another's.
+func InboxPrefix(user string) string { return "_INBOX." + inboxToken(user) }
 
 // inboxAll is the subscription filter of a user's inbox.
 func inboxAll(user string) string { return InboxPrefix(user) + ".>" }

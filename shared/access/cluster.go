@@ -87,3 +87,12 @@ func (s *Secrets) Context(user, description, url, ca string) (NATSContext, error
 		InboxPrefix: InboxPrefix(user), CA: ca,
 	}, nil
 }
+
+// ContextDescription is the description of a person's natscli context:
+// "deadletter amara.okafor, Amara Okafor (operator)".
+func ContextDescription(p Person) string {
+	if p.DisplayName != "" && p.DisplayName != p.Name {
+		return fmt.Sprintf("deadletter %s, %s (%s)", p.Name, p.DisplayName, p.Role)
+	}
+	return fmt.Sprintf("deadletter %s (%s)", p.Name, p.Role)
+}

@@ -88,7 +88,8 @@ func allRoleAccounts(people []Person) []string {
 	return out
 }
 
-// Accounts returns the accounts of the configuration rendered for people.
+// Accounts returns the accounts of the configuration rendered for people
+// (a disabled person is in none).
 func Accounts(people []Person) []Account {
 	svc := Account{Name: ServiceAccount, JetStream: true, Users: ServiceNames()}
 	out := []Account{svc}
@@ -96,7 +97,7 @@ func Accounts(people []Person) []Account {
 		for _, acc := range roleAccounts(r, people) {
 			a := Account{Name: acc, Imports: append(RoleEndpoints(r), srv)}
 			for _, p := range people {
-				if p.Role == r && (r != RolePublisher || PublisherAccount(p.Name) == acc) {
+				if p.Role == r && !p.Disabled && (r != RolePublisher || PublisherAccount(p.Name) == acc) {
 					a.Users = append(a.Users, p.Name)
 				}
 			}
@@ -145,7 +146,7 @@ func roleImport(r Role, user, subject string) confImport {
 // server.Options.ProcessConfigString and for a cluster's configuration
 // files. There is no no_auth_user: every connection authenticates.
 func ServerConfig(sec *Secrets) (string, error) {
-	if err := checkPublishers(sec.People); err != nil {
+	if err := checkPeople(sec.People); err != nil {
 		return "", err
 	}
 	accounts := map[string]confAccount{}
@@ -185,7 +186,7 @@ func ServerConfig(sec *Secrets) (string, error) {
 				acc.Imports = append(acc.Imports, roleImport(r, pub, s))
 			}
 			for _, p := range sec.People {
-				if p.Role != r || (r == RolePublisher && p.Name != pub) {
+				if p.Role != r || (r == RolePublisher && p.Name != pub) || p.Disabled {
 					continue
 				}
 				sc, ok := sec.Users[p.Name]
@@ -201,14 +202,6 @@ func ServerConfig(sec *Secrets) (string, error) {
 				})
 			}
 			accounts[name] = acc
-		}
-	}
-	for _, p := range sec.People {
-		if _, ok := RoleOfAccount(RoleAccount(p.Role)); !ok {
-			return "", fmt.Errorf("access: %s has unknown role %q", p.Name, p.Role)
-		}
-		if Lookupable(p.Name) {
-			return "", fmt.Errorf("access: person %s has the name of a service user", p.Name)
 		}
 	}
 	// No HTML escaping: the configuration parser knows no \u escapes, and

@@ -14,8 +14,8 @@ const (
 	DocEnd   = "<!-- end of access tables -->"
 )
 
-// DocTables renders the accounts, roles and service users as Markdown:
-// what each may do, exactly as ServerConfig generates it.
+// DocTables renders the accounts, roles, example people and service users
+// as Markdown: what each may do, exactly as ServerConfig generates it.
 func DocTables() string {
 	var b strings.Builder
 	b.WriteString("| role (person) | account | may call | payload bytes |\n|---|---|---|---|\n")
@@ -30,6 +30,14 @@ func DocTables() string {
 			continue
 		}
 		fmt.Fprintf(&b, "| `%s` | `%s` | %s, `$SRV.>` | %s |\n", r, RoleAccount(r), codeList(RoleEndpoints(r)), payload)
+	}
+	b.WriteString("\n| example person (`make run`, a new kit) | display name | role |\n|---|---|---|\n")
+	for _, p := range DefaultPeople() {
+		display := p.DisplayName
+		if display == "" {
+			display = "(a party's service)"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | `%s` |\n", p.Name, display, p.Role)
 	}
 	b.WriteString("\n| user (account `" + ServiceAccount + "`) | authenticates with | may publish | may subscribe |\n|---|---|---|---|\n")
 	for _, s := range Specs() {

@@ -17,32 +17,83 @@ import (
 	"golang.org/x/crypto/bcrypt"
 )
 
-// Person is a person's NATS user: a name and the role (account) it is in.
+// Person is a person's NATS user: an individual (never a shared role
+// user), a name and the one role (account) it is in.
 type Person struct {
 	// Name is the user name the person authenticates with and the name
-	// recorded as the actor of what it does.
+	// recorded as the actor of what it does (ValidPersonName; a
+	// publisher's, ValidPublisherName). It is never reused: a person who
+	// leaves is disabled, not removed.
 	Name string `json:"name"`
+	// DisplayName is the person's name as written (any Unicode), for
+	// listings; the recorded actor is Name.
+	DisplayName string `json:"display_name,omitempty"`
 	// Role is the person's role.
 	Role Role `json:"role"`
 	// Parties are, for a publisher, the parties it may publish events
 	// for (nil: none); other roles have none.
 	Parties Parties `json:"parties,omitempty"`
+	// Disabled people keep their entry (their name stays in every record
+	// they made) but are left out of the server configuration: they
+	// cannot connect.
+	Disabled bool `json:"disabled,omitempty"`
+	// History lists what was done to the person's account (PersonEvent),
+	// oldest first.
+	History []PersonEvent `json:"history,omitempty"`
 }
 
-// DefaultPeople are the people of `make run`: one user per role, named
-// after it (the publisher may publish for every party of every domain),
-// and the example publishers of one party each (examplePublishers).
+// DefaultPeople are the people of `make run` and of a new kit: named
+// individuals, each with one role (two operators and two approvers, so
+// that a two-person approval is tried by two different people), the
+// all-parties publisher "publisher" and the example publishers of one
+// party each (examplePublishers). Publishers are services of a party,
+// named after it.
 func DefaultPeople() []Person {
-	out := make([]Person, len(Roles), len(Roles)+len(examplePublishers))
-	for i, r := range Roles {
-		out[i] = Person{Name: string(r), Role: r}
-		if r == RolePublisher {
-			out[i].Parties = Parties{AllParties: {AllParties}}
-		}
+	out := make([]Person, 0, len(examplePeople)+len(examplePublishers))
+	for _, p := range examplePeople {
+		p.Parties = clonedParties(p.Parties)
+		out = append(out, p)
 	}
 	for _, p := range examplePublishers {
 		p.Parties = clonedParties(p.Parties)
 		out = append(out, p)
+	}
+	return out
+}
+
+// examplePeople are the named people of DefaultPeople besides the
+// per-party publishers, in the order of Roles.
+var examplePeople = []Person{
+	{Name: "publisher", Role: RolePublisher, Parties: Parties{AllParties: {AllParties}}},
+	{Name: "priya.raman", DisplayName: "Priya Raman", Role: RoleViewer},
+	{Name: "amara.okafor", DisplayName: "Amara Okafor", Role: RoleOperator},
+	{Name: "jonas.mueller", DisplayName: "Jonas Müller", Role: RoleOperator},
+	{Name: "elif.yilmaz", DisplayName: "Elif Yılmaz", Role: RoleInspector},
+	{Name: "chen.wei", DisplayName: "Chen Wei (陈伟)", Role: RoleApprover},
+	{Name: "lucia.ferreira", DisplayName: "Lúcia Ferreira", Role: RoleApprover},
+	{Name: "soren.dahl", DisplayName: "Søren Dahl", Role: RolePolicy},
+}
+
+// DefaultPerson returns the name of the first person of role r among
+// DefaultPeople ("publisher" for RolePublisher): who examples, the demo
+// and tests act as.
+func DefaultPerson(r Role) string {
+	for _, p := range examplePeople {
+		if p.Role == r {
+			return p.Name
+		}
+	}
+	return ""
+}
+
+// DefaultPersonsOf returns the names of every person of role r among
+// DefaultPeople's examplePeople, in order (e.g. both approvers).
+func DefaultPersonsOf(r Role) []string {
+	var out []string
+	for _, p := range examplePeople {
+		if p.Role == r {
+			out = append(out, p.Name)
+		}
 	}
 	return out
 }

@@ -45,9 +45,9 @@ func TestImportPaths(t *testing.T) {
 		name, user string
 		forged     string
 	}{
-		{"plain request", string(access.RoleOperator), ""},
-		{"forged identity", string(access.RoleOperator), `{"acc":"DEADLETTER_OPERATOR","user":"mallory"}`},
-		{"forged account", string(access.RoleOperator), `{"acc":"DEADLETTER","user":"admin"}`},
+		{"plain request", access.DefaultPerson(access.RoleOperator), ""},
+		{"forged identity", access.DefaultPerson(access.RoleOperator), `{"acc":"DEADLETTER_OPERATOR","user":"mallory"}`},
+		{"forged account", access.DefaultPerson(access.RoleOperator), `{"acc":"DEADLETTER","user":"admin"}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -307,7 +307,7 @@ func TestTwoPersonCorrection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := []string{"requested by operator", "approved by approver", "executed by redriver"}; !slices.Equal(actions, w) {
+	if w := []string{"requested by " + operator.User, "approved by " + approver.User, "executed by redriver"}; !slices.Equal(actions, w) {
 		t.Errorf("AUDIT actions %q, want %q", actions, w)
 	}
 	for _, secret := range []string{"TX-SECRET-PHI", "receive", "dispense", string(e.password(approver.User)), string(e.password(operator.User))} {
@@ -324,6 +324,51 @@ func TestSelfApproval(t *testing.T) {
 	a := e.request(t, approver, approval.Decision{Needed: true, Reasons: []string{"policy: lifting a legal hold"}})
 	if _, err := e.store.Approve(ctx(t), a.ID, approver, "I checked it myself", e.password(approver.User)); !errors.Is(err, approval.ErrSelfApproval) || approval.Code(err) != api.ErrSelfApproval {
 		t.Fatalf("Approve of one's own request = %v, want ErrSelfApproval", err)
+	}
+}
+
+// TestTwoApprovers: with two named approvers, each may approve the
+// other's request and never their own, whatever role the request was
+// made in (a person holds one role, but the check is on the person, not
+// the role); an operator's request is approved by either.
+func TestTwoApprovers(t *testing.T) {
+	e := newEnv(t)
+	names := access.DefaultPersonsOf(access.RoleApprover)
+	if len(names) < 2 {
+		t.Fatalf("default approvers %v, want two", names)
+	}
+	chen, lucia := access.Identity{User: names[0], Role: access.RoleApprover}, access.Identity{User: names[1], Role: access.RoleApprover}
+	as := func(id access.Identity, r access.Role) access.Identity { id.Role = r; return id }
+	tests := []struct {
+		name                string
+		requester, approver access.Identity
+		want                error
+	}{
+		{"chen approves lucia's request", lucia, chen, nil},
+		{"lucia approves chen's request", chen, lucia, nil},
+		{"chen approves his own", chen, chen, approval.ErrSelfApproval},
+		{"lucia approves her own", lucia, lucia, approval.ErrSelfApproval},
+		{"chen approves his own, asked as an operator", as(chen, access.RoleOperator), chen, approval.ErrSelfApproval},
+		{"lucia approves her own, asked as an inspector", as(lucia, access.RoleInspector), lucia, approval.ErrSelfApproval},
+		{"chen approves amara's request", operator, chen, nil},
+		{"lucia approves amara's request", operator, lucia, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := e.request(t, tc.requester, approval.Decision{Needed: true, Reasons: []string{"identity change"}})
+			got, err := e.store.Approve(ctx(t), a.ID, tc.approver, "reviewed against the invoice of Müller & Söhne", e.password(tc.approver.User))
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Approve by %s of %s's request = %v, want %v", tc.approver.User, tc.requester.User, err, tc.want)
+			}
+			if tc.want == nil && (got.Decider != tc.approver.User || got.Requester != tc.requester.User) {
+				t.Errorf("approved %+v, want decided by %s, asked by %s", got, tc.approver.User, tc.requester.User)
+			}
+			if tc.want != nil {
+				if cur, _ := e.store.Get(ctx(t), a.ID); cur.Status != api.ApprovalPending {
+					t.Errorf("a refused approval left status %s", cur.Status)
+				}
+			}
+		})
 	}
 }
 

@@ -54,10 +54,10 @@ type env struct {
 
 // people of the default configuration.
 var (
-	operator  = access.Identity{User: string(access.RoleOperator), Role: access.RoleOperator}
-	approver  = access.Identity{User: string(access.RoleApprover), Role: access.RoleApprover}
-	viewer    = access.Identity{User: string(access.RoleViewer), Role: access.RoleViewer}
-	policyman = access.Identity{User: string(access.RolePolicy), Role: access.RolePolicy}
+	operator  = access.Identity{User: access.DefaultPerson(access.RoleOperator), Role: access.RoleOperator}
+	approver  = access.Identity{User: access.DefaultPerson(access.RoleApprover), Role: access.RoleApprover}
+	viewer    = access.Identity{User: access.DefaultPerson(access.RoleViewer), Role: access.RoleViewer}
+	policyman = access.Identity{User: access.DefaultPerson(access.RolePolicy), Role: access.RolePolicy}
 )
 
 func newEnv(tb testing.TB) *env {

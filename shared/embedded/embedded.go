@@ -99,23 +99,8 @@ func Start(cfg Config) (*server.Server, error) {
 	if err := checkListen(cfg.Host, cfg.Port); err != nil {
 		return nil, err
 	}
-	// The same renderer as a cluster's generated files (File): the
-	// embedded server runs the configuration an operator would deploy.
-	text, err := File{
-		ServerName: cfg.ServerName, Host: cfg.Host, Port: cfg.Port,
-		StoreDir: cfg.StoreDir, SyncAlways: cfg.SyncAlways, MaxPayload: cfg.MaxPayload,
-		Accounts: cfg.ConfigText,
-	}.Render()
+	opts, err := cfg.options()
 	if err != nil {
-		return nil, err
-	}
-	opts := &server.Options{}
-	if err := opts.ProcessConfigString(text); err != nil {
-		return nil, fmt.Errorf("embedded: configuration: %w", err)
-	}
-	opts.NoLog = !cfg.Log
-	opts.NoSigs = true
-	if err := cfg.Security.Apply(opts, cfg.Host); err != nil {
 		return nil, err
 	}
 	s, err := server.NewServer(opts)
@@ -136,4 +121,50 @@ func Start(cfg Config) (*server.Server, error) {
 		return nil, ErrNotReady
 	}
 	return s, nil
+}
+
+// options renders cfg into the server's options.
+func (cfg Config) options() (*server.Options, error) {
+	// The same renderer as a cluster's generated files (File): the
+	// embedded server runs the configuration an operator would deploy.
+	text, err := File{
+		ServerName: cfg.ServerName, Host: cfg.Host, Port: cfg.Port,
+		StoreDir: cfg.StoreDir, SyncAlways: cfg.SyncAlways, MaxPayload: cfg.MaxPayload,
+		Accounts: cfg.ConfigText,
+	}.Render()
+	if err != nil {
+		return nil, err
+	}
+	opts := &server.Options{}
+	if err := opts.ProcessConfigString(text); err != nil {
+		return nil, fmt.Errorf("embedded: configuration: %w", err)
+	}
+	opts.NoLog = !cfg.Log
+	opts.NoSigs = true
+	if err := cfg.Security.Apply(opts, cfg.Host); err != nil {
+		return nil, err
+	}
+	return opts, nil
+}
+
+// Reload applies cfg to the running server s, which Start started with the
+// same cfg but for ConfigText (the accounts and users): the server's own
+// configuration reload, which closes every connection the new
+// configuration no longer authorizes (a disabled user, a rotated
+// password). A Port of -1 or 0 is taken as the port s listens on.
+func Reload(s *server.Server, cfg Config) error {
+	if cfg.Port <= 0 {
+		if a, ok := s.Addr().(*net.TCPAddr); ok {
+			cfg.Port = a.Port
+		}
+	}
+	cfg.defaults()
+	opts, err := cfg.options()
+	if err != nil {
+		return err
+	}
+	if err := s.ReloadOptions(opts); err != nil {
+		return fmt.Errorf("embedded: reload: %w", err)
+	}
+	return nil
 }

@@ -17,11 +17,11 @@ import (
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
-const (
-	operator = string(access.RoleOperator)
-	approver = string(access.RoleApprover)
-	policy   = string(access.RolePolicy)
-	viewer   = string(access.RoleViewer)
+var (
+	operator = access.DefaultPerson(access.RoleOperator)
+	approver = access.DefaultPerson(access.RoleApprover)
+	policy   = access.DefaultPerson(access.RolePolicy)
+	viewer   = access.DefaultPerson(access.RoleViewer)
 )
 
 // TestTwoPersonCorrection: an identity-changing correction by the operator

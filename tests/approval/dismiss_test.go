@@ -44,7 +44,7 @@ func TestDismiss(t *testing.T) {
 		code       string // "": the server refuses it (no import)
 	}{
 		{"without a reason", operator, api.DismissRequest{DLQID: junk, Reason: " "}, api.ErrBadRequest},
-		{"by a viewer", "viewer", api.DismissRequest{DLQID: junk, Reason: reason}, ""},
+		{"by a viewer", viewer, api.DismissRequest{DLQID: junk, Reason: reason}, ""},
 		{"of no chain", operator, api.DismissRequest{DLQID: "pharmacy_00000000000000000000000000000000", Reason: reason}, api.ErrNotFound},
 	}
 	for _, tc := range refusals {

@@ -113,7 +113,7 @@ func newEnv(tb testing.TB) *env {
 	}
 	natstest.Run(tb, "quarantiner", q.Run)
 	for _, r := range []access.Role{access.RoleOperator, access.RoleApprover, access.RolePolicy, access.RoleViewer} {
-		e.people[string(r)] = srv.ConnectAs(tb, string(r))
+		e.people[access.DefaultPerson(r)] = srv.ConnectAs(tb, access.DefaultPerson(r))
 	}
 	e.waitService(tb, "validator")
 	e.waitService(tb, "quarantiner")
@@ -124,7 +124,7 @@ func (e *env) waitService(tb testing.TB, name string) {
 	tb.Helper()
 	// Discovery through a person's account (the services answer only
 	// requests that come through an import).
-	natstest.WaitServing(tb, e.people[string(access.RoleViewer)], name)
+	natstest.WaitServing(tb, e.people[access.DefaultPerson(access.RoleViewer)], name)
 }
 
 // redriverConfig is the redriver of the tests: no anonymous caller, the

@@ -34,7 +34,7 @@ func (e *env) startAuditor(tb testing.TB) {
 		tb.Fatal(err)
 	}
 	natstest.Run(tb, "auditor", a.Run)
-	e.people[string(access.RoleInspector)] = e.srv.ConnectAs(tb, string(access.RoleInspector))
+	e.people[access.DefaultPerson(access.RoleInspector)] = e.srv.ConnectAs(tb, access.DefaultPerson(access.RoleInspector))
 	e.waitService(tb, "auditor")
 }
 
@@ -50,10 +50,10 @@ func heldDispense(tx, registrant, lot, occurred string) map[string]any {
 func (e *env) drain(tb testing.TB, req api.DrainStartRequest) api.DrainState {
 	tb.Helper()
 	var rep api.DrainStartReply
-	e.ok(tb, string(access.RoleOperator), api.DrainStart, req, &rep)
+	e.ok(tb, access.DefaultPerson(access.RoleOperator), api.DrainStart, req, &rep)
 	var st api.DrainState
 	natstest.CheckFor(tb, 30*time.Second, 50*time.Millisecond, func() error {
-		e.ok(tb, string(access.RoleViewer), api.DrainStatus, api.DrainIDRequest{DrainID: rep.DrainID}, &st)
+		e.ok(tb, access.DefaultPerson(access.RoleViewer), api.DrainStatus, api.DrainIDRequest{DrainID: rep.DrainID}, &st)
 		if st.FinishedAt == nil {
 			return errors.New(st.Status)
 		}
@@ -98,7 +98,7 @@ func TestLegalHoldBlocksRedriverAndLiftNeedsApproval(t *testing.T) {
 	e := newEnv(t)
 	e.startRedriver(t, nil, e.redriverConfig())
 	e.startAuditor(t)
-	operator, approver, inspector, viewer := string(access.RoleOperator), string(access.RoleApprover), string(access.RoleInspector), string(access.RoleViewer)
+	operator, approver, inspector, viewer := access.DefaultPerson(access.RoleOperator), access.DefaultPerson(access.RoleApprover), access.DefaultPerson(access.RoleInspector), access.DefaultPerson(access.RoleViewer)
 	const party, other, caseID = "AB1234563", "BW4829137", "CASE-2026-07"
 
 	// The hold holds the party's events quarantined before cut: held and
@@ -268,7 +268,7 @@ func TestLegalHoldBlocksRedriverAndLiftNeedsApproval(t *testing.T) {
 	t.Run("without hold_lift in the policy the lift is immediate", func(t *testing.T) {
 		p := approval.DefaultPolicy()
 		p.HoldLift = false
-		e.ok(t, string(access.RolePolicy), api.PolicySet, api.PolicySetRequest{Policy: p, Reason: "counsel lifts alone"}, nil)
+		e.ok(t, access.DefaultPerson(access.RolePolicy), api.PolicySet, api.PolicySetRequest{Policy: p, Reason: "counsel lifts alone"}, nil)
 		var h2 api.HoldReply
 		e.ok(t, inspector, api.HoldPlace, api.HoldPlaceRequest{CaseID: "CASE-2", Reason: "audit", Target: api.HoldTarget{DLQID: poison}}, &h2)
 		var rep api.HoldReply

@@ -75,8 +75,8 @@ func startHoldEnv(t *testing.T, o streams.Options) *holdEnv {
 		t.Cleanup(nc.Close)
 		return nc
 	}
-	e := &holdEnv{stack: s, inspector: conn(string(access.RoleInspector)), operator: conn(string(access.RoleOperator)),
-		viewer: conn(string(access.RoleViewer))}
+	e := &holdEnv{stack: s, inspector: conn(access.DefaultPerson(access.RoleInspector)), operator: conn(access.DefaultPerson(access.RoleOperator)),
+		viewer: conn(access.DefaultPerson(access.RoleViewer))}
 	if e.pub, err = jetstream.New(conn(string(access.RolePublisher))); err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestHoldDynamicParty(t *testing.T) {
 		t.Fatalf("hold.place: %v", ae)
 	}
 	h := placed.Hold
-	if h.PlacedBy != string(access.RoleInspector) || h.Status != api.HoldActive || !slices.Equal(placed.DLQIDs, []string{before}) {
+	if h.PlacedBy != access.DefaultPerson(access.RoleInspector) || h.Status != api.HoldActive || !slices.Equal(placed.DLQIDs, []string{before}) {
 		t.Fatalf("placed %+v holding %v, want by the inspector holding %s", h, placed.DLQIDs, before)
 	}
 	after := e.quarantine(t, "TX-H2", party)
@@ -201,7 +201,7 @@ func TestHoldDynamicParty(t *testing.T) {
 	g, recs := chainOf(t, e.viewer, after)
 	last := recs[len(recs)-1]
 	if last.Kind != record.KindHoldPlaced || last.Hold == nil || last.Hold.HoldID != h.ID || last.Hold.CaseID != h.CaseID ||
-		last.Actor != string(access.RoleInspector) || last.Reason != h.Reason || !last.Hold.At.Equal(h.PlacedAt) {
+		last.Actor != access.DefaultPerson(access.RoleInspector) || last.Reason != h.Reason || !last.Hold.At.Equal(h.PlacedAt) {
 		t.Errorf("last record of the later chain: %+v hold %+v", last, last.Hold)
 	}
 	if !g.State.Held() || g.State.Status != record.StatusOpen {
@@ -218,7 +218,7 @@ func TestHoldDynamicParty(t *testing.T) {
 
 	// The default policy makes a lift wait for a second person (see
 	// tests/approval); here the operator may lift alone.
-	pnc, err := e.stack.ConnectAs(string(access.RolePolicy))
+	pnc, err := e.stack.ConnectAs(access.DefaultPerson(access.RolePolicy))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,11 +231,11 @@ func TestHoldDynamicParty(t *testing.T) {
 	if ae := call(t, e.operator, api.HoldLift, api.HoldLiftRequest{ID: h.ID, CaseID: h.CaseID, Reason: "case closed"}, &lifted); ae != nil {
 		t.Fatalf("hold.lift: %v", ae)
 	}
-	if lifted.Hold.LiftedBy != string(access.RoleOperator) || len(lifted.DLQIDs) != 2 || len(lifted.Failed) != 0 {
+	if lifted.Hold.LiftedBy != access.DefaultPerson(access.RoleOperator) || len(lifted.DLQIDs) != 2 || len(lifted.Failed) != 0 {
 		t.Errorf("lifted %+v, lifted from %v (failed %v)", lifted.Hold, lifted.DLQIDs, lifted.Failed)
 	}
 	g, recs = chainOf(t, e.viewer, before)
-	if last := recs[len(recs)-1]; g.State.Held() || last.Kind != record.KindHoldLifted || last.Actor != string(access.RoleOperator) || last.Reason != "case closed" {
+	if last := recs[len(recs)-1]; g.State.Held() || last.Kind != record.KindHoldLifted || last.Actor != access.DefaultPerson(access.RoleOperator) || last.Reason != "case closed" {
 		t.Errorf("after the lift: held %v, last record %s by %s (%s)", g.State.Held(), last.Kind, last.Actor, last.Reason)
 	}
 	if ae := call(t, e.operator, api.HoldLift, api.HoldLiftRequest{ID: h.ID, CaseID: h.CaseID, Reason: "again"}, nil); ae == nil || ae.Code != api.ErrNotPlaced {
@@ -254,7 +254,7 @@ func TestHoldDynamicParty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(actions) != 2 || actions[0].Action != "placed" || actions[0].Actor != "inspector" || actions[1].Action != "lifted" || actions[1].Actor != "operator" {
+	if len(actions) != 2 || actions[0].Action != "placed" || actions[0].Actor != access.DefaultPerson(access.RoleInspector) || actions[1].Action != "lifted" || actions[1].Actor != access.DefaultPerson(access.RoleOperator) {
 		t.Errorf("AUDIT actions of the hold: %+v", actions)
 	}
 }

@@ -220,6 +220,7 @@ func (p *person) login(user, password string) {
 		chromedp.Click(chromedp.CSS(`form.login button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.CSS(`.role`)),
 	)
+	// The header names the person (their own user), then their role.
 	if got := p.text(".user"); got != user {
 		p.t.Fatalf("logged in as %q, want %s", got, user)
 	}
@@ -405,7 +406,7 @@ func TestConsole(t *testing.T) {
 	st := startStack(t, down)
 	base := st.Console.URL()
 	pw := func(user string) string { return st.Secrets().Users[user].Password }
-	opName, viewerName := string(access.RoleOperator), string(access.RoleViewer)
+	opName, viewerName := access.DefaultPerson(access.RoleOperator), access.DefaultPerson(access.RoleViewer)
 	viewerNC, err := st.ConnectAs(viewerName)
 	if err != nil {
 		t.Fatal(err)
@@ -542,7 +543,7 @@ func TestConsole(t *testing.T) {
 		if after := chainLength(t, viewerNC, dlqID); after <= before {
 			t.Errorf("the chain has %d records, had %d", after, before)
 		}
-		if !strings.Contains(op.text(".timeline"), "by operator") {
+		if !strings.Contains(op.text(".timeline"), "by "+opName) {
 			t.Errorf("the timeline does not name the operator: %q", op.text(".timeline"))
 		}
 	})
@@ -635,7 +636,7 @@ func TestConsole(t *testing.T) {
 
 		// The operator logs out; the approver logs in in the same tab.
 		op.do(chromedp.Click(chromedp.CSS("form.who button")), chromedp.WaitVisible(chromedp.CSS("#user")))
-		approverName := string(access.RoleApprover)
+		approverName := access.DefaultPerson(access.RoleApprover)
 		op.login(approverName, pw(approverName))
 		op.open("/")
 		if n := op.text("#pending-approvals"); n == "0" {

@@ -144,7 +144,7 @@ func TestMakeRun(t *testing.T) {
 	}
 	// The console's URL, as printed, serves its login page.
 	m := regexp.MustCompile(`Console: +(http://127\.0\.0\.1:\d+/) +\(log in as ([^;]+);`).FindStringSubmatch(p.banner())
-	if m == nil || !strings.Contains(m[2], "operator") || strings.Contains(m[2], "publisher") {
+	if m == nil || !strings.Contains(m[2], access.DefaultPerson(access.RoleOperator)) || strings.Contains(m[2], "publisher") {
 		t.Fatalf("banner lacks the console's URL and its people:\n%s", p.banner())
 	}
 	if resp, err := http.Get(m[1] + "login"); err != nil || resp.StatusCode != http.StatusOK {

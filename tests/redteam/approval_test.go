@@ -122,7 +122,7 @@ func TestForgedApprovalNeverExecuted(t *testing.T) {
 	for _, f := range forged {
 		natstest.CheckFor(t, 90*time.Second, 200*time.Millisecond, func() error {
 			var rep api.ApprovalReply
-			if code := e.request(t, string(access.RoleViewer), api.ApprovalGet, api.ApprovalGetRequest{ID: f.id}, &rep); code != "" {
+			if code := e.request(t, access.DefaultPerson(access.RoleViewer), api.ApprovalGet, api.ApprovalGetRequest{ID: f.id}, &rep); code != "" {
 				return errors.New(code)
 			}
 			if rep.Approval.Status != api.ApprovalRefused || rep.Approval.Refused == "" {
@@ -176,7 +176,7 @@ func TestForgedApprovalNeverExecuted(t *testing.T) {
 		t.Errorf("LEDGER went from %d to %d messages", ledgerBefore, after)
 	}
 	var v api.VerifyReply
-	if code := e.request(t, string(access.RoleViewer), api.AuditVerify, api.VerifyRequest{}, &v); code != "" || !v.OK {
+	if code := e.request(t, access.DefaultPerson(access.RoleViewer), api.AuditVerify, api.VerifyRequest{}, &v); code != "" || !v.OK {
 		t.Errorf("audit.verify: %s %+v", code, v)
 	}
 }
@@ -198,9 +198,9 @@ func forgedApproval(tb testing.TB, victim string, records int, p forgedProof) ap
 	a := api.Approval{
 		ID: "appr-" + now.Format("20060102T150405") + "-" + hex.EncodeToString(rnd), Action: api.ActionCorrect, DLQID: victim, Domain: "pharmacy",
 		Status: api.ApprovalApproved, Request: body, Reasons: []string{"the correction changes the event's identity"},
-		DiffFields: []string{"idempotency_key"}, Requester: string(access.RoleOperator), RequesterRole: string(access.RoleOperator),
+		DiffFields: []string{"idempotency_key"}, Requester: access.DefaultPerson(access.RoleOperator), RequesterRole: string(access.RoleOperator),
 		RequestedAt: decided.Add(-time.Minute), Reason: "Pharmacie Saint-Étienne", ExpiresAt: now.Add(72 * time.Hour),
-		Decider: string(access.RoleApprover), DecidedAt: &decided, Meaning: "reviewed against the invoice", ChainRecords: records,
+		Decider: access.DefaultPerson(access.RoleApprover), DecidedAt: &decided, Meaning: "reviewed against the invoice", ChainRecords: records,
 	}
 	switch p {
 	case garbageProof:
@@ -306,7 +306,7 @@ func TestApprovalFlood(t *testing.T) {
 	correct := func(payload []byte) *api.Error {
 		t.Helper()
 		b, _ := json.Marshal(api.RedriveRequest{DLQID: victim, Payload: payload, Reason: "Pharmacie Saint-Étienne: the invoice says so"})
-		m, err := e.conn(t, string(access.RoleOperator)).Request(api.Redrive, b, 30*time.Second)
+		m, err := e.conn(t, access.DefaultPerson(access.RoleOperator)).Request(api.Redrive, b, 30*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -339,7 +339,7 @@ func TestApprovalFlood(t *testing.T) {
 		}
 	}
 	var list api.ApprovalListReply
-	if code := e.request(t, string(access.RoleViewer), api.ApprovalList, api.ApprovalListRequest{Status: api.ApprovalPending}, &list); code != "" {
+	if code := e.request(t, access.DefaultPerson(access.RoleViewer), api.ApprovalList, api.ApprovalListRequest{Status: api.ApprovalPending}, &list); code != "" {
 		t.Fatal(code)
 	}
 	n := 0

@@ -74,7 +74,7 @@ func TestKeyReuseIsNoDuplicate(t *testing.T) {
 	id := record.ConflictDLQID("pharmacy", key, ledger.ContentHash(conflicting))
 	var rep api.GetReply
 	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
-		code := e.request(t, string(access.RoleInspector), api.AuditGet, api.GetRequest{DLQID: id, IncludePayload: true, Reason: "red team I1"}, &rep)
+		code := e.request(t, access.DefaultPerson(access.RoleInspector), api.AuditGet, api.GetRequest{DLQID: id, IncludePayload: true, Reason: "red team I1"}, &rep)
 		if code != "" {
 			return errors.New(code)
 		}
@@ -95,12 +95,12 @@ func TestKeyReuseIsNoDuplicate(t *testing.T) {
 		t.Error("the record does not hold the conflicting event's bytes and sequence")
 	}
 	// No record for the canonically identical retry.
-	if code := e.request(t, string(access.RoleViewer), api.AuditGet, api.GetRequest{DLQID: record.ConflictDLQID("pharmacy", key, ledger.ContentHash(retry))}, &rep); code != api.ErrNotFound {
+	if code := e.request(t, access.DefaultPerson(access.RoleViewer), api.AuditGet, api.GetRequest{DLQID: record.ConflictDLQID("pharmacy", key, ledger.ContentHash(retry))}, &rep); code != api.ErrNotFound {
 		t.Errorf("audit.get of a retry's conflict chain: %q, want %s", code, api.ErrNotFound)
 	}
 
 	var rec api.ReconcileReply
-	if code := e.request(t, string(access.RoleViewer), api.AuditReconcile, api.ReconcileRequest{From: since, Grace: "0s", IDs: true}, &rec); code != "" {
+	if code := e.request(t, access.DefaultPerson(access.RoleViewer), api.AuditReconcile, api.ReconcileRequest{From: since, Grace: "0s", IDs: true}, &rec); code != "" {
 		t.Fatalf("audit.reconcile: %s", code)
 	}
 	category := map[uint64]string{}
@@ -190,7 +190,7 @@ func TestLedgerOncePerKey(t *testing.T) {
 	id := record.ConflictDLQID("pharmacy", victimKey, ledger.ContentHash(victim))
 	var rep api.GetReply
 	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
-		if code := e.request(t, string(access.RoleViewer), api.AuditGet, api.GetRequest{DLQID: id}, &rep); code != "" {
+		if code := e.request(t, access.DefaultPerson(access.RoleViewer), api.AuditGet, api.GetRequest{DLQID: id}, &rep); code != "" {
 			return errors.New(code)
 		}
 		return nil
@@ -200,7 +200,7 @@ func TestLedgerOncePerKey(t *testing.T) {
 	}
 
 	var rec api.ReconcileReply
-	if code := e.request(t, string(access.RoleViewer), api.AuditReconcile, api.ReconcileRequest{From: since, Grace: "0s", IDs: true}, &rec); code != "" {
+	if code := e.request(t, access.DefaultPerson(access.RoleViewer), api.AuditReconcile, api.ReconcileRequest{From: since, Grace: "0s", IDs: true}, &rec); code != "" {
 		t.Fatalf("audit.reconcile: %s", code)
 	}
 	unsourced := map[uint64]string{}
@@ -225,7 +225,7 @@ func TestLedgerOncePerKey(t *testing.T) {
 func (e *env) verified(tb testing.TB) {
 	tb.Helper()
 	var v api.VerifyReply
-	if code := e.request(tb, string(access.RoleViewer), api.AuditVerify, api.VerifyRequest{}, &v); code != "" || !v.OK {
+	if code := e.request(tb, access.DefaultPerson(access.RoleViewer), api.AuditVerify, api.VerifyRequest{}, &v); code != "" || !v.OK {
 		tb.Errorf("audit.verify: %s %+v", code, v)
 	}
 }

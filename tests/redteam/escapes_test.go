@@ -56,7 +56,7 @@ func TestTerminalEscapesInPayload(t *testing.T) {
 	}
 	e.publish(t, subjects.Event("fsma", "shipping"), string(b), nil)
 
-	op := string(access.RoleOperator)
+	op := access.DefaultPerson(access.RoleOperator)
 	var list api.ListReply
 	natstest.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
 		if err := json.Unmarshal([]byte(e.dlqctlAs(t, op, "-o", "json", "ls", "--supplier", supplier)), &list); err != nil {

@@ -67,7 +67,7 @@ func (e *env) waitChain(tb testing.TB, id string) api.GetReply {
 	tb.Helper()
 	var rep api.GetReply
 	natstest.CheckFor(tb, 20*time.Second, 50*time.Millisecond, func() error {
-		if code := e.request(tb, string(access.RoleInspector), api.AuditGet, api.GetRequest{DLQID: id}, &rep); code != "" {
+		if code := e.request(tb, access.DefaultPerson(access.RoleInspector), api.AuditGet, api.GetRequest{DLQID: id}, &rep); code != "" {
 			return fmt.Errorf("audit.get %s: %s", id, code)
 		}
 		return nil
@@ -140,7 +140,7 @@ func TestPublisherBoundToParties(t *testing.T) {
 				t.Error("the chain is named by the other party's key")
 			}
 			var page api.ListReply
-			if code := e.request(t, string(access.RoleViewer), api.AuditList,
+			if code := e.request(t, access.DefaultPerson(access.RoleViewer), api.AuditList,
 				api.ListRequest{Publisher: tc.publisher, Code: string(tc.want)}, &page); code != "" {
 				t.Fatalf("audit.list: %s", code)
 			}
@@ -159,7 +159,7 @@ func TestPublisherBoundToParties(t *testing.T) {
 			}
 			// Reconcile finds the event in its chain (open), not unaccounted.
 			var rec api.ReconcileReply
-			if code := e.request(t, string(access.RoleViewer), api.AuditReconcile, api.ReconcileRequest{IDs: true, Grace: "0s"}, &rec); code != "" {
+			if code := e.request(t, access.DefaultPerson(access.RoleViewer), api.AuditReconcile, api.ReconcileRequest{IDs: true, Grace: "0s"}, &rec); code != "" {
 				t.Fatalf("audit.reconcile: %s", code)
 			}
 			for _, u := range rec.Unaccounted {
@@ -198,7 +198,7 @@ func TestOnePartyNeverHoldsAnother(t *testing.T) {
 	}
 	var rep api.DrainStartReply
 	req := api.DrainStartRequest{DryRun: true, Filter: api.DrainFilter{DLQIDs: []string{idB}, Classes: []string{string(record.ClassValidation)}, IncludeValidation: true}}
-	if code := e.request(t, string(access.RoleOperator), api.DrainStart, req, &rep); code != "" || rep.Plan == nil {
+	if code := e.request(t, access.DefaultPerson(access.RoleOperator), api.DrainStart, req, &rep); code != "" || rep.Plan == nil {
 		t.Fatalf("drain.start dry run: %s", code)
 	}
 	if rep.Plan.Selected != 1 || rep.Plan.HeldByEarlier != 0 {

@@ -182,12 +182,12 @@ func (e *env) quarantine(tb testing.TB, marker string) string {
 	var id string
 	natstest.CheckFor(tb, 20*time.Second, 50*time.Millisecond, func() error {
 		var page api.ListReply
-		if code := e.request(tb, string(access.RoleViewer), api.AuditList, api.ListRequest{}, &page); code != "" {
+		if code := e.request(tb, access.DefaultPerson(access.RoleViewer), api.AuditList, api.ListRequest{}, &page); code != "" {
 			return errors.New(code)
 		}
 		for _, it := range page.Items {
 			var rep api.GetReply
-			code := e.request(tb, string(access.RoleInspector), api.AuditGet, api.GetRequest{DLQID: it.DLQID, IncludePayload: true, Reason: "test"}, &rep)
+			code := e.request(tb, access.DefaultPerson(access.RoleInspector), api.AuditGet, api.GetRequest{DLQID: it.DLQID, IncludePayload: true, Reason: "test"}, &rep)
 			if code == "" && strings.Contains(payloadOf(rep), marker) {
 				id = it.DLQID
 				return nil
@@ -215,7 +215,7 @@ func payloadOf(rep api.GetReply) string {
 func (e *env) chain(tb testing.TB, id string) api.GetReply {
 	tb.Helper()
 	var rep api.GetReply
-	if code := e.request(tb, string(access.RoleInspector), api.AuditGet, api.GetRequest{DLQID: id}, &rep); code != "" {
+	if code := e.request(tb, access.DefaultPerson(access.RoleInspector), api.AuditGet, api.GetRequest{DLQID: id}, &rep); code != "" {
 		tb.Fatalf("audit.get %s: %s", id, code)
 	}
 	return rep
@@ -264,7 +264,7 @@ func TestPayloadNeedsRole(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%s include=%v", tc.person, tc.include), func(t *testing.T) {
 			var rep api.GetReply
-			code := e.request(t, string(tc.person), api.AuditGet, api.GetRequest{DLQID: id, IncludePayload: tc.include, Reason: "red team"}, &rep)
+			code := e.request(t, access.DefaultPerson(tc.person), api.AuditGet, api.GetRequest{DLQID: id, IncludePayload: tc.include, Reason: "red team"}, &rep)
 			if code != tc.wantCode {
 				t.Fatalf("code %q, want %q", code, tc.wantCode)
 			}
@@ -298,7 +298,7 @@ func TestWhoamiIsTheServersWord(t *testing.T) {
 			m := nats.NewMsg(api.AuditWhoami)
 			m.Header.Set(access.RequestInfoHeader, `{"acc":"DEADLETTER_POLICY","user":"mallory"}`)
 			m.Data = []byte(`{}`)
-			rep, err := e.conn(t, string(r)).RequestMsg(m, 5*time.Second)
+			rep, err := e.conn(t, access.DefaultPerson(r)).RequestMsg(m, 5*time.Second)
 			if r == access.RolePublisher {
 				if err == nil {
 					t.Fatal("the publisher reached audit.whoami")
@@ -315,7 +315,7 @@ func TestWhoamiIsTheServersWord(t *testing.T) {
 			if err := json.Unmarshal(rep.Data, &who); err != nil {
 				t.Fatal(err)
 			}
-			if want := (api.WhoamiReply{User: string(r), Role: string(r), ReadsPayloads: r.ReadsPayloads()}); who != want {
+			if want := (api.WhoamiReply{User: access.DefaultPerson(r), Role: string(r), ReadsPayloads: r.ReadsPayloads()}); who != want {
 				t.Errorf("whoami = %+v, want %+v", who, want)
 			}
 		})
@@ -342,7 +342,7 @@ func TestExportAndAccessAudit(t *testing.T) {
 	} {
 		t.Run(string(tc.person), func(t *testing.T) {
 			var rep api.ExportReply
-			code := e.request(t, string(tc.person), api.AuditExport, api.ExportRequest{Reason: "red team " + string(tc.person)}, &rep)
+			code := e.request(t, access.DefaultPerson(tc.person), api.AuditExport, api.ExportRequest{Reason: "red team " + string(tc.person)}, &rep)
 			if code != tc.wantCode {
 				t.Fatalf("code %q, want %q", code, tc.wantCode)
 			}
@@ -362,7 +362,7 @@ func TestExportAndAccessAudit(t *testing.T) {
 	}
 	t.Run("no reason", func(t *testing.T) {
 		var rep api.GetReply
-		code := e.request(t, string(access.RoleInspector), api.AuditExport, api.ExportRequest{}, &rep)
+		code := e.request(t, access.DefaultPerson(access.RoleInspector), api.AuditExport, api.ExportRequest{}, &rep)
 		if code != api.ErrBadRequest {
 			t.Fatalf("export without a reason: %q, want BAD_REQUEST", code)
 		}
@@ -371,12 +371,12 @@ func TestExportAndAccessAudit(t *testing.T) {
 		m := nats.NewMsg(api.AuditExport)
 		m.Header.Set(access.RequestInfoHeader, `{"acc":"DEADLETTER_OPERATOR","user":"mallory"}`)
 		m.Data = []byte(`{"reason":"forged caller"}`)
-		r, err := e.conn(t, string(access.RoleInspector)).RequestMsg(m, 30*time.Second)
+		r, err := e.conn(t, access.DefaultPerson(access.RoleInspector)).RequestMsg(m, 30*time.Second)
 		if err != nil || r.Header.Get(micro.ErrorCodeHeader) != "" {
 			t.Fatalf("export: %v %v", err, r.Header)
 		}
 		var acc api.AccessReply
-		if code := e.request(t, string(access.RoleViewer), api.AuditAccess, api.AccessRequest{Limit: 1000}, &acc); code != "" {
+		if code := e.request(t, access.DefaultPerson(access.RoleViewer), api.AuditAccess, api.AccessRequest{Limit: 1000}, &acc); code != "" {
 			t.Fatalf("audit.access as a viewer: %s", code)
 		}
 		found := false
@@ -397,7 +397,7 @@ func TestExportAndAccessAudit(t *testing.T) {
 	})
 	t.Run("a person cannot write the access audit", func(t *testing.T) {
 		for _, p := range []access.Role{access.RoleInspector, access.RoleOperator} {
-			_, err := e.conn(t, string(p)).Request(subjects.AuditAccess("bob"), []byte(`{"user":"bob","reason":"written by a person"}`), time.Second)
+			_, err := e.conn(t, access.DefaultPerson(p)).Request(subjects.AuditAccess("bob"), []byte(`{"user":"bob","reason":"written by a person"}`), time.Second)
 			if err == nil {
 				t.Fatalf("%s published to the access audit and got an answer", p)
 			}
@@ -416,7 +416,7 @@ func TestActorIsTheCaller(t *testing.T) {
 	m.Data, _ = json.Marshal(api.DrainStartRequest{
 		Filter: api.DrainFilter{DLQIDs: []string{id}, Classes: []string{string(record.ClassValidation)}}, Actor: "mallory", Reason: "red team",
 	})
-	rep, err := e.conn(t, string(access.RoleOperator)).RequestMsg(m, 30*time.Second)
+	rep, err := e.conn(t, access.DefaultPerson(access.RoleOperator)).RequestMsg(m, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,15 +428,15 @@ func TestActorIsTheCaller(t *testing.T) {
 		t.Fatal(err)
 	}
 	var st api.DrainState
-	if code := e.request(t, string(access.RoleViewer), api.DrainStatus, api.DrainIDRequest{DrainID: started.DrainID}, &st); code != "" {
+	if code := e.request(t, access.DefaultPerson(access.RoleViewer), api.DrainStatus, api.DrainIDRequest{DrainID: started.DrainID}, &st); code != "" {
 		t.Fatal(code)
 	}
-	if st.StartedBy != string(access.RoleOperator) {
+	if st.StartedBy != access.DefaultPerson(access.RoleOperator) {
 		t.Errorf("drain started by %q, want operator", st.StartedBy)
 	}
 	// The viewer's account does not import drain.start: the server itself
 	// refuses the request.
-	if _, err := e.conn(t, string(access.RoleViewer)).Request(api.DrainStart, []byte(`{"dry_run":true}`), time.Second); err == nil {
+	if _, err := e.conn(t, access.DefaultPerson(access.RoleViewer)).Request(api.DrainStart, []byte(`{"dry_run":true}`), time.Second); err == nil {
 		t.Error("the viewer reached drain.start")
 	}
 }
@@ -473,7 +473,7 @@ func TestManyScansLeaveNoConsumers(t *testing.T) {
 	e := startEnv(t)
 	e.quarantine(t, "scan")
 	_, qBefore := e.msgs(t, subjects.QuarantineStream)
-	nc := e.conn(t, string(access.RoleViewer))
+	nc := e.conn(t, access.DefaultPerson(access.RoleViewer))
 	const n = 300
 	var wg sync.WaitGroup
 	for range n {
@@ -498,10 +498,10 @@ func TestManyScansLeaveNoConsumers(t *testing.T) {
 		}
 	}
 	var v api.VerifyReply
-	if code := e.request(t, string(access.RoleViewer), api.AuditVerify, api.VerifyRequest{}, &v); code != "" {
+	if code := e.request(t, access.DefaultPerson(access.RoleViewer), api.AuditVerify, api.VerifyRequest{}, &v); code != "" {
 		t.Fatalf("verify after the burst: %s", code)
 	}
-	if code := e.request(t, string(access.RoleOperator), api.DrainStart, api.DrainStartRequest{DryRun: true}, nil); code != "" {
+	if code := e.request(t, access.DefaultPerson(access.RoleOperator), api.DrainStart, api.DrainStartRequest{DryRun: true}, nil); code != "" {
 		t.Fatalf("dry run after the burst: %s", code)
 	}
 }
@@ -589,7 +589,7 @@ func TestForgedDirectReplay(t *testing.T) {
 	subject := subjects.Redriven("pharmacy", "dispense", victim, 9)
 	for _, who := range []access.Role{access.RolePublisher, access.RoleOperator, access.RoleInspector, access.RoleApprover} {
 		t.Run(string(who), func(t *testing.T) {
-			js, err := jetstream.New(e.conn(t, string(who)))
+			js, err := jetstream.New(e.conn(t, access.DefaultPerson(who)))
 			if err != nil {
 				t.Fatal(err)
 			}

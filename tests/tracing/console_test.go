@@ -38,7 +38,7 @@ func TestConsoleDrawsTheTrace(t *testing.T) {
 		return need(tr, quarantinerService, "send quarantine.", 1)
 	})
 
-	viewer := string(access.RoleViewer)
+	viewer := access.DefaultPerson(access.RoleViewer)
 	page := consoleGet(t, s, viewer, "records/"+rec.DLQID)
 	for _, want := range []string{
 		`<h2 id="h-trace">Trace</h2>`, failed.traceID,

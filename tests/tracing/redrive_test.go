@@ -58,7 +58,7 @@ func TestRedriveIsNewLinkedTrace(t *testing.T) {
 	}
 
 	up.Store(true)
-	nc, err := s.ConnectAs(string(access.RoleOperator))
+	nc, err := s.ConnectAs(access.DefaultPerson(access.RoleOperator))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -161,6 +161,6 @@ func printInfo(p *Plan, out io.Writer) {
 	fmt.Fprintf(out, "nats contexts (one per user, in %s):\n", filepath.Dir(p.Context(access.Admin)))
 	fmt.Fprintf(out, "  publish:  nats --context %s pub events.<domain>.<type> --header Nats-Msg-Id:<id> '<event>'\n", p.Context(string(access.RolePublisher)))
 	fmt.Fprintf(out, "  admin:    nats --context %s stream info LEDGER\n", p.Context(access.Admin))
-	fmt.Fprintf(out, "  operator: nats --context %s req %s '{}'\n", p.Context(string(access.RoleOperator)), api.AuditVerify)
+	fmt.Fprintf(out, "  operator: nats --context %s req %s '{}'\n", p.Context(access.DefaultPerson(access.RoleOperator)), api.AuditVerify)
 	fmt.Fprintf(out, "restart one service: GOREMAN_RPC_SERVER=127.0.0.1:%d goreman run restart validator-1 (a node: port %d, n1)\n\n", ServicesRPCPort, NodesRPCPort)
 }

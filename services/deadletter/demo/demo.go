@@ -155,7 +155,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	for _, r := range []access.Role{access.RolePublisher, access.RoleViewer, access.RoleOperator, access.RoleApprover} {
 		// A generous connect timeout: a person's password is checked
 		// against its bcrypt hash, slow on a loaded machine.
-		nc, err := st.ConnectAs(string(r), nats.Name("deadletter-demo-"+string(r)), nats.Timeout(30*time.Second))
+		nc, err := st.ConnectAs(access.DefaultPerson(r), nats.Name("deadletter-demo-"+access.DefaultPerson(r)), nats.Timeout(30*time.Second))
 		if err != nil {
 			return sum, fmt.Errorf("demo: connect as %s: %w", r, err)
 		}
@@ -163,6 +163,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		conns[r] = &client{nc: nc}
 	}
 	viewer, operator, approver := conns[access.RoleViewer], conns[access.RoleOperator], conns[access.RoleApprover]
+	// The people the story names (each a person of their own).
+	viewerName, operatorName, approverName := access.DefaultPerson(access.RoleViewer), access.DefaultPerson(access.RoleOperator), access.DefaultPerson(access.RoleApprover)
 	js, err := jetstream.New(conns[access.RolePublisher].nc)
 	if err != nil {
 		return sum, err
@@ -223,7 +225,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	say("2. Every failure is quarantined as a sealed record: %d malformed at once (never retried),", sum.QuarantinedValidation)
 	say("   %d valid events after exhausting their retries (via the max-deliveries advisory).", sum.QuarantinedExhausted)
-	say("3. What is failing, by cause (audit.groups, as the viewer: ids and codes, never payloads):")
+	say("3. What is failing, by cause (audit.groups, as the viewer %s: ids and codes, never payloads):", viewerName)
 	sort.Slice(groups.Groups, func(i, j int) bool { return groups.Groups[i].Open > groups.Groups[j].Open })
 	for i, g := range groups.Groups {
 		if i == 8 {
@@ -241,8 +243,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		return sum, err
 	}
 	if plan.Plan != nil {
-		say("5. Dry run, by the operator, of a drain of exhausted events: %d selected (%s), %d would be skipped as duplicates, %d excluded.",
-			plan.Plan.Selected, counts(plan.Plan.ByDomain), plan.Plan.WouldSkipDuplicate, total(plan.Plan.Excluded))
+		say("5. Dry run, by the operator %s, of a drain of exhausted events: %d selected (%s), %d would be skipped as duplicates, %d excluded.",
+			operatorName, plan.Plan.Selected, counts(plan.Plan.ByDomain), plan.Plan.WouldSkipDuplicate, total(plan.Plan.Excluded))
 	}
 	rate := cfg.Rate
 	var started api.DrainStartReply
@@ -250,7 +252,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		Reason: "downstream recovered"}, &started); err != nil {
 		return sum, err
 	}
-	say("6. The operator started drain %s at %.0f replays/s, every replay through the full validation gate:", started.DrainID, rate)
+	say("6. %s (operator) started drain %s at %.0f replays/s, every replay through the full validation gate:", operatorName, started.DrainID, rate)
 	var ds api.DrainState
 	last := time.Time{}
 	if err := waitFor(ctx, 2*time.Minute, func() (bool, error) {
@@ -294,13 +296,13 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		// The correction changes the event's identity: a second person
 		// reviews it and signs, re-entering his password.
 		id := ae.Approval.ID
-		say("7. The operator's correction of a malformed event (%s) changes its identity (%s): it waits for a second person (%s).",
-			list.Items[0].ErrorCode, strings.Join(ae.Approval.DiffFields, ", "), id)
+		say("7. %s's correction of a malformed event (%s) changes its identity (%s): it waits for a second person (%s).",
+			operatorName, list.Items[0].ErrorCode, strings.Join(ae.Approval.DiffFields, ", "), id)
 		var review, signed api.ApprovalReply
 		if err := approver.call(api.ApprovalGet, api.ApprovalGetRequest{ID: id}, &review); err != nil {
 			return sum, err
 		}
-		pw := api.Password(st.Secrets().Users[string(access.RoleApprover)].Password)
+		pw := api.Password(st.Secrets().Users[access.DefaultPerson(access.RoleApprover)].Password)
 		if err := approver.call(api.ApprovalApprove, api.ApprovalDecisionRequest{ID: id, Password: pw,
 			Meaning: "reviewed the correction against the re-sent event"}, &signed); err != nil {
 			return sum, err
@@ -311,11 +313,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 				return sum, err
 			}
 		}
-		say("   The approver reviewed the identity diff (recorded in the access audit) and signed: the signature is sealed in the chain, then the correction ran as the operator's: %s.", rep.Outcome)
+		say("   %s (approver) reviewed the identity diff (recorded in the access audit) and signed: the signature is sealed in the chain, then the correction ran as %s's: %s.", approverName, operatorName, rep.Outcome)
 	} else if err != nil {
 		return sum, err
 	} else {
-		say("7. The operator corrected and redrove one malformed event (%s): %s; its original bytes stay in its chain.", list.Items[0].ErrorCode, rep.Outcome)
+		say("7. %s (operator) corrected and redrove one malformed event (%s): %s; its original bytes stay in its chain.", operatorName, list.Items[0].ErrorCode, rep.Outcome)
 	}
 	sum.Corrected = rep.Outcome
 	// Replayed as it is (a "correction" with another event's bytes would
@@ -370,7 +372,7 @@ func (s Summary) check() error {
 	if s.DownstreamDoubles != 0 {
 		problems = append(problems, fmt.Sprintf("%d keys committed downstream twice", s.DownstreamDoubles))
 	}
-	if s.DrainedBy != string(access.RoleOperator) {
+	if s.DrainedBy != access.DefaultPerson(access.RoleOperator) {
 		problems = append(problems, fmt.Sprintf("the drain is recorded as started by %q, not the operator", s.DrainedBy))
 	}
 	if s.Corrected != api.OutcomeReplayed || s.Poisoned != api.OutcomePoisoned {

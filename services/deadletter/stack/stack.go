@@ -6,6 +6,7 @@ package stack
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -180,7 +182,7 @@ const CredentialsFile = "credentials.json"
 
 // ContextsDir is the directory, in the data directory, of the natscli
 // context files written for each person (mode 0600): `nats --context
-// data/contexts/operator.json ...` connects as the operator.
+// data/contexts/amara.okafor.json ...` connects as Amara Okafor, an operator.
 const ContextsDir = "contexts"
 
 // Stack is a running all-in-one deployment.
@@ -207,8 +209,13 @@ type Stack struct {
 	// auditKey is the auditor's public signing key; exportFile receives its
 	// signed checkpoints.
 	auditKey, exportFile string
-	// creds are the NATS users' secrets, kept in the data directory.
-	creds *access.Secrets
+	// creds are the NATS users' secrets, kept in the data directory;
+	// credsMu guards it (the people are reloaded while running).
+	credsMu sync.Mutex
+	creds   *access.Secrets
+	// embCfg is the embedded server's configuration (reloaded with new
+	// people, see watchPeople).
+	embCfg embedded.Config
 }
 
 // New prepares a stack; Run starts it.
@@ -286,19 +293,32 @@ func (s *Stack) Run(ctx context.Context) error {
 	if s.cfg.PasswordCost > 0 {
 		secOpts = append(secOpts, access.WithBcryptCost(s.cfg.PasswordCost))
 	}
-	creds, err := access.LoadOrCreate(filepath.Join(s.cfg.DataDir, CredentialsFile), access.DefaultPeople(), secOpts...)
+	credsFile := filepath.Join(s.cfg.DataDir, CredentialsFile)
+	creds, err := access.LoadOrCreate(credsFile, access.DefaultPeople(), secOpts...)
 	if err != nil {
 		return err
+	}
+	// A data directory of an earlier version has one user per role: it
+	// gets the named people too, and its role users keep working until
+	// disabled (`deadletter people disable operator`).
+	if migrated, err := creds.MigrateLegacy(secOpts...); err != nil {
+		return err
+	} else if migrated {
+		if err := creds.Save(credsFile); err != nil {
+			return err
+		}
+		s.log.Info("added the named example people beside the role users of an earlier version; disable those with `deadletter people disable <role>`")
 	}
 	s.creds = creds
 	text, err := access.ServerConfig(creds)
 	if err != nil {
 		return err
 	}
-	srv, err := embedded.Start(embedded.Config{
+	s.embCfg = embedded.Config{
 		StoreDir: s.cfg.DataDir, Host: s.cfg.Host, Port: s.cfg.Port, SyncAlways: s.cfg.SyncAlways,
 		ConfigText: text, Security: s.cfg.Security,
-	})
+	}
+	srv, err := embedded.Start(s.embCfg)
 	if errors.Is(err, embedded.ErrAddrInUse) {
 		return fmt.Errorf("%w; use --port (env DEADLETTER_PORT)", err)
 	}
@@ -479,6 +499,7 @@ func (s *Stack) Run(ctx context.Context) error {
 	if s.Console != nil {
 		g.Go(func() error { return s.Console.Run(gctx) })
 	}
+	g.Go(func() error { s.watchPeople(gctx, credsFile, secOpts); return nil })
 	err = s.waitStarted(gctx)
 	if err == nil && s.Console != nil {
 		select {
@@ -502,7 +523,7 @@ func (s *Stack) Run(ctx context.Context) error {
 // services' durable consumers: the administrator's step, done here because
 // this process owns the server.
 func (s *Stack) provision(ctx context.Context) error {
-	nc, err := s.dial(append([]nats.Option{nats.Name("deadletter-admin")}, s.creds.NATSOptions(access.Admin)...)...)
+	nc, err := s.dial(append([]nats.Option{nats.Name("deadletter-admin")}, s.Secrets().NATSOptions(access.Admin)...)...)
 	if err != nil {
 		return err
 	}
@@ -535,8 +556,13 @@ func ProvisionConsumers(ctx context.Context, js jetstream.JetStream, v validator
 	return streams.EnsureConsumer(ctx, js, subjects.AdvisoriesStream, q.AdvisoriesConsumerConfig())
 }
 
-// Secrets are the NATS users' secrets (valid once Ready).
-func (s *Stack) Secrets() *access.Secrets { return s.creds }
+// Secrets are the NATS users' secrets (valid once Ready; replaced, never
+// changed, when the people are reloaded).
+func (s *Stack) Secrets() *access.Secrets {
+	s.credsMu.Lock()
+	defer s.credsMu.Unlock()
+	return s.creds
+}
 
 // ConnectAs connects to the stack's server as user (a person or a service
 // user), with its private inbox prefix (see dial).
@@ -544,7 +570,7 @@ func (s *Stack) Secrets() *access.Secrets { return s.creds }
 // loaded machine takes longer than nats.go's 2 s connect timeout: the
 // default here is 30 s (opts may set another).
 func (s *Stack) ConnectAs(user string, opts ...nats.Option) (*nats.Conn, error) {
-	all := append([]nats.Option{nats.Timeout(30 * time.Second)}, s.creds.NATSOptions(user)...)
+	all := append([]nats.Option{nats.Timeout(30 * time.Second)}, s.Secrets().NATSOptions(user)...)
 	return s.dial(append(all, opts...)...)
 }
 
@@ -565,9 +591,17 @@ func (s *Stack) dial(opts ...nats.Option) (*nats.Conn, error) {
 // writeContexts writes a natscli context per person into the data
 // directory, so that the commands of the banner work as printed.
 func (s *Stack) writeContexts() error {
-	for _, p := range s.creds.People {
+	creds := s.Secrets()
+	for _, p := range creds.People {
+		if p.Disabled {
+			// A disabled person cannot connect: no context is left for it.
+			if err := os.Remove(s.ContextFile(p.Name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			continue
+		}
 		// A self-signed server certificate is its own CA.
-		c, err := s.creds.Context(p.Name, fmt.Sprintf("deadletter %s (%s)", p.Name, p.Role), s.srv.ClientURL(), absOrEmpty(s.cfg.Security.TLSCert))
+		c, err := creds.Context(p.Name, access.ContextDescription(p), s.srv.ClientURL(), absOrEmpty(s.cfg.Security.TLSCert))
 		if err != nil {
 			return err
 		}
@@ -598,9 +632,10 @@ func (s *Stack) ContextFile(person string) string {
 }
 
 // waitStarted polls until every service answers discovery pings (asked as
-// a viewer, through the role account's import of $SRV.>).
+// a person, a viewer when there is one, through the role account's import
+// of $SRV.>).
 func (s *Stack) waitStarted(ctx context.Context) error {
-	nc, err := s.ConnectAs(string(access.RoleViewer))
+	nc, err := s.ConnectAs(s.askingPerson())
 	if err != nil {
 		return err
 	}
@@ -613,13 +648,28 @@ func (s *Stack) waitStarted(ctx context.Context) error {
 	return nil
 }
 
+// askingPerson is who waitStarted asks as: the first active viewer, else
+// the first active person, else the admin.
+func (s *Stack) askingPerson() string {
+	people := s.Secrets().People
+	for _, r := range []access.Role{access.RoleViewer, ""} {
+		for _, p := range people {
+			if p.Active() && (r == "" || p.Role == r) {
+				return p.Name
+			}
+		}
+	}
+	return access.Admin
+}
+
 func (s *Stack) banner() {
 	url := s.srv.ClientURL()
-	pub, op, view := s.ContextFile("publisher"), s.ContextFile("operator"), s.ContextFile("viewer")
+	pub, op, view := s.ContextFile(access.DefaultPerson(access.RolePublisher)), s.ContextFile(access.DefaultPerson(access.RoleOperator)), s.ContextFile(access.DefaultPerson(access.RoleViewer))
 	fmt.Fprintf(s.cfg.Out, `deadletter is running.
   NATS:        %s   (store: %s)
   Services:    validator, quarantiner, redriver, auditor
-  People:      publisher, viewer, operator, inspector, approver, policy (one NATS user per role)
+  People:      %s
+               (one NATS user each; deadletter people ls|add|disable|enable|rotate --data-dir %s)
   Publishers:  %s
   Contexts:    %s/<person>.json (natscli contexts with each person's credentials)
   Credentials: %s (every user authenticates; services with nkeys)
@@ -638,17 +688,35 @@ Try it (the nats CLI: go install github.com/nats-io/natscli/nats@v0.5.0):
   nats --context %s micro ls
 
 Press Ctrl-C to stop: consumers drain, work in flight finishes, then the server stops.
-`, url, s.cfg.DataDir, s.publishers(), filepath.Join(s.cfg.DataDir, ContextsDir), filepath.Join(s.cfg.DataDir, CredentialsFile),
+`, url, s.cfg.DataDir, s.people(), s.cfg.DataDir, s.publishers(), filepath.Join(s.cfg.DataDir, ContextsDir), filepath.Join(s.cfg.DataDir, CredentialsFile),
 		s.exportFile, s.auditKey,
 		orNone(s.metricsURL), tracingState(), s.consoleState(), pub, pub, pub, view, op, view)
+}
+
+// people lists the active people who are not publishers, with their
+// roles ("amara.okafor, jonas.mueller (operator); ...").
+func (s *Stack) people() string {
+	var out []string
+	for _, r := range access.Roles {
+		var names []string
+		for _, p := range s.Secrets().People {
+			if p.Role == r && r != access.RolePublisher && p.Active() {
+				names = append(names, p.Name)
+			}
+		}
+		if len(names) > 0 {
+			out = append(out, strings.Join(names, ", ")+" ("+string(r)+")")
+		}
+	}
+	return orNone(strings.Join(out, "; "))
 }
 
 // publishers lists the publishers and the parties each may publish for
 // (from the credentials file, as the server and the validator have them).
 func (s *Stack) publishers() string {
 	var out []string
-	for _, p := range s.creds.People {
-		if p.Role != access.RolePublisher {
+	for _, p := range s.Secrets().People {
+		if p.Role != access.RolePublisher || !p.Active() {
 			continue
 		}
 		var parties []string
@@ -666,8 +734,8 @@ func (s *Stack) consoleState() string {
 		return "(disabled)"
 	}
 	var people []string
-	for _, p := range s.creds.People {
-		if p.Role != access.RolePublisher {
+	for _, p := range s.Secrets().People {
+		if p.Role != access.RolePublisher && p.Active() {
 			people = append(people, p.Name)
 		}
 	}
@@ -692,4 +760,89 @@ func tracingState() string {
 		}
 	}
 	return "on"
+}
+
+// peopleReloadInterval is how often watchPeople looks at the credentials
+// file.
+const peopleReloadInterval = time.Second
+
+// watchPeople reloads the people when the credentials file changes
+// (`deadletter people add|disable|enable|rotate`), until ctx is done.
+func (s *Stack) watchPeople(ctx context.Context, path string, opts []access.Option) {
+	last := fileDigest(path)
+	t := time.NewTicker(peopleReloadInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cur := fileDigest(path)
+		if cur == last {
+			continue
+		}
+		last = cur
+		if err := s.reloadPeople(path, opts); err != nil {
+			s.log.Warn("people not reloaded: the server keeps the previous users", "err", err)
+			continue
+		}
+		last = fileDigest(path) // as loading may have rewritten it
+	}
+}
+
+// ErrRestartNeeded is returned by a reload whose credentials changed more
+// than the people: a service's secret, the replay secret or the approval
+// key, which the running services hold.
+var ErrRestartNeeded = errors.New("stack: the services' secrets changed: restart")
+
+// reloadPeople loads the credentials file at path and applies its people
+// to the running server (a configuration reload, which closes the
+// connections of a disabled person and of a rotated password), and
+// rewrites the people's contexts. A new publisher's parties reach the
+// validator only at the next start.
+func (s *Stack) reloadPeople(path string, opts []access.Option) error {
+	next, err := access.LoadOrCreate(path, access.DefaultPeople(), opts...)
+	if err != nil {
+		return err
+	}
+	cur := s.Secrets()
+	for _, name := range access.ServiceNames() {
+		if next.Users[name] != cur.Users[name] {
+			return fmt.Errorf("%w (user %s)", ErrRestartNeeded, name)
+		}
+	}
+	if next.ReplaySecret != cur.ReplaySecret || next.ApprovalSeed != cur.ApprovalSeed {
+		return ErrRestartNeeded
+	}
+	text, err := access.ServerConfig(next)
+	if err != nil {
+		return err
+	}
+	cfg := s.embCfg
+	cfg.ConfigText = text
+	if err := embedded.Reload(s.srv, cfg); err != nil {
+		return err
+	}
+	s.credsMu.Lock()
+	s.creds, s.embCfg = next, cfg
+	s.credsMu.Unlock()
+	active := 0
+	for _, p := range next.People {
+		if p.Active() {
+			active++
+		}
+	}
+	s.log.Info("people reloaded", "people", len(next.People), "active", active)
+	return s.writeContexts()
+}
+
+// fileDigest is the SHA-256 of the file at path ("" when unreadable).
+func fileDigest(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }

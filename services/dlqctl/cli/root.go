@@ -266,7 +266,7 @@ code CONNECT.`,
 	pf.StringVar(&a.conn.TLSCert, "tlscert", "", "TLS client certificate file")
 	pf.StringVar(&a.conn.TLSKey, "tlskey", "", "TLS client private key file")
 	pf.StringVar(&a.conn.TLSCA, "tlsca", "", "TLS certificate authority file (server verification)")
-	pf.StringVar(&a.conn.Context, "context", os.Getenv("NATS_CONTEXT"), "nats CLI context: a name or a context file such as data/contexts/operator.json (written by make run); its url, user, password, creds, nkey, inbox_prefix and TLS files replace the NATS_* variables; flags still win (env NATS_CONTEXT)")
+	pf.StringVar(&a.conn.Context, "context", os.Getenv("NATS_CONTEXT"), "nats CLI context: a name or a context file such as data/contexts/amara.okafor.json (written by make run); its url, user, password, creds, nkey, inbox_prefix and TLS files replace the NATS_* variables; flags still win (env NATS_CONTEXT)")
 	pf.DurationVar(&a.conn.Timeout, "timeout", time.Minute, "timeout of connecting and of each request")
 	pf.StringVarP(&a.output, "output", "o", envOr(EnvOutput, outTable), "output format: table or json (env "+EnvOutput+")")
 	_ = root.RegisterFlagCompletionFunc("output", fixedCompletion(outTable, outJSON))

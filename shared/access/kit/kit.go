@@ -5,6 +5,13 @@
 // every user's secret file, and a natscli context per person, the admin
 // and the monitoring user. Check compares a running cluster with them.
 //
+// People: each person is a user of their own with one role (package
+// access, Person); `deadletter people ls|add|disable|enable|rotate --kit
+// DIR` changes one person in the kit's secrets and regenerates its files
+// with the options of its manifest (every other user's lines stay as they
+// were; a disabled person's password and context files are deleted), after
+// which each node reloads its file (docs/operations/people.md).
+//
 // Credentials: services authenticate with nkeys (the server holds only
 // their public keys, no shared secret is ever sent; the seed file stays on
 // the service's host); people, the admin and the monitoring user with
@@ -371,7 +378,17 @@ func Generate(dir string, sec *access.Secrets, o Options) (*Manifest, error) {
 		{access.Monitor, "deadletter monitoring (system account: server pings and /varz only)"},
 	}
 	for _, p := range sec.People {
-		users = append(users, struct{ name, desc string }{p.Name, fmt.Sprintf("deadletter %s (%s)", p.Name, p.Role)})
+		if p.Disabled {
+			// A disabled person cannot connect: no password file or
+			// context is left for it.
+			for _, f := range []string{filepath.Join(dir, PasswordsDir, p.Name), filepath.Join(dir, ContextsDir, p.Name+".json")} {
+				if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return nil, fmt.Errorf("kit: %w", err)
+				}
+			}
+			continue
+		}
+		users = append(users, struct{ name, desc string }{p.Name, access.ContextDescription(p)})
 	}
 	for _, u := range users {
 		if err := access.WriteFile(filepath.Join(dir, PasswordsDir, u.name), []byte(sec.Users[u.name].Password+"\n")); err != nil {

@@ -186,10 +186,10 @@ func newBench(sys *chaos.System) (*bench, error) {
 	if b.admin, err = sys.Connect(access.Admin); err != nil {
 		return nil, err
 	}
-	if b.view, err = sys.Connect("viewer"); err != nil {
+	if b.view, err = sys.Connect(access.DefaultPerson(access.RoleViewer)); err != nil {
 		return nil, err
 	}
-	if b.oper, err = sys.Connect("operator"); err != nil {
+	if b.oper, err = sys.Connect(access.DefaultPerson(access.RoleOperator)); err != nil {
 		return nil, err
 	}
 	if b.pub, err = sys.Connect(string(access.RolePublisher)); err != nil {

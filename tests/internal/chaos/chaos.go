@@ -780,7 +780,7 @@ func (c *cluster) connect(user string, opts ...nats.Option) (*nats.Conn, error) 
 // viewer, through its account's import of $SRV.>: a service may answer
 // only there).
 func (c *cluster) waitServices(ctx context.Context) error {
-	nc, err := c.connect("viewer")
+	nc, err := c.connect(access.DefaultPerson(access.RoleViewer))
 	if err != nil {
 		return err
 	}
@@ -1126,7 +1126,7 @@ func (c *cluster) account(ctx context.Context, events []event) error {
 		return err
 	}
 	// The auditor, asked as the viewer through the role's imports.
-	vnc, err := c.connect("viewer")
+	vnc, err := c.connect(access.DefaultPerson(access.RoleViewer))
 	if err != nil {
 		return err
 	}
@@ -1173,7 +1173,7 @@ func describe(ctx context.Context, js jetstream.JetStream, st *stores, evs []api
 // drain starts a drain of every exhausted record as the operator and waits
 // for it to complete.
 func (c *cluster) drain(ctx context.Context) error {
-	nc, err := c.connect("operator")
+	nc, err := c.connect(access.DefaultPerson(access.RoleOperator))
 	if err != nil {
 		return err
 	}

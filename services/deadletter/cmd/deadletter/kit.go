@@ -74,6 +74,7 @@ func runKit(args []string, out io.Writer) error {
 	fmt.Fprintf(out, "  services' nkey seeds: %s/<service>.nk; passwords: %s/<user>; natscli contexts: %s/<user>.json\n",
 		filepath.Join(*dir, kit.ServicesDir), filepath.Join(*dir, kit.PasswordsDir), filepath.Join(*dir, kit.ContextsDir))
 	fmt.Fprintf(out, "  NATS_URL=%s\n", o.ClientURLs())
+	fmt.Fprintf(out, "  people: deadletter people ls|add|disable|enable|rotate --kit %s (docs/operations/people.md)\n", *dir)
 	return nil
 }
 

@@ -8,6 +8,8 @@
 // this machine (`make cluster`, package cluster). `deadletter downstream
 // --port 8080` serves a stand-in downstream system of record on loopback,
 // taken down and brought back with POST /down and /up (package downstream).
+// `deadletter people ls|add|disable|enable|rotate` manages the people of a
+// data directory or a kit (docs/operations/people.md).
 package main
 
 import (
@@ -65,6 +67,9 @@ func run() error {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "cluster" {
 		return runCluster(os.Args[2:], os.Stdout)
+	}
+	if len(os.Args) > 1 && os.Args[1] == "people" {
+		return runPeople(os.Args[2:], os.Stdout)
 	}
 	if len(os.Args) > 1 && os.Args[1] == "downstream" {
 		return runDownstream(os.Args[2:], os.Stdout)

@@ -59,14 +59,14 @@ func (e *ServiceError) Unwrap() error { return e.Err }
 
 // ErrNoCredentials: the server refused the connection's credentials (none,
 // or wrong ones). It wraps ErrConnect.
-var ErrNoCredentials = fmt.Errorf("%w: authorization violation: dlqctl needs credentials, e.g. --context data/contexts/operator.json", ErrConnect)
+var ErrNoCredentials = fmt.Errorf("%w: authorization violation: dlqctl needs credentials, e.g. --context data/contexts/amara.okafor.json", ErrConnect)
 
 // Options are the connection options, like the nats CLI's.
 type Options struct {
 	config.Conn
 	// Context names a nats CLI context: a name
 	// (~/.config/nats/context/<name>.json) or the path of a context file
-	// (data/contexts/operator.json, written by `make run`). Its url, creds,
+	// (data/contexts/amara.okafor.json, written by `make run`). Its url, creds,
 	// user, password, nkey, inbox_prefix and TLS files fill the options not
 	// set otherwise.
 	Context string

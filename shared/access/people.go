@@ -1,0 +1,276 @@
+package access
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// People management: a person is added once, may be disabled and enabled
+// again, and gets a new password by rotation; nobody is ever removed, so a
+// name in a record always names the one person who did it. Each change
+// touches that person's entry and secret only: every other user's secret,
+// and so every other line of the server configuration, stays as it was.
+
+// Errors of people management.
+var (
+	// ErrPersonName: a name that cannot name a person (ValidPersonName).
+	ErrPersonName = errors.New("access: a person's name must be 1 to 64 lower-case ASCII letters, digits, '.', '-' or '_', starting with a letter or digit")
+	// ErrPersonExists: the name is taken, by a person (of any role,
+	// disabled or not: a name is never reused) or a service user.
+	ErrPersonExists = errors.New("access: the name is taken")
+	// ErrNoPerson: no person has the name.
+	ErrNoPerson = errors.New("access: no such person")
+	// ErrRole: not a role of Roles.
+	ErrRole = errors.New("access: unknown role")
+	// ErrDisplayName: a display name with control characters or longer
+	// than 128 characters.
+	ErrDisplayName = errors.New("access: a display name must be at most 128 characters, none of them control characters")
+	// ErrInboxClash: two users would share an inbox prefix (InboxPrefix).
+	ErrInboxClash = errors.New("access: two users have the same inbox prefix")
+)
+
+// PersonEvent is one change to a person's account, kept in Person.History.
+type PersonEvent struct {
+	// At is when it was done (UTC).
+	At time.Time `json:"at"`
+	// Event is "added", "disabled", "enabled", "rotated" or "migrated".
+	Event string `json:"event"`
+	// By is who did it (the operating-system user that ran the command),
+	// as given.
+	By string `json:"by,omitempty"`
+}
+
+// Person events.
+const (
+	EventAdded    = "added"
+	EventDisabled = "disabled"
+	EventEnabled  = "enabled"
+	EventRotated  = "rotated"
+	// EventMigrated marks a default person added to the credentials of an
+	// earlier version, whose people were one user per role.
+	EventMigrated = "migrated"
+)
+
+// ValidPersonName reports whether name can name a person who is not a
+// publisher (publishers: ValidPublisherName): 1 to 64 bytes of lower-case
+// ASCII letters, digits, '.', '-' and '_', starting with a letter or a
+// digit, without two dots in a row or a dot at the end ("amara.okafor").
+// A person's display name carries any other spelling (Person.DisplayName).
+func ValidPersonName(name string) bool {
+	if name == "" || len(name) > 64 || strings.Contains(name, "..") || strings.HasSuffix(name, ".") {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case i > 0 && (c == '.' || c == '-' || c == '_'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// inboxToken is user as one subject token: every byte other than an ASCII
+// letter, digit, '-' or '_' becomes '_' ("amara.okafor" → "amara_okafor"),
+// so that a user's inbox is never inside another's ("_INBOX.amara.>" would
+// cover "_INBOX.amara.okafor.>"). checkPeople refuses two users with one
+// token.
+func inboxToken(user string) string {
+	b := []byte(user)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// usableName reports whether name can be a user of the server
+// configuration at all: 1 to 128 bytes of valid UTF-8 without spaces or
+// control characters.
+func usableName(name string) bool {
+	return name != "" && len(name) <= 128 && utf8.ValidString(name) &&
+		strings.IndexFunc(name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) < 0
+}
+
+// checkPeople refuses people the server configuration cannot hold safely:
+// an unknown role, a name that is unusable (usableName) or, for a
+// publisher, not a subject token (ValidPublisherName), a name used twice
+// (one person, one role) or by a service or cluster user, and two users
+// whose inboxes would clash.
+func checkPeople(people []Person) error {
+	if err := checkPublishers(people); err != nil {
+		return err
+	}
+	inbox := map[string]string{}
+	for _, name := range append(ServiceNames(), Monitor, RouteUser) {
+		inbox[inboxToken(name)] = name
+	}
+	seen := map[string]bool{}
+	for _, p := range people {
+		if !slices.Contains(Roles, p.Role) {
+			return fmt.Errorf("%w: %s has role %q", ErrRole, p.Name, p.Role)
+		}
+		// New people get ValidPersonName (AddPerson); a file written
+		// before may hold other names (an e-mail address): any that is
+		// one word of printable characters still works.
+		if p.Role != RolePublisher && !usableName(p.Name) {
+			return fmt.Errorf("%w: %q", ErrPersonName, p.Name)
+		}
+		if seen[p.Name] || Lookupable(p.Name) || p.Name == Monitor || p.Name == RouteUser {
+			return fmt.Errorf("%w: %q", ErrPersonExists, p.Name)
+		}
+		seen[p.Name] = true
+		tok := inboxToken(p.Name)
+		if other, ok := inbox[tok]; ok {
+			return fmt.Errorf("%w: %q and %q", ErrInboxClash, other, p.Name)
+		}
+		inbox[tok] = p.Name
+	}
+	return nil
+}
+
+// legacyRoleUser reports whether p is one of the shared role users of an
+// earlier version (a user named after its role, e.g. "operator"): kept
+// working, as found in an existing credentials file or kit, until it is
+// disabled.
+func legacyRoleUser(p Person) bool { return p.Role != RolePublisher && p.Name == string(p.Role) }
+
+// Active reports whether p may connect (is not disabled).
+func (p Person) Active() bool { return !p.Disabled }
+
+func (s *Secrets) index(name string) int {
+	return slices.IndexFunc(s.People, func(p Person) bool { return p.Name == name })
+}
+
+// AddPerson adds p, active, with a new password (a publisher's parties as
+// given), recording who added it. The name must be free: no person of any
+// role, disabled or not, nor a service, has it.
+func (s *Secrets) AddPerson(p Person, by string, opts ...Option) error {
+	if !slices.Contains(Roles, p.Role) {
+		return fmt.Errorf("%w: %q (one of %s)", ErrRole, p.Role, roleList())
+	}
+	if p.Role == RolePublisher && !ValidPublisherName(p.Name) {
+		return fmt.Errorf("%w: %q", ErrPublisherName, p.Name)
+	}
+	if p.Role != RolePublisher && !ValidPersonName(p.Name) {
+		return fmt.Errorf("%w: %q", ErrPersonName, p.Name)
+	}
+	if utf8.RuneCountInString(p.DisplayName) > 128 || !utf8.ValidString(p.DisplayName) || strings.IndexFunc(p.DisplayName, unicode.IsControl) >= 0 {
+		return fmt.Errorf("%w: %q", ErrDisplayName, p.DisplayName)
+	}
+	if s.index(p.Name) >= 0 {
+		return fmt.Errorf("%w: %q is a person already", ErrPersonExists, p.Name)
+	}
+	if p.Role != RolePublisher {
+		p.Parties = nil
+	}
+	p.Disabled = false
+	p.History = []PersonEvent{{At: time.Now().UTC(), Event: EventAdded, By: by}}
+	people := append(slices.Clone(s.People), p)
+	if err := checkPeople(people); err != nil {
+		return err
+	}
+	sec, err := newPassword(options(opts).cost)
+	if err != nil {
+		return err
+	}
+	if s.Users == nil {
+		s.Users = map[string]Secret{}
+	}
+	s.People, s.Users[p.Name] = people, sec
+	return nil
+}
+
+// SetDisabled disables (or enables again) the person name, recording who
+// did it. A disabled person is left out of the server configuration and
+// cannot connect; its password is kept (enabling it again restores it:
+// rotate it too if it may have leaked). Setting the state it has is a
+// no-op that reports false.
+func (s *Secrets) SetDisabled(name string, disabled bool, by string) (changed bool, err error) {
+	i := s.index(name)
+	if i < 0 {
+		return false, fmt.Errorf("%w: %q", ErrNoPerson, name)
+	}
+	if s.People[i].Disabled == disabled {
+		return false, nil
+	}
+	ev := EventEnabled
+	if disabled {
+		ev = EventDisabled
+	}
+	s.People[i].Disabled = disabled
+	s.People[i].History = append(s.People[i].History, PersonEvent{At: time.Now().UTC(), Event: ev, By: by})
+	return true, nil
+}
+
+// Rotate gives the person name a new password (and its hash), recording
+// who did it; the old password stops working once the servers run the
+// regenerated configuration. No other user's secret changes.
+func (s *Secrets) Rotate(name, by string, opts ...Option) error {
+	i := s.index(name)
+	if i < 0 {
+		return fmt.Errorf("%w: %q", ErrNoPerson, name)
+	}
+	sec, err := newPassword(options(opts).cost)
+	if err != nil {
+		return err
+	}
+	s.Users[name] = sec
+	s.People[i].History = append(s.People[i].History, PersonEvent{At: time.Now().UTC(), Event: EventRotated, By: by})
+	return nil
+}
+
+// MigrateLegacy brings the credentials of an earlier version, whose people
+// were one shared user per role ("operator (operator)"), to named people:
+// when s holds such role users and none of DefaultPeople's named people,
+// it adds every default person it lacks (with a new password), recording
+// the migration, and
+// reports whether it changed s. The role users stay, and keep working,
+// until disabled (`deadletter people disable operator`): their names are
+// in the records they made.
+func (s *Secrets) MigrateLegacy(opts ...Option) (changed bool, err error) {
+	legacy := false
+	for _, p := range s.People {
+		legacy = legacy || legacyRoleUser(p)
+	}
+	if !legacy {
+		return false, nil
+	}
+	for _, p := range examplePeople {
+		if p.Role != RolePublisher && s.index(p.Name) >= 0 {
+			return false, nil
+		}
+	}
+	o := options(opts)
+	now := time.Now().UTC()
+	for _, p := range DefaultPeople() {
+		if s.index(p.Name) >= 0 {
+			continue
+		}
+		sec, err := newPassword(o.cost)
+		if err != nil {
+			return changed, err
+		}
+		p.Parties = clonedParties(p.Parties)
+		p.History = []PersonEvent{{At: now, Event: EventMigrated}}
+		s.People, s.Users[p.Name] = append(s.People, p), sec
+		changed = true
+	}
+	return changed, nil
+}
+
+func roleList() string {
+	out := make([]string, len(Roles))
+	for i, r := range Roles {
+		out[i] = string(r)
+	}
+	return strings.Join(out, ", ")
+}
