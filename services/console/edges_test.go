@@ -77,7 +77,7 @@ func TestFailedLoginKeepsUserName(t *testing.T) {
 func TestExpiredSessionKeepsWork(t *testing.T) {
 	e := startEnv(t)
 	c := e.newConsole(t, func(c *Config) { c.IdleTimeout = 300 * time.Millisecond })
-	op, viewer := string(access.RoleOperator), string(access.RoleViewer)
+	op, viewer := access.DefaultPerson(access.RoleOperator), access.DefaultPerson(access.RoleViewer)
 	correction := "{\n  \"name\": \"Müller & Söhne <Großhandel>\",\n  \"qty\": 12\n}"
 	expire := func(t *testing.T, cl *client) string {
 		t.Helper()
@@ -153,7 +153,7 @@ func TestGetOfPostOpensItsPage(t *testing.T) {
 	e := startEnv(t)
 	c := e.newConsole(t, nil)
 	cl := newClient(t, c, "127.0.0.94")
-	cl.mustLogin(string(access.RoleOperator), e.password(string(access.RoleOperator)))
+	cl.mustLogin(access.DefaultPerson(access.RoleOperator), e.password(access.DefaultPerson(access.RoleOperator)))
 	for _, tc := range []struct{ path, want string }{
 		{"/records/pharmacy_abc/redrive", "/records/pharmacy_abc"},
 		{"/records/pharmacy_abc/reveal", "/records/pharmacy_abc"},
@@ -193,7 +193,7 @@ func TestActionsRedirect(t *testing.T) {
 	f := startFakeRedriver(t, e)
 	c := e.newConsole(t, nil)
 	ap := newClient(t, c, "127.0.0.95")
-	token := ap.mustLogin(string(access.RoleApprover), e.password(string(access.RoleApprover)))
+	token := ap.mustLogin(access.DefaultPerson(access.RoleApprover), e.password(access.DefaultPerson(access.RoleApprover)))
 	f.mu.Lock()
 	f.approval.Status, f.approval.Decider, f.approval.Meaning, f.approval.Outcome = api.ApprovalPending, "", "", ""
 	f.mu.Unlock()
@@ -201,7 +201,7 @@ func TestActionsRedirect(t *testing.T) {
 	if body := w.Body.String(); w.Code != http.StatusForbidden || !strings.Contains(body, `value="checked against Müller &amp; Söhne&#39;s invoice"`) || strings.Contains(body, `value="WRONG"`) {
 		t.Errorf("REAUTH_FAILED: %d, the meaning not kept or the password written back:\n%s", w.Code, body)
 	}
-	w = ap.do(http.MethodPost, "/approvals/apr-7/approve", url.Values{"csrf": {token}, "meaning": {"checked"}, "password": {e.password(string(access.RoleApprover))}})
+	w = ap.do(http.MethodPost, "/approvals/apr-7/approve", url.Values{"csrf": {token}, "meaning": {"checked"}, "password": {e.password(access.DefaultPerson(access.RoleApprover))}})
 	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/approvals/apr-7" {
 		t.Fatalf("approve: %d %q", w.Code, w.Header().Get("Location"))
 	}
@@ -228,7 +228,7 @@ func TestStalePlanRefused(t *testing.T) {
 	startFakeRedriver(t, e)
 	c := e.newConsole(t, nil)
 	op := newClient(t, c, "127.0.0.96")
-	token := op.mustLogin(string(access.RoleOperator), e.password(string(access.RoleOperator)))
+	token := op.mustLogin(access.DefaultPerson(access.RoleOperator), e.password(access.DefaultPerson(access.RoleOperator)))
 	page := op.do(http.MethodGet, "/drains/plan?exhausted=on&domain=pharmacy", nil).Body.String()
 	plan := planTokenIn(t, page)
 	if !strings.Contains(page, `id="plan-at"`) || !strings.Contains(page, `id="start-drain"`) {

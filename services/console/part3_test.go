@@ -34,7 +34,7 @@ func TestRecordsListHeldBulkAndWords(t *testing.T) {
 	b := quarantineDoc(t, js, pharmacy.Name, "receive-schedule-ii-ndc-4-4-2.json", map[string]any{"lot": lot, "transaction_id": "TX-BULK-B"})
 	c := e.newConsole(t, nil)
 	op := newClient(t, c, "127.0.0.97")
-	token := op.mustLogin(string(access.RoleOperator), e.password(string(access.RoleOperator)))
+	token := op.mustLogin(access.DefaultPerson(access.RoleOperator), e.password(access.DefaultPerson(access.RoleOperator)))
 	list := "/records?" + url.Values{"lot": {lot}}.Encode()
 	var page string
 	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {

@@ -192,7 +192,7 @@ func TestWalk(t *testing.T) {
 	st, keyFile := startWalkStack(t, down)
 	base := st.Console.URL()
 	pw := func(user string) string { return st.Secrets().Users[user].Password }
-	viewerNC, err := st.ConnectAs(string(access.RoleViewer))
+	viewerNC, err := st.ConnectAs(access.DefaultPerson(access.RoleViewer))
 	if err != nil {
 		t.Fatal(err)
 	}
