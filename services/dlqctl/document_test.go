@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/deadletter/deadletter/services/dlqctl/output"
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"github.com/deadletter/deadletter/shared/domain/dscsa/document"
@@ -62,7 +63,7 @@ func TestPublishDocument(t *testing.T) {
 
 	// Out again: the two quarantined events as one EPCIS 2.0 document.
 	out := filepath.Join(dir, "back-to-partner.jsonld")
-	e.okAs(t, "inspector", "export", "--domain", dscsa.Name, "--reason", "return to trading partner after review", "--out", out)
+	e.okAs(t, access.DefaultPerson(access.RoleInspector), "export", "--domain", dscsa.Name, "--reason", "return to trading partner after review", "--out", out)
 	b, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)

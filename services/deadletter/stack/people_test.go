@@ -110,7 +110,7 @@ func TestPeopleReload(t *testing.T) {
 
 	var placed api.HoldReply
 	call(t, j, api.HoldPlace, api.HoldPlaceRequest{CaseID: "CASE-Müller & Söhne <Großhandel>", Reason: "DEA inquiry",
-		Target: api.HoldTarget{PartyID: "BW4829137"}}, &placed)
+		Target: api.HoldTarget{PartyID: "BW4829137"}, Confirm: true}, &placed)
 	if placed.Hold.PlacedBy != jonas {
 		t.Fatalf("hold placed by %q, want %s", placed.Hold.PlacedBy, jonas)
 	}
