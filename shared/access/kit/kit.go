@@ -346,6 +346,10 @@ func Generate(dir string, sec *access.Secrets, o Options) (*Manifest, error) {
 			return nil, err
 		}
 	}
+	// The backup job's nkey (the backup account's backup user).
+	if err := access.WriteFile(filepath.Join(dir, ServicesDir, access.BackupUser+".nk"), []byte(sec.Users[access.BackupUser].Seed+"\n")); err != nil {
+		return nil, err
+	}
 	if err := access.WriteFile(filepath.Join(dir, ServicesDir, ReplaySecretFile), []byte(sec.ReplaySecret+"\n")); err != nil {
 		return nil, err
 	}
@@ -369,6 +373,7 @@ func Generate(dir string, sec *access.Secrets, o Options) (*Manifest, error) {
 	users := []struct{ name, desc string }{
 		{access.Admin, "deadletter break-glass admin (keep offline)"},
 		{access.Monitor, "deadletter monitoring (system account: server pings and /varz only)"},
+		{access.BackupAdmin, "deadletter backup account's break-glass admin: creates the mirrors the backup user snapshots (keep offline)"},
 	}
 	for _, p := range sec.People {
 		users = append(users, struct{ name, desc string }{p.Name, fmt.Sprintf("deadletter %s (%s)", p.Name, p.Role)})
