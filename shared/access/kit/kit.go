@@ -113,6 +113,8 @@ type Options struct {
 	TLSCA   string `json:"tls_ca,omitempty"`
 	// Replicas of every stream (3 for a 3-node cluster).
 	Replicas int `json:"replicas"`
+	// Replica, when set, is the second copy's server (Replica).
+	Replica *Replica `json:"replica,omitempty"`
 }
 
 // Defaults of Options.
@@ -196,6 +198,11 @@ func (o Options) validate() error {
 		}
 		if len(zones) < o.Replicas {
 			return fmt.Errorf("%w: %d zones for R%d streams: each replica needs a zone of its own", ErrOptions, len(zones), o.Replicas)
+		}
+	}
+	if o.Replica != nil {
+		if err := o.Replica.withDefaults().validate(o); err != nil {
+			return err
 		}
 	}
 	if o.TLSCert == "" && !embedded.Loopback(o.ListenHost) {
@@ -304,6 +311,11 @@ func LoadSecrets(dir string, opts ...access.Option) (*access.Secrets, error) {
 	if err != nil {
 		return nil, err
 	}
+	if leaf, err := EnsureReplicaUser(sec, opts...); err != nil {
+		return nil, err
+	} else if leaf {
+		changed = true
+	}
 	if changed {
 		if err := sec.Save(path); err != nil {
 			return nil, err
@@ -327,6 +339,9 @@ func Generate(dir string, sec *access.Secrets, o Options) (*Manifest, error) {
 			return nil, err
 		}
 		text, err := f.Render()
+		if err == nil && o.Replica != nil {
+			text, err = withPrimaryLeaf(text, sec, o)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -335,6 +350,11 @@ func Generate(dir string, sec *access.Secrets, o Options) (*Manifest, error) {
 			return nil, err
 		}
 		if man.Digests[n.Name], err = Digest(path); err != nil {
+			return nil, err
+		}
+	}
+	if o.Replica != nil {
+		if err := writeReplica(dir, sec, o, man); err != nil {
 			return nil, err
 		}
 	}
