@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -141,7 +142,7 @@ type services struct {
 
 func (s *services) stop() { s.cancel(); s.wg.Wait() }
 
-func runServices(t *testing.T, dir, url string, so streams.Options, anchors, downstream string) *services {
+func runServices(t *testing.T, dir, url string, vcfg validator.Config, qcfg quarantiner.Config, anchors, downstream string) *services {
 	t.Helper()
 	connect := func(user string) *nats.Conn {
 		o, err := nats.NkeyOptionFromSeed(filepath.Join(dir, kit.ServicesDir, user+".nk"))
@@ -155,8 +156,7 @@ func runServices(t *testing.T, dir, url string, so streams.Options, anchors, dow
 		t.Cleanup(nc.Close)
 		return nc
 	}
-	vcfg, qcfg, acfg := validator.DefaultConfig(), quarantiner.DefaultConfig(), auditor.DefaultConfig()
-	vcfg.Streams, qcfg.Streams = so, so
+	acfg := auditor.DefaultConfig()
 	vcfg.Provision, vcfg.CreateConsumer, qcfg.Provision, qcfg.CreateConsumer = false, false, false, false
 	vcfg.DownstreamURL = downstream
 	acfg.SigningKeyFile = filepath.Join(anchors, stack.SigningKeyFile)
@@ -300,6 +300,8 @@ func TestFailover(t *testing.T) {
 	so.Replicas = 3
 	vcfg, qcfg := validator.DefaultConfig(), quarantiner.DefaultConfig()
 	vcfg.Streams, qcfg.Streams = so, so
+	// Transient failures exhaust quickly (5 deliveries, 50–200 ms apart).
+	vcfg.BackoffBase, vcfg.BackoffMax = 50*time.Millisecond, 200*time.Millisecond
 	admin := jsOf(dial(access.Admin, ""))
 	retry("provision", func(ctx context.Context) error {
 		if err := streams.EnsureCore(ctx, admin, so); err != nil {
@@ -321,7 +323,20 @@ func TestFailover(t *testing.T) {
 	})
 	t.Logf("the replica mirrors %v", names)
 
-	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	// The downstream refuses the first ten events while the primary runs:
+	// the valid ones among them are quarantined as exhausted. After the
+	// failover it takes everything: a validator that started over would
+	// commit them.
+	var refuse atomic.Bool
+	refuse.Store(true)
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if refuse.Load() && strings.Contains(string(b), "TX-FAILOVER-00000") {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
 	t.Cleanup(down.Close)
 	anchors := filepath.Join(dir, "anchors")
 	if err := os.MkdirAll(anchors, 0o700); err != nil {
@@ -330,12 +345,14 @@ func TestFailover(t *testing.T) {
 	if _, err := auditor.NewSigningKey(filepath.Join(anchors, stack.SigningKeyFile)); err != nil {
 		t.Fatal(err)
 	}
-	onPrimary := runServices(t, dir, o.ClientURLs(), so, anchors, down.URL)
+	onPrimary := runServices(t, dir, o.ClientURLs(), vcfg, qcfg, anchors, down.URL)
 
 	// Events flow on the primary.
 	const first = 100
 	pub := jsOf(dial(string(access.RolePublisher), ""))
 	validBefore := publish(t, pub, 0, first)
+	const exhausted = 8 // the valid among events 0..9
+	validBefore -= exhausted
 	retry("the primary's pipeline", func(ctx context.Context) error {
 		l, err := state(ctx, admin, subjects.LedgerStream)
 		if err != nil {
@@ -463,8 +480,20 @@ deadletter_replica_lag_messages{stream="QUARANTINE"} 0
 		}
 		return stack.ProvisionConsumers(ctx, dr, dv, dq)
 	})
+	// The validator resumes at the first event without an outcome.
+	var resumeAt uint64
+	retry("resume the validator", func(ctx context.Context) error {
+		var err error
+		resumeAt, err = replica.Resume(ctx, dr)
+		return err
+	})
+	phase(fmt.Sprintf("the validator resumes at EVENTS %d", resumeAt))
+	if resumeAt <= first {
+		t.Errorf("the validator resumes at %d, before the events published after the anchor (%d)", resumeAt, first+1)
+	}
+	refuse.Store(false)
 	phase("provisioned")
-	runServices(t, dir, drURL, dso, anchors, down.URL)
+	runServices(t, dir, drURL, dv, dq, anchors, down.URL)
 	phase("services started")
 	viewer := dial(string(access.RoleViewer), drURL)
 	var rep api.VerifyReply
@@ -538,6 +567,10 @@ deadletter_replica_lag_messages{stream="QUARANTINE"} 0
 		if err != nil {
 			return err
 		}
+		// The exhausted events stay quarantined (not committed behind the
+		// quarantine's back).
+		valid -= exhausted
+		invalid += exhausted
 		if li.State.Msgs != valid || li.State.NumSubjects != valid || q.Msgs != invalid {
 			return fmt.Errorf("the replica's EVENTS holds %d valid and %d invalid; LEDGER %d commits on %d subjects, QUARANTINE %d records",
 				valid, invalid, li.State.Msgs, li.State.NumSubjects, q.Msgs)

@@ -78,6 +78,32 @@ func (a *app) replicaCommand() *cobra.Command {
 		},
 	}
 	admin(promote)
+	resume := &cobra.Command{
+		Use:   "resume",
+		Short: "After promote and provisioning: set the validator's consumer on the replica to the first event without an outcome (no commit in IDEMPOTENCY, no QUARANTINE record), before the services start",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.asAdmin(credsFile); err != nil {
+				return err
+			}
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			js, err := jetstream.New(c.Conn())
+			if err != nil {
+				return err
+			}
+			at, err := replica.Resume(cmd.Context(), js)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.io.Out, "the validator resumes at EVENTS sequence %d; start the services\n", at)
+			return nil
+		},
+	}
+	admin(resume)
 	var listen string
 	metrics := &cobra.Command{
 		Use:   "metrics",
@@ -146,7 +172,7 @@ func (a *app) replicaCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(mirrors, promote, metrics, lag)
+	cmd.AddCommand(mirrors, promote, resume, metrics, lag)
 	return cmd
 }
 
