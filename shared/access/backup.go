@@ -47,7 +47,36 @@ const (
 	// services' account but to read the mirrored streams' info (their
 	// configurations, through BackupAPIPrefix).
 	BackupAdmin = "backup-admin"
+	// ReplicaLeafUser is the leaf node connection of the second copy's
+	// server (the deployment kit's replica): a password user of
+	// BackupAccount, present when the secrets hold one. It may send
+	// into BackupAccount anything but ReplicaLeafDeny: the replica's
+	// mirrors use the backup account's own JetStream API (through its
+	// JetStream domain), never the imports from the services' account.
+	ReplicaLeafUser = "replica-leaf"
 )
+
+// ReplicaLeafDeny are the subjects ReplicaLeafUser may not send into
+// BackupAccount: the services' account's JetStream API as BackupAccount
+// imports it, the mirrors' delivery subjects, the account's JetStream API
+// but through a domain, and, through a domain, every stream change (a
+// stream it could create or restore could mirror through the imports).
+// Its mirrors need only consumer creation on the backup mirrors, their
+// info, and flow-control replies.
+func ReplicaLeafDeny() []string {
+	out := []string{BackupAPIPrefix + ".>", "deadletter.backup.>", "$JS.API.>"}
+	for _, op := range []string{"CREATE", "UPDATE", "DELETE", "PURGE", "MSG.DELETE", "RESTORE", "SNAPSHOT"} {
+		out = append(out, "$JS.*.API.STREAM."+op+".>")
+	}
+	return append(out, "$JS.*.API.CONSUMER.DURABLE.>", "$JS.*.API.CONSUMER.DELETE.>", "$JS.*.API.DIRECT.>", "$JS.*.API.STREAM.MSG.GET.>")
+}
+
+// ReplicaLeafReceives are the subjects the primary sends to the replica's
+// leaf connection: its mirrors' deliveries and consumer-create replies,
+// and the replies to its admin's requests.
+func ReplicaLeafReceives() []string {
+	return []string{"$JS.M.>", "$JSC.>", InboxPrefix(Admin) + ".>"}
+}
 
 // BackupAPIPrefix is the services' account's JetStream API as
 // BackupAccount imports it: a mirror's external API prefix.
@@ -183,12 +212,17 @@ func backupAccount(sec *Secrets) (confAccount, error) {
 		return confAccount{}, err
 	}
 	b := BackupSpec()
-	return confAccount{
+	acc := confAccount{
 		JetStream: "enabled",
 		Users: []confUser{
 			{User: BackupAdmin, Password: admin.Bcrypt},
 			{NKey: pub, Permissions: &permissions{Publish: b.Publish, Subscribe: b.Subscribe}},
 		},
 		Imports: backupImports(),
-	}, nil
+	}
+	if leaf := sec.Users[ReplicaLeafUser]; leaf.Bcrypt != "" {
+		acc.Users = append(acc.Users, confUser{User: ReplicaLeafUser, Password: leaf.Bcrypt,
+			Permissions: &permissions{Publish: Rule{Deny: ReplicaLeafDeny()}, Subscribe: Rule{Allow: ReplicaLeafReceives()}}})
+	}
+	return acc, nil
 }

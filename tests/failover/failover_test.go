@@ -323,6 +323,35 @@ func TestFailover(t *testing.T) {
 	})
 	t.Logf("the replica mirrors %v", names)
 
+	// The replica reaches nothing of the primary's services' account: its
+	// admin's requests through the leaf into the backup account's imports
+	// are refused by the leaf's permissions.
+	// Nor may it change the backup account's streams (a stream it could
+	// create there could mirror through those imports).
+	bakJS := jsOf(bakAdmin)
+	bakBefore := fmt.Sprint(streamNames(t, bakJS))
+	pd := "$JS." + kit.DefaultPrimaryDomain + ".API"
+	evil, _ := json.Marshal(map[string]any{"name": "EVIL", "mirror": map[string]any{"name": subjects.QuarantineStream,
+		"external": map[string]any{"api": access.BackupAPIPrefix, "deliver": "ledger.pharmacy"}}})
+	for _, a := range []struct{ subj, body string }{
+		{access.BackupAPIPrefix + ".CONSUMER.CREATE." + subjects.QuarantineStream,
+			`{"stream_name":"QUARANTINE","config":{"name":"evil","deliver_subject":"ledger.pharmacy.forged","ack_policy":"none"}}`},
+		{access.BackupAPIPrefix + ".STREAM.INFO." + subjects.LedgerStream, ""},
+		{access.BackupConsumerInfo(subjects.EventsStream, subjects.ValidatorConsumer), ""},
+		{pd + ".STREAM.CREATE.EVIL", string(evil)},
+		{pd + ".STREAM.DELETE." + subjects.QuarantineStream, ""},
+		{pd + ".STREAM.PURGE." + subjects.LedgerStream, ""},
+		{pd + ".STREAM.SNAPSHOT." + subjects.QuarantineStream, `{"deliver_subject":"_INBOX.admin.snap"}`},
+		{pd + ".DIRECT.GET." + subjects.QuarantineStream, `{"seq":1}`},
+	} {
+		if m, err := drAdmin.Request(a.subj, []byte(a.body), 2*time.Second); err == nil {
+			t.Errorf("the replica's admin reached %s through the leaf: %.200s", a.subj, m.Data)
+		}
+	}
+	if after := fmt.Sprint(streamNames(t, bakJS)); after != bakBefore {
+		t.Errorf("the backup account's streams changed: %s, were %s", after, bakBefore)
+	}
+
 	// The downstream refuses the first ten events while the primary runs:
 	// the valid ones among them are quarantined as exhausted. After the
 	// failover it takes everything: a validator that started over would
@@ -401,6 +430,16 @@ func TestFailover(t *testing.T) {
 		}
 		return nil
 	})
+
+	pq, err := admin.Stream(context.Background(), subjects.QuarantineStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c := range pq.ListConsumers(context.Background()).Info() {
+		if c.Config.DeliverSubject != "" && !strings.HasPrefix(c.Config.DeliverSubject, access.BackupDeliverPrefix(subjects.QuarantineStream)+".") {
+			t.Errorf("QUARANTINE on the primary has a consumer %s delivering to %s", c.Name, c.Config.DeliverSubject)
+		}
+	}
 
 	// The lag, as the registered collector exports it, read on the
 	// replica by a reader (the auditor's nkey, as dlqctl replica metrics
@@ -533,40 +572,39 @@ deadletter_replica_lag_messages{stream="QUARANTINE"} 0
 	const third = 50
 	pub2 := jsOf(dial(string(access.RolePublisher), drURL))
 	publish(t, pub2, first+second, first+second+third)
-	retry("exactly once on the replica", func(ctx context.Context) error {
-		ev, err := jsOf(drAdmin).Stream(ctx, subjects.EventsStream)
+	natstest.CheckFor(t, 90*time.Second, 500*time.Millisecond, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		ev, err := dr.Stream(ctx, subjects.EventsStream)
 		if err != nil {
-			return err
+			return fmt.Errorf("EVENTS: %w", err)
 		}
 		var valid, invalid uint64
-		c, err := ev.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-		if err != nil {
-			return err
-		}
-		total := ev.CachedInfo().State.Msgs
-		for range total {
-			m, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+		st := ev.CachedInfo().State
+		for seq := st.FirstSeq; seq <= st.LastSeq; seq++ {
+			m, err := ev.GetMsg(ctx, seq)
 			if err != nil {
-				return err
+				return fmt.Errorf("EVENTS %d: %w", seq, err)
 			}
-			if strings.Contains(string(m.Data()), `"transaction_id"`) {
+			if strings.Contains(string(m.Data), `"transaction_id"`) {
 				valid++
 			} else {
 				invalid++
 			}
 		}
-		ls, err := jsOf(drAdmin).Stream(ctx, subjects.LedgerStream)
+		ls, err := dr.Stream(ctx, subjects.LedgerStream)
 		if err != nil {
-			return err
+			return fmt.Errorf("LEDGER: %w", err)
 		}
 		li, err := ls.Info(ctx, jetstream.WithSubjectFilter(subjects.LedgerAll))
 		if err != nil {
-			return err
+			return fmt.Errorf("LEDGER info: %w", err)
 		}
 		q, err := state(ctx, dr, subjects.QuarantineStream)
 		if err != nil {
-			return err
+			return fmt.Errorf("QUARANTINE: %w", err)
 		}
+		total := st.Msgs
 		// The exhausted events stay quarantined (not committed behind the
 		// quarantine's back).
 		valid -= exhausted
@@ -580,4 +618,16 @@ deadletter_replica_lag_messages{stream="QUARANTINE"} 0
 		return nil
 	})
 	_ = validDuring
+}
+
+// streamNames lists the streams of an account with their message counts.
+func streamNames(t *testing.T, js jetstream.JetStream) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out []string
+	for info := range js.ListStreams(ctx).Info() {
+		out = append(out, fmt.Sprintf("%s:%d", info.Config.Name, info.State.Msgs))
+	}
+	return out
 }

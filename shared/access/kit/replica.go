@@ -40,9 +40,9 @@ const (
 	DefaultReplicaDomain = "dr"
 	DefaultPrimaryDomain = "deadletter"
 	DefaultLeafPort      = 7422
-	// LeafUser authenticates the replica's leaf connection on the primary
-	// (bound to access.BackupAccount).
-	LeafUser = "replica-leaf"
+	// LeafUser authenticates the replica's leaf connection on the primary:
+	// a user of access.BackupAccount (access.ReplicaLeafUser).
+	LeafUser = access.ReplicaLeafUser
 )
 
 func (r Replica) withDefaults() Replica {
@@ -66,6 +66,9 @@ func (r Replica) validate(o Options) error {
 		if n.Name == r.Name {
 			return fmt.Errorf("%w: the replica %s has a primary node's name", ErrOptions, r.Name)
 		}
+	}
+	if "$JS."+r.PrimaryDomain+".API" == access.BackupAPIPrefix || "$JS."+r.Domain+".API" == access.BackupAPIPrefix {
+		return fmt.Errorf("%w: the JetStream domain %s is the backup account's import prefix", ErrOptions, access.ServiceAccount)
 	}
 	if r.Domain == r.PrimaryDomain {
 		return fmt.Errorf("%w: the replica's JetStream domain is the primary's (%s)", ErrOptions, r.Domain)
@@ -97,16 +100,14 @@ func EnsureReplicaUser(s *access.Secrets, opts ...access.Option) (bool, error) {
 // user is bound to the backup account.
 func withPrimaryLeaf(text string, sec *access.Secrets, o Options) (string, error) {
 	r := o.Replica.withDefaults()
-	leaf := sec.Users[LeafUser]
-	if leaf.Bcrypt == "" {
+	if sec.Users[LeafUser].Bcrypt == "" {
 		return "", fmt.Errorf("kit: no secret for %s (EnsureReplicaUser)", LeafUser)
 	}
-	lb := map[string]any{
-		"host": o.ListenHost, "port": r.LeafPort,
-		"authorization": map[string]any{"users": []map[string]any{
-			{"user": LeafUser, "password": leaf.Bcrypt, "account": access.BackupAccount},
-		}},
-	}
+	// No leafnode users of its own: a leaf connection authenticates as a
+	// user of the accounts (nats-server), here LeafUser of the backup
+	// account, whose permissions bound what the replica may send into it
+	// (access.ReplicaLeafDeny).
+	lb := map[string]any{"host": o.ListenHost, "port": r.LeafPort}
 	if o.TLSCert != "" {
 		lb["tls"] = map[string]any{"cert_file": o.TLSCert, "key_file": o.TLSKey}
 	}
