@@ -26,7 +26,8 @@ type confUser struct {
 }
 
 type confExport struct {
-	Service      string   `json:"service"`
+	Service      string   `json:"service,omitempty"`
+	Stream       string   `json:"stream,omitempty"`
 	Accounts     []string `json:"accounts,omitempty"`
 	ResponseType string   `json:"response_type,omitempty"`
 }
@@ -37,7 +38,8 @@ type confImportService struct {
 }
 
 type confImport struct {
-	Service confImportService `json:"service"`
+	Service *confImportService `json:"service,omitempty"`
+	Stream  *confImportService `json:"stream,omitempty"`
 	// To is the subject the importing account publishes on, when it is
 	// not the service's subject (a publisher's events.> mapped to its own
 	// events.<name>.>).
@@ -136,9 +138,9 @@ func exports(people []Person) []confExport {
 // caller (share: true).
 func roleImport(r Role, user, subject string) confImport {
 	if r == RolePublisher && subject == subjects.EventsAll {
-		return confImport{Service: confImportService{Account: ServiceAccount, Subject: subjects.PublishedBy(user)}, To: subject}
+		return confImport{Service: &confImportService{Account: ServiceAccount, Subject: subjects.PublishedBy(user)}, To: subject}
 	}
-	return confImport{Service: confImportService{Account: ServiceAccount, Subject: subject}, Share: subject != subjects.EventsAll}
+	return confImport{Service: &confImportService{Account: ServiceAccount, Subject: subject}, Share: subject != subjects.EventsAll}
 }
 
 // ServerConfig renders the accounts, users and permissions of sec as
@@ -150,7 +152,7 @@ func ServerConfig(sec *Secrets) (string, error) {
 		return "", err
 	}
 	accounts := map[string]confAccount{}
-	svc := confAccount{JetStream: "enabled", Exports: exports(sec.People)}
+	svc := confAccount{JetStream: "enabled", Exports: append(exports(sec.People), backupExports()...)}
 	for _, s := range Specs() {
 		sc, ok := sec.Users[s.Name]
 		if !ok {
@@ -173,6 +175,11 @@ func ServerConfig(sec *Secrets) (string, error) {
 		svc.Users = append(svc.Users, u)
 	}
 	accounts[ServiceAccount] = svc
+	bak, err := backupAccount(sec)
+	if err != nil {
+		return "", err
+	}
+	accounts[BackupAccount] = bak
 	for _, r := range Roles {
 		imports := append(RoleEndpoints(r), srv)
 		for _, name := range roleAccounts(r, sec.People) {

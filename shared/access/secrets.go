@@ -188,7 +188,7 @@ func NewSecrets(people []Person, opts ...Option) (*Secrets, error) {
 }
 
 // isService reports whether user is a service (nkey) user.
-func isService(user string) bool { return user != Admin && Lookupable(user) }
+func isService(user string) bool { return (user != Admin && Lookupable(user)) || user == BackupUser }
 
 // Lookupable reports whether user is a user of the services' account.
 func Lookupable(user string) bool {
@@ -224,7 +224,7 @@ func (s *Secrets) fill(o genOptions) (changed bool, err error) {
 		}
 		s.ApprovalSeed, changed = string(seed), true
 	}
-	names := ServiceNames()
+	names := append(ServiceNames(), BackupUser, BackupAdmin)
 	for _, p := range s.People {
 		names = append(names, p.Name)
 	}

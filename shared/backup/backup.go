@@ -36,12 +36,16 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 	"github.com/nats-io/nuid"
 
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -113,6 +117,15 @@ type Part struct {
 	// server gave them with the snapshot (the restore request's).
 	Config json.RawMessage `json:"config"`
 	State  json.RawMessage `json:"state"`
+	// Consumers are the services' durable consumers of the stream and
+	// their positions when the part was taken from a mirror (whose
+	// snapshot holds none of them): Restore creates each and resets it to
+	// the message after its acknowledgement floor.
+	Consumers []Consumer `json:"consumers,omitempty"`
+	// MirrorLag is how many messages the backup account's mirror was
+	// behind its origin when its snapshot was taken (Options.Mirrors;
+	// 0: caught up).
+	MirrorLag uint64 `json:"mirror_lag,omitempty"`
 }
 
 // Manifest describes a whole backup.
@@ -151,12 +164,22 @@ type Signer interface {
 type Options struct {
 	// InboxPrefix is the connection's inbox prefix (the backup user's
 	// own, access.InboxPrefix): every snapshot is delivered under it and
-	// nowhere else. Default nats.InboxPrefix's "_INBOX".
+	// nowhere else. Default the connection's (nats.CustomInboxPrefix),
+	// or nats.InboxPrefix's "_INBOX".
 	InboxPrefix string
 	// ChunkSize is the snapshot chunk size asked (default 256 KiB).
 	ChunkSize int
 	// Progress, when set, is told each part as it is written.
 	Progress func(Part)
+	// Mirrors takes the backup from the backup account's mirrors
+	// (access.BackupAccount, EnsureMirrors) as its backup user: the parts
+	// are access.BackupStreams, each taken once its mirror has caught up
+	// (or CatchUp has passed: its lag then is in the manifest), and each
+	// part's configuration is its origin's (OriginMetadata), so a restore
+	// gives the services' streams back.
+	Mirrors bool
+	// CatchUp bounds the wait for each mirror to catch up (default 30 s).
+	CatchUp time.Duration
 }
 
 // snapshotRequest is $JS.API.STREAM.SNAPSHOT's request.
@@ -178,6 +201,15 @@ type snapshotReply struct {
 	Error  *apiError       `json:"error,omitempty"`
 	Config json.RawMessage `json:"config"`
 	State  json.RawMessage `json:"state"`
+	// Consumers are the services' durable consumers of the stream and
+	// their positions when the part was taken from a mirror (whose
+	// snapshot holds none of them): Restore creates each and resets it to
+	// the message after its acknowledgement floor.
+	Consumers []Consumer `json:"consumers,omitempty"`
+	// MirrorLag is how many messages the backup account's mirror was
+	// behind its origin when its snapshot was taken (Options.Mirrors;
+	// 0: caught up).
+	MirrorLag uint64 `json:"mirror_lag,omitempty"`
 }
 
 // streamState is the part of a stream's state a manifest lists.
@@ -195,6 +227,9 @@ const errStreamNotFound = 10059
 // AUDIT first; the manifest is written last.
 func Take(ctx context.Context, nc *nats.Conn, dir string, signer Signer, o Options) (Manifest, error) {
 	if o.InboxPrefix == "" {
+		o.InboxPrefix = nc.Opts.InboxPrefix // the connection's own (nats.CustomInboxPrefix)
+	}
+	if o.InboxPrefix == "" {
 		o.InboxPrefix = nats.InboxPrefix[:len(nats.InboxPrefix)-1]
 	}
 	if o.ChunkSize == 0 {
@@ -208,18 +243,55 @@ func Take(ctx context.Context, nc *nats.Conn, dir string, signer Signer, o Optio
 		return Manifest{}, fmt.Errorf("backup: signing key: %w", err)
 	}
 	man := Manifest{Version: ManifestVersion, Started: time.Now().UTC(), Key: key}
+	if o.CatchUp == 0 {
+		o.CatchUp = 30 * time.Second
+	}
+	if o.Mirrors {
+		// The newest checkpoint is AUDIT's mirror's once it caught up.
+		if _, err := caughtUp(ctx, nc, subjects.AuditStream, o.CatchUp); err != nil {
+			return man, err
+		}
+	}
 	cp, err := newestCheckpoint(ctx, nc)
 	if err != nil {
 		return man, err
 	}
 	man.Checkpoint = cp
 	for _, name := range Parts() {
+		if o.Mirrors && !slices.Contains(access.BackupStreams(), name) {
+			continue
+		}
+		var lag uint64
+		if o.Mirrors {
+			lag, err = caughtUp(ctx, nc, name, o.CatchUp)
+			if errors.Is(err, errNotProvisioned) && !Required[name] {
+				continue
+			}
+			if err != nil {
+				return man, err
+			}
+		}
+		var consumers []Consumer
+		if o.Mirrors {
+			// Before the snapshot: the mirror then holds at least every
+			// message up to each floor.
+			if consumers, err = consumerPositions(ctx, nc, name); err != nil {
+				return man, err
+			}
+		}
 		p, err := snapshot(ctx, nc, dir, name, o)
 		if errors.Is(err, errNotProvisioned) && !Required[name] {
 			continue
 		}
 		if err != nil {
 			return man, err
+		}
+		if o.Mirrors {
+			p.Consumers = consumers
+			p.MirrorLag = lag
+			if p.Config, err = originConfig(name, p.Config); err != nil {
+				return man, err
+			}
 		}
 		man.Parts = append(man.Parts, p)
 		if o.Progress != nil {
@@ -269,32 +341,28 @@ func (m Manifest) part(name string) (Part, bool) {
 var errNotProvisioned = errors.New("backup: stream not provisioned")
 
 // newestCheckpoint reads the last checkpoint of AUDIT (nil when none), by
-// a direct get of the last message on its subject.
+// a direct get of the last message on its subject (the one read of a
+// payload-free record the backup user may make).
 func newestCheckpoint(ctx context.Context, nc *nats.Conn) (*api.ExportedCheckpoint, error) {
-	req, _ := json.Marshal(map[string]string{"last_by_subj": subjects.AuditCheckpoints})
-	m, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+subjects.AuditStream, req)
+	m, err := nc.RequestWithContext(ctx, access.BackupCheckpointGet(), nil)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return nil, fmt.Errorf("backup: read the newest checkpoint: no %s stream (or no direct get on it)", subjects.AuditStream)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("backup: read the newest checkpoint: %w", err)
 	}
-	var rep struct {
-		Error   *apiError `json:"error,omitempty"`
-		Message struct {
-			Seq  uint64 `json:"seq"`
-			Data []byte `json:"data"`
-		} `json:"message"`
+	if st := m.Header.Get("Status"); st == "404" {
+		return nil, nil // no checkpoint yet
+	} else if st != "" {
+		return nil, fmt.Errorf("backup: read the newest checkpoint: status %s %s", st, m.Header.Get("Description"))
 	}
-	if err := json.Unmarshal(m.Data, &rep); err != nil {
-		return nil, fmt.Errorf("backup: read the newest checkpoint: %w", err)
+	seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("backup: read the newest checkpoint: sequence %.40q", m.Header.Get(jetstream.SequenceHeader))
 	}
-	if rep.Error != nil {
-		if rep.Error.Code == 404 && rep.Error.ErrCode != errStreamNotFound {
-			return nil, nil // no checkpoint yet
-		}
-		return nil, fmt.Errorf("backup: read the newest checkpoint: %s (%d)", rep.Error.Description, rep.Error.ErrCode)
-	}
-	cp := &api.ExportedCheckpoint{AuditSeq: rep.Message.Seq}
-	if err := json.Unmarshal(rep.Message.Data, &cp.Checkpoint); err != nil {
-		return nil, fmt.Errorf("backup: the newest checkpoint (AUDIT sequence %d) is unreadable: %w", rep.Message.Seq, err)
+	cp := &api.ExportedCheckpoint{AuditSeq: seq}
+	if err := json.Unmarshal(m.Data, &cp.Checkpoint); err != nil {
+		return nil, fmt.Errorf("backup: the newest checkpoint (AUDIT sequence %d) is unreadable: %w", seq, err)
 	}
 	return cp, nil
 }
@@ -505,6 +573,9 @@ func Restore(ctx context.Context, nc *nats.Conn, dir, pubKey string, progress fu
 	}
 	for _, p := range man.Parts {
 		if err := restorePart(ctx, nc, dir, p); err != nil {
+			return man, err
+		}
+		if err := restoreConsumers(ctx, nc, p); err != nil {
 			return man, err
 		}
 		if progress != nil {

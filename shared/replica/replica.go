@@ -1,10 +1,16 @@
-// Package replica keeps a second copy of the WORM streams and LEDGER on
-// another server: JetStream mirrors, on the second server, of the
-// primary's streams, reached over a leaf node connection through the
-// primary's JetStream domain (the mirror's external API prefix
-// $JS.<domain>.API). A mirror keeps the primary's sequences, so the
+// Package replica keeps a second copy of the store on another server:
+// JetStream mirrors, on the second server, reached over a leaf node
+// connection through the primary's JetStream domain (the mirror's
+// external API prefix $JS.<domain>.API). In the deployment kit's layout
+// (kit.Replica) the leaf is bound to the primary's backup account and the
+// second copy mirrors its mirrors (EnsureFromBackup: every stream and
+// bucket but the work queues), promoted after a failover (PromoteAll),
+// the validator resuming where the primary's left off (Resume). Mirror and
+// Configs mirror the primary's own streams directly (a leaf bound to the
+// services' account). A mirror keeps the primary's sequences, so the
 // anchors (checkpoints exported by the auditor) prove the copy whole; its
-// lag is exported as deadletter_replica_lag_messages.
+// lag is exported as deadletter_replica_lag_messages (NewCollector,
+// registered by dlqctl replica metrics).
 package replica
 
 import (

@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/deadletter/deadletter/services/auditor"
@@ -14,23 +17,33 @@ import (
 )
 
 // backupCommand is `dlqctl backup DIR`: a backup of every stream and
-// bucket through JetStream's snapshot API (package backup), as the
-// backup user.
+// bucket through JetStream's snapshot API (package backup), by default as
+// the backup account's backup user, of its mirrors.
 func (a *app) backupCommand() *cobra.Command {
 	var keyFile, credsFile string
+	var servicesAccount bool
+	var catchUp time.Duration
 	cmd := &cobra.Command{
 		Use:   "backup DIR",
-		Short: "Write a signed backup of every stream and bucket into DIR (JetStream snapshots, while the system runs; the manifest is written last)",
+		Short: "Write a signed backup of every stream and bucket into DIR (JetStream snapshots of the backup account's mirrors, while the system runs; the manifest is written last)",
 		Long: `Write a backup of every stream and bucket holding evidence or state
-(QUARANTINE, AUDIT, LEGALHOLD, LEDGER, EVENTS, the intake streams and every
-KV bucket, with their configurations) into DIR, which must be new or empty,
+(QUARANTINE, AUDIT, LEGALHOLD, LEDGER, EVENTS, REPLAYS and every KV
+bucket, with their configurations) into DIR, which must be new or empty,
 through JetStream's snapshot API while the system keeps running. The
 manifest (each part's stream, first and last sequence, message count,
 SHA-256) is tied to the newest signed checkpoint, signed with the audit key
 (--signing-key) and written last: a backup without it is refused by
-restore. Every snapshot is delivered under the connection's own inbox
-prefix. Connect as the break-glass admin: a right to snapshot cannot be
-contained within the services' account (docs/adr/0001-backup-identity.md).`,
+restore.
+
+By default it runs as the backup user (account ` + access.BackupAccount + `, an
+nkey: --nkey backup.nk from the kit, or --credentials), which snapshots
+that account's mirrors of the services' streams and can do nothing else
+(docs/adr/0001-backup-identity.md): each part is taken once its mirror
+has caught up, and carries its origin's configuration, so restore gives
+the services' streams back. With --credentials holding the backup
+account's admin (make run's file), the mirrors are created first when
+missing. --services-account takes the snapshots of the services' streams
+themselves, as the break-glass admin (before the mirrors exist).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if keyFile == "" {
@@ -41,19 +54,40 @@ contained within the services' account (docs/adr/0001-backup-identity.md).`,
 				return err
 			}
 			defer kp.Wipe()
-			if err := a.asAdmin(credsFile); err != nil {
-				return err
+			var nc *nats.Conn
+			o := backup.Options{Mirrors: !servicesAccount, CatchUp: catchUp}
+			switch {
+			case servicesAccount:
+				if err := a.asAdmin(credsFile); err != nil {
+					return err
+				}
+				c, err := a.connect()
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				nc = c.Conn()
+				o.InboxPrefix = a.conn.InboxPrefix
+				if o.InboxPrefix == "" && a.conn.User != "" {
+					o.InboxPrefix = access.InboxPrefix(a.conn.User)
+				}
+			case credsFile != "":
+				if nc, err = a.backupConn(cmd.Context(), credsFile); err != nil {
+					return err
+				}
+				defer nc.Close()
+			default:
+				c, err := a.connect()
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				nc = c.Conn()
+				if o.InboxPrefix = a.conn.InboxPrefix; o.InboxPrefix == "" {
+					o.InboxPrefix = access.InboxPrefix(access.BackupUser)
+				}
 			}
-			c, err := a.connect()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			prefix := a.conn.InboxPrefix
-			if prefix == "" && a.conn.User != "" {
-				prefix = access.InboxPrefix(a.conn.User)
-			}
-			man, err := backup.Take(cmd.Context(), c.Conn(), args[0], kp, backup.Options{InboxPrefix: prefix})
+			man, err := backup.Take(cmd.Context(), nc, args[0], kp, o)
 			if err != nil {
 				return err
 			}
@@ -64,9 +98,48 @@ contained within the services' account (docs/adr/0001-backup-identity.md).`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&keyFile, "signing-key", "", "the audit signing key file (nkeys seed, mode 0600) the manifest is signed with")
-	cmd.Flags().StringVar(&credsFile, "credentials", "", "connect as the break-glass admin of this credentials file (make run: data/credentials.json)")
+	fl := cmd.Flags()
+	fl.StringVar(&keyFile, "signing-key", "", "the audit signing key file (nkeys seed, mode 0600) the manifest is signed with")
+	fl.StringVar(&credsFile, "credentials", "", "connect as the backup user of this credentials file, creating the backup account's mirrors first as its admin when the file holds it (make run: data/credentials.json); with --services-account, as the break-glass admin")
+	fl.BoolVar(&servicesAccount, "services-account", false, "snapshot the services' streams themselves as the break-glass admin, not the backup account's mirrors")
+	fl.DurationVar(&catchUp, "catch-up", 30*time.Second, "how long to wait for each mirror to catch up before its snapshot (its lag then is in the manifest)")
 	return cmd
+}
+
+// backupConn connects as the backup user of the credentials file, after
+// creating the backup account's mirrors as its admin when the file holds
+// the admin's password.
+func (a *app) backupConn(ctx context.Context, file string) (*nats.Conn, error) {
+	if _, err := os.Stat(file); err != nil {
+		return nil, fmt.Errorf("credentials: %w", err)
+	}
+	creds, err := access.LoadOrCreate(file, access.DefaultPeople())
+	if err != nil {
+		return nil, err
+	}
+	url := a.conn.URL
+	if url == "" {
+		url = os.Getenv("NATS_URL")
+	}
+	if url == "" {
+		url = nats.DefaultURL
+	}
+	if creds.Users[access.BackupAdmin].Password != "" {
+		adm, err := nats.Connect(url, append(creds.NATSOptions(access.BackupAdmin), nats.Name("dlqctl-backup-admin"))...)
+		if err != nil {
+			return nil, fmt.Errorf("connect as %s: %w", access.BackupAdmin, err)
+		}
+		err = backup.EnsureMirrors(ctx, adm)
+		adm.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	nc, err := nats.Connect(url, append(creds.NATSOptions(access.BackupUser), nats.Name("dlqctl-backup"))...)
+	if err != nil {
+		return nil, fmt.Errorf("connect as %s: %w", access.BackupUser, err)
+	}
+	return nc, nil
 }
 
 // restoreCommand is `dlqctl restore DIR`: a checked backup restored into

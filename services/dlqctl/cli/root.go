@@ -294,6 +294,7 @@ code CONNECT.`,
 		a.policyCommand(),
 		a.backupCommand(),
 		a.restoreCommand(),
+		a.replicaCommand(),
 	)
 	return root
 }

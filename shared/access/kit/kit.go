@@ -120,6 +120,8 @@ type Options struct {
 	TLSCA   string `json:"tls_ca,omitempty"`
 	// Replicas of every stream (3 for a 3-node cluster).
 	Replicas int `json:"replicas"`
+	// Replica, when set, is the second copy's server (Replica).
+	Replica *Replica `json:"replica,omitempty"`
 }
 
 // Defaults of Options.
@@ -203,6 +205,11 @@ func (o Options) validate() error {
 		}
 		if len(zones) < o.Replicas {
 			return fmt.Errorf("%w: %d zones for R%d streams: each replica needs a zone of its own", ErrOptions, len(zones), o.Replicas)
+		}
+	}
+	if o.Replica != nil {
+		if err := o.Replica.withDefaults().validate(o); err != nil {
+			return err
 		}
 	}
 	if o.TLSCert == "" && !embedded.Loopback(o.ListenHost) {
@@ -311,6 +318,11 @@ func LoadSecrets(dir string, opts ...access.Option) (*access.Secrets, error) {
 	if err != nil {
 		return nil, err
 	}
+	if leaf, err := EnsureReplicaUser(sec, opts...); err != nil {
+		return nil, err
+	} else if leaf {
+		changed = true
+	}
 	if changed {
 		if err := sec.Save(path); err != nil {
 			return nil, err
@@ -334,6 +346,9 @@ func Generate(dir string, sec *access.Secrets, o Options) (*Manifest, error) {
 			return nil, err
 		}
 		text, err := f.Render()
+		if err == nil && o.Replica != nil {
+			text, err = withPrimaryLeaf(text, sec, o)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -345,6 +360,11 @@ func Generate(dir string, sec *access.Secrets, o Options) (*Manifest, error) {
 			return nil, err
 		}
 	}
+	if o.Replica != nil {
+		if err := writeReplica(dir, sec, o, man); err != nil {
+			return nil, err
+		}
+	}
 	for _, name := range access.ServiceNames() {
 		if name == access.Admin {
 			continue
@@ -352,6 +372,10 @@ func Generate(dir string, sec *access.Secrets, o Options) (*Manifest, error) {
 		if err := access.WriteFile(filepath.Join(dir, ServicesDir, name+".nk"), []byte(sec.Users[name].Seed+"\n")); err != nil {
 			return nil, err
 		}
+	}
+	// The backup job's nkey (the backup account's backup user).
+	if err := access.WriteFile(filepath.Join(dir, ServicesDir, access.BackupUser+".nk"), []byte(sec.Users[access.BackupUser].Seed+"\n")); err != nil {
+		return nil, err
 	}
 	if err := access.WriteFile(filepath.Join(dir, ServicesDir, ReplaySecretFile), []byte(sec.ReplaySecret+"\n")); err != nil {
 		return nil, err
@@ -376,6 +400,7 @@ func Generate(dir string, sec *access.Secrets, o Options) (*Manifest, error) {
 	users := []struct{ name, desc string }{
 		{access.Admin, "deadletter break-glass admin (keep offline)"},
 		{access.Monitor, "deadletter monitoring (system account: server pings and /varz only)"},
+		{access.BackupAdmin, "deadletter backup account's break-glass admin: creates the mirrors the backup user snapshots (keep offline)"},
 	}
 	for _, p := range sec.People {
 		if p.Disabled {

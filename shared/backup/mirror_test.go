@@ -1,0 +1,127 @@
+package backup_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/shared/access"
+	"github.com/deadletter/deadletter/shared/backup"
+	"github.com/deadletter/deadletter/shared/natstest"
+	"github.com/deadletter/deadletter/shared/streams"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// TestBackupFromMirrors: the backup account's admin mirrors the services'
+// streams; the backup user (no right in the services' account) takes a
+// backup of the mirrors while records are written; restored into an empty
+// server as the admin, every stream has its origin's configuration and
+// records at their sequences.
+func TestBackupFromMirrors(t *testing.T) {
+	o := streams.DefaultOptions()
+	o.QuarantineMaxAge = 10 * 365 * 24 * time.Hour // with LEGALHOLD
+	srv := natstest.StartSecured(t, o)
+	admin, err := jetstream.New(srv.ConnectAs(t, access.Admin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, admin, 200)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := backup.EnsureMirrors(ctx, srv.ConnectAs(t, access.BackupAdmin)); err != nil {
+		t.Fatal(err)
+	}
+	// Twice: what exists stays.
+	if err := backup.EnsureMirrors(ctx, srv.ConnectAs(t, access.BackupAdmin)); err != nil {
+		t.Fatal(err)
+	}
+	fill(t, admin, 50) // after the mirrors began: they follow
+	// The validator's consumer has handled the first 30 events.
+	cons, err := admin.CreateOrUpdateConsumer(ctx, subjects.EventsStream, jetstream.ConsumerConfig{Durable: subjects.ValidatorConsumer, AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range batch.Messages() {
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kp, pub := newKey(t)
+	dir := filepath.Join(t.TempDir(), "backup")
+	man, err := backup.Take(ctx, srv.ConnectAs(t, access.BackupUser), dir, kp, backup.Options{Mirrors: true, ChunkSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range man.Parts {
+		names = append(names, p.Stream)
+		if p.MirrorLag != 0 {
+			t.Errorf("%s taken %d behind", p.Stream, p.MirrorLag)
+		}
+	}
+	for _, want := range access.BackupStreams() {
+		if !slices.Contains(names, want) {
+			t.Errorf("the backup lacks %s: %v", want, names)
+		}
+	}
+	if man.Checkpoint == nil || man.Checkpoint.AuditSeq != 2 || man.Checkpoint.LastSeq != 50 {
+		t.Fatalf("checkpoint %+v, want the newest (the second, AUDIT sequence 2)", man.Checkpoint)
+	}
+
+	dst := natstest.Start(t)
+	dnc := dst.Connect(t)
+	if _, err := backup.Restore(ctx, dnc, dir, pub, nil); err != nil {
+		t.Fatal(err)
+	}
+	djs, err := jetstream.New(dnc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{subjects.QuarantineStream, subjects.EventsStream, subjects.AuditStream, subjects.LedgerStream, subjects.BucketStream(subjects.IdempotencyBucket)} {
+		s, err := djs.Stream(ctx, name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		p, err := admin.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, want := s.CachedInfo(), p.CachedInfo()
+		if got.Config.Mirror != nil || !slices.Equal(got.Config.Subjects, want.Config.Subjects) || got.Config.DenyDelete != want.Config.DenyDelete ||
+			got.Config.MaxAge != want.Config.MaxAge || got.Config.MaxMsgsPerSubject != want.Config.MaxMsgsPerSubject {
+			t.Errorf("%s restored as %+v, the origin is %+v", name, got.Config, want.Config)
+		}
+		if got.State.Msgs != want.State.Msgs || got.State.LastSeq != want.State.LastSeq {
+			t.Errorf("%s restored with %d to %d, the origin holds %d to %d", name, got.State.Msgs, got.State.LastSeq, want.State.Msgs, want.State.LastSeq)
+		}
+	}
+	// The restored validator's consumer resumes after what it had
+	// handled: the 220 events after them, not the 250 again.
+	rc, err := djs.Consumer(ctx, subjects.EventsStream, subjects.ValidatorConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := rc.CachedInfo(); info.NumPending != 220 || info.AckFloor.Stream != 30 {
+		t.Errorf("restored consumer: %d pending, ack floor %d; want 220 after 30", info.NumPending, info.AckFloor.Stream)
+	}
+	// The restored QUARANTINE takes the next record at the next sequence.
+	ack, err := djs.Publish(ctx, subjects.Quarantine("pharmacy", "pharmacy_next"), []byte(`{"party":"Pharmacie Saint-Étienne"}`))
+	if err != nil || ack.Sequence != 251 {
+		t.Errorf("after the restore: %+v %v, want sequence 251", ack, err)
+	}
+	if q, _ := djs.Stream(ctx, subjects.QuarantineStream); q != nil {
+		m, err := q.GetMsg(ctx, 250)
+		if err != nil || m.Subject != subjects.Quarantine("pharmacy", fmt.Sprintf("pharmacy_%06d", 49)) {
+			t.Errorf("record 250: %v %v", m, err)
+		}
+	}
+}
