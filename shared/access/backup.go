@@ -98,6 +98,8 @@ func BackupStreams() []string {
 		subjects.BucketStream(subjects.AttemptsBucket), subjects.BucketStream(subjects.DrainsBucket),
 		subjects.BucketStream(subjects.ApprovalsBucket), subjects.BucketStream(subjects.HoldsBucket),
 		subjects.QuarantineStream, subjects.LegalHoldStream, subjects.AuditStream,
+		// DOCUMENTS: the EPCIS documents records and LEDGER entries point into.
+		subjects.ObjectStream(subjects.DocumentsBucket),
 		subjects.BucketStream(subjects.IdempotencyBucket), subjects.LedgerStream,
 	}
 }

@@ -84,13 +84,17 @@ const ManifestVersion = 1
 // the EVENTS snapshot holds is in it: a replay of the restored store finds
 // it and recommits nothing).
 func Parts() []string {
-	return []string{
-		subjects.EventsStream, subjects.ReplaysStream, subjects.FailuresStream, subjects.AdvisoriesStream,
-		subjects.BucketStream(subjects.AttemptsBucket), subjects.BucketStream(subjects.DrainsBucket),
-		subjects.BucketStream(subjects.ApprovalsBucket), subjects.BucketStream(subjects.HoldsBucket),
-		subjects.QuarantineStream, subjects.LegalHoldStream, subjects.AuditStream,
-		subjects.BucketStream(subjects.IdempotencyBucket), subjects.LedgerStream,
+	// The mirrors' list (access.BackupStreams, in this order) with the
+	// work queues, which the services' account's own snapshot holds too,
+	// after the intake.
+	out := []string{}
+	for _, st := range access.BackupStreams() {
+		out = append(out, st)
+		if st == subjects.ReplaysStream {
+			out = append(out, subjects.FailuresStream, subjects.AdvisoriesStream)
+		}
 	}
+	return out
 }
 
 // Required are the parts a backup must hold (the others are absent when

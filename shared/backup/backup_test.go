@@ -1,6 +1,7 @@
 package backup_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -72,6 +73,15 @@ func TestBackupRestore(t *testing.T) {
 	if _, err := js.Publish(t.Context(), "legalhold.pharmacy.pharmacy_000007", []byte(`{"dlq_id":"pharmacy_000007","case":"CASE-Pharmacie Saint-Étienne"}`)); err != nil {
 		t.Fatal(err)
 	}
+	// An EPCIS document the validator kept: records point into it.
+	doc := []byte(`{"type":"EPCISDocument","epcisBody":{"eventList":[{"type":"ObjectEvent","x":"Müller & Söhne <Großhandel>"}]}}`)
+	docs, err := js.ObjectStore(t.Context(), subjects.DocumentsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := docs.PutBytes(t.Context(), "doc-1", doc); err != nil {
+		t.Fatal(err)
+	}
 	kp, pub := newKey(t)
 	dir := filepath.Join(t.TempDir(), "backup")
 	man, err := backup.Take(t.Context(), nc, dir, kp, backup.Options{ChunkSize: 1024})
@@ -106,6 +116,11 @@ func TestBackupRestore(t *testing.T) {
 					t.Errorf("%s restored without its WORM flags: %+v", p.Stream, info.Config)
 				}
 			}
+		}
+		if ddocs, err := djs.ObjectStore(t.Context(), subjects.DocumentsBucket); err != nil {
+			t.Errorf("DOCUMENTS not restored: %v", err)
+		} else if got, err := ddocs.GetBytes(t.Context(), "doc-1"); err != nil || !bytes.Equal(got, doc) {
+			t.Errorf("the document restored as %q, %v", got, err)
 		}
 		if lh, err := djs.Stream(t.Context(), subjects.LegalHoldStream); err != nil || lh.CachedInfo().State.Msgs != 1 || lh.CachedInfo().Config.MaxAge != 0 {
 			t.Errorf("LEGALHOLD restored as %+v, %v; want its copy, kept forever", lh, err)
