@@ -37,6 +37,7 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/access/kit"
 	"github.com/deadletter/deadletter/shared/backup"
+	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/replica"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -221,7 +222,7 @@ func run(n int, syncAlways bool) error {
 	const window = 1024
 	futs := make([]jetstream.PubAckFuture, 0, window)
 	for i := range n {
-		f, err := pjs.PublishAsync("events.pharmacy.dispense", body)
+		f, err := pjs.PublishAsync(subjects.Event(pharmacy.Name, "dispense"), body)
 		if err != nil {
 			return err
 		}
