@@ -40,7 +40,7 @@ func TestHold(t *testing.T) {
 		t.Errorf("a hold matching nothing: %s", r)
 	}
 	e.okAs(t, access.DefaultPerson(access.RoleInspector), "hold", "place", "--party", nobody, "--case", "CASE-3", "--reason", "subpoena", "--confirm")
-	if r := e.okAs(t, access.DefaultPerson(access.RoleViewer), "hold", "list"); !regexp.MustCompile(`CASE-3 +active +party .* 0 +`+regexp.QuoteMeta(access.DefaultPerson(access.RoleInspector))).MatchString(r.stdout) {
+	if r := e.okAs(t, access.DefaultPerson(access.RoleViewer), "hold", "list"); !regexp.MustCompile(`CASE-3 +active +party .* 0 +` + regexp.QuoteMeta(access.DefaultPerson(access.RoleInspector))).MatchString(r.stdout) {
 		t.Errorf("hold list: %s", r)
 	}
 	// Under the default policy the lift waits for a second person.
