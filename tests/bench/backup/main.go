@@ -11,6 +11,11 @@
 // restores it into an empty server and verifies it there against the
 // backup's checkpoint, printing each phase's time and the sizes.
 //
+// With -store it backs up an existing store instead of seeding one (the
+// store a chaos run leaves: go run ./tests/chaos/cmd/chaos -phases 1 -dir
+// D, then -store D/phase-1/store -signing-key D/phase-1/anchors/audit-signing.nk;
+// the server runs it with new secrets: streams belong to accounts by name).
+//
 //	go run ./tests/bench/backup -n 100000
 package main
 
@@ -48,6 +53,8 @@ import (
 func main() {
 	n := flag.Int("n", 100000, "quarantine records (in chains of two)")
 	flag.BoolVar(&random, "random", false, "each event body random (incompressible): the snapshot's worst case")
+	flag.StringVar(&store, "store", "", "back up this existing store directory (changed: the backup account's mirrors are added) instead of seeding one")
+	flag.StringVar(&signingKey, "signing-key", "", "the store's audit signing key (with -store; default a new key)")
 	flag.Parse()
 	if err := run(*n); err != nil {
 		log.Fatal(err)
@@ -70,7 +77,11 @@ func run(n int) error {
 	if err != nil {
 		return err
 	}
-	src, err := embedded.Start(embedded.Config{StoreDir: filepath.Join(tmp, "src"), Port: -1, ConfigText: text})
+	srcDir := filepath.Join(tmp, "src")
+	if store != "" {
+		srcDir = store
+	}
+	src, err := embedded.Start(embedded.Config{StoreDir: srcDir, Port: -1, ConfigText: text})
 	if err != nil {
 		return err
 	}
@@ -87,12 +98,15 @@ func run(n int) error {
 	if err != nil {
 		return err
 	}
-	if err := streams.EnsureCore(ctx, js, streams.DefaultOptions()); err != nil {
-		return err
+	if store == "" {
+		if err := streams.EnsureCore(ctx, js, streams.DefaultOptions()); err != nil {
+			return err
+		}
+		if err := streams.EnsureWORM(ctx, js, streams.DefaultOptions()); err != nil {
+			return err
+		}
 	}
-	if err := streams.EnsureWORM(ctx, js, streams.DefaultOptions()); err != nil {
-		return err
-	}
+	created := time.Now()
 	bac, err := connect(access.BackupAdmin)
 	if err != nil {
 		return err
@@ -103,16 +117,46 @@ func run(n int) error {
 		return err
 	}
 	start := time.Now()
-	size, err := seed(ctx, js, n)
-	if err != nil {
-		return err
+	key := signingKey
+	if store == "" {
+		size, err := seed(ctx, js, n)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("seeded %d records of %d bytes in %s (the backup account's mirrors following)\n", n, size, time.Since(start).Round(time.Millisecond))
+	} else {
+		var total uint64
+		for _, name := range backup.Parts() {
+			s, err := js.Stream(ctx, name)
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			st := s.CachedInfo().State
+			total += st.Bytes
+			fmt.Printf("  %s: %d messages, %.1f MB\n", name, st.Msgs, mb(int64(st.Bytes)))
+			if name == subjects.QuarantineStream {
+				n = int(st.Msgs)
+			}
+		}
+		fmt.Printf("the store %s: %d quarantine records, %.1f MB in its streams\n", store, n, mb(int64(total)))
 	}
-	fmt.Printf("seeded %d records of %d bytes in %s (the backup account's mirrors following)\n", n, size, time.Since(start).Round(time.Millisecond))
-
-	key := filepath.Join(tmp, "audit.nk")
-	pub, err := auditor.NewSigningKey(key)
-	if err != nil {
-		return err
+	var pub string
+	if key == "" {
+		key = filepath.Join(tmp, "audit.nk")
+		if pub, err = auditor.NewSigningKey(key); err != nil {
+			return err
+		}
+	} else {
+		kp, err := auditor.LoadSigningKey(key)
+		if err != nil {
+			return err
+		}
+		if pub, err = kp.PublicKey(); err != nil {
+			return err
+		}
 	}
 	cfg := auditor.DefaultConfig()
 	cfg.CheckpointInterval, cfg.ReconcileInterval, cfg.AllowAnonymous, cfg.SigningKeyFile = 0, 0, true, key
@@ -157,7 +201,8 @@ func run(n int) error {
 	if err := mirrorsCaughtUp(ctx, bnc, js); err != nil {
 		return err
 	}
-	fmt.Printf("mirrors: caught up %s after the checkpoint\n", time.Since(start).Round(time.Millisecond))
+	fmt.Printf("mirrors: caught up %s after the checkpoint, %s after their creation (before the records were written; with -store, on the whole store)\n",
+		time.Since(start).Round(time.Millisecond), time.Since(created).Round(time.Millisecond))
 
 	var results []result
 	for _, path := range []struct {
@@ -300,6 +345,10 @@ func mirrorsCaughtUp(ctx context.Context, bnc *nats.Conn, js jetstream.JetStream
 
 // random: each record's body is random hex (-random).
 var random bool
+
+// store and signingKey: an existing store and its audit key (-store,
+// -signing-key).
+var store, signingKey string
 
 func mb(b int64) float64 { return float64(b) / 1e6 }
 
