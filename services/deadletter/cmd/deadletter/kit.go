@@ -108,11 +108,18 @@ func runKit(args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "generated a %d-node kit in %s (R%d):\n", len(m.Options.Nodes), *dir, m.Options.Replicas)
 	for _, nd := range m.Options.Nodes {
-		fmt.Fprintf(out, "  %s  %s  digest %s\n", nd.Name, filepath.Join(*dir, kit.NodesDir, nd.Name, kit.ServerConfFile), m.Digests[nd.Name])
+		leaf := ""
+		if r := m.Options.Replica; r != nil {
+			leaf = fmt.Sprintf("  leaf port %d", r.LeafPort)
+			if nd.LeafPort != 0 {
+				leaf = fmt.Sprintf("  leaf port %d", nd.LeafPort)
+			}
+		}
+		fmt.Fprintf(out, "  %s  %s  digest %s%s\n", nd.Name, filepath.Join(*dir, kit.NodesDir, nd.Name, kit.ServerConfFile), m.Digests[nd.Name], leaf)
 	}
 	if r := m.Options.Replica; r != nil {
-		fmt.Fprintf(out, "  replica %s  %s  digest %s (domain %s; leaf port %d on every node, primary domain %s)\n", r.Name, kit.ReplicaConfPath(*dir, r.Name), m.Digests[r.Name],
-			r.Domain, r.LeafPort, r.PrimaryDomain)
+		fmt.Fprintf(out, "  replica %s  %s  digest %s (domain %s, the primary's %s)\n", r.Name, kit.ReplicaConfPath(*dir, r.Name), m.Digests[r.Name],
+			r.Domain, r.PrimaryDomain)
 		fmt.Fprintf(out, "  then: the backup account's mirrors on the primary, the replica's mirrors of them (dlqctl --server nats://%s:%d replica mirrors --credentials %s --primary-domain %s --replicas 1): docs/operations/failover.md\n",
 			r.Host, r.ClientPort, filepath.Join(*dir, kit.SecretsFile), r.PrimaryDomain)
 	}
