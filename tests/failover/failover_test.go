@@ -535,7 +535,7 @@ deadletter_replica_lag_messages{stream="QUARANTINE"} 0
 	phase("provisioned")
 	runServices(t, dir, drURL, dv, dq, anchors, down.URL)
 	phase("services started")
-	viewer := dial(string(access.RoleViewer), drURL)
+	viewer := dial(access.DefaultPerson(access.RoleViewer), drURL)
 	var rep api.VerifyReply
 	req, _ := json.Marshal(api.VerifyRequest{Anchor: newest, PubKey: pubKey})
 	retry("audit.verify on the replica", func(ctx context.Context) error {
