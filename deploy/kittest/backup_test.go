@@ -112,7 +112,10 @@ func TestBackupAndReplicaCompose(t *testing.T) {
 		WorkingDir:  filepath.Dir(abs),
 		ConfigFiles: []types.ConfigFile{{Filename: abs}},
 		Environment: types.Mapping{"DEADLETTER_DOWNSTREAM_URL": "https://epcis.example/capture", "BACKUP_NAME": "2026-12-06T031500Z"},
-	}, func(o *loader.Options) { o.SetProjectName("deadletter", true); o.Profiles = []string{"backup", "replica"} })
+	}, func(o *loader.Options) {
+		o.SetProjectName("deadletter", true)
+		o.Profiles = []string{"backup", "replica"}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
