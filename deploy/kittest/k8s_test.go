@@ -22,13 +22,14 @@ type objects struct {
 	statefulSets map[string]*appsv1.StatefulSet
 	deployments  map[string]*appsv1.Deployment
 	jobs         map[string]*batchv1.Job
+	cronJobs     map[string]*batchv1.CronJob
 	services     map[string]*corev1.Service
 	pvcs         map[string]*corev1.PersistentVolumeClaim
 }
 
 func load(tb testing.TB, files ...string) objects {
 	tb.Helper()
-	o := objects{map[string]*appsv1.StatefulSet{}, map[string]*appsv1.Deployment{}, map[string]*batchv1.Job{}, map[string]*corev1.Service{}, map[string]*corev1.PersistentVolumeClaim{}}
+	o := objects{map[string]*appsv1.StatefulSet{}, map[string]*appsv1.Deployment{}, map[string]*batchv1.Job{}, map[string]*batchv1.CronJob{}, map[string]*corev1.Service{}, map[string]*corev1.PersistentVolumeClaim{}}
 	for _, f := range files {
 		b, err := os.ReadFile(filepath.Join(repo, "deploy", "k8s", f))
 		if err != nil {
@@ -53,6 +54,9 @@ func load(tb testing.TB, files ...string) objects {
 			case "Job":
 				v := &batchv1.Job{}
 				obj, name = v, func() string { o.jobs[v.Name] = v; return v.Name }
+			case "CronJob":
+				v := &batchv1.CronJob{}
+				obj, name = v, func() string { o.cronJobs[v.Name] = v; return v.Name }
 			case "Service":
 				v := &corev1.Service{}
 				obj, name = v, func() string { o.services[v.Name] = v; return v.Name }

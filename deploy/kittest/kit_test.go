@@ -84,6 +84,16 @@ func generated(tb testing.TB, file string) (string, *kit.Manifest) {
 			o.TLSKey = v
 		case "tls-ca":
 			o.TLSCA = v
+		case "replica":
+			if o.Replica == nil {
+				o.Replica = &kit.Replica{Node: kit.Node{Host: v, ClientPort: kit.DefaultClientPort, HTTPPort: kit.DefaultHTTPPort}}
+			}
+			o.Replica.Name = v
+		case "replica-host":
+			if o.Replica == nil {
+				o.Replica = &kit.Replica{Node: kit.Node{ClientPort: kit.DefaultClientPort, HTTPPort: kit.DefaultHTTPPort}}
+			}
+			o.Replica.Host = v
 		default:
 			tb.Fatalf("%s: flag --%s not understood by this test", file, k)
 		}
@@ -99,6 +109,9 @@ func generated(tb testing.TB, file string) (string, *kit.Manifest) {
 		tb.Fatal(err)
 	}
 	if _, err := sec.EnsureClusterUsers(access.WithBcryptCost(access.MinBcryptCost)); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := kit.EnsureReplicaUser(sec, access.WithBcryptCost(access.MinBcryptCost)); err != nil {
 		tb.Fatal(err)
 	}
 	man, err := kit.Generate(dir, sec, o)

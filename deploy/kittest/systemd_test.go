@@ -24,11 +24,12 @@ var hardening = map[string]string{
 var known = map[string][]string{
 	"Unit":    {"Description", "Documentation", "After", "Wants"},
 	"Install": {"WantedBy"},
+	"Timer":   {"OnCalendar", "Persistent", "RandomizedDelaySec", "Unit"},
 	"Service": {"Type", "User", "Group", "ExecStart", "ExecReload", "KillSignal", "TimeoutStopSec", "Restart", "RestartSec",
 		"LimitNOFILE", "StateDirectory", "ReadWritePaths", "NoNewPrivileges", "ProtectSystem", "ProtectHome", "PrivateTmp",
 		"PrivateDevices", "ProtectKernelTunables", "ProtectKernelModules", "ProtectControlGroups", "RestrictSUIDSGID",
 		"LockPersonality", "MemoryDenyWriteExecute", "CapabilityBoundingSet", "AmbientCapabilities", "RestrictAddressFamilies",
-		"SystemCallArchitectures", "EnvironmentFile", "LoadCredential", "Environment"},
+		"SystemCallArchitectures", "EnvironmentFile", "LoadCredential", "Environment", "TimeoutStartSec", "StateDirectoryMode"},
 }
 
 func readUnit(tb testing.TB, name string) map[string]map[string]string {
@@ -49,6 +50,11 @@ func readUnit(tb testing.TB, name string) map[string]map[string]string {
 		}
 		if out[o.Section] == nil {
 			out[o.Section] = map[string]string{}
+		}
+		if v, ok := out[o.Section][o.Name]; ok {
+			// A repeated directive (LoadCredential): every value, one a line.
+			out[o.Section][o.Name] = v + "\n" + o.Value
+			continue
 		}
 		out[o.Section][o.Name] = o.Value
 	}
@@ -99,6 +105,8 @@ func TestSystemdUnits(t *testing.T) {
 		{"nats-server.service", "always", "simple"},
 		{"deadletter@.service", "always", "simple"},
 		{"deadletter-provision.service", "", "oneshot"},
+		{"deadletter-backup.service", "", "oneshot"},
+		{"deadletter-replica-metrics.service", "always", "simple"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.unit, func(t *testing.T) {

@@ -242,11 +242,12 @@ func TestFailover(t *testing.T) {
 	dir := t.TempDir()
 	o := kit.Cluster(3)
 	o.ListenHost, o.HTTPHost = "127.0.0.1", "127.0.0.1"
-	ports := freePorts(t, 12)
+	ports := freePorts(t, 14)
 	for i := range o.Nodes {
 		n := &o.Nodes[i]
 		n.Host = "127.0.0.1"
 		n.ClientPort, n.ClusterPort, n.HTTPPort = ports[3*i], ports[3*i+1], ports[3*i+2]
+		n.LeafPort = ports[11+i] // one host: a leaf port each
 		n.StoreDir = filepath.Join(dir, "store", n.Name)
 	}
 	o.Replica = &kit.Replica{Node: kit.Node{Name: "dr1", Host: "127.0.0.1", ClientPort: ports[9], HTTPPort: ports[10],
@@ -534,7 +535,7 @@ deadletter_replica_lag_messages{stream="QUARANTINE"} 0
 	phase("provisioned")
 	runServices(t, dir, drURL, dv, dq, anchors, down.URL)
 	phase("services started")
-	viewer := dial(string(access.RoleViewer), drURL)
+	viewer := dial(access.DefaultPerson(access.RoleViewer), drURL)
 	var rep api.VerifyReply
 	req, _ := json.Marshal(api.VerifyRequest{Anchor: newest, PubKey: pubKey})
 	retry("audit.verify on the replica", func(ctx context.Context) error {

@@ -84,6 +84,9 @@ type Node struct {
 	HTTPPort    int `json:"http_port"`
 	// StoreDir overrides Options.StoreDir for this node.
 	StoreDir string `json:"store_dir,omitempty"`
+	// LeafPort, when set, overrides Replica.LeafPort on this node (several
+	// nodes on one host need ports of their own).
+	LeafPort int `json:"leaf_port,omitempty"`
 	// Zone is the node's failure domain (a rack, an availability zone).
 	// When the nodes have zones, every node needs one, and the server
 	// places each stream's replicas in distinct zones (server_tags
@@ -245,7 +248,9 @@ func monitorPermissions() (pub, sub []string) {
 // cluster routes (authenticated), JetStream with sync_interval: always,
 // and with zones the node's zone tag and the rule that a stream's replicas
 // are in distinct zones.
-// There is no no_auth_user.
+// There is no no_auth_user. A kit of one node is a server on its own: no
+// cluster block (a cluster without routes is no cluster, and nats-server
+// refuses the "routes": null it would render).
 func NodeFile(sec *access.Secrets, o Options, i int) (embedded.File, error) {
 	o = o.withDefaults()
 	if err := o.validate(); err != nil {
@@ -278,15 +283,17 @@ func NodeFile(sec *access.Secrets, o Options, i int) (embedded.File, error) {
 	f := embedded.File{
 		ServerName: n.Name, Host: o.ListenHost, Port: n.ClientPort,
 		StoreDir: store, SyncAlways: true, MaxPayload: o.MaxPayload,
-		HTTP: fmt.Sprintf("%s:%d", o.HTTPHost, n.HTTPPort),
-		Cluster: &embedded.Cluster{
-			Name: o.Cluster, Listen: fmt.Sprintf("%s:%d", o.ListenHost, n.ClusterPort), Routes: routes,
-			User: access.RouteUser, Password: route.Password,
-		},
+		HTTP:     fmt.Sprintf("%s:%d", o.HTTPHost, n.HTTPPort),
 		Accounts: accounts,
 		System: &embedded.SystemAccount{Name: access.SystemAccount, Users: []embedded.User{
 			{User: access.Monitor, Password: mon.Bcrypt, Publish: pub, Subscribe: sub},
 		}},
+	}
+	if len(o.Nodes) > 1 {
+		f.Cluster = &embedded.Cluster{
+			Name: o.Cluster, Listen: fmt.Sprintf("%s:%d", o.ListenHost, n.ClusterPort), Routes: routes,
+			User: access.RouteUser, Password: route.Password,
+		}
 	}
 	if o.TLSCert != "" {
 		f.TLS = &embedded.TLSFiles{Cert: o.TLSCert, Key: o.TLSKey, CA: o.TLSCA}
@@ -347,7 +354,7 @@ func Generate(dir string, sec *access.Secrets, o Options) (*Manifest, error) {
 		}
 		text, err := f.Render()
 		if err == nil && o.Replica != nil {
-			text, err = withPrimaryLeaf(text, sec, o)
+			text, err = withPrimaryLeaf(text, sec, o, n)
 		}
 		if err != nil {
 			return nil, err

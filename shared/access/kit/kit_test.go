@@ -118,6 +118,51 @@ func TestGenerate(t *testing.T) {
 	}
 }
 
+// TestOneNode: a kit of one node is a server on its own: no cluster block
+// (it rendered "routes": null, which nats-server refused to parse), with
+// a replica too.
+func TestOneNode(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		replica bool
+	}{
+		{"alone", false},
+		{"with a replica", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			o := loopback(1)
+			if tc.replica {
+				o.Replica = &kit.Replica{Node: kit.Node{Name: "dr1", Host: "127.0.0.1", ClientPort: 5222, HTTPPort: 5822}}
+			}
+			m := generate(t, dir, o)
+			path := filepath.Join(dir, kit.NodesDir, "n1", kit.ServerConfFile)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(b, []byte(`"cluster"`)) || bytes.Contains(b, []byte("null")) {
+				t.Errorf("a one-node file with a cluster block or a null")
+			}
+			so, err := server.ProcessConfigFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if so.Cluster.Port != 0 || len(so.Routes) != 0 || !so.JetStream || so.ConfigDigest() != m.Digests["n1"] {
+				t.Errorf("cluster port %d routes %v jetstream %v", so.Cluster.Port, so.Routes, so.JetStream)
+			}
+			if tc.replica {
+				if so.LeafNode.Port != kit.DefaultLeafPort {
+					t.Errorf("leaf port %d", so.LeafNode.Port)
+				}
+				if _, err := server.ProcessConfigFile(kit.ReplicaConfPath(dir, "dr1")); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+}
+
 // TestNodeFileIsTheEmbeddedBoundary checks a node's file enforces the
 // boundary the embedded server of `make run` loads: the same users, nkeys,
 // accounts and permissions (one renderer, embedded.File, and one source,

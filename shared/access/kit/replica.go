@@ -31,7 +31,8 @@ type Replica struct {
 	// mirrors' external API $JS.<domain>.API). Default DefaultPrimaryDomain.
 	PrimaryDomain string `json:"primary_domain"`
 	// LeafPort is the port on which every primary node accepts the
-	// replica's leaf node connection. Default DefaultLeafPort.
+	// replica's leaf node connection (unless the node has a LeafPort of
+	// its own). Default DefaultLeafPort.
 	LeafPort int `json:"leaf_port"`
 }
 
@@ -73,10 +74,27 @@ func (r Replica) validate(o Options) error {
 	if r.Domain == r.PrimaryDomain {
 		return fmt.Errorf("%w: the replica's JetStream domain is the primary's (%s)", ErrOptions, r.Domain)
 	}
+	leaf := map[string]string{}
+	for _, n := range o.Nodes {
+		at := fmt.Sprintf("%s:%d", n.Host, r.nodeLeafPort(n))
+		if m, ok := leaf[at]; ok {
+			return fmt.Errorf("%w: the nodes %s and %s both accept the replica's leaf connection on %s (Node.LeafPort)", ErrOptions, m, n.Name, at)
+		}
+		leaf[at] = n.Name
+	}
 	if o.TLSCert == "" && !embedded.Loopback(r.Host) {
 		return fmt.Errorf("%w: the replica %s is reachable from the network without TLS", ErrOptions, r.Name)
 	}
 	return nil
+}
+
+// nodeLeafPort is the port on which node n accepts the replica's leaf
+// connection.
+func (r Replica) nodeLeafPort(n Node) int {
+	if n.LeafPort != 0 {
+		return n.LeafPort
+	}
+	return r.LeafPort
 }
 
 // EnsureReplicaUser gives LeafUser a password (and its bcrypt hash) when it
@@ -98,7 +116,7 @@ func EnsureReplicaUser(s *access.Secrets, opts ...access.Option) (bool, error) {
 // withPrimaryLeaf adds to a primary node's rendered configuration its
 // JetStream domain and the leaf node listener the replica dials, whose one
 // user is bound to the backup account.
-func withPrimaryLeaf(text string, sec *access.Secrets, o Options) (string, error) {
+func withPrimaryLeaf(text string, sec *access.Secrets, o Options, n Node) (string, error) {
 	r := o.Replica.withDefaults()
 	if sec.Users[LeafUser].Bcrypt == "" {
 		return "", fmt.Errorf("kit: no secret for %s (EnsureReplicaUser)", LeafUser)
@@ -107,7 +125,7 @@ func withPrimaryLeaf(text string, sec *access.Secrets, o Options) (string, error
 	// user of the accounts (nats-server), here LeafUser of the backup
 	// account, whose permissions bound what the replica may send into it
 	// (access.ReplicaLeafDeny).
-	lb := map[string]any{"host": o.ListenHost, "port": r.LeafPort}
+	lb := map[string]any{"host": o.ListenHost, "port": r.nodeLeafPort(n)}
 	if o.TLSCert != "" {
 		lb["tls"] = map[string]any{"cert_file": o.TLSCert, "key_file": o.TLSKey}
 	}
@@ -165,7 +183,7 @@ func ReplicaFile(sec *access.Secrets, o Options) (string, error) {
 	}
 	var urls []string
 	for _, n := range o.Nodes {
-		urls = append(urls, fmt.Sprintf("%s://%s:%s@%s:%d", scheme, LeafUser, leaf.Password, n.Host, r.LeafPort))
+		urls = append(urls, fmt.Sprintf("%s://%s:%s@%s:%d", scheme, LeafUser, leaf.Password, n.Host, r.nodeLeafPort(n)))
 	}
 	remote := map[string]any{"urls": urls, "account": access.ServiceAccount}
 	if o.TLSCA != "" {

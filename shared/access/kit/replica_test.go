@@ -44,6 +44,7 @@ func TestReplicaKit(t *testing.T) {
 		{"the primary's domain", func(o *kit.Options) { o.Replica.Domain = kit.DefaultPrimaryDomain }},
 		{"the backup account's import prefix as a domain", func(o *kit.Options) { o.Replica.PrimaryDomain = access.ServiceAccount }},
 		{"reachable without TLS", func(o *kit.Options) { o.Replica.Host = "dr.example.com" }},
+		{"two nodes on one host and leaf port", func(o *kit.Options) { o.Nodes[1].Host = o.Nodes[0].Host }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := base()

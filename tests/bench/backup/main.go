@@ -1,10 +1,20 @@
 // Command backup measures a backup and a restore of a quarantine store
 // (package backup: JetStream snapshots, a signed manifest) and the verify
-// that proves the restore: it seeds n sealed pharmacy records (about
-// 2.3 KB each, the layout of tests/bench/export) into an embedded server
-// (no fsync), checkpoints them with a real auditor, takes a backup, restores
-// it into a second, empty server and verifies it there against the
+// that proves the restore, by both paths in one run: it seeds n sealed
+// pharmacy records (about 2.3 KB each, the layout of tests/bench/export)
+// into an embedded server enforcing the access table (no fsync) whose
+// backup account mirrors the services' streams (backup.EnsureMirrors,
+// created before the records are written, as in a deployment),
+// checkpoints them with a real auditor, then for each path (the
+// break-glass admin's snapshots of the services' streams, and the backup
+// user's snapshots of the backup account's mirrors) takes a backup,
+// restores it into an empty server and verifies it there against the
 // backup's checkpoint, printing each phase's time and the sizes.
+//
+// With -store it backs up an existing store instead of seeding one (the
+// store a chaos run leaves: go run ./tests/chaos/cmd/chaos -phases 1 -dir
+// D, then -store D/phase-1/store -signing-key D/phase-1/anchors/audit-signing.nk;
+// the server runs it with new secrets: streams belong to accounts by name).
 //
 //	go run ./tests/bench/backup -n 100000
 package main
@@ -25,7 +35,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/deadletter/deadletter/services/auditor"
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/backup"
 	"github.com/deadletter/deadletter/shared/codes"
@@ -40,6 +53,8 @@ import (
 func main() {
 	n := flag.Int("n", 100000, "quarantine records (in chains of two)")
 	flag.BoolVar(&random, "random", false, "each event body random (incompressible): the snapshot's worst case")
+	flag.StringVar(&store, "store", "", "back up this existing store directory (changed: the backup account's mirrors are added) instead of seeding one")
+	flag.StringVar(&signingKey, "signing-key", "", "the store's audit signing key (with -store; default a new key)")
 	flag.Parse()
 	if err := run(*n); err != nil {
 		log.Fatal(err)
@@ -53,12 +68,28 @@ func run(n int) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	src, err := embedded.Start(embedded.Config{StoreDir: filepath.Join(tmp, "src"), Port: -1})
+	// Cheap password hashes: the bench measures backups, not logins.
+	sec, err := access.NewSecrets(access.DefaultPeople(), access.WithBcryptCost(bcrypt.MinCost))
+	if err != nil {
+		return err
+	}
+	text, err := access.ServerConfig(sec)
+	if err != nil {
+		return err
+	}
+	srcDir := filepath.Join(tmp, "src")
+	if store != "" {
+		srcDir = store
+	}
+	src, err := embedded.Start(embedded.Config{StoreDir: srcDir, Port: -1, ConfigText: text})
 	if err != nil {
 		return err
 	}
 	defer src.Shutdown()
-	nc, err := nats.Connect(src.ClientURL(), nats.Timeout(time.Minute))
+	connect := func(user string) (*nats.Conn, error) {
+		return nats.Connect(src.ClientURL(), append(sec.NATSOptions(user), nats.Timeout(time.Minute), nats.Name("bench-"+user))...)
+	}
+	nc, err := connect(access.Admin)
 	if err != nil {
 		return err
 	}
@@ -67,27 +98,69 @@ func run(n int) error {
 	if err != nil {
 		return err
 	}
-	if err := streams.EnsureCore(ctx, js, streams.DefaultOptions()); err != nil {
+	if store == "" {
+		if err := streams.EnsureCore(ctx, js, streams.DefaultOptions()); err != nil {
+			return err
+		}
+		if err := streams.EnsureWORM(ctx, js, streams.DefaultOptions()); err != nil {
+			return err
+		}
+	}
+	created := time.Now()
+	bac, err := connect(access.BackupAdmin)
+	if err != nil {
 		return err
 	}
-	if err := streams.EnsureWORM(ctx, js, streams.DefaultOptions()); err != nil {
+	err = backup.EnsureMirrors(ctx, bac)
+	bac.Close()
+	if err != nil {
 		return err
 	}
 	start := time.Now()
-	size, err := seed(ctx, js, n)
-	if err != nil {
-		return err
+	key := signingKey
+	if store == "" {
+		size, err := seed(ctx, js, n)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("seeded %d records of %d bytes in %s (the backup account's mirrors following)\n", n, size, time.Since(start).Round(time.Millisecond))
+	} else {
+		var total uint64
+		for _, name := range backup.Parts() {
+			s, err := js.Stream(ctx, name)
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			st := s.CachedInfo().State
+			total += st.Bytes
+			fmt.Printf("  %s: %d messages, %.1f MB\n", name, st.Msgs, mb(int64(st.Bytes)))
+			if name == subjects.QuarantineStream {
+				n = int(st.Msgs)
+			}
+		}
+		fmt.Printf("the store %s: %d quarantine records, %.1f MB in its streams\n", store, n, mb(int64(total)))
 	}
-	fmt.Printf("seeded %d records of %d bytes in %s\n", n, size, time.Since(start).Round(time.Millisecond))
-
-	key := filepath.Join(tmp, "audit.nk")
-	pub, err := auditor.NewSigningKey(key)
-	if err != nil {
-		return err
+	var pub string
+	if key == "" {
+		key = filepath.Join(tmp, "audit.nk")
+		if pub, err = auditor.NewSigningKey(key); err != nil {
+			return err
+		}
+	} else {
+		kp, err := auditor.LoadSigningKey(key)
+		if err != nil {
+			return err
+		}
+		if pub, err = kp.PublicKey(); err != nil {
+			return err
+		}
 	}
 	cfg := auditor.DefaultConfig()
 	cfg.CheckpointInterval, cfg.ReconcileInterval, cfg.AllowAnonymous, cfg.SigningKeyFile = 0, 0, true, key
-	a, stopA, err := startAuditor(ctx, src.ClientURL(), cfg)
+	a, stopA, err := startAuditor(ctx, src.ClientURL(), cfg, sec.NATSOptions(access.Admin)...)
 	if err != nil {
 		return err
 	}
@@ -110,84 +183,178 @@ func run(n int) error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Join(tmp, "backup")
-	start = time.Now()
-	man, err := backup.Take(ctx, nc, dir, kp, backup.Options{})
-	if err != nil {
-		return err
-	}
-	took := time.Since(start)
-	var total, qbytes int64
-	for _, p := range man.Parts {
-		total += p.Bytes
-		if p.Stream == subjects.QuarantineStream {
-			qbytes = p.Bytes
-		}
-	}
 	qi, err := js.Stream(ctx, subjects.QuarantineStream)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("backup: %s, %d parts, %.1f MB (QUARANTINE %.1f MB of %.1f MB stored), %.0f records/s\n",
-		took.Round(time.Millisecond), len(man.Parts), mb(total), mb(qbytes), mb(int64(qi.CachedInfo().State.Bytes)), float64(n)/took.Seconds())
+	stored := int64(qi.CachedInfo().State.Bytes)
 
-	dst, err := embedded.Start(embedded.Config{StoreDir: filepath.Join(tmp, "dst"), Port: -1})
+	// The backup user's path: its mirrors first catch up with the
+	// services' streams (they followed the seeding), then Take waits for
+	// each one again and snapshots it.
+	bnc, err := connect(access.BackupUser)
 	if err != nil {
 		return err
 	}
-	defer dst.Shutdown()
+	defer bnc.Close()
+	start = time.Now()
+	if err := mirrorsCaughtUp(ctx, bnc, js); err != nil {
+		return err
+	}
+	fmt.Printf("mirrors: caught up %s after the checkpoint, %s after their creation (before the records were written; with -store, on the whole store)\n",
+		time.Since(start).Round(time.Millisecond), time.Since(created).Round(time.Millisecond))
+
+	var results []result
+	for _, path := range []struct {
+		name string
+		nc   *nats.Conn
+		o    backup.Options
+	}{
+		{"admin (services' streams)", nc, backup.Options{}},
+		{"backup user (mirrors)", bnc, backup.Options{Mirrors: true, CatchUp: 10 * time.Minute}},
+	} {
+		r, err := measure(ctx, tmp, path.name, path.nc, path.o, kp, pub, cfg, n, stored)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path.name, err)
+		}
+		results = append(results, r)
+	}
+	perM := 1e6 / float64(n)
+	for _, r := range results {
+		fmt.Printf("extrapolated per 1,000,000 records, %s: backup %s, restore %s, verify %s, backup size %.0f MB\n", r.path,
+			time.Duration(float64(r.backup)*perM).Round(time.Second), time.Duration(float64(r.restore)*perM).Round(time.Second),
+			time.Duration(float64(r.verify)*perM).Round(time.Second), mb(r.size)*perM)
+	}
+	return nil
+}
+
+// result is one path's figures.
+type result struct {
+	path                    string
+	backup, restore, verify time.Duration
+	size                    int64
+}
+
+// measure takes a backup on nc with o, restores it into a new, empty
+// server, and verifies the restore against the backup's checkpoint.
+func measure(ctx context.Context, tmp, name string, nc *nats.Conn, o backup.Options, kp backup.Signer, pub string, cfg auditor.Config, n int, stored int64) (result, error) {
+	r := result{path: name}
+	sub := strings.NewReplacer(" ", "-", "(", "", ")", "", "'", "").Replace(name)
+	dir := filepath.Join(tmp, "backup-"+sub)
+	start := time.Now()
+	man, err := backup.Take(ctx, nc, dir, kp, o)
+	if err != nil {
+		return r, err
+	}
+	r.backup = time.Since(start)
+	var qbytes int64
+	for _, p := range man.Parts {
+		r.size += p.Bytes
+		if p.Stream == subjects.QuarantineStream {
+			qbytes = p.Bytes
+		}
+		if p.MirrorLag != 0 {
+			return r, fmt.Errorf("%s taken %d messages behind its origin", p.Stream, p.MirrorLag)
+		}
+	}
+	fmt.Printf("%s: backup %s, %d parts, %.1f MB (QUARANTINE %.1f MB of %.1f MB stored), %.0f records/s\n", name,
+		r.backup.Round(time.Millisecond), len(man.Parts), mb(r.size), mb(qbytes), mb(stored), float64(n)/r.backup.Seconds())
+
+	dst, err := embedded.Start(embedded.Config{StoreDir: filepath.Join(tmp, "dst-"+sub), Port: -1})
+	if err != nil {
+		return r, err
+	}
+	defer func() {
+		dst.Shutdown()
+		dst.WaitForShutdown()
+		_ = os.RemoveAll(filepath.Join(tmp, "dst-"+sub))
+	}()
 	dnc, err := nats.Connect(dst.ClientURL(), nats.Timeout(time.Minute))
 	if err != nil {
-		return err
+		return r, err
 	}
 	defer dnc.Close()
 	start = time.Now()
 	if _, err := backup.Open(dir, pub); err != nil {
-		return err
+		return r, err
 	}
 	opened := time.Since(start)
 	start = time.Now()
 	if _, err := backup.Restore(ctx, dnc, dir, pub, nil); err != nil {
-		return err
+		return r, err
 	}
-	restored := time.Since(start)
-	fmt.Printf("restore: check %s, restore %s (%.0f records/s)\n", opened.Round(time.Millisecond), restored.Round(time.Millisecond), float64(n)/restored.Seconds())
+	r.restore = time.Since(start)
+	fmt.Printf("%s: restore: check %s, restore %s (%.0f records/s)\n", name, opened.Round(time.Millisecond), r.restore.Round(time.Millisecond), float64(n)/r.restore.Seconds())
 
 	cfg.SigningKeyFile = ""
 	b, stopB, err := startAuditor(ctx, dst.ClientURL(), cfg)
 	if err != nil {
-		return err
+		return r, err
 	}
 	defer stopB()
 	line, err := os.ReadFile(filepath.Join(dir, backup.CheckpointFile))
 	if err != nil {
-		return err
+		return r, err
 	}
 	start = time.Now()
 	rep, err := b.Verify(ctx, api.VerifyRequest{Anchor: string(line), PubKey: pub})
 	if err != nil {
-		return err
+		return r, err
 	}
 	if !rep.OK {
-		return fmt.Errorf("the restored store does not verify: %d problems, first %+v", rep.ProblemCount, rep.Problems[0])
+		return r, fmt.Errorf("the restored store does not verify: %d problems, first %+v", rep.ProblemCount, rep.Problems[0])
 	}
-	verified := time.Since(start)
-	fmt.Printf("verify of the restore against the backup's checkpoint: %s (%.0f records/s)\n", verified.Round(time.Millisecond), float64(n)/verified.Seconds())
-	perM := 1e6 / float64(n)
-	fmt.Printf("extrapolated per 1,000,000 records: backup %s, restore %s, verify %s, backup size %.0f MB\n",
-		time.Duration(float64(took)*perM).Round(time.Second), time.Duration(float64(restored)*perM).Round(time.Second),
-		time.Duration(float64(verified)*perM).Round(time.Second), mb(total)*perM)
+	r.verify = time.Since(start)
+	fmt.Printf("%s: verify of the restore against the backup's checkpoint: %s (%.0f records/s)\n", name, r.verify.Round(time.Millisecond), float64(n)/r.verify.Seconds())
+	return r, os.RemoveAll(dir)
+}
+
+// mirrorsCaughtUp waits until each of the backup account's mirrors (read
+// as the backup user, bnc) holds its origin's last sequence (read as the
+// admin, js), polling.
+func mirrorsCaughtUp(ctx context.Context, bnc *nats.Conn, js jetstream.JetStream) error {
+	bjs, err := jetstream.New(bnc)
+	if err != nil {
+		return err
+	}
+	for _, name := range access.BackupStreams() {
+		o, err := js.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		want := o.CachedInfo().State.LastSeq
+		for deadline := time.Now().Add(30 * time.Minute); ; {
+			m, err := bjs.Stream(ctx, name)
+			if err != nil {
+				return fmt.Errorf("mirror %s: %w", name, err)
+			}
+			if m.CachedInfo().State.LastSeq >= want {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("mirror %s at %d of %d", name, m.CachedInfo().State.LastSeq, want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	return nil
 }
 
 // random: each record's body is random hex (-random).
 var random bool
 
+// store and signingKey: an existing store and its audit key (-store,
+// -signing-key).
+var store, signingKey string
+
 func mb(b int64) float64 { return float64(b) / 1e6 }
 
-// startAuditor runs an auditor on url until stop.
-func startAuditor(ctx context.Context, url string, cfg auditor.Config) (*auditor.Service, func(), error) {
-	nc, err := nats.Connect(url, nats.Timeout(time.Minute))
+// startAuditor runs an auditor on url (connected with opts) until stop.
+func startAuditor(ctx context.Context, url string, cfg auditor.Config, opts ...nats.Option) (*auditor.Service, func(), error) {
+	nc, err := nats.Connect(url, append(opts, nats.Timeout(time.Minute))...)
 	if err != nil {
 		return nil, nil, err
 	}
