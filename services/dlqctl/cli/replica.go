@@ -141,7 +141,7 @@ func (a *app) replicaCommand() *cobra.Command {
 			return nil
 		},
 	}
-	metrics.Flags().StringVar(&listen, "listen", "127.0.0.1:9465", "address of /metrics")
+	metrics.Flags().StringVar(&listen, "listen", "127.0.0.1:9468", "address of /metrics")
 	lag := &cobra.Command{
 		Use:   "lag",
 		Short: "Print how many messages each mirror of the replica server is behind (connect as a reader: the auditor's nkey)",
