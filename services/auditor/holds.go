@@ -388,17 +388,18 @@ func (s *Service) copyChain(ctx context.Context, domain, dlqID string) error {
 	return nil
 }
 
-// holder is the authenticated caller placing or lifting a hold: an
-// inspector or an operator (the server's imports already restrict the
-// endpoints to them); anonymous only with AllowAnonymous.
-func (s *Service) holder(ctx context.Context) (access.Identity, error) {
+// holder is the authenticated caller placing or lifting a hold (the
+// endpoint subject): a role the endpoint table allows on it (the server's
+// imports already restrict the endpoints to them); anonymous only with
+// AllowAnonymous.
+func (s *Service) holder(ctx context.Context, subject string) (access.Identity, error) {
 	id, err := callerOf(ctx)
 	switch {
 	case err != nil && s.cfg.AllowAnonymous:
 		return access.Identity{User: anonymous}, nil
 	case err != nil:
 		return access.Identity{}, api.Wrap(api.ErrUnauthenticated, err, "legal holds are placed and lifted only by an authenticated inspector or operator")
-	case id.Role != access.RoleInspector && id.Role != access.RoleOperator:
+	case !access.Allowed(subject, id.Role):
 		return access.Identity{}, api.Errorf(api.ErrForbidden, "role %s may not place or lift legal holds", id.Role)
 	}
 	return id, nil
@@ -435,7 +436,7 @@ func (s *Service) auditHold(ctx context.Context, h api.Hold, action string) erro
 // stored chain (resolved ones included) that matches a party or filter
 // hold, which then also holds the chains quarantined later that match it.
 func (s *Service) HoldPlace(ctx context.Context, req api.HoldPlaceRequest) (api.HoldReply, error) {
-	who, err := s.holder(ctx)
+	who, err := s.holder(ctx, api.HoldPlace)
 	if err != nil {
 		return api.HoldReply{}, err
 	}
@@ -570,7 +571,7 @@ func (noSigning) Reauthenticate(context.Context, string, api.Password) error {
 // policy names hold lifts it lifts nothing and answers APPROVAL_REQUIRED
 // with the pending approval it created.
 func (s *Service) HoldLift(ctx context.Context, req api.HoldLiftRequest) (api.HoldReply, error) {
-	who, err := s.holder(ctx)
+	who, err := s.holder(ctx, api.HoldLift)
 	if err != nil {
 		return api.HoldReply{}, err
 	}
