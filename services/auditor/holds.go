@@ -20,6 +20,7 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/chain"
+	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/hold"
 	"github.com/deadletter/deadletter/shared/record"
@@ -446,8 +447,7 @@ func (s *Service) HoldPlace(ctx context.Context, req api.HoldPlaceRequest) (api.
 			who.User, s.cfg.HoldPlacePerMinute, s.cfg.HoldPlaceBurst)
 	}
 	if id := req.Target.DLQID; id != "" {
-		dom, _, _ := strings.Cut(id, "_")
-		if _, err := s.chains.Last(ctx, dom, id); errors.Is(err, chain.ErrNotFound) {
+		if _, err := s.chains.Last(ctx, domain.DomainOfID(id), id); errors.Is(err, chain.ErrNotFound) {
 			return api.HoldReply{}, api.Errorf(api.ErrNotFound, "no quarantine chain has this dlq id")
 		} else if err != nil {
 			return api.HoldReply{}, fmt.Errorf("auditor: read chain: %w", err)
@@ -499,8 +499,7 @@ type chainRef struct{ domain, dlqID string }
 // sequence now (a chain stored later is the live view's to match).
 func (s *Service) holdTargets(ctx context.Context, t api.HoldTarget) ([]chainRef, error) {
 	if t.DLQID != "" {
-		dom, _, _ := strings.Cut(t.DLQID, "_")
-		return []chainRef{{dom, t.DLQID}}, nil
+		return []chainRef{{domain.DomainOfID(t.DLQID), t.DLQID}}, nil
 	}
 	info, err := s.quarantine.Info(ctx)
 	if err != nil {
