@@ -24,6 +24,7 @@ import (
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/hold"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/retry"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -422,11 +423,9 @@ func holdErr(err error) error {
 // auditHold writes a hold's action to AUDIT, retrying a few times (it is
 // idempotent).
 func (s *Service) auditHold(ctx context.Context, h api.Hold, action string) error {
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		if err = s.holds.store.Audit(ctx, h, action); err == nil {
-			return nil
-		}
+	err := retry.Policy{}.Times(ctx, 3, nil, func(ctx context.Context) error { return s.holds.store.Audit(ctx, h, action) })
+	if err == nil {
+		return nil
 	}
 	s.log.Error("legal hold action not written to AUDIT", "hold_id", h.ID, "action", action, "err", err)
 	return api.Wrap(api.ErrUnavailable, err, "hold "+h.ID+" is "+action+" but its action could not be written to AUDIT")
