@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/deadletter/deadletter/schemas"
+	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain/registry"
 )
 
@@ -209,5 +210,77 @@ func TestSchemasFollowRegistry(t *testing.T) {
 	}
 	if got, want := s.Properties.Domain.Enum, registry.NamesAndUnknown(); !slices.Equal(got, want) {
 		t.Fatalf("quarantine-record.schema.json domain enum %q, registry %q", got, want)
+	}
+}
+
+// TestDomainCodesInTheirDomain walks the Go syntax tree of every non-test
+// file in the workspace, as TestNoDomainNameLiterals does, and finds no
+// constant declaring one of a registered domain's own codes
+// (domain.Spec.Codes) outside that domain's package: a domain's codes live
+// with its rules (shared/domain/<name>/), so a fourth domain is its
+// package, its schema and one line of the registry. Each domain's codes
+// are known to package codes (codes.IsKnown, the docs' table), once.
+func TestDomainCodesInTheirDomain(t *testing.T) {
+	owner := map[string]string{} // code value → its domain
+	for _, s := range registry.All() {
+		for _, c := range s.Codes {
+			if prev, ok := owner[string(c.Code)]; ok {
+				t.Errorf("%s is a code of %s and of %s", c.Code, prev, s.Name)
+			}
+			owner[string(c.Code)] = s.Name
+			if !codes.IsKnown(c.Code) || c.Meaning == "" {
+				t.Errorf("%s's code %s is not registered with a meaning", s.Name, c.Code)
+			}
+		}
+	}
+	if len(owner) == 0 {
+		t.Fatal("no domain declares a code of its own")
+	}
+	root := workspaceRoot(t)
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if rel != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			gd, ok := decl.(*ast.GenDecl)
+			if !ok || gd.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				for _, v := range spec.(*ast.ValueSpec).Values {
+					lit, ok := v.(*ast.BasicLit)
+					if !ok || lit.Kind != token.STRING {
+						continue
+					}
+					s, err := strconv.Unquote(lit.Value)
+					if err != nil {
+						continue
+					}
+					if dom, ok := owner[s]; ok && !strings.HasPrefix(rel, "shared/domain/"+dom+"/") {
+						t.Errorf("%s: the constant %s is a code of the domain %s; declare it in shared/domain/%s", fset.Position(lit.Pos()), lit.Value, dom, dom)
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
