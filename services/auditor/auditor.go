@@ -13,7 +13,7 @@
 //     quarantined events, and the triage groups an operator opens first;
 //   - audit.export: pages of an inspection export, each chain with the
 //     inclusion proof of every record in a signed checkpoint's Merkle tree
-//     (VerifyExport checks the JSONL file offline);
+//     (export.Verify checks the JSONL file offline);
 //   - audit.access: the access audit, newest first. Every payload read
 //     (audit.get include_payload, each export page) is recorded in AUDIT,
 //     and acknowledged, before the reply leaves, or refused;
@@ -61,6 +61,7 @@ import (
 	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/endpoint"
+	"github.com/deadletter/deadletter/shared/export"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/hold"
 	"github.com/deadletter/deadletter/shared/notify"
@@ -139,7 +140,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	}
 	var signer nkeys.KeyPair
 	if cfg.SigningKeyFile != "" {
-		kp, err := loadSigningKey(cfg.SigningKeyFile)
+		kp, err := export.LoadSigningKey(cfg.SigningKeyFile)
 		if err != nil {
 			return nil, err
 		}
