@@ -192,4 +192,3 @@ func LeafOf(seq uint64, auditHash string) merkle.Hash {
 	}
 	return merkle.LeafHash(b[:n])
 }
-
