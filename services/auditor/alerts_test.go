@@ -9,6 +9,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/notify"
 	"github.com/deadletter/deadletter/shared/record"
@@ -26,7 +27,7 @@ func TestAuditorNotifications(t *testing.T) {
 		return fixture{id: id(n), domain: "pharmacy", class: class, code: code, party: party, firstSeen: t0, quarantined: t0.Add(time.Second)}
 	}
 	e := newEnv(t)
-	e.chainOf(t, f(1, record.ClassValidation, codes.InvalidNDC), record.KindRedriveRequested) // before the start: read again, never notified
+	e.chainOf(t, f(1, record.ClassValidation, pharmacy.InvalidNDC), record.KindRedriveRequested) // before the start: read again, never notified
 	sub, err := e.nc.SubscribeSync(subjects.NotifyAll)
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +74,7 @@ func TestAuditorNotifications(t *testing.T) {
 		want func(notify.Event) bool
 	}{
 		{"a new failure group", func(t *testing.T) {
-			e.chainOf(t, f(1001, record.ClassValidation, codes.InvalidNDC)) // the group read at the start: no event
+			e.chainOf(t, f(1001, record.ClassValidation, pharmacy.InvalidNDC)) // the group read at the start: no event
 			e.chainOf(t, f(2, record.ClassExhausted, codes.DownstreamUnavailable))
 		}, notify.KindFailureGroup, func(ev notify.Event) bool {
 			return ev.Fingerprint == "pharmacy:DOWNSTREAM_UNAVAILABLE:exhausted" && ev.DLQID == id(2) && ev.Code == "DOWNSTREAM_UNAVAILABLE" &&

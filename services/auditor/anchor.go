@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/export"
 	"github.com/deadletter/deadletter/shared/merkle"
 )
 
@@ -136,7 +137,7 @@ func (v *verifier) checkSignatures(pubKey string) {
 			continue
 		}
 		signed = true
-		if err := VerifyCheckpoint(sc.cp, pubKey); err != nil {
+		if err := export.VerifyCheckpoint(sc.cp, pubKey); err != nil {
 			v.problem(api.VerifyProblem{Kind: api.ProblemCheckpointSignature, CheckpointSeq: sc.seq, Detail: err.Error()})
 		}
 	}

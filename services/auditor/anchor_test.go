@@ -17,6 +17,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/export"
 	"github.com/deadletter/deadletter/shared/merkle"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
@@ -497,7 +498,7 @@ func TestExportFile(t *testing.T) {
 		t.Fatalf("export lines %+v; want the checkpoints %+v and %+v", lines, c1, c2)
 	}
 	for _, l := range lines {
-		if err := VerifyCheckpoint(l.Checkpoint, pub); err != nil {
+		if err := export.VerifyCheckpoint(l.Checkpoint, pub); err != nil {
 			t.Fatalf("exported checkpoint: %v", err)
 		}
 	}

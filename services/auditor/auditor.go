@@ -13,7 +13,7 @@
 //     quarantined events, and the triage groups an operator opens first;
 //   - audit.export: pages of an inspection export, each chain with the
 //     inclusion proof of every record in a signed checkpoint's Merkle tree
-//     (VerifyExport checks the JSONL file offline);
+//     (export.Verify checks the JSONL file offline);
 //   - audit.access: the access audit, newest first. Every payload read
 //     (audit.get include_payload, each export page) is recorded in AUDIT,
 //     and acknowledged, before the reply leaves, or refused;
@@ -61,6 +61,7 @@ import (
 	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/endpoint"
+	"github.com/deadletter/deadletter/shared/export"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/hold"
 	"github.com/deadletter/deadletter/shared/notify"
@@ -139,7 +140,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	}
 	var signer nkeys.KeyPair
 	if cfg.SigningKeyFile != "" {
-		kp, err := loadSigningKey(cfg.SigningKeyFile)
+		kp, err := export.LoadSigningKey(cfg.SigningKeyFile)
 		if err != nil {
 			return nil, err
 		}
@@ -274,34 +275,28 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	// flight when it stops.
 	srv := endpoint.NewServer(s.nc, endpoint.Options{Context: ctx, MaxInFlight: s.cfg.MaxInFlight, Log: s.log})
 	defer srv.Wait()
-	g := svc.AddGroup("audit")
+	// Each endpoint is the endpoint table's row (access.Endpoints): its
+	// name, subject and time limit come from there, and so do the roles
+	// its checks allow.
 	for _, err := range []error{
-		endpoint.Add(srv, g, endpoint.Spec{Name: "verify", Description: "recompute every seal, chain and checkpoint", Timeout: 30 * time.Minute}, withCaller(s.Verify)),
-		endpoint.Add(srv, g, endpoint.Spec{Name: "reconcile", Description: "account for every event of EVENTS in a time range", Timeout: reconcileTimeout}, withCaller(s.Reconcile)),
-		endpoint.Add(srv, g, endpoint.Spec{Name: "get", Description: "one chain: current state and records", Timeout: time.Minute}, withCaller(s.Get)),
-		endpoint.Add(srv, g, endpoint.Spec{Name: "whoami", Description: "the caller's user and role, as the server authenticated it", Timeout: 5 * time.Second}, withCaller(s.Whoami)),
-		endpoint.Add(srv, g, endpoint.Spec{Name: "list", Description: "quarantined events, filtered, newest first", Timeout: 5 * time.Minute}, withCaller(s.List)),
-		endpoint.Add(srv, g, endpoint.Spec{Name: "groups", Description: "triage groups by fingerprint", Timeout: time.Minute},
+		endpoint.AddListed(srv, svc, api.AuditVerify, withCaller(s.Verify)),
+		endpoint.AddListed(srv, svc, api.AuditReconcile, withCaller(s.Reconcile)),
+		endpoint.AddListed(srv, svc, api.AuditGet, withCaller(s.Get)),
+		endpoint.AddListed(srv, svc, api.AuditWhoami, withCaller(s.Whoami)),
+		endpoint.AddListed(srv, svc, api.AuditList, withCaller(s.List)),
+		endpoint.AddListed(srv, svc, api.AuditGroups,
 			withCaller(func(_ context.Context, req api.GroupsRequest) (api.GroupsReply, error) { return s.Groups(req), nil })),
-		endpoint.Add(srv, g, endpoint.Spec{Name: "export", Description: "one page of an inspection export: chains with inclusion proofs (a payload read, recorded)", Timeout: 5 * time.Minute}, withCaller(s.Export)),
-		endpoint.Add(srv, g, endpoint.Spec{Name: "access", Description: "the access audit: payload reads, newest first", Timeout: time.Minute}, withCaller(s.Access)),
-		endpoint.Add(srv, g, endpoint.Spec{Name: "checkpoint", Description: "append a checkpoint to AUDIT now", Timeout: time.Minute},
+		endpoint.AddListed(srv, svc, api.AuditExport, withCaller(s.Export)),
+		endpoint.AddListed(srv, svc, api.AuditAccess, withCaller(s.Access)),
+		endpoint.AddListed(srv, svc, api.AuditCheckpoint,
 			withCaller(func(ctx context.Context, _ api.CheckpointRequest) (api.CheckpointReply, error) {
 				return s.Checkpoint(ctx)
 			})),
-	} {
-		if err != nil {
-			return fmt.Errorf("auditor: micro: %w", err)
-		}
-	}
-	hg := svc.AddGroup("hold")
-	for _, err := range []error{
-		endpoint.Add(srv, hg, endpoint.Spec{Name: "place", Description: "place a legal hold on an event, a party or a filter (inspector, operator)", Timeout: 5 * time.Minute}, withCaller(s.HoldPlace)),
-		endpoint.Add(srv, hg, endpoint.Spec{Name: "lift", Description: "lift a legal hold (inspector, operator)", Timeout: 5 * time.Minute}, withCaller(s.HoldLift)),
-		endpoint.Add(srv, hg, endpoint.Spec{Name: "list", Description: "the legal holds, each with the events it holds", Timeout: time.Minute}, withCaller(s.HoldList)),
-		endpoint.Add(srv, hg, endpoint.Spec{Name: "get", Description: "one legal hold and the events it holds", Timeout: time.Minute}, withCaller(s.HoldGet)),
-		endpoint.Add(srv, hg, endpoint.Spec{Name: "lift-approved", Subject: "lift.approved",
-			Description: "execute a signed hold_lift approval (the redriver's request only)", Timeout: 5 * time.Minute}, withCaller(s.HoldLiftApproved)),
+		endpoint.AddListed(srv, svc, api.HoldPlace, withCaller(s.HoldPlace)),
+		endpoint.AddListed(srv, svc, api.HoldLift, withCaller(s.HoldLift)),
+		endpoint.AddListed(srv, svc, api.HoldList, withCaller(s.HoldList)),
+		endpoint.AddListed(srv, svc, api.HoldGet, withCaller(s.HoldGet)),
+		endpoint.AddListed(srv, svc, api.HoldLiftApproved, withCaller(s.HoldLiftApproved)),
 	} {
 		if err != nil {
 			return fmt.Errorf("auditor: micro: %w", err)

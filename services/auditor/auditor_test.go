@@ -16,6 +16,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -23,7 +24,7 @@ import (
 
 func TestVerify(t *testing.T) {
 	f := func(n int) fixture {
-		return fixture{id: id(n), domain: "pharmacy", class: record.ClassValidation, code: codes.InvalidNDC,
+		return fixture{id: id(n), domain: "pharmacy", class: record.ClassValidation, code: pharmacy.InvalidNDC,
 			party: "AB1234563", firstSeen: t0, quarantined: t0.Add(time.Second)}
 	}
 	tests := []struct {
@@ -166,7 +167,7 @@ func TestCheckpoint(t *testing.T) {
 func TestGroups(t *testing.T) {
 	e := newEnv(t)
 	ndc := func(n int, party string, seen, quarantined time.Duration) fixture {
-		return fixture{id: id(n), domain: "pharmacy", class: record.ClassValidation, code: codes.InvalidNDC, party: party,
+		return fixture{id: id(n), domain: "pharmacy", class: record.ClassValidation, code: pharmacy.InvalidNDC, party: party,
 			firstSeen: t0.Add(seen), quarantined: t0.Add(quarantined)}
 	}
 	e.chainOf(t, ndc(1, "AB1234563", 0, time.Minute))                                      // open
@@ -209,7 +210,7 @@ func TestGroups(t *testing.T) {
 func TestGetAndList(t *testing.T) {
 	e := newEnv(t)
 	for i := range 5 {
-		e.chainOf(t, fixture{id: id(i), domain: "pharmacy", class: record.ClassValidation, code: codes.InvalidNDC,
+		e.chainOf(t, fixture{id: id(i), domain: "pharmacy", class: record.ClassValidation, code: pharmacy.InvalidNDC,
 			firstSeen: t0, quarantined: t0.Add(time.Duration(i) * time.Minute)})
 	}
 	rs := e.chainOf(t, fixture{id: id(9), domain: "dscsa", class: record.ClassExhausted, code: codes.DownstreamUnavailable,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
@@ -47,7 +48,7 @@ func (e *env) waitApplied(tb testing.TB, r *running) {
 // must find exactly the same problems.
 func TestVerifyEvictedChains(t *testing.T) {
 	f := func(n int) fixture {
-		return fixture{id: id(n), domain: "pharmacy", class: record.ClassValidation, code: codes.InvalidNDC,
+		return fixture{id: id(n), domain: "pharmacy", class: record.ClassValidation, code: pharmacy.InvalidNDC,
 			party: "AB1234563", firstSeen: t0, quarantined: t0.Add(time.Duration(n) * time.Second)}
 	}
 	// fill writes n chains of one record: the records between.

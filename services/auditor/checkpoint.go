@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/export"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -178,7 +179,7 @@ func (s *Service) checkpoint(ctx context.Context, mode checkpointMode) (api.Chec
 			cp.Prev, expect = hexString(sum[:]), last.seq
 		}
 		if s.signer != nil {
-			if err := signCheckpoint(&cp, s.signer); err != nil {
+			if err := export.SignCheckpoint(&cp, s.signer); err != nil {
 				return api.CheckpointReply{}, err
 			}
 		}

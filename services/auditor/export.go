@@ -14,6 +14,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
+	"github.com/deadletter/deadletter/shared/export"
 	"github.com/deadletter/deadletter/shared/merkle"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -71,7 +72,7 @@ func (s *Service) treeOf(ctx context.Context, cp api.Checkpoint) (*proofTree, er
 	if cp.LastSeq > 0 {
 		_, _, err := scan(ctx, s.js, subjects.QuarantineStream, "", 1, cp.LastSeq, func(m *jetstream.RawStreamMsg) bool {
 			h, _ := chain.DecodeHead(m.Data) // unreadable: the leaf of no audit_hash, as the index does
-			leaves = append(leaves, leafOf(m.Sequence, h.AuditHash))
+			leaves = append(leaves, export.LeafOf(m.Sequence, h.AuditHash))
 			t.seqs = append(t.seqs, m.Sequence)
 			return true
 		})
@@ -214,7 +215,7 @@ func (s *Service) Export(ctx context.Context, req api.ExportRequest) (api.Export
 }
 
 // pageManifest returns the signed manifest of the page rep answering req
-// (unsigned when the auditor has no signing key: VerifyExport refuses it,
+// (unsigned when the auditor has no signing key: export.Verify refuses it,
 // as it refuses the unsigned checkpoint of such an auditor).
 func (s *Service) pageManifest(req api.ExportRequest, rep *api.ExportReply) (api.ExportPage, error) {
 	p := api.ExportPage{Filter: req.Filter, CheckpointSeq: rep.Checkpoint.AuditSeq, MerkleRoot: rep.Checkpoint.MerkleRoot,
@@ -225,7 +226,7 @@ func (s *Service) pageManifest(req api.ExportRequest, rep *api.ExportReply) (api
 	if s.signer == nil {
 		return p, nil
 	}
-	if err := signPage(&p, s.signer); err != nil {
+	if err := export.SignPage(&p, s.signer); err != nil {
 		return p, fmt.Errorf("auditor: sign the export page: %w", err)
 	}
 	return p, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/export"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -53,7 +54,7 @@ func exportFile(tb testing.TB, pages []api.ExportReply) []byte {
 	tb.Helper()
 	var b bytes.Buffer
 	h := api.ExportHeader{Format: api.ExportFormat, ExportedAt: t0, Reason: "test", Key: pages[0].Checkpoint.Key}
-	if err := WriteExport(&b, h, pages); err != nil {
+	if err := export.Write(&b, h, pages); err != nil {
 		tb.Fatal(err)
 	}
 	return b.Bytes()
@@ -115,7 +116,7 @@ func TestExportVerifiesOffline(t *testing.T) {
 			len(chains), pages, uncovered, cp.TreeSize, cp.Signature != "", replies[0].Page.Signature != "")
 	}
 	file := exportFile(t, replies)
-	rep, err := VerifyExport(bytes.NewReader(file), pub)
+	rep, err := export.Verify(bytes.NewReader(file), pub)
 	if err != nil || rep.Chains != 4 || rep.Records != 6 {
 		t.Fatalf("VerifyExport = %+v, %v; want 4 chains, 6 records", rep, err)
 	}
@@ -126,7 +127,7 @@ func TestExportVerifiesOffline(t *testing.T) {
 		}
 		bad := bytes.Clone(file)
 		bad[i] = 'Y'
-		if _, err := VerifyExport(bytes.NewReader(bad), pub); !errors.Is(err, ErrExportRefused) || !strings.Contains(err.Error(), record.ProblemSealMismatch) {
+		if _, err := export.Verify(bytes.NewReader(bad), pub); !errors.Is(err, export.ErrRefused) || !strings.Contains(err.Error(), record.ProblemSealMismatch) {
 			t.Fatalf("a changed byte: %v, want a seal mismatch", err)
 		}
 	})
@@ -232,15 +233,15 @@ func TestExportVerifiesOffline(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ls := exportLines(t, file) // fresh copies
 			tc.tamper(ls)
-			_, err := VerifyExport(bytes.NewReader(joinLines(t, ls)), tc.pubKey)
-			if !errors.Is(err, ErrExportRefused) || !strings.Contains(err.Error(), tc.reason) {
+			_, err := export.Verify(bytes.NewReader(joinLines(t, ls)), tc.pubKey)
+			if !errors.Is(err, export.ErrRefused) || !strings.Contains(err.Error(), tc.reason) {
 				t.Fatalf("VerifyExport: %v, want a refusal naming %q", err, tc.reason)
 			}
 		})
 	}
 	t.Run("cut short", func(t *testing.T) {
 		cut := file[:bytes.LastIndexByte(bytes.TrimSpace(file), '\n')+1]
-		if _, err := VerifyExport(bytes.NewReader(cut), pub); !errors.Is(err, ErrExportRefused) || !strings.Contains(err.Error(), "cut short") {
+		if _, err := export.Verify(bytes.NewReader(cut), pub); !errors.Is(err, export.ErrRefused) || !strings.Contains(err.Error(), "cut short") {
 			t.Fatalf("VerifyExport: %v, want cut short", err)
 		}
 	})
@@ -261,7 +262,7 @@ func TestExportPagesByBytes(t *testing.T) {
 	if len(chains) != 4 || pages < 2 {
 		t.Fatalf("%d chains in %d pages, want 4 in more than one", len(chains), pages)
 	}
-	if _, err := VerifyExport(bytes.NewReader(exportFile(t, replies)), pub); err != nil {
+	if _, err := export.Verify(bytes.NewReader(exportFile(t, replies)), pub); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -296,7 +297,7 @@ func TestExportAfterTheCheckpoint(t *testing.T) {
 			t.Fatal("a chain quarantined after the checkpoint was exported")
 		}
 	}
-	if _, err := VerifyExport(bytes.NewReader(exportFile(t, append([]api.ExportReply{p1}, replies...))), pub); err != nil {
+	if _, err := export.Verify(bytes.NewReader(exportFile(t, append([]api.ExportReply{p1}, replies...))), pub); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -546,7 +547,7 @@ func TestExportWithAmpersandVerifies(t *testing.T) {
 	e.startAuditor(t, cfg, nil)
 	_, _, _, _, replies := exportAll(t, e, api.ExportRequest{Reason: "FDA records request 2026-117"})
 	file := exportFile(t, replies)
-	if _, err := VerifyExport(bytes.NewReader(file), pub); err != nil {
+	if _, err := export.Verify(bytes.NewReader(file), pub); err != nil {
 		t.Fatalf("a genuine export was refused: %v", err)
 	}
 }
@@ -658,14 +659,14 @@ func TestExportOfTradeTextVerifies(t *testing.T) {
 			if tc.reason != "" && bytes.Equal(tc.file, file) {
 				t.Fatal("the tamper changed nothing")
 			}
-			rep, err := VerifyExport(bytes.NewReader(tc.file), pub)
+			rep, err := export.Verify(bytes.NewReader(tc.file), pub)
 			if tc.reason == "" {
 				if err != nil || rep.Chains != n {
 					t.Fatalf("VerifyExport = %+v, %v; want %d chains verified", rep, err, n)
 				}
 				return
 			}
-			if !errors.Is(err, ErrExportRefused) || !strings.Contains(err.Error(), tc.reason) {
+			if !errors.Is(err, export.ErrRefused) || !strings.Contains(err.Error(), tc.reason) {
 				t.Fatalf("VerifyExport: %v, want a refusal naming %q", err, tc.reason)
 			}
 		})

@@ -10,6 +10,7 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/hold"
 	"github.com/deadletter/deadletter/shared/record"
 )
@@ -21,7 +22,7 @@ import (
 func TestHoldMatchingNothingNeedsConfirm(t *testing.T) {
 	e := newEnv(t)
 	const party = "Pharmacie Saint-Étienne"
-	rs := e.chainOf(t, fixture{id: id(1), domain: "pharmacy", class: record.ClassValidation, code: codes.InvalidNDC, party: party,
+	rs := e.chainOf(t, fixture{id: id(1), domain: "pharmacy", class: record.ClassValidation, code: pharmacy.InvalidNDC, party: party,
 		firstSeen: t0, quarantined: t0})
 	e.startAuditor(t, testConfig(), nil)
 	for _, tc := range []struct {
@@ -33,7 +34,7 @@ func TestHoldMatchingNothingNeedsConfirm(t *testing.T) {
 		{"a misspelt party", api.HoldTarget{PartyID: "Pharmacie Saint-Etienne"}, false},
 		{"a party with no event yet", api.HoldTarget{PartyID: "Müller & Söhne <Großhandel>"}, false},
 		{"a filter matching nothing", api.HoldTarget{Filter: &api.HoldFilter{Domain: "dscsa"}}, false},
-		{"a filter matching", api.HoldTarget{Filter: &api.HoldFilter{Domain: "pharmacy", ErrorCodes: []string{string(codes.InvalidNDC)}}}, true},
+		{"a filter matching", api.HoldTarget{Filter: &api.HoldFilter{Domain: "pharmacy", ErrorCodes: []string{string(pharmacy.InvalidNDC)}}}, true},
 		{"an event", api.HoldTarget{DLQID: rs[0].DLQID}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -20,9 +20,11 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/chain"
+	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/hold"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/retry"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -388,17 +390,18 @@ func (s *Service) copyChain(ctx context.Context, domain, dlqID string) error {
 	return nil
 }
 
-// holder is the authenticated caller placing or lifting a hold: an
-// inspector or an operator (the server's imports already restrict the
-// endpoints to them); anonymous only with AllowAnonymous.
-func (s *Service) holder(ctx context.Context) (access.Identity, error) {
+// holder is the authenticated caller placing or lifting a hold (the
+// endpoint subject): a role the endpoint table allows on it (the server's
+// imports already restrict the endpoints to them); anonymous only with
+// AllowAnonymous.
+func (s *Service) holder(ctx context.Context, subject string) (access.Identity, error) {
 	id, err := callerOf(ctx)
 	switch {
 	case err != nil && s.cfg.AllowAnonymous:
 		return access.Identity{User: anonymous}, nil
 	case err != nil:
 		return access.Identity{}, api.Wrap(api.ErrUnauthenticated, err, "legal holds are placed and lifted only by an authenticated inspector or operator")
-	case id.Role != access.RoleInspector && id.Role != access.RoleOperator:
+	case !access.Allowed(subject, id.Role):
 		return access.Identity{}, api.Errorf(api.ErrForbidden, "role %s may not place or lift legal holds", id.Role)
 	}
 	return id, nil
@@ -420,11 +423,9 @@ func holdErr(err error) error {
 // auditHold writes a hold's action to AUDIT, retrying a few times (it is
 // idempotent).
 func (s *Service) auditHold(ctx context.Context, h api.Hold, action string) error {
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		if err = s.holds.store.Audit(ctx, h, action); err == nil {
-			return nil
-		}
+	err := retry.Policy{}.Times(ctx, 3, nil, func(ctx context.Context) error { return s.holds.store.Audit(ctx, h, action) })
+	if err == nil {
+		return nil
 	}
 	s.log.Error("legal hold action not written to AUDIT", "hold_id", h.ID, "action", action, "err", err)
 	return api.Wrap(api.ErrUnavailable, err, "hold "+h.ID+" is "+action+" but its action could not be written to AUDIT")
@@ -435,7 +436,7 @@ func (s *Service) auditHold(ctx context.Context, h api.Hold, action string) erro
 // stored chain (resolved ones included) that matches a party or filter
 // hold, which then also holds the chains quarantined later that match it.
 func (s *Service) HoldPlace(ctx context.Context, req api.HoldPlaceRequest) (api.HoldReply, error) {
-	who, err := s.holder(ctx)
+	who, err := s.holder(ctx, api.HoldPlace)
 	if err != nil {
 		return api.HoldReply{}, err
 	}
@@ -445,8 +446,7 @@ func (s *Service) HoldPlace(ctx context.Context, req api.HoldPlaceRequest) (api.
 			who.User, s.cfg.HoldPlacePerMinute, s.cfg.HoldPlaceBurst)
 	}
 	if id := req.Target.DLQID; id != "" {
-		dom, _, _ := strings.Cut(id, "_")
-		if _, err := s.chains.Last(ctx, dom, id); errors.Is(err, chain.ErrNotFound) {
+		if _, err := s.chains.Last(ctx, domain.DomainOfID(id), id); errors.Is(err, chain.ErrNotFound) {
 			return api.HoldReply{}, api.Errorf(api.ErrNotFound, "no quarantine chain has this dlq id")
 		} else if err != nil {
 			return api.HoldReply{}, fmt.Errorf("auditor: read chain: %w", err)
@@ -498,8 +498,7 @@ type chainRef struct{ domain, dlqID string }
 // sequence now (a chain stored later is the live view's to match).
 func (s *Service) holdTargets(ctx context.Context, t api.HoldTarget) ([]chainRef, error) {
 	if t.DLQID != "" {
-		dom, _, _ := strings.Cut(t.DLQID, "_")
-		return []chainRef{{dom, t.DLQID}}, nil
+		return []chainRef{{domain.DomainOfID(t.DLQID), t.DLQID}}, nil
 	}
 	info, err := s.quarantine.Info(ctx)
 	if err != nil {
@@ -570,7 +569,7 @@ func (noSigning) Reauthenticate(context.Context, string, api.Password) error {
 // policy names hold lifts it lifts nothing and answers APPROVAL_REQUIRED
 // with the pending approval it created.
 func (s *Service) HoldLift(ctx context.Context, req api.HoldLiftRequest) (api.HoldReply, error) {
-	who, err := s.holder(ctx)
+	who, err := s.holder(ctx, api.HoldLift)
 	if err != nil {
 		return api.HoldReply{}, err
 	}

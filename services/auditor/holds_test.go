@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/api"
-	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -38,7 +38,7 @@ func holdRecord(tb testing.TB, prev record.Record, kind record.Kind, status reco
 // until the lift.
 func TestHoldRecordsKeepTheStatus(t *testing.T) {
 	e := newEnv(t)
-	f := fixture{id: id(1), domain: "pharmacy", class: record.ClassValidation, code: codes.InvalidNDC, party: "BW4829137",
+	f := fixture{id: id(1), domain: "pharmacy", class: record.ClassValidation, code: pharmacy.InvalidNDC, party: "BW4829137",
 		firstSeen: t0, quarantined: t0}
 	resolved := e.chainOf(t, f, record.KindResolved)
 	f.id = id(2)
@@ -98,7 +98,7 @@ func TestVerifyLegalHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := &env{srv: srv, js: js, nc: nc}
-	f := fixture{id: id(1), domain: "pharmacy", class: record.ClassValidation, code: codes.InvalidNDC, party: "BW4829137",
+	f := fixture{id: id(1), domain: "pharmacy", class: record.ClassValidation, code: pharmacy.InvalidNDC, party: "BW4829137",
 		firstSeen: t0, quarantined: t0}
 	rs := e.chainOf(t, f)
 	e.publish(t, holdRecord(t, rs[0], record.KindHoldPlaced, record.StatusOpen, t0.Add(time.Hour)))
@@ -159,7 +159,7 @@ func TestLegalHoldSweep(t *testing.T) {
 // is stored.
 func TestHoldNeedsAnAuthenticatedCaller(t *testing.T) {
 	e := newEnv(t)
-	rs := e.chainOf(t, fixture{id: id(1), domain: "pharmacy", class: record.ClassValidation, code: codes.InvalidNDC, firstSeen: t0, quarantined: t0})
+	rs := e.chainOf(t, fixture{id: id(1), domain: "pharmacy", class: record.ClassValidation, code: pharmacy.InvalidNDC, firstSeen: t0, quarantined: t0})
 	cfg := testConfig()
 	cfg.AllowAnonymous = false
 	e.startAuditor(t, cfg, nil)

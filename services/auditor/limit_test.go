@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/deadletter/deadletter/shared/api"
-	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/record"
 )
 
@@ -49,7 +49,7 @@ func TestPersonLimiter(t *testing.T) {
 // refused HOLD_RATE_LIMITED, and no hold is stored for the refused one.
 func TestHoldPlaceRateLimited(t *testing.T) {
 	e := newEnv(t)
-	rs := e.chainOf(t, fixture{id: id(1), domain: "pharmacy", class: record.ClassValidation, code: codes.InvalidNDC, firstSeen: t0, quarantined: t0})
+	rs := e.chainOf(t, fixture{id: id(1), domain: "pharmacy", class: record.ClassValidation, code: pharmacy.InvalidNDC, firstSeen: t0, quarantined: t0})
 	cfg := testConfig()
 	cfg.HoldPlacePerMinute, cfg.HoldPlaceBurst = 1, 2
 	e.startAuditor(t, cfg, nil)

@@ -13,6 +13,7 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/backup"
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/export"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -35,7 +36,7 @@ func TestRestoreProvesItself(t *testing.T) {
 	if _, err := a.Checkpoint(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	kp, err := loadSigningKey(cfg.SigningKeyFile)
+	kp, err := export.LoadSigningKey(cfg.SigningKeyFile)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/api"
-	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/embedded"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
@@ -126,7 +126,7 @@ func TestOfflineTamper(t *testing.T) {
 	// one record (seq 5) after it.
 	e := newEnv(t)
 	f := func(n int) fixture {
-		return fixture{id: id(n), domain: "pharmacy", class: record.ClassValidation, code: codes.InvalidNDC,
+		return fixture{id: id(n), domain: "pharmacy", class: record.ClassValidation, code: pharmacy.InvalidNDC,
 			party: "AB1234563", firstSeen: t0, quarantined: t0.Add(time.Duration(n) * time.Minute)}
 	}
 	e.chainOf(t, f(1))                              // seq 1

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/export"
 	"github.com/deadletter/deadletter/shared/merkle"
 	"github.com/deadletter/deadletter/shared/notify"
 	"github.com/deadletter/deadletter/shared/record"
@@ -413,7 +414,7 @@ func (v *verifier) add(m *stored) {
 	v.rep.LastSeq = m.seq
 	v.line = digestLine(v.line[:0], m.seq, m.link.AuditHash)
 	_, _ = v.digest.Write(v.line)
-	leaf := leafOf(m.seq, m.link.AuditHash)
+	leaf := export.LeafOf(m.seq, m.link.AuditHash)
 	v.tree.Add(leaf)
 	if v.anchor != nil {
 		v.anchor.add(m, leaf, &v.tree)

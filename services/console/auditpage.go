@@ -1,7 +1,7 @@
 package console
 
 import (
-	"github.com/deadletter/deadletter/shared/when"
+	"github.com/deadletter/deadletter/shared/api"
 
 	"errors"
 	"fmt"
@@ -11,10 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/deadletter/deadletter/services/auditor"
-	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/export"
 	"github.com/deadletter/deadletter/shared/exportsheet"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/when"
 )
 
 // accessPageSize is the Audit page's access audit page.
@@ -96,7 +96,7 @@ var errExportCheckpoint = errors.New("console: an export page is proved against 
 // handleExport streams an inspection export to the browser as a download:
 // audit.export page by page (each page a payload read the auditor records
 // in the access audit before it answers), written with the writers dlqctl
-// export uses (exportsheet for CSV and XLSX, auditor.ExportWriter for
+// export uses (exportsheet for CSV and XLSX, export.Writer for
 // JSONL). Nothing is sent before the first page answered: a refusal shows
 // on the Audit page. CSV and XLSX are written once the last page has
 // arrived (their columns depend on the CTE types present); JSONL streams,
@@ -117,7 +117,7 @@ func (c *Console) handleExport(w http.ResponseWriter, r *http.Request, s *sessio
 		"xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"}
 	cp := first.Checkpoint
 	var (
-		jsonl             *auditor.ExportWriter
+		jsonl             *export.Writer
 		table             exportsheet.Builder
 		chains, uncovered int
 	)
@@ -129,7 +129,7 @@ func (c *Console) handleExport(w http.ResponseWriter, r *http.Request, s *sessio
 	if f.Format == "jsonl" {
 		start()
 		h := api.ExportHeader{Format: api.ExportFormat, ExportedAt: started, Filter: req.Filter, Reason: req.Reason, Key: cp.Key}
-		if jsonl, err = auditor.NewExportWriter(w, h, cp); err != nil {
+		if jsonl, err = export.NewWriter(w, h, cp); err != nil {
 			c.log.Warn("export cut short", "user", s.user, "err", err)
 			return
 		}

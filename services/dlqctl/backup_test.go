@@ -14,11 +14,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/deadletter/deadletter/services/auditor"
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/backup"
+	"github.com/deadletter/deadletter/shared/export"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -54,7 +54,7 @@ func TestBackupRestore(t *testing.T) {
 	e.ok(t, "checkpoint")
 	creds := filepath.Join(e.dir, stack.CredentialsFile)
 	key := filepath.Join(e.anchorDir, stack.SigningKeyFile)
-	pub, err := auditor.SigningPublicKey(key)
+	pub, err := export.SigningPublicKey(key)
 	if err != nil {
 		t.Fatal(err)
 	}

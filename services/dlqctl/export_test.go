@@ -12,10 +12,10 @@ import (
 
 	"github.com/xuri/excelize/v2"
 
-	"github.com/deadletter/deadletter/services/auditor"
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/domain/fsma"
+	"github.com/deadletter/deadletter/shared/export"
 )
 
 // TestExport: on the whole stack, an inspector's export as JSONL verifies
@@ -42,7 +42,7 @@ func TestExport(t *testing.T) {
 		e.ok(t, "publish", in)
 		e.waitQuarantined(t, api.ListRequest{}, i+1)
 	}
-	pub, err := auditor.SigningPublicKey(filepath.Join(e.anchorDir, stack.SigningKeyFile))
+	pub, err := export.SigningPublicKey(filepath.Join(e.anchorDir, stack.SigningKeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}

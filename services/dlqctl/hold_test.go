@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
@@ -61,5 +62,22 @@ func TestHold(t *testing.T) {
 	}
 	if r := e.dlqctl(t, "", "hold", "place", id, "--case", "CASE-2"); r.code == 0 || !strings.Contains(r.stderr, api.ErrBadRequest) {
 		t.Errorf("a hold without reason: %s", r)
+	}
+	// --since and --until read the times people type, as dlqctl ls and
+	// drain do (package when): a duration ago, a date.
+	inspector := access.DefaultPerson(access.RoleInspector)
+	r = e.okAs(t, inspector, "-o", "json", "hold", "place", "--domain", "pharmacy", "--since", "7d", "--until", "2099-01-01",
+		"--case", "CASE-4 Pharmacie Saint-Étienne", "--reason", "FDA inspection", "--confirm")
+	var filtered api.HoldReply
+	if err := json.Unmarshal([]byte(r.stdout), &filtered); err != nil {
+		t.Fatalf("%v: %s", err, r)
+	}
+	if f := filtered.Hold.Target.Filter; f == nil || f.Since == nil || time.Since(*f.Since) < 7*24*time.Hour ||
+		f.Until == nil || !f.Until.Equal(time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("filter hold placed with --since 7d --until 2099-01-01: %+v", filtered.Hold.Target)
+	}
+	if r := dlqctl(t, e.context(inspector), "", "hold", "place", "--domain", "pharmacy", "--since", "yesterday",
+		"--case", "CASE-5", "--reason", "x"); r.code == 0 || !strings.Contains(r.stderr, "not a time") {
+		t.Errorf("--since yesterday: %s", r)
 	}
 }

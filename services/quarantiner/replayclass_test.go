@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/record"
 )
@@ -31,7 +32,7 @@ func TestReplayFailureTakesItsOwnClass(t *testing.T) {
 		defaultable bool // a drain of the default class (exhausted) selects it
 	}{
 		{"validation (a correction), then the downstream fails", record.ClassValidation, codes.MissingLot, record.ClassExhausted, codes.DownstreamUnavailable, record.ClassExhausted, true},
-		{"validation (a correction), then the gate refuses again", record.ClassValidation, codes.MissingLot, record.ClassValidation, codes.InvalidNDC, record.ClassValidation, false},
+		{"validation (a correction), then the gate refuses again", record.ClassValidation, codes.MissingLot, record.ClassValidation, pharmacy.InvalidNDC, record.ClassValidation, false},
 		{"exhausted, then the downstream fails again", record.ClassExhausted, codes.DownstreamUnavailable, record.ClassExhausted, codes.DownstreamUnavailable, record.ClassExhausted, true},
 		{"exhausted, then the gate refuses", record.ClassExhausted, codes.DownstreamUnavailable, record.ClassValidation, codes.SchemaValidation, record.ClassValidation, false},
 		{"a report without a class keeps the event's", record.ClassExhausted, codes.DownstreamUnavailable, "", codes.DownstreamUnavailable, record.ClassExhausted, true},

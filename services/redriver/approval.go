@@ -103,10 +103,6 @@ type asker struct {
 // askerOf returns the asker of a request served as who.
 func askerOf(who access.Identity, m endpoint.Meta) *asker { return &asker{who: who, body: m.Body} }
 
-// approvalRoles may call the approval endpoints; the store decides who may
-// approve, reject or change the policy (approval.ErrForbidden).
-var approvalRoles = readRoles
-
 // requireApproval decides whether action, asked for by who, needs a second
 // person under the policy in force. It returns nil when it does not, else
 // an APPROVAL_REQUIRED *api.Error carrying the pending approval it created
@@ -154,7 +150,7 @@ func withoutValues(a api.Approval) api.Approval {
 // handleApprovalList lists approvals, without values (approval.get shows
 // them, recorded in the access audit).
 func (s *Service) handleApprovalList(ctx context.Context, m endpoint.Meta, req api.ApprovalListRequest) (api.ApprovalListReply, error) {
-	if _, err := s.caller(m, "", approvalRoles); err != nil {
+	if _, err := s.caller(m, ""); err != nil {
 		return api.ApprovalListReply{}, err
 	}
 	rep, err := s.approvals.List(ctx, req.Status, req.Limit)
@@ -172,7 +168,7 @@ func (s *Service) handleApprovalList(ctx context.Context, m endpoint.Meta, req a
 // approver's review), the read is first recorded in the access audit and
 // acknowledged; without that record nothing is shown (UNAVAILABLE).
 func (s *Service) handleApprovalGet(ctx context.Context, m endpoint.Meta, req api.ApprovalGetRequest) (api.ApprovalReply, error) {
-	who, err := s.caller(m, "", approvalRoles)
+	who, err := s.caller(m, "")
 	if err != nil {
 		return api.ApprovalReply{}, err
 	}
@@ -227,7 +223,7 @@ func (s *Service) now() time.Time {
 
 // handleApprovalReject refuses a pending approval (approver role).
 func (s *Service) handleApprovalReject(ctx context.Context, m endpoint.Meta, req api.ApprovalDecisionRequest) (api.ApprovalReply, error) {
-	who, err := s.caller(m, "", approvalRoles)
+	who, err := s.caller(m, "")
 	if err != nil {
 		return api.ApprovalReply{}, err
 	}
@@ -248,7 +244,7 @@ func (s *Service) handleApprovalReject(ctx context.Context, m endpoint.Meta, req
 // requester, re-authenticating) and executes its action. Only the request
 // whose signature the store accepted executes it.
 func (s *Service) handleApprovalApprove(ctx context.Context, m endpoint.Meta, req api.ApprovalDecisionRequest) (api.ApprovalReply, error) {
-	who, err := s.caller(m, "", approvalRoles)
+	who, err := s.caller(m, "")
 	if err != nil {
 		return api.ApprovalReply{}, err
 	}
@@ -536,7 +532,7 @@ type policyGetRequest struct{}
 
 // handlePolicyGet answers the approval policy in force.
 func (s *Service) handlePolicyGet(ctx context.Context, m endpoint.Meta, _ policyGetRequest) (api.PolicyReply, error) {
-	if _, err := s.caller(m, "", approvalRoles); err != nil {
+	if _, err := s.caller(m, ""); err != nil {
 		return api.PolicyReply{}, err
 	}
 	rep, err := s.policy.Get(ctx)
@@ -546,7 +542,7 @@ func (s *Service) handlePolicyGet(ctx context.Context, m endpoint.Meta, _ policy
 // handlePolicySet replaces the approval policy (policy role), recorded in
 // AUDIT.
 func (s *Service) handlePolicySet(ctx context.Context, m endpoint.Meta, req api.PolicySetRequest) (api.PolicyReply, error) {
-	who, err := s.caller(m, "", approvalRoles)
+	who, err := s.caller(m, "")
 	if err != nil {
 		return api.PolicyReply{}, err
 	}

@@ -2,7 +2,6 @@ package redriver
 
 import (
 	"errors"
-	"slices"
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
@@ -17,23 +16,16 @@ const (
 	CodeForbidden = api.ErrForbidden
 )
 
-// Roles allowed on the redriver's endpoints: changes (drains, cancels,
-// redrives, corrections, releases) need an operator; reads of drain
-// states any person role but a publisher.
-var (
-	changeRoles = []access.Role{access.RoleOperator}
-	readRoles   = []access.Role{access.RoleViewer, access.RoleOperator, access.RoleInspector, access.RoleApprover, access.RolePolicy}
-)
-
 // anonymousActor is the actor of an anonymous request that names none.
 const anonymousActor = "anonymous"
 
 // caller returns the identity a request is served as: the caller the
-// server attached to it (access.CallerOf), who must hold one of roles.
+// server attached to it (access.CallerOf), whose role the endpoint table
+// allows on the request's endpoint (access.Allowed).
 // Without one, with Config.AllowAnonymous, the request is served as an
 // operator named by the request's free-text actor (or "anonymous"); else
 // it is refused UNAUTHENTICATED (an *api.Error).
-func (s *Service) caller(m endpoint.Meta, actor string, roles []access.Role) (access.Identity, error) {
+func (s *Service) caller(m endpoint.Meta, actor string) (access.Identity, error) {
 	id, err := m.Caller()
 	switch {
 	case err == nil:
@@ -45,7 +37,7 @@ func (s *Service) caller(m endpoint.Meta, actor string, roles []access.Role) (ac
 	default:
 		return access.Identity{}, api.Wrap(CodeUnauthenticated, err, "the request carries no authenticated caller: call through a person's account")
 	}
-	if !slices.Contains(roles, id.Role) {
+	if !access.Allowed(m.Subject, id.Role) {
 		s.log.Warn("request refused", "endpoint", m.Subject, "code", CodeForbidden, "user", id.User, "role", string(id.Role))
 		return access.Identity{}, api.Errorf(CodeForbidden, "role %s may not call %s", id.Role, m.Subject)
 	}

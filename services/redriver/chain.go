@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
+	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/telemetry"
 )
@@ -49,8 +49,8 @@ func domainOfID(id string) (string, error) {
 			return "", ErrBadDLQID
 		}
 	}
-	dom, rest, ok := strings.Cut(id, "_")
-	if !ok || dom == "" || rest == "" {
+	dom, _, ok := domain.SplitID(id)
+	if !ok {
 		return "", ErrBadDLQID
 	}
 	return dom, nil

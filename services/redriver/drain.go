@@ -18,6 +18,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/retry"
 )
 
 // drainRun is a drain running on this instance. Its counters are atomics
@@ -550,7 +551,7 @@ func (s *Service) replayItem(d *drainRun, sel *selection, it item, limiter *rate
 // replayRetries bounds the retries of a replay that failed for a
 // transient reason (a store or service unavailable or slow, a chain
 // changing under concurrent writers); the waits double from
-// replayRetryWait.
+// replayRetryWait (package retry, randomised by ±50 %).
 const replayRetries = 3
 
 const replayRetryWait = time.Second
@@ -561,24 +562,27 @@ const replayRetryWait = time.Second
 // chain again, resumes a replay left redriving (same Nats-Msg-Id) and
 // never re-publishes a committed key.
 func (s *Service) replayRetrying(d *drainRun, domain, id string, o replayOpts) result {
-	wait := replayRetryWait
-	for attempt := 0; ; attempt++ {
-		res := s.replay(d.ctx, domain, id, o)
-		if res.outcome != "" || (res.code != api.ErrUnavailable && res.code != api.ErrConflict) || attempt == replayRetries {
-			return res
-		}
-		s.metrics.retries.Inc()
-		s.log.Warn("replay retry", "drain_id", d.id, "dlq_id", id, "code", res.code, "attempt", attempt+1, "err", res.err)
-		t := time.NewTimer(wait)
-		select {
-		case <-d.stopCtx.Done():
-			t.Stop()
-			return res
-		case <-t.C:
-		}
-		wait *= 2
-	}
+	var res result
+	// The waits (package retry) end when the drain stops; the replay
+	// itself runs under the drain's context.
+	_ = retry.Policy{Initial: replayRetryWait, Max: replayRetryWait << replayRetries}.Times(d.stopCtx, replayRetries+1,
+		func(attempt int, _ error) {
+			s.metrics.retries.Inc()
+			s.log.Warn("replay retry", "drain_id", d.id, "dlq_id", id, "code", res.code, "attempt", attempt, "err", res.err)
+		},
+		func(context.Context) error {
+			res = s.replay(d.ctx, domain, id, o)
+			if res.outcome != "" || (res.code != api.ErrUnavailable && res.code != api.ErrConflict) {
+				return nil
+			}
+			return errReplayTransient
+		})
+	return res
 }
+
+// errReplayTransient is a replay that failed for a transient reason
+// (replayRetrying retries it).
+var errReplayTransient = errors.New("redriver: replay failed for a transient reason")
 
 // count adds a replay's result to the drain's counters and reports whether
 // the lane may continue (the event is resolved).

@@ -257,37 +257,31 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	srv := endpoint.NewServer(s.nc, endpoint.Options{Context: s.runCtx, MaxInFlight: s.cfg.MaxInFlight, Log: s.log,
 		Refused: func(_, code string) { s.metrics.refused.WithLabelValues(code).Inc() }})
 	defer srv.Wait()
+	// Each endpoint is the endpoint table's row (access.Endpoints): its
+	// name, time limit and the roles allowed (caller) come from there.
+	// The redrive waits for its replay's outcome up to RedriveWait beyond
+	// the table's time limit.
+	redrive, err := endpoint.Listed(api.Redrive)
+	if err != nil {
+		return fmt.Errorf("redriver: micro: %w", err)
+	}
+	redrive.Timeout += s.cfg.RedriveWait
 	for _, err := range []error{
-		endpoint.Add(srv, svc, endpoint.Spec{Name: "drain-start", Subject: api.DrainStart, Timeout: 5 * time.Minute,
-			Description: "start a drain (filter, rate_per_second, burst, max_concurrency, dry_run)"}, s.handleDrainStart),
-		endpoint.Add(srv, svc, endpoint.Spec{Name: "drain-status", Subject: api.DrainStatus, Timeout: 5 * time.Second,
-			Description: "a drain's progress"}, s.handleDrainStatus),
-		endpoint.Add(srv, svc, endpoint.Spec{Name: "drain-cancel", Subject: api.DrainCancel, Timeout: 5 * time.Second,
-			Description: "cancel a drain"}, s.handleDrainCancel),
-		endpoint.Add(srv, svc, endpoint.Spec{Name: "drain-resume", Subject: api.DrainResume, Timeout: 10 * time.Second,
-			Description: "resume a paused drain"}, s.handleDrainResume),
-		endpoint.Add(srv, svc, endpoint.Spec{Name: "drain-list", Subject: api.DrainList, Timeout: 10 * time.Second,
-			Description: "list drains"}, s.handleDrainList),
-		endpoint.Add(srv, svc, endpoint.Spec{Name: "redrive", Subject: api.Redrive, Timeout: s.cfg.RedriveWait + 30*time.Second,
-			Description: "replay one event, optionally with a corrected payload"}, s.handleRedrive),
-		endpoint.Add(srv, svc, endpoint.Spec{Name: "release", Subject: api.Release, Timeout: 20 * time.Second,
-			Description: "release a poison event back to redrivable"}, s.handleRelease),
-		endpoint.Add(srv, svc, endpoint.Spec{Name: "dismiss", Subject: api.Dismiss, Timeout: 20 * time.Second,
-			Description: "close a chain for good without committing it (a second person approves unless the policy waives it)"}, s.handleDismiss),
-		endpoint.Add(srv, svc, endpoint.Spec{Name: "approval-list", Subject: api.ApprovalList, Timeout: 10 * time.Second,
-			Description: "list two-person approvals (no values)"}, s.handleApprovalList),
-		endpoint.Add(srv, svc, endpoint.Spec{Name: "approval-get", Subject: api.ApprovalGet, Timeout: 10 * time.Second,
-			Description: "show an approval (its values to the approver and payload readers, recorded in the access audit)"}, s.handleApprovalGet),
-		endpoint.Add(srv, svc, endpoint.Spec{Name: "approval-approve", Subject: api.ApprovalApprove, Timeout: approveTimeout,
-			Description: "sign a pending approval (approver, re-authenticating) and execute it"}, s.handleApprovalApprove),
-		endpoint.Add(srv, svc, endpoint.Spec{Name: "approval-reject", Subject: api.ApprovalReject, Timeout: 10 * time.Second,
-			Description: "reject a pending approval"}, s.handleApprovalReject),
-		endpoint.Add(srv, svc, endpoint.Spec{Name: "approval-hold-lift", Subject: api.ApprovalHoldLift, Timeout: 10 * time.Second,
-			Description: "store the pending approval of a hold lift (the auditor's request only)"}, s.handleApprovalHoldLift),
-		endpoint.Add(srv, svc, endpoint.Spec{Name: "policy-get", Subject: api.PolicyGet, Timeout: 10 * time.Second,
-			Description: "the approval policy in force"}, s.handlePolicyGet),
-		endpoint.Add(srv, svc, endpoint.Spec{Name: "policy-set", Subject: api.PolicySet, Timeout: 10 * time.Second,
-			Description: "replace the approval policy (policy role; recorded in AUDIT)"}, s.handlePolicySet),
+		endpoint.AddListed(srv, svc, api.DrainStart, s.handleDrainStart),
+		endpoint.AddListed(srv, svc, api.DrainStatus, s.handleDrainStatus),
+		endpoint.AddListed(srv, svc, api.DrainCancel, s.handleDrainCancel),
+		endpoint.AddListed(srv, svc, api.DrainResume, s.handleDrainResume),
+		endpoint.AddListed(srv, svc, api.DrainList, s.handleDrainList),
+		endpoint.Add(srv, svc, redrive, s.handleRedrive),
+		endpoint.AddListed(srv, svc, api.Release, s.handleRelease),
+		endpoint.AddListed(srv, svc, api.Dismiss, s.handleDismiss),
+		endpoint.AddListed(srv, svc, api.ApprovalList, s.handleApprovalList),
+		endpoint.AddListed(srv, svc, api.ApprovalGet, s.handleApprovalGet),
+		endpoint.AddListed(srv, svc, api.ApprovalApprove, s.handleApprovalApprove),
+		endpoint.AddListed(srv, svc, api.ApprovalReject, s.handleApprovalReject),
+		endpoint.AddListed(srv, svc, api.ApprovalHoldLift, s.handleApprovalHoldLift),
+		endpoint.AddListed(srv, svc, api.PolicyGet, s.handlePolicyGet),
+		endpoint.AddListed(srv, svc, api.PolicySet, s.handlePolicySet),
 	} {
 		if err != nil {
 			return fmt.Errorf("redriver: micro: %w", err)
@@ -396,7 +390,7 @@ func (s *Service) validateStart(req *api.DrainStartRequest) error {
 
 // handleDrainStart starts a drain, or answers a dry run's plan.
 func (s *Service) handleDrainStart(ctx context.Context, m endpoint.Meta, req api.DrainStartRequest) (api.DrainStartReply, error) {
-	id, err := s.caller(m, req.Actor, changeRoles)
+	id, err := s.caller(m, req.Actor)
 	if err != nil {
 		return api.DrainStartReply{}, err
 	}
@@ -526,7 +520,7 @@ func (s *Service) handleDrainStatus(ctx context.Context, m endpoint.Meta, req ap
 	if err := checkDrainID(req); err != nil {
 		return api.DrainState{}, err
 	}
-	if _, err := s.caller(m, "", readRoles); err != nil {
+	if _, err := s.caller(m, ""); err != nil {
 		return api.DrainState{}, err
 	}
 	st, _, err := s.statusOf(ctx, req.DrainID)
@@ -542,7 +536,7 @@ func (s *Service) handleDrainCancel(ctx context.Context, m endpoint.Meta, req ap
 	if err := checkDrainID(req); err != nil {
 		return api.DrainState{}, err
 	}
-	who, err := s.caller(m, "", changeRoles)
+	who, err := s.caller(m, "")
 	if err != nil {
 		return api.DrainState{}, err
 	}
@@ -605,7 +599,7 @@ func (s *Service) handleDrainResume(ctx context.Context, m endpoint.Meta, req ap
 	if err := checkDrainID(api.DrainIDRequest{DrainID: req.DrainID}); err != nil {
 		return api.DrainState{}, err
 	}
-	who, err := s.caller(m, "", changeRoles)
+	who, err := s.caller(m, "")
 	if err != nil {
 		return api.DrainState{}, err
 	}
@@ -662,7 +656,7 @@ type drainListRequest struct{}
 // handleDrainList lists the drains in DRAINS (any person role but a
 // publisher).
 func (s *Service) handleDrainList(ctx context.Context, m endpoint.Meta, _ drainListRequest) (api.DrainListReply, error) {
-	if _, err := s.caller(m, "", readRoles); err != nil {
+	if _, err := s.caller(m, ""); err != nil {
 		return api.DrainListReply{}, err
 	}
 	out := api.DrainListReply{Drains: []api.DrainState{}}

@@ -21,6 +21,8 @@ import (
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain"
+	"github.com/deadletter/deadletter/shared/domain/fsma"
+	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -220,7 +222,7 @@ func TestReleaseNeedsPoison(t *testing.T) {
 func TestSelection(t *testing.T) {
 	e := newTestEnv(t)
 	ex, va := record.ClassExhausted, record.ClassValidation
-	du, nd := codes.DownstreamUnavailable, codes.InvalidNDC
+	du, nd := codes.DownstreamUnavailable, pharmacy.InvalidNDC
 	ids := map[string]string{}
 	for name, sp := range map[string]spec{
 		"k1-late":        {n: 1, domain: "dscsa", class: ex, code: du, okey: "K1", at: "2024-02-07T00:00:00Z", firstDay: 2},
@@ -234,7 +236,7 @@ func TestSelection(t *testing.T) {
 		"redriving":      {n: 9, domain: "fsma", class: ex, code: du, kinds: []record.Kind{record.KindRedriveRequested}},
 		"released":       {n: 10, domain: "fsma", class: ex, code: du, kinds: []record.Kind{record.KindPoisoned, record.KindReleased}},
 		"replay-failed":  {n: 11, domain: "fsma", class: ex, code: du, kinds: []record.Kind{record.KindRedriveRequested, record.KindReplayFailed}},
-		"validation-fix": {n: 12, domain: "fsma", class: va, code: codes.MissingTLC, kinds: []record.Kind{record.KindCorrected}},
+		"validation-fix": {n: 12, domain: "fsma", class: va, code: fsma.MissingTLC, kinds: []record.Kind{record.KindCorrected}},
 	} {
 		ids[name] = e.write(t, sp)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
+	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/hold"
 	"github.com/deadletter/deadletter/shared/record"
@@ -724,7 +725,7 @@ func packFields(l chain.Head, flags uint8, seed maphash.Seed) item {
 // packID packs a standard dlq id ("<domain>_<32 hex>" of a known domain)
 // into it; ok is false for any other id.
 func packID(id string, it *item) (chainKey, bool) {
-	dom, rest, _ := strings.Cut(id, "_")
+	dom, rest, _ := domain.SplitID(id)
 	if d := slices.Index(domainTable, dom); d > 0 && len(rest) == 32 {
 		var k chainKey
 		if _, err := hex.Decode(k.id[:], []byte(rest)); err == nil {

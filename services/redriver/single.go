@@ -44,7 +44,7 @@ func (s *Service) readFor(ctx context.Context, id string) (chain.Chain, error) {
 // given. It answers with the outcome observed within RedriveWait, or
 // pending; observation then continues in the background.
 func (s *Service) handleRedrive(ctx context.Context, m endpoint.Meta, req api.RedriveRequest) (api.RedriveReply, error) {
-	id, err := s.caller(m, req.Actor, changeRoles)
+	id, err := s.caller(m, req.Actor)
 	if err != nil {
 		return api.RedriveReply{}, err
 	}
@@ -182,7 +182,7 @@ func statusAfter(res result) record.Status {
 // to redrivable, restoring the class it had before it was poisoned (or the
 // one requested).
 func (s *Service) handleRelease(ctx context.Context, m endpoint.Meta, req api.ReleaseRequest) (api.AppendReply, error) {
-	id, err := s.caller(m, req.Actor, changeRoles)
+	id, err := s.caller(m, req.Actor)
 	if err != nil {
 		return api.AppendReply{}, err
 	}
@@ -406,7 +406,7 @@ func (s *Service) planFor(ctx context.Context, req api.DrainStartRequest, dups b
 // without committing its event: a dismissed record (record.KindDismissed),
 // after a second person's approval unless the policy waives it.
 func (s *Service) handleDismiss(ctx context.Context, m endpoint.Meta, req api.DismissRequest) (api.AppendReply, error) {
-	id, err := s.caller(m, req.Actor, changeRoles)
+	id, err := s.caller(m, req.Actor)
 	if err != nil {
 		return api.AppendReply{}, err
 	}

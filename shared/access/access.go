@@ -38,7 +38,6 @@ package access
 import (
 	"slices"
 
-	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -175,7 +174,7 @@ var table = func() []Spec {
 		// sequence.
 		reads(subjects.ObjectStream(subjects.DocumentsBucket), subjects.EventsStream),
 		[]string{subjects.LedgerAll, subjects.FailuresAll, subjects.ObjectsAll(subjects.DocumentsBucket)},
-	), api.ValidatorCheckAll)
+	), ServiceEndpoints(Validator)...)
 	qp, qs := service(Quarantiner, concat(
 		pull(subjects.FailuresStream, subjects.FailuresConsumer),
 		pull(subjects.AdvisoriesStream, subjects.AdvisoriesConsumer),
@@ -184,7 +183,7 @@ var table = func() []Spec {
 		// Answers to the redriver's and the auditor's appends (requests
 		// within the account).
 		[]string{subjects.QuarantineAll, inboxAll(Redriver), inboxAll(Auditor)},
-	), api.QuarantinerAppend, api.QuarantinerHold)
+	), ServiceEndpoints(Quarantiner)...)
 	rp, rs := service(Redriver, concat(
 		// AUDIT: the current approval policy is its last policy action.
 		reads(subjects.QuarantineStream, subjects.EventsStream, subjects.LedgerStream, subjects.AuditStream),
@@ -194,15 +193,16 @@ var table = func() []Spec {
 		// Its governance actions (pauses, resumes, approvals, holds) go to
 		// AUDIT, and so does the access record of an approver's review of
 		// a correction (approval.get shows payload values).
-		// An approved hold lift is executed by the auditor, on the
-		// redriver's request (hold.lift.approved, within this account).
 		// Its replays go into EVENTS on redriven.> (replay.>, REPLAYS',
 		// is where earlier redrivers wrote them); no one else may publish
 		// either.
 		// It answers the auditor's requests for a hold lift's pending
 		// approval (api.ApprovalHoldLift) on the auditor's inbox.
-		[]string{subjects.RedrivenAll, subjects.ReplaysAll, api.QuarantinerAppend, subjects.AuditActionsAll, subjects.AuditAccessAll, api.HoldLiftApproved,
-			inboxAll(Auditor)},
+		// The endpoints it calls (the table's Callers): its lifecycle
+		// appends (quarantiner.append), and the execution of an approved
+		// hold lift by the auditor (hold.lift.approved).
+		[]string{subjects.RedrivenAll, subjects.ReplaysAll, subjects.AuditActionsAll, subjects.AuditAccessAll, inboxAll(Auditor)},
+		calls(Redriver),
 		// Its notifications (package notify): a paused drain, a pending
 		// approval.
 		[]string{subjects.Notify(subjects.NotifyDrainPaused), subjects.Notify(subjects.NotifyApprovalPending)},
@@ -226,12 +226,16 @@ var table = func() []Spec {
 		// its proof verified, on the redriver's request, answered on its
 		// inbox.
 		kvRead(subjects.ApprovalsBucket),
+		// The endpoints it calls (the table's Callers): its legal holds'
+		// appends (quarantiner.hold) and a hold lift's pending approval
+		// (approval.hold_lift).
 		[]string{subjects.AuditCheckpoints, subjects.AuditAccessAll, subjects.AuditAction("hold", ">"),
-			api.QuarantinerHold, subjects.LegalHoldAll, inboxAll(Redriver), api.ApprovalHoldLift},
+			subjects.LegalHoldAll, inboxAll(Redriver)},
+		calls(Auditor),
 		// Its notifications (package notify): a new failure group, a
 		// poison record, a failed verify.
 		[]string{subjects.Notify(subjects.NotifyFailureGroup), subjects.Notify(subjects.NotifyPoison), subjects.Notify(subjects.NotifyVerifyFailed)},
-	), append(AuditorEndpoints(), api.HoldLiftApproved)...)
+	), AuditorEndpoints()...)
 	return []Spec{
 		{
 			Name:         Admin,
@@ -260,82 +264,6 @@ var table = func() []Spec {
 		},
 	}
 }()
-
-// ServiceEndpoints returns the endpoint subjects the service user name
-// serves (nil for another name): what a service must list in its
-// $SRV.INFO before it is ready for requests (endpoint.WaitServing).
-func ServiceEndpoints(name string) []string {
-	switch name {
-	case Validator:
-		return []string{api.ValidatorCheckAll}
-	case Quarantiner:
-		return []string{api.QuarantinerAppend, api.QuarantinerHold}
-	case Redriver:
-		return RedriverEndpoints()
-	case Auditor:
-		return AuditorEndpoints()
-	}
-	return nil
-}
-
-// RedriverEndpoints are the subjects of the redriver's endpoints.
-func RedriverEndpoints() []string {
-	return []string{api.DrainStart, api.DrainStatus, api.DrainCancel, api.DrainResume, api.DrainList, api.Redrive, api.Release, api.Dismiss,
-		api.ApprovalList, api.ApprovalGet, api.ApprovalApprove, api.ApprovalReject, api.PolicyGet, api.PolicySet, api.ApprovalHoldLift}
-}
-
-// AuditorEndpoints are the subjects of the auditor's endpoints. AUDIT's
-// stream subject (subjects.AuditCheckpoints) is not among them: it is
-// never exported.
-func AuditorEndpoints() []string {
-	return []string{api.AuditVerify, api.AuditReconcile, api.AuditGet, api.AuditList, api.AuditGroups, api.AuditCheckpoint, api.AuditWhoami,
-		api.AuditExport, api.AuditAccess, api.HoldPlace, api.HoldLift, api.HoldList, api.HoldGet}
-}
-
-// readEndpoints are the endpoints every person role may call: reads that
-// carry no payload bytes unless the role allows it (the auditor checks).
-func readEndpoints() []string {
-	return []string{
-		api.ValidatorCheckAll,
-		api.DrainStatus, api.DrainList,
-		// Approvals and the policy: the redriver shows request and diff
-		// values only to the roles that read payloads and the approver,
-		// and records the read in the access audit.
-		api.ApprovalList, api.ApprovalGet, api.PolicyGet,
-		api.AuditVerify, api.AuditReconcile, api.AuditGet, api.AuditList, api.AuditGroups, api.AuditWhoami,
-		// The auditor refuses an export to a role that does not read
-		// payloads; the access audit lists who read, never what.
-		api.AuditExport, api.AuditAccess,
-		// Which holds exist and what they hold (ids and case ids).
-		api.HoldList, api.HoldGet,
-	}
-}
-
-// holdEndpoints place and lift legal holds: the inspector's (holds are
-// an inspection and retention function: the compliance officer or
-// counsel places them for a case) and the operator's (who must be able to
-// freeze an event before acting on it, and is refused by the hold
-// otherwise).
-func holdEndpoints() []string { return []string{api.HoldPlace, api.HoldLift} }
-
-// RoleEndpoints returns the service subjects a role's account imports
-// (and its users may publish to), besides $SRV.> discovery.
-func RoleEndpoints(r Role) []string {
-	switch r {
-	case RolePublisher:
-		return []string{subjects.EventsAll, api.ValidatorCheckAll}
-	case RoleOperator:
-		return concat(readEndpoints(), []string{api.DrainStart, api.DrainCancel, api.DrainResume, api.Redrive, api.Release, api.Dismiss, api.AuditCheckpoint}, holdEndpoints())
-	case RoleInspector:
-		return concat(readEndpoints(), holdEndpoints())
-	case RoleApprover:
-		return concat(readEndpoints(), []string{api.ApprovalApprove, api.ApprovalReject})
-	case RolePolicy:
-		return concat(readEndpoints(), []string{api.PolicySet})
-	default:
-		return readEndpoints()
-	}
-}
 
 // Specs returns the services' account users. The result is a fresh copy.
 func Specs() []Spec {

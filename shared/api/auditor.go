@@ -769,7 +769,7 @@ type ExportReply struct {
 // names the cursor it answered (empty for the first) and the next one
 // (empty for the last), so pages chain from the first to the last, and its
 // Digest covers the page's chains and records in order. A verifier
-// (auditor.VerifyExport) refuses a file whose pages do not chain, whose
+// (export.Verify) refuses a file whose pages do not chain, whose
 // chains do not match their page's digest, or whose last page has a next
 // cursor.
 type ExportPage struct {

@@ -8,7 +8,7 @@ import (
 
 // ExportRecordJSON returns the one form in which an export carries a
 // stored record, the form ExportPageDigest hashes and the JSONL writer
-// (auditor.ExportWriter, through EncodeExportLine) writes: compact JSON
+// (export.Writer, through EncodeExportLine) writes: compact JSON
 // with '&', '<' and '>' as themselves and U+2028 and U+2029 escaped, which
 // is how the quarantine store writes records (encoding/json without HTML
 // escaping). It undoes only what JSON encoders do on the way (HTML escapes

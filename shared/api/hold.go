@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/deadletter/deadletter/shared/domain"
 )
 
 // Endpoint subjects of legal holds (served by the auditor, package hold).
@@ -243,8 +245,8 @@ func (t HoldTarget) Validate() error {
 // validDLQID reports whether id has the form of a dlq id
 // ("<domain>_<token>", a subject token).
 func validDLQID(id string) bool {
-	dom, rest, ok := strings.Cut(id, "_")
-	return ok && dom != "" && rest != "" && len(id) <= 200 && ValidHoldID(id)
+	_, _, ok := domain.SplitID(id)
+	return ok && len(id) <= 200 && ValidHoldID(id)
 }
 
 // Validate checks a hold filter: at least one member, known domain and

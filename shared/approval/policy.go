@@ -159,8 +159,8 @@ func (s *PolicyStore) Get(ctx context.Context) (api.PolicyReply, error) {
 // being req.ExpectedRevision when set, else the one Set reads first:
 // another change in between is ErrConflict. It returns the policy stored.
 func (s *PolicyStore) Set(ctx context.Context, caller access.Identity, req api.PolicySetRequest) (api.PolicyReply, error) {
-	if caller.Role != access.RolePolicy {
-		return api.PolicyReply{}, fmt.Errorf("%w: changing the approval policy takes the %s role", ErrForbidden, access.RolePolicy)
+	if !access.Allowed(api.PolicySet, caller.Role) {
+		return api.PolicyReply{}, fmt.Errorf("%w: changing the approval policy takes the role %v (the endpoint table)", ErrForbidden, access.EndpointRoles(api.PolicySet))
 	}
 	if strings.TrimSpace(req.Reason) == "" {
 		return api.PolicyReply{}, badField("reason", "is required")

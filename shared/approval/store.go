@@ -405,8 +405,8 @@ func (s *Store) Approve(ctx context.Context, id string, approver access.Identity
 	if strings.TrimSpace(meaning) == "" {
 		return api.Approval{}, badField("meaning", "is required: what the signature means")
 	}
-	if approver.Role != access.RoleApprover {
-		return api.Approval{}, fmt.Errorf("%w: approving takes the %s role", ErrForbidden, access.RoleApprover)
+	if !access.Allowed(api.ApprovalApprove, approver.Role) {
+		return api.Approval{}, fmt.Errorf("%w: approving takes the role %v (the endpoint table)", ErrForbidden, access.EndpointRoles(api.ApprovalApprove))
 	}
 	a, err := s.pending(ctx, id)
 	if err != nil {
@@ -447,8 +447,8 @@ func (s *Store) Reject(ctx context.Context, id string, decider access.Identity, 
 	if strings.TrimSpace(reason) == "" {
 		return api.Approval{}, badField("meaning", "is required: why the request is rejected")
 	}
-	if decider.Role != access.RoleApprover {
-		return api.Approval{}, fmt.Errorf("%w: rejecting takes the %s role", ErrForbidden, access.RoleApprover)
+	if !access.Allowed(api.ApprovalReject, decider.Role) {
+		return api.Approval{}, fmt.Errorf("%w: rejecting takes the role %v (the endpoint table)", ErrForbidden, access.EndpointRoles(api.ApprovalReject))
 	}
 	a, err := s.pending(ctx, id)
 	if err != nil {

@@ -10,6 +10,8 @@ package codes
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 )
 
 // Code is a stable, upper-snake-case error code.
@@ -46,21 +48,9 @@ const (
 	Internal Code = "INTERNAL_ERROR"
 )
 
-// Pharmacy (DEA controlled-substance inventory) codes.
+// Codes two domains share (a domain's own codes live in its package,
+// shared/domain/<name>, and are registered with Register).
 const (
-	// InvalidNDC: the NDC is in none of the FDA 10-digit layouts (4-4-2,
-	// 5-3-2, 5-4-1) nor the 11-digit 5-4-2 form.
-	InvalidNDC Code = "INVALID_NDC"
-	// InvalidDEANumber: a DEA registration number has the wrong shape or
-	// check digit.
-	InvalidDEANumber Code = "INVALID_DEA_NUMBER"
-	// InvalidDEASchedule: the DEA schedule is not II, IIN, III, IIIN, IV or V.
-	InvalidDEASchedule Code = "INVALID_DEA_SCHEDULE"
-	// QuantitySignMismatch: the quantity delta's sign contradicts the
-	// event type (e.g. a positive dispense).
-	QuantitySignMismatch Code = "QUANTITY_SIGN_MISMATCH"
-	// MissingCounterparty: a Schedule II transfer names no counterparty.
-	MissingCounterparty Code = "MISSING_COUNTERPARTY"
 	// InvalidQuantity: a quantity is not a plain decimal (pharmacy delta,
 	// FSMA quantity).
 	InvalidQuantity Code = "INVALID_QUANTITY"
@@ -102,19 +92,6 @@ const (
 	// into events: not well-formed, not UTF-8, a DTD, too deep, too many
 	// events, or not an EPCISDocument.
 	MalformedDocument Code = "MALFORMED_DOCUMENT"
-)
-
-// FSMA 204 traceability codes.
-const (
-	// MissingTLC: the traceability lot code is absent.
-	MissingTLC Code = "MISSING_TLC"
-	// MissingKDE: a key data element the CTE requires is absent; the
-	// detail names which.
-	MissingKDE Code = "MISSING_KDE"
-	// InvalidGLN: a GLN is not 13 digits with a valid check digit.
-	InvalidGLN Code = "INVALID_GLN"
-	// MissingSupplier: the supplier id, by which failures are grouped, is absent.
-	MissingSupplier Code = "MISSING_SUPPLIER"
 )
 
 // Commit-stage codes. Transient ones are retried with back-off until the
@@ -218,10 +195,14 @@ type Info struct {
 	Meaning   string
 }
 
-// Known lists every code deadletter emits, in documentation order.
+// Known lists every code deadletter emits: the generic ones of this
+// package in documentation order, then the domains' (Register), which are
+// there in every program that links package registry (every service and
+// tool does; registry.Codes is this list for one that would not).
 func Known() []Info {
-	out := make([]Info, len(known))
-	copy(out, known)
+	registeredMu.RLock()
+	out := slices.Concat(known, registered)
+	registeredMu.RUnlock()
 	for i := range out {
 		out[i].Transient = out[i].Code.Transient()
 	}
@@ -230,12 +211,29 @@ func Known() []Info {
 
 // IsKnown reports whether c is one of the codes deadletter emits.
 func IsKnown(c Code) bool {
-	for _, k := range known {
-		if k.Code == c {
-			return true
+	return slices.ContainsFunc(Known(), func(k Info) bool { return k.Code == c })
+}
+
+// registered are the domains' codes (Register).
+var (
+	registeredMu sync.RWMutex
+	registered   []Info
+)
+
+// Register adds a domain's own codes (declared in its package,
+// shared/domain/<name>, and listed in its domain.Spec) to Known and
+// IsKnown: package registry registers every registered domain's. A code
+// registered twice, or a generic one, is a programming error: it panics.
+func Register(infos ...Info) {
+	registeredMu.Lock()
+	defer registeredMu.Unlock()
+	for _, in := range infos {
+		if slices.ContainsFunc(known, func(k Info) bool { return k.Code == in.Code }) ||
+			slices.ContainsFunc(registered, func(k Info) bool { return k.Code == in.Code }) {
+			panic(fmt.Sprintf("codes: %s registered twice", in.Code))
 		}
+		registered = append(registered, in)
 	}
-	return false
 }
 
 var known = []Info{
@@ -250,11 +248,6 @@ var known = []Info{
 	{Code: PartyNotAuthorized, Meaning: "the event's party is not one its publisher may publish for"},
 	{Code: UnparseableEventTime, Meaning: "the event time is not RFC 3339 with a UTC offset"},
 	{Code: MissingLot, Meaning: "a required lot number is absent"},
-	{Code: InvalidNDC, Meaning: "the NDC matches no FDA layout"},
-	{Code: InvalidDEANumber, Meaning: "a DEA number has the wrong shape or check digit"},
-	{Code: InvalidDEASchedule, Meaning: "the DEA schedule is not II, IIN, III, IIIN, IV or V"},
-	{Code: QuantitySignMismatch, Meaning: "the quantity delta's sign contradicts the event type"},
-	{Code: MissingCounterparty, Meaning: "a Schedule II transfer names no counterparty"},
 	{Code: InvalidQuantity, Meaning: "a quantity is not a plain decimal"},
 	{Code: GTINCheckDigitFailed, Meaning: "a GTIN's check digit is wrong"},
 	{Code: InvalidGTIN, Meaning: "a GTIN is not 14 digits (e.g. lost a leading zero)"},
@@ -267,10 +260,6 @@ var known = []Info{
 	{Code: InvalidParentID, Meaning: "an aggregation's parentID is missing or not a valid SSCC or SGTIN"},
 	{Code: InvalidAggregation, Meaning: "an aggregation's hierarchy is impossible (parent among its children, a child twice)"},
 	{Code: MalformedDocument, Meaning: "an EPCIS document cannot be read into events (syntax, encoding, DTD, depth, size)"},
-	{Code: MissingTLC, Meaning: "the traceability lot code is absent"},
-	{Code: MissingKDE, Meaning: "a key data element the CTE requires is absent (detail names it)"},
-	{Code: InvalidGLN, Meaning: "a GLN is not 13 digits with a valid check digit"},
-	{Code: MissingSupplier, Meaning: "the supplier id is absent"},
 	{Code: DownstreamUnavailable, Meaning: "the downstream timed out, refused, or answered 429/500/502/503/504"},
 	{Code: DownstreamRejected, Meaning: "the downstream answered another non-2xx status"},
 	{Code: StoreUnavailable, Meaning: "a JetStream write or read failed"},

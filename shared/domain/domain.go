@@ -33,6 +33,25 @@ func Key(domain string, parts ...string) string {
 	return domain + "_" + hex.EncodeToString(sum[:16])
 }
 
+// SplitID splits a dlq id of Key's form, "<domain>_<rest>", into its
+// domain and the rest (the first "_" separates them: a domain name has
+// none). ok is false unless both are non-empty. It checks nothing else:
+// whether id is a subject token is the caller's (subjects.ValidToken).
+func SplitID(id string) (dom, rest string, ok bool) {
+	dom, rest, ok = strings.Cut(id, "_")
+	if !ok || dom == "" || rest == "" {
+		return "", "", false
+	}
+	return dom, rest, true
+}
+
+// DomainOfID returns the domain of a dlq id ("" when id is not of Key's
+// form, SplitID).
+func DomainOfID(id string) string {
+	dom, _, _ := SplitID(id)
+	return dom
+}
+
 // ParseTime parses an RFC 3339 time that carries a UTC offset ("Z" or
 // "±hh:mm") and returns it in UTC. A time without an offset is ambiguous
 // and rejected with UnparseableEventTime; field names the JSON field.

@@ -3,6 +3,7 @@ package domain
 import (
 	"time"
 
+	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/envelope"
 )
 
@@ -65,6 +66,11 @@ type Spec struct {
 	RetentionRule string
 	// Checker holds the domain's rules and identity derivations.
 	Checker Checker
+	// Codes are the error codes of the domain's own rules, declared in its
+	// package (the codes domains share are package codes'); package
+	// registry registers them (codes.Register), so that codes.Known lists
+	// them.
+	Codes []codes.Info
 }
 
 // Year is 365 days, the unit retention rules are stated in (a leap day

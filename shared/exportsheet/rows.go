@@ -3,7 +3,7 @@
 // (Builder), the CSV and XLSX writers (WriteCSV, WriteXLSX, with cells made
 // inert for a spreadsheet) and the FSMA 204 lot filter (ChainHasLot).
 // dlqctl export and the console's Audit page both write with it; the JSONL
-// form is services/auditor's ExportWriter.
+// form is shared/export's Writer.
 //
 // An XLSX export has a "records" sheet (one row per stored record: the
 // failure, the chain's status after the record and the record's seal) and

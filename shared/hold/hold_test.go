@@ -12,7 +12,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
-	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -21,7 +21,7 @@ import (
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func TestMatches(t *testing.T) {
-	sub := Subject{DLQID: "pharmacy_01", Domain: "pharmacy", PartyID: "BW4829137", ErrorCode: codes.InvalidNDC, FirstSeen: t0}
+	sub := Subject{DLQID: "pharmacy_01", Domain: "pharmacy", PartyID: "BW4829137", ErrorCode: pharmacy.InvalidNDC, FirstSeen: t0}
 	before, after := t0.Add(-time.Hour), t0.Add(time.Hour)
 	tests := []struct {
 		name   string
@@ -34,7 +34,7 @@ func TestMatches(t *testing.T) {
 		{"another party", api.HoldTarget{PartyID: "AB1234563"}, false},
 		{"its domain", api.HoldTarget{Filter: &api.HoldFilter{Domain: "pharmacy"}}, true},
 		{"another domain", api.HoldTarget{Filter: &api.HoldFilter{Domain: "dscsa"}}, false},
-		{"its code among others", api.HoldTarget{Filter: &api.HoldFilter{ErrorCodes: []string{"SCHEMA_VALIDATION", string(codes.InvalidNDC)}}}, true},
+		{"its code among others", api.HoldTarget{Filter: &api.HoldFilter{ErrorCodes: []string{"SCHEMA_VALIDATION", string(pharmacy.InvalidNDC)}}}, true},
 		{"other codes", api.HoldTarget{Filter: &api.HoldFilter{ErrorCodes: []string{"SCHEMA_VALIDATION"}}}, false},
 		{"first seen in range", api.HoldTarget{Filter: &api.HoldFilter{Since: &before, Until: &after}}, true},
 		{"since is inclusive", api.HoldTarget{Filter: &api.HoldFilter{Since: &t0}}, true},

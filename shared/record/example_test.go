@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/record"
 )
@@ -17,7 +17,7 @@ func exampleFailure() record.Failure {
 	at := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
 	return record.Failure{
 		Class:   record.ClassValidation,
-		Code:    codes.InvalidNDC,
+		Code:    pharmacy.InvalidNDC,
 		Detail:  "ndc matches no FDA layout",
 		Domain:  "pharmacy",
 		Subject: "events.pharmacy.receive", Stream: "EVENTS", Seq: 7, Deliveries: 1,

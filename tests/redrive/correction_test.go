@@ -7,6 +7,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/record"
 )
 
@@ -27,7 +28,7 @@ func TestFailedCorrectionTakesItsFailuresClass(t *testing.T) {
 		drained bool // a default drain commits it
 	}{
 		{"corrected, the downstream down", func(map[string]any) {}, true, record.ClassExhausted, codes.DownstreamUnavailable, true},
-		{"corrected wrongly", func(doc map[string]any) { doc["dea_schedule"] = "C-II" }, false, record.ClassValidation, codes.InvalidDEASchedule, false},
+		{"corrected wrongly", func(doc map[string]any) { doc["dea_schedule"] = "C-II" }, false, record.ClassValidation, pharmacy.InvalidDEASchedule, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			good := e.pharmacyEvent(t, 800+i)

@@ -10,10 +10,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
-	"github.com/deadletter/deadletter/services/auditor"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/backup"
 	"github.com/deadletter/deadletter/shared/embedded"
+	"github.com/deadletter/deadletter/shared/export"
 )
 
 // backupCommand is `dlqctl backup DIR`: a backup of every stream and
@@ -49,7 +49,7 @@ themselves, as the break-glass admin (before the mirrors exist).`,
 			if keyFile == "" {
 				return usageErrorf("--signing-key is required (the auditor's audit signing key, e.g. anchors/audit-signing.nk)")
 			}
-			kp, err := auditor.LoadSigningKey(keyFile)
+			kp, err := export.LoadSigningKey(keyFile)
 			if err != nil {
 				return err
 			}
@@ -162,7 +162,7 @@ checkpoint).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if pubKey == "" && keyFile != "" {
-				k, err := auditor.SigningPublicKey(keyFile)
+				k, err := export.SigningPublicKey(keyFile)
 				if err != nil {
 					return err
 				}

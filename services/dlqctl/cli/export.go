@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/deadletter/deadletter/services/auditor"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/export"
 	"github.com/deadletter/deadletter/shared/exportsheet"
 )
 
@@ -169,7 +169,7 @@ func (a *app) export(ctx context.Context, req api.ExportRequest, format, out, lo
 	}()
 	var (
 		cp    api.ExportedCheckpoint
-		jsonl *auditor.ExportWriter
+		jsonl *export.Writer
 		table exportsheet.Builder
 		epcis exportsheet.EPCISBuilder
 	)
@@ -183,7 +183,7 @@ func (a *app) export(ctx context.Context, req api.ExportRequest, format, out, lo
 			res.CheckpointSeq, res.TreeSize = cp.AuditSeq, cp.TreeSize
 			if format == formatJSONL {
 				h := api.ExportHeader{Format: api.ExportFormat, ExportedAt: a.now().UTC(), Filter: req.Filter, Reason: req.Reason, Key: cp.Key}
-				if jsonl, err = auditor.NewExportWriter(f, h, cp); err != nil {
+				if jsonl, err = export.NewWriter(f, h, cp); err != nil {
 					return res, fmt.Errorf("export: write %s: %w", out, err)
 				}
 			}
@@ -264,7 +264,7 @@ when it verifies, 1 with the first reason it does not.`,
 				return usageErrorf("%v", err)
 			}
 			defer func() { _ = f.Close() }()
-			rep, err := auditor.VerifyExport(f, pubKey)
+			rep, err := export.Verify(f, pubKey)
 			if err != nil {
 				return failedf("%v", err)
 			}

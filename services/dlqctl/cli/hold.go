@@ -49,18 +49,20 @@ func (a *app) holdPlaceCommand() *cobra.Command {
 			if codes != "" {
 				filter.ErrorCodes = strings.Split(codes, ",")
 			}
+			// The times people type, read as dlqctl ls and drain read them
+			// (package when: RFC 3339, a date, "2h ago").
+			now := a.now()
 			for _, t := range []struct {
 				flag, v string
 				dst     **time.Time
 			}{{"since", since, &filter.Since}, {"until", until, &filter.Until}} {
-				if t.v == "" {
-					continue
-				}
-				at, err := time.Parse(time.RFC3339, t.v)
+				at, err := parseTime(t.v, now)
 				if err != nil {
-					return usageErrorf("--%s: not an RFC 3339 time", t.flag)
+					return usageErrorf("--%s: %v", t.flag, err)
 				}
-				*t.dst = &at
+				if !at.IsZero() {
+					*t.dst = &at
+				}
 			}
 			if filter.Domain != "" || filter.PartyID != "" || len(filter.ErrorCodes) > 0 || filter.Since != nil || filter.Until != nil {
 				req.Target.Filter = &filter

@@ -72,7 +72,7 @@ func (c Checker) check(eventType string, doc domain.Doc) (event, error) {
 	}
 	var ok bool
 	if e.supplier, ok = domain.String(doc, fieldSupplier); !ok {
-		return e, codes.Errorf(codes.MissingSupplier, "supplier_id: required, must be a non-empty string")
+		return e, codes.Errorf(MissingSupplier, "supplier_id: required, must be a non-empty string")
 	}
 	if e.tlc, err = checkTLCs(doc); err != nil {
 		return e, err
@@ -98,12 +98,12 @@ func (c Checker) check(eventType string, doc domain.Doc) (event, error) {
 func checkTLCs(doc domain.Doc) (string, error) {
 	tlc, ok := domain.String(doc, fieldTLC)
 	if !ok {
-		return "", codes.Errorf(codes.MissingTLC, "traceability_lot_code: required, must be a non-empty string")
+		return "", codes.Errorf(MissingTLC, "traceability_lot_code: required, must be a non-empty string")
 	}
 	inputs, _ := domain.Array(doc, fieldInputTLCs)
 	for i, v := range inputs {
 		if s, ok := v.(string); !ok || strings.TrimSpace(s) == "" {
-			return "", codes.Errorf(codes.MissingTLC,
+			return "", codes.Errorf(MissingTLC,
 				"input_tlcs[%d]: must be a non-empty traceability lot code", i)
 		}
 	}

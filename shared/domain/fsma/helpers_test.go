@@ -116,10 +116,10 @@ var knownCodes = map[codes.Code]bool{
 	codes.SchemaValidation:     true,
 	codes.SubjectMismatch:      true,
 	codes.UnparseableEventTime: true,
-	codes.MissingTLC:           true,
-	codes.MissingKDE:           true,
-	codes.InvalidGLN:           true,
-	codes.MissingSupplier:      true,
+	fsma.MissingTLC:            true,
+	fsma.MissingKDE:            true,
+	fsma.InvalidGLN:            true,
+	fsma.MissingSupplier:       true,
 	codes.InvalidQuantity:      true,
 }
 

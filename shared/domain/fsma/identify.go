@@ -19,6 +19,7 @@ func Spec() domain.Spec {
 		Retention:     2 * domain.Year,
 		RetentionRule: "21 CFR 1.1455(c)",
 		Checker:       Checker{},
+		Codes:         Codes(),
 	}
 }
 

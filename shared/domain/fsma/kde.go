@@ -132,7 +132,7 @@ func checkKDEs(cte string, doc domain.Doc) error {
 	if missing == nil {
 		return nil
 	}
-	return codes.Errorf(codes.MissingKDE, "%s requires %s", cte, strings.Join(missing, ", "))
+	return codes.Errorf(MissingKDE, "%s requires %s", cte, strings.Join(missing, ", "))
 }
 
 // gap returns "" when the KDE is present in doc, else the name of what is

@@ -41,14 +41,14 @@ func checkLocations(doc domain.Doc) error {
 			continue
 		}
 		if !placeComplete(loc) {
-			return codes.Errorf(codes.MissingKDE, "%s requires gln, or name and address", field)
+			return codes.Errorf(MissingKDE, "%s requires gln, or name and address", field)
 		}
 		gln, ok := domain.String(loc, "gln")
 		if !ok {
 			continue
 		}
 		if err := gs1.ValidateGLN(gln); err != nil {
-			return codes.Errorf(codes.InvalidGLN, "%s.gln: %s", field, glnRule(err))
+			return codes.Errorf(InvalidGLN, "%s.gln: %s", field, glnRule(err))
 		}
 	}
 	return nil

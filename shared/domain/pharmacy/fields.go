@@ -58,13 +58,13 @@ func checkRequired(e *event, doc domain.Doc) error {
 func dea(key, s string) (string, error) {
 	s = upperASCII(s)
 	if err := ValidateDEA(s); err != nil {
-		return "", codes.Errorf(codes.InvalidDEANumber, "%s: %s", key, err)
+		return "", codes.Errorf(InvalidDEANumber, "%s: %s", key, err)
 	}
 	return s, nil
 }
 
 func checkRegistrant(e *event, doc domain.Doc) error {
-	s, err := required(doc, "registrant_dea", codes.InvalidDEANumber)
+	s, err := required(doc, "registrant_dea", InvalidDEANumber)
 	if err != nil {
 		return err
 	}
@@ -73,26 +73,26 @@ func checkRegistrant(e *event, doc domain.Doc) error {
 }
 
 func checkNDC(e *event, doc domain.Doc) error {
-	s, err := required(doc, "ndc", codes.InvalidNDC)
+	s, err := required(doc, "ndc", InvalidNDC)
 	if err != nil {
 		return err
 	}
 	n11, err := NormalizeNDC(s)
 	if err != nil {
-		return codes.Errorf(codes.InvalidNDC, "ndc: %s", err)
+		return codes.Errorf(InvalidNDC, "ndc: %s", err)
 	}
 	e.ndc, e.ndc11 = s, n11
 	return nil
 }
 
 func checkSchedule(e *event, doc domain.Doc) error {
-	s, err := required(doc, "dea_schedule", codes.InvalidDEASchedule)
+	s, err := required(doc, "dea_schedule", InvalidDEASchedule)
 	if err != nil {
 		return err
 	}
 	s = upperASCII(s)
 	if !schedules[s] {
-		return codes.Errorf(codes.InvalidDEASchedule,
+		return codes.Errorf(InvalidDEASchedule,
 			"dea_schedule: must be one of II, IIN, III, IIIN, IV, V")
 	}
 	e.schedule = s
@@ -109,7 +109,7 @@ func checkQuantity(e *event, doc domain.Doc) error {
 		return codes.Errorf(codes.InvalidQuantity, "quantity_delta: %s", detail)
 	}
 	if rule := signRules[e.eventType]; !rule.allows(sign) {
-		return codes.Errorf(codes.QuantitySignMismatch,
+		return codes.Errorf(QuantitySignMismatch,
 			"quantity_delta: must be %s for event_type %s", rule, e.eventType)
 	}
 	return nil
@@ -128,13 +128,13 @@ func checkLot(e *event, doc domain.Doc) error {
 }
 
 func checkCounterparty(e *event, doc domain.Doc) error {
-	s, err := optional(doc, "counterparty_dea", codes.InvalidDEANumber)
+	s, err := optional(doc, "counterparty_dea", InvalidDEANumber)
 	if err != nil {
 		return err
 	}
 	if s == "" {
 		if scheduleII(e.schedule) && (e.eventType == TransferIn || e.eventType == TransferOut) {
-			return codes.Errorf(codes.MissingCounterparty,
+			return codes.Errorf(MissingCounterparty,
 				"counterparty_dea: required for Schedule II and IIN transfers")
 		}
 		return nil

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/deadletter/deadletter/schemas"
+	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain/registry"
 )
 
@@ -40,28 +41,9 @@ func TestNoDomainNameLiterals(t *testing.T) {
 	}
 	fset := token.NewFileSet()
 	files := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			base := d.Name()
-			if rel != "." && (strings.HasPrefix(base, ".") || base == "testdata" || base == "vendor") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
-			return nil
-		}
+	walkGo(t, root, fset, func(rel string, f *ast.File) {
 		if slices.ContainsFunc(allowed, func(p string) bool { return strings.HasPrefix(rel, p) }) {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
+			return
 		}
 		files++
 		ast.Inspect(f, func(n ast.Node) bool {
@@ -78,11 +60,7 @@ func TestNoDomainNameLiterals(t *testing.T) {
 			}
 			return true
 		})
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if files < 50 {
 		t.Fatalf("walked only %d files from %s: not the workspace", files, root)
 	}
@@ -209,5 +187,87 @@ func TestSchemasFollowRegistry(t *testing.T) {
 	}
 	if got, want := s.Properties.Domain.Enum, registry.NamesAndUnknown(); !slices.Equal(got, want) {
 		t.Fatalf("quarantine-record.schema.json domain enum %q, registry %q", got, want)
+	}
+}
+
+// TestDomainCodesInTheirDomain walks the Go syntax tree of every non-test
+// file in the workspace, as TestNoDomainNameLiterals does, and finds no
+// constant declaring one of a registered domain's own codes
+// (domain.Spec.Codes) outside that domain's package: a domain's codes live
+// with its rules (shared/domain/<name>/), so a fourth domain is its
+// package, its schema and one line of the registry. Each domain's codes
+// are known to package codes (codes.IsKnown, the docs' table), once.
+func TestDomainCodesInTheirDomain(t *testing.T) {
+	owner := map[string]string{} // code value → its domain
+	for _, s := range registry.All() {
+		for _, c := range s.Codes {
+			if prev, ok := owner[string(c.Code)]; ok {
+				t.Errorf("%s is a code of %s and of %s", c.Code, prev, s.Name)
+			}
+			owner[string(c.Code)] = s.Name
+			if !codes.IsKnown(c.Code) || c.Meaning == "" {
+				t.Errorf("%s's code %s is not registered with a meaning", s.Name, c.Code)
+			}
+		}
+	}
+	if len(owner) == 0 {
+		t.Fatal("no domain declares a code of its own")
+	}
+	fset := token.NewFileSet()
+	walkGo(t, workspaceRoot(t), fset, func(rel string, f *ast.File) {
+		for _, decl := range f.Decls {
+			gd, ok := decl.(*ast.GenDecl)
+			if !ok || gd.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				for _, v := range spec.(*ast.ValueSpec).Values {
+					lit, ok := v.(*ast.BasicLit)
+					if !ok || lit.Kind != token.STRING {
+						continue
+					}
+					s, err := strconv.Unquote(lit.Value)
+					if err != nil {
+						continue
+					}
+					if dom, ok := owner[s]; ok && !strings.HasPrefix(rel, "shared/domain/"+dom+"/") {
+						t.Errorf("%s: the constant %s is a code of the domain %s; declare it in shared/domain/%s", fset.Position(lit.Pos()), lit.Value, dom, dom)
+					}
+				}
+			}
+		}
+	})
+}
+
+// walkGo parses every non-test Go file of the workspace below root
+// (skipping hidden, testdata and vendor directories) and calls fn with its
+// slash-separated path relative to root.
+func walkGo(t *testing.T, root string, fset *token.FileSet, fn func(rel string, f *ast.File)) {
+	t.Helper()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			base := d.Name()
+			if rel != "." && (strings.HasPrefix(base, ".") || base == "testdata" || base == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		fn(rel, f)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"github.com/deadletter/deadletter/shared/domain/fsma"
@@ -32,6 +33,20 @@ func All() []domain.Spec {
 		fsma.Spec(),
 	}
 }
+
+// The registered domains' own error codes (domain.Spec.Codes) are known
+// to package codes (codes.Known, codes.IsKnown) in every program that
+// links the registry.
+func init() {
+	for _, s := range All() {
+		codes.Register(s.Codes...)
+	}
+}
+
+// Codes lists every error code deadletter emits, the domains' included:
+// codes.Known, for a program that imports package codes but not this one
+// (which registers the domains' codes).
+func Codes() []codes.Info { return codes.Known() }
 
 // Names returns the names of the registered domains, in display order.
 func Names() []string {

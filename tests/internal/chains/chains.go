@@ -5,12 +5,12 @@ package chains
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/chain"
+	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/record"
 )
 
@@ -22,8 +22,7 @@ var ErrNoChain = errors.New("no chain yet")
 // chain that does not fold fails the test.
 func Read(tb testing.TB, js jetstream.JetStream, dlqID string) ([]record.Record, record.State, error) {
 	tb.Helper()
-	dom, _, _ := strings.Cut(dlqID, "_")
-	ch, err := chain.NewReader(js).Read(context.Background(), dom, dlqID)
+	ch, err := chain.NewReader(js).Read(context.Background(), domain.DomainOfID(dlqID), dlqID)
 	if errors.Is(err, chain.ErrNotFound) {
 		return nil, record.State{}, ErrNoChain
 	}

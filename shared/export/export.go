@@ -1,4 +1,10 @@
-package auditor
+// Package export writes and verifies inspection exports: the JSONL file
+// of chains with their inclusion proofs under a signed checkpoint that the
+// auditor's export endpoint pages out (Writer, Write), and its offline
+// verification (Verify), with the signing keys and signatures they carry
+// (sign.go). The auditor serves the pages; dlqctl and the console write
+// the file and verify it, without the auditor service package.
+package export
 
 import (
 	"bufio"
@@ -17,14 +23,14 @@ import (
 	"github.com/deadletter/deadletter/shared/record"
 )
 
-// ErrExportRefused: an inspection export does not verify (VerifyExport).
-var ErrExportRefused = errors.New("export refused")
+// ErrRefused: an inspection export does not verify (Verify).
+var ErrRefused = errors.New("export refused")
 
 // maxExportLine bounds one line of a JSONL export (a chain).
 const maxExportLine = 64 << 20
 
-// ExportReport is what VerifyExport checked.
-type ExportReport struct {
+// Report is what Verify checked.
+type Report struct {
 	// Chains and Records are those the file holds; Uncovered what its end
 	// line says was left out (stored after the checkpoint).
 	Chains, Records, Uncovered int
@@ -32,12 +38,12 @@ type ExportReport struct {
 	Checkpoint api.ExportedCheckpoint
 }
 
-// ExportWriter writes a JSONL inspection export (api.ExportLine) as its
+// Writer writes a JSONL inspection export (api.ExportLine) as its
 // pages arrive: the header and checkpoint first, then per page one line
 // per chain and the page's signed manifest (Page), and on Close the end
 // line, which counts the chains and records and says how many records
 // were left out (stored after the checkpoint).
-type ExportWriter struct {
+type Writer struct {
 	bw  *bufio.Writer
 	end api.ExportEnd
 }
@@ -45,12 +51,12 @@ type ExportWriter struct {
 // line writes one export line in the export's one form
 // (api.EncodeExportLine: records byte for byte what the page digest
 // hashed).
-func (x *ExportWriter) line(l api.ExportLine) error { return api.EncodeExportLine(x.bw, l) }
+func (x *Writer) line(l api.ExportLine) error { return api.EncodeExportLine(x.bw, l) }
 
-// NewExportWriter writes the header h and the checkpoint cp to w.
-func NewExportWriter(w io.Writer, h api.ExportHeader, cp api.ExportedCheckpoint) (*ExportWriter, error) {
+// NewWriter writes the header h and the checkpoint cp to w.
+func NewWriter(w io.Writer, h api.ExportHeader, cp api.ExportedCheckpoint) (*Writer, error) {
 	bw := bufio.NewWriterSize(w, 1<<20)
-	x := &ExportWriter{bw: bw}
+	x := &Writer{bw: bw}
 	if err := x.line(api.ExportLine{Header: &h}); err != nil {
 		return nil, err
 	}
@@ -61,14 +67,14 @@ func NewExportWriter(w io.Writer, h api.ExportHeader, cp api.ExportedCheckpoint)
 }
 
 // Chain writes one chain.
-func (x *ExportWriter) Chain(c api.ExportChain) error {
+func (x *Writer) Chain(c api.ExportChain) error {
 	x.end.Chains++
 	x.end.Records += len(c.Records)
 	return x.line(api.ExportLine{Chain: &c})
 }
 
 // Page writes a page's chains and its signed manifest.
-func (x *ExportWriter) Page(rep api.ExportReply) error {
+func (x *Writer) Page(rep api.ExportReply) error {
 	for _, c := range rep.Chains {
 		if err := x.Chain(c); err != nil {
 			return err
@@ -78,7 +84,7 @@ func (x *ExportWriter) Page(rep api.ExportReply) error {
 }
 
 // Close writes the end line (uncovered records left out) and flushes.
-func (x *ExportWriter) Close(uncovered int) error {
+func (x *Writer) Close(uncovered int) error {
 	x.end.Uncovered = uncovered
 	if err := x.line(api.ExportLine{End: &x.end}); err != nil {
 		return err
@@ -86,13 +92,13 @@ func (x *ExportWriter) Close(uncovered int) error {
 	return x.bw.Flush()
 }
 
-// WriteExport writes a whole JSONL export of the pages with an
-// ExportWriter.
-func WriteExport(w io.Writer, h api.ExportHeader, pages []api.ExportReply) error {
+// Write writes a whole JSONL export of the pages with an
+// Writer.
+func Write(w io.Writer, h api.ExportHeader, pages []api.ExportReply) error {
 	if len(pages) == 0 {
 		return errors.New("export: no page")
 	}
-	x, err := NewExportWriter(w, h, pages[0].Checkpoint)
+	x, err := NewWriter(w, h, pages[0].Checkpoint)
 	if err != nil {
 		return err
 	}
@@ -106,7 +112,7 @@ func WriteExport(w io.Writer, h api.ExportHeader, pages []api.ExportReply) error
 	return x.Close(uncovered)
 }
 
-// VerifyExport checks a JSONL inspection export (api.ExportLine) with no
+// Verify checks a JSONL inspection export (api.ExportLine) with no
 // server: its header; its checkpoint's signature by pubKey (the key the
 // verifier trusts, never the file's); every chain's seals and links
 // (record.VerifyChain), that each record names its chain, and each
@@ -120,11 +126,11 @@ func WriteExport(w io.Writer, h api.ExportHeader, pages []api.ExportReply) error
 // first page's empty), and the last page's next cursor empty, so that no
 // chain, record or page of the export can be left out unseen; and the end
 // line's counts. The first problem refuses the file: the error wraps
-// ErrExportRefused and says which line and why.
-func VerifyExport(r io.Reader, pubKey string) (ExportReport, error) {
-	var rep ExportReport
-	refuse := func(line int, format string, args ...any) (ExportReport, error) {
-		return rep, fmt.Errorf("%w: line %d: %s", ErrExportRefused, line, fmt.Sprintf(format, args...))
+// ErrRefused and says which line and why.
+func Verify(r io.Reader, pubKey string) (Report, error) {
+	var rep Report
+	refuse := func(line int, format string, args ...any) (Report, error) {
+		return rep, fmt.Errorf("%w: line %d: %s", ErrRefused, line, fmt.Sprintf(format, args...))
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 1<<20), maxExportLine)
@@ -248,7 +254,7 @@ func VerifyExport(r io.Reader, pubKey string) (ExportReport, error) {
 // filter and checkpoint against the header and the file's checkpoint,
 // and its counts and digest against the chains that precede it.
 func verifyPage(p api.ExportPage, h api.ExportHeader, cp api.ExportedCheckpoint, chains []api.ExportChain, pubKey string) error {
-	if err := verifySigned(p.SignedBytes(), p.Key, p.Signature, pubKey); err != nil {
+	if err := VerifySigned(p.SignedBytes(), p.Key, p.Signature, pubKey); err != nil {
 		return fmt.Errorf("manifest: %w", err)
 	}
 	records := 0
@@ -308,7 +314,7 @@ func verifyExportChain(c api.ExportChain, cp api.Checkpoint, root merkle.Hash) e
 			}
 			path[j] = ph[:]
 		}
-		leaf := leafOf(r.Seq, h.AuditHash)
+		leaf := LeafOf(r.Seq, h.AuditHash)
 		if err := proof.VerifyInclusion(rfc6962.DefaultHasher, r.LeafIndex, cp.TreeSize, leaf[:], path, root[:]); err != nil {
 			return fmt.Errorf("record %d (seq %d): the inclusion proof does not verify against the signed merkle_root: %w", i, r.Seq, err)
 		}
