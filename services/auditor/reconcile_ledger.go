@@ -26,7 +26,9 @@ const sourceExpired = "source_expired"
 // req.Domain, or all) and checks that each names its source: the EVENTS
 // message it was committed from (Deadletter-Source-Stream and -Seq; a
 // replay's is the redriver's message in EVENTS, with the chain's dlq id),
-// whose content (ledger.ContentHash) and idempotency key (the gate's, for
+// whose content (ledger.CanonicalHash; the entry's content hash header is
+// checked by the identity it names, ledger.HashMatches) and idempotency
+// key (the gate's, for
 // its subject) are the entry's. An entry that does not is unsourced:
 // counted, listed (up to maxIDs) with the reason, and it makes dlqctl
 // reconcile fail. Nothing in an entry proves who wrote it (its headers are
@@ -135,10 +137,17 @@ func (s *Service) checkEntry(ctx context.Context, docs *docEntries, m *jetstream
 	if m.Header.Get(envelope.SourceStream) != subjects.EventsStream || err != nil || src == 0 {
 		return api.UnsourcedNoSource, nil
 	}
-	hash := ledger.ContentHash(m.Data)
-	if h := m.Header.Get(envelope.ContentHash); h != "" && h != hash {
+	// The content hash header is checked by the identity it names (an
+	// entry written before the domain's content identity changed carries
+	// the JCS hash, and no identity header); the entry's payload is then
+	// compared with its source's byte for byte up to RFC 8785 (the LEDGER
+	// entry is its source's event, whatever the content identity lets a
+	// duplicate differ in).
+	if h := m.Header.Get(envelope.ContentHash); h != "" &&
+		!ledger.HashMatches(subjects.DomainOf(m.Subject, s.gate.Domains()), m.Header.Get(envelope.ContentIdentity), h, m.Data) {
 		return api.UnsourcedContentMismatch, nil
 	}
+	hash := ledger.CanonicalHash(m.Data)
 	ev, err := s.events.GetMsg(ctx, src)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		maxAge := events.Config.MaxAge
@@ -153,7 +162,7 @@ func (s *Service) checkEntry(ctx context.Context, docs *docEntries, m *jetstream
 	if subjects.IsDocument(ev.Subject, dscsa.Name) && m.Header.Get(envelope.DocumentSHA256) != "" {
 		return s.checkDocumentEntry(ctx, docs, m, ev, hash)
 	}
-	if ledger.ContentHash(ev.Data) != hash {
+	if ledger.CanonicalHash(ev.Data) != hash {
 		return api.UnsourcedContentMismatch, nil
 	}
 	env, err := s.gate.Check(ev.Subject, ev.Data)

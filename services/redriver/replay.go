@@ -369,7 +369,7 @@ func (s *Service) prepare(st record.State, id string, n int) (prepared, error) {
 	// publish to: only there does the validator honour the redrive
 	// headers. One subject per replay: its publish expects it empty.
 	subject := subjects.Redriven(dom, typ, id, n)
-	p := prepared{subject: subject, data: data, domain: dom, hash: ledger.ContentHash(data)}
+	p := prepared{subject: subject, data: data, domain: dom, hash: ledger.ContentHash(dom, data)}
 	if !st.Corrected && st.IdempotencyKey != "" {
 		p.key = st.IdempotencyKey
 		return p, nil

@@ -275,7 +275,7 @@ func (s *Service) ingestDocument(ctx, dctx context.Context, m jetstream.Msg, met
 			return nil
 		}
 		env.Document = &d
-		hash := ledger.ContentHash(ev.Data)
+		hash := ledger.CheckedContentHash(env, ev.Data)
 		wg.Add(1)
 		then := func(ledgerSeq uint64, err error) {
 			defer wg.Done()
