@@ -80,7 +80,7 @@ func shippingEvent(t *testing.T, edit func(ev map[string]any)) []byte {
 			map[string]any{"type": "urn:epcglobal:cbv:sdt:possessing_party", "source": "https://id.gs1.org/417/0350881000102"},
 			map[string]any{"type": "urn:epcglobal:cbv:sdt:owning_party", "source": "https://id.gs1.org/417/0614141000005"},
 		},
-		"quantityList": []any{map[string]any{"epcClass": "urn:epc:class:lgtin:0614141.012345.A24B017", "quantity": json.Number("2"), "uom": "EA"}},
+		"quantityList":    []any{map[string]any{"epcClass": "urn:epc:class:lgtin:0614141.012345.A24B017", "quantity": json.Number("2"), "uom": "EA"}},
 		"example:shipper": "Müller & Söhne <Großhandel>",
 	}
 	if edit != nil {

@@ -190,7 +190,9 @@ func TestContentIdentityDSCSA(t *testing.T) {
 		{"JSON, then lists reordered, CBV URNs, eventTime in UTC, a recordTime", "urn:uuid:7d1f0c1e-5b3a-4c8e-8f41-0c9a2b7e0002", shipping,
 			func(id string) []byte { return same(shipment(id)) }, false},
 		{"JSON, then another bizStep", "urn:uuid:7d1f0c1e-5b3a-4c8e-8f41-0c9a2b7e0003", subjects.Event(dom, "receiving"),
-			func(id string) []byte { return replace(shipment(id), `"cbv:BizStep-shipping"`, `"cbv:BizStep-receiving"`) }, true},
+			func(id string) []byte {
+				return replace(shipment(id), `"cbv:BizStep-shipping"`, `"cbv:BizStep-receiving"`)
+			}, true},
 		{"JSON, then another quantity", "urn:uuid:7d1f0c1e-5b3a-4c8e-8f41-0c9a2b7e0004", shipping,
 			func(id string) []byte { return replace(shipment(id), `"quantity":2,`, `"quantity":20,`) }, true},
 		{"a key committed before the identity, then the same event", "", shipping,
