@@ -77,12 +77,19 @@ func (s *Service) reconcileLedger(ctx context.Context, rep *api.ReconcileReply, 
 	docs := &docEntries{}
 	check := func(batch []*jetstream.RawStreamMsg) error {
 		reasons := make([]string, len(batch))
+		current := make([]string, len(batch))
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(s.cfg.LookupConcurrency)
 		for i, m := range batch {
 			g.Go(func() error {
 				r, err := s.checkEntry(gctx, docs, m, events, now, grace)
 				reasons[i] = r
+				if err == nil && r != "" {
+					// A sourced entry is keyed as the gate keys its
+					// source now; the others are keyed from their own
+					// payload.
+					current[i] = s.currentKey(m)
+				}
 				return err
 			})
 		}
@@ -91,6 +98,14 @@ func (s *Service) reconcileLedger(ctx context.Context, rep *api.ReconcileReply, 
 		}
 		for i, m := range batch {
 			lr.Entries++
+			if k := current[i]; k != "" && subjects.Ledger(subjects.DomainOf(m.Subject, s.gate.Domains()), k) != m.Subject {
+				lr.Rekeyed++
+				if len(lr.RekeyedEntries) < maxIDs {
+					src, _ := strconv.ParseUint(m.Header.Get(envelope.SourceSeq), 10, 64)
+					lr.RekeyedEntries = append(lr.RekeyedEntries, api.LedgerEntry{Seq: m.Sequence, Subject: m.Subject,
+						SourceSeq: src, Stored: m.Time.UTC(), Reason: reasons[i], CurrentKey: k})
+				}
+			}
 			switch reasons[i] {
 			case "":
 				lr.Sourced++
@@ -125,6 +140,22 @@ func (s *Service) reconcileLedger(ctx context.Context, rep *api.ReconcileReply, 
 		return fmt.Errorf("auditor: read %s: %w", subjects.LedgerStream, err)
 	}
 	return checkErr
+}
+
+// currentKey returns the idempotency key the gate derives now from the
+// event a LEDGER entry holds (published on its domain's subject of the
+// entry's event type), or "" when it does not pass the gate.
+func (s *Service) currentKey(m *jetstream.RawStreamMsg) string {
+	dom := subjects.DomainOf(m.Subject, s.gate.Domains())
+	typ := m.Header.Get(envelope.EventType)
+	if !subjects.ValidToken(typ) {
+		return ""
+	}
+	env, err := s.gate.Check(subjects.Event(dom, typ), m.Data)
+	if err != nil {
+		return ""
+	}
+	return env.IdempotencyKey
 }
 
 // checkEntry returns why the LEDGER entry m is unsourced (api.Unsourced*),
