@@ -38,13 +38,22 @@ func RecordedIdentity(identity string) string {
 	return identity
 }
 
+// identifiers are the registered domains' domain.ContentIdentifiers, by
+// name (read once: the registry builds its specs on every call, and the
+// content hash is derived per event).
+var identifiers = func() map[string]domain.ContentIdentifier {
+	out := map[string]domain.ContentIdentifier{}
+	for _, spec := range registry.All() {
+		if ci, ok := spec.Checker.(domain.ContentIdentifier); ok {
+			out[spec.Name] = ci
+		}
+	}
+	return out
+}()
+
 // identifier returns dom's domain.ContentIdentifier, if it has one.
 func identifier(dom string) (domain.ContentIdentifier, bool) {
-	spec, ok := registry.Lookup(dom)
-	if !ok {
-		return nil, false
-	}
-	ci, ok := spec.Checker.(domain.ContentIdentifier)
+	ci, ok := identifiers[dom]
 	return ci, ok
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"github.com/deadletter/deadletter/shared/domain/dscsa/eventhash"
 	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/gate"
 )
 
 // TestContentHash: two payloads are the same content when their RFC 8785
@@ -59,7 +60,7 @@ func BenchmarkContentHash(b *testing.B) {
 // shippingEvent is a DSCSA shipping event with an eventID (so every row of
 // TestContentHashDSCSA shares one idempotency key), lists, a quantity and
 // compact IRIs; edit changes its members.
-func shippingEvent(t *testing.T, edit func(ev map[string]any)) []byte {
+func shippingEvent(t testing.TB, edit func(ev map[string]any)) []byte {
 	t.Helper()
 	ev := map[string]any{
 		"@context":            []any{"https://ref.gs1.org/standards/epcis/2.0.0/epcis-context.jsonld", map[string]any{"example": "https://ns.example.com/epcis/"}},
@@ -181,5 +182,33 @@ func TestContentHashDSCSA(t *testing.T) {
 	// Bytes that are no JSON object fall back to the canonical hash.
 	if ContentHash(dom, []byte(`["a"]`)) != CanonicalHash([]byte(`["a"]`)) {
 		t.Error("a JSON array is not hashed canonically")
+	}
+}
+
+// BenchmarkContentHashDSCSA is what the content rule costs per DSCSA event:
+// before (the canonical JSON's hash), in the validator (the digest of the
+// event hash ID the gate put in the envelope) and from the bytes alone (the
+// redriver, reconciliation, a LEDGER entry read back).
+func BenchmarkContentHashDSCSA(b *testing.B) {
+	event := shippingEvent(b, nil)
+	doc, err := gate.Decode(event)
+	if err != nil {
+		b.Fatal(err)
+	}
+	env := envelope.Envelope{Domain: "dscsa", EventHashID: eventhash.ID(doc, nil)}
+	for _, bc := range []struct {
+		name string
+		f    func() string
+	}{
+		{"canonical JSON (before)", func() string { return CanonicalHash(event) }},
+		{"from the checked envelope", func() string { return CheckedContentHash(env, event) }},
+		{"from the bytes", func() string { return ContentHash("dscsa", event) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = bc.f()
+			}
+		})
 	}
 }
