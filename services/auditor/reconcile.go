@@ -369,7 +369,7 @@ func (s *Service) ledgerCommits(ctx context.Context, batch []event) error {
 				got[m.Subject] = true
 				src, _ := strconv.ParseUint(m.Header.Get(envelope.SourceSeq), 10, 64)
 				dom := domOf[m.Subject]
-				h, id := ledger.ContentHash(dom, m.Data), ledger.Identity(dom)
+				h, id := ledger.ContentHash(dom, m.Data), ledger.StoredIdentity(dom)
 				for _, e := range bySubject[m.Subject] {
 					if e.found && e.state.Committed() {
 						e.state.ContentHash, e.state.ContentIdentity = h, id

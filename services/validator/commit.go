@@ -231,7 +231,7 @@ func (c *committer) claimState(env envelope.Envelope, hash string, sourceSeq uin
 	return KeyState{
 		State: StateClaimed, Owner: c.owner, LeaseUntil: c.now().Add(c.lease).UTC(),
 		Domain: env.Domain, EventType: env.EventType, SourceSeq: sourceSeq, DLQID: dlqID, ContentHash: hash,
-		ContentIdentity: ledger.Identity(env.Domain),
+		ContentIdentity: ledger.StoredIdentity(env.Domain),
 	}
 }
 
@@ -325,7 +325,7 @@ func (c *committer) committedState(env envelope.Envelope, hash string, sourceSeq
 	b, _ := json.Marshal(KeyState{
 		State: StateCommitted, Domain: env.Domain, EventType: env.EventType, SourceSeq: sourceSeq,
 		LedgerSeq: ledgerSeq, CommittedAt: c.now().UTC(), DLQID: dlqID, ContentHash: hash,
-		ContentIdentity: ledger.Identity(env.Domain),
+		ContentIdentity: ledger.StoredIdentity(env.Domain),
 	})
 	return b
 }
@@ -371,7 +371,9 @@ func (c *committer) ledgerMsg(env envelope.Envelope, data []byte, hash string, s
 		m.Header.Set(envelope.DLQID, dlqID)
 	}
 	m.Header.Set(envelope.ContentHash, hash)
-	m.Header.Set(envelope.ContentIdentity, ledger.Identity(env.Domain))
+	if id := ledger.StoredIdentity(env.Domain); id != "" {
+		m.Header.Set(envelope.ContentIdentity, id)
+	}
 	if env.Publisher != "" {
 		m.Header.Set(envelope.Publisher, env.Publisher)
 	}

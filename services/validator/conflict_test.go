@@ -114,7 +114,7 @@ func TestIdempotencyConflict(t *testing.T) {
 					return nil
 				})
 				st := keyState(t, js, key)
-				if !st.Committed() || st.ContentHash != ledger.ContentHash(row.domain, row.first) || st.ContentIdentity != ledger.Identity(row.domain) {
+				if !st.Committed() || st.ContentHash != ledger.ContentHash(row.domain, row.first) || st.ContentIdentity != ledger.StoredIdentity(row.domain) {
 					t.Fatalf("key state %+v, want committed with the first event's content hash", st)
 				}
 				if n := ledgerCount(t, js, row.domain, key); n != 1 {
@@ -129,7 +129,7 @@ func TestIdempotencyConflict(t *testing.T) {
 					t.Fatal(err)
 				}
 				if !bytes.Equal(entry.Data, row.first) || entry.Header.Get(envelope.ContentHash) != ledger.ContentHash(row.domain, row.first) ||
-					entry.Header.Get(envelope.ContentIdentity) != ledger.Identity(row.domain) {
+					entry.Header.Get(envelope.ContentIdentity) != ledger.StoredIdentity(row.domain) {
 					t.Fatal("LEDGER does not hold the first event with its content hash")
 				}
 				fs := failures(t, js)

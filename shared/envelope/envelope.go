@@ -125,9 +125,11 @@ const (
 	// second event with the same idempotency key must match to be a
 	// duplicate.
 	ContentHash = "Deadletter-Content-Hash"
-	// ContentIdentity is set on LEDGER writes next to ContentHash: how it
-	// was derived (ledger.IdentityJCS, ledger.IdentityEventHash). Entries
-	// written before it was recorded have none: their hash is the JCS one.
+	// ContentIdentity is set on LEDGER writes next to ContentHash when it
+	// was derived by a domain's own content identity (ledger.StoredIdentity,
+	// e.g. DSCSA's "cbv2-event-hash"). Without it (entries of the other
+	// domains, and every entry written before it was recorded) the hash is
+	// the canonical JSON's (ledger.IdentityJCS).
 	ContentIdentity = "Deadletter-Content-Identity"
 
 	// DocumentSHA256, DocumentIndex, DocumentOffset and DocumentLength

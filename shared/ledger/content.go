@@ -28,6 +28,19 @@ func Identity(dom string) string {
 	return IdentityJCS
 }
 
+// StoredIdentity is Identity(dom) as it is stored with a hash (a key
+// state's ContentIdentity, a LEDGER entry's Deadletter-Content-Identity
+// header): "" for IdentityJCS, which a hash stored without identity is
+// (RecordedIdentity), so that the states and entries of the domains that
+// keep the canonical JSON are as they were before identities were
+// recorded.
+func StoredIdentity(dom string) string {
+	if id := Identity(dom); id != IdentityJCS {
+		return id
+	}
+	return ""
+}
+
 // RecordedIdentity returns the identity a recorded hash was derived by:
 // identity, or IdentityJCS for a hash recorded without one (before the
 // identity was recorded).

@@ -109,7 +109,8 @@ func reverse(ev map[string]any, name string) {
 // recorded without one is the canonical one (HashMatches).
 func TestContentHashDSCSA(t *testing.T) {
 	const dom = "dscsa"
-	if Identity(dom) != dscsa.ContentIdentityEventHash || Identity("pharmacy") != IdentityJCS || Identity("nosuchdomain") != IdentityJCS {
+	if Identity(dom) != dscsa.ContentIdentityEventHash || Identity("pharmacy") != IdentityJCS || Identity("nosuchdomain") != IdentityJCS ||
+		StoredIdentity(dom) != dscsa.ContentIdentityEventHash || StoredIdentity("pharmacy") != "" {
 		t.Fatalf("identities %q %q %q", Identity(dom), Identity("pharmacy"), Identity("nosuchdomain"))
 	}
 	base := shippingEvent(t, nil)
