@@ -513,10 +513,11 @@ func (s *Service) observe(ctx context.Context, domain, id string, p prepared, re
 			}
 		}
 		last, err := s.chains.last(ctx, domain, id)
-		if err == nil && last.Index > idx && last.Kind == record.KindReplayed && last.SourceSeq == replaySeq {
-			// A whole EPCIS document's replay: the validator reports its
-			// outcome (its events on their own chains) and the
-			// quarantiner appends it, located on this replay.
+		if err == nil && key == "" && last.Index > idx && last.Kind == record.KindReplayed && last.SourceSeq == replaySeq {
+			// A replay without a key of its own, a whole EPCIS
+			// document's: the validator reports its outcome (its events
+			// on their own chains) and the quarantiner appends it,
+			// located on this replay.
 			return api.OutcomeReplayed, replaySeq, "", nil
 		}
 		if err == nil && last.Index > idx {
