@@ -340,18 +340,24 @@ func (s *Service) byBytes(ctx context.Context, batch []event, now time.Time, gra
 // multi_last direct get per 1,024 keys; the LEDGER message's source
 // headers say which EVENTS message it was committed from, and its payload
 // the committed content (also read for committed states written before
-// the content hash was recorded in them).
+// the content hash was recorded in them, or recorded by another content
+// identity than their domain's current one: so a key committed before the
+// identity changed is compared by the current one, ledger.CommittedHash).
 func (s *Service) ledgerCommits(ctx context.Context, batch []event) error {
 	bySubject := map[string][]*event{}
+	domOf := map[string]string{}
 	var todo []string
 	for i := range batch {
 		e := &batch[i]
-		if e.Key == "" || e.replayOf != "" || (e.found && e.state.Committed() && e.state.ContentHash != "") {
+		dom := subjects.DomainOf(e.Subject, s.gate.Domains())
+		if e.Key == "" || e.replayOf != "" || (e.found && e.state.Committed() && e.state.ContentHash != "" &&
+			ledger.RecordedIdentity(e.state.ContentIdentity) == ledger.Identity(dom)) {
 			continue
 		}
-		subj := subjects.Ledger(subjects.DomainOf(e.Subject, s.gate.Domains()), e.Key)
+		subj := subjects.Ledger(dom, e.Key)
 		if _, ok := bySubject[subj]; !ok {
 			todo = append(todo, subj)
+			domOf[subj] = dom
 		}
 		bySubject[subj] = append(bySubject[subj], e)
 	}
@@ -362,13 +368,15 @@ func (s *Service) ledgerCommits(ctx context.Context, batch []event) error {
 			directRequest{MultiLast: chunk, MaxBytes: directMaxBytes}, func(m *jetstream.RawStreamMsg) error {
 				got[m.Subject] = true
 				src, _ := strconv.ParseUint(m.Header.Get(envelope.SourceSeq), 10, 64)
-				h := ledger.ContentHash(m.Data)
+				dom := domOf[m.Subject]
+				h, id := ledger.ContentHash(dom, m.Data), ledger.StoredIdentity(dom)
 				for _, e := range bySubject[m.Subject] {
 					if e.found && e.state.Committed() {
-						e.state.ContentHash = h
+						e.state.ContentHash, e.state.ContentIdentity = h, id
 						continue
 					}
-					e.found, e.state = true, ledger.KeyState{State: ledger.StateCommitted, SourceSeq: src, LedgerSeq: m.Sequence, ContentHash: h}
+					e.found, e.state = true, ledger.KeyState{State: ledger.StateCommitted, Domain: dom, SourceSeq: src, LedgerSeq: m.Sequence,
+						ContentHash: h, ContentIdentity: id}
 				}
 				return nil
 			})
@@ -480,7 +488,7 @@ func (s *Service) chainsOf(ctx context.Context, batch []event) (map[string]chain
 // validator names its chain (record.DLQIDFor).
 func (s *Service) name(e *event) {
 	if env, err := s.gate.Check(e.Subject, e.data); err == nil {
-		e.Key, e.DLQID, e.hash = env.IdempotencyKey, env.IdempotencyKey, ledger.ContentHash(e.data)
+		e.Key, e.DLQID, e.hash = env.IdempotencyKey, env.IdempotencyKey, ledger.CheckedContentHash(env, e.data)
 		return
 	}
 	d := subjects.DomainOf(e.Subject, s.gate.Domains())

@@ -96,7 +96,8 @@ func (s *Service) documentEvents(ctx context.Context, m *jetstream.RawStreamMsg,
 }
 
 // docEntry is what the LEDGER entry of one event of a document must hold:
-// the event's content hash and its LEDGER subject (its key).
+// the event's canonical hash (ledger.CanonicalHash) and its LEDGER
+// subject (its key).
 type docEntry struct {
 	hash, subject string
 }
@@ -123,7 +124,7 @@ func (s *Service) entriesOf(ctx context.Context, c *docEntries, ev *jetstream.Ra
 	}
 	var out []docEntry
 	if _, err := s.documentEvents(ctx, ev, func(e event) bool {
-		d := docEntry{hash: ledger.ContentHash(e.data)}
+		d := docEntry{hash: ledger.CanonicalHash(e.data)}
 		if env, err := s.gate.Check(e.Subject, e.data); err == nil {
 			d.subject = subjects.Ledger(env.Domain, env.IdempotencyKey)
 		}

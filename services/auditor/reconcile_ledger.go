@@ -26,7 +26,9 @@ const sourceExpired = "source_expired"
 // req.Domain, or all) and checks that each names its source: the EVENTS
 // message it was committed from (Deadletter-Source-Stream and -Seq; a
 // replay's is the redriver's message in EVENTS, with the chain's dlq id),
-// whose content (ledger.ContentHash) and idempotency key (the gate's, for
+// whose content (ledger.CanonicalHash; the entry's content hash header is
+// checked by the identity it names, ledger.HashMatches) and idempotency
+// key (the gate's, for
 // its subject) are the entry's. An entry that does not is unsourced:
 // counted, listed (up to maxIDs) with the reason, and it makes dlqctl
 // reconcile fail. Nothing in an entry proves who wrote it (its headers are
@@ -75,12 +77,19 @@ func (s *Service) reconcileLedger(ctx context.Context, rep *api.ReconcileReply, 
 	docs := &docEntries{}
 	check := func(batch []*jetstream.RawStreamMsg) error {
 		reasons := make([]string, len(batch))
+		current := make([]string, len(batch))
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(s.cfg.LookupConcurrency)
 		for i, m := range batch {
 			g.Go(func() error {
 				r, err := s.checkEntry(gctx, docs, m, events, now, grace)
 				reasons[i] = r
+				if err == nil && r != "" {
+					// A sourced entry is keyed as the gate keys its
+					// source now; the others are keyed from their own
+					// payload.
+					current[i] = s.currentKey(m)
+				}
 				return err
 			})
 		}
@@ -89,6 +98,14 @@ func (s *Service) reconcileLedger(ctx context.Context, rep *api.ReconcileReply, 
 		}
 		for i, m := range batch {
 			lr.Entries++
+			if k := current[i]; k != "" && subjects.Ledger(subjects.DomainOf(m.Subject, s.gate.Domains()), k) != m.Subject {
+				lr.Rekeyed++
+				if len(lr.RekeyedEntries) < maxIDs {
+					src, _ := strconv.ParseUint(m.Header.Get(envelope.SourceSeq), 10, 64)
+					lr.RekeyedEntries = append(lr.RekeyedEntries, api.LedgerEntry{Seq: m.Sequence, Subject: m.Subject,
+						SourceSeq: src, Stored: m.Time.UTC(), Reason: reasons[i], CurrentKey: k})
+				}
+			}
 			switch reasons[i] {
 			case "":
 				lr.Sourced++
@@ -125,6 +142,22 @@ func (s *Service) reconcileLedger(ctx context.Context, rep *api.ReconcileReply, 
 	return checkErr
 }
 
+// currentKey returns the idempotency key the gate derives now from the
+// event a LEDGER entry holds (published on its domain's subject of the
+// entry's event type), or "" when it does not pass the gate.
+func (s *Service) currentKey(m *jetstream.RawStreamMsg) string {
+	dom := subjects.DomainOf(m.Subject, s.gate.Domains())
+	typ := m.Header.Get(envelope.EventType)
+	if !subjects.ValidToken(typ) {
+		return ""
+	}
+	env, err := s.gate.Check(subjects.Event(dom, typ), m.Data)
+	if err != nil {
+		return ""
+	}
+	return env.IdempotencyKey
+}
+
 // checkEntry returns why the LEDGER entry m is unsourced (api.Unsourced*),
 // sourceExpired, or "" when its source is the EVENTS message it names
 // (events is EVENTS' info). An entry committed from an EPCIS document
@@ -135,10 +168,17 @@ func (s *Service) checkEntry(ctx context.Context, docs *docEntries, m *jetstream
 	if m.Header.Get(envelope.SourceStream) != subjects.EventsStream || err != nil || src == 0 {
 		return api.UnsourcedNoSource, nil
 	}
-	hash := ledger.ContentHash(m.Data)
-	if h := m.Header.Get(envelope.ContentHash); h != "" && h != hash {
+	// The content hash header is checked by the identity it names (an
+	// entry written before the domain's content identity changed carries
+	// the JCS hash, and no identity header); the entry's payload is then
+	// compared with its source's byte for byte up to RFC 8785 (the LEDGER
+	// entry is its source's event, whatever the content identity lets a
+	// duplicate differ in).
+	if h := m.Header.Get(envelope.ContentHash); h != "" &&
+		!ledger.HashMatches(subjects.DomainOf(m.Subject, s.gate.Domains()), m.Header.Get(envelope.ContentIdentity), h, m.Data) {
 		return api.UnsourcedContentMismatch, nil
 	}
+	hash := ledger.CanonicalHash(m.Data)
 	ev, err := s.events.GetMsg(ctx, src)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		maxAge := events.Config.MaxAge
@@ -153,7 +193,7 @@ func (s *Service) checkEntry(ctx context.Context, docs *docEntries, m *jetstream
 	if subjects.IsDocument(ev.Subject, dscsa.Name) && m.Header.Get(envelope.DocumentSHA256) != "" {
 		return s.checkDocumentEntry(ctx, docs, m, ev, hash)
 	}
-	if ledger.ContentHash(ev.Data) != hash {
+	if ledger.CanonicalHash(ev.Data) != hash {
 		return api.UnsourcedContentMismatch, nil
 	}
 	env, err := s.gate.Check(ev.Subject, ev.Data)

@@ -49,7 +49,7 @@ func TestReconcileLedgerSources(t *testing.T) {
 	}
 	reordered := []byte(`{"unit":"EA","transaction_id":"INV-2025-7000","registrant_dea":"BW4829137","ndc":"00406-0512-01","lot":"L24A0917",` +
 		`"expiry":"2026-09-30","quantity_delta":"-30","event_type":"dispense","dea_schedule":"II","occurred_at":"2025-03-14T15:42:10Z","actor_id":"RPH-0412"}`)
-	if ledger.ContentHash(reordered) != ledger.ContentHash(docs[0]) {
+	if ledger.ContentHash("pharmacy", reordered) != ledger.ContentHash("pharmacy", docs[0]) {
 		t.Fatal("the reordered copy is not canonically equal")
 	}
 	other := bytes.Replace(docs[1], []byte(`"-30"`), []byte(`"-300"`), 1)
@@ -63,10 +63,10 @@ func TestReconcileLedgerSources(t *testing.T) {
 		unsourced string // want: the reason, "" sourced
 	}
 	rows := []entry{
-		{"the validator's commit", keys[0], reordered, strconv.FormatUint(seqs[0], 10), ledger.ContentHash(reordered), "", ""},
+		{"the validator's commit", keys[0], reordered, strconv.FormatUint(seqs[0], 10), ledger.ContentHash("pharmacy", reordered), "", ""},
 		{"arbitrary JSON, no source", "pharmacy_00000000000000000000000000000001", []byte(`{"quantity_delta":"-300","note":"Müller & Söhne <Großhandel>"}`), "", "", "", api.UnsourcedNoSource},
-		{"other content than its source", keys[1], other, strconv.FormatUint(seqs[1], 10), ledger.ContentHash(other), "", api.UnsourcedContentMismatch},
-		{"a content hash header that is not its payload's", keys[2], docs[2], strconv.FormatUint(seqs[2], 10), ledger.ContentHash(other), "", api.UnsourcedContentMismatch},
+		{"other content than its source", keys[1], other, strconv.FormatUint(seqs[1], 10), ledger.ContentHash("pharmacy", other), "", api.UnsourcedContentMismatch},
+		{"a content hash header that is not its payload's", keys[2], docs[2], strconv.FormatUint(seqs[2], 10), ledger.ContentHash("pharmacy", other), "", api.UnsourcedContentMismatch},
 		{"a real source under another key", "pharmacy_00000000000000000000000000000002", docs[0], strconv.FormatUint(seqs[0], 10), "", "", api.UnsourcedKeyMismatch},
 		{"a source EVENTS never held", "pharmacy_00000000000000000000000000000003", docs[0], "999999", "", "", api.UnsourcedSourceMissing},
 		{"a replay's chain the source does not name", "pharmacy_00000000000000000000000000000004", docs[2], strconv.FormatUint(seqs[2], 10), "", "pharmacy_ab", api.UnsourcedKeyMismatch},
@@ -111,5 +111,64 @@ func TestReconcileLedgerSources(t *testing.T) {
 	request(t, e.nc, api.AuditReconcile, api.ReconcileRequest{Domain: "fsma", Grace: "0s"}, &rep)
 	if rep.Ledger.Entries != 0 {
 		t.Errorf("an fsma reconciliation examined %d pharmacy entries", rep.Ledger.Entries)
+	}
+}
+
+// TestReconcileLedgerRekeyed: a LEDGER entry whose event the gate keys
+// otherwise now (a DSCSA event without eventID committed under the key of
+// an earlier derivation, before the CBV 2.0 event hash ID) is listed with
+// its current key, whether its source is in EVENTS (then it is also
+// unsourced key_mismatch) or not named at all; an entry under the key the
+// gate derives now is not listed. Nothing is re-keyed.
+func TestReconcileLedgerRekeyed(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	event, err := os.ReadFile("../../schemas/testdata/dscsa/valid/shipping-without-context-and-eventid.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := e.startAuditor(t, testConfig(), nil)
+	subject := subjects.Event("dscsa", "shipping")
+	env, err := a.gate.Check(subject, event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := e.js.Publish(ctx, subject, event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The key an earlier derivation gave it (the hash of its identity).
+	const oldKey = "dscsa_5b1e0c8a2f6d4e9b8a7c6d5e4f3a2b1c"
+	for _, r := range []struct {
+		name, key, source string
+		rekeyed           bool
+	}{
+		{"the validator's commit under the current key", env.IdempotencyKey, strconv.FormatUint(ack.Sequence, 10), false},
+		{"committed under the earlier derivation's key", oldKey, strconv.FormatUint(ack.Sequence, 10), true},
+		{"under another key, naming no source", "dscsa_00000000000000000000000000000009", "", true},
+	} {
+		m := nats.NewMsg(subjects.Ledger("dscsa", r.key))
+		m.Data = event
+		m.Header.Set(envelope.EventType, "shipping")
+		if r.source != "" {
+			m.Header.Set(envelope.SourceStream, subjects.EventsStream)
+			m.Header.Set(envelope.SourceSeq, r.source)
+		}
+		if _, err := e.js.PublishMsg(ctx, m); err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+	}
+	var rep api.ReconcileReply
+	request(t, e.nc, api.AuditReconcile, api.ReconcileRequest{Domain: "dscsa", Grace: "0s"}, &rep)
+	lr := rep.Ledger
+	if lr.Entries != 3 || lr.Sourced != 1 || lr.Unsourced != 2 || lr.Rekeyed != 2 || len(lr.RekeyedEntries) != 2 {
+		t.Fatalf("ledger %+v, want 3 entries, 1 sourced, 2 unsourced, 2 keyed otherwise now", lr)
+	}
+	want := map[string]string{subjects.Ledger("dscsa", oldKey): api.UnsourcedKeyMismatch,
+		subjects.Ledger("dscsa", "dscsa_00000000000000000000000000000009"): api.UnsourcedNoSource}
+	for _, r := range lr.RekeyedEntries {
+		if reason, ok := want[r.Subject]; !ok || r.Reason != reason || r.CurrentKey != env.IdempotencyKey {
+			t.Errorf("rekeyed %+v, want reason %q and current key %s", r, reason, env.IdempotencyKey)
+		}
 	}
 }

@@ -41,7 +41,7 @@ func decodeFailure(b []byte) (record.Failure, error) {
 	if err := json.Unmarshal(b, &f); err != nil {
 		return record.Failure{}, fmt.Errorf("failure report: %w", err)
 	}
-	if f.Stream == "" || f.Code == "" {
+	if f.Stream == "" || f.Code == "" && (f.Replayed == nil || f.DLQID == "" || f.RedriveCount == 0) {
 		return record.Failure{}, errors.New("failure report lacks stream or code")
 	}
 	return f, nil

@@ -25,6 +25,9 @@ type outcome struct {
 //   - a replay of a quarantined event failed (redrive headers): replay_failed,
 //     or poisoned at the redrive cap, unless that replay's failure is
 //     already in the chain;
+//   - a replay of a whole EPCIS document ended (f.Replayed: its events
+//     committed or quarantined on their own chains): replayed, naming the
+//     counts, unless the chain holds it already or is not redriving;
 //   - otherwise the event is already quarantined (the same source message
 //     by the other path or a repeated advisory, or another copy of the same
 //     event): nothing is written.
@@ -91,6 +94,9 @@ func (s *Service) decide(ch chain.Chain, f record.Failure, dlqID string) (*recor
 	if f.RedriveCount <= st.RedriveCount {
 		return nil, "same_replay"
 	}
+	if f.Replayed != nil {
+		return documentReplayed(st, f, dlqID, now)
+	}
 	r := record.Record{
 		DLQID:         dlqID,
 		Kind:          record.KindReplayFailed,
@@ -122,6 +128,23 @@ func (s *Service) decide(ch chain.Chain, f record.Failure, dlqID string) (*recor
 		r.Class = record.ClassPoison
 	}
 	return &r, ""
+}
+
+// documentReplayed is the replayed record of a whole-document chain (state
+// st) whose replay f reports ended: located on the replay's message, its
+// reason the counts of the document's events. A chain that is not
+// redriving (its outcome recorded another way, or none requested) gets
+// nothing.
+func documentReplayed(st record.State, f record.Failure, dlqID string, now time.Time) (*record.Record, string) {
+	if st.Status != record.StatusRedriving {
+		return nil, "not_redriving"
+	}
+	return &record.Record{
+		DLQID: dlqID, Kind: record.KindReplayed, Domain: st.Domain, Class: st.Class, ErrorCode: st.ErrorCode, ErrorDetail: st.ErrorDetail,
+		SourceSubject: st.SourceSubject, SourceStream: f.Stream, SourceSeq: f.Seq, IdempotencyKey: st.IdempotencyKey,
+		OrderingKey: st.OrderingKey, PartyID: st.PartyID, Publisher: st.Publisher, EventTime: st.EventTime,
+		RedriveCount: st.RedriveCount, FirstSeen: st.FirstSeen, QuarantinedAt: now, Reason: f.Replayed.Reason(),
+	}, ""
 }
 
 // since returns the seconds elapsed since t, for the write-latency metric.

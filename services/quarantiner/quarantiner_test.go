@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"strconv"
 	"testing"
 	"time"
 
@@ -529,4 +530,56 @@ func TestStaleChainCache(t *testing.T) {
 		}
 		checkChain(id, 4, record.StatusOpen)
 	})
+}
+
+// TestDocumentReplayedReport: the outcome report of a whole document's
+// replay (record.Failure.Replayed, no code) appends replayed to the
+// document's chain, located on the replay, its reason the counts, once
+// however often it is reported; a report for a chain that is not
+// redriving writes nothing.
+func TestDocumentReplayedReport(t *testing.T) {
+	e := newEnv(t)
+	e.start(t, testConfig(), nil)
+	subject := subjects.Event("dscsa", subjects.DocumentType)
+	data := []byte(`{"type":"EPCISDocument","epcisBody":{"eventList":[{"type":"ObjectEvent","example:shipper":"Müller & Söhne <Großhandel>"`)
+	seq := e.publishEvent(t, subject, data, nil)
+	f := structural(subject, seq, data, codes.MalformedDocument)
+	e.reportFailure(t, f)
+	e.waitRecords(t, 1)
+	dlqID := record.DLQIDFor(f)
+	counts := record.DocumentReplay{Events: 6, Committed: 5, Quarantined: 1}
+	report := func(n int) record.Failure {
+		rseq := e.publishEvent(t, subject, data, nats.Header{envelope.DLQID: {dlqID}, envelope.RedriveCount: {strconv.Itoa(n)}})
+		return record.Failure{Domain: "dscsa", Subject: subject, Stream: subjects.EventsStream, Seq: rseq, Deliveries: 1,
+			Published: time.Now().UTC(), DLQID: dlqID, RedriveCount: n, FailedAt: time.Now().UTC(), Replayed: &counts}
+	}
+	// Open, not redriving: nothing.
+	e.reportFailure(t, report(1))
+	e.intakeEmpty(t)
+	e.waitRecords(t, 1)
+	nc := e.srv.Connect(t)
+	if _, err := appendReq(t, nc, api.AppendRequest{DLQID: dlqID, Domain: "dscsa", Kind: record.KindRedriveRequested, ExpectedIndex: ptr(1)}); err != nil {
+		t.Fatal(err)
+	}
+	r := report(1)
+	e.reportFailure(t, r)
+	e.reportFailure(t, r) // twice: one record
+	e.waitRecords(t, 3)
+	e.intakeEmpty(t)
+	var chain []record.Record
+	for _, raw := range e.chainOf(t, "dscsa", dlqID) {
+		var rec record.Record
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			t.Fatal(err)
+		}
+		chain = append(chain, rec)
+	}
+	last := chain[len(chain)-1]
+	if len(chain) != 3 || last.Kind != record.KindReplayed || last.SourceSeq != r.Seq || last.Reason != counts.Reason() ||
+		last.ErrorCode != codes.MalformedDocument {
+		t.Fatalf("chain of %d, last %s on %d %q (%s)", len(chain), last.Kind, last.SourceSeq, last.Reason, last.ErrorCode)
+	}
+	if st, err := record.Fold(chain); err != nil || st.Status != record.StatusResolved {
+		t.Fatalf("state %+v, %v; want resolved", st, err)
+	}
 }

@@ -369,7 +369,7 @@ func (s *Service) prepare(st record.State, id string, n int) (prepared, error) {
 	// publish to: only there does the validator honour the redrive
 	// headers. One subject per replay: its publish expects it empty.
 	subject := subjects.Redriven(dom, typ, id, n)
-	p := prepared{subject: subject, data: data, domain: dom, hash: ledger.ContentHash(data)}
+	p := prepared{subject: subject, data: data, domain: dom, hash: ledger.ContentHash(dom, data)}
 	if !st.Corrected && st.IdempotencyKey != "" {
 		p.key = st.IdempotencyKey
 		return p, nil
@@ -513,6 +513,13 @@ func (s *Service) observe(ctx context.Context, domain, id string, p prepared, re
 			}
 		}
 		last, err := s.chains.last(ctx, domain, id)
+		if err == nil && key == "" && last.Index > idx && last.Kind == record.KindReplayed && last.SourceSeq == replaySeq {
+			// A replay without a key of its own, a whole EPCIS
+			// document's: the validator reports its outcome (its events
+			// on their own chains) and the quarantiner appends it,
+			// located on this replay.
+			return api.OutcomeReplayed, replaySeq, "", nil
+		}
 		if err == nil && last.Index > idx {
 			return outcomeOfKind(last.Kind), 0, string(last.ErrorCode), nil
 		}

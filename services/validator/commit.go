@@ -33,9 +33,9 @@ const (
 )
 
 // ErrAlreadyCommitted reports that the key was committed before with the
-// same content (ledger.ContentHash): the event is a duplicate and must be
-// acknowledged, never committed again. The same key committed with other
-// content is a conflictError instead.
+// same content (ledger.ContentHash, the domain's content identity): the
+// event is a duplicate and must be acknowledged, never committed again.
+// The same key committed with other content is a conflictError instead.
 var ErrAlreadyCommitted = errors.New("validator: idempotency key already committed")
 
 // conflictError is an IDEMPOTENCY_CONFLICT: the event's key is committed
@@ -104,8 +104,10 @@ func sameContent(ledgerSeq uint64, committed, content string) error {
 //
 // A key found committed (or its LEDGER subject written) is a duplicate only
 // when the committed content is the event's (ledger.ContentHash: the
-// canonical JSON's SHA-256, recorded on the LEDGER entry and in the key
-// state); other content under the same key is an IDEMPOTENCY_CONFLICT,
+// canonical JSON's SHA-256, or for DSCSA the CBV 2.0 event hash ID's
+// digest, recorded on the LEDGER entry and in the key state with its
+// identity; a key committed under an older identity is compared by the
+// current one, ledger.CommittedHash); other content under the same key is an IDEMPOTENCY_CONFLICT,
 // quarantined, never acknowledged as a duplicate (conflictError). LEDGER
 // itself keeps one message per key subject (server-enforced, streams.Ledger).
 type committer struct {
@@ -229,6 +231,7 @@ func (c *committer) claimState(env envelope.Envelope, hash string, sourceSeq uin
 	return KeyState{
 		State: StateClaimed, Owner: c.owner, LeaseUntil: c.now().Add(c.lease).UTC(),
 		Domain: env.Domain, EventType: env.EventType, SourceSeq: sourceSeq, DLQID: dlqID, ContentHash: hash,
+		ContentIdentity: ledger.StoredIdentity(env.Domain),
 	}
 }
 
@@ -322,6 +325,7 @@ func (c *committer) committedState(env envelope.Envelope, hash string, sourceSeq
 	b, _ := json.Marshal(KeyState{
 		State: StateCommitted, Domain: env.Domain, EventType: env.EventType, SourceSeq: sourceSeq,
 		LedgerSeq: ledgerSeq, CommittedAt: c.now().UTC(), DLQID: dlqID, ContentHash: hash,
+		ContentIdentity: ledger.StoredIdentity(env.Domain),
 	})
 	return b
 }
@@ -367,6 +371,9 @@ func (c *committer) ledgerMsg(env envelope.Envelope, data []byte, hash string, s
 		m.Header.Set(envelope.DLQID, dlqID)
 	}
 	m.Header.Set(envelope.ContentHash, hash)
+	if id := ledger.StoredIdentity(env.Domain); id != "" {
+		m.Header.Set(envelope.ContentIdentity, id)
+	}
 	if env.Publisher != "" {
 		m.Header.Set(envelope.Publisher, env.Publisher)
 	}
@@ -410,7 +417,7 @@ func (c *committer) writeLedger(ctx context.Context, env envelope.Envelope, data
 		if err != nil {
 			return 0, false, "", err
 		}
-		return raw.Sequence, true, ledger.ContentHash(raw.Data), nil
+		return raw.Sequence, true, ledger.ContentHash(env.Domain, raw.Data), nil
 	}
 	return 0, false, "", codes.Wrap(codes.StoreUnavailable, err, "ledger write failed")
 }

@@ -22,7 +22,9 @@ import (
 // TestIdempotencyConflict: an event whose idempotency key is committed is
 // acknowledged as a duplicate only when its content equals the committed
 // one (the same bytes, or the same canonical JSON: member order and
-// whitespace do not count); an event with other content under the same
+// whitespace do not count; for DSCSA the same CBV 2.0 event hash ID, so
+// list order, CBV URN or compact IRI, eventTime offset and recordTime do
+// not count either); an event with other content under the same
 // key is quarantined IDEMPOTENCY_CONFLICT, its bytes verbatim, naming the
 // committed LEDGER entry and both content hashes, and LEDGER keeps the
 // first. The same on every commit path: one event at a time, atomic
@@ -31,6 +33,7 @@ func TestIdempotencyConflict(t *testing.T) {
 	_, dispense := example(t, "pharmacy", "valid", "dispense-schedule-ii.json")
 	_, epcis := example(t, "dscsa", "valid", "commissioning-sgtin.json")
 	_, shipping := example(t, "fsma", "valid", "shipping-gln.json")
+	_, epcisShipping := example(t, "dscsa", "valid", "shipping-compact-iri-and-quantity.json")
 	replace := func(b []byte, old, new string) []byte {
 		if !bytes.Contains(b, []byte(old)) {
 			t.Fatalf("example lacks %q", old)
@@ -41,6 +44,20 @@ func TestIdempotencyConflict(t *testing.T) {
 	// whitespace: canonically identical.
 	reordered := []byte(`{"actor_id":"RPH-0412","dea_schedule":"II","event_type":"dispense","expiry":"2026-09-30","lot":"L24A0917","ndc":"00406-0512-01",` +
 		`"occurred_at":"2025-03-14T15:42:10Z","quantity_delta":"-30","registrant_dea":"BW4829137","transaction_id":"INV-2025-0181","unit":"EA"}`)
+	// The same DSCSA shipping event (one eventID) as the CBV 2.0 event
+	// hash ID sees it: its lists in another order, CBV URNs instead of
+	// compact IRIs, its eventTime in UTC, a recordTime.
+	sameShipping := epcisShipping
+	for _, r := range [][2]string{
+		{`"urn:epc:id:sgtin:0614141.012345.10016550749981",
+    "urn:epc:id:sgtin:0614141.012345.10016550749982"`, `"urn:epc:id:sgtin:0614141.012345.10016550749982",
+    "urn:epc:id:sgtin:0614141.012345.10016550749981"`},
+		{`"cbv:BizStep-shipping"`, `"urn:epcglobal:cbv:bizstep:shipping"`},
+		{`"cbv:Disp-in_transit"`, `"urn:epcglobal:cbv:disp:in_transit"`},
+		{`"eventTime": "2024-03-12T09:15:00-05:00",`, `"eventTime": "2024-03-12T14:15:00.000Z", "recordTime": "2024-03-13T08:00:00Z",`},
+	} {
+		sameShipping = replace(sameShipping, r[0], r[1])
+	}
 	rows := []struct {
 		name          string
 		domain        string
@@ -51,7 +68,11 @@ func TestIdempotencyConflict(t *testing.T) {
 			replace(dispense, `"quantity_delta": "-30"`, `"quantity_delta": "-300"`), true},
 		{"dscsa: same eventID, another lot", "dscsa", epcis, replace(epcis, `"A24B017"`, `"A24B018"`), true},
 		{"fsma: same key fields, another quantity", "fsma", shipping, replace(shipping, `"quantity": "600"`, `"quantity": "6000"`), true},
+		{"dscsa: same eventID, another bizStep", "dscsa", epcisShipping, replace(epcisShipping, `"cbv:BizStep-shipping"`, `"cbv:BizStep-receiving"`), true},
+		{"dscsa: same eventID, another quantity", "dscsa", epcisShipping, replace(epcisShipping, `"quantity": 2,`, `"quantity": 20,`), true},
 		{"pharmacy: byte-identical retry", "pharmacy", dispense, dispense, false},
+		{"dscsa: same eventID, the same event by its event hash ID (lists reordered, CBV URNs, eventTime in UTC, a recordTime)", "dscsa",
+			epcisShipping, sameShipping, false},
 		{"pharmacy: canonically identical retry (member order, whitespace)", "pharmacy", dispense, reordered, false},
 	}
 	modes := []struct {
@@ -93,7 +114,7 @@ func TestIdempotencyConflict(t *testing.T) {
 					return nil
 				})
 				st := keyState(t, js, key)
-				if !st.Committed() || st.ContentHash != ledger.ContentHash(row.first) {
+				if !st.Committed() || st.ContentHash != ledger.ContentHash(row.domain, row.first) || st.ContentIdentity != ledger.StoredIdentity(row.domain) {
 					t.Fatalf("key state %+v, want committed with the first event's content hash", st)
 				}
 				if n := ledgerCount(t, js, row.domain, key); n != 1 {
@@ -107,7 +128,8 @@ func TestIdempotencyConflict(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !bytes.Equal(entry.Data, row.first) || entry.Header.Get(envelope.ContentHash) != ledger.ContentHash(row.first) {
+				if !bytes.Equal(entry.Data, row.first) || entry.Header.Get(envelope.ContentHash) != ledger.ContentHash(row.domain, row.first) ||
+					entry.Header.Get(envelope.ContentIdentity) != ledger.StoredIdentity(row.domain) {
 					t.Fatal("LEDGER does not hold the first event with its content hash")
 				}
 				fs := failures(t, js)
@@ -122,7 +144,7 @@ func TestIdempotencyConflict(t *testing.T) {
 				}
 				f := fs[0]
 				want := record.Conflict{LedgerStream: subjects.LedgerStream, LedgerSeq: entry.Sequence,
-					CommittedHash: ledger.ContentHash(row.first), ContentHash: ledger.ContentHash(row.second)}
+					CommittedHash: ledger.ContentHash(row.domain, row.first), ContentHash: ledger.ContentHash(row.domain, row.second)}
 				switch {
 				case f.Code != codes.IdempotencyConflict || f.Class != record.ClassValidation:
 					t.Errorf("failure %s/%s, want %s/validation", f.Code, f.Class, codes.IdempotencyConflict)

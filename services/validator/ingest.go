@@ -84,7 +84,7 @@ func (s *Service) handleDocument(ctx context.Context, m jetstream.Msg, meta *jet
 		s.documentRetry(ctx, m, meta, info.SHA256, err)
 		return
 	}
-	if err := s.ingestDocument(ctx, dctx, m, meta, publisher, document.Bytes(data), meta.Sequence.Stream); err != nil {
+	if err := s.ingestDocument(ctx, dctx, m, meta, publisher, dlqID, redrives, document.Bytes(data), meta.Sequence.Stream); err != nil {
 		// Identify read it: only a store failure gets here.
 		s.documentRetry(ctx, m, meta, info.SHA256, err)
 	}
@@ -138,7 +138,7 @@ func (s *Service) handleManifest(ctx context.Context, m jetstream.Msg, meta *jet
 		return
 	}
 	src := func() (io.Reader, error) { return s.openDocument(dctx, man.SHA256) }
-	if err := s.ingestDocument(ctx, dctx, m, meta, publisher, src, man.Parts[0]); err != nil {
+	if err := s.ingestDocument(ctx, dctx, m, meta, publisher, dlqID, redrives, src, man.Parts[0]); err != nil {
 		if codes.Of(err) == codes.MalformedDocument {
 			whole(err, &envelope.Document{ID: man.SHA256, SHA256: man.SHA256, Stream: meta.Stream, Seq: man.Parts[0], Length: int(man.Size)})
 			return
@@ -234,7 +234,15 @@ func (s *Service) openDocument(ctx context.Context, name string) (io.Reader, err
 // message, or schedules its redelivery. It returns, without acknowledging
 // or scheduling anything, the error of a document its first pass refused
 // (MALFORMED_DOCUMENT: no event was handed over) or could not read.
-func (s *Service) ingestDocument(ctx, dctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, publisher string,
+//
+// A replay of a whole-document chain (dlqID, replay number redrives: a
+// document quarantined MALFORMED_DOCUMENT, corrected or redriven) has its
+// events committed or quarantined on their own chains like any document's;
+// before the message is acknowledged, the outcome of the replay is
+// reported to FAILURES (record.Failure.Replayed, reportDocumentReplay), so
+// that the document's chain gets its replayed record and the redriver its
+// outcome at once, never waiting for its outcome timeout.
+func (s *Service) ingestDocument(ctx, dctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, publisher, dlqID string, redrives int,
 	src document.Source, firstSeq uint64) error {
 	span := trace.SpanFromContext(ctx)
 	var base envelope.Document
@@ -275,7 +283,7 @@ func (s *Service) ingestDocument(ctx, dctx context.Context, m jetstream.Msg, met
 			return nil
 		}
 		env.Document = &d
-		hash := ledger.ContentHash(ev.Data)
+		hash := ledger.CheckedContentHash(env, ev.Data)
 		wg.Add(1)
 		then := func(ledgerSeq uint64, err error) {
 			defer wg.Done()
@@ -328,6 +336,15 @@ func (s *Service) ingestDocument(ctx, dctx context.Context, m jetstream.Msg, met
 		_ = m.NakWithDelay(delay)
 		return nil
 	}
+	if dlqID != "" {
+		if err := s.reportDocumentReplay(dctx, m, meta, dlqID, redrives, base.Count, &tally); err != nil {
+			// Every event has its outcome; the next delivery finds them
+			// committed or reported and reports the replay again.
+			s.log.Error("document replay outcome not stored; will retry", "seq", meta.Sequence.Stream, "dlq_id", dlqID, "err", err)
+			_ = m.NakWithDelay(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered))
+			return nil
+		}
+	}
 	span.SetAttributes(telemetry.DomainKey.String(dscsa.Name), telemetry.OutcomeKey.String("document"))
 	if err := m.Ack(); err != nil {
 		s.log.Warn("ack failed; a redelivery finds every event committed or reported", "seq", meta.Sequence.Stream, "err", err)
@@ -368,6 +385,33 @@ func (s *Service) documentFailure(ctx context.Context, m jetstream.Msg, meta *je
 	s.metrics.failure(dscsa.Name, code)
 	s.log.Info("document event rejected", "seq", meta.Sequence.Stream, "index", d.Index, "code", code, "stage", stage,
 		"dlq_id", record.DLQIDFor(f))
+}
+
+// reportDocumentReplay reports the outcome of replay redrives of the
+// whole-document chain dlqID (the message m, of count events, tallied in
+// tally) to FAILURES, for the quarantiner to append the chain's replayed
+// record, de-duplicated by DocumentReplayID (and by the quarantiner: one
+// record per replay message).
+func (s *Service) reportDocumentReplay(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, dlqID string, redrives, count int,
+	tally *docTally) error {
+	f := record.Failure{
+		Domain: dscsa.Name, Subject: m.Subject(), Stream: meta.Stream, Seq: meta.Sequence.Stream, Deliveries: meta.NumDelivered,
+		Published: meta.Timestamp.UTC(), DLQID: dlqID, RedriveCount: redrives, FailedAt: time.Now().UTC(),
+		Replayed: &record.DocumentReplay{Events: count, Committed: int(tally.committed.Load()), Duplicates: int(tally.duplicates.Load()),
+			Quarantined: int(tally.quarantined.Load())},
+	}
+	if err := s.storeFailure(ctx, m, meta, f, DocumentReplayID(dlqID, redrives)); err != nil {
+		return err
+	}
+	s.log.Info("document replayed", "seq", meta.Sequence.Stream, "dlq_id", dlqID, "redrive_count", redrives, "events", count,
+		"committed", f.Replayed.Committed, "duplicates", f.Replayed.Duplicates, "quarantined", f.Replayed.Quarantined)
+	return nil
+}
+
+// DocumentReplayID is the Nats-Msg-Id of the outcome report of replay
+// redrives of the whole-document chain dlqID.
+func DocumentReplayID(dlqID string, redrives int) string {
+	return "replayed-doc-" + dlqID + "-" + strconv.Itoa(redrives)
 }
 
 // DocumentFailureID is the Nats-Msg-Id of the failure report of event

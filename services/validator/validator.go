@@ -326,7 +326,7 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 	}
 	// The content a second event with this key must equal to be a
 	// duplicate (else an IDEMPOTENCY_CONFLICT).
-	hash := ledger.ContentHash(m.Data())
+	hash := ledger.CheckedContentHash(env, m.Data())
 	outcome := func(ledgerSeq uint64, err error) {
 		defer end()
 		if cspan != nil {

@@ -349,8 +349,13 @@ type LedgerEntry struct {
 	SourceSeq uint64 `json:"source_seq,omitempty"`
 	// Stored is when LEDGER stored it.
 	Stored time.Time `json:"stored"`
-	// Reason is why it is unsourced (Unsourced* constants).
+	// Reason is why it is unsourced (Unsourced* constants), or for an
+	// entry keyed otherwise now whose source is expired, "source_expired".
 	Reason string `json:"reason"`
+	// CurrentKey, on an entry of LedgerReconcile.RekeyedEntries, is the
+	// idempotency key the gate derives from the entry's event now (its
+	// subject would be ledger.<domain>.<current key>).
+	CurrentKey string `json:"current_key,omitempty"`
 }
 
 // LedgerReconcile is reconciliation from LEDGER back to EVENTS: every entry
@@ -369,6 +374,15 @@ type LedgerReconcile struct {
 	// event wrote them.
 	Unsourced        int           `json:"unsourced"`
 	UnsourcedEntries []LedgerEntry `json:"unsourced_entries"`
+	// Rekeyed counts the entries (unsourced, or whose source expired)
+	// whose event the gate keys otherwise now (a key derivation changed
+	// since it was committed, e.g. DSCSA events without eventID keyed by
+	// the CBV 2.0 event hash ID; or an entry written under a key of the
+	// writer's choosing), listed (up to MaxIDs) with their current key in
+	// RekeyedEntries: the same event published again would be committed
+	// again under its current key. Read only: nothing is re-keyed.
+	Rekeyed        int           `json:"rekeyed,omitempty"`
+	RekeyedEntries []LedgerEntry `json:"rekeyed_entries,omitempty"`
 }
 
 // ReconcileEvent names one event of a reconciliation.

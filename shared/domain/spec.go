@@ -36,6 +36,21 @@ type Prechecker interface {
 	Precheck(doc Doc) error
 }
 
+// ContentIdentifier is implemented by a domain whose standard defines an
+// event's content identity (two events with one idempotency key are the
+// same event when their identities are equal), e.g. DSCSA's CBV 2.0 event
+// hash ID, under which the same event as XML or JSON, with its lists
+// reordered or other namespace prefixes, is one event. Domains without it
+// compare the RFC 8785 canonical form of the payload (package ledger).
+type ContentIdentifier interface {
+	// ContentIdentity names the identity (recorded with each content
+	// hash, so that a later change of the rule can tell old hashes apart).
+	ContentIdentity() string
+	// ContentDigest returns the lowercase hex SHA-256 digest of doc's
+	// content identity. It never fails.
+	ContentDigest(doc Doc) string
+}
+
 // Spec is everything deadletter knows about one event domain. Each domain
 // package exports its Spec; package registry lists them, and every list of
 // domains, every check of a domain name and every display derives from it.

@@ -5,8 +5,6 @@ package ledger
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -14,7 +12,6 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -44,8 +41,11 @@ type KeyState struct {
 	// event.
 	DLQID string `json:"dlq_id,omitempty"`
 	// ContentHash is the committed event's ContentHash (absent in states
-	// written before it was recorded: read the LEDGER entry then).
-	ContentHash string `json:"content_hash,omitempty"`
+	// written before it was recorded: read the LEDGER entry then), and
+	// ContentIdentity how it was derived (absent in states written before
+	// it was recorded: IdentityJCS).
+	ContentHash     string `json:"content_hash,omitempty"`
+	ContentIdentity string `json:"content_identity,omitempty"`
 }
 
 // Committed reports whether the state is committed.
@@ -79,26 +79,16 @@ func Decode(b []byte) (KeyState, error) {
 	return st, nil
 }
 
-// ContentHash is what two events with one idempotency key must share to be
-// duplicates of each other: the lowercase hex SHA-256 of the RFC 8785
-// canonical form of the payload (record.Canonical), so that a copy that
-// differs only in member order or whitespace is the same content. Bytes
-// that are no JSON document (never an event that passed the gate, but
-// possibly a LEDGER entry someone else wrote) are hashed as they are.
-func ContentHash(data []byte) string {
-	if c, err := record.Canonical(data); err == nil {
-		data = c
-	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
-}
-
-// CommittedHash returns the ContentHash of the event a committed key state
-// names: recorded in the state, or, for a state written before it was
-// recorded, the hash of the payload of its LEDGER entry (on subject, the
-// key's LEDGER subject).
+// CommittedHash returns the content hash, in the current identity of its
+// domain (ContentHash), of the event a committed key state names: recorded
+// in the state when the state records it in that identity, else (a state
+// written before the hash or its identity was recorded, or before the
+// domain's identity changed) the hash of the payload of its LEDGER entry
+// (on subject, the key's LEDGER subject). So a key committed under an
+// older identity is compared by the current one, never taken for a
+// conflict because the rule changed.
 func CommittedHash(ctx context.Context, js jetstream.JetStream, st KeyState, subject string) (string, error) {
-	if st.ContentHash != "" {
+	if st.ContentHash != "" && RecordedIdentity(st.ContentIdentity) == Identity(st.Domain) {
 		return st.ContentHash, nil
 	}
 	s, err := js.Stream(ctx, subjects.LedgerStream)
@@ -109,5 +99,5 @@ func CommittedHash(ctx context.Context, js jetstream.JetStream, st KeyState, sub
 	if err != nil {
 		return "", fmt.Errorf("ledger: entry of a committed key: %w", err)
 	}
-	return ContentHash(raw.Data), nil
+	return ContentHash(st.Domain, raw.Data), nil
 }

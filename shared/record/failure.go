@@ -1,6 +1,7 @@
 package record
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/deadletter/deadletter/shared/codes"
@@ -65,6 +66,27 @@ type Failure struct {
 	Conflict *Conflict `json:"conflict,omitempty"`
 	// FailedAt is when the failure was reported (UTC).
 	FailedAt time.Time `json:"failed_at"`
+	// Replayed, set only with DLQID and RedriveCount, makes the report
+	// no failure but the outcome of a replay of a whole EPCIS document
+	// (a chain quarantined MALFORMED_DOCUMENT, corrected or redriven after
+	// the rules changed): every event of it ended committed, duplicate or
+	// quarantined on its own chain, and the document's chain gets its
+	// replayed record (no Code then).
+	Replayed *DocumentReplay `json:"replayed,omitempty"`
+}
+
+// DocumentReplay counts the outcomes of the events of a replayed document.
+type DocumentReplay struct {
+	Events      int `json:"events"`
+	Committed   int `json:"committed"`
+	Duplicates  int `json:"duplicates"`
+	Quarantined int `json:"quarantined"`
+}
+
+// Reason is the replayed record's reason: how many events the document
+// held and what became of them (counts only, no payload values).
+func (d DocumentReplay) Reason() string {
+	return fmt.Sprintf("document replayed: %d events, %d committed, %d duplicates, %d quarantined", d.Events, d.Committed, d.Duplicates, d.Quarantined)
 }
 
 // History is the value the validator keeps in the ATTEMPTS bucket for an

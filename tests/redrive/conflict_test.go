@@ -80,7 +80,7 @@ func TestRedriveOfCommittedKey(t *testing.T) {
 				return
 			}
 			want := record.Conflict{LedgerStream: subjects.LedgerStream, LedgerSeq: st.LedgerSeq,
-				CommittedHash: ledger.ContentHash(otherBytes), ContentHash: ledger.ContentHash(quarantined.data)}
+				CommittedHash: ledger.ContentHash("pharmacy", otherBytes), ContentHash: ledger.ContentHash("pharmacy", quarantined.data)}
 			if last.Kind != record.KindReplayFailed || last.ErrorCode != codes.IdempotencyConflict || last.Conflict == nil || *last.Conflict != want {
 				t.Fatalf("last record %s %s %+v, want replay_failed %s %+v", last.Kind, last.ErrorCode, last.Conflict, codes.IdempotencyConflict, want)
 			}

@@ -220,6 +220,9 @@ func (a *app) printReconcile(rep api.ReconcileReply) {
 	if rep.Ledger.SourceExpired > 0 {
 		ledger += fmt.Sprintf(", %d source expired", rep.Ledger.SourceExpired)
 	}
+	if rep.Ledger.Rekeyed > 0 {
+		ledger += fmt.Sprintf(", %d keyed otherwise now", rep.Ledger.Rekeyed)
+	}
 	t.row("LEDGER ENTRIES", ledger+")")
 	t.flush()
 	fmt.Fprintln(w)
@@ -245,6 +248,16 @@ func (a *app) printReconcile(rep api.ReconcileReply) {
 		t = newTable(w, "LEDGER SEQ", "SUBJECT", "SOURCE SEQ", "REASON", "STORED")
 		for _, e := range rep.Ledger.UnsourcedEntries {
 			t.row(strconv.FormatUint(e.Seq, 10), e.Subject, strconv.FormatUint(e.SourceSeq, 10), e.Reason, fmtTime(e.Stored))
+		}
+		t.flush()
+	}
+	if len(rep.Ledger.RekeyedEntries) > 0 {
+		// Entries whose event the gate keys otherwise now: the same
+		// event published again is committed again under CURRENT KEY.
+		fmt.Fprintln(w, "\nLEDGER ENTRIES KEYED OTHERWISE NOW (the same event published again commits under CURRENT KEY)")
+		t = newTable(w, "LEDGER SEQ", "SUBJECT", "CURRENT KEY", "REASON", "STORED")
+		for _, e := range rep.Ledger.RekeyedEntries {
+			t.row(strconv.FormatUint(e.Seq, 10), e.Subject, e.CurrentKey, e.Reason, fmtTime(e.Stored))
 		}
 		t.flush()
 	}

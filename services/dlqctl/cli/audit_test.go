@@ -3,6 +3,7 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,5 +59,21 @@ func TestNewestCheckpoint(t *testing.T) {
 				t.Errorf("newestCheckpoint = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestPrintReconcileRekeyed: the LEDGER entries keyed otherwise now are
+// counted on the LEDGER ENTRIES line and listed with their current key.
+func TestPrintReconcileRekeyed(t *testing.T) {
+	var out strings.Builder
+	a := &app{io: IO{Out: &out}, now: time.Now}
+	stored := time.Date(2026, 3, 12, 9, 15, 0, 0, time.UTC)
+	a.printReconcile(api.ReconcileReply{Ledger: api.LedgerReconcile{Entries: 3, Sourced: 1, Unsourced: 2, Rekeyed: 1,
+		RekeyedEntries: []api.LedgerEntry{{Seq: 7, Subject: "ledger.dscsa.dscsa_5b1e0c8a", SourceSeq: 4, Stored: stored,
+			Reason: api.UnsourcedKeyMismatch, CurrentKey: "dscsa_0f9e8d7c"}}}})
+	for _, want := range []string{"1 keyed otherwise now", "LEDGER ENTRIES KEYED OTHERWISE NOW", "ledger.dscsa.dscsa_5b1e0c8a", "dscsa_0f9e8d7c", api.UnsourcedKeyMismatch} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
 	}
 }

@@ -24,6 +24,24 @@ func Spec() domain.Spec {
 	}
 }
 
+// ContentIdentityEventHash names the DSCSA content identity
+// (domain.ContentIdentifier): the CBV 2.0 event hash ID.
+const ContentIdentityEventHash = "cbv2-event-hash"
+
+// ContentIdentity names the DSCSA content identity: the CBV 2.0 event hash
+// ID (domain.ContentIdentifier).
+func (Checker) ContentIdentity() string { return ContentIdentityEventHash }
+
+// ContentDigest returns the digest of doc's CBV 2.0 event hash ID (the
+// same ID Check and Identify put in the envelope): the same event as XML
+// or JSON, with reordered lists, other namespace prefixes, another
+// @context, time-zone notation or recordTime has one digest; any other
+// value of a hashed field (bizStep, a quantity, an EPC...) another.
+func (Checker) ContentDigest(doc domain.Doc) string {
+	d, _ := eventhash.Digest(eventhash.ID(doc, nil))
+	return d
+}
+
 // Identify derives what it can of the identity of a document that failed
 // validation, by the rules Check uses: the ordering key from a valid first
 // EPC (an aggregation's valid parentID, else its first child), the party id

@@ -88,6 +88,23 @@ func ID(ev map[string]any, ctx any) string {
 	return string(out[:])
 }
 
+// Digest returns the lowercase hex SHA-256 digest an event hash ID names
+// (the 64 hex digits between Prefix and "?ver="), and whether id is an ID
+// this package returns.
+func Digest(id string) (string, bool) {
+	const n = len(Prefix) + 2*sha256.Size
+	if len(id) != n+len("?ver=")+len(Version) || id[:len(Prefix)] != Prefix || id[n:] != "?ver="+Version {
+		return "", false
+	}
+	d := id[len(Prefix):n]
+	for i := 0; i < len(d); i++ {
+		if c := d[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return "", false
+		}
+	}
+	return d, true
+}
+
 // PreHash returns the pre-hash string of ev (see the package
 // documentation).
 func PreHash(ev map[string]any, ctx any) string {

@@ -1,0 +1,249 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/services/auditor"
+	"github.com/deadletter/deadletter/services/quarantiner"
+	"github.com/deadletter/deadletter/services/validator"
+	"github.com/deadletter/deadletter/shared/access"
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
+	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/natstest"
+	"github.com/deadletter/deadletter/shared/streams"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// shipment is a DSCSA shipping ObjectEvent with the given eventID, as a
+// trading partner sends it in JSON: compact IRIs, its eventTime in its own
+// offset, a quantity, an extension.
+func shipment(eventID string) []byte {
+	return fmt.Appendf(nil, `{"@context":["https://ref.gs1.org/standards/epcis/2.0.0/epcis-context.jsonld",{"example":"https://ns.example.com/epcis/"}],`+
+		`"type":"ObjectEvent","eventID":%q,"eventTime":"2024-03-12T09:15:00-05:00","eventTimeZoneOffset":"-05:00",`+
+		`"epcList":["urn:epc:id:sgtin:0614141.012345.10016550749981","urn:epc:id:sgtin:0614141.012345.10016550749982"],`+
+		`"action":"OBSERVE","bizStep":"cbv:BizStep-shipping","disposition":"cbv:Disp-in_transit",`+
+		`"readPoint":{"id":"urn:epc:id:sgln:0614141.00777.0"},`+
+		`"bizTransactionList":[{"type":"po","bizTransaction":"urn:epcglobal:cbv:bt:0860001234565:PO-778120"},`+
+		`{"type":"desadv","bizTransaction":"urn:epcglobal:cbv:bt:0614141000005:ASN-20240312-0042"}],`+
+		`"sourceList":[{"type":"owning_party","source":"urn:epc:id:pgln:0614141.00000"}],`+
+		`"quantityList":[{"epcClass":"urn:epc:class:lgtin:0614141.012345.A24B017","quantity":2,"uom":"EA"}],`+
+		`"example:shipper":"Müller & Söhne <Großhandel>"}`, eventID)
+}
+
+// shipmentXML is the same event in an EPCIS 2.0 XML document: CBV bare
+// words, its lists in another order, its eventTime in UTC, a recordTime
+// and another prefix for the extension's namespace.
+func shipmentXML(eventID string) []byte {
+	return fmt.Appendf(nil, `<?xml version="1.0" encoding="UTF-8"?>
+<epcis:EPCISDocument xmlns:epcis="urn:epcglobal:epcis:xsd:2" xmlns:ex="https://ns.example.com/epcis/" schemaVersion="2.0" creationDate="2024-03-12T14:20:00Z">
+  <EPCISBody><EventList>
+    <ObjectEvent>
+      <eventTime>2024-03-12T14:15:00.000Z</eventTime>
+      <recordTime>2024-03-13T08:00:00Z</recordTime>
+      <eventTimeZoneOffset>-05:00</eventTimeZoneOffset>
+      <eventID>%s</eventID>
+      <epcList><epc>urn:epc:id:sgtin:0614141.012345.10016550749982</epc><epc>urn:epc:id:sgtin:0614141.012345.10016550749981</epc></epcList>
+      <action>OBSERVE</action>
+      <bizStep>shipping</bizStep>
+      <disposition>in_transit</disposition>
+      <readPoint><id>urn:epc:id:sgln:0614141.00777.0</id></readPoint>
+      <bizTransactionList><bizTransaction type="desadv">urn:epcglobal:cbv:bt:0614141000005:ASN-20240312-0042</bizTransaction><bizTransaction type="po">urn:epcglobal:cbv:bt:0860001234565:PO-778120</bizTransaction></bizTransactionList>
+      <sourceList><source type="owning_party">urn:epc:id:pgln:0614141.00000</source></sourceList>
+      <quantityList><quantityElement><epcClass>urn:epc:class:lgtin:0614141.012345.A24B017</epcClass><quantity>2</quantity><uom>EA</uom></quantityElement></quantityList>
+      <ex:shipper>Müller &amp; Söhne &lt;Großhandel&gt;</ex:shipper>
+    </ObjectEvent>
+  </EventList></EPCISBody>
+</epcis:EPCISDocument>`, eventID)
+}
+
+// TestContentIdentityDSCSA: DSCSA's content rule follows the CBV 2.0
+// event hash ID end to end. An event whose eventID is committed is a
+// duplicate when its event hash ID is the committed one's (the same event
+// as an EPCIS 2.0 XML document; its lists reordered, CBV URNs, its
+// eventTime in UTC, a recordTime) and an IDEMPOTENCY_CONFLICT when a
+// hashed field differs (bizStep, quantity). A key committed before the
+// content identity was recorded (a LEDGER entry and key state carrying the
+// RFC 8785 hash, no identity) keeps its meaning: the same event is still a
+// duplicate, other content still a conflict, and its entry still sourced.
+// Reconciliation accounts for every event, and every LEDGER entry is
+// sourced.
+func TestContentIdentityDSCSA(t *testing.T) {
+	srv := natstest.Start(t)
+	srv.Provision(t, streams.DefaultOptions())
+	nc := srv.Connect(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	g, err := gate.New(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const dom = dscsa.Name
+	shipping := subjects.Event(dom, "shipping")
+	keyOf := func(data []byte) string {
+		t.Helper()
+		env, err := g.Check(shipping, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env.IdempotencyKey
+	}
+	publish := func(subject string, data []byte) uint64 {
+		t.Helper()
+		ack, err := js.Publish(ctx, subject, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ack.Sequence
+	}
+	replace := func(b []byte, old, new string) []byte {
+		t.Helper()
+		if !bytes.Contains(b, []byte(old)) {
+			t.Fatalf("event lacks %q", old)
+		}
+		return bytes.Replace(b, []byte(old), []byte(new), 1)
+	}
+	same := func(b []byte) []byte { // lists reordered, CBV URNs, eventTime in UTC, a recordTime
+		b = replace(b, `"urn:epc:id:sgtin:0614141.012345.10016550749981","urn:epc:id:sgtin:0614141.012345.10016550749982"`,
+			`"urn:epc:id:sgtin:0614141.012345.10016550749982","urn:epc:id:sgtin:0614141.012345.10016550749981"`)
+		b = replace(b, `"cbv:BizStep-shipping"`, `"urn:epcglobal:cbv:bizstep:shipping"`)
+		b = replace(b, `"cbv:Disp-in_transit"`, `"urn:epcglobal:cbv:disp:in_transit"`)
+		return replace(b, `"eventTime":"2024-03-12T09:15:00-05:00"`, `"eventTime":"2024-03-12T14:15:00.000Z","recordTime":"2024-03-13T08:00:00Z"`)
+	}
+
+	// A key committed before the content identity was recorded, as the
+	// validator wrote it then: its LEDGER entry and key state carry the
+	// canonical JSON's hash and no identity.
+	legacy := shipment("urn:uuid:0b7e6a52-1c1e-4f0e-9a51-legacy000001")
+	legacyKey := keyOf(legacy)
+	legacySeq := publish(shipping, legacy)
+	m := nats.NewMsg(subjects.Ledger(dom, legacyKey))
+	m.Data = legacy
+	m.Header.Set(envelope.IdempotencyKey, legacyKey)
+	m.Header.Set(envelope.EventType, "shipping")
+	m.Header.Set(envelope.SourceStream, subjects.EventsStream)
+	m.Header.Set(envelope.SourceSeq, strconv.FormatUint(legacySeq, 10))
+	m.Header.Set(envelope.ContentHash, ledger.CanonicalHash(legacy))
+	m.Header.Set(jetstream.MsgIDHeader, legacyKey)
+	lack, err := js.PublishMsg(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, subjects.IdempotencyBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := json.Marshal(ledger.KeyState{State: ledger.StateCommitted, Domain: dom, EventType: "shipping", SourceSeq: legacySeq,
+		LedgerSeq: lack.Sequence, CommittedAt: time.Now().UTC(), ContentHash: ledger.CanonicalHash(legacy)})
+	if _, err := kv.Create(ctx, legacyKey, st); err != nil {
+		t.Fatal(err)
+	}
+
+	log := slog.New(slog.DiscardHandler)
+	v, err := validator.New(srv.Connect(t), validator.DefaultConfig(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.Run(t, "validator", v.Run)
+	q, err := quarantiner.New(srv.Connect(t), quarantiner.DefaultConfig(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.Run(t, "quarantiner", q.Run)
+	acfg := auditor.DefaultConfig()
+	acfg.Grace, acfg.CheckpointInterval, acfg.ReconcileInterval = 300*time.Millisecond, 0, 0
+	acfg.AllowAnonymous = true
+	a, err := auditor.New(srv.Connect(t), acfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.Run(t, "auditor", a.Run)
+	natstest.WaitServing(t, nc, access.Validator, access.Quarantiner, access.Auditor)
+
+	rows := []struct {
+		name     string
+		eventID  string // "" the legacy key's
+		subject  string
+		second   func(eventID string) []byte
+		conflict bool
+	}{
+		{"JSON, then its XML twin in a document", "urn:uuid:7d1f0c1e-5b3a-4c8e-8f41-0c9a2b7e0001", subjects.Event(dom, subjects.DocumentType),
+			shipmentXML, false},
+		{"JSON, then lists reordered, CBV URNs, eventTime in UTC, a recordTime", "urn:uuid:7d1f0c1e-5b3a-4c8e-8f41-0c9a2b7e0002", shipping,
+			func(id string) []byte { return same(shipment(id)) }, false},
+		{"JSON, then another bizStep", "urn:uuid:7d1f0c1e-5b3a-4c8e-8f41-0c9a2b7e0003", subjects.Event(dom, "receiving"),
+			func(id string) []byte {
+				return replace(shipment(id), `"cbv:BizStep-shipping"`, `"cbv:BizStep-receiving"`)
+			}, true},
+		{"JSON, then another quantity", "urn:uuid:7d1f0c1e-5b3a-4c8e-8f41-0c9a2b7e0004", shipping,
+			func(id string) []byte { return replace(shipment(id), `"quantity":2,`, `"quantity":20,`) }, true},
+		{"a key committed before the identity, then the same event", "", shipping,
+			func(string) []byte { return same(legacy) }, false},
+		{"a key committed before the identity, then another quantity", "", shipping,
+			func(string) []byte { return replace(legacy, `"quantity":2,`, `"quantity":20,`) }, true},
+	}
+	wantOpen := map[uint64]string{}
+	committed, duplicates := 1, 0 // the legacy event
+	for _, r := range rows {
+		id := r.eventID
+		if id == "" {
+			id = "urn:uuid:0b7e6a52-1c1e-4f0e-9a51-legacy000001"
+		} else {
+			publish(shipping, shipment(id))
+			committed++
+		}
+		seq := publish(r.subject, r.second(id))
+		if r.conflict {
+			wantOpen[seq] = r.name
+		} else {
+			duplicates++
+		}
+	}
+	want := map[string]int{api.ReconcileCommitted: committed, api.ReconcileDuplicate: duplicates, api.ReconcileConflict: len(wantOpen)}
+	var rep api.ReconcileReply
+	natstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		rep = api.ReconcileReply{}
+		request(t, nc, api.AuditReconcile, api.ReconcileRequest{Grace: "0s", IDs: true}, &rep)
+		if fmt.Sprint(rep.Counts) != fmt.Sprint(want) || rep.Ledger.Entries != committed {
+			return fmt.Errorf("counts %v, LEDGER %+v; want %v and %d entries; unaccounted %+v", rep.Counts, rep.Ledger, want, committed, rep.Unaccounted)
+		}
+		return nil
+	})
+	if l := rep.Ledger; l.Sourced != committed || l.Unsourced != 0 || len(rep.Unaccounted) != 0 {
+		t.Fatalf("reconcile: LEDGER %+v, unaccounted %+v; want every entry sourced", l, rep.Unaccounted)
+	}
+	for _, e := range rep.IDs[api.ReconcileConflict] {
+		name, ok := wantOpen[e.Seq]
+		if !ok {
+			t.Errorf("EVENTS %d is a conflict, not a conflict row", e.Seq)
+			continue
+		}
+		delete(wantOpen, e.Seq)
+		var got api.GetReply
+		request(t, nc, api.AuditGet, api.GetRequest{DLQID: e.DLQID}, &got)
+		if got.State.ErrorCode != codes.IdempotencyConflict {
+			t.Errorf("%s: chain %s, code %s, want %s", name, e.DLQID, got.State.ErrorCode, codes.IdempotencyConflict)
+		}
+	}
+	if len(wantOpen) != 0 {
+		t.Errorf("conflicts not reported: %v", slices.Collect(maps.Values(wantOpen)))
+	}
+}
