@@ -89,7 +89,7 @@ func (s *Service) documentEvents(ctx context.Context, m *jetstream.RawStreamMsg,
 	switch {
 	case err == nil, errors.Is(err, errStopDocument):
 		return true, nil
-	case emitted == 0 && codes.Of(err) == codes.MalformedDocument:
+	case emitted == 0 && codes.Of(err) == dscsa.MalformedDocument:
 		return false, nil
 	}
 	return true, fmt.Errorf("auditor: read the document of EVENTS %d: %w", m.Sequence, err)

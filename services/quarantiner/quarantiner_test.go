@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"io/fs"
 	"strconv"
 	"testing"
@@ -543,7 +544,7 @@ func TestDocumentReplayedReport(t *testing.T) {
 	subject := subjects.Event("dscsa", subjects.DocumentType)
 	data := []byte(`{"type":"EPCISDocument","epcisBody":{"eventList":[{"type":"ObjectEvent","example:shipper":"Müller & Söhne <Großhandel>"`)
 	seq := e.publishEvent(t, subject, data, nil)
-	f := structural(subject, seq, data, codes.MalformedDocument)
+	f := structural(subject, seq, data, dscsa.MalformedDocument)
 	e.reportFailure(t, f)
 	e.waitRecords(t, 1)
 	dlqID := record.DLQIDFor(f)
@@ -576,7 +577,7 @@ func TestDocumentReplayedReport(t *testing.T) {
 	}
 	last := chain[len(chain)-1]
 	if len(chain) != 3 || last.Kind != record.KindReplayed || last.SourceSeq != r.Seq || last.Reason != counts.Reason() ||
-		last.ErrorCode != codes.MalformedDocument {
+		last.ErrorCode != dscsa.MalformedDocument {
 		t.Fatalf("chain of %d, last %s on %d %q (%s)", len(chain), last.Kind, last.SourceSeq, last.Reason, last.ErrorCode)
 	}
 	if st, err := record.Fold(chain); err != nil || st.Status != record.StatusResolved {

@@ -2,12 +2,12 @@ package validator
 
 import (
 	"encoding/json"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/natstest"
 )
 
@@ -43,7 +43,7 @@ func TestCheckDocument(t *testing.T) {
 			}
 			switch {
 			case i == 4:
-				if ev.OK || ev.Code != codes.InvalidParentID || ev.Error == "" || ev.Envelope != nil {
+				if ev.OK || ev.Code != dscsa.InvalidParentID || ev.Error == "" || ev.Envelope != nil {
 					t.Errorf("%s: event 4: %+v", f.file, ev)
 				}
 			case !ev.OK || ev.Envelope == nil || ev.Envelope.EventHashID != ev.EventHashID:
@@ -62,7 +62,7 @@ func TestCheckDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := resp.Header.Get("Nats-Service-Error-Code"); got != string(codes.MalformedDocument) {
+	if got := resp.Header.Get("Nats-Service-Error-Code"); got != string(dscsa.MalformedDocument) {
 		t.Fatalf("error code %q, want MALFORMED_DOCUMENT", got)
 	}
 }

@@ -2,6 +2,7 @@ package validator
 
 import (
 	"encoding/json"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"strings"
 	"testing"
 	"time"
@@ -28,9 +29,9 @@ func TestCheckEndpointDSCSA(t *testing.T) {
 		{name: "AggregationEvent shipping", subject: "shipping", dir: "valid", file: "shipping-sscc-pallet-observe.json",
 			wantOrdering: "006141411234567890"},
 		{name: "TransformationEvent", subject: "packing", dir: "invalid", file: "UNSUPPORTED_EVENT_TYPE--transformation-event.json",
-			wantCode: codes.UnsupportedEventType},
+			wantCode: dscsa.UnsupportedEventType},
 		{name: "bad SSCC", subject: "packing", dir: "invalid", file: "INVALID_PARENT_ID--sscc-digital-link-check-digit.json",
-			wantCode: codes.InvalidParentID},
+			wantCode: dscsa.InvalidParentID},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

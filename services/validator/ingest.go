@@ -130,7 +130,7 @@ func (s *Service) handleManifest(ctx context.Context, m jetstream.Msg, meta *jet
 	stop := s.keepInProgress(m)
 	defer stop()
 	if err := s.assemble(dctx, m.Subject(), man); err != nil {
-		if codes.Of(err) == codes.MalformedDocument {
+		if codes.Of(err) == dscsa.MalformedDocument {
 			whole(err, nil)
 			return
 		}
@@ -139,7 +139,7 @@ func (s *Service) handleManifest(ctx context.Context, m jetstream.Msg, meta *jet
 	}
 	src := func() (io.Reader, error) { return s.openDocument(dctx, man.SHA256) }
 	if err := s.ingestDocument(ctx, dctx, m, meta, publisher, dlqID, redrives, src, man.Parts[0]); err != nil {
-		if codes.Of(err) == codes.MalformedDocument {
+		if codes.Of(err) == dscsa.MalformedDocument {
 			whole(err, &envelope.Document{ID: man.SHA256, SHA256: man.SHA256, Stream: meta.Stream, Seq: man.Parts[0], Length: int(man.Size)})
 			return
 		}
@@ -169,12 +169,12 @@ func (s *Service) assemble(ctx context.Context, subject string, man *document.Ma
 		raw, err := events.GetMsg(ctx, man.Parts[i])
 		switch {
 		case errors.Is(err, jetstream.ErrMsgNotFound):
-			return nil, codes.Errorf(codes.MalformedDocument, "document part %d of %d is not in EVENTS", i+1, len(man.Parts))
+			return nil, codes.Errorf(dscsa.MalformedDocument, "document part %d of %d is not in EVENTS", i+1, len(man.Parts))
 		case err != nil:
 			return nil, codes.Wrap(codes.StoreUnavailable, err, "document part read failed")
 		case raw.Subject != subject || raw.Header.Get(envelope.DocumentUpload) != man.Upload ||
 			raw.Header.Get(envelope.DocumentPart) != document.PartHeader(i+1):
-			return nil, codes.Errorf(codes.MalformedDocument, "document part %d of %d is not a part of this upload", i+1, len(man.Parts))
+			return nil, codes.Errorf(dscsa.MalformedDocument, "document part %d of %d is not a part of this upload", i+1, len(man.Parts))
 		}
 		return raw.Data, nil
 	}
@@ -189,7 +189,7 @@ func (s *Service) assemble(ctx context.Context, subject string, man *document.Ma
 		size += int64(len(b))
 	}
 	if size != man.Size || hex.EncodeToString(h.Sum(nil)) != man.SHA256 {
-		return codes.Errorf(codes.MalformedDocument, "document parts do not make the document the manifest names (size or SHA-256)")
+		return codes.Errorf(dscsa.MalformedDocument, "document parts do not make the document the manifest names (size or SHA-256)")
 	}
 	pr, pw := io.Pipe()
 	go func() {

@@ -140,7 +140,7 @@ func TestIngestDocument(t *testing.T) {
 			fs := failures(t, js)
 			f := fs[0]
 			d := f.Envelope.Document
-			if f.Code != codes.InvalidParentID || f.Class != record.ClassValidation || d == nil || f.Seq != seq ||
+			if f.Code != dscsa.InvalidParentID || f.Class != record.ClassValidation || d == nil || f.Seq != seq ||
 				f.Subject != subjects.Published(docPublisher, dscsa.Name, "receiving") {
 				t.Fatalf("failure %s %s on %s, envelope %+v", f.Code, f.Class, f.Subject, f.Envelope)
 			}
@@ -220,7 +220,7 @@ func TestIngestMalformed(t *testing.T) {
 			seq := publish(t, js, docSubject, tc.doc, "")
 			waitMsgs(t, js, subjects.FailuresStream, uint64(i+1))
 			f := failures(t, js)[i]
-			if f.Code != codes.MalformedDocument || !bytes.Equal(f.Payload, tc.doc) || f.Seq != seq || f.Subject != docSubject {
+			if f.Code != dscsa.MalformedDocument || !bytes.Equal(f.Payload, tc.doc) || f.Seq != seq || f.Subject != docSubject {
 				t.Errorf("failure %s on %s seq %d, payload verbatim %v", f.Code, f.Subject, f.Seq, bytes.Equal(f.Payload, tc.doc))
 			}
 		})
@@ -395,7 +395,7 @@ func TestIngestManifestRefused(t *testing.T) {
 			}
 			waitMsgs(t, js, subjects.FailuresStream, uint64(i+1))
 			f := failures(t, js)[i]
-			if f.Code != codes.MalformedDocument || !bytes.Equal(f.Payload, body) {
+			if f.Code != dscsa.MalformedDocument || !bytes.Equal(f.Payload, body) {
 				t.Errorf("failure %s %q, payload verbatim %v", f.Code, f.Detail, bytes.Equal(f.Payload, body))
 			}
 			if tc.name == "parts of a malformed document" {

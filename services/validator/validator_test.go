@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -129,8 +130,8 @@ func TestStructuralFailures(t *testing.T) {
 		code         codes.Code
 	}{
 		{"dscsa", "MISSING_LOT--commissioning-without-lot.json", codes.MissingLot},
-		{"dscsa", "GTIN_CHECK_DIGIT_FAILED--digital-link-bad-check.json", codes.GTINCheckDigitFailed},
-		{"dscsa", "INVALID_GTIN--lost-leading-zero.json", codes.InvalidGTIN},
+		{"dscsa", "GTIN_CHECK_DIGIT_FAILED--digital-link-bad-check.json", dscsa.GTINCheckDigitFailed},
+		{"dscsa", "INVALID_GTIN--lost-leading-zero.json", dscsa.InvalidGTIN},
 		{"dscsa", "UNPARSEABLE_EVENT_TIME--no-offset.json", codes.UnparseableEventTime},
 		{"pharmacy", "UNPARSEABLE_EVENT_TIME--no-offset.json", codes.UnparseableEventTime},
 		{"pharmacy", "MISSING_LOT--schedule-ii-without-lot.json", codes.MissingLot},

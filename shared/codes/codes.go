@@ -56,44 +56,6 @@ const (
 	InvalidQuantity Code = "INVALID_QUANTITY"
 )
 
-// DSCSA (GS1 EPCIS 2.0) codes.
-const (
-	// GTINCheckDigitFailed: a GTIN's GS1 mod-10 check digit is wrong.
-	GTINCheckDigitFailed Code = "GTIN_CHECK_DIGIT_FAILED"
-	// InvalidGTIN: a GTIN is not 14 digits (e.g. it lost a leading zero).
-	InvalidGTIN Code = "INVALID_GTIN"
-	// MissingSerial: an EPC yields a GTIN but no serial number.
-	MissingSerial Code = "MISSING_SERIAL"
-	// MissingExpiry: a commissioning event has no valid expiry date.
-	MissingExpiry Code = "MISSING_EXPIRY"
-	// InvalidEPC: an EPC is neither an SGTIN URN nor a GS1 Digital Link
-	// URI, or the event lists none.
-	InvalidEPC Code = "INVALID_EPC"
-	// InvalidBizStep: the bizStep is not a CBV business step.
-	InvalidBizStep Code = "INVALID_BIZSTEP"
-	// InvalidLocation: a read point or business location is not a valid
-	// SGLN URN or Digital Link GLN.
-	InvalidLocation Code = "INVALID_LOCATION"
-)
-
-// DSCSA EPCIS event-type and aggregation codes.
-const (
-	// UnsupportedEventType: the EPCIS event type is not one the domain
-	// accepts (e.g. TransformationEvent); the detail names it.
-	UnsupportedEventType Code = "UNSUPPORTED_EVENT_TYPE"
-	// InvalidParentID: an AggregationEvent's parentID is missing where
-	// its action needs one, or is not a valid SSCC or SGTIN (URN or GS1
-	// Digital Link, check digits included).
-	InvalidParentID Code = "INVALID_PARENT_ID"
-	// InvalidAggregation: an AggregationEvent's hierarchy is impossible
-	// (a container listed among its own children, a child listed twice).
-	InvalidAggregation Code = "INVALID_AGGREGATION"
-	// MalformedDocument: an EPCIS document (JSON or XML) cannot be read
-	// into events: not well-formed, not UTF-8, a DTD, too deep, too many
-	// events, or not an EPCISDocument.
-	MalformedDocument Code = "MALFORMED_DOCUMENT"
-)
-
 // Commit-stage codes. Transient ones are retried with back-off until the
 // consumer's MaxDeliver; the event is then quarantined as exhausted.
 const (
@@ -249,17 +211,6 @@ var known = []Info{
 	{Code: UnparseableEventTime, Meaning: "the event time is not RFC 3339 with a UTC offset"},
 	{Code: MissingLot, Meaning: "a required lot number is absent"},
 	{Code: InvalidQuantity, Meaning: "a quantity is not a plain decimal"},
-	{Code: GTINCheckDigitFailed, Meaning: "a GTIN's check digit is wrong"},
-	{Code: InvalidGTIN, Meaning: "a GTIN is not 14 digits (e.g. lost a leading zero)"},
-	{Code: MissingSerial, Meaning: "an EPC has no serial number"},
-	{Code: MissingExpiry, Meaning: "a commissioning event has no valid expiry"},
-	{Code: InvalidEPC, Meaning: "an EPC is neither an SGTIN URN nor a Digital Link URI"},
-	{Code: InvalidBizStep, Meaning: "the bizStep is not a CBV business step"},
-	{Code: InvalidLocation, Meaning: "a read point or business location is not a valid GLN"},
-	{Code: UnsupportedEventType, Meaning: "the EPCIS event type is not accepted by the domain (detail names it)"},
-	{Code: InvalidParentID, Meaning: "an aggregation's parentID is missing or not a valid SSCC or SGTIN"},
-	{Code: InvalidAggregation, Meaning: "an aggregation's hierarchy is impossible (parent among its children, a child twice)"},
-	{Code: MalformedDocument, Meaning: "an EPCIS document cannot be read into events (syntax, encoding, DTD, depth, size)"},
 	{Code: DownstreamUnavailable, Meaning: "the downstream timed out, refused, or answered 429/500/502/503/504"},
 	{Code: DownstreamRejected, Meaning: "the downstream answered another non-2xx status"},
 	{Code: StoreUnavailable, Meaning: "a JetStream write or read failed"},

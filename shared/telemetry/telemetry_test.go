@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -19,7 +20,6 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/goleak"
 
-	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -175,14 +175,14 @@ func TestStartRedrive(t *testing.T) {
 func TestFail(t *testing.T) {
 	tr, rec := recorder(t)
 	_, span := tr.Start(context.Background(), "commit")
-	Fail(span, codes.GTINCheckDigitFailed, "validation", StageKey.String("validate"))
+	Fail(span, dscsa.GTINCheckDigitFailed, "validation", StageKey.String("validate"))
 	span.End()
 	got := rec.Ended()[0]
-	if got.Status().Code != otelcodes.Error || got.Status().Description != string(codes.GTINCheckDigitFailed) {
+	if got.Status().Code != otelcodes.Error || got.Status().Description != string(dscsa.GTINCheckDigitFailed) {
 		t.Errorf("status %+v", got.Status())
 	}
 	a := attrs(got)
-	if a[ErrorCodeKey].AsString() != string(codes.GTINCheckDigitFailed) || a[FailureClassKey].AsString() != "validation" {
+	if a[ErrorCodeKey].AsString() != string(dscsa.GTINCheckDigitFailed) || a[FailureClassKey].AsString() != "validation" {
 		t.Errorf("attributes %v", a)
 	}
 	if ev := got.Events(); len(ev) != 1 || ev[0].Name != FailureEvent || len(ev[0].Attributes) != 3 {

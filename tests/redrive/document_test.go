@@ -11,7 +11,6 @@ import (
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
-	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"github.com/deadletter/deadletter/shared/domain/dscsa/document"
 	"github.com/deadletter/deadletter/shared/gate"
@@ -140,8 +139,8 @@ func TestRedriveOfWholeDocument(t *testing.T) {
 			}
 			id := record.PayloadDLQID(dscsa.Name, subject, cut)
 			st := e.waitState(t, id, func(st record.State) bool { return st.Status == record.StatusOpen }, "open")
-			if st.ErrorCode != codes.MalformedDocument {
-				t.Fatalf("chain %s: code %s, want %s", id, st.ErrorCode, codes.MalformedDocument)
+			if st.ErrorCode != dscsa.MalformedDocument {
+				t.Fatalf("chain %s: code %s, want %s", id, st.ErrorCode, dscsa.MalformedDocument)
 			}
 			start := time.Now()
 			var rep api.RedriveReply
@@ -159,8 +158,8 @@ func TestRedriveOfWholeDocument(t *testing.T) {
 			}
 			last := recs[len(recs)-1]
 			if tc.outcome == api.OutcomeReplayFailed {
-				if cs.Status != record.StatusOpen || last.Kind != record.KindReplayFailed || last.ErrorCode != codes.MalformedDocument {
-					t.Fatalf("chain %s, last record %s %s; want open, replay_failed %s", cs.Status, last.Kind, last.ErrorCode, codes.MalformedDocument)
+				if cs.Status != record.StatusOpen || last.Kind != record.KindReplayFailed || last.ErrorCode != dscsa.MalformedDocument {
+					t.Fatalf("chain %s, last record %s %s; want open, replay_failed %s", cs.Status, last.Kind, last.ErrorCode, dscsa.MalformedDocument)
 				}
 				return
 			}

@@ -1,6 +1,7 @@
 package tracing
 
 import (
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/access"
-	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/tests/internal/jaeger"
 )
 
@@ -31,7 +31,7 @@ func TestConsoleDrawsTheTrace(t *testing.T) {
 	})
 	js, pubjs := connect(t, s, access.Admin), connect(t, s, string(access.RolePublisher))
 	bad := example(t, "dscsa/invalid/GTIN_CHECK_DIGIT_FAILED--digital-link-bad-check.json", "events.dscsa.shipping",
-		string(codes.GTINCheckDigitFailed), "PO-778120", markerPO)
+		string(dscsa.GTINCheckDigitFailed), "PO-778120", markerPO)
 	failed := publish(t, pubjs, pub, "events.dscsa.shipping", bad)
 	rec := quarantined(t, js, failed.seq)
 	waitTrace(t, j, failed.traceID, func(tr jaeger.Trace) error {
@@ -44,7 +44,7 @@ func TestConsoleDrawsTheTrace(t *testing.T) {
 		`<h2 id="h-trace">Trace</h2>`, failed.traceID,
 		"<strong>" + publisherService + "</strong>", "<strong>" + validatorService + "</strong>", "<strong>" + quarantinerService + "</strong>",
 		"send events.dscsa.shipping", "validate events.dscsa.shipping", "send dlq.intake.dscsa", "quarantine dlq.intake.dscsa",
-		`<code class="bad">` + string(codes.GTINCheckDigitFailed) + `</code>`, `<svg class="waterfall"`,
+		`<code class="bad">` + string(dscsa.GTINCheckDigitFailed) + `</code>`, `<svg class="waterfall"`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the record page lacks %q", want)

@@ -2,6 +2,7 @@ package tracing
 
 import (
 	"context"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -67,14 +68,14 @@ func TestStructuralFailureIsOneTrace(t *testing.T) {
 	valid := example(t, "pharmacy/valid/dispense-schedule-ii.json", "events.pharmacy.dispense", "",
 		"INV-2025-0181", markerTX, "RPH-0412", markerActor)
 	bad := example(t, "dscsa/invalid/GTIN_CHECK_DIGIT_FAILED--digital-link-bad-check.json", "events.dscsa.shipping",
-		string(codes.GTINCheckDigitFailed), "PO-778120", markerPO)
+		string(dscsa.GTINCheckDigitFailed), "PO-778120", markerPO)
 	ok := publish(t, pubjs, pub, "events.pharmacy.dispense", valid)
 	failed := publish(t, pubjs, pub, "events.dscsa.shipping", bad)
 
 	rec := quarantined(t, js, failed.seq)
-	if rec.ErrorCode != codes.GTINCheckDigitFailed || rec.TraceID != failed.traceID || rec.SpanID != failed.spanID {
+	if rec.ErrorCode != dscsa.GTINCheckDigitFailed || rec.TraceID != failed.traceID || rec.SpanID != failed.spanID {
 		t.Errorf("record code %s trace %s span %s, want %s %s %s", rec.ErrorCode, rec.TraceID, rec.SpanID,
-			codes.GTINCheckDigitFailed, failed.traceID, failed.spanID)
+			dscsa.GTINCheckDigitFailed, failed.traceID, failed.spanID)
 	}
 
 	t.Run("failed event", func(t *testing.T) {
@@ -97,8 +98,8 @@ func TestStructuralFailureIsOneTrace(t *testing.T) {
 		v := one(t, tr, validatorService, "validate events.dscsa.shipping")
 		checkParent(t, v, p)
 		checkTags(t, v, map[string]string{
-			"span.kind": "consumer", "otel.status_code": "ERROR", "otel.status_description": string(codes.GTINCheckDigitFailed),
-			"deadletter.error_code": string(codes.GTINCheckDigitFailed), "deadletter.failure_class": string(record.ClassValidation),
+			"span.kind": "consumer", "otel.status_code": "ERROR", "otel.status_description": string(dscsa.GTINCheckDigitFailed),
+			"deadletter.error_code": string(dscsa.GTINCheckDigitFailed), "deadletter.failure_class": string(record.ClassValidation),
 			"deadletter.domain": "dscsa", "deadletter.dlq_id": rec.DLQID,
 			"messaging.system": "nats", "messaging.operation.type": "process", "messaging.operation.name": "validate",
 			"messaging.destination.name": subjects.Published(string(access.RolePublisher), "dscsa", "shipping"), "messaging.consumer.group.name": "validator",
@@ -118,7 +119,7 @@ func TestStructuralFailureIsOneTrace(t *testing.T) {
 		q := one(t, tr, quarantinerService, "quarantine dlq.intake.dscsa")
 		checkParent(t, q, f)
 		checkTags(t, q, map[string]string{"span.kind": "consumer", "deadletter.dlq_id": rec.DLQID,
-			"deadletter.failure_class": string(record.ClassValidation), "deadletter.error_code": string(codes.GTINCheckDigitFailed),
+			"deadletter.failure_class": string(record.ClassValidation), "deadletter.error_code": string(dscsa.GTINCheckDigitFailed),
 			"deadletter.outcome": string(record.KindQuarantined), "messaging.nats.jetstream.stream": "FAILURES"})
 		w := one(t, tr, quarantinerService, "send quarantine.{domain}.{dlq_id}")
 		checkParent(t, w, q)

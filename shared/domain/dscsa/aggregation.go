@@ -46,14 +46,14 @@ func precheckType(doc domain.Doc) error {
 		return nil
 	}
 	if why, known := otherEPCISTypes[t]; known {
-		return codes.Errorf(codes.UnsupportedEventType,
+		return codes.Errorf(UnsupportedEventType,
 			"type %s is %s (ObjectEvent and AggregationEvent are accepted)", t, why)
 	}
 	q := t
 	if len(q) > maxTypeInDetail {
 		q = q[:maxTypeInDetail]
 	}
-	return codes.Errorf(codes.UnsupportedEventType,
+	return codes.Errorf(UnsupportedEventType,
 		"type %s is not an EPCIS event type (ObjectEvent and AggregationEvent are accepted)", strconv.QuoteToASCII(q))
 }
 
@@ -104,7 +104,7 @@ func (ev *event) readAggregation(doc domain.Doc) error {
 	s, hasParent := domain.String(doc, "parentID")
 	if v, present := doc["parentID"]; present && !hasParent {
 		if _, isString := v.(string); !isString {
-			return codes.Errorf(codes.InvalidParentID, "parentID must be a string")
+			return codes.Errorf(InvalidParentID, "parentID must be a string")
 		}
 	}
 	if hasParent {
@@ -114,17 +114,17 @@ func (ev *event) readAggregation(doc domain.Doc) error {
 		}
 		ev.parent = p
 	} else if ev.action == "ADD" || ev.action == "DELETE" {
-		return codes.Errorf(codes.InvalidParentID,
+		return codes.Errorf(InvalidParentID,
 			"an AggregationEvent with action %s needs a parentID", ev.action)
 	}
 	list, _ := domain.Array(doc, "childEPCs")
 	if len(list) == 0 {
 		switch {
 		case ev.action == "ADD":
-			return codes.Errorf(codes.InvalidEPC,
+			return codes.Errorf(InvalidEPC,
 				"childEPCs is missing or empty: a DSCSA AggregationEvent ADD must list serialized children")
 		case !hasParent:
-			return codes.Errorf(codes.InvalidAggregation,
+			return codes.Errorf(InvalidAggregation,
 				"an AggregationEvent must name a parentID or childEPCs")
 		}
 		return nil
@@ -133,14 +133,14 @@ func (ev *event) readAggregation(doc domain.Doc) error {
 	for i, v := range list {
 		s, ok := v.(string)
 		if !ok {
-			return codes.Errorf(codes.InvalidEPC, "childEPCs[%d]: must be a string", i)
+			return codes.Errorf(InvalidEPC, "childEPCs[%d]: must be a string", i)
 		}
 		e, err := parseEPC(where{"childEPCs", i}, s, &cache)
 		if err != nil {
 			return err
 		}
 		if hasParent && ev.parent.is(e) {
-			return codes.Errorf(codes.InvalidAggregation, "childEPCs[%d]: is the parentID itself", i)
+			return codes.Errorf(InvalidAggregation, "childEPCs[%d]: is the parentID itself", i)
 		}
 		ev.epcs[i] = e
 	}
@@ -157,7 +157,7 @@ func checkDistinct(epcs []epc) error {
 	slices.SortFunc(sorted, compareEPC)
 	for i := 1; i < len(sorted); i++ {
 		if sorted[i] == sorted[i-1] {
-			return codes.Errorf(codes.InvalidAggregation, "childEPCs lists the same item twice")
+			return codes.Errorf(InvalidAggregation, "childEPCs lists the same item twice")
 		}
 	}
 	return nil
@@ -185,22 +185,22 @@ func parseParent(s string, cache *gtinCache) (parent, error) {
 			sscc, _, _ := strings.Cut(rest, "/")
 			if err := gs1.Validate(sscc, 18); err != nil {
 				if errors.Is(err, gs1.ErrCheckDigit) {
-					return parent{}, codes.Errorf(codes.InvalidParentID, "parentID: SSCC check digit mismatch")
+					return parent{}, codes.Errorf(InvalidParentID, "parentID: SSCC check digit mismatch")
 				}
-				return parent{}, codes.Errorf(codes.InvalidParentID, "parentID: SSCC must be 18 digits")
+				return parent{}, codes.Errorf(InvalidParentID, "parentID: SSCC must be 18 digits")
 			}
 			return parent{sscc: sscc}, nil
 		}
 	}
 	if !hasPrefixFold(s, sgtinPrefix) {
 		if _, ok := digitalLinkPath(s); !ok {
-			return parent{}, codes.Errorf(codes.InvalidParentID,
+			return parent{}, codes.Errorf(InvalidParentID,
 				"parentID: must be an SSCC or SGTIN EPC URN, or a GS1 Digital Link URI with /00/ or /01/ and /21/")
 		}
 	}
 	e, err := parseEPC(w, s, cache)
 	if err != nil {
-		return parent{}, codes.Errorf(codes.InvalidParentID, "%s", codes.DetailOf(err))
+		return parent{}, codes.Errorf(InvalidParentID, "%s", codes.DetailOf(err))
 	}
 	return parent{item: e}, nil
 }
@@ -227,7 +227,7 @@ func firstKey(path string) string {
 func ssccFromURN(s string) (string, error) {
 	cp, ref, _ := strings.Cut(s, ".")
 	if !allDigits(cp) || len(cp) < 6 || len(cp) > 12 || !allDigits(ref) || len(cp)+len(ref) != 17 {
-		return "", codes.Errorf(codes.InvalidParentID,
+		return "", codes.Errorf(InvalidParentID,
 			"parentID: SSCC company prefix (6 to 12 digits) + serial reference must be 17 digits")
 	}
 	var b [18]byte

@@ -133,7 +133,7 @@ func TestUnsupportedEventType(t *testing.T) {
 			// action "observe" would violate the schema's enum.
 			doc := `{"type": ` + tt.typ + `, "action": "observe", "bizStep": "shipping"}`
 			_, err := g.Check("events.dscsa.shipping", []byte(doc))
-			if codes.Of(err) != codes.UnsupportedEventType {
+			if codes.Of(err) != dscsa.UnsupportedEventType {
 				t.Fatalf("code = %q (%v), want UNSUPPORTED_EVENT_TYPE", codes.Of(err), err)
 			}
 			d := codes.DetailOf(err)

@@ -226,11 +226,11 @@ func (ev *event) read(eventType string, doc domain.Doc) error {
 func bizStep(doc domain.Doc) (string, error) {
 	s, ok := domain.String(doc, "bizStep")
 	if !ok {
-		return "", codes.Errorf(codes.InvalidBizStep, "bizStep is missing")
+		return "", codes.Errorf(InvalidBizStep, "bizStep is missing")
 	}
 	w, ok := normBizStep(s)
 	if !ok {
-		return "", codes.Errorf(codes.InvalidBizStep,
+		return "", codes.Errorf(InvalidBizStep,
 			"bizStep must be a CBV 2.0 business step (bare word, urn:epcglobal:cbv:bizstep: or https://ref.gs1.org/cbv/BizStep- form)")
 	}
 	return w, nil
@@ -240,7 +240,7 @@ func bizStep(doc domain.Doc) (string, error) {
 func readEPCs(doc domain.Doc) ([]epc, error) {
 	list, ok := domain.Array(doc, "epcList")
 	if !ok || len(list) == 0 {
-		return nil, codes.Errorf(codes.InvalidEPC,
+		return nil, codes.Errorf(InvalidEPC,
 			"epcList is missing or empty: a DSCSA ObjectEvent must list serialized items")
 	}
 	epcs := make([]epc, len(list))
@@ -248,7 +248,7 @@ func readEPCs(doc domain.Doc) ([]epc, error) {
 	for i, v := range list {
 		s, ok := v.(string)
 		if !ok {
-			return nil, codes.Errorf(codes.InvalidEPC, "epcList[%d]: must be a string", i)
+			return nil, codes.Errorf(InvalidEPC, "epcList[%d]: must be a string", i)
 		}
 		e, err := parseEPC(where{"epcList", i}, s, &cache)
 		if err != nil {
@@ -268,7 +268,7 @@ func readLocation(doc domain.Doc, field, idField string) (location, error) {
 	}
 	id, ok := domain.String(o, "id")
 	if !ok {
-		return location{}, codes.Errorf(codes.InvalidLocation, "%s is missing or not a string", idField)
+		return location{}, codes.Errorf(InvalidLocation, "%s is missing or not a string", idField)
 	}
 	return parseLocation(idField, id)
 }
@@ -283,7 +283,7 @@ func (ev *event) checkCommissioning() error {
 			"a commissioning event needs ilmd lotNumber")
 	}
 	if ev.ilmd.expiry == "" {
-		return codes.Errorf(codes.MissingExpiry,
+		return codes.Errorf(MissingExpiry,
 			"a commissioning event needs ilmd itemExpirationDate")
 	}
 	return nil

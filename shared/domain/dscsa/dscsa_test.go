@@ -434,7 +434,7 @@ func TestSubject(t *testing.T) {
 		{"URN bizStep on another token", "events.dscsa.receiving",
 			strings.Replace(baseIdentity, `"shipping"`, `"urn:epcglobal:cbv:bizstep:shipping"`, 1), codes.SubjectMismatch},
 		{"unknown bizStep wins over the subject", "events.dscsa.receiving",
-			strings.Replace(baseIdentity, `"shipping"`, `"ship"`, 1), codes.InvalidBizStep},
+			strings.Replace(baseIdentity, `"shipping"`, `"ship"`, 1), dscsa.InvalidBizStep},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -455,29 +455,29 @@ func TestRules(t *testing.T) {
 		to   string
 		want codes.Code
 	}{
-		{"SGTIN company prefix of 13 digits", `0614141.012345.1001`, `0614141012345..1001`, codes.InvalidEPC},
-		{"SGTIN item reference with a letter", `0614141.012345.1001`, `0614141.01234A.1001`, codes.InvalidEPC},
-		{"SGTIN serial with a bad character", `0614141.012345.1001`, `0614141.012345.10#1`, codes.InvalidEPC},
-		{"SGTIN empty serial", `0614141.012345.1001`, `0614141.012345.`, codes.MissingSerial},
+		{"SGTIN company prefix of 13 digits", `0614141.012345.1001`, `0614141012345..1001`, dscsa.InvalidEPC},
+		{"SGTIN item reference with a letter", `0614141.012345.1001`, `0614141.01234A.1001`, dscsa.InvalidEPC},
+		{"SGTIN serial with a bad character", `0614141.012345.1001`, `0614141.012345.10#1`, dscsa.InvalidEPC},
+		{"SGTIN empty serial", `0614141.012345.1001`, `0614141.012345.`, dscsa.MissingSerial},
 		{"SGTIN serial of 20 characters", `0614141.012345.1001`, `0614141.012345.ABCDEFGHIJ0123456789`, ""},
 		{"SGTIN serial with set-82 punctuation", `0614141.012345.1001`, `0614141.012345.A-1_(b)*'+,;:=`, ""},
-		{"EPC not a string", `"urn:epc:id:sgtin:0614141.012345.1001"`, `1001`, codes.InvalidEPC},
-		{"readPoint id not a string", `{"id": "urn:epc:id:sgln:0614141.00777.0"}`, `{"id": 614141007776}`, codes.InvalidLocation},
+		{"EPC not a string", `"urn:epc:id:sgtin:0614141.012345.1001"`, `1001`, dscsa.InvalidEPC},
+		{"readPoint id not a string", `{"id": "urn:epc:id:sgln:0614141.00777.0"}`, `{"id": 614141007776}`, dscsa.InvalidLocation},
 		{"sourceList entry not an object", `"action"`, `"sourceList": ["urn:epc:id:pgln:0614141.00000"], "action"`, codes.SchemaValidation},
 		{"Digital Link with a path prefix", `"urn:epc:id:sgtin:0614141.012345.1001"`, `"https://example.com/dl/01/00614141123452/21/1001"`, ""},
 		{"Digital Link with a trailing slash", `"urn:epc:id:sgtin:0614141.012345.1001"`, `"https://example.com/01/00614141123452/21/1001/"`, ""},
 		{"Digital Link with a fragment", `"urn:epc:id:sgtin:0614141.012345.1001"`, `"https://example.com/01/00614141123452/21/1001#x"`, ""},
-		{"Digital Link with a dangling AI", `"urn:epc:id:sgtin:0614141.012345.1001"`, `"https://example.com/01/00614141123452/21/1001/10"`, codes.InvalidEPC},
-		{"Digital Link with an empty serial", `"urn:epc:id:sgtin:0614141.012345.1001"`, `"https://example.com/01/00614141123452/21/"`, codes.MissingSerial},
-		{"Digital Link GTIN of 12 digits", `"urn:epc:id:sgtin:0614141.012345.1001"`, `"https://example.com/01/614141123452/21/1001"`, codes.InvalidGTIN},
-		{"Digital Link without host", `"urn:epc:id:sgtin:0614141.012345.1001"`, `"https:///01/00614141123452/21/1001"`, codes.InvalidEPC},
-		{"bare GTIN", `"urn:epc:id:sgtin:0614141.012345.1001"`, `"00614141123452"`, codes.InvalidEPC},
+		{"Digital Link with a dangling AI", `"urn:epc:id:sgtin:0614141.012345.1001"`, `"https://example.com/01/00614141123452/21/1001/10"`, dscsa.InvalidEPC},
+		{"Digital Link with an empty serial", `"urn:epc:id:sgtin:0614141.012345.1001"`, `"https://example.com/01/00614141123452/21/"`, dscsa.MissingSerial},
+		{"Digital Link GTIN of 12 digits", `"urn:epc:id:sgtin:0614141.012345.1001"`, `"https://example.com/01/614141123452/21/1001"`, dscsa.InvalidGTIN},
+		{"Digital Link without host", `"urn:epc:id:sgtin:0614141.012345.1001"`, `"https:///01/00614141123452/21/1001"`, dscsa.InvalidEPC},
+		{"bare GTIN", `"urn:epc:id:sgtin:0614141.012345.1001"`, `"00614141123452"`, dscsa.InvalidEPC},
 		{"SGLN of 12 digits with a 12-digit prefix", `0614141.00777.0`, `061414100777..0`, ""},
-		{"SGLN with a bad extension escape", `0614141.00777.0`, `0614141.00777.%zz`, codes.InvalidLocation},
+		{"SGLN with a bad extension escape", `0614141.00777.0`, `0614141.00777.%zz`, dscsa.InvalidLocation},
 		{"Digital Link location with 254 extension", `"urn:epc:id:sgln:0614141.00777.0"`, `"https://id.gs1.org/414/0614141007776/254/A1"`, ""},
-		{"Digital Link location without /414/", `"urn:epc:id:sgln:0614141.00777.0"`, `"https://id.gs1.org/417/0614141007776"`, codes.InvalidLocation},
+		{"Digital Link location without /414/", `"urn:epc:id:sgln:0614141.00777.0"`, `"https://id.gs1.org/417/0614141007776"`, dscsa.InvalidLocation},
 		{"readPoint without id", `{"id": "urn:epc:id:sgln:0614141.00777.0"}`, `{}`, codes.SchemaValidation},
-		{"readPoint id empty", `{"id": "urn:epc:id:sgln:0614141.00777.0"}`, `{"id": " "}`, codes.InvalidLocation},
+		{"readPoint id empty", `{"id": "urn:epc:id:sgln:0614141.00777.0"}`, `{"id": " "}`, dscsa.InvalidLocation},
 		{"eventTimeZoneOffset +14:00", `"-05:00",`, `"+14:00",`, ""},
 		{"eventTimeZoneOffset +14:30", `"-05:00",`, `"+14:30",`, codes.UnparseableEventTime},
 		{"eventTimeZoneOffset without colon", `"-05:00",`, `"-0500",`, codes.UnparseableEventTime},
@@ -487,7 +487,7 @@ func TestRules(t *testing.T) {
 		{"errorDeclaration time without offset", `"action"`, `"errorDeclaration": {"declarationTime": "2024-03-13T00:00:00"}, "action"`, codes.UnparseableEventTime},
 		{"custom disposition URI", `"in_transit"`, `"https://ns.example.com/disp/held"`, ""},
 		{"type ObjectEvent missing", `"type": "ObjectEvent",`, ``, codes.SchemaValidation},
-		{"expiry on a shipping event not a date", `"action"`, `"ilmd": {"cbvmda:itemExpirationDate": "2026-02-30"}, "action"`, codes.MissingExpiry},
+		{"expiry on a shipping event not a date", `"action"`, `"ilmd": {"cbvmda:itemExpirationDate": "2026-02-30"}, "action"`, dscsa.MissingExpiry},
 		{"expiry as a JSON-LD value object", `"action"`, `"ilmd": {"cbvmda:itemExpirationDate": {"@value": "2026-02-28", "@type": "xsd:date"}}, "action"`, ""},
 		{"expiry with a timezone", `"action"`, `"ilmd": {"cbvmda:itemExpirationDate": "2026-02-28Z"}, "action"`, ""},
 		{"ilmd not an object", `"action"`, `"ilmd": [], "action"`, codes.SchemaValidation},
@@ -536,9 +536,9 @@ func TestCommissioningILMD(t *testing.T) {
 		{"empty lot", `{"cbvmda:lotNumber": " ", "cbvmda:itemExpirationDate": "2026-01-31"}`, codes.MissingLot, "", ""},
 		{"lot as object without @value", `{"cbvmda:lotNumber": {}, "cbvmda:itemExpirationDate": "2026-01-31"}`, codes.MissingLot, "", ""},
 		{"empty ilmd", `{}`, codes.MissingLot, "", ""},
-		{"expiry as a number", `{"cbvmda:lotNumber": "A1", "cbvmda:itemExpirationDate": 20260131}`, codes.MissingExpiry, "", ""},
-		{"expiry as AI 17 YYMMDD", `{"cbvmda:lotNumber": "A1", "cbvmda:itemExpirationDate": "260131"}`, codes.MissingExpiry, "", ""},
-		{"expiry as a date-time", `{"cbvmda:lotNumber": "A1", "cbvmda:itemExpirationDate": "2026-01-31T00:00:00Z"}`, codes.MissingExpiry, "", ""},
+		{"expiry as a number", `{"cbvmda:lotNumber": "A1", "cbvmda:itemExpirationDate": 20260131}`, dscsa.MissingExpiry, "", ""},
+		{"expiry as AI 17 YYMMDD", `{"cbvmda:lotNumber": "A1", "cbvmda:itemExpirationDate": "260131"}`, dscsa.MissingExpiry, "", ""},
+		{"expiry as a date-time", `{"cbvmda:lotNumber": "A1", "cbvmda:itemExpirationDate": "2026-01-31T00:00:00Z"}`, dscsa.MissingExpiry, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -567,11 +567,11 @@ func TestEventType(t *testing.T) {
 		{"CBV web URI", "https://ref.gs1.org/cbv/BizStep-void_shipping", "void_shipping", ""},
 		{"compact IRI", "cbv:BizStep-dispensing", "dispensing", ""},
 		{"surrounding spaces", " shipping ", "shipping", ""},
-		{"unknown CBV word", "urn:epcglobal:cbv:bizstep:teleporting", "", codes.InvalidBizStep},
-		{"word in upper case", "SHIPPING", "", codes.InvalidBizStep},
-		{"custom URI", "https://example.com/bizstep/x", "", codes.InvalidBizStep},
-		{"empty", "", "", codes.InvalidBizStep},
-		{"not a string", 7, "", codes.InvalidBizStep},
+		{"unknown CBV word", "urn:epcglobal:cbv:bizstep:teleporting", "", dscsa.InvalidBizStep},
+		{"word in upper case", "SHIPPING", "", dscsa.InvalidBizStep},
+		{"custom URI", "https://example.com/bizstep/x", "", dscsa.InvalidBizStep},
+		{"empty", "", "", dscsa.InvalidBizStep},
+		{"not a string", 7, "", dscsa.InvalidBizStep},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -609,10 +609,10 @@ var knownCodes = map[codes.Code]bool{
 	codes.MalformedJSON: true, codes.DuplicateKey: true, codes.NotAnObject: true, codes.InvalidUTF8: true,
 	codes.PayloadTooLarge: true, codes.UnknownSubject: true, codes.SchemaValidation: true,
 	codes.SubjectMismatch: true, codes.UnparseableEventTime: true, codes.MissingLot: true,
-	codes.GTINCheckDigitFailed: true, codes.InvalidGTIN: true, codes.MissingSerial: true,
-	codes.MissingExpiry: true, codes.InvalidEPC: true, codes.InvalidBizStep: true,
-	codes.InvalidLocation: true, codes.UnsupportedEventType: true, codes.InvalidParentID: true,
-	codes.InvalidAggregation: true,
+	dscsa.GTINCheckDigitFailed: true, dscsa.InvalidGTIN: true, dscsa.MissingSerial: true,
+	dscsa.MissingExpiry: true, dscsa.InvalidEPC: true, dscsa.InvalidBizStep: true,
+	dscsa.InvalidLocation: true, dscsa.UnsupportedEventType: true, dscsa.InvalidParentID: true,
+	dscsa.InvalidAggregation: true,
 }
 
 func FuzzGateDSCSA(f *testing.F) {

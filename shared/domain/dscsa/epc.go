@@ -60,7 +60,7 @@ func parseEPC(w where, s string, cache *gtinCache) (epc, error) {
 	if path, ok := digitalLinkPath(s); ok {
 		return parseDigitalLinkEPC(w, path)
 	}
-	return epc{}, codes.Errorf(codes.InvalidEPC,
+	return epc{}, codes.Errorf(InvalidEPC,
 		"%s: must be an SGTIN EPC URN (urn:epc:id:sgtin:...) or a GS1 Digital Link URI with /01/ and /21/", w)
 }
 
@@ -71,15 +71,15 @@ func parseSGTIN(w where, s string, cache *gtinCache) (epc, error) {
 	cp, rest, _ := strings.Cut(s, ".")
 	ir, serial, hasSerial := strings.Cut(rest, ".")
 	if !allDigits(cp) || len(cp) < 6 || len(cp) > 12 {
-		return epc{}, codes.Errorf(codes.InvalidEPC,
+		return epc{}, codes.Errorf(InvalidEPC,
 			"%s: SGTIN company prefix must be 6 to 12 digits", w)
 	}
 	if !allDigits(ir) || len(cp)+len(ir) != 13 {
-		return epc{}, codes.Errorf(codes.InvalidEPC,
+		return epc{}, codes.Errorf(InvalidEPC,
 			"%s: SGTIN company prefix + indicator/item reference must be 13 digits", w)
 	}
 	if !hasSerial || serial == "" {
-		return epc{}, codes.Errorf(codes.MissingSerial,
+		return epc{}, codes.Errorf(MissingSerial,
 			"%s: SGTIN URN has no serial number", w)
 	}
 	ser, err := decodeSerial(w, serial)
@@ -110,7 +110,7 @@ func sgtinGTIN(cp, ir string) string {
 func parseDigitalLinkEPC(w where, path string) (epc, error) {
 	rest, ok := afterAI(path, "01")
 	if !ok {
-		return epc{}, codes.Errorf(codes.InvalidEPC,
+		return epc{}, codes.Errorf(InvalidEPC,
 			"%s: Digital Link URI has no /01/ GTIN primary key", w)
 	}
 	gtin, pairs, _ := strings.Cut(rest, "/")
@@ -119,11 +119,11 @@ func parseDigitalLinkEPC(w where, path string) (epc, error) {
 	}
 	serial, ok := qualifier(pairs, "21")
 	if !ok {
-		return epc{}, codes.Errorf(codes.InvalidEPC,
+		return epc{}, codes.Errorf(InvalidEPC,
 			"%s: Digital Link path after the GTIN must be AI/value pairs", w)
 	}
 	if serial == "" {
-		return epc{}, codes.Errorf(codes.MissingSerial,
+		return epc{}, codes.Errorf(MissingSerial,
 			"%s: Digital Link URI has no /21/ serial number", w)
 	}
 	ser, err := decodeSerial(w, serial)
@@ -141,13 +141,13 @@ func checkGTIN(w where, gtin string) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, gs1.ErrCheckDigit):
-		return codes.Errorf(codes.GTINCheckDigitFailed,
+		return codes.Errorf(GTINCheckDigitFailed,
 			"%s: GTIN-14 check digit mismatch", w)
 	case len(gtin) == 13 && allDigits(gtin):
-		return codes.Errorf(codes.InvalidGTIN,
+		return codes.Errorf(InvalidGTIN,
 			"%s: GTIN has 13 digits, must be a GTIN-14 (a lost leading zero is not padded)", w)
 	default:
-		return codes.Errorf(codes.InvalidGTIN,
+		return codes.Errorf(InvalidGTIN,
 			"%s: GTIN must be 14 digits", w)
 	}
 }
@@ -157,11 +157,11 @@ func checkGTIN(w where, gtin string) error {
 func decodeSerial(w where, s string) (string, error) {
 	ser, ok := unescape(s)
 	if !ok {
-		return "", codes.Errorf(codes.InvalidEPC,
+		return "", codes.Errorf(InvalidEPC,
 			"%s: serial number has a malformed percent-escape", w)
 	}
 	if !validAI82(ser, maxSerial) {
-		return "", codes.Errorf(codes.InvalidEPC,
+		return "", codes.Errorf(InvalidEPC,
 			"%s: serial number must be 1 to 20 characters of GS1 character set 82", w)
 	}
 	return ser, nil

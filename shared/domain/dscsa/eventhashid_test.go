@@ -6,6 +6,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"github.com/deadletter/deadletter/shared/domain/dscsa/eventhash"
 	"github.com/deadletter/deadletter/shared/gate"
 )
@@ -68,7 +69,7 @@ func TestUnsupportedTypeHasHash(t *testing.T) {
 	doc := []byte(`{"type": "TransformationEvent", "action": "ADD", "bizStep": "commissioning", "eventTime": "2024-01-01T00:00:00Z",
 	  "inputEPCList": ["urn:epc:id:sgtin:0614141.012345.1"], "outputEPCList": ["urn:epc:id:sgtin:0614141.012345.2"]}`)
 	_, err := g.Check("events.dscsa.commissioning", doc)
-	if codes.Of(err) != codes.UnsupportedEventType {
+	if codes.Of(err) != dscsa.UnsupportedEventType {
 		t.Fatalf("code %v", err)
 	}
 	id := g.Identify("events.dscsa.commissioning", doc)

@@ -21,6 +21,7 @@ func Spec() domain.Spec {
 		Retention:     6 * domain.Year,
 		RetentionRule: "21 U.S.C. 360eee-1 (FD&C Act 582(b)(1)(A), (c)(1)(A), (d)(1)(A), (e)(1)(A))",
 		Checker:       Checker{},
+		Codes:         Codes(),
 	}
 }
 

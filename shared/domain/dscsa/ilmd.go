@@ -54,12 +54,12 @@ func readILMD(doc domain.Doc) (lotExpiry, error) {
 	if v, key, ok := firstAttr(ilmd, expiryKeys); ok {
 		s, isString := attrString(v)
 		if !isString {
-			return lotExpiry{}, codes.Errorf(codes.MissingExpiry, "ilmd %s must be a string", attrName(key))
+			return lotExpiry{}, codes.Errorf(MissingExpiry, "ilmd %s must be a string", attrName(key))
 		}
 		if s != "" {
 			d, valid := xsdDate(s)
 			if !valid {
-				return lotExpiry{}, codes.Errorf(codes.MissingExpiry,
+				return lotExpiry{}, codes.Errorf(MissingExpiry,
 					"ilmd %s is not a usable date: must be an xsd:date YYYY-MM-DD", attrName(key))
 			}
 			le.expiry = d

@@ -40,7 +40,7 @@ func parseLocation(field, s string) (location, error) {
 	if path, ok := digitalLinkPath(s); ok {
 		return parseDigitalLinkLocation(field, path)
 	}
-	return location{}, codes.Errorf(codes.InvalidLocation,
+	return location{}, codes.Errorf(InvalidLocation,
 		"%s: must be an SGLN EPC URN (urn:epc:id:sgln:...) or a GS1 Digital Link URI with /414/", field)
 }
 
@@ -52,11 +52,11 @@ func parseSGLN(field, s string) (location, error) {
 	ref, ext, hasExt := strings.Cut(rest, ".")
 	gln, ok := glnFromParts(cp, ref)
 	if !ok {
-		return location{}, codes.Errorf(codes.InvalidLocation,
+		return location{}, codes.Errorf(InvalidLocation,
 			"%s: SGLN company prefix (6 to 12 digits) + location reference must be 12 digits", field)
 	}
 	if !hasExt {
-		return location{}, codes.Errorf(codes.InvalidLocation,
+		return location{}, codes.Errorf(InvalidLocation,
 			"%s: SGLN URN must have an extension (0 for none)", field)
 	}
 	e, err := decodeExtension(field, ext)
@@ -73,17 +73,17 @@ func parseSGLN(field, s string) (location, error) {
 func parseDigitalLinkLocation(field, path string) (location, error) {
 	rest, ok := afterAI(path, "414")
 	if !ok {
-		return location{}, codes.Errorf(codes.InvalidLocation,
+		return location{}, codes.Errorf(InvalidLocation,
 			"%s: Digital Link URI has no /414/ GLN primary key", field)
 	}
 	gln, pairs, _ := strings.Cut(rest, "/")
 	if err := gs1.ValidateGLN(gln); err != nil {
-		return location{}, codes.Errorf(codes.InvalidLocation,
+		return location{}, codes.Errorf(InvalidLocation,
 			"%s: GLN must be 13 digits with a valid check digit", field)
 	}
 	ext, ok := qualifier(pairs, "254")
 	if !ok {
-		return location{}, codes.Errorf(codes.InvalidLocation,
+		return location{}, codes.Errorf(InvalidLocation,
 			"%s: Digital Link path after the GLN must be AI/value pairs", field)
 	}
 	if ext == "" {
@@ -101,7 +101,7 @@ func parseDigitalLinkLocation(field, path string) (location, error) {
 func decodeExtension(field, s string) (string, error) {
 	e, ok := unescape(s)
 	if !ok || !validAI82(e, 20) {
-		return "", codes.Errorf(codes.InvalidLocation,
+		return "", codes.Errorf(InvalidLocation,
 			"%s: GLN extension must be 1 to 20 characters of GS1 character set 82", field)
 	}
 	return e, nil

@@ -32,6 +32,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"io"
 	"time"
 	"unicode/utf8"
@@ -178,7 +179,7 @@ func ScanSourceWith(src Source, begin func(*Info), fn func(Event) error) (*Info,
 
 // errNotUTF8 is what the reader of a pass fails with on bytes that are
 // not UTF-8.
-var errNotUTF8 = codes.Errorf(codes.MalformedDocument, "document is not valid UTF-8")
+var errNotUTF8 = codes.Errorf(dscsa.MalformedDocument, "document is not valid UTF-8")
 
 // check is the first pass: it refuses a malformed document and returns
 // its identity (its bytes' SHA-256 computed on the way) and what the

@@ -47,7 +47,7 @@ func TestShipmentTwins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []codes.Code{"", "", "", "", codes.InvalidParentID, "", ""}
+	want := []codes.Code{"", "", "", "", dscsa.InvalidParentID, "", ""}
 	var first []result
 	for _, f := range []struct{ file, format string }{
 		{"shipment.json", document.FormatJSON}, {"shipment-1.2.xml", document.FormatXML}, {"shipment-2.0.xml", document.FormatXML},
@@ -133,7 +133,7 @@ func TestRefused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			doc, err := document.Read([]byte(tt.doc))
-			if codes.Of(err) != codes.MalformedDocument {
+			if codes.Of(err) != dscsa.MalformedDocument {
 				t.Fatalf("Read = %+v, %v; want MALFORMED_DOCUMENT", doc, err)
 			}
 			if d := codes.DetailOf(err); strings.Contains(d, "lol") || strings.Contains(d, "xxe") || strings.Contains(d, "ObjectEvent\"") {
@@ -175,7 +175,7 @@ func fuzzRead(t *testing.T, data []byte) {
 		return nil
 	})
 	if err != nil {
-		if codes.Of(err) != codes.MalformedDocument {
+		if codes.Of(err) != dscsa.MalformedDocument {
 			t.Fatalf("code %q: %v", codes.Of(err), err)
 		}
 		if len(evs) != 0 {

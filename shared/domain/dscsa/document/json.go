@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"io"
 	"strings"
 
@@ -58,13 +59,13 @@ func checkJSON(in io.Reader, info *Info) (*jsonState, error) {
 		return nil, err
 	}
 	if !jsonDocTypes[typ] {
-		return nil, codes.Errorf(codes.MalformedDocument, "type must be EPCISDocument or EPCISQueryDocument")
+		return nil, codes.Errorf(dscsa.MalformedDocument, "type must be EPCISDocument or EPCISQueryDocument")
 	}
 	if r.sources == 0 {
-		return nil, codes.Errorf(codes.MalformedDocument, "epcisBody has no eventList")
+		return nil, codes.Errorf(dscsa.MalformedDocument, "epcisBody has no eventList")
 	}
 	if r.sources > 1 {
-		return nil, codes.Errorf(codes.MalformedDocument, "epcisBody has more than one event list")
+		return nil, codes.Errorf(dscsa.MalformedDocument, "epcisBody has more than one event list")
 	}
 	info.Count = r.count
 	info.ID = headerText(id)
@@ -103,7 +104,7 @@ type jsonReader struct {
 // epcisBody go to member, which reads their value.
 func (r *jsonReader) document(member func(name string) error) error {
 	if r.dec.PeekKind() != '{' {
-		return codes.Errorf(codes.MalformedDocument, "document is not a JSON object")
+		return codes.Errorf(dscsa.MalformedDocument, "document is not a JSON object")
 	}
 	if _, err := r.dec.ReadToken(); err != nil {
 		return r.fail(err)
@@ -126,17 +127,17 @@ func (r *jsonReader) document(member func(name string) error) error {
 		return r.fail(err)
 	}
 	if _, err := r.dec.ReadToken(); !errors.Is(err, io.EOF) {
-		return codes.Errorf(codes.MalformedDocument, "document has data after its JSON object")
+		return codes.Errorf(dscsa.MalformedDocument, "document has data after its JSON object")
 	}
 	return nil
 }
 
 // isCoded reports whether err already carries a code (or is fn's).
-func isCoded(err error) bool { return codes.Of(err) == codes.MalformedDocument }
+func isCoded(err error) bool { return codes.Of(err) == dscsa.MalformedDocument }
 
 // fail codes a syntax error by byte offset.
 func (r *jsonReader) fail(error) error {
-	return codes.Errorf(codes.MalformedDocument, "document is not well-formed JSON (at byte offset %d)", r.dec.InputOffset())
+	return codes.Errorf(dscsa.MalformedDocument, "document is not well-formed JSON (at byte offset %d)", r.dec.InputOffset())
 }
 
 func (r *jsonReader) name() (string, error) {
@@ -168,7 +169,7 @@ func (r *jsonReader) str() (string, error) {
 // body reads epcisBody and its events.
 func (r *jsonReader) body() error {
 	if r.dec.PeekKind() != '{' {
-		return codes.Errorf(codes.MalformedDocument, "epcisBody is not an object")
+		return codes.Errorf(dscsa.MalformedDocument, "epcisBody is not an object")
 	}
 	if _, err := r.dec.ReadToken(); err != nil {
 		return r.fail(err)
@@ -207,7 +208,7 @@ func (r *jsonReader) path(names ...string) error {
 		return r.list()
 	}
 	if r.dec.PeekKind() != '{' {
-		return codes.Errorf(codes.MalformedDocument, "%s is not an object", names[0])
+		return codes.Errorf(dscsa.MalformedDocument, "%s is not an object", names[0])
 	}
 	if _, err := r.dec.ReadToken(); err != nil {
 		return r.fail(err)
@@ -236,7 +237,7 @@ func (r *jsonReader) path(names ...string) error {
 // list reads an event list.
 func (r *jsonReader) list() error {
 	if r.dec.PeekKind() != '[' {
-		return codes.Errorf(codes.MalformedDocument, "eventList is not an array")
+		return codes.Errorf(dscsa.MalformedDocument, "eventList is not an array")
 	}
 	r.sources++
 	if _, err := r.dec.ReadToken(); err != nil {
@@ -244,10 +245,10 @@ func (r *jsonReader) list() error {
 	}
 	for r.dec.PeekKind() != ']' {
 		if r.count == MaxEvents {
-			return codes.Errorf(codes.MalformedDocument, "document has more than %d events", MaxEvents)
+			return codes.Errorf(dscsa.MalformedDocument, "document has more than %d events", MaxEvents)
 		}
 		if r.dec.StackDepth() > MaxDepth {
-			return codes.Errorf(codes.MalformedDocument, "document nests deeper than %d", MaxDepth)
+			return codes.Errorf(dscsa.MalformedDocument, "document nests deeper than %d", MaxDepth)
 		}
 		if err := r.event(); err != nil {
 			return err

@@ -2,6 +2,7 @@ package document
 
 import (
 	"encoding/json"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"regexp"
 	"strconv"
 
@@ -52,17 +53,17 @@ var (
 func ParseManifest(b []byte) (*Manifest, error) {
 	var m Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, codes.Errorf(codes.MalformedDocument, "document manifest is not well-formed JSON")
+		return nil, codes.Errorf(dscsa.MalformedDocument, "document manifest is not well-formed JSON")
 	}
 	switch {
 	case !uploadRe.MatchString(m.Upload):
-		return nil, codes.Errorf(codes.MalformedDocument, "document manifest's upload is not a token")
+		return nil, codes.Errorf(dscsa.MalformedDocument, "document manifest's upload is not a token")
 	case !shaRe.MatchString(m.SHA256):
-		return nil, codes.Errorf(codes.MalformedDocument, "document manifest's sha256 is not 64 lowercase hex digits")
+		return nil, codes.Errorf(dscsa.MalformedDocument, "document manifest's sha256 is not 64 lowercase hex digits")
 	case len(m.Parts) == 0 || len(m.Parts) > MaxParts:
-		return nil, codes.Errorf(codes.MalformedDocument, "document manifest names %d parts (1 to %d)", len(m.Parts), MaxParts)
+		return nil, codes.Errorf(dscsa.MalformedDocument, "document manifest names %d parts (1 to %d)", len(m.Parts), MaxParts)
 	case m.Size <= 0 || m.Size > int64(len(m.Parts))*PartSize:
-		return nil, codes.Errorf(codes.MalformedDocument, "document manifest's size does not fit its parts")
+		return nil, codes.Errorf(dscsa.MalformedDocument, "document manifest's size does not fit its parts")
 	}
 	return &m, nil
 }

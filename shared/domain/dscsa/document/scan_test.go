@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"io"
 	"os"
 	"strings"
@@ -127,7 +128,7 @@ func TestScanRefusesBeforeEvents(t *testing.T) {
 	}
 	broken := `{"type":"EPCISDocument","epcisBody":{"eventList":[` + events.String() + `{"type":`
 	called := 0
-	if _, err := document.Scan([]byte(broken), func(document.Event) error { called++; return nil }); codes.Of(err) != codes.MalformedDocument || called != 0 {
+	if _, err := document.Scan([]byte(broken), func(document.Event) error { called++; return nil }); codes.Of(err) != dscsa.MalformedDocument || called != 0 {
 		t.Fatalf("err %v, %d events handed over", err, called)
 	}
 	whole := `{"type":"EPCISDocument","epcisBody":{"eventList":[` + strings.TrimSuffix(events.String(), ",") + `]}}`

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"io"
 	"maps"
 	"strconv"
@@ -91,18 +92,18 @@ func checkXML(in io.Reader, base int, info *Info) (*xmlState, error) {
 		return nil, err
 	}
 	if w.root == nil {
-		return nil, codes.Errorf(codes.MalformedDocument, "document has no root element")
+		return nil, codes.Errorf(dscsa.MalformedDocument, "document has no root element")
 	}
 	switch w.root.name.Space {
 	case nsEPCIS12, nsEPCIS20, nsQuery12, nsQuery20:
 	default:
-		return nil, codes.Errorf(codes.MalformedDocument, "root element is not in an EPCIS 1.2 or 2.0 namespace")
+		return nil, codes.Errorf(dscsa.MalformedDocument, "root element is not in an EPCIS 1.2 or 2.0 namespace")
 	}
 	if w.root.name.Local != "EPCISDocument" && w.root.name.Local != "EPCISQueryDocument" {
-		return nil, codes.Errorf(codes.MalformedDocument, "root element must be EPCISDocument or EPCISQueryDocument")
+		return nil, codes.Errorf(dscsa.MalformedDocument, "root element must be EPCISDocument or EPCISQueryDocument")
 	}
 	if !w.listFound {
-		return nil, codes.Errorf(codes.MalformedDocument, "EPCISBody has no EventList")
+		return nil, codes.Errorf(dscsa.MalformedDocument, "EPCISBody has no EventList")
 	}
 	info.Count = w.count
 	info.ID, info.Sender, info.Receiver = headerText(w.id), headerText(w.sender), headerText(w.receiver)
@@ -164,10 +165,10 @@ func (w *xmlWalk) run() error {
 		}
 		switch t := tok.(type) {
 		case xml.Directive:
-			return codes.Errorf(codes.MalformedDocument, "document has a DTD or other directive (refused: no entities are expanded)")
+			return codes.Errorf(dscsa.MalformedDocument, "document has a DTD or other directive (refused: no entities are expanded)")
 		case xml.StartElement:
 			if len(stack) >= MaxDepth {
-				return codes.Errorf(codes.MalformedDocument, "document nests deeper than %d", MaxDepth)
+				return codes.Errorf(dscsa.MalformedDocument, "document nests deeper than %d", MaxDepth)
 			}
 			var attrs []xml.Attr
 			for _, a := range t.Attr {
@@ -197,7 +198,7 @@ func (w *xmlWalk) run() error {
 			case stack[len(stack)-1].holder && !(t.Name.Space == "" && (t.Name.Local == "extension" || t.Name.Local == "baseExtension")):
 				// An event starts.
 				if w.count == MaxEvents {
-					return codes.Errorf(codes.MalformedDocument, "document has more than %d events", MaxEvents)
+					return codes.Errorf(dscsa.MalformedDocument, "document has more than %d events", MaxEvents)
 				}
 				evLevel, evStart = len(stack), off
 				ev = ev[:0]
@@ -265,7 +266,7 @@ func (w *xmlWalk) underContainers(stack []*frame) bool {
 func (w *xmlWalk) emit(e *elem, start, end int) error {
 	b, err := json.Marshal(w.m.event(e))
 	if err != nil {
-		return codes.Errorf(codes.MalformedDocument, "event %d cannot be mapped to JSON", w.count)
+		return codes.Errorf(dscsa.MalformedDocument, "event %d cannot be mapped to JSON", w.count)
 	}
 	return w.fn(Event{Index: w.count, Offset: w.base + start, Length: end - start, Data: b})
 }
@@ -276,7 +277,7 @@ func xmlFail(dec *xml.Decoder, err error) error {
 	if strings.Contains(err.Error(), "CharsetReader") {
 		detail = "document declares an encoding other than UTF-8"
 	}
-	return codes.Errorf(codes.MalformedDocument, "%s (line %d, column %d)", detail, line, col)
+	return codes.Errorf(dscsa.MalformedDocument, "%s (line %d, column %d)", detail, line, col)
 }
 
 // unwrapExtensions replaces the EPCIS 1.2 <extension> (and <baseExtension>)
