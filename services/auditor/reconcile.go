@@ -15,7 +15,7 @@ import (
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/envelope"
-	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -33,13 +33,13 @@ type event struct {
 	api.ReconcileEvent
 	data     []byte
 	replayOf string // the dlq id a redriver replay names (envelope.RedriveOf)
-	// hash is the event's ledger.ContentHash (when it passed the gate);
+	// hash is the event's idempotency.ContentHash (when it passed the gate);
 	// conflictID the chain an IDEMPOTENCY_CONFLICT of it is quarantined
 	// in (record.ConflictDLQID), set when its key is committed with other
 	// content.
 	hash       string
 	conflictID string
-	state      ledger.KeyState
+	state      idempotency.KeyState
 	found      bool
 	category   string
 	class      string
@@ -253,7 +253,7 @@ func (s *Service) classify(ctx context.Context, batch []event, now time.Time, gr
 			continue
 		}
 		g.Go(func() error {
-			st, found, err := ledger.Lookup(gctx, s.keys, e.Key)
+			st, found, err := idempotency.Lookup(gctx, s.keys, e.Key)
 			if err != nil {
 				return fmt.Errorf("auditor: look up a key: %w", err)
 			}
@@ -342,7 +342,7 @@ func (s *Service) byBytes(ctx context.Context, batch []event, now time.Time, gra
 // the committed content (also read for committed states written before
 // the content hash was recorded in them, or recorded by another content
 // identity than their domain's current one: so a key committed before the
-// identity changed is compared by the current one, ledger.CommittedHash).
+// identity changed is compared by the current one, idempotency.CommittedHash).
 func (s *Service) ledgerCommits(ctx context.Context, batch []event) error {
 	bySubject := map[string][]*event{}
 	domOf := map[string]string{}
@@ -351,7 +351,7 @@ func (s *Service) ledgerCommits(ctx context.Context, batch []event) error {
 		e := &batch[i]
 		dom := subjects.DomainOf(e.Subject, s.gate.Domains())
 		if e.Key == "" || e.replayOf != "" || (e.found && e.state.Committed() && e.state.ContentHash != "" &&
-			ledger.RecordedIdentity(e.state.ContentIdentity) == ledger.Identity(dom)) {
+			idempotency.RecordedIdentity(e.state.ContentIdentity) == idempotency.Identity(dom)) {
 			continue
 		}
 		subj := subjects.Ledger(dom, e.Key)
@@ -369,13 +369,13 @@ func (s *Service) ledgerCommits(ctx context.Context, batch []event) error {
 				got[m.Subject] = true
 				src, _ := strconv.ParseUint(m.Header.Get(envelope.SourceSeq), 10, 64)
 				dom := domOf[m.Subject]
-				h, id := ledger.ContentHash(dom, m.Data), ledger.StoredIdentity(dom)
+				h, id := idempotency.ContentHash(dom, m.Data), idempotency.StoredIdentity(dom)
 				for _, e := range bySubject[m.Subject] {
 					if e.found && e.state.Committed() {
 						e.state.ContentHash, e.state.ContentIdentity = h, id
 						continue
 					}
-					e.found, e.state = true, ledger.KeyState{State: ledger.StateCommitted, Domain: dom, SourceSeq: src, LedgerSeq: m.Sequence,
+					e.found, e.state = true, idempotency.KeyState{State: idempotency.StateCommitted, Domain: dom, SourceSeq: src, LedgerSeq: m.Sequence,
 						ContentHash: h, ContentIdentity: id}
 				}
 				return nil
@@ -488,7 +488,7 @@ func (s *Service) chainsOf(ctx context.Context, batch []event) (map[string]chain
 // validator names its chain (record.DLQIDFor).
 func (s *Service) name(e *event) {
 	if env, err := s.gate.Check(e.Subject, e.data); err == nil {
-		e.Key, e.DLQID, e.hash = env.IdempotencyKey, env.IdempotencyKey, ledger.CheckedContentHash(env, e.data)
+		e.Key, e.DLQID, e.hash = env.IdempotencyKey, env.IdempotencyKey, idempotency.CheckedContentHash(env, e.data)
 		return
 	}
 	d := subjects.DomainOf(e.Subject, s.gate.Domains())

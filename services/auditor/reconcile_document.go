@@ -16,7 +16,7 @@ import (
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"github.com/deadletter/deadletter/shared/domain/dscsa/document"
 	"github.com/deadletter/deadletter/shared/envelope"
-	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -96,7 +96,7 @@ func (s *Service) documentEvents(ctx context.Context, m *jetstream.RawStreamMsg,
 }
 
 // docEntry is what the LEDGER entry of one event of a document must hold:
-// the event's canonical hash (ledger.CanonicalHash) and its LEDGER
+// the event's canonical hash (idempotency.CanonicalHash) and its LEDGER
 // subject (its key).
 type docEntry struct {
 	hash, subject string
@@ -124,7 +124,7 @@ func (s *Service) entriesOf(ctx context.Context, c *docEntries, ev *jetstream.Ra
 	}
 	var out []docEntry
 	if _, err := s.documentEvents(ctx, ev, func(e event) bool {
-		d := docEntry{hash: ledger.CanonicalHash(e.data)}
+		d := docEntry{hash: idempotency.CanonicalHash(e.data)}
 		if env, err := s.gate.Check(e.Subject, e.data); err == nil {
 			d.subject = subjects.Ledger(env.Domain, env.IdempotencyKey)
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"github.com/deadletter/deadletter/shared/envelope"
-	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -26,8 +26,8 @@ const sourceExpired = "source_expired"
 // req.Domain, or all) and checks that each names its source: the EVENTS
 // message it was committed from (Deadletter-Source-Stream and -Seq; a
 // replay's is the redriver's message in EVENTS, with the chain's dlq id),
-// whose content (ledger.CanonicalHash; the entry's content hash header is
-// checked by the identity it names, ledger.HashMatches) and idempotency
+// whose content (idempotency.CanonicalHash; the entry's content hash header is
+// checked by the identity it names, idempotency.HashMatches) and idempotency
 // key (the gate's, for
 // its subject) are the entry's. An entry that does not is unsourced:
 // counted, listed (up to maxIDs) with the reason, and it makes dlqctl
@@ -175,10 +175,10 @@ func (s *Service) checkEntry(ctx context.Context, docs *docEntries, m *jetstream
 	// entry is its source's event, whatever the content identity lets a
 	// duplicate differ in).
 	if h := m.Header.Get(envelope.ContentHash); h != "" &&
-		!ledger.HashMatches(subjects.DomainOf(m.Subject, s.gate.Domains()), m.Header.Get(envelope.ContentIdentity), h, m.Data) {
+		!idempotency.HashMatches(subjects.DomainOf(m.Subject, s.gate.Domains()), m.Header.Get(envelope.ContentIdentity), h, m.Data) {
 		return api.UnsourcedContentMismatch, nil
 	}
-	hash := ledger.CanonicalHash(m.Data)
+	hash := idempotency.CanonicalHash(m.Data)
 	ev, err := s.events.GetMsg(ctx, src)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		maxAge := events.Config.MaxAge
@@ -193,7 +193,7 @@ func (s *Service) checkEntry(ctx context.Context, docs *docEntries, m *jetstream
 	if subjects.IsDocument(ev.Subject, dscsa.Name) && m.Header.Get(envelope.DocumentSHA256) != "" {
 		return s.checkDocumentEntry(ctx, docs, m, ev, hash)
 	}
-	if ledger.CanonicalHash(ev.Data) != hash {
+	if idempotency.CanonicalHash(ev.Data) != hash {
 		return api.UnsourcedContentMismatch, nil
 	}
 	env, err := s.gate.Check(ev.Subject, ev.Data)

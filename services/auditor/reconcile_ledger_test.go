@@ -12,7 +12,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/envelope"
-	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -49,7 +49,7 @@ func TestReconcileLedgerSources(t *testing.T) {
 	}
 	reordered := []byte(`{"unit":"EA","transaction_id":"INV-2025-7000","registrant_dea":"BW4829137","ndc":"00406-0512-01","lot":"L24A0917",` +
 		`"expiry":"2026-09-30","quantity_delta":"-30","event_type":"dispense","dea_schedule":"II","occurred_at":"2025-03-14T15:42:10Z","actor_id":"RPH-0412"}`)
-	if ledger.ContentHash("pharmacy", reordered) != ledger.ContentHash("pharmacy", docs[0]) {
+	if idempotency.ContentHash("pharmacy", reordered) != idempotency.ContentHash("pharmacy", docs[0]) {
 		t.Fatal("the reordered copy is not canonically equal")
 	}
 	other := bytes.Replace(docs[1], []byte(`"-30"`), []byte(`"-300"`), 1)
@@ -63,10 +63,10 @@ func TestReconcileLedgerSources(t *testing.T) {
 		unsourced string // want: the reason, "" sourced
 	}
 	rows := []entry{
-		{"the validator's commit", keys[0], reordered, strconv.FormatUint(seqs[0], 10), ledger.ContentHash("pharmacy", reordered), "", ""},
+		{"the validator's commit", keys[0], reordered, strconv.FormatUint(seqs[0], 10), idempotency.ContentHash("pharmacy", reordered), "", ""},
 		{"arbitrary JSON, no source", "pharmacy_00000000000000000000000000000001", []byte(`{"quantity_delta":"-300","note":"Müller & Söhne <Großhandel>"}`), "", "", "", api.UnsourcedNoSource},
-		{"other content than its source", keys[1], other, strconv.FormatUint(seqs[1], 10), ledger.ContentHash("pharmacy", other), "", api.UnsourcedContentMismatch},
-		{"a content hash header that is not its payload's", keys[2], docs[2], strconv.FormatUint(seqs[2], 10), ledger.ContentHash("pharmacy", other), "", api.UnsourcedContentMismatch},
+		{"other content than its source", keys[1], other, strconv.FormatUint(seqs[1], 10), idempotency.ContentHash("pharmacy", other), "", api.UnsourcedContentMismatch},
+		{"a content hash header that is not its payload's", keys[2], docs[2], strconv.FormatUint(seqs[2], 10), idempotency.ContentHash("pharmacy", other), "", api.UnsourcedContentMismatch},
 		{"a real source under another key", "pharmacy_00000000000000000000000000000002", docs[0], strconv.FormatUint(seqs[0], 10), "", "", api.UnsourcedKeyMismatch},
 		{"a source EVENTS never held", "pharmacy_00000000000000000000000000000003", docs[0], "999999", "", "", api.UnsourcedSourceMissing},
 		{"a replay's chain the source does not name", "pharmacy_00000000000000000000000000000004", docs[2], strconv.FormatUint(seqs[2], 10), "", "pharmacy_ab", api.UnsourcedKeyMismatch},

@@ -21,7 +21,7 @@ import (
 	"github.com/deadletter/deadletter/shared/failpoint"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/hold"
-	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
@@ -200,7 +200,7 @@ func (s *Service) replay(ctx context.Context, domain, id string, o replayOpts) r
 			return res
 		}
 		if p.key != "" {
-			ks, found, err := ledger.Lookup(ctx, s.idem, p.key)
+			ks, found, err := idempotency.Lookup(ctx, s.idem, p.key)
 			if err != nil {
 				return failed(api.ErrUnavailable, err)
 			}
@@ -264,7 +264,7 @@ func (s *Service) resume(ctx context.Context, ch chain.Chain, o replayOpts) resu
 		return res
 	}
 	if p.key != "" {
-		ks, found, err := ledger.Lookup(ctx, s.idem, p.key)
+		ks, found, err := idempotency.Lookup(ctx, s.idem, p.key)
 		if err != nil {
 			return failed(api.ErrUnavailable, err)
 		}
@@ -313,7 +313,7 @@ func (o replayOpts) wait4token(ctx context.Context) error {
 
 // prepared is a replay's message: subject, bytes and idempotency key ("" when
 // the payload does not pass the gate: the replay will fail again, visibly),
-// the domain of its LEDGER subject and its content hash (ledger.ContentHash).
+// the domain of its LEDGER subject and its content hash (idempotency.ContentHash).
 type prepared struct {
 	subject string
 	data    []byte
@@ -323,13 +323,13 @@ type prepared struct {
 }
 
 // sameAsCommitted reports whether the committed key state ks names the
-// same content as the replay p (ledger.CommittedHash): only then is the
+// same content as the replay p (idempotency.CommittedHash): only then is the
 // replay a duplicate of the committed event. A replay (an original or a
 // correction) of other content is published all the same, and the
 // validator records it on the chain as IDEMPOTENCY_CONFLICT, its gate
 // deciding as for any other event.
-func (s *Service) sameAsCommitted(ctx context.Context, p prepared, ks ledger.KeyState) (bool, error) {
-	h, err := ledger.CommittedHash(ctx, s.js, ks, subjects.Ledger(p.domain, p.key))
+func (s *Service) sameAsCommitted(ctx context.Context, p prepared, ks idempotency.KeyState) (bool, error) {
+	h, err := idempotency.CommittedHash(ctx, s.js, ks, subjects.Ledger(p.domain, p.key))
 	if err != nil {
 		return false, err
 	}
@@ -369,7 +369,7 @@ func (s *Service) prepare(st record.State, id string, n int) (prepared, error) {
 	// publish to: only there does the validator honour the redrive
 	// headers. One subject per replay: its publish expects it empty.
 	subject := subjects.Redriven(dom, typ, id, n)
-	p := prepared{subject: subject, data: data, domain: dom, hash: ledger.ContentHash(dom, data)}
+	p := prepared{subject: subject, data: data, domain: dom, hash: idempotency.ContentHash(dom, data)}
 	if !st.Corrected && st.IdempotencyKey != "" {
 		p.key = st.IdempotencyKey
 		return p, nil
@@ -485,7 +485,7 @@ func (s *Service) observe(ctx context.Context, domain, id string, p prepared, re
 		if key != "" {
 			ks, found, err := committedBy(woken, wake, key)
 			if !found {
-				ks, found, err = ledger.Lookup(ctx, s.idem, key)
+				ks, found, err = idempotency.Lookup(ctx, s.idem, key)
 			}
 			if err == nil && found && ks.Committed() && ks.DLQID != id {
 				if same, serr := s.sameAsCommitted(ctx, p, ks); serr != nil || !same {
@@ -533,17 +533,17 @@ func (s *Service) observe(ctx context.Context, domain, id string, p prepared, re
 // committedBy looks for key's committed state in the wake-up m and the
 // others already waiting in wake: an IDEMPOTENCY put carries the entry's
 // value. found is false when none does (then the bucket is read).
-func committedBy(m *nats.Msg, wake <-chan *nats.Msg, key string) (ledger.KeyState, bool, error) {
+func committedBy(m *nats.Msg, wake <-chan *nats.Msg, key string) (idempotency.KeyState, bool, error) {
 	for {
 		if m != nil && m.Subject == kvPrefix+key && m.Header.Get(kvOperation) == "" {
-			if ks, err := ledger.Decode(m.Data); err == nil && ks.Committed() {
+			if ks, err := idempotency.Decode(m.Data); err == nil && ks.Committed() {
 				return ks, true, nil
 			}
 		}
 		select {
 		case m = <-wake:
 		default:
-			return ledger.KeyState{}, false, nil
+			return idempotency.KeyState{}, false, nil
 		}
 	}
 }

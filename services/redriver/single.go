@@ -13,7 +13,7 @@ import (
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/hold"
-	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
@@ -390,7 +390,7 @@ func (s *Service) planFor(ctx context.Context, req api.DrainStartRequest, dups b
 		p.Canary = append(p.Canary, api.CanaryPick{DLQID: id, Code: sel.codeOfItem(sel.items[lo])})
 	}
 	for _, k := range keys {
-		st, found, err := ledger.Lookup(ctx, s.idem, k)
+		st, found, err := idempotency.Lookup(ctx, s.idem, k)
 		if err != nil {
 			return nil, err
 		}

@@ -32,7 +32,7 @@ const lookupMaxBytes = 8 << 20
 type pendingCommit struct {
 	env       envelope.Envelope
 	data      []byte
-	hash      string // ledger.ContentHash of data
+	hash      string // idempotency.ContentHash of data
 	sourceSeq uint64
 	dlqID     string
 	// ctx is the delivery's: the per-event fallback runs in it.

@@ -15,25 +15,25 @@ import (
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/failpoint"
-	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
 )
 
-// KeyState is the IDEMPOTENCY value (see package ledger).
-type KeyState = ledger.KeyState
+// KeyState is the IDEMPOTENCY value (see package idempotency).
+type KeyState = idempotency.KeyState
 
-// Commit states, re-exported from package ledger.
+// Commit states, re-exported from package idempotency.
 const (
-	StateClaimed   = ledger.StateClaimed
-	StateReleased  = ledger.StateReleased
-	StateCommitted = ledger.StateCommitted
+	StateClaimed   = idempotency.StateClaimed
+	StateReleased  = idempotency.StateReleased
+	StateCommitted = idempotency.StateCommitted
 )
 
 // ErrAlreadyCommitted reports that the key was committed before with the
-// same content (ledger.ContentHash, the domain's content identity): the
+// same content (idempotency.ContentHash, the domain's content identity): the
 // event is a duplicate and must be acknowledged, never committed again.
 // The same key committed with other content is a conflictError instead.
 var ErrAlreadyCommitted = errors.New("validator: idempotency key already committed")
@@ -103,11 +103,11 @@ func sameContent(ledgerSeq uint64, committed, content string) error {
 // key. So an event is never lost and never committed twice.
 //
 // A key found committed (or its LEDGER subject written) is a duplicate only
-// when the committed content is the event's (ledger.ContentHash: the
+// when the committed content is the event's (idempotency.ContentHash: the
 // canonical JSON's SHA-256, or for DSCSA the CBV 2.0 event hash ID's
 // digest, recorded on the LEDGER entry and in the key state with its
 // identity; a key committed under an older identity is compared by the
-// current one, ledger.CommittedHash); other content under the same key is an IDEMPOTENCY_CONFLICT,
+// current one, idempotency.CommittedHash); other content under the same key is an IDEMPOTENCY_CONFLICT,
 // quarantined, never acknowledged as a duplicate (conflictError). LEDGER
 // itself keeps one message per key subject (server-enforced, streams.Ledger).
 type committer struct {
@@ -143,7 +143,7 @@ type claim struct {
 // commit runs the protocol for one event; ledgerSeq is the LEDGER sequence.
 // With a batcher, the event is committed in a group (batcher); the
 // protocol per event is the same.
-// hash is the event's ledger.ContentHash.
+// hash is the event's idempotency.ContentHash.
 func (c *committer) commit(ctx context.Context, env envelope.Envelope, data []byte, hash string, sourceSeq uint64, dlqID string) (ledgerSeq uint64, err error) {
 	if c.batch != nil {
 		return c.batch.commit(ctx, env, data, hash, sourceSeq, dlqID)
@@ -231,7 +231,7 @@ func (c *committer) claimState(env envelope.Envelope, hash string, sourceSeq uin
 	return KeyState{
 		State: StateClaimed, Owner: c.owner, LeaseUntil: c.now().Add(c.lease).UTC(),
 		Domain: env.Domain, EventType: env.EventType, SourceSeq: sourceSeq, DLQID: dlqID, ContentHash: hash,
-		ContentIdentity: ledger.StoredIdentity(env.Domain),
+		ContentIdentity: idempotency.StoredIdentity(env.Domain),
 	}
 }
 
@@ -253,7 +253,7 @@ func (c *committer) claim(ctx context.Context, env envelope.Envelope, hash strin
 	if err != nil {
 		return claim{}, codes.Wrap(codes.StoreUnavailable, err, "read claim failed")
 	}
-	cur, err := ledger.Decode(e.Value())
+	cur, err := idempotency.Decode(e.Value())
 	if err != nil {
 		return claim{}, codes.Wrap(codes.StoreUnavailable, err, "claim state unreadable")
 	}
@@ -306,7 +306,7 @@ func (c *committer) commitLedgerOnly(ctx context.Context, env envelope.Envelope,
 		// died between its LEDGER write and its mark: adopt and mark.
 		e, err := c.kv.Get(ctx, env.IdempotencyKey)
 		if err == nil {
-			if cur, err := ledger.Decode(e.Value()); err == nil && cur.State == StateCommitted {
+			if cur, err := idempotency.Decode(e.Value()); err == nil && cur.State == StateCommitted {
 				return ledgerSeq, ErrAlreadyCommitted
 			}
 		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -325,7 +325,7 @@ func (c *committer) committedState(env envelope.Envelope, hash string, sourceSeq
 	b, _ := json.Marshal(KeyState{
 		State: StateCommitted, Domain: env.Domain, EventType: env.EventType, SourceSeq: sourceSeq,
 		LedgerSeq: ledgerSeq, CommittedAt: c.now().UTC(), DLQID: dlqID, ContentHash: hash,
-		ContentIdentity: ledger.StoredIdentity(env.Domain),
+		ContentIdentity: idempotency.StoredIdentity(env.Domain),
 	})
 	return b
 }
@@ -345,7 +345,7 @@ func (c *committer) mark(ctx context.Context, env envelope.Envelope, hash string
 		if err != nil {
 			return codes.Wrap(codes.StoreUnavailable, err, "read key state failed")
 		}
-		if cur, err := ledger.Decode(e.Value()); err == nil && cur.State == StateCommitted {
+		if cur, err := idempotency.Decode(e.Value()); err == nil && cur.State == StateCommitted {
 			return ErrAlreadyCommitted
 		}
 		if _, err := c.kv.Update(ctx, env.IdempotencyKey, b, e.Revision()); err != nil {
@@ -371,7 +371,7 @@ func (c *committer) ledgerMsg(env envelope.Envelope, data []byte, hash string, s
 		m.Header.Set(envelope.DLQID, dlqID)
 	}
 	m.Header.Set(envelope.ContentHash, hash)
-	if id := ledger.StoredIdentity(env.Domain); id != "" {
+	if id := idempotency.StoredIdentity(env.Domain); id != "" {
 		m.Header.Set(envelope.ContentIdentity, id)
 	}
 	if env.Publisher != "" {
@@ -390,7 +390,7 @@ func (c *committer) ledgerMsg(env envelope.Envelope, data []byte, hash string, s
 
 // writeLedger appends the event to its key's LEDGER subject; existed reports
 // that the subject was already written (the existing message's sequence is
-// returned, and committed, the ledger.ContentHash of its payload), by a
+// returned, and committed, the idempotency.ContentHash of its payload), by a
 // duplicate, by a claimer that died before marking, or by anyone else.
 func (c *committer) writeLedger(ctx context.Context, env envelope.Envelope, data []byte, hash string, sourceSeq uint64, dlqID string) (seq uint64, existed bool, committed string, err error) {
 	m := c.ledgerMsg(env, data, hash, sourceSeq, dlqID)
@@ -417,7 +417,7 @@ func (c *committer) writeLedger(ctx context.Context, env envelope.Envelope, data
 		if err != nil {
 			return 0, false, "", err
 		}
-		return raw.Sequence, true, ledger.ContentHash(env.Domain, raw.Data), nil
+		return raw.Sequence, true, idempotency.ContentHash(env.Domain, raw.Data), nil
 	}
 	return 0, false, "", codes.Wrap(codes.StoreUnavailable, err, "ledger write failed")
 }
@@ -436,9 +436,9 @@ func (c *committer) ledgerEntry(ctx context.Context, subj string) (*jetstream.Ra
 }
 
 // committedContent returns the content hash of the event a committed key
-// state names (ledger.CommittedHash).
+// state names (idempotency.CommittedHash).
 func (c *committer) committedContent(ctx context.Context, env envelope.Envelope, st KeyState) (string, error) {
-	h, err := ledger.CommittedHash(ctx, c.js, st, c.ledger(env.Domain, env.IdempotencyKey))
+	h, err := idempotency.CommittedHash(ctx, c.js, st, c.ledger(env.Domain, env.IdempotencyKey))
 	if err != nil {
 		return "", codes.Wrap(codes.StoreUnavailable, err, "ledger lookup failed")
 	}

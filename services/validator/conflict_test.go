@@ -12,7 +12,7 @@ import (
 	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/envelope"
-	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/sample"
@@ -114,7 +114,7 @@ func TestIdempotencyConflict(t *testing.T) {
 					return nil
 				})
 				st := keyState(t, js, key)
-				if !st.Committed() || st.ContentHash != ledger.ContentHash(row.domain, row.first) || st.ContentIdentity != ledger.StoredIdentity(row.domain) {
+				if !st.Committed() || st.ContentHash != idempotency.ContentHash(row.domain, row.first) || st.ContentIdentity != idempotency.StoredIdentity(row.domain) {
 					t.Fatalf("key state %+v, want committed with the first event's content hash", st)
 				}
 				if n := ledgerCount(t, js, row.domain, key); n != 1 {
@@ -128,8 +128,8 @@ func TestIdempotencyConflict(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !bytes.Equal(entry.Data, row.first) || entry.Header.Get(envelope.ContentHash) != ledger.ContentHash(row.domain, row.first) ||
-					entry.Header.Get(envelope.ContentIdentity) != ledger.StoredIdentity(row.domain) {
+				if !bytes.Equal(entry.Data, row.first) || entry.Header.Get(envelope.ContentHash) != idempotency.ContentHash(row.domain, row.first) ||
+					entry.Header.Get(envelope.ContentIdentity) != idempotency.StoredIdentity(row.domain) {
 					t.Fatal("LEDGER does not hold the first event with its content hash")
 				}
 				fs := failures(t, js)
@@ -144,7 +144,7 @@ func TestIdempotencyConflict(t *testing.T) {
 				}
 				f := fs[0]
 				want := record.Conflict{LedgerStream: subjects.LedgerStream, LedgerSeq: entry.Sequence,
-					CommittedHash: ledger.ContentHash(row.domain, row.first), ContentHash: ledger.ContentHash(row.domain, row.second)}
+					CommittedHash: idempotency.ContentHash(row.domain, row.first), ContentHash: idempotency.ContentHash(row.domain, row.second)}
 				switch {
 				case f.Code != codes.IdempotencyConflict || f.Class != record.ClassValidation:
 					t.Errorf("failure %s/%s, want %s/validation", f.Code, f.Class, codes.IdempotencyConflict)

@@ -20,7 +20,7 @@ import (
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"github.com/deadletter/deadletter/shared/domain/dscsa/document"
 	"github.com/deadletter/deadletter/shared/envelope"
-	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -283,7 +283,7 @@ func (s *Service) ingestDocument(ctx, dctx context.Context, m jetstream.Msg, met
 			return nil
 		}
 		env.Document = &d
-		hash := ledger.CheckedContentHash(env, ev.Data)
+		hash := idempotency.CheckedContentHash(env, ev.Data)
 		wg.Add(1)
 		then := func(ledgerSeq uint64, err error) {
 			defer wg.Done()

@@ -39,7 +39,7 @@ import (
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
-	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/retry"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -326,7 +326,7 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 	}
 	// The content a second event with this key must equal to be a
 	// duplicate (else an IDEMPOTENCY_CONFLICT).
-	hash := ledger.CheckedContentHash(env, m.Data())
+	hash := idempotency.CheckedContentHash(env, m.Data())
 	outcome := func(ledgerSeq uint64, err error) {
 		defer end()
 		if cspan != nil {

@@ -41,7 +41,7 @@ type Prechecker interface {
 // same event when their identities are equal), e.g. DSCSA's CBV 2.0 event
 // hash ID, under which the same event as XML or JSON, with its lists
 // reordered or other namespace prefixes, is one event. Domains without it
-// compare the RFC 8785 canonical form of the payload (package ledger).
+// compare the RFC 8785 canonical form of the payload (package idempotency).
 type ContentIdentifier interface {
 	// ContentIdentity names the identity (recorded with each content
 	// hash, so that a later change of the rule can tell old hashes apart).

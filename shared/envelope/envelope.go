@@ -120,16 +120,16 @@ const (
 	// ErrorCode is set on failure messages and error replies.
 	ErrorCode = "Deadletter-Error-Code"
 	// ContentHash is set on LEDGER writes: the hex SHA-256 of the event's
-	// content identity (ledger.ContentHash: the canonical RFC 8785
+	// content identity (idempotency.ContentHash: the canonical RFC 8785
 	// payload, or for DSCSA the CBV 2.0 event hash ID's digest), which a
 	// second event with the same idempotency key must match to be a
 	// duplicate.
 	ContentHash = "Deadletter-Content-Hash"
 	// ContentIdentity is set on LEDGER writes next to ContentHash when it
-	// was derived by a domain's own content identity (ledger.StoredIdentity,
+	// was derived by a domain's own content identity (idempotency.StoredIdentity,
 	// e.g. DSCSA's "cbv2-event-hash"). Without it (entries of the other
 	// domains, and every entry written before it was recorded) the hash is
-	// the canonical JSON's (ledger.IdentityJCS).
+	// the canonical JSON's (idempotency.IdentityJCS).
 	ContentIdentity = "Deadletter-Content-Identity"
 
 	// DocumentSHA256, DocumentIndex, DocumentOffset and DocumentLength

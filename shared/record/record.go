@@ -154,7 +154,7 @@ type Signature struct {
 
 // Conflict is an idempotency conflict: the event's key is committed in
 // LEDGER (at LedgerSeq) with content whose canonical hash is CommittedHash,
-// and the event's own is ContentHash (ledger.ContentHash of each payload).
+// and the event's own is ContentHash (idempotency.ContentHash of each payload).
 type Conflict struct {
 	// LedgerStream and LedgerSeq locate the committed entry.
 	LedgerStream string `json:"ledger_stream"`

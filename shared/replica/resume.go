@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -28,7 +28,7 @@ var ErrResume = errors.New("replica: resume the validator")
 func Resume(ctx context.Context, js jetstream.JetStream) (uint64, error) {
 	done := map[uint64]bool{}
 	err := each(ctx, js, subjects.BucketStream(subjects.IdempotencyBucket), nil, func(m jetstream.Msg) {
-		if st, err := ledger.Decode(m.Data()); err == nil && st.Committed() && st.SourceSeq > 0 {
+		if st, err := idempotency.Decode(m.Data()); err == nil && st.Committed() && st.SourceSeq > 0 {
 			done[st.SourceSeq] = true
 		}
 	})

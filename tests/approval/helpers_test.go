@@ -28,7 +28,7 @@ import (
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/gate"
-	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -253,7 +253,7 @@ func (e *env) committedOnce(tb testing.TB, key string) {
 		tb.Fatal(err)
 	}
 	natstest.CheckFor(tb, 20*time.Second, 20*time.Millisecond, func() error {
-		st, found, err := ledger.Lookup(context.Background(), e.idem, key)
+		st, found, err := idempotency.Lookup(context.Background(), e.idem, key)
 		if err != nil || !found || !st.Committed() {
 			return fmt.Errorf("%s: key %+v found %v err %v, want committed", key, st, found, err)
 		}

@@ -24,7 +24,7 @@ import (
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
-	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -141,7 +141,7 @@ func TestContentIdentityDSCSA(t *testing.T) {
 	m.Header.Set(envelope.EventType, "shipping")
 	m.Header.Set(envelope.SourceStream, subjects.EventsStream)
 	m.Header.Set(envelope.SourceSeq, strconv.FormatUint(legacySeq, 10))
-	m.Header.Set(envelope.ContentHash, ledger.CanonicalHash(legacy))
+	m.Header.Set(envelope.ContentHash, idempotency.CanonicalHash(legacy))
 	m.Header.Set(jetstream.MsgIDHeader, legacyKey)
 	lack, err := js.PublishMsg(ctx, m)
 	if err != nil {
@@ -151,8 +151,8 @@ func TestContentIdentityDSCSA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _ := json.Marshal(ledger.KeyState{State: ledger.StateCommitted, Domain: dom, EventType: "shipping", SourceSeq: legacySeq,
-		LedgerSeq: lack.Sequence, CommittedAt: time.Now().UTC(), ContentHash: ledger.CanonicalHash(legacy)})
+	st, _ := json.Marshal(idempotency.KeyState{State: idempotency.StateCommitted, Domain: dom, EventType: "shipping", SourceSeq: legacySeq,
+		LedgerSeq: lack.Sequence, CommittedAt: time.Now().UTC(), ContentHash: idempotency.CanonicalHash(legacy)})
 	if _, err := kv.Create(ctx, legacyKey, st); err != nil {
 		t.Fatal(err)
 	}

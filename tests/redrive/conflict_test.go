@@ -11,7 +11,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
-	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -57,7 +57,7 @@ func TestRedriveOfCommittedKey(t *testing.T) {
 			}
 			committed := event{subject: quarantined.subject, data: otherBytes, key: quarantined.key}
 			e.publish(t, committed)
-			var st ledger.KeyState
+			var st idempotency.KeyState
 			e.waitCommitted(t, quarantined.key, &st)
 
 			var rep api.RedriveReply
@@ -80,7 +80,7 @@ func TestRedriveOfCommittedKey(t *testing.T) {
 				return
 			}
 			want := record.Conflict{LedgerStream: subjects.LedgerStream, LedgerSeq: st.LedgerSeq,
-				CommittedHash: ledger.ContentHash("pharmacy", otherBytes), ContentHash: ledger.ContentHash("pharmacy", quarantined.data)}
+				CommittedHash: idempotency.ContentHash("pharmacy", otherBytes), ContentHash: idempotency.ContentHash("pharmacy", quarantined.data)}
 			if last.Kind != record.KindReplayFailed || last.ErrorCode != codes.IdempotencyConflict || last.Conflict == nil || *last.Conflict != want {
 				t.Fatalf("last record %s %s %+v, want replay_failed %s %+v", last.Kind, last.ErrorCode, last.Conflict, codes.IdempotencyConflict, want)
 			}
@@ -89,10 +89,10 @@ func TestRedriveOfCommittedKey(t *testing.T) {
 }
 
 // waitCommitted polls until key is committed and returns its state in st.
-func (e *env) waitCommitted(tb testing.TB, key string, st *ledger.KeyState) {
+func (e *env) waitCommitted(tb testing.TB, key string, st *idempotency.KeyState) {
 	tb.Helper()
 	natstest.CheckFor(tb, 30*time.Second, 20*time.Millisecond, func() error {
-		s, found, err := ledger.Lookup(context.Background(), e.kv, key)
+		s, found, err := idempotency.Lookup(context.Background(), e.kv, key)
 		if err != nil || !found || !s.Committed() {
 			return fmt.Errorf("key %s: %+v found %v err %v, want committed", key, s, found, err)
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"github.com/deadletter/deadletter/shared/domain/dscsa/document"
 	"github.com/deadletter/deadletter/shared/gate"
-	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/sample"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -187,7 +187,7 @@ func TestRedriveOfWholeDocument(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ks, found, err := ledger.Lookup(context.Background(), e.kv, env.IdempotencyKey)
+				ks, found, err := idempotency.Lookup(context.Background(), e.kv, env.IdempotencyKey)
 				if err != nil || !found || !ks.Committed() || ks.SourceSeq != last.SourceSeq {
 					t.Errorf("event %d: key state %+v found %v err %v; want committed from the replay (EVENTS %d)", i, ks, found, err, last.SourceSeq)
 				}

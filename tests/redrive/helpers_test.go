@@ -26,7 +26,7 @@ import (
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
-	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -403,7 +403,7 @@ func (e *env) committedOnce(tb testing.TB, events []event) {
 		if n := e.down.acceptedOf(ev.key); n != 1 {
 			tb.Errorf("%s: downstream accepted %d posts, want 1", ev.key, n)
 		}
-		st, found, err := ledger.Lookup(context.Background(), e.kv, ev.key)
+		st, found, err := idempotency.Lookup(context.Background(), e.kv, ev.key)
 		if err != nil || !found || !st.Committed() {
 			tb.Errorf("%s: key state %+v found %v err %v, want committed", ev.key, st, found, err)
 		}

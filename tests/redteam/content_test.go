@@ -16,7 +16,7 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/codes"
-	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -45,7 +45,7 @@ func TestKeyReuseIsNoDuplicate(t *testing.T) {
 	conflicting, _ := json.Marshal(doc)
 	doc["quantity_delta"] = "-30"
 	retry, _ := json.MarshalIndent(doc, "", "\t") // the first, another layout
-	if !bytes.Contains(first, []byte(`"quantity_delta":"-30"`)) || ledger.ContentHash("pharmacy", retry) != ledger.ContentHash("pharmacy", first) {
+	if !bytes.Contains(first, []byte(`"quantity_delta":"-30"`)) || idempotency.ContentHash("pharmacy", retry) != idempotency.ContentHash("pharmacy", first) {
 		t.Fatal("the test events are not what this test needs")
 	}
 
@@ -71,7 +71,7 @@ func TestKeyReuseIsNoDuplicate(t *testing.T) {
 	if err != nil || !bytes.Equal(entry.Data, first) {
 		t.Fatalf("LEDGER entry of the key: %v (holds the first: %v)", err, err == nil && bytes.Equal(entry.Data, first))
 	}
-	id := record.ConflictDLQID("pharmacy", key, ledger.ContentHash("pharmacy", conflicting))
+	id := record.ConflictDLQID("pharmacy", key, idempotency.ContentHash("pharmacy", conflicting))
 	var rep api.GetReply
 	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
 		code := e.request(t, access.DefaultPerson(access.RoleInspector), api.AuditGet, api.GetRequest{DLQID: id, IncludePayload: true, Reason: "red team I1"}, &rep)
@@ -81,7 +81,7 @@ func TestKeyReuseIsNoDuplicate(t *testing.T) {
 		return nil
 	})
 	want := record.Conflict{LedgerStream: subjects.LedgerStream, LedgerSeq: entry.Sequence,
-		CommittedHash: ledger.ContentHash("pharmacy", first), ContentHash: ledger.ContentHash("pharmacy", conflicting)}
+		CommittedHash: idempotency.ContentHash("pharmacy", first), ContentHash: idempotency.ContentHash("pharmacy", conflicting)}
 	var r0 record.Record
 	if err := json.Unmarshal(rep.Records[0].Record, &r0); err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func TestKeyReuseIsNoDuplicate(t *testing.T) {
 		t.Error("the record does not hold the conflicting event's bytes and sequence")
 	}
 	// No record for the canonically identical retry.
-	if code := e.request(t, access.DefaultPerson(access.RoleViewer), api.AuditGet, api.GetRequest{DLQID: record.ConflictDLQID("pharmacy", key, ledger.ContentHash("pharmacy", retry))}, &rep); code != api.ErrNotFound {
+	if code := e.request(t, access.DefaultPerson(access.RoleViewer), api.AuditGet, api.GetRequest{DLQID: record.ConflictDLQID("pharmacy", key, idempotency.ContentHash("pharmacy", retry))}, &rep); code != api.ErrNotFound {
 		t.Errorf("audit.get of a retry's conflict chain: %q, want %s", code, api.ErrNotFound)
 	}
 
@@ -187,7 +187,7 @@ func TestLedgerOncePerKey(t *testing.T) {
 	// The squatted key's event arrives.
 	ack := e.publishAck(t, subject, victim, nil)
 	e.settled(t, ack.Sequence)
-	id := record.ConflictDLQID("pharmacy", victimKey, ledger.ContentHash("pharmacy", victim))
+	id := record.ConflictDLQID("pharmacy", victimKey, idempotency.ContentHash("pharmacy", victim))
 	var rep api.GetReply
 	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
 		if code := e.request(t, access.DefaultPerson(access.RoleViewer), api.AuditGet, api.GetRequest{DLQID: id}, &rep); code != "" {

@@ -15,7 +15,7 @@ import (
 	"github.com/deadletter/deadletter/schemas"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/gate"
-	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -62,7 +62,7 @@ func TestMsgIDCannotDropAnotherEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ks, found, err := ledger.Lookup(ctx, kv, key)
+	ks, found, err := idempotency.Lookup(ctx, kv, key)
 	if err != nil || !found || !ks.Committed() {
 		t.Fatalf("IDEMPOTENCY %+v (found %v, %v), want committed", ks, found, err)
 	}

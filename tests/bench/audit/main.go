@@ -43,7 +43,7 @@ import (
 	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
-	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/runner"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -292,7 +292,7 @@ func (s *seeder) seed(ctx context.Context, target int) error {
 		if err != nil {
 			return err
 		}
-		st, _ := json.Marshal(ledger.KeyState{State: ledger.StateCommitted, Domain: pharmacy.Name, EventType: pharmacy.Dispense,
+		st, _ := json.Marshal(idempotency.KeyState{State: idempotency.StateCommitted, Domain: pharmacy.Name, EventType: pharmacy.Dispense,
 			SourceSeq: ack.Sequence, LedgerSeq: ack.Sequence, CommittedAt: time.Now().UTC()})
 		if err := publish("$KV."+subjects.IdempotencyBucket+"."+env.IdempotencyKey, st); err != nil {
 			return err

@@ -44,7 +44,7 @@ import (
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/failpoint"
 	"github.com/deadletter/deadletter/shared/gate"
-	"github.com/deadletter/deadletter/shared/ledger"
+	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/sample"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -1152,7 +1152,7 @@ func describe(ctx context.Context, js jetstream.JetStream, st *stores, evs []api
 	for _, e := range evs[:min(5, len(evs))] {
 		state := "IDEMPOTENCY not read"
 		if err == nil {
-			ks, found, lerr := ledger.Lookup(ctx, kv, e.Key)
+			ks, found, lerr := idempotency.Lookup(ctx, kv, e.Key)
 			switch {
 			case e.Key == "":
 				state = "no key"

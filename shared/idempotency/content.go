@@ -1,4 +1,4 @@
-package ledger
+package idempotency
 
 import (
 	"crypto/sha256"

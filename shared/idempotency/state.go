@@ -1,7 +1,7 @@
-// Package ledger defines the commit state of an idempotency key, as the
+// Package idempotency defines the commit state of an idempotency key, as the
 // validator stores it in the IDEMPOTENCY bucket and as the redriver and the
 // auditor read it.
-package ledger
+package idempotency
 
 import (
 	"context"
