@@ -3,6 +3,7 @@ package main_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/deadletter/deadletter/services/dlqctl/output"
@@ -58,6 +59,14 @@ func TestPublishDocument(t *testing.T) {
 		d := show.State.Document
 		if d == nil || wantIndex[d.SHA256] != d.Index || d.Stream != subjects.EventsStream || show.State.Publisher == "" {
 			t.Errorf("chain %s: document %+v, publisher %q", it.DLQID, d, show.State.Publisher)
+			continue
+		}
+		// The text view says where in which document, escaped.
+		text := e.dlqctl(t, "", "show", it.DLQID)
+		want := map[string]string{res[0].Document.SHA256: "event 1,235 of 2,000 of document SHIP-CLI <Müller & Söhne> from ",
+			res[1].Document.SHA256: "event 5 of "}[d.SHA256]
+		if !strings.Contains(text.stdout, want) || !strings.Contains(text.stdout, "ORIGINAL BYTES") || !strings.Contains(text.stdout, "EVENT HASH ID") {
+			t.Errorf("show %s does not say %q:\n%s", it.DLQID, want, text.stdout)
 		}
 	}
 

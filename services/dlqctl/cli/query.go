@@ -229,6 +229,25 @@ func (a *app) printShow(s output.Show, payload bool) {
 		t.row("EVENT TIME", fmtTime(*st.EventTime))
 	}
 	t.row("SOURCE", fmt.Sprintf("%s seq %d (%s)", st.SourceStream, st.SourceSeq, st.SourceSubject))
+	if st.EventHashID != "" {
+		t.row("EVENT HASH ID", st.EventHashID)
+	}
+	if d := st.Document; d != nil {
+		// The document's identity is the partner's text: the table
+		// escapes every cell (safetext).
+		doc := d.Position() + " of document " + d.ID
+		if d.Sender != "" {
+			doc += " from " + d.Sender
+		}
+		if d.Receiver != "" {
+			doc += " to " + d.Receiver
+		}
+		if d.Created != "" {
+			doc += ", created " + d.Created
+		}
+		t.row("DOCUMENT", doc+" ("+d.Format+")")
+		t.row("ORIGINAL BYTES", d.Original())
+	}
 	t.row("FIRST SEEN", fmtTime(st.FirstSeen))
 	t.row("QUARANTINED", fmtTime(st.QuarantinedAt))
 	t.row("LAST CHANGE", fmtTime(st.LastChange))
