@@ -17,6 +17,7 @@ import (
 	"github.com/deadletter/deadletter/shared/merkle"
 	"github.com/deadletter/deadletter/shared/notify"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 // entry is the auditor's live summary of one unresolved quarantine chain:
@@ -33,6 +34,62 @@ type entry struct {
 	seq                                    uint64 // QUARANTINE sequence of record 0
 	sourceStream                           string
 	sourceSeq                              uint64 // of record 0: the original event
+	// eventType is the event's type (eventTypeOf, interned: the index
+	// holds millions of entries and few types); ids the first record's
+	// listed identifiers but event_type (listedPairs), nil on older
+	// records.
+	eventType string
+	ids       []string
+}
+
+// maxInterned bounds the strings the index interns (event types and
+// identifier names): past it, a new string is kept as it is.
+const maxInterned = 4096
+
+// intern returns the index's copy of s (under x.mu).
+func (x *index) intern(s string) string {
+	if v, ok := x.interned[s]; ok {
+		return v
+	}
+	if len(x.interned) < maxInterned {
+		x.interned[s] = s
+	}
+	return s
+}
+
+// eventTypeOf is the event type of a chain whose first record is h: the
+// type its identifiers name (a DSCSA business step: an event of a
+// document arrives on the document's subject), else the last token of
+// its source subject (subjects.ParseEvent); "" when neither tells.
+func eventTypeOf(h chain.Head) string {
+	if t := h.Identifiers["event_type"]; t != "" {
+		return t
+	}
+	if _, t, ok := subjects.ParseEvent(h.SourceSubject); ok {
+		return t
+	}
+	return ""
+}
+
+// listedPairs returns the first record's identifiers but event_type as
+// name, value pairs sorted by name, the names interned (nil for none):
+// a slice costs less than a map per entry.
+func (x *index) listedPairs(ids map[string]string) []string {
+	out := pairsOf(ids)
+	for i := 0; i < len(out); i += 2 {
+		out[i] = x.intern(out[i])
+	}
+	return out
+}
+
+// pairValue returns the value of name in pairs (listedPairs), "" when absent.
+func pairValue(pairs []string, name string) string {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i] == name {
+			return pairs[i+1]
+		}
+	}
+	return ""
 }
 
 // unresolved reports whether the chain still needs attention.
@@ -132,6 +189,8 @@ type index struct {
 	liveKnown bool
 	// fingerprints are the failure groups seen (domain:code:class).
 	fingerprints map[string]bool
+	// interned are the strings entries share (intern).
+	interned map[string]string
 }
 
 // heldChain is a chain a legal hold holds.
@@ -144,7 +203,8 @@ type heldChain struct {
 func newIndex(log *slog.Logger, m *metrics, anchorBlocks int) *index {
 	return &index{log: log, metrics: m, chains: map[string]*entry{}, resolved: map[groupKey]*resolvedGroup{},
 		domains: map[string]bool{}, digest: sha256.New(), tree: merkle.NewBlockBuilder(anchorBlocks),
-		wake: make(chan struct{}, 1), held: map[string]*heldChain{}, fingerprints: map[string]bool{}}
+		wake: make(chan struct{}, 1), held: map[string]*heldChain{}, fingerprints: map[string]bool{},
+		interned: map[string]string{}}
 }
 
 // viewState is what a checkpoint covers: the records applied up to
@@ -205,7 +265,7 @@ func (x *index) apply(seq uint64, raw []byte) {
 	if e == nil {
 		e = &entry{dlqID: r.DLQID, domain: r.Domain, firstSeen: r.FirstSeen.UTC(), quarantinedAt: r.QuarantinedAt.UTC(),
 			key: r.IdempotencyKey, sourceStream: r.SourceStream, sourceSeq: r.SourceSeq, status: record.StatusOpen, seq: seq,
-			publisher: r.Publisher}
+			publisher: r.Publisher, eventType: x.intern(eventTypeOf(r)), ids: x.listedPairs(r.Identifiers)}
 		x.chains[r.DLQID] = e
 		x.domains[r.Domain] = true
 	}

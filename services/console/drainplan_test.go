@@ -142,3 +142,48 @@ func TestDrainOutcomeShown(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordsListIdentifiersByDomain: each row of the Records list shows
+// its domain's identifiers (pharmacy transaction id, event type, NDC and
+// lot; DSCSA GTIN and serial or SSCC, lot and event type; FSMA TLC and
+// event type), escaped, each kept whole; a record without listed
+// identifiers (written before) still lists.
+func TestRecordsListIdentifiersByDomain(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    api.Summary
+		want []string
+		not  []string
+	}{
+		{"pharmacy", api.Summary{DLQID: "pharmacy_1", Domain: "pharmacy", PartyID: "BW4829137", EventType: "receive",
+			Identifiers: map[string]string{"transaction_id": "INV-0182 <Müller & Söhne>", "registrant_dea": "BW4829137", "ndc11": "00409488820", "lot": "A1&B"}},
+			[]string{">Transaction</span>", `title="INV-0182 &lt;Müller &amp; Söhne&gt;"`, ">Event</span>", `title="receive"`, ">NDC</span>", `title="00409488820"`, ">Lot</span>", `title="A1&amp;B"`},
+			[]string{">Registrant</span>"}},
+		{"dscsa item", api.Summary{DLQID: "dscsa_1", Domain: "dscsa", EventType: "shipping",
+			Identifiers: map[string]string{"gtin": "10614141073464", "serial": "SN/0042?A", "lot": "LOT-Ü1"}},
+			[]string{">GTIN</span>", ">Serial</span>", `title="SN/0042?A"`, ">Lot</span>", `title="LOT-Ü1"`, ">Event</span>", `title="shipping"`}, nil},
+		{"dscsa container", api.Summary{DLQID: "dscsa_2", Domain: "dscsa", EventType: "packing", Identifiers: map[string]string{"sscc": "106141412345678908"}},
+			[]string{">SSCC</span>", `title="106141412345678908"`, `title="packing"`}, []string{">GTIN</span>"}},
+		{"fsma", api.Summary{DLQID: "fsma_1", Domain: "fsma", EventType: "receiving", PartyID: "Pharmacie Saint-Étienne",
+			Identifiers: map[string]string{"tlc": "00860001000030-RL250312A", "supplier_id": "Pharmacie Saint-Étienne"}},
+			[]string{">TLC</span>", `title="00860001000030-RL250312A"`, `title="receiving"`}, []string{"supplier_id"}},
+		{"a record without identifiers", api.Summary{DLQID: "pharmacy_old", Domain: "pharmacy", Identifiers: map[string]string{"ndc11": "00409488820"}},
+			[]string{`title="pharmacy_old"`, ">NDC</span>"}, []string{">Transaction</span>", ">Event</span>"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			page := renderPage(t, "records", &recordsData{Items: []listItem{{Summary: tc.s}}, Total: 1, Columns: recordColumns}, nil)
+			cell := page[strings.Index(page, `<td class="idents">`):]
+			cell = cell[:strings.Index(cell, "</td>")]
+			for _, want := range tc.want {
+				if !strings.Contains(page, want) {
+					t.Errorf("the row lacks %q:\n%s", want, cell)
+				}
+			}
+			for _, not := range tc.not {
+				if strings.Contains(cell, not) {
+					t.Errorf("the row shows %q:\n%s", not, cell)
+				}
+			}
+		})
+	}
+}
