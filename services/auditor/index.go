@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/merkle"
 	"github.com/deadletter/deadletter/shared/notify"
@@ -40,6 +41,46 @@ type entry struct {
 	// records.
 	eventType string
 	ids       []string
+	// doc is the EPCIS document the event was read from (nil for most:
+	// shared by the document's events).
+	doc *docInfo
+}
+
+// docInfo is an EPCIS document some quarantined events were read from, as
+// their first records name it, with counts of those events: the index
+// keeps one per document (bounded by the documents, not the events).
+type docInfo struct {
+	doc    api.GroupDocument
+	domain string
+	// total counts the document's quarantined chains; resolved those
+	// resolved, by their latest error code.
+	total    int
+	resolved map[string]int
+	// firstSeen and lastSeen bound the events' first_seen.
+	firstSeen, lastSeen time.Time
+}
+
+// docOf returns the document of a chain whose first record is r (nil
+// when it was not read from one), counting the chain.
+func (x *index) docOf(r chain.Head, firstSeen time.Time) *docInfo {
+	d := r.Document
+	if d == nil || d.SHA256 == "" {
+		return nil
+	}
+	di := x.docs[d.SHA256]
+	if di == nil {
+		di = &docInfo{doc: api.GroupDocument{ID: d.ID, SHA256: d.SHA256, Format: d.Format, Events: d.Count, Sender: d.Sender,
+			Receiver: d.Receiver, Created: d.Created}, domain: r.Domain, resolved: map[string]int{}}
+		x.docs[d.SHA256] = di
+	}
+	di.total++
+	if di.firstSeen.IsZero() || firstSeen.Before(di.firstSeen) {
+		di.firstSeen = firstSeen
+	}
+	if firstSeen.After(di.lastSeen) {
+		di.lastSeen = firstSeen
+	}
+	return di
 }
 
 // maxInterned bounds the strings the index interns (event types and
@@ -191,6 +232,9 @@ type index struct {
 	fingerprints map[string]bool
 	// interned are the strings entries share (intern).
 	interned map[string]string
+	// docs are the EPCIS documents quarantined events were read from, by
+	// the documents' SHA-256.
+	docs map[string]*docInfo
 }
 
 // heldChain is a chain a legal hold holds.
@@ -204,7 +248,7 @@ func newIndex(log *slog.Logger, m *metrics, anchorBlocks int) *index {
 	return &index{log: log, metrics: m, chains: map[string]*entry{}, resolved: map[groupKey]*resolvedGroup{},
 		domains: map[string]bool{}, digest: sha256.New(), tree: merkle.NewBlockBuilder(anchorBlocks),
 		wake: make(chan struct{}, 1), held: map[string]*heldChain{}, fingerprints: map[string]bool{},
-		interned: map[string]string{}}
+		interned: map[string]string{}, docs: map[string]*docInfo{}}
 }
 
 // viewState is what a checkpoint covers: the records applied up to
@@ -266,6 +310,7 @@ func (x *index) apply(seq uint64, raw []byte) {
 		e = &entry{dlqID: r.DLQID, domain: r.Domain, firstSeen: r.FirstSeen.UTC(), quarantinedAt: r.QuarantinedAt.UTC(),
 			key: r.IdempotencyKey, sourceStream: r.SourceStream, sourceSeq: r.SourceSeq, status: record.StatusOpen, seq: seq,
 			publisher: r.Publisher, eventType: x.intern(eventTypeOf(r)), ids: x.listedPairs(r.Identifiers)}
+		e.doc = x.docOf(r, e.firstSeen)
 		x.chains[r.DLQID] = e
 		x.domains[r.Domain] = true
 	}
@@ -294,6 +339,9 @@ func (x *index) apply(seq uint64, raw []byte) {
 			x.resolved[k] = g
 		}
 		g.add(e)
+		if e.doc != nil {
+			e.doc.resolved[e.code]++
+		}
 		delete(x.chains, r.DLQID)
 	}
 }

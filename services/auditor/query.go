@@ -446,7 +446,12 @@ func (s *Service) scanChains(ctx context.Context, domain string, from uint64, fn
 // first. Groups are ordered by open count, then total, then fingerprint.
 // Unresolved events come from their entries, resolved ones from the
 // groups' aggregates.
+//
+// With By GroupByDocument, the groups are by document (DocumentGroups).
 func (s *Service) Groups(req api.GroupsRequest) api.GroupsReply {
+	if req.By == api.GroupByDocument {
+		return s.DocumentGroups(req)
+	}
 	samples := req.Samples
 	if samples <= 0 {
 		samples = defaultSamples
@@ -546,6 +551,72 @@ func (s *Service) Groups(req api.GroupsRequest) api.GroupsReply {
 			}
 		}
 		slices.SortFunc(g.Parties, byOpen)
+		rep.Groups = append(rep.Groups, g)
+	}
+	s.index.mu.RUnlock()
+	slices.SortFunc(rep.Groups, byOpen)
+	return rep
+}
+
+// DocumentGroups returns the quarantined events read from EPCIS documents,
+// one group per document (Fingerprint "document:<sha256>", its Document
+// and domain): Total counts its quarantined events, Open the unresolved
+// ones, ByCode all of them by their latest error code; FirstSeen and
+// LastSeen bound their first_seen; Samples are unresolved events, newest
+// first. Ordered as Groups (most open first).
+func (s *Service) DocumentGroups(req api.GroupsRequest) api.GroupsReply {
+	samples := req.Samples
+	if samples <= 0 {
+		samples = defaultSamples
+	}
+	now := s.now().UTC()
+	type acc struct {
+		g       api.Group
+		oldest  time.Time
+		members []*entry
+	}
+	s.index.mu.RLock()
+	groups := make(map[*docInfo]*acc, len(s.index.docs))
+	for _, di := range s.index.docs {
+		if req.Domain != "" && di.domain != req.Domain {
+			continue
+		}
+		doc := di.doc
+		a := &acc{g: api.Group{Fingerprint: "document:" + doc.SHA256, Domain: di.domain, Document: &doc, Total: di.total,
+			FirstSeen: di.firstSeen, LastSeen: di.lastSeen, ByCode: map[string]int{}}}
+		for code, n := range di.resolved {
+			a.g.ByCode[code] += n
+		}
+		groups[di] = a
+	}
+	for _, e := range s.index.chains {
+		a := groups[e.doc]
+		if e.doc == nil || a == nil {
+			continue
+		}
+		a.g.Open++
+		a.g.ByCode[e.code]++
+		if a.oldest.IsZero() || e.quarantinedAt.Before(a.oldest) {
+			a.oldest = e.quarantinedAt
+		}
+		a.members = append(a.members, e)
+	}
+	rep := api.GroupsReply{At: now, Groups: []api.Group{}}
+	for _, a := range groups {
+		if req.OpenOnly && a.g.Open == 0 {
+			continue
+		}
+		g := a.g
+		if !a.oldest.IsZero() {
+			g.OldestOpenSeconds = max(0, now.Sub(a.oldest).Seconds())
+		}
+		slices.SortFunc(a.members, func(x, y *entry) int {
+			return newerSample(sample{x.dlqID, x.quarantinedAt}, sample{y.dlqID, y.quarantinedAt})
+		})
+		g.Samples = []string{}
+		for _, e := range a.members[:min(samples, len(a.members))] {
+			g.Samples = append(g.Samples, e.dlqID)
+		}
 		rep.Groups = append(rep.Groups, g)
 	}
 	s.index.mu.RUnlock()

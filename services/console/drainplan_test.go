@@ -187,3 +187,29 @@ func TestRecordsListIdentifiersByDomain(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupsByDocument: the Groups page links its "by document" view,
+// which says per document "shipment document <id> from <sender>: N
+// events quarantined" with its events by code, every partner-given text
+// escaped.
+func TestGroupsByDocumentPage(t *testing.T) {
+	g := api.Group{Fingerprint: "document:ab", Domain: "dscsa", Total: 3, Open: 2, ByCode: map[string]int{"INVALID_GTIN": 2, "SCHEMA_VALIDATION_ERROR": 1},
+		Samples: []string{"dscsa_1"}, Document: &api.GroupDocument{ID: "SHIP-4812 <script>x</script>", SHA256: "ab", Events: 10000,
+			Sender: "urn:epc:id:sgln:4012345.00000.0", Receiver: "Pharmacie Saint-Étienne & Fils"}}
+	page := renderPage(t, "groups", &groupsData{ByDocument: true, Groups: []api.Group{g}}, nil)
+	for _, want := range []string{`id="doc-groups"`, "Shipment document", `title="SHIP-4812 &lt;script&gt;x&lt;/script&gt;"`,
+		` from <span class="ident-w"><span class="whole" title="urn:epc:id:sgln:4012345.00000.0">`, "Pharmacie Saint-Étienne &amp; Fils",
+		"<strong>3</strong> events quarantined of 10,000", "<code>INVALID_GTIN</code></a> ×2", "<code>SCHEMA_VALIDATION_ERROR</code></a> ×1",
+		`href="/records/dscsa_1"`, `aria-current="page">By document`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "<script>x") {
+		t.Error("a document id unescaped")
+	}
+	page = renderPage(t, "groups", &groupsData{}, nil)
+	if !strings.Contains(page, `id="by-document" href="/groups?by=document"`) {
+		t.Errorf("no link to the view by document:\n%s", page)
+	}
+}

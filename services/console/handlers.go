@@ -201,20 +201,29 @@ type groupsData struct {
 	// not answer: TrendErr).
 	Trends   *trends
 	TrendErr string
+	// ByDocument: the groups are by EPCIS document (api.GroupByDocument),
+	// without trends.
+	ByDocument bool
 }
 
 func (c *Console) handleGroups(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
-	d := &groupsData{Domain: q.Get("domain"), OpenOnly: q.Get("open_only") == "on"}
+	d := &groupsData{Domain: q.Get("domain"), OpenOnly: q.Get("open_only") == "on", ByDocument: q.Get("by") == api.GroupByDocument}
 	var (
 		rep       api.GroupsReply
 		err, terr error
 		wg        sync.WaitGroup
 	)
+	req := api.GroupsRequest{Domain: d.Domain, OpenOnly: d.OpenOnly, Samples: 3}
+	if d.ByDocument {
+		req.By = api.GroupByDocument
+	}
 	wg.Go(func() {
-		rep, err = call[api.GroupsRequest, api.GroupsReply](r.Context(), c, s, api.AuditGroups, api.GroupsRequest{Domain: d.Domain, OpenOnly: d.OpenOnly, Samples: 3})
+		rep, err = call[api.GroupsRequest, api.GroupsReply](r.Context(), c, s, api.AuditGroups, req)
 	})
-	wg.Go(func() { d.Trends, terr = c.loadTrends(r.Context(), s, d.Domain, time.Now()) })
+	if !d.ByDocument {
+		wg.Go(func() { d.Trends, terr = c.loadTrends(r.Context(), s, d.Domain, time.Now()) })
+	}
 	wg.Wait()
 	if terr != nil {
 		d.TrendErr = errText(terr)

@@ -55,6 +55,7 @@ var funcs = template.FuncMap{
 	"outcomeWords":   outcomeWords,
 	"pct":            func(f float64) float64 { return f * 100 },
 	"noticeApproval": noticeApproval,
+	"thousands":      thousands,
 }
 
 // age renders seconds as a short duration ("3m", "2h5m", "4d").

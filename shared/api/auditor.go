@@ -598,6 +598,32 @@ type GroupsRequest struct {
 	Samples int `json:"samples,omitempty"`
 	// OpenOnly drops groups without open records.
 	OpenOnly bool `json:"open_only,omitempty"`
+	// By is how events are grouped: "" by fingerprint (domain, code,
+	// class) and party; GroupByDocument by the EPCIS document they were
+	// read from (events not read from a document are left out).
+	By string `json:"by,omitempty"`
+}
+
+// GroupByDocument groups events by their EPCIS document
+// (GroupsRequest.By).
+const GroupByDocument = "document"
+
+// GroupDocument is the EPCIS document of a group by document
+// (Group.Document): its identity as the first records name it.
+type GroupDocument struct {
+	// ID is the document's id (its SBDH instance identifier, or the
+	// SHA-256 when it names none); SHA256 the hex SHA-256 of its bytes.
+	ID     string `json:"id"`
+	SHA256 string `json:"sha256"`
+	// Format is "json" or "xml"; Events the document's event count (0
+	// when unknown).
+	Format string `json:"format,omitempty"`
+	Events int    `json:"events,omitempty"`
+	// Sender and Receiver are the SBDH's, Created its creation date, when
+	// given.
+	Sender   string `json:"sender,omitempty"`
+	Receiver string `json:"receiver,omitempty"`
+	Created  string `json:"created,omitempty"`
 }
 
 // Group is one triage group: quarantined events sharing a fingerprint
@@ -623,6 +649,11 @@ type Group struct {
 	Samples []string `json:"samples"`
 	// Parties are the second-level groups (top level only).
 	Parties []Group `json:"parties,omitempty"`
+	// Document is the document of a group by document (GroupByDocument;
+	// Fingerprint "document:<sha256>", Code and Class empty), and ByCode
+	// its quarantined events by their latest error code.
+	Document *GroupDocument `json:"document,omitempty"`
+	ByCode   map[string]int `json:"by_code,omitempty"`
 }
 
 // GroupsReply lists the groups, most open first.
