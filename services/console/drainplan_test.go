@@ -54,7 +54,8 @@ func TestPlanShowsGuardHoldsOverlaps(t *testing.T) {
 			nil, []string{`id="h-plan-overlaps"`, `href="/drains/drain-%3cother%3e"`, "jonas.müller", "<td>running</td>", "<td>7</td>"}, []string{`id="overlap-refusal"`}},
 		{"overlap refusal", api.DrainPlan{Selected: 9, Guard: &api.DrainGuard{Off: true}, Overlaps: overlap},
 			&api.Error{Code: api.ErrDrainOverlap, Message: "another drain already selects records of this drain", Overlaps: overlap},
-			[]string{`id="overlap-refusal"`, "Not started", `class="id whole overlap-drain" href="/drains/drain-%3cother%3e"`, "jonas.müller"}, nil},
+			[]string{`id="overlap-refusal"`, "Not started", `class="id whole overlap-drain" href="/drains/drain-%3cother%3e"`, "jonas.müller"},
+			[]string{`id="h-plan-overlaps"`}}, // listed once, in the refusal
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			plan := tc.plan
