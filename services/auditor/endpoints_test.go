@@ -80,6 +80,7 @@ func TestBadRequestsNameTheField(t *testing.T) {
 		{"reconcile unknown member", api.AuditReconcile, `{"form":"2025-01-01T00:00:00Z"}`, "form"},
 		{"groups unknown domain", api.AuditGroups, `{"domain":"nosuch"}`, "domain"},
 		{"groups samples", api.AuditGroups, `{"samples":-1}`, "samples"},
+		{"groups by an unknown grouping", api.AuditGroups, `{"by":"party<&>"}`, "by"},
 		{"get unknown member", api.AuditGet, `{"dlq_id":"x","payload":true}`, "payload"},
 		{"get payload without reason", api.AuditGet, `{"dlq_id":"x","include_payload":true}`, "reason"},
 		{"get payload blank reason", api.AuditGet, `{"dlq_id":"x","include_payload":true,"reason":"  "}`, "reason"},

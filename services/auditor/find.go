@@ -22,7 +22,11 @@ type idFilter struct {
 	// is given, which pharmacy and FSMA both have).
 	domain                                               string
 	ndc11, lot, registrant, key, gtin, serial, sscc, tlc string
-	set                                                  bool
+	// txID is a pharmacy transaction id, matched against the first
+	// record's identifiers (records that carry them) and, with the
+	// registrant, against the idempotency key (older records).
+	txID string
+	set  bool
 }
 
 // errTwoDomains: a request names identifiers of two domains.
@@ -63,12 +67,16 @@ func parseIDFilter(req api.ListRequest) (idFilter, error) {
 		}
 	}
 	if s := strings.TrimSpace(req.TransactionID); s != "" {
-		if f.registrant == "" {
-			return f, api.BadField("transaction_id", "a transaction id is unique per registrant: give the registrant too")
+		f.txID = s
+		if f.registrant != "" {
+			// The event's idempotency key (pharmacy.KeySource): a
+			// record written before records kept the transaction id
+			// (record.Record.Identifiers) matches by it.
+			f.key = domain.Key(pharmacy.Name, f.registrant, s)
 		}
-		// The event's idempotency key (pharmacy.KeySource): the
-		// transaction id itself is never kept in a listing.
-		f.key = domain.Key(pharmacy.Name, f.registrant, s)
+		if err := claim(pharmacy.Name); err != nil {
+			return f, err
+		}
 	}
 	f.lot = strings.TrimSpace(req.Lot)
 	if s := strings.TrimSpace(req.GTIN); s != "" {
@@ -125,9 +133,6 @@ func parseIDFilter(req api.ListRequest) (idFilter, error) {
 			return f, err
 		}
 	}
-	if f.lot != "" && f.domain == dscsa.Name {
-		return f, api.BadField("lot", "a DSCSA lot is not among the identifiers a listing shows (GTIN and serial are)")
-	}
 	return f, nil
 }
 
@@ -159,13 +164,14 @@ func (f idFilter) scanDomain(domain string) string {
 	return f.domain
 }
 
-// match reports whether a chain of domain, whose ordering key, party and
-// idempotency key are okey, party and key, and whose dlq id is dlqID,
-// matches every identifier of the filter.
-func (f idFilter) match(dom, okey, party, key, dlqID string) bool {
+// match reports whether the chain it (its domain, ordering key, party,
+// idempotency key, dlq id and listed identifiers) matches every
+// identifier of the filter.
+func (f idFilter) match(it *listItem) bool {
 	if !f.set {
 		return true
 	}
+	dom, okey, party, key, dlqID := it.Domain, it.okey, it.PartyID, it.key, it.DLQID
 	if f.domain != "" && dom != f.domain {
 		return false
 	}
@@ -176,16 +182,31 @@ func (f idFilter) match(dom, okey, party, key, dlqID string) bool {
 			return false
 		}
 		return (f.ndc11 == "" || a == f.ndc11) && (f.lot == "" || b == f.lot) &&
-			(f.registrant == "" || party == f.registrant) && (f.key == "" || key == f.key || dlqID == f.key)
+			(f.registrant == "" || party == f.registrant) && f.txMatch(key, dlqID, it.ids)
 	case dscsa.Name:
+		lotOK := f.lot == "" || pairValue(it.ids, "lot") == f.lot
 		if !strings.Contains(okey, ".") { // an aggregation's SSCC
-			return okey != "" && f.lot == "" && f.gtin == "" && f.serial == "" && (f.sscc == "" || okey == f.sscc)
+			return okey != "" && lotOK && f.gtin == "" && f.serial == "" && (f.sscc == "" || okey == f.sscc)
 		}
-		return okey != "" && f.lot == "" && f.sscc == "" && (f.gtin == "" || a == f.gtin) && (f.serial == "" || b == f.serial)
+		return okey != "" && lotOK && f.sscc == "" && (f.gtin == "" || a == f.gtin) && (f.serial == "" || b == f.serial)
 	case fsma.Name:
 		return okey != "" && (f.tlc == "" || b == f.tlc) && (f.lot == "" || b == f.lot)
 	}
 	return false
+}
+
+// txMatch reports whether a pharmacy chain matches the filter's
+// transaction id: the one its first record names, or (a record written
+// before records named it, with the registrant given) its idempotency
+// key or dlq id.
+func (f idFilter) txMatch(key, dlqID string, ids []string) bool {
+	if f.txID == "" {
+		return true
+	}
+	if tx := pairValue(ids, "transaction_id"); tx != "" {
+		return tx == f.txID
+	}
+	return f.key != "" && (key == f.key || dlqID == f.key)
 }
 
 // splitOrderingKey splits an ordering key into its two identifiers: the
@@ -207,9 +228,23 @@ func splitOrderingKey(dom, okey, party string) (string, string) {
 	return a, b
 }
 
-// identifiersOf returns the identifiers an ordering key names, under the
+// identifiersOf returns the identifiers an ordering key names and the
+// first record's listed identifiers (pairs, listedPairs), under the
 // envelope's names (api.Summary.Identifiers); nil when there are none.
-func identifiersOf(dom, okey, party string) map[string]string {
+func identifiersOf(dom, okey, party string, pairs []string) map[string]string {
+	m := keyIdentifiers(dom, okey, party)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if m == nil {
+			m = make(map[string]string, len(pairs)/2)
+		}
+		m[pairs[i]] = pairs[i+1]
+	}
+	return m
+}
+
+// keyIdentifiers returns the identifiers an ordering key names; nil when
+// there are none.
+func keyIdentifiers(dom, okey, party string) map[string]string {
 	if okey == "" {
 		return nil
 	}

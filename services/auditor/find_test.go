@@ -29,6 +29,10 @@ type findEvent struct {
 	name, domain, file string
 	set                map[string]any
 	resolved           bool
+	// legacy: the record is written as before records kept their listed
+	// identifiers (none). exhausted: the event passed the gate (its
+	// envelope is Check's, not a failed event's Identify).
+	legacy, exhausted bool
 }
 
 // storeFindEvent quarantines ev (resolving it when asked) and returns its
@@ -55,17 +59,28 @@ func (e *env) storeFindEvent(tb testing.TB, i int, ev findEvent) string {
 	case fsma.Name:
 		env = fsma.Checker{}.Identify(doc)
 	}
-	env.Partial = true
+	env.Partial = !ev.exhausted
+	class, code := record.ClassValidation, codes.SchemaValidation
+	if ev.exhausted {
+		var err error
+		if env, err = (dscsa.Checker{}).Check(env.EventType, doc); err != nil || ev.domain != dscsa.Name {
+			tb.Fatalf("check: %v", err)
+		}
+		class, code = record.ClassExhausted, codes.DownstreamUnavailable
+	}
 	payload, err := json.Marshal(doc)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	at := t0.Add(time.Duration(i) * time.Minute)
 	r := record.FromFailure(record.Failure{
-		Class: record.ClassValidation, Code: codes.SchemaValidation, Detail: "rule failed", Domain: ev.domain,
+		Class: class, Code: code, Detail: "rule failed", Domain: ev.domain,
 		Subject: subjects.Event(ev.domain, "x"), Stream: subjects.EventsStream, Seq: uint64(i + 1), Deliveries: 1,
 		Published: at, Payload: payload, Envelope: &env, FailedAt: at,
 	}, at)
+	if ev.legacy {
+		r.Identifiers = nil
+	}
 	if err := record.Seal(&r); err != nil {
 		tb.Fatal(err)
 	}
@@ -104,6 +119,9 @@ func TestFindByIdentifiers(t *testing.T) {
 		{name: "fsma same tlc, resolved", domain: fsma.Name, file: "shipping-gln.json",
 			set: map[string]any{"supplier_id": "SUP-00417", "traceability_lot_code": tlc}, resolved: true},
 		{name: "dscsa container", domain: dscsa.Name, file: "packing-sscc-pallet-minimal.json"},
+		{name: "dscsa commissioning with a lot", domain: dscsa.Name, file: "commissioning-sgtin.json", exhausted: true},
+		{name: "pharmacy, a record without identifiers", domain: pharmacy.Name, file: "receive-schedule-ii-ndc-4-4-2.json", legacy: true,
+			set: map[string]any{"ndc": "55150-123-10", "lot": "LEGACY-<1>", "registrant_dea": "AB1234563", "transaction_id": "INV-LEGACY-7"}},
 	}
 	ids := make([]string, len(events))
 	for i, ev := range events {
@@ -130,6 +148,14 @@ func TestFindByIdentifiers(t *testing.T) {
 		{"registrant lower case + transaction id", api.ListRequest{Registrant: "bw4829137", TransactionID: " INV-2025-0182 <Müller> "}, []int{0}},
 		{"other registrant, same transaction id", api.ListRequest{Registrant: "AB1234563", TransactionID: "INV-2025-0182 <Müller>"}, []int{2}},
 		{"registrant alone", api.ListRequest{Registrant: "BW4829137"}, []int{1, 0}},
+		{"transaction id alone", api.ListRequest{TransactionID: "INV-2025-0182 <Müller>"}, []int{2, 0}},
+		{"transaction id alone, resolved (scan)", api.ListRequest{TransactionID: "INV-2025-0183", Status: "resolved"}, []int{1}},
+		{"transaction id prefix", api.ListRequest{TransactionID: "INV-2025-0182"}, nil},
+		{"record without identifiers: registrant + transaction id", api.ListRequest{Registrant: "AB1234563", TransactionID: "INV-LEGACY-7"}, []int{8}},
+		{"record without identifiers: transaction id alone", api.ListRequest{TransactionID: "INV-LEGACY-7"}, nil},
+		{"dscsa lot", api.ListRequest{Lot: "A24B017", Domain: dscsa.Name}, []int{7}},
+		{"dscsa lot across domains", api.ListRequest{Lot: "A24B017"}, []int{7}},
+		{"dscsa gtin + other lot", api.ListRequest{GTIN: "10614141073464", Lot: "A1"}, nil},
 		{"gtin-14 + serial", api.ListRequest{GTIN: "10614141073464", Serial: "SN/0042?A"}, []int{3}},
 		{"sgtin urn, percent-escaped", api.ListRequest{GTIN: "urn:epc:id:sgtin:0614141.107346.SN%2F0042%3FA"}, []int{3}},
 		{"sgtin urn upper-case prefix as serial", api.ListRequest{Serial: "URN:EPC:ID:SGTIN:0614141.107346.SN%2F0042%3FA"}, []int{3}},
@@ -161,7 +187,9 @@ func TestFindByIdentifiers(t *testing.T) {
 				t.Fatalf("got %v (total %d), want %v", got, l.Total, want)
 			}
 			b, _ := json.Marshal(l)
-			for _, secret := range []string{"INV-2025-0182", "Romaine", "RPH-0388", "0860001.23456"} {
+			// The transaction id is listed (record.Record.Identifiers);
+			// other payload values never are.
+			for _, secret := range []string{"INV-LEGACY-7", "Romaine", "RPH-0388", "0860001.23456", "2026-01-31"} {
 				if strings.Contains(string(b), secret) {
 					t.Errorf("the answer holds the payload value %q: %s", secret, b)
 				}
@@ -195,7 +223,7 @@ func TestFindByIdentifiers(t *testing.T) {
 	t.Run("identifiers shown", func(t *testing.T) {
 		var l api.ListReply
 		request(t, e.nc, api.AuditList, api.ListRequest{Lot: lot}, &l)
-		want := map[string]string{"ndc11": "00409488820", "lot": lot}
+		want := map[string]string{"ndc11": "00409488820", "lot": lot, "transaction_id": "INV-2025-0182 <Müller>", "registrant_dea": "BW4829137"}
 		if len(l.Items) != 2 || !mapsEqual(l.Items[1].Identifiers, want) {
 			t.Fatalf("identifiers: %+v, want %v", l.Items, want)
 		}
@@ -208,6 +236,24 @@ func TestFindByIdentifiers(t *testing.T) {
 		request(t, e.nc, api.AuditList, api.ListRequest{TLC: tlc, Supplier: supplier}, &l)
 		if want := map[string]string{"tlc": tlc}; !mapsEqual(l.Items[0].Identifiers, want) || l.Items[0].PartyID != supplier {
 			t.Fatalf("identifiers: %+v, want %v", l.Items[0], want)
+		}
+		l = api.ListReply{}
+		request(t, e.nc, api.AuditList, api.ListRequest{Registrant: "BW4829137", TransactionID: "INV-2025-0182 <Müller>"}, &l)
+		if want := map[string]string{"ndc11": "00409488820", "lot": lot, "transaction_id": "INV-2025-0182 <Müller>", "registrant_dea": "BW4829137"}; len(l.Items) != 1 ||
+			!mapsEqual(l.Items[0].Identifiers, want) || l.Items[0].EventType != "x" {
+			t.Fatalf("pharmacy identifiers: %+v, want %v and event type x (its subject's)", l.Items, want)
+		}
+		for _, status := range []string{"", "open"} { // a scan, the index
+			l = api.ListReply{}
+			request(t, e.nc, api.AuditList, api.ListRequest{Lot: "A24B017", Status: status}, &l)
+			if len(l.Items) != 1 || l.Items[0].Identifiers["lot"] != "A24B017" || l.Items[0].EventType != "commissioning" || l.Items[0].Identifiers["gtin"] == "" {
+				t.Fatalf("status %q: dscsa identifiers: %+v, want its lot, gtin and business step", status, l.Items)
+			}
+		}
+		l = api.ListReply{}
+		request(t, e.nc, api.AuditList, api.ListRequest{Registrant: "AB1234563", TransactionID: "INV-LEGACY-7"}, &l)
+		if len(l.Items) != 1 || l.Items[0].Identifiers["transaction_id"] != "" || l.Items[0].Identifiers["lot"] != "LEGACY-<1>" {
+			t.Fatalf("a record without identifiers: %+v", l.Items)
 		}
 		l = api.ListReply{}
 		request(t, e.nc, api.AuditList, api.ListRequest{SSCC: sscc}, &l)
@@ -224,12 +270,10 @@ func TestFindByIdentifiers(t *testing.T) {
 		{"ndc ten plain digits", api.ListRequest{NDC: "0409488820"}, "ndc"},
 		{"ndc with a letter", api.ListRequest{NDC: "0409-48B8-20"}, "ndc"},
 		{"bad dea check digit", api.ListRequest{Registrant: "BW4829138"}, "registrant"},
-		{"transaction id alone", api.ListRequest{TransactionID: "INV-2025-0182"}, "transaction_id"},
 		{"gtin check digit", api.ListRequest{GTIN: "10614141073465"}, "gtin"},
 		{"digital link without serial", api.ListRequest{GTIN: "https://id.gs1.org/01/10614141073464"}, "gtin"},
 		{"urn serial differs", api.ListRequest{GTIN: "urn:epc:id:sgtin:0614141.107346.X1", Serial: "X2"}, "serial"},
 		{"two domains", api.ListRequest{NDC: "0409-4888-20", GTIN: "10614141073464"}, ""},
-		{"dscsa lot", api.ListRequest{GTIN: "10614141073464", Lot: "A1"}, "lot"},
 		{"sscc check digit", api.ListRequest{SSCC: "106141412345678901"}, "sscc"},
 		{"sscc of 17 digits", api.ListRequest{SSCC: "10614141234567890"}, "sscc"},
 	} {

@@ -13,10 +13,12 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/merkle"
 	"github.com/deadletter/deadletter/shared/notify"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 // entry is the auditor's live summary of one unresolved quarantine chain:
@@ -33,6 +35,102 @@ type entry struct {
 	seq                                    uint64 // QUARANTINE sequence of record 0
 	sourceStream                           string
 	sourceSeq                              uint64 // of record 0: the original event
+	// eventType is the event's type (eventTypeOf, interned: the index
+	// holds millions of entries and few types); ids the first record's
+	// listed identifiers but event_type (listedPairs), nil on older
+	// records.
+	eventType string
+	ids       []string
+	// doc is the EPCIS document the event was read from (nil for most:
+	// shared by the document's events).
+	doc *docInfo
+}
+
+// docInfo is an EPCIS document some quarantined events were read from, as
+// their first records name it, with counts of those events: the index
+// keeps one per document (bounded by the documents, not the events).
+type docInfo struct {
+	doc    api.GroupDocument
+	domain string
+	// total counts the document's quarantined chains; resolved those
+	// resolved, by their latest error code.
+	total    int
+	resolved map[string]int
+	// firstSeen and lastSeen bound the events' first_seen.
+	firstSeen, lastSeen time.Time
+}
+
+// docOf returns the document of a chain whose first record is r (nil
+// when it was not read from one), counting the chain.
+func (x *index) docOf(r chain.Head, firstSeen time.Time) *docInfo {
+	d := r.Document
+	if d == nil || d.SHA256 == "" {
+		return nil
+	}
+	di := x.docs[d.SHA256]
+	if di == nil {
+		di = &docInfo{doc: api.GroupDocument{ID: d.ID, SHA256: d.SHA256, Format: d.Format, Events: d.Count, Sender: d.Sender,
+			Receiver: d.Receiver, Created: d.Created}, domain: r.Domain, resolved: map[string]int{}}
+		x.docs[d.SHA256] = di
+	}
+	di.total++
+	if di.firstSeen.IsZero() || firstSeen.Before(di.firstSeen) {
+		di.firstSeen = firstSeen
+	}
+	if firstSeen.After(di.lastSeen) {
+		di.lastSeen = firstSeen
+	}
+	return di
+}
+
+// maxInterned bounds the strings the index interns (event types and
+// identifier names): past it, a new string is kept as it is.
+const maxInterned = 4096
+
+// intern returns the index's copy of s (under x.mu).
+func (x *index) intern(s string) string {
+	if v, ok := x.interned[s]; ok {
+		return v
+	}
+	if len(x.interned) < maxInterned {
+		x.interned[s] = s
+	}
+	return s
+}
+
+// eventTypeOf is the event type of a chain whose first record is h: the
+// type its identifiers name (a DSCSA business step: an event of a
+// document arrives on the document's subject), else the last token of
+// its source subject (subjects.ParseEvent); "" when neither tells.
+func eventTypeOf(h chain.Head) string {
+	if t := h.Identifiers["event_type"]; t != "" {
+		return t
+	}
+	if _, t, ok := subjects.ParseEvent(h.SourceSubject); ok {
+		return t
+	}
+	return ""
+}
+
+// listedPairs returns the first record's identifiers but event_type as
+// name, value pairs sorted by name, the names interned (nil for none):
+// a slice costs less than a map per entry.
+func (x *index) listedPairs(ids map[string]string) []string {
+	out := pairsOf(ids)
+	for i := 0; i < len(out); i += 2 {
+		out[i] = x.intern(out[i])
+	}
+	return out
+}
+
+// pairValue returns the value of name in pairs (listedPairs), "" when absent.
+func pairValue(pairs []string, name string) string {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i] == name {
+			return pairs[i+1]
+		}
+	}
+	return ""
 }
 
 // unresolved reports whether the chain still needs attention.
@@ -132,6 +230,11 @@ type index struct {
 	liveKnown bool
 	// fingerprints are the failure groups seen (domain:code:class).
 	fingerprints map[string]bool
+	// interned are the strings entries share (intern).
+	interned map[string]string
+	// docs are the EPCIS documents quarantined events were read from, by
+	// the documents' SHA-256.
+	docs map[string]*docInfo
 }
 
 // heldChain is a chain a legal hold holds.
@@ -144,7 +247,8 @@ type heldChain struct {
 func newIndex(log *slog.Logger, m *metrics, anchorBlocks int) *index {
 	return &index{log: log, metrics: m, chains: map[string]*entry{}, resolved: map[groupKey]*resolvedGroup{},
 		domains: map[string]bool{}, digest: sha256.New(), tree: merkle.NewBlockBuilder(anchorBlocks),
-		wake: make(chan struct{}, 1), held: map[string]*heldChain{}, fingerprints: map[string]bool{}}
+		wake: make(chan struct{}, 1), held: map[string]*heldChain{}, fingerprints: map[string]bool{},
+		interned: map[string]string{}, docs: map[string]*docInfo{}}
 }
 
 // viewState is what a checkpoint covers: the records applied up to
@@ -205,7 +309,8 @@ func (x *index) apply(seq uint64, raw []byte) {
 	if e == nil {
 		e = &entry{dlqID: r.DLQID, domain: r.Domain, firstSeen: r.FirstSeen.UTC(), quarantinedAt: r.QuarantinedAt.UTC(),
 			key: r.IdempotencyKey, sourceStream: r.SourceStream, sourceSeq: r.SourceSeq, status: record.StatusOpen, seq: seq,
-			publisher: r.Publisher}
+			publisher: r.Publisher, eventType: x.intern(eventTypeOf(r)), ids: x.listedPairs(r.Identifiers)}
+		e.doc = x.docOf(r, e.firstSeen)
 		x.chains[r.DLQID] = e
 		x.domains[r.Domain] = true
 	}
@@ -234,6 +339,9 @@ func (x *index) apply(seq uint64, raw []byte) {
 			x.resolved[k] = g
 		}
 		g.add(e)
+		if e.doc != nil {
+			e.doc.resolved[e.code]++
+		}
 		delete(x.chains, r.DLQID)
 	}
 }

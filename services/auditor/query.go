@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -161,12 +162,14 @@ type listItem struct {
 	// an identifier filter matches (Summary.Identifiers is filled from
 	// okey only for the items of a page).
 	okey, key string
+	// ids are the first record's listed identifiers (listedPairs).
+	ids []string
 }
 
 func summary(e *entry) listItem {
 	return listItem{api.Summary{DLQID: e.dlqID, Domain: e.domain, Class: e.class, Status: string(e.status), ErrorCode: e.code,
 		PartyID: e.party, Publisher: e.publisher, RedriveCount: e.redrives, Records: e.records, FirstSeen: e.firstSeen,
-		QuarantinedAt: e.quarantinedAt, LastChange: e.lastChange, LastHash: e.lastHash}, e.seq, e.okey, e.key}
+		QuarantinedAt: e.quarantinedAt, LastChange: e.lastChange, LastHash: e.lastHash, EventType: e.eventType}, e.seq, e.okey, e.key, e.ids}
 }
 
 // serverSummary summarizes a chain not in the index from its first and
@@ -179,7 +182,20 @@ func serverSummary(seq uint64, first, last chain.Head) listItem {
 	return listItem{api.Summary{DLQID: first.DLQID, Domain: first.Domain, Class: string(last.Class), Status: string(last.Status()),
 		ErrorCode: string(last.ErrorCode), PartyID: party, Publisher: first.Publisher, RedriveCount: last.RedriveCount, Records: last.Index + 1,
 		FirstSeen: first.FirstSeen.UTC(), QuarantinedAt: first.QuarantinedAt.UTC(), LastChange: last.QuarantinedAt.UTC(),
-		LastHash: last.AuditHash}, seq, cmp.Or(last.OrderingKey, first.OrderingKey), cmp.Or(last.IdempotencyKey, first.IdempotencyKey)}
+		LastHash: last.AuditHash, EventType: eventTypeOf(first)}, seq, cmp.Or(last.OrderingKey, first.OrderingKey), cmp.Or(last.IdempotencyKey, first.IdempotencyKey),
+		pairsOf(first.Identifiers)}
+}
+
+// pairsOf is ids but event_type as sorted name, value pairs (listedPairs
+// without interning), for a chain read from the server.
+func pairsOf(ids map[string]string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(ids)) {
+		if k != "event_type" && ids[k] != "" {
+			out = append(out, k, ids[k])
+		}
+	}
+	return out
 }
 
 // listScanWindow is how many QUARANTINE sequences a list reads at a time
@@ -239,7 +255,7 @@ func (s *Service) list(ctx context.Context, req api.ListRequest) (api.ListReply,
 			(req.Code == "" || it.ErrorCode == req.Code) && (req.Supplier == "" || it.PartyID == req.Supplier) &&
 			(req.Publisher == "" || it.Publisher == req.Publisher) && (req.Status == "" || it.Status == req.Status) &&
 			(req.From.IsZero() || !it.QuarantinedAt.Before(req.From)) && (req.To.IsZero() || !it.QuarantinedAt.After(req.To)) &&
-			ids.match(it.Domain, it.okey, it.PartyID, it.key, it.DLQID)
+			ids.match(it)
 	}
 	rep := api.ListReply{Items: []api.Summary{}}
 	if !ids.domainOK(req.Domain) {
@@ -253,7 +269,7 @@ func (s *Service) list(ctx context.Context, req api.ListRequest) (api.ListReply,
 			rep.NextCursor = strconv.FormatUint(lastSeq, 10)
 			return false
 		}
-		it.Identifiers = identifiersOf(it.Domain, it.okey, it.PartyID)
+		it.Identifiers = identifiersOf(it.Domain, it.okey, it.PartyID, it.ids)
 		rep.Items = append(rep.Items, it.Summary)
 		lastSeq = it.seq
 		return true
@@ -430,7 +446,12 @@ func (s *Service) scanChains(ctx context.Context, domain string, from uint64, fn
 // first. Groups are ordered by open count, then total, then fingerprint.
 // Unresolved events come from their entries, resolved ones from the
 // groups' aggregates.
+//
+// With By GroupByDocument, the groups are by document (DocumentGroups).
 func (s *Service) Groups(req api.GroupsRequest) api.GroupsReply {
+	if req.By == api.GroupByDocument {
+		return s.DocumentGroups(req)
+	}
 	samples := req.Samples
 	if samples <= 0 {
 		samples = defaultSamples
@@ -530,6 +551,72 @@ func (s *Service) Groups(req api.GroupsRequest) api.GroupsReply {
 			}
 		}
 		slices.SortFunc(g.Parties, byOpen)
+		rep.Groups = append(rep.Groups, g)
+	}
+	s.index.mu.RUnlock()
+	slices.SortFunc(rep.Groups, byOpen)
+	return rep
+}
+
+// DocumentGroups returns the quarantined events read from EPCIS documents,
+// one group per document (Fingerprint "document:<sha256>", its Document
+// and domain): Total counts its quarantined events, Open the unresolved
+// ones, ByCode all of them by their latest error code; FirstSeen and
+// LastSeen bound their first_seen; Samples are unresolved events, newest
+// first. Ordered as Groups (most open first).
+func (s *Service) DocumentGroups(req api.GroupsRequest) api.GroupsReply {
+	samples := req.Samples
+	if samples <= 0 {
+		samples = defaultSamples
+	}
+	now := s.now().UTC()
+	type acc struct {
+		g       api.Group
+		oldest  time.Time
+		members []*entry
+	}
+	s.index.mu.RLock()
+	groups := make(map[*docInfo]*acc, len(s.index.docs))
+	for _, di := range s.index.docs {
+		if req.Domain != "" && di.domain != req.Domain {
+			continue
+		}
+		doc := di.doc
+		a := &acc{g: api.Group{Fingerprint: "document:" + doc.SHA256, Domain: di.domain, Document: &doc, Total: di.total,
+			FirstSeen: di.firstSeen, LastSeen: di.lastSeen, ByCode: map[string]int{}}}
+		for code, n := range di.resolved {
+			a.g.ByCode[code] += n
+		}
+		groups[di] = a
+	}
+	for _, e := range s.index.chains {
+		a := groups[e.doc]
+		if e.doc == nil || a == nil {
+			continue
+		}
+		a.g.Open++
+		a.g.ByCode[e.code]++
+		if a.oldest.IsZero() || e.quarantinedAt.Before(a.oldest) {
+			a.oldest = e.quarantinedAt
+		}
+		a.members = append(a.members, e)
+	}
+	rep := api.GroupsReply{At: now, Groups: []api.Group{}}
+	for _, a := range groups {
+		if req.OpenOnly && a.g.Open == 0 {
+			continue
+		}
+		g := a.g
+		if !a.oldest.IsZero() {
+			g.OldestOpenSeconds = max(0, now.Sub(a.oldest).Seconds())
+		}
+		slices.SortFunc(a.members, func(x, y *entry) int {
+			return newerSample(sample{x.dlqID, x.quarantinedAt}, sample{y.dlqID, y.quarantinedAt})
+		})
+		g.Samples = []string{}
+		for _, e := range a.members[:min(samples, len(a.members))] {
+			g.Samples = append(g.Samples, e.dlqID)
+		}
 		rep.Groups = append(rep.Groups, g)
 	}
 	s.index.mu.RUnlock()

@@ -20,8 +20,11 @@ type drainForm struct {
 	Exhausted, Validation        bool
 	IncludeValidation            bool
 	IgnoreOrder                  bool
-	Limit                        int
-	Rate, Burst, Concurrency     string
+	// NoGuard turns the failure guard off (no_guard): no canary, no
+	// auto-pause.
+	NoGuard                  bool
+	Limit                    int
+	Rate, Burst, Concurrency string
 	// Canary, MaxFailureRate, PauseWindow, Ramp (comma separated) and
 	// RampHold are the failure guard and the ramp, as typed.
 	Canary, MaxFailureRate, PauseWindow string
@@ -40,7 +43,8 @@ func parseDrainForm(r *http.Request) drainForm {
 		Domain: v("domain"), Codes: v("codes"), Party: v("party"), Reason: v("reason"),
 		Exhausted: v("exhausted") == "on", Validation: v("validation") == "on",
 		IncludeValidation: v("include_validation") == "on", IgnoreOrder: v("ignore_order") == "on",
-		Rate: v("rate"), Burst: v("burst"), Concurrency: v("concurrency"),
+		NoGuard: v("no_guard") == "on",
+		Rate:    v("rate"), Burst: v("burst"), Concurrency: v("concurrency"),
 		Canary: v("canary"), MaxFailureRate: v("max_failure_rate"), PauseWindow: v("pause_window"),
 		Ramp: v("ramp"), RampHold: v("ramp_hold"), PlanToken: v("plan_token"),
 	}
@@ -78,6 +82,7 @@ func (f drainForm) query() url.Values {
 	on("validation", f.Validation)
 	on("include_validation", f.IncludeValidation)
 	on("ignore_order", f.IgnoreOrder)
+	on("no_guard", f.NoGuard)
 	set("rate", f.Rate)
 	set("burst", f.Burst)
 	set("concurrency", f.Concurrency)
@@ -99,7 +104,7 @@ func (f drainForm) query() url.Values {
 func (f drainForm) request(dryRun bool) (api.DrainStartRequest, error) {
 	req := api.DrainStartRequest{
 		Filter: api.DrainFilter{Domain: f.Domain, PartyID: f.Party, Limit: max(f.Limit, 0), IncludeValidation: f.IncludeValidation, DLQIDs: f.DLQIDs},
-		DryRun: dryRun, Reason: f.Reason, IgnoreOrder: f.IgnoreOrder,
+		DryRun: dryRun, Reason: f.Reason, IgnoreOrder: f.IgnoreOrder, NoGuard: f.NoGuard,
 	}
 	if f.Exhausted {
 		req.Filter.Classes = append(req.Filter.Classes, "exhausted")
@@ -654,6 +659,18 @@ func drainStatus(st api.DrainState) string {
 	add(st.Pending, "without an outcome yet")
 	add(st.Skipped, "skipped (no longer redrivable)")
 	add(st.Errors, "store errors")
+	if st.Status == api.DrainCompleted && st.Outcome != "" { // the redriver's own account
+		words := outcomeWords(st.Outcome)
+		switch {
+		case st.Outcome == api.DrainOutcomeNothingCommitted && st.OutcomeReason != "":
+			return st.Status + ": " + words + " — " + st.OutcomeReason
+		case st.Outcome == api.DrainOutcomeNothingCommitted:
+			return st.Status + ": " + words
+		case st.OutcomeReason != "":
+			return fmt.Sprintf("%s: %s — %d committed; %s", st.Status, words, st.Committed, st.OutcomeReason)
+		}
+		return fmt.Sprintf("%s: %s — %d committed%s", st.Status, words, st.Committed, dupWords(st.SkippedDuplicate))
+	}
 	switch {
 	case st.Committed == 0 && st.Selected == 0:
 		return st.Status + ": nothing was selected"
@@ -663,4 +680,51 @@ func drainStatus(st api.DrainState) string {
 		return fmt.Sprintf("%s: %d committed", st.Status, st.Committed)
 	}
 	return fmt.Sprintf("%s: %d committed; %s", st.Status, st.Committed, strings.Join(why, ", "))
+}
+
+// outcomeWords is a drain's outcome (api.DrainOutcome*) in words.
+func outcomeWords(outcome string) string {
+	switch outcome {
+	case api.DrainOutcomeAllResolved:
+		return "all resolved"
+	case api.DrainOutcomePartial:
+		return "partly resolved"
+	case api.DrainOutcomeNothingCommitted:
+		return "nothing committed"
+	}
+	return outcome
+}
+
+// dupWords is ", N already committed (duplicates)", or "" for none.
+func dupWords(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d already committed (duplicates)", n)
+}
+
+// guardWords is a plan's failure guard in words: what pauses the drain,
+// or that nothing will.
+func guardWords(g *api.DrainGuard) string {
+	switch {
+	case g == nil:
+		return "not stated by the redriver"
+	case g.Off:
+		return "off: the drain never pauses itself"
+	}
+	var parts []string
+	if g.Canary > 0 {
+		parts = append(parts, fmt.Sprintf("a canary of %d replayed first", g.Canary))
+	}
+	parts = append(parts, fmt.Sprintf("auto-pause above %s re-failures over the last %d outcomes", pctWords(g.MaxFailureRate), g.PauseWindow))
+	s := strings.Join(parts, "; ")
+	if g.Default {
+		s += " (the default guard)"
+	}
+	return s
+}
+
+// pctWords is a rate in [0, 1] as a percentage ("10%", "2.5%").
+func pctWords(rate float64) string {
+	return strconv.FormatFloat(rate*100, 'f', -1, 64) + "%"
 }

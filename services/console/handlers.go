@@ -201,20 +201,29 @@ type groupsData struct {
 	// not answer: TrendErr).
 	Trends   *trends
 	TrendErr string
+	// ByDocument: the groups are by EPCIS document (api.GroupByDocument),
+	// without trends.
+	ByDocument bool
 }
 
 func (c *Console) handleGroups(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
-	d := &groupsData{Domain: q.Get("domain"), OpenOnly: q.Get("open_only") == "on"}
+	d := &groupsData{Domain: q.Get("domain"), OpenOnly: q.Get("open_only") == "on", ByDocument: q.Get("by") == api.GroupByDocument}
 	var (
 		rep       api.GroupsReply
 		err, terr error
 		wg        sync.WaitGroup
 	)
+	req := api.GroupsRequest{Domain: d.Domain, OpenOnly: d.OpenOnly, Samples: 3}
+	if d.ByDocument {
+		req.By = api.GroupByDocument
+	}
 	wg.Go(func() {
-		rep, err = call[api.GroupsRequest, api.GroupsReply](r.Context(), c, s, api.AuditGroups, api.GroupsRequest{Domain: d.Domain, OpenOnly: d.OpenOnly, Samples: 3})
+		rep, err = call[api.GroupsRequest, api.GroupsReply](r.Context(), c, s, api.AuditGroups, req)
 	})
-	wg.Go(func() { d.Trends, terr = c.loadTrends(r.Context(), s, d.Domain, time.Now()) })
+	if !d.ByDocument {
+		wg.Go(func() { d.Trends, terr = c.loadTrends(r.Context(), s, d.Domain, time.Now()) })
+	}
 	wg.Wait()
 	if terr != nil {
 		d.TrendErr = errText(terr)
@@ -358,7 +367,45 @@ var columnLabels = map[string]string{
 func (d *recordsData) Label(col string) string { return columnLabels[col] }
 
 // Idents are the identifiers of a listed event, in the order shown.
-func (d *recordsData) Idents(s listItem) [][2]string { return identifierList(s.Identifiers) }
+func (d *recordsData) Idents(s listItem) [][2]string { return listedIdentifiers(s.Summary) }
+
+// domainIdentifierOrder is, per domain, the identifiers the Records list
+// shows and their order: pharmacy transaction id, event type, NDC and
+// lot; DSCSA GTIN and serial (or an aggregation's SSCC), lot and event
+// type (the business step); FSMA TLC and event type (the CTE). The party
+// (registrant, supplier) has its own column.
+var domainIdentifierOrder = map[string][]string{
+	"pharmacy": {"transaction_id", "event_type", "ndc11", "lot"},
+	"dscsa":    {"gtin", "serial", "sscc", "lot", "event_type"},
+	"fsma":     {"tlc", "event_type"},
+}
+
+// listedIdentifiers returns a listing's identifiers and its event type as
+// name/value pairs, in its domain's order (domainIdentifierOrder; another
+// domain's in identifierOrder), without the party's, which has its own
+// column.
+func listedIdentifiers(s api.Summary) [][2]string {
+	ids := make(map[string]string, len(s.Identifiers)+1)
+	for k, v := range s.Identifiers {
+		if k != "registrant_dea" && k != "supplier_id" && v != "" {
+			ids[k] = v
+		}
+	}
+	if s.EventType != "" {
+		ids["event_type"] = s.EventType
+	}
+	order, ok := domainIdentifierOrder[s.Domain]
+	if !ok {
+		return identifierList(ids)
+	}
+	var out [][2]string
+	for _, k := range order {
+		if v, ok := ids[k]; ok {
+			out = append(out, [2]string{k, v})
+		}
+	}
+	return out
+}
 
 // listRecords runs the Records query: one page, searched and sorted, each
 // record marked when a legal hold holds it.
@@ -484,7 +531,7 @@ func (c *Console) handleRecordsCSV(w http.ResponseWriter, r *http.Request, s *se
 		_ = cw.Write([]string{
 			csvSafe(it.DLQID), csvSafe(it.Domain), csvSafe(it.Class), csvSafe(it.Status), csvSafe(it.ErrorCode), csvSafe(it.PartyID),
 			strconv.Itoa(it.RedriveCount), it.QuarantinedAt.UTC().Format(time.RFC3339Nano), it.LastChange.UTC().Format(time.RFC3339Nano),
-			strconv.Itoa(it.Records), it.LastHash, csvSafe(identifierPairs(it.Identifiers)), strconv.FormatBool(it.Held),
+			strconv.Itoa(it.Records), it.LastHash, csvSafe(identifierPairs(withEventType(it.Summary))), strconv.FormatBool(it.Held),
 		})
 	}
 	cw.Flush()
@@ -496,7 +543,7 @@ var identifierOrder = []string{"transaction_id", "event_type", "ndc11", "lot", "
 // identifierLabels are the identifiers' names in words.
 var identifierLabels = map[string]string{
 	"transaction_id": "Transaction", "event_type": "Event", "ndc11": "NDC", "lot": "Lot", "gtin": "GTIN",
-	"serial": "Serial", "sscc": "SSCC", "tlc": "TLC",
+	"serial": "Serial", "sscc": "SSCC", "tlc": "TLC", "registrant_dea": "Registrant",
 }
 
 // identLabel is an identifier's name in words (its own name otherwise).
@@ -522,6 +569,20 @@ func identifierList(ids map[string]string) [][2]string {
 		}
 	}
 	return out
+}
+
+// withEventType is a listing's identifiers with its event type
+// ("event_type"), for the CSV.
+func withEventType(s api.Summary) map[string]string {
+	if s.EventType == "" {
+		return s.Identifiers
+	}
+	ids := maps.Clone(s.Identifiers)
+	if ids == nil {
+		ids = map[string]string{}
+	}
+	ids["event_type"] = s.EventType
+	return ids
 }
 
 // identifierPairs is identifierList as "name=value" separated by spaces.

@@ -51,8 +51,11 @@ var funcs = template.FuncMap{
 	"records":        recordsURL,
 	"inc":            func(i int) int { return i + 1 },
 	"guard":          guardText,
+	"guardWords":     guardWords,
+	"outcomeWords":   outcomeWords,
 	"pct":            func(f float64) float64 { return f * 100 },
 	"noticeApproval": noticeApproval,
+	"thousands":      thousands,
 }
 
 // age renders seconds as a short duration ("3m", "2h5m", "4d").

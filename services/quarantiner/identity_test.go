@@ -1,6 +1,7 @@
 package quarantiner
 
 import (
+	"maps"
 	"testing"
 
 	"github.com/deadletter/deadletter/shared/codes"
@@ -49,6 +50,11 @@ func TestSameMalformedBytesOneChain(t *testing.T) {
 	r := e.allRecords(t)[0]
 	if r.PartyID != "BW4829137" || r.OrderingKey != "BW4829137.00406051201." || r.IdempotencyKey == "" || r.EventTime == nil {
 		t.Errorf("record identity: party %q, ordering key %q, key %q, time %v", r.PartyID, r.OrderingKey, r.IdempotencyKey, r.EventTime)
+	}
+	// The listed identifiers (the Records list's transaction id), and no
+	// other payload value.
+	if want := map[string]string{"transaction_id": "INV-1", "registrant_dea": "BW4829137"}; !maps.Equal(r.Identifiers, want) {
+		t.Errorf("record identifiers %v, want %v", r.Identifiers, want)
 	}
 	verify(t, e.chainOf(t, "pharmacy", r.DLQID))
 

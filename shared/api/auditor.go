@@ -503,13 +503,15 @@ type ListRequest struct {
 	// a recall or a suspect-product investigation starts (dlqctl find).
 	// The auditor normalizes them as the domains do, so a person can
 	// paste what they hold: NDC in any FDA layout (→ NDC-11), Registrant
-	// a DEA number (any case), TransactionID with Registrant (matched
-	// through the idempotency key, never stored in a listing), GTIN a
+	// a DEA number (any case), TransactionID (matched against the
+	// transaction id the first record names, record.Record.Identifiers;
+	// with Registrant, a record written before that matches through the
+	// idempotency key), GTIN a
 	// GTIN-8/12/13/14 (→ GTIN-14) or an SGTIN EPC URN or GS1 Digital
 	// Link URI (which also gives the serial), Serial a serial number, SSCC
 	// an aggregation's container (18 digits, an SSCC EPC URN or a Digital
 	// Link /00/ URI), TLC an FSMA traceability lot code, Lot a pharmacy
-	// lot or an FSMA TLC.
+	// or DSCSA lot or an FSMA TLC.
 	// They match the identifiers the event's ordering key and party name
 	// (Summary.Identifiers), never a payload; every filter given must
 	// match; identifiers of two domains in one request are refused.
@@ -576,7 +578,15 @@ type Summary struct {
 	// "lot", DSCSA "gtin" and "serial" (an aggregation's container:
 	// "sscc"), FSMA "tlc" (the supplier is
 	// PartyID). Empty when the payload did not give them.
+	//
+	// Beside them, from the first record's identifiers (records written
+	// since they carry them): pharmacy "transaction_id" and
+	// "registrant_dea", DSCSA "lot", FSMA "tlc" (record.Record.Identifiers).
 	Identifiers map[string]string `json:"identifiers,omitempty"`
+	// EventType is the event's type: the DSCSA business step its record
+	// names, else the last token of the subject it was published on
+	// (pharmacy "receive", FSMA "shipping", ...); "" when neither tells.
+	EventType string `json:"event_type,omitempty"`
 	// HoldIDs are the legal holds the event's chain carries (placed, not
 	// lifted), sorted; empty when none holds it.
 	HoldIDs []string `json:"hold_ids,omitempty"`
@@ -602,6 +612,32 @@ type GroupsRequest struct {
 	Samples int `json:"samples,omitempty"`
 	// OpenOnly drops groups without open records.
 	OpenOnly bool `json:"open_only,omitempty"`
+	// By is how events are grouped: "" by fingerprint (domain, code,
+	// class) and party; GroupByDocument by the EPCIS document they were
+	// read from (events not read from a document are left out).
+	By string `json:"by,omitempty"`
+}
+
+// GroupByDocument groups events by their EPCIS document
+// (GroupsRequest.By).
+const GroupByDocument = "document"
+
+// GroupDocument is the EPCIS document of a group by document
+// (Group.Document): its identity as the first records name it.
+type GroupDocument struct {
+	// ID is the document's id (its SBDH instance identifier, or the
+	// SHA-256 when it names none); SHA256 the hex SHA-256 of its bytes.
+	ID     string `json:"id"`
+	SHA256 string `json:"sha256"`
+	// Format is "json" or "xml"; Events the document's event count (0
+	// when unknown).
+	Format string `json:"format,omitempty"`
+	Events int    `json:"events,omitempty"`
+	// Sender and Receiver are the SBDH's, Created its creation date, when
+	// given.
+	Sender   string `json:"sender,omitempty"`
+	Receiver string `json:"receiver,omitempty"`
+	Created  string `json:"created,omitempty"`
 }
 
 // Group is one triage group: quarantined events sharing a fingerprint
@@ -627,6 +663,11 @@ type Group struct {
 	Samples []string `json:"samples"`
 	// Parties are the second-level groups (top level only).
 	Parties []Group `json:"parties,omitempty"`
+	// Document is the document of a group by document (GroupByDocument;
+	// Fingerprint "document:<sha256>", Code and Class empty), and ByCode
+	// its quarantined events by their latest error code.
+	Document *GroupDocument `json:"document,omitempty"`
+	ByCode   map[string]int `json:"by_code,omitempty"`
 }
 
 // GroupsReply lists the groups, most open first.

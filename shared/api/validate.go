@@ -181,6 +181,9 @@ func (r GroupsRequest) Validate() error {
 	if r.Samples < 0 || r.Samples > MaxSamples {
 		return BadField("samples", "must be 0..%d", MaxSamples)
 	}
+	if r.By != "" && r.By != GroupByDocument {
+		return BadField("by", "groups are by fingerprint (absent) or by %q", GroupByDocument)
+	}
 	return nil
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -66,6 +67,15 @@ type Head struct {
 	// Hold is the legal hold a hold record places or lifts (nil on other
 	// records); its Status is the status the record keeps.
 	Hold *record.HoldMark `json:"hold"`
+	// SourceSubject is where the record's message was (the original's
+	// subject on the first record, which names its event type).
+	SourceSubject string `json:"source_subject"`
+	// Identifiers are the first record's listed business identifiers
+	// (record.ListedIdentifiers; nil on other records and older ones).
+	Identifiers map[string]string `json:"identifiers"`
+	// Document is the first record's document provenance, when the
+	// event was read from an EPCIS document.
+	Document *envelope.Document `json:"document"`
 }
 
 // errNoDLQID: a stored record names no chain.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/envelope"
@@ -48,6 +49,7 @@ func FromFailure(f Failure, now time.Time) Record {
 			d := *e.Document
 			r.Document = &d
 		}
+		r.Identifiers = ListedIdentifiers(r.Domain, e)
 		if !e.EventTime.IsZero() {
 			t := e.EventTime.UTC()
 			r.EventTime = &t
@@ -64,6 +66,48 @@ func FromFailure(f Failure, now time.Time) Record {
 		r.Payload = NewPayload(f.Payload)
 	}
 	return r
+}
+
+// listed is the allow-list of Record.Identifiers: per domain, the
+// envelope's identifiers a records list shows and searches beside those
+// of the ordering key. "event_type" is the envelope's EventType (a DSCSA
+// event read from a document arrives on the document's subject, which
+// does not name it).
+var listed = map[string][]string{
+	"pharmacy": {"transaction_id", "registrant_dea"},
+	"dscsa":    {"lot", "event_type"},
+	"fsma":     {"tlc"},
+}
+
+// MaxListedIdentifier bounds the length in bytes of one value of
+// Record.Identifiers: a longer one (never a valid identifier) is left
+// out.
+const MaxListedIdentifier = 256
+
+// ListedIdentifiers returns the identifiers of e that the first record of
+// an event of domain dom keeps (Record.Identifiers): the members of the
+// domain's allow-list that e's Identifiers (or, for "event_type", its
+// EventType) give, non-empty, valid UTF-8 and at most
+// MaxListedIdentifier bytes; nil when none.
+func ListedIdentifiers(dom string, e *envelope.Envelope) map[string]string {
+	if e == nil {
+		return nil
+	}
+	var out map[string]string
+	for _, name := range listed[dom] {
+		v := e.Identifiers[name]
+		if name == "event_type" {
+			v = e.EventType
+		}
+		if v == "" || len(v) > MaxListedIdentifier || !utf8.ValidString(v) {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(listed[dom]))
+		}
+		out[name] = v
+	}
+	return out
 }
 
 // DLQIDFor returns the dlq id of the failed event f: f.DLQID when set (a

@@ -17,6 +17,7 @@ func TestFromFailure(t *testing.T) {
 	f := testFailure()
 	// As the server stores an event of the publisher's account.
 	f.Subject = subjects.Published("pharmacie-st-etienne", "pharmacy", "dispense")
+	f.Envelope.Identifiers = map[string]string{"transaction_id": "TX-Müller & Söhne <7>", "registrant_dea": "AB1234563", "ndc11": "00002322730", "lot": "L1"}
 	now := t0.In(time.FixedZone("CET", 3600))
 	got := FromFailure(f, now)
 
@@ -41,6 +42,7 @@ func TestFromFailure(t *testing.T) {
 		PartyID:        "AB1234563",
 		EventTime:      &et,
 		EventHashID:    testEventHashID,
+		Identifiers:    map[string]string{"transaction_id": "TX-Müller & Söhne <7>", "registrant_dea": "AB1234563"},
 		Attempts:       f.Attempts,
 		DeliveryCount:  5,
 		RedriveCount:   0,
@@ -122,6 +124,53 @@ func TestFromFailureConflict(t *testing.T) {
 	f.DLQID, f.RedriveCount = "pharmacy_ab", 1
 	if got := DLQIDFor(f); got != "pharmacy_ab" {
 		t.Errorf("a replay's conflict: dlq id %s, want its chain's", got)
+	}
+}
+
+// TestListedIdentifiers: the first record keeps, per domain, only the
+// allow-listed identifiers of the envelope (never another payload
+// value), and none that is empty, over-long or not UTF-8; the record
+// seals and matches the schema with them.
+func TestListedIdentifiers(t *testing.T) {
+	long := strings.Repeat("9", MaxListedIdentifier+1)
+	for _, tc := range []struct {
+		name, dom string
+		env       *envelope.Envelope
+		want      map[string]string
+	}{
+		{"pharmacy", "pharmacy", &envelope.Envelope{EventType: "receive", Identifiers: map[string]string{"transaction_id": "TX \"Saint-Étienne\" & <1>", "registrant_dea": "AB1234563", "ndc11": "00002322730", "counterparty_dea": "BC7654321", "lot": "L-1"}},
+			map[string]string{"transaction_id": "TX \"Saint-Étienne\" & <1>", "registrant_dea": "AB1234563"}},
+		{"dscsa", "dscsa", &envelope.Envelope{EventType: "shipping", Identifiers: map[string]string{"gtin": "00312345678906", "serial": "S1", "lot": "LOT-Ü1", "expiry": "2027-01-31", "read_point": "urn:epc:id:sgln:0614141.00001.0"}},
+			map[string]string{"lot": "LOT-Ü1", "event_type": "shipping"}},
+		{"dscsa without a lot", "dscsa", &envelope.Envelope{EventType: "packing", Identifiers: map[string]string{"sscc": "106141412345678908"}},
+			map[string]string{"event_type": "packing"}},
+		{"fsma", "fsma", &envelope.Envelope{EventType: "receiving", Identifiers: map[string]string{"tlc": "TLC-Romaine & kale <fresh>", "supplier_id": "S", "location_gln": "0614141000012"}},
+			map[string]string{"tlc": "TLC-Romaine & kale <fresh>"}},
+		{"unknown domain", "unknown", &envelope.Envelope{EventType: "x", Identifiers: map[string]string{"transaction_id": "T"}}, nil},
+		{"no envelope", "pharmacy", nil, nil},
+		{"over-long and empty left out", "pharmacy", &envelope.Envelope{Identifiers: map[string]string{"transaction_id": long, "registrant_dea": ""}}, nil},
+		{"not UTF-8 left out", "fsma", &envelope.Envelope{Identifiers: map[string]string{"tlc": "T\xff"}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ListedIdentifiers(tc.dom, tc.env)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			if tc.env == nil || tc.dom == "unknown" {
+				return
+			}
+			f := testFailure()
+			f.Domain, f.Envelope.Domain = tc.dom, tc.dom
+			f.Envelope.EventType, f.Envelope.Identifiers = tc.env.EventType, tc.env.Identifiers
+			r := FromFailure(f, t0)
+			if !reflect.DeepEqual(r.Identifiers, tc.want) {
+				t.Errorf("the first record's identifiers %v, want %v", r.Identifiers, tc.want)
+			}
+			_, raw := mustSeal(t, r)
+			if err := validateSchema(t, raw); err != nil {
+				t.Errorf("schema: %v", err)
+			}
+		})
 	}
 }
 

@@ -87,6 +87,14 @@ type Record struct {
 	// document, is its provenance: the document, the event's position and
 	// where its original bytes are (envelope.Document).
 	Document *envelope.Document `json:"document,omitempty"`
+	// Identifiers, on the first record, are the business identifiers a
+	// records list shows and searches that the ordering key does not
+	// name (ListedIdentifiers: pharmacy "transaction_id" and
+	// "registrant_dea", DSCSA "lot" and "event_type", FSMA "tlc"), taken
+	// from the envelope's Identifiers by a per-domain allow-list: never
+	// another payload value. Absent on records written before it existed
+	// and when the payload gave none.
+	Identifiers map[string]string `json:"identifiers,omitempty"`
 	// Attempts are the failed attempts this record adds, in order; Fold
 	// accumulates them over the chain.
 	Attempts []Attempt `json:"attempts,omitempty"`

@@ -98,6 +98,10 @@ func TestSchemaRejects(t *testing.T) {
 		{"bad base64 payload", edit(raws[0], func(m map[string]any) {
 			m["payload"] = map[string]any{"encoding": "base64", "data": "a b", "sha256": strings.Repeat("0", 64), "size": 1}
 		})},
+		{"identifier outside the allow-list", edit(raws[0], func(m map[string]any) { m["identifiers"] = map[string]any{"quantity": "500"} })},
+		{"identifier not a string", edit(raws[0], func(m map[string]any) { m["identifiers"] = map[string]any{"tlc": 7} })},
+		{"empty identifier", edit(raws[0], func(m map[string]any) { m["identifiers"] = map[string]any{"lot": ""} })},
+		{"over-long identifier", edit(raws[0], func(m map[string]any) { m["identifiers"] = map[string]any{"lot": strings.Repeat("x", 257)} })},
 		{"bad trace id", edit(raws[0], func(m map[string]any) { m["trace_id"] = "xyz" })},
 		{"attempt with unknown stage", edit(raws[0], func(m map[string]any) {
 			m["attempts"] = []any{map[string]any{"at": "2025-03-01T12:00:00Z", "stage": "deliver", "code": "X", "reason": ""}}

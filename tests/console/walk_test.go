@@ -21,6 +21,10 @@ import (
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
+	"github.com/deadletter/deadletter/shared/endpoint"
+	"github.com/deadletter/deadletter/shared/sample"
+	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/tests/internal/tools"
 )
 
@@ -42,11 +46,13 @@ const tradeText = `Müller & Söhne <Großhandel> "Nord" — Pharmacie Saint-Ét
 // access table before the stack first starts.
 func startWalkStack(t *testing.T, down *downstream) (*stack.Stack, string) {
 	t.Helper()
+	// The default people name some of them already (make run's example
+	// people): add the others.
 	people := access.DefaultPeople()
 	for _, p := range []access.Person{{Name: amara, Role: access.RoleOperator}, {Name: jonas, Role: access.RoleOperator},
 		{Name: chen, Role: access.RoleApprover}, {Name: ines, Role: access.RoleInspector}} {
 		if !slices.ContainsFunc(people, func(q access.Person) bool { return q.Name == p.Name }) {
-			people = append(people, p) // make run's example people may hold them already
+			people = append(people, p)
 		}
 	}
 	sec, err := access.NewSecrets(people, access.WithBcryptCost(access.MinBcryptCost))
@@ -183,7 +189,10 @@ func rawJSON(t *testing.T, v any) []byte {
 // change: sent for approval), cannot approve it herself; chen.wei reads
 // the diff, is refused with a wrong password (the meaning kept), signs;
 // jonas.mueller drains the downstream outage's group from the Groups page
-// once the downstream is back; ines.duarte holds a record from the
+// once the downstream is back; a shipment document with one bad event
+// shows in the Groups page by document and on the record's provenance,
+// and jonas's drain of a group amara drains already is refused, naming
+// hers; ines.duarte holds a record from the
 // Records list and downloads a JSONL export through Chromium, verified
 // offline with the audit key by the code dlqctl verify-export runs,
 // payloads holding & < > quotes and non-ASCII text. Every page is
@@ -507,6 +516,108 @@ func TestWalk(t *testing.T) {
 		if rep.Records == 0 {
 			t.Error("the verified export holds no record")
 		}
+	})
+
+	t.Run("a shipment document with one bad event: groups by document, provenance, an overlapping drain refused", func(t *testing.T) {
+		am.t, jm.t = t, t
+		set, err := sample.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		const docID, events, badAt = "SHIP-WALK-4812", 12, 4
+		data, err := set.Document(docID, int(time.Now().UnixNano()%1e6), events, map[int]bool{badAt: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seenDoc := openIDs(t, viewerNC, dscsa.Name, "validation")
+		if _, err := pub.Request(subjects.Event(dscsa.Name, subjects.DocumentType), data, 30*time.Second); err != nil {
+			t.Fatalf("publish the document: %v", err)
+		}
+		docRecord := newRecord(t, viewerNC, dscsa.Name, "validation", seenDoc)
+
+		// Groups by document: the shipment, its sender, the one event
+		// quarantined, by code.
+		line := am.waitText("/groups?by=document&domain=dscsa", "#doc-groups", docID)
+		for _, want := range []string{"Shipment document " + docID, "from " + sample.DocumentSender, sample.DocumentReceiver, "1 event quarantined of 12"} {
+			if !strings.Contains(line, want) {
+				t.Errorf("the document's group lacks %q: %q", want, line)
+			}
+		}
+		am.shot(next(), "groups-by-document", axeSrc)
+
+		// The record: its position in the document and its event hash ID.
+		am.open("/records/" + docRecord)
+		if got := am.text("#provenance"); !strings.Contains(got, fmt.Sprintf("event %d of %d", badAt+1, events)) || !strings.Contains(got, docID) ||
+			!strings.Contains(got, sample.DocumentSender) {
+			t.Errorf("the record's provenance %q", got)
+		}
+		if !strings.Contains(am.text("main"), "Event hash ID") {
+			t.Error("the record shows no event hash ID")
+		}
+		am.shot(next(), "record-document", axeSrc)
+
+		// An outage again: two dispenses exhaust; amara's drain of them
+		// runs slowly (one replay every 1,000 s, no guard); jonas's plan
+		// of the same group shows it, and his Start is refused, naming
+		// amara's drain with a link.
+		down.down.Store(true)
+		defer down.down.Store(false)
+		seenEx := openIDs(t, viewerNC, "pharmacy", "exhausted")
+		for i := range 2 {
+			subject, data := tradeDispense(t, 800+i)
+			if _, err := pub.Request(subject, data, 30*time.Second); err != nil {
+				t.Fatalf("publish: %v", err)
+			}
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			fresh := 0
+			for id := range openIDs(t, viewerNC, "pharmacy", "exhausted") {
+				if !seenEx[id] {
+					fresh++
+				}
+			}
+			if fresh >= 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of 2 events exhausted after 60 s", fresh)
+			}
+			time.Sleep(100 * time.Millisecond) // polling the auditor's index
+		}
+		amNC, err := st.ConnectAs(amara)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer amNC.Close()
+		slow := 0.001
+		filter := api.DrainFilter{Domain: "pharmacy", Classes: []string{"exhausted"}, ErrorCodes: []string{"DOWNSTREAM_UNAVAILABLE"}}
+		started, err := endpoint.Call[api.DrainStartRequest, api.DrainStartReply](context.Background(), amNC, api.DrainStart,
+			api.DrainStartRequest{Filter: filter, RatePerSecond: &slow, NoGuard: true, Reason: "walk: slowly, while the downstream recovers"})
+		if err != nil {
+			t.Fatalf("amara's drain: %v", err)
+		}
+		defer func() {
+			_, _ = endpoint.Call[api.DrainIDRequest, api.DrainState](context.Background(), amNC, api.DrainCancel, api.DrainIDRequest{DrainID: started.DrainID})
+		}()
+		plan := "/drains/plan?exhausted=on&domain=pharmacy&codes=DOWNSTREAM_UNAVAILABLE&no_guard=on"
+		jm.waitText(plan, "#h-plan-overlaps", "Other drains")
+		if g := jm.text("#plan-guard"); !strings.Contains(g, "off") || !strings.Contains(jm.text("main"), "become poison") {
+			t.Errorf("the plan without a guard: %q", g)
+		}
+		if ov := jm.text("main"); !strings.Contains(ov, started.DrainID) || !strings.Contains(ov, amara) {
+			t.Errorf("the plan does not name amara's drain %s:\n%s", started.DrainID, ov)
+		}
+		jm.shot(next(), "drain-plan-overlap", axeSrc)
+		jm.do(chromedp.SendKeys(chromedp.CSS("#d-reason"), "walk: the same group"))
+		jm.submit("#start-drain", "main .alert")
+		if got := jm.text("main .alert"); !strings.HasPrefix(got, api.ErrDrainOverlap) {
+			t.Errorf("an overlapping start: %q", got)
+		}
+		if href := eval[string](jm, `(a => a ? a.getAttribute("href") : "")(document.querySelector("#overlap-refusal a.overlap-drain"))`); href != "/drains/"+started.DrainID {
+			t.Errorf("the refusal's link to the other drain: %q", href)
+		}
+		jm.shot(next(), "drain-overlap-refused", axeSrc)
 	})
 
 	t.Run("a session that ended: the login from a page in use works and goes back", func(t *testing.T) {

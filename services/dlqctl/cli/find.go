@@ -29,11 +29,12 @@ quarantine time. No payload is read or shown.
 
 Paste identifiers as you hold them; the auditor normalizes them as the
 domains do: --ndc in any FDA layout (4-4-2, 5-3-2, 5-4-1, 5-4-2, 11 digits),
---registrant a DEA number in any case, --transaction-id with --registrant,
+--registrant a DEA number in any case, --transaction-id (alone it finds the
+events whose records name it; with --registrant older records too),
 --gtin a GTIN-8/12/13/14 or a whole SGTIN EPC URN or GS1 Digital Link URI
 (which gives the serial too), --sscc an aggregation's container (18 digits,
-an SSCC EPC URN or a Digital Link /00/ URI), --lot a pharmacy lot or an FSMA
-traceability lot code. Every filter given must match. A DSCSA event is found
+an SSCC EPC URN or a Digital Link /00/ URI), --lot a pharmacy or DSCSA lot or
+an FSMA traceability lot code. Every filter given must match. A DSCSA event is found
 by its ordering key: the first item of its epcList, or an aggregation's
 parent (else its first child).`,
 		Example: `  dlqctl find --ndc 0409-4888-20 --lot 'A1&B<2'
@@ -85,9 +86,9 @@ parent (else its first child).`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&req.NDC, "ndc", "", "NDC in any layout (0409-4888-20, 00409-4888-20, 00409488820)")
-	fl.StringVar(&req.Lot, "lot", "", "lot number (pharmacy) or traceability lot code (FSMA)")
+	fl.StringVar(&req.Lot, "lot", "", "lot number (pharmacy, DSCSA) or traceability lot code (FSMA)")
 	fl.StringVar(&req.Registrant, "registrant", "", "registrant DEA number (pharmacy)")
-	fl.StringVar(&req.TransactionID, "transaction-id", "", "transaction id (with --registrant)")
+	fl.StringVar(&req.TransactionID, "transaction-id", "", "transaction id (pharmacy; with --registrant, older records too)")
 	fl.StringVar(&req.GTIN, "gtin", "", "GTIN, SGTIN EPC URN or GS1 Digital Link URI (DSCSA)")
 	fl.StringVar(&req.Serial, "serial", "", "serial number (DSCSA)")
 	fl.StringVar(&req.SSCC, "sscc", "", "container: SSCC-18, SSCC EPC URN or Digital Link /00/ (DSCSA aggregation)")

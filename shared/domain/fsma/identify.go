@@ -41,6 +41,9 @@ func (c Checker) Identify(doc domain.Doc) envelope.Envelope {
 		e.at, _ = domain.ParseTime(fieldEventTime, raw)
 	}
 	env.EventType, env.PartyID, env.EventTime = e.cte, e.supplier, e.at
+	if e.tlc != "" {
+		env.Identifiers = map[string]string{"tlc": e.tlc} // as Check names it
+	}
 	if e.supplier != "" && e.tlc != "" {
 		env.OrderingKey = e.supplier + "." + e.tlc
 		if e.cte != "" && !e.at.IsZero() {

@@ -49,5 +49,21 @@ func (c Checker) Identify(doc domain.Doc) envelope.Envelope {
 		env.OrderingKey = orderingKey(e.registrant, e.ndc11, e.lot)
 	}
 	env.EventTime = e.at
+	env.Identifiers = partialIdentifiers(map[string]string{"transaction_id": e.txID, "registrant_dea": e.registrant})
 	return env
+}
+
+// partialIdentifiers returns the non-empty members of ids (nil when none):
+// the identifiers a failed event's first record lists (transaction id and
+// registrant, as Check names them).
+func partialIdentifiers(ids map[string]string) map[string]string {
+	for k, v := range ids {
+		if v == "" {
+			delete(ids, k)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return ids
 }
