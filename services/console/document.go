@@ -4,35 +4,27 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/deadletter/deadletter/shared/envelope"
 )
 
 // docRef is the provenance of an event read from a document (an EPCIS
-// document of many events): the optional "document" object that a
-// document-derived event's record and audit.get's answer carry (the
-// shared contract of the ingest of documents). Every member is text from
-// a partner's document: shown only through html/template (escaped).
+// document of many events): envelope.Document, as the record and
+// audit.get's answer carry it (its Position and Original are the words
+// dlqctl show uses too). Every member is text from a partner's document:
+// shown only through html/template (escaped).
 type docRef struct {
-	ID       string    `json:"id"`
-	SHA256   string    `json:"sha256"`
-	Format   string    `json:"format"`
-	Index    int       `json:"index"`
-	Count    int       `json:"count"`
-	Sender   string    `json:"sender"`
-	Receiver string    `json:"receiver"`
-	Created  time.Time `json:"created"`
-	Stream   string    `json:"stream"`
-	Seq      uint64    `json:"seq"`
-	Offset   int64     `json:"offset"`
-	Length   int64     `json:"length"`
+	envelope.Document
 }
 
-// Position is the event's place in its document: "event 4,812 of
-// 10,000" (of an unknown number when Count is 0).
-func (d *docRef) Position() string {
-	if d.Count > 0 {
-		return fmt.Sprintf("event %s of %s", thousands(d.Index+1), thousands(d.Count))
+// CreatedAt is the document's creation date as a time (zero when it
+// gave none or it does not parse).
+func (d *docRef) CreatedAt() time.Time {
+	t, err := time.Parse(time.RFC3339Nano, d.Created)
+	if err != nil {
+		return time.Time{}
 	}
-	return fmt.Sprintf("event %s (of a document whose size is not known)", thousands(d.Index+1))
+	return t
 }
 
 // thousands writes n with comma separators.

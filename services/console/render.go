@@ -56,6 +56,7 @@ var funcs = template.FuncMap{
 	"pct":            func(f float64) float64 { return f * 100 },
 	"noticeApproval": noticeApproval,
 	"thousands":      thousands,
+	"add":            func(a, b int) int { return a + b },
 }
 
 // age renders seconds as a short duration ("3m", "2h5m", "4d").
