@@ -24,6 +24,7 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/batch"
+	"github.com/deadletter/deadletter/shared/embedded"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/sample"
@@ -519,6 +520,7 @@ func TestHeldBatchesStallNobody(t *testing.T) {
 	ledger, _ := e.msgs(t, subjects.LedgerStream)
 	attacker := e.conn(t, string(access.RolePublisher))
 	held := 0
+	opened := time.Now()
 	for i := range 60 {
 		m := nats.NewMsg(subjects.Event("pharmacy", "dispense"))
 		m.Data = []byte(`{}`)
@@ -532,8 +534,11 @@ func TestHeldBatchesStallNobody(t *testing.T) {
 			held++
 		}
 	}
-	if held > 50 {
-		t.Errorf("%d batches held open on EVENTS, the server's limit is 50", held)
+	// A batch expires after embedded.BatchTimeout: on a slow machine the
+	// first ones may have expired before the last were opened, freeing
+	// their places, so the limit binds only within that time.
+	if took := time.Since(opened); held > 50 && took < embedded.BatchTimeout {
+		t.Errorf("%d batches held open on EVENTS within %s, the server's limit is 50", held, took)
 	}
 	// The victim: another producer's batch of valid events.
 	set, err := sample.Load()
