@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
 
+	"github.com/deadletter/deadletter/services/redriver/guard"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/retry"
 )
@@ -45,7 +46,7 @@ type drainRun struct {
 	// drain (it stops dispatching and ends paused).
 	paused atomic.Bool
 	// window is the drain's failure window (nil: no failure guard).
-	window *failureWindow
+	window *guard.Window
 
 	mu     sync.Mutex
 	stored api.DrainState // status fields not held in atomics
@@ -88,7 +89,7 @@ func validDrainID(id string) bool {
 func (s *Service) newRun(st api.DrainState, rev uint64) *drainRun {
 	ctx, cancel := context.WithCancel(s.runCtx)
 	d := &drainRun{id: st.DrainID, req: st.Request, ctx: ctx, cancel: cancel, done: make(chan struct{}), stored: st, rev: rev,
-		window: newFailureWindow(st.Request)}
+		window: guard.NewWindow(st.Request)}
 	d.stopCtx, d.stop = context.WithCancel(ctx)
 	c := st.DrainCounts
 	d.selected.Store(int64(c.Selected))
@@ -325,7 +326,7 @@ func (s *Service) drainOnce(d *drainRun, resumed bool) error {
 		// The ramp ends with the drain, however it ends.
 		rctx, rcancel := context.WithCancel(d.stopCtx)
 		defer rcancel()
-		go ramp(rctx, limiter, d.req.Ramp, rampHold(d.req), s.finalRate(d.req))
+		go guard.Ramp(rctx, limiter, d.req.Ramp, guard.RampHold(d.req), s.finalRate(d.req))
 	}
 	// The canary's lanes (by their first index): whether their head was
 	// resolved (the rest of the lane may go on).

@@ -76,43 +76,4 @@ func TestCanaryPicksHeads(t *testing.T) {
 	}
 }
 
-// TestFailureWindow: the window trips at the outcome whose rate crosses the
-// max, never before it holds its minimum, and forgets what slid out.
-func TestFailureWindow(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		req     api.DrainStartRequest
-		pattern string // s: success, f: failure
-		trip    int    // 1-based outcome that trips; 0: none
-	}{
-		{"no guard", api.DrainStartRequest{}, "ffffffffffff", -1},
-		{"all fail: trips at the minimum", api.DrainStartRequest{PauseWindow: 100}, "ffffffffffffff", 10},
-		{"small window: its size is the minimum", api.DrainStartRequest{PauseWindow: 4, MaxFailureRate: ptr(0.5)}, "sfff", 4},
-		{"crossing after a full window of successes", api.DrainStartRequest{PauseWindow: 20, MaxFailureRate: ptr(0.25)},
-			"ssssssssssssssssssssffffffff", 26},
-		{"at the max does not trip", api.DrainStartRequest{PauseWindow: 10, MaxFailureRate: ptr(0.5)}, "sfsfsfsfsfsfsfsf", 0},
-		{"failures slide out", api.DrainStartRequest{PauseWindow: 10, MaxFailureRate: ptr(0.3)}, "fffsssssssssssssfff", 0},
-		{"max 1 never trips", api.DrainStartRequest{MaxFailureRate: ptr(1.0)}, "ffffffffffffffffffff", 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			w := newFailureWindow(tc.req)
-			if tc.trip < 0 {
-				if w != nil {
-					t.Fatal("a drain without canary, window or max has a window")
-				}
-				return
-			}
-			got := 0
-			for i, c := range tc.pattern {
-				if trip, _, _ := w.add(c == 'f', "X"); trip && got == 0 {
-					got = i + 1
-				}
-			}
-			if got != tc.trip {
-				t.Errorf("tripped at outcome %d, want %d", got, tc.trip)
-			}
-		})
-	}
-}
-
 func ptr[T any](v T) *T { return &v }
