@@ -9,6 +9,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/deadletter/deadletter/services/redriver/guard"
+	"github.com/deadletter/deadletter/services/redriver/selection"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/notify"
@@ -72,11 +73,11 @@ func personEvent(action string, who access.Identity, reason string) api.DrainEve
 }
 
 // runCanary replays the canary's events (heads of their lanes, see
-// selection.canary) with the drain's concurrency and waits for their
+// Selection.Canary) with the drain's concurrency and waits for their
 // outcomes. It returns, by lane start index, whether each canary event was
 // resolved (its lane may go on), and whether the drain goes on: false when
 // it paused (the re-failure rate above the max) or was stopped.
-func (s *Service) runCanary(d *drainRun, sel *selection, picks []int, limiter *rate.Limiter, workers int) (map[int]bool, bool) {
+func (s *Service) runCanary(d *drainRun, sel *selection.Selection, picks []int, limiter *rate.Limiter, workers int) (map[int]bool, bool) {
 	began := time.Now()
 	resolved := make(map[int]bool, len(picks))
 	var mu sync.Mutex
@@ -89,7 +90,7 @@ func (s *Service) runCanary(d *drainRun, sel *selection, picks []int, limiter *r
 		go func() {
 			defer wg.Done()
 			for lo := range work {
-				res, ok, done := s.replayItem(d, sel, sel.items[lo], limiter)
+				res, ok, done := s.replayItem(d, sel, sel.Items[lo], limiter)
 				if !done {
 					continue
 				}

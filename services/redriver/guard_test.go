@@ -3,9 +3,11 @@ package redriver
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"testing"
 	"time"
 
+	"github.com/deadletter/deadletter/services/redriver/selection"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/record"
@@ -38,8 +40,8 @@ func TestCanaryPicksHeads(t *testing.T) {
 		kinds: []record.Kind{record.KindPoisoned}})
 	e.write(t, spec{n: 101, domain: "pharmacy", class: record.ClassExhausted, code: codes.DownstreamUnavailable, okey: "k6", at: at(2)})
 
-	sl := &selector{js: e.js, seed: seedOf()}
-	sel, err := sl.run(context.Background(), api.DrainFilter{}, time.Time{}, 0)
+	sl := &selection.Selector{JS: e.js, Seed: maphash.MakeSeed()}
+	sel, err := sl.Run(context.Background(), api.DrainFilter{}, time.Time{}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,12 +55,12 @@ func TestCanaryPicksHeads(t *testing.T) {
 		{"more than the heads", 50, 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			picks := sel.canary(tc.n)
+			picks := sel.Canary(tc.n)
 			if len(picks) != tc.want {
 				t.Fatalf("%d picks, want %d", len(picks), tc.want)
 			}
 			for i, lo := range picks {
-				_, id := sel.idOf(sel.items[lo])
+				_, id := sel.IDOf(sel.Items[lo])
 				if !heads[id] {
 					t.Errorf("pick %d: %s is not the head of its key", i, id)
 				}
@@ -68,7 +70,7 @@ func TestCanaryPicksHeads(t *testing.T) {
 				if i%2 == 1 {
 					want = codes.DownstreamUnavailable
 				}
-				if code[id] != want || sel.codeOfItem(sel.items[lo]) != string(want) {
+				if code[id] != want || sel.CodeOfItem(sel.Items[lo]) != string(want) {
 					t.Errorf("pick %d: %s code %s, want %s", i, id, code[id], want)
 				}
 			}
