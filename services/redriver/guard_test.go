@@ -77,5 +77,3 @@ func TestCanaryPicksHeads(t *testing.T) {
 		})
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deadletter/deadletter/services/redriver/approved"
 	"github.com/deadletter/deadletter/services/redriver/selection"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
@@ -67,7 +68,7 @@ func (s *Service) redrive(ctx context.Context, req api.RedriveRequest, ask *aske
 	if err != nil {
 		return api.RedriveReply{}, err
 	}
-	if err := checkSigned(ch, ap); err != nil {
+	if err := approved.CheckSigned(ch, ap); err != nil {
 		return api.RedriveReply{}, err
 	}
 	// A held event is neither corrected nor replayed (HELD); its replay
@@ -84,7 +85,7 @@ func (s *Service) redrive(ctx context.Context, req api.RedriveRequest, ask *aske
 	if ap != nil {
 		exp = ap.ChainRecords + 1
 	}
-	if len(req.Payload) > 0 && approvedAt(ch, exp, record.KindCorrected, ap) {
+	if len(req.Payload) > 0 && approved.StepAt(ch, exp, record.KindCorrected, ap) {
 		// A repeated execution: the correction is stored; replay it.
 		rep.Corrected = &exp
 	} else if len(req.Payload) > 0 {
@@ -465,13 +466,13 @@ func (s *Service) decisionChain(ctx context.Context, dlqID string, kind record.K
 	if err != nil {
 		return chain.Chain{}, 0, nil, err
 	}
-	if err := checkSigned(ch, ap); err != nil {
+	if err := approved.CheckSigned(ch, ap); err != nil {
 		return chain.Chain{}, 0, nil, err
 	}
 	exp := len(ch.Records)
 	if ap != nil {
 		exp = ap.ChainRecords + 1
-		if approvedAt(ch, exp, kind, ap) {
+		if approved.StepAt(ch, exp, kind, ap) {
 			r := ch.Records[exp]
 			return ch, exp, &api.AppendReply{DLQID: r.DLQID, Index: r.Index, AuditHash: r.AuditHash, Status: ch.State.Status, Class: ch.State.Class}, nil
 		}
