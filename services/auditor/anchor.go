@@ -3,6 +3,7 @@ package auditor
 import (
 	"fmt"
 
+	"github.com/deadletter/deadletter/services/auditor/anchor"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/export"
 	"github.com/deadletter/deadletter/shared/merkle"
@@ -14,7 +15,7 @@ import (
 // records, so that the first block that differs (one record, while the
 // anchored tree had at most Config.AnchorBlocks records) is named.
 type anchorCheck struct {
-	a        *anchor
+	a        *anchor.Anchor
 	records  uint64         // records of the store compared (at most TreeSize)
 	block    merkle.Builder // the current block
 	blockIdx int
@@ -27,7 +28,7 @@ type anchorCheck struct {
 // add compares one record, its leaf hash and the tree of the records so
 // far (leaf included).
 func (c *anchorCheck) add(m *stored, leaf merkle.Hash, tree *merkle.Builder) {
-	size := c.a.cp.TreeSize
+	size := c.a.CP.TreeSize
 	if c.records >= size {
 		return
 	}
@@ -37,8 +38,8 @@ func (c *anchorCheck) add(m *stored, leaf merkle.Hash, tree *merkle.Builder) {
 	}
 	c.block.Add(leaf)
 	c.lastRec = &stored{seq: m.seq, subject: m.subject, link: m.link}
-	if c.block.Size() == 1<<c.a.cp.BlockHeight || c.records == size {
-		if c.a.blocks != nil && c.mismatch == nil && c.blockIdx < len(c.a.blocks) && c.block.Root() != c.a.blocks[c.blockIdx] {
+	if c.block.Size() == 1<<c.a.CP.BlockHeight || c.records == size {
+		if c.a.Blocks != nil && c.mismatch == nil && c.blockIdx < len(c.a.Blocks) && c.block.Root() != c.a.Blocks[c.blockIdx] {
 			c.mismatch = c.blockProblem(m.seq)
 		}
 		c.blockIdx++
@@ -57,8 +58,8 @@ func (c *anchorCheck) blockProblem(toSeq uint64) *api.VerifyProblem {
 		return &api.VerifyProblem{Kind: api.ProblemAnchorMismatch, Seq: r.seq, Subject: r.subject, DLQID: r.link.DLQID,
 			Index: r.link.Index, FromSeq: r.seq, ToSeq: r.seq,
 			Detail: fmt.Sprintf("the record at QUARANTINE sequence %d is not the one the anchor of %s covered "+
-				"(rewritten, inserted or removed; leaf %d of %d)", r.seq, c.a.cp.At.Format("2006-01-02T15:04:05Z07:00"),
-				c.records, c.a.cp.TreeSize)}
+				"(rewritten, inserted or removed; leaf %d of %d)", r.seq, c.a.CP.At.Format("2006-01-02T15:04:05Z07:00"),
+				c.records, c.a.CP.TreeSize)}
 	}
 	return &api.VerifyProblem{Kind: api.ProblemAnchorMismatch, FromSeq: c.fromSeq, ToSeq: toSeq,
 		Detail: fmt.Sprintf("a record of QUARANTINE sequences %d..%d is not one the anchor covered "+
@@ -67,7 +68,7 @@ func (c *anchorCheck) blockProblem(toSeq uint64) *api.VerifyProblem {
 
 // finish reports what the store lacks or holds differently.
 func (c *anchorCheck) finish(v *verifier) {
-	cp := c.a.cp
+	cp := c.a.CP
 	rep := v.rep.Anchor
 	rep.Records = c.records
 	switch {
@@ -96,20 +97,20 @@ func (c *anchorCheck) finish(v *verifier) {
 			Detail: fmt.Sprintf("QUARANTINE holds %d records up to sequence %d; the anchor says it held %d (sequences %d..%d missing or different)",
 				c.records, cp.LastSeq, cp.TreeSize, from, cp.LastSeq)})
 		return
-	case c.root == c.a.root:
+	case c.root == c.a.Root:
 		rep.Matched = true
 		return
 	case c.mismatch != nil:
 		v.problem(*c.mismatch)
 	default:
 		v.problem(api.VerifyProblem{Kind: api.ProblemAnchorMismatch, FromSeq: 1, ToSeq: cp.LastSeq,
-			Detail: fmt.Sprintf("the Merkle root of the first %d records is %s, the anchor's %s", cp.TreeSize, c.root, c.a.root)})
+			Detail: fmt.Sprintf("the Merkle root of the first %d records is %s, the anchor's %s", cp.TreeSize, c.root, c.a.Root)})
 	}
 }
 
 // anchorInAudit reports an anchor that AUDIT does not hold.
 func (v *verifier) anchorInAudit() {
-	a := v.anchor.a.cp
+	a := v.anchor.a.CP
 	for _, sc := range v.cps {
 		if sc.cp.Signature == a.Signature && sc.cp.MerkleRoot == a.MerkleRoot && sc.cp.TreeSize == a.TreeSize {
 			return

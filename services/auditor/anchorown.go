@@ -1,17 +1,16 @@
 package auditor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/deadletter/deadletter/services/auditor/anchor"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -20,11 +19,6 @@ import (
 // exported (records, a stream or the whole store missing); no checkpoint
 // is written over it, so the export file keeps naming what was lost.
 var ErrBehindAnchor = errors.New("auditor: the store is behind its own anchor")
-
-// maxAnchorLine bounds the last line of the export file read as the own
-// anchor (an exported checkpoint with at most Config.AnchorBlocks blocks
-// is about 65 bytes a block).
-const maxAnchorLine = 16 << 20
 
 // anchorState is what the last check against the own anchor found: the
 // value of deadletter_audit_behind_anchor.
@@ -64,11 +58,11 @@ var anchorKinds = map[string]bool{
 // line of Config.ExportFile, checked with the signing key's public key
 // when the auditor signs. It returns nil when there is no export file
 // ("-", unset, or not written yet).
-func (s *Service) ownAnchor() (*anchor, error) {
+func (s *Service) ownAnchor() (*anchor.Anchor, error) {
 	if s.cfg.ExportFile == "" || s.cfg.ExportFile == "-" {
 		return nil, nil
 	}
-	line, err := lastFileLine(s.cfg.ExportFile, maxAnchorLine)
+	line, err := anchor.LastLine(s.cfg.ExportFile, anchor.MaxLine)
 	if errors.Is(err, os.ErrNotExist) || (err == nil && len(line) == 0) {
 		return nil, nil
 	}
@@ -81,48 +75,11 @@ func (s *Service) ownAnchor() (*anchor, error) {
 			return nil, fmt.Errorf("%w: %w", ErrSigningKey, err)
 		}
 	}
-	a, err := parseAnchorLine(line, pub, s.signer != nil)
+	a, err := anchor.ParseLine(line, pub, s.signer != nil)
 	if err != nil {
 		return nil, fmt.Errorf("own export file %s: %w", s.cfg.ExportFile, err)
 	}
 	return a, nil
-}
-
-// lastFileLine returns the last non-empty line of the file at path,
-// reading it backwards from its end (the file grows by a line per
-// checkpoint for years), at most max bytes.
-func lastFileLine(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = f.Close() }()
-	size, err := f.Seek(0, io.SeekEnd)
-	if err != nil {
-		return nil, err
-	}
-	const chunk = 64 << 10
-	var tail []byte
-	for off := size; off > 0; {
-		n := int64(chunk)
-		if off < n {
-			n = off
-		}
-		off -= n
-		buf := make([]byte, n)
-		if _, err := f.ReadAt(buf, off); err != nil {
-			return nil, err
-		}
-		tail = append(buf, tail...)
-		trimmed := bytes.TrimRight(tail, " \t\r\n")
-		if i := bytes.LastIndexByte(trimmed, '\n'); i >= 0 {
-			return bytes.TrimSpace(trimmed[i+1:]), nil
-		}
-		if int64(len(tail)) > max {
-			return nil, fmt.Errorf("the last line of %s is longer than %d bytes", path, max)
-		}
-	}
-	return bytes.TrimSpace(tail), nil
 }
 
 // checkOwnAnchor compares the store with the own anchor cheaply, without
@@ -131,8 +88,8 @@ func lastFileLine(path string, max int64) ([]byte, error) {
 // sequence and hold at least its records (deletes are denied), and AUDIT
 // must hold the anchor's checkpoint at its sequence. The full Merkle
 // comparison is audit.verify's.
-func (s *Service) checkOwnAnchor(ctx context.Context, a *anchor) ([]api.VerifyProblem, error) {
-	cp := a.cp
+func (s *Service) checkOwnAnchor(ctx context.Context, a *anchor.Anchor) ([]api.VerifyProblem, error) {
+	cp := a.CP
 	if cp.TreeSize == 0 {
 		return nil, nil
 	}
@@ -201,7 +158,7 @@ func (s *Service) startAnchorCheck(ctx context.Context) {
 }
 
 // anchorProblems records what a check against the own anchor found.
-func (s *Service) anchorProblems(when string, a *anchor, ps []api.VerifyProblem) {
+func (s *Service) anchorProblems(when string, a *anchor.Anchor, ps []api.VerifyProblem) {
 	n := 0
 	for _, p := range ps {
 		if !anchorKinds[p.Kind] {
@@ -212,12 +169,12 @@ func (s *Service) anchorProblems(when string, a *anchor, ps []api.VerifyProblem)
 			s.metrics.verifyFailed.WithLabelValues(p.Kind).Inc()
 		}
 		s.log.Error("AUDIT_BEHIND_ANCHOR", "when", when, "problem", p.Kind, "from_seq", p.FromSeq, "to_seq", p.ToSeq,
-			"checkpoint_seq", p.CheckpointSeq, "anchor_last_seq", a.cp.LastSeq, "anchor_tree_size", a.cp.TreeSize,
-			"anchor_audit_seq", a.cp.AuditSeq, "detail", p.Detail)
+			"checkpoint_seq", p.CheckpointSeq, "anchor_last_seq", a.CP.LastSeq, "anchor_tree_size", a.CP.TreeSize,
+			"anchor_audit_seq", a.CP.AuditSeq, "detail", p.Detail)
 	}
 	s.anchored.set(n)
 	if n == 0 {
-		s.log.Info("store whole against its own anchor", "when", when, "anchor_last_seq", a.cp.LastSeq,
-			"anchor_tree_size", a.cp.TreeSize)
+		s.log.Info("store whole against its own anchor", "when", when, "anchor_last_seq", a.CP.LastSeq,
+			"anchor_tree_size", a.CP.TreeSize)
 	}
 }

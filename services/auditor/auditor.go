@@ -56,6 +56,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nkeys"
 
+	"github.com/deadletter/deadletter/services/auditor/legalhold"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
@@ -225,7 +226,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.IdempotencyBucket, err)
 	}
 	if _, err := retry.Value(ctx, s.log, "legal holds", func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, s.holds.reload(ctx)
+		return struct{}{}, s.holds.Reload(ctx)
 	}); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.HoldsBucket, err)
 	}
@@ -318,7 +319,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		s.runHolds(ctx, legalHoldSweep(s.maxAge))
+		s.runHolds(ctx, legalhold.SweepEvery(s.maxAge))
 	}()
 	s.every(ctx, &wg, s.cfg.CheckpointInterval, func(ctx context.Context) {
 		s.autoCheckpoint(ctx, "periodic", true)

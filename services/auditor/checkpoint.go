@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/deadletter/deadletter/services/auditor/anchor"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/export"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -225,7 +226,7 @@ func (s *Service) export(auditSeq uint64, cp api.Checkpoint, st viewState) error
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrExport, err)
 	}
-	if err := exportLine(s.cfg.ExportFile, b); err != nil {
+	if err := anchor.AppendLine(s.cfg.ExportFile, b); err != nil {
 		s.log.Error("AUDIT_CHECKPOINT_EXPORT_FAILED", "audit_seq", auditSeq, "err", err)
 		return err
 	}

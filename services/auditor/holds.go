@@ -6,16 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nats.go/micro"
 
+	"github.com/deadletter/deadletter/services/auditor/legalhold"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
@@ -25,7 +21,6 @@ import (
 	"github.com/deadletter/deadletter/shared/hold"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/retry"
-	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -37,157 +32,34 @@ import (
 // active dynamic hold and does not carry it gets its record. When
 // QUARANTINE has a MaxAge, every held chain is copied, record by record as
 // stored, into LEGALHOLD (no age limit) as soon as it is held or grows,
-// and a sweep every legalHoldSweep(MaxAge) catches up whatever failed.
+// and a sweep every legalhold.SweepEvery(MaxAge) catches up whatever
+// failed.
 
-// Provenance headers of a LEGALHOLD copy.
+// Provenance headers of a LEGALHOLD copy (package legalhold).
 const (
-	HeaderSourceStream  = "Deadletter-Source-Stream"
-	HeaderSourceSeq     = "Deadletter-Source-Seq"
-	HeaderSourceSubject = "Deadletter-Source-Subject"
+	HeaderSourceStream  = legalhold.HeaderSourceStream
+	HeaderSourceSeq     = legalhold.HeaderSourceSeq
+	HeaderSourceSubject = legalhold.HeaderSourceSubject
 )
 
-// holdReload is how often the active holds are read again from HOLDS
-// (another auditor instance may have placed or lifted one).
-const holdReload = 5 * time.Second
-
-// legalHoldSweep is how often held chains are checked against their
-// LEGALHOLD copies and failed hold work is retried: a quarter of
-// QUARANTINE's MaxAge, between 100 ms and a minute, so a copy that failed
-// is retried well before the original can expire; a minute without a
-// MaxAge.
-func legalHoldSweep(maxAge time.Duration) time.Duration {
-	if maxAge == 0 {
-		return time.Minute
-	}
-	return min(max(maxAge/4, 100*time.Millisecond), time.Minute)
-}
-
-// workKind is what one piece of hold work does.
-type workKind int
-
-const (
-	workPlace workKind = iota // append the hold's hold_placed record
-	workLift                  // append the hold's hold_lifted record
-	workCopy                  // copy the chain's new records to LEGALHOLD
-)
-
-// holdWork is one chain's pending hold work.
-type holdWork struct {
-	kind          workKind
-	holdID        string // place, lift
-	dlqID, domain string
-}
-
-// holdState is the auditor's view of the holds and its pending work.
+// holdState is the auditor's view of the holds and its pending work
+// (legalhold.Queue), and whether LEGALHOLD is provisioned.
 type holdState struct {
-	store *hold.Store
+	*legalhold.Queue
 	legal bool // LEGALHOLD is provisioned (QUARANTINE has a MaxAge)
-
-	mu     sync.Mutex
-	known  map[string]api.Hold // every hold read or written, by id
-	queue  map[holdWork]bool
-	copied map[string]int // records copied to LEGALHOLD, by dlq id
-	wake   chan struct{}
 }
 
-func newHoldState(store *hold.Store) *holdState {
-	return &holdState{store: store, known: map[string]api.Hold{}, queue: map[holdWork]bool{},
-		copied: map[string]int{}, wake: make(chan struct{}, 1)}
-}
+// newHoldState returns the holds of store, none queued, LEGALHOLD not
+// provisioned.
+func newHoldState(store *hold.Store) *holdState { return &holdState{Queue: legalhold.NewQueue(store)} }
 
-// set records h as the latest state of its hold.
-func (hs *holdState) set(h api.Hold) {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	hs.known[h.ID] = h
-}
-
-// enqueue adds work (hs.mu held).
-func (hs *holdState) enqueue(w holdWork) {
-	hs.queue[w] = true
-	select {
-	case hs.wake <- struct{}{}:
-	default:
-	}
-}
-
-// add queues work.
-func (hs *holdState) add(w holdWork) {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	hs.enqueue(w)
-}
-
-// onRecord is the live view's hook (under its lock: quick, no I/O): a
-// chain that matches an active dynamic hold it does not carry gets the
-// hold's record, one that carries a lifted hold gets the lift, and a held
-// chain's new record is copied to LEGALHOLD.
+// onRecord is the live view's hook (legalhold.Queue.OnRecord).
 func (hs *holdState) onRecord(r chain.Head, hc *heldChain) {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	sub := hold.FromHead(r)
-	for _, h := range hs.known {
-		carried := hc != nil && hc.holds[h.ID]
-		switch {
-		case h.Status == api.HoldActive && !carried && hold.Dynamic(h.Target) && hold.Matches(h.Target, sub):
-			hs.enqueue(holdWork{kind: workPlace, holdID: h.ID, dlqID: r.DLQID, domain: r.Domain})
-		case h.Status == api.HoldLifted && carried:
-			hs.enqueue(holdWork{kind: workLift, holdID: h.ID, dlqID: r.DLQID, domain: r.Domain})
-		}
+	var carries func(string) bool
+	if hc != nil {
+		carries = func(id string) bool { return hc.holds[id] }
 	}
-	if hc != nil && hs.legal {
-		hs.enqueue(holdWork{kind: workCopy, dlqID: r.DLQID, domain: r.Domain})
-	}
-}
-
-// pending returns the dlq ids with a place of holdID queued.
-func (hs *holdState) pending(holdID string) []string {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	var out []string
-	for w := range hs.queue {
-		if w.kind == workPlace && w.holdID == holdID {
-			out = append(out, w.dlqID)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// take returns the queued work and empties the queue.
-func (hs *holdState) take() []holdWork {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	out := make([]holdWork, 0, len(hs.queue))
-	for w := range hs.queue {
-		out = append(out, w)
-	}
-	clear(hs.queue)
-	// Copies last: a place's record is copied with the chain.
-	slices.SortStableFunc(out, func(a, b holdWork) int { return int(a.kind) - int(b.kind) })
-	return out
-}
-
-// reload reads every hold from HOLDS.
-func (hs *holdState) reload(ctx context.Context) error {
-	all, err := hs.store.All(ctx)
-	if err != nil {
-		return err
-	}
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	for _, h := range all {
-		hs.known[h.ID] = h
-	}
-	return nil
-}
-
-// hold returns the hold id as last known.
-func (hs *holdState) hold(id string) (api.Hold, bool) {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	h, ok := hs.known[id]
-	return h, ok
+	hs.OnRecord(r, carries, hs.legal)
 }
 
 // runHolds does the queued hold work until ctx is done: once the live
@@ -201,7 +73,7 @@ func (s *Service) runHolds(ctx context.Context, sweep time.Duration) {
 			return
 		}
 	}
-	reload := time.NewTicker(holdReload)
+	reload := time.NewTicker(legalhold.Reload)
 	defer reload.Stop()
 	sweeps := time.NewTicker(sweep)
 	defer sweeps.Stop()
@@ -210,24 +82,22 @@ func (s *Service) runHolds(ctx context.Context, sweep time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-reload.C:
-			if err := s.holds.reload(ctx); err != nil && ctx.Err() == nil {
+			if err := s.holds.Reload(ctx); err != nil && ctx.Err() == nil {
 				s.log.Warn("reading the legal holds failed", "err", err)
 			}
 			continue
 		case <-sweeps.C:
 			s.sweepHolds()
-		case <-s.holds.wake:
+		case <-s.holds.Wake():
 		}
-		for _, w := range s.holds.take() {
+		for _, w := range s.holds.Take() {
 			if err := s.doHoldWork(ctx, w); err != nil {
 				if ctx.Err() != nil {
 					return
 				}
-				s.log.Error("legal hold work failed; retried at the next sweep", "dlq_id", w.dlqID, "hold_id", w.holdID,
-					"work", int(w.kind), "err", err)
-				s.holds.mu.Lock()
-				s.holds.queue[w] = true // retried at the next sweep, not at once
-				s.holds.mu.Unlock()
+				s.log.Error("legal hold work failed; retried at the next sweep", "dlq_id", w.DLQID, "hold_id", w.HoldID,
+					"work", int(w.Kind), "err", err)
+				s.holds.Retry(w) // retried at the next sweep, not at once
 			}
 		}
 	}
@@ -237,156 +107,50 @@ func (s *Service) runHolds(ctx context.Context, sweep time.Duration) {
 // yet, and the lift of every lifted hold a chain still carries.
 func (s *Service) sweepHolds() {
 	refs := s.index.heldChains("")
-	hs := s.holds
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	for _, ref := range refs {
-		if hs.legal && hs.copied[ref.dlqID] < ref.records {
-			hs.enqueue(holdWork{kind: workCopy, dlqID: ref.dlqID, domain: ref.domain})
-		}
-		for _, id := range ref.holds {
-			if h, ok := hs.known[id]; ok && h.Status == api.HoldLifted {
-				hs.enqueue(holdWork{kind: workLift, holdID: id, dlqID: ref.dlqID, domain: ref.domain})
-			}
-		}
+	held := make([]legalhold.Held, len(refs))
+	for i, ref := range refs {
+		held[i] = legalhold.Held{DLQID: ref.dlqID, Domain: ref.domain, Records: ref.records, Holds: ref.holds}
 	}
+	s.holds.Sweep(held, s.holds.legal)
 }
 
 // doHoldWork does one piece of queued work.
-func (s *Service) doHoldWork(ctx context.Context, w holdWork) error {
+func (s *Service) doHoldWork(ctx context.Context, w legalhold.Work) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if w.kind == workCopy {
-		return s.copyChain(ctx, w.domain, w.dlqID)
+	if w.Kind == legalhold.Copy {
+		return s.copyChain(ctx, w.Domain, w.DLQID)
 	}
-	h, ok := s.holds.hold(w.holdID)
+	h, ok := s.holds.Hold(w.HoldID)
 	switch {
 	case !ok:
 		return nil
-	case w.kind == workPlace && (h.Status != api.HoldActive || s.index.carries(w.dlqID, h.ID)):
+	case w.Kind == legalhold.Place && (h.Status != api.HoldActive || s.index.carries(w.DLQID, h.ID)):
 		return nil // lifted meanwhile, or the record is written
-	case w.kind == workLift && h.Status != api.HoldLifted:
+	case w.Kind == legalhold.Lift && h.Status != api.HoldLifted:
 		return nil
 	}
 	kind := record.KindHoldPlaced
-	if w.kind == workLift {
+	if w.Kind == legalhold.Lift {
 		kind = record.KindHoldLifted
 	}
-	return s.appendHold(ctx, h, kind, w.domain, w.dlqID)
+	return s.appendHold(ctx, h, kind, w.Domain, w.DLQID)
 }
 
-// errHoldAppend is a refused quarantiner.hold, with its reply code.
-type errHoldAppend struct{ code, msg string }
-
-func (e *errHoldAppend) Error() string { return api.QuarantinerHold + ": " + e.code + ": " + e.msg }
-
-// appendHold appends hold h's record of kind (placed or lifted) to the
-// chain, unless the chain already says so (a chain that carries the hold
-// gets no second placing; one that does not gets no lift). The append is
-// conditional on the chain's length; a chain that changed meanwhile is
-// read again.
+// appendHold appends hold h's record of kind to the chain
+// (legalhold.Append).
 func (s *Service) appendHold(ctx context.Context, h api.Hold, kind record.Kind, domain, dlqID string) error {
-	for attempt := 0; attempt < 5; attempt++ {
-		ch, err := s.chains.Read(ctx, domain, dlqID)
-		if err != nil {
-			return fmt.Errorf("auditor: read chain: %w", err)
-		}
-		if has := ch.State.HeldBy(h.ID); has == (kind == record.KindHoldPlaced) {
-			return nil
-		}
-		if ch.FoldErr != nil {
-			return fmt.Errorf("auditor: chain %s is not valid (%w): no hold record can follow", dlqID, ch.FoldErr)
-		}
-		n := len(ch.Records)
-		req := api.AppendRequest{DLQID: dlqID, Domain: domain, Kind: kind, ExpectedIndex: &n,
-			Actor: h.PlacedBy, Reason: h.Reason, Hold: &record.HoldMark{HoldID: h.ID, CaseID: h.CaseID, At: h.PlacedAt}}
-		if kind == record.KindHoldLifted {
-			if h.LiftedAt == nil {
-				return fmt.Errorf("auditor: hold %s is not lifted", h.ID)
-			}
-			req.Actor, req.Reason, req.Hold.At = h.LiftedBy, h.LiftReason, *h.LiftedAt
-		}
-		err = s.requestHold(ctx, req)
-		var ae *errHoldAppend
-		if errors.As(err, &ae) && (ae.code == api.ErrConflict || ae.code == api.ErrInvalidTransition) {
-			continue // the chain changed: decide again on the stored chain
-		}
-		return err
-	}
-	return fmt.Errorf("auditor: chain %s kept changing", dlqID)
+	return legalhold.Append(ctx, s.chains, s.nc, h, kind, domain, dlqID)
 }
 
-// requestHold asks the quarantiner to append a hold's record.
-func (s *Service) requestHold(ctx context.Context, req api.AppendRequest) error {
-	b, err := json.Marshal(req)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	m, err := s.nc.RequestWithContext(ctx, api.QuarantinerHold, b)
-	if err != nil {
-		return &errHoldAppend{code: api.ErrUnavailable, msg: err.Error()}
-	}
-	if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
-		return &errHoldAppend{code: code, msg: m.Header.Get(micro.ErrorHeader)}
-	}
-	var rep api.AppendReply
-	if err := jsonv2.Unmarshal(m.Data, &rep); err != nil {
-		return &errHoldAppend{code: api.ErrUnavailable, msg: "unreadable append reply"}
-	}
-	return nil
-}
-
-// copyChain copies the chain's records not yet in LEGALHOLD there, each
-// as stored (the sealed bytes) with its provenance (source stream,
-// sequence and subject), in index order. Each copy is conditional on the
-// last copy of the chain (expected last subject sequence), so two
-// copiers never write a record twice.
+// copyChain copies the chain's records not yet in LEGALHOLD there
+// (legalhold.CopyChain) and notes how many are.
 func (s *Service) copyChain(ctx context.Context, domain, dlqID string) error {
-	subj := subjects.LegalHold(domain, dlqID)
-	n, lastSeq := 0, uint64(0)
-	_, err := streams.DirectGet(ctx, s.js, subjects.LegalHoldStream, streams.DirectRequest{LastFor: subj}, func(m *jetstream.RawStreamMsg) error {
-		h, err := chain.DecodeHead(m.Data)
-		if err != nil {
-			return err
-		}
-		n, lastSeq = h.Index+1, m.Sequence
-		return nil
-	})
+	n, err := legalhold.CopyChain(ctx, s.js, s.chains, domain, dlqID)
 	if err != nil {
-		return fmt.Errorf("auditor: read %s: %w", subjects.LegalHoldStream, err)
+		return err
 	}
-	stored, err := s.chains.Stored(ctx, domain, dlqID)
-	if err != nil && !errors.Is(err, chain.ErrNotFound) {
-		return fmt.Errorf("auditor: read chain: %w", err)
-	}
-	for _, m := range stored {
-		h, err := chain.DecodeHead(m.Data)
-		if err != nil {
-			return fmt.Errorf("auditor: chain %s: %w", dlqID, err)
-		}
-		if h.Index < n {
-			continue
-		}
-		if h.Index > n {
-			return fmt.Errorf("auditor: chain %s: records %d..%d expired from %s before they were copied", dlqID, n, h.Index-1, subjects.QuarantineStream)
-		}
-		msg := nats.NewMsg(subj)
-		msg.Data = m.Data
-		msg.Header.Set(HeaderSourceStream, subjects.QuarantineStream)
-		msg.Header.Set(HeaderSourceSeq, strconv.FormatUint(m.Seq, 10))
-		msg.Header.Set(HeaderSourceSubject, subjects.Quarantine(domain, dlqID))
-		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(lastSeq, 10))
-		ack, err := s.js.PublishMsg(ctx, msg)
-		if err != nil {
-			return fmt.Errorf("auditor: copy record %d of %s to %s: %w", h.Index, dlqID, subjects.LegalHoldStream, err)
-		}
-		n, lastSeq = n+1, ack.Sequence
-	}
-	s.holds.mu.Lock()
-	s.holds.copied[dlqID] = max(s.holds.copied[dlqID], n)
-	s.holds.mu.Unlock()
+	s.holds.Copied(dlqID, n)
 	return nil
 }
 
@@ -423,7 +187,7 @@ func holdErr(err error) error {
 // auditHold writes a hold's action to AUDIT, retrying a few times (it is
 // idempotent).
 func (s *Service) auditHold(ctx context.Context, h api.Hold, action string) error {
-	err := retry.Policy{}.Times(ctx, 3, nil, func(ctx context.Context) error { return s.holds.store.Audit(ctx, h, action) })
+	err := retry.Policy{}.Times(ctx, 3, nil, func(ctx context.Context) error { return s.holds.Store().Audit(ctx, h, action) })
 	if err == nil {
 		return nil
 	}
@@ -464,11 +228,11 @@ func (s *Service) HoldPlace(ctx context.Context, req api.HoldPlaceRequest) (api.
 				"the hold's party or filter matches no stored event; place it with confirm to hold the matching events quarantined later")
 		}
 	}
-	h, err := s.holds.store.Place(ctx, req, who, s.now())
+	h, err := s.holds.Store().Place(ctx, req, who, s.now())
 	if err != nil {
 		return api.HoldReply{}, holdErr(err)
 	}
-	s.holds.set(h) // from now on the live view matches new chains against it
+	s.holds.Set(h) // from now on the live view matches new chains against it
 	s.log.Info("legal hold placed", "hold_id", h.ID, "case_id", h.CaseID, "user", who.User)
 	if err := s.auditHold(ctx, h, hold.AuditPlaced); err != nil {
 		return api.HoldReply{}, err
@@ -482,7 +246,7 @@ func (s *Service) HoldPlace(ctx context.Context, req api.HoldPlaceRequest) (api.
 		if err := s.appendHold(ctx, h, record.KindHoldPlaced, t.domain, t.dlqID); err != nil {
 			s.log.Error("legal hold record not appended; retried", "hold_id", h.ID, "dlq_id", t.dlqID, "err", err)
 			rep.Failed = append(rep.Failed, t.dlqID)
-			s.holds.add(holdWork{kind: workPlace, holdID: h.ID, dlqID: t.dlqID, domain: t.domain})
+			s.holds.Add(legalhold.Work{Kind: legalhold.Place, HoldID: h.ID, DLQID: t.dlqID, Domain: t.domain})
 			continue
 		}
 		rep.DLQIDs = append(rep.DLQIDs, t.dlqID)
@@ -575,7 +339,7 @@ func (s *Service) HoldLift(ctx context.Context, req api.HoldLiftRequest) (api.Ho
 	}
 	// The hold must be liftable (NOT_FOUND, NOT_PLACED) before anyone is
 	// asked to approve its lift.
-	cur, err := s.holds.store.Get(ctx, req.ID)
+	cur, err := s.holds.Store().Get(ctx, req.ID)
 	if err != nil {
 		return api.HoldReply{}, holdErr(err)
 	}
@@ -585,7 +349,7 @@ func (s *Service) HoldLift(ctx context.Context, req api.HoldLiftRequest) (api.Ho
 	if err := s.requireLiftApproval(ctx, who, req); err != nil {
 		return api.HoldReply{}, err
 	}
-	h, err := s.holds.store.Lift(ctx, req.ID, req.CaseID, req.Reason, who, s.now())
+	h, err := s.holds.Store().Lift(ctx, req.ID, req.CaseID, req.Reason, who, s.now())
 	if err != nil {
 		return api.HoldReply{}, holdErr(err)
 	}
@@ -651,9 +415,9 @@ func (s *Service) HoldLiftApproved(ctx context.Context, req api.HoldLiftApproved
 		return api.HoldReply{}, approval.APIError(err)
 	}
 	requester := access.Identity{User: a.Requester, Role: access.Role(a.RequesterRole)}
-	h, err := s.holds.store.LiftApproved(ctx, lift.ID, lift.CaseID, lift.Reason, requester, hold.Approval{ID: a.ID, Approver: sig.Approver}, s.now())
+	h, err := s.holds.Store().LiftApproved(ctx, lift.ID, lift.CaseID, lift.Reason, requester, hold.Approval{ID: a.ID, Approver: sig.Approver}, s.now())
 	if errors.Is(err, hold.ErrNotPlaced) {
-		if cur, gerr := s.holds.store.Get(ctx, lift.ID); gerr == nil && cur.LiftApprovalID == a.ID {
+		if cur, gerr := s.holds.Store().Get(ctx, lift.ID); gerr == nil && cur.LiftApprovalID == a.ID {
 			h, err = cur, nil // a repeat: lifted by this approval
 		}
 	}
@@ -666,7 +430,7 @@ func (s *Service) HoldLiftApproved(ctx context.Context, req api.HoldLiftApproved
 // lifted completes lifted hold h: its AUDIT action and the lift appended
 // to every chain that carries it.
 func (s *Service) lifted(ctx context.Context, h api.Hold) (api.HoldReply, error) {
-	s.holds.set(h)
+	s.holds.Set(h)
 	s.log.Info("legal hold lifted", "hold_id", h.ID, "case_id", h.CaseID, "user", h.LiftedBy, "approval_id", h.LiftApprovalID)
 	if err := s.auditHold(ctx, h, hold.AuditLifted); err != nil {
 		return api.HoldReply{}, err
@@ -684,7 +448,7 @@ func (s *Service) lifted(ctx context.Context, h api.Hold) (api.HoldReply, error)
 		if err := s.appendHold(ctx, h, record.KindHoldLifted, ref.domain, ref.dlqID); err != nil {
 			s.log.Error("legal hold lift not appended; retried", "hold_id", h.ID, "dlq_id", ref.dlqID, "err", err)
 			rep.Failed = append(rep.Failed, ref.dlqID)
-			s.holds.add(holdWork{kind: workLift, holdID: h.ID, dlqID: ref.dlqID, domain: ref.domain})
+			s.holds.Add(legalhold.Work{Kind: legalhold.Lift, HoldID: h.ID, DLQID: ref.dlqID, Domain: ref.domain})
 			continue
 		}
 		rep.DLQIDs = append(rep.DLQIDs, ref.dlqID)
@@ -694,7 +458,7 @@ func (s *Service) lifted(ctx context.Context, h api.Hold) (api.HoldReply, error)
 
 // heldHold is h with the chains that carry it now.
 func (s *Service) heldHold(h api.Hold) api.HeldHold {
-	out := api.HeldHold{Hold: h, DLQIDs: []string{}, Pending: s.holds.pending(h.ID)}
+	out := api.HeldHold{Hold: h, DLQIDs: []string{}, Pending: s.holds.Pending(h.ID)}
 	for _, ref := range s.index.heldChains(h.ID) {
 		out.DLQIDs = append(out.DLQIDs, ref.dlqID)
 	}
@@ -716,7 +480,7 @@ func (s *Service) listedHold(h api.Hold) api.HeldHold {
 
 // HoldGet returns a hold and the chains it holds (hold.get).
 func (s *Service) HoldGet(ctx context.Context, req api.HoldGetRequest) (api.HoldReply, error) {
-	h, err := s.holds.store.Get(ctx, req.ID)
+	h, err := s.holds.Store().Get(ctx, req.ID)
 	if err != nil {
 		return api.HoldReply{}, holdErr(err)
 	}
@@ -726,7 +490,7 @@ func (s *Service) HoldGet(ctx context.Context, req api.HoldGetRequest) (api.Hold
 // HoldList lists the holds, newest first, each with how many chains it
 // holds and the first api.MaxListedHoldIDs of them (hold.list).
 func (s *Service) HoldList(ctx context.Context, req api.HoldListRequest) (api.HoldListReply, error) {
-	all, err := s.holds.store.All(ctx)
+	all, err := s.holds.Store().All(ctx)
 	if err != nil {
 		return api.HoldListReply{}, holdErr(err)
 	}

@@ -143,17 +143,6 @@ func TestVerifyLegalHold(t *testing.T) {
 	}
 }
 
-func TestLegalHoldSweep(t *testing.T) {
-	for _, tt := range []struct{ maxAge, want time.Duration }{
-		{0, time.Minute}, {3 * time.Second, 750 * time.Millisecond}, {100 * time.Millisecond, 100 * time.Millisecond},
-		{6 * 365 * 24 * time.Hour, time.Minute},
-	} {
-		if got := legalHoldSweep(tt.maxAge); got != tt.want {
-			t.Errorf("legalHoldSweep(%s) = %s, want %s", tt.maxAge, got, tt.want)
-		}
-	}
-}
-
 // TestHoldNeedsAnAuthenticatedCaller: without AllowAnonymous, a place or
 // lift that carries no caller the server attached is refused, and no hold
 // is stored.

@@ -13,6 +13,7 @@ import (
 	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/deadletter/deadletter/services/auditor/anchor"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/export"
 	"github.com/deadletter/deadletter/shared/merkle"
@@ -120,26 +121,26 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 		if req.Anchor == "" || req.PubKey == "" {
 			return rep, badRequest("anchor and pubkey go together: an exported checkpoint and the public key it must be signed with")
 		}
-		a, err := parseAnchor(req.Anchor, req.PubKey)
+		a, err := anchor.Parse(req.Anchor, req.PubKey)
 		if err != nil {
 			return rep, refused(err)
 		}
 		v.anchor = &anchorCheck{a: a}
-		rep.Anchor = &api.VerifyAnchor{TreeSize: a.cp.TreeSize, LastSeq: a.cp.LastSeq, MerkleRoot: a.cp.MerkleRoot,
-			At: a.cp.At, Key: a.cp.Key}
+		rep.Anchor = &api.VerifyAnchor{TreeSize: a.CP.TreeSize, LastSeq: a.CP.LastSeq, MerkleRoot: a.CP.MerkleRoot,
+			At: a.CP.At, Key: a.CP.Key}
 	}
 	// Without an anchor from the caller, the store is checked against the
 	// newest checkpoint the auditor exported (anchorown.go): a deleted or
 	// shortened store is never reported intact.
-	own, ownErr := (*anchor)(nil), error(nil)
+	own, ownErr := (*anchor.Anchor)(nil), error(nil)
 	if v.anchor == nil {
 		if own, ownErr = s.ownAnchor(); ownErr != nil {
 			s.log.Error("AUDIT_ANCHOR_UNREADABLE", "export_file", s.cfg.ExportFile, "err", ownErr)
 			v.problem(api.VerifyProblem{Kind: api.ProblemAnchorUnreadable, Detail: ownErr.Error()})
 		} else if own != nil {
 			v.anchor = &anchorCheck{a: own}
-			rep.Anchor = &api.VerifyAnchor{TreeSize: own.cp.TreeSize, LastSeq: own.cp.LastSeq, MerkleRoot: own.cp.MerkleRoot,
-				At: own.cp.At, Key: own.cp.Key, Own: true}
+			rep.Anchor = &api.VerifyAnchor{TreeSize: own.CP.TreeSize, LastSeq: own.CP.LastSeq, MerkleRoot: own.CP.MerkleRoot,
+				At: own.CP.At, Key: own.CP.Key, Own: true}
 		}
 	}
 	cps, cpProblems, err := s.loadCheckpoints(ctx)

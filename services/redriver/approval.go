@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -14,10 +13,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/deadletter/deadletter/services/redriver/approved"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
-	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/failpoint"
 	"github.com/deadletter/deadletter/shared/notify"
@@ -43,39 +42,6 @@ const approveTimeout = time.Minute
 // accessTimeout bounds the access audit's write.
 const accessTimeout = 5 * time.Second
 
-// reauth returns the re-authentication of signers: Config.ReauthURLs and
-// ReauthOptions, else the servers and the TLS configuration (without client
-// certificate) of nc.
-func reauth(nc *nats.Conn, cfg Config) approval.NATSReauth {
-	r := approval.NATSReauth{URLs: cfg.ReauthURLs, Options: cfg.ReauthOptions}
-	if r.URLs == "" {
-		r.URLs = strings.Join(nc.Servers(), ",")
-	}
-	if r.Options == nil {
-		r.Options = serverTLS(nc.Opts)
-	}
-	return r
-}
-
-// serverTLS returns the options that verify the server as o does (its TLS
-// configuration, its root CAs, TLS first), without o's client certificate:
-// a certificate the server maps to a user would authenticate the redriver
-// instead of the signer.
-func serverTLS(o nats.Options) []nats.Option {
-	if !o.Secure && o.TLSConfig == nil && o.RootCAsCB == nil {
-		return nil
-	}
-	return []nats.Option{func(r *nats.Options) error {
-		r.Secure, r.TLSHandshakeFirst, r.RootCAsCB = true, o.TLSHandshakeFirst, o.RootCAsCB
-		if o.TLSConfig != nil {
-			tc := o.TLSConfig.Clone()
-			tc.Certificates, tc.GetClientCertificate = nil, nil
-			r.TLSConfig = tc
-		}
-		return nil
-	}}
-}
-
 // openApprovals binds the approval policy and the APPROVALS store.
 func (s *Service) openApprovals(ctx context.Context) error {
 	s.policy = approval.NewPolicyStore(s.js, s.cfg.Now)
@@ -83,7 +49,7 @@ func (s *Service) openApprovals(ctx context.Context) error {
 		s.log.Warn("APPROVAL_KEY_EPHEMERAL: no approval seed configured (DEADLETTER_APPROVAL_SEED_FILE): approvals signed here verify only here",
 			"key", s.signer.PublicKey())
 	}
-	st, err := approval.Open(ctx, s.js, approval.Config{Reauth: reauth(s.nc, s.cfg), Signer: s.signer, Verifier: s.signer.Verifier(),
+	st, err := approval.Open(ctx, s.js, approval.Config{Reauth: approved.Reauth(s.nc, s.cfg.ReauthURLs, s.cfg.ReauthOptions), Signer: s.signer, Verifier: s.signer.Verifier(),
 		Limits: approval.Limits{PerRequester: s.cfg.MaxPendingPerRequester, PerChain: s.cfg.MaxPendingPerChain}, Logger: s.log, Now: s.cfg.Now})
 	if err != nil {
 		return err
@@ -135,16 +101,9 @@ func (s *Service) requireApproval(ctx context.Context, who access.Identity, acti
 		ev.Counts = map[string]int{"selected": action.Selected}
 	}
 	s.alerts.Publish(ev)
-	v := withoutValues(a)
+	v := approved.WithoutValues(a)
 	return &api.Error{Code: api.ErrApprovalRequired, Approval: &v,
 		Message: "the action needs a second person's approval: pending approval " + a.ID + " (" + strings.Join(d.Reasons, "; ") + ")"}
-}
-
-// withoutValues is a as shown with no request and no diff values (the
-// names of the changed fields stay).
-func withoutValues(a api.Approval) api.Approval {
-	a.Request, a.Payload, a.Diff = nil, nil, nil
-	return a
 }
 
 // handleApprovalList lists approvals, without values (approval.get shows
@@ -158,7 +117,7 @@ func (s *Service) handleApprovalList(ctx context.Context, m endpoint.Meta, req a
 		return api.ApprovalListReply{}, approval.APIError(err)
 	}
 	for i, a := range rep.Approvals {
-		rep.Approvals[i] = withoutValues(a)
+		rep.Approvals[i] = approved.WithoutValues(a)
 	}
 	return rep, nil
 }
@@ -237,7 +196,7 @@ func (s *Service) handleApprovalReject(ctx context.Context, m endpoint.Meta, req
 	if err != nil {
 		s.log.Warn("approval rejection not audited", "approval_id", a.ID, "err", err)
 	}
-	return api.ApprovalReply{Approval: withoutValues(a)}, nil
+	return api.ApprovalReply{Approval: approved.WithoutValues(a)}, nil
 }
 
 // handleApprovalApprove signs a pending approval (approver role, not the
@@ -258,7 +217,7 @@ func (s *Service) handleApprovalApprove(ctx context.Context, m endpoint.Meta, re
 		s.log.Warn("approval signature not audited", "approval_id", a.ID, "err", err)
 	}
 	done, err := s.executeApproval(ctx, a)
-	return api.ApprovalReply{Approval: withoutValues(done)}, err
+	return api.ApprovalReply{Approval: approved.WithoutValues(done)}, err
 }
 
 // sweepApprovals recovers, in the background, the approvals signed at
@@ -306,8 +265,9 @@ func (s *Service) recoverApprovals(ctx context.Context, minAge time.Duration) {
 	}
 }
 
-// errChainMoved: the chain changed between the request and the signature.
-var errChainMoved = errors.New("redriver: the chain changed since the approval was requested")
+// errChainMoved: the chain changed between the request and the signature
+// (approved.ErrChainMoved).
+var errChainMoved = approved.ErrChainMoved
 
 // executeApproval executes signed approval a: its approved record, its
 // action as its requester, and its outcome in APPROVALS. An action that
@@ -422,10 +382,10 @@ func (s *Service) runApproved(ctx context.Context, a api.Approval) (string, erro
 		req.Actor = a.Requester
 		s.startMu.Lock()
 		defer s.startMu.Unlock()
-		if err := s.refuseOverlap(ctx, req, approvedDrainID(a.ID)); err != nil {
+		if err := s.refuseOverlap(ctx, req, approved.DrainID(a.ID)); err != nil {
 			return "", err
 		}
-		id, err := s.launchDrain(ctx, req, access.Identity{User: a.Requester, Role: access.Role(a.RequesterRole)}, approvedDrainID(a.ID))
+		id, err := s.launchDrain(ctx, req, access.Identity{User: a.Requester, Role: access.Role(a.RequesterRole)}, approved.DrainID(a.ID))
 		return id, err
 	}
 	if a.Action == api.ActionHoldLift {
@@ -497,34 +457,6 @@ func (s *Service) liftApproved(ctx context.Context, a api.Approval) (string, err
 		return "", err
 	}
 	return liftOutcome, nil
-}
-
-// approvedDrainID is the id of the drain approval id starts: the same at
-// every execution, so that a repeat finds it started.
-func approvedDrainID(id string) string { return "drain-" + strings.TrimPrefix(id, "appr-") }
-
-// approvedAt reports whether the chain's record at index i is the
-// approved action's own (its kind, by its requester): a repeated
-// execution finds the step done.
-func approvedAt(ch chain.Chain, i int, kind record.Kind, a *api.Approval) bool {
-	return a != nil && i < len(ch.Records) && ch.Records[i].Kind == kind && ch.Records[i].Actor == a.Requester
-}
-
-// signedAt reports whether the chain's record at index i is approval a's
-// signature.
-func signedAt(ch chain.Chain, a *api.Approval) bool {
-	i := a.ChainRecords
-	return i < len(ch.Records) && ch.Records[i].Kind == record.KindApproved &&
-		ch.Records[i].Signature != nil && ch.Records[i].Signature.ApprovalID == a.ID
-}
-
-// checkSigned refuses to execute approval a on a chain that does not hold
-// its signature at the index it was requested at.
-func checkSigned(ch chain.Chain, a *api.Approval) error {
-	if a == nil || signedAt(ch, a) {
-		return nil
-	}
-	return api.Wrap(api.ErrConflict, errChainMoved, fmt.Sprintf("%s: the approved record is not at index %d", errChainMoved, a.ChainRecords))
 }
 
 // policyGetRequest is policy.get's request: none (an empty body or {}).

@@ -11,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/deadletter/deadletter/services/redriver/selection"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
-	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/telemetry"
 )
@@ -38,18 +38,10 @@ type chains struct {
 }
 
 // domainOfID returns the domain prefix of a dlq id ("<domain>_<hex>", as
-// record.DLQIDFor builds them), checking the id is a safe subject token.
+// record.DLQIDFor builds them), checking the id is a safe subject token
+// (selection.DomainOf).
 func domainOfID(id string) (string, error) {
-	if id == "" || len(id) > 200 {
-		return "", ErrBadDLQID
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return "", ErrBadDLQID
-		}
-	}
-	dom, _, ok := domain.SplitID(id)
+	dom, ok := selection.DomainOf(id)
 	if !ok {
 		return "", ErrBadDLQID
 	}

@@ -17,6 +17,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
 
+	"github.com/deadletter/deadletter/services/redriver/guard"
+	"github.com/deadletter/deadletter/services/redriver/selection"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/retry"
 )
@@ -45,7 +47,7 @@ type drainRun struct {
 	// drain (it stops dispatching and ends paused).
 	paused atomic.Bool
 	// window is the drain's failure window (nil: no failure guard).
-	window *failureWindow
+	window *guard.Window
 
 	mu     sync.Mutex
 	stored api.DrainState // status fields not held in atomics
@@ -88,7 +90,7 @@ func validDrainID(id string) bool {
 func (s *Service) newRun(st api.DrainState, rev uint64) *drainRun {
 	ctx, cancel := context.WithCancel(s.runCtx)
 	d := &drainRun{id: st.DrainID, req: st.Request, ctx: ctx, cancel: cancel, done: make(chan struct{}), stored: st, rev: rev,
-		window: newFailureWindow(st.Request)}
+		window: guard.NewWindow(st.Request)}
 	d.stopCtx, d.stop = context.WithCancel(ctx)
 	c := st.DrainCounts
 	d.selected.Store(int64(c.Selected))
@@ -283,9 +285,9 @@ func (s *Service) drainOnce(d *drainRun, resumed bool) error {
 	if err != nil {
 		return fmt.Errorf("redriver: read the legal holds: %w", err)
 	}
-	sl := &selector{js: s.js, seed: maphash.MakeSeed(), ignoreOrder: d.req.IgnoreOrder, holds: holds}
+	sl := &selection.Selector{JS: s.js, Seed: maphash.MakeSeed(), IgnoreOrder: d.req.IgnoreOrder, Holds: holds}
 	if resumed {
-		sl.resumeOf = d.id
+		sl.ResumeOf = d.id
 	}
 	// Only events first seen before the drain started: a resumed drain
 	// does not grow with events quarantined since. A resumed drain's limit
@@ -294,30 +296,30 @@ func (s *Service) drainOnce(d *drainRun, resumed bool) error {
 	if resumed {
 		limit = 0
 	}
-	sel, err := sl.run(ctx, f, started, limit)
+	sel, err := sl.Run(ctx, f, started, limit)
 	if err != nil {
 		return err
 	}
 	if !resumed {
-		d.selected.Store(int64(sel.selected))
+		d.selected.Store(int64(sel.Selected))
 	} else {
-		done := d.resumeFromChains(sel.tallied())
+		done := d.resumeFromChains(sel.Tallied())
 		if f.Limit > 0 {
-			sel.truncate(max(0, f.Limit-done))
+			sel.Truncate(max(0, f.Limit-done))
 		}
 	}
 	// The selected events under a legal hold are held from the start.
-	d.setStatus(func(st *api.DrainState) { st.Holds = sel.holdCounts() })
-	d.held.Add(int64(sel.heldByHold))
-	d.heldByHold.Add(int64(sel.heldByHold))
-	for _, b := range sel.underHold {
+	d.setStatus(func(st *api.DrainState) { st.Holds = sel.HoldCounts() })
+	d.held.Add(int64(sel.HeldByHold))
+	d.heldByHold.Add(int64(sel.HeldByHold))
+	for _, b := range sel.UnderHold {
 		d.noteUnderHold(b)
 	}
 	d.setStatus(func(st *api.DrainState) { st.Status = api.DrainRunning })
 	if err := s.save(d); err != nil {
 		s.log.Warn("drain checkpoint failed", "drain_id", d.id, "err", err)
 	}
-	s.log.Info("DRAIN_RUNNING", "drain_id", d.id, "selected", sel.selected, "items", len(sel.items), "resumed", resumed)
+	s.log.Info("DRAIN_RUNNING", "drain_id", d.id, "selected", sel.Selected, "items", len(sel.Items), "resumed", resumed)
 
 	limiter := s.limiterOf(d.req)
 	workers := s.concurrencyOf(d.req)
@@ -325,14 +327,14 @@ func (s *Service) drainOnce(d *drainRun, resumed bool) error {
 		// The ramp ends with the drain, however it ends.
 		rctx, rcancel := context.WithCancel(d.stopCtx)
 		defer rcancel()
-		go ramp(rctx, limiter, d.req.Ramp, rampHold(d.req), s.finalRate(d.req))
+		go guard.Ramp(rctx, limiter, d.req.Ramp, guard.RampHold(d.req), s.finalRate(d.req))
 	}
 	// The canary's lanes (by their first index): whether their head was
 	// resolved (the rest of the lane may go on).
 	var canary map[int]bool
 	if d.req.Canary > 0 && !d.snapshot().CanaryDone {
 		var goOn bool
-		if canary, goOn = s.runCanary(d, sel, sel.canary(d.req.Canary), limiter, workers); !goOn {
+		if canary, goOn = s.runCanary(d, sel, sel.Canary(d.req.Canary), limiter, workers); !goOn {
 			return nil
 		}
 	}
@@ -348,9 +350,9 @@ func (s *Service) drainOnce(d *drainRun, resumed bool) error {
 		}()
 	}
 dispatch:
-	for lo := 0; lo < len(sel.items); {
-		hi := sel.laneEnd(lo)
-		w := laneWork{items: sel.items[lo:hi]}
+	for lo := 0; lo < len(sel.Items); {
+		hi := sel.LaneEnd(lo)
+		w := laneWork{items: sel.Items[lo:hi]}
 		if ok, ran := canary[lo]; ran {
 			// The canary replayed the lane's head.
 			w.items, w.held = w.items[1:], !ok
@@ -373,7 +375,7 @@ dispatch:
 // laneWork is a lane to run: its events, and whether they are held from
 // the start (the canary's replay of the lane's head did not resolve it).
 type laneWork struct {
-	items []item
+	items []selection.Item
 	held  bool
 }
 
@@ -383,19 +385,19 @@ type laneWork struct {
 // The settled outcomes are taken from the chains; the rest (held,
 // pending, skipped, errors) are counted again by this run, whose
 // selection holds those events again. It returns the events settled.
-func (d *drainRun) resumeFromChains(c resumeCounts) int {
-	d.replayed.Store(int64(c.replayed))
-	d.committed.Store(int64(c.committed))
-	d.skippedDup.Store(int64(c.skippedDup))
-	d.replayFailed.Store(int64(c.replayFailed))
-	d.poisoned.Store(int64(c.poisoned))
+func (d *drainRun) resumeFromChains(c selection.ResumeCounts) int {
+	d.replayed.Store(int64(c.Replayed))
+	d.committed.Store(int64(c.Committed))
+	d.skippedDup.Store(int64(c.SkippedDup))
+	d.replayFailed.Store(int64(c.ReplayFailed))
+	d.poisoned.Store(int64(c.Poisoned))
 	for _, n := range []*atomic.Int64{&d.held, &d.heldByEarlier, &d.heldByHold, &d.pending, &d.skipped, &d.errs} {
 		n.Store(0)
 	}
 	d.mu.Lock()
 	d.heldBy, d.underHold = nil, nil
 	d.mu.Unlock()
-	return c.done()
+	return c.Done()
 }
 
 // holdBy counts an event held by the unselected blocker b and names b
@@ -469,15 +471,15 @@ func (s *Service) concurrencyOf(req api.DrainStartRequest) int {
 // for the previous one's outcome. Once an event of the lane is unresolved
 // (an unselected earlier event, one under a legal hold, a failed or pending
 // replay), the rest of the lane is held (from the start when held is set).
-func (s *Service) runLane(d *drainRun, sel *selection, lane []item, limiter *rate.Limiter, held bool) {
+func (s *Service) runLane(d *drainRun, sel *selection.Selection, lane []selection.Item, limiter *rate.Limiter, held bool) {
 	var blocker *api.Blocker // the event holding the lane, if named
 	for _, it := range lane {
 		if d.stopCtx.Err() != nil {
 			return
 		}
-		if it.flags&flagBlocker != 0 {
+		if it.Blocker() {
 			if !held {
-				b := sel.blockerOf(it)
+				b := sel.BlockerOf(it)
 				blocker = &b
 			}
 			held = true
@@ -498,7 +500,7 @@ func (s *Service) runLane(d *drainRun, sel *selection, lane []item, limiter *rat
 		s.observeOutcome(d, res)
 		if res.code == api.ErrHeld {
 			// A legal hold found at its turn: it holds the rest of the lane.
-			_, id := sel.idOf(it)
+			_, id := sel.IDOf(it)
 			b := api.Blocker{DLQID: id, Reason: api.ReasonLegalHold, HoldID: res.holdID, CaseID: res.caseID}
 			d.noteUnderHold(b)
 			d.countHold(res.holdID, res.caseID)
@@ -514,8 +516,8 @@ func (s *Service) runLane(d *drainRun, sel *selection, lane []item, limiter *rat
 // outcome: ok reports the event resolved (its lane may go on); done is
 // false when the drain was stopped before the event had an outcome (it is
 // selected again on resume, and not counted).
-func (s *Service) replayItem(d *drainRun, sel *selection, it item, limiter *rate.Limiter) (res result, ok, done bool) {
-	dom, id := sel.idOf(it)
+func (s *Service) replayItem(d *drainRun, sel *selection.Selection, it selection.Item, limiter *rate.Limiter) (res result, ok, done bool) {
+	dom, id := sel.IDOf(it)
 	n := d.inFlight.Add(1)
 	for {
 		m := d.maxInFlight.Load()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/deadletter/deadletter/services/redriver/selection"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -85,7 +86,7 @@ var errTooManyKeys = errors.New("redriver: more drains than one multi-last get r
 // last sequence when the first reply was sent.
 func (s *Service) multiLast(ctx context.Context, fn func(*jetstream.RawStreamMsg) error) error {
 	err := streams.DirectGetAll(ctx, s.js, drainsStream,
-		streams.DirectRequest{MultiLast: []string{drainsAll}, Batch: streams.MaxMultiLast, MaxBytes: scanMaxBytes}, fn)
+		streams.DirectRequest{MultiLast: []string{drainsAll}, Batch: streams.MaxMultiLast, MaxBytes: selection.ScanMaxBytes}, fn)
 	// The server answers 413 Too Many Results when the filter matches more
 	// subjects than it sends in one reply.
 	if err != nil && strings.Contains(err.Error(), "status 413") {
@@ -97,5 +98,5 @@ func (s *Service) multiLast(ctx context.Context, fn func(*jetstream.RawStreamMsg
 // scanDrains reads every message of DRAINS in stream order.
 func (s *Service) scanDrains(ctx context.Context, fn func(*jetstream.RawStreamMsg) error) error {
 	return streams.DirectGetAll(ctx, s.js, drainsStream,
-		streams.DirectRequest{Seq: 1, NextFor: drainsAll, Batch: scanBatch, MaxBytes: scanMaxBytes}, fn)
+		streams.DirectRequest{Seq: 1, NextFor: drainsAll, Batch: selection.ScanBatch, MaxBytes: selection.ScanMaxBytes}, fn)
 }

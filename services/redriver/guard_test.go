@@ -3,9 +3,11 @@ package redriver
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"testing"
 	"time"
 
+	"github.com/deadletter/deadletter/services/redriver/selection"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/record"
@@ -38,8 +40,8 @@ func TestCanaryPicksHeads(t *testing.T) {
 		kinds: []record.Kind{record.KindPoisoned}})
 	e.write(t, spec{n: 101, domain: "pharmacy", class: record.ClassExhausted, code: codes.DownstreamUnavailable, okey: "k6", at: at(2)})
 
-	sl := &selector{js: e.js, seed: seedOf()}
-	sel, err := sl.run(context.Background(), api.DrainFilter{}, time.Time{}, 0)
+	sl := &selection.Selector{JS: e.js, Seed: maphash.MakeSeed()}
+	sel, err := sl.Run(context.Background(), api.DrainFilter{}, time.Time{}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,12 +55,12 @@ func TestCanaryPicksHeads(t *testing.T) {
 		{"more than the heads", 50, 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			picks := sel.canary(tc.n)
+			picks := sel.Canary(tc.n)
 			if len(picks) != tc.want {
 				t.Fatalf("%d picks, want %d", len(picks), tc.want)
 			}
 			for i, lo := range picks {
-				_, id := sel.idOf(sel.items[lo])
+				_, id := sel.IDOf(sel.Items[lo])
 				if !heads[id] {
 					t.Errorf("pick %d: %s is not the head of its key", i, id)
 				}
@@ -68,51 +70,10 @@ func TestCanaryPicksHeads(t *testing.T) {
 				if i%2 == 1 {
 					want = codes.DownstreamUnavailable
 				}
-				if code[id] != want || sel.codeOfItem(sel.items[lo]) != string(want) {
+				if code[id] != want || sel.CodeOfItem(sel.Items[lo]) != string(want) {
 					t.Errorf("pick %d: %s code %s, want %s", i, id, code[id], want)
 				}
 			}
 		})
 	}
 }
-
-// TestFailureWindow: the window trips at the outcome whose rate crosses the
-// max, never before it holds its minimum, and forgets what slid out.
-func TestFailureWindow(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		req     api.DrainStartRequest
-		pattern string // s: success, f: failure
-		trip    int    // 1-based outcome that trips; 0: none
-	}{
-		{"no guard", api.DrainStartRequest{}, "ffffffffffff", -1},
-		{"all fail: trips at the minimum", api.DrainStartRequest{PauseWindow: 100}, "ffffffffffffff", 10},
-		{"small window: its size is the minimum", api.DrainStartRequest{PauseWindow: 4, MaxFailureRate: ptr(0.5)}, "sfff", 4},
-		{"crossing after a full window of successes", api.DrainStartRequest{PauseWindow: 20, MaxFailureRate: ptr(0.25)},
-			"ssssssssssssssssssssffffffff", 26},
-		{"at the max does not trip", api.DrainStartRequest{PauseWindow: 10, MaxFailureRate: ptr(0.5)}, "sfsfsfsfsfsfsfsf", 0},
-		{"failures slide out", api.DrainStartRequest{PauseWindow: 10, MaxFailureRate: ptr(0.3)}, "fffsssssssssssssfff", 0},
-		{"max 1 never trips", api.DrainStartRequest{MaxFailureRate: ptr(1.0)}, "ffffffffffffffffffff", 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			w := newFailureWindow(tc.req)
-			if tc.trip < 0 {
-				if w != nil {
-					t.Fatal("a drain without canary, window or max has a window")
-				}
-				return
-			}
-			got := 0
-			for i, c := range tc.pattern {
-				if trip, _, _ := w.add(c == 'f', "X"); trip && got == 0 {
-					got = i + 1
-				}
-			}
-			if got != tc.trip {
-				t.Errorf("tripped at outcome %d, want %d", got, tc.trip)
-			}
-		})
-	}
-}
-
-func ptr[T any](v T) *T { return &v }

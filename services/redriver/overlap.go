@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/deadletter/deadletter/services/redriver/selection"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
 )
@@ -32,7 +33,7 @@ import (
 // drain's filter selects.
 type overlapScan struct {
 	drains   []storedDrain
-	matchers []matcher
+	matchers []selection.Matcher
 	// hits maps a tentatively selected item to the drains (indexes) that
 	// select it too.
 	hits   map[int32][]int
@@ -55,7 +56,7 @@ func (s *Service) unfinishedDrains(ctx context.Context, exclude string) (*overla
 			continue
 		}
 		ov.drains = append(ov.drains, d)
-		ov.matchers = append(ov.matchers, newMatcher(d.state.Request.Filter, d.state.StartedAt, true, true, nil))
+		ov.matchers = append(ov.matchers, selection.NewMatcher(d.state.Request.Filter, d.state.StartedAt, true, true, nil))
 	}
 	ov.counts = make([]int, len(ov.drains))
 	return ov, nil
@@ -69,7 +70,7 @@ func (ov *overlapScan) visit(l chain.Head, idx int32) {
 	}
 	var hit []int
 	for i, m := range ov.matchers {
-		if reason, _ := m.decideFilter(l); reason == "" {
+		if reason, _ := m.DecideFilter(l); reason == "" {
 			hit = append(hit, i)
 		}
 	}
@@ -81,9 +82,9 @@ func (ov *overlapScan) visit(l chain.Head, idx int32) {
 }
 
 // count sums the items still selected when the scan ended.
-func (ov *overlapScan) count(sel *selection) {
+func (ov *overlapScan) count(sel *selection.Selection) {
 	for idx, hit := range ov.hits {
-		if !sel.live(idx) {
+		if !sel.Live(idx) {
 			continue
 		}
 		for _, i := range hit {

@@ -49,6 +49,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/deadletter/deadletter/services/redriver/outbox"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
@@ -104,9 +105,9 @@ type Service struct {
 	// it was made for this process alone (no configured seed).
 	signer       *approval.Signer
 	ephemeralKey bool
-	// outboxKick wakes the outbox of drain events not in AUDIT yet
-	// (outbox.go).
-	outboxKick chan struct{}
+	// outbox is the loop of drain events not in AUDIT yet (outbox.go,
+	// package outbox).
+	outbox *outbox.Loop
 	// sweeping is set while signed approvals are being recovered.
 	sweeping atomic.Bool
 	// alerts publishes the notifications (a paused drain, a pending
@@ -166,7 +167,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 		replays: newReplayBatcher(js, log, m, cfg.ReplayBatch, cfg.ReplayLinger, cfg.Streams),
 		running: map[string]*drainRun{},
 		notify:  newNotifier(nc), replaySecret: secret,
-		signer: signer, ephemeralKey: ephemeral, outboxKick: make(chan struct{}, 1),
+		signer: signer, ephemeralKey: ephemeral, outbox: outbox.NewLoop(),
 	}, nil
 }
 
@@ -560,7 +561,7 @@ func (s *Service) handleDrainCancel(ctx context.Context, m endpoint.Meta, req ap
 		}
 		snap := d.snapshot()
 		if first && s.auditDrain(id, ev, len(snap.Events)) {
-			clearMark(&snap, ev, len(snap.Events))
+			outbox.ClearMark(&snap, ev, len(snap.Events))
 		}
 		return snap, nil
 	}
@@ -582,7 +583,7 @@ func (s *Service) handleDrainCancel(ctx context.Context, m endpoint.Meta, req ap
 		if _, err := s.drains.Update(ctx, id, b, rev); err == nil {
 			s.log.Info("DRAIN_CANCELLED", "drain_id", id, "actor", who.User)
 			if s.auditDrain(id, ev, len(st.Events)) {
-				clearMark(&st, ev, len(st.Events))
+				outbox.ClearMark(&st, ev, len(st.Events))
 			}
 			return st, nil
 		}
@@ -643,7 +644,7 @@ func (s *Service) handleDrainResume(ctx context.Context, m endpoint.Meta, req ap
 		s.log.Info("DRAIN_RESUMED_BY", "drain_id", id, "actor", who.User, "role", string(who.Role))
 		s.start(s.newRun(st, nrev), true)
 		if s.auditDrain(id, ev, len(st.Events)) {
-			clearMark(&st, ev, len(st.Events))
+			outbox.ClearMark(&st, ev, len(st.Events))
 		}
 		return st, nil
 	}

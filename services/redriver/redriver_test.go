@@ -5,20 +5,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/deadletter/deadletter/services/redriver/selection"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
-	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/domain/fsma"
@@ -273,34 +273,34 @@ func TestSelection(t *testing.T) {
 			for i, n := range f.DLQIDs {
 				f.DLQIDs[i] = ids[n]
 			}
-			sl := &selector{js: e.js, seed: seedOf()}
-			sel, err := sl.run(context.Background(), f, time.Time{}, f.Limit)
+			sl := &selection.Selector{JS: e.js, Seed: maphash.MakeSeed()}
+			sel, err := sl.Run(context.Background(), f, time.Time{}, f.Limit)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var got []string
 			held := 0
-			sel.lanes(func(lane []item) bool {
+			sel.Lanes(func(lane []selection.Item) bool {
 				blocked := false
 				for _, it := range lane {
-					if it.flags&flagBlocker != 0 {
+					if it.Blocker() {
 						blocked = true
 						continue
 					}
 					if blocked {
 						held++
 					}
-					_, id := sel.idOf(it)
+					_, id := sel.IDOf(it)
 					got = append(got, nameOf(ids, id))
 				}
 				return true
 			})
-			if sel.selected != len(tc.want) || !sameOrderWithinKeys(got, tc.want) {
+			if sel.Selected != len(tc.want) || !sameOrderWithinKeys(got, tc.want) {
 				t.Errorf("selected %v, want %v", got, tc.want)
 			}
 			for k, v := range tc.excluded {
-				if sel.excluded[k] != v {
-					t.Errorf("excluded %v, want %s=%d", sel.excluded, k, v)
+				if sel.Excluded[k] != v {
+					t.Errorf("excluded %v, want %s=%d", sel.Excluded, k, v)
 				}
 			}
 			if tc.name == "dscsa default" && held != 1 {
@@ -360,62 +360,6 @@ func TestDryRunWritesNothing(t *testing.T) {
 	kst, _ := kv.Status(context.Background())
 	if after.State.Msgs != before.State.Msgs || kst.Values() != 0 {
 		t.Errorf("dry run wrote: QUARANTINE %d → %d, DRAINS %d values", before.State.Msgs, after.State.Msgs, kst.Values())
-	}
-}
-
-// TestLaneOrder: lanes come in the order their first events are stored in
-// QUARANTINE (so a drain reads the stream about in order), events within a
-// lane in event-time order, and an item stays 40 bytes.
-func TestLaneOrder(t *testing.T) {
-	if n := unsafe.Sizeof(item{}); n != 40 {
-		t.Errorf("an item is %d bytes, want 40 (a million selected events ≈ 40 MB)", n)
-	}
-	at := func(h int) *time.Time { t := time.Date(2025, 1, 1, h, 0, 0, 0, time.UTC); return &t }
-	sel := &selection{}
-	seed := seedOf()
-	for _, r := range []chain.Head{ // in stream order
-		{DLQID: "a-late", OrderingKey: "A", EventTime: at(9)},
-		{DLQID: "b", OrderingKey: "B", EventTime: at(5)},
-		{DLQID: "a-early", OrderingKey: "A", EventTime: at(1)},
-		{DLQID: "unkeyed", EventTime: at(0)},
-		{DLQID: "c", OrderingKey: "C", EventTime: at(2)},
-	} {
-		sel.seen++
-		sel.add(r, 0, seed)
-	}
-	sel.sort()
-	var got [][]string
-	sel.lanes(func(lane []item) bool {
-		var ids []string
-		for _, it := range lane {
-			_, id := sel.idOf(it)
-			ids = append(ids, id)
-		}
-		got = append(got, ids)
-		return true
-	})
-	// Lane A starts with a-early, stored third: after B, before the rest.
-	want := [][]string{{"b"}, {"a-early", "a-late"}, {"unkeyed"}, {"c"}}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("lanes %v, want %v", got, want)
-	}
-}
-
-func TestPackUnpackIDs(t *testing.T) {
-	sel := &selection{}
-	seed := seedOf()
-	for _, tc := range []struct{ name, id string }{
-		{"pharmacy", domain.Key("pharmacy", "a")},
-		{"unknown domain", domain.Key(record.UnknownDomain, "b")},
-		{"odd", "custom_ID-42"},
-		{"short hex", "dscsa_abcd"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			it := sel.pack(chain.Head{DLQID: tc.id, Domain: "x", OrderingKey: "k"}, 0, seed)
-			if _, got := sel.idOf(it); got != tc.id {
-				t.Errorf("round trip %q → %q", tc.id, got)
-			}
-		})
 	}
 }
 

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"testing"
 	"time"
 
+	"github.com/deadletter/deadletter/services/redriver/selection"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/record"
@@ -37,13 +39,13 @@ func TestManyDLQIDs(t *testing.T) {
 		{"all, limited", api.DrainFilter{Limit: 7}, 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sl := &selector{js: e.js, seed: seedOf()}
-			sel, err := sl.run(context.Background(), tc.f, time.Time{}, tc.f.Limit)
+			sl := &selection.Selector{JS: e.js, Seed: maphash.MakeSeed()}
+			sel, err := sl.Run(context.Background(), tc.f, time.Time{}, tc.f.Limit)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if sel.selected != tc.selected || len(sel.items) != tc.selected || sel.excluded["resolved"] != (n+9)/10 {
-				t.Errorf("selected %d (%d items), excluded %v; want %d selected, %d resolved", sel.selected, len(sel.items), sel.excluded, tc.selected, (n+9)/10)
+			if sel.Selected != tc.selected || len(sel.Items) != tc.selected || sel.Excluded["resolved"] != (n+9)/10 {
+				t.Errorf("selected %d (%d items), excluded %v; want %d selected, %d resolved", sel.Selected, len(sel.Items), sel.Excluded, tc.selected, (n+9)/10)
 			}
 		})
 	}

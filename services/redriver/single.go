@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/deadletter/deadletter/services/redriver/approved"
+	"github.com/deadletter/deadletter/services/redriver/selection"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/chain"
@@ -65,7 +68,7 @@ func (s *Service) redrive(ctx context.Context, req api.RedriveRequest, ask *aske
 	if err != nil {
 		return api.RedriveReply{}, err
 	}
-	if err := checkSigned(ch, ap); err != nil {
+	if err := approved.CheckSigned(ch, ap); err != nil {
 		return api.RedriveReply{}, err
 	}
 	// A held event is neither corrected nor replayed (HELD); its replay
@@ -82,7 +85,7 @@ func (s *Service) redrive(ctx context.Context, req api.RedriveRequest, ask *aske
 	if ap != nil {
 		exp = ap.ChainRecords + 1
 	}
-	if len(req.Payload) > 0 && approvedAt(ch, exp, record.KindCorrected, ap) {
+	if len(req.Payload) > 0 && approved.StepAt(ch, exp, record.KindCorrected, ap) {
 		// A repeated execution: the correction is stored; replay it.
 		rep.Corrected = &exp
 	} else if len(req.Payload) > 0 {
@@ -291,9 +294,8 @@ func (s *Service) planFor(ctx context.Context, req api.DrainStartRequest, dups b
 	if err != nil {
 		return nil, fmt.Errorf("redriver: read the legal holds: %w", err)
 	}
-	sl := &selector{js: s.js, ignoreOrder: ignoreOrder, holds: holds}
-	sl.seed = seedOf()
-	sl.onItem = func(l chain.Head, idx int32) {
+	sl := &selection.Selector{JS: s.js, Seed: maphash.MakeSeed(), IgnoreOrder: ignoreOrder, Holds: holds}
+	sl.OnItem = func(l chain.Head, idx int32) {
 		t := dcc{l.Domain, string(l.Class), string(l.ErrorCode)}
 		ti, ok := tripleIdx[t]
 		if !ok {
@@ -306,7 +308,7 @@ func (s *Service) planFor(ctx context.Context, req api.DrainStartRequest, dups b
 		}
 		info[idx] = ti + 1
 		if l.OrderingKey != "" && len(names) < maxNames {
-			names[hashKey(sl.seed, l.Domain, l.OrderingKey)] = l.OrderingKey
+			names[selection.HashKey(sl.Seed, l.Domain, l.OrderingKey)] = l.OrderingKey
 		}
 		if _, ok := idem[idx]; (ok || len(idem) < maxChecks) && l.IdempotencyKey != "" && dups {
 			idem[idx] = l.IdempotencyKey
@@ -314,9 +316,9 @@ func (s *Service) planFor(ctx context.Context, req api.DrainStartRequest, dups b
 		ov.visit(l, idx)
 	}
 	var keys []string // idempotency keys to check, at most maxChecks
-	sl.onFinal = func(sel *selection) {
+	sl.OnFinal = func(sel *selection.Selection) {
 		for idx, ti := range info {
-			if ti == 0 || !sel.live(int32(idx)) {
+			if ti == 0 || !sel.Live(int32(idx)) {
 				continue
 			}
 			t := triples[ti-1]
@@ -330,25 +332,25 @@ func (s *Service) planFor(ctx context.Context, req api.DrainStartRequest, dups b
 		slices.Sort(keys)
 		ov.count(sel)
 	}
-	sel, err := sl.run(ctx, f, time.Time{}, f.Limit)
+	sel, err := sl.Run(ctx, f, time.Time{}, f.Limit)
 	if err != nil {
 		return nil, err
 	}
-	p.Selected, p.Excluded = sel.selected, sel.excluded
-	p.HeldByHold, p.UnderHold, p.Holds = sel.heldByHold, sel.underHold, sel.holdCounts()
+	p.Selected, p.Excluded = sel.Selected, sel.Excluded
+	p.HeldByHold, p.UnderHold, p.Holds = sel.HeldByHold, sel.UnderHold, sel.HoldCounts()
 	p.Overlaps = ov.overlaps()
 	type kc struct {
 		h uint64
 		n int
 	}
 	var top []kc
-	sel.lanes(func(lane []item) bool {
+	sel.Lanes(func(lane []selection.Item) bool {
 		held, n := false, 0
-		var first item // the lane's first blocker
-		named := -1    // its place in p.HeldBy, once it holds an event
+		var first selection.Item // the lane's first blocker
+		named := -1              // its place in p.HeldBy, once it holds an event
 		for _, it := range lane {
 			switch {
-			case it.flags&flagBlocker != 0:
+			case it.Blocker():
 				if !held {
 					first = it
 				}
@@ -357,7 +359,7 @@ func (s *Service) planFor(ctx context.Context, req api.DrainStartRequest, dups b
 				p.HeldByEarlier++
 				if named < 0 && len(p.HeldBy) < api.MaxHeldBy {
 					named = len(p.HeldBy)
-					p.HeldBy = append(p.HeldBy, sel.blockerOf(first))
+					p.HeldBy = append(p.HeldBy, sel.BlockerOf(first))
 				}
 				if named >= 0 {
 					p.HeldBy[named].Holds++
@@ -367,9 +369,9 @@ func (s *Service) planFor(ctx context.Context, req api.DrainStartRequest, dups b
 				n++
 			}
 		}
-		if n > 0 && lane[0].flags&flagNoKey == 0 {
+		if n > 0 && lane[0].Keyed() {
 			p.Keys++
-			top = append(top, kc{lane[0].okey, n})
+			top = append(top, kc{lane[0].KeyHash(), n})
 			if len(top) > 200 {
 				slices.SortFunc(top, func(a, b kc) int { return b.n - a.n })
 				top = top[:20]
@@ -385,9 +387,9 @@ func (s *Service) planFor(ctx context.Context, req api.DrainStartRequest, dups b
 		}
 		p.TopKeys = append(p.TopKeys, api.KeyCount{OrderingKey: name, Events: t.n})
 	}
-	for _, lo := range sel.canary(canary) {
-		_, id := sel.idOf(sel.items[lo])
-		p.Canary = append(p.Canary, api.CanaryPick{DLQID: id, Code: sel.codeOfItem(sel.items[lo])})
+	for _, lo := range sel.Canary(canary) {
+		_, id := sel.IDOf(sel.Items[lo])
+		p.Canary = append(p.Canary, api.CanaryPick{DLQID: id, Code: sel.CodeOfItem(sel.Items[lo])})
 	}
 	for _, k := range keys {
 		st, found, err := idempotency.Lookup(ctx, s.idem, k)
@@ -464,13 +466,13 @@ func (s *Service) decisionChain(ctx context.Context, dlqID string, kind record.K
 	if err != nil {
 		return chain.Chain{}, 0, nil, err
 	}
-	if err := checkSigned(ch, ap); err != nil {
+	if err := approved.CheckSigned(ch, ap); err != nil {
 		return chain.Chain{}, 0, nil, err
 	}
 	exp := len(ch.Records)
 	if ap != nil {
 		exp = ap.ChainRecords + 1
-		if approvedAt(ch, exp, kind, ap) {
+		if approved.StepAt(ch, exp, kind, ap) {
 			r := ch.Records[exp]
 			return ch, exp, &api.AppendReply{DLQID: r.DLQID, Index: r.Index, AuditHash: r.AuditHash, Status: ch.State.Status, Class: ch.State.Class}, nil
 		}

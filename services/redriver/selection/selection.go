@@ -1,4 +1,11 @@
-package redriver
+// Package selection is a drain's selection: it reads the chains of a
+// filter from QUARANTINE (direct gets, no consumer), decides on each
+// chain's last record (the filter, per-key order, legal holds), and
+// orders the selected events into lanes, compactly (about 40 bytes an
+// event). It also counts a resumed drain's outcomes found in the chains
+// and picks the canary. The redriver's Service runs the replays; this
+// package holds no service state, only a JetStream handle.
+package selection
 
 import (
 	"cmp"
@@ -24,13 +31,13 @@ import (
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
-// item is one event of a drain's selection, kept compact so that a
+// Item is one event of a drain's selection, kept compact so that a
 // selection of a million events costs about 40 MB: the dlq id packed to 16
 // bytes (ids are "<domain>_<32 hex>"; any other id is kept in a side table),
 // the ordering key as a 64-bit hash (a collision only makes two keys share
 // one ordered lane), the event time in nanoseconds, and where the chain is
 // stored (see ord).
-type item struct {
+type Item struct {
 	id   [16]byte
 	okey uint64
 	t    int64
@@ -53,6 +60,17 @@ type item struct {
 	// failure (for the canary's spread over codes).
 	code uint8
 }
+
+// Blocker reports whether the item is an unresolved, unselected event
+// that holds the later events of its key (never replayed).
+func (it Item) Blocker() bool { return it.flags&flagBlocker != 0 }
+
+// Keyed reports whether the item has an ordering key (else it is a lane
+// of its own).
+func (it Item) Keyed() bool { return it.flags&flagNoKey == 0 }
+
+// KeyHash is the hash of the item's ordering key (HashKey).
+func (it Item) KeyHash() uint64 { return it.okey }
 
 const (
 	flagBlocker = 1 << iota
@@ -84,27 +102,49 @@ func splitReason(r string) (reason, holdID string) {
 	return reason, holdID
 }
 
+// DomainOf returns the domain prefix of a dlq id ("<domain>_<hex>", as
+// record.DLQIDFor builds them); ok is false when the id is not a safe
+// subject token of at most 200 bytes or has no domain.
+func DomainOf(id string) (dom string, ok bool) {
+	if id == "" || len(id) > 200 {
+		return "", false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return "", false
+		}
+	}
+	dom, _, ok = domain.SplitID(id)
+	if !ok {
+		return "", false
+	}
+	return dom, true
+}
+
 // domainTable maps a domain to its item code; 0 is "other" (an odd id).
 var domainTable = append([]string{""}, registry.NamesAndUnknown()...)
 
-// selection is a drain's sorted selection.
-type selection struct {
-	items []item
+// Selection is a drain's sorted selection.
+type Selection struct {
+	// Items are the selected events and their blockers, in lanes (see
+	// Lanes) once Run returned.
+	Items []Item
 	odd   []string
-	// selected counts the non-blocker items.
-	selected int
+	// Selected counts the non-blocker items.
+	Selected int
 	// seen counts the records read so far (the ord of the next one).
 	seen uint32
-	// excluded counts events not selected, by reason.
-	excluded map[string]int
+	// Excluded counts events not selected, by reason.
+	Excluded map[string]int
 	// ignoreOrder: unselected events hold nothing (the drain waived
 	// per-key order), but for those under a legal hold.
 	ignoreOrder bool
-	// heldByHold counts the events the filter selects that a legal hold
-	// holds (counted in selected, never replayed); underHold names the
+	// HeldByHold counts the events the filter selects that a legal hold
+	// holds (counted in Selected, never replayed); UnderHold names the
 	// first api.MaxHeldBy; holdCase maps the active holds to their cases.
-	heldByHold int
-	underHold  []api.Blocker
+	HeldByHold int
+	UnderHold  []api.Blocker
 	holdCase   map[string]string
 	// byHold counts the events of heldByHold by hold id.
 	byHold map[string]int
@@ -138,9 +178,9 @@ type chainKey struct {
 // earlier events of a key must be found, see matcher.ids) their domain's.
 func filterSubjects(f api.DrainFilter, scanIDs bool) []string {
 	if len(f.DLQIDs) > 0 && scanIDs && f.Domain == "" {
-		dom, _ := domainOfID(f.DLQIDs[0])
+		dom, _ := DomainOf(f.DLQIDs[0])
 		for _, id := range f.DLQIDs[1:] {
-			if d, _ := domainOfID(id); d != dom {
+			if d, _ := DomainOf(id); d != dom {
 				return []string{subjects.QuarantineAll}
 			}
 		}
@@ -149,7 +189,7 @@ func filterSubjects(f api.DrainFilter, scanIDs bool) []string {
 	if len(f.DLQIDs) > 0 && !scanIDs {
 		out := make([]string, 0, len(f.DLQIDs))
 		for _, id := range f.DLQIDs {
-			dom, _ := domainOfID(id)
+			dom, _ := DomainOf(id)
 			out = append(out, subjects.Quarantine(dom, id))
 		}
 		return out
@@ -160,8 +200,8 @@ func filterSubjects(f api.DrainFilter, scanIDs bool) []string {
 	return []string{subjects.QuarantineAll}
 }
 
-// matcher applies a drain's filter to last records.
-type matcher struct {
+// Matcher applies a drain's filter to last records.
+type Matcher struct {
 	f       api.DrainFilter
 	classes map[record.Class]bool
 	codes   map[string]bool
@@ -183,8 +223,12 @@ type matcher struct {
 // when it holds a named one.
 const reasonNotListed = "dlq_id"
 
-func newMatcher(f api.DrainFilter, cutoff time.Time, ignoreOrder, scanIDs bool, holds []api.Hold) matcher {
-	m := matcher{f: f, classes: map[record.Class]bool{}, codes: map[string]bool{}, hold: !ignoreOrder, holds: holds}
+// NewMatcher returns the matcher of a drain's filter: events first seen
+// from cutoff on (zero: none) are not selected; ignoreOrder waives
+// per-key order; scanIDs: the named chains are read with their domain's;
+// holds are the active legal holds.
+func NewMatcher(f api.DrainFilter, cutoff time.Time, ignoreOrder, scanIDs bool, holds []api.Hold) Matcher {
+	m := Matcher{f: f, classes: map[record.Class]bool{}, codes: map[string]bool{}, hold: !ignoreOrder, holds: holds}
 	if len(f.DLQIDs) > 0 && scanIDs {
 		m.ids = make(map[string]bool, len(f.DLQIDs))
 		for _, id := range f.DLQIDs {
@@ -218,8 +262,8 @@ func newMatcher(f api.DrainFilter, cutoff time.Time, ignoreOrder, scanIDs bool, 
 // class, poison), unless the drain ignores order. A resolved chain holds
 // nothing (see selection.visit). An unresolved event under an active
 // legal hold is never selected and always holds (holdReason).
-func (m matcher) decide(l chain.Head) (reason string, blocker bool) {
-	reason, blocker = m.decideFilter(l)
+func (m Matcher) decide(l chain.Head) (reason string, blocker bool) {
+	reason, blocker = m.DecideFilter(l)
 	if len(m.holds) == 0 || l.Status() == record.StatusResolved {
 		return reason, blocker
 	}
@@ -231,8 +275,8 @@ func (m matcher) decide(l chain.Head) (reason string, blocker bool) {
 	return reason, blocker
 }
 
-// decideFilter is decide without the legal holds.
-func (m matcher) decideFilter(l chain.Head) (reason string, blocker bool) {
+// DecideFilter is decide without the legal holds.
+func (m Matcher) DecideFilter(l chain.Head) (reason string, blocker bool) {
 	switch {
 	case m.ids != nil && !m.ids[l.DLQID]:
 		return reasonNotListed, m.hold
@@ -268,42 +312,44 @@ func static(reason string) bool {
 	return reason == "party_id" || reason == "first_seen" || reason == reasonNotListed
 }
 
-// selector reads a filter's chains and builds a selection.
-type selector struct {
-	js   jetstream.JetStream
-	seed maphash.Seed
-	// ignoreOrder: the drain waives per-key order (no unselected event
+// Selector reads a filter's chains and builds a selection.
+type Selector struct {
+	// JS reads QUARANTINE (direct gets).
+	JS jetstream.JetStream
+	// Seed hashes the ordering keys (HashKey).
+	Seed maphash.Seed
+	// IgnoreOrder: the drain waives per-key order (no unselected event
 	// holds a selected one).
-	ignoreOrder bool
-	// resumeOf, when set, is the id of the resumed drain whose outcomes
-	// the chains hold (selection.tally).
-	resumeOf string
-	// holds are the active legal holds (matcher.holds), read once before
+	IgnoreOrder bool
+	// ResumeOf, when set, is the id of the resumed drain whose outcomes
+	// the chains hold (Selection.tally).
+	ResumeOf string
+	// Holds are the active legal holds (Matcher.holds), read once before
 	// the selection.
-	holds []api.Hold
-	// onItem, when set, is called with each record that tentatively selects
+	Holds []api.Hold
+	// OnItem, when set, is called with each record that tentatively selects
 	// its chain, and the index of the chain's item (for dry runs: a later
-	// record of the chain may still unselect it, see selection.live).
-	onItem func(l chain.Head, idx int32)
-	// onFinal, when set, is called once the scan ended and before the
-	// selection is compacted: selection.live then tells the indexes onItem
+	// record of the chain may still unselect it, see Selection.Live).
+	OnItem func(l chain.Head, idx int32)
+	// OnFinal, when set, is called once the scan ended and before the
+	// selection is compacted: Selection.Live then tells the indexes OnItem
 	// named that stayed selected.
-	onFinal func(sel *selection)
+	OnFinal func(sel *Selection)
 }
 
-// errSelection wraps a failure to read the selection.
-var errSelection = errors.New("redriver: selection failed")
+// ErrSelection wraps a failure to read the selection.
+var ErrSelection = errors.New("redriver: selection failed")
 
-// Reads of the selection: direct-get batches of up to scanBatch records
-// and scanMaxBytes bytes (a first record carries its payload, up to the
-// gate's limit), so a scan costs one round trip per batch and the
-// redriver's memory per batch stays bounded.
+// Reads of the selection (and of DRAINS): direct-get batches of up to
+// ScanBatch records and ScanMaxBytes bytes (a first record carries its
+// payload, up to the gate's limit), so a scan costs one round trip per
+// batch and the redriver's memory per batch stays bounded.
 const (
-	scanBatch    = 1024
-	scanMaxBytes = 8 << 20
+	ScanBatch    = 1024
+	ScanMaxBytes = 8 << 20
 )
 
-// run reads the chains of a filter with batch direct gets (no consumer:
+// Run reads the chains of a filter with batch direct gets (no consumer:
 // the redriver has no right to create one) and builds the selection from
 // the last record of each chain. A filter naming dlq ids reads exactly the
 // last records, by multi-last gets of at most streams.MaxMultiLast
@@ -312,24 +358,24 @@ const (
 // ends at a resolving record ("nothing follows a resolved event"): it is
 // counted then and forgotten, so memory grows with the unresolved chains
 // read, never with the stored records.
-func (sl *selector) run(ctx context.Context, f api.DrainFilter, cutoff time.Time, limit int) (*selection, error) {
+func (sl *Selector) Run(ctx context.Context, f api.DrainFilter, cutoff time.Time, limit int) (*Selection, error) {
 	// Named chains are read alone (their last records) only when nothing
 	// else matters: order is waived and no resumed drain's outcomes must
 	// be found in the chains' earlier records.
 	// A legal hold on an unnamed earlier event of a named one's key holds
 	// it even when order is waived: with active holds the domain is read.
-	scanIDs := !sl.ignoreOrder || sl.resumeOf != "" || len(sl.holds) > 0
-	m := newMatcher(f, cutoff, sl.ignoreOrder, scanIDs, sl.holds)
-	sel := &selection{excluded: map[string]int{}, byID: map[chainKey]int32{}, byOddID: map[string]int32{}, reasons: []string{""}, codes: []string{""},
-		ignoreOrder: sl.ignoreOrder, drain: sl.resumeOf, holdCase: map[string]string{}}
-	for _, h := range sl.holds {
+	scanIDs := !sl.IgnoreOrder || sl.ResumeOf != "" || len(sl.Holds) > 0
+	m := NewMatcher(f, cutoff, sl.IgnoreOrder, scanIDs, sl.Holds)
+	sel := &Selection{Excluded: map[string]int{}, byID: map[chainKey]int32{}, byOddID: map[string]int32{}, reasons: []string{""}, codes: []string{""},
+		ignoreOrder: sl.IgnoreOrder, drain: sl.ResumeOf, holdCase: map[string]string{}}
+	for _, h := range sl.Holds {
 		sel.holdCase[h.ID] = h.CaseID
 	}
-	if sl.resumeOf != "" {
+	if sl.ResumeOf != "" {
 		sel.outcome = map[string]uint8{}
 	}
 	visit := func(raw *jetstream.RawStreamMsg) error {
-		sel.visit(m, raw, sl.seed, sl.onItem)
+		sel.visit(m, raw, sl.Seed, sl.OnItem)
 		return nil
 	}
 	var err error
@@ -339,9 +385,9 @@ func (sl *selector) run(ctx context.Context, f api.DrainFilter, cutoff time.Time
 		err = sl.scan(ctx, filterSubjects(f, scanIDs)[0], visit)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errSelection, err)
+		return nil, fmt.Errorf("%w: %w", ErrSelection, err)
 	}
-	sel.finish(limit, sl.onFinal)
+	sel.finish(limit, sl.OnFinal)
 	sel.sort()
 	return sel, nil
 }
@@ -351,7 +397,7 @@ func (sl *selector) run(ctx context.Context, f api.DrainFilter, cutoff time.Time
 // fn works through the last one (at most scanAhead batches wait), so the
 // server's reads overlap the decoding here as a consumer's deliveries
 // would.
-func (sl *selector) scan(ctx context.Context, subject string, fn func(*jetstream.RawStreamMsg) error) error {
+func (sl *Selector) scan(ctx context.Context, subject string, fn func(*jetstream.RawStreamMsg) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// QUARANTINE holds quarantine.> alone: the whole stream is asked for
@@ -367,9 +413,9 @@ func (sl *selector) scan(ctx context.Context, subject string, fn func(*jetstream
 	go func() {
 		defer close(batches)
 		for next := uint64(1); ; {
-			b, n := make([]*jetstream.RawStreamMsg, 0, scanBatch), 0
-			pending, err := streams.DirectGet(ctx, sl.js, subjects.QuarantineStream,
-				streams.DirectRequest{Seq: next, NextFor: filter, Batch: scanBatch, MaxBytes: scanMaxBytes},
+			b, n := make([]*jetstream.RawStreamMsg, 0, ScanBatch), 0
+			pending, err := streams.DirectGet(ctx, sl.JS, subjects.QuarantineStream,
+				streams.DirectRequest{Seq: next, NextFor: filter, Batch: ScanBatch, MaxBytes: ScanMaxBytes},
 				func(raw *jetstream.RawStreamMsg) error {
 					if filter != "" || strings.HasPrefix(raw.Subject, quarantinePrefix) {
 						b = append(b, raw)
@@ -427,10 +473,10 @@ const scanAhead = 2
 // readLast hands fn the last record of each of subjects (no wildcards), by
 // multi-last gets of at most streams.MaxMultiLast subjects; a reply cut
 // short by max_bytes continues from the sequence after its last record.
-func (sl *selector) readLast(ctx context.Context, subs []string, fn func(*jetstream.RawStreamMsg) error) error {
+func (sl *Selector) readLast(ctx context.Context, subs []string, fn func(*jetstream.RawStreamMsg) error) error {
 	for chunk := range slices.Chunk(subs, streams.MaxMultiLast) {
-		err := streams.DirectGetAll(ctx, sl.js, subjects.QuarantineStream,
-			streams.DirectRequest{MultiLast: chunk, Batch: len(chunk), MaxBytes: scanMaxBytes}, fn)
+		err := streams.DirectGetAll(ctx, sl.JS, subjects.QuarantineStream,
+			streams.DirectRequest{MultiLast: chunk, Batch: len(chunk), MaxBytes: ScanMaxBytes}, fn)
 		if err != nil {
 			return err
 		}
@@ -440,7 +486,7 @@ func (sl *selector) readLast(ctx context.Context, subs []string, fn func(*jetstr
 
 // visit decides on one record: it replaces what an earlier record of its
 // chain decided.
-func (sel *selection) visit(m matcher, raw *jetstream.RawStreamMsg, seed maphash.Seed, onItem func(chain.Head, int32)) {
+func (sel *Selection) visit(m Matcher, raw *jetstream.RawStreamMsg, seed maphash.Seed, onItem func(chain.Head, int32)) {
 	if sel.seen < math.MaxUint32 {
 		sel.seen++
 	}
@@ -461,13 +507,13 @@ func (sel *selection) visit(m matcher, raw *jetstream.RawStreamMsg, seed maphash
 		// a chain that holds nothing is excluded whatever follows, counted
 		// once, at its first record, and never kept.
 		if l.Index == 0 && reason != reasonNotListed {
-			sel.excluded[reason]++
+			sel.Excluded[reason]++
 		}
 		sel.forget(l.DLQID)
 	case l.Status() == record.StatusResolved:
 		// Nothing follows a resolved event: final.
 		if reason != reasonNotListed {
-			sel.excluded[reason]++
+			sel.Excluded[reason]++
 		}
 		sel.forget(l.DLQID)
 	default:
@@ -480,7 +526,7 @@ func (sel *selection) visit(m matcher, raw *jetstream.RawStreamMsg, seed maphash
 
 // upsert records the decision of a chain's latest record in its item,
 // creating the item at the chain's first record read.
-func (sel *selection) upsert(l chain.Head, reason string, blocker bool, seed maphash.Seed) int32 {
+func (sel *Selection) upsert(l chain.Head, reason string, blocker bool, seed maphash.Seed) int32 {
 	var flags uint8
 	if blocker {
 		flags = flagBlocker
@@ -501,39 +547,39 @@ func (sel *selection) upsert(l chain.Head, reason string, blocker bool, seed map
 	if it.flags&flagOddID == 0 {
 		k := chainKey{it.id, it.dom}
 		if idx, ok := sel.byID[k]; ok {
-			sel.items[idx] = it
+			sel.Items[idx] = it
 			return idx
 		}
-		idx := int32(len(sel.items))
+		idx := int32(len(sel.Items))
 		sel.byID[k] = idx
-		sel.items = append(sel.items, it)
+		sel.Items = append(sel.Items, it)
 		return idx
 	}
 	if idx, ok := sel.byOddID[l.DLQID]; ok {
-		it.id = sel.items[idx].id // keep its odd-table entry
-		sel.items[idx] = it
+		it.id = sel.Items[idx].id // keep its odd-table entry
+		sel.Items[idx] = it
 		return idx
 	}
 	sel.addOdd(&it, l.DLQID)
-	idx := int32(len(sel.items))
+	idx := int32(len(sel.Items))
 	sel.byOddID[l.DLQID] = idx
-	sel.items = append(sel.items, it)
+	sel.Items = append(sel.Items, it)
 	return idx
 }
 
 // forget drops the item of a chain that ended (or that no record of can
 // select).
-func (sel *selection) forget(id string) {
-	var it item
+func (sel *Selection) forget(id string) {
+	var it Item
 	if k, ok := packID(id, &it); ok {
 		if idx, found := sel.byID[k]; found {
-			sel.items[idx].flags |= flagDead
+			sel.Items[idx].flags |= flagDead
 			delete(sel.byID, k)
 		}
 		return
 	}
 	if idx, found := sel.byOddID[id]; found {
-		sel.items[idx].flags |= flagDead
+		sel.Items[idx].flags |= flagDead
 		delete(sel.byOddID, id)
 	}
 }
@@ -541,7 +587,7 @@ func (sel *selection) forget(id string) {
 // reasonCode interns an exclusion reason ("" is 0); past 255 reasons the
 // last one stands for the rest (reasons are a few fixed strings and the
 // classes, so this does not happen).
-func (sel *selection) reasonCode(reason string) uint8 { return intern(&sel.reasons, reason) }
+func (sel *Selection) reasonCode(reason string) uint8 { return intern(&sel.reasons, reason) }
 
 // intern returns the index of s in *table, appending it when new; past 255
 // entries the last one stands for the rest.
@@ -556,30 +602,30 @@ func intern(table *[]string, s string) uint8 {
 	return uint8(len(*table) - 1)
 }
 
-// codeOfItem returns the error code of an item's latest failure.
-func (sel *selection) codeOfItem(it item) string { return sel.codeName(it.code) }
+// CodeOfItem returns the error code of an item's latest failure.
+func (sel *Selection) CodeOfItem(it Item) string { return sel.codeName(it.code) }
 
 // codeName returns the error code interned as c.
-func (sel *selection) codeName(c uint8) string {
+func (sel *Selection) codeName(c uint8) string {
 	if int(c) < len(sel.codes) {
 		return sel.codes[c]
 	}
 	return ""
 }
 
-// canary returns the indexes in sel.items of up to n events for a
+// Canary returns the indexes in sel.items of up to n events for a
 // drain's canary: only heads of their lanes (the first event of a key in
 // the selection, not held by an unselected earlier one), so that the
 // canary never replays an event before an earlier one of its key; spread
 // round-robin over the error codes (in code order), then over the keys
 // (lanes in the drain's order).
-func (sel *selection) canary(n int) []int {
+func (sel *Selection) Canary(n int) []int {
 	if n <= 0 {
 		return nil
 	}
 	byCode := map[uint8][]int{}
-	for lo := 0; lo < len(sel.items); lo = sel.laneEnd(lo) {
-		it := sel.items[lo]
+	for lo := 0; lo < len(sel.Items); lo = sel.LaneEnd(lo) {
+		it := sel.Items[lo]
 		if it.flags&flagBlocker != 0 || len(byCode[it.code]) >= n {
 			continue
 		}
@@ -606,10 +652,10 @@ func (sel *selection) canary(n int) []int {
 	return out
 }
 
-// live reports whether item idx (as onItem named it) is still selected once
+// Live reports whether item idx (as onItem named it) is still selected once
 // the scan ended; valid only in onFinal, before finish compacts the items.
-func (sel *selection) live(idx int32) bool {
-	it := sel.items[idx]
+func (sel *Selection) Live(idx int32) bool {
+	it := sel.Items[idx]
 	return it.flags&flagDead == 0 && it.reason == 0
 }
 
@@ -618,11 +664,11 @@ func (sel *selection) live(idx int32) bool {
 // records; 0: no limit), the excluded ones counted by reason, the blockers
 // among them kept (they hold their keys' lanes), the rest dropped. onFinal,
 // when set, sees the selection before it is compacted.
-func (sel *selection) finish(limit int, onFinal func(*selection)) {
+func (sel *Selection) finish(limit int, onFinal func(*Selection)) {
 	sel.byID, sel.byOddID = nil, nil
 	if limit > 0 {
 		var ords []uint32
-		for _, it := range sel.items {
+		for _, it := range sel.Items {
 			if it.flags&flagDead == 0 && it.reason == 0 {
 				ords = append(ords, it.ord)
 			}
@@ -630,8 +676,8 @@ func (sel *selection) finish(limit int, onFinal func(*selection)) {
 		if len(ords) > limit {
 			slices.Sort(ords)
 			last := ords[limit-1]
-			for i := range sel.items {
-				if it := &sel.items[i]; it.flags&flagDead == 0 && it.reason == 0 && it.ord > last {
+			for i := range sel.Items {
+				if it := &sel.Items[i]; it.flags&flagDead == 0 && it.reason == 0 && it.ord > last {
 					// Beyond the limit: excluded, and holding the later
 					// events of its key like any unselected one.
 					it.reason = sel.reasonCode("limit")
@@ -645,8 +691,8 @@ func (sel *selection) finish(limit int, onFinal func(*selection)) {
 	if onFinal != nil {
 		onFinal(sel)
 	}
-	out := sel.items[:0]
-	for _, it := range sel.items {
+	out := sel.Items[:0]
+	for _, it := range sel.Items {
 		switch {
 		case it.flags&flagDead != 0:
 			continue
@@ -655,42 +701,42 @@ func (sel *selection) finish(limit int, onFinal func(*selection)) {
 			switch {
 			case r == api.ReasonLegalHold:
 				// Selected, and held: counted so, never replayed.
-				sel.selected++
-				sel.heldByHold++
+				sel.Selected++
+				sel.HeldByHold++
 				if sel.byHold == nil {
 					sel.byHold = map[string]int{}
 				}
 				_, holdID := splitReason(sel.reasons[it.reason])
 				sel.byHold[holdID]++
-				if len(sel.underHold) < api.MaxHeldBy {
-					sel.underHold = append(sel.underHold, sel.blockerOf(it))
+				if len(sel.UnderHold) < api.MaxHeldBy {
+					sel.UnderHold = append(sel.UnderHold, sel.BlockerOf(it))
 				}
 			case r != reasonNotListed:
-				sel.excluded[r]++
+				sel.Excluded[r]++
 			}
 			if it.flags&flagBlocker == 0 || it.flags&flagNoKey != 0 {
 				continue
 			}
 		default:
-			sel.selected++
+			sel.Selected++
 		}
 		// A blocker keeps its reason (blockerOf names it).
 		out = append(out, it)
 	}
-	clear(sel.items[len(out):])
-	sel.items = slices.Clip(out)
+	clear(sel.Items[len(out):])
+	sel.Items = slices.Clip(out)
 }
 
 // add appends a last record as a new item (tests build selections with it).
-func (sel *selection) add(l chain.Head, flags uint8, seed maphash.Seed) {
+func (sel *Selection) add(l chain.Head, flags uint8, seed maphash.Seed) {
 	it := sel.pack(l, flags, seed)
 	it.ord = sel.seen
-	sel.items = append(sel.items, it)
+	sel.Items = append(sel.Items, it)
 }
 
 // pack builds the item of a last record, adding an odd id to the side
 // table.
-func (sel *selection) pack(l chain.Head, flags uint8, seed maphash.Seed) item {
+func (sel *Selection) pack(l chain.Head, flags uint8, seed maphash.Seed) Item {
 	it := packFields(l, flags, seed)
 	if it.flags&flagOddID != 0 {
 		sel.addOdd(&it, l.DLQID)
@@ -699,22 +745,22 @@ func (sel *selection) pack(l chain.Head, flags uint8, seed maphash.Seed) item {
 }
 
 // addOdd stores an odd id in the side table and makes it refer to it.
-func (sel *selection) addOdd(it *item, id string) {
+func (sel *Selection) addOdd(it *Item, id string) {
 	n := len(sel.odd)
 	sel.odd = append(sel.odd, id)
 	it.id[0], it.id[1], it.id[2], it.id[3] = byte(n), byte(n>>8), byte(n>>16), byte(n>>24)
 }
 
 // packFields builds the item of a last record; an odd id is only flagged.
-func packFields(l chain.Head, flags uint8, seed maphash.Seed) item {
-	it := item{flags: flags}
+func packFields(l chain.Head, flags uint8, seed maphash.Seed) Item {
+	it := Item{flags: flags}
 	if l.EventTime != nil {
 		it.t = l.EventTime.UnixNano()
 	}
 	if l.OrderingKey == "" {
 		it.flags |= flagNoKey
 	} else {
-		it.okey = hashKey(seed, l.Domain, l.OrderingKey)
+		it.okey = HashKey(seed, l.Domain, l.OrderingKey)
 	}
 	if _, ok := packID(l.DLQID, &it); !ok {
 		it.flags |= flagOddID
@@ -724,7 +770,7 @@ func packFields(l chain.Head, flags uint8, seed maphash.Seed) item {
 
 // packID packs a standard dlq id ("<domain>_<32 hex>" of a known domain)
 // into it; ok is false for any other id.
-func packID(id string, it *item) (chainKey, bool) {
+func packID(id string, it *Item) (chainKey, bool) {
 	dom, rest, _ := domain.SplitID(id)
 	if d := slices.Index(domainTable, dom); d > 0 && len(rest) == 32 {
 		var k chainKey
@@ -737,11 +783,8 @@ func packID(id string, it *item) (chainKey, bool) {
 	return chainKey{}, false
 }
 
-// seedOf returns a fresh seed for ordering-key hashes.
-func seedOf() maphash.Seed { return maphash.MakeSeed() }
-
-// hashKey hashes a domain's ordering key.
-func hashKey(seed maphash.Seed, domain, key string) uint64 {
+// HashKey hashes a domain's ordering key.
+func HashKey(seed maphash.Seed, domain, key string) uint64 {
 	return maphash.String(seed, domain+"\x1f"+key)
 }
 
@@ -753,25 +796,25 @@ func hashKey(seed maphash.Seed, domain, key string) uint64 {
 // the first replays wait seconds each and kept every block in memory).
 //
 // Lanes of blockers alone hold nothing and are dropped.
-func (sel *selection) sort() {
-	slices.SortFunc(sel.items, cmpInLane)
-	out := sel.items[:0]
-	for lo := 0; lo < len(sel.items); {
-		hi := sel.laneEnd(lo)
-		if !slices.ContainsFunc(sel.items[lo:hi], func(it item) bool { return it.flags&flagBlocker == 0 }) {
+func (sel *Selection) sort() {
+	slices.SortFunc(sel.Items, cmpInLane)
+	out := sel.Items[:0]
+	for lo := 0; lo < len(sel.Items); {
+		hi := sel.LaneEnd(lo)
+		if !slices.ContainsFunc(sel.Items[lo:hi], func(it Item) bool { return it.flags&flagBlocker == 0 }) {
 			lo = hi
 			continue
 		}
-		ord := sel.items[lo].ord
-		for _, it := range sel.items[lo:hi] {
+		ord := sel.Items[lo].ord
+		for _, it := range sel.Items[lo:hi] {
 			it.ord = ord
 			out = append(out, it)
 		}
 		lo = hi
 	}
-	clear(sel.items[len(out):])
-	sel.items = slices.Clip(out)
-	slices.SortFunc(sel.items, func(a, b item) int {
+	clear(sel.Items[len(out):])
+	sel.Items = slices.Clip(out)
+	slices.SortFunc(sel.Items, func(a, b Item) int {
 		if c := cmp.Compare(a.ord, b.ord); c != 0 {
 			return c
 		}
@@ -780,7 +823,7 @@ func (sel *selection) sort() {
 }
 
 // cmpInLane orders items by key lane, then event time, then id.
-func cmpInLane(a, b item) int {
+func cmpInLane(a, b Item) int {
 	if c := cmpKey(a, b); c != 0 {
 		return c
 	}
@@ -801,7 +844,7 @@ func cmpInLane(a, b item) int {
 }
 
 // cmpKey orders lanes: keyed items by key hash, unkeyed ones after them.
-func cmpKey(a, b item) int {
+func cmpKey(a, b Item) int {
 	an, bn := a.flags&flagNoKey != 0, b.flags&flagNoKey != 0
 	switch {
 	case an != bn:
@@ -818,48 +861,48 @@ func cmpKey(a, b item) int {
 }
 
 // sameLane reports whether b follows a in one ordered lane.
-func sameLane(a, b item) bool {
+func sameLane(a, b Item) bool {
 	return a.flags&flagNoKey == 0 && b.flags&flagNoKey == 0 && a.okey == b.okey
 }
 
-// idOf unpacks an item's dlq id and domain.
-func (sel *selection) idOf(it item) (domain, id string) {
+// IDOf unpacks an item's dlq id and domain.
+func (sel *Selection) IDOf(it Item) (domain, id string) {
 	if it.flags&flagOddID != 0 {
 		n := int(it.id[0]) | int(it.id[1])<<8 | int(it.id[2])<<16 | int(it.id[3])<<24
 		id = sel.odd[n]
-		domain, _ = domainOfID(id)
+		domain, _ = DomainOf(id)
 		return domain, id
 	}
 	domain = domainTable[it.dom]
 	return domain, domain + "_" + hex.EncodeToString(it.id[:])
 }
 
-// lanes calls fn with each ordered lane of the selection (a run of items
+// Lanes calls fn with each ordered lane of the selection (a run of items
 // sharing an ordering key, or one unkeyed item), in order, until fn
 // returns false.
-func (sel *selection) lanes(fn func(lane []item) bool) {
-	for lo := 0; lo < len(sel.items); {
-		hi := sel.laneEnd(lo)
-		if !fn(sel.items[lo:hi]) {
+func (sel *Selection) Lanes(fn func(lane []Item) bool) {
+	for lo := 0; lo < len(sel.Items); {
+		hi := sel.LaneEnd(lo)
+		if !fn(sel.Items[lo:hi]) {
 			return
 		}
 		lo = hi
 	}
 }
 
-// laneEnd returns the end of the lane starting at index lo.
-func (sel *selection) laneEnd(lo int) int {
+// LaneEnd returns the end of the lane starting at index lo.
+func (sel *Selection) LaneEnd(lo int) int {
 	hi := lo + 1
-	for hi < len(sel.items) && sameLane(sel.items[lo], sel.items[hi]) {
+	for hi < len(sel.Items) && sameLane(sel.Items[lo], sel.Items[hi]) {
 		hi++
 	}
 	return hi
 }
 
-// blockerOf names a blocker item: its dlq id and why it is not selected
+// BlockerOf names a blocker item: its dlq id and why it is not selected
 // (an event under a legal hold: api.ReasonLegalHold, its hold and case).
-func (sel *selection) blockerOf(it item) api.Blocker {
-	_, id := sel.idOf(it)
+func (sel *Selection) BlockerOf(it Item) api.Blocker {
+	_, id := sel.IDOf(it)
 	reason := "unselected"
 	if int(it.reason) < len(sel.reasons) && it.reason != 0 {
 		reason = sel.reasons[it.reason]
@@ -887,7 +930,7 @@ const (
 // request): a redrive_requested of the drain, then the replayed or
 // skipped_duplicate it appended, or the replay_failed or poisoned the
 // quarantiner appended after the drain's request.
-func (sel *selection) tally(l chain.Head) {
+func (sel *Selection) tally(l chain.Head) {
 	cur, seen := sel.outcome[l.DLQID]
 	mine := l.DrainID != "" && l.DrainID == sel.drain
 	switch {
@@ -904,52 +947,54 @@ func (sel *selection) tally(l chain.Head) {
 	}
 }
 
-// resumeCounts are a resumed drain's outcomes found in the chains.
-type resumeCounts struct {
-	replayed, committed, skippedDup, replayFailed, poisoned int
+// ResumeCounts are a resumed drain's outcomes found in the chains.
+type ResumeCounts struct {
+	// Replayed counts the chains whose replay this drain requested and
+	// that have an outcome; the others count the outcomes.
+	Replayed, Committed, SkippedDup, ReplayFailed, Poisoned int
 }
 
-// done is how many selected events they settle.
-func (c resumeCounts) done() int { return c.committed + c.skippedDup + c.replayFailed + c.poisoned }
+// Done is how many selected events they settle.
+func (c ResumeCounts) Done() int { return c.Committed + c.SkippedDup + c.ReplayFailed + c.Poisoned }
 
-// tallied sums the resumed drain's outcomes (a chain whose request has no
+// Tallied sums the resumed drain's outcomes (a chain whose request has no
 // outcome yet is replayed again, and counted then).
-func (sel *selection) tallied() resumeCounts {
-	var c resumeCounts
+func (sel *Selection) Tallied() ResumeCounts {
+	var c ResumeCounts
 	for _, o := range sel.outcome {
 		switch o &^ outcomeRequested {
 		case outcomeCommitted:
-			c.committed++
+			c.Committed++
 		case outcomeDuplicate:
-			c.skippedDup++
+			c.SkippedDup++
 		case outcomeFailed:
-			c.replayFailed++
+			c.ReplayFailed++
 		case outcomePoisoned:
-			c.poisoned++
+			c.Poisoned++
 		default:
 			continue
 		}
 		if o&outcomeRequested != 0 {
-			c.replayed++
+			c.Replayed++
 		}
 	}
 	return c
 }
 
-// truncate keeps the first n selected items (in lane order) selected, for a
+// Truncate keeps the first n selected items (in lane order) selected, for a
 // resumed drain's limit; the others are excluded by the limit and, unless
 // order is ignored, hold the later events of their lanes.
-func (sel *selection) truncate(n int) {
-	out := sel.items[:0]
-	for _, it := range sel.items {
+func (sel *Selection) Truncate(n int) {
+	out := sel.Items[:0]
+	for _, it := range sel.Items {
 		if it.flags&flagBlocker == 0 {
 			if n > 0 {
 				n--
 				out = append(out, it)
 				continue
 			}
-			sel.selected--
-			sel.excluded["limit"]++
+			sel.Selected--
+			sel.Excluded["limit"]++
 			if sel.ignoreOrder || it.flags&flagNoKey != 0 {
 				continue
 			}
@@ -958,13 +1003,13 @@ func (sel *selection) truncate(n int) {
 		}
 		out = append(out, it)
 	}
-	clear(sel.items[len(out):])
-	sel.items = out
+	clear(sel.Items[len(out):])
+	sel.Items = out
 }
 
-// holdCounts returns the selected events under a legal hold, counted by
+// HoldCounts returns the selected events under a legal hold, counted by
 // hold (most first, then by id), with the holds' cases.
-func (sel *selection) holdCounts() []api.HoldCount {
+func (sel *Selection) HoldCounts() []api.HoldCount {
 	out := make([]api.HoldCount, 0, len(sel.byHold))
 	for id, n := range sel.byHold {
 		out = append(out, api.HoldCount{HoldID: id, CaseID: sel.holdCase[id], Records: n})
