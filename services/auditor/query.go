@@ -15,6 +15,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
+	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
@@ -61,7 +62,7 @@ func (s *Service) Get(ctx context.Context, req api.GetRequest) (api.GetReply, er
 		}
 	}
 	if dom == "" && s.holds.legal {
-		dom, _, _ = strings.Cut(req.DLQID, "_") // expired from QUARANTINE: its legal-hold copy, if any
+		dom = domain.DomainOfID(req.DLQID) // expired from QUARANTINE: its legal-hold copy, if any
 	}
 	if dom == "" || !validToken(dom) {
 		return api.GetReply{}, api.Errorf(api.ErrNotFound, "no quarantine chain has this dlq id")
