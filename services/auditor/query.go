@@ -126,6 +126,13 @@ func (s *Service) Get(ctx context.Context, req api.GetRequest) (api.GetReply, er
 		if _, err := s.recordAccess(ctx, who, api.AccessGet, req.Reason, nil, []string{req.DLQID}); err != nil {
 			return api.GetReply{}, err
 		}
+		if d := rep.State.Document; d != nil && d.SHA256 != "" && d.Length > 0 {
+			b, err := s.documentBytes(ctx, *d)
+			if err != nil {
+				s.log.Warn("document bytes not read", "dlq_id", req.DLQID, "sha256", d.SHA256, "err", err)
+			}
+			rep.DocumentBytes = b
+		}
 	} else {
 		rep.State.Payload, rep.State.OriginalPayload = nil, nil
 		for i := range rep.Records {

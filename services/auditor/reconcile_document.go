@@ -165,3 +165,29 @@ func (s *Service) checkDocumentEntry(ctx context.Context, c *docEntries, m, ev *
 	}
 	return "", nil
 }
+
+// maxDocumentEvent bounds the original bytes of one document event that
+// audit.get returns (an event passes the gate only under its payload
+// limit).
+const maxDocumentEvent = 8 << 20
+
+// documentBytes reads an event's exact original bytes from the document
+// kept in DOCUMENTS: bytes d.Offset to d.Offset+d.Length (read from the
+// document's start, one chunk in memory at a time).
+func (s *Service) documentBytes(ctx context.Context, d envelope.Document) ([]byte, error) {
+	if d.Offset < 0 || d.Length <= 0 || d.Length > maxDocumentEvent {
+		return nil, fmt.Errorf("auditor: document range %d+%d out of bounds", d.Offset, d.Length)
+	}
+	r, err := streams.OpenDocument(ctx, s.js, d.SHA256)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.CopyN(io.Discard, r, int64(d.Offset)); err != nil {
+		return nil, fmt.Errorf("auditor: document %s: %w", d.SHA256, err)
+	}
+	b := make([]byte, d.Length)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, fmt.Errorf("auditor: document %s: %w", d.SHA256, err)
+	}
+	return b, nil
+}

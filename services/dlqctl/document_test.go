@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"github.com/deadletter/deadletter/shared/domain/dscsa/document"
+	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/sample"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -53,10 +55,12 @@ func TestPublishDocument(t *testing.T) {
 	}
 	rep := e.waitQuarantined(t, api.ListRequest{Domain: dscsa.Name}, 2)
 	wantIndex := map[string]int{res[0].Document.SHA256: 1_234, res[1].Document.SHA256: 4}
+	docOf := map[string]*envelope.Document{} // dlq id → provenance
 	for _, it := range rep.Items {
 		var show output.Show
 		e.jsonOf(t, &show, "show", it.DLQID)
 		d := show.State.Document
+		docOf[it.DLQID] = d
 		if d == nil || wantIndex[d.SHA256] != d.Index || d.Stream != subjects.EventsStream || show.State.Publisher == "" {
 			t.Errorf("chain %s: document %+v, publisher %q", it.DLQID, d, show.State.Publisher)
 			continue
@@ -80,5 +84,22 @@ func TestPublishDocument(t *testing.T) {
 	doc, err := document.Read(b)
 	if err != nil || len(doc.Events) != 2 {
 		t.Fatalf("export: %v, %d events\n%s", err, len(doc.Events), b)
+	}
+	// And beside it, each event's original bytes as the partner sent them:
+	// the XML element of the XML shipment, the JSON object of the other.
+	sent := map[string][]byte{res[0].Document.SHA256: big, res[1].Document.SHA256: xml}
+	for id, d := range docOf {
+		if d == nil {
+			continue
+		}
+		ext := map[string]string{"json": ".json", "xml": ".xml"}[d.Format]
+		got, err := os.ReadFile(filepath.Join(out+".originals", id+ext))
+		if err != nil {
+			t.Errorf("original of %s: %v", id, err)
+			continue
+		}
+		if want := sent[d.SHA256][d.Offset : d.Offset+d.Length]; !bytes.Equal(got, want) {
+			t.Errorf("original of %s (%s):\n%s\nwant the document's bytes %d+%d:\n%s", id, d.Format, got, d.Offset, d.Length, want)
+		}
 	}
 }

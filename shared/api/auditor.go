@@ -446,6 +446,12 @@ type GetRequest struct {
 // QUARANTINE sequence and seal check.
 type GetReply struct {
 	State record.State `json:"state"`
+	// DocumentBytes are, for an event read from an EPCIS document and a
+	// request with IncludePayload, the event's exact original bytes in
+	// the document kept in DOCUMENTS (State.Document's Offset and Length):
+	// the XML element of an XML document, where State's payload is its
+	// mapped JSON. Absent when the document is not kept.
+	DocumentBytes []byte `json:"document_bytes,omitempty"`
 	// TraceURL opens the original event's trace in Jaeger.
 	TraceURL string        `json:"trace_url,omitempty"`
 	Records  []ChainRecord `json:"records"`

@@ -9,6 +9,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
+	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/record"
 )
@@ -28,8 +29,23 @@ const EPCISContext = "https://ref.gs1.org/standards/epcis/2.0.0/epcis-context.js
 // out and counted in Skipped.
 type EPCISBuilder struct {
 	events [][]byte
+	// Originals are the original events of the chains written, in order:
+	// what the partner sent, for the export's originals beside the
+	// document.
+	Originals []Original
 	// Skipped counts the chains left out.
 	Skipped int
+}
+
+// Original is the original of one exported DSCSA chain: record 0's
+// payload, byte for byte as stored, and, for an event read from an EPCIS
+// document, that document's provenance (its exact original bytes, in XML
+// when the document was, are in DOCUMENTS: audit.get gives them with a
+// payload read, api.GetReply.DocumentBytes).
+type Original struct {
+	DLQID    string
+	Payload  []byte
+	Document *envelope.Document
 }
 
 // Add adds one chain's event.
@@ -66,6 +82,11 @@ func (b *EPCISBuilder) Add(c api.ExportChain) {
 		return
 	}
 	b.events = append(b.events, bytes.TrimSpace(data))
+	o := Original{DLQID: c.DLQID, Document: st.Document}
+	if st.OriginalPayload != nil {
+		o.Payload, _ = st.OriginalPayload.Bytes()
+	}
+	b.Originals = append(b.Originals, o)
 }
 
 // Events is the number of events collected.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/deadletter/deadletter/services/dlqctl/internal/client"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/export"
 	"github.com/deadletter/deadletter/shared/exportsheet"
@@ -40,6 +41,11 @@ type exportResult struct {
 	// export is proved against, TreeSize its tree's size.
 	CheckpointSeq uint64 `json:"checkpoint_seq"`
 	TreeSize      uint64 `json:"tree_size"`
+	// Originals is, for the epcis format, the directory holding each
+	// event's original bytes (<dlq_id>.json, or .xml for an event of an
+	// XML document), and OriginalFiles how many it holds.
+	Originals     string `json:"originals,omitempty"`
+	OriginalFiles int    `json:"original_files,omitempty"`
 }
 
 func (a *app) exportCommand() *cobra.Command {
@@ -127,6 +133,9 @@ dlqctl receives).`,
 			t.row("RECORDS", strconv.Itoa(res.Records))
 			t.row("CHECKPOINT", fmt.Sprintf("AUDIT seq %d, %d records", res.CheckpointSeq, res.TreeSize))
 			t.row("LEFT OUT", fmt.Sprintf("%d records stored after the checkpoint", res.Uncovered))
+			if res.Originals != "" {
+				t.row("ORIGINALS", fmt.Sprintf("%s (%d files: each event's original bytes)", res.Originals, res.OriginalFiles))
+			}
 			t.flush()
 			return nil
 		},
@@ -225,7 +234,9 @@ func (a *app) export(ctx context.Context, req api.ExportRequest, format, out, lo
 	case formatXLSX:
 		err = table.WriteXLSX(f)
 	case formatEPCIS:
-		err = epcis.WriteEPCIS(f, a.now())
+		if err = epcis.WriteEPCIS(f, a.now()); err == nil {
+			err = a.writeOriginals(ctx, c, req.Reason, out, epcis.Originals, &res)
+		}
 	}
 	if err == nil {
 		err = f.Sync()
@@ -357,4 +368,41 @@ func recordsCell(e api.AccessEntry) string {
 		return strings.Join(ids[:accessShown], ",") + fmt.Sprintf(" +%d more", len(ids)-accessShown)
 	}
 	return strings.Join(ids, ",")
+}
+
+// writeOriginals writes, beside an EPCIS export out, the directory
+// out.originals holding each exported event's original bytes, as the
+// partner sent them: record 0's payload, or, for an event read from an
+// EPCIS document, its exact bytes in that document (an XML element for an
+// XML document), read with audit.get (a payload read, recorded with the
+// export's reason).
+func (a *app) writeOriginals(ctx context.Context, c *client.Client, reason, out string, originals []exportsheet.Original, res *exportResult) error {
+	if len(originals) == 0 {
+		return nil
+	}
+	dir := out + ".originals"
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for _, o := range originals {
+		data, ext := o.Payload, ".json"
+		if d := o.Document; d != nil {
+			var g api.GetReply
+			if err := c.Request(ctx, api.AuditGet, api.GetRequest{DLQID: o.DLQID, IncludePayload: true, Reason: reason}, &g); err != nil {
+				return err
+			}
+			if len(g.DocumentBytes) > 0 {
+				data = g.DocumentBytes
+				if d.Format == "xml" {
+					ext = ".xml"
+				}
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, o.DLQID+ext), data, 0o600); err != nil {
+			return err
+		}
+		res.OriginalFiles++
+	}
+	res.Originals = dir
+	return nil
 }
