@@ -130,6 +130,32 @@ func freePorts(t *testing.T, n int) []int {
 	return out
 }
 
+// portBlock returns the first of n consecutive ports that are all free
+// now on 127.0.0.1 (a kit's nodes take theirs at fixed steps).
+func portBlock(t *testing.T, n int) int {
+	t.Helper()
+	for range 100 {
+		base := freePorts(t, 1)[0]
+		if base+n > 65535 {
+			continue
+		}
+		free := true
+		for p := base; p < base+n && free; p++ {
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+			if err != nil {
+				free = false
+				continue
+			}
+			_ = l.Close()
+		}
+		if free {
+			return base
+		}
+	}
+	t.Fatalf("no %d consecutive free ports", n)
+	return 0
+}
+
 // TestKitCommandRuns generates kits with `deadletter kit`, checks every
 // generated server file with nats-server's own -t, starts every server
 // from its file as a process, and, with --replica, creates the backup
@@ -148,13 +174,15 @@ func TestKitCommandRuns(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			out := filepath.Join(dir, "kit")
-			ports := freePorts(t, 6)
-			args := []string{"--out", out, "--nodes", strconv.Itoa(tc.nodes), "--hosts", strings.TrimSuffix(strings.Repeat("127.0.0.1,", tc.nodes), ","),
-				"--listen-host", "127.0.0.1", "--client-port", strconv.Itoa(ports[0]), "--cluster-port", strconv.Itoa(ports[1]),
-				"--http-port", strconv.Itoa(ports[2]), "--port-step", "3", "--store-dir", filepath.Join(dir, "store", "{node}")}
-			// With --port-step 3, node i's ports are ports[0..2] + 3i:
-			// keep them off the replica's.
-			rClient, rHTTP, leaf := ports[3]+100, ports[4]+100, ports[5]+100
+			// One block of free ports: with --port-step 3, node i's client,
+			// cluster and HTTP ports are b, b+1, b+2 plus 3i, its leaf port
+			// b+3n plus 3i, and the replica's come after them.
+			n := tc.nodes
+			b := portBlock(t, 6*n+2)
+			args := []string{"--out", out, "--nodes", strconv.Itoa(n), "--hosts", strings.TrimSuffix(strings.Repeat("127.0.0.1,", n), ","),
+				"--listen-host", "127.0.0.1", "--client-port", strconv.Itoa(b), "--cluster-port", strconv.Itoa(b + 1),
+				"--http-port", strconv.Itoa(b + 2), "--port-step", "3", "--store-dir", filepath.Join(dir, "store", "{node}")}
+			rClient, rHTTP, leaf := b+6*n, b+6*n+1, b+3*n
 			if tc.replica {
 				args = append(args, "--replica", "dr1", "--replica-host", "127.0.0.1", "--replica-client-port", strconv.Itoa(rClient),
 					"--replica-http-port", strconv.Itoa(rHTTP), "--leaf-port", strconv.Itoa(leaf))
