@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/telemetry"
@@ -369,19 +370,8 @@ func (d *recordsData) Label(col string) string { return columnLabels[col] }
 // Idents are the identifiers of a listed event, in the order shown.
 func (d *recordsData) Idents(s listItem) [][2]string { return listedIdentifiers(s.Summary) }
 
-// domainIdentifierOrder is, per domain, the identifiers the Records list
-// shows and their order: pharmacy transaction id, event type, NDC and
-// lot; DSCSA GTIN and serial (or an aggregation's SSCC), lot and event
-// type (the business step); FSMA TLC and event type (the CTE). The party
-// (registrant, supplier) has its own column.
-var domainIdentifierOrder = map[string][]string{
-	"pharmacy": {"transaction_id", "event_type", "ndc11", "lot"},
-	"dscsa":    {"gtin", "serial", "sscc", "lot", "event_type"},
-	"fsma":     {"tlc", "event_type"},
-}
-
 // listedIdentifiers returns a listing's identifiers and its event type as
-// name/value pairs, in its domain's order (domainIdentifierOrder; another
+// name/value pairs, in its domain's order (domain.Spec.Shown; another
 // domain's in identifierOrder), without the party's, which has its own
 // column.
 func listedIdentifiers(s api.Summary) [][2]string {
@@ -394,12 +384,12 @@ func listedIdentifiers(s api.Summary) [][2]string {
 	if s.EventType != "" {
 		ids["event_type"] = s.EventType
 	}
-	order, ok := domainIdentifierOrder[s.Domain]
-	if !ok {
+	spec, ok := registry.Lookup(s.Domain)
+	if !ok || len(spec.Shown) == 0 {
 		return identifierList(ids)
 	}
 	var out [][2]string
-	for _, k := range order {
+	for _, k := range spec.Shown {
 		if v, ok := ids[k]; ok {
 			out = append(out, [2]string{k, v})
 		}

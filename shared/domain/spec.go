@@ -86,6 +86,15 @@ type Spec struct {
 	// registry registers them (codes.Register), so that codes.Known lists
 	// them.
 	Codes []codes.Info
+	// Listed are the envelope's identifiers the first record of a
+	// quarantined event keeps (record.Record.Identifiers), for the
+	// records list and its search, beside those of the ordering key:
+	// business identifiers only, never other payload values.
+	// "event_type" is the envelope's EventType.
+	Listed []string
+	// Shown are the identifiers the records list shows for an event of
+	// the domain, in order (the party has its own column).
+	Shown []string
 }
 
 // Year is 365 days, the unit retention rules are stated in (a leap day

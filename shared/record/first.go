@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/deadletter/deadletter/shared/domain"
+	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -68,17 +69,6 @@ func FromFailure(f Failure, now time.Time) Record {
 	return r
 }
 
-// listed is the allow-list of Record.Identifiers: per domain, the
-// envelope's identifiers a records list shows and searches beside those
-// of the ordering key. "event_type" is the envelope's EventType (a DSCSA
-// event read from a document arrives on the document's subject, which
-// does not name it).
-var listed = map[string][]string{
-	"pharmacy": {"transaction_id", "registrant_dea"},
-	"dscsa":    {"lot", "event_type"},
-	"fsma":     {"tlc"},
-}
-
 // MaxListedIdentifier bounds the length in bytes of one value of
 // Record.Identifiers: a longer one (never a valid identifier) is left
 // out.
@@ -86,15 +76,16 @@ const MaxListedIdentifier = 256
 
 // ListedIdentifiers returns the identifiers of e that the first record of
 // an event of domain dom keeps (Record.Identifiers): the members of the
-// domain's allow-list that e's Identifiers (or, for "event_type", its
+// domain's allow-list (domain.Spec.Listed) that e's Identifiers (or, for "event_type", its
 // EventType) give, non-empty, valid UTF-8 and at most
 // MaxListedIdentifier bytes; nil when none.
 func ListedIdentifiers(dom string, e *envelope.Envelope) map[string]string {
 	if e == nil {
 		return nil
 	}
+	spec, _ := registry.Lookup(dom)
 	var out map[string]string
-	for _, name := range listed[dom] {
+	for _, name := range spec.Listed {
 		v := e.Identifiers[name]
 		if name == "event_type" {
 			v = e.EventType
@@ -103,7 +94,7 @@ func ListedIdentifiers(dom string, e *envelope.Envelope) map[string]string {
 			continue
 		}
 		if out == nil {
-			out = make(map[string]string, len(listed[dom]))
+			out = make(map[string]string, len(spec.Listed))
 		}
 		out[name] = v
 	}

@@ -22,6 +22,8 @@ func Spec() domain.Spec {
 		RetentionRule: "21 U.S.C. 360eee-1 (FD&C Act 582(b)(1)(A), (c)(1)(A), (d)(1)(A), (e)(1)(A))",
 		Checker:       Checker{},
 		Codes:         Codes(),
+		Listed:        []string{"lot", "event_type"},
+		Shown:         []string{"gtin", "serial", "sscc", "lot", "event_type"},
 	}
 }
 

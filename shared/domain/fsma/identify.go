@@ -20,6 +20,8 @@ func Spec() domain.Spec {
 		RetentionRule: "21 CFR 1.1455(c)",
 		Checker:       Checker{},
 		Codes:         Codes(),
+		Listed:        []string{"tlc"},
+		Shown:         []string{"tlc", "event_type"},
 	}
 }
 

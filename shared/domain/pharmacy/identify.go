@@ -21,6 +21,8 @@ func Spec() domain.Spec {
 		RetentionRule: "21 CFR 1304.04(a)",
 		Checker:       Checker{},
 		Codes:         Codes(),
+		Listed:        []string{"transaction_id", "registrant_dea"},
+		Shown:         []string{"transaction_id", "event_type", "ndc11", "lot"},
 	}
 }
 
