@@ -1034,7 +1034,7 @@ func TestConsole(t *testing.T) {
 		const lot = `A1&B<2> Müller`
 		doc, _ := json.Marshal(map[string]string{"transaction_id": "TX-FIND-SECRET", "registrant_dea": "BW4829137",
 			"ndc": "00409-4888-20", "lot": lot, "expiry": "2027-01-31", "quantity_delta": "-2", "unit": "EA",
-			"event_type": "dispense", "dea_schedule": "II", "occurred_at": "2025-03-14T15:42:10Z"})
+			"event_type": "dispense", "dea_schedule": "II", "occurred_at": "2025-03-14T15:42:10Z", "x_note": "NOTE-FIND-SECRET"})
 		if _, err := nc.Request("events.pharmacy.dispense", doc, 30*time.Second); err != nil {
 			t.Fatalf("publish: %v", err)
 		}
@@ -1056,8 +1056,13 @@ func TestConsole(t *testing.T) {
 		if rows := eval[int](op, `document.querySelectorAll("table.records tbody tr").length`); rows != 1 {
 			t.Errorf("%d rows, want 1", rows)
 		}
-		if strings.Contains(op.html(), "TX-FIND-SECRET") {
-			t.Error("the search page shows the transaction id, a payload value")
+		// The transaction id is a listed identifier (record 0 keeps it);
+		// no other payload value is shown.
+		if got := op.text("table.records td.idents"); !strings.Contains(got, "TX-FIND-SECRET") {
+			t.Errorf("identifiers cell %q lacks the transaction id", got)
+		}
+		if strings.Contains(op.html(), "NOTE-FIND-SECRET") || strings.Contains(op.html(), "2027-01-31") {
+			t.Error("the search page shows a payload value")
 		}
 		if got := eval[string](op, `document.querySelector("#r-lot").value`); got != lot {
 			t.Errorf("the lot field holds %q after the search", got)
