@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"github.com/deadletter/deadletter/shared/endpoint"
+	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/sample"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/tests/internal/tools"
@@ -142,19 +144,17 @@ func (p *person) shot(n int, name string, axeSrc []byte) {
 // want.
 func (p *person) waitText(path, css, want string) string {
 	p.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
 	q, _ := json.Marshal(css)
-	for {
+	var got string
+	natstest.CheckFor(p.t, 60*time.Second, 200*time.Millisecond, func() error {
 		p.open(path)
-		got := eval[string](p, fmt.Sprintf(`(n => n ? n.innerText : "")(document.querySelector(%s))`, q))
-		if strings.Contains(got, want) {
-			return got
+		got = eval[string](p, fmt.Sprintf(`(n => n ? n.innerText : "")(document.querySelector(%s))`, q))
+		if !strings.Contains(got, want) {
+			return fmt.Errorf("%s %s: %q lacks %q", path, css, got, want)
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s %s: %q lacks %q after 60 s", path, css, got, want)
-		}
-		time.Sleep(200 * time.Millisecond) // a page reload, polled
-	}
+		return nil
+	})
+	return got
 }
 
 // tradeDispense is a valid pharmacy dispense carrying the trade's text in
@@ -235,22 +235,18 @@ func TestWalk(t *testing.T) {
 		t.Fatalf("publish: %v", err)
 	}
 	badID := newRecord(t, viewerNC, "pharmacy", "validation", seenVal)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	natstest.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
 		fresh := 0
 		for id := range openIDs(t, viewerNC, "pharmacy", "exhausted") {
 			if !seenEx[id] {
 				fresh++
 			}
 		}
-		if fresh >= 4 {
-			break
+		if fresh < 4 {
+			return fmt.Errorf("%d of 4 events exhausted", fresh)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of 4 events exhausted after 60 s", fresh)
-		}
-		time.Sleep(100 * time.Millisecond) // polling the auditor's index
-	}
+		return nil
+	})
 
 	n := 0
 	next := func() int { n++; return n }
@@ -414,13 +410,12 @@ func TestWalk(t *testing.T) {
 		status := func() string {
 			return eval[string](jm, `(document.querySelector("#drain-status") || {}).textContent || ""`)
 		}
-		deadline := time.Now().Add(60 * time.Second)
-		for status() != api.DrainCompleted {
-			if time.Now().After(deadline) {
-				t.Fatalf("drain status %q after 60 s", status())
+		natstest.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
+			if st := status(); st != api.DrainCompleted {
+				return fmt.Errorf("drain status %q", st)
 			}
-			time.Sleep(100 * time.Millisecond) // polling the page's DOM
-		}
+			return nil
+		})
 		jm.open(drainPath)
 		if eval[bool](jm, `document.querySelector("#drain-rate") !== null`) {
 			t.Error("the rate line stays after the drain completed")
@@ -478,17 +473,14 @@ func TestWalk(t *testing.T) {
 			chromedp.SendKeys(chromedp.CSS("#x-reason"), "walk: DEA inquiry"),
 			chromedp.Click(chromedp.CSS("#export")))
 		var file string
-		deadline := time.Now().Add(60 * time.Second)
-		for file == "" {
-			if m, _ := filepath.Glob(filepath.Join(dir, "deadletter-export-*.jsonl")); len(m) > 0 {
-				file = m[0]
-				break
+		natstest.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
+			m, _ := filepath.Glob(filepath.Join(dir, "deadletter-export-*.jsonl"))
+			if len(m) == 0 {
+				return errors.New("no JSONL downloaded")
 			}
-			if time.Now().After(deadline) {
-				t.Fatal("no JSONL downloaded after 60 s")
-			}
-			time.Sleep(100 * time.Millisecond) // polling the download directory
-		}
+			file = m[0]
+			return nil
+		})
 		b, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
@@ -569,22 +561,18 @@ func TestWalk(t *testing.T) {
 				t.Fatalf("publish: %v", err)
 			}
 		}
-		deadline := time.Now().Add(60 * time.Second)
-		for {
+		natstest.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
 			fresh := 0
 			for id := range openIDs(t, viewerNC, "pharmacy", "exhausted") {
 				if !seenEx[id] {
 					fresh++
 				}
 			}
-			if fresh >= 2 {
-				break
+			if fresh < 2 {
+				return fmt.Errorf("%d of 2 events exhausted", fresh)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d of 2 events exhausted after 60 s", fresh)
-			}
-			time.Sleep(100 * time.Millisecond) // polling the auditor's index
-		}
+			return nil
+		})
 		amNC, err := st.ConnectAs(amara)
 		if err != nil {
 			t.Fatal(err)
