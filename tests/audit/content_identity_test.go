@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
@@ -15,9 +14,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/deadletter/deadletter/services/auditor"
-	"github.com/deadletter/deadletter/services/quarantiner"
-	"github.com/deadletter/deadletter/services/validator"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
@@ -157,25 +153,7 @@ func TestContentIdentityDSCSA(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	log := slog.New(slog.DiscardHandler)
-	v, err := validator.New(srv.Connect(t), validator.DefaultConfig(), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	natstest.Run(t, "validator", v.Run)
-	q, err := quarantiner.New(srv.Connect(t), quarantiner.DefaultConfig(), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	natstest.Run(t, "quarantiner", q.Run)
-	acfg := auditor.DefaultConfig()
-	acfg.Grace, acfg.CheckpointInterval, acfg.ReconcileInterval = 300*time.Millisecond, 0, 0
-	acfg.AllowAnonymous = true
-	a, err := auditor.New(srv.Connect(t), acfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	natstest.Run(t, "auditor", a.Run)
+	startReconcilers(t, srv)
 	natstest.WaitServing(t, nc, access.Validator, access.Quarantiner, access.Auditor)
 
 	rows := []struct {

@@ -32,25 +32,7 @@ import (
 func TestReconcileDocument(t *testing.T) {
 	srv := natstest.Start(t)
 	srv.Provision(t, streams.DefaultOptions())
-	log := slog.New(slog.DiscardHandler)
-	v, err := validator.New(srv.Connect(t), validator.DefaultConfig(), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	natstest.Run(t, "validator", v.Run)
-	q, err := quarantiner.New(srv.Connect(t), quarantiner.DefaultConfig(), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	natstest.Run(t, "quarantiner", q.Run)
-	acfg := auditor.DefaultConfig()
-	acfg.Grace, acfg.CheckpointInterval, acfg.ReconcileInterval = 300*time.Millisecond, 0, 0
-	acfg.AllowAnonymous = true
-	a, err := auditor.New(srv.Connect(t), acfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	natstest.Run(t, "auditor", a.Run)
+	startReconcilers(t, srv)
 	nc := srv.Connect(t)
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -118,4 +100,30 @@ func TestReconcileDocument(t *testing.T) {
 	if fmt.Sprint(dom.Counts) != fmt.Sprint(want) {
 		t.Fatalf("reconcile of %s: %v, want %v", dscsa.Name, dom.Counts, want)
 	}
+}
+
+// startReconcilers runs on srv what a reconciliation accounts with: a
+// validator, a quarantiner and an auditor (no grace to speak of, no
+// background work, callers unchecked on a server without accounts).
+func startReconcilers(t *testing.T, srv *natstest.Server) {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	v, err := validator.New(srv.Connect(t), validator.DefaultConfig(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.Run(t, "validator", v.Run)
+	q, err := quarantiner.New(srv.Connect(t), quarantiner.DefaultConfig(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.Run(t, "quarantiner", q.Run)
+	acfg := auditor.DefaultConfig()
+	acfg.Grace, acfg.CheckpointInterval, acfg.ReconcileInterval = 300*time.Millisecond, 0, 0
+	acfg.AllowAnonymous = true
+	a, err := auditor.New(srv.Connect(t), acfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.Run(t, "auditor", a.Run)
 }
