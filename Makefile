@@ -76,10 +76,17 @@ demo: ## The outage story in one command: 1,000 events, a downstream outage, tri
 # the others, alone, so that no other test package shares the two cores.
 TIMED_TESTS := ^TestRateAndConcurrency$$
 
+# The build tag of the live failpoints (shared/failpoint): the tests that
+# arm one in-process (tests/approval) need it; production builds leave it
+# out (the last line of test runs failpoint's production build, which
+# refuses every point). The chaos suite builds its binaries with it itself.
+TEST_TAGS := failpoint
+
 .PHONY: test
 test: chromium tools jaeger axe promtool kit-test ## Every test, with the race detector, against real embedded NATS servers, a real Jaeger and Chromium; installs or builds what it needs first
-	$(GO) test -race -count=1 -timeout 40m -skip '$(TIMED_TESTS)' work
-	$(GO) test -race -count=1 -timeout 10m -run '$(TIMED_TESTS)' ./tests/redrive/
+	$(GO) test -race -count=1 -timeout 40m -tags $(TEST_TAGS) -skip '$(TIMED_TESTS)' work
+	$(GO) test -race -count=1 -timeout 10m -tags $(TEST_TAGS) -run '$(TIMED_TESTS)' ./tests/redrive/
+	$(GO) test -count=1 ./shared/failpoint/ ./shared/config/
 
 .PHONY: test-short
 test-short: ## The fast tier: unit and package tests of shared/ and services/ (embedded NATS servers; no Jaeger, Chromium, cluster or chaos), no race detector
@@ -181,7 +188,9 @@ build: ## Build every binary into bin/
 .PHONY: vet
 vet: $(STATICCHECK) ## go vet, staticcheck (v0.8.2, pinned in deploy/tools/staticcheck) and gofmt over the workspace
 	$(GO) vet work
+	$(GO) vet -tags $(TEST_TAGS) ./shared/failpoint/
 	$(STATICCHECK) work
+	$(STATICCHECK) -tags $(TEST_TAGS) ./shared/failpoint/
 	@test -z "$$(gofmt -l services shared schemas tests)" || (gofmt -l services shared schemas tests; exit 1)
 
 .PHONY: tidy

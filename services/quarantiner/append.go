@@ -59,65 +59,63 @@ func (s *Service) handleAppend(r micro.Request) {
 	_ = r.RespondJSON(rep)
 }
 
-type appendError struct{ msg string }
+// appendError is a refused append, with its reply code.
+type appendError struct{ code, msg string }
 
 func (e appendError) Error() string { return e.msg }
 
 // appendLifecycle appends the lifecycle record req asks for to the chain's
 // tail: cached when this instance read or wrote the chain lately, else
-// read. A stale cached tail (another writer appended since) shows as an
-// expected index beyond it or a refused conditional write: the chain is
-// then read again and the request decided again.
+// read (chains.update). A stale cached tail (another writer appended
+// since) shows as an expected index beyond it or a refused conditional
+// write: the chain is then read again and the request decided again.
 func (s *Service) appendLifecycle(ctx context.Context, req api.AppendRequest) (api.AppendReply, string, error) {
-	for attempt := 0; attempt < 5; attempt++ {
-		t, cached, err := s.chains.tail(ctx, req.Domain, req.DLQID)
-		if err != nil {
-			return api.AppendReply{}, api.ErrUnavailable, err
+	var landed *api.AppendReply
+	t, written, err := s.chains.update(ctx, req.Domain, req.DLQID, false, func(v view) (*record.Record, error) {
+		if v.n == 0 {
+			return nil, appendError{api.ErrNotFound, "no quarantine record has this dlq id"}
 		}
-		if t.n == 0 {
-			return api.AppendReply{}, api.ErrNotFound, appendError{"no quarantine record has this dlq id"}
-		}
-		if req.ExpectedIndex != nil && *req.ExpectedIndex != t.n {
-			if cached {
-				s.chains.forget(req.Domain, req.DLQID)
-				continue // decide on the stored chain
+		if req.ExpectedIndex != nil && *req.ExpectedIndex != v.n {
+			if v.cached {
+				return nil, errStale // decide on the stored chain
 			}
-			if rep, ok, err := s.landed(ctx, req, t); err != nil || ok {
-				if err != nil {
-					return api.AppendReply{}, api.ErrUnavailable, err
-				}
-				return rep, "", nil
+			rep, ok, err := s.landed(ctx, req, v.tail)
+			if err != nil {
+				return nil, err
 			}
-			return api.AppendReply{}, api.ErrConflict, appendError{"the chain changed since it was read"}
+			if ok {
+				landed = &rep
+				return nil, nil
+			}
+			return nil, appendError{api.ErrConflict, "the chain changed since it was read"}
 		}
-		if t.foldErr != nil {
-			return api.AppendReply{}, api.ErrInvalidTransition, appendError{"the chain is not in a valid state: " + t.foldErr.Error()}
+		if v.foldErr != nil {
+			return nil, appendError{api.ErrInvalidTransition, "the chain is not in a valid state: " + v.foldErr.Error()}
 		}
-		rec := s.lifecycleRecord(req, t.state)
+		rec := s.lifecycleRecord(req, v.state)
 		rec.TraceID, rec.SpanID = telemetry.IDs(ctx)
-		rec.Index, rec.PrevHash = t.n, t.state.LastHash
-		next, err := t.state.Next(rec)
-		if err != nil {
-			if cached {
-				s.chains.forget(req.Domain, req.DLQID)
-				continue // a stale tail may refuse what the stored chain allows
+		rec.Index, rec.PrevHash = v.n, v.state.LastHash
+		if _, err := v.state.Next(rec); err != nil {
+			if v.cached {
+				return nil, errStale // a stale tail may refuse what the stored chain allows
 			}
-			return api.AppendReply{}, api.ErrInvalidTransition, appendError{err.Error()}
+			return nil, appendError{api.ErrInvalidTransition, err.Error()}
 		}
-		seq, err := s.chains.append(ctx, t.n, t.state.LastHash, t.lastSeq, &rec)
-		if err != nil {
-			s.chains.forget(req.Domain, req.DLQID)
-			if errors.Is(err, errConflict) {
-				continue // re-read: the same request may have landed
-			}
-			return api.AppendReply{}, api.ErrUnavailable, err
-		}
-		next.LastHash = rec.AuditHash
-		s.chains.remember(req.Domain, req.DLQID, tail{n: t.n + 1, lastSeq: seq, last: rec, state: next})
-		s.logRecord(ctx, &rec, seq)
-		return reply(rec, next), "", nil
+		return &rec, nil
+	})
+	var ae appendError
+	switch {
+	case errors.As(err, &ae):
+		return api.AppendReply{}, ae.code, ae
+	case errors.Is(err, errKeptChanging):
+		return api.AppendReply{}, api.ErrConflict, appendError{api.ErrConflict, "the chain kept changing"}
+	case err != nil:
+		return api.AppendReply{}, api.ErrUnavailable, err
+	case !written:
+		return *landed, "", nil
 	}
-	return api.AppendReply{}, api.ErrConflict, appendError{"the chain kept changing"}
+	s.logRecord(ctx, &t.last, t.lastSeq)
+	return reply(t.last, t.state), "", nil
 }
 
 // landed reports whether the record req asks for is already in the stored

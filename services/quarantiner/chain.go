@@ -117,6 +117,92 @@ func (c *chains) forget(domain, dlqID string) {
 	}
 }
 
+// maxAttempts bounds how often update decides again on a chain that
+// changed under it.
+const maxAttempts = 5
+
+// Errors of update.
+var (
+	// errStale, from a decide function given a cached tail, asks update to
+	// forget that tail and decide again on the stored chain.
+	errStale = errors.New("quarantiner: cached tail may be stale")
+	// errKeptChanging: every attempt met a concurrent append.
+	errKeptChanging = errors.New("kept changing")
+)
+
+// view is a chain as a decide function sees it: its tail, from the cache
+// (cached) or read; and the whole chain when update was asked to read it
+// (nil otherwise).
+type view struct {
+	tail
+	cached bool
+	chain  *chain.Chain
+}
+
+// decideFunc returns the record to append to the chain v shows (nil: none,
+// and update returns without writing), or an error update returns as is
+// (errStale: decide again on the stored chain).
+type decideFunc func(v view) (*record.Record, error)
+
+// update is the one read-decide-conditional-append loop of a quarantine
+// chain: it reads the chain (whole: every record, sealed and folded; else
+// only its tail, from the cache when it holds one), lets decide choose the
+// record, appends it conditionally on the tail it was decided on and
+// caches the new tail. When another writer appended first (or a cached
+// tail proved stale) it forgets the tail and decides again, at most
+// maxAttempts times (then errKeptChanging). It returns the new tail and
+// whether a record was written.
+func (c *chains) update(ctx context.Context, domain, dlqID string, whole bool, decide decideFunc) (tail, bool, error) {
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		var v view
+		if whole {
+			ch, err := c.read(ctx, domain, dlqID)
+			if err != nil {
+				return tail{}, false, err
+			}
+			v = view{tail: tailOf(ch), chain: &ch}
+		} else {
+			t, cached, err := c.tail(ctx, domain, dlqID)
+			if err != nil {
+				return tail{}, false, err
+			}
+			v = view{tail: t, cached: cached}
+		}
+		r, err := decide(v)
+		if errors.Is(err, errStale) && v.cached {
+			c.forget(domain, dlqID)
+			continue
+		}
+		if err != nil || r == nil {
+			return tail{}, false, err
+		}
+		prevHash := ""
+		if v.n > 0 {
+			prevHash = v.last.AuditHash
+		}
+		seq, err := c.append(ctx, v.n, prevHash, v.lastSeq, r)
+		if err != nil {
+			c.forget(domain, dlqID)
+			if errors.Is(err, errConflict) {
+				continue // re-read: the same request may have landed
+			}
+			return tail{}, false, err
+		}
+		next := tail{n: v.n + 1, lastSeq: seq, last: *r}
+		if v.chain != nil {
+			next.state, next.foldErr = record.Fold(append(v.chain.Records, *r))
+		} else if next.state, err = v.state.Next(*r); err != nil {
+			// Not reached: decide checked the transition. Such a tail
+			// is not kept.
+			next.foldErr = err
+			return next, true, nil
+		}
+		c.remember(domain, dlqID, next)
+		return next, true, nil
+	}
+	return tail{}, false, errKeptChanging
+}
+
 // append seals r as the next record of a chain of n records whose last is
 // at stream sequence lastSeq with audit_hash prevHash, and stores it: in
 // a batch with the records of other chains ready at the same time, or by

@@ -33,40 +33,27 @@ type outcome struct {
 //     event): nothing is written.
 func (s *Service) ingest(ctx context.Context, f record.Failure) (outcome, error) {
 	dlqID := record.DLQIDFor(f)
-	domain := f.Domain
-	for attempt := 0; attempt < 5; attempt++ {
-		ch, err := s.chains.read(ctx, domain, dlqID)
-		if err != nil {
-			return outcome{}, err
-		}
-		r, dup := s.decide(ch, f, dlqID)
+	dup := ""
+	t, written, err := s.chains.update(ctx, f.Domain, dlqID, true, func(v view) (*record.Record, error) {
+		var r *record.Record
+		r, dup = s.decide(*v.chain, f, dlqID)
 		if r != nil && r.TraceID == "" {
 			// The original carried no trace context (an untraced
 			// publisher): name the trace this record is written in.
 			r.TraceID, r.SpanID = telemetry.IDs(ctx)
 		}
-		if r == nil {
-			s.metrics.duplicates.WithLabelValues(dup).Inc()
-			return outcome{duplicate: dup}, nil
-		}
-		prevHash := ""
-		if n := len(ch.Records); n > 0 {
-			prevHash = ch.Records[n-1].AuditHash
-		}
-		seq, err := s.chains.append(ctx, len(ch.Records), prevHash, ch.LastSeq, r)
-		if err != nil {
-			s.chains.forget(domain, dlqID)
-			if errors.Is(err, errConflict) {
-				continue
-			}
-			return outcome{}, err
-		}
-		ch.Records, ch.LastSeq = append(ch.Records, *r), seq
-		ch.State, ch.FoldErr = record.Fold(ch.Records)
-		s.chains.remember(domain, dlqID, tailOf(ch))
-		return outcome{written: r, seq: seq}, nil
+		return r, nil
+	})
+	switch {
+	case errors.Is(err, errKeptChanging):
+		return outcome{}, fmt.Errorf("quarantiner: chain %s %w", dlqID, err)
+	case err != nil:
+		return outcome{}, err
+	case !written:
+		s.metrics.duplicates.WithLabelValues(dup).Inc()
+		return outcome{duplicate: dup}, nil
 	}
-	return outcome{}, fmt.Errorf("quarantiner: chain %s kept changing", dlqID)
+	return outcome{written: &t.last, seq: t.lastSeq}, nil
 }
 
 // decide returns the record to append for f, or nil and the reason it is a

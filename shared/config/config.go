@@ -99,7 +99,9 @@ func (e *Env) Retention(dst *map[string]time.Duration) {
 }
 
 // Failpoint sets *dst from failpoint.Env (DEADLETTER_FAILPOINT) when set:
-// the chaos suite's targeted windows (package failpoint).
+// the chaos suite's targeted windows (package failpoint). A binary built
+// without the build tag failpoint refuses any point (failpoint.ErrNotBuilt):
+// set in production, the variable stops the service at start-up.
 func (e *Env) Failpoint(dst **failpoint.Armed) {
 	if v, ok := e.lookup(failpoint.Env); ok {
 		a, err := failpoint.Parse(v)

@@ -8,16 +8,18 @@
 //
 // A process arms at most one point, from DEADLETTER_FAILPOINT
 // ("<point>" or "<point>:<key>", the key an idempotency key or dlq id).
-// Unarmed, the default and the only production setting, Hit is a nil
-// check.
+//
+// The live implementation is built only with the build tag failpoint
+// (go build -tags failpoint; the chaos suite's binaries and the tests that
+// arm a point). Without it, the production build, Parse refuses any point
+// with ErrNotBuilt and Hit does nothing: a production binary carries no
+// way to kill itself. Live, unarmed Hit is a nil check.
 package failpoint
 
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
-	"syscall"
 )
 
 // Point names a place in a service's work.
@@ -59,59 +61,18 @@ const Env = "DEADLETTER_FAILPOINT"
 // ErrUnknown is returned for a point that does not exist.
 var ErrUnknown = errors.New("failpoint: unknown point")
 
-// Armed is one armed point (nil: none).
-type Armed struct {
-	point Point
-	key   string
-	kill  func()
-}
+// ErrNotBuilt is returned by Parse, for any point, in a binary built
+// without the build tag failpoint.
+var ErrNotBuilt = errors.New("failpoint: this binary was built without failpoints (build it with -tags failpoint)")
 
-// Parse arms the point v names ("<point>" or "<point>:<key>"); "" arms
-// none (nil).
-func Parse(v string) (*Armed, error) {
-	if v == "" {
-		return nil, nil
-	}
+// parse splits v ("<point>" or "<point>:<key>") and checks the point
+// exists.
+func parse(v string) (Point, string, error) {
 	name, key, _ := strings.Cut(v, ":")
 	for _, p := range All() {
 		if string(p) == name {
-			return &Armed{point: p, key: key, kill: killSelf}, nil
+			return p, key, nil
 		}
 	}
-	return nil, fmt.Errorf("%w %q (one of %v)", ErrUnknown, name, All())
-}
-
-// WithKill returns a copy of a that calls kill instead of killing the
-// process (for tests of the points' placement).
-func (a *Armed) WithKill(kill func()) *Armed {
-	if a == nil {
-		return nil
-	}
-	b := *a
-	b.kill = kill
-	return &b
-}
-
-// Hit kills the process when a is armed at p and its key is empty or key.
-func (a *Armed) Hit(p Point, key string) {
-	if a == nil || a.point != p || (a.key != "" && a.key != key) {
-		return
-	}
-	a.kill()
-}
-
-// String names the armed point.
-func (a *Armed) String() string {
-	if a == nil {
-		return ""
-	}
-	if a.key == "" {
-		return string(a.point)
-	}
-	return string(a.point) + ":" + a.key
-}
-
-func killSelf() {
-	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-	select {} // never returns: the signal is on its way
+	return "", "", fmt.Errorf("%w %q (one of %v)", ErrUnknown, name, All())
 }

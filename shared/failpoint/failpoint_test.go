@@ -1,3 +1,5 @@
+//go:build failpoint
+
 package failpoint_test
 
 import (
@@ -7,6 +9,8 @@ import (
 	"github.com/deadletter/deadletter/shared/failpoint"
 )
 
+// TestHit (built with -tags failpoint): an armed point kills at its
+// place, for its key.
 func TestHit(t *testing.T) {
 	for _, tc := range []struct {
 		name, env string

@@ -33,12 +33,22 @@ var binaryPackages = map[string]string{
 }
 
 // Build builds every program into dir with one go build per program, from
-// the workspace at root.
+// the workspace at root, with the build tag failpoint: the chaos suite
+// arms failpoints (Options.Failpoint) in these binaries.
 func Build(ctx context.Context, root, dir string) (Binaries, error) {
+	return build(ctx, root, dir, "failpoint")
+}
+
+// build builds every program into dir with the build tags tags ("": none).
+func build(ctx context.Context, root, dir, tags string) (Binaries, error) {
 	out := Binaries{}
 	for name, pkg := range binaryPackages {
 		path := filepath.Join(dir, name)
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", path, pkg)
+		args := []string{"build", "-o", path}
+		if tags != "" {
+			args = append(args, "-tags", tags)
+		}
+		cmd := exec.CommandContext(ctx, "go", append(args, pkg)...)
 		cmd.Dir = root
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("chaos: build %s: %v\n%s", name, err, b)
@@ -55,15 +65,15 @@ func Root() string {
 }
 
 // BuildTemp makes a new temporary directory whose name starts with prefix,
-// builds every program of the workspace into its bin/, and returns them,
-// the directory (for the runs' stores and logs) and the function that
-// removes it: a benchmark's set-up.
+// builds every program of the workspace into its bin/ as in production
+// (no failpoints), and returns them, the directory (for the runs' stores
+// and logs) and the function that removes it: a benchmark's set-up.
 func BuildTemp(ctx context.Context, prefix string) (Binaries, string, func(), error) {
 	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		return nil, "", nil, err
 	}
-	bins, err := Build(ctx, Root(), filepath.Join(dir, "bin"))
+	bins, err := build(ctx, Root(), filepath.Join(dir, "bin"), "")
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, "", nil, err
