@@ -42,13 +42,13 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/deadletter/deadletter/services/redriver/approvals"
 	"github.com/deadletter/deadletter/services/redriver/outbox"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
@@ -95,21 +95,14 @@ type Service struct {
 	tr      telemetry.Tracer
 	// replaySecret keys the replays' message ids (replayMsgID).
 	replaySecret []byte
-	// policy and approvals are two-person approval (approval.go).
-	policy *approval.PolicyStore
+	// approvalDesk is two-person approval and its policy (package
+	// approvals).
+	approvalDesk *approvals.Desk
 	// holdStore reads the active legal holds (holds.go).
 	holdStore *hold.Store
-	approvals *approval.Store
-	// signer signs the decisions this service re-authenticated (and its
-	// public key verifies every approval it executes); ephemeralKey says
-	// it was made for this process alone (no configured seed).
-	signer       *approval.Signer
-	ephemeralKey bool
 	// outbox is the loop of drain events not in AUDIT yet (outbox.go,
 	// package outbox).
 	outbox *outbox.Loop
-	// sweeping is set while signed approvals are being recovered.
-	sweeping atomic.Bool
 	// alerts publishes the notifications (a paused drain, a pending
 	// approval); set by Run, nil (publishing nothing) before.
 	alerts *notify.Publisher
@@ -159,7 +152,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	}
 	log = log.With("service", "redriver", "instance", cfg.InstanceID)
 	m := newMetrics(cfg.Registerer)
-	return &Service{
+	s := &Service{
 		tr:  telemetry.NewTracer(cfg.TracerProvider, cfg.Propagator),
 		cfg: cfg, nc: nc, js: js, gate: g, checkers: checkers,
 		log:     log,
@@ -167,8 +160,13 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 		replays: newReplayBatcher(js, log, m, cfg.ReplayBatch, cfg.ReplayLinger, cfg.Streams),
 		running: map[string]*drainRun{},
 		notify:  newNotifier(nc), replaySecret: secret,
-		signer: signer, ephemeralKey: ephemeral, outbox: outbox.NewLoop(),
-	}, nil
+		outbox: outbox.NewLoop(),
+	}
+	s.approvalDesk = &approvals.Desk{JS: js, NC: nc, Log: log, Now: cfg.Now, Signer: signer, Ephemeral: ephemeral,
+		ReauthURLs: cfg.ReauthURLs, ReauthOptions: cfg.ReauthOptions,
+		Limits:    approval.Limits{PerRequester: cfg.MaxPendingPerRequester, PerChain: cfg.MaxPendingPerChain},
+		Failpoint: cfg.Failpoint, Refused: m.approvalsRefused, Alert: func(ev notify.Event) { s.alerts.Publish(ev) }, Exec: executor{s}}
+	return s, nil
 }
 
 // Status returns the live status of a drain running on this instance; ok
@@ -214,6 +212,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("redriver: %s must be provisioned by an administrator: %w", subjects.QuarantineStream, err)
 	}
 	s.chains = &chains{reader: chain.NewReader(s.js), nc: s.nc, tr: s.tr}
+	s.approvalDesk.Chains = s.chains
 	s.holdStore = hold.NewStore(s.js, s.log)
 	s.idem, err = retry.Value(ctx, s.log, "idempotency bucket", func(ctx context.Context) (jetstream.KeyValue, error) {
 		return s.js.KeyValue(ctx, subjects.IdempotencyBucket)
@@ -227,7 +226,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("redriver: %w", err)
 	}
-	if err := retry.Provisioning().Do(ctx, s.log, "approvals bucket", s.openApprovals); err != nil {
+	if err := retry.Provisioning().Do(ctx, s.log, "approvals bucket", s.approvalDesk.Open); err != nil {
 		return fmt.Errorf("redriver: %w", err)
 	}
 	ncfg := s.cfg.Notify
@@ -293,7 +292,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	cancel()
 	// Approvals signed but not executed (a crash in between): executed
 	// now, in the background (a correction waits for its replay).
-	s.sweepApprovals(0)
+	s.approvalDesk.Sweep(s.runCtx, &s.wg, 0)
 	// Drain events not in AUDIT yet (the outbox): written now, and until
 	// AUDIT takes them.
 	s.wg.Add(1)
@@ -313,7 +312,7 @@ loop:
 			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			s.takeOver(tctx)
 			cancel()
-			s.sweepApprovals(approveTimeout + time.Minute)
+			s.approvalDesk.Sweep(s.runCtx, &s.wg, approvals.ApproveTimeout+time.Minute)
 		}
 	}
 	stopSvc()
@@ -431,9 +430,9 @@ func (s *Service) handleDrainStart(ctx context.Context, m endpoint.Meta, req api
 // (nil when not; APPROVAL_REQUIRED with the pending approval else). The
 // selection is counted (a plan) only when the policy has a rule on it.
 func (s *Service) drainApproval(ctx context.Context, who access.Identity, m endpoint.Meta, req api.DrainStartRequest) error {
-	p, err := s.policy.Get(ctx)
+	p, err := s.approvalDesk.Policy(ctx)
 	if err != nil {
-		return approval.APIError(err)
+		return err
 	}
 	a := approval.Action{Kind: api.ActionDrain, IgnoreOrder: req.IgnoreOrder}
 	if p.Policy.DrainMaxSelected > 0 || p.Policy.DrainValidation {
