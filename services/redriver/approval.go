@@ -6,7 +6,6 @@ import (
 	"github.com/deadletter/deadletter/services/redriver/approvals"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
-	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/endpoint"
 )
 
@@ -83,22 +82,6 @@ func (s *Service) handlePolicySet(ctx context.Context, m endpoint.Meta, req api.
 	return s.approvalDesk.SetPolicy(ctx, who, req)
 }
 
-// asker is the person asking for an action that may need approval, with
-// the request as received (kept byte for byte to execute once approved).
-// A nil *asker is the execution of a signed approval.
-type asker struct {
-	who  access.Identity
-	body []byte
-}
-
-// askerOf returns the asker of a request served as who.
-func askerOf(who access.Identity, m endpoint.Meta) *asker { return &asker{who: who, body: m.Body} }
-
-// requireApproval is approvals.Desk.Require.
-func (s *Service) requireApproval(ctx context.Context, who access.Identity, action approval.Action, req approval.Request) error {
-	return s.approvalDesk.Require(ctx, who, action, req)
-}
-
 // executor executes signed approvals' actions for the approvals part.
 type executor struct{ s *Service }
 
@@ -106,17 +89,17 @@ var _ approvals.Executor = executor{}
 
 // Redrive executes an approved correction.
 func (e executor) Redrive(ctx context.Context, req api.RedriveRequest, a *api.Approval) (api.RedriveReply, error) {
-	return e.s.redrive(ctx, req, nil, a)
+	return e.s.redrives.Redrive(ctx, req, nil, a)
 }
 
 // Release executes an approved release.
 func (e executor) Release(ctx context.Context, req api.ReleaseRequest, a *api.Approval) (api.AppendReply, error) {
-	return e.s.release(ctx, req, nil, a)
+	return e.s.redrives.Release(ctx, req, nil, a)
 }
 
 // Dismiss executes an approved dismissal.
 func (e executor) Dismiss(ctx context.Context, req api.DismissRequest, a *api.Approval) (api.AppendReply, error) {
-	return e.s.dismiss(ctx, req, nil, a)
+	return e.s.redrives.Dismiss(ctx, req, nil, a)
 }
 
 // StartDrain starts an approved drain (its overlap checked again).

@@ -75,15 +75,6 @@ type appendError struct {
 
 func (e *appendError) Error() string { return "quarantiner.append: " + e.code + ": " + e.msg }
 
-// codeOf returns the api error code of an append error ("" for others).
-func codeOf(err error) string {
-	var ae *appendError
-	if errors.As(err, &ae) {
-		return ae.code
-	}
-	return ""
-}
-
 // append asks the quarantiner to append a lifecycle record.
 func (c *chains) append(ctx context.Context, req api.AppendRequest) (api.AppendReply, error) {
 	b, err := json.Marshal(req)

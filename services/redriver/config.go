@@ -22,6 +22,9 @@ import (
 	"github.com/deadletter/deadletter/shared/streams"
 )
 
+// minReplaySecret is the least length of Config.ReplaySecret (256 bits).
+const minReplaySecret = 32
+
 // Config configures a redriver. Start from DefaultConfig.
 type Config struct {
 	// TracerProvider receives the redriver's spans (package telemetry); nil

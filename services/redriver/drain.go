@@ -18,6 +18,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/deadletter/deadletter/services/redriver/guard"
+	"github.com/deadletter/deadletter/services/redriver/replay"
 	"github.com/deadletter/deadletter/services/redriver/selection"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/retry"
@@ -498,12 +499,12 @@ func (s *Service) runLane(d *drainRun, sel *selection.Selection, lane []selectio
 			return // interrupted: the event is selected again on resume
 		}
 		s.observeOutcome(d, res)
-		if res.code == api.ErrHeld {
+		if res.Code == api.ErrHeld {
 			// A legal hold found at its turn: it holds the rest of the lane.
 			_, id := sel.IDOf(it)
-			b := api.Blocker{DLQID: id, Reason: api.ReasonLegalHold, HoldID: res.holdID, CaseID: res.caseID}
+			b := api.Blocker{DLQID: id, Reason: api.ReasonLegalHold, HoldID: res.HoldID, CaseID: res.CaseID}
 			d.noteUnderHold(b)
-			d.countHold(res.holdID, res.caseID)
+			d.countHold(res.HoldID, res.CaseID)
 			blocker = &b
 		}
 		if !ok {
@@ -516,7 +517,7 @@ func (s *Service) runLane(d *drainRun, sel *selection.Selection, lane []selectio
 // outcome: ok reports the event resolved (its lane may go on); done is
 // false when the drain was stopped before the event had an outcome (it is
 // selected again on resume, and not counted).
-func (s *Service) replayItem(d *drainRun, sel *selection.Selection, it selection.Item, limiter *rate.Limiter) (res result, ok, done bool) {
+func (s *Service) replayItem(d *drainRun, sel *selection.Selection, it selection.Item, limiter *rate.Limiter) (res replay.Result, ok, done bool) {
 	dom, id := sel.IDOf(it)
 	n := d.inFlight.Add(1)
 	for {
@@ -526,25 +527,25 @@ func (s *Service) replayItem(d *drainRun, sel *selection.Selection, it selection
 		}
 	}
 	s.metrics.inFlight.Inc()
-	res = s.replayRetrying(d, dom, id, replayOpts{
-		drainID: d.id, includeValidation: d.req.Filter.IncludeValidation, ignoreOrder: d.req.IgnoreOrder,
-		actor: d.req.Actor, reason: d.req.Reason, limiter: limiter, limiterCtx: d.stopCtx, holds: d.holds.get,
-		onPublish: func() { d.replayed.Add(1); d.meter.add(time.Now()) },
+	res = s.replayRetrying(d, dom, id, replay.Opts{
+		DrainID: d.id, IncludeValidation: d.req.Filter.IncludeValidation, IgnoreOrder: d.req.IgnoreOrder,
+		Actor: d.req.Actor, Reason: d.req.Reason, Limiter: limiter, LimiterCtx: d.stopCtx, Holds: d.holds.get,
+		OnPublish: func() { d.replayed.Add(1); d.meter.add(time.Now()) },
 	})
 	s.metrics.inFlight.Dec()
 	d.inFlight.Add(-1)
-	if d.stopCtx.Err() != nil && (res.outcome == "" || res.outcome == api.OutcomePending) {
+	if d.stopCtx.Err() != nil && (res.Outcome == "" || res.Outcome == api.OutcomePending) {
 		return res, false, false
 	}
 	ok = d.count(res)
-	label := res.outcome
+	label := res.Outcome
 	switch {
-	case res.code == api.ErrHeld:
+	case res.Code == api.ErrHeld:
 		label = "held"
-		s.log.Info("held by a legal hold", "drain_id", d.id, "dlq_id", id, "hold_id", res.holdID)
+		s.log.Info("held by a legal hold", "drain_id", d.id, "dlq_id", id, "hold_id", res.HoldID)
 	case label == "":
 		label = "error"
-		s.log.Warn("replay error", "drain_id", d.id, "dlq_id", id, "code", res.code, "err", res.err)
+		s.log.Warn("replay error", "drain_id", d.id, "dlq_id", id, "code", res.Code, "err", res.Err)
 	}
 	s.metrics.outcomes.WithLabelValues(label).Inc()
 	return res, ok, true
@@ -563,18 +564,18 @@ const replayRetryWait = time.Second
 // counts as an error that holds the lane. A retry is safe: replay reads the
 // chain again, resumes a replay left redriving (same Nats-Msg-Id) and
 // never re-publishes a committed key.
-func (s *Service) replayRetrying(d *drainRun, domain, id string, o replayOpts) result {
-	var res result
+func (s *Service) replayRetrying(d *drainRun, domain, id string, o replay.Opts) replay.Result {
+	var res replay.Result
 	// The waits (package retry) end when the drain stops; the replay
 	// itself runs under the drain's context.
 	_ = retry.Policy{Initial: replayRetryWait, Max: replayRetryWait << replayRetries}.Times(d.stopCtx, replayRetries+1,
 		func(attempt int, _ error) {
 			s.metrics.retries.Inc()
-			s.log.Warn("replay retry", "drain_id", d.id, "dlq_id", id, "code", res.code, "attempt", attempt, "err", res.err)
+			s.log.Warn("replay retry", "drain_id", d.id, "dlq_id", id, "code", res.Code, "attempt", attempt, "err", res.Err)
 		},
 		func(context.Context) error {
-			res = s.replay(d.ctx, domain, id, o)
-			if res.outcome != "" || (res.code != api.ErrUnavailable && res.code != api.ErrConflict) {
+			res = s.replayer.Replay(d.ctx, domain, id, o)
+			if res.Outcome != "" || (res.Code != api.ErrUnavailable && res.Code != api.ErrConflict) {
 				return nil
 			}
 			return errReplayTransient
@@ -586,15 +587,15 @@ func (s *Service) replayRetrying(d *drainRun, domain, id string, o replayOpts) r
 // (replayRetrying retries it).
 var errReplayTransient = errors.New("redriver: replay failed for a transient reason")
 
-// count adds a replay's result to the drain's counters and reports whether
+// count adds a replay's replay.Result to the drain's counters and reports whether
 // the lane may continue (the event is resolved).
-func (d *drainRun) count(res result) bool {
-	if res.code == api.ErrHeld {
+func (d *drainRun) count(res replay.Result) bool {
+	if res.Code == api.ErrHeld {
 		d.held.Add(1)
 		d.heldByHold.Add(1)
 		return false
 	}
-	switch res.outcome {
+	switch res.Outcome {
 	case api.OutcomeReplayed:
 		d.committed.Add(1)
 		return true
@@ -611,7 +612,7 @@ func (d *drainRun) count(res result) bool {
 	case api.OutcomePending:
 		d.pending.Add(1)
 	case api.OutcomeNotRedrivable:
-		if !res.attempted {
+		if !res.Attempted {
 			d.skipped.Add(1)
 		}
 	default:

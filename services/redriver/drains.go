@@ -23,6 +23,8 @@ const (
 	drainsPrefix   = "$KV." + subjects.DrainsBucket + "."
 	drainsAll      = drainsPrefix + ">"
 	kvMarkerReason = "Nats-Marker-Reason"
+	// kvOperation is the header marking a key-value delete or purge.
+	kvOperation = "KV-Operation"
 )
 
 // storedDrain is one drain as stored in DRAINS, with its revision.

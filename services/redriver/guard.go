@@ -9,6 +9,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/deadletter/deadletter/services/redriver/guard"
+	"github.com/deadletter/deadletter/services/redriver/replay"
 	"github.com/deadletter/deadletter/services/redriver/selection"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
@@ -16,8 +17,8 @@ import (
 )
 
 // judged sorts a replay's outcome for the failure guard (guard.Judge).
-func judged(res result) (counted, failed bool, code string) {
-	return guard.Judge(res.outcome, res.failCode)
+func judged(res replay.Result) (counted, failed bool, code string) {
+	return guard.Judge(res.Outcome, res.FailCode)
 }
 
 // autoActor is the actor of what the redriver does on its own (an
@@ -26,7 +27,7 @@ const autoActor = "redriver"
 
 // observeOutcome feeds a replay's outcome to the drain's failure window
 // and pauses the drain when the window trips.
-func (s *Service) observeOutcome(d *drainRun, res result) {
+func (s *Service) observeOutcome(d *drainRun, res replay.Result) {
 	if d.window == nil {
 		return
 	}

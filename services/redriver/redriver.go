@@ -50,6 +50,8 @@ import (
 
 	"github.com/deadletter/deadletter/services/redriver/approvals"
 	"github.com/deadletter/deadletter/services/redriver/outbox"
+	"github.com/deadletter/deadletter/services/redriver/replay"
+	"github.com/deadletter/deadletter/services/redriver/single"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
@@ -88,13 +90,12 @@ type Service struct {
 	chains   *chains
 	idem     jetstream.KeyValue
 	drains   jetstream.KeyValue
-	notify   *notifier
-	// replays gathers the replays of concurrent lanes into atomic
-	// batches on EVENTS.
-	replays *replayBatcher
-	tr      telemetry.Tracer
-	// replaySecret keys the replays' message ids (replayMsgID).
-	replaySecret []byte
+	// replayer replays events for drains and redrives (package replay).
+	replayer *replay.Replayer
+	tr       telemetry.Tracer
+	// redrives are single redrives, corrections, releases and dismissals
+	// (package single).
+	redrives *single.Redrives
 	// approvalDesk is two-person approval and its policy (package
 	// approvals).
 	approvalDesk *approvals.Desk
@@ -157,16 +158,29 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 		cfg: cfg, nc: nc, js: js, gate: g, checkers: checkers,
 		log:     log,
 		metrics: m,
-		replays: newReplayBatcher(js, log, m, cfg.ReplayBatch, cfg.ReplayLinger, cfg.Streams),
 		running: map[string]*drainRun{},
-		notify:  newNotifier(nc), replaySecret: secret,
-		outbox: outbox.NewLoop(),
+		outbox:  outbox.NewLoop(),
 	}
+	s.replayer = replay.New(replay.Config{JS: js, NC: nc, Log: log, Gate: g, Tracer: s.tr, Secret: secret,
+		OutcomeTimeout: cfg.OutcomeTimeout, PollMin: cfg.PollMin, PollMax: cfg.PollMax, Failpoint: cfg.Failpoint,
+		Batch: cfg.ReplayBatch, Linger: cfg.ReplayLinger, Streams: cfg.Streams, Metrics: m.replayMetrics()})
 	s.approvalDesk = &approvals.Desk{JS: js, NC: nc, Log: log, Now: cfg.Now, Signer: signer, Ephemeral: ephemeral,
 		ReauthURLs: cfg.ReauthURLs, ReauthOptions: cfg.ReauthOptions,
 		Limits:    approval.Limits{PerRequester: cfg.MaxPendingPerRequester, PerChain: cfg.MaxPendingPerChain},
 		Failpoint: cfg.Failpoint, Refused: m.approvalsRefused, Alert: func(ev notify.Event) { s.alerts.Publish(ev) }, Exec: executor{s}}
+	s.redrives = &single.Redrives{Replayer: s.replayer, Approver: s.approvalDesk, Tracer: s.tr, Log: log,
+		RedriveWait: cfg.RedriveWait, OutcomeTimeout: cfg.OutcomeTimeout, Outcomes: m.outcomes, Spawn: s.spawn}
 	return s, nil
+}
+
+// spawn runs fn in the background under the run context; Run waits for
+// it at shutdown.
+func (s *Service) spawn(fn func(ctx context.Context)) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn(s.runCtx)
+	}()
 }
 
 // Status returns the live status of a drain running on this instance; ok
@@ -214,6 +228,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	s.chains = &chains{reader: chain.NewReader(s.js), nc: s.nc, tr: s.tr}
 	s.approvalDesk.Chains = s.chains
 	s.holdStore = hold.NewStore(s.js, s.log)
+	s.redrives.Chains, s.redrives.Holds = s.chains, s.holdStore.Active
 	s.idem, err = retry.Value(ctx, s.log, "idempotency bucket", func(ctx context.Context) (jetstream.KeyValue, error) {
 		return s.js.KeyValue(ctx, subjects.IdempotencyBucket)
 	})
@@ -237,7 +252,8 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	defer s.alerts.Close()
 	s.runCtx, s.runCancel = context.WithCancel(context.Background())
 	defer s.runCancel()
-	waitReplays := s.replays.run(s.runCtx)
+	s.replayer.Chains, s.replayer.Idem, s.replayer.Holds = s.chains, s.idem, s.holdStore.Active
+	waitReplays := s.replayer.Run(s.runCtx)
 	defer func() { s.runCancel(); waitReplays() }()
 
 	svc, err := micro.AddService(s.nc, micro.Config{
@@ -442,7 +458,7 @@ func (s *Service) drainApproval(ctx context.Context, who access.Identity, m endp
 		}
 		a.Selected, a.IncludesValidation = plan.Selected, plan.ByClass[string(record.ClassValidation)] > 0
 	}
-	return s.requireApproval(ctx, who, a, approval.Request{Domain: req.Filter.Domain, Body: m.Body, Reason: req.Reason})
+	return s.approvalDesk.Require(ctx, who, a, approval.Request{Domain: req.Filter.Domain, Body: m.Body, Reason: req.Reason})
 }
 
 // launchDrain stores drain req as drainID, started by who, and runs it. A
