@@ -104,11 +104,5 @@ func (e executor) Dismiss(ctx context.Context, req api.DismissRequest, a *api.Ap
 
 // StartDrain starts an approved drain (its overlap checked again).
 func (e executor) StartDrain(ctx context.Context, req api.DrainStartRequest, who access.Identity, drainID string) (string, error) {
-	s := e.s
-	s.startMu.Lock()
-	defer s.startMu.Unlock()
-	if err := s.refuseOverlap(ctx, req, drainID); err != nil {
-		return "", err
-	}
-	return s.launchDrain(ctx, req, who, drainID)
+	return e.s.drainRunner.StartDrain(ctx, req, who, drainID)
 }

@@ -3,13 +3,14 @@
 // of a chain and the conditional appends they ask of the quarantiner
 // (quarantiner.append, the only writer of QUARANTINE). The redriver's
 // Service owns the client (its chains) and hands it to each part as a
-// Chains or an Appender.
+// Chains or an Appender; it also owns parsing a dlq id's domain here.
 package chainio
 
 import (
 	"context"
 	"errors"
 
+	"github.com/deadletter/deadletter/services/redriver/selection"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/record"
@@ -53,4 +54,18 @@ func CodeOf(err error) string {
 func Origin(ch chain.Chain) telemetry.Redrive {
 	return telemetry.Redrive{DLQID: ch.DLQID, Domain: ch.Domain, Count: ch.State.RedriveCount,
 		OriginalTraceID: ch.State.TraceID, OriginalSpanID: ch.State.SpanID}
+}
+
+// ErrBadDLQID: the dlq id is not "<domain>_<token>" with safe characters.
+var ErrBadDLQID = errors.New("redriver: malformed dlq id")
+
+// DomainOf returns the domain prefix of a dlq id ("<domain>_<hex>", as
+// record.DLQIDFor builds them), checking the id is a safe subject token
+// (selection.DomainOf); else ErrBadDLQID.
+func DomainOf(id string) (string, error) {
+	dom, ok := selection.DomainOf(id)
+	if !ok {
+		return "", ErrBadDLQID
+	}
+	return dom, nil
 }

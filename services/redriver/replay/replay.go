@@ -123,7 +123,7 @@ func failed(code string, err error) Result { return Result{Code: code, Err: err}
 // errConflict: the chain kept changing under concurrent writers.
 var errConflict = errors.New("redriver: chain kept changing")
 
-// replay runs one event's replay to its observed outcome: read and fold the
+// Replay runs one event's replay to its observed outcome: read and fold the
 // chain, decide, check IDEMPOTENCY (a key already committed with the same
 // content is resolved skipped_duplicate, never re-published; with other
 // content the replay goes on, and the validator records the conflict), append redrive_requested
@@ -133,7 +133,7 @@ var errConflict = errors.New("redriver: chain kept changing")
 // recorded) is resumed: committed → replayed, else re-published on the
 // same subject, which EVENTS refuses when the replay is stored already
 // (publishAlone): it is then observed at the stored copy's sequence.
-func (r *Replayer) replay(ctx context.Context, domain, id string, o Opts) Result {
+func (r *Replayer) Replay(ctx context.Context, domain, id string, o Opts) Result {
 	for range 5 {
 		ch, err := r.Chains.Read(ctx, domain, id)
 		switch {

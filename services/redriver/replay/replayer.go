@@ -120,11 +120,6 @@ func New(cfg Config) *Replayer {
 // alone.
 func (r *Replayer) Run(ctx context.Context) (wait func()) { return r.batcher.run(ctx) }
 
-// Replay runs one event's replay to its observed outcome (see replay).
-func (r *Replayer) Replay(ctx context.Context, domain, id string, o Opts) Result {
-	return r.replay(ctx, domain, id, o)
-}
-
 // heldBy returns the hold holding st (and its case), one of them when
 // several do; "" when none does.
 func heldBy(st record.State, holds []api.Hold) (holdID, caseID string) {

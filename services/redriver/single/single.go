@@ -23,7 +23,6 @@ import (
 	"github.com/deadletter/deadletter/services/redriver/approved"
 	"github.com/deadletter/deadletter/services/redriver/chainio"
 	"github.com/deadletter/deadletter/services/redriver/replay"
-	"github.com/deadletter/deadletter/services/redriver/selection"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
@@ -73,23 +72,10 @@ type Redrives struct {
 	Spawn func(fn func(ctx context.Context))
 }
 
-// domainOf returns the domain prefix of a dlq id, checking the id is a
-// safe subject token (selection.DomainOf).
-func domainOf(id string) (string, error) {
-	dom, ok := selection.DomainOf(id)
-	if !ok {
-		return "", errBadDLQID
-	}
-	return dom, nil
-}
-
-// errBadDLQID: the dlq id is not "<domain>_<token>" with safe characters.
-var errBadDLQID = errors.New("redriver: malformed dlq id")
-
 // readFor reads the chain of a request's dlq id; its errors are
 // *api.Error.
 func (r *Redrives) readFor(ctx context.Context, id string) (chain.Chain, error) {
-	dom, err := domainOf(id)
+	dom, err := chainio.DomainOf(id)
 	if err != nil {
 		return chain.Chain{}, api.BadField("dlq_id", "must be \"<domain>_<id>\" of letters, digits, '_' and '-'")
 	}

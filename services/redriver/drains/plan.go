@@ -1,4 +1,4 @@
-package redriver
+package drains
 
 import (
 	"context"
@@ -7,23 +7,30 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/deadletter/deadletter/services/redriver/selection"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
+	"github.com/deadletter/deadletter/shared/hold"
 	"github.com/deadletter/deadletter/shared/idempotency"
 )
 
-// plan computes what a drain with filter f would do, writing nothing;
-// unless ignoreOrder, unselected earlier events hold later ones
-// (HeldByEarlier, HeldBy); canary events are picked as the drain's canary
-// would (Canary).
-func (s *Service) plan(ctx context.Context, req api.DrainStartRequest, dups bool) (*api.DrainPlan, error) {
-	return s.planFor(ctx, req, dups, "")
+// planner counts what a selection would do: a dry run's plan, and the
+// overlaps with unfinished drains.
+type planner struct {
+	js    jetstream.JetStream
+	idem  jetstream.KeyValue
+	holds *hold.Store
 }
 
-// planFor is plan for the drain to be stored as self (not counted among
-// the drains it overlaps).
-func (s *Service) planFor(ctx context.Context, req api.DrainStartRequest, dups bool, self string) (*api.DrainPlan, error) {
+// planFor computes what a drain with filter f, to be stored as self (not
+// counted among the drains it overlaps; "" for none), would do, writing
+// nothing; unless ignoreOrder, unselected earlier events hold later ones
+// (HeldByEarlier, HeldBy); canary events are picked as the drain's canary
+// would (Canary); with dups, the idempotency keys of the first events are
+// checked (WouldSkipDuplicate).
+func (pl *planner) planFor(ctx context.Context, req api.DrainStartRequest, dups bool, self string) (*api.DrainPlan, error) {
 	f, ignoreOrder := req.Filter, req.IgnoreOrder
 	canary := req.WithDefaultGuard().Canary
 	if req.NoGuard {
@@ -33,7 +40,7 @@ func (s *Service) planFor(ctx context.Context, req api.DrainStartRequest, dups b
 	p := &api.DrainPlan{ByDomain: map[string]int{}, ByClass: map[string]int{}, ByCode: map[string]int{}, Guard: &guard}
 	// The unfinished drains: the events their filters select among this
 	// selection's are counted (overlap.go).
-	ov, err := s.unfinishedDrains(ctx, self)
+	ov, err := pl.unfinishedDrains(ctx, self)
 	if err != nil {
 		return nil, err
 	}
@@ -47,11 +54,11 @@ func (s *Service) planFor(ctx context.Context, req api.DrainStartRequest, dups b
 	tripleIdx := map[dcc]uint32{}
 	var info []uint32 // by item index: 1 + the index in triples; 0: none
 	idem := map[int32]string{}
-	holds, err := s.holdStore.Active(ctx)
+	holds, err := pl.holds.Active(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("redriver: read the legal holds: %w", err)
 	}
-	sl := &selection.Selector{JS: s.js, Seed: maphash.MakeSeed(), IgnoreOrder: ignoreOrder, Holds: holds}
+	sl := &selection.Selector{JS: pl.js, Seed: maphash.MakeSeed(), IgnoreOrder: ignoreOrder, Holds: holds}
 	sl.OnItem = func(l chain.Head, idx int32) {
 		t := dcc{l.Domain, string(l.Class), string(l.ErrorCode)}
 		ti, ok := tripleIdx[t]
@@ -149,7 +156,7 @@ func (s *Service) planFor(ctx context.Context, req api.DrainStartRequest, dups b
 		p.Canary = append(p.Canary, api.CanaryPick{DLQID: id, Code: sel.CodeOfItem(sel.Items[lo])})
 	}
 	for _, k := range keys {
-		st, found, err := idempotency.Lookup(ctx, s.idem, k)
+		st, found, err := idempotency.Lookup(ctx, pl.idem, k)
 		if err != nil {
 			return nil, err
 		}

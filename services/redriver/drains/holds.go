@@ -1,4 +1,4 @@
-package redriver
+package drains
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // a dynamic hold placed a moment ago holds an event whose hold record the
 // auditor has not appended yet). A drain reads the active holds once for
 // its selection and again when they are older than holdsRefresh; a
-// redrive or a release reads them for itself.
+// redrive or a release reads them for itself (package single).
 
 // holdsRefresh bounds the age of the active holds a drain's replay is
 // checked against.
