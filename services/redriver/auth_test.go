@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/deadletter/deadletter/services/redriver/replay"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
@@ -305,8 +306,8 @@ func TestCallerIsRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no replay on %s: %v", subjects.Redriven("fsma", "x", open, 1), err)
 	}
-	if id := m.Header.Get(envelope.MsgID); id != replayMsgID(e.secret, open, 1) {
-		t.Errorf("replay msg id %q, want %q", id, replayMsgID(e.secret, open, 1))
+	if id := m.Header.Get(envelope.MsgID); id != replay.MsgID(e.secret, open, 1) {
+		t.Errorf("replay msg id %q, want %q", id, replay.MsgID(e.secret, open, 1))
 	}
 	if m.Header.Get(envelope.DLQID) != open || m.Header.Get(envelope.RedriveCount) != "1" {
 		t.Errorf("replay headers %v", m.Header)
@@ -415,7 +416,7 @@ func TestReplyGuard(t *testing.T) {
 // differs with the replay number, the chain and the secret.
 func TestReplayMsgID(t *testing.T) {
 	k1, k2 := []byte(strings.Repeat("a", 32)), []byte(strings.Repeat("b", 32))
-	base := replayMsgID(k1, "pharmacy_x", 1)
+	base := replay.MsgID(k1, "pharmacy_x", 1)
 	if !strings.HasPrefix(base, "pharmacy_x-1-") || len(base) != len("pharmacy_x-1-")+32 {
 		t.Errorf("id %q: want pharmacy_x-1-<32 hex>", base)
 	}
@@ -424,10 +425,10 @@ func TestReplayMsgID(t *testing.T) {
 		id   string
 		same bool
 	}{
-		{"retry", replayMsgID(k1, "pharmacy_x", 1), true},
-		{"next replay", replayMsgID(k1, "pharmacy_x", 2), false},
-		{"other chain", replayMsgID(k1, "pharmacy_y", 1), false},
-		{"other secret", replayMsgID(k2, "pharmacy_x", 1), false},
+		{"retry", replay.MsgID(k1, "pharmacy_x", 1), true},
+		{"next replay", replay.MsgID(k1, "pharmacy_x", 2), false},
+		{"other chain", replay.MsgID(k1, "pharmacy_y", 1), false},
+		{"other secret", replay.MsgID(k2, "pharmacy_x", 1), false},
 		{"old form", "pharmacy_x-" + strconv.Itoa(1), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

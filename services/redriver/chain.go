@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/deadletter/deadletter/services/redriver/selection"
+	"github.com/deadletter/deadletter/services/redriver/chainio"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/record"
@@ -23,7 +23,7 @@ var (
 	// ErrNoChain: no quarantine chain has the dlq id.
 	ErrNoChain = chain.ErrNotFound
 	// ErrBadDLQID: the dlq id is not "<domain>_<token>" with safe characters.
-	ErrBadDLQID = errors.New("redriver: malformed dlq id")
+	ErrBadDLQID = chainio.ErrBadDLQID
 	// ErrUnreadableChain: a stored record fails its seal or does not parse.
 	ErrUnreadableChain = chain.ErrUnreadable
 )
@@ -35,17 +35,6 @@ type chains struct {
 	reader *chain.Reader
 	nc     *nats.Conn
 	tr     telemetry.Tracer
-}
-
-// domainOfID returns the domain prefix of a dlq id ("<domain>_<hex>", as
-// record.DLQIDFor builds them), checking the id is a safe subject token
-// (selection.DomainOf).
-func domainOfID(id string) (string, error) {
-	dom, ok := selection.DomainOf(id)
-	if !ok {
-		return "", ErrBadDLQID
-	}
-	return dom, nil
 }
 
 // last returns the last record of a chain, seal verified.
@@ -74,15 +63,6 @@ type appendError struct {
 }
 
 func (e *appendError) Error() string { return "quarantiner.append: " + e.code + ": " + e.msg }
-
-// codeOf returns the api error code of an append error ("" for others).
-func codeOf(err error) string {
-	var ae *appendError
-	if errors.As(err, &ae) {
-		return ae.code
-	}
-	return ""
-}
 
 // append asks the quarantiner to append a lifecycle record.
 func (c *chains) append(ctx context.Context, req api.AppendRequest) (api.AppendReply, error) {

@@ -5,13 +5,13 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"github.com/nats-io/nats.go"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 	"os"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/batch"
@@ -21,6 +21,9 @@ import (
 	"github.com/deadletter/deadletter/shared/notify"
 	"github.com/deadletter/deadletter/shared/streams"
 )
+
+// minReplaySecret is the least length of Config.ReplaySecret (256 bits).
+const minReplaySecret = 32
 
 // Config configures a redriver. Start from DefaultConfig.
 type Config struct {
@@ -95,7 +98,7 @@ type Config struct {
 	// such requests are refused UNAUTHENTICATED.
 	AllowAnonymous bool
 	// ReplaySecret keys the HMAC that makes each replay's Nats-Msg-Id
-	// unguessable (see replayMsgID); at least 32 bytes. Instances sharing
+	// unguessable (see replay.MsgID); at least 32 bytes. Instances sharing
 	// it give a resumed replay the same id. Empty: ReplaySecretFile, else
 	// a random secret per process (a replay resumed by another instance
 	// or after a restart then gets a new id; its second copy is harmless,

@@ -1,6 +1,10 @@
 package redriver
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/deadletter/deadletter/services/redriver/replay"
+)
 
 // metrics are the redriver's Prometheus collectors.
 type metrics struct {
@@ -96,10 +100,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-func (m *metrics) preferBatches(on bool) {
-	if on {
-		m.batching.Set(1)
-	} else {
-		m.batching.Set(0)
-	}
+// replayMetrics are the collectors of the replay engine (package replay).
+func (m *metrics) replayMetrics() *replay.Metrics {
+	return &replay.Metrics{Published: m.published, Batches: m.batches, Batched: m.batched, Unbatched: m.unbatched, Batching: m.batching}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	drainpart "github.com/deadletter/deadletter/services/redriver/drains"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -51,7 +52,7 @@ func TestDrainEventsOutbox(t *testing.T) {
 			waitRedriver(t, nc)
 			id := fmt.Sprintf("drain-20260101T000000-0utb0x%02d", i)
 			st := api.DrainState{DrainID: id, Status: api.DrainPaused, Owner: "elsewhere", Heartbeat: time.Now().UTC(),
-				Events: []api.DrainEvent{{Action: api.ActionPaused, Actor: autoActor, At: time.Now().UTC(), Reason: api.PauseCanary}}}
+				Events: []api.DrainEvent{{Action: api.ActionPaused, Actor: drainpart.AutoActor, At: time.Now().UTC(), Reason: api.PauseCanary}}}
 			b, _ := json.Marshal(st)
 			if _, err := drains.Create(ctx, id, b); err != nil {
 				t.Fatal(err)
@@ -96,7 +97,7 @@ func TestDrainEventsOutbox(t *testing.T) {
 				t.Errorf("AUDIT holds %d actions of the drain, want the cancel once", n)
 			}
 			// One more pass of the outbox writes nothing again.
-			if left, err := svc.flushOutbox(ctx); left != 0 || err != nil {
+			if left, err := svc.drainRunner.FlushOutbox(ctx); left != 0 || err != nil {
 				t.Errorf("flushOutbox = %d, %v", left, err)
 			}
 			if n := auditActions(t, js, id); n != 1 {

@@ -47,7 +47,7 @@ func BenchmarkRefuseOverlap(b *testing.B) {
 		}
 		b.Run(fmt.Sprintf("unfinished drain %v", running), func(b *testing.B) {
 			for b.Loop() {
-				err := s.refuseOverlap(context.Background(), req, "drain-new")
+				err := s.drainRunner.RefuseOverlap(context.Background(), req, "drain-new")
 				if (err != nil) != running {
 					b.Fatalf("refusal %v, want %v", err, running)
 				}

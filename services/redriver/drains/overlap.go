@@ -1,4 +1,4 @@
-package redriver
+package drains
 
 import (
 	"cmp"
@@ -42,8 +42,8 @@ type overlapScan struct {
 
 // unfinishedDrains returns the scan of the drains stored in DRAINS that
 // are selecting, running or paused, but exclude.
-func (s *Service) unfinishedDrains(ctx context.Context, exclude string) (*overlapScan, error) {
-	drains, err := s.listDrains(ctx)
+func (pl *planner) unfinishedDrains(ctx context.Context, exclude string) (*overlapScan, error) {
+	drains, err := listDrains(ctx, pl.js)
 	if err != nil {
 		return nil, err
 	}
@@ -116,15 +116,15 @@ func (ov *overlapScan) overlaps() []api.DrainOverlap {
 // DRAIN_OVERLAP when an unfinished drain selects some of its events. It
 // costs one multi-last get of DRAINS when no other drain is unfinished,
 // else a selection (without duplicate checks).
-func (s *Service) refuseOverlap(ctx context.Context, req api.DrainStartRequest, drainID string) error {
-	ov, err := s.unfinishedDrains(ctx, drainID)
+func (pl *planner) refuseOverlap(ctx context.Context, req api.DrainStartRequest, drainID string) error {
+	ov, err := pl.unfinishedDrains(ctx, drainID)
 	if err != nil {
 		return api.Wrap(api.ErrUnavailable, err, "the drains could not be listed: "+err.Error())
 	}
 	if len(ov.drains) == 0 {
 		return nil
 	}
-	p, err := s.planFor(ctx, req, false, drainID)
+	p, err := pl.planFor(ctx, req, false, drainID)
 	if err != nil {
 		return api.Wrap(api.ErrUnavailable, err, err.Error())
 	}

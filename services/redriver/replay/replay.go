@@ -1,4 +1,4 @@
-package redriver
+package replay
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
+	"github.com/deadletter/deadletter/services/redriver/chainio"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/envelope"
@@ -27,10 +28,7 @@ import (
 	"github.com/deadletter/deadletter/shared/telemetry"
 )
 
-// minReplaySecret is the least length of Config.ReplaySecret (256 bits).
-const minReplaySecret = 32
-
-// replayMsgID returns the Nats-Msg-Id of replay n of chain dlqID:
+// MsgID returns the Nats-Msg-Id of replay n of chain dlqID:
 // "<dlq_id>-<n>-<128-bit tag>", the tag the first half of an HMAC-SHA256
 // keyed with the replay secret over (dlq_id, n).
 //
@@ -51,7 +49,7 @@ const minReplaySecret = 32
 // redrive_requested record, a field the quarantiner's append does not
 // take. The id seen in a failure record's headers names only that replay:
 // the next one's tag is unrelated.
-func replayMsgID(secret []byte, dlqID string, n int) string {
+func MsgID(secret []byte, dlqID string, n int) string {
 	mac := hmac.New(sha256.New, secret)
 	mac.Write([]byte("deadletter replay msg-id v1\x00"))
 	mac.Write([]byte(dlqID))
@@ -60,72 +58,72 @@ func replayMsgID(secret []byte, dlqID string, n int) string {
 	return dlqID + "-" + strconv.Itoa(n) + "-" + hex.EncodeToString(mac.Sum(nil)[:16])
 }
 
-// replayOpts are the controls of one replay.
-type replayOpts struct {
-	// drainID is the drain on whose behalf it runs ("" for a redrive). A
+// Opts are the controls of one replay.
+type Opts struct {
+	// DrainID is the drain on whose behalf it runs ("" for a redrive). A
 	// drain replays an event at most once: an open chain this drain
 	// already requested a replay of is skipped (a resumed drain).
-	drainID string
-	// includeValidation allows uncorrected validation-class events.
-	includeValidation bool
-	// actor and reason are recorded with the redrive request.
-	actor, reason string
-	// limiter, when set, gives the token each published replay needs.
-	limiter *rate.Limiter
-	// limiterCtx, when set, bounds the wait for a token (a cancelled
+	DrainID string
+	// IncludeValidation allows uncorrected validation-class events.
+	IncludeValidation bool
+	// Actor and Reason are recorded with the redrive request.
+	Actor, Reason string
+	// Limiter, when set, gives the token each published replay needs.
+	Limiter *rate.Limiter
+	// LimiterCtx, when set, bounds the wait for a token (a cancelled
 	// drain stops waiting; nothing is written before the token).
-	limiterCtx context.Context
-	// ignoreOrder marks the redrive_requested record: the drain waived
+	LimiterCtx context.Context
+	// IgnoreOrder marks the redrive_requested record: the drain waived
 	// per-key order.
-	ignoreOrder bool
-	// onPublish is called once per replay published.
-	onPublish func()
-	// wait, when set, bounds the outcome observation (else OutcomeTimeout).
-	wait time.Duration
-	// holds returns the active legal holds the chain is checked against
-	// before a replay starts (nil: read them, Service.holdStore.Active).
-	holds holdsFn
+	IgnoreOrder bool
+	// OnPublish is called once per replay published.
+	OnPublish func()
+	// Wait, when set, bounds the outcome observation (else OutcomeTimeout).
+	Wait time.Duration
+	// Holds returns the active legal holds the chain is checked against
+	// before a replay starts (nil: read them, Replayer.Holds).
+	Holds HoldsFunc
 }
 
-// result is what one replay came to.
-type result struct {
-	// outcome is an api.Outcome*; "" when err is set and nothing changed.
-	outcome string
-	// reason explains not_redrivable.
-	reason string
-	// code is the api error code of err.
-	code string
-	err  error
-	// state is the chain's state as last read (before the outcome).
-	state record.State
-	// next is the index the next record of the chain gets.
-	next int
-	// published reports a replay message was published; replaySeq its
+// Result is what one replay came to.
+type Result struct {
+	// Outcome is an api.Outcome*; "" when Err is set and nothing changed.
+	Outcome string
+	// Reason explains not_redrivable.
+	Reason string
+	// Code is the api error code of Err.
+	Code string
+	Err  error
+	// State is the chain's state as last read (before the outcome).
+	State record.State
+	// Next is the index the next record of the chain gets.
+	Next int
+	// Published reports a replay message was published; ReplaySeq its
 	// EVENTS sequence (the publish acknowledgement's, or the stored copy's
-	// when a retry was refused as stored); eventsSeq the EVENTS sequence
+	// when a retry was refused as stored); EventsSeq the EVENTS sequence
 	// the validator committed for this chain's replay, known once it did
-	// (0 otherwise); redriveCount its number.
-	published    bool
-	replaySeq    uint64
-	eventsSeq    uint64
-	redriveCount int
-	// attempted: this drain already replayed the event (not counted again).
-	attempted bool
-	// failCode is the error code of the failure record that followed a
+	// (0 otherwise); RedriveCount its number.
+	Published    bool
+	ReplaySeq    uint64
+	EventsSeq    uint64
+	RedriveCount int
+	// Attempted: this drain already replayed the event (not counted again).
+	Attempted bool
+	// FailCode is the error code of the failure record that followed a
 	// replay_failed or poisoned outcome.
-	failCode string
-	// holdID and caseID name the legal hold that holds the event (code
+	FailCode string
+	// HoldID and CaseID name the legal hold that holds the event (code
 	// api.ErrHeld: nothing was done).
-	holdID, caseID string
+	HoldID, CaseID string
 }
 
-// failed returns a result for an error with its api code.
-func failed(code string, err error) result { return result{code: code, err: err} }
+// failed returns a Result for an error with its api code.
+func failed(code string, err error) Result { return Result{Code: code, Err: err} }
 
 // errConflict: the chain kept changing under concurrent writers.
 var errConflict = errors.New("redriver: chain kept changing")
 
-// replay runs one event's replay to its observed outcome: read and fold the
+// Replay runs one event's replay to its observed outcome: read and fold the
 // chain, decide, check IDEMPOTENCY (a key already committed with the same
 // content is resolved skipped_duplicate, never re-published; with other
 // content the replay goes on, and the validator records the conflict), append redrive_requested
@@ -135,117 +133,117 @@ var errConflict = errors.New("redriver: chain kept changing")
 // recorded) is resumed: committed → replayed, else re-published on the
 // same subject, which EVENTS refuses when the replay is stored already
 // (publishAlone): it is then observed at the stored copy's sequence.
-func (s *Service) replay(ctx context.Context, domain, id string, o replayOpts) result {
+func (r *Replayer) Replay(ctx context.Context, domain, id string, o Opts) Result {
 	for range 5 {
-		ch, err := s.chains.read(ctx, domain, id)
+		ch, err := r.Chains.Read(ctx, domain, id)
 		switch {
-		case errors.Is(err, ErrNoChain):
+		case errors.Is(err, chain.ErrNotFound):
 			return failed(api.ErrNotFound, err)
-		case errors.Is(err, ErrUnreadableChain):
-			return result{outcome: api.OutcomeNotRedrivable, reason: "unreadable_chain", code: api.ErrNotRedrivable, err: err}
+		case errors.Is(err, chain.ErrUnreadable):
+			return Result{Outcome: api.OutcomeNotRedrivable, Reason: "unreadable_chain", Code: api.ErrNotRedrivable, Err: err}
 		case err != nil:
 			return failed(api.ErrUnavailable, err)
 		}
 		st := ch.State
-		res := result{state: st, next: len(ch.Records)}
+		res := Result{State: st, Next: len(ch.Records)}
 		if ch.FoldErr != nil {
-			res.outcome, res.reason, res.code = api.OutcomeNotRedrivable, "invalid_chain", api.ErrNotRedrivable
-			res.err = fmt.Errorf("%w: %v", ErrUnreadableChain, ch.FoldErr)
+			res.Outcome, res.Reason, res.Code = api.OutcomeNotRedrivable, "invalid_chain", api.ErrNotRedrivable
+			res.Err = fmt.Errorf("%w: %v", chain.ErrUnreadable, ch.FoldErr)
 			return res
 		}
 		switch st.Status {
 		case record.StatusResolved:
-			res.outcome = api.OutcomeResolvedElsewhere
+			res.Outcome = api.OutcomeResolvedElsewhere
 			return res
 		case record.StatusPoison:
-			res.outcome, res.reason, res.code = api.OutcomeNotRedrivable, "poison", api.ErrPoisoned
-			res.err = errors.New("the event is poison: release it first")
+			res.Outcome, res.Reason, res.Code = api.OutcomeNotRedrivable, "poison", api.ErrPoisoned
+			res.Err = errors.New("the event is poison: release it first")
 			return res
 		case record.StatusRedriving:
-			return s.resume(ctx, ch, o)
+			return r.resume(ctx, ch, o)
 		case record.StatusOpen:
 			// A legal hold: nothing starts (a replay in flight, above, is
 			// finished: it was asked for before the hold).
-			holds := o.holds
+			holds := o.Holds
 			if holds == nil {
-				holds = s.holdStore.Active
+				holds = r.Holds
 			}
 			hs, err := holds(ctx)
 			if err != nil {
 				return failed(api.ErrUnavailable, fmt.Errorf("redriver: read the legal holds: %w", err))
 			}
 			if err := hold.Refuse(st, hs); err != nil {
-				res.code, res.err = api.ErrHeld, err
-				res.holdID, res.caseID = heldBy(st, hs)
+				res.Code, res.Err = api.ErrHeld, err
+				res.HoldID, res.CaseID = heldBy(st, hs)
 				return res
 			}
-			if o.drainID != "" && attemptedBy(ch.Records, o.drainID) {
-				res.outcome, res.reason, res.attempted = api.OutcomeNotRedrivable, "attempted_by_this_drain", true
+			if o.DrainID != "" && attemptedBy(ch.Records, o.DrainID) {
+				res.Outcome, res.Reason, res.Attempted = api.OutcomeNotRedrivable, "attempted_by_this_drain", true
 				return res
 			}
-			if !st.Redrivable(o.includeValidation) {
-				res.outcome, res.reason, res.code = api.OutcomeNotRedrivable, "class_"+string(st.Class), api.ErrNotRedrivable
-				res.err = fmt.Errorf("a %s event is replayed only with a correction or include_validation", st.Class)
+			if !st.Redrivable(o.IncludeValidation) {
+				res.Outcome, res.Reason, res.Code = api.OutcomeNotRedrivable, "class_"+string(st.Class), api.ErrNotRedrivable
+				res.Err = fmt.Errorf("a %s event is replayed only with a correction or include_validation", st.Class)
 				return res
 			}
 		default:
-			res.outcome, res.reason, res.code = api.OutcomeNotRedrivable, "status_"+string(st.Status), api.ErrNotRedrivable
-			res.err = errors.New("unknown state")
+			res.Outcome, res.Reason, res.Code = api.OutcomeNotRedrivable, "status_"+string(st.Status), api.ErrNotRedrivable
+			res.Err = errors.New("unknown state")
 			return res
 		}
 		n := st.RedriveCount + 1
-		p, err := s.prepare(st, id, n)
+		p, err := r.prepare(st, id, n)
 		if err != nil {
-			res.outcome, res.reason, res.code, res.err = api.OutcomeNotRedrivable, "payload", api.ErrNotRedrivable, err
+			res.Outcome, res.Reason, res.Code, res.Err = api.OutcomeNotRedrivable, "payload", api.ErrNotRedrivable, err
 			return res
 		}
 		if p.key != "" {
-			ks, found, err := idempotency.Lookup(ctx, s.idem, p.key)
+			ks, found, err := idempotency.Lookup(ctx, r.Idem, p.key)
 			if err != nil {
 				return failed(api.ErrUnavailable, err)
 			}
 			same := false
 			if found && ks.Committed() {
-				if same, err = s.sameAsCommitted(ctx, p, ks); err != nil {
+				if same, err = r.sameAsCommitted(ctx, p, ks); err != nil {
 					return failed(api.ErrUnavailable, err)
 				}
 			}
 			if same {
-				out, err := s.appendOutcome(ctx, ch, res.next, record.KindSkippedDuplicate, o.drainID, "", 0)
+				out, err := r.appendOutcome(ctx, ch, res.Next, record.KindSkippedDuplicate, o.DrainID, "", 0)
 				if errors.Is(err, errConflict) {
 					continue
 				}
 				if err != nil {
-					return failed(codeOf(err), err)
+					return failed(chainio.CodeOf(err), err)
 				}
-				res.outcome = out
+				res.Outcome = out
 				return res
 			}
 		}
 		if err := o.wait4token(ctx); err != nil {
 			return failed(api.ErrUnavailable, err)
 		}
-		exp := res.next
+		exp := res.Next
 		// The request record names the replay's trace.
-		rctx, span, m := s.startReplay(ctx, ch.Domain, id, st, p, n)
-		_, err = s.chains.append(rctx, api.AppendRequest{
+		rctx, span, m := r.startReplay(ctx, ch.Domain, id, st, p, n)
+		_, err = r.Chains.Append(rctx, api.AppendRequest{
 			DLQID: id, Domain: domain, Kind: record.KindRedriveRequested, ExpectedIndex: &exp,
-			RedriveCount: n, DrainID: o.drainID, Actor: o.actor, Reason: o.reason, IgnoreOrder: o.ignoreOrder,
+			RedriveCount: n, DrainID: o.DrainID, Actor: o.Actor, Reason: o.Reason, IgnoreOrder: o.IgnoreOrder,
 		})
-		if codeOf(err) == api.ErrConflict || codeOf(err) == api.ErrInvalidTransition {
+		if chainio.CodeOf(err) == api.ErrConflict || chainio.CodeOf(err) == api.ErrInvalidTransition {
 			span.SetAttributes(telemetry.OutcomeKey.String("conflict"))
 			span.End()
 			continue // another redriver got there first: decide again
 		}
 		if err != nil {
-			telemetry.Error(span, codeOf(err))
+			telemetry.Error(span, chainio.CodeOf(err))
 			span.End()
-			return failed(codeOf(err), err)
+			return failed(chainio.CodeOf(err), err)
 		}
-		res.next++
-		res.redriveCount = n
-		s.cfg.Failpoint.Hit(failpoint.RedriverAfterClaim, id)
-		return s.publishAndObserve(rctx, span, m, ch.Domain, id, p, n, res, o)
+		res.Next++
+		res.RedriveCount = n
+		r.cfg.Failpoint.Hit(failpoint.RedriverAfterClaim, id)
+		return r.publishAndObserve(rctx, span, m, ch.Domain, id, p, n, res, o)
 	}
 	return failed(api.ErrConflict, errConflict)
 }
@@ -254,23 +252,23 @@ func (s *Service) replay(ctx context.Context, domain, id string, o replayOpts) r
 // its outcome; else the same replay is published again, on the same
 // subject: refused when it is stored already, and then observed at the
 // stored copy's sequence (publishAlone), never stored twice.
-func (s *Service) resume(ctx context.Context, ch chain.Chain, o replayOpts) result {
+func (r *Replayer) resume(ctx context.Context, ch chain.Chain, o Opts) Result {
 	st := ch.State
 	n := st.RedriveCount + 1
-	res := result{state: st, next: len(ch.Records), redriveCount: n}
-	p, err := s.prepare(st, ch.DLQID, n)
+	res := Result{State: st, Next: len(ch.Records), RedriveCount: n}
+	p, err := r.prepare(st, ch.DLQID, n)
 	if err != nil {
-		res.outcome, res.reason, res.code, res.err = api.OutcomeNotRedrivable, "payload", api.ErrNotRedrivable, err
+		res.Outcome, res.Reason, res.Code, res.Err = api.OutcomeNotRedrivable, "payload", api.ErrNotRedrivable, err
 		return res
 	}
 	if p.key != "" {
-		ks, found, err := idempotency.Lookup(ctx, s.idem, p.key)
+		ks, found, err := idempotency.Lookup(ctx, r.Idem, p.key)
 		if err != nil {
 			return failed(api.ErrUnavailable, err)
 		}
 		same := false
 		if found && ks.Committed() && ks.DLQID != ch.DLQID {
-			if same, err = s.sameAsCommitted(ctx, p, ks); err != nil {
+			if same, err = r.sameAsCommitted(ctx, p, ks); err != nil {
 				return failed(api.ErrUnavailable, err)
 			}
 		}
@@ -279,16 +277,16 @@ func (s *Service) resume(ctx context.Context, ch chain.Chain, o replayOpts) resu
 			if ks.DLQID == ch.DLQID {
 				kind = record.KindReplayed
 			}
-			out, err := s.appendOutcome(ctx, ch, res.next, kind, o.drainID, subjects.EventsStream, ks.SourceSeq)
+			out, err := r.appendOutcome(ctx, ch, res.Next, kind, o.DrainID, subjects.EventsStream, ks.SourceSeq)
 			if err != nil && !errors.Is(err, errConflict) {
-				return failed(codeOf(err), err)
+				return failed(chainio.CodeOf(err), err)
 			}
 			if errors.Is(err, errConflict) {
-				out = s.reread(ctx, ch.Domain, ch.DLQID, res.next-1)
+				out = r.reread(ctx, ch.Domain, ch.DLQID, res.Next-1)
 			}
-			res.outcome = out
+			res.Outcome = out
 			if kind == record.KindReplayed {
-				res.eventsSeq = ks.SourceSeq
+				res.EventsSeq = ks.SourceSeq
 			}
 			return res
 		}
@@ -296,19 +294,19 @@ func (s *Service) resume(ctx context.Context, ch chain.Chain, o replayOpts) resu
 	if err := o.wait4token(ctx); err != nil {
 		return failed(api.ErrUnavailable, err)
 	}
-	ctx, span, m := s.startReplay(ctx, ch.Domain, ch.DLQID, st, p, n)
-	return s.publishAndObserve(ctx, span, m, ch.Domain, ch.DLQID, p, n, res, o)
+	ctx, span, m := r.startReplay(ctx, ch.Domain, ch.DLQID, st, p, n)
+	return r.publishAndObserve(ctx, span, m, ch.Domain, ch.DLQID, p, n, res, o)
 }
 
 // wait4token waits for the limiter's token, if any.
-func (o replayOpts) wait4token(ctx context.Context) error {
-	if o.limiter == nil {
+func (o Opts) wait4token(ctx context.Context) error {
+	if o.Limiter == nil {
 		return nil
 	}
-	if o.limiterCtx != nil {
-		ctx = o.limiterCtx
+	if o.LimiterCtx != nil {
+		ctx = o.LimiterCtx
 	}
-	return o.limiter.Wait(ctx)
+	return o.Limiter.Wait(ctx)
 }
 
 // prepared is a replay's message: subject, bytes and idempotency key ("" when
@@ -328,8 +326,8 @@ type prepared struct {
 // correction) of other content is published all the same, and the
 // validator records it on the chain as IDEMPOTENCY_CONFLICT, its gate
 // deciding as for any other event.
-func (s *Service) sameAsCommitted(ctx context.Context, p prepared, ks idempotency.KeyState) (bool, error) {
-	h, err := idempotency.CommittedHash(ctx, s.js, ks, subjects.Ledger(p.domain, p.key))
+func (r *Replayer) sameAsCommitted(ctx context.Context, p prepared, ks idempotency.KeyState) (bool, error) {
+	h, err := idempotency.CommittedHash(ctx, r.cfg.JS, ks, subjects.Ledger(p.domain, p.key))
 	if err != nil {
 		return false, err
 	}
@@ -344,7 +342,7 @@ func (s *Service) sameAsCommitted(ctx context.Context, p prepared, ks idempotenc
 // key: the one the validator derived when the
 // event failed (stored in the chain), else (a correction, or an original
 // that never passed the gate) by the gate now.
-func (s *Service) prepare(st record.State, id string, n int) (prepared, error) {
+func (r *Replayer) prepare(st record.State, id string, n int) (prepared, error) {
 	if !subjects.ValidToken(id) {
 		return prepared{}, fmt.Errorf("redriver: the dlq id is not a subject token")
 	}
@@ -357,7 +355,7 @@ func (s *Service) prepare(st record.State, id string, n int) (prepared, error) {
 		return prepared{}, fmt.Errorf("redriver: source subject is not an events subject")
 	}
 	if st.Corrected {
-		if c, ok := s.checkers[st.Domain]; ok {
+		if c, ok := r.checkers[st.Domain]; ok {
 			if doc, err := gate.Decode(data); err == nil {
 				if t, err := c.EventType(doc); err == nil && t != "" {
 					dom, typ = st.Domain, t
@@ -374,7 +372,7 @@ func (s *Service) prepare(st record.State, id string, n int) (prepared, error) {
 		p.key = st.IdempotencyKey
 		return p, nil
 	}
-	if env, err := s.gate.Check(subject, data); err == nil {
+	if env, err := r.cfg.Gate.Check(subject, data); err == nil {
 		p.key = env.IdempotencyKey
 	}
 	return p, nil
@@ -384,7 +382,7 @@ func (s *Service) prepare(st record.State, id string, n int) (prepared, error) {
 // trace, linked to the original event's and carrying its trace id; the
 // redrive_requested record, the validator's processing of the replay and
 // the outcome record join it.
-func (s *Service) startReplay(ctx context.Context, domain, id string, st record.State, p prepared, n int) (context.Context, trace.Span, *nats.Msg) {
+func (r *Replayer) startReplay(ctx context.Context, domain, id string, st record.State, p prepared, n int) (context.Context, trace.Span, *nats.Msg) {
 	m := nats.NewMsg(p.subject)
 	m.Data = p.data
 	m.Header.Set(envelope.DLQID, id)
@@ -394,32 +392,25 @@ func (s *Service) startReplay(ctx context.Context, domain, id string, st record.
 		// party against it as it checked the original's.
 		m.Header.Set(envelope.Publisher, st.Publisher)
 	}
-	r := origin(chain.Chain{Domain: domain, DLQID: id, State: st})
-	r.Count = n
-	ctx, span := s.tr.StartRedrive(ctx, m, r)
+	rd := chainio.Origin(chain.Chain{Domain: domain, DLQID: id, State: st})
+	rd.Count = n
+	ctx, span := r.cfg.Tracer.StartRedrive(ctx, m, rd)
 	return ctx, span, m
-}
-
-// origin is what the span of a step on chain ch links to: the chain and
-// the trace its first record names (its redrive count as it stands).
-func origin(ch chain.Chain) telemetry.Redrive {
-	return telemetry.Redrive{DLQID: ch.DLQID, Domain: ch.Domain, Count: ch.State.RedriveCount,
-		OriginalTraceID: ch.State.TraceID, OriginalSpanID: ch.State.SpanID}
 }
 
 // publishAndObserve publishes replay n (m, started by startReplay with its
 // span, which it ends) and waits for its outcome.
-func (s *Service) publishAndObserve(ctx context.Context, span trace.Span, m *nats.Msg, domain, id string, p prepared, n int, res result, o replayOpts) result {
+func (r *Replayer) publishAndObserve(ctx context.Context, span trace.Span, m *nats.Msg, domain, id string, p prepared, n int, res Result, o Opts) Result {
 	defer span.End()
 	// Watch before publishing, so that a fast commit still wakes us.
 	wake := make(chan *nats.Msg, 8)
-	stop := s.notify.watch(wake, p.key, domain, id)
+	stop := r.notify.watch(wake, p.key, domain, id)
 	defer stop()
-	m.Header.Set(jetstream.MsgIDHeader, replayMsgID(s.replaySecret, id, n))
+	m.Header.Set(jetstream.MsgIDHeader, MsgID(r.cfg.Secret, id, n))
 	// Stored at most once: a retry finds the subject written and resolves
 	// to the stored copy (publishAlone).
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
-	ack, err := s.replays.publish(ctx, m)
+	ack, err := r.batcher.publish(ctx, m)
 	if err == nil {
 		telemetry.RecordAck(span, ack)
 	} else {
@@ -427,21 +418,21 @@ func (s *Service) publishAndObserve(ctx context.Context, span trace.Span, m *nat
 	}
 	if err != nil {
 		// The chain stays redriving: a later drain or redrive resumes it.
-		res.outcome, res.code, res.err = api.OutcomePending, api.ErrUnavailable, fmt.Errorf("redriver: publish replay: %w", err)
+		res.Outcome, res.Code, res.Err = api.OutcomePending, api.ErrUnavailable, fmt.Errorf("redriver: publish replay: %w", err)
 		return res
 	}
 	// The acknowledgement is EVENTS': the replay's one sequence.
-	res.published, res.replaySeq = true, ack.Sequence
-	s.cfg.Failpoint.Hit(failpoint.RedriverAfterReplay, id)
-	if o.onPublish != nil {
-		o.onPublish()
+	res.Published, res.ReplaySeq = true, ack.Sequence
+	r.cfg.Failpoint.Hit(failpoint.RedriverAfterReplay, id)
+	if o.OnPublish != nil {
+		o.OnPublish()
 	}
-	s.metrics.published.Inc()
-	s.log.Info("DLQ_REPLAY_PUBLISHED", "dlq_id", id, "domain", domain, "redrive_count", n, "events_seq", ack.Sequence,
-		"duplicate", ack.Duplicate, "drain_id", o.drainID)
-	res.outcome, res.eventsSeq, res.failCode, res.err = s.observe(ctx, domain, id, p, ack.Sequence, res.next-1, o, wake, stop)
-	if res.err != nil {
-		res.code = codeOf(res.err)
+	r.cfg.Metrics.Published.Inc()
+	r.cfg.Log.Info("DLQ_REPLAY_PUBLISHED", "dlq_id", id, "domain", domain, "redrive_count", n, "events_seq", ack.Sequence,
+		"duplicate", ack.Duplicate, "drain_id", o.DrainID)
+	res.Outcome, res.EventsSeq, res.FailCode, res.Err = r.observe(ctx, domain, id, p, ack.Sequence, res.Next-1, o, wake, stop)
+	if res.Err != nil {
+		res.Code = chainio.CodeOf(res.Err)
 	}
 	return res
 }
@@ -460,16 +451,16 @@ func (s *Service) publishAndObserve(ctx context.Context, span trace.Span, m *nat
 // A key committed by another copy with other content than the replay's
 // (sameAsCommitted) is no duplicate: the validator quarantines the replay
 // IDEMPOTENCY_CONFLICT on the chain, and its failure is the outcome.
-func (s *Service) observe(ctx context.Context, domain, id string, p prepared, replaySeq uint64, idx int, o replayOpts, wake <-chan *nats.Msg, stop func()) (outcome string, eventsSeq uint64, failCode string, err error) {
+func (r *Replayer) observe(ctx context.Context, domain, id string, p prepared, replaySeq uint64, idx int, o Opts, wake <-chan *nats.Msg, stop func()) (outcome string, eventsSeq uint64, failCode string, err error) {
 	key := p.key
-	timeout := s.cfg.OutcomeTimeout
-	if o.wait > 0 {
-		timeout = o.wait
+	timeout := r.cfg.OutcomeTimeout
+	if o.Wait > 0 {
+		timeout = o.Wait
 	}
 	deadline := time.Now().Add(timeout)
 	// The first look waits for a wake-up (the commit or a new record) or
 	// PollMin; later looks back off to PollMax when nothing wakes them.
-	wait := s.cfg.PollMin
+	wait := r.cfg.PollMin
 	for {
 		timer := time.NewTimer(wait)
 		var woken *nats.Msg
@@ -480,15 +471,15 @@ func (s *Service) observe(ctx context.Context, domain, id string, p prepared, re
 		case woken = <-wake:
 			timer.Stop()
 		case <-timer.C:
-			wait = min(2*wait, s.cfg.PollMax)
+			wait = min(2*wait, r.cfg.PollMax)
 		}
 		if key != "" {
 			ks, found, err := committedBy(woken, wake, key)
 			if !found {
-				ks, found, err = idempotency.Lookup(ctx, s.idem, key)
+				ks, found, err = idempotency.Lookup(ctx, r.Idem, key)
 			}
 			if err == nil && found && ks.Committed() && ks.DLQID != id {
-				if same, serr := s.sameAsCommitted(ctx, p, ks); serr != nil || !same {
+				if same, serr := r.sameAsCommitted(ctx, p, ks); serr != nil || !same {
 					found = false // a conflict (or unknown yet): the chain's record tells
 				}
 			}
@@ -502,9 +493,9 @@ func (s *Service) observe(ctx context.Context, domain, id string, p prepared, re
 				}
 				stop()
 				ch := chain.Chain{Domain: domain, DLQID: id}
-				out, err := s.appendOutcome(ctx, ch, idx+1, kind, o.drainID, stream, seq)
+				out, err := r.appendOutcome(ctx, ch, idx+1, kind, o.DrainID, stream, seq)
 				if errors.Is(err, errConflict) {
-					return s.reread(ctx, domain, id, idx), 0, "", nil
+					return r.reread(ctx, domain, id, idx), 0, "", nil
 				}
 				if err != nil || kind != record.KindReplayed {
 					return out, 0, "", err
@@ -512,7 +503,7 @@ func (s *Service) observe(ctx context.Context, domain, id string, p prepared, re
 				return out, ks.SourceSeq, "", nil
 			}
 		}
-		last, err := s.chains.last(ctx, domain, id)
+		last, err := r.Chains.Last(ctx, domain, id)
 		if err == nil && key == "" && last.Index > idx && last.Kind == record.KindReplayed && last.SourceSeq == replaySeq {
 			// A replay without a key of its own, a whole EPCIS
 			// document's: the validator reports its outcome (its events
@@ -524,7 +515,7 @@ func (s *Service) observe(ctx context.Context, domain, id string, p prepared, re
 			return outcomeOfKind(last.Kind), 0, string(last.ErrorCode), nil
 		}
 		if time.Now().After(deadline) {
-			s.log.Warn("DLQ_REPLAY_PENDING", "dlq_id", id, "domain", domain, "events_seq", replaySeq, "drain_id", o.drainID)
+			r.cfg.Log.Warn("DLQ_REPLAY_PENDING", "dlq_id", id, "domain", domain, "events_seq", replaySeq, "drain_id", o.DrainID)
 			return api.OutcomePending, 0, "", nil
 		}
 	}
@@ -552,8 +543,8 @@ func committedBy(m *nats.Msg, wake <-chan *nats.Msg, key string) (idempotency.Ke
 const kvOperation = "KV-Operation"
 
 // reread returns the outcome another writer recorded after index idx.
-func (s *Service) reread(ctx context.Context, domain, id string, idx int) string {
-	last, err := s.chains.last(ctx, domain, id)
+func (r *Replayer) reread(ctx context.Context, domain, id string, idx int) string {
+	last, err := r.Chains.Last(ctx, domain, id)
 	if err != nil || last.Index <= idx {
 		return api.OutcomePending
 	}
@@ -577,20 +568,20 @@ func outcomeOfKind(kind record.Kind) string {
 // and the sequence the validator committed, or EVENTS and the replay's
 // own sequence (a skipped duplicate; earlier redrivers recorded REPLAYS
 // and the replay's sequence there). It returns errConflict when the chain changed.
-func (s *Service) appendOutcome(ctx context.Context, ch chain.Chain, next int, kind record.Kind, drainID, stream string, seq uint64) (string, error) {
+func (r *Replayer) appendOutcome(ctx context.Context, ch chain.Chain, next int, kind record.Kind, drainID, stream string, seq uint64) (string, error) {
 	req := api.AppendRequest{DLQID: ch.DLQID, Domain: ch.Domain, Kind: kind, ExpectedIndex: &next, DrainID: drainID}
 	if stream != "" && seq != 0 {
 		req.SourceStream, req.SourceSeq = stream, seq
 	}
-	_, err := s.chains.append(ctx, req)
-	switch c := codeOf(err); {
+	_, err := r.Chains.Append(ctx, req)
+	switch c := chainio.CodeOf(err); {
 	case err == nil:
 	case c == api.ErrConflict || c == api.ErrInvalidTransition:
 		return "", errConflict
 	default:
 		return "", err
 	}
-	s.log.Info("replay outcome appended", "dlq_id", ch.DLQID, "domain", ch.Domain, "kind", string(kind), "source_stream", req.SourceStream,
+	r.cfg.Log.Info("replay outcome appended", "dlq_id", ch.DLQID, "domain", ch.Domain, "kind", string(kind), "source_stream", req.SourceStream,
 		"source_seq", req.SourceSeq, "drain_id", drainID)
 	if kind == record.KindReplayed {
 		return api.OutcomeReplayed, nil

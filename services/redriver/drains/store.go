@@ -1,4 +1,4 @@
-package redriver
+package drains
 
 import (
 	"context"
@@ -23,6 +23,8 @@ const (
 	drainsPrefix   = "$KV." + subjects.DrainsBucket + "."
 	drainsAll      = drainsPrefix + ">"
 	kvMarkerReason = "Nats-Marker-Reason"
+	// kvOperation is the header marking a key-value delete or purge.
+	kvOperation = "KV-Operation"
 )
 
 // storedDrain is one drain as stored in DRAINS, with its revision.
@@ -40,7 +42,7 @@ type storedDrain struct {
 // a bucket with more keys than one multi-last get may name is read by a
 // batch scan of the whole stream instead, the last message per key
 // winning.
-func (s *Service) listDrains(ctx context.Context) ([]storedDrain, error) {
+func listDrains(ctx context.Context, js jetstream.JetStream) ([]storedDrain, error) {
 	last := map[string]storedDrain{}
 	var order []string
 	keep := func(raw *jetstream.RawStreamMsg) error {
@@ -60,11 +62,11 @@ func (s *Service) listDrains(ctx context.Context) ([]storedDrain, error) {
 		last[key] = d
 		return nil
 	}
-	err := s.multiLast(ctx, keep)
+	err := multiLast(ctx, js, keep)
 	if errors.Is(err, errTooManyKeys) {
 		clear(last)
 		order = order[:0]
-		err = s.scanDrains(ctx, keep)
+		err = scanDrains(ctx, js, keep)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("redriver: list drains: %w", err)
@@ -84,8 +86,8 @@ var errTooManyKeys = errors.New("redriver: more drains than one multi-last get r
 
 // multiLast reads the last message of every DRAINS key, as of the stream's
 // last sequence when the first reply was sent.
-func (s *Service) multiLast(ctx context.Context, fn func(*jetstream.RawStreamMsg) error) error {
-	err := streams.DirectGetAll(ctx, s.js, drainsStream,
+func multiLast(ctx context.Context, js jetstream.JetStream, fn func(*jetstream.RawStreamMsg) error) error {
+	err := streams.DirectGetAll(ctx, js, drainsStream,
 		streams.DirectRequest{MultiLast: []string{drainsAll}, Batch: streams.MaxMultiLast, MaxBytes: selection.ScanMaxBytes}, fn)
 	// The server answers 413 Too Many Results when the filter matches more
 	// subjects than it sends in one reply.
@@ -96,7 +98,7 @@ func (s *Service) multiLast(ctx context.Context, fn func(*jetstream.RawStreamMsg
 }
 
 // scanDrains reads every message of DRAINS in stream order.
-func (s *Service) scanDrains(ctx context.Context, fn func(*jetstream.RawStreamMsg) error) error {
-	return streams.DirectGetAll(ctx, s.js, drainsStream,
+func scanDrains(ctx context.Context, js jetstream.JetStream, fn func(*jetstream.RawStreamMsg) error) error {
+	return streams.DirectGetAll(ctx, js, drainsStream,
 		streams.DirectRequest{Seq: 1, NextFor: drainsAll, Batch: selection.ScanBatch, MaxBytes: selection.ScanMaxBytes}, fn)
 }

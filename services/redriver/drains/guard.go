@@ -1,4 +1,4 @@
-package redriver
+package drains
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/deadletter/deadletter/services/redriver/guard"
+	"github.com/deadletter/deadletter/services/redriver/replay"
 	"github.com/deadletter/deadletter/services/redriver/selection"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
@@ -16,17 +17,17 @@ import (
 )
 
 // judged sorts a replay's outcome for the failure guard (guard.Judge).
-func judged(res result) (counted, failed bool, code string) {
-	return guard.Judge(res.outcome, res.failCode)
+func judged(res replay.Result) (counted, failed bool, code string) {
+	return guard.Judge(res.Outcome, res.FailCode)
 }
 
-// autoActor is the actor of what the redriver does on its own (an
+// AutoActor is the actor of what the redriver does on its own (an
 // automatic pause).
-const autoActor = "redriver"
+const AutoActor = "redriver"
 
 // observeOutcome feeds a replay's outcome to the drain's failure window
 // and pauses the drain when the window trips.
-func (s *Service) observeOutcome(d *drainRun, res result) {
+func (r *Runner) observeOutcome(d *drainRun, res replay.Result) {
 	if d.window == nil {
 		return
 	}
@@ -35,33 +36,33 @@ func (s *Service) observeOutcome(d *drainRun, res result) {
 		return
 	}
 	if trip, fig, codes := d.window.Add(failed, code); trip {
-		s.pause(d, api.PauseFailureRate, fig, codes)
+		r.pause(d, api.PauseFailureRate, fig, codes)
 	}
 }
 
 // pause stops a drain's dispatch for good (once): its status becomes
 // paused, at once in DRAINS, with the event; AUDIT gets the action; the
 // replays in flight finish and are counted.
-func (s *Service) pause(d *drainRun, reason string, fig api.WindowFigures, codes map[string]int) {
+func (r *Runner) pause(d *drainRun, reason string, fig api.WindowFigures, codes map[string]int) {
 	if d.userCancelled.Load() || !d.paused.CompareAndSwap(false, true) {
 		return
 	}
-	ev := api.DrainEvent{Action: api.ActionPaused, Actor: autoActor, At: time.Now().UTC(), Reason: reason, Codes: codes, Window: &fig,
+	ev := api.DrainEvent{Action: api.ActionPaused, Actor: AutoActor, At: time.Now().UTC(), Reason: reason, Codes: codes, Window: &fig,
 		Unrecorded: true}
 	d.setStatus(func(st *api.DrainState) {
 		st.Status = api.DrainPaused
 		st.Events = append(st.Events, ev)
 	})
 	d.stop()
-	s.metrics.pauses.WithLabelValues(reason).Inc()
-	s.log.Warn("DRAIN_PAUSED", "drain_id", d.id, "reason", reason, "codes", guard.CodeList(codes),
+	r.cfg.Metrics.Pauses.WithLabelValues(reason).Inc()
+	r.cfg.Log.Warn("DRAIN_PAUSED", "drain_id", d.id, "reason", reason, "codes", guard.CodeList(codes),
 		"outcomes", fig.Outcomes, "failures", fig.Failures, "rate", fig.Rate, "max_rate", fig.MaxRate, "window", fig.Size)
-	if err := s.save(d); err != nil {
-		s.log.Warn("drain checkpoint failed", "drain_id", d.id, "err", err)
+	if err := r.save(d); err != nil {
+		r.cfg.Log.Warn("drain checkpoint failed", "drain_id", d.id, "err", err)
 	}
 	snap := d.snapshot()
-	s.auditDrain(d.id, ev, len(snap.Events))
-	s.alerts.Publish(notify.Event{ID: "drain_paused." + d.id + "." + strconv.Itoa(len(snap.Events)), Kind: notify.KindDrainPaused,
+	r.auditDrain(d.id, ev, len(snap.Events))
+	r.cfg.Alert(notify.Event{ID: "drain_paused." + d.id + "." + strconv.Itoa(len(snap.Events)), Kind: notify.KindDrainPaused,
 		DrainID: d.id, Domain: d.req.Filter.Domain, Reason: reason, Codes: codes,
 		Counts: map[string]int{"outcomes": fig.Outcomes, "failures": fig.Failures, "window": fig.Size,
 			"selected": snap.Selected, "committed": snap.Committed, "remaining": snap.Remaining}})
@@ -77,7 +78,7 @@ func personEvent(action string, who access.Identity, reason string) api.DrainEve
 // outcomes. It returns, by lane start index, whether each canary event was
 // resolved (its lane may go on), and whether the drain goes on: false when
 // it paused (the re-failure rate above the max) or was stopped.
-func (s *Service) runCanary(d *drainRun, sel *selection.Selection, picks []int, limiter *rate.Limiter, workers int) (map[int]bool, bool) {
+func (r *Runner) runCanary(d *drainRun, sel *selection.Selection, picks []int, limiter *rate.Limiter, workers int) (map[int]bool, bool) {
 	began := time.Now()
 	resolved := make(map[int]bool, len(picks))
 	var mu sync.Mutex
@@ -90,7 +91,7 @@ func (s *Service) runCanary(d *drainRun, sel *selection.Selection, picks []int, 
 		go func() {
 			defer wg.Done()
 			for lo := range work {
-				res, ok, done := s.replayItem(d, sel, sel.Items[lo], limiter)
+				res, ok, done := r.replayItem(d, sel, sel.Items[lo], limiter)
 				if !done {
 					continue
 				}
@@ -128,21 +129,21 @@ func (s *Service) runCanary(d *drainRun, sel *selection.Selection, picks []int, 
 		fig.Rate = float64(fig.Failures) / float64(fig.Outcomes)
 	}
 	d.setStatus(func(st *api.DrainState) { st.CanaryDone = true })
-	s.log.Info("DRAIN_CANARY", "drain_id", d.id, "picked", len(picks), "outcomes", fig.Outcomes, "failures", fig.Failures,
+	r.cfg.Log.Info("DRAIN_CANARY", "drain_id", d.id, "picked", len(picks), "outcomes", fig.Outcomes, "failures", fig.Failures,
 		"rate", fig.Rate, "max_rate", maxRate, "codes", guard.CodeList(codes), "took_ms", time.Since(began).Milliseconds())
 	if fig.Outcomes > 0 && fig.Rate > maxRate {
-		s.pause(d, api.PauseCanary, fig, codes)
+		r.pause(d, api.PauseCanary, fig, codes)
 		return resolved, false
 	}
-	if err := s.save(d); err != nil {
-		s.log.Warn("drain checkpoint failed", "drain_id", d.id, "err", err)
+	if err := r.save(d); err != nil {
+		r.cfg.Log.Warn("drain checkpoint failed", "drain_id", d.id, "err", err)
 	}
 	return resolved, true
 }
 
 // finalRate is the drain's rate once ramped (rate.Inf: no ceiling).
-func (s *Service) finalRate(req api.DrainStartRequest) rate.Limit {
-	return guard.FinalRate(req, s.cfg.DefaultRatePerSecond)
+func (c Config) finalRate(req api.DrainStartRequest) rate.Limit {
+	return guard.FinalRate(req, c.DefaultRatePerSecond)
 }
 
 // errNotPaused: drain.resume of a drain that is not paused.

@@ -1,4 +1,4 @@
-package redriver
+package replay
 
 import (
 	"context"
@@ -73,7 +73,7 @@ type replayBatcher struct {
 	// disabled is set when EVENTS does not allow atomic publish (a store
 	// provisioned before it did): every replay is then written alone.
 	disabled atomic.Bool
-	metrics  *metrics
+	metrics  *Metrics
 	// chooser says whether a group is written as one atomic batch or one
 	// publish per replay (batches with SyncAlways, else measured; shared
 	// by the flushers).
@@ -94,7 +94,7 @@ type pubResult struct {
 // newReplayBatcher returns a batcher of up to maxMsgs replays a batch, on
 // the stores o describes (its fsync setting and replicas decide how groups
 // are written: batch.Chooser).
-func newReplayBatcher(js jetstream.JetStream, log *slog.Logger, m *metrics, maxMsgs int, linger time.Duration, o streams.Options) *replayBatcher {
+func newReplayBatcher(js jetstream.JetStream, log *slog.Logger, m *Metrics, maxMsgs int, linger time.Duration, o streams.Options) *replayBatcher {
 	b := &replayBatcher{js: js, log: log, metrics: m, max: min(maxMsgs, batch.MaxMessages), linger: linger, wake: make(chan struct{}, 1), closed: true}
 	b.chooser.SyncAlways, b.chooser.Replicas = o.SyncAlways, o.Replicas
 	m.preferBatches(b.chooser.PrefersBatches()) // 1 from the start with SyncAlways
@@ -304,7 +304,7 @@ func (b *replayBatcher) batch(reqs []*pubReq) bool {
 	seqs, err := batch.Publish(ctx, b.js, msgs)
 	cancel()
 	if err != nil {
-		b.metrics.unbatched.Inc()
+		b.metrics.Unbatched.Inc()
 		if errors.Is(err, batch.ErrDisabled) && !b.disabled.Swap(true) {
 			b.log.Warn("EVENTS does not allow atomic publish: replays are written one by one", "stream", subjects.EventsStream)
 		} else {
@@ -315,8 +315,8 @@ func (b *replayBatcher) batch(reqs []*pubReq) bool {
 		}
 		return false
 	}
-	b.metrics.batches.Inc()
-	b.metrics.batched.Add(float64(len(reqs)))
+	b.metrics.Batches.Inc()
+	b.metrics.Batched.Add(float64(len(reqs)))
 	for i, r := range reqs {
 		r.done <- pubResult{ack: &jetstream.PubAck{Stream: subjects.EventsStream, Sequence: seqs[i]}}
 	}

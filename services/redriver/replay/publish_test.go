@@ -1,4 +1,4 @@
-package redriver
+package replay
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/deadletter/deadletter/shared/batch"
@@ -80,7 +81,7 @@ func TestReplayBatcher(t *testing.T) {
 		{name: "stopped", n: 20, stopped: true, wantNew: 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := newMetrics(nil)
+			m := testMetrics()
 			b := newReplayBatcher(js, slog.New(slog.DiscardHandler), m, 1000, 0, streams.Options{})
 			rctx, stop := context.WithCancel(ctx)
 			t.Cleanup(stop)
@@ -152,10 +153,10 @@ func TestReplayBatcher(t *testing.T) {
 					t.Fatalf("sequence %d holds another replay than %d", ack.Sequence, i)
 				}
 			}
-			if got := testutil.ToFloat64(m.batches) > 0; got != tc.wantBatch {
+			if got := testutil.ToFloat64(m.Batches) > 0; got != tc.wantBatch {
 				t.Errorf("batches stored: %v, want %v", got, tc.wantBatch)
 			}
-			if got := testutil.ToFloat64(m.unbatched) > 0; got != tc.wantUnbatc {
+			if got := testutil.ToFloat64(m.Unbatched) > 0; got != tc.wantUnbatc {
 				t.Errorf("batches refused: %v, want %v", got, tc.wantUnbatc)
 			}
 		})
@@ -191,9 +192,9 @@ func TestReplayBatcherTakesThePreferredWay(t *testing.T) {
 		{"the servers fsync every write: batches, one publish each measured cheaper", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := newMetrics(nil)
+			m := testMetrics()
 			b := newReplayBatcher(js, slog.New(slog.DiscardHandler), m, 1000, 0, streams.Options{SyncAlways: tc.syncAlways})
-			if got := testutil.ToFloat64(m.batching); tc.syncAlways && got != 1 {
+			if got := testutil.ToFloat64(m.Batching); tc.syncAlways && got != 1 {
 				t.Fatalf("batching gauge %v before the first replay, want 1 (SyncAlways)", got)
 			}
 			preferBatches(&b.chooser, tc.batches)
@@ -260,7 +261,7 @@ func TestReplayBatcherTakesThePreferredWay(t *testing.T) {
 					}
 				}
 			}
-			batches, batched := testutil.ToFloat64(m.batches), testutil.ToFloat64(m.batched)
+			batches, batched := testutil.ToFloat64(m.Batches), testutil.ToFloat64(m.Batched)
 			if tc.batches || tc.syncAlways {
 				if batches == 0 || batched < lanes {
 					t.Fatalf("%v batches of %v replays, want the first %d replays in one at least", batches, batched, lanes)
@@ -268,7 +269,7 @@ func TestReplayBatcherTakesThePreferredWay(t *testing.T) {
 			} else if batches != 0 || batched != 0 {
 				t.Fatalf("%v batches of %v replays, want none", batches, batched)
 			}
-			if got, want := testutil.ToFloat64(m.batching), map[bool]float64{true: 1, false: 0}[tc.batches || tc.syncAlways]; got != want {
+			if got, want := testutil.ToFloat64(m.Batching), map[bool]float64{true: 1, false: 0}[tc.batches || tc.syncAlways]; got != want {
 				t.Errorf("batching gauge %v, want %v", got, want)
 			}
 		})
@@ -291,7 +292,7 @@ func TestReplayStoredOnce(t *testing.T) {
 		}
 		return info.State.Subjects[subject]
 	}
-	unbatched := newReplayBatcher(js, slog.New(slog.DiscardHandler), newMetrics(nil), 1, 0, streams.Options{})
+	unbatched := newReplayBatcher(js, slog.New(slog.DiscardHandler), testMetrics(), 1, 0, streams.Options{})
 	for _, tc := range []struct {
 		name  string
 		again func(*nats.Msg) (*jetstream.PubAck, error)
@@ -299,7 +300,7 @@ func TestReplayStoredOnce(t *testing.T) {
 		{"alone", func(m *nats.Msg) (*jetstream.PubAck, error) { return publishAlone(ctx, js, m) }},
 		{"through an unbatched batcher", func(m *nats.Msg) (*jetstream.PubAck, error) { return unbatched.publish(ctx, m) }},
 		{"one publish each", func(m *nats.Msg) (*jetstream.PubAck, error) {
-			b := newReplayBatcher(js, slog.New(slog.DiscardHandler), newMetrics(nil), 1000, 0, streams.Options{})
+			b := newReplayBatcher(js, slog.New(slog.DiscardHandler), testMetrics(), 1000, 0, streams.Options{})
 			r := &pubReq{msg: m, done: make(chan pubResult, 1)}
 			b.each([]*pubReq{r})
 			res := <-r.done
@@ -350,4 +351,11 @@ func newEvents(t *testing.T) (jetstream.JetStream, jetstream.Stream, context.Con
 		t.Fatal(err)
 	}
 	return js, events, ctx
+}
+
+// testMetrics returns unregistered collectors.
+func testMetrics() *Metrics {
+	return &Metrics{Published: prometheus.NewCounter(prometheus.CounterOpts{Name: "published"}),
+		Batches: prometheus.NewCounter(prometheus.CounterOpts{Name: "batches"}), Batched: prometheus.NewCounter(prometheus.CounterOpts{Name: "batched"}),
+		Unbatched: prometheus.NewCounter(prometheus.CounterOpts{Name: "unbatched"}), Batching: prometheus.NewGauge(prometheus.GaugeOpts{Name: "batching"})}
 }

@@ -1,4 +1,4 @@
-package redriver
+package replay
 
 import (
 	"github.com/nats-io/nats.go"

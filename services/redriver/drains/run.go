@@ -1,4 +1,4 @@
-package redriver
+package drains
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/deadletter/deadletter/services/redriver/guard"
+	"github.com/deadletter/deadletter/services/redriver/replay"
 	"github.com/deadletter/deadletter/services/redriver/selection"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/retry"
@@ -87,8 +88,8 @@ func validDrainID(id string) bool {
 }
 
 // newRun prepares the runtime of a stored drain status.
-func (s *Service) newRun(st api.DrainState, rev uint64) *drainRun {
-	ctx, cancel := context.WithCancel(s.runCtx)
+func (r *Runner) newRun(st api.DrainState, rev uint64) *drainRun {
+	ctx, cancel := context.WithCancel(r.ctx)
 	d := &drainRun{id: st.DrainID, req: st.Request, ctx: ctx, cancel: cancel, done: make(chan struct{}), stored: st, rev: rev,
 		window: guard.NewWindow(st.Request)}
 	d.stopCtx, d.stop = context.WithCancel(ctx)
@@ -147,7 +148,7 @@ func (d *drainRun) setStatus(fn func(st *api.DrainState)) {
 // save writes the drain's status to DRAINS, conditional on the revision
 // last written. A drain cancelled elsewhere is cancelled here; a drain
 // another instance took over is stopped (its status left to that owner).
-func (s *Service) save(d *drainRun) error {
+func (r *Runner) save(d *drainRun) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for range 3 {
@@ -160,7 +161,7 @@ func (s *Service) save(d *drainRun) error {
 		d.mu.Lock()
 		rev := d.rev
 		d.mu.Unlock()
-		nrev, err := s.drains.Update(ctx, d.id, b, rev)
+		nrev, err := r.kv.Update(ctx, d.id, b, rev)
 		if err == nil {
 			d.mu.Lock()
 			d.rev = nrev
@@ -170,7 +171,7 @@ func (s *Service) save(d *drainRun) error {
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
 			return fmt.Errorf("redriver: save drain: %w", err)
 		}
-		e, err := s.drains.Get(ctx, d.id)
+		e, err := r.kv.Get(ctx, d.id)
 		if err != nil {
 			return fmt.Errorf("redriver: save drain: %w", err)
 		}
@@ -182,7 +183,7 @@ func (s *Service) save(d *drainRun) error {
 		d.rev = e.Revision()
 		d.mu.Unlock()
 		switch {
-		case cur.Owner != s.cfg.InstanceID:
+		case cur.Owner != r.cfg.InstanceID:
 			d.lost.Store(true)
 			d.cancel()
 			return nil
@@ -199,37 +200,37 @@ func (s *Service) save(d *drainRun) error {
 }
 
 // execute runs a drain: select (streaming), then replay lane by lane.
-func (s *Service) execute(d *drainRun, resumed bool) {
-	defer s.wg.Done()
+func (r *Runner) execute(d *drainRun, resumed bool) {
+	defer r.wg.Done()
 	defer close(d.done)
 	defer func() {
-		s.mu.Lock()
-		delete(s.running, d.id)
-		s.mu.Unlock()
+		r.mu.Lock()
+		delete(r.running, d.id)
+		r.mu.Unlock()
 	}()
 	stopCk := make(chan struct{})
 	var ckDone sync.WaitGroup
 	ckDone.Add(1)
 	go func() {
 		defer ckDone.Done()
-		t := time.NewTicker(min(time.Second, s.cfg.DrainLease/3))
+		t := time.NewTicker(min(time.Second, r.cfg.DrainLease/3))
 		defer t.Stop()
 		for {
 			select {
 			case <-stopCk:
 				return
 			case <-t.C:
-				if err := s.save(d); err != nil {
-					s.log.Warn("drain checkpoint failed", "drain_id", d.id, "err", err)
+				if err := r.save(d); err != nil {
+					r.cfg.Log.Warn("drain checkpoint failed", "drain_id", d.id, "err", err)
 				}
 			}
 		}
 	}()
-	err := s.drainOnce(d, resumed)
+	err := r.drainOnce(d, resumed)
 	close(stopCk)
 	ckDone.Wait()
 	if d.lost.Load() {
-		s.log.Warn("drain taken over by another instance", "drain_id", d.id)
+		r.cfg.Log.Warn("drain taken over by another instance", "drain_id", d.id)
 		return
 	}
 	final := ""
@@ -261,31 +262,31 @@ func (s *Service) execute(d *drainRun, resumed bool) {
 				st.Error = err.Error()
 			}
 		})
-		s.metrics.drains.WithLabelValues(final).Inc()
+		r.cfg.Metrics.Drains.WithLabelValues(final).Inc()
 	}
-	if err := s.save(d); err != nil {
-		s.log.Warn("drain final save failed", "drain_id", d.id, "err", err)
+	if err := r.save(d); err != nil {
+		r.cfg.Log.Warn("drain final save failed", "drain_id", d.id, "err", err)
 	}
 	snap := d.snapshot()
-	s.log.Info("DRAIN_"+map[bool]string{true: "STOPPED", false: "FINISHED"}[final == ""], "drain_id", d.id, "status", snap.Status,
+	r.cfg.Log.Info("DRAIN_"+map[bool]string{true: "STOPPED", false: "FINISHED"}[final == ""], "drain_id", d.id, "status", snap.Status,
 		"selected", snap.Selected, "committed", snap.Committed, "skipped_duplicate", snap.SkippedDuplicate,
 		"replay_failed", snap.ReplayFailed, "poisoned", snap.Poisoned, "held", snap.Held, "pending", snap.Pending)
 }
 
 // drainOnce selects and replays; it returns when every lane is done or the
 // drain's context ends.
-func (s *Service) drainOnce(d *drainRun, resumed bool) error {
+func (r *Runner) drainOnce(d *drainRun, resumed bool) error {
 	ctx := d.ctx
 	f := d.req.Filter
 	started := d.snapshot().StartedAt
 	// The active legal holds: read once for the selection, then again by
 	// the replays when older than holdsRefresh (never once per event).
-	d.holds = &holdCache{store: s.holdStore}
+	d.holds = &holdCache{store: r.holds}
 	holds, err := d.holds.get(ctx)
 	if err != nil {
 		return fmt.Errorf("redriver: read the legal holds: %w", err)
 	}
-	sl := &selection.Selector{JS: s.js, Seed: maphash.MakeSeed(), IgnoreOrder: d.req.IgnoreOrder, Holds: holds}
+	sl := &selection.Selector{JS: r.cfg.JS, Seed: maphash.MakeSeed(), IgnoreOrder: d.req.IgnoreOrder, Holds: holds}
 	if resumed {
 		sl.ResumeOf = d.id
 	}
@@ -316,25 +317,25 @@ func (s *Service) drainOnce(d *drainRun, resumed bool) error {
 		d.noteUnderHold(b)
 	}
 	d.setStatus(func(st *api.DrainState) { st.Status = api.DrainRunning })
-	if err := s.save(d); err != nil {
-		s.log.Warn("drain checkpoint failed", "drain_id", d.id, "err", err)
+	if err := r.save(d); err != nil {
+		r.cfg.Log.Warn("drain checkpoint failed", "drain_id", d.id, "err", err)
 	}
-	s.log.Info("DRAIN_RUNNING", "drain_id", d.id, "selected", sel.Selected, "items", len(sel.Items), "resumed", resumed)
+	r.cfg.Log.Info("DRAIN_RUNNING", "drain_id", d.id, "selected", sel.Selected, "items", len(sel.Items), "resumed", resumed)
 
-	limiter := s.limiterOf(d.req)
-	workers := s.concurrencyOf(d.req)
+	limiter := r.cfg.limiterOf(d.req)
+	workers := r.cfg.concurrencyOf(d.req)
 	if len(d.req.Ramp) > 0 && limiter != nil {
 		// The ramp ends with the drain, however it ends.
 		rctx, rcancel := context.WithCancel(d.stopCtx)
 		defer rcancel()
-		go guard.Ramp(rctx, limiter, d.req.Ramp, guard.RampHold(d.req), s.finalRate(d.req))
+		go guard.Ramp(rctx, limiter, d.req.Ramp, guard.RampHold(d.req), r.cfg.finalRate(d.req))
 	}
 	// The canary's lanes (by their first index): whether their head was
 	// resolved (the rest of the lane may go on).
 	var canary map[int]bool
 	if d.req.Canary > 0 && !d.snapshot().CanaryDone {
 		var goOn bool
-		if canary, goOn = s.runCanary(d, sel, sel.Canary(d.req.Canary), limiter, workers); !goOn {
+		if canary, goOn = r.runCanary(d, sel, sel.Canary(d.req.Canary), limiter, workers); !goOn {
 			return nil
 		}
 	}
@@ -345,7 +346,7 @@ func (s *Service) drainOnce(d *drainRun, resumed bool) error {
 		go func() {
 			defer wg.Done()
 			for w := range lanes {
-				s.runLane(d, sel, w.items, limiter, w.held)
+				r.runLane(d, sel, w.items, limiter, w.held)
 			}
 		}()
 	}
@@ -443,15 +444,15 @@ func (d *drainRun) countHold(holdID, caseID string) {
 }
 
 // limiterOf returns the drain's token bucket (nil: no ceiling).
-func (s *Service) limiterOf(req api.DrainStartRequest) *rate.Limiter {
-	r := float64(s.cfg.DefaultRatePerSecond)
+func (c Config) limiterOf(req api.DrainStartRequest) *rate.Limiter {
+	r := float64(c.DefaultRatePerSecond)
 	if req.RatePerSecond != nil {
 		r = *req.RatePerSecond
 	}
 	if len(req.Ramp) > 0 {
 		// The ramp's first step (or the drain's rate, when lower); ramp
 		// raises it.
-		return rate.NewLimiter(min(rate.Limit(req.Ramp[0]), s.finalRate(req)), max(1, req.Burst))
+		return rate.NewLimiter(min(rate.Limit(req.Ramp[0]), c.finalRate(req)), max(1, req.Burst))
 	}
 	if r <= 0 || math.IsInf(r, 1) {
 		return nil
@@ -460,18 +461,18 @@ func (s *Service) limiterOf(req api.DrainStartRequest) *rate.Limiter {
 }
 
 // concurrencyOf returns the drain's bound on replays in flight.
-func (s *Service) concurrencyOf(req api.DrainStartRequest) int {
+func (c Config) concurrencyOf(req api.DrainStartRequest) int {
 	if req.MaxConcurrency > 0 {
 		return req.MaxConcurrency
 	}
-	return s.cfg.DefaultConcurrency
+	return c.DefaultConcurrency
 }
 
 // runLane replays one ordered lane: in event-time order, each replay waiting
 // for the previous one's outcome. Once an event of the lane is unresolved
 // (an unselected earlier event, one under a legal hold, a failed or pending
 // replay), the rest of the lane is held (from the start when held is set).
-func (s *Service) runLane(d *drainRun, sel *selection.Selection, lane []selection.Item, limiter *rate.Limiter, held bool) {
+func (r *Runner) runLane(d *drainRun, sel *selection.Selection, lane []selection.Item, limiter *rate.Limiter, held bool) {
 	var blocker *api.Blocker // the event holding the lane, if named
 	for _, it := range lane {
 		if d.stopCtx.Err() != nil {
@@ -490,20 +491,20 @@ func (s *Service) runLane(d *drainRun, sel *selection.Selection, lane []selectio
 			if blocker != nil {
 				d.holdBy(*blocker)
 			}
-			s.metrics.outcomes.WithLabelValues("held").Inc()
+			r.cfg.Metrics.Outcomes.WithLabelValues("held").Inc()
 			continue
 		}
-		res, ok, done := s.replayItem(d, sel, it, limiter)
+		res, ok, done := r.replayItem(d, sel, it, limiter)
 		if !done {
 			return // interrupted: the event is selected again on resume
 		}
-		s.observeOutcome(d, res)
-		if res.code == api.ErrHeld {
+		r.observeOutcome(d, res)
+		if res.Code == api.ErrHeld {
 			// A legal hold found at its turn: it holds the rest of the lane.
 			_, id := sel.IDOf(it)
-			b := api.Blocker{DLQID: id, Reason: api.ReasonLegalHold, HoldID: res.holdID, CaseID: res.caseID}
+			b := api.Blocker{DLQID: id, Reason: api.ReasonLegalHold, HoldID: res.HoldID, CaseID: res.CaseID}
 			d.noteUnderHold(b)
-			d.countHold(res.holdID, res.caseID)
+			d.countHold(res.HoldID, res.CaseID)
 			blocker = &b
 		}
 		if !ok {
@@ -516,7 +517,7 @@ func (s *Service) runLane(d *drainRun, sel *selection.Selection, lane []selectio
 // outcome: ok reports the event resolved (its lane may go on); done is
 // false when the drain was stopped before the event had an outcome (it is
 // selected again on resume, and not counted).
-func (s *Service) replayItem(d *drainRun, sel *selection.Selection, it selection.Item, limiter *rate.Limiter) (res result, ok, done bool) {
+func (r *Runner) replayItem(d *drainRun, sel *selection.Selection, it selection.Item, limiter *rate.Limiter) (res replay.Result, ok, done bool) {
 	dom, id := sel.IDOf(it)
 	n := d.inFlight.Add(1)
 	for {
@@ -525,28 +526,28 @@ func (s *Service) replayItem(d *drainRun, sel *selection.Selection, it selection
 			break
 		}
 	}
-	s.metrics.inFlight.Inc()
-	res = s.replayRetrying(d, dom, id, replayOpts{
-		drainID: d.id, includeValidation: d.req.Filter.IncludeValidation, ignoreOrder: d.req.IgnoreOrder,
-		actor: d.req.Actor, reason: d.req.Reason, limiter: limiter, limiterCtx: d.stopCtx, holds: d.holds.get,
-		onPublish: func() { d.replayed.Add(1); d.meter.add(time.Now()) },
+	r.cfg.Metrics.InFlight.Inc()
+	res = r.replayRetrying(d, dom, id, replay.Opts{
+		DrainID: d.id, IncludeValidation: d.req.Filter.IncludeValidation, IgnoreOrder: d.req.IgnoreOrder,
+		Actor: d.req.Actor, Reason: d.req.Reason, Limiter: limiter, LimiterCtx: d.stopCtx, Holds: d.holds.get,
+		OnPublish: func() { d.replayed.Add(1); d.meter.add(time.Now()) },
 	})
-	s.metrics.inFlight.Dec()
+	r.cfg.Metrics.InFlight.Dec()
 	d.inFlight.Add(-1)
-	if d.stopCtx.Err() != nil && (res.outcome == "" || res.outcome == api.OutcomePending) {
+	if d.stopCtx.Err() != nil && (res.Outcome == "" || res.Outcome == api.OutcomePending) {
 		return res, false, false
 	}
 	ok = d.count(res)
-	label := res.outcome
+	label := res.Outcome
 	switch {
-	case res.code == api.ErrHeld:
+	case res.Code == api.ErrHeld:
 		label = "held"
-		s.log.Info("held by a legal hold", "drain_id", d.id, "dlq_id", id, "hold_id", res.holdID)
+		r.cfg.Log.Info("held by a legal hold", "drain_id", d.id, "dlq_id", id, "hold_id", res.HoldID)
 	case label == "":
 		label = "error"
-		s.log.Warn("replay error", "drain_id", d.id, "dlq_id", id, "code", res.code, "err", res.err)
+		r.cfg.Log.Warn("replay error", "drain_id", d.id, "dlq_id", id, "code", res.Code, "err", res.Err)
 	}
-	s.metrics.outcomes.WithLabelValues(label).Inc()
+	r.cfg.Metrics.Outcomes.WithLabelValues(label).Inc()
 	return res, ok, true
 }
 
@@ -563,18 +564,18 @@ const replayRetryWait = time.Second
 // counts as an error that holds the lane. A retry is safe: replay reads the
 // chain again, resumes a replay left redriving (same Nats-Msg-Id) and
 // never re-publishes a committed key.
-func (s *Service) replayRetrying(d *drainRun, domain, id string, o replayOpts) result {
-	var res result
+func (r *Runner) replayRetrying(d *drainRun, domain, id string, o replay.Opts) replay.Result {
+	var res replay.Result
 	// The waits (package retry) end when the drain stops; the replay
 	// itself runs under the drain's context.
 	_ = retry.Policy{Initial: replayRetryWait, Max: replayRetryWait << replayRetries}.Times(d.stopCtx, replayRetries+1,
 		func(attempt int, _ error) {
-			s.metrics.retries.Inc()
-			s.log.Warn("replay retry", "drain_id", d.id, "dlq_id", id, "code", res.code, "attempt", attempt, "err", res.err)
+			r.cfg.Metrics.Retries.Inc()
+			r.cfg.Log.Warn("replay retry", "drain_id", d.id, "dlq_id", id, "code", res.Code, "attempt", attempt, "err", res.Err)
 		},
 		func(context.Context) error {
-			res = s.replay(d.ctx, domain, id, o)
-			if res.outcome != "" || (res.code != api.ErrUnavailable && res.code != api.ErrConflict) {
+			res = r.cfg.Replayer.Replay(d.ctx, domain, id, o)
+			if res.Outcome != "" || (res.Code != api.ErrUnavailable && res.Code != api.ErrConflict) {
 				return nil
 			}
 			return errReplayTransient
@@ -586,15 +587,15 @@ func (s *Service) replayRetrying(d *drainRun, domain, id string, o replayOpts) r
 // (replayRetrying retries it).
 var errReplayTransient = errors.New("redriver: replay failed for a transient reason")
 
-// count adds a replay's result to the drain's counters and reports whether
+// count adds a replay's replay.Result to the drain's counters and reports whether
 // the lane may continue (the event is resolved).
-func (d *drainRun) count(res result) bool {
-	if res.code == api.ErrHeld {
+func (d *drainRun) count(res replay.Result) bool {
+	if res.Code == api.ErrHeld {
 		d.held.Add(1)
 		d.heldByHold.Add(1)
 		return false
 	}
-	switch res.outcome {
+	switch res.Outcome {
 	case api.OutcomeReplayed:
 		d.committed.Add(1)
 		return true
@@ -611,7 +612,7 @@ func (d *drainRun) count(res result) bool {
 	case api.OutcomePending:
 		d.pending.Add(1)
 	case api.OutcomeNotRedrivable:
-		if !res.attempted {
+		if !res.Attempted {
 			d.skipped.Add(1)
 		}
 	default:
