@@ -28,6 +28,3 @@ func (c *chains) Read(ctx context.Context, domain, id string) (chain.Chain, erro
 func (c *chains) Last(ctx context.Context, domain, id string) (record.Record, error) {
 	return c.last(ctx, domain, id)
 }
-
-// AppendCode is the refused append's reply code (chainio.CodeOf).
-func (e *appendError) AppendCode() string { return e.code }

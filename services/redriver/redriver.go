@@ -207,7 +207,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("redriver: %s must be provisioned by an administrator: %w", subjects.QuarantineStream, err)
 	}
-	s.chains = &chains{reader: chain.NewReader(s.js), nc: s.nc, tr: s.tr}
+	s.chains = &chains{reader: chain.NewReader(s.js), app: chain.NewAppender(s.nc, api.QuarantinerAppend).WithTracer(s.tr)}
 	s.approvalDesk.Chains = s.chains
 	holds := hold.NewStore(s.js, s.log)
 	s.redrives.Chains, s.redrives.Holds = s.chains, holds.Active

@@ -34,20 +34,9 @@ type Chains interface {
 	Last(ctx context.Context, domain, id string) (record.Record, error)
 }
 
-// coded is an append error that names its reply code.
-type coded interface {
-	AppendCode() string
-}
-
 // CodeOf returns the api error code of a refused append ("" for any
-// other error).
-func CodeOf(err error) string {
-	var c coded
-	if errors.As(err, &c) {
-		return c.AppendCode()
-	}
-	return ""
-}
+// other error): chain.CodeOf.
+func CodeOf(err error) string { return chain.CodeOf(err) }
 
 // Origin is what the span of a step on chain ch links to: the chain and
 // the trace its first record names (its redrive count as it stands).
