@@ -8,7 +8,8 @@
 // An XLSX export has a "records" sheet (one row per stored record: the
 // failure, the chain's status after the record and the record's seal) and
 // one sheet per domain present, named after the domain, with the key
-// fields an inspector asks about as typed columns (numbers as numbers,
+// fields an inspector asks about as typed columns (each domain declares
+// its sheet in its package: domain.Spec.Sheet) (numbers as numbers,
 // times as UTC date-time cells to the millisecond, dates as date cells):
 // pharmacy (registrant, transaction id, event type, NDC and NDC-11, lot,
 // expiry, quantity, unit, schedule, counterparty, occurred at), dscsa
