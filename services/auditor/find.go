@@ -68,7 +68,8 @@ func parseIDFilter(req api.ListRequest) (idFilter, error) {
 	}
 	owners, errTwoDomains := searchFields()
 	values := make(map[string]string, len(given))
-	for name, v := range given {
+	for _, name := range slices.Sorted(maps.Keys(given)) { // the first bad field, always the same
+		v := given[name]
 		if len(owners[name]) == 0 {
 			return f, api.BadField("identifiers", "names a field no domain searches by (the fields: %s)", strings.Join(slices.Sorted(maps.Keys(owners)), ", "))
 		}
