@@ -2,151 +2,142 @@ package auditor
 
 import (
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/domain"
-	"github.com/deadletter/deadletter/shared/domain/dscsa"
-	"github.com/deadletter/deadletter/shared/domain/fsma"
-	"github.com/deadletter/deadletter/shared/domain/pharmacy"
-	"github.com/deadletter/deadletter/shared/gs1"
+	"github.com/deadletter/deadletter/shared/domain/registry"
 )
 
 // idFilter is a list request's identifier filters (api.ListRequest.NDC
-// and the others), normalized as the domains normalize them. It matches
-// the identifiers an event's ordering key and party name (identifiersOf):
-// the auditor's index keeps them per chain, and a scan reads them from
-// the chain's records, so a search reads no payload.
+// and the others: api.ListRequest.IdentifierFilters), read by the domains'
+// searches (domain.Spec.Search). It matches the identifiers an event's
+// ordering key and party name and those its first record lists
+// (identifiersOf): the auditor's index keeps them per chain, and a scan
+// reads them from the chain's records, so a search reads no payload.
 type idFilter struct {
-	// domain is the domain the identifiers belong to ("" when only a lot
-	// is given, which pharmacy and FSMA both have).
-	domain                                               string
-	ndc11, lot, registrant, key, gtin, serial, sscc, tlc string
-	// txID is a pharmacy transaction id, matched against the first
-	// record's identifiers (records that carry them) and, with the
-	// registrant, against the idempotency key (older records).
-	txID string
-	set  bool
+	// domain is the domain the identifiers belong to ("" when only
+	// fields several domains answer are given, e.g. a lot, which
+	// pharmacy, DSCSA and FSMA all have).
+	domain string
+	// matchers match a chain of their domain; a chain of a domain
+	// without one does not match.
+	matchers map[string]domain.Matcher
+	set      bool
 }
 
-// errTwoDomains: a request names identifiers of two domains.
-var errTwoDomains = errors.New("identifiers of two domains (pharmacy: ndc, registrant, transaction_id; dscsa: gtin, serial, sscc; fsma: tlc) cannot match one event")
+// searchFields is what the registered domains' searches answer: the
+// domains of each search field, and the message refusing fields of two
+// domains in one request.
+var searchFields = sync.OnceValues(func() (map[string][]string, error) {
+	owners := map[string][]string{}
+	for _, s := range registry.All() {
+		for _, f := range s.Search.Fields {
+			owners[f] = append(owners[f], s.Name)
+		}
+	}
+	var parts []string
+	for _, s := range registry.All() {
+		var own []string
+		for _, f := range s.Search.Fields {
+			if len(owners[f]) == 1 {
+				own = append(own, f)
+			}
+		}
+		if len(own) > 0 {
+			parts = append(parts, s.Name+": "+strings.Join(own, ", "))
+		}
+	}
+	// errTwoDomains: a request names identifiers of two domains.
+	errTwoDomains := fmt.Errorf("identifiers of two domains (%s) cannot match one event", strings.Join(parts, "; "))
+	return owners, errTwoDomains
+})
 
-// parseIDFilter normalizes req's identifier filters. A bad identifier is
-// a BAD_REQUEST naming its field and the rule, never echoing the value.
+// parseIDFilter normalizes req's identifier filters, each domain's by its
+// search (domain.Search.Parse), in the registry's order. A bad identifier
+// is a BAD_REQUEST naming its field and the rule, never echoing the value.
 func parseIDFilter(req api.ListRequest) (idFilter, error) {
-	f := idFilter{set: req.HasIdentifiers()}
+	given := req.IdentifierFilters()
+	f := idFilter{set: len(given) > 0}
 	if !f.set {
 		return f, nil
 	}
-	claim := func(d string) error {
-		if f.domain != "" && f.domain != d {
-			return api.Wrap(api.ErrBadRequest, errTwoDomains, errTwoDomains.Error())
+	owners, errTwoDomains := searchFields()
+	values := make(map[string]string, len(given))
+	for _, name := range slices.Sorted(maps.Keys(given)) { // the first bad field, always the same
+		v := given[name]
+		if len(owners[name]) == 0 {
+			return f, api.BadField("identifiers", "names a field no domain searches by (the fields: %s)", strings.Join(slices.Sorted(maps.Keys(owners)), ", "))
 		}
-		f.domain = d
-		return nil
+		if w := req.Identifiers[name]; w != "" && w != v {
+			return f, api.BadField(name, "given twice, with two values")
+		}
+		if v = strings.TrimSpace(v); v != "" {
+			values[name] = v
+		}
 	}
-	if s := strings.TrimSpace(req.NDC); s != "" {
-		n11, err := pharmacy.NormalizeNDC(s)
+	f.matchers = map[string]domain.Matcher{}
+	for _, s := range registry.All() {
+		own, vals := false, map[string]string{}
+		for _, name := range s.Search.Fields {
+			if v, ok := values[name]; ok {
+				vals[name] = v
+				own = own || len(owners[name]) == 1
+			}
+		}
+		if !own {
+			continue
+		}
+		m, err := parseSearch(s, vals)
 		if err != nil {
-			return f, api.BadField("ndc", "not an NDC: %s", err)
-		}
-		f.ndc11 = n11
-		if err := claim(pharmacy.Name); err != nil {
 			return f, err
 		}
+		if f.domain != "" {
+			return f, api.Wrap(api.ErrBadRequest, errTwoDomains, errTwoDomains.Error())
+		}
+		f.domain, f.matchers[s.Name] = s.Name, m
 	}
-	if s := strings.TrimSpace(req.Registrant); s != "" {
-		s = strings.ToUpper(s)
-		if err := pharmacy.ValidateDEA(s); err != nil {
-			return f, api.BadField("registrant", "not a DEA registration number: %s", err)
-		}
-		f.registrant = s
-		if err := claim(pharmacy.Name); err != nil {
-			return f, err
-		}
+	if f.domain != "" {
+		return f, nil
 	}
-	if s := strings.TrimSpace(req.TransactionID); s != "" {
-		f.txID = s
-		if f.registrant != "" {
-			// The event's idempotency key (pharmacy.KeySource): a
-			// record written before records kept the transaction id
-			// (record.Record.Identifiers) matches by it.
-			f.key = domain.Key(pharmacy.Name, f.registrant, s)
-		}
-		if err := claim(pharmacy.Name); err != nil {
-			return f, err
-		}
-	}
-	f.lot = strings.TrimSpace(req.Lot)
-	if s := strings.TrimSpace(req.GTIN); s != "" {
-		if dscsa.IsItemURI(s) {
-			gtin, serial, err := dscsa.ParseItem(s)
-			if err != nil {
-				return f, api.BadField("gtin", "%s", err)
+	// Only fields several domains answer: each of those domains matches
+	// its own chains.
+	for _, s := range registry.All() {
+		vals := map[string]string{}
+		for name, v := range values {
+			if !slices.Contains(s.Search.Fields, name) {
+				vals = nil
+				break
 			}
-			if ser := strings.TrimSpace(req.Serial); ser != "" && ser != serial {
-				return f, api.BadField("serial", "differs from the serial of the item URI given as the GTIN")
-			}
-			f.gtin, f.serial = gtin, serial
-		} else {
-			gtin, err := gtin14(s)
-			if err != nil {
-				return f, api.BadField("gtin", "not a GTIN: %s", err)
-			}
-			f.gtin = gtin
+			vals[name] = v
 		}
-		if err := claim(dscsa.Name); err != nil {
-			return f, err
+		if vals == nil || s.Search.Parse == nil {
+			continue
 		}
-	}
-	if s := strings.TrimSpace(req.Serial); s != "" && f.serial == "" {
-		if dscsa.IsItemURI(s) {
-			gtin, serial, err := dscsa.ParseItem(s)
-			if err != nil {
-				return f, api.BadField("serial", "%s", err)
-			}
-			if f.gtin != "" && f.gtin != gtin {
-				return f, api.BadField("serial", "the item URI's GTIN differs from the GTIN given")
-			}
-			f.gtin, f.serial = gtin, serial
-		} else {
-			f.serial = s
-		}
-		if err := claim(dscsa.Name); err != nil {
-			return f, err
-		}
-	}
-	if s := strings.TrimSpace(req.SSCC); s != "" {
-		sscc, err := dscsa.ParseSSCC(s)
+		m, err := parseSearch(s, vals)
 		if err != nil {
-			return f, api.BadField("sscc", "%s", err)
-		}
-		f.sscc = sscc
-		if err := claim(dscsa.Name); err != nil {
 			return f, err
 		}
-	}
-	if s := strings.TrimSpace(req.TLC); s != "" {
-		f.tlc = s
-		if err := claim(fsma.Name); err != nil {
-			return f, err
-		}
+		f.matchers[s.Name] = m
 	}
 	return f, nil
 }
 
-// gtin14 reads a GTIN-8, -12, -13 or -14 as the GTIN-14 it is (leading
-// zeros), checking its check digit.
-func gtin14(s string) (string, error) {
-	switch len(s) {
-	case 8, 12, 13:
-		s = strings.Repeat("0", 14-len(s)) + s
+// parseSearch reads the values of one domain's search fields, a refused
+// value as a BAD_REQUEST naming its field.
+func parseSearch(s domain.Spec, vals map[string]string) (domain.Matcher, error) {
+	m, err := s.Search.Parse(vals)
+	if se, ok := errors.AsType[*domain.SearchError](err); ok {
+		return nil, api.BadField(se.Field, "%s", se.Rule)
 	}
-	if err := gs1.ValidateGTIN14(s); err != nil {
-		return "", err
+	if err != nil {
+		return nil, api.BadField("identifiers", "%s", err)
 	}
-	return s, nil
+	return m, nil
 }
 
 // domainOK reports whether a request for domain (its Domain filter) can
@@ -171,68 +162,22 @@ func (f idFilter) match(it *listItem) bool {
 	if !f.set {
 		return true
 	}
-	dom, okey, party, key, dlqID := it.Domain, it.okey, it.PartyID, it.key, it.DLQID
-	if f.domain != "" && dom != f.domain {
+	if f.domain != "" && it.Domain != f.domain {
 		return false
 	}
-	a, b := splitOrderingKey(dom, okey, party)
-	switch dom {
-	case pharmacy.Name:
-		if okey == "" && (f.ndc11 != "" || f.lot != "") {
-			return false
-		}
-		return (f.ndc11 == "" || a == f.ndc11) && (f.lot == "" || b == f.lot) &&
-			(f.registrant == "" || party == f.registrant) && f.txMatch(key, dlqID, it.ids)
-	case dscsa.Name:
-		lotOK := f.lot == "" || pairValue(it.ids, "lot") == f.lot
-		if !strings.Contains(okey, ".") { // an aggregation's SSCC
-			return okey != "" && lotOK && f.gtin == "" && f.serial == "" && (f.sscc == "" || okey == f.sscc)
-		}
-		return okey != "" && lotOK && f.sscc == "" && (f.gtin == "" || a == f.gtin) && (f.serial == "" || b == f.serial)
-	case fsma.Name:
-		return okey != "" && (f.tlc == "" || b == f.tlc) && (f.lot == "" || b == f.lot)
-	}
-	return false
+	m := f.matchers[it.Domain]
+	return m != nil && m(domain.Chain{OrderingKey: it.okey, PartyID: it.PartyID, IdempotencyKey: it.key, DLQID: it.DLQID, Listed: it.ids})
 }
 
-// txMatch reports whether a pharmacy chain matches the filter's
-// transaction id: the one its first record names, or (a record written
-// before records named it, with the registrant given) its idempotency
-// key or dlq id.
-func (f idFilter) txMatch(key, dlqID string, ids []string) bool {
-	if f.txID == "" {
-		return true
-	}
-	if tx := pairValue(ids, "transaction_id"); tx != "" {
-		return tx == f.txID
-	}
-	return f.key != "" && (key == f.key || dlqID == f.key)
-}
-
-// splitOrderingKey splits an ordering key into its two identifiers: the
-// first ends at the first dot for pharmacy (NDC-11, after the registrant
-// that leads the key) and DSCSA (GTIN-14), whose first halves have no dot;
-// for FSMA the first is the supplier (the party), which may hold dots.
-func splitOrderingKey(dom, okey, party string) (string, string) {
-	if dom == fsma.Name && party != "" {
-		if tlc, ok := strings.CutPrefix(okey, party+"."); ok {
-			return party, tlc
-		}
-	}
-	if dom == pharmacy.Name && party != "" {
-		// "<registrant>.<ndc11>.<lot>" since the key names its party;
-		// records quarantined before are "<ndc11>.<lot>".
-		okey = strings.TrimPrefix(okey, party+".")
-	}
-	a, b, _ := strings.Cut(okey, ".")
-	return a, b
-}
-
-// identifiersOf returns the identifiers an ordering key names and the
-// first record's listed identifiers (pairs, listedPairs), under the
-// envelope's names (api.Summary.Identifiers); nil when there are none.
+// identifiersOf returns the identifiers an ordering key names (its
+// domain's domain.Search.KeyIdentifiers) and the first record's listed
+// identifiers (pairs, listedPairs), under the envelope's names
+// (api.Summary.Identifiers); nil when there are none.
 func identifiersOf(dom, okey, party string, pairs []string) map[string]string {
-	m := keyIdentifiers(dom, okey, party)
+	var m map[string]string
+	if spec, ok := registry.Lookup(dom); ok && spec.Search.KeyIdentifiers != nil {
+		m = spec.Search.KeyIdentifiers(okey, party)
+	}
 	for i := 0; i+1 < len(pairs); i += 2 {
 		if m == nil {
 			m = make(map[string]string, len(pairs)/2)
@@ -240,29 +185,4 @@ func identifiersOf(dom, okey, party string, pairs []string) map[string]string {
 		m[pairs[i]] = pairs[i+1]
 	}
 	return m
-}
-
-// keyIdentifiers returns the identifiers an ordering key names; nil when
-// there are none.
-func keyIdentifiers(dom, okey, party string) map[string]string {
-	if okey == "" {
-		return nil
-	}
-	a, b := splitOrderingKey(dom, okey, party)
-	switch dom {
-	case pharmacy.Name:
-		m := map[string]string{"ndc11": a}
-		if b != "" {
-			m["lot"] = b
-		}
-		return m
-	case dscsa.Name:
-		if !strings.Contains(okey, ".") { // an aggregation's container
-			return map[string]string{"sscc": okey}
-		}
-		return map[string]string{"gtin": a, "serial": b}
-	case fsma.Name:
-		return map[string]string{"tlc": b}
-	}
-	return nil
 }

@@ -171,6 +171,8 @@ func TestFindByIdentifiers(t *testing.T) {
 		{"tlc of another domain filter", api.ListRequest{TLC: tlc, Domain: pharmacy.Name}, nil},
 		{"supplier", api.ListRequest{Supplier: supplier}, []int{4}},
 		{"no match", api.ListRequest{NDC: "0409-4888-21"}, nil},
+		{"generic identifiers field", api.ListRequest{Identifiers: map[string]string{"ndc": "0409-4888-20", "lot": lot}}, []int{0}},
+		{"generic identifiers field, a shared field", api.ListRequest{Identifiers: map[string]string{"lot": tlc}}, []int{5, 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var l api.ListReply
@@ -276,6 +278,9 @@ func TestFindByIdentifiers(t *testing.T) {
 		{"two domains", api.ListRequest{NDC: "0409-4888-20", GTIN: "10614141073464"}, ""},
 		{"sscc check digit", api.ListRequest{SSCC: "106141412345678901"}, "sscc"},
 		{"sscc of 17 digits", api.ListRequest{SSCC: "10614141234567890"}, "sscc"},
+		{"identifiers: a field no domain searches by", api.ListRequest{Identifiers: map[string]string{"colour <Müller>": "red"}}, "identifiers"},
+		{"identifiers: ndc given twice", api.ListRequest{NDC: "0409-4888-20", Identifiers: map[string]string{"ndc": "00409488820"}}, "ndc"},
+		{"identifiers: two domains", api.ListRequest{Identifiers: map[string]string{"tlc": tlc, "sscc": sscc}}, ""},
 	} {
 		t.Run("refused/"+tc.name, func(t *testing.T) {
 			b, _ := json.Marshal(tc.req)

@@ -123,16 +123,6 @@ func (x *index) listedPairs(ids map[string]string) []string {
 	return out
 }
 
-// pairValue returns the value of name in pairs (listedPairs), "" when absent.
-func pairValue(pairs []string, name string) string {
-	for i := 0; i+1 < len(pairs); i += 2 {
-		if pairs[i] == name {
-			return pairs[i+1]
-		}
-	}
-	return ""
-}
-
 // unresolved reports whether the chain still needs attention.
 func (e *entry) unresolved() bool { return e.status != record.StatusResolved }
 

@@ -64,6 +64,7 @@ func TestUsage(t *testing.T) {
 		{"publish type without domain", []string{"publish", "--type", "dispense", "-"}, 2, "--type needs --domain"},
 		{"find without identifier", []string{"find", "--state", "open"}, 2, "give at least one identifier"},
 		{"find bad state", []string{"find", "--ndc", "0409-4888-20", "--state", "lost"}, 2, "--state must be one of"},
+		{"find --id without a value", []string{"find", "--id", "ndc"}, 2, "--id takes name=value"},
 		{"no server", []string{"-s", nowhere, "ls"}, 1, "connect nats://127.0.0.1:1"},
 		{"approval ls like drain ls", []string{"-s", nowhere, "approval", "ls"}, 1, "connect nats://127.0.0.1:1"},
 		{"no server json", []string{"-s", nowhere, "-o", "json", "verify"}, 1, `{"error":{"code":"CONNECT"`},

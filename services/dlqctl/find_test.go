@@ -74,6 +74,7 @@ func TestFind(t *testing.T) {
 		{"supplier + lot as tlc", []string{"--supplier", supplier, "--lot", tlc}, []string{"fsma"}},
 		{"open only", []string{"--lot", lot, "--state", "open", "--domain", "pharmacy"}, []string{"pharmacy other ndc same lot", "pharmacy ndc 4-4-2"}},
 		{"nothing", []string{"--ndc", "0409-4888-21"}, nil},
+		{"--id, a field by its name", []string{"--id", "ndc=0409-4888-20", "--id", "lot=" + lot}, []string{"pharmacy ndc 4-4-2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, person := range []string{viewerUser, operatorUser} {

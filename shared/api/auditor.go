@@ -529,12 +529,41 @@ type ListRequest struct {
 	Serial        string `json:"serial,omitempty"`
 	SSCC          string `json:"sscc,omitempty"`
 	TLC           string `json:"tlc,omitempty"`
+	// Identifiers are identifier filters by search field name, for the
+	// fields of a domain (domain.Spec.Search.Fields) that have no field
+	// of their own above; a named field's name ("ndc") works too.
+	Identifiers map[string]string `json:"identifiers,omitempty"`
 }
 
 // HasIdentifiers reports whether r filters by a domain identifier.
 func (r ListRequest) HasIdentifiers() bool {
-	return r.NDC != "" || r.Lot != "" || r.Registrant != "" || r.TransactionID != "" || r.GTIN != "" || r.Serial != "" ||
-		r.SSCC != "" || r.TLC != ""
+	return len(r.IdentifierFilters()) > 0
+}
+
+// IdentifierFilters returns the identifier filters r gives, by search
+// field name (the named fields' JSON names, and Identifiers' keys), the
+// empty ones left out; nil when there are none.
+func (r ListRequest) IdentifierFilters() map[string]string {
+	var m map[string]string
+	add := func(name, v string) {
+		if v == "" {
+			return
+		}
+		if m == nil {
+			m = map[string]string{}
+		}
+		m[name] = v
+	}
+	for name, v := range r.Identifiers {
+		add(name, v)
+	}
+	for _, f := range [...]struct{ name, v string }{
+		{"ndc", r.NDC}, {"lot", r.Lot}, {"registrant", r.Registrant}, {"transaction_id", r.TransactionID},
+		{"gtin", r.GTIN}, {"serial", r.Serial}, {"sscc", r.SSCC}, {"tlc", r.TLC},
+	} {
+		add(f.name, f.v)
+	}
+	return m
 }
 
 // RecordSummary is one record of QUARANTINE in a records list

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/deadletter/deadletter/shared/domain/registry"
 )
 
 // TestMessagesForPeople: a refused field says what to use in people's
@@ -14,7 +16,7 @@ func TestMessagesForPeople(t *testing.T) {
 		err  error
 		want string
 	}{
-		{name: "domain", err: ListRequest{Domain: "Müller & Söhne <Großhandel>"}.Validate(), want: "not a known domain: use pharmacy, dscsa, fsma or unknown"},
+		{name: "domain", err: ListRequest{Domain: "Müller & Söhne <Großhandel>"}.Validate(), want: "not a known domain: use " + strings.Join(registry.Names(), ", ") + " or unknown"},
 		{name: "class", err: ListRequest{Class: "broken"}.Validate(), want: "not a known class: use validation, exhausted or poison"},
 		{name: "grace", err: ReconcileRequest{Grace: "7d", From: time.Time{}}.Validate(), want: "not a duration: use 30s, 5m or 1h"},
 	}

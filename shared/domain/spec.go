@@ -95,6 +95,19 @@ type Spec struct {
 	// Shown are the identifiers the records list shows for an event of
 	// the domain, in order (the party has its own column).
 	Shown []string
+	// Unique gives a decoded valid example of the domain the identity
+	// number i (package sample): its idempotency key and its ordering
+	// key, so that distinct i are distinct business objects, none
+	// holding another's replay (per-key order).
+	Unique func(doc Doc, i int)
+	// Search is how the records list finds the domain's events by their
+	// identifiers (the auditor's audit.list, dlqctl find).
+	Search Search
+	// Sheet returns a new sheet of the domain's events for one
+	// spreadsheet export (package exportsheet); nil when the domain has
+	// no sheet of its own (its events are rows of the records sheet
+	// only).
+	Sheet func() Sheet
 }
 
 // Year is 365 days, the unit retention rules are stated in (a leap day

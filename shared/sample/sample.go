@@ -5,19 +5,13 @@
 package sample
 
 import (
-	"strconv"
-
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/deadletter/deadletter/shared/gs1"
 	"strings"
 
 	"github.com/deadletter/deadletter/schemas"
 	"github.com/deadletter/deadletter/shared/codes"
-	"github.com/deadletter/deadletter/shared/domain/dscsa"
-	"github.com/deadletter/deadletter/shared/domain/fsma"
-	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -121,79 +115,13 @@ func (s *Set) Invalid(i int) Event {
 func (s *Set) Invalids() int { return len(s.invalid) }
 
 // Unique gives a decoded event of the subject's domain the identity number
-// i: its idempotency key (the pharmacy transaction id, the DSCSA eventID,
-// the FSMA reference document number) and its ordering key (the pharmacy
-// lot, the DSCSA serial numbers, the FSMA traceability lot code), so that
-// distinct i are distinct business objects: none holds another's replay
-// (per-key order), however many copies of an example are published.
+// i (its domain's domain.Spec.Unique: its idempotency key and its ordering
+// key, e.g. the pharmacy transaction id and lot), so that distinct i are
+// distinct business objects: none holds another's replay (per-key order),
+// however many copies of an example are published. An event of no
+// registered domain is left as it is.
 func Unique(doc map[string]any, subject string, i int) {
-	id := fmt.Sprintf("SAMPLE-%09d", i)
-	switch registry.DomainOf(subject) {
-	case pharmacy.Name:
-		doc["transaction_id"] = id
-		doc["lot"] = id
-	case dscsa.Name:
-		doc["eventID"] = fmt.Sprintf("urn:uuid:00000000-0000-4000-8000-%012d", i)
-		for _, field := range []string{"epcList", "childEPCs"} {
-			if list, ok := doc[field].([]any); ok {
-				for k, v := range list {
-					if epc, ok := v.(string); ok {
-						list[k] = withSerial(epc, fmt.Sprintf("S%09dE%d", i, k))
-					}
-				}
-			}
-		}
-		if parent, ok := doc["parentID"].(string); ok {
-			doc["parentID"] = withContainer(withSerial(parent, fmt.Sprintf("P%09d", i)), i)
-		}
-	case fsma.Name:
-		doc["traceability_lot_code"] = id
-		if ref, ok := doc["reference_document"].(map[string]any); ok {
-			ref["number"] = id
-		}
+	if spec, ok := registry.Lookup(registry.DomainOf(subject)); ok && spec.Unique != nil {
+		spec.Unique(doc, i)
 	}
-}
-
-// withSerial replaces the serial number of an SGTIN URN (its last
-// component) or of a GS1 Digital Link (the value of AI 21).
-func withSerial(epc, serial string) string {
-	if j := strings.Index(epc, "/21/"); j >= 0 {
-		rest := epc[j+len("/21/"):]
-		end := strings.IndexAny(rest, "/?")
-		if end < 0 {
-			end = len(rest)
-		}
-		return epc[:j+len("/21/")] + serial + rest[end:]
-	}
-	if strings.HasPrefix(strings.ToLower(epc), "urn:epc:id:sgtin:") {
-		if j := strings.LastIndexByte(epc, '.'); j >= 0 {
-			return epc[:j+1] + serial
-		}
-	}
-	return epc
-}
-
-// withContainer gives an SSCC (URN or GS1 Digital Link) the serial
-// reference i, in its own width, and a Digital Link its check digit again;
-// any other identifier is returned as it is.
-func withContainer(id string, i int) string {
-	if j := strings.LastIndexByte(id, '.'); j >= 0 && strings.HasPrefix(strings.ToLower(id), "urn:epc:id:sscc:") {
-		return id[:j+1] + lastDigits(id[j+1:], i)
-	}
-	if j := strings.Index(id, "/00/"); j >= 0 && len(id) >= j+4+18 {
-		sscc := id[j+4 : j+4+18]
-		body := sscc[:1] + lastDigits(sscc[1:17], i)
-		return id[:j+4] + body + string(gs1.CheckDigit(body)) + id[j+4+18:]
-	}
-	return id
-}
-
-// lastDigits replaces the last digits of s by i (as many as i needs, at
-// most len(s)), keeping the width of s.
-func lastDigits(s string, i int) string {
-	d := strconv.Itoa(i)
-	if len(d) > len(s) {
-		d = d[len(d)-len(s):]
-	}
-	return s[:len(s)-len(d)] + d
 }

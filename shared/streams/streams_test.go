@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -105,6 +106,19 @@ func TestWORMConfigured(t *testing.T) {
 	}
 }
 
+// everyDomain returns a retention of d for every registered domain, and
+// of other for the domain named one (none when one is "").
+func everyDomain(d time.Duration, one string, other time.Duration) map[string]time.Duration {
+	m := map[string]time.Duration{}
+	for _, n := range registry.Names() {
+		m[n] = d
+	}
+	if one != "" {
+		m[one] = other
+	}
+	return m
+}
+
 // TestRetention: a QUARANTINE MaxAge below the longest retention (the
 // registry's, or a configured one) is refused, naming both; LEGALHOLD is
 // provisioned only when QUARANTINE has a MaxAge, with none of its own.
@@ -120,8 +134,8 @@ func TestRetention(t *testing.T) {
 		{"the longest retention exactly (DSCSA 6 y)", 6 * year, nil, ""},
 		{"below DSCSA's 6 y", 5 * year, nil, "dscsa"},
 		{"a day below", 6*year - 24*time.Hour, nil, "21 U.S.C. 360eee-1"},
-		{"configured in seconds", 3 * time.Second, map[string]time.Duration{"pharmacy": time.Second, "dscsa": 2 * time.Second, "fsma": time.Second}, ""},
-		{"configured longer than the max age", 3 * time.Second, map[string]time.Duration{"pharmacy": 4 * time.Second, "dscsa": time.Second, "fsma": time.Second}, "pharmacy 4s"},
+		{"configured in seconds", 3 * time.Second, everyDomain(time.Second, "dscsa", 2*time.Second), ""},
+		{"configured longer than the max age", 3 * time.Second, everyDomain(time.Second, "pharmacy", 4*time.Second), "pharmacy 4s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -150,7 +164,7 @@ func TestRetention(t *testing.T) {
 		js := srv.JetStream(t)
 		o := streams.DefaultOptions()
 		o.QuarantineMaxAge, o.DuplicateWindow = maxAge, time.Second
-		o.Retention = map[string]time.Duration{"pharmacy": time.Second, "dscsa": time.Second, "fsma": time.Second}
+		o.Retention = everyDomain(time.Second, "", 0)
 		if err := streams.EnsureWORM(ctx, js, o); err != nil {
 			t.Fatal(err)
 		}

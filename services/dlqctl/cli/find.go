@@ -17,6 +17,7 @@ func (a *app) findCommand() *cobra.Command {
 		req          api.ListRequest
 		since, until string
 		all          bool
+		ids          []string
 	)
 	cmd := &cobra.Command{
 		Use:   "find",
@@ -34,7 +35,8 @@ events whose records name it; with --registrant older records too),
 --gtin a GTIN-8/12/13/14 or a whole SGTIN EPC URN or GS1 Digital Link URI
 (which gives the serial too), --sscc an aggregation's container (18 digits,
 an SSCC EPC URN or a Digital Link /00/ URI), --lot a pharmacy or DSCSA lot or
-an FSMA traceability lot code. Every filter given must match. A DSCSA event is found
+an FSMA traceability lot code; --id name=value any domain's search field,
+those without a flag of their own included. Every filter given must match. A DSCSA event is found
 by its ordering key: the first item of its epcList, or an aggregation's
 parent (else its first child).`,
 		Example: `  dlqctl find --ndc 0409-4888-20 --lot 'A1&B<2'
@@ -44,8 +46,18 @@ parent (else its first child).`,
   dlqctl find --tlc 00860001000030-RL250312A --supplier SUP-00417 --all -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, id := range ids {
+				name, v, ok := strings.Cut(id, "=")
+				if !ok || name == "" {
+					return usageErrorf("--id takes name=value (a domain's search field and its value)")
+				}
+				if req.Identifiers == nil {
+					req.Identifiers = map[string]string{}
+				}
+				req.Identifiers[name] = v
+			}
 			if !req.HasIdentifiers() && req.Supplier == "" {
-				return usageErrorf("give at least one identifier: --ndc, --lot, --registrant, --gtin, --serial, --sscc, --tlc or --supplier")
+				return usageErrorf("give at least one identifier: --ndc, --lot, --registrant, --gtin, --serial, --sscc, --tlc, --id or --supplier")
 			}
 			for _, c := range []struct {
 				flag, v string
@@ -93,6 +105,7 @@ parent (else its first child).`,
 	fl.StringVar(&req.Serial, "serial", "", "serial number (DSCSA)")
 	fl.StringVar(&req.SSCC, "sscc", "", "container: SSCC-18, SSCC EPC URN or Digital Link /00/ (DSCSA aggregation)")
 	fl.StringVar(&req.TLC, "tlc", "", "traceability lot code (FSMA)")
+	fl.StringArrayVar(&ids, "id", nil, "name=value: a domain's search field without a flag of its own (repeatable)")
 	fl.StringVar(&req.Supplier, "supplier", "", "supplier id or registrant (party id, exactly as listed)")
 	fl.StringVar(&req.Domain, "domain", "", "domain: pharmacy, dscsa or fsma")
 	fl.StringVar(&req.Status, "state", "", "state: open, redriving, poison, resolved or invalid")

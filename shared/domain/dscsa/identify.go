@@ -24,6 +24,9 @@ func Spec() domain.Spec {
 		Codes:         Codes(),
 		Listed:        []string{"lot", "event_type"},
 		Shown:         []string{"gtin", "serial", "sscc", "lot", "event_type"},
+		Unique:        unique,
+		Search:        search,
+		Sheet:         sheet,
 	}
 }
 

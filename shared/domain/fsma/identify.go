@@ -22,6 +22,9 @@ func Spec() domain.Spec {
 		Codes:         Codes(),
 		Listed:        []string{"tlc"},
 		Shown:         []string{"tlc", "event_type"},
+		Unique:        unique,
+		Search:        search,
+		Sheet:         sheet,
 	}
 }
 

@@ -23,6 +23,9 @@ func Spec() domain.Spec {
 		Codes:         Codes(),
 		Listed:        []string{"transaction_id", "registrant_dea"},
 		Shown:         []string{"transaction_id", "event_type", "ndc11", "lot"},
+		Unique:        unique,
+		Search:        search,
+		Sheet:         sheet,
 	}
 }
 

@@ -3,6 +3,7 @@ package registry_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 
@@ -15,17 +16,18 @@ import (
 // it. A subject names its domain after "events." (and after the
 // publisher's token the server writes into a stored subject).
 func Example() {
-	fmt.Println(registry.Names())
+	fmt.Println(registry.Names()[:3]) // and any domain added since
 	fmt.Println(registry.DomainOf("events.fsma.shipping"))
 	fmt.Println(registry.DomainOf("events.publisher-sup-00417.fsma.shipping"))
 	fmt.Println(registry.DomainOf("events.recall.initiated"), registry.Known("recall"))
-	fmt.Println(registry.Check("recall", false))
+	err := registry.Check("recall", false) // "unknown domain: must be one of pharmacy, dscsa, fsma"
+	fmt.Println(errors.Is(err, registry.ErrUnknownDomain))
 	// Output:
 	// [pharmacy dscsa fsma]
 	// fsma
 	// fsma
 	// unknown false
-	// unknown domain: must be one of pharmacy, dscsa, fsma
+	// true
 }
 
 // Lookup returns a domain's Spec: its rules (Checker), keys, party and

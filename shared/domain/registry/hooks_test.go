@@ -1,0 +1,157 @@
+package registry_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/deadletter/deadletter/schemas"
+	"github.com/deadletter/deadletter/shared/domain"
+	"github.com/deadletter/deadletter/shared/domain/registry"
+)
+
+// validDocs decodes a domain's valid examples (numbers as json.Number,
+// as the gate decodes them).
+func validDocs(t *testing.T, name string) map[string]domain.Doc {
+	t.Helper()
+	examples, err := schemas.Examples(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := map[string]domain.Doc{}
+	for _, ex := range examples {
+		if !ex.Valid {
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(ex.Data))
+		dec.UseNumber()
+		var doc domain.Doc
+		if err := dec.Decode(&doc); err != nil {
+			continue // an EPCIS document, not an event
+		}
+		if _, err := dec.Token(); err == nil {
+			continue
+		}
+		docs[ex.Name] = doc
+	}
+	if len(docs) == 0 {
+		t.Fatalf("domain %s has no valid example", name)
+	}
+	return docs
+}
+
+// clone deep-copies a decoded document (Unique edits it in place).
+func clone(t *testing.T, doc domain.Doc) domain.Doc {
+	t.Helper()
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var out domain.Doc
+	if err := dec.Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestSpecHooks checks the hooks every registered domain gives the generic
+// code (sample, the records list's search, the export's sheet) on its own
+// valid examples, so that a new domain's hooks are checked as soon as it
+// has its registry line:
+//
+//   - Unique: distinct identity numbers give distinct idempotency and
+//     ordering keys, and the event still passes its domain's rules;
+//   - Search: each search field named like an identifier the chain shows
+//     (its ordering key's, Search.KeyIdentifiers, and its listed ones)
+//     finds the chain by that identifier's value, and another value does
+//     not;
+//   - Sheet: every cell of a row is in a column of the sheet.
+func TestSpecHooks(t *testing.T) {
+	for _, s := range registry.All() {
+		for file, doc := range validDocs(t, s.Name) {
+			t.Run(s.Name+"/"+file, func(t *testing.T) {
+				var keys, okeys []string
+				for i := range 2 {
+					d := clone(t, doc)
+					s.Unique(d, 7+i)
+					typ, err := s.Checker.EventType(d)
+					if err != nil {
+						t.Fatal(err)
+					}
+					env, err := s.Checker.Check(typ, d)
+					if err != nil {
+						t.Fatalf("Unique(%d) made the example fail its rules: %v", 7+i, err)
+					}
+					keys, okeys = append(keys, env.IdempotencyKey), append(okeys, env.OrderingKey)
+				}
+				if keys[0] == keys[1] || okeys[0] == okeys[1] || okeys[0] == "" {
+					t.Errorf("Unique: identity numbers 7 and 8 give keys %q and ordering keys %q", keys, okeys)
+				}
+
+				typ, _ := s.Checker.EventType(doc)
+				env, err := s.Checker.Check(typ, doc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var listed []string
+				for _, n := range s.Listed {
+					if v := env.Identifiers[n]; v != "" && n != "event_type" {
+						listed = append(listed, n, v)
+					}
+				}
+				c := domain.Chain{OrderingKey: env.OrderingKey, PartyID: env.PartyID, IdempotencyKey: env.IdempotencyKey,
+					DLQID: env.IdempotencyKey, Listed: listed}
+				shown := s.Search.KeyIdentifiers(c.OrderingKey, c.PartyID)
+				if len(shown) == 0 {
+					t.Errorf("KeyIdentifiers(%q) names nothing", c.OrderingKey)
+				}
+				for i := 0; i < len(listed); i += 2 {
+					shown[listed[i]] = listed[i+1]
+				}
+				searched := 0
+				for _, f := range s.Search.Fields {
+					v, ok := shown[f]
+					if !ok {
+						continue
+					}
+					searched++
+					m, err := s.Search.Parse(map[string]string{f: v})
+					if err != nil {
+						t.Fatalf("Search.Parse(%s=%q): %v", f, v, err)
+					}
+					if !m(c) {
+						t.Errorf("searching %s=%q does not find the event that shows it", f, v)
+					}
+					if m, err := s.Search.Parse(map[string]string{f: v + "0"}); err == nil && m(c) {
+						t.Errorf("searching %s=%q finds the event that shows %q", f, v+"0", v)
+					}
+				}
+				if len(s.Search.Fields) > 0 && searched == 0 {
+					t.Errorf("no search field (%v) is an identifier the event shows (%v)", s.Search.Fields, slices.Sorted(maps.Keys(shown)))
+				}
+
+				if s.Sheet != nil {
+					sh := s.Sheet()
+					row := sh.Row(doc, env.EventType)
+					cols := map[string]bool{}
+					for _, col := range sh.Columns() {
+						cols[col.Name] = true
+					}
+					for k, v := range row {
+						if !cols[k] {
+							t.Errorf("the sheet's row has a cell %s=%s outside its columns", k, fmt.Sprint(v))
+						}
+					}
+					if len(row) == 0 {
+						t.Error("the sheet's row is empty")
+					}
+				}
+			})
+		}
+	}
+}
