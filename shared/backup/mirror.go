@@ -28,8 +28,14 @@ var ErrMirror = errors.New("backup: backup account mirror")
 // the services' stream whose configuration is origin: origin without
 // subjects (and what only a stream with subjects may have), mirroring
 // origin through the services' account's exports (access.BackupAPIPrefix,
-// access.BackupDeliverPrefix), so its limits and WORM flags hold on the
-// copy, with origin itself in its metadata (OriginMetadata).
+// access.BackupDeliverPrefix), so its age limit and WORM flags hold on the
+// copy, with origin itself in its metadata (OriginMetadata), from which a
+// restore recreates origin as it was. The mirror has no byte limit: it
+// never holds more than origin (whose byte limit refuses new messages and
+// whose age limit the mirror shares), and a byte limit would reserve its
+// size in the server's store a second time (8 GiB for EVENTS), so that
+// creating the mirrors failed "insufficient storage resources" on a disk
+// with less than every reservation free.
 func MirrorConfig(origin jetstream.StreamConfig) (jetstream.StreamConfig, error) {
 	clean := origin
 	clean.Metadata = userMetadata(origin.Metadata)
@@ -40,6 +46,7 @@ func MirrorConfig(origin jetstream.StreamConfig) (jetstream.StreamConfig, error)
 	m := clean
 	m.Subjects, m.Duplicates, m.RePublish, m.SubjectTransform, m.Sources = nil, 0, nil, nil, nil
 	m.AllowAtomicPublish, m.AllowBatchPublish, m.MirrorDirect = false, false, false
+	m.MaxBytes = -1
 	m.Mirror = &jetstream.StreamSource{Name: origin.Name, External: &jetstream.ExternalStream{
 		APIPrefix: access.BackupAPIPrefix, DeliverPrefix: access.BackupDeliverPrefix(origin.Name),
 	}}

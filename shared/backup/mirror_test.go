@@ -36,6 +36,17 @@ func TestBackupFromMirrors(t *testing.T) {
 	if err := backup.EnsureMirrors(ctx, srv.ConnectAs(t, access.BackupAdmin)); err != nil {
 		t.Fatal(err)
 	}
+	// The mirror of EVENTS reserves no store of its own (no byte limit);
+	// the origin's limit is in its metadata, for the restore.
+	bnc, err := jetstream.New(srv.ConnectAs(t, access.BackupAdmin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := bnc.Stream(ctx, subjects.EventsStream); err != nil {
+		t.Fatal(err)
+	} else if got := m.CachedInfo().Config.MaxBytes; got != -1 || o.EventsMaxBytes <= 0 {
+		t.Errorf("the mirror of EVENTS has max bytes %d, want -1 (origin %d)", got, o.EventsMaxBytes)
+	}
 	// Twice: what exists stays.
 	if err := backup.EnsureMirrors(ctx, srv.ConnectAs(t, access.BackupAdmin)); err != nil {
 		t.Fatal(err)
