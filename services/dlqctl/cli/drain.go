@@ -103,7 +103,7 @@ ID'; following it ends at the pause (exit 1).`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.req.Filter.Domain, "domain", "", "domain: pharmacy, dscsa or fsma")
+	fl.StringVar(&f.req.Filter.Domain, "domain", "", "domain: "+strings.Join(registry.Names(), ", "))
 	fl.StringSliceVar(&f.req.Filter.Classes, "class", nil, "classes: exhausted (default) and/or validation (repeat or comma-separate)")
 	fl.StringSliceVar(&f.req.Filter.ErrorCodes, "code", nil, "error codes of the latest failure (repeat or comma-separate)")
 	fl.StringVar(&f.since, "since", "", "original first stored at or after: RFC 3339, a date, or a duration ago (2h, 7d)")

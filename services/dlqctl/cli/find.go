@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/domain/registry"
 )
 
 func (a *app) findCommand() *cobra.Command {
@@ -107,7 +108,7 @@ parent (else its first child).`,
 	fl.StringVar(&req.TLC, "tlc", "", "traceability lot code (FSMA)")
 	fl.StringArrayVar(&ids, "id", nil, "name=value: a domain's search field without a flag of its own (repeatable)")
 	fl.StringVar(&req.Supplier, "supplier", "", "supplier id or registrant (party id, exactly as listed)")
-	fl.StringVar(&req.Domain, "domain", "", "domain: pharmacy, dscsa or fsma")
+	fl.StringVar(&req.Domain, "domain", "", "domain: "+strings.Join(registry.Names(), ", "))
 	fl.StringVar(&req.Status, "state", "", "state: open, redriving, poison, resolved or invalid")
 	fl.StringVar(&since, "since", "", "quarantined at or after: RFC 3339, a date, or a duration ago (24h, 7d)")
 	fl.StringVar(&until, "until", "", "quarantined before (same forms as --since)")

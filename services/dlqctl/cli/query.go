@@ -78,7 +78,7 @@ the next page is printed.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&req.Domain, "domain", "", "domain: pharmacy, dscsa, fsma or unknown")
+	fl.StringVar(&req.Domain, "domain", "", "domain: "+strings.Join(registry.NamesAndUnknown(), ", "))
 	fl.StringVar(&req.Class, "class", "", "failure class: validation, exhausted or poison")
 	fl.StringVar(&req.Code, "code", "", "error code, e.g. INVALID_NDC")
 	fl.StringVar(&req.Supplier, "supplier", "", "supplier id or registrant (DEA number, GLN)")
@@ -144,7 +144,7 @@ suppliers or registrants it concerns.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&req.Domain, "domain", "", "domain: pharmacy, dscsa, fsma or unknown")
+	fl.StringVar(&req.Domain, "domain", "", "domain: "+strings.Join(registry.NamesAndUnknown(), ", "))
 	fl.BoolVar(&req.OpenOnly, "open-only", false, "only groups with open events")
 	fl.IntVar(&req.Samples, "samples", 0, "sample dlq ids per group in JSON (default 5)")
 	fl.BoolVar(&parties, "parties", false, "show each group's suppliers or registrants")
