@@ -71,8 +71,10 @@ func Load() (*Set, error) {
 
 // Valid returns the i-th valid event: the examples in turn, across domains,
 // each given the identity number i so that distinct i commit separately.
-func (s *Set) Valid(i int) (Event, error) {
-	t := s.valid[i%len(s.valid)]
+func (s *Set) Valid(i int) (Event, error) { return s.unique(s.valid[i%len(s.valid)], i) }
+
+// unique returns example t given the identity number i.
+func (s *Set) unique(t Event, i int) (Event, error) {
 	doc, err := gate.Decode(t.Data)
 	if err != nil {
 		return Event{}, err
@@ -88,13 +90,18 @@ func (s *Set) Valid(i int) (Event, error) {
 	return Event{Subject: t.Subject, Data: b}, nil
 }
 
-// ValidFor returns a valid event of one domain with the identity number i.
+// ValidFor returns a valid event of one domain with the identity number i
+// (the domain's examples in turn), so that distinct i are distinct events.
 func (s *Set) ValidFor(domain string, i int) (Event, error) {
 	prefix := "events." + domain + "."
-	for j := range len(s.valid) {
-		if strings.HasPrefix(s.valid[(i+j)%len(s.valid)].Subject, prefix) {
-			return s.Valid(i + j)
+	var own []Event
+	for _, t := range s.valid {
+		if strings.HasPrefix(t.Subject, prefix) {
+			own = append(own, t)
 		}
+	}
+	if len(own) > 0 {
+		return s.unique(own[i%len(own)], i)
 	}
 	return Event{}, fmt.Errorf("sample: no valid %s example", domain)
 }

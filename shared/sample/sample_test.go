@@ -6,6 +6,7 @@ import (
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"github.com/deadletter/deadletter/shared/domain/dscsa/document"
+	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -77,6 +78,38 @@ func TestValidOrderingKeysDistinct(t *testing.T) {
 			t.Fatalf("samples %d and %d share the ordering key %s", j, i, k)
 		}
 		seen[k] = i
+	}
+}
+
+// TestValidForDistinct: consecutive identity numbers of one domain are
+// distinct events (distinct idempotency keys), in every domain.
+func TestValidForDistinct(t *testing.T) {
+	s, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gate.New(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range registry.Names() {
+		t.Run(d, func(t *testing.T) {
+			keys := map[string]int{}
+			for i := range 50 {
+				e, err := s.ValidFor(d, i)
+				if err != nil {
+					t.Fatal(err)
+				}
+				env, err := g.Check(e.Subject, e.Data)
+				if err != nil || env.Domain != d {
+					t.Fatalf("ValidFor(%s, %d): domain %q, %v", d, i, env.Domain, err)
+				}
+				if j, ok := keys[env.IdempotencyKey]; ok {
+					t.Fatalf("ValidFor(%s, %d) is ValidFor(%s, %d) again", d, i, d, j)
+				}
+				keys[env.IdempotencyKey] = i
+			}
+		})
 	}
 }
 
