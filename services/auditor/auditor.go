@@ -20,12 +20,12 @@
 //   - audit.checkpoint: append a checkpoint (also done periodically, once
 //     caught up at start-up and at shutdown, when there are records no
 //     checkpoint covers);
-//   - hold.place, hold.lift, hold.list, hold.get: legal holds (package
-//     hold; holds.go): a hold's record is sealed into every chain it
+//   - hold.place, hold.lift, hold.list, hold.get: legal holds (the
+//     legal-hold part, package legalhold): a hold's record is sealed into every chain it
 //     holds, dynamic holds (a party, a filter) also into the chains
 //     quarantined later that match them, and when QUARANTINE has a MaxAge
 //     every held chain is copied to LEGALHOLD before it could expire
-//     (legalhold.go). The auditor refuses to start on a QUARANTINE whose
+//     (package legalhold). The auditor refuses to start on a QUARANTINE whose
 //     MaxAge is below the longest retention of the domain registry.
 //
 // The auditor creates no consumer (a credential that may create one can
@@ -64,10 +64,8 @@ import (
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/export"
 	"github.com/deadletter/deadletter/shared/gate"
-	"github.com/deadletter/deadletter/shared/hold"
 	"github.com/deadletter/deadletter/shared/notify"
 	"github.com/deadletter/deadletter/shared/retry"
-	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -97,16 +95,16 @@ type Service struct {
 	audit      jetstream.Stream
 	events     jetstream.Stream
 	keys       jetstream.KeyValue
-	holds      *holdState
-	maxAge     time.Duration // QUARANTINE's MaxAge (0: none)
+	// holds is the legal-hold part: holds, the LEGALHOLD copy and
+	// QUARANTINE's retention (package legalhold).
+	holds *legalhold.Holds
 	// approvals: a hold lift the approval policy names waits for a
-	// second person (holds.go, package approval).
+	// second person (package approval); also read by approved payload
+	// reads (access.go).
 	approvals *approval.Store
 	// approvalKey verifies the proof of an approved hold lift (nil: none
 	// configured, no approved lift is executed).
 	approvalKey *approval.Verifier
-	// placeLimit rate-limits each person's hold placements.
-	placeLimit *personLimiter
 	// alerts publishes the notifications (a new failure group, a poison
 	// record, a failed verify); set by Run, nil (publishing nothing)
 	// before.
@@ -169,14 +167,15 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	}
 	log = log.With("service", "auditor", "instance", cfg.Instance)
 	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log, now: time.Now, verifyBatch: defaultVerifyBatch,
-		seenBits: seenFilterBits, signer: signer, approvalKey: approvalKey,
-		placeLimit: newPersonLimiter(cfg.HoldPlacePerMinute, cfg.HoldPlaceBurst, maxPlacers)}
+		seenBits: seenFilterBits, signer: signer, approvalKey: approvalKey}
 	m := newMetrics(cfg.Registerer, s.checkpointAge, s.behindAnchor)
 	s.metrics = m
 	s.index = newIndex(log, m, cfg.AnchorBlocks)
-	s.holds = newHoldState(hold.NewStore(js, log))
-	s.index.onRecord = s.holds.onRecord
 	s.chains = chain.NewReader(js)
+	s.holds = legalhold.New(legalhold.Config{NC: nc, JS: js, Chains: s.chains, View: view{s.index}, Log: log,
+		Now: func() time.Time { return s.now() }, Caller: callerOf, AllowAnonymous: cfg.AllowAnonymous,
+		PlacePerMinute: cfg.HoldPlacePerMinute, PlaceBurst: cfg.HoldPlaceBurst, Retention: cfg.Retention})
+	s.index.onRecord = onHeldRecord(s.holds)
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(newDepthCollector(s.index, func() time.Time { return s.now() }))
 	}
@@ -204,7 +203,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	// Retention: a QUARANTINE that could expire records before the
 	// longest retention a domain requires is refused; one with a MaxAge
 	// needs LEGALHOLD, where held chains outlive it.
-	if err := s.checkRetention(ctx); err != nil {
+	if err := s.holds.CheckRetention(ctx, s.quarantine, ErrNotProvisioned); err != nil {
 		return err
 	}
 	s.audit, err = retry.Value(ctx, s.log, "AUDIT stream", func(ctx context.Context) (jetstream.Stream, error) {
@@ -231,11 +230,12 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.HoldsBucket, err)
 	}
 	s.approvals, err = retry.Value(ctx, s.log, "approvals bucket", func(ctx context.Context) (*approval.Store, error) {
-		return approval.Open(ctx, s.js, approval.Config{Reauth: noSigning{}, Verifier: s.approvalKey, Logger: s.log, Now: s.now})
+		return approval.Open(ctx, s.js, approval.Config{Reauth: legalhold.NoSigning{}, Verifier: s.approvalKey, Logger: s.log, Now: s.now})
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.ApprovalsBucket, err)
 	}
+	s.holds.Bind(s.approvals)
 	s.coverage.start(s.now())
 	setup, cancel := context.WithTimeout(ctx, retry.DefaultAttempt)
 	defer cancel()
@@ -293,11 +293,11 @@ func (s *Service) Run(ctx context.Context) (err error) {
 			withCaller(func(ctx context.Context, _ api.CheckpointRequest) (api.CheckpointReply, error) {
 				return s.Checkpoint(ctx)
 			})),
-		endpoint.AddListed(srv, svc, api.HoldPlace, withCaller(s.HoldPlace)),
-		endpoint.AddListed(srv, svc, api.HoldLift, withCaller(s.HoldLift)),
-		endpoint.AddListed(srv, svc, api.HoldList, withCaller(s.HoldList)),
-		endpoint.AddListed(srv, svc, api.HoldGet, withCaller(s.HoldGet)),
-		endpoint.AddListed(srv, svc, api.HoldLiftApproved, withCaller(s.HoldLiftApproved)),
+		endpoint.AddListed(srv, svc, api.HoldPlace, withCaller(s.holds.Place)),
+		endpoint.AddListed(srv, svc, api.HoldLift, withCaller(s.holds.Lift)),
+		endpoint.AddListed(srv, svc, api.HoldList, withCaller(s.holds.List)),
+		endpoint.AddListed(srv, svc, api.HoldGet, withCaller(s.holds.Get)),
+		endpoint.AddListed(srv, svc, api.HoldLiftApproved, withCaller(s.holds.LiftApproved)),
 	} {
 		if err != nil {
 			return fmt.Errorf("auditor: micro: %w", err)
@@ -319,7 +319,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		s.runHolds(ctx, legalhold.SweepEvery(s.maxAge))
+		s.holds.Run(ctx)
 	}()
 	s.every(ctx, &wg, s.cfg.CheckpointInterval, func(ctx context.Context) {
 		s.autoCheckpoint(ctx, "periodic", true)
@@ -343,32 +343,6 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		cancel()
 	}
 	s.log.Info("auditor stopped")
-	return nil
-}
-
-// checkRetention refuses a QUARANTINE whose MaxAge is below the longest
-// retention (the registry's, or Config.Retention's), naming both, and
-// binds LEGALHOLD when QUARANTINE has a MaxAge.
-func (s *Service) checkRetention(ctx context.Context) error {
-	info, err := retry.Value(ctx, s.log, "QUARANTINE stream info", func(ctx context.Context) (*jetstream.StreamInfo, error) {
-		return s.quarantine.Info(ctx)
-	})
-	if err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.QuarantineStream, err)
-	}
-	s.maxAge = info.Config.MaxAge
-	if err := (streams.Options{Retention: s.cfg.Retention}).CheckMaxAge(s.maxAge); err != nil {
-		return fmt.Errorf("auditor: %w", err)
-	}
-	if s.maxAge == 0 {
-		return nil
-	}
-	if _, err := retry.Value(ctx, s.log, "LEGALHOLD stream", func(ctx context.Context) (jetstream.Stream, error) {
-		return s.js.Stream(ctx, subjects.LegalHoldStream)
-	}); err != nil {
-		return fmt.Errorf("%w: %s (QUARANTINE has a max age): %w", ErrNotProvisioned, subjects.LegalHoldStream, err)
-	}
-	s.holds.legal = true
 	return nil
 }
 

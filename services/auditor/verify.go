@@ -181,7 +181,7 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 		if info.Config.MaxAge > 0 && info.State.FirstSeq > 1 {
 			// Below the first sequence, records expired by QUARANTINE's
 			// MaxAge (deletes are denied): not missing. A held chain's are
-			// in LEGALHOLD (verifyLegalHold).
+			// in LEGALHOLD (legalhold.Holds.Verify).
 			v.expected = info.State.FirstSeq
 			rep.ExpiredBelowSeq = info.State.FirstSeq
 			if own != nil {
@@ -210,7 +210,8 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 	if v.anchor != nil {
 		v.anchor.finish(v)
 	}
-	if err := s.verifyLegalHold(ctx, v); err != nil {
+	// The held chains' LEGALHOLD copies: the legal-hold part's.
+	if rep.LegalHold, err = s.holds.Verify(ctx, v.problem); err != nil {
 		return rep, err
 	}
 	if own != nil {

@@ -1,0 +1,28 @@
+package auditor
+
+import (
+	"context"
+
+	"github.com/deadletter/deadletter/services/auditor/legalhold"
+)
+
+// view is the live view (index) as the auditor's parts read it: each
+// part declares the little it needs as an interface of its own package.
+type view struct{ x *index }
+
+// WaitFor returns once the live view applied every record up to seq.
+func (v view) WaitFor(ctx context.Context, seq uint64) error { return v.x.waitFor(ctx, seq) }
+
+// Carries reports whether chain dlqID carries hold holdID.
+func (v view) Carries(dlqID, holdID string) bool { return v.x.carries(dlqID, holdID) }
+
+// HeldChains returns the held chains (holdID "": all; else those that
+// carry holdID), sorted by dlq id.
+func (v view) HeldChains(holdID string) []legalhold.Held {
+	refs := v.x.heldChains(holdID)
+	out := make([]legalhold.Held, len(refs))
+	for i, ref := range refs {
+		out[i] = legalhold.Held{DLQID: ref.dlqID, Domain: ref.domain, Records: ref.records, Holds: ref.holds}
+	}
+	return out
+}
