@@ -65,7 +65,6 @@ func chainFilter(dlqID string) string {
 	return "quarantine.*." + dlqID
 }
 
-
 // domainOfSubject returns the domain token of a quarantine subject
 // (quarantine.<domain>.<dlq_id>).
 func domainOfSubject(subject string) string {
@@ -145,7 +144,3 @@ func (s *Service) firstRecord(ctx context.Context, subject string) (directMsg, b
 	})
 	return first, found, err
 }
-
-
-
-
