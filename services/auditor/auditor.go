@@ -56,6 +56,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nkeys"
 
+	"github.com/deadletter/deadletter/services/auditor/anchor"
 	"github.com/deadletter/deadletter/services/auditor/legalhold"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
@@ -110,12 +111,12 @@ type Service struct {
 	// before.
 	alerts *notify.Publisher
 
-	trees         exportTrees   // the Merkle tree of the newest checkpoint exported
-	cpMu          sync.Mutex    // serializes checkpoint writes
-	signer        nkeys.KeyPair // nil: checkpoints are unsigned
-	exportPending bool          // the last checkpoint written is not exported yet (cpMu)
-	coverage      coverage      // what the newest checkpoint covers, for its age gauge
-	anchored      anchorState   // what the last check against the own anchor found
+	// checkpoints is the checkpoint part: signed checkpoints in AUDIT,
+	// their export and the own anchor (package anchor).
+	checkpoints *anchor.Checkpoints
+
+	trees  exportTrees   // the Merkle tree of the newest checkpoint exported
+	signer nkeys.KeyPair // nil: checkpoints and export pages are unsigned
 
 	exportBudget int    // bytes of an export page (tests make it small; 0: from the max payload)
 	verifyBatch  int    // records linked together by verify (tests make it small)
@@ -168,10 +169,13 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	log = log.With("service", "auditor", "instance", cfg.Instance)
 	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log, now: time.Now, verifyBatch: defaultVerifyBatch,
 		seenBits: seenFilterBits, signer: signer, approvalKey: approvalKey}
-	m := newMetrics(cfg.Registerer, s.checkpointAge, s.behindAnchor)
+	m := newMetrics(cfg.Registerer, func() float64 { return s.checkpoints.Age() }, func() float64 { return s.checkpoints.Behind() })
 	s.metrics = m
 	s.index = newIndex(log, m, cfg.AnchorBlocks)
 	s.chains = chain.NewReader(js)
+	s.checkpoints = anchor.NewCheckpoints(anchor.Config{JS: js, View: view{s.index}, Log: log,
+		Now: func() time.Time { return s.now() }, Instance: cfg.Instance, ExportFile: cfg.ExportFile, Signer: signer,
+		Written: m.checkpoints.Inc, Failed: func(kind string) { m.verifyFailed.WithLabelValues(kind).Inc() }})
 	s.holds = legalhold.New(legalhold.Config{NC: nc, JS: js, Chains: s.chains, View: view{s.index}, Log: log,
 		Now: func() time.Time { return s.now() }, Caller: callerOf, AllowAnonymous: cfg.AllowAnonymous,
 		PlacePerMinute: cfg.HoldPlacePerMinute, PlaceBurst: cfg.HoldPlaceBurst, Retention: cfg.Retention})
@@ -236,17 +240,11 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.ApprovalsBucket, err)
 	}
 	s.holds.Bind(s.approvals)
-	s.coverage.start(s.now())
 	setup, cancel := context.WithTimeout(ctx, retry.DefaultAttempt)
 	defer cancel()
 	// The store against the newest checkpoint exported, before any
 	// checkpoint is written over it.
-	s.startAnchorCheck(setup)
-	if last, _, err := s.lastCheckpoint(setup); err != nil {
-		s.log.Warn("reading the newest checkpoint failed", "err", err)
-	} else if last != nil {
-		s.coverage.saw(last.cp)
-	}
+	s.checkpoints.Start(setup, s.quarantine, s.audit)
 	ncfg := s.cfg.Notify
 	ncfg.OnOutcome = func(k notify.Kind, outcome string) { s.metrics.notifications.WithLabelValues(string(k), outcome).Inc() }
 	if s.alerts, err = notify.New(s.nc, "auditor", ncfg, s.log); err != nil {
@@ -322,7 +320,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		s.holds.Run(ctx)
 	}()
 	s.every(ctx, &wg, s.cfg.CheckpointInterval, func(ctx context.Context) {
-		s.autoCheckpoint(ctx, "periodic", true)
+		s.checkpoints.Auto(ctx, "periodic", true)
 	})
 	s.every(ctx, &wg, s.cfg.ReconcileInterval, func(ctx context.Context) {
 		// Bounded like a request, so one stuck read never stops the next.
@@ -338,12 +336,19 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	_ = svc.Stop()
 	srv.Wait()
 	if s.cfg.CheckpointInterval > 0 {
-		stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownCheckpointTimeout)
-		s.autoCheckpoint(stop, "shutdown", false)
+		stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), anchor.ShutdownTimeout)
+		s.checkpoints.Auto(stop, "shutdown", false)
 		cancel()
 	}
 	s.log.Info("auditor stopped")
 	return nil
+}
+
+// Checkpoint appends a checkpoint covering every record of QUARANTINE
+// stored now, unless the last checkpoint already covers them (the
+// checkpoint part's, anchor.Checkpoints.Checkpoint).
+func (s *Service) Checkpoint(ctx context.Context) (api.CheckpointReply, error) {
+	return s.checkpoints.Checkpoint(ctx)
 }
 
 // startupCheckpoint waits (until ctx is done) for the live view to apply
@@ -360,7 +365,7 @@ func (s *Service) startupCheckpoint(ctx context.Context) {
 	if err := s.index.waitFor(ctx, info.State.LastSeq); err != nil {
 		return // stopped before catching up: the shutdown checkpoint covers what was applied
 	}
-	s.autoCheckpoint(ctx, "start", false)
+	s.checkpoints.Auto(ctx, "start", false)
 }
 
 // every runs fn each interval until ctx is done (never when interval is 0).

@@ -54,6 +54,9 @@ var (
 	scan       = read.Scan
 	seqAtTime  = read.SeqAtTime
 	validToken = read.ValidToken
+	lastToken  = read.LastToken
+	// documentBytes reads an event's bytes from its document in DOCUMENTS.
+	documentBytes = read.DocumentBytes
 )
 
 // chainFilter is the subject filter that matches the chain of dlqID in
@@ -74,12 +77,6 @@ func domainOfSubject(subject string) string {
 	}
 	dom, _, _ := strings.Cut(rest, ".")
 	return dom
-}
-
-// lastToken returns the last token of a subject (a quarantine subject's
-// dlq id).
-func lastToken(subject string) string {
-	return subject[strings.LastIndexByte(subject, '.')+1:]
 }
 
 // eachLastRecord hands fn the last QUARANTINE message at or below upTo

@@ -127,7 +127,7 @@ func (s *Service) Get(ctx context.Context, req api.GetRequest) (api.GetReply, er
 			return api.GetReply{}, err
 		}
 		if d := rep.State.Document; d != nil && d.SHA256 != "" && d.Length > 0 {
-			b, err := s.documentBytes(ctx, *d)
+			b, err := documentBytes(ctx, s.js, *d)
 			if err != nil {
 				s.log.Warn("document bytes not read", "dlq_id", req.DLQID, "sha256", d.SHA256, "err", err)
 			}

@@ -61,7 +61,7 @@ type verifier struct {
 	line        []byte
 	expected    uint64 // next QUARANTINE sequence expected
 	count       uint64
-	cps         []storedCheckpoint
+	cps         []anchor.Stored
 	next        int            // first checkpoint not yet compared
 	tree        merkle.Builder // Merkle tree of the records read (api.MerkleAlgorithm)
 	anchor      *anchorCheck   // nil without an anchor
@@ -134,7 +134,7 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 	// shortened store is never reported intact.
 	own, ownErr := (*anchor.Anchor)(nil), error(nil)
 	if v.anchor == nil {
-		if own, ownErr = s.ownAnchor(); ownErr != nil {
+		if own, ownErr = s.checkpoints.Own(); ownErr != nil {
 			s.log.Error("AUDIT_ANCHOR_UNREADABLE", "export_file", s.cfg.ExportFile, "err", ownErr)
 			v.problem(api.VerifyProblem{Kind: api.ProblemAnchorUnreadable, Detail: ownErr.Error()})
 		} else if own != nil {
@@ -143,7 +143,7 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 				At: own.CP.At, Key: own.CP.Key, Own: true}
 		}
 	}
-	cps, cpProblems, err := s.loadCheckpoints(ctx)
+	cps, cpProblems, err := s.checkpoints.Load(ctx)
 	switch {
 	case v.anchor != nil && errors.Is(err, jetstream.ErrStreamNotFound):
 		v.problem(api.VerifyProblem{Kind: api.ProblemStoreMissing,
@@ -154,11 +154,11 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 	v.cps = cps
 	rep.Checkpoints = len(cps)
 	if len(cps) > 0 {
-		newest := cps[len(cps)-1].cp
+		newest := cps[len(cps)-1].CP
 		at := newest.At
 		rep.NewestCheckpointAt, rep.NewestCheckpointLastSeq = &at, newest.LastSeq
 		rep.NewestCheckpointAgeSeconds = max(0, s.now().Sub(at).Seconds())
-		s.coverage.saw(newest)
+		s.checkpoints.Saw(newest)
 	}
 	for _, p := range cpProblems {
 		v.problem(p)
@@ -187,7 +187,7 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 			if own != nil {
 				// The anchor's first records expired: its tree cannot be
 				// recomputed; the cheap check says whether the store reaches it.
-				ps, err := s.checkOwnAnchor(ctx, own)
+				ps, err := s.checkpoints.CheckOwn(ctx, own)
 				if err != nil {
 					return rep, err
 				}
@@ -198,8 +198,8 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 			}
 		}
 	}
-	if len(cps) > 0 && cps[len(cps)-1].cp.LastSeq > last {
-		last = cps[len(cps)-1].cp.LastSeq // records the checkpoints cover must be there
+	if len(cps) > 0 && cps[len(cps)-1].CP.LastSeq > last {
+		last = cps[len(cps)-1].CP.LastSeq // records the checkpoints cover must be there
 	}
 	if msgs > 0 {
 		if err := s.readBatches(ctx, last, v.addBatch); err != nil {
@@ -215,7 +215,7 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 		return rep, err
 	}
 	if own != nil {
-		s.anchorProblems("verify", own, rep.Problems)
+		s.checkpoints.Problems("verify", own, rep.Problems)
 	}
 	rep.Chains = v.chains
 	rep.OK = rep.ProblemCount == 0
@@ -451,29 +451,29 @@ func (v *verifier) missing(from, to uint64) {
 // compareBefore compares the checkpoints that end before seq with the
 // running digest, which then covers exactly their range.
 func (v *verifier) compareBefore(seq uint64) {
-	for v.next < len(v.cps) && v.cps[v.next].cp.LastSeq < seq {
+	for v.next < len(v.cps) && v.cps[v.next].CP.LastSeq < seq {
 		sc := v.cps[v.next]
 		v.next++
-		if sc.cp.LastSeq >= v.expected && sc.cp.LastSeq < seq {
+		if sc.CP.LastSeq >= v.expected && sc.CP.LastSeq < seq {
 			// The checkpoint ends in a gap not reported yet: report it first.
-			v.missing(v.expected, sc.cp.LastSeq)
-			v.expected = sc.cp.LastSeq + 1
+			v.missing(v.expected, sc.CP.LastSeq)
+			v.expected = sc.CP.LastSeq + 1
 		}
 		digest := v.sum()
-		merkleOK := sc.cp.MerkleRoot == "" || (sc.cp.TreeSize == v.count && sc.cp.MerkleRoot == v.tree.Root().String())
-		if sc.cp.Count != v.count || sc.cp.Digest != digest || !merkleOK {
+		merkleOK := sc.CP.MerkleRoot == "" || (sc.CP.TreeSize == v.count && sc.CP.MerkleRoot == v.tree.Root().String())
+		if sc.CP.Count != v.count || sc.CP.Digest != digest || !merkleOK {
 			var why []string
-			if sc.cp.Count != v.count {
-				why = append(why, fmt.Sprintf("count %d, recomputed %d", sc.cp.Count, v.count))
+			if sc.CP.Count != v.count {
+				why = append(why, fmt.Sprintf("count %d, recomputed %d", sc.CP.Count, v.count))
 			}
-			if sc.cp.Digest != digest {
-				why = append(why, fmt.Sprintf("digest %.64s, recomputed %s", sc.cp.Digest, digest))
+			if sc.CP.Digest != digest {
+				why = append(why, fmt.Sprintf("digest %.64s, recomputed %s", sc.CP.Digest, digest))
 			}
-			if root := v.tree.Root().String(); sc.cp.MerkleRoot != "" && sc.cp.MerkleRoot != root {
-				why = append(why, fmt.Sprintf("merkle_root %.64s, recomputed %s", sc.cp.MerkleRoot, root))
+			if root := v.tree.Root().String(); sc.CP.MerkleRoot != "" && sc.CP.MerkleRoot != root {
+				why = append(why, fmt.Sprintf("merkle_root %.64s, recomputed %s", sc.CP.MerkleRoot, root))
 			}
-			v.problem(api.VerifyProblem{Kind: api.ProblemCheckpointMismatch, CheckpointSeq: sc.seq, FromSeq: 1,
-				ToSeq: sc.cp.LastSeq, Detail: strings.Join(why, "; ")})
+			v.problem(api.VerifyProblem{Kind: api.ProblemCheckpointMismatch, CheckpointSeq: sc.Seq, FromSeq: 1,
+				ToSeq: sc.CP.LastSeq, Detail: strings.Join(why, "; ")})
 		}
 	}
 }

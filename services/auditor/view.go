@@ -3,6 +3,7 @@ package auditor
 import (
 	"context"
 
+	"github.com/deadletter/deadletter/services/auditor/anchor"
 	"github.com/deadletter/deadletter/services/auditor/legalhold"
 )
 
@@ -25,4 +26,13 @@ func (v view) HeldChains(holdID string) []legalhold.Held {
 		out[i] = legalhold.Held{DLQID: ref.dlqID, Domain: ref.domain, Records: ref.records, Holds: ref.holds}
 	}
 	return out
+}
+
+// Applied is the last QUARANTINE sequence the live view applied.
+func (v view) Applied() uint64 { return v.x.applied() }
+
+// Snapshot is the live view's running digest and Merkle state.
+func (v view) Snapshot() anchor.State {
+	st := v.x.snapshot()
+	return anchor.State{LastSeq: st.lastSeq, Count: st.count, Digest: st.digest, Root: st.root, Height: st.height, Blocks: st.blocks}
 }

@@ -1,7 +1,8 @@
 // Package read holds the auditor's readers of a stream that every part
 // uses: a scan in sequence order with batched direct gets (no consumer),
-// the search of the first sequence stored at a time, and the check that a
-// string is one subject token.
+// the search of the first sequence stored at a time, the check that a
+// string is one subject token, and an event's bytes from a document kept
+// in DOCUMENTS.
 package read
 
 import (
@@ -9,12 +10,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/streams"
 )
 
@@ -110,4 +113,36 @@ func SeqAtTime(ctx context.Context, js jetstream.JetStream, stream, filter strin
 	default:
 		return 0, false, fmt.Errorf("%w: %s: status %s %s", streams.ErrDirectGet, stream, status, m.Header.Get("Description"))
 	}
+}
+
+// LastToken returns the last token of a subject (a quarantine subject's
+// dlq id).
+func LastToken(subject string) string {
+	return subject[strings.LastIndexByte(subject, '.')+1:]
+}
+
+// maxDocumentEvent bounds the original bytes of one document event that
+// audit.get returns (an event passes the gate only under its payload
+// limit).
+const maxDocumentEvent = 8 << 20
+
+// DocumentBytes reads an event's exact original bytes from the document
+// kept in DOCUMENTS: bytes d.Offset to d.Offset+d.Length (read from the
+// document's start, one chunk in memory at a time).
+func DocumentBytes(ctx context.Context, js jetstream.JetStream, d envelope.Document) ([]byte, error) {
+	if d.Offset < 0 || d.Length <= 0 || d.Length > maxDocumentEvent {
+		return nil, fmt.Errorf("auditor: document range %d+%d out of bounds", d.Offset, d.Length)
+	}
+	r, err := streams.OpenDocument(ctx, js, d.SHA256)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.CopyN(io.Discard, r, int64(d.Offset)); err != nil {
+		return nil, fmt.Errorf("auditor: document %s: %w", d.SHA256, err)
+	}
+	b := make([]byte, d.Length)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, fmt.Errorf("auditor: document %s: %w", d.SHA256, err)
+	}
+	return b, nil
 }
