@@ -58,6 +58,7 @@ import (
 
 	"github.com/deadletter/deadletter/services/auditor/anchor"
 	"github.com/deadletter/deadletter/services/auditor/legalhold"
+	"github.com/deadletter/deadletter/services/auditor/reconcile"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
@@ -111,6 +112,8 @@ type Service struct {
 	// before.
 	alerts *notify.Publisher
 
+	// reconciler is the reconciliation part (package reconcile).
+	reconciler *reconcile.Reconciler
 	// checkpoints is the checkpoint part: signed checkpoints in AUDIT,
 	// their export and the own anchor (package anchor).
 	checkpoints *anchor.Checkpoints
@@ -173,6 +176,9 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	s.metrics = m
 	s.index = newIndex(log, m, cfg.AnchorBlocks)
 	s.chains = chain.NewReader(js)
+	s.reconciler = reconcile.New(reconcile.Config{JS: js, Gate: g, View: view{s.index}, Reader: chainReader{s}, Log: log,
+		Now: func() time.Time { return s.now() }, Grace: cfg.Grace, LookupConcurrency: cfg.LookupConcurrency,
+		Unaccounted: m.unaccounted, Conflicts: m.conflicts, Unsourced: m.unsourced, LastRun: m.lastReconcile})
 	s.checkpoints = anchor.NewCheckpoints(anchor.Config{JS: js, View: view{s.index}, Log: log,
 		Now: func() time.Time { return s.now() }, Instance: cfg.Instance, ExportFile: cfg.ExportFile, Signer: signer,
 		Written: m.checkpoints.Inc, Failed: func(kind string) { m.verifyFailed.WithLabelValues(kind).Inc() }})
@@ -228,6 +234,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.IdempotencyBucket, err)
 	}
+	s.reconciler.Bind(s.events, s.keys)
 	if _, err := retry.Value(ctx, s.log, "legal holds", func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, s.holds.Reload(ctx)
 	}); err != nil {
@@ -342,6 +349,13 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	}
 	s.log.Info("auditor stopped")
 	return nil
+}
+
+// Reconcile accounts for every event EVENTS received in a time range and
+// walks LEDGER back (audit.reconcile: the reconciliation part's,
+// reconcile.Reconciler.Reconcile).
+func (s *Service) Reconcile(ctx context.Context, req api.ReconcileRequest) (api.ReconcileReply, error) {
+	return s.reconciler.Reconcile(ctx, req)
 }
 
 // Checkpoint appends a checkpoint covering every record of QUARANTINE

@@ -5,6 +5,7 @@ import (
 
 	"github.com/deadletter/deadletter/services/auditor/anchor"
 	"github.com/deadletter/deadletter/services/auditor/legalhold"
+	"github.com/deadletter/deadletter/services/auditor/reconcile"
 )
 
 // view is the live view (index) as the auditor's parts read it: each
@@ -35,4 +36,34 @@ func (v view) Applied() uint64 { return v.x.applied() }
 func (v view) Snapshot() anchor.State {
 	st := v.x.snapshot()
 	return anchor.State{LastSeq: st.lastSeq, Count: st.count, Digest: st.digest, Root: st.root, Height: st.height, Blocks: st.blocks}
+}
+
+// Chains calls fn under the live view's read lock with a lookup of the
+// unresolved chains it holds (reconcile.View).
+func (v view) Chains(fn func(get func(dlqID string) (reconcile.Chain, bool))) {
+	v.x.mu.RLock()
+	defer v.x.mu.RUnlock()
+	fn(func(id string) (reconcile.Chain, bool) {
+		e, ok := v.x.chains[id]
+		if !ok {
+			return reconcile.Chain{}, false
+		}
+		return reconcile.Chain{Status: e.status, Class: e.class, SourceStream: e.sourceStream, SourceSeq: e.sourceSeq}, true
+	})
+}
+
+// chainReader is the auditor's direct-get reader of QUARANTINE's chains
+// as the parts use it (reconcile.Reader).
+type chainReader struct{ s *Service }
+
+// EachLastRecord hands fn the last record of each id's chain
+// (Service.eachLastRecord).
+func (r chainReader) EachLastRecord(ctx context.Context, ids []string, upTo uint64, fn func(id, subject string, data []byte)) error {
+	return r.s.eachLastRecord(ctx, ids, upTo, func(id string, m directMsg) { fn(id, m.subject, m.data) })
+}
+
+// FirstRecord returns the first record on subject (Service.firstRecord).
+func (r chainReader) FirstRecord(ctx context.Context, subject string) ([]byte, bool, error) {
+	m, ok, err := r.s.firstRecord(ctx, subject)
+	return m.data, ok, err
 }
