@@ -59,6 +59,7 @@ import (
 	"github.com/deadletter/deadletter/services/auditor/anchor"
 	"github.com/deadletter/deadletter/services/auditor/legalhold"
 	"github.com/deadletter/deadletter/services/auditor/reconcile"
+	"github.com/deadletter/deadletter/services/auditor/verify"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
@@ -112,6 +113,8 @@ type Service struct {
 	// before.
 	alerts *notify.Publisher
 
+	// verifier is the verification part (package verify).
+	verifier *verify.Verifier
 	// reconciler is the reconciliation part (package reconcile).
 	reconciler *reconcile.Reconciler
 	// checkpoints is the checkpoint part: signed checkpoints in AUDIT,
@@ -122,7 +125,7 @@ type Service struct {
 	signer nkeys.KeyPair // nil: checkpoints and export pages are unsigned
 
 	exportBudget int    // bytes of an export page (tests make it small; 0: from the max payload)
-	verifyBatch  int    // records linked together by verify (tests make it small)
+	verifyBatch  int    // records linked together by verify (tests make it small; verify.Tuning)
 	seenBits     uint32 // size of verify's filter of dlq ids seen
 	seenFull     bool   // tests: verify's filter starts full (every id "maybe seen")
 }
@@ -170,8 +173,8 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 		return nil, fmt.Errorf("auditor: %w", err)
 	}
 	log = log.With("service", "auditor", "instance", cfg.Instance)
-	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log, now: time.Now, verifyBatch: defaultVerifyBatch,
-		seenBits: seenFilterBits, signer: signer, approvalKey: approvalKey}
+	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log, now: time.Now, verifyBatch: verify.DefaultBatch,
+		seenBits: verify.SeenFilterBits, signer: signer, approvalKey: approvalKey}
 	m := newMetrics(cfg.Registerer, func() float64 { return s.checkpoints.Age() }, func() float64 { return s.checkpoints.Behind() })
 	s.metrics = m
 	s.index = newIndex(log, m, cfg.AnchorBlocks)
@@ -186,6 +189,11 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 		Now: func() time.Time { return s.now() }, Caller: callerOf, AllowAnonymous: cfg.AllowAnonymous,
 		PlacePerMinute: cfg.HoldPlacePerMinute, PlaceBurst: cfg.HoldPlaceBurst, Retention: cfg.Retention})
 	s.index.onRecord = onHeldRecord(s.holds)
+	// Verify reads the checkpoints and has the holds check LEGALHOLD.
+	s.verifier = verify.New(verify.Config{JS: js, Reader: chainReader{s}, Checkpoints: s.checkpoints, Holds: s.holds, Log: log,
+		Now: func() time.Time { return s.now() }, ChainCache: cfg.VerifyChainCache, ExportFile: cfg.ExportFile,
+		Runs: m.verifyRuns, Failed: m.verifyFailed, DigestLine: digestLine,
+		Alert: func(e notify.Event) { s.alerts.Publish(e) }})
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(newDepthCollector(s.index, func() time.Time { return s.now() }))
 	}
@@ -252,6 +260,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	// The store against the newest checkpoint exported, before any
 	// checkpoint is written over it.
 	s.checkpoints.Start(setup, s.quarantine, s.audit)
+	s.verifier.Bind(s.quarantine)
 	ncfg := s.cfg.Notify
 	ncfg.OnOutcome = func(k notify.Kind, outcome string) { s.metrics.notifications.WithLabelValues(string(k), outcome).Inc() }
 	if s.alerts, err = notify.New(s.nc, "auditor", ncfg, s.log); err != nil {
@@ -351,6 +360,12 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	return nil
 }
 
+// Verify checks QUARANTINE, AUDIT's checkpoints, an anchor and LEGALHOLD
+// (audit.verify: the verification part's, verify.Verifier.Verify).
+func (s *Service) Verify(ctx context.Context, req api.VerifyRequest) (api.VerifyReply, error) {
+	return s.verifier.Verify(ctx, req, verify.Tuning{Batch: s.verifyBatch, SeenBits: s.seenBits, SeenFull: s.seenFull})
+}
+
 // Reconcile accounts for every event EVENTS received in a time range and
 // walks LEDGER back (audit.reconcile: the reconciliation part's,
 // reconcile.Reconciler.Reconcile).
@@ -414,9 +429,6 @@ func callerOf(ctx context.Context) (access.Identity, error) {
 
 // badRequest is a BAD_REQUEST with message msg.
 func badRequest(msg string) error { return api.Errorf(api.ErrBadRequest, "%s", msg) }
-
-// refused is a BAD_REQUEST reporting err.
-func refused(err error) error { return api.Wrap(api.ErrBadRequest, err, err.Error()) }
 
 // withCaller adapts fn to the endpoint layer: the request's headers (its
 // caller, callerOf) travel in fn's context.

@@ -51,22 +51,14 @@ func (s *Service) direct(ctx context.Context, stream string, req directRequest, 
 // The scans, the time search and the token check live in package read,
 // which the auditor's parts share.
 var (
-	scan       = read.Scan
-	seqAtTime  = read.SeqAtTime
-	validToken = read.ValidToken
-	lastToken  = read.LastToken
+	scan        = read.Scan
+	seqAtTime   = read.SeqAtTime
+	validToken  = read.ValidToken
+	lastToken   = read.LastToken
+	chainFilter = read.ChainFilter
 	// documentBytes reads an event's bytes from its document in DOCUMENTS.
 	documentBytes = read.DocumentBytes
 )
-
-// chainFilter is the subject filter that matches the chain of dlqID in
-// every domain ("" when dlqID is not a single subject token).
-func chainFilter(dlqID string) string {
-	if !validToken(dlqID) {
-		return ""
-	}
-	return "quarantine.*." + dlqID
-}
 
 // domainOfSubject returns the domain token of a quarantine subject
 // (quarantine.<domain>.<dlq_id>).

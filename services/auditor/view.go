@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/deadletter/deadletter/services/auditor/anchor"
+	"github.com/deadletter/deadletter/services/auditor/internal/read"
 	"github.com/deadletter/deadletter/services/auditor/legalhold"
 	"github.com/deadletter/deadletter/services/auditor/reconcile"
 )
@@ -53,17 +54,17 @@ func (v view) Chains(fn func(get func(dlqID string) (reconcile.Chain, bool))) {
 }
 
 // chainReader is the auditor's direct-get reader of QUARANTINE's chains
-// as the parts use it (reconcile.Reader).
+// as the parts use it (read.ChainReader).
 type chainReader struct{ s *Service }
 
 // EachLastRecord hands fn the last record of each id's chain
 // (Service.eachLastRecord).
-func (r chainReader) EachLastRecord(ctx context.Context, ids []string, upTo uint64, fn func(id, subject string, data []byte)) error {
-	return r.s.eachLastRecord(ctx, ids, upTo, func(id string, m directMsg) { fn(id, m.subject, m.data) })
+func (r chainReader) EachLastRecord(ctx context.Context, ids []string, upTo uint64, fn func(id string, m read.Msg)) error {
+	return r.s.eachLastRecord(ctx, ids, upTo, func(id string, m directMsg) { fn(id, read.Msg{Seq: m.seq, Subject: m.subject, Data: m.data}) })
 }
 
 // FirstRecord returns the first record on subject (Service.firstRecord).
-func (r chainReader) FirstRecord(ctx context.Context, subject string) ([]byte, bool, error) {
+func (r chainReader) FirstRecord(ctx context.Context, subject string) (read.Msg, bool, error) {
 	m, ok, err := r.s.firstRecord(ctx, subject)
-	return m.data, ok, err
+	return read.Msg{Seq: m.seq, Subject: m.subject, Data: m.data}, ok, err
 }

@@ -8,13 +8,13 @@
 package reconcile
 
 import (
-	"context"
 	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/deadletter/deadletter/services/auditor/internal/read"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/record"
 )
@@ -39,21 +39,12 @@ type View interface {
 	Chains(fn func(get func(dlqID string) (Chain, bool)))
 }
 
-// Reader reads QUARANTINE's chains with direct gets.
-type Reader interface {
-	// EachLastRecord hands fn the last record of the chain of each dlq id
-	// that has one (upTo 0: the whole stream); fn must copy what it keeps.
-	EachLastRecord(ctx context.Context, ids []string, upTo uint64, fn func(id, subject string, data []byte)) error
-	// FirstRecord returns the first record on subject.
-	FirstRecord(ctx context.Context, subject string) (data []byte, found bool, err error)
-}
-
 // Config is what the part needs from the auditor.
 type Config struct {
 	JS     jetstream.JetStream
 	Gate   *gate.Gate
 	View   View
-	Reader Reader
+	Reader read.ChainReader
 	Log    *slog.Logger
 	// Now is the clock (read on every use: tests set the auditor's).
 	Now func() time.Time

@@ -448,11 +448,11 @@ func (p *Reconciler) chainsOf(ctx context.Context, batch []event) (map[string]ch
 		view    chainView
 	}
 	var lasts []found
-	err := p.cfg.Reader.EachLastRecord(ctx, lookups, 0, func(id, subject string, data []byte) {
-		last, _ := chain.DecodeHead(data) // an unreadable record reads as an open chain
+	err := p.cfg.Reader.EachLastRecord(ctx, lookups, 0, func(id string, m read.Msg) {
+		last, _ := chain.DecodeHead(m.Data) // an unreadable record reads as an open chain
 		v := chainView{status: last.Status(), class: string(last.Class)}
 		if needFirst[id] {
-			lasts = append(lasts, found{subject, v})
+			lasts = append(lasts, found{m.Subject, v})
 		} else {
 			chains[id] = v
 		}
@@ -471,7 +471,7 @@ func (p *Reconciler) chainsOf(ctx context.Context, batch []event) (map[string]ch
 				return fmt.Errorf("auditor: read the first record of a chain: %w", err)
 			}
 			if ok {
-				if r, err := chain.DecodeHead(first); err == nil {
+				if r, err := chain.DecodeHead(first.Data); err == nil {
 					v.sourceStream, v.sourceSeq = r.SourceStream, r.SourceSeq
 				}
 			}

@@ -146,3 +146,30 @@ func DocumentBytes(ctx context.Context, js jetstream.JetStream, d envelope.Docum
 	}
 	return b, nil
 }
+
+// ChainFilter is the subject filter that matches the chain of dlqID in
+// every domain ("" when dlqID is not a single subject token).
+func ChainFilter(dlqID string) string {
+	if !ValidToken(dlqID) {
+		return ""
+	}
+	return "quarantine.*." + dlqID
+}
+
+// Msg is one QUARANTINE message a ChainReader hands out.
+type Msg struct {
+	Seq     uint64
+	Subject string
+	Data    []byte
+}
+
+// ChainReader reads QUARANTINE's chains with direct gets (the auditor's
+// live reader, shared by its parts).
+type ChainReader interface {
+	// EachLastRecord hands fn the last record at or below upTo (0: the
+	// whole stream) of the chain of each dlq id that has one; fn must
+	// copy what it keeps.
+	EachLastRecord(ctx context.Context, ids []string, upTo uint64, fn func(id string, m Msg)) error
+	// FirstRecord returns the first record on subject.
+	FirstRecord(ctx context.Context, subject string) (m Msg, found bool, err error)
+}
