@@ -3,8 +3,9 @@
 // order with bounded memory, reports sequences that hold no record,
 // recomputes the running digest and Merkle tree and compares them with
 // every checkpoint of AUDIT and with an anchor (the caller's, or the
-// auditor's own), and has the legal-hold part check LEGALHOLD. It only
-// reads.
+// auditor's own), has the legal-hold part check LEGALHOLD, and re-hashes
+// every EPCIS document kept in DOCUMENTS (and checks that each document a
+// record names is there). It only reads.
 package verify
 
 import (

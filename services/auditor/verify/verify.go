@@ -64,9 +64,11 @@ type verifier struct {
 	expected    uint64 // next QUARANTINE sequence expected
 	count       uint64
 	cps         []anchor.Stored
-	next        int            // first checkpoint not yet compared
-	tree        merkle.Builder // Merkle tree of the records read (api.MerkleAlgorithm)
-	anchor      *anchorCheck   // nil without an anchor
+	next        int                   // first checkpoint not yet compared
+	tree        merkle.Builder        // Merkle tree of the records read (api.MerkleAlgorithm)
+	anchor      *anchorCheck          // nil without an anchor
+	docs        *docNames             // documents named by the records, checked
+	store       jetstream.ObjectStore // DOCUMENTS, once a record names a document
 }
 
 func (v *verifier) problem(p api.VerifyProblem) {
@@ -116,7 +118,8 @@ func (p *Verifier) verify(ctx context.Context, req api.VerifyRequest, t Tuning) 
 		t.SeenBits = SeenFilterBits
 	}
 	v := &verifier{p: p, rep: &rep, max: req.MaxProblems, expected: 1, cache: newTailCache(p.cfg.ChainCache),
-		seen: newSeenFilter(t.SeenBits), work: make(map[string]record.Tail, t.Batch)}
+		seen: newSeenFilter(t.SeenBits), work: make(map[string]record.Tail, t.Batch), docs: newDocNames()}
+	rep.Documents = &api.VerifyDocuments{}
 	if v.max <= 0 {
 		v.max = defaultMaxProblems
 	}
@@ -220,6 +223,10 @@ func (p *Verifier) verify(ctx context.Context, req api.VerifyRequest, t Tuning) 
 	}
 	// The held chains' LEGALHOLD copies: the legal-hold part's.
 	if rep.LegalHold, err = p.cfg.Holds.Verify(ctx, v.problem); err != nil {
+		return rep, err
+	}
+	// The EPCIS documents kept verbatim in DOCUMENTS (documents.go).
+	if err := p.documents(ctx, v); err != nil {
 		return rep, err
 	}
 	if own != nil {
@@ -341,6 +348,9 @@ func (v *verifier) addBatch(ctx context.Context, batch []stored) error {
 		if err := v.seedTails(ctx, lookups, batch[0].seq-1); err != nil {
 			return err
 		}
+	}
+	if err := v.documentsNamed(ctx, batch); err != nil {
+		return err
 	}
 	for i := range batch {
 		v.add(&batch[i])
