@@ -41,6 +41,13 @@
 // number of records. The auditor never writes QUARANTINE (a hold's record
 // is the quarantiner's to append, on quarantiner.hold, which appends
 // nothing else).
+//
+// Each concern is a part of its own, a package with one type the Service
+// wires and whose endpoints it registers (docs/adr/0018-auditor-parts.md):
+// legal holds, the LEGALHOLD copy and the retention check (legalhold),
+// checkpoints and the own anchor (anchor), reconciliation (reconcile) and
+// verification (verify). The Service keeps the queries, the exports and
+// the access audit.
 package auditor
 
 import (
@@ -279,7 +286,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	svc, err := micro.AddService(s.nc, micro.Config{
 		Name:        "auditor",
 		Version:     Version,
-		Description: "deadletter auditor: verification, reconciliation, triage groups; writes only its signed checkpoints",
+		Description: "deadletter auditor: verification, reconciliation, triage groups, legal holds; writes checkpoints, the access audit, holds and LEGALHOLD",
 	})
 	if err != nil {
 		return fmt.Errorf("auditor: micro: %w", err)

@@ -141,7 +141,7 @@ func (p *Verifier) verify(ctx context.Context, req api.VerifyRequest, t Tuning) 
 			At: a.CP.At, Key: a.CP.Key}
 	}
 	// Without an anchor from the caller, the store is checked against the
-	// newest checkpoint the auditor exported (anchorown.go): a deleted or
+	// newest checkpoint the auditor exported (anchor.Checkpoints): a deleted or
 	// shortened store is never reported intact.
 	own, ownErr := (*anchor.Anchor)(nil), error(nil)
 	if v.anchor == nil {
