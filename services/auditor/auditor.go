@@ -20,12 +20,12 @@
 //   - audit.checkpoint: append a checkpoint (also done periodically, once
 //     caught up at start-up and at shutdown, when there are records no
 //     checkpoint covers);
-//   - hold.place, hold.lift, hold.list, hold.get: legal holds (package
-//     hold; holds.go): a hold's record is sealed into every chain it
+//   - hold.place, hold.lift, hold.list, hold.get: legal holds (the
+//     legal-hold part, package legalhold): a hold's record is sealed into every chain it
 //     holds, dynamic holds (a party, a filter) also into the chains
 //     quarantined later that match them, and when QUARANTINE has a MaxAge
 //     every held chain is copied to LEGALHOLD before it could expire
-//     (legalhold.go). The auditor refuses to start on a QUARANTINE whose
+//     (package legalhold). The auditor refuses to start on a QUARANTINE whose
 //     MaxAge is below the longest retention of the domain registry.
 //
 // The auditor creates no consumer (a credential that may create one can
@@ -41,6 +41,13 @@
 // number of records. The auditor never writes QUARANTINE (a hold's record
 // is the quarantiner's to append, on quarantiner.hold, which appends
 // nothing else).
+//
+// Each concern is a part of its own, a package with one type the Service
+// wires and whose endpoints it registers (docs/adr/0018-auditor-parts.md):
+// legal holds, the LEGALHOLD copy and the retention check (legalhold),
+// checkpoints and the own anchor (anchor), reconciliation (reconcile) and
+// verification (verify). The Service keeps the queries, the exports and
+// the access audit.
 package auditor
 
 import (
@@ -56,7 +63,10 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nkeys"
 
+	"github.com/deadletter/deadletter/services/auditor/anchor"
 	"github.com/deadletter/deadletter/services/auditor/legalhold"
+	"github.com/deadletter/deadletter/services/auditor/reconcile"
+	"github.com/deadletter/deadletter/services/auditor/verify"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
@@ -64,10 +74,8 @@ import (
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/export"
 	"github.com/deadletter/deadletter/shared/gate"
-	"github.com/deadletter/deadletter/shared/hold"
 	"github.com/deadletter/deadletter/shared/notify"
 	"github.com/deadletter/deadletter/shared/retry"
-	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -97,30 +105,34 @@ type Service struct {
 	audit      jetstream.Stream
 	events     jetstream.Stream
 	keys       jetstream.KeyValue
-	holds      *holdState
-	maxAge     time.Duration // QUARANTINE's MaxAge (0: none)
+	// holds is the legal-hold part: holds, the LEGALHOLD copy and
+	// QUARANTINE's retention (package legalhold).
+	holds *legalhold.Holds
 	// approvals: a hold lift the approval policy names waits for a
-	// second person (holds.go, package approval).
+	// second person (package approval); also read by approved payload
+	// reads (access.go).
 	approvals *approval.Store
 	// approvalKey verifies the proof of an approved hold lift (nil: none
 	// configured, no approved lift is executed).
 	approvalKey *approval.Verifier
-	// placeLimit rate-limits each person's hold placements.
-	placeLimit *personLimiter
 	// alerts publishes the notifications (a new failure group, a poison
 	// record, a failed verify); set by Run, nil (publishing nothing)
 	// before.
 	alerts *notify.Publisher
 
-	trees         exportTrees   // the Merkle tree of the newest checkpoint exported
-	cpMu          sync.Mutex    // serializes checkpoint writes
-	signer        nkeys.KeyPair // nil: checkpoints are unsigned
-	exportPending bool          // the last checkpoint written is not exported yet (cpMu)
-	coverage      coverage      // what the newest checkpoint covers, for its age gauge
-	anchored      anchorState   // what the last check against the own anchor found
+	// verifier is the verification part (package verify).
+	verifier *verify.Verifier
+	// reconciler is the reconciliation part (package reconcile).
+	reconciler *reconcile.Reconciler
+	// checkpoints is the checkpoint part: signed checkpoints in AUDIT,
+	// their export and the own anchor (package anchor).
+	checkpoints *anchor.Checkpoints
+
+	trees  exportTrees   // the Merkle tree of the newest checkpoint exported
+	signer nkeys.KeyPair // nil: checkpoints and export pages are unsigned
 
 	exportBudget int    // bytes of an export page (tests make it small; 0: from the max payload)
-	verifyBatch  int    // records linked together by verify (tests make it small)
+	verifyBatch  int    // records linked together by verify (tests make it small; verify.Tuning)
 	seenBits     uint32 // size of verify's filter of dlq ids seen
 	seenFull     bool   // tests: verify's filter starts full (every id "maybe seen")
 }
@@ -168,15 +180,27 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 		return nil, fmt.Errorf("auditor: %w", err)
 	}
 	log = log.With("service", "auditor", "instance", cfg.Instance)
-	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log, now: time.Now, verifyBatch: defaultVerifyBatch,
-		seenBits: seenFilterBits, signer: signer, approvalKey: approvalKey,
-		placeLimit: newPersonLimiter(cfg.HoldPlacePerMinute, cfg.HoldPlaceBurst, maxPlacers)}
-	m := newMetrics(cfg.Registerer, s.checkpointAge, s.behindAnchor)
+	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log, now: time.Now, verifyBatch: verify.DefaultBatch,
+		seenBits: verify.SeenFilterBits, signer: signer, approvalKey: approvalKey}
+	m := newMetrics(cfg.Registerer, func() float64 { return s.checkpoints.Age() }, func() float64 { return s.checkpoints.Behind() })
 	s.metrics = m
 	s.index = newIndex(log, m, cfg.AnchorBlocks)
-	s.holds = newHoldState(hold.NewStore(js, log))
-	s.index.onRecord = s.holds.onRecord
 	s.chains = chain.NewReader(js)
+	s.reconciler = reconcile.New(reconcile.Config{JS: js, Gate: g, View: view{s.index}, Reader: chainReader{s}, Log: log,
+		Now: func() time.Time { return s.now() }, Grace: cfg.Grace, LookupConcurrency: cfg.LookupConcurrency,
+		Unaccounted: m.unaccounted, Conflicts: m.conflicts, Unsourced: m.unsourced, LastRun: m.lastReconcile})
+	s.checkpoints = anchor.NewCheckpoints(anchor.Config{JS: js, View: view{s.index}, Log: log,
+		Now: func() time.Time { return s.now() }, Instance: cfg.Instance, ExportFile: cfg.ExportFile, Signer: signer,
+		Written: m.checkpoints.Inc, Failed: func(kind string) { m.verifyFailed.WithLabelValues(kind).Inc() }})
+	s.holds = legalhold.New(legalhold.Config{NC: nc, JS: js, Chains: s.chains, View: view{s.index}, Log: log,
+		Now: func() time.Time { return s.now() }, Caller: callerOf, AllowAnonymous: cfg.AllowAnonymous,
+		PlacePerMinute: cfg.HoldPlacePerMinute, PlaceBurst: cfg.HoldPlaceBurst, Retention: cfg.Retention})
+	s.index.onRecord = onHeldRecord(s.holds)
+	// Verify reads the checkpoints and has the holds check LEGALHOLD.
+	s.verifier = verify.New(verify.Config{JS: js, Reader: chainReader{s}, Checkpoints: s.checkpoints, Holds: s.holds, Log: log,
+		Now: func() time.Time { return s.now() }, ChainCache: cfg.VerifyChainCache, ExportFile: cfg.ExportFile,
+		Runs: m.verifyRuns, Failed: m.verifyFailed, DigestLine: digestLine,
+		Alert: func(e notify.Event) { s.alerts.Publish(e) }})
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(newDepthCollector(s.index, func() time.Time { return s.now() }))
 	}
@@ -204,7 +228,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	// Retention: a QUARANTINE that could expire records before the
 	// longest retention a domain requires is refused; one with a MaxAge
 	// needs LEGALHOLD, where held chains outlive it.
-	if err := s.checkRetention(ctx); err != nil {
+	if err := s.holds.CheckRetention(ctx, s.quarantine, ErrNotProvisioned); err != nil {
 		return err
 	}
 	s.audit, err = retry.Value(ctx, s.log, "AUDIT stream", func(ctx context.Context) (jetstream.Stream, error) {
@@ -225,28 +249,25 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.IdempotencyBucket, err)
 	}
+	s.reconciler.Bind(s.events, s.keys)
 	if _, err := retry.Value(ctx, s.log, "legal holds", func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, s.holds.Reload(ctx)
 	}); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.HoldsBucket, err)
 	}
 	s.approvals, err = retry.Value(ctx, s.log, "approvals bucket", func(ctx context.Context) (*approval.Store, error) {
-		return approval.Open(ctx, s.js, approval.Config{Reauth: noSigning{}, Verifier: s.approvalKey, Logger: s.log, Now: s.now})
+		return approval.Open(ctx, s.js, approval.Config{Reauth: legalhold.NoSigning{}, Verifier: s.approvalKey, Logger: s.log, Now: s.now})
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.ApprovalsBucket, err)
 	}
-	s.coverage.start(s.now())
+	s.holds.Bind(s.approvals)
 	setup, cancel := context.WithTimeout(ctx, retry.DefaultAttempt)
 	defer cancel()
 	// The store against the newest checkpoint exported, before any
 	// checkpoint is written over it.
-	s.startAnchorCheck(setup)
-	if last, _, err := s.lastCheckpoint(setup); err != nil {
-		s.log.Warn("reading the newest checkpoint failed", "err", err)
-	} else if last != nil {
-		s.coverage.saw(last.cp)
-	}
+	s.checkpoints.Start(setup, s.quarantine, s.audit)
+	s.verifier.Bind(s.quarantine)
 	ncfg := s.cfg.Notify
 	ncfg.OnOutcome = func(k notify.Kind, outcome string) { s.metrics.notifications.WithLabelValues(string(k), outcome).Inc() }
 	if s.alerts, err = notify.New(s.nc, "auditor", ncfg, s.log); err != nil {
@@ -265,7 +286,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	svc, err := micro.AddService(s.nc, micro.Config{
 		Name:        "auditor",
 		Version:     Version,
-		Description: "deadletter auditor: verification, reconciliation, triage groups; writes only its signed checkpoints",
+		Description: "deadletter auditor: verification, reconciliation, triage groups, legal holds; writes checkpoints, the access audit, holds and LEGALHOLD",
 	})
 	if err != nil {
 		return fmt.Errorf("auditor: micro: %w", err)
@@ -293,11 +314,11 @@ func (s *Service) Run(ctx context.Context) (err error) {
 			withCaller(func(ctx context.Context, _ api.CheckpointRequest) (api.CheckpointReply, error) {
 				return s.Checkpoint(ctx)
 			})),
-		endpoint.AddListed(srv, svc, api.HoldPlace, withCaller(s.HoldPlace)),
-		endpoint.AddListed(srv, svc, api.HoldLift, withCaller(s.HoldLift)),
-		endpoint.AddListed(srv, svc, api.HoldList, withCaller(s.HoldList)),
-		endpoint.AddListed(srv, svc, api.HoldGet, withCaller(s.HoldGet)),
-		endpoint.AddListed(srv, svc, api.HoldLiftApproved, withCaller(s.HoldLiftApproved)),
+		endpoint.AddListed(srv, svc, api.HoldPlace, withCaller(s.holds.Place)),
+		endpoint.AddListed(srv, svc, api.HoldLift, withCaller(s.holds.Lift)),
+		endpoint.AddListed(srv, svc, api.HoldList, withCaller(s.holds.List)),
+		endpoint.AddListed(srv, svc, api.HoldGet, withCaller(s.holds.Get)),
+		endpoint.AddListed(srv, svc, api.HoldLiftApproved, withCaller(s.holds.LiftApproved)),
 	} {
 		if err != nil {
 			return fmt.Errorf("auditor: micro: %w", err)
@@ -319,10 +340,10 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		s.runHolds(ctx, legalhold.SweepEvery(s.maxAge))
+		s.holds.Run(ctx)
 	}()
 	s.every(ctx, &wg, s.cfg.CheckpointInterval, func(ctx context.Context) {
-		s.autoCheckpoint(ctx, "periodic", true)
+		s.checkpoints.Auto(ctx, "periodic", true)
 	})
 	s.every(ctx, &wg, s.cfg.ReconcileInterval, func(ctx context.Context) {
 		// Bounded like a request, so one stuck read never stops the next.
@@ -338,38 +359,32 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	_ = svc.Stop()
 	srv.Wait()
 	if s.cfg.CheckpointInterval > 0 {
-		stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownCheckpointTimeout)
-		s.autoCheckpoint(stop, "shutdown", false)
+		stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), anchor.ShutdownTimeout)
+		s.checkpoints.Auto(stop, "shutdown", false)
 		cancel()
 	}
 	s.log.Info("auditor stopped")
 	return nil
 }
 
-// checkRetention refuses a QUARANTINE whose MaxAge is below the longest
-// retention (the registry's, or Config.Retention's), naming both, and
-// binds LEGALHOLD when QUARANTINE has a MaxAge.
-func (s *Service) checkRetention(ctx context.Context) error {
-	info, err := retry.Value(ctx, s.log, "QUARANTINE stream info", func(ctx context.Context) (*jetstream.StreamInfo, error) {
-		return s.quarantine.Info(ctx)
-	})
-	if err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.QuarantineStream, err)
-	}
-	s.maxAge = info.Config.MaxAge
-	if err := (streams.Options{Retention: s.cfg.Retention}).CheckMaxAge(s.maxAge); err != nil {
-		return fmt.Errorf("auditor: %w", err)
-	}
-	if s.maxAge == 0 {
-		return nil
-	}
-	if _, err := retry.Value(ctx, s.log, "LEGALHOLD stream", func(ctx context.Context) (jetstream.Stream, error) {
-		return s.js.Stream(ctx, subjects.LegalHoldStream)
-	}); err != nil {
-		return fmt.Errorf("%w: %s (QUARANTINE has a max age): %w", ErrNotProvisioned, subjects.LegalHoldStream, err)
-	}
-	s.holds.legal = true
-	return nil
+// Verify checks QUARANTINE, AUDIT's checkpoints, an anchor and LEGALHOLD
+// (audit.verify: the verification part's, verify.Verifier.Verify).
+func (s *Service) Verify(ctx context.Context, req api.VerifyRequest) (api.VerifyReply, error) {
+	return s.verifier.Verify(ctx, req, verify.Tuning{Batch: s.verifyBatch, SeenBits: s.seenBits, SeenFull: s.seenFull})
+}
+
+// Reconcile accounts for every event EVENTS received in a time range and
+// walks LEDGER back (audit.reconcile: the reconciliation part's,
+// reconcile.Reconciler.Reconcile).
+func (s *Service) Reconcile(ctx context.Context, req api.ReconcileRequest) (api.ReconcileReply, error) {
+	return s.reconciler.Reconcile(ctx, req)
+}
+
+// Checkpoint appends a checkpoint covering every record of QUARANTINE
+// stored now, unless the last checkpoint already covers them (the
+// checkpoint part's, anchor.Checkpoints.Checkpoint).
+func (s *Service) Checkpoint(ctx context.Context) (api.CheckpointReply, error) {
+	return s.checkpoints.Checkpoint(ctx)
 }
 
 // startupCheckpoint waits (until ctx is done) for the live view to apply
@@ -386,7 +401,7 @@ func (s *Service) startupCheckpoint(ctx context.Context) {
 	if err := s.index.waitFor(ctx, info.State.LastSeq); err != nil {
 		return // stopped before catching up: the shutdown checkpoint covers what was applied
 	}
-	s.autoCheckpoint(ctx, "start", false)
+	s.checkpoints.Auto(ctx, "start", false)
 }
 
 // every runs fn each interval until ctx is done (never when interval is 0).
@@ -421,9 +436,6 @@ func callerOf(ctx context.Context) (access.Identity, error) {
 
 // badRequest is a BAD_REQUEST with message msg.
 func badRequest(msg string) error { return api.Errorf(api.ErrBadRequest, "%s", msg) }
-
-// refused is a BAD_REQUEST reporting err.
-func refused(err error) error { return api.Wrap(api.ErrBadRequest, err, err.Error()) }
 
 // withCaller adapts fn to the endpoint layer: the request's headers (its
 // caller, callerOf) travel in fn's context.

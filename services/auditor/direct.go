@@ -2,15 +2,12 @@ package auditor
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/deadletter/deadletter/services/auditor/internal/read"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -51,19 +48,17 @@ func (s *Service) direct(ctx context.Context, stream string, req directRequest, 
 	})
 }
 
-// chainFilter is the subject filter that matches the chain of dlqID in
-// every domain ("" when dlqID is not a single subject token).
-func chainFilter(dlqID string) string {
-	if !validToken(dlqID) {
-		return ""
-	}
-	return "quarantine.*." + dlqID
-}
-
-// validToken reports whether s can be one subject token.
-func validToken(s string) bool {
-	return s != "" && !strings.ContainsAny(s, ".*> \t\r\n")
-}
+// The scans, the time search and the token check live in package read,
+// which the auditor's parts share.
+var (
+	scan        = read.Scan
+	seqAtTime   = read.SeqAtTime
+	validToken  = read.ValidToken
+	lastToken   = read.LastToken
+	chainFilter = read.ChainFilter
+	// documentBytes reads an event's bytes from its document in DOCUMENTS.
+	documentBytes = read.DocumentBytes
+)
 
 // domainOfSubject returns the domain token of a quarantine subject
 // (quarantine.<domain>.<dlq_id>).
@@ -74,12 +69,6 @@ func domainOfSubject(subject string) string {
 	}
 	dom, _, _ := strings.Cut(rest, ".")
 	return dom
-}
-
-// lastToken returns the last token of a subject (a quarantine subject's
-// dlq id).
-func lastToken(subject string) string {
-	return subject[strings.LastIndexByte(subject, '.')+1:]
 }
 
 // eachLastRecord hands fn the last QUARANTINE message at or below upTo
@@ -143,89 +132,4 @@ func (s *Service) firstRecord(ctx context.Context, subject string) (directMsg, b
 		first, found = m, true
 	})
 	return first, found, err
-}
-
-// scanBatch is how many messages one scan request asks for (the server
-// also stops at directMaxBytes).
-const scanBatch = 1024
-
-// errStopScan ends a scan early (internal).
-var errStopScan = errors.New("auditor: scan stopped")
-
-// scan reads stream in sequence order from sequence from on, the
-// messages on filter ("" or ">" for every subject), with batched direct
-// gets (no consumer), and hands each to fn until fn returns false, the
-// message at or past upTo (0: no bound) has been handed, or the server
-// says nothing more is pending. It returns the sequence to read next and
-// whether it stopped because nothing was pending (caught up). fn may keep
-// the message: each reply is a message of its own.
-func scan(ctx context.Context, js jetstream.JetStream, stream, filter string, from, upTo uint64,
-	fn func(*jetstream.RawStreamMsg) bool) (next uint64, caughtUp bool, err error) {
-	next = max(from, 1)
-	if filter == ">" {
-		filter = ""
-	}
-	for {
-		n := 0
-		pending, err := streams.DirectGet(ctx, js, stream,
-			directRequest{Seq: next, NextFor: filter, Batch: scanBatch, MaxBytes: directMaxBytes},
-			func(m *jetstream.RawStreamMsg) error {
-				if upTo > 0 && m.Sequence > upTo {
-					return errStopScan
-				}
-				n++
-				next = m.Sequence + 1
-				if !fn(m) || (upTo > 0 && m.Sequence >= upTo) {
-					return errStopScan
-				}
-				return nil
-			})
-		switch {
-		case errors.Is(err, errStopScan):
-			return next, false, nil
-		case err != nil:
-			return next, false, err
-		case n == 0 || pending == 0:
-			return next, true, nil
-		}
-	}
-}
-
-// seqAtTime returns the sequence of the first message of stream on filter
-// stored at or after t (found false when there is none), with one direct
-// get by start time.
-func seqAtTime(ctx context.Context, js jetstream.JetStream, stream, filter string, t time.Time) (seq uint64, found bool, err error) {
-	req := struct {
-		StartTime time.Time `json:"start_time"`
-		NextFor   string    `json:"next_by_subj,omitempty"`
-	}{t.UTC(), filter}
-	body, err := json.Marshal(req)
-	if err != nil {
-		return 0, false, err
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-	}
-	prefix := js.Options().APIPrefix
-	if prefix == "" {
-		prefix = jetstream.DefaultAPIPrefix
-	}
-	m, err := js.Conn().RequestWithContext(ctx, prefix+"DIRECT.GET."+stream, body)
-	if err != nil {
-		return 0, false, fmt.Errorf("%w: %s: %w", errDirect, stream, err)
-	}
-	switch status := m.Header.Get("Status"); status {
-	case "":
-		seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
-		if err != nil {
-			return 0, false, fmt.Errorf("%w: %s: a reply without a sequence", errDirect, stream)
-		}
-		return seq, true, nil
-	case "404":
-		return 0, false, nil
-	default:
-		return 0, false, fmt.Errorf("%w: %s: status %s %s", errDirect, stream, status, m.Header.Get("Description"))
-	}
 }

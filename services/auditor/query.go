@@ -61,7 +61,7 @@ func (s *Service) Get(ctx context.Context, req api.GetRequest) (api.GetReply, er
 			}
 		}
 	}
-	if dom == "" && s.holds.legal {
+	if dom == "" && s.holds.Legal() {
 		dom = domain.DomainOfID(req.DLQID) // expired from QUARANTINE: its legal-hold copy, if any
 	}
 	if dom == "" || !validToken(dom) {
@@ -72,10 +72,10 @@ func (s *Service) Get(ctx context.Context, req api.GetRequest) (api.GetReply, er
 		return api.GetReply{}, fmt.Errorf("auditor: read chain: %w", err)
 	}
 	var rep api.GetReply
-	if s.holds.legal {
+	if s.holds.Legal() {
 		// The records QUARANTINE no longer holds, from their legal-hold
 		// copies.
-		copies, err := s.legalCopies(ctx, dom, req.DLQID)
+		copies, err := s.holds.Copies(ctx, dom, req.DLQID)
 		if err != nil {
 			return api.GetReply{}, err
 		}
@@ -127,7 +127,7 @@ func (s *Service) Get(ctx context.Context, req api.GetRequest) (api.GetReply, er
 			return api.GetReply{}, err
 		}
 		if d := rep.State.Document; d != nil && d.SHA256 != "" && d.Length > 0 {
-			b, err := s.documentBytes(ctx, *d)
+			b, err := documentBytes(ctx, s.js, *d)
 			if err != nil {
 				s.log.Warn("document bytes not read", "dlq_id", req.DLQID, "sha256", d.SHA256, "err", err)
 			}

@@ -20,6 +20,10 @@ var (
 	// ErrExport: a checkpoint could not be written to the export sink
 	// (anchor.ErrExport).
 	ErrExport = anchor.ErrExport
+	// ErrBehindAnchor: the store is behind the newest checkpoint the
+	// auditor exported; no checkpoint is written over it
+	// (anchor.ErrBehindAnchor).
+	ErrBehindAnchor = anchor.ErrBehindAnchor
 )
 
 // NewSigningKey creates a checkpoint signing key file at path and returns

@@ -59,6 +59,10 @@ const (
 	// ProblemLegalHoldIncomplete: a held chain's records that QUARANTINE
 	// no longer holds (expired by its MaxAge) are not all in LEGALHOLD.
 	ProblemLegalHoldIncomplete = "legalhold_incomplete"
+	// ProblemDocument: an EPCIS document kept in DOCUMENTS does not hash
+	// to the SHA-256 it is stored under (overwritten or altered), or a
+	// record names a document whose object is deleted or missing.
+	ProblemDocument = "document"
 )
 
 // VerifyRequest asks the auditor to verify QUARANTINE and the checkpoints
@@ -152,6 +156,18 @@ type VerifyReply struct {
 	// LegalHold is the check of LEGALHOLD, nil when it is not provisioned
 	// (QUARANTINE has no MaxAge).
 	LegalHold *VerifyLegalHold `json:"legal_hold,omitempty"`
+	// Documents is the check of DOCUMENTS (problems of kind
+	// ProblemDocument).
+	Documents *VerifyDocuments `json:"documents,omitempty"`
+}
+
+// VerifyDocuments is what audit.verify found in DOCUMENTS: Objects
+// documents re-hashed (Bytes in all), and Named distinct documents the
+// records read name (each must be there).
+type VerifyDocuments struct {
+	Objects int    `json:"objects"`
+	Bytes   uint64 `json:"bytes"`
+	Named   int    `json:"named"`
 }
 
 // VerifyLegalHold is what audit.verify found in LEGALHOLD: the copies of

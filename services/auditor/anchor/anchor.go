@@ -1,8 +1,11 @@
-// Package anchor is the auditor's checkpoint file part: it parses and
-// checks an anchor (an exported, signed checkpoint with its Merkle root
-// and blocks), appends a checkpoint line to the export sink, and reads
-// the export file's last line (the auditor's own anchor). It holds no
-// service state; the auditor's Service compares anchors with the store.
+// Package anchor is the auditor's checkpoint part (Checkpoints): it
+// writes the signed checkpoints to AUDIT (audit.checkpoint, and at start,
+// periodically and at shutdown), appends each to the export sink, reads
+// them back for audit.verify, and checks the store against its own anchor
+// (the export file's last line), refusing to write a checkpoint over a
+// store behind it. It also parses and checks an anchor a caller gives (an
+// exported, signed checkpoint with its Merkle root and blocks). The
+// recomputation of the tree an anchor is compared with is verify's.
 package anchor
 
 import (

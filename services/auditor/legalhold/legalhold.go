@@ -1,11 +1,14 @@
-// Package legalhold is the auditor's legal-hold work: the queue of hold
-// records to append to chains (a hold placed or lifted, a dynamic hold
-// matching a new chain) and of chains to copy to LEGALHOLD, the append of
-// a hold's record (on quarantiner.hold, conditional on the chain's
-// length) and the copy of a held chain's records, as stored, into
-// LEGALHOLD. It holds no service state: it needs a JetStream handle, a
-// chain reader and a NATS requester; the auditor's Service serves the
-// hold endpoints, feeds the queue from its live view and runs the work.
+// Package legalhold is the auditor's legal-hold part (Holds): the hold
+// endpoints (hold.place, hold.lift, hold.lift.approved, hold.get,
+// hold.list), the queue of hold records to append to chains (a hold placed
+// or lifted, a dynamic hold matching a new chain) and of chains to copy to
+// LEGALHOLD, which the live view feeds and Holds.Run works off, the append
+// of a hold's record (on quarantiner.hold, conditional on the chain's
+// length), the copy of a held chain's records, as stored, into LEGALHOLD,
+// the check of those copies for audit.verify, and the check that
+// QUARANTINE's MaxAge keeps the longest retention. It writes HOLDS, the
+// holds' actions to AUDIT and LEGALHOLD; a hold's record is the
+// quarantiner's to append.
 package legalhold
 
 import (

@@ -1,4 +1,4 @@
-package auditor
+package reconcile
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/deadletter/deadletter/services/auditor/internal/read"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"github.com/deadletter/deadletter/shared/envelope"
@@ -38,7 +39,7 @@ const sourceExpired = "source_expired"
 // accepted as expired only when EVENTS' max age and the grace period say
 // it can have expired (the validator commits an event within the grace
 // period of its arrival); else the entry is unsourced.
-func (s *Service) reconcileLedger(ctx context.Context, rep *api.ReconcileReply, req api.ReconcileRequest,
+func (p *Reconciler) reconcileLedger(ctx context.Context, rep *api.ReconcileReply, req api.ReconcileRequest,
 	to, now time.Time, grace time.Duration, maxIDs int) error {
 	if req.Domain == record.UnknownDomain {
 		return nil // LEDGER holds no event of an unknown domain
@@ -47,7 +48,7 @@ func (s *Service) reconcileLedger(ctx context.Context, rep *api.ReconcileReply, 
 	if req.Domain != "" {
 		filter = subjects.Ledger(req.Domain, ">")
 	}
-	ls, err := s.js.Stream(ctx, subjects.LedgerStream)
+	ls, err := p.cfg.JS.Stream(ctx, subjects.LedgerStream)
 	if err != nil {
 		return fmt.Errorf("auditor: %s: %w", subjects.LedgerStream, err)
 	}
@@ -58,13 +59,13 @@ func (s *Service) reconcileLedger(ctx context.Context, rep *api.ReconcileReply, 
 	if info.State.Msgs == 0 {
 		return nil
 	}
-	events, err := s.events.Info(ctx)
+	events, err := p.events.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("auditor: %s: %w", subjects.EventsStream, err)
 	}
 	from := uint64(1)
 	if !req.From.IsZero() {
-		seq, found, err := seqAtTime(ctx, s.js, subjects.LedgerStream, filter, req.From)
+		seq, found, err := read.SeqAtTime(ctx, p.cfg.JS, subjects.LedgerStream, filter, req.From)
 		if err != nil {
 			return fmt.Errorf("auditor: read %s: %w", subjects.LedgerStream, err)
 		}
@@ -79,16 +80,16 @@ func (s *Service) reconcileLedger(ctx context.Context, rep *api.ReconcileReply, 
 		reasons := make([]string, len(batch))
 		current := make([]string, len(batch))
 		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(s.cfg.LookupConcurrency)
+		g.SetLimit(p.cfg.LookupConcurrency)
 		for i, m := range batch {
 			g.Go(func() error {
-				r, err := s.checkEntry(gctx, docs, m, events, now, grace)
+				r, err := p.checkEntry(gctx, docs, m, events, now, grace)
 				reasons[i] = r
 				if err == nil && r != "" {
 					// A sourced entry is keyed as the gate keys its
 					// source now; the others are keyed from their own
 					// payload.
-					current[i] = s.currentKey(m)
+					current[i] = p.currentKey(m)
 				}
 				return err
 			})
@@ -98,7 +99,7 @@ func (s *Service) reconcileLedger(ctx context.Context, rep *api.ReconcileReply, 
 		}
 		for i, m := range batch {
 			lr.Entries++
-			if k := current[i]; k != "" && subjects.Ledger(subjects.DomainOf(m.Subject, s.gate.Domains()), k) != m.Subject {
+			if k := current[i]; k != "" && subjects.Ledger(subjects.DomainOf(m.Subject, p.cfg.Gate.Domains()), k) != m.Subject {
 				lr.Rekeyed++
 				if len(lr.RekeyedEntries) < maxIDs {
 					src, _ := strconv.ParseUint(m.Header.Get(envelope.SourceSeq), 10, 64)
@@ -124,7 +125,7 @@ func (s *Service) reconcileLedger(ctx context.Context, rep *api.ReconcileReply, 
 	}
 	var batch []*jetstream.RawStreamMsg
 	var checkErr error
-	_, _, err = scan(ctx, s.js, subjects.LedgerStream, filter, from, info.State.LastSeq, func(m *jetstream.RawStreamMsg) bool {
+	_, _, err = read.Scan(ctx, p.cfg.JS, subjects.LedgerStream, filter, from, info.State.LastSeq, func(m *jetstream.RawStreamMsg) bool {
 		if m.Time.After(to) {
 			return false
 		}
@@ -145,13 +146,13 @@ func (s *Service) reconcileLedger(ctx context.Context, rep *api.ReconcileReply, 
 // currentKey returns the idempotency key the gate derives now from the
 // event a LEDGER entry holds (published on its domain's subject of the
 // entry's event type), or "" when it does not pass the gate.
-func (s *Service) currentKey(m *jetstream.RawStreamMsg) string {
-	dom := subjects.DomainOf(m.Subject, s.gate.Domains())
+func (p *Reconciler) currentKey(m *jetstream.RawStreamMsg) string {
+	dom := subjects.DomainOf(m.Subject, p.cfg.Gate.Domains())
 	typ := m.Header.Get(envelope.EventType)
 	if !subjects.ValidToken(typ) {
 		return ""
 	}
-	env, err := s.gate.Check(subjects.Event(dom, typ), m.Data)
+	env, err := p.cfg.Gate.Check(subjects.Event(dom, typ), m.Data)
 	if err != nil {
 		return ""
 	}
@@ -163,7 +164,7 @@ func (s *Service) currentKey(m *jetstream.RawStreamMsg) string {
 // (events is EVENTS' info). An entry committed from an EPCIS document
 // names the document's message and its position in it
 // (checkDocumentEntry; docs remembers the documents read).
-func (s *Service) checkEntry(ctx context.Context, docs *docEntries, m *jetstream.RawStreamMsg, events *jetstream.StreamInfo, now time.Time, grace time.Duration) (string, error) {
+func (p *Reconciler) checkEntry(ctx context.Context, docs *docEntries, m *jetstream.RawStreamMsg, events *jetstream.StreamInfo, now time.Time, grace time.Duration) (string, error) {
 	src, err := strconv.ParseUint(m.Header.Get(envelope.SourceSeq), 10, 64)
 	if m.Header.Get(envelope.SourceStream) != subjects.EventsStream || err != nil || src == 0 {
 		return api.UnsourcedNoSource, nil
@@ -175,11 +176,11 @@ func (s *Service) checkEntry(ctx context.Context, docs *docEntries, m *jetstream
 	// entry is its source's event, whatever the content identity lets a
 	// duplicate differ in).
 	if h := m.Header.Get(envelope.ContentHash); h != "" &&
-		!idempotency.HashMatches(subjects.DomainOf(m.Subject, s.gate.Domains()), m.Header.Get(envelope.ContentIdentity), h, m.Data) {
+		!idempotency.HashMatches(subjects.DomainOf(m.Subject, p.cfg.Gate.Domains()), m.Header.Get(envelope.ContentIdentity), h, m.Data) {
 		return api.UnsourcedContentMismatch, nil
 	}
 	hash := idempotency.CanonicalHash(m.Data)
-	ev, err := s.events.GetMsg(ctx, src)
+	ev, err := p.events.GetMsg(ctx, src)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		maxAge := events.Config.MaxAge
 		if src < events.State.FirstSeq && maxAge > 0 && now.Sub(m.Time) >= maxAge-grace {
@@ -191,12 +192,12 @@ func (s *Service) checkEntry(ctx context.Context, docs *docEntries, m *jetstream
 		return "", fmt.Errorf("auditor: read the source of a LEDGER entry: %w", err)
 	}
 	if subjects.IsDocument(ev.Subject, dscsa.Name) && m.Header.Get(envelope.DocumentSHA256) != "" {
-		return s.checkDocumentEntry(ctx, docs, m, ev, hash)
+		return p.checkDocumentEntry(ctx, docs, m, ev, hash)
 	}
 	if idempotency.CanonicalHash(ev.Data) != hash {
 		return api.UnsourcedContentMismatch, nil
 	}
-	env, err := s.gate.Check(ev.Subject, ev.Data)
+	env, err := p.cfg.Gate.Check(ev.Subject, ev.Data)
 	if err != nil || subjects.Ledger(env.Domain, env.IdempotencyKey) != m.Subject {
 		return api.UnsourcedKeyMismatch, nil
 	}

@@ -1,4 +1,4 @@
-package auditor
+package reconcile
 
 import (
 	"bytes"
@@ -32,7 +32,7 @@ var errStopDocument = errors.New("auditor: scan stopped")
 // document, or one reconciled as one message (a manifest that does not
 // parse, or whose document is not kept yet: the validator quarantines the
 // first, and has not ingested the second).
-func (s *Service) documentSource(ctx context.Context, m *jetstream.RawStreamMsg) (src document.Source, part bool, err error) {
+func (p *Reconciler) documentSource(ctx context.Context, m *jetstream.RawStreamMsg) (src document.Source, part bool, err error) {
 	if !subjects.IsDocument(m.Subject, dscsa.Name) {
 		return nil, false, nil
 	}
@@ -44,12 +44,12 @@ func (s *Service) documentSource(ctx context.Context, m *jetstream.RawStreamMsg)
 		if err != nil {
 			return nil, false, nil
 		}
-		if _, err := streams.OpenDocument(ctx, s.js, man.SHA256); errors.Is(err, jetstream.ErrObjectNotFound) {
+		if _, err := streams.OpenDocument(ctx, p.cfg.JS, man.SHA256); errors.Is(err, jetstream.ErrObjectNotFound) {
 			return nil, false, nil
 		} else if err != nil {
 			return nil, false, fmt.Errorf("auditor: %w", err)
 		}
-		return func() (io.Reader, error) { return streams.OpenDocument(ctx, s.js, man.SHA256) }, false, nil
+		return func() (io.Reader, error) { return streams.OpenDocument(ctx, p.cfg.JS, man.SHA256) }, false, nil
 	}
 	return document.Bytes(m.Data), false, nil
 }
@@ -61,8 +61,8 @@ func (s *Service) documentSource(ctx context.Context, m *jetstream.RawStreamMsg)
 // reconciled as one message: no document, or one that does not parse (the
 // validator quarantines it whole, named by its bytes). fn returning false
 // stops the scan.
-func (s *Service) documentEvents(ctx context.Context, m *jetstream.RawStreamMsg, fn func(event) bool) (handled bool, err error) {
-	src, part, err := s.documentSource(ctx, m)
+func (p *Reconciler) documentEvents(ctx context.Context, m *jetstream.RawStreamMsg, fn func(event) bool) (handled bool, err error) {
+	src, part, err := p.documentSource(ctx, m)
 	if err != nil {
 		return true, err
 	}
@@ -116,16 +116,16 @@ const docEntriesKept = 4
 
 // entriesOf returns the entries of the events of the document the EVENTS
 // message ev carries (nil when it is none or does not parse).
-func (s *Service) entriesOf(ctx context.Context, c *docEntries, ev *jetstream.RawStreamMsg) ([]docEntry, error) {
+func (p *Reconciler) entriesOf(ctx context.Context, c *docEntries, ev *jetstream.RawStreamMsg) ([]docEntry, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if got, ok := c.byDoc[ev.Sequence]; ok {
 		return got, nil
 	}
 	var out []docEntry
-	if _, err := s.documentEvents(ctx, ev, func(e event) bool {
+	if _, err := p.documentEvents(ctx, ev, func(e event) bool {
 		d := docEntry{hash: idempotency.CanonicalHash(e.data)}
-		if env, err := s.gate.Check(e.Subject, e.data); err == nil {
+		if env, err := p.cfg.Gate.Check(e.Subject, e.data); err == nil {
 			d.subject = subjects.Ledger(env.Domain, env.IdempotencyKey)
 		}
 		out = append(out, d)
@@ -148,12 +148,12 @@ func (s *Service) entriesOf(ctx context.Context, c *docEntries, ev *jetstream.Ra
 // document message ev, is unsourced, or "": the entry names its position
 // in the document (envelope.DocumentIndex), and the event there has the
 // entry's content and key.
-func (s *Service) checkDocumentEntry(ctx context.Context, c *docEntries, m, ev *jetstream.RawStreamMsg, hash string) (string, error) {
+func (p *Reconciler) checkDocumentEntry(ctx context.Context, c *docEntries, m, ev *jetstream.RawStreamMsg, hash string) (string, error) {
 	i, err := strconv.Atoi(m.Header.Get(envelope.DocumentIndex))
 	if err != nil || i < 0 {
 		return api.UnsourcedContentMismatch, nil
 	}
-	entries, err := s.entriesOf(ctx, c, ev)
+	entries, err := p.entriesOf(ctx, c, ev)
 	if err != nil {
 		return "", err
 	}
@@ -164,30 +164,4 @@ func (s *Service) checkDocumentEntry(ctx context.Context, c *docEntries, m, ev *
 		return api.UnsourcedKeyMismatch, nil
 	}
 	return "", nil
-}
-
-// maxDocumentEvent bounds the original bytes of one document event that
-// audit.get returns (an event passes the gate only under its payload
-// limit).
-const maxDocumentEvent = 8 << 20
-
-// documentBytes reads an event's exact original bytes from the document
-// kept in DOCUMENTS: bytes d.Offset to d.Offset+d.Length (read from the
-// document's start, one chunk in memory at a time).
-func (s *Service) documentBytes(ctx context.Context, d envelope.Document) ([]byte, error) {
-	if d.Offset < 0 || d.Length <= 0 || d.Length > maxDocumentEvent {
-		return nil, fmt.Errorf("auditor: document range %d+%d out of bounds", d.Offset, d.Length)
-	}
-	r, err := streams.OpenDocument(ctx, s.js, d.SHA256)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := io.CopyN(io.Discard, r, int64(d.Offset)); err != nil {
-		return nil, fmt.Errorf("auditor: document %s: %w", d.SHA256, err)
-	}
-	b := make([]byte, d.Length)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return nil, fmt.Errorf("auditor: document %s: %w", d.SHA256, err)
-	}
-	return b, nil
 }

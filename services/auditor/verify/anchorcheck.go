@@ -1,4 +1,4 @@
-package auditor
+package verify
 
 import (
 	"fmt"
@@ -112,7 +112,7 @@ func (c *anchorCheck) finish(v *verifier) {
 func (v *verifier) anchorInAudit() {
 	a := v.anchor.a.CP
 	for _, sc := range v.cps {
-		if sc.cp.Signature == a.Signature && sc.cp.MerkleRoot == a.MerkleRoot && sc.cp.TreeSize == a.TreeSize {
+		if sc.CP.Signature == a.Signature && sc.CP.MerkleRoot == a.MerkleRoot && sc.CP.TreeSize == a.TreeSize {
 			return
 		}
 	}
@@ -130,16 +130,16 @@ func (v *verifier) anchorInAudit() {
 func (v *verifier) checkSignatures(pubKey string) {
 	signed := false
 	for _, sc := range v.cps {
-		if sc.cp.Signature == "" {
+		if sc.CP.Signature == "" {
 			if signed {
-				v.problem(api.VerifyProblem{Kind: api.ProblemCheckpointSignature, CheckpointSeq: sc.seq,
+				v.problem(api.VerifyProblem{Kind: api.ProblemCheckpointSignature, CheckpointSeq: sc.Seq,
 					Detail: "an unsigned checkpoint after signed ones"})
 			}
 			continue
 		}
 		signed = true
-		if err := export.VerifyCheckpoint(sc.cp, pubKey); err != nil {
-			v.problem(api.VerifyProblem{Kind: api.ProblemCheckpointSignature, CheckpointSeq: sc.seq, Detail: err.Error()})
+		if err := export.VerifyCheckpoint(sc.CP, pubKey); err != nil {
+			v.problem(api.VerifyProblem{Kind: api.ProblemCheckpointSignature, CheckpointSeq: sc.Seq, Detail: err.Error()})
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package auditor
+package reconcile
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/deadletter/deadletter/services/auditor/internal/read"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/domain/registry"
@@ -73,17 +74,17 @@ type chainView struct {
 // Then it walks LEDGER the other way (reconcileLedger): every entry stored
 // in the range must name the EVENTS message it was committed from, with
 // the same content and key; the others are listed unsourced.
-func (s *Service) Reconcile(ctx context.Context, req api.ReconcileRequest) (api.ReconcileReply, error) {
+func (p *Reconciler) Reconcile(ctx context.Context, req api.ReconcileRequest) (api.ReconcileReply, error) {
 	start := time.Now()
-	grace := s.cfg.Grace
+	grace := p.cfg.Grace
 	if req.Grace != "" {
 		d, err := time.ParseDuration(req.Grace)
 		if err != nil || d < 0 {
-			return api.ReconcileReply{}, badRequest("grace is not a duration: use 30s, 5m or 1h")
+			return api.ReconcileReply{}, api.Errorf(api.ErrBadRequest, "grace is not a duration: use 30s, 5m or 1h")
 		}
 		grace = d
 	}
-	now := s.now().UTC()
+	now := p.cfg.Now().UTC()
 	to := req.To.UTC()
 	if req.To.IsZero() || to.After(now) {
 		to = now
@@ -113,32 +114,32 @@ func (s *Service) Reconcile(ctx context.Context, req api.ReconcileRequest) (api.
 	// (subjects.Published), so no one subject filter covers a domain: the
 	// scan reads every message and keeps the domain's (subjects.DomainOf).
 	filter := ">"
-	if req.Domain != "" && req.Domain != record.UnknownDomain && !validToken(req.Domain) {
-		return rep, badRequest("domain is not a subject token")
+	if req.Domain != "" && req.Domain != record.UnknownDomain && !read.ValidToken(req.Domain) {
+		return rep, api.Errorf(api.ErrBadRequest, "domain is not a subject token")
 	}
-	info, err := s.events.Info(ctx)
+	info, err := p.events.Info(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("auditor: %w", err)
 	}
 	if info.State.Msgs > 0 {
-		if err := s.reconcileStream(ctx, &rep, req, filter, info.State.LastSeq, to, now, grace, maxIDs); err != nil {
+		if err := p.reconcileStream(ctx, &rep, req, filter, info.State.LastSeq, to, now, grace, maxIDs); err != nil {
 			return rep, err
 		}
 	}
-	if err := s.reconcileLedger(ctx, &rep, req, to, now, grace, maxIDs); err != nil {
+	if err := p.reconcileLedger(ctx, &rep, req, to, now, grace, maxIDs); err != nil {
 		return rep, err
 	}
 	if req.Domain == "" { // a reconciliation of every domain sets the gauges
-		s.metrics.unaccounted.Set(float64(rep.Counts[api.ReconcileUnaccounted]))
-		s.metrics.conflicts.Set(float64(rep.Counts[api.ReconcileConflict]))
-		s.metrics.unsourced.Set(float64(rep.Ledger.Unsourced))
-		s.metrics.lastReconcile.Set(float64(now.Unix()))
+		p.cfg.Unaccounted.Set(float64(rep.Counts[api.ReconcileUnaccounted]))
+		p.cfg.Conflicts.Set(float64(rep.Counts[api.ReconcileConflict]))
+		p.cfg.Unsourced.Set(float64(rep.Ledger.Unsourced))
+		p.cfg.LastRun.Set(float64(now.Unix()))
 	}
 	for _, e := range rep.Unaccounted {
-		s.log.Warn("AUDIT_UNACCOUNTED_EVENT", "seq", e.Seq, "subject", e.Subject, "key", e.Key, "dlq_id", e.DLQID)
+		p.cfg.Log.Warn("AUDIT_UNACCOUNTED_EVENT", "seq", e.Seq, "subject", e.Subject, "key", e.Key, "dlq_id", e.DLQID)
 	}
 	for _, e := range rep.Ledger.UnsourcedEntries {
-		s.log.Warn("AUDIT_UNSOURCED_LEDGER_ENTRY", "ledger_seq", e.Seq, "subject", e.Subject, "source_seq", e.SourceSeq, "reason", e.Reason)
+		p.cfg.Log.Warn("AUDIT_UNSOURCED_LEDGER_ENTRY", "ledger_seq", e.Seq, "subject", e.Subject, "source_seq", e.SourceSeq, "reason", e.Reason)
 	}
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, nil
@@ -146,11 +147,11 @@ func (s *Service) Reconcile(ctx context.Context, req api.ReconcileRequest) (api.
 
 // reconcileStream reads EVENTS through filter from req.From up to "to",
 // classifying batches while the next one is read.
-func (s *Service) reconcileStream(ctx context.Context, rep *api.ReconcileReply, req api.ReconcileRequest,
+func (p *Reconciler) reconcileStream(ctx context.Context, rep *api.ReconcileReply, req api.ReconcileRequest,
 	filter string, lastSeq uint64, to, now time.Time, grace time.Duration, maxIDs int) error {
 	from := uint64(1)
 	if !req.From.IsZero() {
-		seq, found, err := seqAtTime(ctx, s.js, subjects.EventsStream, filter, req.From)
+		seq, found, err := read.SeqAtTime(ctx, p.cfg.JS, subjects.EventsStream, filter, req.From)
 		if err != nil {
 			return fmt.Errorf("auditor: read %s: %w", subjects.EventsStream, err)
 		}
@@ -178,18 +179,18 @@ func (s *Service) reconcileStream(ctx context.Context, rep *api.ReconcileReply, 
 			}
 			return true
 		}
-		_, _, err := scan(ctx, s.js, subjects.EventsStream, filter, from, lastSeq, func(m *jetstream.RawStreamMsg) bool {
+		_, _, err := read.Scan(ctx, p.cfg.JS, subjects.EventsStream, filter, from, lastSeq, func(m *jetstream.RawStreamMsg) bool {
 			if m.Time.After(to) {
 				return false
 			}
 			if req.Domain == record.UnknownDomain && registry.DomainOf(m.Subject) != record.UnknownDomain {
 				return true
 			}
-			if req.Domain != "" && req.Domain != record.UnknownDomain && subjects.DomainOf(m.Subject, s.gate.Domains()) != req.Domain {
+			if req.Domain != "" && req.Domain != record.UnknownDomain && subjects.DomainOf(m.Subject, p.cfg.Gate.Domains()) != req.Domain {
 				return true
 			}
 			// An EPCIS document is reconciled event by event.
-			if handled, err := s.documentEvents(ctx, m, add); handled || err != nil {
+			if handled, err := p.documentEvents(ctx, m, add); handled || err != nil {
 				if err != nil {
 					docErr = err
 				}
@@ -215,7 +216,7 @@ func (s *Service) reconcileStream(ctx context.Context, rep *api.ReconcileReply, 
 		if classifyErr != nil {
 			continue // drain the reader
 		}
-		if classifyErr = s.classify(ctx, batch, now, grace); classifyErr == nil {
+		if classifyErr = p.classify(ctx, batch, now, grace); classifyErr == nil {
 			for i := range batch {
 				tally(rep, batch[i], req.IDs, maxIDs)
 			}
@@ -229,7 +230,7 @@ func (s *Service) reconcileStream(ctx context.Context, rep *api.ReconcileReply, 
 
 // classify names every event of batch (gate checks in parallel), looks its
 // key up in IDEMPOTENCY and sets its category.
-func (s *Service) classify(ctx context.Context, batch []event, now time.Time, grace time.Duration) error {
+func (p *Reconciler) classify(ctx context.Context, batch []event, now time.Time, grace time.Duration) error {
 	workers := max(1, runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -240,20 +241,20 @@ func (s *Service) classify(ctx context.Context, batch []event, now time.Time, gr
 				if batch[i].part {
 					continue
 				}
-				s.name(&batch[i])
+				p.name(&batch[i])
 			}
 		}()
 	}
 	wg.Wait()
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(s.cfg.LookupConcurrency)
+	g.SetLimit(p.cfg.LookupConcurrency)
 	for i := range batch {
 		e := &batch[i]
 		if e.Key == "" || e.replayOf != "" {
 			continue
 		}
 		g.Go(func() error {
-			st, found, err := idempotency.Lookup(gctx, s.keys, e.Key)
+			st, found, err := idempotency.Lookup(gctx, p.keys, e.Key)
 			if err != nil {
 				return fmt.Errorf("auditor: look up a key: %w", err)
 			}
@@ -264,24 +265,24 @@ func (s *Service) classify(ctx context.Context, batch []event, now time.Time, gr
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	if err := s.ledgerCommits(ctx, batch); err != nil {
+	if err := p.ledgerCommits(ctx, batch); err != nil {
 		return err
 	}
 	for i := range batch {
 		e := &batch[i]
 		if e.Key != "" && e.replayOf == "" && e.found && e.state.Committed() && e.state.SourceSeq != e.Seq &&
 			e.state.ContentHash != "" && e.state.ContentHash != e.hash {
-			e.conflictID = record.ConflictDLQID(subjects.DomainOf(e.Subject, s.gate.Domains()), e.Key, e.hash)
+			e.conflictID = record.ConflictDLQID(subjects.DomainOf(e.Subject, p.cfg.Gate.Domains()), e.Key, e.hash)
 		}
 	}
-	chains, err := s.chainsOf(ctx, batch)
+	chains, err := p.chainsOf(ctx, batch)
 	if err != nil {
 		return err
 	}
 	for i := range batch {
-		s.categorize(&batch[i], chains, now, grace)
+		p.categorize(&batch[i], chains, now, grace)
 	}
-	if err := s.byBytes(ctx, batch, now, grace); err != nil {
+	if err := p.byBytes(ctx, batch, now, grace); err != nil {
 		return err
 	}
 	for i := range batch {
@@ -298,7 +299,7 @@ func (s *Service) classify(ctx context.Context, batch []event, now time.Time, gr
 // subject and bytes (record.DLQIDFor of a partial envelope), never by the
 // key of the party it names. A chain found there whose first record is
 // this very message categorizes the event.
-func (s *Service) byBytes(ctx context.Context, batch []event, now time.Time, grace time.Duration) error {
+func (p *Reconciler) byBytes(ctx context.Context, batch []event, now time.Time, grace time.Duration) error {
 	var again []event
 	var at []int
 	for i := range batch {
@@ -312,13 +313,13 @@ func (s *Service) byBytes(ctx context.Context, batch []event, now time.Time, gra
 			continue
 		}
 		c := *e
-		c.DLQID = record.PayloadDLQID(subjects.DomainOf(e.Subject, s.gate.Domains()), e.Subject, e.data)
+		c.DLQID = record.PayloadDLQID(subjects.DomainOf(e.Subject, p.cfg.Gate.Domains()), e.Subject, e.data)
 		again, at = append(again, c), append(at, i)
 	}
 	if len(again) == 0 {
 		return nil
 	}
-	chains, err := s.chainsOf(ctx, again)
+	chains, err := p.chainsOf(ctx, again)
 	if err != nil {
 		return err
 	}
@@ -326,7 +327,7 @@ func (s *Service) byBytes(ctx context.Context, batch []event, now time.Time, gra
 		if v, ok := chains[c.DLQID]; ok && v.sourceStream == subjects.EventsStream && v.sourceSeq == c.Seq {
 			e := &batch[at[j]]
 			e.DLQID = c.DLQID
-			s.categorize(e, chains, now, grace)
+			p.categorize(e, chains, now, grace)
 		}
 	}
 	return nil
@@ -343,13 +344,13 @@ func (s *Service) byBytes(ctx context.Context, batch []event, now time.Time, gra
 // the content hash was recorded in them, or recorded by another content
 // identity than their domain's current one: so a key committed before the
 // identity changed is compared by the current one, idempotency.CommittedHash).
-func (s *Service) ledgerCommits(ctx context.Context, batch []event) error {
+func (p *Reconciler) ledgerCommits(ctx context.Context, batch []event) error {
 	bySubject := map[string][]*event{}
 	domOf := map[string]string{}
 	var todo []string
 	for i := range batch {
 		e := &batch[i]
-		dom := subjects.DomainOf(e.Subject, s.gate.Domains())
+		dom := subjects.DomainOf(e.Subject, p.cfg.Gate.Domains())
 		if e.Key == "" || e.replayOf != "" || (e.found && e.state.Committed() && e.state.ContentHash != "" &&
 			idempotency.RecordedIdentity(e.state.ContentIdentity) == idempotency.Identity(dom)) {
 			continue
@@ -362,10 +363,10 @@ func (s *Service) ledgerCommits(ctx context.Context, batch []event) error {
 		bySubject[subj] = append(bySubject[subj], e)
 	}
 	for len(todo) > 0 {
-		chunk := todo[:min(len(todo), directMaxSubjects)]
+		chunk := todo[:min(len(todo), streams.MaxMultiLast)]
 		got := map[string]bool{}
-		pending, err := streams.DirectGet(ctx, s.js, subjects.LedgerStream,
-			directRequest{MultiLast: chunk, MaxBytes: directMaxBytes}, func(m *jetstream.RawStreamMsg) error {
+		pending, err := streams.DirectGet(ctx, p.cfg.JS, subjects.LedgerStream,
+			streams.DirectRequest{MultiLast: chunk, MaxBytes: maxBytes}, func(m *jetstream.RawStreamMsg) error {
 				got[m.Subject] = true
 				src, _ := strconv.ParseUint(m.Header.Get(envelope.SourceSeq), 10, 64)
 				dom := domOf[m.Subject]
@@ -386,7 +387,7 @@ func (s *Service) ledgerCommits(ctx context.Context, batch []event) error {
 		rest := todo[len(chunk):]
 		if pending > 0 {
 			if len(got) == 0 {
-				return fmt.Errorf("%w: %s: a multi_last reply holds nothing but %d are pending", errDirect, subjects.LedgerStream, pending)
+				return fmt.Errorf("%w: %s: a multi_last reply holds nothing but %d are pending", streams.ErrDirectGet, subjects.LedgerStream, pending)
 			}
 			for _, subj := range chunk {
 				if !got[subj] {
@@ -407,18 +408,19 @@ func (s *Service) ledgerCommits(ctx context.Context, batch []event) error {
 // whose events are not replays, the first record (the original's source)
 // is read with up to LookupConcurrency requests in flight. Ids that name
 // no chain are absent.
-func (s *Service) chainsOf(ctx context.Context, batch []event) (map[string]chainView, error) {
+func (p *Reconciler) chainsOf(ctx context.Context, batch []event) (map[string]chainView, error) {
 	chains := make(map[string]chainView, len(batch))
 	var lookups []string
 	needFirst := map[string]bool{}
+	var lookup func(string) (Chain, bool) // the live view's, under its lock
 	// want notes chain id; first: its first record (the original's
 	// source) is needed too.
 	want := func(id string, first bool) {
 		if _, ok := chains[id]; ok || id == "" {
 			return
 		}
-		if c, ok := s.index.chains[id]; ok {
-			chains[id] = chainView{status: c.status, class: c.class, sourceStream: c.sourceStream, sourceSeq: c.sourceSeq}
+		if c, ok := lookup(id); ok {
+			chains[id] = chainView{status: c.Status, class: c.Class, sourceStream: c.SourceStream, sourceSeq: c.SourceSeq}
 			return
 		}
 		if _, ok := needFirst[id]; !ok {
@@ -426,17 +428,18 @@ func (s *Service) chainsOf(ctx context.Context, batch []event) (map[string]chain
 		}
 		needFirst[id] = needFirst[id] || first
 	}
-	s.index.mu.RLock()
-	for i := range batch {
-		e := &batch[i]
-		if e.replayOf != "" {
-			want(e.replayOf, false)
-		} else {
-			want(e.DLQID, true)
+	p.cfg.View.Chains(func(get func(string) (Chain, bool)) {
+		lookup = get
+		for i := range batch {
+			e := &batch[i]
+			if e.replayOf != "" {
+				want(e.replayOf, false)
+			} else {
+				want(e.DLQID, true)
+			}
+			want(e.conflictID, false) // its existence is enough
 		}
-		want(e.conflictID, false) // its existence is enough
-	}
-	s.index.mu.RUnlock()
+	})
 	if len(lookups) == 0 {
 		return chains, nil
 	}
@@ -445,11 +448,11 @@ func (s *Service) chainsOf(ctx context.Context, batch []event) (map[string]chain
 		view    chainView
 	}
 	var lasts []found
-	err := s.eachLastRecord(ctx, lookups, 0, func(id string, m directMsg) {
-		last, _ := chain.DecodeHead(m.data) // an unreadable record reads as an open chain
+	err := p.cfg.Reader.EachLastRecord(ctx, lookups, 0, func(id string, m read.Msg) {
+		last, _ := chain.DecodeHead(m.Data) // an unreadable record reads as an open chain
 		v := chainView{status: last.Status(), class: string(last.Class)}
 		if needFirst[id] {
-			lasts = append(lasts, found{m.subject, v})
+			lasts = append(lasts, found{m.Subject, v})
 		} else {
 			chains[id] = v
 		}
@@ -459,21 +462,21 @@ func (s *Service) chainsOf(ctx context.Context, batch []event) (map[string]chain
 	}
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(s.cfg.LookupConcurrency)
+	g.SetLimit(p.cfg.LookupConcurrency)
 	for _, f := range lasts {
 		g.Go(func() error {
 			v := f.view
-			first, ok, err := s.firstRecord(gctx, f.subject)
+			first, ok, err := p.cfg.Reader.FirstRecord(gctx, f.subject)
 			if err != nil {
 				return fmt.Errorf("auditor: read the first record of a chain: %w", err)
 			}
 			if ok {
-				if r, err := chain.DecodeHead(first.data); err == nil {
+				if r, err := chain.DecodeHead(first.Data); err == nil {
 					v.sourceStream, v.sourceSeq = r.SourceStream, r.SourceSeq
 				}
 			}
 			mu.Lock()
-			chains[lastToken(f.subject)] = v
+			chains[read.LastToken(f.subject)] = v
 			mu.Unlock()
 			return nil
 		})
@@ -486,17 +489,17 @@ func (s *Service) chainsOf(ctx context.Context, batch []event) (map[string]chain
 
 // name sets the event's key (when it passes the gate) and dlq id, as the
 // validator names its chain (record.DLQIDFor).
-func (s *Service) name(e *event) {
-	if env, err := s.gate.Check(e.Subject, e.data); err == nil {
+func (p *Reconciler) name(e *event) {
+	if env, err := p.cfg.Gate.Check(e.Subject, e.data); err == nil {
 		e.Key, e.DLQID, e.hash = env.IdempotencyKey, env.IdempotencyKey, idempotency.CheckedContentHash(env, e.data)
 		return
 	}
-	d := subjects.DomainOf(e.Subject, s.gate.Domains())
+	d := subjects.DomainOf(e.Subject, p.cfg.Gate.Domains())
 	e.DLQID = record.PayloadDLQID(d, e.Subject, e.data)
 }
 
 // categorize decides the event's category from the chains of its batch.
-func (s *Service) categorize(e *event, chains map[string]chainView, now time.Time, grace time.Duration) {
+func (p *Reconciler) categorize(e *event, chains map[string]chainView, now time.Time, grace time.Duration) {
 	if e.part {
 		e.category = api.ReconcileDocumentPart
 		return

@@ -1,8 +1,9 @@
-package auditor
+package verify
 
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/services/auditor/anchor"
+	"github.com/deadletter/deadletter/services/auditor/internal/read"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/export"
 	"github.com/deadletter/deadletter/shared/merkle"
@@ -25,9 +27,9 @@ import (
 // defaultMaxProblems caps the problems listed in a verify reply.
 const defaultMaxProblems = 1000
 
-// defaultVerifyBatch is how many records are read before their seals are
-// checked in parallel and linked in order (Service.verifyBatch).
-const defaultVerifyBatch = 512
+// DefaultBatch is how many records are read before their seals are
+// checked in parallel and linked in order (Tuning.Batch).
+const DefaultBatch = 512
 
 // stored is one message read from a stream.
 type stored struct {
@@ -47,7 +49,7 @@ const maxPredecessorWalk = 16
 // the checkpoints to compare with. Its memory does not grow with the
 // number of records or chains.
 type verifier struct {
-	s           *Service
+	p           *Verifier
 	rep         *api.VerifyReply
 	max         int
 	cache       *tailCache
@@ -61,10 +63,12 @@ type verifier struct {
 	line        []byte
 	expected    uint64 // next QUARANTINE sequence expected
 	count       uint64
-	cps         []storedCheckpoint
-	next        int            // first checkpoint not yet compared
-	tree        merkle.Builder // Merkle tree of the records read (api.MerkleAlgorithm)
-	anchor      *anchorCheck   // nil without an anchor
+	cps         []anchor.Stored
+	next        int                   // first checkpoint not yet compared
+	tree        merkle.Builder        // Merkle tree of the records read (api.MerkleAlgorithm)
+	anchor      *anchorCheck          // nil without an anchor
+	docs        *docNames             // documents named by the records, checked
+	store       jetstream.ObjectStore // DOCUMENTS, once a record names a document
 }
 
 func (v *verifier) problem(p api.VerifyProblem) {
@@ -83,59 +87,66 @@ func (v *verifier) problem(p api.VerifyProblem) {
 // chain's previous record on the server (one batched direct get per batch
 // of records), so every chain is checked as if every tail were kept (see
 // record.TailAfter for the two differences).
-func (s *Service) Verify(ctx context.Context, req api.VerifyRequest) (api.VerifyReply, error) {
+func (p *Verifier) Verify(ctx context.Context, req api.VerifyRequest, t Tuning) (api.VerifyReply, error) {
 	start := time.Now()
-	rep, err := s.verify(ctx, req)
+	rep, err := p.verify(ctx, req, t)
 	rep.Seconds = time.Since(start).Seconds()
 	switch {
 	case err != nil:
-		s.metrics.verifyRuns.WithLabelValues("error").Inc()
+		p.cfg.Runs.WithLabelValues("error").Inc()
 	case rep.OK:
-		s.metrics.verifyRuns.WithLabelValues("ok").Inc()
+		p.cfg.Runs.WithLabelValues("ok").Inc()
 	default:
-		s.metrics.verifyRuns.WithLabelValues("failed").Inc()
+		p.cfg.Runs.WithLabelValues("failed").Inc()
 		kinds := map[string]int{}
-		for _, p := range rep.Problems {
-			kinds[p.Kind]++
+		for _, pb := range rep.Problems {
+			kinds[pb.Kind]++
 		}
-		s.alerts.Publish(notify.Event{ID: fmt.Sprintf("verify_failed.%d.%d", rep.LastSeq, rep.ProblemCount), Kind: notify.KindVerifyFailed,
+		p.cfg.Alert(notify.Event{ID: fmt.Sprintf("verify_failed.%d.%d", rep.LastSeq, rep.ProblemCount), Kind: notify.KindVerifyFailed,
 			Codes: kinds, Counts: map[string]int{"problems": rep.ProblemCount, "records": int(rep.Records), "chains": rep.Chains,
 				"last_seq": int(rep.LastSeq)}})
 	}
 	return rep, err
 }
 
-func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.VerifyReply, error) {
+func (p *Verifier) verify(ctx context.Context, req api.VerifyRequest, t Tuning) (api.VerifyReply, error) {
 	rep := api.VerifyReply{}
-	v := &verifier{s: s, rep: &rep, max: req.MaxProblems, expected: 1, cache: newTailCache(s.cfg.VerifyChainCache),
-		seen: newSeenFilter(s.seenBits), work: make(map[string]record.Tail, s.verifyBatch)}
+	if t.Batch <= 0 {
+		t.Batch = DefaultBatch
+	}
+	if t.SeenBits == 0 {
+		t.SeenBits = SeenFilterBits
+	}
+	v := &verifier{p: p, rep: &rep, max: req.MaxProblems, expected: 1, cache: newTailCache(p.cfg.ChainCache),
+		seen: newSeenFilter(t.SeenBits), work: make(map[string]record.Tail, t.Batch), docs: newDocNames()}
+	rep.Documents = &api.VerifyDocuments{}
 	if v.max <= 0 {
 		v.max = defaultMaxProblems
 	}
-	if s.seenFull {
+	if t.SeenFull {
 		v.seen.BitSet().FlipRange(0, v.seen.Cap())
 	}
 	h := sha256.New()
-	v.digest, v.sum = h, func() string { return hexSum(h) }
+	v.digest, v.sum = h, func() string { return hex.EncodeToString(h.Sum(nil)) }
 	if req.Anchor != "" || req.PubKey != "" {
 		if req.Anchor == "" || req.PubKey == "" {
-			return rep, badRequest("anchor and pubkey go together: an exported checkpoint and the public key it must be signed with")
+			return rep, api.Errorf(api.ErrBadRequest, "%s", "anchor and pubkey go together: an exported checkpoint and the public key it must be signed with")
 		}
 		a, err := anchor.Parse(req.Anchor, req.PubKey)
 		if err != nil {
-			return rep, refused(err)
+			return rep, api.Wrap(api.ErrBadRequest, err, err.Error())
 		}
 		v.anchor = &anchorCheck{a: a}
 		rep.Anchor = &api.VerifyAnchor{TreeSize: a.CP.TreeSize, LastSeq: a.CP.LastSeq, MerkleRoot: a.CP.MerkleRoot,
 			At: a.CP.At, Key: a.CP.Key}
 	}
 	// Without an anchor from the caller, the store is checked against the
-	// newest checkpoint the auditor exported (anchorown.go): a deleted or
+	// newest checkpoint the auditor exported (anchor.Checkpoints): a deleted or
 	// shortened store is never reported intact.
 	own, ownErr := (*anchor.Anchor)(nil), error(nil)
 	if v.anchor == nil {
-		if own, ownErr = s.ownAnchor(); ownErr != nil {
-			s.log.Error("AUDIT_ANCHOR_UNREADABLE", "export_file", s.cfg.ExportFile, "err", ownErr)
+		if own, ownErr = p.cfg.Checkpoints.Own(); ownErr != nil {
+			p.cfg.Log.Error("AUDIT_ANCHOR_UNREADABLE", "export_file", p.cfg.ExportFile, "err", ownErr)
 			v.problem(api.VerifyProblem{Kind: api.ProblemAnchorUnreadable, Detail: ownErr.Error()})
 		} else if own != nil {
 			v.anchor = &anchorCheck{a: own}
@@ -143,7 +154,7 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 				At: own.CP.At, Key: own.CP.Key, Own: true}
 		}
 	}
-	cps, cpProblems, err := s.loadCheckpoints(ctx)
+	cps, cpProblems, err := p.cfg.Checkpoints.Load(ctx)
 	switch {
 	case v.anchor != nil && errors.Is(err, jetstream.ErrStreamNotFound):
 		v.problem(api.VerifyProblem{Kind: api.ProblemStoreMissing,
@@ -154,11 +165,11 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 	v.cps = cps
 	rep.Checkpoints = len(cps)
 	if len(cps) > 0 {
-		newest := cps[len(cps)-1].cp
+		newest := cps[len(cps)-1].CP
 		at := newest.At
 		rep.NewestCheckpointAt, rep.NewestCheckpointLastSeq = &at, newest.LastSeq
-		rep.NewestCheckpointAgeSeconds = max(0, s.now().Sub(at).Seconds())
-		s.coverage.saw(newest)
+		rep.NewestCheckpointAgeSeconds = max(0, p.cfg.Now().Sub(at).Seconds())
+		p.cfg.Checkpoints.Saw(newest)
 	}
 	for _, p := range cpProblems {
 		v.problem(p)
@@ -170,7 +181,7 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 		v.anchorInAudit()
 	}
 	var last, msgs uint64
-	info, err := s.quarantine.Info(ctx)
+	info, err := p.quarantine.Info(ctx)
 	switch {
 	case v.anchor != nil && errors.Is(err, jetstream.ErrStreamNotFound):
 		// Reported by the anchor check: the store holds no record.
@@ -181,13 +192,13 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 		if info.Config.MaxAge > 0 && info.State.FirstSeq > 1 {
 			// Below the first sequence, records expired by QUARANTINE's
 			// MaxAge (deletes are denied): not missing. A held chain's are
-			// in LEGALHOLD (verifyLegalHold).
+			// in LEGALHOLD (legalhold.Holds.Verify).
 			v.expected = info.State.FirstSeq
 			rep.ExpiredBelowSeq = info.State.FirstSeq
 			if own != nil {
 				// The anchor's first records expired: its tree cannot be
 				// recomputed; the cheap check says whether the store reaches it.
-				ps, err := s.checkOwnAnchor(ctx, own)
+				ps, err := p.cfg.Checkpoints.CheckOwn(ctx, own)
 				if err != nil {
 					return rep, err
 				}
@@ -198,11 +209,11 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 			}
 		}
 	}
-	if len(cps) > 0 && cps[len(cps)-1].cp.LastSeq > last {
-		last = cps[len(cps)-1].cp.LastSeq // records the checkpoints cover must be there
+	if len(cps) > 0 && cps[len(cps)-1].CP.LastSeq > last {
+		last = cps[len(cps)-1].CP.LastSeq // records the checkpoints cover must be there
 	}
 	if msgs > 0 {
-		if err := s.readBatches(ctx, last, v.addBatch); err != nil {
+		if err := p.readBatches(ctx, last, t.Batch, v.addBatch); err != nil {
 			return rep, fmt.Errorf("auditor: read %s: %w", subjects.QuarantineStream, err)
 		}
 	}
@@ -210,23 +221,28 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 	if v.anchor != nil {
 		v.anchor.finish(v)
 	}
-	if err := s.verifyLegalHold(ctx, v); err != nil {
+	// The held chains' LEGALHOLD copies: the legal-hold part's.
+	if rep.LegalHold, err = p.cfg.Holds.Verify(ctx, v.problem); err != nil {
+		return rep, err
+	}
+	// The EPCIS documents kept verbatim in DOCUMENTS (documents.go).
+	if err := p.documents(ctx, v); err != nil {
 		return rep, err
 	}
 	if own != nil {
-		s.anchorProblems("verify", own, rep.Problems)
+		p.cfg.Checkpoints.Problems("verify", own, rep.Problems)
 	}
 	rep.Chains = v.chains
 	rep.OK = rep.ProblemCount == 0
-	s.log.Info("verify finished", "records", rep.Records, "chains", rep.Chains, "problems", rep.ProblemCount,
+	p.cfg.Log.Info("verify finished", "records", rep.Records, "chains", rep.Chains, "problems", rep.ProblemCount,
 		"tails_cached", v.cache.Len(), "predecessor_lookups", v.lookups, "first_record_checks", v.firstChecks)
-	for _, p := range rep.Problems {
-		s.metrics.verifyFailed.WithLabelValues(p.Kind).Inc()
-		s.log.Error("AUDIT_VERIFY_FAILED", "seq", p.Seq, "dlq_id", p.DLQID, "problem", p.Kind,
-			"checkpoint_seq", p.CheckpointSeq, "detail", p.Detail)
+	for _, pb := range rep.Problems {
+		p.cfg.Failed.WithLabelValues(pb.Kind).Inc()
+		p.cfg.Log.Error("AUDIT_VERIFY_FAILED", "seq", pb.Seq, "dlq_id", pb.DLQID, "problem", pb.Kind,
+			"checkpoint_seq", pb.CheckpointSeq, "detail", pb.Detail)
 	}
 	if n := rep.ProblemCount - len(rep.Problems); n > 0 {
-		s.log.Error("AUDIT_VERIFY_FAILED", "problems_not_listed", n)
+		p.cfg.Log.Error("AUDIT_VERIFY_FAILED", "problems_not_listed", n)
 	}
 	return rep, nil
 }
@@ -234,16 +250,15 @@ func (s *Service) verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 // readBatches reads the stream up to lastSeq in batches, checks the seals
 // of each batch in parallel and hands each batch to add, in stream order.
 // Reading the next batch overlaps with checking the current one.
-func (s *Service) readBatches(ctx context.Context, lastSeq uint64, add func(context.Context, []stored) error) error {
+func (p *Verifier) readBatches(ctx context.Context, lastSeq uint64, size int, add func(context.Context, []stored) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	batches := make(chan []stored, 2)
 	readErr := make(chan error, 1)
 	go func() {
 		defer close(batches)
-		size := s.verifyBatch
 		batch := make([]stored, 0, size)
-		_, _, err := scan(ctx, s.js, subjects.QuarantineStream, "", 1, lastSeq, func(m *jetstream.RawStreamMsg) bool {
+		_, _, err := read.Scan(ctx, p.cfg.JS, subjects.QuarantineStream, "", 1, lastSeq, func(m *jetstream.RawStreamMsg) bool {
 			batch = append(batch, stored{seq: m.Sequence, subject: m.Subject, data: m.Data})
 			if len(batch) == size {
 				select {
@@ -309,7 +324,7 @@ func (v *verifier) addBatch(ctx context.Context, batch []stored) error {
 			continue
 		}
 		v.work[l.DLQID] = record.Tail{}
-		if !v.seen.TestOrAddString(l.DLQID) || batch[0].seq <= 1 || !validToken(l.DLQID) {
+		if !v.seen.TestOrAddString(l.DLQID) || batch[0].seq <= 1 || !read.ValidToken(l.DLQID) {
 			v.chains++
 			continue
 		}
@@ -334,6 +349,9 @@ func (v *verifier) addBatch(ctx context.Context, batch []stored) error {
 			return err
 		}
 	}
+	if err := v.documentsNamed(ctx, batch); err != nil {
+		return err
+	}
 	for i := range batch {
 		v.add(&batch[i])
 		batch[i] = stored{} // release the bytes
@@ -347,16 +365,16 @@ func (v *verifier) addBatch(ctx context.Context, batch []stored) error {
 // firstOnSubject reports whether m is the first message stored on its
 // chain's subject.
 func (v *verifier) firstOnSubject(ctx context.Context, m *stored) (bool, error) {
-	subject := chainFilter(m.link.DLQID)
-	if validToken(m.link.Domain) {
+	subject := read.ChainFilter(m.link.DLQID)
+	if read.ValidToken(m.link.Domain) {
 		subject = subjects.Quarantine(m.link.Domain, m.link.DLQID)
 	}
-	first, ok, err := v.s.firstRecord(ctx, subject)
+	first, ok, err := v.p.cfg.Reader.FirstRecord(ctx, subject)
 	if err != nil {
 		return false, fmt.Errorf("auditor: read the first record of a chain: %w", err)
 	}
 	v.firstChecks++
-	return !ok || first.seq >= m.seq, nil
+	return !ok || first.Seq >= m.seq, nil
 }
 
 // seedTails seeds the tails of the chains of ids from the last record of
@@ -372,8 +390,8 @@ func (v *verifier) seedTails(ctx context.Context, ids []string, upTo uint64) err
 		link record.Link
 	}
 	preds := make(map[string]pred, len(ids))
-	last := func(id string, m directMsg) { preds[id] = pred{m.seq, record.ReadLink(m.data)} }
-	if err := v.s.eachLastRecord(ctx, ids, upTo, last); err != nil {
+	last := func(id string, m read.Msg) { preds[id] = pred{m.Seq, record.ReadLink(m.Data)} }
+	if err := v.p.cfg.Reader.EachLastRecord(ctx, ids, upTo, last); err != nil {
 		return fmt.Errorf("auditor: read the previous records of %d chains: %w", len(ids), err)
 	}
 	v.lookups += len(ids)
@@ -390,7 +408,7 @@ func (v *verifier) seedTails(ctx context.Context, ids []string, upTo uint64) err
 				ok = false
 			default:
 				delete(preds, id)
-				if err := v.s.eachLastRecord(ctx, []string{id}, p.seq-1, last); err != nil {
+				if err := v.p.cfg.Reader.EachLastRecord(ctx, []string{id}, p.seq-1, last); err != nil {
 					return fmt.Errorf("auditor: read the previous record of a chain: %w", err)
 				}
 				p, ok = preds[id]
@@ -413,7 +431,7 @@ func (v *verifier) add(m *stored) {
 	v.count++
 	v.rep.Records++
 	v.rep.LastSeq = m.seq
-	v.line = digestLine(v.line[:0], m.seq, m.link.AuditHash)
+	v.line = v.p.cfg.DigestLine(v.line[:0], m.seq, m.link.AuditHash)
 	_, _ = v.digest.Write(v.line)
 	leaf := export.LeafOf(m.seq, m.link.AuditHash)
 	v.tree.Add(leaf)
@@ -450,29 +468,29 @@ func (v *verifier) missing(from, to uint64) {
 // compareBefore compares the checkpoints that end before seq with the
 // running digest, which then covers exactly their range.
 func (v *verifier) compareBefore(seq uint64) {
-	for v.next < len(v.cps) && v.cps[v.next].cp.LastSeq < seq {
+	for v.next < len(v.cps) && v.cps[v.next].CP.LastSeq < seq {
 		sc := v.cps[v.next]
 		v.next++
-		if sc.cp.LastSeq >= v.expected && sc.cp.LastSeq < seq {
+		if sc.CP.LastSeq >= v.expected && sc.CP.LastSeq < seq {
 			// The checkpoint ends in a gap not reported yet: report it first.
-			v.missing(v.expected, sc.cp.LastSeq)
-			v.expected = sc.cp.LastSeq + 1
+			v.missing(v.expected, sc.CP.LastSeq)
+			v.expected = sc.CP.LastSeq + 1
 		}
 		digest := v.sum()
-		merkleOK := sc.cp.MerkleRoot == "" || (sc.cp.TreeSize == v.count && sc.cp.MerkleRoot == v.tree.Root().String())
-		if sc.cp.Count != v.count || sc.cp.Digest != digest || !merkleOK {
+		merkleOK := sc.CP.MerkleRoot == "" || (sc.CP.TreeSize == v.count && sc.CP.MerkleRoot == v.tree.Root().String())
+		if sc.CP.Count != v.count || sc.CP.Digest != digest || !merkleOK {
 			var why []string
-			if sc.cp.Count != v.count {
-				why = append(why, fmt.Sprintf("count %d, recomputed %d", sc.cp.Count, v.count))
+			if sc.CP.Count != v.count {
+				why = append(why, fmt.Sprintf("count %d, recomputed %d", sc.CP.Count, v.count))
 			}
-			if sc.cp.Digest != digest {
-				why = append(why, fmt.Sprintf("digest %.64s, recomputed %s", sc.cp.Digest, digest))
+			if sc.CP.Digest != digest {
+				why = append(why, fmt.Sprintf("digest %.64s, recomputed %s", sc.CP.Digest, digest))
 			}
-			if root := v.tree.Root().String(); sc.cp.MerkleRoot != "" && sc.cp.MerkleRoot != root {
-				why = append(why, fmt.Sprintf("merkle_root %.64s, recomputed %s", sc.cp.MerkleRoot, root))
+			if root := v.tree.Root().String(); sc.CP.MerkleRoot != "" && sc.CP.MerkleRoot != root {
+				why = append(why, fmt.Sprintf("merkle_root %.64s, recomputed %s", sc.CP.MerkleRoot, root))
 			}
-			v.problem(api.VerifyProblem{Kind: api.ProblemCheckpointMismatch, CheckpointSeq: sc.seq, FromSeq: 1,
-				ToSeq: sc.cp.LastSeq, Detail: strings.Join(why, "; ")})
+			v.problem(api.VerifyProblem{Kind: api.ProblemCheckpointMismatch, CheckpointSeq: sc.Seq, FromSeq: 1,
+				ToSeq: sc.CP.LastSeq, Detail: strings.Join(why, "; ")})
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package auditor
+package verify
 
 import (
 	"github.com/bits-and-blooms/bloom/v3"
@@ -20,13 +20,13 @@ func newTailCache(capacity int) *tailCache {
 	return c
 }
 
-// seenFilterBits is the size of the filter of dlq ids seen by one
+// SeenFilterBits is the size of the filter of dlq ids seen by one
 // verification: 2^24 bits (2 MiB), whatever the number of chains. With 4
 // hash functions it answers "maybe seen" for an id never seen with a
 // probability of about 0.0006 % after 100,000 chains, 0.24 % after 1
 // million and 30 % after 10 million; each such answer costs a direct get
 // of the first record on the chain's subject, never a wrong result.
-const seenFilterBits = 1 << 24
+const SeenFilterBits = 1 << 24
 
 // newSeenFilter returns a Bloom filter of dlq ids of n bits and 4 hash
 // functions; TestOrAddString adds an id and reports whether it may have

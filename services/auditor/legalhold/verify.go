@@ -1,4 +1,4 @@
-package auditor
+package legalhold
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/deadletter/deadletter/services/auditor/internal/read"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/record"
@@ -16,10 +17,10 @@ import (
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
-// legalCopies returns the LEGALHOLD copies of a chain, in order.
-func (s *Service) legalCopies(ctx context.Context, domain, dlqID string) ([]chain.Stored, error) {
+// Copies returns the LEGALHOLD copies of a chain, in order.
+func (p *Holds) Copies(ctx context.Context, domain, dlqID string) ([]chain.Stored, error) {
 	var out []chain.Stored
-	err := streams.ReadSubject(ctx, s.js, subjects.LegalHoldStream, subjects.LegalHold(domain, dlqID), func(m *jetstream.RawStreamMsg) error {
+	err := streams.ReadSubject(ctx, p.cfg.JS, subjects.LegalHoldStream, subjects.LegalHold(domain, dlqID), func(m *jetstream.RawStreamMsg) error {
 		out = append(out, chain.Stored{Seq: m.Sequence, Data: m.Data})
 		return nil
 	})
@@ -37,29 +38,30 @@ type legalCopy struct {
 	srcSeq         uint64
 }
 
-// verifyLegalHold checks LEGALHOLD (when provisioned): every copy's seal
+// Verify checks LEGALHOLD (when provisioned): every copy's seal
 // and its chain's links, its provenance headers, that it equals the
 // original when QUARANTINE still holds it, and that every held chain
 // whose first records QUARANTINE no longer holds has them all in
-// LEGALHOLD. The copies are read into memory (held chains only).
-func (s *Service) verifyLegalHold(ctx context.Context, v *verifier) error {
-	if !s.holds.legal {
-		return nil
+// LEGALHOLD. The copies are read into memory (held chains only). It
+// reports each problem to problem and returns what it checked (nil when
+// LEGALHOLD is not provisioned).
+func (p *Holds) Verify(ctx context.Context, problem func(api.VerifyProblem)) (*api.VerifyLegalHold, error) {
+	if !p.legal {
+		return nil, nil
 	}
 	lh := &api.VerifyLegalHold{}
-	v.rep.LegalHold = lh
-	stream, err := s.js.Stream(ctx, subjects.LegalHoldStream)
+	stream, err := p.cfg.JS.Stream(ctx, subjects.LegalHoldStream)
 	if err != nil {
-		return fmt.Errorf("auditor: %s: %w", subjects.LegalHoldStream, err)
+		return nil, fmt.Errorf("auditor: %s: %w", subjects.LegalHoldStream, err)
 	}
 	info, err := stream.Info(ctx)
 	if err != nil {
-		return fmt.Errorf("auditor: %s: %w", subjects.LegalHoldStream, err)
+		return nil, fmt.Errorf("auditor: %s: %w", subjects.LegalHoldStream, err)
 	}
 	byChain := map[string][]legalCopy{}
 	var order []string
 	if info.State.Msgs > 0 {
-		_, _, err = scan(ctx, s.js, subjects.LegalHoldStream, "", info.State.FirstSeq, info.State.LastSeq, func(m *jetstream.RawStreamMsg) bool {
+		_, _, err = read.Scan(ctx, p.cfg.JS, subjects.LegalHoldStream, "", info.State.FirstSeq, info.State.LastSeq, func(m *jetstream.RawStreamMsg) bool {
 			c := legalCopy{seq: m.Sequence, data: m.Data, source: m.Header.Get(HeaderSourceStream), srcSub: m.Header.Get(HeaderSourceSubject)}
 			c.srcSeq, _ = strconv.ParseUint(m.Header.Get(HeaderSourceSeq), 10, 64)
 			if _, ok := byChain[m.Subject]; !ok {
@@ -69,7 +71,7 @@ func (s *Service) verifyLegalHold(ctx context.Context, v *verifier) error {
 			return true
 		})
 		if err != nil {
-			return fmt.Errorf("auditor: read %s: %w", subjects.LegalHoldStream, err)
+			return nil, fmt.Errorf("auditor: read %s: %w", subjects.LegalHoldStream, err)
 		}
 	}
 	for _, subj := range order {
@@ -82,7 +84,7 @@ func (s *Service) verifyLegalHold(ctx context.Context, v *verifier) error {
 		}
 		for _, p := range record.VerifyChain(raws) {
 			c := copies[min(p.Index, len(copies)-1)]
-			v.problem(api.VerifyProblem{Seq: c.seq, Subject: subj, Index: p.Index, Kind: api.ProblemLegalHoldCopy,
+			problem(api.VerifyProblem{Seq: c.seq, Subject: subj, Index: p.Index, Kind: api.ProblemLegalHoldCopy,
 				Detail: fmt.Sprintf("%s copy (LEGALHOLD sequence %d): %s: %s", subjects.LegalHoldStream, c.seq, p.Kind, p.Detail)})
 		}
 		for i, c := range copies {
@@ -94,28 +96,28 @@ func (s *Service) verifyLegalHold(ctx context.Context, v *verifier) error {
 			switch {
 			case c.source != subjects.QuarantineStream || c.srcSeq == 0 || c.srcSub == "" || c.srcSub != want ||
 				subj != subjects.LegalHold(h.Domain, h.DLQID):
-				v.problem(api.VerifyProblem{Seq: c.seq, Subject: subj, Index: i, Kind: api.ProblemLegalHoldCopy,
+				problem(api.VerifyProblem{Seq: c.seq, Subject: subj, Index: i, Kind: api.ProblemLegalHoldCopy,
 					Detail: fmt.Sprintf("LEGALHOLD sequence %d: its provenance (source stream, sequence, subject) is missing or names another chain", c.seq)})
 				continue
 			}
-			orig, err := s.originalAt(ctx, c.srcSeq)
+			orig, err := p.originalAt(ctx, c.srcSeq)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if orig != nil && (orig.Subject != c.srcSub || !bytes.Equal(orig.Data, c.data)) {
-				v.problem(api.VerifyProblem{Seq: c.seq, Subject: subj, Index: i, Kind: api.ProblemLegalHoldCopy,
+				problem(api.VerifyProblem{Seq: c.seq, Subject: subj, Index: i, Kind: api.ProblemLegalHoldCopy,
 					Detail: fmt.Sprintf("LEGALHOLD sequence %d differs from QUARANTINE sequence %d", c.seq, c.srcSeq)})
 			}
 		}
 	}
 	// Every held chain is whole: the records QUARANTINE no longer holds
 	// are in LEGALHOLD.
-	for _, ref := range s.index.heldChains("") {
-		stored, err := s.chains.Stored(ctx, ref.domain, ref.dlqID)
+	for _, ref := range p.cfg.View.HeldChains("") {
+		stored, err := p.cfg.Chains.Stored(ctx, ref.Domain, ref.DLQID)
 		if err != nil && !errors.Is(err, chain.ErrNotFound) {
-			return fmt.Errorf("auditor: read chain: %w", err)
+			return nil, fmt.Errorf("auditor: read chain: %w", err)
 		}
-		expired := ref.records // none left in QUARANTINE
+		expired := ref.Records // none left in QUARANTINE
 		if len(stored) > 0 {
 			if h, err := chain.DecodeHead(stored[0].Data); err == nil {
 				expired = h.Index
@@ -126,24 +128,24 @@ func (s *Service) verifyLegalHold(ctx context.Context, v *verifier) error {
 		}
 		lh.Expired++
 		copied := 0
-		for _, c := range byChain[subjects.LegalHold(ref.domain, ref.dlqID)] {
+		for _, c := range byChain[subjects.LegalHold(ref.Domain, ref.DLQID)] {
 			if h, err := chain.DecodeHead(c.data); err == nil && h.Index == copied {
 				copied++
 			}
 		}
 		if copied < expired {
-			v.problem(api.VerifyProblem{DLQID: ref.dlqID, Subject: subjects.LegalHold(ref.domain, ref.dlqID), Kind: api.ProblemLegalHoldIncomplete,
+			problem(api.VerifyProblem{DLQID: ref.DLQID, Subject: subjects.LegalHold(ref.Domain, ref.DLQID), Kind: api.ProblemLegalHoldIncomplete,
 				Detail: fmt.Sprintf("held chain: records 0..%d expired from QUARANTINE, LEGALHOLD holds the first %d", expired-1, copied)})
 		}
 	}
-	return nil
+	return lh, nil
 }
 
 // originalAt returns the QUARANTINE message at seq, nil when it holds none
 // (expired).
-func (s *Service) originalAt(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
+func (p *Holds) originalAt(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
 	var out *jetstream.RawStreamMsg
-	_, err := streams.DirectGet(ctx, s.js, subjects.QuarantineStream, streams.DirectRequest{Seq: seq}, func(m *jetstream.RawStreamMsg) error {
+	_, err := streams.DirectGet(ctx, p.cfg.JS, subjects.QuarantineStream, streams.DirectRequest{Seq: seq}, func(m *jetstream.RawStreamMsg) error {
 		if m.Sequence == seq {
 			out = m
 		}
