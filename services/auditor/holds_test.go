@@ -12,6 +12,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/domain/pharmacy"
+	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -90,7 +91,10 @@ func TestVerifyLegalHold(t *testing.T) {
 	srv := natstest.Start(t)
 	o := streams.DefaultOptions()
 	o.QuarantineMaxAge = time.Hour
-	o.Retention = map[string]time.Duration{"pharmacy": time.Minute, "dscsa": time.Minute, "fsma": time.Minute}
+	o.Retention = map[string]time.Duration{}
+	for _, d := range registry.Names() {
+		o.Retention[d] = time.Minute
+	}
 	srv.Provision(t, o)
 	nc := srv.Connect(t)
 	js, err := jetstream.New(nc)

@@ -13,7 +13,6 @@ package legalhold
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -21,10 +20,8 @@ import (
 	"sync"
 	"time"
 
-	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nats.go/micro"
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
@@ -245,72 +242,47 @@ type ChainReader interface {
 	Stored(ctx context.Context, domain, dlqID string) ([]chain.Stored, error)
 }
 
-// Requester sends a request and waits for its reply (*nats.Conn).
-type Requester interface {
-	RequestWithContext(ctx context.Context, subj string, data []byte) (*nats.Msg, error)
-}
-
-// errAppend is a refused quarantiner.hold, with its reply code.
-type errAppend struct{ code, msg string }
-
-func (e *errAppend) Error() string { return api.QuarantinerHold + ": " + e.code + ": " + e.msg }
+// Requester sends a request and waits for its reply (*nats.Conn);
+// chain.Requester.
+type Requester = chain.Requester
 
 // Append appends hold h's record of kind (placed or lifted) to the
 // chain, unless the chain already says so (a chain that carries the hold
-// gets no second placing; one that does not gets no lift). The append is
-// conditional on the chain's length; a chain that changed meanwhile is
-// read again.
+// gets no second placing; one that does not gets no lift), through the
+// quarantiner's quarantiner.hold (chain.Appender.Update: conditional on
+// the chain's length; a chain that changed meanwhile is read again).
 func Append(ctx context.Context, chains ChainReader, nc Requester, h api.Hold, kind record.Kind, domain, dlqID string) error {
-	for attempt := 0; attempt < 5; attempt++ {
-		ch, err := chains.Read(ctx, domain, dlqID)
-		if err != nil {
-			return fmt.Errorf("auditor: read chain: %w", err)
-		}
-		if has := ch.State.HeldBy(h.ID); has == (kind == record.KindHoldPlaced) {
-			return nil
-		}
-		if ch.FoldErr != nil {
-			return fmt.Errorf("auditor: chain %s is not valid (%w): no hold record can follow", dlqID, ch.FoldErr)
-		}
-		n := len(ch.Records)
-		req := api.AppendRequest{DLQID: dlqID, Domain: domain, Kind: kind, ExpectedIndex: &n,
-			Actor: h.PlacedBy, Reason: h.Reason, Hold: &record.HoldMark{HoldID: h.ID, CaseID: h.CaseID, At: h.PlacedAt}}
-		if kind == record.KindHoldLifted {
-			if h.LiftedAt == nil {
-				return fmt.Errorf("auditor: hold %s is not lifted", h.ID)
-			}
-			req.Actor, req.Reason, req.Hold.At = h.LiftedBy, h.LiftReason, *h.LiftedAt
-		}
-		err = request(ctx, nc, req)
-		var ae *errAppend
-		if errors.As(err, &ae) && (ae.code == api.ErrConflict || ae.code == api.ErrInvalidTransition) {
-			continue // the chain changed: decide again on the stored chain
-		}
-		return err
+	if kind == record.KindHoldLifted && h.LiftedAt == nil {
+		return fmt.Errorf("auditor: hold %s is not lifted", h.ID)
 	}
-	return fmt.Errorf("auditor: chain %s kept changing", dlqID)
+	_, _, err := chain.NewAppender(nc, api.QuarantinerHold).Update(ctx, readSource{chains}, domain, dlqID,
+		func(ch chain.Chain) (*api.AppendRequest, error) {
+			if has := ch.State.HeldBy(h.ID); has == (kind == record.KindHoldPlaced) {
+				return nil, nil
+			}
+			if ch.FoldErr != nil {
+				return nil, fmt.Errorf("auditor: chain %s is not valid (%w): no hold record can follow", dlqID, ch.FoldErr)
+			}
+			req := api.AppendRequest{DLQID: dlqID, Domain: domain, Kind: kind,
+				Actor: h.PlacedBy, Reason: h.Reason, Hold: &record.HoldMark{HoldID: h.ID, CaseID: h.CaseID, At: h.PlacedAt}}
+			if kind == record.KindHoldLifted {
+				req.Actor, req.Reason, req.Hold.At = h.LiftedBy, h.LiftReason, *h.LiftedAt
+			}
+			return &req, nil
+		})
+	return err
 }
 
-// request asks the quarantiner to append a hold's record.
-func request(ctx context.Context, nc Requester, req api.AppendRequest) error {
-	b, err := json.Marshal(req)
+// readSource is a ChainReader as the chain.Source of Append, its read
+// errors named as the auditor's.
+type readSource struct{ chains ChainReader }
+
+func (r readSource) Read(ctx context.Context, domain, dlqID string) (chain.Chain, error) {
+	ch, err := r.chains.Read(ctx, domain, dlqID)
 	if err != nil {
-		return err
+		return ch, fmt.Errorf("auditor: read chain: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	m, err := nc.RequestWithContext(ctx, api.QuarantinerHold, b)
-	if err != nil {
-		return &errAppend{code: api.ErrUnavailable, msg: err.Error()}
-	}
-	if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
-		return &errAppend{code: code, msg: m.Header.Get(micro.ErrorHeader)}
-	}
-	var rep api.AppendReply
-	if err := jsonv2.Unmarshal(m.Data, &rep); err != nil {
-		return &errAppend{code: api.ErrUnavailable, msg: "unreadable append reply"}
-	}
-	return nil
+	return ch, nil
 }
 
 // CopyChain copies the chain's records not yet in LEGALHOLD there, each
