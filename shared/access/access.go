@@ -212,7 +212,7 @@ var table = func() []Spec {
 		kvKeys(subjects.IdempotencyBucket), subjects.QuarantineAll)...)
 	ap, as := service(Auditor, concat(
 		reads(subjects.QuarantineStream, subjects.AuditStream, subjects.EventsStream, subjects.LedgerStream, subjects.LegalHoldStream,
-			// DOCUMENTS: reconcile reads a document published in parts.
+			// DOCUMENTS: reconcile reads a document published in parts, audit.get an event's original bytes, audit.verify every document (re-hashed).
 			subjects.ObjectStream(subjects.DocumentsBucket)),
 		kvRead(subjects.IdempotencyBucket),
 		// Legal holds: their definitions in HOLDS, their actions in AUDIT,
