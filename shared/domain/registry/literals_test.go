@@ -366,7 +366,7 @@ var singleDomainFeatures = []struct{ dir, file, why string }{
 	// DSCSA's EPCIS documents: uploaded, split into events and
 	// reconciled as DSCSA documents (dscsa.MalformedDocument).
 	{"services/validator/", "ingest.go", "DSCSA EPCIS document upload"},
-	{"services/auditor/", "reconcile_document.go", "DSCSA EPCIS document reconciliation"},
+	{"services/auditor/reconcile/", "document.go", "DSCSA EPCIS document reconciliation"},
 	// The EPCIS form of an inspection export holds DSCSA events only.
 	{"shared/exportsheet/", "epcis.go", "EPCIS export of DSCSA events"},
 	// The CBV 2.0 event hash is DSCSA's content identity.
