@@ -21,6 +21,30 @@ import (
 	"github.com/deadletter/deadletter/shared/endpoint"
 )
 
+// loginPages is the login and session part: the login form, logout, and
+// a form kept across the end of a session (drafts.go). It opens each
+// person's NATS connection (nats) and keeps the session store, the login
+// limiters and the drafts.
+type loginPages struct {
+	web
+	nats     natsDial
+	sessions *sessions
+	limits   *limiters
+	drafts   *drafts
+}
+
+// natsDial is how a login connects to NATS, from Config.
+type natsDial struct {
+	name, url      string
+	ca, cert, key  string
+	connectTimeout time.Duration
+}
+
+// natsOf is cfg's NATS connection settings.
+func natsOf(cfg Config) natsDial {
+	return natsDial{name: cfg.Name, url: cfg.NATSURL, ca: cfg.NATSTLSCA, cert: cfg.NATSTLSCert, key: cfg.NATSTLSKey, connectTimeout: cfg.ConnectTimeout}
+}
+
 // Login errors.
 var (
 	// ErrLogin: the user name or password was refused (which one is not
@@ -93,29 +117,29 @@ var errRefused = errors.New("console: the server refused the request for this ro
 // forgets it once connected, so nothing keeps it, and the connection does
 // not reconnect (it could not authenticate again): a disconnect ends the
 // session and the person logs in again.
-func (c *Console) login(ctx context.Context, user, password string) (*session, error) {
+func (p *loginPages) login(ctx context.Context, user, password string) (*session, error) {
 	v := &violations{}
 	var mu sync.Mutex
 	secret := password
 	opts := []nats.Option{
-		nats.Name(c.cfg.Name + "-" + user),
+		nats.Name(p.nats.name + "-" + user),
 		nats.UserInfoHandler(func() (string, string) {
 			mu.Lock()
 			defer mu.Unlock()
 			return user, secret
 		}),
 		nats.CustomInboxPrefix(access.InboxPrefix(user)),
-		nats.Timeout(c.cfg.ConnectTimeout),
+		nats.Timeout(p.nats.connectTimeout),
 		nats.NoReconnect(),
 		nats.ErrorHandler(v.handler),
 	}
-	if c.cfg.NATSTLSCA != "" {
-		opts = append(opts, nats.RootCAs(c.cfg.NATSTLSCA))
+	if p.nats.ca != "" {
+		opts = append(opts, nats.RootCAs(p.nats.ca))
 	}
-	if c.cfg.NATSTLSCert != "" {
-		opts = append(opts, nats.ClientCert(c.cfg.NATSTLSCert, c.cfg.NATSTLSKey))
+	if p.nats.cert != "" {
+		opts = append(opts, nats.ClientCert(p.nats.cert, p.nats.key))
 	}
-	nc, err := nats.Connect(c.cfg.NATSURL, opts...)
+	nc, err := nats.Connect(p.nats.url, opts...)
 	mu.Lock()
 	secret = ""
 	mu.Unlock()
@@ -127,7 +151,7 @@ func (c *Console) login(ctx context.Context, user, password string) (*session, e
 	}
 	// A role that imports no audit.whoami (the publisher) is refused by
 	// the server at once.
-	who, err := callOn[struct{}, api.WhoamiReply](ctx, c.cfg.CallTimeout, nc, v, "", api.AuditWhoami, struct{}{})
+	who, err := callOn[struct{}, api.WhoamiReply](ctx, p.rq.timeout, nc, v, "", api.AuditWhoami, struct{}{})
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("%w: whoami: %w", ErrLogin, err)
@@ -136,7 +160,7 @@ func (c *Console) login(ctx context.Context, user, password string) (*session, e
 		nc.Close()
 		return nil, ErrNotPerson
 	}
-	s, err := c.sessions.add(who.User, who.Role, who.ReadsPayloads, nc, v, time.Now())
+	s, err := p.sessions.add(who.User, who.Role, who.ReadsPayloads, nc, v, p.now())
 	if err != nil {
 		nc.Close()
 		return nil, err
@@ -145,17 +169,17 @@ func (c *Console) login(ctx context.Context, user, password string) (*session, e
 }
 
 // handleLoginForm shows the login form with a fresh login CSRF token.
-func (c *Console) handleLoginForm(w http.ResponseWriter, r *http.Request) {
-	if s := c.current(r); s != nil {
+func (p *loginPages) handleLoginForm(w http.ResponseWriter, r *http.Request) {
+	if s := p.sessions.current(r); s != nil {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}
-	c.renderLogin(w, r, http.StatusOK, "")
+	p.renderLogin(w, r, http.StatusOK, "")
 }
 
 // renderLogin shows the login form; after a refusal it keeps the user
 // name typed (never the password), bounded by MaxUserName.
-func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int, msg string) {
+func (p *loginPages) renderLogin(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	tok := randomToken()
 	setCookie(w, loginCookie, tok, 600)
 	v := &view{Title: "Log in", CSRF: tok, Error: msg, Next: safeNext(r.FormValue("next"))}
@@ -170,7 +194,7 @@ func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int
 	case r.FormValue("lost") == "1":
 		v.Error = "Your session ended before your last action was sent: it was not done, and what it carried could not be kept. Log in again to go back to the page."
 	}
-	c.render(w, r, status, "login", v)
+	p.render(w, r, status, "login", v)
 }
 
 // loginData is the login form's user name after a refusal.
@@ -193,7 +217,7 @@ const (
 // its CSRF token, the user name's length and the limiters (the address's
 // first), then logs in. A failure says nothing about which part was wrong
 // and costs a token of the address's and the user's buckets.
-func (c *Console) handleLogin(w http.ResponseWriter, r *http.Request) {
+func (p *loginPages) handleLogin(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxLoginBody)
 	if err := r.ParseForm(); err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
@@ -210,39 +234,39 @@ func (c *Console) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	user := strings.TrimSpace(r.PostFormValue("user"))
 	if len(user) > MaxUserName {
-		c.renderLogin(w, r, http.StatusBadRequest, fmt.Sprintf("User name too long (at most %d bytes).", MaxUserName))
+		p.renderLogin(w, r, http.StatusBadRequest, fmt.Sprintf("User name too long (at most %d bytes).", MaxUserName))
 		return
 	}
 	password := r.PostFormValue("password")
-	now := time.Now()
-	refund, ok := c.limits.attempt(now, clientAddr(r), user)
+	now := p.now()
+	refund, ok := p.limits.attempt(now, clientAddr(r), user)
 	if !ok {
-		c.log.Warn("login rate limited", "user_sha256", nameHash(user), "addr", clientAddr(r))
-		c.renderLogin(w, r, http.StatusTooManyRequests, "Too many failed attempts. Wait a minute and try again.")
+		p.log.Warn("login rate limited", "user_sha256", nameHash(user), "addr", clientAddr(r))
+		p.renderLogin(w, r, http.StatusTooManyRequests, "Too many failed attempts. Wait a minute and try again.")
 		return
 	}
 	if user == "" || password == "" {
-		c.renderLogin(w, r, http.StatusUnauthorized, "Login failed.")
+		p.renderLogin(w, r, http.StatusUnauthorized, "Login failed.")
 		return
 	}
-	s, err := c.login(r.Context(), user, password)
+	s, err := p.login(r.Context(), user, password)
 	if errors.Is(err, ErrTooManySessions) {
 		refund() // the password was right
-		c.log.Warn("login refused: every session in use", "user", user, "sessions", c.sessions.count())
-		c.renderLogin(w, r, http.StatusServiceUnavailable, "The console has too many open sessions. Try again later.")
+		p.log.Warn("login refused: every session in use", "user", user, "sessions", p.sessions.count())
+		p.renderLogin(w, r, http.StatusServiceUnavailable, "The console has too many open sessions. Try again later.")
 		return
 	}
 	if err != nil {
 		// The name as typed may be a password typed in the wrong field:
 		// only its hash is logged.
-		c.log.Warn("login failed", "user_sha256", nameHash(user), "addr", clientAddr(r), "err", err)
-		c.renderLogin(w, r, http.StatusUnauthorized, "Login failed.")
+		p.log.Warn("login failed", "user_sha256", nameHash(user), "addr", clientAddr(r), "err", err)
+		p.renderLogin(w, r, http.StatusUnauthorized, "Login failed.")
 		return
 	}
 	refund()
 	setCookie(w, loginCookie, "", -1)
 	setCookie(w, sessionCookie, s.id, 0)
-	c.log.Info("login", "user", s.user, "role", s.role, "addr", clientAddr(r))
+	p.log.Info("login", "user", s.user, "role", s.role, "addr", clientAddr(r))
 	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
@@ -262,71 +286,18 @@ func safeNext(next string) string {
 }
 
 // handleLogout closes the session and its connection.
-func (c *Console) handleLogout(w http.ResponseWriter, r *http.Request, s *session) {
-	c.sessions.remove(s.id)
+func (p *loginPages) handleLogout(w http.ResponseWriter, r *http.Request, s *session) {
+	p.sessions.remove(s.id)
 	setCookie(w, sessionCookie, "", -1)
-	c.log.Info("logout", "user", s.user)
+	p.log.Info("logout", "user", s.user)
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
-
-// current returns the request's live session, or nil.
-func (c *Console) current(r *http.Request) *session {
-	ck, err := r.Cookie(sessionCookie)
-	if err != nil {
-		return nil
-	}
-	return c.sessions.get(ck.Value, time.Now())
-}
-
-// authed wraps a page handler: a request without a live session goes to
-// the login (a GET) or gets 401; a POST without the session's CSRF token
-// gets 403 and does nothing.
-func (c *Console) authed(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		s := c.current(r)
-		if s == nil {
-			if r.Method == http.MethodGet {
-				http.Redirect(w, r, "/login?next="+urlEscape(r.URL.RequestURI()), http.StatusSeeOther)
-				return
-			}
-			// A form posted after the session ended keeps its work: the
-			// person logs in and gets it back (drafts.go).
-			if r.Method == http.MethodPost && c.keepDraft(w, r) {
-				http.Redirect(w, r, "/login?next="+urlEscape("/draft"), http.StatusSeeOther)
-				return
-			}
-			// A browser whose session the console no longer knows (its
-			// end forgotten, a restart) logs in again and goes back to
-			// the page; a request without a session cookie gets 401.
-			if _, err := r.Cookie(sessionCookie); err == nil && r.Method == http.MethodPost {
-				http.Redirect(w, r, "/login?lost=1&next="+urlEscape(pageOf(r.URL.Path)), http.StatusSeeOther)
-				return
-			}
-			http.Error(w, "unauthorized: log in first", http.StatusUnauthorized)
-			return
-		}
-		if r.Method != http.MethodGet && r.Method != http.MethodHead && !sameToken(s.csrf, csrfOf(r)) {
-			c.log.Warn("csrf refused", "user", s.user, "path", r.URL.Path)
-			http.Error(w, "forbidden: missing or invalid CSRF token", http.StatusForbidden)
-			return
-		}
-		if r.Method == http.MethodGet {
-			if f := s.takeFlash(); f != "" {
-				r = r.WithContext(context.WithValue(r.Context(), flashKey{}, f))
-			}
-		}
-		h(w, r, s)
-	}
-}
-
-// flashKey carries a session's flash message to the page rendered.
-type flashKey struct{}
 
 // call sends req to subject on the person's connection. A publish the
 // server refuses for the person's role fails at once with an
 // api.ErrForbidden error.
-func call[Req, Rep any](ctx context.Context, c *Console, s *session, subject string, req Req) (Rep, error) {
-	return callOn[Req, Rep](ctx, c.cfg.CallTimeout, s.nc, s.violations, s.role, subject, req)
+func call[Req, Rep any](ctx context.Context, rq requester, s *session, subject string, req Req) (Rep, error) {
+	return callOn[Req, Rep](ctx, rq.timeout, s.nc, s.violations, s.role, subject, req)
 }
 
 // callOn is call on a connection whose refusals v reports.
@@ -363,8 +334,8 @@ func encodeRequest(req any) ([]byte, error) {
 // callRaw sends body as it is to subject on the person's connection (the
 // validator's dry run takes the payload itself) and returns the reply's
 // body; a service's error reply is a *replyError.
-func callRaw(ctx context.Context, c *Console, s *session, subject string, body []byte) ([]byte, error) {
-	return callRawOn(ctx, c.cfg.CallTimeout, s.nc, s.violations, s.role, subject, body)
+func callRaw(ctx context.Context, rq requester, s *session, subject string, body []byte) ([]byte, error) {
+	return callRawOn(ctx, rq.timeout, s.nc, s.violations, s.role, subject, body)
 }
 
 // replyError is a service's coded error reply with its body (an
