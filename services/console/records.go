@@ -85,8 +85,12 @@ type recordsQuery struct {
 	// business identifiers (api.ListRequest's identifier filters, which
 	// the auditor normalizes).
 	NDC, Lot, Registrant, TxID, GTIN, Serial, SSCC, TLC string
-	Sort, Dir, Cursor                                   string
-	Limit                                               int
+	// Identifier is any domain's search field as name=value
+	// (api.ListRequest.Identifiers, dlqctl find --id), for a field
+	// without an input of its own.
+	Identifier        string
+	Sort, Dir, Cursor string
+	Limit             int
 }
 
 // recordColumns are the sortable columns of the Records page.
@@ -99,7 +103,7 @@ func parseRecordsQuery(r *http.Request) (recordsQuery, api.ListRequest, error) {
 		Party: q.Get("party"), From: q.Get("from"), To: q.Get("to"), Search: strings.TrimSpace(q.Get("q")),
 		NDC: strings.TrimSpace(q.Get("ndc")), Lot: strings.TrimSpace(q.Get("lot")), Registrant: strings.TrimSpace(q.Get("registrant")),
 		TxID: strings.TrimSpace(q.Get("txid")), GTIN: strings.TrimSpace(q.Get("gtin")), Serial: strings.TrimSpace(q.Get("serial")),
-		SSCC: strings.TrimSpace(q.Get("sscc")), TLC: strings.TrimSpace(q.Get("tlc")),
+		SSCC: strings.TrimSpace(q.Get("sscc")), TLC: strings.TrimSpace(q.Get("tlc")), Identifier: strings.TrimSpace(q.Get("identifier")),
 		Sort: q.Get("sort"), Dir: q.Get("dir"), Cursor: q.Get("cursor"), Limit: 50,
 	}
 	if !slices.Contains(recordColumns, rq.Sort) {
@@ -113,6 +117,13 @@ func parseRecordsQuery(r *http.Request) (recordsQuery, api.ListRequest, error) {
 	}
 	req := api.ListRequest{Domain: rq.Domain, Class: rq.Class, Status: rq.Status, Code: rq.Code, Supplier: rq.Party, Limit: rq.Limit, Cursor: rq.Cursor,
 		NDC: rq.NDC, Lot: rq.Lot, Registrant: rq.Registrant, TransactionID: rq.TxID, GTIN: rq.GTIN, Serial: rq.Serial, SSCC: rq.SSCC, TLC: rq.TLC}
+	if rq.Identifier != "" {
+		name, v, err := parseIdentifier(rq.Identifier)
+		if err != nil {
+			return rq, req, err
+		}
+		req.Identifiers = map[string]string{name: v}
+	}
 	for _, b := range []struct {
 		in  string
 		out *time.Time
@@ -134,12 +145,41 @@ func parseRecordsQuery(r *http.Request) (recordsQuery, api.ListRequest, error) {
 	return rq, req, nil
 }
 
+// parseIdentifier reads the Records form's identifier filter, name=value
+// (a domain's search field and its value, as dlqctl find --id takes it).
+// The auditor checks the name and normalizes the value; a filter that is
+// not name=value is refused here, naming the form field, never echoing
+// the value.
+func parseIdentifier(in string) (name, value string, err error) {
+	name, value, ok := strings.Cut(in, "=")
+	name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+	if !ok || name == "" || value == "" {
+		return "", "", api.BadField("identifier", "takes name=value: a domain's search field and its value (the fields: %s)", strings.Join(searchFields(), ", "))
+	}
+	return name, value, nil
+}
+
+// searchFields are the search fields of the registry's domains, sorted
+// (the Records form's hint and parseIdentifier's message).
+func searchFields() []string {
+	var out []string
+	for _, s := range registry.All() {
+		for _, f := range s.Search.Fields {
+			if !slices.Contains(out, f) {
+				out = append(out, f)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // url is the Records page URL with q, overriding name/value pairs.
 func (q recordsQuery) URL(path string, pairs ...string) string {
 	m := map[string]string{
 		"domain": q.Domain, "class": q.Class, "status": q.Status, "code": q.Code, "party": q.Party,
 		"from": q.From, "to": q.To, "q": q.Search, "sort": q.Sort, "dir": q.Dir, "cursor": q.Cursor,
-		"ndc": q.NDC, "lot": q.Lot, "registrant": q.Registrant, "txid": q.TxID, "gtin": q.GTIN, "serial": q.Serial, "sscc": q.SSCC, "tlc": q.TLC,
+		"ndc": q.NDC, "lot": q.Lot, "registrant": q.Registrant, "txid": q.TxID, "gtin": q.GTIN, "serial": q.Serial, "sscc": q.SSCC, "tlc": q.TLC, "identifier": q.Identifier,
 	}
 	for i := 0; i+1 < len(pairs); i += 2 {
 		m[pairs[i]] = pairs[i+1]
@@ -200,6 +240,9 @@ type recordsData struct {
 	// Back is this page's URL (where a bulk action returns).
 	Back string
 }
+
+// SearchFields are the names the identifier filter takes.
+func (d *recordsData) SearchFields() []string { return searchFields() }
 
 // columnLabels are the Records columns in words.
 var columnLabels = map[string]string{
