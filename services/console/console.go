@@ -248,9 +248,7 @@ type Console struct {
 	log      *slog.Logger
 	sessions *sessions
 	limits   *limiters
-	// drafts are forms posted after their session ended (drafts.go).
-	drafts  *drafts
-	handler http.Handler
+	handler  http.Handler
 
 	// The parts: login and sessions; the Overview; records, groups and
 	// the record page; drains and plans; approvals; legal holds; the
@@ -288,10 +286,9 @@ func New(cfg Config, log *slog.Logger) (*Console, error) {
 		sessions: newSessions(cfg.IdleTimeout, cfg.MaxSessionsPerPerson, cfg.MaxSessions),
 		limits:   newLimiters(cfg.LoginRate, cfg.LoginBurst, cfg.LoginBuckets),
 		up:       make(chan struct{}),
-		drafts:   newDrafts(),
 	}
 	results := &results{}
-	c.login = &loginPages{web: w, nats: natsOf(cfg), sessions: c.sessions, limits: c.limits, drafts: c.drafts}
+	c.login = &loginPages{web: w, nats: natsOf(cfg), sessions: c.sessions, limits: c.limits, drafts: newDrafts()}
 	c.records = &recordPages{web: w, traceURLBase: cfg.TraceURLBase, jaegerURL: cfg.JaegerURL}
 	c.overview = &overviewPage{web: w, results: results}
 	c.drains = &drainPages{web: w, sessions: c.sessions, sseEvery: sseInterval}
