@@ -1,18 +1,16 @@
 package console
 
 import (
-	"sync"
-
-	"github.com/deadletter/deadletter/shared/api"
-
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/export"
 	"github.com/deadletter/deadletter/shared/exportsheet"
 	"github.com/deadletter/deadletter/shared/record"

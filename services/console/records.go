@@ -1,8 +1,6 @@
 package console
 
 import (
-	"github.com/deadletter/deadletter/shared/when"
-
 	"bytes"
 	"cmp"
 	"encoding/csv"
@@ -22,6 +20,7 @@ import (
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/telemetry"
+	"github.com/deadletter/deadletter/shared/when"
 )
 
 // recordPages is the records part: the Groups page, the Records list and

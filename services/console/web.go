@@ -11,9 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/endpoint"
-	"github.com/nats-io/nats.go"
 )
 
 // web is what every part of the console shares, and all a part holds
