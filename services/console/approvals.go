@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,6 +12,12 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/record"
 )
+
+// approvalPages is the approvals part: the list, one approval with the
+// record it acts on, approve (signing) and reject.
+type approvalPages struct {
+	web
+}
 
 // approvalsData is the Approvals page (the inbox): pending approvals first,
 // then the decided ones, newest first (approval.list's order), without
@@ -58,8 +65,8 @@ func (d *approvalData) Pending() bool {
 	return d.A.Status == api.ApprovalPending && (d.A.ExpiresAt.IsZero() || time.Now().Before(d.A.ExpiresAt))
 }
 
-func (c *Console) handleApprovals(w http.ResponseWriter, r *http.Request, s *session) {
-	rep, err := call[api.ApprovalListRequest, api.ApprovalListReply](r.Context(), c, s, api.ApprovalList, api.ApprovalListRequest{Status: r.URL.Query().Get("status")})
+func (p *approvalPages) handleApprovals(w http.ResponseWriter, r *http.Request, s *session) {
+	rep, err := call[api.ApprovalListRequest, api.ApprovalListReply](r.Context(), p.rq, s, api.ApprovalList, api.ApprovalListRequest{Status: r.URL.Query().Get("status")})
 	d := &approvalsData{Approvals: rep.Approvals, Truncated: rep.Truncated}
 	for _, a := range rep.Approvals {
 		if a.Status == api.ApprovalPending {
@@ -68,12 +75,12 @@ func (c *Console) handleApprovals(w http.ResponseWriter, r *http.Request, s *ses
 	}
 	v := newView(s, "Approvals", "approvals", d)
 	v.setErr(err)
-	c.render(w, r, statusOf(err), "approvals", v)
+	p.render(w, r, statusOf(err), "approvals", v)
 }
 
 // getApproval reads one approval as the person (approval.get).
-func (c *Console) getApproval(r *http.Request, s *session, id string) (*approvalData, error) {
-	rep, err := call[api.ApprovalGetRequest, api.ApprovalReply](r.Context(), c, s, api.ApprovalGet, api.ApprovalGetRequest{ID: id})
+func (p *approvalPages) getApproval(r *http.Request, s *session, id string) (*approvalData, error) {
+	rep, err := call[api.ApprovalGetRequest, api.ApprovalReply](r.Context(), p.rq, s, api.ApprovalGet, api.ApprovalGetRequest{ID: id})
 	d := &approvalData{A: rep.Approval}
 	if d.A.ID == "" {
 		d.A.ID = id
@@ -85,7 +92,7 @@ func (c *Console) getApproval(r *http.Request, s *session, id string) (*approval
 		d.Payload = showPayload(d.A.Payload)
 	}
 	if d.A.DLQID != "" {
-		c.approvalContext(r, s, d)
+		p.approvalContext(r, s, d)
 	}
 	if d.A.Action == api.ActionDrain && len(d.A.Request) > 0 {
 		var dr api.DrainStartRequest
@@ -101,16 +108,16 @@ func (c *Console) getApproval(r *http.Request, s *session, id string) (*approval
 // payload reader) the payload it replaces, through audit.get's payload
 // read for this approval, so that the access audit records the read with
 // the approval as its reason.
-func (c *Console) approvalContext(r *http.Request, s *session, d *approvalData) {
+func (p *approvalPages) approvalContext(r *http.Request, s *session, d *approvalData) {
 	review := d.A.Action == api.ActionCorrect && len(d.A.Payload) > 0
 	req := api.GetRequest{DLQID: d.A.DLQID, Domain: d.A.Domain}
 	if review {
 		req.IncludePayload, req.Reason, req.ApprovalID = true, "review of the correction before signing", d.A.ID
 	}
-	rep, err := call[api.GetRequest, api.GetReply](r.Context(), c, s, api.AuditGet, req)
+	rep, err := call[api.GetRequest, api.GetReply](r.Context(), p.rq, s, api.AuditGet, req)
 	if err != nil {
 		d.ContextErr = "The record could not be read: " + api.CodeOf(err) + "."
-		c.log.Info("approval context unreadable", "user", s.user, "approval_id", d.A.ID, "dlq_id", d.A.DLQID, "code", api.CodeOf(err))
+		p.log.Info("approval context unreadable", "user", s.user, "approval_id", d.A.ID, "dlq_id", d.A.DLQID, "code", api.CodeOf(err))
 		return
 	}
 	st := rep.State
@@ -124,23 +131,23 @@ func (c *Console) approvalContext(r *http.Request, s *session, d *approvalData) 
 	d.Record = &st
 }
 
-func (c *Console) renderApproval(w http.ResponseWriter, r *http.Request, s *session, d *approvalData, err error, notice string) {
+func (p *approvalPages) renderApproval(w http.ResponseWriter, r *http.Request, s *session, d *approvalData, err error, notice string) {
 	v := newView(s, "Approval "+d.A.ID, "approvals", d)
 	v.setErr(err)
 	v.Notice = notice
-	c.render(w, r, statusOf(err), "approval", v)
+	p.render(w, r, statusOf(err), "approval", v)
 }
 
-func (c *Console) handleApproval(w http.ResponseWriter, r *http.Request, s *session) {
-	d, err := c.getApproval(r, s, r.PathValue("id"))
-	c.renderApproval(w, r, s, d, err, "")
+func (p *approvalPages) handleApproval(w http.ResponseWriter, r *http.Request, s *session) {
+	d, err := p.getApproval(r, s, r.PathValue("id"))
+	p.renderApproval(w, r, s, d, err, "")
 }
 
 // handleApprove signs an approval: the meaning and the person's password
 // again (re-authentication at signing), sent to approval.approve. The
 // password is read from the form, sent once, and never logged, kept or
 // written back into a page.
-func (c *Console) handleApprove(w http.ResponseWriter, r *http.Request, s *session) {
+func (p *approvalPages) handleApprove(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
 	req := api.ApprovalDecisionRequest{ID: id, Meaning: strings.TrimSpace(r.PostFormValue("meaning")), Password: api.Password(r.PostFormValue("password"))}
 	var (
@@ -153,11 +160,11 @@ func (c *Console) handleApprove(w http.ResponseWriter, r *http.Request, s *sessi
 	case req.Password == "":
 		err = api.BadField("password", "type your password again to sign")
 	default:
-		rep, err = call[api.ApprovalDecisionRequest, api.ApprovalReply](r.Context(), c, s, api.ApprovalApprove, req)
+		rep, err = call[api.ApprovalDecisionRequest, api.ApprovalReply](r.Context(), p.rq, s, api.ApprovalApprove, req)
 	}
 	req.Password = ""
-	c.log.Info("approval approve", "user", s.user, "approval_id", id, "outcome", rep.Approval.Outcome, "code", api.CodeOf(err))
-	c.afterDecision(w, r, s, id, err, req.Meaning, "", func(a api.Approval) string {
+	p.log.Info("approval approve", "user", s.user, "approval_id", id, "outcome", rep.Approval.Outcome, "code", api.CodeOf(err))
+	p.afterDecision(w, r, s, id, err, req.Meaning, "", func(a api.Approval) string {
 		n := "Approved by " + a.Decider + " (" + a.Meaning + ")"
 		if a.Status == api.ApprovalExecuted {
 			n += "; executed: " + a.Outcome
@@ -167,28 +174,28 @@ func (c *Console) handleApprove(w http.ResponseWriter, r *http.Request, s *sessi
 }
 
 // handleReject refuses an approval, with a reason (its meaning).
-func (c *Console) handleReject(w http.ResponseWriter, r *http.Request, s *session) {
+func (p *approvalPages) handleReject(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
 	req := api.ApprovalDecisionRequest{ID: id, Meaning: strings.TrimSpace(r.PostFormValue("meaning"))}
 	var err error
 	if req.Meaning == "" {
 		err = api.BadField("meaning", "say why you reject it")
 	} else {
-		_, err = call[api.ApprovalDecisionRequest, api.ApprovalReply](r.Context(), c, s, api.ApprovalReject, req)
+		_, err = call[api.ApprovalDecisionRequest, api.ApprovalReply](r.Context(), p.rq, s, api.ApprovalReject, req)
 	}
-	c.log.Info("approval reject", "user", s.user, "approval_id", id, "code", api.CodeOf(err))
-	c.afterDecision(w, r, s, id, err, "", req.Meaning, "Rejected: it will not run.")
+	p.log.Info("approval reject", "user", s.user, "approval_id", id, "code", api.CodeOf(err))
+	p.afterDecision(w, r, s, id, err, "", req.Meaning, "Rejected: it will not run.")
 }
 
 // afterDecision shows the approval after a decision, with its outcome or
 // the service's refusal (REAUTH_FAILED, SELF_APPROVAL, EXPIRED, ...).
 // On success the page is redirected to (POST/redirect/GET); after a
 // refusal the meaning typed stays in its field.
-func (c *Console) afterDecision(w http.ResponseWriter, r *http.Request, s *session, id string, err error, meaning, rejectMeaning, notice string) {
+func (p *approvalPages) afterDecision(w http.ResponseWriter, r *http.Request, s *session, id string, err error, meaning, rejectMeaning, notice string) {
 	if err != nil {
-		d, _ := c.getApproval(r, s, id)
+		d, _ := p.getApproval(r, s, id)
 		d.Meaning, d.RejectMeaning = meaning, rejectMeaning
-		c.renderApproval(w, r, s, d, err, "")
+		p.renderApproval(w, r, s, d, err, "")
 		return
 	}
 	s.setFlash(notice)
@@ -196,8 +203,8 @@ func (c *Console) afterDecision(w http.ResponseWriter, r *http.Request, s *sessi
 }
 
 // pendingApprovals are the pending approvals (the Overview's card).
-func (c *Console) pendingApprovals(r *http.Request, s *session) ([]api.Approval, error) {
-	rep, err := call[api.ApprovalListRequest, api.ApprovalListReply](r.Context(), c, s, api.ApprovalList, api.ApprovalListRequest{Status: api.ApprovalPending})
+func pendingApprovals(ctx context.Context, rq requester, s *session) ([]api.Approval, error) {
+	rep, err := call[api.ApprovalListRequest, api.ApprovalListReply](ctx, rq, s, api.ApprovalList, api.ApprovalListRequest{Status: api.ApprovalPending})
 	if err != nil {
 		return nil, fmt.Errorf("approvals: %w", err)
 	}

@@ -1,21 +1,29 @@
 package console
 
 import (
-	"github.com/deadletter/deadletter/shared/api"
-
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/export"
 	"github.com/deadletter/deadletter/shared/exportsheet"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/when"
 )
+
+// auditPages is the Audit page: verify, reconcile, checkpoint, the access
+// audit and exports; results keeps the last results (the Overview shows
+// them too).
+type auditPages struct {
+	web
+	results *results
+}
 
 // accessPageSize is the Audit page's access audit page.
 const accessPageSize = 50
@@ -39,10 +47,10 @@ func (a *accessData) NextURL() string {
 }
 
 // loadAccess reads one page of the access audit.
-func (c *Console) loadAccess(r *http.Request, s *session) *accessData {
+func (p *auditPages) loadAccess(r *http.Request, s *session) *accessData {
 	q := r.URL.Query()
 	a := &accessData{User: strings.TrimSpace(q.Get("access_user")), Cursor: q.Get("access_cursor")}
-	rep, err := call[api.AccessRequest, api.AccessReply](r.Context(), c, s, api.AuditAccess,
+	rep, err := call[api.AccessRequest, api.AccessReply](r.Context(), p.rq, s, api.AuditAccess,
 		api.AccessRequest{User: a.User, Limit: accessPageSize, Cursor: a.Cursor})
 	if err != nil {
 		a.Err = errText(err)
@@ -101,17 +109,17 @@ var errExportCheckpoint = errors.New("console: an export page is proved against 
 // on the Audit page. CSV and XLSX are written once the last page has
 // arrived (their columns depend on the CTE types present); JSONL streams,
 // and an export cut short has no end line.
-func (c *Console) handleExport(w http.ResponseWriter, r *http.Request, s *session) {
+func (p *auditPages) handleExport(w http.ResponseWriter, r *http.Request, s *session) {
 	f, req, err := parseExportForm(r)
 	var first api.ExportReply
 	if err == nil {
-		first, err = call[api.ExportRequest, api.ExportReply](r.Context(), c, s, api.AuditExport, req)
+		first, err = call[api.ExportRequest, api.ExportReply](r.Context(), p.rq, s, api.AuditExport, req)
 	}
 	if err != nil {
-		c.auditPage(w, r, s, &auditData{Export: f}, err, "")
+		p.auditPage(w, r, s, &auditData{Export: f}, err, "")
 		return
 	}
-	started := time.Now().UTC()
+	started := p.now().UTC()
 	name := fmt.Sprintf("deadletter-export-%s.%s", started.Format("20060102T150405Z"), f.Format)
 	types := map[string]string{"csv": "text/csv; charset=utf-8", "jsonl": "application/jsonl",
 		"xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"}
@@ -130,7 +138,7 @@ func (c *Console) handleExport(w http.ResponseWriter, r *http.Request, s *sessio
 		start()
 		h := api.ExportHeader{Format: api.ExportFormat, ExportedAt: started, Filter: req.Filter, Reason: req.Reason, Key: cp.Key}
 		if jsonl, err = export.NewWriter(w, h, cp); err != nil {
-			c.log.Warn("export cut short", "user", s.user, "err", err)
+			p.log.Warn("export cut short", "user", s.user, "err", err)
 			return
 		}
 	}
@@ -158,22 +166,22 @@ func (c *Console) handleExport(w http.ResponseWriter, r *http.Request, s *sessio
 			break
 		}
 		req.Cursor = rep.NextCursor
-		if rep, err = call[api.ExportRequest, api.ExportReply](r.Context(), c, s, api.AuditExport, req); err != nil {
+		if rep, err = call[api.ExportRequest, api.ExportReply](r.Context(), p.rq, s, api.AuditExport, req); err != nil {
 			break
 		}
 	}
-	c.log.Info("export", "user", s.user, "format", f.Format, "chains", chains, "checkpoint_seq", cp.AuditSeq, "code", api.CodeOf(err))
+	p.log.Info("export", "user", s.user, "format", f.Format, "chains", chains, "checkpoint_seq", cp.AuditSeq, "code", api.CodeOf(err))
 	if jsonl != nil {
 		if err == nil {
 			err = jsonl.Close(uncovered)
 		}
 		if err != nil {
-			c.log.Warn("export cut short", "user", s.user, "err", err)
+			p.log.Warn("export cut short", "user", s.user, "err", err)
 		}
 		return
 	}
 	if err != nil {
-		c.auditPage(w, r, s, &auditData{Export: f}, err, "")
+		p.auditPage(w, r, s, &auditData{Export: f}, err, "")
 		return
 	}
 	start()
@@ -183,9 +191,144 @@ func (c *Console) handleExport(w http.ResponseWriter, r *http.Request, s *sessio
 		err = table.WriteCSV(w)
 	}
 	if err != nil {
-		c.log.Warn("export cut short", "user", s.user, "err", err)
+		p.log.Warn("export cut short", "user", s.user, "err", err)
 	}
 }
 
 // exportStatuses are the statuses the export form offers.
 var exportStatuses = []string{string(record.StatusOpen), string(record.StatusRedriving), string(record.StatusPoison), string(record.StatusResolved)}
+
+// verifyResult and reconcileResult are the last results the console ran,
+// with who asked and when.
+type verifyResult struct {
+	Reply api.VerifyReply
+	By    string
+	At    time.Time
+}
+
+type reconcileResult struct {
+	Reply api.ReconcileReply
+	By    string
+	At    time.Time
+}
+
+// results keeps the last verification and reconciliation run through
+// the console (shown on the Overview).
+type results struct {
+	mu         sync.Mutex
+	verify     *verifyResult
+	reconcile  *reconcileResult
+	checkpoint *api.CheckpointReply
+}
+
+func (rs *results) setCheckpoint(v *api.CheckpointReply) {
+	rs.mu.Lock()
+	rs.checkpoint = v
+	rs.mu.Unlock()
+}
+
+func (rs *results) lastCheckpoint() *api.CheckpointReply {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.checkpoint
+}
+
+func (rs *results) get() (*verifyResult, *reconcileResult) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.verify, rs.reconcile
+}
+
+func (rs *results) setVerify(v *verifyResult) {
+	rs.mu.Lock()
+	rs.verify = v
+	rs.mu.Unlock()
+}
+
+func (rs *results) setReconcile(v *reconcileResult) {
+	rs.mu.Lock()
+	rs.reconcile = v
+	rs.mu.Unlock()
+}
+
+// auditData is the Audit page.
+type auditData struct {
+	Verify     *verifyResult
+	Reconcile  *reconcileResult
+	Checkpoint *api.CheckpointReply
+	Domain     string
+	// Access is a page of the access audit.
+	Access *accessData
+	// Export is the export form (as posted, after a refusal).
+	Export   exportForm
+	Formats  []string
+	Statuses []string
+}
+
+func (p *auditPages) auditPage(w http.ResponseWriter, r *http.Request, s *session, d *auditData, err error, notice string) {
+	if d.Verify == nil || d.Reconcile == nil {
+		lv, lr := p.results.get()
+		d.Verify, d.Reconcile = cmpOr(d.Verify, lv), cmpOr(d.Reconcile, lr)
+	}
+	if d.Checkpoint == nil {
+		d.Checkpoint = p.results.lastCheckpoint()
+	}
+	d.Access = p.loadAccess(r, s)
+	d.Formats, d.Statuses = exportFormats, exportStatuses
+	if d.Export.Format == "" {
+		d.Export.Format = "csv"
+	}
+	v := newView(s, "Audit", "audit", d)
+	v.setErr(err)
+	v.Notice = notice
+	p.render(w, r, statusOf(err), "audit", v)
+}
+
+func cmpOr[T any](a, b *T) *T {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func (p *auditPages) handleAudit(w http.ResponseWriter, r *http.Request, s *session) {
+	p.auditPage(w, r, s, &auditData{}, nil, "")
+}
+
+// handleVerify verifies the audit trail; its result is kept (the Audit
+// page and the Overview show it) and the page redirected to.
+func (p *auditPages) handleVerify(w http.ResponseWriter, r *http.Request, s *session) {
+	rep, err := call[api.VerifyRequest, api.VerifyReply](r.Context(), p.rq, s, api.AuditVerify, api.VerifyRequest{MaxProblems: 50})
+	if err == nil {
+		p.results.setVerify(&verifyResult{Reply: rep, By: s.user, At: p.now()})
+		http.Redirect(w, r, "/audit#h-verify", http.StatusSeeOther)
+		return
+	}
+	p.auditPage(w, r, s, &auditData{}, err, "")
+}
+
+func (p *auditPages) handleReconcile(w http.ResponseWriter, r *http.Request, s *session) {
+	domain := strings.TrimSpace(r.PostFormValue("domain"))
+	rep, err := call[api.ReconcileRequest, api.ReconcileReply](r.Context(), p.rq, s, api.AuditReconcile, api.ReconcileRequest{Domain: domain, MaxIDs: 50})
+	if err == nil {
+		p.results.setReconcile(&reconcileResult{Reply: rep, By: s.user, At: p.now()})
+		http.Redirect(w, r, "/audit#h-reconcile", http.StatusSeeOther)
+		return
+	}
+	p.auditPage(w, r, s, &auditData{Domain: domain}, err, "")
+}
+
+func (p *auditPages) handleCheckpoint(w http.ResponseWriter, r *http.Request, s *session) {
+	rep, err := call[api.CheckpointRequest, api.CheckpointReply](r.Context(), p.rq, s, api.AuditCheckpoint, api.CheckpointRequest{})
+	if err == nil {
+		p.results.setCheckpoint(&rep)
+		notice := "Checkpoint written."
+		if rep.Unchanged {
+			notice = "No record since the last checkpoint: unchanged."
+		}
+		s.setFlash(notice)
+		http.Redirect(w, r, "/audit#h-checkpoint", http.StatusSeeOther)
+		return
+	}
+	p.auditPage(w, r, s, &auditData{}, err, "")
+}

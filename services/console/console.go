@@ -240,21 +240,26 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Console is the web console: its sessions, limiters and pages.
+// Console is the web console: its configuration, the mux and middleware
+// (routes, authed), and its parts, one per concern, each holding only what
+// it needs (web.go).
 type Console struct {
 	cfg      Config
 	log      *slog.Logger
 	sessions *sessions
 	limits   *limiters
-	pages    *pages
-	results  results
-	// drafts are forms posted after their session ended (drafts.go).
-	drafts *drafts
-	// history is the drains' sampled progress (their charts).
-	history history
-	// sseEvery is how often a drain's progress is pushed.
-	sseEvery time.Duration
 	handler  http.Handler
+
+	// The parts: login and sessions; the Overview; records, groups and
+	// the record page; drains and plans; approvals; legal holds; the
+	// Audit page.
+	login     *loginPages
+	overview  *overviewPage
+	records   *recordPages
+	drains    *drainPages
+	approvals *approvalPages
+	holds     *holdPages
+	audit     *auditPages
 
 	mu   sync.Mutex
 	addr string
@@ -275,14 +280,21 @@ func New(cfg Config, log *slog.Logger) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
+	w := web{renderer: &renderer{pages: p, log: log}, log: log, rq: requester{timeout: cfg.CallTimeout}, now: time.Now}
 	c := &Console{
-		cfg: cfg, log: log, pages: p,
+		cfg: cfg, log: log,
 		sessions: newSessions(cfg.IdleTimeout, cfg.MaxSessionsPerPerson, cfg.MaxSessions),
 		limits:   newLimiters(cfg.LoginRate, cfg.LoginBurst, cfg.LoginBuckets),
 		up:       make(chan struct{}),
-		sseEvery: sseInterval,
-		drafts:   newDrafts(),
 	}
+	results := &results{}
+	c.login = &loginPages{web: w, nats: natsOf(cfg), sessions: c.sessions, limits: c.limits, drafts: newDrafts()}
+	c.records = &recordPages{web: w, traceURLBase: cfg.TraceURLBase, jaegerURL: cfg.JaegerURL}
+	c.overview = &overviewPage{web: w, results: results}
+	c.drains = &drainPages{web: w, sessions: c.sessions, sseEvery: sseInterval}
+	c.approvals = &approvalPages{web: w}
+	c.holds = &holdPages{web: w, records: c.records}
+	c.audit = &auditPages{web: w, results: results}
 	c.handler = c.routes()
 	return c, nil
 }
@@ -369,3 +381,101 @@ func staticFS() fs.FS {
 	}
 	return sub
 }
+
+// routes is the console's request multiplexer.
+func (c *Console) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(staticFS())))
+	mux.HandleFunc("GET /login", c.login.handleLoginForm)
+	mux.HandleFunc("POST /login", c.login.handleLogin)
+	mux.HandleFunc("POST /logout", c.authed(c.login.handleLogout))
+	mux.HandleFunc("GET /{$}", c.authed(c.overview.handleOverview))
+	mux.HandleFunc("GET /groups", c.authed(c.records.handleGroups))
+	mux.HandleFunc("GET /records", c.authed(c.records.handleRecords))
+	mux.HandleFunc("GET /records.csv", c.authed(c.records.handleRecordsCSV))
+	mux.HandleFunc("GET /records/{id}", c.authed(c.records.handleRecord))
+	mux.HandleFunc("POST /records/{id}/reveal", c.authed(c.records.handleReveal))
+	mux.HandleFunc("POST /records/{id}/redrive", c.authed(c.records.handleRedrive))
+	mux.HandleFunc("POST /records/{id}/release", c.authed(c.records.handleRelease))
+	mux.HandleFunc("POST /records/{id}/dismiss", c.authed(c.records.handleDismiss))
+	mux.HandleFunc("POST /records/{id}/check", c.authed(c.records.handleCheck))
+	mux.HandleFunc("POST /records/{id}/correct", c.authed(c.records.handleCorrect))
+	mux.HandleFunc("GET /drains", c.authed(c.drains.handleDrains))
+	mux.HandleFunc("GET /drains/plan", c.authed(c.drains.handlePlan))
+	mux.HandleFunc("POST /drains/plan", c.authed(c.drains.handlePlan))
+	mux.HandleFunc("POST /drains/start", c.authed(c.drains.handleDrainStart))
+	mux.HandleFunc("GET /drains/{id}", c.authed(c.drains.handleDrain))
+	mux.HandleFunc("GET /drains/{id}/events", c.authed(c.drains.handleDrainEvents))
+	mux.HandleFunc("POST /drains/{id}/cancel", c.authed(c.drains.handleDrainCancel))
+	mux.HandleFunc("POST /drains/{id}/resume", c.authed(c.drains.handleDrainResume))
+	mux.HandleFunc("GET /audit", c.authed(c.audit.handleAudit))
+	mux.HandleFunc("POST /audit/verify", c.authed(c.audit.handleVerify))
+	mux.HandleFunc("POST /audit/reconcile", c.authed(c.audit.handleReconcile))
+	mux.HandleFunc("POST /audit/checkpoint", c.authed(c.audit.handleCheckpoint))
+	mux.HandleFunc("POST /audit/export", c.authed(c.audit.handleExport))
+	mux.HandleFunc("GET /approvals", c.authed(c.approvals.handleApprovals))
+	mux.HandleFunc("GET /approvals/{id}", c.authed(c.approvals.handleApproval))
+	mux.HandleFunc("POST /approvals/{id}/approve", c.authed(c.approvals.handleApprove))
+	mux.HandleFunc("POST /approvals/{id}/reject", c.authed(c.approvals.handleReject))
+	mux.HandleFunc("POST /records/{id}/hold", c.authed(c.holds.handlePlaceRecordHold))
+	mux.HandleFunc("GET /holds", c.authed(c.holds.handleHolds))
+	mux.HandleFunc("POST /holds", c.authed(c.holds.handlePlacePartyHold))
+	mux.HandleFunc("POST /holds/{id}/lift", c.authed(c.holds.handleLiftHold))
+	mux.HandleFunc("POST /records/bulk", c.authed(c.holds.handleBulk))
+	mux.HandleFunc("GET /draft", c.authed(c.login.handleDraft))
+	mux.HandleFunc("GET /records/bulk", handleGetOfPost)
+	// A GET of a POST-only path (history, a restored tab) opens its page.
+	for _, p := range []string{"/logout", "/records/{id}/{action}", "/drains/start", "/drains/{id}/{action}",
+		"/audit/{action}", "/approvals/{id}/{action}", "/holds/{id}/lift"} {
+		mux.HandleFunc("GET "+p, handleGetOfPost)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		securityHeaders(w.Header())
+		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// authed wraps a page handler: a request without a live session goes to
+// the login (a GET) or gets 401; a POST without the session's CSRF token
+// gets 403 and does nothing.
+func (c *Console) authed(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s := c.sessions.current(r)
+		if s == nil {
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, "/login?next="+urlEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			// A form posted after the session ended keeps its work: the
+			// person logs in and gets it back (drafts.go).
+			if r.Method == http.MethodPost && c.login.keepDraft(w, r) {
+				http.Redirect(w, r, "/login?next="+urlEscape("/draft"), http.StatusSeeOther)
+				return
+			}
+			// A browser whose session the console no longer knows (its
+			// end forgotten, a restart) logs in again and goes back to
+			// the page; a request without a session cookie gets 401.
+			if _, err := r.Cookie(sessionCookie); err == nil && r.Method == http.MethodPost {
+				http.Redirect(w, r, "/login?lost=1&next="+urlEscape(pageOf(r.URL.Path)), http.StatusSeeOther)
+				return
+			}
+			http.Error(w, "unauthorized: log in first", http.StatusUnauthorized)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead && !sameToken(s.csrf, csrfOf(r)) {
+			c.log.Warn("csrf refused", "user", s.user, "path", r.URL.Path)
+			http.Error(w, "forbidden: missing or invalid CSRF token", http.StatusForbidden)
+			return
+		}
+		if r.Method == http.MethodGet {
+			if f := s.takeFlash(); f != "" {
+				r = r.WithContext(context.WithValue(r.Context(), flashKey{}, f))
+			}
+		}
+		h(w, r, s)
+	}
+}
+
+// flashKey carries a session's flash message to the page rendered.
+type flashKey struct{}

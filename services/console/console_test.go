@@ -398,10 +398,10 @@ func TestCSRF(t *testing.T) {
 			if c.sessions.count() != 2 {
 				t.Fatalf("a refused logout closed a session (%d left)", c.sessions.count())
 			}
-			if _, last := c.results.get(); last != nil {
+			if _, last := c.audit.results.get(); last != nil {
 				t.Fatal("a refused POST ran a reconciliation")
 			}
-			if v, _ := c.results.get(); v != nil {
+			if v, _ := c.audit.results.get(); v != nil {
 				t.Fatal("a refused POST ran a verification")
 			}
 		})
@@ -412,7 +412,7 @@ func TestCSRF(t *testing.T) {
 	r.AddCookie(cl.cookies[sessionCookie])
 	w := httptest.NewRecorder()
 	c.Handler().ServeHTTP(w, r)
-	if v, _ := c.results.get(); w.Code != http.StatusSeeOther || v == nil {
+	if v, _ := c.audit.results.get(); w.Code != http.StatusSeeOther || v == nil {
 		t.Fatalf("verify with the header token: %d\n%s", w.Code, w.Body)
 	}
 	// The login form without its token.
@@ -632,7 +632,7 @@ func TestNoPasswordInLogs(t *testing.T) {
 func TestIdleExpiryWithLiveProgress(t *testing.T) {
 	e := startEnv(t)
 	c := e.newConsole(t, func(c *Config) { c.IdleTimeout, c.CallTimeout = 300*time.Millisecond, time.Second })
-	c.sseEvery = 20 * time.Millisecond
+	c.drains.sseEvery = 20 * time.Millisecond
 	viewer := access.DefaultPerson(access.RoleViewer)
 	cl := newClient(t, c, "127.0.0.90")
 	cl.mustLogin(viewer, e.password(viewer))

@@ -74,7 +74,7 @@ func checkSubject(source string) (string, bool) {
 
 // checkCorrection runs the validator's dry run on text (the event's own
 // subject) and diffs it against the original.
-func (c *Console) checkCorrection(r *http.Request, s *session, d *recordData, text string) *correction {
+func (p *recordPages) checkCorrection(r *http.Request, s *session, d *recordData, text string) *correction {
 	cr := &correction{Text: text, Reason: strings.TrimSpace(r.PostFormValue("reason"))}
 	cr.Diff, cr.Changed = lineDiff(d.Original, showPayload([]byte(text)))
 	cr.Checked = true
@@ -87,7 +87,7 @@ func (c *Console) checkCorrection(r *http.Request, s *session, d *recordData, te
 		cr.Code, cr.Detail = api.ErrBadRequest, "the event's subject names no event type to check against"
 		return cr
 	}
-	body, err := callRaw(r.Context(), c, s, subject, []byte(text))
+	body, err := callRaw(r.Context(), p.rq, s, subject, []byte(text))
 	if err != nil {
 		if e := api.AsError(err); e != nil {
 			cr.Code, cr.Detail = e.Code, e.Message
@@ -122,36 +122,36 @@ func (c *Console) checkCorrection(r *http.Request, s *session, d *recordData, te
 // handleCheck shows a correction's validation result and diff. Showing
 // the original is a payload read: it needs the reveal's reason and is
 // recorded in the access audit again.
-func (c *Console) handleCheck(w http.ResponseWriter, r *http.Request, s *session) {
+func (p *recordPages) handleCheck(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
 	revealReason := strings.TrimSpace(r.PostFormValue("reveal_reason"))
 	text := r.PostFormValue("payload")
 	if revealReason == "" {
-		d, err := c.getRecord(r, s, id, "")
+		d, err := p.getRecord(r, s, id, "")
 		if err == nil {
 			err = api.BadField("reveal_reason", "reveal the payload with a reason first")
 		}
-		c.renderRecord(w, r, s, d, err, "")
+		p.renderRecord(w, r, s, d, err, "")
 		return
 	}
-	d, err := c.getRecord(r, s, id, revealReason)
+	d, err := p.getRecord(r, s, id, revealReason)
 	d.Reason = revealReason
 	if err != nil || !d.Revealed {
 		if err == nil {
 			err = &api.Error{Code: api.ErrForbidden, Message: "the payload could not be read"}
 		}
-		c.renderRecord(w, r, s, d, err, "")
+		p.renderRecord(w, r, s, d, err, "")
 		return
 	}
-	d.Correction = c.checkCorrection(r, s, d, text)
-	c.log.Info("correction checked", "user", s.user, "dlq_id", id, "ok", d.Correction.OK, "code", d.Correction.Code)
-	c.renderRecord(w, r, s, d, nil, "")
+	d.Correction = p.checkCorrection(r, s, d, text)
+	p.log.Info("correction checked", "user", s.user, "dlq_id", id, "ok", d.Correction.OK, "code", d.Correction.Code)
+	p.renderRecord(w, r, s, d, nil, "")
 }
 
 // handleCorrect redrives the record with the corrected payload. An
 // identity-changing correction (or any, by policy) is answered with a
 // pending approval: shown as sent for approval.
-func (c *Console) handleCorrect(w http.ResponseWriter, r *http.Request, s *session) {
+func (p *recordPages) handleCorrect(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
 	text := r.PostFormValue("payload")
 	req := api.RedriveRequest{DLQID: id, Payload: json.RawMessage(text), Reason: strings.TrimSpace(r.PostFormValue("reason"))}
@@ -165,13 +165,13 @@ func (c *Console) handleCorrect(w http.ResponseWriter, r *http.Request, s *sessi
 	case req.Reason == "":
 		err = api.BadField("reason", "a correction needs a reason")
 	default:
-		rep, err = call[api.RedriveRequest, api.RedriveReply](r.Context(), c, s, api.Redrive, req)
+		rep, err = call[api.RedriveRequest, api.RedriveReply](r.Context(), p.rq, s, api.Redrive, req)
 	}
 	if ap := approvalOf(err); ap != nil {
-		c.log.Info("correction sent for approval", "user", s.user, "dlq_id", id, "approval_id", ap.ID)
-		c.afterAction(w, r, s, id, nil, approvalNotice(ap))
+		p.log.Info("correction sent for approval", "user", s.user, "dlq_id", id, "approval_id", ap.ID)
+		p.afterAction(w, r, s, id, nil, approvalNotice(ap))
 		return
 	}
-	c.log.Info("correction redriven", "user", s.user, "dlq_id", id, "outcome", rep.Outcome, "code", api.CodeOf(err))
-	c.afterAction(w, r, s, id, err, fmt.Sprintf("Corrected and redriven: %s (status %s).", rep.Outcome, rep.Status))
+	p.log.Info("correction redriven", "user", s.user, "dlq_id", id, "outcome", rep.Outcome, "code", api.CodeOf(err))
+	p.afterAction(w, r, s, id, err, fmt.Sprintf("Corrected and redriven: %s (status %s).", rep.Outcome, rep.Status))
 }

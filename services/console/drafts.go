@@ -125,16 +125,16 @@ func (ds *drafts) len() int {
 // sets the browser's draft cookie; false when there is nothing to keep
 // for this request (no ended session of this browser, an unreadable or
 // too large form).
-func (c *Console) keepDraft(w http.ResponseWriter, r *http.Request) bool {
+func (p *loginPages) keepDraft(w http.ResponseWriter, r *http.Request) bool {
 	ck, err := r.Cookie(sessionCookie)
 	if err != nil {
 		return false
 	}
-	user := c.sessions.expiredUser(ck.Value)
+	user := p.sessions.expiredUser(ck.Value)
 	if user == "" || r.ParseForm() != nil {
 		return false
 	}
-	d := &draft{user: user, path: r.URL.Path, at: time.Now()}
+	d := &draft{user: user, path: r.URL.Path, at: p.now()}
 	size := 0
 	for _, name := range sortedKeys(r.PostForm) {
 		if name == csrfField || name == "password" {
@@ -148,8 +148,8 @@ func (c *Console) keepDraft(w http.ResponseWriter, r *http.Request) bool {
 	if size > maxDraftBytes {
 		return false
 	}
-	setCookie(w, draftCookie, c.drafts.keep(d), int(draftTTL/time.Second))
-	c.log.Info("session ended: form kept for after the login", "user", user, "path", d.path)
+	setCookie(w, draftCookie, p.drafts.keep(d), int(draftTTL/time.Second))
+	p.log.Info("session ended: form kept for after the login", "user", user, "path", d.path)
 	return true
 }
 
@@ -164,11 +164,11 @@ type draftData struct {
 }
 
 // handleDraft shows the person's kept form again, to check and send.
-func (c *Console) handleDraft(w http.ResponseWriter, r *http.Request, s *session) {
+func (p *loginPages) handleDraft(w http.ResponseWriter, r *http.Request, s *session) {
 	ck, err := r.Cookie(draftCookie)
 	var d *draft
 	if err == nil {
-		d = c.drafts.take(ck.Value, s.user, time.Now())
+		d = p.drafts.take(ck.Value, s.user, p.now())
 	}
 	setCookie(w, draftCookie, "", -1)
 	if d == nil {
@@ -179,7 +179,7 @@ func (c *Console) handleDraft(w http.ResponseWriter, r *http.Request, s *session
 	data := &draftData{Path: d.path, Back: pageOf(d.path), Fields: d.fields, Password: strings.HasSuffix(d.path, "/approve")}
 	v := newView(s, "Continue where you were", "", data)
 	v.Notice = "Your session ended before this was sent, so nothing was done. What you typed is below: check it and send it again."
-	c.render(w, r, http.StatusOK, "draft", v)
+	p.render(w, r, http.StatusOK, "draft", v)
 }
 
 // pageOf is the page a POST-only path belongs to (where a GET of it, from

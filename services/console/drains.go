@@ -8,11 +8,23 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/deadletter/deadletter/shared/api"
 )
+
+// drainPages is the drains part: the Drains list, the plan wizard (dry
+// run, plan token, start), a drain's page with its live progress
+// (server-sent events, every sseEvery while the session lives) and chart,
+// cancel and resume.
+type drainPages struct {
+	web
+	sessions *sessions
+	// history is the drains' sampled progress (their charts).
+	history history
+	// sseEvery is how often a drain's progress is pushed.
+	sseEvery time.Duration
+}
 
 // drainForm is the wizard's filter and controls as posted.
 type drainForm struct {
@@ -169,15 +181,15 @@ type drainsData struct {
 	Form   drainForm
 }
 
-func (c *Console) handleDrains(w http.ResponseWriter, r *http.Request, s *session) {
-	rep, err := call[struct{}, api.DrainListReply](r.Context(), c, s, api.DrainList, struct{}{})
+func (p *drainPages) handleDrains(w http.ResponseWriter, r *http.Request, s *session) {
+	rep, err := call[struct{}, api.DrainListReply](r.Context(), p.rq, s, api.DrainList, struct{}{})
 	form := drainForm{Exhausted: true}
 	if len(r.URL.Query()) > 0 { // a plan's "change the filter"
 		form = parseDrainForm(r)
 	}
 	v := newView(s, "Drains", "drains", &drainsData{Drains: rep.Drains, Form: form})
 	v.setErr(err)
-	c.render(w, r, statusOf(err), "drains", v)
+	p.render(w, r, statusOf(err), "drains", v)
 }
 
 // planData is the wizard's second step: the dry run's plan and the
@@ -191,18 +203,18 @@ type planData struct {
 }
 
 // dryRun plans f as the person and binds a fresh plan token to it.
-func (c *Console) dryRun(r *http.Request, s *session, f drainForm) (*planData, error) {
+func (p *drainPages) dryRun(r *http.Request, s *session, f drainForm) (*planData, error) {
 	d := &planData{Form: f}
 	d.Form.PlanToken = ""
 	req, err := f.request(true)
 	if err != nil {
 		return d, err
 	}
-	rep, err := call[api.DrainStartRequest, api.DrainStartReply](r.Context(), c, s, api.DrainStart, req)
+	rep, err := call[api.DrainStartRequest, api.DrainStartReply](r.Context(), p.rq, s, api.DrainStart, req)
 	if err != nil {
 		return d, err
 	}
-	d.Plan, d.At = rep.Plan, time.Now()
+	d.Plan, d.At = rep.Plan, p.now()
 	d.Until = d.At.Add(planTTL)
 	d.Form.PlanToken = s.issuePlan(req.Filter, d.At)
 	return d, nil
@@ -212,58 +224,58 @@ func (c *Console) dryRun(r *http.Request, s *session, f drainForm) (*planData, e
 // wizard's first step, "drain this group", Back and reloads run the dry
 // run again), or a POST of the controls' "dry run again", answered with
 // a redirect to that URL (POST/redirect/GET).
-func (c *Console) handlePlan(w http.ResponseWriter, r *http.Request, s *session) {
+func (p *drainPages) handlePlan(w http.ResponseWriter, r *http.Request, s *session) {
 	f := parseDrainForm(r)
 	if r.Method == http.MethodPost {
 		http.Redirect(w, r, "/drains/plan?"+f.query().Encode(), http.StatusSeeOther)
 		return
 	}
-	d, err := c.dryRun(r, s, f)
+	d, err := p.dryRun(r, s, f)
 	v := newView(s, "Drain plan", "drains", d)
 	v.setErr(err)
-	c.render(w, r, statusOf(err), "plan", v)
+	p.render(w, r, statusOf(err), "plan", v)
 }
 
 // handleDrainStart starts the planned drain and shows its progress. The
 // plan's token must be fresh and of this filter: a stale plan (Back, a
 // restored tab, a second click) starts nothing and is planned again.
-func (c *Console) handleDrainStart(w http.ResponseWriter, r *http.Request, s *session) {
+func (p *drainPages) handleDrainStart(w http.ResponseWriter, r *http.Request, s *session) {
 	f := parseDrainForm(r)
 	req, err := f.request(false)
 	if err == nil {
-		if perr := s.redeemPlan(f.PlanToken, req.Filter, time.Now()); perr != nil {
-			c.log.Info("stale drain plan refused", "user", s.user)
-			d, derr := c.dryRun(r, s, f)
+		if perr := s.redeemPlan(f.PlanToken, req.Filter, p.now()); perr != nil {
+			p.log.Info("stale drain plan refused", "user", s.user)
+			d, derr := p.dryRun(r, s, f)
 			v := newView(s, "Drain plan", "drains", d)
 			v.APIError = &api.Error{Code: api.ErrExpired, Message: "that plan was stale (already used, older than " + planTTL.String() + ", or of another filter): nothing was started. Here is a fresh dry run: check it and start again."}
 			if derr != nil {
 				v.setErr(derr)
 			}
-			c.render(w, r, http.StatusConflict, "plan", v)
+			p.render(w, r, http.StatusConflict, "plan", v)
 			return
 		}
 	}
 	var rep api.DrainStartReply
 	if err == nil {
-		rep, err = call[api.DrainStartRequest, api.DrainStartReply](r.Context(), c, s, api.DrainStart, req)
+		rep, err = call[api.DrainStartRequest, api.DrainStartReply](r.Context(), p.rq, s, api.DrainStart, req)
 	}
 	if ap := approvalOf(err); ap != nil {
-		c.log.Info("drain sent for approval", "user", s.user, "approval_id", ap.ID)
+		p.log.Info("drain sent for approval", "user", s.user, "approval_id", ap.ID)
 		s.setFlash(approvalNotice(ap))
 		http.Redirect(w, r, "/drains", http.StatusSeeOther)
 		return
 	}
 	if err != nil {
-		d, derr := c.dryRun(r, s, f)
+		d, derr := p.dryRun(r, s, f)
 		if derr != nil {
 			d = &planData{Form: f}
 		}
 		v := newView(s, "Drain plan", "drains", d)
 		v.setErr(err)
-		c.render(w, r, statusOf(err), "plan", v)
+		p.render(w, r, statusOf(err), "plan", v)
 		return
 	}
-	c.log.Info("drain started", "user", s.user, "drain_id", rep.DrainID)
+	p.log.Info("drain started", "user", s.user, "drain_id", rep.DrainID)
 	http.Redirect(w, r, "/drains/"+url.PathEscape(rep.DrainID), http.StatusSeeOther)
 }
 
@@ -343,8 +355,8 @@ func terminal(status string) bool {
 	return status == api.DrainCompleted || status == api.DrainCancelled || status == api.DrainFailed
 }
 
-func (c *Console) drainData(r *http.Request, s *session, id string) (*drainData, error) {
-	st, err := call[api.DrainIDRequest, api.DrainState](r.Context(), c, s, api.DrainStatus, api.DrainIDRequest{DrainID: id})
+func (p *drainPages) drainData(r *http.Request, s *session, id string) (*drainData, error) {
+	st, err := call[api.DrainIDRequest, api.DrainState](r.Context(), p.rq, s, api.DrainStatus, api.DrainIDRequest{DrainID: id})
 	d := &drainData{ID: id, State: st, Done: terminal(st.Status), CSRF: s.csrf}
 	v := newView(s, "", "", nil)
 	d.Cancel = v.Allowed[api.DrainCancel] && err == nil && !d.Done
@@ -358,16 +370,16 @@ func (c *Console) drainData(r *http.Request, s *session, id string) (*drainData,
 		}
 	}
 	if err == nil {
-		d.Chart = c.history.sample(st, time.Now())
+		d.Chart = p.history.sample(st, p.now())
 	}
 	return d, err
 }
 
-func (c *Console) handleDrain(w http.ResponseWriter, r *http.Request, s *session) {
-	d, err := c.drainData(r, s, r.PathValue("id"))
+func (p *drainPages) handleDrain(w http.ResponseWriter, r *http.Request, s *session) {
+	d, err := p.drainData(r, s, r.PathValue("id"))
 	v := newView(s, "Drain "+d.ID, "drains", d)
 	v.setErr(err)
-	c.render(w, r, statusOf(err), "drain", v)
+	p.render(w, r, statusOf(err), "drain", v)
 }
 
 // sseInterval is how often a drain's progress is pushed.
@@ -376,7 +388,7 @@ const sseInterval = time.Second
 // handleDrainEvents streams a drain's progress fragment as server-sent
 // events ("progress"), until the drain is final ("done") or the page
 // goes away.
-func (c *Console) handleDrainEvents(w http.ResponseWriter, r *http.Request, s *session) {
+func (p *drainPages) handleDrainEvents(w http.ResponseWriter, r *http.Request, s *session) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
@@ -386,17 +398,17 @@ func (c *Console) handleDrainEvents(w http.ResponseWriter, r *http.Request, s *s
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	id := r.PathValue("id")
-	t := time.NewTicker(c.sseEvery)
+	t := time.NewTicker(p.sseEvery)
 	defer t.Stop()
 	sentControls := r.URL.Query().Get("controls") // what the page shows
 	for {
-		if !c.sessions.alive(s.id, time.Now()) {
+		if !p.sessions.alive(s.id, p.now()) {
 			return // logged out or expired: the stream does not renew it
 		}
-		d, err := c.drainData(r, s, id)
-		html, ferr := c.fragment("drain", "progress", d)
+		d, err := p.drainData(r, s, id)
+		html, ferr := p.fragment("drain", "progress", d)
 		if ferr != nil {
-			c.log.Error("render progress", "err", ferr)
+			p.log.Error("render progress", "err", ferr)
 			return
 		}
 		if err != nil {
@@ -404,9 +416,9 @@ func (c *Console) handleDrainEvents(w http.ResponseWriter, r *http.Request, s *s
 		}
 		writeEvent(w, "progress", html)
 		if key := d.controlsKey(); err == nil && key != sentControls {
-			controls, cerr := c.fragment("drain", "controls", d)
+			controls, cerr := p.fragment("drain", "controls", d)
 			if cerr != nil {
-				c.log.Error("render controls", "err", cerr)
+				p.log.Error("render controls", "err", cerr)
 				return
 			}
 			writeEvent(w, "controls", controls)
@@ -437,174 +449,39 @@ func writeEvent(w http.ResponseWriter, event, data string) {
 	fmt.Fprint(w, "\n")
 }
 
-func (c *Console) handleDrainCancel(w http.ResponseWriter, r *http.Request, s *session) {
+func (p *drainPages) handleDrainCancel(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
-	_, err := call[api.DrainIDRequest, api.DrainState](r.Context(), c, s, api.DrainCancel, api.DrainIDRequest{DrainID: id})
+	_, err := call[api.DrainIDRequest, api.DrainState](r.Context(), p.rq, s, api.DrainCancel, api.DrainIDRequest{DrainID: id})
 	if err != nil {
-		d, _ := c.drainData(r, s, id)
+		d, _ := p.drainData(r, s, id)
 		v := newView(s, "Drain "+id, "drains", d)
 		v.setErr(err)
-		c.render(w, r, statusOf(err), "drain", v)
+		p.render(w, r, statusOf(err), "drain", v)
 		return
 	}
-	c.log.Info("drain cancelled", "user", s.user, "drain_id", id)
+	p.log.Info("drain cancelled", "user", s.user, "drain_id", id)
 	http.Redirect(w, r, "/drains/"+url.PathEscape(id), http.StatusSeeOther)
 }
 
 // handleDrainResume continues a paused drain, with the person's reason.
-func (c *Console) handleDrainResume(w http.ResponseWriter, r *http.Request, s *session) {
+func (p *drainPages) handleDrainResume(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
 	reason := strings.TrimSpace(r.PostFormValue("reason"))
 	var err error
 	if reason == "" {
 		err = api.BadField("reason", "a reason is required to resume a drain")
 	} else {
-		_, err = call[api.DrainResumeRequest, api.DrainState](r.Context(), c, s, api.DrainResume, api.DrainResumeRequest{DrainID: id, Reason: reason})
+		_, err = call[api.DrainResumeRequest, api.DrainState](r.Context(), p.rq, s, api.DrainResume, api.DrainResumeRequest{DrainID: id, Reason: reason})
 	}
 	if err != nil {
-		d, _ := c.drainData(r, s, id)
+		d, _ := p.drainData(r, s, id)
 		v := newView(s, "Drain "+id, "drains", d)
 		v.setErr(err)
-		c.render(w, r, statusOf(err), "drain", v)
+		p.render(w, r, statusOf(err), "drain", v)
 		return
 	}
-	c.log.Info("drain resumed", "user", s.user, "drain_id", id)
+	p.log.Info("drain resumed", "user", s.user, "drain_id", id)
 	http.Redirect(w, r, "/drains/"+url.PathEscape(id), http.StatusSeeOther)
-}
-
-// verifyResult and reconcileResult are the last results the console ran,
-// with who asked and when.
-type verifyResult struct {
-	Reply api.VerifyReply
-	By    string
-	At    time.Time
-}
-
-type reconcileResult struct {
-	Reply api.ReconcileReply
-	By    string
-	At    time.Time
-}
-
-// results keeps the last verification and reconciliation run through
-// the console (shown on the Overview).
-type results struct {
-	mu         sync.Mutex
-	verify     *verifyResult
-	reconcile  *reconcileResult
-	checkpoint *api.CheckpointReply
-}
-
-func (rs *results) setCheckpoint(v *api.CheckpointReply) {
-	rs.mu.Lock()
-	rs.checkpoint = v
-	rs.mu.Unlock()
-}
-
-func (rs *results) lastCheckpoint() *api.CheckpointReply {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	return rs.checkpoint
-}
-
-func (rs *results) get() (*verifyResult, *reconcileResult) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	return rs.verify, rs.reconcile
-}
-
-func (rs *results) setVerify(v *verifyResult) {
-	rs.mu.Lock()
-	rs.verify = v
-	rs.mu.Unlock()
-}
-
-func (rs *results) setReconcile(v *reconcileResult) {
-	rs.mu.Lock()
-	rs.reconcile = v
-	rs.mu.Unlock()
-}
-
-// auditData is the Audit page.
-type auditData struct {
-	Verify     *verifyResult
-	Reconcile  *reconcileResult
-	Checkpoint *api.CheckpointReply
-	Domain     string
-	// Access is a page of the access audit.
-	Access *accessData
-	// Export is the export form (as posted, after a refusal).
-	Export   exportForm
-	Formats  []string
-	Statuses []string
-}
-
-func (c *Console) auditPage(w http.ResponseWriter, r *http.Request, s *session, d *auditData, err error, notice string) {
-	if d.Verify == nil || d.Reconcile == nil {
-		lv, lr := c.results.get()
-		d.Verify, d.Reconcile = cmpOr(d.Verify, lv), cmpOr(d.Reconcile, lr)
-	}
-	if d.Checkpoint == nil {
-		d.Checkpoint = c.results.lastCheckpoint()
-	}
-	d.Access = c.loadAccess(r, s)
-	d.Formats, d.Statuses = exportFormats, exportStatuses
-	if d.Export.Format == "" {
-		d.Export.Format = "csv"
-	}
-	v := newView(s, "Audit", "audit", d)
-	v.setErr(err)
-	v.Notice = notice
-	c.render(w, r, statusOf(err), "audit", v)
-}
-
-func cmpOr[T any](a, b *T) *T {
-	if a != nil {
-		return a
-	}
-	return b
-}
-
-func (c *Console) handleAudit(w http.ResponseWriter, r *http.Request, s *session) {
-	c.auditPage(w, r, s, &auditData{}, nil, "")
-}
-
-// handleVerify verifies the audit trail; its result is kept (the Audit
-// page and the Overview show it) and the page redirected to.
-func (c *Console) handleVerify(w http.ResponseWriter, r *http.Request, s *session) {
-	rep, err := call[api.VerifyRequest, api.VerifyReply](r.Context(), c, s, api.AuditVerify, api.VerifyRequest{MaxProblems: 50})
-	if err == nil {
-		c.results.setVerify(&verifyResult{Reply: rep, By: s.user, At: time.Now()})
-		http.Redirect(w, r, "/audit#h-verify", http.StatusSeeOther)
-		return
-	}
-	c.auditPage(w, r, s, &auditData{}, err, "")
-}
-
-func (c *Console) handleReconcile(w http.ResponseWriter, r *http.Request, s *session) {
-	domain := strings.TrimSpace(r.PostFormValue("domain"))
-	rep, err := call[api.ReconcileRequest, api.ReconcileReply](r.Context(), c, s, api.AuditReconcile, api.ReconcileRequest{Domain: domain, MaxIDs: 50})
-	if err == nil {
-		c.results.setReconcile(&reconcileResult{Reply: rep, By: s.user, At: time.Now()})
-		http.Redirect(w, r, "/audit#h-reconcile", http.StatusSeeOther)
-		return
-	}
-	c.auditPage(w, r, s, &auditData{Domain: domain}, err, "")
-}
-
-func (c *Console) handleCheckpoint(w http.ResponseWriter, r *http.Request, s *session) {
-	rep, err := call[api.CheckpointRequest, api.CheckpointReply](r.Context(), c, s, api.AuditCheckpoint, api.CheckpointRequest{})
-	if err == nil {
-		c.results.setCheckpoint(&rep)
-		notice := "Checkpoint written."
-		if rep.Unchanged {
-			notice = "No record since the last checkpoint: unchanged."
-		}
-		s.setFlash(notice)
-		http.Redirect(w, r, "/audit#h-checkpoint", http.StatusSeeOther)
-		return
-	}
-	c.auditPage(w, r, s, &auditData{}, err, "")
 }
 
 // drainURL is the drain plan of one failure group (the Groups page's

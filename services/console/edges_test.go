@@ -137,11 +137,11 @@ func TestExpiredSessionKeepsWork(t *testing.T) {
 	})
 	t.Run("no ended session: 401", func(t *testing.T) {
 		cl := newClient(t, c, "127.0.0.93")
-		n := c.drafts.len()
+		n := c.login.drafts.len()
 		if w := cl.do(http.MethodPost, "/records/pharmacy_abc/redrive", url.Values{"reason": {"forged"}}); w.Code != http.StatusUnauthorized {
 			t.Errorf("%d", w.Code)
 		}
-		if c.drafts.len() != n {
+		if c.login.drafts.len() != n {
 			t.Error("a draft was kept for a browser without an ended session")
 		}
 	})
@@ -311,7 +311,7 @@ func TestLostSessionGoesToLogin(t *testing.T) {
 	c := e.newConsole(t, nil)
 	cl := newClient(t, c, "127.0.0.98")
 	cl.cookies[sessionCookie] = &http.Cookie{Name: sessionCookie, Value: strings.Repeat("0", 64)}
-	n := c.drafts.len()
+	n := c.login.drafts.len()
 	w := cl.do(http.MethodPost, "/records/pharmacy_abc/redrive", url.Values{"reason": {"r"}})
 	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/login?lost=1&next=%2Frecords%2Fpharmacy_abc" {
 		t.Fatalf("%d %q", w.Code, w.Header().Get("Location"))
@@ -319,7 +319,7 @@ func TestLostSessionGoesToLogin(t *testing.T) {
 	if page := cl.do(http.MethodGet, w.Header().Get("Location"), nil).Body.String(); !strings.Contains(page, "it was not done") || !strings.Contains(page, `name="next" value="/records/pharmacy_abc"`) {
 		t.Errorf("the login page:\n%s", page)
 	}
-	if c.drafts.len() != n {
+	if c.login.drafts.len() != n {
 		t.Error("a draft was kept for an unknown session")
 	}
 }

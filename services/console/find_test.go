@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/access"
+	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
@@ -115,6 +116,9 @@ func TestRecordsFind(t *testing.T) {
 		{"digital link", url.Values{"gtin": {"https://id.gs1.org/01/10614141073464/21/SN%2F0042%3FA?17=270101&10=A1"}}, []string{item}, []string{rx}},
 		{"gtin + serial", url.Values{"gtin": {"10614141073464"}, "serial": {"SN/0042?A"}}, []string{item}, []string{food}},
 		{"tlc", url.Values{"tlc": {tlc}}, []string{food}, []string{rx, item}},
+		{"identifier lot", url.Values{"identifier": {"lot=" + lot}}, []string{rx}, []string{other, item, food}},
+		{"identifier tlc", url.Values{"identifier": {"tlc = " + tlc}}, []string{food}, []string{rx, other, item}},
+		{"identifier + ndc", url.Values{"identifier": {"transaction_id=INV-SECRET-8"}, "ndc": {"0409-4888-20"}}, []string{other}, []string{rx, item, food}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var body string
@@ -174,11 +178,63 @@ func TestRecordsFind(t *testing.T) {
 	}{
 		{"ten plain digits", url.Values{"ndc": {"0409488820"}}, "ambiguous"},
 		{"two domains", url.Values{"ndc": {"0409-4888-20"}, "gtin": {"10614141073464"}}, "two domains"},
+		{"identifier without =", url.Values{"identifier": {"A24B017"}}, "takes name=value"},
+		{"identifier without a name", url.Values{"identifier": {"=A24B017"}}, "takes name=value"},
+		{"identifier without a value", url.Values{"identifier": {"lot="}}, "takes name=value"},
+		{"identifier markup", url.Values{"identifier": {`<script>alert("Müller & Söhne")</script>`}}, "takes name=value"},
+		{"identifier of no domain", url.Values{"identifier": {`batch=<b>Pharmacie Saint-Étienne</b>`}}, "no domain searches by"},
+		{"identifier of two domains", url.Values{"identifier": {"gtin=10614141073464"}, "ndc": {"0409-4888-20"}}, "two domains"},
 	} {
 		t.Run("refused/"+tc.name, func(t *testing.T) {
 			w := cl.do(http.MethodGet, "/records?"+tc.query.Encode(), nil)
-			if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), tc.msg) {
-				t.Errorf("%d, want 400 saying %q:\n%s", w.Code, tc.msg, w.Body)
+			body := w.Body.String()
+			if w.Code != http.StatusBadRequest || !strings.Contains(body, tc.msg) {
+				t.Errorf("%d, want 400 saying %q:\n%s", w.Code, tc.msg, body)
+			}
+			for k, v := range tc.query { // kept in the form, escaped
+				if !strings.Contains(body, `name="`+k+`" value="`+html.EscapeString(v[0])+`"`) {
+					t.Errorf("the form lost %s=%q", k, v[0])
+				}
+				if strings.ContainsAny(v[0], "<>&") && strings.Contains(body, v[0]) {
+					t.Errorf("the page shows %q unescaped", v[0])
+				}
+			}
+		})
+	}
+}
+
+// TestParseIdentifier: the Records form's identifier filter is
+// name=value (spaces around either trimmed); anything else is a
+// BAD_REQUEST naming the form field and the fields a domain searches by,
+// never the value typed.
+func TestParseIdentifier(t *testing.T) {
+	for _, tc := range []struct {
+		name, in    string
+		field, want string
+	}{
+		{"lot", "lot=A24B017", "lot", "A24B017"},
+		{"spaces trimmed", "  tlc = 00860001000030-RL250312A Pharmacie Saint-Étienne ", "tlc", "00860001000030-RL250312A Pharmacie Saint-Étienne"},
+		{"value with =", "serial=SN=0042&<A>", "serial", "SN=0042&<A>"},
+		{"unknown name passed on (the auditor refuses it)", "batch=Müller & Söhne <Großhandel>", "batch", "Müller & Söhne <Großhandel>"},
+		{"no =", "A24B017", "", ""},
+		{"no name", "=A24B017", "", ""},
+		{"no value", "lot= ", "", ""},
+		{"markup", `<script>alert("x")</script>`, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			field, v, err := parseIdentifier(tc.in)
+			if tc.field == "" {
+				e := api.AsError(err)
+				if e == nil || e.Code != api.ErrBadRequest || e.Field != "identifier" || !strings.Contains(e.Message, "name=value") || !strings.Contains(e.Message, "ndc") {
+					t.Fatalf("%v, want a BAD_REQUEST on identifier naming the fields", err)
+				}
+				if strings.Contains(e.Message, strings.TrimSpace(tc.in)) {
+					t.Errorf("the message echoes the value: %q", e.Message)
+				}
+				return
+			}
+			if err != nil || field != tc.field || v != tc.want {
+				t.Errorf("%q %q %v, want %q %q", field, v, err, tc.field, tc.want)
 			}
 		})
 	}

@@ -210,7 +210,7 @@ func TestDrainEventsSendControlsOnChange(t *testing.T) {
 	e := startEnv(t)
 	startFakeRedriver(t, e)
 	c := e.newConsole(t, nil)
-	c.sseEvery = 50 * time.Millisecond
+	c.drains.sseEvery = 50 * time.Millisecond
 	op := newClient(t, c, "127.0.0.62")
 	op.mustLogin(access.DefaultPerson(access.RoleOperator), e.password(access.DefaultPerson(access.RoleOperator)))
 	for _, tc := range []struct {

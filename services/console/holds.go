@@ -11,6 +11,14 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 )
 
+// holdPages is the legal holds part: the Holds page, placing and lifting
+// holds, and the Records list's bulk actions. A hold placed or lifted from
+// the record page shows its outcome there (records).
+type holdPages struct {
+	web
+	records *recordPages
+}
+
 // holdsData is the Holds page: the holds (hold.list) with the records
 // each holds, and the form placing a party hold.
 type holdsData struct {
@@ -31,18 +39,18 @@ func holdsURL(lifted bool) string {
 	return "/holds"
 }
 
-func (c *Console) listHolds(r *http.Request, s *session, d *holdsData) error {
-	rep, err := call[api.HoldListRequest, api.HoldListReply](r.Context(), c, s, api.HoldList, api.HoldListRequest{IncludeLifted: d.IncludeLifted})
+func (p *holdPages) listHolds(r *http.Request, s *session, d *holdsData) error {
+	rep, err := call[api.HoldListRequest, api.HoldListReply](r.Context(), p.rq, s, api.HoldList, api.HoldListRequest{IncludeLifted: d.IncludeLifted})
 	d.Holds = rep.Holds
 	return err
 }
 
-func (c *Console) handleHolds(w http.ResponseWriter, r *http.Request, s *session) {
+func (p *holdPages) handleHolds(w http.ResponseWriter, r *http.Request, s *session) {
 	d := &holdsData{IncludeLifted: r.URL.Query().Get("lifted") == "on"}
-	err := c.listHolds(r, s, d)
+	err := p.listHolds(r, s, d)
 	v := newView(s, "Holds", "holds", d)
 	v.setErr(err)
-	c.render(w, r, statusOf(err), "holds", v)
+	p.render(w, r, statusOf(err), "holds", v)
 }
 
 // placeRequest is a hold.place request from a form's case id and reason.
@@ -52,23 +60,23 @@ func placeRequest(r *http.Request, target api.HoldTarget) api.HoldPlaceRequest {
 }
 
 // handlePlacePartyHold places a hold on a party's events (the Holds page).
-func (c *Console) handlePlacePartyHold(w http.ResponseWriter, r *http.Request, s *session) {
+func (p *holdPages) handlePlacePartyHold(w http.ResponseWriter, r *http.Request, s *session) {
 	req := placeRequest(r, api.HoldTarget{PartyID: strings.TrimSpace(r.PostFormValue("party"))})
-	rep, err := c.placeHold(r, s, req)
+	rep, err := p.placeHold(r, s, req)
 	if err == nil {
 		http.Redirect(w, r, holdsURL(false)+"#hold-"+url.PathEscape(rep.Hold.ID), http.StatusSeeOther)
 		return
 	}
 	d := &holdsData{Party: req.Target.PartyID, CaseID: req.CaseID, Reason: req.Reason, AskConfirm: api.CodeOf(err) == api.ErrHoldMatchesNothing}
-	_ = c.listHolds(r, s, d)
+	_ = p.listHolds(r, s, d)
 	v := newView(s, "Holds", "holds", d)
 	v.setErr(err)
-	c.render(w, r, statusOf(err), "holds", v)
+	p.render(w, r, statusOf(err), "holds", v)
 }
 
 // placeHold sends hold.place as the person (the auditor names the person
 // who placed it from the connection, never from the request).
-func (c *Console) placeHold(r *http.Request, s *session, req api.HoldPlaceRequest) (api.HoldReply, error) {
+func (p *holdPages) placeHold(r *http.Request, s *session, req api.HoldPlaceRequest) (api.HoldReply, error) {
 	var (
 		rep api.HoldReply
 		err error
@@ -79,37 +87,37 @@ func (c *Console) placeHold(r *http.Request, s *session, req api.HoldPlaceReques
 	case req.Reason == "":
 		err = api.BadField("reason", "a hold needs a reason")
 	default:
-		rep, err = call[api.HoldPlaceRequest, api.HoldReply](r.Context(), c, s, api.HoldPlace, req)
+		rep, err = call[api.HoldPlaceRequest, api.HoldReply](r.Context(), p.rq, s, api.HoldPlace, req)
 	}
-	c.log.Info("hold place", "user", s.user, "hold_id", rep.Hold.ID, "dlq_id", req.Target.DLQID, "code", api.CodeOf(err))
+	p.log.Info("hold place", "user", s.user, "hold_id", rep.Hold.ID, "dlq_id", req.Target.DLQID, "code", api.CodeOf(err))
 	return rep, err
 }
 
 // handlePlaceRecordHold places a hold on one record (the Record page).
-func (c *Console) handlePlaceRecordHold(w http.ResponseWriter, r *http.Request, s *session) {
+func (p *holdPages) handlePlaceRecordHold(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
-	rep, err := c.placeHold(r, s, placeRequest(r, api.HoldTarget{DLQID: id}))
-	c.afterAction(w, r, s, id, err, fmt.Sprintf("Hold %s placed (case %s).", rep.Hold.ID, rep.Hold.CaseID))
+	rep, err := p.placeHold(r, s, placeRequest(r, api.HoldTarget{DLQID: id}))
+	p.records.afterAction(w, r, s, id, err, fmt.Sprintf("Hold %s placed (case %s).", rep.Hold.ID, rep.Hold.CaseID))
 }
 
 // handleLiftHold lifts a hold (from the Record page when the form names
 // the record, else from the Holds page). A lift the policy sends for
 // approval shows as sent for approval.
-func (c *Console) handleLiftHold(w http.ResponseWriter, r *http.Request, s *session) {
+func (p *holdPages) handleLiftHold(w http.ResponseWriter, r *http.Request, s *session) {
 	req := api.HoldLiftRequest{ID: r.PathValue("id"), CaseID: strings.TrimSpace(r.PostFormValue("case_id")), Reason: strings.TrimSpace(r.PostFormValue("reason"))}
 	var err error
 	if req.Reason == "" {
 		err = api.BadField("reason", "lifting a hold needs a reason")
 	} else {
-		_, err = call[api.HoldLiftRequest, api.HoldReply](r.Context(), c, s, api.HoldLift, req)
+		_, err = call[api.HoldLiftRequest, api.HoldReply](r.Context(), p.rq, s, api.HoldLift, req)
 	}
 	notice := "Hold " + req.ID + " lifted."
 	if ap := approvalOf(err); ap != nil {
 		notice, err = approvalNotice(ap), nil
 	}
-	c.log.Info("hold lift", "user", s.user, "hold_id", req.ID, "code", api.CodeOf(err))
+	p.log.Info("hold lift", "user", s.user, "hold_id", req.ID, "code", api.CodeOf(err))
 	if back := r.PostFormValue("dlq_id"); back != "" {
-		c.afterAction(w, r, s, back, err, notice)
+		p.records.afterAction(w, r, s, back, err, notice)
 		return
 	}
 	if err == nil {
@@ -118,10 +126,10 @@ func (c *Console) handleLiftHold(w http.ResponseWriter, r *http.Request, s *sess
 		return
 	}
 	d := &holdsData{}
-	_ = c.listHolds(r, s, d)
+	_ = p.listHolds(r, s, d)
 	v := newView(s, "Holds", "holds", d)
 	v.setErr(err)
-	c.render(w, r, statusOf(err), "holds", v)
+	p.render(w, r, statusOf(err), "holds", v)
 }
 
 // maxBulk is the most records one bulk action of the Records list takes.
@@ -131,7 +139,7 @@ const maxBulk = 1000
 // opens the drain plan of exactly those records (drain.start's dlq_ids,
 // through the wizard: dry run, controls, start); "hold" places one hold
 // per selected record (hold.place), with one case id and reason.
-func (c *Console) handleBulk(w http.ResponseWriter, r *http.Request, s *session) {
+func (p *holdPages) handleBulk(w http.ResponseWriter, r *http.Request, s *session) {
 	_ = r.ParseForm()
 	var ids []string
 	for _, id := range r.PostForm["dlq_id"] {
@@ -161,7 +169,7 @@ func (c *Console) handleBulk(w http.ResponseWriter, r *http.Request, s *session)
 		var placed, refused []string
 		var firstErr error
 		for _, id := range ids {
-			rep, err := c.placeHold(r, s, placeRequest(r, api.HoldTarget{DLQID: id}))
+			rep, err := p.placeHold(r, s, placeRequest(r, api.HoldTarget{DLQID: id}))
 			if err != nil {
 				refused = append(refused, id)
 				if firstErr == nil {

@@ -1,11 +1,9 @@
 package console
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -18,8 +16,31 @@ import (
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
-	"github.com/deadletter/deadletter/shared/endpoint"
 )
+
+// loginPages is the login and session part: the login form, logout, and
+// a form kept across the end of a session (drafts.go). It opens each
+// person's NATS connection (nats) and keeps the session store, the login
+// limiters and the drafts.
+type loginPages struct {
+	web
+	nats     natsDial
+	sessions *sessions
+	limits   *limiters
+	drafts   *drafts
+}
+
+// natsDial is how a login connects to NATS, from Config.
+type natsDial struct {
+	name, url      string
+	ca, cert, key  string
+	connectTimeout time.Duration
+}
+
+// natsOf is cfg's NATS connection settings.
+func natsOf(cfg Config) natsDial {
+	return natsDial{name: cfg.Name, url: cfg.NATSURL, ca: cfg.NATSTLSCA, cert: cfg.NATSTLSCert, key: cfg.NATSTLSKey, connectTimeout: cfg.ConnectTimeout}
+}
 
 // Login errors.
 var (
@@ -43,79 +64,35 @@ func clientAddr(r *http.Request) string {
 	return host
 }
 
-// violations collects the permission violations a session's connection
-// reports (the server refusing a publish to a subject the person's role
-// does not import), so a refused request fails at once instead of waiting
-// for its timeout.
-type violations struct {
-	mu      sync.Mutex
-	waiters map[chan struct{}]string
-}
-
-func (v *violations) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
-	if !errors.Is(err, nats.ErrPermissionViolation) {
-		return
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	for ch, subject := range v.waiters {
-		if strings.Contains(err.Error(), `"`+subject+`"`) {
-			close(ch)
-			delete(v.waiters, ch)
-		}
-	}
-}
-
-// watch returns a channel closed when a publish to subject is refused,
-// and its release.
-func (v *violations) watch(subject string) (<-chan struct{}, func()) {
-	ch := make(chan struct{})
-	v.mu.Lock()
-	if v.waiters == nil {
-		v.waiters = map[chan struct{}]string{}
-	}
-	v.waiters[ch] = subject
-	v.mu.Unlock()
-	return ch, func() {
-		v.mu.Lock()
-		delete(v.waiters, ch)
-		v.mu.Unlock()
-	}
-}
-
-// errRefused is a publish the server refused (the role does not import
-// the subject).
-var errRefused = errors.New("console: the server refused the request for this role")
-
 // login opens a connection as user with password, asks audit.whoami who
 // the server authenticated, and keeps a session. The password serves the
 // connect only: the connection asks for it through a handler that
 // forgets it once connected, so nothing keeps it, and the connection does
 // not reconnect (it could not authenticate again): a disconnect ends the
 // session and the person logs in again.
-func (c *Console) login(ctx context.Context, user, password string) (*session, error) {
+func (p *loginPages) login(ctx context.Context, user, password string) (*session, error) {
 	v := &violations{}
 	var mu sync.Mutex
 	secret := password
 	opts := []nats.Option{
-		nats.Name(c.cfg.Name + "-" + user),
+		nats.Name(p.nats.name + "-" + user),
 		nats.UserInfoHandler(func() (string, string) {
 			mu.Lock()
 			defer mu.Unlock()
 			return user, secret
 		}),
 		nats.CustomInboxPrefix(access.InboxPrefix(user)),
-		nats.Timeout(c.cfg.ConnectTimeout),
+		nats.Timeout(p.nats.connectTimeout),
 		nats.NoReconnect(),
 		nats.ErrorHandler(v.handler),
 	}
-	if c.cfg.NATSTLSCA != "" {
-		opts = append(opts, nats.RootCAs(c.cfg.NATSTLSCA))
+	if p.nats.ca != "" {
+		opts = append(opts, nats.RootCAs(p.nats.ca))
 	}
-	if c.cfg.NATSTLSCert != "" {
-		opts = append(opts, nats.ClientCert(c.cfg.NATSTLSCert, c.cfg.NATSTLSKey))
+	if p.nats.cert != "" {
+		opts = append(opts, nats.ClientCert(p.nats.cert, p.nats.key))
 	}
-	nc, err := nats.Connect(c.cfg.NATSURL, opts...)
+	nc, err := nats.Connect(p.nats.url, opts...)
 	mu.Lock()
 	secret = ""
 	mu.Unlock()
@@ -127,7 +104,7 @@ func (c *Console) login(ctx context.Context, user, password string) (*session, e
 	}
 	// A role that imports no audit.whoami (the publisher) is refused by
 	// the server at once.
-	who, err := callOn[struct{}, api.WhoamiReply](ctx, c.cfg.CallTimeout, nc, v, "", api.AuditWhoami, struct{}{})
+	who, err := callOn[struct{}, api.WhoamiReply](ctx, p.rq.timeout, nc, v, "", api.AuditWhoami, struct{}{})
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("%w: whoami: %w", ErrLogin, err)
@@ -136,7 +113,7 @@ func (c *Console) login(ctx context.Context, user, password string) (*session, e
 		nc.Close()
 		return nil, ErrNotPerson
 	}
-	s, err := c.sessions.add(who.User, who.Role, who.ReadsPayloads, nc, v, time.Now())
+	s, err := p.sessions.add(who.User, who.Role, who.ReadsPayloads, nc, v, p.now())
 	if err != nil {
 		nc.Close()
 		return nil, err
@@ -145,17 +122,17 @@ func (c *Console) login(ctx context.Context, user, password string) (*session, e
 }
 
 // handleLoginForm shows the login form with a fresh login CSRF token.
-func (c *Console) handleLoginForm(w http.ResponseWriter, r *http.Request) {
-	if s := c.current(r); s != nil {
+func (p *loginPages) handleLoginForm(w http.ResponseWriter, r *http.Request) {
+	if s := p.sessions.current(r); s != nil {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}
-	c.renderLogin(w, r, http.StatusOK, "")
+	p.renderLogin(w, r, http.StatusOK, "")
 }
 
 // renderLogin shows the login form; after a refusal it keeps the user
 // name typed (never the password), bounded by MaxUserName.
-func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int, msg string) {
+func (p *loginPages) renderLogin(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	tok := randomToken()
 	setCookie(w, loginCookie, tok, 600)
 	v := &view{Title: "Log in", CSRF: tok, Error: msg, Next: safeNext(r.FormValue("next"))}
@@ -170,7 +147,7 @@ func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int
 	case r.FormValue("lost") == "1":
 		v.Error = "Your session ended before your last action was sent: it was not done, and what it carried could not be kept. Log in again to go back to the page."
 	}
-	c.render(w, r, status, "login", v)
+	p.render(w, r, status, "login", v)
 }
 
 // loginData is the login form's user name after a refusal.
@@ -193,7 +170,7 @@ const (
 // its CSRF token, the user name's length and the limiters (the address's
 // first), then logs in. A failure says nothing about which part was wrong
 // and costs a token of the address's and the user's buckets.
-func (c *Console) handleLogin(w http.ResponseWriter, r *http.Request) {
+func (p *loginPages) handleLogin(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxLoginBody)
 	if err := r.ParseForm(); err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
@@ -210,39 +187,39 @@ func (c *Console) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	user := strings.TrimSpace(r.PostFormValue("user"))
 	if len(user) > MaxUserName {
-		c.renderLogin(w, r, http.StatusBadRequest, fmt.Sprintf("User name too long (at most %d bytes).", MaxUserName))
+		p.renderLogin(w, r, http.StatusBadRequest, fmt.Sprintf("User name too long (at most %d bytes).", MaxUserName))
 		return
 	}
 	password := r.PostFormValue("password")
-	now := time.Now()
-	refund, ok := c.limits.attempt(now, clientAddr(r), user)
+	now := p.now()
+	refund, ok := p.limits.attempt(now, clientAddr(r), user)
 	if !ok {
-		c.log.Warn("login rate limited", "user_sha256", nameHash(user), "addr", clientAddr(r))
-		c.renderLogin(w, r, http.StatusTooManyRequests, "Too many failed attempts. Wait a minute and try again.")
+		p.log.Warn("login rate limited", "user_sha256", nameHash(user), "addr", clientAddr(r))
+		p.renderLogin(w, r, http.StatusTooManyRequests, "Too many failed attempts. Wait a minute and try again.")
 		return
 	}
 	if user == "" || password == "" {
-		c.renderLogin(w, r, http.StatusUnauthorized, "Login failed.")
+		p.renderLogin(w, r, http.StatusUnauthorized, "Login failed.")
 		return
 	}
-	s, err := c.login(r.Context(), user, password)
+	s, err := p.login(r.Context(), user, password)
 	if errors.Is(err, ErrTooManySessions) {
 		refund() // the password was right
-		c.log.Warn("login refused: every session in use", "user", user, "sessions", c.sessions.count())
-		c.renderLogin(w, r, http.StatusServiceUnavailable, "The console has too many open sessions. Try again later.")
+		p.log.Warn("login refused: every session in use", "user", user, "sessions", p.sessions.count())
+		p.renderLogin(w, r, http.StatusServiceUnavailable, "The console has too many open sessions. Try again later.")
 		return
 	}
 	if err != nil {
 		// The name as typed may be a password typed in the wrong field:
 		// only its hash is logged.
-		c.log.Warn("login failed", "user_sha256", nameHash(user), "addr", clientAddr(r), "err", err)
-		c.renderLogin(w, r, http.StatusUnauthorized, "Login failed.")
+		p.log.Warn("login failed", "user_sha256", nameHash(user), "addr", clientAddr(r), "err", err)
+		p.renderLogin(w, r, http.StatusUnauthorized, "Login failed.")
 		return
 	}
 	refund()
 	setCookie(w, loginCookie, "", -1)
 	setCookie(w, sessionCookie, s.id, 0)
-	c.log.Info("login", "user", s.user, "role", s.role, "addr", clientAddr(r))
+	p.log.Info("login", "user", s.user, "role", s.role, "addr", clientAddr(r))
 	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
@@ -262,165 +239,9 @@ func safeNext(next string) string {
 }
 
 // handleLogout closes the session and its connection.
-func (c *Console) handleLogout(w http.ResponseWriter, r *http.Request, s *session) {
-	c.sessions.remove(s.id)
+func (p *loginPages) handleLogout(w http.ResponseWriter, r *http.Request, s *session) {
+	p.sessions.remove(s.id)
 	setCookie(w, sessionCookie, "", -1)
-	c.log.Info("logout", "user", s.user)
+	p.log.Info("logout", "user", s.user)
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
-}
-
-// current returns the request's live session, or nil.
-func (c *Console) current(r *http.Request) *session {
-	ck, err := r.Cookie(sessionCookie)
-	if err != nil {
-		return nil
-	}
-	return c.sessions.get(ck.Value, time.Now())
-}
-
-// authed wraps a page handler: a request without a live session goes to
-// the login (a GET) or gets 401; a POST without the session's CSRF token
-// gets 403 and does nothing.
-func (c *Console) authed(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		s := c.current(r)
-		if s == nil {
-			if r.Method == http.MethodGet {
-				http.Redirect(w, r, "/login?next="+urlEscape(r.URL.RequestURI()), http.StatusSeeOther)
-				return
-			}
-			// A form posted after the session ended keeps its work: the
-			// person logs in and gets it back (drafts.go).
-			if r.Method == http.MethodPost && c.keepDraft(w, r) {
-				http.Redirect(w, r, "/login?next="+urlEscape("/draft"), http.StatusSeeOther)
-				return
-			}
-			// A browser whose session the console no longer knows (its
-			// end forgotten, a restart) logs in again and goes back to
-			// the page; a request without a session cookie gets 401.
-			if _, err := r.Cookie(sessionCookie); err == nil && r.Method == http.MethodPost {
-				http.Redirect(w, r, "/login?lost=1&next="+urlEscape(pageOf(r.URL.Path)), http.StatusSeeOther)
-				return
-			}
-			http.Error(w, "unauthorized: log in first", http.StatusUnauthorized)
-			return
-		}
-		if r.Method != http.MethodGet && r.Method != http.MethodHead && !sameToken(s.csrf, csrfOf(r)) {
-			c.log.Warn("csrf refused", "user", s.user, "path", r.URL.Path)
-			http.Error(w, "forbidden: missing or invalid CSRF token", http.StatusForbidden)
-			return
-		}
-		if r.Method == http.MethodGet {
-			if f := s.takeFlash(); f != "" {
-				r = r.WithContext(context.WithValue(r.Context(), flashKey{}, f))
-			}
-		}
-		h(w, r, s)
-	}
-}
-
-// flashKey carries a session's flash message to the page rendered.
-type flashKey struct{}
-
-// call sends req to subject on the person's connection. A publish the
-// server refuses for the person's role fails at once with an
-// api.ErrForbidden error.
-func call[Req, Rep any](ctx context.Context, c *Console, s *session, subject string, req Req) (Rep, error) {
-	return callOn[Req, Rep](ctx, c.cfg.CallTimeout, s.nc, s.violations, s.role, subject, req)
-}
-
-// callOn is call on a connection whose refusals v reports.
-func callOn[Req, Rep any](ctx context.Context, timeout time.Duration, nc *nats.Conn, v *violations, role, subject string, req Req) (Rep, error) {
-	var rep Rep
-	body, err := encodeRequest(req)
-	if err != nil {
-		return rep, fmt.Errorf("console: encode %s request: %w", subject, err)
-	}
-	data, err := callRawOn(ctx, timeout, nc, v, role, subject, body)
-	if err != nil {
-		return rep, err
-	}
-	if err := json.Unmarshal(data, &rep); err != nil {
-		return rep, fmt.Errorf("%w from %s: %w", endpoint.ErrBadAnswer, subject, err)
-	}
-	return rep, nil
-}
-
-// encodeRequest is req as JSON without HTML escaping: a corrected
-// payload (a json.RawMessage) reaches the redriver byte for byte as typed
-// ("Müller & Söhne <Nord>", not "\u0026" and "\u003c", which
-// json.Marshal writes into a RawMessage and the approver then reads).
-func encodeRequest(req any) ([]byte, error) {
-	var b bytes.Buffer
-	e := json.NewEncoder(&b)
-	e.SetEscapeHTML(false)
-	if err := e.Encode(req); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
-
-// callRaw sends body as it is to subject on the person's connection (the
-// validator's dry run takes the payload itself) and returns the reply's
-// body; a service's error reply is a *replyError.
-func callRaw(ctx context.Context, c *Console, s *session, subject string, body []byte) ([]byte, error) {
-	return callRawOn(ctx, c.cfg.CallTimeout, s.nc, s.violations, s.role, subject, body)
-}
-
-// replyError is a service's coded error reply with its body (an
-// APPROVAL_REQUIRED reply names its approval there: approvalOf).
-type replyError struct {
-	err  *api.Error
-	body []byte
-}
-
-// Error is the coded error's text.
-func (e *replyError) Error() string { return e.err.Error() }
-
-// Unwrap is the *api.Error, so that api.AsError and api.CodeOf see it.
-func (e *replyError) Unwrap() error { return e.err }
-
-// approvalOf returns the pending approval an APPROVAL_REQUIRED error
-// reply names (its body's "approval" member), or nil.
-func approvalOf(err error) *api.Approval {
-	var re *replyError
-	if !errors.As(err, &re) || re.err.Code != api.ErrApprovalRequired {
-		return nil
-	}
-	var rep api.ApprovalReply
-	if json.Unmarshal(re.body, &rep) != nil || rep.Approval.ID == "" {
-		return nil
-	}
-	return &rep.Approval
-}
-
-// callRawOn is callRaw on a connection whose refusals v reports.
-func callRawOn(ctx context.Context, timeout time.Duration, nc *nats.Conn, v *violations, role, subject string, body []byte) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	refused, release := v.watch(subject)
-	defer release()
-	ctx, cancelCause := context.WithCancelCause(ctx)
-	defer cancelCause(nil)
-	go func() {
-		select {
-		case <-refused:
-			cancelCause(errRefused)
-		case <-ctx.Done():
-		}
-	}()
-	m, err := nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: body})
-	if err != nil && errors.Is(context.Cause(ctx), errRefused) {
-		if role == "" {
-			role = "unknown"
-		}
-		return nil, &api.Error{Code: api.ErrForbidden, Message: "your role (" + role + ") may not call " + subject + ": the server refused it", Err: errRefused}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", subject, err)
-	}
-	if e := endpoint.ErrorOf(m); e != nil {
-		return nil, &replyError{err: e, body: m.Data}
-	}
-	return m.Data, nil
 }

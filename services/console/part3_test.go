@@ -157,15 +157,15 @@ func TestDrainStatusInWords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Console{pages: p}
-	running, err := c.fragment("drain", "progress", &drainData{State: api.DrainState{Status: api.DrainRunning, CurrentRate: 0, DrainCounts: api.DrainCounts{Selected: 79, Replayed: 5}}})
+	rn := &renderer{pages: p}
+	running, err := rn.fragment("drain", "progress", &drainData{State: api.DrainState{Status: api.DrainRunning, CurrentRate: 0, DrainCounts: api.DrainCounts{Selected: 79, Replayed: 5}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(running, `<span id="drain-inflight">5</span> in flight`) || !strings.Contains(running, "0 of 79, 5 in flight") {
 		t.Errorf("a running canary does not show its replays in flight:\n%s", running)
 	}
-	done, err := c.fragment("drain", "progress", &drainData{Done: true, State: api.DrainState{Status: api.DrainCompleted, CurrentRate: 3.5, DrainCounts: api.DrainCounts{Selected: 2, Held: 2, HeldByHold: 2}}})
+	done, err := rn.fragment("drain", "progress", &drainData{Done: true, State: api.DrainState{Status: api.DrainCompleted, CurrentRate: 3.5, DrainCounts: api.DrainCounts{Selected: 2, Held: 2, HeldByHold: 2}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -191,14 +191,14 @@ func securityHeaders(h http.Header) {
 }
 
 // render executes page name with v.
-func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, v *view) {
+func (rd *renderer) render(w http.ResponseWriter, r *http.Request, status int, name string, v *view) {
 	if f, ok := r.Context().Value(flashKey{}).(string); ok && v.Notice == "" {
 		v.Notice = f
 	}
-	t := c.pages.byName[name]
+	t := rd.pages.byName[name]
 	var b bytes.Buffer
 	if err := t.ExecuteTemplate(&b, "layout", v); err != nil {
-		c.log.Error("render", "page", name, "err", err)
+		rd.log.Error("render", "page", name, "err", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
@@ -208,9 +208,9 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 }
 
 // fragment executes the named template of page into a string.
-func (c *Console) fragment(page, name string, data any) (string, error) {
+func (rd *renderer) fragment(page, name string, data any) (string, error) {
 	var b bytes.Buffer
-	if err := c.pages.byName[page].ExecuteTemplate(&b, name, data); err != nil {
+	if err := rd.pages.byName[page].ExecuteTemplate(&b, name, data); err != nil {
 		return "", err
 	}
 	return b.String(), nil
@@ -224,4 +224,12 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// errText renders an error for a page section.
+func errText(err error) string {
+	if e := api.AsError(err); e != nil {
+		return e.Code + ": " + e.Message
+	}
+	return api.ErrUnavailable + ": the service did not answer"
 }

@@ -389,3 +389,12 @@ func setCookie(w http.ResponseWriter, name, value string, maxAge int) {
 		Secure: true, HttpOnly: true, SameSite: http.SameSiteStrictMode,
 	})
 }
+
+// current returns the request's live session, or nil.
+func (ss *sessions) current(r *http.Request) *session {
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return nil
+	}
+	return ss.get(ck.Value, time.Now())
+}

@@ -115,8 +115,8 @@ type jaegerTrace struct {
 
 // traceOf reads trace id from the console's Jaeger and draws it; the
 // view says why when it cannot.
-func (c *Console) traceOf(ctx context.Context, id string) traceView {
-	v := traceView{ID: id, Configured: c.cfg.JaegerURL != "", Source: c.cfg.JaegerURL}
+func (p *recordPages) traceOf(ctx context.Context, id string) traceView {
+	v := traceView{ID: id, Configured: p.jaegerURL != "", Source: p.jaegerURL}
 	switch {
 	case id == "":
 		return v
@@ -127,10 +127,10 @@ func (c *Console) traceOf(ctx context.Context, id string) traceView {
 		v.Problem = "the record's trace id is not a trace id"
 		return v
 	}
-	t, err := fetchTrace(ctx, c.cfg.JaegerURL, id)
+	t, err := fetchTrace(ctx, p.jaegerURL, id)
 	if err != nil {
-		c.log.Warn("trace not read", "trace_id", id, "err", err)
-		where := c.cfg.JaegerURL
+		p.log.Warn("trace not read", "trace_id", id, "err", err)
+		where := p.jaegerURL
 		if u, perr := url.Parse(where); perr == nil {
 			where = u.Redacted()
 		}

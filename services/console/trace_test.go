@@ -58,7 +58,7 @@ func TestTraceView(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			con := &Console{cfg: Config{JaegerURL: c.url}, log: slog.New(slog.DiscardHandler)}
+			con := &recordPages{web: web{log: slog.New(slog.DiscardHandler)}, jaegerURL: c.url}
 			v := con.traceOf(context.Background(), c.id)
 			if !strings.Contains(v.Problem, c.problem) || (c.problem == "") != (v.Problem == "") {
 				t.Fatalf("problem %q, want %q", v.Problem, c.problem)

@@ -37,7 +37,7 @@ type trends struct {
 // trendHours hours, per group and per group and party, from audit.list
 // (audit.groups carries no times but the first and last): at most
 // trendPages pages, newest first; Capped says more chains matched.
-func (c *Console) loadTrends(ctx context.Context, s *session, domain string, now time.Time) (*trends, error) {
+func (p *recordPages) loadTrends(ctx context.Context, s *session, domain string, now time.Time) (*trends, error) {
 	end := now.UTC().Truncate(time.Hour).Add(time.Hour)
 	t := &trends{Start: end.Add(-trendHours * time.Hour), byKey: map[trendKey]*[trendHours]int{}}
 	req := api.ListRequest{Domain: domain, From: t.Start, Limit: api.MaxLimit}
@@ -46,7 +46,7 @@ func (c *Console) loadTrends(ctx context.Context, s *session, domain string, now
 			t.Capped = true
 			break
 		}
-		rep, err := call[api.ListRequest, api.ListReply](ctx, c, s, api.AuditList, req)
+		rep, err := call[api.ListRequest, api.ListReply](ctx, p.rq, s, api.AuditList, req)
 		if err != nil {
 			return nil, err
 		}

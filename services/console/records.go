@@ -1,8 +1,6 @@
 package console
 
 import (
-	"github.com/deadletter/deadletter/shared/when"
-
 	"bytes"
 	"cmp"
 	"encoding/csv"
@@ -22,174 +20,18 @@ import (
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/telemetry"
+	"github.com/deadletter/deadletter/shared/when"
 )
 
-// routes is the console's request multiplexer.
-func (c *Console) routes() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(staticFS())))
-	mux.HandleFunc("GET /login", c.handleLoginForm)
-	mux.HandleFunc("POST /login", c.handleLogin)
-	mux.HandleFunc("POST /logout", c.authed(c.handleLogout))
-	mux.HandleFunc("GET /{$}", c.authed(c.handleOverview))
-	mux.HandleFunc("GET /groups", c.authed(c.handleGroups))
-	mux.HandleFunc("GET /records", c.authed(c.handleRecords))
-	mux.HandleFunc("GET /records.csv", c.authed(c.handleRecordsCSV))
-	mux.HandleFunc("GET /records/{id}", c.authed(c.handleRecord))
-	mux.HandleFunc("POST /records/{id}/reveal", c.authed(c.handleReveal))
-	mux.HandleFunc("POST /records/{id}/redrive", c.authed(c.handleRedrive))
-	mux.HandleFunc("POST /records/{id}/release", c.authed(c.handleRelease))
-	mux.HandleFunc("POST /records/{id}/dismiss", c.authed(c.handleDismiss))
-	mux.HandleFunc("POST /records/{id}/check", c.authed(c.handleCheck))
-	mux.HandleFunc("POST /records/{id}/correct", c.authed(c.handleCorrect))
-	mux.HandleFunc("GET /drains", c.authed(c.handleDrains))
-	mux.HandleFunc("GET /drains/plan", c.authed(c.handlePlan))
-	mux.HandleFunc("POST /drains/plan", c.authed(c.handlePlan))
-	mux.HandleFunc("POST /drains/start", c.authed(c.handleDrainStart))
-	mux.HandleFunc("GET /drains/{id}", c.authed(c.handleDrain))
-	mux.HandleFunc("GET /drains/{id}/events", c.authed(c.handleDrainEvents))
-	mux.HandleFunc("POST /drains/{id}/cancel", c.authed(c.handleDrainCancel))
-	mux.HandleFunc("POST /drains/{id}/resume", c.authed(c.handleDrainResume))
-	mux.HandleFunc("GET /audit", c.authed(c.handleAudit))
-	mux.HandleFunc("POST /audit/verify", c.authed(c.handleVerify))
-	mux.HandleFunc("POST /audit/reconcile", c.authed(c.handleReconcile))
-	mux.HandleFunc("POST /audit/checkpoint", c.authed(c.handleCheckpoint))
-	mux.HandleFunc("POST /audit/export", c.authed(c.handleExport))
-	mux.HandleFunc("GET /approvals", c.authed(c.handleApprovals))
-	mux.HandleFunc("GET /approvals/{id}", c.authed(c.handleApproval))
-	mux.HandleFunc("POST /approvals/{id}/approve", c.authed(c.handleApprove))
-	mux.HandleFunc("POST /approvals/{id}/reject", c.authed(c.handleReject))
-	mux.HandleFunc("POST /records/{id}/hold", c.authed(c.handlePlaceRecordHold))
-	mux.HandleFunc("GET /holds", c.authed(c.handleHolds))
-	mux.HandleFunc("POST /holds", c.authed(c.handlePlacePartyHold))
-	mux.HandleFunc("POST /holds/{id}/lift", c.authed(c.handleLiftHold))
-	mux.HandleFunc("POST /records/bulk", c.authed(c.handleBulk))
-	mux.HandleFunc("GET /draft", c.authed(c.handleDraft))
-	mux.HandleFunc("GET /records/bulk", handleGetOfPost)
-	// A GET of a POST-only path (history, a restored tab) opens its page.
-	for _, p := range []string{"/logout", "/records/{id}/{action}", "/drains/start", "/drains/{id}/{action}",
-		"/audit/{action}", "/approvals/{id}/{action}", "/holds/{id}/lift"} {
-		mux.HandleFunc("GET "+p, handleGetOfPost)
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		securityHeaders(w.Header())
-		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
-		mux.ServeHTTP(w, r)
-	})
-}
-
-// overviewData is the Overview page.
-type overviewData struct {
-	// Cells are the open records per domain and class.
-	Cells                      []overviewCell
-	Open, Poison               int
-	OldestOpenSeconds          float64
-	OldestDomain, OldestClass  string
-	DrainsRunning, DrainsTotal int
-	Drains                     []api.DrainState
-	LastVerify                 *verifyResult
-	LastReconcile              *reconcileResult
-	GroupsErr, DrainsErr       string
-	// PendingApprovals counts the approvals waiting for a second person
-	// (ApprovalsErr when approval.list did not answer).
-	PendingApprovals []api.Approval
-	ApprovalsErr     string
-	// Held counts the records under an active legal hold, in Holds
-	// active holds (-1 when hold.list did not answer).
-	Held, Holds int
-}
-
-type overviewCell struct {
-	Domain, Class string
-	Open          int
-	OldestSeconds float64
-}
-
-// errText renders an error for a page section.
-func errText(err error) string {
-	if e := api.AsError(err); e != nil {
-		return e.Code + ": " + e.Message
-	}
-	return api.ErrUnavailable + ": the service did not answer"
-}
-
-func (c *Console) handleOverview(w http.ResponseWriter, r *http.Request, s *session) {
-	d := &overviewData{}
-	var wg sync.WaitGroup
-	var groups api.GroupsReply
-	var drains api.DrainListReply
-	var gerr, derr, aerr error
-	wg.Go(func() {
-		groups, gerr = call[api.GroupsRequest, api.GroupsReply](r.Context(), c, s, api.AuditGroups, api.GroupsRequest{Samples: 1})
-	})
-	wg.Go(func() {
-		drains, derr = call[struct{}, api.DrainListReply](r.Context(), c, s, api.DrainList, struct{}{})
-	})
-	wg.Go(func() { d.PendingApprovals, aerr = c.pendingApprovals(r, s) })
-	wg.Go(func() {
-		holds, err := call[api.HoldListRequest, api.HoldListReply](r.Context(), c, s, api.HoldList, api.HoldListRequest{})
-		if err != nil {
-			d.Held, d.Holds = -1, -1
-			return
-		}
-		held := map[string]bool{}
-		for _, h := range holds.Holds {
-			if h.Hold.Status != "" && h.Hold.Status != api.HoldActive {
-				continue
-			}
-			d.Holds++
-			for _, id := range slices.Concat(h.DLQIDs, h.Pending) {
-				held[id] = true
-			}
-		}
-		d.Held = len(held)
-	})
-	wg.Wait()
-	if gerr != nil {
-		d.GroupsErr = errText(gerr)
-	}
-	if aerr != nil {
-		d.ApprovalsErr = errText(aerr)
-	}
-	if derr != nil {
-		d.DrainsErr = errText(derr)
-	}
-	cells := map[[2]string]*overviewCell{}
-	for _, g := range groups.Groups {
-		if g.Open == 0 {
-			continue
-		}
-		k := [2]string{g.Domain, g.Class}
-		cell := cells[k]
-		if cell == nil {
-			cell = &overviewCell{Domain: g.Domain, Class: g.Class}
-			cells[k] = cell
-		}
-		cell.Open += g.Open
-		cell.OldestSeconds = max(cell.OldestSeconds, g.OldestOpenSeconds)
-		d.Open += g.Open
-		if g.Class == string(record.ClassPoison) {
-			d.Poison += g.Open
-		}
-		if g.OldestOpenSeconds > d.OldestOpenSeconds {
-			d.OldestOpenSeconds, d.OldestDomain, d.OldestClass = g.OldestOpenSeconds, g.Domain, g.Class
-		}
-	}
-	for _, cell := range cells {
-		d.Cells = append(d.Cells, *cell)
-	}
-	slices.SortFunc(d.Cells, func(a, b overviewCell) int {
-		return cmp.Or(cmp.Compare(a.Domain, b.Domain), cmp.Compare(a.Class, b.Class))
-	})
-	for _, dr := range drains.Drains {
-		d.DrainsTotal++
-		if dr.Status == api.DrainRunning || dr.Status == api.DrainSelecting {
-			d.DrainsRunning++
-			d.Drains = append(d.Drains, dr)
-		}
-	}
-	d.LastVerify, d.LastReconcile = c.results.get()
-	c.render(w, r, http.StatusOK, "overview", newView(s, "Overview", "overview", d))
+// recordPages is the records part: the Groups page, the Records list and
+// its CSV, and the record page with its actions (reveal, redrive,
+// release, dismiss, check and correct: correct.go), its trace (trace.go)
+// and the groups' trends (trend.go).
+type recordPages struct {
+	web
+	// traceURLBase links a trace id to the trace UI; jaegerURL is the
+	// Jaeger query API the record page's trace is read from.
+	traceURLBase, jaegerURL string
 }
 
 // groupsData is the Groups page.
@@ -207,7 +49,7 @@ type groupsData struct {
 	ByDocument bool
 }
 
-func (c *Console) handleGroups(w http.ResponseWriter, r *http.Request, s *session) {
+func (p *recordPages) handleGroups(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	d := &groupsData{Domain: q.Get("domain"), OpenOnly: q.Get("open_only") == "on", ByDocument: q.Get("by") == api.GroupByDocument}
 	var (
@@ -220,10 +62,10 @@ func (c *Console) handleGroups(w http.ResponseWriter, r *http.Request, s *sessio
 		req.By = api.GroupByDocument
 	}
 	wg.Go(func() {
-		rep, err = call[api.GroupsRequest, api.GroupsReply](r.Context(), c, s, api.AuditGroups, req)
+		rep, err = call[api.GroupsRequest, api.GroupsReply](r.Context(), p.rq, s, api.AuditGroups, req)
 	})
 	if !d.ByDocument {
-		wg.Go(func() { d.Trends, terr = c.loadTrends(r.Context(), s, d.Domain, time.Now()) })
+		wg.Go(func() { d.Trends, terr = p.loadTrends(r.Context(), s, d.Domain, p.now()) })
 	}
 	wg.Wait()
 	if terr != nil {
@@ -232,7 +74,7 @@ func (c *Console) handleGroups(w http.ResponseWriter, r *http.Request, s *sessio
 	d.Groups, d.At = rep.Groups, rep.At
 	v := newView(s, "Groups", "groups", d)
 	v.setErr(err)
-	c.render(w, r, statusOf(err), "groups", v)
+	p.render(w, r, statusOf(err), "groups", v)
 }
 
 // recordsQuery is the Records page's filter, sort and page.
@@ -242,8 +84,12 @@ type recordsQuery struct {
 	// business identifiers (api.ListRequest's identifier filters, which
 	// the auditor normalizes).
 	NDC, Lot, Registrant, TxID, GTIN, Serial, SSCC, TLC string
-	Sort, Dir, Cursor                                   string
-	Limit                                               int
+	// Identifier is any domain's search field as name=value
+	// (api.ListRequest.Identifiers, dlqctl find --id), for a field
+	// without an input of its own.
+	Identifier        string
+	Sort, Dir, Cursor string
+	Limit             int
 }
 
 // recordColumns are the sortable columns of the Records page.
@@ -256,7 +102,7 @@ func parseRecordsQuery(r *http.Request) (recordsQuery, api.ListRequest, error) {
 		Party: q.Get("party"), From: q.Get("from"), To: q.Get("to"), Search: strings.TrimSpace(q.Get("q")),
 		NDC: strings.TrimSpace(q.Get("ndc")), Lot: strings.TrimSpace(q.Get("lot")), Registrant: strings.TrimSpace(q.Get("registrant")),
 		TxID: strings.TrimSpace(q.Get("txid")), GTIN: strings.TrimSpace(q.Get("gtin")), Serial: strings.TrimSpace(q.Get("serial")),
-		SSCC: strings.TrimSpace(q.Get("sscc")), TLC: strings.TrimSpace(q.Get("tlc")),
+		SSCC: strings.TrimSpace(q.Get("sscc")), TLC: strings.TrimSpace(q.Get("tlc")), Identifier: strings.TrimSpace(q.Get("identifier")),
 		Sort: q.Get("sort"), Dir: q.Get("dir"), Cursor: q.Get("cursor"), Limit: 50,
 	}
 	if !slices.Contains(recordColumns, rq.Sort) {
@@ -270,6 +116,13 @@ func parseRecordsQuery(r *http.Request) (recordsQuery, api.ListRequest, error) {
 	}
 	req := api.ListRequest{Domain: rq.Domain, Class: rq.Class, Status: rq.Status, Code: rq.Code, Supplier: rq.Party, Limit: rq.Limit, Cursor: rq.Cursor,
 		NDC: rq.NDC, Lot: rq.Lot, Registrant: rq.Registrant, TransactionID: rq.TxID, GTIN: rq.GTIN, Serial: rq.Serial, SSCC: rq.SSCC, TLC: rq.TLC}
+	if rq.Identifier != "" {
+		name, v, err := parseIdentifier(rq.Identifier)
+		if err != nil {
+			return rq, req, err
+		}
+		req.Identifiers = map[string]string{name: v}
+	}
 	for _, b := range []struct {
 		in  string
 		out *time.Time
@@ -291,12 +144,41 @@ func parseRecordsQuery(r *http.Request) (recordsQuery, api.ListRequest, error) {
 	return rq, req, nil
 }
 
+// parseIdentifier reads the Records form's identifier filter, name=value
+// (a domain's search field and its value, as dlqctl find --id takes it).
+// The auditor checks the name and normalizes the value; a filter that is
+// not name=value is refused here, naming the form field, never echoing
+// the value.
+func parseIdentifier(in string) (name, value string, err error) {
+	name, value, ok := strings.Cut(in, "=")
+	name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+	if !ok || name == "" || value == "" {
+		return "", "", api.BadField("identifier", "takes name=value: a domain's search field and its value (the fields: %s)", strings.Join(searchFields(), ", "))
+	}
+	return name, value, nil
+}
+
+// searchFields are the search fields of the registry's domains, sorted
+// (the Records form's hint and parseIdentifier's message).
+func searchFields() []string {
+	var out []string
+	for _, s := range registry.All() {
+		for _, f := range s.Search.Fields {
+			if !slices.Contains(out, f) {
+				out = append(out, f)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // url is the Records page URL with q, overriding name/value pairs.
 func (q recordsQuery) URL(path string, pairs ...string) string {
 	m := map[string]string{
 		"domain": q.Domain, "class": q.Class, "status": q.Status, "code": q.Code, "party": q.Party,
 		"from": q.From, "to": q.To, "q": q.Search, "sort": q.Sort, "dir": q.Dir, "cursor": q.Cursor,
-		"ndc": q.NDC, "lot": q.Lot, "registrant": q.Registrant, "txid": q.TxID, "gtin": q.GTIN, "serial": q.Serial, "sscc": q.SSCC, "tlc": q.TLC,
+		"ndc": q.NDC, "lot": q.Lot, "registrant": q.Registrant, "txid": q.TxID, "gtin": q.GTIN, "serial": q.Serial, "sscc": q.SSCC, "tlc": q.TLC, "identifier": q.Identifier,
 	}
 	for i := 0; i+1 < len(pairs); i += 2 {
 		m[pairs[i]] = pairs[i+1]
@@ -358,6 +240,9 @@ type recordsData struct {
 	Back string
 }
 
+// SearchFields are the names the identifier filter takes.
+func (d *recordsData) SearchFields() []string { return searchFields() }
+
 // columnLabels are the Records columns in words.
 var columnLabels = map[string]string{
 	"dlq_id": "Record", "domain": "Domain", "class": "Class", "status": "Status", "error_code": "Error code",
@@ -399,7 +284,7 @@ func listedIdentifiers(s api.Summary) [][2]string {
 
 // listRecords runs the Records query: one page, searched and sorted, each
 // record marked when a legal hold holds it.
-func (c *Console) listRecords(r *http.Request, s *session) (recordsQuery, listReply, error) {
+func (p *recordPages) listRecords(r *http.Request, s *session) (recordsQuery, listReply, error) {
 	rq, req, err := parseRecordsQuery(r)
 	if err != nil {
 		return rq, listReply{}, err
@@ -410,9 +295,9 @@ func (c *Console) listRecords(r *http.Request, s *session) (recordsQuery, listRe
 		herr  error
 		wg    sync.WaitGroup
 	)
-	wg.Go(func() { rep, err = call[api.ListRequest, listReply](r.Context(), c, s, api.AuditList, req) })
+	wg.Go(func() { rep, err = call[api.ListRequest, listReply](r.Context(), p.rq, s, api.AuditList, req) })
 	wg.Go(func() {
-		holds, herr = call[api.HoldListRequest, api.HoldListReply](r.Context(), c, s, api.HoldList, api.HoldListRequest{})
+		holds, herr = call[api.HoldListRequest, api.HoldListReply](r.Context(), p.rq, s, api.HoldList, api.HoldListRequest{})
 	})
 	wg.Wait()
 	if err != nil {
@@ -493,8 +378,8 @@ func sortSummaries(items []listItem, col string, desc bool) {
 	})
 }
 
-func (c *Console) handleRecords(w http.ResponseWriter, r *http.Request, s *session) {
-	rq, rep, err := c.listRecords(r, s)
+func (p *recordPages) handleRecords(w http.ResponseWriter, r *http.Request, s *session) {
+	rq, rep, err := p.listRecords(r, s)
 	d := &recordsData{
 		Q: rq, Items: rep.Items, Total: rep.Total, NextCursor: rep.NextCursor, Columns: recordColumns, Back: r.URL.RequestURI(),
 		Statuses: []string{string(record.StatusOpen), string(record.StatusRedriving), string(record.StatusPoison), string(record.StatusResolved), string(record.StatusInvalid)},
@@ -502,13 +387,13 @@ func (c *Console) handleRecords(w http.ResponseWriter, r *http.Request, s *sessi
 	}
 	v := newView(s, "Records", "records", d)
 	v.setErr(err)
-	c.render(w, r, statusOf(err), "records", v)
+	p.render(w, r, statusOf(err), "records", v)
 }
 
 // handleRecordsCSV is the Records view as CSV (the same filter, search,
 // sort and page).
-func (c *Console) handleRecordsCSV(w http.ResponseWriter, r *http.Request, s *session) {
-	_, rep, err := c.listRecords(r, s)
+func (p *recordPages) handleRecordsCSV(w http.ResponseWriter, r *http.Request, s *session) {
+	_, rep, err := p.listRecords(r, s)
 	if err != nil {
 		http.Error(w, errText(err), statusOf(err))
 		return
@@ -645,9 +530,9 @@ func (d *recordData) Validation() bool { return d.State.Class == record.ClassVal
 // getRecord reads a chain into a page; with a reveal reason (not empty),
 // with its payload: the auditor records the read, as this person and with
 // that reason, in the access audit before it answers.
-func (c *Console) getRecord(r *http.Request, s *session, id, revealReason string) (*recordData, error) {
+func (p *recordPages) getRecord(r *http.Request, s *session, id, revealReason string) (*recordData, error) {
 	d := &recordData{ID: id, Domain: r.FormValue("domain")}
-	raw, err := call[api.GetRequest, json.RawMessage](r.Context(), c, s, api.AuditGet,
+	raw, err := call[api.GetRequest, json.RawMessage](r.Context(), p.rq, s, api.AuditGet,
 		api.GetRequest{DLQID: id, Domain: d.Domain, IncludePayload: revealReason != "", Reason: revealReason})
 	if err != nil {
 		return d, err
@@ -662,20 +547,20 @@ func (c *Console) getRecord(r *http.Request, s *session, id, revealReason string
 	d.State, d.Problems = rep.State, rep.Problems
 	d.TraceURL = rep.TraceURL
 	if d.TraceURL == "" {
-		d.TraceURL = telemetry.TraceURL(c.cfg.TraceURLBase, firstTrace(rep.Records))
+		d.TraceURL = telemetry.TraceURL(p.traceURLBase, firstTrace(rep.Records))
 	}
 	traceID := rep.State.TraceID
 	if traceID == "" {
 		traceID = firstTrace(rep.Records)
 	}
-	d.Trace = c.traceOf(r.Context(), traceID)
+	d.Trace = p.traceOf(r.Context(), traceID)
 	for _, cr := range rep.Records {
 		e := chainEntry{Seq: cr.Seq, TraceURL: cr.TraceURL}
 		if err := json.Unmarshal(cr.Record, &e.Rec); err != nil {
 			e.Problems = append(e.Problems, record.Problem{Kind: record.ProblemUnparseable, Detail: "the record does not parse"})
 		}
 		if e.TraceURL == "" {
-			e.TraceURL = telemetry.TraceURL(c.cfg.TraceURLBase, cr.TraceID)
+			e.TraceURL = telemetry.TraceURL(p.traceURLBase, cr.TraceID)
 		}
 		for _, p := range rep.Problems {
 			if p.Index == e.Rec.Index || (p.Seq != 0 && p.Seq == cr.Seq) {
@@ -710,72 +595,72 @@ func firstTrace(recs []api.ChainRecord) string {
 	return ""
 }
 
-func (c *Console) renderRecord(w http.ResponseWriter, r *http.Request, s *session, d *recordData, err error, notice string) {
+func (p *recordPages) renderRecord(w http.ResponseWriter, r *http.Request, s *session, d *recordData, err error, notice string) {
 	v := newView(s, "Record "+d.ID, "records", d)
 	v.setErr(err)
 	v.Notice = notice
-	c.render(w, r, statusOf(err), "record", v)
+	p.render(w, r, statusOf(err), "record", v)
 }
 
-func (c *Console) handleRecord(w http.ResponseWriter, r *http.Request, s *session) {
-	d, err := c.getRecord(r, s, r.PathValue("id"), "")
-	c.renderRecord(w, r, s, d, err, "")
+func (p *recordPages) handleRecord(w http.ResponseWriter, r *http.Request, s *session) {
+	d, err := p.getRecord(r, s, r.PathValue("id"), "")
+	p.renderRecord(w, r, s, d, err, "")
 }
 
 // handleReveal shows the payload to a role that may read it, with a reason.
-func (c *Console) handleReveal(w http.ResponseWriter, r *http.Request, s *session) {
+func (p *recordPages) handleReveal(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
 	reason := strings.TrimSpace(r.PostFormValue("reason"))
 	if reason == "" {
-		d, err := c.getRecord(r, s, id, "")
+		d, err := p.getRecord(r, s, id, "")
 		if err == nil {
 			err = api.BadField("reason", "a reason is required to reveal a payload")
 		}
-		c.renderRecord(w, r, s, d, err, "")
+		p.renderRecord(w, r, s, d, err, "")
 		return
 	}
-	d, err := c.getRecord(r, s, id, reason)
+	d, err := p.getRecord(r, s, id, reason)
 	d.Reason = reason
 	if err == nil {
-		c.log.Info("payload revealed", "user", s.user, "dlq_id", id)
+		p.log.Info("payload revealed", "user", s.user, "dlq_id", id)
 	}
-	c.renderRecord(w, r, s, d, err, "")
+	p.renderRecord(w, r, s, d, err, "")
 }
 
 // handleRedrive replays one record as the person.
-func (c *Console) handleRedrive(w http.ResponseWriter, r *http.Request, s *session) {
+func (p *recordPages) handleRedrive(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
 	req := api.RedriveRequest{DLQID: id, Reason: strings.TrimSpace(r.PostFormValue("reason")), IncludeValidation: r.PostFormValue("include_validation") == "on"}
-	rep, err := call[api.RedriveRequest, api.RedriveReply](r.Context(), c, s, api.Redrive, req)
-	c.log.Info("redrive", "user", s.user, "dlq_id", id, "outcome", rep.Outcome, "code", api.CodeOf(err))
-	c.afterAction(w, r, s, id, err, fmt.Sprintf("Redrive: %s (status %s).", rep.Outcome, rep.Status))
+	rep, err := call[api.RedriveRequest, api.RedriveReply](r.Context(), p.rq, s, api.Redrive, req)
+	p.log.Info("redrive", "user", s.user, "dlq_id", id, "outcome", rep.Outcome, "code", api.CodeOf(err))
+	p.afterAction(w, r, s, id, err, fmt.Sprintf("Redrive: %s (status %s).", rep.Outcome, rep.Status))
 }
 
 // handleRelease moves a poison record back to redrivable.
-func (c *Console) handleRelease(w http.ResponseWriter, r *http.Request, s *session) {
+func (p *recordPages) handleRelease(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
 	req := api.ReleaseRequest{DLQID: id, Class: r.PostFormValue("class"), Reason: strings.TrimSpace(r.PostFormValue("reason"))}
-	_, err := call[api.ReleaseRequest, api.AppendReply](r.Context(), c, s, api.Release, req)
-	c.log.Info("release", "user", s.user, "dlq_id", id, "code", api.CodeOf(err))
-	c.afterAction(w, r, s, id, err, "Released.")
+	_, err := call[api.ReleaseRequest, api.AppendReply](r.Context(), p.rq, s, api.Release, req)
+	p.log.Info("release", "user", s.user, "dlq_id", id, "code", api.CodeOf(err))
+	p.afterAction(w, r, s, id, err, "Released.")
 }
 
 // handleDismiss closes a record for good without committing it (a second
 // person approves it unless the policy waives it).
-func (c *Console) handleDismiss(w http.ResponseWriter, r *http.Request, s *session) {
+func (p *recordPages) handleDismiss(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
 	req := api.DismissRequest{DLQID: id, Reason: strings.TrimSpace(r.PostFormValue("reason"))}
-	_, err := call[api.DismissRequest, api.AppendReply](r.Context(), c, s, api.Dismiss, req)
-	c.log.Info("dismiss", "user", s.user, "dlq_id", id, "code", api.CodeOf(err))
-	c.afterAction(w, r, s, id, err, "Dismissed.")
+	_, err := call[api.DismissRequest, api.AppendReply](r.Context(), p.rq, s, api.Dismiss, req)
+	p.log.Info("dismiss", "user", s.user, "dlq_id", id, "code", api.CodeOf(err))
+	p.afterAction(w, r, s, id, err, "Dismissed.")
 }
 
 // afterAction shows the record after an action, with its outcome or the
 // service's refusal.
-func (c *Console) afterAction(w http.ResponseWriter, r *http.Request, s *session, id string, err error, notice string) {
+func (p *recordPages) afterAction(w http.ResponseWriter, r *http.Request, s *session, id string, err error, notice string) {
 	if err != nil {
-		d, _ := c.getRecord(r, s, id, "")
-		c.renderRecord(w, r, s, d, err, "")
+		d, _ := p.getRecord(r, s, id, "")
+		p.renderRecord(w, r, s, d, err, "")
 		return
 	}
 	// POST/redirect/GET: the outcome is shown once by the record's page.
