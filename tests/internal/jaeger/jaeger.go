@@ -22,7 +22,6 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/tests/internal/tools"
 )
 
@@ -85,10 +84,35 @@ exporters:
     trace_storage: memstore
 `))
 
+// startAttempts bounds how often Start tries fresh ports: a port
+// tools.FreePort found free may be taken by another test's server before
+// Jaeger binds it.
+const startAttempts = 3
+
+// errPortTaken: Jaeger exited at start-up because a port was taken.
+var errPortTaken = errors.New("jaeger: a port was taken before jaeger bound it")
+
 // Start runs Jaeger on free loopback ports with a generated configuration
-// and waits until it reports healthy. It is stopped (SIGTERM, then SIGKILL)
-// at cleanup; its log is printed if the test failed.
+// and waits until it reports healthy; when another process took one of
+// the ports first, it starts again on fresh ones (startAttempts). It is
+// stopped (SIGTERM, then SIGKILL) at cleanup; its log is printed if the
+// test failed.
 func Start(tb testing.TB) *Jaeger {
+	tb.Helper()
+	for attempt := 1; ; attempt++ {
+		j, err := start(tb)
+		if err == nil {
+			return j
+		}
+		if !errors.Is(err, errPortTaken) || attempt == startAttempts {
+			tb.Fatal(err)
+		}
+		tb.Logf("jaeger: start attempt %d: %v; again on fresh ports", attempt, err)
+	}
+}
+
+// start is one attempt of Start.
+func start(tb testing.TB) (*Jaeger, error) {
 	tb.Helper()
 	bin := tools.Jaeger(tb)
 	ports := struct{ Health, Query, QueryGRPC, GRPC, HTTP int }{
@@ -96,11 +120,11 @@ func Start(tb testing.TB) *Jaeger {
 	}
 	var cfg bytes.Buffer
 	if err := config.Execute(&cfg, ports); err != nil {
-		tb.Fatalf("jaeger: config: %v", err)
+		return nil, fmt.Errorf("jaeger: config: %w", err)
 	}
 	path := filepath.Join(tb.TempDir(), "jaeger.yaml")
 	if err := os.WriteFile(path, cfg.Bytes(), 0o600); err != nil {
-		tb.Fatalf("jaeger: %v", err)
+		return nil, fmt.Errorf("jaeger: %w", err)
 	}
 	j := &Jaeger{
 		OTLPHTTP: fmt.Sprintf("http://127.0.0.1:%d", ports.HTTP),
@@ -113,7 +137,7 @@ func Start(tb testing.TB) *Jaeger {
 	j.cmd.Stdout, j.cmd.Stderr = j.logs, j.logs
 	setParentDeathSignal(j.cmd)
 	if err := j.cmd.Start(); err != nil {
-		tb.Fatalf("jaeger: start %s: %v", bin, err)
+		return nil, fmt.Errorf("jaeger: start %s: %w", bin, err)
 	}
 	go func() {
 		_ = j.cmd.Wait()
@@ -126,24 +150,32 @@ func Start(tb testing.TB) *Jaeger {
 		}
 	})
 	health := fmt.Sprintf("http://127.0.0.1:%d/status", ports.Health)
-	natstest.CheckFor(tb, 30*time.Second, 50*time.Millisecond, func() error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
 		select {
 		case <-j.exited:
-			tb.Fatalf("jaeger exited at start-up:\n%s", j.logs.String())
+			if strings.Contains(j.logs.String(), "address already in use") {
+				return nil, errPortTaken
+			}
+			return nil, fmt.Errorf("jaeger exited at start-up:\n%s", j.logs.String())
 		default:
 		}
 		var st struct {
 			Healthy bool `json:"healthy"`
 		}
-		if err := getJSON(health, &st); err != nil {
-			return err
+		err := getJSON(health, &st)
+		if err == nil && st.Healthy {
+			return j, nil
 		}
-		if !st.Healthy {
-			return errors.New("jaeger not healthy yet")
+		if time.Now().After(deadline) {
+			j.stop()
+			return nil, fmt.Errorf("jaeger not healthy after 30 s (%v):\n%s", err, j.logs.String())
 		}
-		return nil
-	})
-	return j
+		select {
+		case <-j.exited:
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // stop terminates Jaeger and waits for it.
