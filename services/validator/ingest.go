@@ -1,6 +1,7 @@
 package validator
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -205,7 +206,7 @@ func (s *Service) assemble(ctx context.Context, subject string, man *document.Ma
 		}
 		pw.Close()
 	}()
-	obj, err := s.docs.Put(ctx, jetstream.ObjectMeta{Name: man.SHA256}, pr)
+	obj, err := streams.PutDocument(ctx, s.docs, man.SHA256, pr)
 	_ = pr.Close()
 	if err != nil {
 		return codes.Wrap(codes.StoreUnavailable, err, "document not stored")
@@ -436,7 +437,7 @@ func (s *Service) keepDocument(ctx context.Context, info *document.Info, data []
 	case err != nil && !errors.Is(err, jetstream.ErrObjectNotFound):
 		return codes.Wrap(codes.StoreUnavailable, err, "document object lookup failed")
 	}
-	if _, err := s.docs.PutBytes(ctx, info.SHA256, data); err != nil {
+	if _, err := streams.PutDocument(ctx, s.docs, info.SHA256, bytes.NewReader(data)); err != nil {
 		return codes.Wrap(codes.StoreUnavailable, err, "document not stored")
 	}
 	return nil

@@ -127,18 +127,15 @@ func LastToken(subject string) string {
 const maxDocumentEvent = 8 << 20
 
 // DocumentBytes reads an event's exact original bytes from the document
-// kept in DOCUMENTS: bytes d.Offset to d.Offset+d.Length (read from the
-// document's start, one chunk in memory at a time).
+// kept in DOCUMENTS: bytes d.Offset to d.Offset+d.Length (from the chunk
+// holding d.Offset, one chunk in memory at a time: streams.OpenDocumentAt).
 func DocumentBytes(ctx context.Context, js jetstream.JetStream, d envelope.Document) ([]byte, error) {
 	if d.Offset < 0 || d.Length <= 0 || d.Length > maxDocumentEvent {
 		return nil, fmt.Errorf("auditor: document range %d+%d out of bounds", d.Offset, d.Length)
 	}
-	r, err := streams.OpenDocument(ctx, js, d.SHA256)
+	r, err := streams.OpenDocumentAt(ctx, js, d.SHA256, int64(d.Offset))
 	if err != nil {
 		return nil, err
-	}
-	if _, err := io.CopyN(io.Discard, r, int64(d.Offset)); err != nil {
-		return nil, fmt.Errorf("auditor: document %s: %w", d.SHA256, err)
 	}
 	b := make([]byte, d.Length)
 	if _, err := io.ReadFull(r, b); err != nil {
