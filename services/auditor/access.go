@@ -3,11 +3,9 @@ package auditor
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
-	"regexp"
 	"strconv"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
+	"github.com/deadletter/deadletter/shared/safetext"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -58,7 +57,7 @@ func (s *Service) approvalReader(ctx context.Context, approvalID, dlqID string) 
 	case err != nil:
 		return reader{}, api.Wrap(api.ErrUnauthenticated, err, "payloads are read only by an authenticated person")
 	case !id.Role.ReadsPayloads() && id.Role != access.RoleApprover:
-		s.log.Warn("payload read refused", "user", id.User, "role", string(id.Role), "what", api.AccessGet, "approval_id", loggedID(approvalID))
+		s.log.Warn("payload read refused", "user", id.User, "role", string(id.Role), "what", api.AccessGet, "approval_id", safetext.LogID(approvalID))
 		return reader{}, api.Errorf(api.ErrForbidden, "role %s may not read payloads", id.Role)
 	}
 	a, err := s.approvals.Get(ctx, approvalID)
@@ -66,7 +65,7 @@ func (s *Service) approvalReader(ctx context.Context, approvalID, dlqID string) 
 		return reader{}, approval.APIError(err)
 	}
 	if a.DLQID != dlqID || a.Action != api.ActionCorrect {
-		s.log.Warn("payload read refused", "user", id.User, "role", string(id.Role), "what", api.AccessGet, "approval_id", loggedID(approvalID), "dlq_id", loggedID(dlqID))
+		s.log.Warn("payload read refused", "user", id.User, "role", string(id.Role), "what", api.AccessGet, "approval_id", safetext.LogID(approvalID), "dlq_id", safetext.LogID(dlqID))
 		return reader{}, api.Errorf(api.ErrForbidden, "approval %s is not a correction of this record", approvalID)
 	}
 	return reader{user: id.User, role: string(id.Role)}, nil
@@ -188,19 +187,3 @@ func (s *Service) Access(ctx context.Context, req api.AccessRequest) (api.Access
 
 // accessTimeout bounds the write of one access record.
 const accessTimeout = 10 * time.Second
-
-// logIDShape is what an approval or dlq id a caller names must look like
-// to be logged as it is: ASCII letters, digits, '-' and '_' (every id the
-// services make), at most 96 bytes.
-var logIDShape = regexp.MustCompile(`^[A-Za-z0-9_-]{1,96}$`)
-
-// loggedID is a caller-named id as a log may hold it: itself when it has
-// an id's shape, else (text a caller chose, which may hold anything) only
-// a prefix of its SHA-256.
-func loggedID(s string) string {
-	if logIDShape.MatchString(s) {
-		return s
-	}
-	sum := sha256.Sum256([]byte(s))
-	return "sha256:" + hex.EncodeToString(sum[:8])
-}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/safetext"
 )
 
 // approvalPages is the approvals part: the list, one approval with the
@@ -163,7 +164,7 @@ func (p *approvalPages) handleApprove(w http.ResponseWriter, r *http.Request, s 
 		rep, err = call[api.ApprovalDecisionRequest, api.ApprovalReply](r.Context(), p.rq, s, api.ApprovalApprove, req)
 	}
 	req.Password = ""
-	p.log.Info("approval approve", "user", s.user, "approval_id", id, "outcome", rep.Approval.Outcome, "code", api.CodeOf(err))
+	p.log.Info("approval approve", "user", s.user, "approval_id", safetext.LogID(id), "outcome", rep.Approval.Outcome, "code", api.CodeOf(err))
 	p.afterDecision(w, r, s, id, err, req.Meaning, "", func(a api.Approval) string {
 		n := "Approved by " + a.Decider + " (" + a.Meaning + ")"
 		if a.Status == api.ApprovalExecuted {
@@ -183,7 +184,7 @@ func (p *approvalPages) handleReject(w http.ResponseWriter, r *http.Request, s *
 	} else {
 		_, err = call[api.ApprovalDecisionRequest, api.ApprovalReply](r.Context(), p.rq, s, api.ApprovalReject, req)
 	}
-	p.log.Info("approval reject", "user", s.user, "approval_id", id, "code", api.CodeOf(err))
+	p.log.Info("approval reject", "user", s.user, "approval_id", safetext.LogID(id), "code", api.CodeOf(err))
 	p.afterDecision(w, r, s, id, err, "", req.Meaning, "Rejected: it will not run.")
 }
 

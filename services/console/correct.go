@@ -10,6 +10,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/safetext"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -144,7 +145,7 @@ func (p *recordPages) handleCheck(w http.ResponseWriter, r *http.Request, s *ses
 		return
 	}
 	d.Correction = p.checkCorrection(r, s, d, text)
-	p.log.Info("correction checked", "user", s.user, "dlq_id", id, "ok", d.Correction.OK, "code", d.Correction.Code)
+	p.log.Info("correction checked", "user", s.user, "dlq_id", safetext.LogID(id), "ok", d.Correction.OK, "code", d.Correction.Code)
 	p.renderRecord(w, r, s, d, nil, "")
 }
 
@@ -168,10 +169,10 @@ func (p *recordPages) handleCorrect(w http.ResponseWriter, r *http.Request, s *s
 		rep, err = call[api.RedriveRequest, api.RedriveReply](r.Context(), p.rq, s, api.Redrive, req)
 	}
 	if ap := approvalOf(err); ap != nil {
-		p.log.Info("correction sent for approval", "user", s.user, "dlq_id", id, "approval_id", ap.ID)
+		p.log.Info("correction sent for approval", "user", s.user, "dlq_id", safetext.LogID(id), "approval_id", ap.ID)
 		p.afterAction(w, r, s, id, nil, approvalNotice(ap))
 		return
 	}
-	p.log.Info("correction redriven", "user", s.user, "dlq_id", id, "outcome", rep.Outcome, "code", api.CodeOf(err))
+	p.log.Info("correction redriven", "user", s.user, "dlq_id", safetext.LogID(id), "outcome", rep.Outcome, "code", api.CodeOf(err))
 	p.afterAction(w, r, s, id, err, fmt.Sprintf("Corrected and redriven: %s (status %s).", rep.Outcome, rep.Status))
 }

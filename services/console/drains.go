@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/safetext"
 )
 
 // drainPages is the drains part: the Drains list, the plan wizard (dry
@@ -459,7 +460,7 @@ func (p *drainPages) handleDrainCancel(w http.ResponseWriter, r *http.Request, s
 		p.render(w, r, statusOf(err), "drain", v)
 		return
 	}
-	p.log.Info("drain cancelled", "user", s.user, "drain_id", id)
+	p.log.Info("drain cancelled", "user", s.user, "drain_id", safetext.LogID(id))
 	http.Redirect(w, r, "/drains/"+url.PathEscape(id), http.StatusSeeOther)
 }
 
@@ -480,7 +481,7 @@ func (p *drainPages) handleDrainResume(w http.ResponseWriter, r *http.Request, s
 		p.render(w, r, statusOf(err), "drain", v)
 		return
 	}
-	p.log.Info("drain resumed", "user", s.user, "drain_id", id)
+	p.log.Info("drain resumed", "user", s.user, "drain_id", safetext.LogID(id))
 	http.Redirect(w, r, "/drains/"+url.PathEscape(id), http.StatusSeeOther)
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/safetext"
 )
 
 // holdPages is the legal holds part: the Holds page, placing and lifting
@@ -89,7 +90,7 @@ func (p *holdPages) placeHold(r *http.Request, s *session, req api.HoldPlaceRequ
 	default:
 		rep, err = call[api.HoldPlaceRequest, api.HoldReply](r.Context(), p.rq, s, api.HoldPlace, req)
 	}
-	p.log.Info("hold place", "user", s.user, "hold_id", rep.Hold.ID, "dlq_id", req.Target.DLQID, "code", api.CodeOf(err))
+	p.log.Info("hold place", "user", s.user, "hold_id", rep.Hold.ID, "dlq_id", safetext.LogID(req.Target.DLQID), "code", api.CodeOf(err))
 	return rep, err
 }
 
@@ -115,7 +116,7 @@ func (p *holdPages) handleLiftHold(w http.ResponseWriter, r *http.Request, s *se
 	if ap := approvalOf(err); ap != nil {
 		notice, err = approvalNotice(ap), nil
 	}
-	p.log.Info("hold lift", "user", s.user, "hold_id", req.ID, "code", api.CodeOf(err))
+	p.log.Info("hold lift", "user", s.user, "hold_id", safetext.LogID(req.ID), "code", api.CodeOf(err))
 	if back := r.PostFormValue("dlq_id"); back != "" {
 		p.records.afterAction(w, r, s, back, err, notice)
 		return

@@ -19,6 +19,7 @@ import (
 	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/safetext"
 	"github.com/deadletter/deadletter/shared/telemetry"
 	"github.com/deadletter/deadletter/shared/when"
 )
@@ -622,7 +623,7 @@ func (p *recordPages) handleReveal(w http.ResponseWriter, r *http.Request, s *se
 	d, err := p.getRecord(r, s, id, reason)
 	d.Reason = reason
 	if err == nil {
-		p.log.Info("payload revealed", "user", s.user, "dlq_id", id)
+		p.log.Info("payload revealed", "user", s.user, "dlq_id", safetext.LogID(id))
 	}
 	p.renderRecord(w, r, s, d, err, "")
 }
@@ -632,7 +633,7 @@ func (p *recordPages) handleRedrive(w http.ResponseWriter, r *http.Request, s *s
 	id := r.PathValue("id")
 	req := api.RedriveRequest{DLQID: id, Reason: strings.TrimSpace(r.PostFormValue("reason")), IncludeValidation: r.PostFormValue("include_validation") == "on"}
 	rep, err := call[api.RedriveRequest, api.RedriveReply](r.Context(), p.rq, s, api.Redrive, req)
-	p.log.Info("redrive", "user", s.user, "dlq_id", id, "outcome", rep.Outcome, "code", api.CodeOf(err))
+	p.log.Info("redrive", "user", s.user, "dlq_id", safetext.LogID(id), "outcome", rep.Outcome, "code", api.CodeOf(err))
 	p.afterAction(w, r, s, id, err, fmt.Sprintf("Redrive: %s (status %s).", rep.Outcome, rep.Status))
 }
 
@@ -641,7 +642,7 @@ func (p *recordPages) handleRelease(w http.ResponseWriter, r *http.Request, s *s
 	id := r.PathValue("id")
 	req := api.ReleaseRequest{DLQID: id, Class: r.PostFormValue("class"), Reason: strings.TrimSpace(r.PostFormValue("reason"))}
 	_, err := call[api.ReleaseRequest, api.AppendReply](r.Context(), p.rq, s, api.Release, req)
-	p.log.Info("release", "user", s.user, "dlq_id", id, "code", api.CodeOf(err))
+	p.log.Info("release", "user", s.user, "dlq_id", safetext.LogID(id), "code", api.CodeOf(err))
 	p.afterAction(w, r, s, id, err, "Released.")
 }
 
@@ -651,7 +652,7 @@ func (p *recordPages) handleDismiss(w http.ResponseWriter, r *http.Request, s *s
 	id := r.PathValue("id")
 	req := api.DismissRequest{DLQID: id, Reason: strings.TrimSpace(r.PostFormValue("reason"))}
 	_, err := call[api.DismissRequest, api.AppendReply](r.Context(), p.rq, s, api.Dismiss, req)
-	p.log.Info("dismiss", "user", s.user, "dlq_id", id, "code", api.CodeOf(err))
+	p.log.Info("dismiss", "user", s.user, "dlq_id", safetext.LogID(id), "code", api.CodeOf(err))
 	p.afterAction(w, r, s, id, err, "Dismissed.")
 }
 

@@ -15,8 +15,11 @@
 package safetext
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
+	"regexp"
 	"sync"
 	"unicode/utf8"
 )
@@ -136,3 +139,19 @@ func (w *Writer) Write(p []byte) (int, error) {
 // Unwrap is the writer w escapes onto (for output that is the program's
 // own and acts on the terminal on purpose, such as a progress bar).
 func (w *Writer) Unwrap() io.Writer { return w.w }
+
+// idShape is what an id a caller names (a dlq id, an approval id, a drain
+// id) must look like to be logged as it is: ASCII letters, digits, '-'
+// and '_' (every id the services make), at most 96 bytes.
+var idShape = regexp.MustCompile(`^[A-Za-z0-9_-]{1,96}$`)
+
+// LogID is a caller-named id as a log may hold it: itself when it has an
+// id's shape, else (text a caller chose, which may hold anything, payload
+// values included) only a prefix of its SHA-256.
+func LogID(s string) string {
+	if idShape.MatchString(s) {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	return "sha256:" + hex.EncodeToString(sum[:8])
+}

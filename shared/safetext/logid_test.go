@@ -1,14 +1,14 @@
-package auditor
+package safetext
 
 import (
 	"strings"
 	"testing"
 )
 
-// TestLoggedID: an id a caller names reaches the log as it is only with
+// TestLogID: an id a caller names reaches the log as it is only with
 // an id's shape; other text (a payload value pasted as an id) only as a
 // hash prefix.
-func TestLoggedID(t *testing.T) {
+func TestLogID(t *testing.T) {
 	for _, tc := range []struct {
 		name, id string
 		kept     bool
@@ -21,9 +21,9 @@ func TestLoggedID(t *testing.T) {
 		{"empty", "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := loggedID(tc.id)
+			got := LogID(tc.id)
 			if (got == tc.id) != tc.kept || (!tc.kept && !strings.HasPrefix(got, "sha256:")) {
-				t.Errorf("loggedID(%q) = %q", tc.id, got)
+				t.Errorf("LogID(%q) = %q", tc.id, got)
 			}
 		})
 	}
