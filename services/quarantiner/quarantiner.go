@@ -196,6 +196,10 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		go func() {
 			defer appends.Done()
 			for r := range requests {
+				if r.Subject() == api.QuarantinerRepair {
+					s.handleRepair(r)
+					continue
+				}
 				s.handleAppend(r)
 			}
 		}()
@@ -227,6 +231,10 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	}
 	if err := svc.AddGroup("quarantiner").AddEndpoint("hold", endpoint.Guard(micro.HandlerFunc(concurrent)),
 		micro.WithEndpointMetadata(map[string]string{"description": "append a legal hold's record to a chain (auditor); no other kind"})); err != nil {
+		return fmt.Errorf("quarantiner: micro endpoint: %w", err)
+	}
+	if err := svc.AddGroup("quarantiner").AddEndpoint("repair", endpoint.Guard(micro.HandlerFunc(concurrent)),
+		micro.WithEndpointMetadata(map[string]string{"description": "seal the record of an event left without an outcome, read from EVENTS (auditor's reconciliation)"})); err != nil {
 		return fmt.Errorf("quarantiner: micro endpoint: %w", err)
 	}
 
@@ -292,6 +300,12 @@ func (s *Service) handle(m jetstream.Msg) {
 	)
 	switch subj := m.Subject(); {
 	case isAdvisory(subj, subjects.MaxDeliveriesAdvisories):
+		if s.cfg.Failpoint.Drops(failpoint.QuarantinerDropMaxDeliveries) {
+			// Tests: the advisory as if ADVISORIES never stored it.
+			s.log.Warn("failpoint: max-deliveries advisory dropped", "subject", subj)
+			_ = m.Ack()
+			return
+		}
 		advisory = true
 		f, err = s.fromMaxDeliveries(ctx, m.Data())
 	case isAdvisory(subj, subjects.TerminatedAdvisories):

@@ -24,9 +24,12 @@ type Config struct {
 	// Consumer is the durable pull consumer on EVENTS shared by every
 	// validator instance. Default "validator".
 	Consumer string
-	// MaxDeliver bounds deliveries of one event; an event still failing
-	// transiently after it is quarantined as exhausted through the server's
-	// max-deliveries advisory. Default 5.
+	// MaxDeliver bounds the attempts at one event: an event still failing
+	// transiently on delivery MaxDeliver is reported exhausted by the
+	// validator itself. The consumer allows one delivery more (SpareDeliveries):
+	// a validator that dies on the last attempt, or cannot store its report,
+	// leaves the event to that spare delivery, never to an advisory alone.
+	// Default 5.
 	MaxDeliver int
 	// AckWait is how long the server waits for an acknowledgement before
 	// redelivering (e.g. after a validator died). Default 30 s.

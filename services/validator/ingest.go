@@ -260,7 +260,7 @@ func (s *Service) ingestDocument(ctx, dctx context.Context, m jetstream.Msg, met
 			base.Created = info.Created.Format(time.RFC3339Nano)
 		}
 	}
-	last := meta.NumDelivered >= uint64(s.cfg.MaxDeliver)
+	last := s.lastAttempt(meta)
 	var tally docTally
 	var wg sync.WaitGroup
 	_, err := document.ScanSourceWith(src, begin, func(ev document.Event) error {
@@ -419,9 +419,7 @@ func DocumentReplayID(dlqID string, redrives int) string {
 // index of the document whose bytes have the hex SHA-256 sha: the same on
 // every delivery of the document (and every copy of it published within
 // FAILURES' de-duplication window).
-func DocumentFailureID(sha string, index int) string {
-	return "failure-doc-" + sha + "-" + strconv.Itoa(index)
-}
+func DocumentFailureID(sha string, index int) string { return record.DocumentFailureMsgID(sha, index) }
 
 // keepDocument stores the document's bytes in DOCUMENTS under their hex
 // SHA-256, once: a document stored already (an earlier delivery, or copy)

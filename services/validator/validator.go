@@ -7,9 +7,14 @@
 // Structural failures are never retried: they are published to the
 // FAILURES intake, and only once that publish is acknowledged is the
 // original terminated. Transient failures are retried with exponential
-// back-off and jitter (NakWithDelay) and their history kept in ATTEMPTS;
-// after MaxDeliver deliveries the server's max-deliveries advisory hands the
-// event to the quarantiner. Several instances share one durable consumer.
+// back-off and jitter (NakWithDelay) and their history kept in ATTEMPTS; on
+// delivery MaxDeliver an event still failing is reported exhausted to
+// FAILURES by the validator itself, then terminated. The consumer allows
+// one spare delivery beyond it, so an event whose last attempt ended
+// without an outcome (its validator killed, its report not stored) is
+// delivered once more; the server's max-deliveries advisory and the
+// auditor's repair of unaccounted events are only backstops behind it.
+// Several instances share one durable consumer.
 package validator
 
 import (
@@ -38,6 +43,7 @@ import (
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/failpoint"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/record"
@@ -121,6 +127,15 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	return s, nil
 }
 
+// SpareDeliveries is how many deliveries the consumer allows beyond
+// Config.MaxDeliver: the validator decides exhaustion itself on delivery
+// MaxDeliver, and the spare one gives an event whose last attempt ended
+// without an outcome (the validator killed during it, or its failure report
+// not stored) that outcome, without depending on the server's
+// max-deliveries advisory, a core message nobody may be there to store when
+// a cluster is electing leaders.
+const SpareDeliveries = 1
+
 // ConsumerConfig is the validator's durable consumer of EVENTS, which the
 // administrator provisions (services may not create consumers).
 func (c Config) ConsumerConfig() jetstream.ConsumerConfig {
@@ -131,7 +146,7 @@ func (c Config) ConsumerConfig() jetstream.ConsumerConfig {
 		// unfiltered consumer is the cheapest for the server to feed.
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       c.AckWait,
-		MaxDeliver:    c.MaxDeliver,
+		MaxDeliver:    c.MaxDeliver + SpareDeliveries,
 		MaxAckPending: max(1024, 4*c.Workers),
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
@@ -318,6 +333,12 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 		s.structural(ctx, m, meta, &id, dlqID, redrives, record.StageValidate, err, attempts)
 		return
 	}
+	if hist, ok := s.decidedExhausted(ctx, meta, attempts); ok {
+		defer end()
+		last := hist[len(hist)-1]
+		s.exhaust(ctx, m, meta, env, dlqID, redrives, last.Code, last.Reason, hist)
+		return
+	}
 	start := time.Now()
 	cctx, cspan := ctx, trace.Span(nil)
 	if s.commit.down != nil {
@@ -447,7 +468,7 @@ func (s *Service) reportPolicy() retry.Policy {
 // the original is redelivered later instead, and false is returned: it is
 // never terminated without a stored failure.
 func (s *Service) report(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, f record.Failure) bool {
-	err := s.storeFailure(ctx, m, meta, f, fmt.Sprintf("failure-%s-%d", meta.Stream, meta.Sequence.Stream))
+	err := s.storeFailure(ctx, m, meta, f, record.FailureMsgID(meta.Stream, meta.Sequence.Stream))
 	if err != nil {
 		s.log.Error("failure report not stored; will retry", "seq", meta.Sequence.Stream, "code", f.Code, "class", f.Class, "err", err)
 		_ = m.NakWithDelay(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered))
@@ -544,12 +565,13 @@ func (s *Service) structural(ctx context.Context, m jetstream.Msg, meta *jetstre
 	s.log.Info("event rejected", "seq", meta.Sequence.Stream, "subject", m.Subject(), "code", code, "stage", stage, "dlq_id", dlqID)
 }
 
-// transient records the attempt and schedules a redelivery. On the last
-// allowed delivery it reports the event exhausted to FAILURES itself, then
-// terminates it (report): the server's max-deliveries advisory, a core
-// message that is lost when ADVISORIES has no leader at that moment (an R3
-// cluster electing one), is only the fallback for a validator that dies
-// during that delivery.
+// transient records the attempt and schedules a redelivery. On delivery
+// MaxDeliver it reports the event exhausted to FAILURES itself, then
+// terminates it (exhaust). The consumer's spare delivery (SpareDeliveries)
+// covers a validator that dies before the report is stored, and the
+// server's max-deliveries advisory, a core message that is lost when
+// ADVISORIES has no leader at that moment, only one that dies on the
+// spare delivery too.
 func (s *Service) transient(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, env envelope.Envelope,
 	dlqID string, redrives int, cause error, attempts jetstream.KeyValue) {
 	s.stats.transient.Add(1)
@@ -565,19 +587,10 @@ func (s *Service) transient(ctx context.Context, m jetstream.Msg, meta *jetstrea
 			s.log.Warn("attempt history not stored", "seq", meta.Sequence.Stream, "err", err)
 		}
 	}
-	if meta.NumDelivered >= uint64(s.cfg.MaxDeliver) {
-		span.SetAttributes(telemetry.DomainKey.String(env.Domain), telemetry.OutcomeKey.String("exhausted"))
-		telemetry.Fail(span, code, string(record.ClassExhausted), telemetry.StageKey.String(record.StageCommit))
-		s.stats.exhausted.Add(1)
-		s.metrics.outcome(outcomeExhausted)
-		s.log.Warn("event exhausted its deliveries", "seq", meta.Sequence.Stream, "key", env.IdempotencyKey, "code", code, "deliveries", meta.NumDelivered)
-		f := record.Failure{
-			Class: record.ClassExhausted, Code: code, Detail: codes.DetailOf(cause), Domain: env.Domain,
-			Subject: m.Subject(), Stream: meta.Stream, Seq: meta.Sequence.Stream, Deliveries: meta.NumDelivered,
-			Published: meta.Timestamp.UTC(), Headers: m.Headers(), Payload: m.Data(), Envelope: &env,
-			DLQID: dlqID, RedriveCount: redrives, Attempts: hist.Attempts, FailedAt: time.Now().UTC(),
-		}
-		s.report(ctx, m, meta, f)
+	if s.lastAttempt(meta) {
+		// The decision is in ATTEMPTS (an attempt of the last delivery):
+		// a spare delivery after a crash in exhaust reports it again.
+		s.exhaust(ctx, m, meta, env, dlqID, redrives, code, codes.DetailOf(cause), hist.Attempts)
 		return
 	}
 	delay := backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered)
@@ -595,6 +608,52 @@ func (s *Service) transient(ctx context.Context, m jetstream.Msg, meta *jetstrea
 	s.log.Info("transient failure; retrying", "seq", meta.Sequence.Stream, "key", env.IdempotencyKey, "code", code,
 		"delivery", meta.NumDelivered, "delay_ms", delay.Milliseconds())
 	_ = m.NakWithDelay(delay)
+}
+
+// lastAttempt reports whether the delivery is the last one that tries the
+// event (delivery MaxDeliver), or a spare one beyond it.
+func (s *Service) lastAttempt(meta *jetstream.MsgMetadata) bool {
+	return meta.NumDelivered >= uint64(s.cfg.MaxDeliver)
+}
+
+// decidedExhausted returns the attempt history of an event on a spare
+// delivery whose last attempt already failed transiently (an attempt of
+// delivery MaxDeliver or later is recorded): its validator decided it
+// exhausted, and died or could not store the report. The event is then
+// reported exhausted again, never tried again: a report that was stored
+// before the crash would otherwise sit beside a later commit. ok is false
+// on an earlier delivery, or when the last attempt left no history (it
+// died before deciding): the event is then tried once more.
+func (s *Service) decidedExhausted(ctx context.Context, meta *jetstream.MsgMetadata, attempts jetstream.KeyValue) (hist []record.Attempt, ok bool) {
+	if meta.NumDelivered <= uint64(s.cfg.MaxDeliver) {
+		return nil, false
+	}
+	hist = readAttempts(ctx, attempts, meta.Sequence.Stream)
+	if n := len(hist); n > 0 && hist[n-1].Delivery >= uint64(s.cfg.MaxDeliver) {
+		return hist, true
+	}
+	return nil, false
+}
+
+// exhaust reports an event exhausted to FAILURES (its attempts in hist,
+// the last one's code and detail), then terminates it (report).
+func (s *Service) exhaust(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, env envelope.Envelope,
+	dlqID string, redrives int, code codes.Code, detail string, hist []record.Attempt) {
+	span := trace.SpanFromContext(ctx)
+	span.SetAttributes(telemetry.DomainKey.String(env.Domain), telemetry.OutcomeKey.String("exhausted"))
+	telemetry.Fail(span, code, string(record.ClassExhausted), telemetry.StageKey.String(record.StageCommit))
+	s.log.Warn("event exhausted its deliveries", "seq", meta.Sequence.Stream, "key", env.IdempotencyKey, "code", code, "deliveries", meta.NumDelivered)
+	s.cfg.Failpoint.Hit(failpoint.ValidatorLastDelivery, env.IdempotencyKey)
+	f := record.Failure{
+		Class: record.ClassExhausted, Code: code, Detail: detail, Domain: env.Domain,
+		Subject: m.Subject(), Stream: meta.Stream, Seq: meta.Sequence.Stream, Deliveries: meta.NumDelivered,
+		Published: meta.Timestamp.UTC(), Headers: m.Headers(), Payload: m.Data(), Envelope: &env,
+		DLQID: dlqID, RedriveCount: redrives, Attempts: hist, FailedAt: time.Now().UTC(),
+	}
+	if s.report(ctx, m, meta, f) {
+		s.stats.exhausted.Add(1)
+		s.metrics.outcome(outcomeExhausted)
+	}
 }
 
 // attemptKey is the ATTEMPTS key of an EVENTS sequence.

@@ -39,6 +39,16 @@ const (
 	// RedriverAfterReplay: the replay is published (EVENTS acknowledged
 	// it), its outcome record not appended yet. Key: the dlq id.
 	RedriverAfterReplay Point = "redriver.after-replay"
+	// ValidatorLastDelivery: an event is being reported exhausted (it
+	// failed transiently on its last allowed delivery, Config.MaxDeliver,
+	// the attempt recorded in ATTEMPTS; or a spare delivery found that
+	// decision), its report not stored yet. Key: the idempotency key.
+	ValidatorLastDelivery Point = "validator.last-delivery"
+	// QuarantinerDropMaxDeliveries is not a kill: an armed quarantiner
+	// acknowledges every max-deliveries advisory without acting on it, as
+	// if the advisory had been lost (a core message that ADVISORIES did
+	// not store while it had no leader). Key: none (Drops ignores it).
+	QuarantinerDropMaxDeliveries Point = "quarantiner.drop-max-deliveries"
 	// RedriverAfterApproved: an approval's signature (the approved record)
 	// is in the chain, the approved action not executed yet. Key: the dlq
 	// id. Not a window of the chaos suite's workload (it asks for no
@@ -49,11 +59,11 @@ const (
 // Points lists the points the chaos suite's workload reaches (its
 // targeted windows).
 func Points() []Point {
-	return []Point{ValidatorAfterDownstream, QuarantinerAfterWrite, RedriverAfterClaim, RedriverAfterReplay}
+	return []Point{ValidatorAfterDownstream, ValidatorLastDelivery, QuarantinerAfterWrite, RedriverAfterClaim, RedriverAfterReplay}
 }
 
 // All lists every point: Points and those tested in their own suites.
-func All() []Point { return append(Points(), RedriverAfterApproved) }
+func All() []Point { return append(Points(), QuarantinerDropMaxDeliveries, RedriverAfterApproved) }
 
 // Env is the variable that arms a point.
 const Env = "DEADLETTER_FAILPOINT"

@@ -49,6 +49,10 @@ func (a *Armed) Hit(p Point, key string) {
 	a.kill()
 }
 
+// Drops reports whether a is armed at p, a point that drops what it
+// names instead of killing (QuarantinerDropMaxDeliveries).
+func (a *Armed) Drops(p Point) bool { return a != nil && a.point == p }
+
 // String names the armed point.
 func (a *Armed) String() string {
 	if a == nil {

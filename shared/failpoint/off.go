@@ -29,5 +29,8 @@ func (a *Armed) WithKill(func()) *Armed { return nil }
 // Hit does nothing in this build.
 func (a *Armed) Hit(Point, string) {}
 
+// Drops reports false: nothing is armed in this build.
+func (a *Armed) Drops(Point) bool { return false }
+
 // String returns "": nothing is armed in this build.
 func (a *Armed) String() string { return "" }

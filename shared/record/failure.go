@@ -2,6 +2,7 @@ package record
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/deadletter/deadletter/shared/codes"
@@ -99,4 +100,20 @@ type History struct {
 	IdempotencyKey string `json:"idempotency_key"`
 	// Attempts is the ordered list of failed attempts.
 	Attempts []Attempt `json:"attempts"`
+}
+
+// FailureMsgID is the Nats-Msg-Id of the failure report of the message
+// seq of stream: the same whoever stores it (the validator on any
+// delivery, the auditor's repair), so FAILURES keeps one within its
+// de-duplication window (the quarantiner keeps one record in any case).
+func FailureMsgID(stream string, seq uint64) string {
+	return "failure-" + stream + "-" + strconv.FormatUint(seq, 10)
+}
+
+// DocumentFailureMsgID is the Nats-Msg-Id of the failure report of event
+// index of the EPCIS document whose bytes have the hex SHA-256 sha: the
+// same on every delivery of the document (and every copy of it published
+// within FAILURES' de-duplication window), and for the auditor's repair.
+func DocumentFailureMsgID(sha string, index int) string {
+	return "failure-doc-" + sha + "-" + strconv.Itoa(index)
 }
