@@ -186,9 +186,9 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	s.metrics = m
 	s.index = newIndex(log, m, cfg.AnchorBlocks)
 	s.chains = chain.NewReader(js)
-	s.reconciler = reconcile.New(reconcile.Config{JS: js, Gate: g, View: view{s.index}, Reader: chainReader{s}, Log: log,
+	s.reconciler = reconcile.New(reconcile.Config{NC: nc, JS: js, Gate: g, View: view{s.index}, Reader: chainReader{s}, Log: log,
 		Now: func() time.Time { return s.now() }, Grace: cfg.Grace, LookupConcurrency: cfg.LookupConcurrency,
-		Unaccounted: m.unaccounted, Conflicts: m.conflicts, Unsourced: m.unsourced, LastRun: m.lastReconcile})
+		Unaccounted: m.unaccounted, Conflicts: m.conflicts, Unsourced: m.unsourced, LastRun: m.lastReconcile, Repaired: m.repaired})
 	s.checkpoints = anchor.NewCheckpoints(anchor.Config{JS: js, View: view{s.index}, Log: log,
 		Now: func() time.Time { return s.now() }, Instance: cfg.Instance, ExportFile: cfg.ExportFile, Signer: signer,
 		Written: m.checkpoints.Inc, Failed: func(kind string) { m.verifyFailed.WithLabelValues(kind).Inc() }})
@@ -350,7 +350,8 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		ctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
 		defer cancel()
 		now := s.now()
-		if _, err := s.Reconcile(ctx, api.ReconcileRequest{From: now.Add(-s.cfg.ReconcileWindow), To: now}); err != nil {
+		req := api.ReconcileRequest{From: now.Add(-s.cfg.ReconcileWindow), To: now, Repair: s.cfg.Repair}
+		if _, err := s.reconciler.Reconcile(ctx, req); err != nil {
 			s.log.Error("reconciliation failed", "err", err)
 		}
 	})
@@ -376,8 +377,24 @@ func (s *Service) Verify(ctx context.Context, req api.VerifyRequest) (api.Verify
 // Reconcile accounts for every event EVENTS received in a time range and
 // walks LEDGER back (audit.reconcile: the reconciliation part's,
 // reconcile.Reconciler.Reconcile).
+//
+// A repair (req.Repair) is an operator's: it writes AUDIT and FAILURES on
+// the operator's behalf, recorded as theirs.
 func (s *Service) Reconcile(ctx context.Context, req api.ReconcileRequest) (api.ReconcileReply, error) {
-	return s.reconciler.Reconcile(ctx, req)
+	if !req.Repair {
+		return s.reconciler.Reconcile(ctx, req)
+	}
+	id, err := callerOf(ctx)
+	switch {
+	case err != nil && s.cfg.AllowAnonymous:
+		id = access.Identity{User: anonymous, Role: access.RoleOperator}
+	case err != nil:
+		return api.ReconcileReply{}, api.Wrap(api.ErrUnauthenticated, err, "a repair is asked by an authenticated operator")
+	case id.Role != access.RoleOperator:
+		s.log.Warn("repair refused", "user", id.User, "role", string(id.Role))
+		return api.ReconcileReply{}, api.Errorf(api.ErrForbidden, "role %s may not repair: an operator gives unaccounted events an outcome", id.Role)
+	}
+	return s.reconciler.ReconcileBy(ctx, req, reconcile.Actor{User: id.User, Role: string(id.Role)})
 }
 
 // Checkpoint appends a checkpoint covering every record of QUARANTINE

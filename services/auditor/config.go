@@ -38,6 +38,11 @@ type Config struct {
 	// 0 disables it. Default 15 min, window 1 h.
 	ReconcileInterval time.Duration
 	ReconcileWindow   time.Duration
+	// Repair makes the periodic reconciliation give every event left
+	// without an outcome past the grace period one (api.ReconcileRequest.Repair):
+	// the last backstop behind the validator's own report, its spare
+	// delivery and the max-deliveries advisory. Default true.
+	Repair bool
 	// LookupConcurrency is how many IDEMPOTENCY lookups one reconciliation
 	// keeps in flight. Default 64.
 	LookupConcurrency int
@@ -118,6 +123,7 @@ func DefaultConfig() Config {
 		CheckpointInterval: 5 * time.Minute,
 		ReconcileInterval:  15 * time.Minute,
 		ReconcileWindow:    time.Hour,
+		Repair:             true,
 		LookupConcurrency:  64,
 		VerifyChainCache:   defaultVerifyChainCache,
 		AnchorBlocks:       defaultAnchorBlocks,
@@ -144,6 +150,7 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Duration("DEADLETTER_AUDIT_CHECKPOINT_INTERVAL", &c.CheckpointInterval)
 	env.Duration("DEADLETTER_AUDIT_RECONCILE_INTERVAL", &c.ReconcileInterval)
 	env.Duration("DEADLETTER_AUDIT_RECONCILE_WINDOW", &c.ReconcileWindow)
+	env.Bool("DEADLETTER_AUDIT_REPAIR", &c.Repair)
 	env.Int("DEADLETTER_AUDIT_VERIFY_CACHE", &c.VerifyChainCache)
 	env.String("DEADLETTER_AUDIT_SIGNING_KEY_FILE", &c.SigningKeyFile)
 	env.String("DEADLETTER_AUDIT_EXPORT_FILE", &c.ExportFile)

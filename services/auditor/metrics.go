@@ -16,6 +16,7 @@ type metrics struct {
 	verifyFailed  *prometheus.CounterVec
 	verifyRuns    *prometheus.CounterVec
 	unaccounted   prometheus.Gauge
+	repaired      prometheus.Counter
 	conflicts     prometheus.Gauge
 	unsourced     prometheus.Gauge
 	checkpoints   prometheus.Counter
@@ -49,6 +50,10 @@ func newMetrics(reg prometheus.Registerer, checkpointAge, behindAnchor func() fl
 			Name: "deadletter_audit_verify_runs_total",
 			Help: "Verifications run, by result (ok, failed, error).",
 		}, []string{"result"}),
+		repaired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "deadletter_audit_repaired_events_total",
+			Help: "Events left without an outcome that reconciliation repaired: a failure report (class exhausted, verbatim bytes) sent for the quarantiner to seal, recorded in AUDIT.",
+		}),
 		unaccounted: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "deadletter_audit_unaccounted_events",
 			Help: "Events of EVENTS found unaccounted (neither committed, quarantined nor a duplicate after the grace period) by the last reconciliation of every domain.",
@@ -83,7 +88,7 @@ func newMetrics(reg prometheus.Registerer, checkpointAge, behindAnchor func() fl
 		}, behindAnchor),
 	}
 	if reg != nil {
-		reg.MustRegister(m.stored, m.verifyFailed, m.verifyRuns, m.unaccounted, m.conflicts, m.unsourced, m.checkpoints, m.accessRefused, m.lastReconcile, m.checkpointAge, m.behindAnchor, m.notifications)
+		reg.MustRegister(m.stored, m.verifyFailed, m.verifyRuns, m.unaccounted, m.repaired, m.conflicts, m.unsourced, m.checkpoints, m.accessRefused, m.lastReconcile, m.checkpointAge, m.behindAnchor, m.notifications)
 	}
 	return m
 }

@@ -180,6 +180,9 @@ var table = func() []Spec {
 		pull(subjects.AdvisoriesStream, subjects.AdvisoriesConsumer),
 		reads(subjects.QuarantineStream, subjects.EventsStream),
 		kvRead(subjects.AttemptsBucket),
+		// A repair (quarantiner.repair) seals only what the validator's
+		// consumer has settled.
+		[]string{consumerInfo(subjects.EventsStream, subjects.ValidatorConsumer)},
 		// Answers to the redriver's and the auditor's appends (requests
 		// within the account).
 		[]string{subjects.QuarantineAll, inboxAll(Redriver), inboxAll(Auditor)},
@@ -231,6 +234,11 @@ var table = func() []Spec {
 		// (approval.hold_lift).
 		[]string{subjects.AuditCheckpoints, subjects.AuditAccessAll, subjects.AuditAction("hold", ">"),
 			subjects.LegalHoldAll, inboxAll(Redriver)},
+		// Reconciliation's repair of an event left without an outcome: the
+		// validator consumer's state (only what it settled is repaired)
+		// and the repair's AUDIT action; the record itself is the
+		// quarantiner's (quarantiner.repair, in calls).
+		[]string{consumerInfo(subjects.EventsStream, subjects.ValidatorConsumer), subjects.AuditAction("reconcile", ">")},
 		calls(Auditor),
 		// Its notifications (package notify): a new failure group, a
 		// poison record, a failed verify.

@@ -73,6 +73,8 @@ var endpoints = []Endpoint{
 		Description: "append a lifecycle record to a chain (redriver, operators)"},
 	{Subject: api.QuarantinerHold, Service: Quarantiner, Name: "hold", Callers: []string{Auditor},
 		Description: "append a legal hold's record to a chain (auditor); no other kind"},
+	{Subject: api.QuarantinerRepair, Service: Quarantiner, Name: "repair", Callers: []string{Auditor},
+		Description: "seal the record of an event left without an outcome, read from EVENTS (auditor's reconciliation)"},
 
 	{Subject: api.DrainStart, Service: Redriver, Name: "drain-start", Roles: operators, Timeout: 5 * time.Minute,
 		Description: "start a drain (filter, rate_per_second, burst, max_concurrency, dry_run)"},

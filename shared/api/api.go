@@ -14,6 +14,10 @@ const (
 	// hold_lifted, api.AppendRequest) and no other kind: the auditor's
 	// appends, so that its credential cannot resolve or redrive an event.
 	QuarantinerHold = "quarantiner.hold"
+	// QuarantinerRepair seals the quarantine record of an event left
+	// without an outcome (api.RepairRequest): the auditor's reconciliation
+	// names the event; the quarantiner reads it from EVENTS itself.
+	QuarantinerRepair = "quarantiner.repair"
 
 	// ValidatorCheckAll covers the validator's dry-run endpoint,
 	// validator.check.<domain>.<type>.

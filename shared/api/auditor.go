@@ -303,6 +303,14 @@ type ReconcileRequest struct {
 	MaxIDs int  `json:"max_ids,omitempty"`
 	// Grace overrides the grace period (Go duration, e.g. "5m").
 	Grace string `json:"grace,omitempty"`
+	// Repair gives every unaccounted event an outcome: a sealed
+	// quarantine record (class exhausted, its verbatim bytes) that the
+	// quarantiner writes (QuarantinerRepair), recorded first in AUDIT.
+	// Only an event the validator's consumer has settled (streams.Settled:
+	// never delivered again) is repaired; the others are counted
+	// RepairDeferred. Operators only; the auditor's periodic
+	// reconciliation repairs on its own.
+	Repair bool `json:"repair,omitempty"`
 }
 
 // Reconcile categories.
@@ -435,6 +443,12 @@ type ReconcileReply struct {
 	Ledger LedgerReconcile `json:"ledger"`
 	// IDs lists the events per category, when asked.
 	IDs map[string][]ReconcileEvent `json:"ids,omitempty"`
+	// Repaired lists the unaccounted events a Repair gave an outcome
+	// (their records sealed, or found sealed meanwhile), up to
+	// MaxIDs; RepairDeferred counts those the validator may still deliver
+	// (repaired by a later run once it settled them).
+	Repaired       []ReconcileEvent `json:"repaired,omitempty"`
+	RepairDeferred int              `json:"repair_deferred,omitempty"`
 	// Seconds is how long the reconciliation took.
 	Seconds float64 `json:"seconds"`
 }
@@ -962,4 +976,28 @@ type ExportEnd struct {
 	Chains    int `json:"chains"`
 	Records   int `json:"records"`
 	Uncovered int `json:"uncovered"`
+}
+
+// RepairRequest asks the quarantiner (QuarantinerRepair) to seal the
+// record of an event left without an outcome: EVENTS message Seq (only
+// EVENTS), and for an event of an EPCIS document carried in that message,
+// its position there. The quarantiner reads the original itself and seals
+// it only when the validator's consumer has settled the message (it will
+// never be delivered again).
+type RepairRequest struct {
+	Stream        string `json:"stream"`
+	Seq           uint64 `json:"seq"`
+	DocumentIndex *int   `json:"document_index,omitempty"`
+	// By names who asked (a person's user, or "auditor" for the periodic
+	// run), for the record's detail.
+	By string `json:"by"`
+}
+
+// RepairReply says what the quarantiner did: the chain, and whether a
+// record was written (false: the event was quarantined already,
+// Duplicate saying how).
+type RepairReply struct {
+	DLQID     string `json:"dlq_id"`
+	Written   bool   `json:"written"`
+	Duplicate string `json:"duplicate,omitempty"`
 }

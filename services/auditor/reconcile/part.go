@@ -4,13 +4,17 @@
 // duplicate, conflict, a replay; anything else past a grace period is
 // unaccounted), and walks LEDGER the other way (every entry names the
 // EVENTS message it was committed from). It only reads: EVENTS, LEDGER,
-// IDEMPOTENCY, QUARANTINE (through the auditor's readers) and DOCUMENTS.
+// IDEMPOTENCY, QUARANTINE (through the auditor's readers) and DOCUMENTS;
+// a repair (api.ReconcileRequest.Repair) writes its AUDIT action for each
+// unaccounted event it gives an outcome, and asks the quarantiner to seal
+// its record (quarantiner.repair).
 package reconcile
 
 import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -41,6 +45,8 @@ type View interface {
 
 // Config is what the part needs from the auditor.
 type Config struct {
+	// NC asks the quarantiner for a repair's record (quarantiner.repair).
+	NC     *nats.Conn
 	JS     jetstream.JetStream
 	Gate   *gate.Gate
 	View   View
@@ -55,6 +61,8 @@ type Config struct {
 	LookupConcurrency int
 	// The gauges a reconciliation of every domain sets.
 	Unaccounted, Conflicts, Unsourced, LastRun prometheus.Gauge
+	// Repaired counts the events a repair gave an outcome (optional).
+	Repaired prometheus.Counter
 }
 
 // Reconciler is the reconciliation part.

@@ -47,6 +47,21 @@ type event struct {
 	// part: a part of a document published in parts (its events are
 	// the manifest's).
 	part bool
+	// ledgerIndex is the position in its document of the event LEDGER's
+	// entry of its key was committed from (-1: not read, or not from a
+	// document).
+	ledgerIndex int
+}
+
+// fromThis reports whether e's key is committed from this very event: its
+// EVENTS message and, for an event of a document (whose events share the
+// message), its position there. Another event of the same document with
+// the same key is a duplicate or a conflict, never a second commit.
+func (e *event) fromThis() bool {
+	if !e.found || !e.state.Committed() || e.state.SourceSeq != e.Seq {
+		return false
+	}
+	return e.DocumentIndex == nil || e.ledgerIndex == *e.DocumentIndex
 }
 
 // chainView is what reconciliation needs of the chain an event names: its
@@ -74,7 +89,15 @@ type chainView struct {
 // Then it walks LEDGER the other way (reconcileLedger): every entry stored
 // in the range must name the EVENTS message it was committed from, with
 // the same content and key; the others are listed unsourced.
+//
+// With req.Repair, every unaccounted event the validator has settled is
+// then given an outcome (repair), on behalf of the auditor itself.
 func (p *Reconciler) Reconcile(ctx context.Context, req api.ReconcileRequest) (api.ReconcileReply, error) {
+	return p.ReconcileBy(ctx, req, Actor{User: "auditor"})
+}
+
+// ReconcileBy is Reconcile, a repair recorded in AUDIT as by's.
+func (p *Reconciler) ReconcileBy(ctx context.Context, req api.ReconcileRequest, by Actor) (api.ReconcileReply, error) {
 	start := time.Now()
 	grace := p.cfg.Grace
 	if req.Grace != "" {
@@ -121,10 +144,19 @@ func (p *Reconciler) Reconcile(ctx context.Context, req api.ReconcileRequest) (a
 	if err != nil {
 		return rep, fmt.Errorf("auditor: %w", err)
 	}
+	var unaccounted []event
 	if info.State.Msgs > 0 {
-		if err := p.reconcileStream(ctx, &rep, req, filter, info.State.LastSeq, to, now, grace, maxIDs); err != nil {
+		keep := func(e event) {
+			if req.Repair && len(unaccounted) < maxRepairs {
+				unaccounted = append(unaccounted, e)
+			}
+		}
+		if err := p.reconcileStream(ctx, &rep, req, filter, info.State.LastSeq, to, now, grace, maxIDs, keep); err != nil {
 			return rep, err
 		}
+	}
+	if err := p.repair(ctx, &rep, unaccounted, by, maxIDs); err != nil {
+		return rep, err
 	}
 	if err := p.reconcileLedger(ctx, &rep, req, to, now, grace, maxIDs); err != nil {
 		return rep, err
@@ -148,7 +180,7 @@ func (p *Reconciler) Reconcile(ctx context.Context, req api.ReconcileRequest) (a
 // reconcileStream reads EVENTS through filter from req.From up to "to",
 // classifying batches while the next one is read.
 func (p *Reconciler) reconcileStream(ctx context.Context, rep *api.ReconcileReply, req api.ReconcileRequest,
-	filter string, lastSeq uint64, to, now time.Time, grace time.Duration, maxIDs int) error {
+	filter string, lastSeq uint64, to, now time.Time, grace time.Duration, maxIDs int, unaccounted func(event)) error {
 	from := uint64(1)
 	if !req.From.IsZero() {
 		seq, found, err := read.SeqAtTime(ctx, p.cfg.JS, subjects.EventsStream, filter, req.From)
@@ -219,6 +251,9 @@ func (p *Reconciler) reconcileStream(ctx context.Context, rep *api.ReconcileRepl
 		if classifyErr = p.classify(ctx, batch, now, grace); classifyErr == nil {
 			for i := range batch {
 				tally(rep, batch[i], req.IDs, maxIDs)
+				if batch[i].category == api.ReconcileUnaccounted {
+					unaccounted(batch[i])
+				}
 			}
 		}
 	}
@@ -270,7 +305,7 @@ func (p *Reconciler) classify(ctx context.Context, batch []event, now time.Time,
 	}
 	for i := range batch {
 		e := &batch[i]
-		if e.Key != "" && e.replayOf == "" && e.found && e.state.Committed() && e.state.SourceSeq != e.Seq &&
+		if e.Key != "" && e.replayOf == "" && e.found && e.state.Committed() && !e.fromThis() &&
 			e.state.ContentHash != "" && e.state.ContentHash != e.hash {
 			e.conflictID = record.ConflictDLQID(subjects.DomainOf(e.Subject, p.cfg.Gate.Domains()), e.Key, e.hash)
 		}
@@ -351,8 +386,10 @@ func (p *Reconciler) ledgerCommits(ctx context.Context, batch []event) error {
 	for i := range batch {
 		e := &batch[i]
 		dom := subjects.DomainOf(e.Subject, p.cfg.Gate.Domains())
+		e.ledgerIndex = -1
 		if e.Key == "" || e.replayOf != "" || (e.found && e.state.Committed() && e.state.ContentHash != "" &&
-			idempotency.RecordedIdentity(e.state.ContentIdentity) == idempotency.Identity(dom)) {
+			idempotency.RecordedIdentity(e.state.ContentIdentity) == idempotency.Identity(dom) &&
+			(e.DocumentIndex == nil || e.state.SourceSeq != e.Seq)) {
 			continue
 		}
 		subj := subjects.Ledger(dom, e.Key)
@@ -369,9 +406,16 @@ func (p *Reconciler) ledgerCommits(ctx context.Context, batch []event) error {
 			streams.DirectRequest{MultiLast: chunk, MaxBytes: maxBytes}, func(m *jetstream.RawStreamMsg) error {
 				got[m.Subject] = true
 				src, _ := strconv.ParseUint(m.Header.Get(envelope.SourceSeq), 10, 64)
+				index := -1
+				if v := m.Header.Get(envelope.DocumentIndex); v != "" {
+					if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+						index = n
+					}
+				}
 				dom := domOf[m.Subject]
 				h, id := idempotency.ContentHash(dom, m.Data), idempotency.StoredIdentity(dom)
 				for _, e := range bySubject[m.Subject] {
+					e.ledgerIndex = index
 					if e.found && e.state.Committed() {
 						e.state.ContentHash, e.state.ContentIdentity = h, id
 						continue
@@ -528,7 +572,7 @@ func (p *Reconciler) categorize(e *event, chains map[string]chainView, now time.
 			e.category, e.DLQID = api.ReconcileConflict, e.conflictID
 			return
 		}
-	} else if e.found && e.state.Committed() && e.state.SourceSeq == e.Seq {
+	} else if e.fromThis() {
 		e.category = api.ReconcileCommitted
 		return
 	} else if (e.found && e.state.Committed()) || ok {

@@ -140,10 +140,18 @@ other content, quarantined IDEMPOTENCY_CONFLICT), pending (younger than the
 grace period) or unaccounted. Then walk LEDGER back: every entry stored in
 the range must name the EVENTS message it was committed from, with its
 content and key; the others are listed unsourced. Exit 0 when nothing is
-unaccounted and no LEDGER entry unsourced, 1 otherwise.`,
+unaccounted and no LEDGER entry unsourced, 1 otherwise.
+
+With --repair (operators; what to run after an incident), every
+unaccounted event the validator will never deliver again is given its
+outcome: the quarantiner seals its record (class exhausted, its verbatim
+bytes, "no outcome after N deliveries"), the repair recorded in AUDIT as
+yours. The auditor does the same on its own at each periodic
+reconciliation. Exit 0 when every unaccounted event was repaired.`,
 		Example: `  dlqctl reconcile
   dlqctl reconcile --domain pharmacy --since 2026-11-01 --until 2026-11-02
-  dlqctl reconcile --grace 0s --ids -o json`,
+  dlqctl reconcile --grace 0s --ids -o json
+  dlqctl reconcile --since 24h --repair`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := oneOf("domain", req.Domain, domains); err != nil {
@@ -166,6 +174,9 @@ unaccounted and no LEDGER entry unsourced, 1 otherwise.`,
 				return err
 			}
 			unaccounted := rep.Counts[api.ReconcileUnaccounted]
+			if req.Repair && rep.RepairDeferred == 0 && len(rep.Repaired) == unaccounted {
+				unaccounted = 0 // every one has its record now
+			}
 			if a.json() {
 				if err := a.printJSON(rep); err != nil {
 					return err
@@ -191,6 +202,7 @@ unaccounted and no LEDGER entry unsourced, 1 otherwise.`,
 	fl.StringVar(&req.Grace, "grace", "", "override the grace period (e.g. 0s, 5m)")
 	fl.BoolVar(&req.IDs, "ids", false, "list the events of every category (JSON), not only the unaccounted")
 	fl.IntVar(&req.MaxIDs, "max-ids", 0, "events listed per category (default 1000)")
+	fl.BoolVar(&req.Repair, "repair", false, "give every unaccounted event the validator has settled its quarantine record (operators; recorded in AUDIT)")
 	_ = cmd.RegisterFlagCompletionFunc("domain", fixedCompletion(domains...))
 	return cmd
 }
@@ -240,6 +252,14 @@ func (a *app) printReconcile(rep api.ReconcileReply) {
 		t = newTable(w, "SEQ", "SUBJECT", "KEY", "DLQ ID", "RECEIVED")
 		for _, e := range rep.Unaccounted {
 			t.row(strconv.FormatUint(e.Seq, 10), e.Subject, e.Key, e.DLQID, fmtTime(e.Received))
+		}
+		t.flush()
+	}
+	if len(rep.Repaired) > 0 || rep.RepairDeferred > 0 {
+		fmt.Fprintf(w, "\nREPAIRED (sealed now; %d left to the validator, repaired once it settles them)\n", rep.RepairDeferred)
+		t = newTable(w, "SEQ", "SUBJECT", "DLQ ID", "RECEIVED")
+		for _, e := range rep.Repaired {
+			t.row(strconv.FormatUint(e.Seq, 10), e.Subject, e.DLQID, fmtTime(e.Received))
 		}
 		t.flush()
 	}

@@ -145,6 +145,10 @@ type Report struct {
 	// ReconcileUnaccounted and ReconcileEvents are audit.reconcile's;
 	// VerifyOK, VerifyProblems, VerifyRecords audit.verify's.
 	ReconcileEvents, ReconcileUnaccounted int
+	// Repaired counts the events the auditor's reconciliation gave an
+	// outcome (its repairs in AUDIT): the last backstop, behind the
+	// validator's own report, its spare delivery and the advisory.
+	Repaired int
 	// ReconcileUnsourced is how many LEDGER entries audit.reconcile found
 	// naming no EVENTS message with their content and key.
 	ReconcileUnsourced int
@@ -228,6 +232,7 @@ func (r Report) Table() string {
 	row("downstream accepted keys / repeats de-duplicated", fmt.Sprintf("%d / %d", r.DownstreamAccepted, r.DownstreamRepeats))
 	row("downstream keys not in LEDGER", r.DownstreamNotInLedger)
 	row("drained exhausted records / committed", fmt.Sprintf("%d / %d (%s)", r.Drained, r.DrainCommitted, r.DrainTime.Round(time.Millisecond)))
+	row("events repaired by reconciliation (AUDIT)", r.Repaired)
 	row("audit.reconcile events / unaccounted / unsourced LEDGER entries", fmt.Sprintf("%d / %d / %d", r.ReconcileEvents, r.ReconcileUnaccounted, r.ReconcileUnsourced))
 	row("audit.verify records / problems", fmt.Sprintf("%d / %d", r.VerifyRecords, r.VerifyProblems))
 	row("consumers with pending messages", len(r.PendingConsumers))
@@ -625,7 +630,10 @@ func (c *cluster) setUp(ctx context.Context) error {
 		access.Redriver:  {"DEADLETTER_REPLAY_SECRET_FILE=" + replaySecret, "DEADLETTER_APPROVAL_SEED_FILE=" + approvalSeed},
 		access.Auditor: {"DEADLETTER_AUDIT_SIGNING_KEY_FILE=" + signingKey, "DEADLETTER_APPROVAL_KEY_FILE=" + approvalPub,
 			"DEADLETTER_AUDIT_EXPORT_FILE=" + filepath.Join(dirs["anchors"], "checkpoints.jsonl"),
-			"DEADLETTER_AUDIT_CHECKPOINT_INTERVAL=5s"},
+			"DEADLETTER_AUDIT_CHECKPOINT_INTERVAL=5s",
+			// The last backstop acts within the settle: an event the
+			// validator settled with no outcome is repaired after 30 s.
+			"DEADLETTER_AUDIT_RECONCILE_INTERVAL=15s", "DEADLETTER_AUDIT_GRACE=30s", "DEADLETTER_AUDIT_RECONCILE_WINDOW=1h"},
 	}
 	count := map[string]int{access.Validator: o.Validators, access.Quarantiner: o.Quarantiners, access.Redriver: 1, access.Auditor: 1}
 	for _, name := range []string{access.Validator, access.Quarantiner, access.Redriver, access.Auditor} {
@@ -1137,6 +1145,15 @@ func (c *cluster) account(ctx context.Context, events []event) error {
 	}
 	r.ReconcileEvents, r.ReconcileUnaccounted, r.ReconcileUnsourced = rec.Events, rec.Counts[api.ReconcileUnaccounted], rec.Ledger.Unsourced
 	r.ReconcileExamples = describe(ctx, js, st, rec.Unaccounted)
+	audit, err := js.Stream(ctx, subjects.AuditStream)
+	if err != nil {
+		return err
+	}
+	ai, err := audit.Info(ctx, jetstream.WithSubjectFilter(subjects.AuditAction("reconcile", ">")))
+	if err != nil {
+		return err
+	}
+	r.Repaired = int(ai.State.Msgs)
 	var ver api.VerifyReply
 	if err := request(vnc, api.AuditVerify, api.VerifyRequest{}, &ver); err != nil {
 		return err
