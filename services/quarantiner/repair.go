@@ -81,7 +81,7 @@ func (s *Service) repair(ctx context.Context, req api.RepairRequest) (api.Repair
 	if err != nil {
 		return api.RepairReply{}, api.ErrUnavailable, err
 	}
-	why := fmt.Sprintf("no outcome after %d deliveries: given one by reconciliation (%s)", deliveries, req.By)
+	why := fmt.Sprintf("no outcome after %d deliveries: %s (%s)", deliveries, api.RepairedBy, req.By)
 	if req.DocumentIndex != nil {
 		if f, err = s.documentEvent(f, *req.DocumentIndex); err != nil {
 			return api.RepairReply{}, api.ErrBadRequest, err

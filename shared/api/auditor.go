@@ -444,10 +444,12 @@ type ReconcileReply struct {
 	// IDs lists the events per category, when asked.
 	IDs map[string][]ReconcileEvent `json:"ids,omitempty"`
 	// Repaired lists the unaccounted events a Repair gave an outcome
-	// (their records sealed, or found sealed meanwhile), up to
-	// MaxIDs; RepairDeferred counts those the validator may still deliver
-	// (repaired by a later run once it settled them).
+	// (their records sealed by the repair), up to MaxIDs; RepairFound
+	// counts those the quarantiner found sealed meanwhile by the usual
+	// path, RepairDeferred those the validator may still deliver (repaired
+	// by a later run once it settled them).
 	Repaired       []ReconcileEvent `json:"repaired,omitempty"`
+	RepairFound    int              `json:"repair_found,omitempty"`
 	RepairDeferred int              `json:"repair_deferred,omitempty"`
 	// Seconds is how long the reconciliation took.
 	Seconds float64 `json:"seconds"`
@@ -992,6 +994,10 @@ type RepairRequest struct {
 	// run), for the record's detail.
 	By string `json:"by"`
 }
+
+// RepairedBy is how the detail of a record a repair sealed names the
+// repair: "…: given one by reconciliation (<by>)".
+const RepairedBy = "given one by reconciliation"
 
 // RepairReply says what the quarantiner did: the chain, and whether a
 // record was written (false: the event was quarantined already,

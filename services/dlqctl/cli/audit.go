@@ -174,7 +174,7 @@ reconciliation. Exit 0 when every unaccounted event was repaired.`,
 				return err
 			}
 			unaccounted := rep.Counts[api.ReconcileUnaccounted]
-			if req.Repair && rep.RepairDeferred == 0 && len(rep.Repaired) == unaccounted {
+			if req.Repair && rep.RepairDeferred == 0 && len(rep.Repaired)+rep.RepairFound == unaccounted {
 				unaccounted = 0 // every one has its record now
 			}
 			if a.json() {
@@ -256,7 +256,8 @@ func (a *app) printReconcile(rep api.ReconcileReply) {
 		t.flush()
 	}
 	if len(rep.Repaired) > 0 || rep.RepairDeferred > 0 {
-		fmt.Fprintf(w, "\nREPAIRED (sealed now; %d left to the validator, repaired once it settles them)\n", rep.RepairDeferred)
+		fmt.Fprintf(w, "\nREPAIRED (sealed now; %d found sealed meanwhile; %d left to the validator, repaired once it settles them)\n",
+			rep.RepairFound, rep.RepairDeferred)
 		t = newTable(w, "SEQ", "SUBJECT", "DLQ ID", "RECEIVED")
 		for _, e := range rep.Repaired {
 			t.row(strconv.FormatUint(e.Seq, 10), e.Subject, e.DLQID, fmtTime(e.Received))

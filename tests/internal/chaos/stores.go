@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -30,8 +31,9 @@ type stores struct {
 	// payload.
 	chainsByKey  map[string]bool
 	chainsByHash map[string]bool
-	// chains counts the first records.
-	chains int
+	// chains counts the first records; repaired those a reconciliation's
+	// repair sealed.
+	chains, repaired int
 }
 
 func readStores(ctx context.Context, js jetstream.JetStream) (*stores, error) {
@@ -59,6 +61,9 @@ func readStores(ctx context.Context, js jetstream.JetStream) (*stores, error) {
 				return nil
 			}
 			st.chains++
+			if strings.Contains(r.ErrorDetail, api.RepairedBy) {
+				st.repaired++
+			}
 			if r.Payload != nil {
 				b, err := r.Payload.Bytes()
 				if err != nil {
