@@ -612,7 +612,7 @@ var knownCodes = map[codes.Code]bool{
 	dscsa.GTINCheckDigitFailed: true, dscsa.InvalidGTIN: true, dscsa.MissingSerial: true,
 	dscsa.MissingExpiry: true, dscsa.InvalidEPC: true, dscsa.InvalidBizStep: true,
 	dscsa.InvalidLocation: true, dscsa.UnsupportedEventType: true, dscsa.InvalidParentID: true,
-	dscsa.InvalidAggregation: true,
+	dscsa.InvalidAggregation: true, dscsa.UnsupportedGS1Key: true, dscsa.KeyNotForBizStep: true,
 }
 
 func FuzzGateDSCSA(f *testing.F) {

@@ -10,21 +10,23 @@ import (
 )
 
 // unique gives a DSCSA event the identity number i (domain.Spec.Unique):
-// its eventID (the idempotency key) and the serial numbers of its EPCs and
-// its parent (the ordering key), an SSCC parent its serial reference.
+// its eventID (the idempotency key), the serial numbers of its SGTINs and
+// the serial references of its SSCCs (the ordering key: its container or
+// its first item). The SSCCs of event i are distinct from those of any
+// other: the k-th SSCC of a list gets i*100+k, the parent i*100+99.
 func unique(doc domain.Doc, i int) {
 	doc["eventID"] = fmt.Sprintf("urn:uuid:00000000-0000-4000-8000-%012d", i)
 	for _, field := range []string{"epcList", "childEPCs"} {
 		if list, ok := doc[field].([]any); ok {
 			for k, v := range list {
 				if epc, ok := v.(string); ok {
-					list[k] = withSerial(epc, fmt.Sprintf("S%09dE%d", i, k))
+					list[k] = withContainer(withSerial(epc, fmt.Sprintf("S%09dE%d", i, k)), i*100+k%99)
 				}
 			}
 		}
 	}
 	if parent, ok := doc["parentID"].(string); ok {
-		doc["parentID"] = withContainer(withSerial(parent, fmt.Sprintf("P%09d", i)), i)
+		doc["parentID"] = withContainer(withSerial(parent, fmt.Sprintf("P%09d", i)), i*100+99)
 	}
 }
 

@@ -80,13 +80,13 @@ func (Checker) Identify(doc domain.Doc) envelope.Envelope {
 		if p := ev.parent.id(); p != "" {
 			env.OrderingKey = p
 		} else if len(ev.epcs) > 0 && epcsOK {
-			env.OrderingKey = ev.epcs[0].id()
+			env.OrderingKey = orderingEPC(ev.epcs).id()
 		}
 	default:
 		ev.epcs, err = readEPCs(doc)
 		epcsOK = err == nil
 		if epcsOK {
-			env.OrderingKey = ev.epcs[0].id()
+			env.OrderingKey = orderingEPC(ev.epcs).id()
 		}
 	}
 	rp, rpErr := readLocation(doc, "readPoint", "readPoint.id")
