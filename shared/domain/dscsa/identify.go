@@ -52,7 +52,8 @@ func (Checker) ContentDigest(doc domain.Doc) string {
 // validation, by the rules Check uses: the ordering key from a valid first
 // EPC (an aggregation's valid parentID, else its first child), the party id
 // from the owning_party source (else a valid bizLocation), the event time
-// from a valid eventTime, and the idempotency key from the eventID (with a
+// from a valid eventTime, the ILMD lot as written (Identifiers "lot"), and
+// the idempotency key from the eventID (with a
 // valid declarationTime when it carries an errorDeclaration), or, without
 // an eventID, from the hashed identity when every part of it is valid.
 func (Checker) Identify(doc domain.Doc) envelope.Envelope {
@@ -98,6 +99,11 @@ func (Checker) Identify(doc domain.Doc) envelope.Envelope {
 	ev.eventID, _ = domain.String(doc, "eventID")
 	if d, ok := domain.String(doc, "disposition"); ok {
 		ev.disposition = normDisposition(d)
+	}
+	if lot := lotAsWritten(doc); lot != "" {
+		// Listed (Spec.Listed), so that a recall by lot finds the event
+		// whatever it failed on.
+		env.Identifiers = map[string]string{"lot": lot}
 	}
 	switch {
 	case declErr != nil:

@@ -417,6 +417,34 @@ func TestNormalizeNDC(t *testing.T) {
 	}
 }
 
+// TestNDC10Forms: the 10-digit forms an NDC may have, as a drug's GTIN
+// carries them: one for a 10-digit layout, each padding an NDC-11 allows.
+func TestNDC10Forms(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     []string
+		err      error
+	}{
+		{"4-4-2", "0409-4888-20", []string{"0409488820"}, nil},
+		{"5-3-2", "55150-123-10", []string{"5515012310"}, nil},
+		{"5-4-1", "68462-0387-1", []string{"6846203871"}, nil},
+		{"10 plain digits, as a GTIN carries them", "0409488820", []string{"0409488820"}, nil},
+		{"NDC-11 padded in its labeler only", "00409-4888-20", []string{"0409488820"}, nil},
+		{"NDC-11 with three possible paddings", "00406-0512-01", []string{"0406051201", "0040651201", "0040605121"}, nil},
+		{"NDC-11 plain with no zero to remove", "12345678911", nil, pharmacy.ErrNDCLayout},
+		{"3-4-3", "059-1234-501", nil, pharmacy.ErrNDCLayout},
+		{"a name", "Müller & Söhne", nil, pharmacy.ErrNDCLayout},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := pharmacy.NDC10Forms(tt.in)
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") || err != tt.err {
+				t.Errorf("NDC10Forms = %q, %v; want %q, %v", got, err, tt.want, tt.err)
+			}
+		})
+	}
+}
+
 func TestValidateDEA(t *testing.T) {
 	tests := []struct {
 		name, in string
