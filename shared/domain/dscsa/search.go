@@ -22,7 +22,7 @@ import (
 // LGTIN classes); an item's GTIN and serial given together match one
 // item.
 var search = domain.Search{
-	Fields:         []string{"gtin", "serial", "sscc", "lot"},
+	Fields:         []string{"gtin", "serial", "sscc", "lot", "ndc"},
 	Parse:          parseSearch,
 	KeyIdentifiers: keyIdentifiers,
 	Identifiers:    payloadIdentifiers,
