@@ -77,15 +77,19 @@ func lastDigits(s string, i int) string {
 // sheetColumns are the dscsa sheet's columns (domain.Spec.Sheet).
 var sheetColumns = []domain.Column{
 	{Name: "event_time", Kind: domain.KindTime}, {Name: "business_step"}, {Name: "action"}, {Name: "disposition"},
-	{Name: "gtin"}, {Name: "serial"}, {Name: "epc_count", Kind: domain.KindInteger}, {Name: "epc_list"},
+	{Name: "gtin"}, {Name: "serial"}, {Name: "sscc"}, {Name: "epc_count", Kind: domain.KindInteger}, {Name: "epc_list"},
+	{Name: "parent_id"}, {Name: "child_count", Kind: domain.KindInteger}, {Name: "child_epcs"},
 	{Name: "lot"}, {Name: "expiry", Kind: domain.KindDate}, {Name: "read_point"}, {Name: "business_location"},
-	{Name: "event_id"}, {Name: "event_hash_id"},
+	{Name: "business_transactions"}, {Name: "event_id"}, {Name: "event_hash_id"},
 }
 
 // sheet is the dscsa sheet of an export: event time, business step,
-// action, disposition, GTIN and serial of the first EPC, EPC count and
-// list, lot, expiry, read point, business location, event ID and event
-// hash ID.
+// action, disposition, GTIN and serial of the first SGTIN, SSCC of the
+// first logistic unit, EPC count and list, an aggregation's parent ID,
+// child count and children, lot, expiry, read point, business location,
+// business transactions ("<type>: <id>" per line, the type as its bare
+// CBV word), event ID and event hash ID. An identifier the rules read is
+// normalized (a GTIN-14, an SSCC-18); one they could not is as written.
 func sheet() domain.Sheet {
 	return domain.FixedSheet{Cols: sheetColumns, Cells: sheetCells}
 }
@@ -100,28 +104,74 @@ func sheetCells(doc domain.Doc, _ string) []any {
 			ids = full.Identifiers
 		}
 	}
-	gtin, serial, _ := strings.Cut(env.OrderingKey, ".")
-	var evTime, epcCount any
+	gtin, serial, sscc := ids["gtin"], ids["serial"], ids["sscc"]
+	if ids == nil { // an event the rules refuse: its ordering key's identifiers
+		if g, s, item := strings.Cut(env.OrderingKey, "."); item {
+			gtin, serial = g, s
+		} else if _, agg := doc["parentID"]; !agg {
+			sscc = env.OrderingKey
+		}
+	}
+	var evTime any
 	if !env.EventTime.IsZero() {
 		evTime = env.EventTime.UTC()
 	}
-	epcs, _ := domain.Array(doc, "epcList")
-	if len(epcs) > 0 {
-		epcCount = int64(len(epcs))
+	epcs, epcCount := listCells(doc, "epcList")
+	children, childCount := listCells(doc, "childEPCs")
+	if childCount == nil && doc["type"] == typeAggregation {
+		childCount = int64(0) // an aggregation without children (a DELETE of all)
 	}
-	list := make([]string, 0, len(epcs))
-	for _, e := range epcs {
-		list = append(list, t(e))
+	var parentID any
+	if p := firstNonEmpty(ids["parent_id"], t(doc["parentID"])); p != "" {
+		parentID = p
 	}
 	if id, _ := domain.String(doc, "eventID"); hashID == "" && strings.HasPrefix(id, "ni:///") {
 		hashID = id // the event's ID is its CBV 2.0 event hash
 	}
 	return []any{
-		evTime, env.EventType, t(doc["action"]), t(doc["disposition"]), gtin, serial, epcCount,
-		strings.Join(list, "\n"), ids["lot"], domain.CellDate(ids["expiry"]),
+		evTime, env.EventType, t(doc["action"]), t(doc["disposition"]), gtin, serial, sscc, epcCount, epcs,
+		parentID, childCount, children,
+		firstNonEmpty(ids["lot"], env.Identifiers["lot"]), domain.CellDate(ids["expiry"]),
 		firstNonEmpty(ids["read_point"], locationID(doc, "readPoint")),
-		firstNonEmpty(ids["biz_location"], locationID(doc, "bizLocation")), t(doc["eventID"]), hashID,
+		firstNonEmpty(ids["biz_location"], locationID(doc, "bizLocation")), bizTransactions(doc),
+		t(doc["eventID"]), hashID,
 	}
+}
+
+// listCells returns the entries of the list doc[field], one per line as
+// written, and their count (nil when the list is absent or empty).
+func listCells(doc domain.Doc, field string) (string, any) {
+	list, _ := domain.Array(doc, field)
+	if len(list) == 0 {
+		return "", nil
+	}
+	lines := make([]string, 0, len(list))
+	for _, e := range list {
+		lines = append(lines, domain.CellText(e))
+	}
+	return strings.Join(lines, "\n"), int64(len(list))
+}
+
+// bizTransactions returns the event's business transactions, one per
+// line: "<type>: <id>", the type as its bare CBV word when it is a CBV
+// business transaction type (po, desadv, inv...), as sent otherwise; an
+// entry without type is its id alone.
+func bizTransactions(doc domain.Doc) string {
+	list, _ := domain.Array(doc, "bizTransactionList")
+	lines := make([]string, 0, len(list))
+	for _, v := range list {
+		bt, ok := v.(map[string]any)
+		if !ok {
+			lines = append(lines, domain.CellText(v))
+			continue
+		}
+		id := domain.CellText(bt["bizTransaction"])
+		if typ, ok := domain.String(bt, "type"); ok {
+			id = normBTT(typ) + ": " + id
+		}
+		lines = append(lines, id)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // locationID returns doc[field].id (an EPCIS readPoint or bizLocation).

@@ -129,14 +129,14 @@ func keyIdentifiers(okey, party string) map[string]string {
 
 // sheetColumns are the pharmacy sheet's columns (domain.Spec.Sheet).
 var sheetColumns = []domain.Column{
-	{Name: "registrant_dea"}, {Name: "transaction_id"}, {Name: "event_type"}, {Name: "ndc"}, {Name: "ndc11"},
+	{Name: "registrant_dea"}, {Name: "transaction_id"}, {Name: "event_type"}, {Name: "ndc"}, {Name: "ndc11"}, {Name: "drug_name"},
 	{Name: "lot"}, {Name: "expiry", Kind: domain.KindDate}, {Name: "quantity", Kind: domain.KindNumber},
 	{Name: "unit"}, {Name: "dea_schedule"}, {Name: "counterparty_dea"}, {Name: "occurred_at", Kind: domain.KindTime},
 	{Name: "actor_id"},
 }
 
 // sheet is the pharmacy sheet of an export: registrant, transaction id,
-// event type, NDC and NDC-11, lot, expiry, quantity, unit, schedule,
+// event type, NDC and NDC-11, drug name, lot, expiry, quantity, unit, schedule,
 // counterparty, occurred at and actor.
 func sheet() domain.Sheet {
 	return domain.FixedSheet{Cols: sheetColumns, Cells: func(doc domain.Doc, _ string) []any {
@@ -147,7 +147,7 @@ func sheet() domain.Sheet {
 			ndc11 = n
 		}
 		return []any{
-			t(doc["registrant_dea"]), t(doc["transaction_id"]), t(doc["event_type"]), ndc, ndc11,
+			t(doc["registrant_dea"]), t(doc["transaction_id"]), t(doc["event_type"]), ndc, ndc11, t(doc["drug_name"]),
 			t(doc["lot"]), domain.CellOr(domain.CellDate(doc["expiry"]), doc["expiry"]),
 			domain.CellOr(domain.CellNumber(doc["quantity_delta"]), doc["quantity_delta"]),
 			t(doc["unit"]), t(doc["dea_schedule"]), t(doc["counterparty_dea"]),

@@ -543,3 +543,31 @@ func BenchmarkGatePharmacy(b *testing.B) {
 		}
 	}
 }
+
+// TestSheetDrugName: the pharmacy sheet shows the drug name as on the
+// label, beside the NDC it names.
+func TestSheetDrugName(t *testing.T) {
+	for _, tt := range []struct {
+		name, event string
+		want        any
+	}{
+		{"with a drug name", `{"transaction_id":"T1","ndc":"0409-4888-20","drug_name":"Hydromorphone HCl 2 mg/mL <CII> & \"Müller\" 陈伟"}`,
+			`Hydromorphone HCl 2 mg/mL <CII> & "Müller" 陈伟`},
+		{"null drug name", `{"transaction_id":"T1","ndc":"0409-4888-20","drug_name":null}`, nil},
+		{"without", `{"transaction_id":"T1","ndc":"0409-4888-20"}`, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			doc, err := gate.Decode([]byte(tt.event))
+			if err != nil {
+				t.Fatal(err)
+			}
+			row := pharmacy.Spec().Sheet().Row(doc, "dispense")
+			if got := row["drug_name"]; got != tt.want {
+				t.Fatalf("drug_name = %#v, want %#v", got, tt.want)
+			}
+			if row["ndc11"] != "00409488820" {
+				t.Errorf("ndc11 = %#v", row["ndc11"])
+			}
+		})
+	}
+}
