@@ -164,3 +164,29 @@ func TestKeysByBizStep(t *testing.T) {
 		})
 	}
 }
+
+// TestKeysOfSGTINEventsUnchanged pins the idempotency and ordering keys of
+// existing examples as they were derived before epcList took SSCCs: an
+// event of serialized items, and an aggregation, keep their keys (the
+// LEDGER dedupes a resend by them).
+func TestKeysOfSGTINEventsUnchanged(t *testing.T) {
+	g := newGate(t)
+	for _, tt := range []struct{ file, key, ordering string }{
+		{"valid/commissioning-sgtin.json", "dscsa_03e31974d429f944543a7e95a8440059", "00614141123452.10016550749981"},
+		{"valid/shipping-percent-encoded-serial.json", "dscsa_8bbcc58cf968be80f269231fda0a40ea", "10614141073464.SN/0042?A"},
+		{"valid/shipping-without-context-and-eventid.json", "dscsa_06b00feb4152ac593ab885aa32481f87", "00614141123452.10016550749981"},
+		{"valid/packing-cases-into-sscc-pallet.json", "dscsa_01e2dfb767e885483343844f0590e4d2", "006141411234567890"},
+		{"valid/receiving-sscc-pallet.json", "dscsa_de37b36a9c64ca235b7b999cb23aefc4", "006141411234567890"},
+	} {
+		t.Run(tt.file, func(t *testing.T) {
+			data := fileData(t, tt.file)
+			env, err := g.Check(subjectFor(data), data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if env.IdempotencyKey != tt.key || env.OrderingKey != tt.ordering {
+				t.Fatalf("keys %s, %s; want %s, %s", env.IdempotencyKey, env.OrderingKey, tt.key, tt.ordering)
+			}
+		})
+	}
+}
