@@ -131,7 +131,7 @@ func searchItem(s string) (gtin, serial string, err error) {
 	}
 	if _, perr := parseEPC(where{"item", -1}, s, &gtinCache{}); codes.Of(perr) == GTINCheckDigitFailed {
 		var ids domain.IdentifierSet
-		addEPC(&ids, s)
+		addEPC(&ids, s, &gtinCache{})
 		m := ids.Map()
 		if len(m["gtin"]) == 1 && len(m["serial"]) == 1 {
 			return m["gtin"][0], m["serial"][0], nil
@@ -176,23 +176,24 @@ func keyIdentifiers(okey, _ string) map[string]string {
 // bizStep is unknown. It never panics on any decoded JSON.
 func payloadIdentifiers(doc domain.Doc) map[string][]string {
 	var ids domain.IdentifierSet
+	var cache gtinCache
 	for _, field := range []string{"epcList", "childEPCs"} {
 		list, _ := domain.Array(doc, field)
 		for _, v := range list {
 			if s, ok := v.(string); ok {
-				addEPC(&ids, s)
+				addEPC(&ids, s, &cache)
 			}
 		}
 	}
 	if s, ok := doc["parentID"].(string); ok {
-		addEPC(&ids, s)
+		addEPC(&ids, s, &cache)
 	}
 	for _, field := range []string{"quantityList", "childQuantityList"} {
 		list, _ := domain.Array(doc, field)
 		for _, v := range list {
 			if q, ok := v.(map[string]any); ok {
 				if s, ok := q["epcClass"].(string); ok {
-					addEPC(&ids, s)
+					addEPC(&ids, s, &cache)
 				}
 			}
 		}
@@ -223,8 +224,9 @@ func lotAsWritten(doc domain.Doc) string {
 }
 
 // addEPC adds the identifiers one EPC, EPC class or Digital Link URI
-// names, read as written (see payloadIdentifiers).
-func addEPC(ids *domain.IdentifierSet, s string) {
+// names, read as written (see payloadIdentifiers); cache keeps the GTIN
+// of the last URN's company prefix and item reference.
+func addEPC(ids *domain.IdentifierSet, s string, cache *gtinCache) {
 	s = strings.TrimSpace(s)
 	item := func(gtin, serial string) {
 		ids.Add("gtin", gtin)
@@ -241,8 +243,11 @@ func addEPC(ids *domain.IdentifierSet, s string) {
 	urnParts := func(body string) (gtin, third string) {
 		cp, rest, _ := strings.Cut(body, ".")
 		ir, third, _ := strings.Cut(rest, ".")
-		if allDigits(cp) && allDigits(ir) && len(cp)+len(ir) == 13 {
+		if ref := body[:min(len(body), len(cp)+1+len(ir))]; ref == cache.ref {
+			gtin = cache.gtin
+		} else if allDigits(cp) && allDigits(ir) && len(cp)+len(ir) == 13 {
 			gtin = sgtinGTIN(cp, ir)
+			cache.ref, cache.gtin = ref, gtin
 		}
 		return gtin, decoded(third)
 	}

@@ -2,6 +2,7 @@ package dscsa_test
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -177,5 +178,47 @@ func TestPayloadIdentifiersTolerant(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = spec.Search.Identifiers(doc)
+	}
+}
+
+// BenchmarkPayloadIdentifiers reads the identifiers of a pallet shipment
+// of 1,000 items (SGTIN URNs and Digital Links) and 2 SSCCs.
+func BenchmarkPayloadIdentifiers(b *testing.B) {
+	list := []any{"urn:epc:id:sscc:0304094.0000001234", "https://id.gs1.org/00/303040940000098716"}
+	for i := range 1000 {
+		if i%2 == 0 {
+			list = append(list, "urn:epc:id:sgtin:0304094.088820.SN-"+strconv.Itoa(i))
+		} else {
+			list = append(list, "https://id.gs1.org/01/00304094888200/21/SN%26"+strconv.Itoa(i))
+		}
+	}
+	doc := domain.Doc{"type": "ObjectEvent", "epcList": list, "ilmd": map[string]any{"cbvmda:lotNumber": "L&24<B>017"}}
+	spec := dscsa.Spec()
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(spec.Search.Identifiers(doc)["sgtin"]) != 1000 {
+			b.Fatal("not every item")
+		}
+	}
+}
+
+// BenchmarkMatchPayload matches a GTIN + serial search against a chain
+// holding the identifiers of a 48-case pallet shipment (a miss: every
+// value is looked at).
+func BenchmarkMatchPayload(b *testing.B) {
+	list := []any{"urn:epc:id:sscc:0304094.0000001234"}
+	for i := range 48 {
+		list = append(list, "urn:epc:id:sgtin:0304094.588820.CASE-"+strconv.Itoa(i))
+	}
+	spec := dscsa.Spec()
+	c := domain.Chain{OrderingKey: "003040940000012346", PayloadIdentifiers: spec.Search.Identifiers(domain.Doc{"epcList": list})}
+	m, err := spec.Search.Parse(map[string]string{"gtin": "50304094888205", "serial": "CASE-999"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if m(c) {
+			b.Fatal("matched")
+		}
 	}
 }
