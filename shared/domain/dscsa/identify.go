@@ -13,7 +13,7 @@ func Spec() domain.Spec {
 		Title:       "DSCSA (GS1 EPCIS 2.0 ObjectEvents and AggregationEvents)",
 		EventTypes:  BizSteps(),
 		KeySource:   "eventID, else the CBV 2.0 event hash ID",
-		OrderingKey: "gtin14.serial of the first EPC; an aggregation's parent (SSCC or SGTIN)",
+		OrderingKey: "the container: the first SSCC of epcList, an aggregation's parent (SSCC or SGTIN); else gtin14.serial of the first EPC",
 		PartyID:     "owning_party source, else bizLocation GLN",
 		PartyLabel:  "GLN or company prefix",
 		// Transaction information, history and statements are kept
