@@ -1,6 +1,10 @@
 package domain
 
-import "slices"
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+)
 
 // Search is how the records list finds a domain's quarantined events by
 // the identifiers a person holds (a recall starts from an NDC and a lot, a
@@ -69,6 +73,32 @@ func (c Chain) Identifier(name string) string {
 		}
 	}
 	return ""
+}
+
+// PayloadIdentifiers returns the identifiers of an event's verbatim
+// payload bytes (Search.Identifiers of their decoded JSON object, numbers
+// as json.Number), for Chain.PayloadIdentifiers: nil when the domain has
+// no Identifiers hook or the bytes are not one JSON object. It decodes
+// tolerantly, unlike the gate (a member named twice keeps its last value,
+// bytes after the object are ignored), since the payload may have been
+// quarantined for exactly that, and a panic in the hook is nil: it never
+// fails.
+func (s Search) PayloadIdentifiers(payload []byte) (ids map[string][]string) {
+	if s.Identifiers == nil {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.UseNumber()
+	var doc Doc
+	if err := dec.Decode(&doc); err != nil || doc == nil {
+		return nil
+	}
+	defer func() {
+		if recover() != nil {
+			ids = nil
+		}
+	}()
+	return s.Identifiers(doc)
 }
 
 // Has reports whether the chain names value as its identifier name: in
