@@ -52,7 +52,8 @@
 //     64 bytes).
 //   - INVALID_PARENT_ID: an AggregationEvent ADD or DELETE without
 //     parentID, or a parentID that is not an SSCC or SGTIN URN or Digital
-//     Link, is malformed, or has a wrong check digit.
+//     Link (the detail names another GS1 key: "an SGLN (a location) is not
+//     a container"), is malformed, or has a wrong check digit.
 //   - INVALID_AGGREGATION: the parentID among its own childEPCs, a child
 //     listed twice (in any notation), an OBSERVE naming neither.
 //   - INVALID_BIZSTEP: bizStep missing or not a CBV 2.0 business step.

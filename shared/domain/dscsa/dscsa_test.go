@@ -123,7 +123,7 @@ func TestTestdata(t *testing.T) {
 }
 
 // fileData returns the bytes of one testdata file.
-func fileData(t *testing.T, name string) []byte {
+func fileData(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := fs.ReadFile(schemas.FS, path.Join(testdataDir, name))
 	if err != nil {

@@ -182,8 +182,14 @@ func TestPayloadIdentifiersTolerant(t *testing.T) {
 }
 
 // BenchmarkPayloadIdentifiers reads the identifiers of a pallet shipment
-// of 1,000 items (SGTIN URNs and Digital Links) and 2 SSCCs.
+// as published (3 SSCCs, bizTransactions, sources: the decoded JSON of
+// valid/shipping-pallets-sscc.json) and of one of 1,000 items (SGTIN URNs
+// and Digital Links) and 2 SSCCs.
 func BenchmarkPayloadIdentifiers(b *testing.B) {
+	example, err := gate.Decode(fileData(b, "valid/shipping-pallets-sscc.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
 	list := []any{"urn:epc:id:sscc:0304094.0000001234", "https://id.gs1.org/00/303040940000098716"}
 	for i := range 1000 {
 		if i%2 == 0 {
@@ -192,13 +198,23 @@ func BenchmarkPayloadIdentifiers(b *testing.B) {
 			list = append(list, "https://id.gs1.org/01/00304094888200/21/SN%26"+strconv.Itoa(i))
 		}
 	}
-	doc := domain.Doc{"type": "ObjectEvent", "epcList": list, "ilmd": map[string]any{"cbvmda:lotNumber": "L&24<B>017"}}
+	big := domain.Doc{"type": "ObjectEvent", "epcList": list, "ilmd": map[string]any{"cbvmda:lotNumber": "L&24<B>017"}}
 	spec := dscsa.Spec()
-	b.ReportAllocs()
-	for b.Loop() {
-		if len(spec.Search.Identifiers(doc)["sgtin"]) != 1000 {
-			b.Fatal("not every item")
-		}
+	for _, bc := range []struct {
+		name  string
+		doc   domain.Doc
+		sscc  int
+		items int
+	}{{"shipping-pallets-sscc", example, 3, 0}, {"1000-items", big, 2, 1000}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				ids := spec.Search.Identifiers(bc.doc)
+				if len(ids["sgtin"]) != bc.items || len(ids["sscc"]) != bc.sscc {
+					b.Fatalf("identifiers %v", ids)
+				}
+			}
+		})
 	}
 }
 
