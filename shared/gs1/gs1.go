@@ -1,5 +1,8 @@
 // Package gs1 implements the GS1 identifier rules shared by the DSCSA and
-// FSMA domains: the mod-10 check digit, and GTIN-14 / GLN validation.
+// FSMA domains: the mod-10 check digit, GTIN-14 / GLN / SSCC validation,
+// the names of the GS1 keys and EPC schemes (an EPC URN's scheme, a
+// Digital Link primary key) for error details, and the NDC a US drug's
+// GTIN carries.
 // Identifiers are kept as digit strings: a leading zero is significant and a
 // GTIN that lost one is invalid, never padded.
 package gs1

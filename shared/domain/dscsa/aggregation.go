@@ -2,7 +2,6 @@ package dscsa
 
 import (
 	"cmp"
-	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -91,8 +90,13 @@ func (p parent) kind() string {
 	return ""
 }
 
-// is reports whether the container is the item e.
-func (p parent) is(e epc) bool { return p.sscc == "" && p.item == e }
+// is reports whether the container is the list entry e.
+func (p parent) is(e epc) bool {
+	if p.sscc != "" {
+		return e.sscc == p.sscc
+	}
+	return p.item == e
+}
 
 // readAggregation reads an AggregationEvent's parentID and childEPCs: a
 // parentID is required for ADD and DELETE (EPCIS 2.0, 7.4.3) and, when
@@ -164,6 +168,9 @@ func checkDistinct(epcs []epc) error {
 }
 
 func compareEPC(a, b epc) int {
+	if c := cmp.Compare(a.sscc, b.sscc); c != 0 {
+		return c
+	}
 	if c := cmp.Compare(a.gtin, b.gtin); c != 0 {
 		return c
 	}
@@ -172,25 +179,27 @@ func compareEPC(a, b epc) int {
 
 // parseParent reads a parentID: an SSCC or SGTIN EPC URN, or a GS1
 // Digital Link URI with /00/<SSCC-18> or /01/<GTIN-14>/21/<serial>. Every
-// fault, check digits included, is INVALID_PARENT_ID.
+// fault, check digits included, is INVALID_PARENT_ID; its detail names a
+// GS1 key that is not a container (an SGLN, a GRAI...).
 func parseParent(s string, cache *gtinCache) (parent, error) {
 	s = strings.TrimSpace(s)
 	w := where{"parentID", -1}
 	if hasPrefixFold(s, ssccPrefix) {
-		sscc, err := ssccFromURN(s[len(ssccPrefix):])
+		sscc, err := ssccFromURN(w, InvalidParentID, s[len(ssccPrefix):])
 		return parent{sscc: sscc}, err
 	}
-	if path, ok := digitalLinkPath(s); ok && firstKey(path) == "00" {
-		if rest, ok := afterAI(path, "00"); ok {
+	if path, ok := digitalLinkPath(s); ok {
+		if ai, rest, ok := primaryKey(path); ok && ai == "00" {
 			sscc, _, _ := strings.Cut(rest, "/")
-			if err := gs1.Validate(sscc, 18); err != nil {
-				if errors.Is(err, gs1.ErrCheckDigit) {
-					return parent{}, codes.Errorf(InvalidParentID, "parentID: SSCC check digit mismatch")
-				}
-				return parent{}, codes.Errorf(InvalidParentID, "parentID: SSCC must be 18 digits")
+			if err := checkSSCC(w, InvalidParentID, sscc); err != nil {
+				return parent{}, err
 			}
 			return parent{sscc: sscc}, nil
 		}
+	}
+	if k, ok := otherKey(s); ok {
+		return parent{}, codes.Errorf(InvalidParentID,
+			"parentID: %s is not a container: must be an SSCC or an SGTIN (EPC URN or GS1 Digital Link URI)", k)
 	}
 	if !hasPrefixFold(s, sgtinPrefix) {
 		if _, ok := digitalLinkPath(s); !ok {
@@ -205,30 +214,15 @@ func parseParent(s string, cache *gtinCache) (parent, error) {
 	return parent{item: e}, nil
 }
 
-// firstKey returns the first path segment of a Digital Link path that is
-// the SSCC (00) or GTIN (01) primary key, "" when there is none: a serial
-// "00" after /01/<GTIN>/21/ is not an SSCC key.
-func firstKey(path string) string {
-	for path != "" {
-		path = path[1:] // drop the '/'
-		seg, _, _ := strings.Cut(path, "/")
-		if seg == "00" || seg == "01" {
-			return seg
-		}
-		path = path[len(seg):]
-	}
-	return ""
-}
-
 // ssccFromURN reads "CompanyPrefix.SerialReference" (17 digits together,
 // the serial reference beginning with the extension digit) and builds the
 // SSCC-18: extension digit + company prefix + rest of the serial reference
-// + computed check digit.
-func ssccFromURN(s string) (string, error) {
+// + computed check digit. A fault is code (the field's).
+func ssccFromURN(w where, code codes.Code, s string) (string, error) {
 	cp, ref, _ := strings.Cut(s, ".")
 	if !allDigits(cp) || len(cp) < 6 || len(cp) > 12 || !allDigits(ref) || len(cp)+len(ref) != 17 {
-		return "", codes.Errorf(InvalidParentID,
-			"parentID: SSCC company prefix (6 to 12 digits) + serial reference must be 17 digits")
+		return "", codes.Errorf(code,
+			"%s: SSCC company prefix (6 to 12 digits) + serial reference must be 17 digits", w)
 	}
 	var b [18]byte
 	b[0] = ref[0]
@@ -249,13 +243,12 @@ func (ev *event) aggregationEnvelope() envelope.Envelope {
 		ids["parent_type"] = ev.parent.kind()
 	}
 	ids["child_count"] = strconv.Itoa(len(ev.epcs))
-	if len(ev.epcs) > 0 {
-		first := ev.epcs[0]
-		ids["gtin"] = first.gtin
-		ids["serial"] = first.serial
-		if ordering == "" {
-			ordering = first.id()
-		}
+	if item, ok := firstItem(ev.epcs); ok {
+		ids["gtin"] = item.gtin
+		ids["serial"] = item.serial
+	}
+	if ordering == "" && len(ev.epcs) > 0 {
+		ordering = orderingEPC(ev.epcs).id()
 	}
 	putNonEmpty(ids, "read_point", ev.readPoint.id())
 	putNonEmpty(ids, "biz_location", ev.bizLocation.id())

@@ -14,9 +14,17 @@ const (
 	MissingSerial codes.Code = "MISSING_SERIAL"
 	// MissingExpiry: a commissioning event has no valid expiry date.
 	MissingExpiry codes.Code = "MISSING_EXPIRY"
-	// InvalidEPC: an EPC is neither an SGTIN URN nor a GS1 Digital Link
-	// URI, or the event lists none.
+	// InvalidEPC: an EPC is not a well-formed SGTIN or SSCC (EPC URN or
+	// GS1 Digital Link URI), or the event lists none.
 	InvalidEPC codes.Code = "INVALID_EPC"
+	// UnsupportedGS1Key: an EPC list names a GS1 key (or another EPC
+	// scheme) the domain does not take there: a GRAI, a GIAI, an SGLN, an
+	// LGTIN class...; the detail names the key.
+	UnsupportedGS1Key codes.Code = "UNSUPPORTED_GS1_KEY"
+	// KeyNotForBizStep: an event names a key its business step does not
+	// take (an SSCC in a commissioning event, which takes SGTINs only);
+	// the detail names the key, the business step and those that take it.
+	KeyNotForBizStep codes.Code = "KEY_NOT_FOR_BIZSTEP"
 	// InvalidBizStep: the bizStep is not a CBV business step.
 	InvalidBizStep codes.Code = "INVALID_BIZSTEP"
 	// InvalidLocation: a read point or business location is not a valid
@@ -49,7 +57,9 @@ func Codes() []codes.Info {
 		{Code: InvalidGTIN, Meaning: "a GTIN is not 14 digits (e.g. lost a leading zero)"},
 		{Code: MissingSerial, Meaning: "an EPC has no serial number"},
 		{Code: MissingExpiry, Meaning: "a commissioning event has no valid expiry"},
-		{Code: InvalidEPC, Meaning: "an EPC is neither an SGTIN URN nor a Digital Link URI"},
+		{Code: InvalidEPC, Meaning: "an EPC is not a well-formed SGTIN or SSCC (EPC URN or Digital Link URI)"},
+		{Code: UnsupportedGS1Key, Meaning: "an EPC list names a GS1 key the domain does not take there (GRAI, GIAI, SGLN, LGTIN...; detail names it)"},
+		{Code: KeyNotForBizStep, Meaning: "an event names a key its business step does not take (e.g. an SSCC commissioned)"},
 		{Code: InvalidBizStep, Meaning: "the bizStep is not a CBV business step"},
 		{Code: InvalidLocation, Meaning: "a read point or business location is not a valid GLN"},
 		{Code: UnsupportedEventType, Meaning: "the EPCIS event type is not accepted by the domain (detail names it)"},

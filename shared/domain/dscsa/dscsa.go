@@ -13,11 +13,22 @@
 // (cbv:BizStep-shipping); all are normalized to the bare word. A bizStep
 // outside the CBV 2.0 vocabulary is INVALID_BIZSTEP (it could not name a
 // subject); a non-CBV disposition is kept as sent. epcList entries are
-// SGTIN EPC URNs (prefix in any case, company prefix 6 to 12 digits,
-// company prefix + indicator/item reference 13 digits, percent-encoded
-// serial of 1 to 20 GS1 set-82 characters) or GS1 Digital Link URIs on any
-// host, /01/<GTIN-14>/21/<serial>, where other AIs (/10/ lot, /22/) and
-// the query string do not take part in identity. readPoint.id and
+// serialized items, SGTIN EPC URNs (prefix in any case, company prefix 6
+// to 12 digits, company prefix + indicator/item reference 13 digits,
+// percent-encoded serial of 1 to 20 GS1 set-82 characters) or GS1 Digital
+// Link URIs on any host, /01/<GTIN-14>/21/<serial>, where other AIs (/10/
+// lot, /22/) and the query string do not take part in identity; or
+// logistic units (pallets, totes, mixed cases), SSCC EPC URNs
+// (urn:epc:id:sscc:CompanyPrefix.SerialReference) or Digital Link
+// /00/<SSCC-18> URIs, check digit verified. Shipments are usually sent at
+// the pallet level: the business steps that move, hand over, hold, count
+// or check goods (shipping, receiving, departing, arriving, accepting,
+// consigning, loading, unloading, transporting, staging_outbound, storing,
+// holding, inspecting, entering_exiting, cycle_counting, stock_taking,
+// void_shipping) take SSCCs beside SGTINs at any packing level, and so do
+// packing and unpacking in an AggregationEvent; the steps that make,
+// change or end serialized items (commissioning, decommissioning,
+// dispensing, destroying...) take SGTINs only (keys.go). readPoint.id and
 // bizLocation.id are SGLN URNs or Digital Link /414/<GLN>[/254/<ext>]
 // URIs. ILMD lot and expiry are read from cbvmda:lotNumber and
 // cbvmda:itemExpirationDate or their URN, ref.gs1.org/cbv, gs1: and
@@ -27,7 +38,7 @@
 // of containers) names its container in parentID, an SSCC (URN
 // urn:epc:id:sscc:CompanyPrefix.SerialReference or Digital Link
 // /00/<SSCC-18>) or an SGTIN (a homogeneous case), and its serialized
-// contents in childEPCs, SGTINs as in epcList. parentID is required for ADD
+// contents in childEPCs, SGTINs and SSCCs as in epcList. parentID is required for ADD
 // and DELETE; childEPCs must be non-empty for ADD and may be empty for
 // DELETE (all contents removed); an OBSERVE names one or the other. Every
 // other event type (TransformationEvent, TransactionEvent,
@@ -41,7 +52,8 @@
 //     64 bytes).
 //   - INVALID_PARENT_ID: an AggregationEvent ADD or DELETE without
 //     parentID, or a parentID that is not an SSCC or SGTIN URN or Digital
-//     Link, is malformed, or has a wrong check digit.
+//     Link (the detail names another GS1 key: "an SGLN (a location) is not
+//     a container"), is malformed, or has a wrong check digit.
 //   - INVALID_AGGREGATION: the parentID among its own childEPCs, a child
 //     listed twice (in any notation), an OBSERVE naming neither.
 //   - INVALID_BIZSTEP: bizStep missing or not a CBV 2.0 business step.
@@ -51,11 +63,20 @@
 //     not of the form ±hh:mm; an errorDeclaration without a valid
 //     declarationTime.
 //   - INVALID_EPC: epcList missing or empty (a DSCSA ObjectEvent must name
-//     serialized items; quantityList alone is lot-level), childEPCs missing
-//     or empty in an ADD aggregation, an entry that is
-//     not a string or neither an SGTIN URN nor a Digital Link /01/ URI (an
-//     SSCC included), a malformed SGTIN or Digital Link path, or a serial
-//     that is not 1 to 20 characters of GS1 set 82 once percent-decoded.
+//     serialized items or logistic units; quantityList alone is
+//     lot-level), childEPCs missing or empty in an ADD aggregation, an
+//     entry that is not a string or not an EPC URN or Digital Link URI at
+//     all (an EPC tag URN, a pattern, an unknown scheme included), a
+//     malformed SGTIN, SSCC or Digital Link path, an SSCC with a wrong
+//     check digit, or a serial that is not 1 to 20 characters of GS1 set 82
+//     once percent-decoded.
+//   - UNSUPPORTED_GS1_KEY: an entry of epcList or childEPCs that is another
+//     GS1 key (or EPC scheme) than an SGTIN or SSCC: a GRAI, a GIAI, an
+//     SGLN, a PGLN, an LGTIN class...; the detail names it and, where the
+//     event has one, the place it belongs (quantityList, readPoint).
+//   - KEY_NOT_FOR_BIZSTEP: an SSCC named by an event whose business step
+//     takes serialized items only (commissioning an SSCC); the detail names
+//     the entry, the step and the steps that take SSCCs.
 //   - MISSING_SERIAL: an SGTIN URN or Digital Link URI without a serial.
 //   - INVALID_GTIN: a Digital Link GTIN that is not 14 digits (a 13-digit
 //     GTIN lost its leading zero: never padded).
@@ -95,18 +116,21 @@
 // change is not recognised as a duplicate of one committed under the old
 // key. Events with an eventID keep their keys.
 //
-// OrderingKey is "<gtin14>.<serial>" of the first EPC of epcList in
-// document order; for an AggregationEvent, its parent's identity (so the
-// packing, shipping, receiving and unpacking of one container replay in
-// order), else its first child's. PartyID is the source of the first sourceList entry of
+// OrderingKey is the event's container when it names one: the first SSCC
+// of epcList in document order (so that a pallet's packing, shipping,
+// receiving and unpacking replay in order), else "<gtin14>.<serial>" of
+// its first EPC (the key of an event of serialized items is unchanged);
+// for an AggregationEvent, its parent's identity, else its first SSCC
+// child, else its first child's. PartyID is the source of the first sourceList entry of
 // type owning_party (any CBV form), as a GLN when it is a PGLN, SGLN or
 // Digital Link /417/ or /414/ URI and as sent otherwise; else the
 // bizLocation GLN; else empty. Identifiers: "gtin" and "serial" of the
-// first EPC, "lot" and "expiry" (YYYY-MM-DD) when present, "read_point"
-// and "biz_location" when present, "epc_count". An AggregationEvent's are
-// "parent_id" and "parent_type" ("sscc" or "sgtin") when it has a parent,
-// "child_count", "gtin" and "serial" of its first child when it has one,
-// "read_point" and "biz_location".
+// first SGTIN, "sscc" of the first SSCC, "lot" and "expiry" (YYYY-MM-DD)
+// when present, "read_point" and "biz_location" when present,
+// "epc_count". An AggregationEvent's are "parent_id" and "parent_type"
+// ("sscc" or "sgtin") when it has a parent, "child_count", "gtin" and
+// "serial" of its first SGTIN child when it has one, "read_point" and
+// "biz_location".
 package dscsa
 
 import (
@@ -197,6 +221,9 @@ func (ev *event) read(eventType string, doc domain.Doc) error {
 			return err
 		}
 	} else if ev.epcs, err = readEPCs(doc); err != nil {
+		return err
+	}
+	if err = ev.checkKeys(); err != nil {
 		return err
 	}
 	if ev.readPoint, err = readLocation(doc, "readPoint", "readPoint.id"); err != nil {
@@ -319,11 +346,13 @@ func (ev *event) envelope() envelope.Envelope {
 	if ev.typ == typeAggregation {
 		return ev.aggregationEnvelope()
 	}
-	first := ev.epcs[0]
-	ordering := first.id()
+	ordering := orderingEPC(ev.epcs).id()
 	ids := make(map[string]string, 8)
-	ids["gtin"] = first.gtin
-	ids["serial"] = first.serial
+	if item, ok := firstItem(ev.epcs); ok {
+		ids["gtin"] = item.gtin
+		ids["serial"] = item.serial
+	}
+	putNonEmpty(ids, "sscc", firstSSCC(ev.epcs))
 	ids["epc_count"] = strconv.Itoa(len(ev.epcs))
 	putNonEmpty(ids, "lot", ev.ilmd.lot)
 	putNonEmpty(ids, "expiry", ev.ilmd.expiry)

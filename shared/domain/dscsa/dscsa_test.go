@@ -123,7 +123,7 @@ func TestTestdata(t *testing.T) {
 }
 
 // fileData returns the bytes of one testdata file.
-func fileData(t *testing.T, name string) []byte {
+func fileData(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := fs.ReadFile(schemas.FS, path.Join(testdataDir, name))
 	if err != nil {
@@ -612,7 +612,7 @@ var knownCodes = map[codes.Code]bool{
 	dscsa.GTINCheckDigitFailed: true, dscsa.InvalidGTIN: true, dscsa.MissingSerial: true,
 	dscsa.MissingExpiry: true, dscsa.InvalidEPC: true, dscsa.InvalidBizStep: true,
 	dscsa.InvalidLocation: true, dscsa.UnsupportedEventType: true, dscsa.InvalidParentID: true,
-	dscsa.InvalidAggregation: true,
+	dscsa.InvalidAggregation: true, dscsa.UnsupportedGS1Key: true, dscsa.KeyNotForBizStep: true,
 }
 
 func FuzzGateDSCSA(f *testing.F) {

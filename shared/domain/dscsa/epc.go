@@ -16,16 +16,24 @@ const sgtinPrefix = "urn:epc:id:sgtin:"
 // maxSerial is the maximum length of a GS1 serial number (AI 21).
 const maxSerial = 20
 
-// epc is one serialized item: its GTIN-14 and its serial number, decoded
-// from any percent-escapes.
+// epc is one entry of an EPC list: a serialized item (an SGTIN: its
+// GTIN-14 and its serial number, decoded from any percent-escapes) or a
+// logistic unit (an SSCC: its 18 digits, gtin and serial empty).
 type epc struct {
 	gtin   string
 	serial string
+	sscc   string
 }
 
-// id returns the item's normalized identity "<gtin14>.<serial>". The
-// GTIN has a fixed length, so the first dot always separates the two.
-func (e epc) id() string { return e.gtin + "." + e.serial }
+// id returns the entry's normalized identity: "<gtin14>.<serial>" of an
+// item (the GTIN has a fixed length, so the first dot always separates
+// the two), the SSCC-18 of a logistic unit.
+func (e epc) id() string {
+	if e.sscc != "" {
+		return e.sscc
+	}
+	return e.gtin + "." + e.serial
+}
 
 // gtinCache remembers the GTIN rebuilt for the last SGTIN's
 // "CompanyPrefix.IndicatorItemRef": the EPCs of one event are mostly of
@@ -50,18 +58,88 @@ func (w where) String() string {
 	return w.field + "[" + strconv.Itoa(w.i) + "]"
 }
 
-// parseEPC reads one entry of an EPC list (named by w) as an SGTIN EPC URN
-// or a GS1 Digital Link URI.
+// URN prefixes of the EPC forms that are not pure identities of one
+// object, matched case-insensitively.
+const (
+	epcIDPrefix    = "urn:epc:id:"
+	epcClassPrefix = "urn:epc:class:"
+	epcTagPrefix   = "urn:epc:tag:"
+	epcPatPrefix   = "urn:epc:idpat:"
+)
+
+// parseEPC reads one entry of an EPC list (named by w): an SGTIN or SSCC
+// EPC URN, or a GS1 Digital Link URI with /01/<GTIN>/21/<serial> or
+// /00/<SSCC>. Any other GS1 key (a GRAI, a GIAI, an SGLN, an LGTIN class...)
+// is UNSUPPORTED_GS1_KEY, naming it; anything else INVALID_EPC.
 func parseEPC(w where, s string, cache *gtinCache) (epc, error) {
 	s = strings.TrimSpace(s)
-	if hasPrefixFold(s, sgtinPrefix) {
+	switch {
+	case hasPrefixFold(s, sgtinPrefix):
 		return parseSGTIN(w, s[len(sgtinPrefix):], cache)
+	case hasPrefixFold(s, ssccPrefix):
+		sscc, err := ssccFromURN(w, InvalidEPC, s[len(ssccPrefix):])
+		return epc{sscc: sscc}, err
 	}
 	if path, ok := digitalLinkPath(s); ok {
 		return parseDigitalLinkEPC(w, path)
 	}
+	if k, ok := otherKey(s); ok {
+		return epc{}, codes.Errorf(UnsupportedGS1Key,
+			"%s: %s is not a key the DSCSA domain takes in an EPC list (SGTINs and SSCCs)%s", w, k, keyHint(k))
+	}
+	switch {
+	case hasPrefixFold(s, epcTagPrefix):
+		return epc{}, codes.Errorf(InvalidEPC,
+			"%s: an EPC tag URN (an RFID tag's encoding) is not an identifier: send its pure identity URN, urn:epc:id:...", w)
+	case hasPrefixFold(s, epcPatPrefix):
+		return epc{}, codes.Errorf(InvalidEPC, "%s: an EPC pattern names many objects, not one", w)
+	case hasPrefixFold(s, epcIDPrefix) || hasPrefixFold(s, epcClassPrefix):
+		return epc{}, codes.Errorf(InvalidEPC, "%s: names no EPC scheme the EPC Tag Data Standard defines", w)
+	}
 	return epc{}, codes.Errorf(InvalidEPC,
-		"%s: must be an SGTIN EPC URN (urn:epc:id:sgtin:...) or a GS1 Digital Link URI with /01/ and /21/", w)
+		"%s: must be an SGTIN or SSCC EPC URN (urn:epc:id:sgtin:..., urn:epc:id:sscc:...) or a GS1 Digital Link URI with /01/ and /21/, or /00/", w)
+}
+
+// otherKey returns the GS1 key (or other EPC scheme) an identifier names
+// when it is neither an SGTIN nor an SSCC: an EPC URN of another scheme, an
+// EPC class URN, or a Digital Link URI of another primary key than /01/
+// and /00/; ok is false when s names none of them.
+func otherKey(s string) (k gs1.Key, ok bool) {
+	defer func() {
+		if k.Abbr == "SGTIN" || k.Abbr == "SSCC" || k.Abbr == "GTIN" {
+			k, ok = gs1.Key{}, false
+		}
+	}()
+	scheme := func(rest string) string {
+		name, _, _ := strings.Cut(rest, ":")
+		return strings.ToLower(name)
+	}
+	switch {
+	case hasPrefixFold(s, epcIDPrefix):
+		return gs1.EPCScheme(scheme(s[len(epcIDPrefix):]))
+	case hasPrefixFold(s, epcClassPrefix):
+		return gs1.EPCClass(scheme(s[len(epcClassPrefix):]))
+	}
+	if path, ok := digitalLinkPath(s); ok {
+		if ai, _, ok := primaryKey(path); ok {
+			return gs1.DigitalLinkKey(ai)
+		}
+	}
+	return gs1.Key{}, false
+}
+
+// keyHint tells where a key the EPC lists do not take belongs, when the
+// event has a place for it.
+func keyHint(k gs1.Key) string {
+	switch k.Abbr {
+	case "LGTIN":
+		return ": a lot's quantity belongs in quantityList"
+	case "SGLN", "GLN":
+		return ": a location belongs in readPoint or bizLocation"
+	case "PGLN":
+		return ": a party belongs in sourceList or destinationList"
+	}
+	return ""
 }
 
 // parseSGTIN reads "CompanyPrefix.IndicatorItemRef.Serial" and rebuilds the
@@ -105,13 +183,24 @@ func sgtinGTIN(cp, ir string) string {
 }
 
 // parseDigitalLinkEPC reads "/01/<GTIN-14>[/22/..][/10/<lot>]/21/<serial>"
-// (after an optional path prefix). Other AIs and the query string do not
-// take part in the item's identity.
+// or "/00/<SSCC-18>" (after an optional path prefix). Other AIs and the
+// query string do not take part in the identity.
 func parseDigitalLinkEPC(w where, path string) (epc, error) {
-	rest, ok := afterAI(path, "01")
-	if !ok {
+	ai, rest, ok := primaryKey(path)
+	switch {
+	case !ok:
 		return epc{}, codes.Errorf(InvalidEPC,
-			"%s: Digital Link URI has no /01/ GTIN primary key", w)
+			"%s: Digital Link URI has no primary key: /01/ GTIN with /21/ serial, or /00/ SSCC", w)
+	case ai == "00":
+		sscc, _, _ := strings.Cut(rest, "/")
+		if err := checkSSCC(w, InvalidEPC, sscc); err != nil {
+			return epc{}, err
+		}
+		return epc{sscc: sscc}, nil
+	case ai != "01":
+		k, _ := gs1.DigitalLinkKey(ai)
+		return epc{}, codes.Errorf(UnsupportedGS1Key,
+			"%s: %s is not a key the DSCSA domain takes in an EPC list (SGTINs and SSCCs)%s", w, k, keyHint(k))
 	}
 	gtin, pairs, _ := strings.Cut(rest, "/")
 	if err := checkGTIN(w, gtin); err != nil {
@@ -131,6 +220,20 @@ func parseDigitalLinkEPC(w where, path string) (epc, error) {
 		return epc{}, err
 	}
 	return epc{gtin: gtin, serial: ser}, nil
+}
+
+// checkSSCC validates an SSCC-18 carried as such (Digital Link /00/); a
+// fault is code (the field's: INVALID_EPC in a list, INVALID_PARENT_ID as
+// a parent).
+func checkSSCC(w where, code codes.Code, sscc string) error {
+	err := gs1.ValidateSSCC(sscc)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, gs1.ErrCheckDigit):
+		return codes.Errorf(code, "%s: SSCC check digit mismatch", w)
+	}
+	return codes.Errorf(code, "%s: SSCC must be 18 digits", w)
 }
 
 // checkGTIN validates a GTIN-14 carried as such (Digital Link /01/). A

@@ -1,6 +1,10 @@
 package dscsa
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/deadletter/deadletter/shared/gs1"
+)
 
 // cset82 marks the characters of GS1 AI encodable character set 82, the
 // alphabet of serial numbers (AI 21), lots (AI 10) and GLN extensions.
@@ -122,6 +126,26 @@ func afterAI(path, ai string) (rest string, ok bool) {
 		path = path[len(seg):]
 	}
 	return "", false
+}
+
+// primaryKey finds the first path segment that is a GS1 Digital Link
+// primary key's application identifier ("01", "00", "8003"...) and returns
+// it and the path that follows it, without the leading slash; a value
+// after it ("/01/<GTIN>/21/00") is not a key. ok is false when there is
+// none.
+func primaryKey(path string) (ai, rest string, ok bool) {
+	for path != "" {
+		path = path[1:] // drop the '/'
+		seg, tail, found := strings.Cut(path, "/")
+		if _, key := gs1.DigitalLinkKey(seg); key {
+			return seg, tail, true
+		}
+		if !found {
+			return "", "", false
+		}
+		path = path[len(seg):]
+	}
+	return "", "", false
 }
 
 // qualifier returns the value of the key qualifier or data attribute ai

@@ -10,21 +10,23 @@ import (
 )
 
 // unique gives a DSCSA event the identity number i (domain.Spec.Unique):
-// its eventID (the idempotency key) and the serial numbers of its EPCs and
-// its parent (the ordering key), an SSCC parent its serial reference.
+// its eventID (the idempotency key), the serial numbers of its SGTINs and
+// the serial references of its SSCCs (the ordering key: its container or
+// its first item). The SSCCs of event i are distinct from those of any
+// other: the k-th SSCC of a list gets i*100+k, the parent i*100+99.
 func unique(doc domain.Doc, i int) {
 	doc["eventID"] = fmt.Sprintf("urn:uuid:00000000-0000-4000-8000-%012d", i)
 	for _, field := range []string{"epcList", "childEPCs"} {
 		if list, ok := doc[field].([]any); ok {
 			for k, v := range list {
 				if epc, ok := v.(string); ok {
-					list[k] = withSerial(epc, fmt.Sprintf("S%09dE%d", i, k))
+					list[k] = withContainer(withSerial(epc, fmt.Sprintf("S%09dE%d", i, k)), i*100+k%99)
 				}
 			}
 		}
 	}
 	if parent, ok := doc["parentID"].(string); ok {
-		doc["parentID"] = withContainer(withSerial(parent, fmt.Sprintf("P%09d", i)), i)
+		doc["parentID"] = withContainer(withSerial(parent, fmt.Sprintf("P%09d", i)), i*100+99)
 	}
 }
 
@@ -72,108 +74,22 @@ func lastDigits(s string, i int) string {
 	return s[:len(s)-len(d)] + d
 }
 
-// search finds DSCSA events (domain.Spec.Search) by GTIN (GTIN-8/12/13/14
-// → GTIN-14, or an SGTIN EPC URN or GS1 Digital Link, which also gives the
-// serial), serial, SSCC (an aggregation's container: 18 digits, an SSCC
-// EPC URN or a Digital Link /00/ URI) and lot (the one the first record
-// lists).
-var search = domain.Search{
-	Fields:         []string{"gtin", "serial", "sscc", "lot"},
-	Parse:          parseSearch,
-	KeyIdentifiers: keyIdentifiers,
-}
-
-func parseSearch(v map[string]string) (domain.Matcher, error) {
-	var gtin, serial, sscc string
-	if s := v["gtin"]; s != "" {
-		if IsItemURI(s) {
-			g, ser, err := ParseItem(s)
-			if err != nil {
-				return nil, &domain.SearchError{Field: "gtin", Rule: err.Error()}
-			}
-			if given := v["serial"]; given != "" && given != ser {
-				return nil, &domain.SearchError{Field: "serial", Rule: "differs from the serial of the item URI given as the GTIN"}
-			}
-			gtin, serial = g, ser
-		} else {
-			g, err := gtin14(s)
-			if err != nil {
-				return nil, &domain.SearchError{Field: "gtin", Rule: "not a GTIN: " + err.Error()}
-			}
-			gtin = g
-		}
-	}
-	if s := v["serial"]; s != "" && serial == "" {
-		if IsItemURI(s) {
-			g, ser, err := ParseItem(s)
-			if err != nil {
-				return nil, &domain.SearchError{Field: "serial", Rule: err.Error()}
-			}
-			if gtin != "" && gtin != g {
-				return nil, &domain.SearchError{Field: "serial", Rule: "the item URI's GTIN differs from the GTIN given"}
-			}
-			gtin, serial = g, ser
-		} else {
-			serial = s
-		}
-	}
-	if s := v["sscc"]; s != "" {
-		n, err := ParseSSCC(s)
-		if err != nil {
-			return nil, &domain.SearchError{Field: "sscc", Rule: err.Error()}
-		}
-		sscc = n
-	}
-	lot := v["lot"]
-	return func(c domain.Chain) bool {
-		okey := c.OrderingKey
-		lotOK := lot == "" || c.Identifier("lot") == lot
-		if !strings.Contains(okey, ".") { // an aggregation's SSCC
-			return okey != "" && lotOK && gtin == "" && serial == "" && (sscc == "" || okey == sscc)
-		}
-		g, s, _ := strings.Cut(okey, ".")
-		return lotOK && sscc == "" && (gtin == "" || g == gtin) && (serial == "" || s == serial)
-	}, nil
-}
-
-// gtin14 reads a GTIN-8, -12, -13 or -14 as the GTIN-14 it is (leading
-// zeros), checking its check digit.
-func gtin14(s string) (string, error) {
-	switch len(s) {
-	case 8, 12, 13:
-		s = strings.Repeat("0", 14-len(s)) + s
-	}
-	if err := gs1.ValidateGTIN14(s); err != nil {
-		return "", err
-	}
-	return s, nil
-}
-
-// keyIdentifiers: an ordering key is "<gtin14>.<serial>", or an
-// aggregation's container SSCC.
-func keyIdentifiers(okey, _ string) map[string]string {
-	if okey == "" {
-		return nil
-	}
-	gtin, serial, ok := strings.Cut(okey, ".")
-	if !ok { // an aggregation's container
-		return map[string]string{"sscc": okey}
-	}
-	return map[string]string{"gtin": gtin, "serial": serial}
-}
-
 // sheetColumns are the dscsa sheet's columns (domain.Spec.Sheet).
 var sheetColumns = []domain.Column{
 	{Name: "event_time", Kind: domain.KindTime}, {Name: "business_step"}, {Name: "action"}, {Name: "disposition"},
-	{Name: "gtin"}, {Name: "serial"}, {Name: "epc_count", Kind: domain.KindInteger}, {Name: "epc_list"},
+	{Name: "gtin"}, {Name: "serial"}, {Name: "sscc"}, {Name: "epc_count", Kind: domain.KindInteger}, {Name: "epc_list"},
+	{Name: "parent_id"}, {Name: "child_count", Kind: domain.KindInteger}, {Name: "child_epcs"},
 	{Name: "lot"}, {Name: "expiry", Kind: domain.KindDate}, {Name: "read_point"}, {Name: "business_location"},
-	{Name: "event_id"}, {Name: "event_hash_id"},
+	{Name: "business_transactions"}, {Name: "event_id"}, {Name: "event_hash_id"},
 }
 
 // sheet is the dscsa sheet of an export: event time, business step,
-// action, disposition, GTIN and serial of the first EPC, EPC count and
-// list, lot, expiry, read point, business location, event ID and event
-// hash ID.
+// action, disposition, GTIN and serial of the first SGTIN, SSCC of the
+// first logistic unit, EPC count and list, an aggregation's parent ID,
+// child count and children, lot, expiry, read point, business location,
+// business transactions ("<type>: <id>" per line, the type as its bare
+// CBV word), event ID and event hash ID. An identifier the rules read is
+// normalized (a GTIN-14, an SSCC-18); one they could not is as written.
 func sheet() domain.Sheet {
 	return domain.FixedSheet{Cols: sheetColumns, Cells: sheetCells}
 }
@@ -188,28 +104,74 @@ func sheetCells(doc domain.Doc, _ string) []any {
 			ids = full.Identifiers
 		}
 	}
-	gtin, serial, _ := strings.Cut(env.OrderingKey, ".")
-	var evTime, epcCount any
+	gtin, serial, sscc := ids["gtin"], ids["serial"], ids["sscc"]
+	if ids == nil { // an event the rules refuse: its ordering key's identifiers
+		if g, s, item := strings.Cut(env.OrderingKey, "."); item {
+			gtin, serial = g, s
+		} else if _, agg := doc["parentID"]; !agg {
+			sscc = env.OrderingKey
+		}
+	}
+	var evTime any
 	if !env.EventTime.IsZero() {
 		evTime = env.EventTime.UTC()
 	}
-	epcs, _ := domain.Array(doc, "epcList")
-	if len(epcs) > 0 {
-		epcCount = int64(len(epcs))
+	epcs, epcCount := listCells(doc, "epcList")
+	children, childCount := listCells(doc, "childEPCs")
+	if childCount == nil && doc["type"] == typeAggregation {
+		childCount = int64(0) // an aggregation without children (a DELETE of all)
 	}
-	list := make([]string, 0, len(epcs))
-	for _, e := range epcs {
-		list = append(list, t(e))
+	var parentID any
+	if p := firstNonEmpty(ids["parent_id"], t(doc["parentID"])); p != "" {
+		parentID = p
 	}
 	if id, _ := domain.String(doc, "eventID"); hashID == "" && strings.HasPrefix(id, "ni:///") {
 		hashID = id // the event's ID is its CBV 2.0 event hash
 	}
 	return []any{
-		evTime, env.EventType, t(doc["action"]), t(doc["disposition"]), gtin, serial, epcCount,
-		strings.Join(list, "\n"), ids["lot"], domain.CellDate(ids["expiry"]),
+		evTime, env.EventType, t(doc["action"]), t(doc["disposition"]), gtin, serial, sscc, epcCount, epcs,
+		parentID, childCount, children,
+		firstNonEmpty(ids["lot"], env.Identifiers["lot"]), domain.CellDate(ids["expiry"]),
 		firstNonEmpty(ids["read_point"], locationID(doc, "readPoint")),
-		firstNonEmpty(ids["biz_location"], locationID(doc, "bizLocation")), t(doc["eventID"]), hashID,
+		firstNonEmpty(ids["biz_location"], locationID(doc, "bizLocation")), bizTransactions(doc),
+		t(doc["eventID"]), hashID,
 	}
+}
+
+// listCells returns the entries of the list doc[field], one per line as
+// written, and their count (nil when the list is absent or empty).
+func listCells(doc domain.Doc, field string) (string, any) {
+	list, _ := domain.Array(doc, field)
+	if len(list) == 0 {
+		return "", nil
+	}
+	lines := make([]string, 0, len(list))
+	for _, e := range list {
+		lines = append(lines, domain.CellText(e))
+	}
+	return strings.Join(lines, "\n"), int64(len(list))
+}
+
+// bizTransactions returns the event's business transactions, one per
+// line: "<type>: <id>", the type as its bare CBV word when it is a CBV
+// business transaction type (po, desadv, inv...), as sent otherwise; an
+// entry without type is its id alone.
+func bizTransactions(doc domain.Doc) string {
+	list, _ := domain.Array(doc, "bizTransactionList")
+	lines := make([]string, 0, len(list))
+	for _, v := range list {
+		bt, ok := v.(map[string]any)
+		if !ok {
+			lines = append(lines, domain.CellText(v))
+			continue
+		}
+		id := domain.CellText(bt["bizTransaction"])
+		if typ, ok := domain.String(bt, "type"); ok {
+			id = normBTT(typ) + ": " + id
+		}
+		lines = append(lines, id)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // locationID returns doc[field].id (an EPCIS readPoint or bizLocation).

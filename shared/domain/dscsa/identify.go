@@ -13,7 +13,7 @@ func Spec() domain.Spec {
 		Title:       "DSCSA (GS1 EPCIS 2.0 ObjectEvents and AggregationEvents)",
 		EventTypes:  BizSteps(),
 		KeySource:   "eventID, else the CBV 2.0 event hash ID",
-		OrderingKey: "gtin14.serial of the first EPC; an aggregation's parent (SSCC or SGTIN)",
+		OrderingKey: "the container: the first SSCC of epcList, an aggregation's parent (SSCC or SGTIN); else gtin14.serial of the first EPC",
 		PartyID:     "owning_party source, else bizLocation GLN",
 		PartyLabel:  "GLN or company prefix",
 		// Transaction information, history and statements are kept
@@ -52,7 +52,8 @@ func (Checker) ContentDigest(doc domain.Doc) string {
 // validation, by the rules Check uses: the ordering key from a valid first
 // EPC (an aggregation's valid parentID, else its first child), the party id
 // from the owning_party source (else a valid bizLocation), the event time
-// from a valid eventTime, and the idempotency key from the eventID (with a
+// from a valid eventTime, the ILMD lot as written (Identifiers "lot"), and
+// the idempotency key from the eventID (with a
 // valid declarationTime when it carries an errorDeclaration), or, without
 // an eventID, from the hashed identity when every part of it is valid.
 func (Checker) Identify(doc domain.Doc) envelope.Envelope {
@@ -80,13 +81,13 @@ func (Checker) Identify(doc domain.Doc) envelope.Envelope {
 		if p := ev.parent.id(); p != "" {
 			env.OrderingKey = p
 		} else if len(ev.epcs) > 0 && epcsOK {
-			env.OrderingKey = ev.epcs[0].id()
+			env.OrderingKey = orderingEPC(ev.epcs).id()
 		}
 	default:
 		ev.epcs, err = readEPCs(doc)
 		epcsOK = err == nil
 		if epcsOK {
-			env.OrderingKey = ev.epcs[0].id()
+			env.OrderingKey = orderingEPC(ev.epcs).id()
 		}
 	}
 	rp, rpErr := readLocation(doc, "readPoint", "readPoint.id")
@@ -98,6 +99,11 @@ func (Checker) Identify(doc domain.Doc) envelope.Envelope {
 	ev.eventID, _ = domain.String(doc, "eventID")
 	if d, ok := domain.String(doc, "disposition"); ok {
 		ev.disposition = normDisposition(d)
+	}
+	if lot := lotAsWritten(doc); lot != "" {
+		// Listed (Spec.Listed), so that a recall by lot finds the event
+		// whatever it failed on.
+		env.Identifiers = map[string]string{"lot": lot}
 	}
 	switch {
 	case declErr != nil:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/gs1"
 )
 
@@ -25,8 +26,11 @@ var (
 // (percent-escapes decoded): the two halves of an event's ordering key.
 func ParseItem(s string) (gtin, serial string, err error) {
 	e, err := parseEPC(where{"item", -1}, s, &gtinCache{})
-	if err != nil {
-		return "", "", fmt.Errorf("%w: %s", ErrNotItem, strings.TrimPrefix(err.Error(), "item: "))
+	switch {
+	case err != nil:
+		return "", "", fmt.Errorf("%w: %s", ErrNotItem, strings.TrimPrefix(codes.DetailOf(err), "item: "))
+	case e.sscc != "":
+		return "", "", fmt.Errorf("%w: an SSCC names a logistic unit, not an item", ErrNotItem)
 	}
 	return e.gtin, e.serial, nil
 }

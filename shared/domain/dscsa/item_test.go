@@ -21,6 +21,9 @@ func TestParseItem(t *testing.T) {
 		{"digital link without serial", "https://id.gs1.org/01/10614141073464", "", "", true, false},
 		{"sgtin without serial", "urn:epc:id:sgtin:0614141.112345", "", "", true, false},
 		{"bare gtin", "10614141073464", "", "", false, false},
+		{"an SSCC URN is a logistic unit, not an item", "urn:epc:id:sscc:0304094.0000001234", "", "", false, false},
+		{"an SSCC Digital Link", "https://id.gs1.org/00/003040940000012346", "", "", true, false},
+		{"a GRAI", "urn:epc:id:grai:0304094.00001.TOTE-7", "", "", false, false},
 		{"lot text", "Müller & Söhne <Großhandel>", "", "", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

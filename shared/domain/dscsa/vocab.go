@@ -44,6 +44,11 @@ var (
 		"https://ref.gs1.org/cbv/Disp-",
 		"cbv:Disp-",
 	}
+	bttPrefixes = []string{
+		"urn:epcglobal:cbv:btt:",
+		"https://ref.gs1.org/cbv/BTT-",
+		"cbv:BTT-",
+	}
 	sdtPrefixes = []string{
 		"urn:epcglobal:cbv:sdt:",
 		"https://ref.gs1.org/cbv/SDT-",
@@ -100,6 +105,12 @@ func normDisposition(s string) string {
 // normSDT returns the bare word of a source/destination type.
 func normSDT(s string) string {
 	return stripVocab(strings.TrimSpace(s), sdtPrefixes)
+}
+
+// normBTT returns the bare word of a business transaction type given in a
+// CBV form (po, desadv, inv...); any other type is returned trimmed.
+func normBTT(s string) string {
+	return stripVocab(strings.TrimSpace(s), bttPrefixes)
 }
 
 // BizSteps returns the CBV 2.0 business steps (bare words, sorted): the

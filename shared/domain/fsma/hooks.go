@@ -21,19 +21,44 @@ func unique(doc domain.Doc, i int) {
 }
 
 // search finds FSMA events (domain.Spec.Search) by traceability lot code,
-// given as tlc or as lot.
+// given as tlc or as lot: the event's own (its ordering key's) or any its
+// payload holds (payloadIdentifiers: its traceability_lot_code as written,
+// also when the gate refused the event, and the input TLCs a
+// transformation consumed).
 var search = domain.Search{
 	Fields:         []string{"tlc", "lot"},
 	Parse:          parseSearch,
 	KeyIdentifiers: keyIdentifiers,
+	Identifiers:    payloadIdentifiers,
 }
 
 func parseSearch(v map[string]string) (domain.Matcher, error) {
 	tlc, lot := v["tlc"], v["lot"]
 	return func(c domain.Chain) bool {
-		_, t := splitKey(c.OrderingKey, c.PartyID)
-		return c.OrderingKey != "" && (tlc == "" || t == tlc) && (lot == "" || t == lot)
+		t := ""
+		if c.OrderingKey != "" {
+			_, t = splitKey(c.OrderingKey, c.PartyID)
+		}
+		has := func(want string) bool { return want == "" || t == want || c.Has("tlc", want) }
+		return has(tlc) && has(lot)
 	}, nil
+}
+
+// payloadIdentifiers returns the traceability lot codes an FSMA payload
+// holds (domain.Search.Identifiers), valid or not, as "tlc": its
+// traceability_lot_code and its input_tlcs, trimmed, strings only.
+func payloadIdentifiers(doc domain.Doc) map[string][]string {
+	var ids domain.IdentifierSet
+	if s, ok := domain.String(doc, fieldTLC); ok {
+		ids.Add("tlc", s)
+	}
+	inputs, _ := domain.Array(doc, fieldInputTLCs)
+	for _, v := range inputs {
+		if s, ok := v.(string); ok {
+			ids.Add("tlc", strings.TrimSpace(s))
+		}
+	}
+	return ids.Map()
 }
 
 // splitKey splits an ordering key "<supplier>.<tlc>" into its supplier

@@ -49,8 +49,11 @@
 //     SCHEMA_VALIDATION_ERROR (there is no dedicated code).
 //
 // The optional fields lot, expiry and counterparty_dea may be absent, null
-// or an empty string; all three mean "not given". Error details name the
-// field and the rule, never the value.
+// or an empty string; all three mean "not given". drug_name, the name on
+// the label, is optional and informational: it takes no part in the
+// identity, is not checked against the NDC and is shown in the pharmacy
+// sheet of an export. Error details name the field and the rule, never the
+// value.
 //
 // # Envelope
 //

@@ -59,3 +59,33 @@ func NormalizeNDC(s string) (string, error) {
 		return "", ErrNDCLayout
 	}
 }
+
+// NDC10Forms returns the 10-digit forms (plain digits, as a drug's GTIN
+// carries them: gs1.NDCOfGTIN) an NDC may have: its digits for a 10-digit
+// NDC with hyphens (4-4-2, 5-3-2, 5-4-1) or ten plain digits; for an
+// NDC-11 (5-4-2 with hyphens, or 11 plain digits) each form whose padding
+// gives it (a leading zero of its labeler, product or package segment:
+// up to three, since the 11 digits do not say which layout was padded).
+// Anything else returns ErrNDCLayout.
+func NDC10Forms(s string) ([]string, error) {
+	if gs1.Digits(s) && len(s) == 10 {
+		return []string{s}, nil
+	}
+	n11, err := NormalizeNDC(s)
+	if err != nil {
+		return nil, err
+	}
+	if d := strings.ReplaceAll(s, "-", ""); len(d) == 10 {
+		return []string{d}, nil // a 10-digit layout, known by its hyphens
+	}
+	var out []string
+	for _, pad := range []int{0, 5, 9} { // 4-4-2, 5-3-2, 5-4-1
+		if n11[pad] == '0' {
+			out = append(out, n11[:pad]+n11[pad+1:])
+		}
+	}
+	if len(out) == 0 {
+		return nil, ErrNDCLayout
+	}
+	return out, nil
+}

@@ -417,6 +417,34 @@ func TestNormalizeNDC(t *testing.T) {
 	}
 }
 
+// TestNDC10Forms: the 10-digit forms an NDC may have, as a drug's GTIN
+// carries them: one for a 10-digit layout, each padding an NDC-11 allows.
+func TestNDC10Forms(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     []string
+		err      error
+	}{
+		{"4-4-2", "0409-4888-20", []string{"0409488820"}, nil},
+		{"5-3-2", "55150-123-10", []string{"5515012310"}, nil},
+		{"5-4-1", "68462-0387-1", []string{"6846203871"}, nil},
+		{"10 plain digits, as a GTIN carries them", "0409488820", []string{"0409488820"}, nil},
+		{"NDC-11 padded in its labeler only", "00409-4888-20", []string{"0409488820"}, nil},
+		{"NDC-11 with three possible paddings", "00406-0512-01", []string{"0406051201", "0040651201", "0040605121"}, nil},
+		{"NDC-11 plain with no zero to remove", "12345678911", nil, pharmacy.ErrNDCLayout},
+		{"3-4-3", "059-1234-501", nil, pharmacy.ErrNDCLayout},
+		{"a name", "Müller & Söhne", nil, pharmacy.ErrNDCLayout},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := pharmacy.NDC10Forms(tt.in)
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") || err != tt.err {
+				t.Errorf("NDC10Forms = %q, %v; want %q, %v", got, err, tt.want, tt.err)
+			}
+		})
+	}
+}
+
 func TestValidateDEA(t *testing.T) {
 	tests := []struct {
 		name, in string
@@ -513,5 +541,33 @@ func BenchmarkGatePharmacy(b *testing.B) {
 		if _, err := g.Check(subject, data); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestSheetDrugName: the pharmacy sheet shows the drug name as on the
+// label, beside the NDC it names.
+func TestSheetDrugName(t *testing.T) {
+	for _, tt := range []struct {
+		name, event string
+		want        any
+	}{
+		{"with a drug name", `{"transaction_id":"T1","ndc":"0409-4888-20","drug_name":"Hydromorphone HCl 2 mg/mL <CII> & \"Müller\" 陈伟"}`,
+			`Hydromorphone HCl 2 mg/mL <CII> & "Müller" 陈伟`},
+		{"null drug name", `{"transaction_id":"T1","ndc":"0409-4888-20","drug_name":null}`, nil},
+		{"without", `{"transaction_id":"T1","ndc":"0409-4888-20"}`, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			doc, err := gate.Decode([]byte(tt.event))
+			if err != nil {
+				t.Fatal(err)
+			}
+			row := pharmacy.Spec().Sheet().Row(doc, "dispense")
+			if got := row["drug_name"]; got != tt.want {
+				t.Fatalf("drug_name = %#v, want %#v", got, tt.want)
+			}
+			if row["ndc11"] != "00409488820" {
+				t.Errorf("ndc11 = %#v", row["ndc11"])
+			}
+		})
 	}
 }

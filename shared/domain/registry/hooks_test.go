@@ -69,7 +69,8 @@ func clone(t *testing.T, doc domain.Doc) domain.Doc {
 //   - Search: each search field named like an identifier the chain shows
 //     (its ordering key's, Search.KeyIdentifiers, and its listed ones)
 //     finds the chain by that identifier's value, and another value does
-//     not;
+//     not, and so does the chain of its payload's identifiers alone
+//     (Search.Identifiers: an event the gate could not read);
 //   - Sheet: every cell of a row is in a column of the sheet.
 func TestSpecHooks(t *testing.T) {
 	for _, s := range registry.All() {
@@ -129,6 +130,21 @@ func TestSpecHooks(t *testing.T) {
 					}
 					if m, err := s.Search.Parse(map[string]string{f: v + "0"}); err == nil && m(c) {
 						t.Errorf("searching %s=%q finds the event that shows %q", f, v+"0", v)
+					}
+				}
+				// The payload route alone (a chain of an event the gate
+				// could not read: no ordering key, nothing listed) finds
+				// the event by the same identifiers.
+				if s.Search.Identifiers == nil && len(s.Search.Fields) > 0 {
+					t.Error("Search.Identifiers is nil: a quarantined event is not found by the identifiers of its payload")
+				} else if s.Search.Identifiers != nil {
+					pc := domain.Chain{DLQID: "x", PayloadIdentifiers: s.Search.Identifiers(doc)}
+					for _, f := range s.Search.Fields {
+						if v, ok := shown[f]; ok {
+							if m, err := s.Search.Parse(map[string]string{f: v}); err != nil || !m(pc) {
+								t.Errorf("searching %s=%q does not find the event by its payload's identifiers (%v)", f, v, err)
+							}
+						}
 					}
 				}
 				if len(s.Search.Fields) > 0 && searched == 0 {
