@@ -302,8 +302,8 @@ func TestKilledOnSpareDeliveryRepaired(t *testing.T) {
 		t.Fatalf("no repair in AUDIT: %v", err)
 	}
 	var act api.AuditAction
-	if err := json.Unmarshal(m.Data, &act); err != nil || act.Action != "repaired" || act.ObjectID != "1" || act.Actor != "auditor" {
-		t.Errorf("AUDIT action %+v (%v), want repaired event 1 by auditor", act, err)
+	if err := json.Unmarshal(m.Data, &act); err != nil || act.Action != "repair_requested" || act.ObjectID != "1" || act.Actor != "auditor" {
+		t.Errorf("AUDIT action %+v (%v), want repair_requested of event 1 by auditor", act, err)
 	}
 	// Accounted for now; an operator's repair finds nothing to do.
 	var rep api.ReconcileReply

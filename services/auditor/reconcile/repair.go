@@ -116,8 +116,9 @@ func (p *Reconciler) recordRepair(ctx context.Context, e *event, by Actor) error
 		return err
 	}
 	id := repairID(e)
-	b, err := json.Marshal(api.AuditAction{Action: "repaired", Object: "event", ObjectID: id, Actor: by.User, Role: by.Role,
-		At: p.cfg.Now().UTC(), Reason: "no outcome after the grace period: the quarantiner seals its record", Detail: detail})
+	b, err := json.Marshal(api.AuditAction{Action: "repair_requested", Object: "event", ObjectID: id, Actor: by.User, Role: by.Role,
+		At: p.cfg.Now().UTC(), Reason: "no outcome after the grace period: the quarantiner seals its record, or finds it sealed by the usual path",
+		Detail: detail})
 	if err != nil {
 		return err
 	}
