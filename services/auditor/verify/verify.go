@@ -64,11 +64,10 @@ type verifier struct {
 	expected    uint64 // next QUARANTINE sequence expected
 	count       uint64
 	cps         []anchor.Stored
-	next        int                   // first checkpoint not yet compared
-	tree        merkle.Builder        // Merkle tree of the records read (api.MerkleAlgorithm)
-	anchor      *anchorCheck          // nil without an anchor
-	docs        *docNames             // documents named by the records, checked
-	store       jetstream.ObjectStore // DOCUMENTS, once a record names a document
+	next        int            // first checkpoint not yet compared
+	tree        merkle.Builder // Merkle tree of the records read (api.MerkleAlgorithm)
+	anchor      *anchorCheck   // nil without an anchor
+	docs        *docNames      // documents named by the records, checked
 }
 
 func (v *verifier) problem(p api.VerifyProblem) {
