@@ -224,6 +224,10 @@ func (p *Verifier) verify(ctx context.Context, req api.VerifyRequest, t Tuning) 
 	if rep.LegalHold, err = p.cfg.Holds.Verify(ctx, v.problem); err != nil {
 		return rep, err
 	}
+	// HOLDS, an index, against its source, AUDIT's hold actions (holds.go).
+	if err := p.holds(ctx, v); err != nil {
+		return rep, err
+	}
 	// The EPCIS documents kept verbatim in DOCUMENTS (documents.go).
 	if err := p.documents(ctx, v); err != nil {
 		return rep, err
