@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 // LegacyDocumentsBucket is the object store earlier versions kept the EPCIS
@@ -36,7 +38,7 @@ type Migrated struct {
 // service run without the trust boundary) does it.
 func MigrateDocuments(ctx context.Context, js jetstream.JetStream) (Migrated, error) {
 	var out Migrated
-	if _, err := js.Stream(ctx, "OBJ_"+LegacyDocumentsBucket); errors.Is(err, jetstream.ErrStreamNotFound) {
+	if _, err := js.Stream(ctx, subjects.ObjectStream(LegacyDocumentsBucket)); errors.Is(err, jetstream.ErrStreamNotFound) {
 		return out, nil
 	} else if err != nil {
 		return out, fmt.Errorf("streams: legacy documents: %w", err)
