@@ -145,7 +145,21 @@ func TestOriginalUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := events.DeleteMsg(context.Background(), seq); err != nil { // as if it had expired
+	// EVENTS denies message deletes: the event expires instead (a max
+	// age lowered for a moment, then given back; an update may lower it).
+	cfg := events.CachedInfo().Config
+	short := cfg
+	short.MaxAge = time.Second
+	if _, err := e.js.UpdateStream(context.Background(), short); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		if _, err := events.GetMsg(context.Background(), seq); err == nil {
+			return fmt.Errorf("EVENTS %d not expired yet", seq)
+		}
+		return nil
+	})
+	if _, err := e.js.UpdateStream(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	e.start(t, testConfig(), nil)

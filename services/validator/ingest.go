@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -154,13 +153,13 @@ func (s *Service) handleManifest(ctx context.Context, m jetstream.Msg, meta *jet
 // written, then written from the parts again, one part in memory at a
 // time.
 func (s *Service) assemble(ctx context.Context, subject string, man *document.Manifest) error {
-	if obj, err := s.docs.GetInfo(ctx, man.SHA256); err == nil && !obj.Deleted {
-		if obj.Digest != documentDigest(man.SHA256) {
-			return codes.Errorf(codes.Internal, "document object %s does not hold the document's bytes", man.SHA256)
+	if obj, err := streams.DocumentInfo(ctx, s.js, man.SHA256); err == nil {
+		if obj.Size != man.Size {
+			return codes.Errorf(codes.Internal, "document %s kept in DOCUMENTS does not hold the document's bytes", man.SHA256)
 		}
 		return nil
-	} else if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-		return codes.Wrap(codes.StoreUnavailable, err, "document object lookup failed")
+	} else if !errors.Is(err, streams.ErrDocumentNotFound) {
+		return documentStoreError(err, man.SHA256)
 	}
 	events, err := s.js.Stream(ctx, subjects.EventsStream)
 	if err != nil {
@@ -206,15 +205,16 @@ func (s *Service) assemble(ctx context.Context, subject string, man *document.Ma
 		}
 		pw.Close()
 	}()
-	obj, err := streams.PutDocument(ctx, s.docs, man.SHA256, pr)
+	// PutDocument writes the manifest only when the bytes written hash to
+	// the name: parts that changed between the two reads (they cannot:
+	// EVENTS is append-only) are never ingested.
+	obj, err := streams.PutDocument(ctx, s.js, man.SHA256, pr)
 	_ = pr.Close()
 	if err != nil {
-		return codes.Wrap(codes.StoreUnavailable, err, "document not stored")
+		return documentStoreError(err, man.SHA256)
 	}
-	if obj.Digest != documentDigest(man.SHA256) {
-		// The parts changed between the two reads (they cannot: EVENTS
-		// is append-only); never ingest what was not checked.
-		return codes.Errorf(codes.Internal, "document object %s does not hold the document's bytes", man.SHA256)
+	if obj.Size != man.Size {
+		return codes.Errorf(codes.Internal, "document %s kept in DOCUMENTS does not hold the document's bytes", man.SHA256)
 	}
 	return nil
 }
@@ -425,27 +425,30 @@ func DocumentFailureID(sha string, index int) string { return record.DocumentFai
 // SHA-256, once: a document stored already (an earlier delivery, or copy)
 // is left as it is, after checking its digest.
 func (s *Service) keepDocument(ctx context.Context, info *document.Info, data []byte) error {
-	obj, err := s.docs.GetInfo(ctx, info.SHA256)
+	obj, err := streams.DocumentInfo(ctx, s.js, info.SHA256)
 	switch {
-	case err == nil && !obj.Deleted:
-		if obj.Digest != documentDigest(info.SHA256) || obj.Size != uint64(len(data)) {
-			return codes.Errorf(codes.Internal, "document object %s does not hold the document's bytes", info.SHA256)
+	case err == nil:
+		if obj.Size != int64(len(data)) {
+			return codes.Errorf(codes.Internal, "document %s kept in DOCUMENTS does not hold the document's bytes", info.SHA256)
 		}
 		return nil
-	case err != nil && !errors.Is(err, jetstream.ErrObjectNotFound):
-		return codes.Wrap(codes.StoreUnavailable, err, "document object lookup failed")
+	case !errors.Is(err, streams.ErrDocumentNotFound):
+		return documentStoreError(err, info.SHA256)
 	}
-	if _, err := streams.PutDocument(ctx, s.docs, info.SHA256, bytes.NewReader(data)); err != nil {
-		return codes.Wrap(codes.StoreUnavailable, err, "document not stored")
+	if _, err := streams.PutDocument(ctx, s.js, info.SHA256, bytes.NewReader(data)); err != nil {
+		return documentStoreError(err, info.SHA256)
 	}
 	return nil
 }
 
-// documentDigest is the object store's digest of bytes whose hex SHA-256
-// is sha ("SHA-256=<base64url>").
-func documentDigest(sha string) string {
-	b, _ := hex.DecodeString(sha)
-	return "SHA-256=" + base64.URLEncoding.EncodeToString(b)
+// documentStoreError classifies an error of DOCUMENTS: what it holds under
+// the document's name is not the document (streams.ErrDocumentCorrupt, an
+// internal error: audit.verify names it), or the store did not answer.
+func documentStoreError(err error, sha string) error {
+	if errors.Is(err, streams.ErrDocumentCorrupt) {
+		return codes.Wrap(codes.Internal, err, "document "+sha+" kept in DOCUMENTS does not hold the document's bytes")
+	}
+	return codes.Wrap(codes.StoreUnavailable, err, "document store failed")
 }
 
 // keepInProgress tells the server, every third of the AckWait, that the

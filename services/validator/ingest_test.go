@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/sample"
+	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -67,11 +69,11 @@ func waitSettled(tb testing.TB, js jetstream.JetStream) {
 // documentObject reads a document's bytes back from DOCUMENTS.
 func documentObject(tb testing.TB, js jetstream.JetStream, sha string) []byte {
 	tb.Helper()
-	obs, err := js.ObjectStore(context.Background(), subjects.DocumentsBucket)
+	r, err := streams.OpenDocument(context.Background(), js, sha)
 	if err != nil {
-		tb.Fatal(err)
+		tb.Fatalf("document %s: %v", sha, err)
 	}
-	b, err := obs.GetBytes(context.Background(), sha)
+	b, err := io.ReadAll(r)
 	if err != nil {
 		tb.Fatalf("document %s: %v", sha, err)
 	}

@@ -64,7 +64,6 @@ type Service struct {
 	gate    *gate.Gate
 	log     *slog.Logger
 	commit  *committer
-	docs    jetstream.ObjectStore
 	stats   counters
 	metrics *metrics
 	hooks   *testHooks
@@ -192,13 +191,11 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("validator: attempts bucket: %w", err)
 	}
-	docs, err := retry.Value(ctx, s.log, "documents object store", func(ctx context.Context) (jetstream.ObjectStore, error) {
-		return s.js.ObjectStore(ctx, subjects.DocumentsBucket)
-	})
-	if err != nil {
-		return fmt.Errorf("validator: documents object store: %w", err)
+	if _, err := retry.Value(ctx, s.log, "documents stream", func(ctx context.Context) (jetstream.Stream, error) {
+		return s.js.Stream(ctx, streams.DocumentsStream)
+	}); err != nil {
+		return fmt.Errorf("validator: documents stream: %w", err)
 	}
-	s.docs = docs
 	s.commit.kv = kv
 	s.commit.hooks = s.hooks
 	if s.commit.batch != nil {

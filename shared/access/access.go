@@ -38,6 +38,7 @@ package access
 import (
 	"slices"
 
+	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -169,11 +170,13 @@ var table = func() []Spec {
 		pull(subjects.EventsStream, subjects.ValidatorConsumer),
 		reads(subjects.LedgerStream),
 		kvWrite(subjects.IdempotencyBucket), kvWrite(subjects.AttemptsBucket),
-		// DOCUMENTS: the EPCIS documents it ingests, kept verbatim; EVENTS:
-		// the parts of a document published in parts, read back by
-		// sequence.
-		reads(subjects.ObjectStream(subjects.DocumentsBucket), subjects.EventsStream),
-		[]string{subjects.LedgerAll, subjects.FailuresAll, subjects.ObjectsAll(subjects.DocumentsBucket)},
+		// DOCUMENTS: the EPCIS documents it ingests, kept verbatim, written
+		// on documents.> only (chunks and one manifest each; the stream
+		// refuses a second manifest and any rollup, delete or purge);
+		// EVENTS: the parts of a document published in parts, read back
+		// by sequence.
+		reads(streams.DocumentsStream, subjects.EventsStream),
+		[]string{subjects.LedgerAll, subjects.FailuresAll, streams.DocumentsAll},
 	), ServiceEndpoints(Validator)...)
 	qp, qs := service(Quarantiner, concat(
 		pull(subjects.FailuresStream, subjects.FailuresConsumer),
@@ -216,7 +219,7 @@ var table = func() []Spec {
 	ap, as := service(Auditor, concat(
 		reads(subjects.QuarantineStream, subjects.AuditStream, subjects.EventsStream, subjects.LedgerStream, subjects.LegalHoldStream,
 			// DOCUMENTS: reconcile reads a document published in parts, audit.get an event's original bytes, audit.verify every document (re-hashed).
-			subjects.ObjectStream(subjects.DocumentsBucket)),
+			streams.DocumentsStream),
 		kvRead(subjects.IdempotencyBucket),
 		// Legal holds: their definitions in HOLDS, their actions in AUDIT,
 		// their records appended through the quarantiner, the held chains'

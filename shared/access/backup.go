@@ -3,6 +3,7 @@ package access
 import (
 	"fmt"
 
+	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -99,7 +100,7 @@ func BackupStreams() []string {
 		subjects.BucketStream(subjects.ApprovalsBucket), subjects.BucketStream(subjects.HoldsBucket),
 		subjects.QuarantineStream, subjects.LegalHoldStream, subjects.AuditStream,
 		// DOCUMENTS: the EPCIS documents records and LEDGER entries point into.
-		subjects.ObjectStream(subjects.DocumentsBucket),
+		streams.DocumentsStream,
 		subjects.BucketStream(subjects.IdempotencyBucket), subjects.LedgerStream,
 	}
 }

@@ -3,9 +3,12 @@ package backup_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -75,11 +78,9 @@ func TestBackupRestore(t *testing.T) {
 	}
 	// An EPCIS document the validator kept: records point into it.
 	doc := []byte(`{"type":"EPCISDocument","epcisBody":{"eventList":[{"type":"ObjectEvent","x":"Müller & Söhne <Großhandel>"}]}}`)
-	docs, err := js.ObjectStore(t.Context(), subjects.DocumentsBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := docs.PutBytes(t.Context(), "doc-1", doc); err != nil {
+	docSum := sha256.Sum256(doc)
+	docName := hex.EncodeToString(docSum[:])
+	if _, err := streams.PutDocument(t.Context(), js, docName, bytes.NewReader(doc)); err != nil {
 		t.Fatal(err)
 	}
 	kp, pub := newKey(t)
@@ -111,15 +112,14 @@ func TestBackupRestore(t *testing.T) {
 			if info.State.Msgs != p.Msgs || info.State.LastSeq != p.LastSeq {
 				t.Errorf("%s restored with %d msgs to %d, the backup holds %d to %d", p.Stream, info.State.Msgs, info.State.LastSeq, p.Msgs, p.LastSeq)
 			}
-			if p.Stream == subjects.QuarantineStream || p.Stream == subjects.AuditStream || p.Stream == subjects.LegalHoldStream {
-				if !info.Config.DenyDelete || !info.Config.DenyPurge {
-					t.Errorf("%s restored without its WORM flags: %+v", p.Stream, info.Config)
-				}
+			// Every store is write-once (package streams), and restored so.
+			if !info.Config.DenyDelete || !info.Config.DenyPurge || info.Config.AllowRollup {
+				t.Errorf("%s restored without its WORM flags: %+v", p.Stream, info.Config)
 			}
 		}
-		if ddocs, err := djs.ObjectStore(t.Context(), subjects.DocumentsBucket); err != nil {
+		if r, err := streams.OpenDocument(t.Context(), djs, docName); err != nil {
 			t.Errorf("DOCUMENTS not restored: %v", err)
-		} else if got, err := ddocs.GetBytes(t.Context(), "doc-1"); err != nil || !bytes.Equal(got, doc) {
+		} else if got, err := io.ReadAll(r); err != nil || !bytes.Equal(got, doc) {
 			t.Errorf("the document restored as %q, %v", got, err)
 		}
 		if lh, err := djs.Stream(t.Context(), subjects.LegalHoldStream); err != nil || lh.CachedInfo().State.Msgs != 1 || lh.CachedInfo().Config.MaxAge != 0 {

@@ -36,6 +36,9 @@ var ErrMirror = errors.New("backup: backup account mirror")
 // size in the server's store a second time (8 GiB for EVENTS), so that
 // creating the mirrors failed "insufficient storage resources" on a disk
 // with less than every reservation free.
+// Every mirror is write-once, whatever its origin allows: no rollup,
+// delete and purge denied (an erasure its origin allowed is still copied;
+// the origins are write-once too, package streams).
 func MirrorConfig(origin jetstream.StreamConfig) (jetstream.StreamConfig, error) {
 	clean := origin
 	clean.Metadata = userMetadata(origin.Metadata)
@@ -47,6 +50,9 @@ func MirrorConfig(origin jetstream.StreamConfig) (jetstream.StreamConfig, error)
 	m.Subjects, m.Duplicates, m.RePublish, m.SubjectTransform, m.Sources = nil, 0, nil, nil, nil
 	m.AllowAtomicPublish, m.AllowBatchPublish, m.MirrorDirect = false, false, false
 	m.MaxBytes = -1
+	// Write-once whatever the origin allows (a bucket's stream denies no
+	// purge on an earlier layout): no rollup, delete or purge of the copy.
+	m.AllowRollup, m.DenyDelete, m.DenyPurge = false, true, true
 	m.Mirror = &jetstream.StreamSource{Name: origin.Name, External: &jetstream.ExternalStream{
 		APIPrefix: access.BackupAPIPrefix, DeliverPrefix: access.BackupDeliverPrefix(origin.Name),
 	}}
@@ -72,7 +78,9 @@ func userMetadata(md map[string]string) map[string]string {
 
 // EnsureMirrors creates, in the backup account, the mirror of each of the
 // services' streams of access.BackupStreams that is not there yet, from
-// the stream's configuration as the services' account reports it. nc is
+// the stream's configuration as the services' account reports it, and
+// makes an existing one write-once when an earlier version made it
+// otherwise. nc is
 // the backup account's break-glass user (access.BackupAdmin). A stream
 // not provisioned in the services' account is skipped unless a backup
 // requires it.
@@ -86,8 +94,11 @@ func EnsureMirrors(ctx context.Context, nc *nats.Conn) error {
 		return err
 	}
 	for _, name := range access.BackupStreams() {
-		_, err := own.Stream(ctx, name)
+		st, err := own.Stream(ctx, name)
 		if err == nil {
+			if err := harden(ctx, own, st.CachedInfo().Config); err != nil {
+				return err
+			}
 			continue
 		}
 		if !errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -107,6 +118,20 @@ func EnsureMirrors(ctx context.Context, nc *nats.Conn) error {
 		if _, err := own.CreateStream(ctx, cfg); err != nil {
 			return fmt.Errorf("%w: create the mirror of %s: %w", ErrMirror, name, err)
 		}
+	}
+	return nil
+}
+
+// harden makes an existing mirror write-once (no rollup, deny delete and
+// purge) when an earlier version created it otherwise. An update may set
+// these flags, never clear them.
+func harden(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	if !cfg.AllowRollup && cfg.DenyDelete && cfg.DenyPurge {
+		return nil
+	}
+	cfg.AllowRollup, cfg.DenyDelete, cfg.DenyPurge = false, true, true
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("%w: make the mirror %s write-once: %w", ErrMirror, cfg.Name, err)
 	}
 	return nil
 }

@@ -136,3 +136,93 @@ func TestBackupFromMirrors(t *testing.T) {
 		}
 	}
 }
+
+// TestMirrorsWriteOnce: every mirror of the backup account is write-once
+// whatever its origin allows: one created by an earlier version without
+// the flags is made so by the next EnsureMirrors, and then a purge (whole
+// or of a subject) and a message delete by the backup account's
+// break-glass admin are refused, the copy intact.
+func TestMirrorsWriteOnce(t *testing.T) {
+	o := streams.DefaultOptions()
+	o.QuarantineMaxAge = 10 * 365 * 24 * time.Hour // with LEGALHOLD
+	srv := natstest.StartSecured(t, o)
+	admin, err := jetstream.New(srv.ConnectAs(t, access.Admin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, admin, 20)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	bnc := srv.ConnectAs(t, access.BackupAdmin)
+	bjs, err := jetstream.New(bnc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// QUARANTINE's mirror as an earlier version made it: no deny flags.
+	origin, err := admin.Stream(ctx, subjects.QuarantineStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := backup.MirrorConfig(origin.CachedInfo().Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.DenyDelete, old.DenyPurge = false, false
+	if _, err := bjs.CreateStream(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := backup.EnsureMirrors(ctx, bnc); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range access.BackupStreams() {
+		t.Run(name, func(t *testing.T) {
+			m, err := bjs.Stream(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := m.CachedInfo().Config; !c.DenyDelete || !c.DenyPurge || c.AllowRollup {
+				t.Fatalf("the mirror of %s: deny delete %t, deny purge %t, allow rollup %t", name, c.DenyDelete, c.DenyPurge, c.AllowRollup)
+			}
+			var before uint64
+			natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+				o, err := admin.Stream(ctx, name)
+				if err != nil {
+					return err
+				}
+				oi, err := o.Info(ctx)
+				if err != nil {
+					return err
+				}
+				mi, err := m.Info(ctx)
+				if err != nil {
+					return err
+				}
+				if mi.State.Msgs != oi.State.Msgs {
+					return fmt.Errorf("the mirror holds %d of %d", mi.State.Msgs, oi.State.Msgs)
+				}
+				before = mi.State.Msgs
+				return nil
+			})
+			attacks := []struct {
+				name string
+				do   func() error
+			}{
+				{"purge", func() error { return m.Purge(ctx) }},
+				{"purge a subject", func() error { return m.Purge(ctx, jetstream.WithPurgeSubject(">")) }},
+				{"message delete", func() error { return m.DeleteMsg(ctx, max(m.CachedInfo().State.FirstSeq, 1)) }},
+			}
+			for _, a := range attacks {
+				if err := a.do(); err == nil && before > 0 {
+					t.Errorf("%s of the mirror of %s accepted", a.name, name)
+				}
+				mi, err := m.Info(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if mi.State.Msgs != before {
+					t.Errorf("after %s the mirror of %s holds %d, had %d", a.name, name, mi.State.Msgs, before)
+				}
+			}
+		})
+	}
+}

@@ -15,14 +15,17 @@ import (
 
 // EnsureCore creates, or checks, the streams and buckets every service
 // needs: REPLAYS, EVENTS (which sources REPLAYS, so it comes second),
-// LEDGER, FAILURES, ADVISORIES, IDEMPOTENCY, ATTEMPTS, DRAINS, APPROVALS,
-// HOLDS and the DOCUMENTS object store.
+// LEDGER, FAILURES, ADVISORIES, DOCUMENTS, IDEMPOTENCY, ATTEMPTS, DRAINS,
+// APPROVALS and HOLDS, and copies the documents of an earlier version's
+// DOCUMENTS object store into the DOCUMENTS stream (MigrateDocuments).
 // It is idempotent: a second call with the same options changes nothing, and
 // an existing stream with an incompatible configuration yields an error
 // wrapping ErrIncompatible instead of being altered (except for settings a
 // later layout adds and that take nothing away, turned on in place: allow
-// atomic publish). QUARANTINE is
-// provisioned separately by an administrator (EnsureQuarantine).
+// atomic publish, deny delete and purge, no rollup; see upgrade). A
+// bucket's stream is made write-once as far as a bucket allows (no
+// rollup, deny purge: EnsureBucket). QUARANTINE is provisioned separately
+// by an administrator (EnsureQuarantine).
 func EnsureCore(ctx context.Context, js jetstream.JetStream, o Options) error {
 	if err := o.Validate(); err != nil {
 		return err
@@ -34,7 +37,7 @@ func EnsureCore(ctx context.Context, js jetstream.JetStream, o Options) error {
 	if err := checkExisting(ctx, js, Events(o)); err != nil {
 		return err
 	}
-	for _, cfg := range []jetstream.StreamConfig{Replays(o), Events(o), Ledger(o), Failures(o), Advisories(o)} {
+	for _, cfg := range []jetstream.StreamConfig{Replays(o), Events(o), Ledger(o), Failures(o), Advisories(o), Documents(o)} {
 		if err := EnsureStream(ctx, js, cfg); err != nil {
 			return err
 		}
@@ -44,41 +47,8 @@ func EnsureCore(ctx context.Context, js jetstream.JetStream, o Options) error {
 			return err
 		}
 	}
-	return EnsureObjectStore(ctx, js, Documents(o))
-}
-
-// EnsureObjectStore creates an object store bucket, or checks that the
-// existing one has want's replicas and storage.
-func EnsureObjectStore(ctx context.Context, js jetstream.JetStream, want jetstream.ObjectStoreConfig) error {
-	_, err := js.ObjectStore(ctx, want.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		if _, err = js.CreateObjectStore(ctx, want); err != nil {
-			if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-				return EnsureObjectStore(ctx, js, want)
-			}
-			return fmt.Errorf("streams: create object store %s: %w", want.Bucket, err)
-		}
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("streams: look up object store %s: %w", want.Bucket, err)
-	}
-	s, err := js.Stream(ctx, subjects.ObjectStream(want.Bucket))
-	if err != nil {
-		return fmt.Errorf("streams: object store %s: %w", want.Bucket, err)
-	}
-	have := s.CachedInfo().Config
-	var diff []string
-	if have.Replicas != want.Replicas {
-		diff = append(diff, fmt.Sprintf("replicas %d, want %d", have.Replicas, want.Replicas))
-	}
-	if have.Storage != want.Storage {
-		diff = append(diff, fmt.Sprintf("storage %s, want %s", have.Storage, want.Storage))
-	}
-	if len(diff) > 0 {
-		return fmt.Errorf("streams: object store %s: %w: %s", want.Bucket, ErrIncompatible, strings.Join(diff, "; "))
-	}
-	return nil
+	_, err := MigrateDocuments(ctx, js)
+	return err
 }
 
 // EnsureWORM creates, or checks, the WORM stores: QUARANTINE, AUDIT and,
@@ -144,9 +114,11 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 // upgrade makes, in a stream of an earlier layout, the changes a later one
 // adds and that take nothing away (allow atomic publish; more subjects, as
 // AUDIT's governance and access records and EVENTS' redriven.>; LEDGER's
-// one message per subject, enforced by the server), when they
-// are the only
-// difference. It reports whether it updated the stream.
+// one message per subject, enforced by the server; deny delete, deny
+// purge and no rollup, which make a store write-once), when they are the
+// only difference. It reports whether it updated the stream. It never
+// clears a deny flag nor turns rollups on (the server refuses either on a
+// stream that denies delete and purge).
 //
 // A per-subject limit is set only on a stream that holds one message per
 // subject already (as many messages as subjects): the server would
@@ -156,7 +128,8 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 func upgrade(ctx context.Context, js jetstream.JetStream, want, have jetstream.StreamConfig) (bool, error) {
 	next := upgraded(want, have)
 	if len(StreamDiff(want, next)) > 0 || (next.AllowAtomicPublish == have.AllowAtomicPublish && slices.Equal(next.Subjects, have.Subjects) &&
-		next.MaxMsgsPerSubject == have.MaxMsgsPerSubject && next.DiscardNewPerSubject == have.DiscardNewPerSubject) {
+		next.MaxMsgsPerSubject == have.MaxMsgsPerSubject && next.DiscardNewPerSubject == have.DiscardNewPerSubject &&
+		next.DenyDelete == have.DenyDelete && next.DenyPurge == have.DenyPurge && next.AllowRollup == have.AllowRollup) {
 		return false, nil
 	}
 	if next.MaxMsgsPerSubject != have.MaxMsgsPerSubject {
@@ -183,6 +156,9 @@ func upgrade(ctx context.Context, js jetstream.JetStream, want, have jetstream.S
 func upgraded(want, have jetstream.StreamConfig) jetstream.StreamConfig {
 	next := have
 	next.AllowAtomicPublish = have.AllowAtomicPublish || want.AllowAtomicPublish
+	next.DenyDelete = have.DenyDelete || want.DenyDelete
+	next.DenyPurge = have.DenyPurge || want.DenyPurge
+	next.AllowRollup = have.AllowRollup && want.AllowRollup
 	if want.MaxMsgsPerSubject > 0 && have.MaxMsgsPerSubject <= 0 && want.Discard == jetstream.DiscardNew && have.Discard == jetstream.DiscardNew {
 		next.MaxMsgsPerSubject, next.DiscardNewPerSubject = want.MaxMsgsPerSubject, want.DiscardNewPerSubject
 	}
@@ -211,7 +187,12 @@ func checkExisting(ctx context.Context, js jetstream.JetStream, want jetstream.S
 }
 
 // EnsureBucket creates the key-value bucket if absent, or checks that the
-// existing one is compatible with want.
+// existing one is compatible with want. Its stream is then made
+// write-once as far as a bucket allows (BucketHardened: no rollup, deny
+// purge; a bucket denies delete already), on a new bucket and on one of
+// an earlier layout alike: Put, Create, Update, Get and Delete keep
+// working, a rollup or a purge of the bucket is refused by the server.
+// Atomic publish is turned on for AtomicBuckets.
 func EnsureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig) error {
 	_, err := js.KeyValue(ctx, want.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -230,23 +211,32 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 		return fmt.Errorf("streams: bucket %s: %w", want.Bucket, err)
 	}
 	have := s.CachedInfo().Config
-	diff := BucketDiff(want, have)
-	// A bucket created by CreateKeyValue, or by an earlier layout, gets
-	// atomic publish turned on here (it takes nothing away).
-	if AtomicBuckets[want.Bucket] && !have.AllowAtomicPublish {
-		next := have
-		next.AllowAtomicPublish = true
-		if len(BucketDiff(want, next)) == 0 {
-			if _, err := js.UpdateStream(ctx, next); err != nil {
-				return fmt.Errorf("streams: allow atomic publish on bucket %s: %w", want.Bucket, err)
-			}
-			return nil
+	// What the bucket's stream lacks and that takes nothing away is set
+	// in place: atomic publish, no rollup, deny delete and purge.
+	next := BucketHardened(want.Bucket, have)
+	if len(BucketDiff(want, next)) == 0 && (next.AllowAtomicPublish != have.AllowAtomicPublish || next.AllowRollup != have.AllowRollup ||
+		next.DenyPurge != have.DenyPurge || next.DenyDelete != have.DenyDelete) {
+		if _, err := js.UpdateStream(ctx, next); err != nil {
+			return fmt.Errorf("streams: make bucket %s write-once: %w", want.Bucket, err)
 		}
+		return nil
 	}
-	if len(diff) > 0 {
+	if diff := BucketDiff(want, have); len(diff) > 0 {
 		return fmt.Errorf("streams: bucket %s: %w: %s", want.Bucket, ErrIncompatible, strings.Join(diff, "; "))
 	}
 	return nil
+}
+
+// BucketHardened returns the configuration of a bucket's stream have with
+// no rollup, delete and purge denied (and atomic publish for
+// AtomicBuckets): a rollup message (Nats-Rollup: all or sub) on a key's
+// subject, which any writer of the bucket could otherwise send and which
+// would erase every key or a key's history, is refused by the server.
+func BucketHardened(bucket string, have jetstream.StreamConfig) jetstream.StreamConfig {
+	next := have
+	next.AllowRollup, next.DenyDelete, next.DenyPurge = false, true, true
+	next.AllowAtomicPublish = have.AllowAtomicPublish || AtomicBuckets[bucket]
+	return next
 }
 
 // BucketDiff lists, in words, every setting deadletter owns of the bucket
@@ -267,6 +257,12 @@ func BucketDiff(want jetstream.KeyValueConfig, have jetstream.StreamConfig) []st
 	}
 	if AtomicBuckets[want.Bucket] && !have.AllowAtomicPublish {
 		d = append(d, "allow atomic publish is false, want true")
+	}
+	if have.AllowRollup {
+		d = append(d, "allow rollup is true, want false")
+	}
+	if !have.DenyDelete || !have.DenyPurge {
+		d = append(d, fmt.Sprintf("deny delete and purge are %t and %t, want true", have.DenyDelete, have.DenyPurge))
 	}
 	return d
 }

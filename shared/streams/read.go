@@ -102,6 +102,8 @@ func DirectGet(ctx context.Context, js jetstream.JetStream, stream string, req D
 			return n, nil
 		case "404": // no results
 			return 0, nil
+		case "503": // no responders: no such stream, or no direct get
+			return 0, fmt.Errorf("%w: %s: %w", ErrDirectGet, stream, nats.ErrNoResponders)
 		default:
 			return 0, fmt.Errorf("%w: %s: status %s %s", ErrDirectGet, stream, status, m.Header.Get("Description"))
 		}

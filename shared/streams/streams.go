@@ -232,6 +232,8 @@ func Events(o Options) jetstream.StreamConfig {
 		Duplicates:         0,
 		AllowDirect:        true,
 		AllowAtomicPublish: true,
+		DenyDelete:         true,
+		DenyPurge:          true,
 	}
 }
 
@@ -260,6 +262,8 @@ func Replays(o Options) jetstream.StreamConfig {
 		Duplicates:         o.DuplicateWindow,
 		AllowDirect:        true,
 		AllowAtomicPublish: true,
+		DenyDelete:         true,
+		DenyPurge:          true,
 	}
 }
 
@@ -310,6 +314,8 @@ func Failures(o Options) jetstream.StreamConfig {
 		Duplicates:         o.DuplicateWindow,
 		AllowDirect:        true,
 		AllowAtomicPublish: true,
+		DenyDelete:         true,
+		DenyPurge:          true,
 	}
 }
 
@@ -329,6 +335,8 @@ func Advisories(o Options) jetstream.StreamConfig {
 		MaxBytes:     -1,
 		MaxMsgs:      -1,
 		Discard:      jetstream.DiscardNew,
+		DenyDelete:   true,
+		DenyPurge:    true,
 	}
 }
 
@@ -423,16 +431,34 @@ func Approvals(o Options) jetstream.KeyValueConfig {
 	}
 }
 
-// Documents is the object store of ingested EPCIS documents, each under
-// the hex SHA-256 of its bytes, written once and never overwritten
-// (subjects.DocumentsBucket). No age limit: a record or LEDGER entry that
-// names a document's sha256, offset and length outlives EVENTS.
-func Documents(o Options) jetstream.ObjectStoreConfig {
-	return jetstream.ObjectStoreConfig{
-		Bucket:      subjects.DocumentsBucket,
-		Description: "deadletter EPCIS documents, verbatim, by SHA-256",
-		Storage:     jetstream.FileStorage,
-		Replicas:    o.Replicas,
+// Documents is the write-once stream of ingested EPCIS documents, each
+// kept under the hex SHA-256 of its bytes as chunks and one manifest
+// (document.go: subjects, manifest, reads and writes). One message per
+// subject, a second refused by the server (ErrCodeMaxMsgsPerSubject), so a
+// document's manifest is never replaced; no rollup, delete or purge. No
+// age limit: a record or LEDGER entry that names a document's sha256,
+// offset and length outlives EVENTS. It replaces the object store of
+// earlier versions (OBJ_DOCUMENTS), whose metadata needed rollups:
+// EnsureCore copies what that one holds (MigrateDocuments).
+func Documents(o Options) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		MaxMsgsPerSubject:    1,
+		DiscardNewPerSubject: true,
+		Name:                 DocumentsStream,
+		Description:          "deadletter EPCIS documents, verbatim, by SHA-256",
+		Subjects:             []string{DocumentsAll},
+		Retention:            jetstream.LimitsPolicy,
+		Storage:              jetstream.FileStorage,
+		Replicas:             o.Replicas,
+		MaxConsumers:         MaxConsumers,
+		MaxAge:               0,
+		MaxBytes:             -1,
+		MaxMsgs:              -1,
+		Discard:              jetstream.DiscardNew,
+		Duplicates:           o.DuplicateWindow,
+		DenyDelete:           true,
+		DenyPurge:            true,
+		AllowDirect:          true,
 	}
 }
 

@@ -44,7 +44,7 @@ func (p *Reconciler) documentSource(ctx context.Context, m *jetstream.RawStreamM
 		if err != nil {
 			return nil, false, nil
 		}
-		if _, err := streams.OpenDocument(ctx, p.cfg.JS, man.SHA256); errors.Is(err, jetstream.ErrObjectNotFound) {
+		if _, err := streams.DocumentInfo(ctx, p.cfg.JS, man.SHA256); errors.Is(err, streams.ErrDocumentNotFound) {
 			return nil, false, nil
 		} else if err != nil {
 			return nil, false, fmt.Errorf("auditor: %w", err)

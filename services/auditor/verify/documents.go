@@ -3,36 +3,39 @@ package verify
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/services/auditor/internal/read"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/streams"
-	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 // The EPCIS documents the validator ingested are kept verbatim in the
-// DOCUMENTS object store, each once under the hex SHA-256 of its bytes,
-// never overwritten nor deleted: a record or LEDGER entry names an event's
-// bytes by that SHA-256, offset and length. Verify checks both sides:
-// every object's bytes hash to its name (an object overwritten or altered
-// by someone who may write the bucket's stream is found), and every
-// document a QUARANTINE record names is there and not deleted.
+// write-once DOCUMENTS stream, each once under the hex SHA-256 of its
+// bytes: chunks and one manifest (package streams, document.go). A record
+// or LEDGER entry names an event's bytes by that SHA-256, offset and
+// length. Verify checks both sides: every manifest's document is read
+// whole and must hash to its name (a manifest naming absent or foreign
+// chunks, garbage, altered bytes is found), and every document a
+// QUARANTINE record names has a manifest. Each document that is wrong is
+// one problem, its fault named (streams.DocumentFault), and verify goes
+// on with the rest: no document, however forged, makes verify fail as a
+// whole.
 
 // namedCache bounds the documents whose presence verify remembers having
 // checked (about 100 bytes each); one evicted is checked again when a
 // record names it (a metadata read, never a wrong result).
 const namedCache = 1 << 16
 
-// metaWindow is how many objects' metadata verify holds at once.
+// metaWindow is how many manifests' places verify holds at once.
 const metaWindow = 256
 
 // documentMember is the one member of a record the document check reads.
@@ -67,8 +70,8 @@ func docOf(raw []byte) string {
 	return r.Document.SHA256
 }
 
-// documentsNamed checks that the document each record of batch names is
-// in DOCUMENTS and not deleted (its bytes are checked by documents).
+// documentsNamed checks that the document each record of batch names has
+// a manifest in DOCUMENTS (its bytes are checked by documents).
 func (v *verifier) documentsNamed(ctx context.Context, batch []stored) error {
 	for i := range batch {
 		sha := docOf(batch[i].data)
@@ -77,42 +80,37 @@ func (v *verifier) documentsNamed(ctx context.Context, batch []stored) error {
 		}
 		v.docs.Add(sha, struct{}{})
 		v.rep.Documents.Named++
-		if v.store == nil {
-			obs, err := v.p.cfg.JS.ObjectStore(ctx, subjects.DocumentsBucket)
-			if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
-				return fmt.Errorf("auditor: %s: %w", subjects.DocumentsBucket, err)
-			}
-			v.store = obs
-		}
 		why := ""
-		if v.store == nil {
-			why = "the DOCUMENTS object store does not exist"
-		} else {
-			info, err := v.store.GetInfo(ctx, sha, jetstream.GetObjectInfoShowDeleted())
-			switch {
-			case errors.Is(err, jetstream.ErrObjectNotFound):
-				why = "DOCUMENTS holds no object of that name"
-			case err != nil:
-				return fmt.Errorf("auditor: %s: document %s: %w", subjects.DocumentsBucket, sha, err)
-			case info.Deleted:
-				why = "its DOCUMENTS object is deleted"
-			}
+		_, err := streams.DocumentInfo(ctx, v.p.cfg.JS, sha)
+		var de *streams.DocumentError
+		switch {
+		case errors.Is(err, streams.ErrDocumentNotFound):
+			why = "DOCUMENTS holds no manifest of that name"
+		case errors.Is(err, streams.ErrDocumentName):
+			why = "that is no SHA-256"
+		case errors.As(err, &de):
+			why = fmt.Sprintf("its manifest is wrong (%s)", de.Fault)
+		case errors.Is(err, nats.ErrNoResponders):
+			why = "the DOCUMENTS stream does not exist"
+		case err != nil:
+			return fmt.Errorf("auditor: %s: document %.64s: %w", streams.DocumentsStream, sha, err)
 		}
 		if why != "" {
 			v.problem(api.VerifyProblem{Seq: batch[i].seq, Subject: batch[i].subject, DLQID: batch[i].link.DLQID, Kind: api.ProblemDocument,
-				Detail: fmt.Sprintf("the record names document %.64s: %s", sha, why)})
+				Detail: fmt.Sprintf("the record names document %.64q: %s", sha, why)})
 		}
 	}
 	return nil
 }
 
-// documents re-hashes every object of DOCUMENTS and reports one whose
-// bytes do not hash to its name, and one deleted (a document is written
-// once and never deleted). It reads the bucket's metadata with batched
-// direct gets and each object chunk by chunk (streams.OpenDocument): no
-// consumer, one chunk in memory at a time.
+// documents reads every document of DOCUMENTS whole (streams.OpenDocument:
+// each chunk the manifest names checked, then the SHA-256) and reports
+// each one that is not what its name says, with its fault. It reads the
+// manifests with batched direct gets (no consumer), metaWindow at a time,
+// and each document chunk by chunk, one chunk in memory at a time. Only
+// the store not answering stops it.
 func (p *Verifier) documents(ctx context.Context, v *verifier) error {
-	stream := subjects.ObjectStream(subjects.DocumentsBucket)
+	stream := streams.DocumentsStream
 	st, err := p.cfg.JS.Stream(ctx, stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil // not provisioned: the records that name a document say so
@@ -127,58 +125,60 @@ func (p *Verifier) documents(ctx context.Context, v *verifier) error {
 	if info.State.Msgs == 0 {
 		return nil
 	}
-	// The metadata in windows of metaWindow objects, each window's
-	// objects then re-hashed one at a time.
+	type manifest struct {
+		seq     uint64
+		subject string
+	}
 	for from := info.State.FirstSeq; ; {
-		var metas []jetstream.ObjectInfo
-		next, _, err := read.Scan(ctx, p.cfg.JS, stream, "$O."+subjects.DocumentsBucket+".M.>", from, info.State.LastSeq,
+		var mans []manifest
+		next, _, err := read.Scan(ctx, p.cfg.JS, stream, streams.DocumentManifests, from, info.State.LastSeq,
 			func(m *jetstream.RawStreamMsg) bool {
-				var oi jetstream.ObjectInfo
-				if json.Unmarshal(m.Data, &oi) != nil {
-					v.problem(api.VerifyProblem{Kind: api.ProblemDocument, Subject: m.Subject,
-						Detail: fmt.Sprintf("%s sequence %d: unreadable object metadata", stream, m.Sequence)})
-				} else {
-					metas = append(metas, oi)
-				}
-				return len(metas) < metaWindow
+				mans = append(mans, manifest{m.Sequence, m.Subject})
+				return len(mans) < metaWindow
 			})
 		if err != nil {
 			return fmt.Errorf("auditor: read %s: %w", stream, err)
 		}
-		for _, oi := range metas {
-			if err := p.rehash(ctx, v, oi); err != nil {
+		for _, m := range mans {
+			if err := p.rehash(ctx, v, m.seq, m.subject); err != nil {
 				return err
 			}
 		}
-		if len(metas) < metaWindow || next > info.State.LastSeq {
+		if len(mans) < metaWindow || next > info.State.LastSeq {
 			return nil
 		}
 		from = next
 	}
 }
 
-// rehash reads object oi of DOCUMENTS and reports it when deleted or
-// when its bytes do not hash to its name.
-func (p *Verifier) rehash(ctx context.Context, v *verifier, oi jetstream.ObjectInfo) error {
-	if oi.Deleted {
-		v.problem(api.VerifyProblem{Kind: api.ProblemDocument,
-			Detail: fmt.Sprintf("document %.64s: its DOCUMENTS object is deleted", oi.Name)})
+// rehash reads the document whose manifest is at seq on subject whole and
+// reports it when it is not the document its name says.
+func (p *Verifier) rehash(ctx context.Context, v *verifier, seq uint64, subject string) error {
+	sha := strings.TrimSuffix(strings.TrimPrefix(subject, "documents."), ".manifest")
+	n, err := readDocument(ctx, p.cfg.JS, sha)
+	var de *streams.DocumentError
+	switch {
+	case errors.As(err, &de):
+		v.problem(api.VerifyProblem{Seq: seq, Subject: subject, Kind: api.ProblemDocument,
+			Detail: fmt.Sprintf("document %.64q: %s: %s", sha, de.Fault, de.Detail)})
 		return nil
-	}
-	r, err := streams.OpenDocument(ctx, p.cfg.JS, oi.Name)
-	if err != nil {
+	case errors.Is(err, streams.ErrDocumentName):
+		v.problem(api.VerifyProblem{Seq: seq, Subject: subject, Kind: api.ProblemDocument,
+			Detail: fmt.Sprintf("document %.64q: %s: a manifest under a name that is no SHA-256", sha, streams.FaultManifestName)})
+		return nil
+	case err != nil:
 		return fmt.Errorf("auditor: %w", err)
-	}
-	h := sha256.New()
-	n, err := io.Copy(h, r)
-	if err != nil {
-		return fmt.Errorf("auditor: document %.64s: %w", oi.Name, err)
 	}
 	v.rep.Documents.Objects++
 	v.rep.Documents.Bytes += uint64(n)
-	if got := hex.EncodeToString(h.Sum(nil)); got != oi.Name {
-		v.problem(api.VerifyProblem{Kind: api.ProblemDocument,
-			Detail: fmt.Sprintf("document %.64s: its DOCUMENTS object's %d bytes hash to %s", oi.Name, n, got)})
-	}
 	return nil
+}
+
+// readDocument reads the document sha whole, checking it: its length.
+func readDocument(ctx context.Context, js jetstream.JetStream, sha string) (int64, error) {
+	r, err := streams.OpenDocument(ctx, js, sha)
+	if err != nil {
+		return 0, err
+	}
+	return io.Copy(io.Discard, r)
 }

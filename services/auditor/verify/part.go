@@ -3,9 +3,11 @@
 // order with bounded memory, reports sequences that hold no record,
 // recomputes the running digest and Merkle tree and compares them with
 // every checkpoint of AUDIT and with an anchor (the caller's, or the
-// auditor's own), has the legal-hold part check LEGALHOLD, and re-hashes
-// every EPCIS document kept in DOCUMENTS (and checks that each document a
-// record names is there). It only reads.
+// auditor's own), has the legal-hold part check LEGALHOLD, compares HOLDS
+// with AUDIT's hold actions (holds.go), and reads every EPCIS document
+// kept in DOCUMENTS whole (and checks that each document a record names
+// is there): a wrong document or hold is a problem, never a failed
+// verification. It only reads.
 package verify
 
 import (

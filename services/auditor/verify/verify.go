@@ -64,11 +64,10 @@ type verifier struct {
 	expected    uint64 // next QUARANTINE sequence expected
 	count       uint64
 	cps         []anchor.Stored
-	next        int                   // first checkpoint not yet compared
-	tree        merkle.Builder        // Merkle tree of the records read (api.MerkleAlgorithm)
-	anchor      *anchorCheck          // nil without an anchor
-	docs        *docNames             // documents named by the records, checked
-	store       jetstream.ObjectStore // DOCUMENTS, once a record names a document
+	next        int            // first checkpoint not yet compared
+	tree        merkle.Builder // Merkle tree of the records read (api.MerkleAlgorithm)
+	anchor      *anchorCheck   // nil without an anchor
+	docs        *docNames      // documents named by the records, checked
 }
 
 func (v *verifier) problem(p api.VerifyProblem) {
@@ -223,6 +222,10 @@ func (p *Verifier) verify(ctx context.Context, req api.VerifyRequest, t Tuning) 
 	}
 	// The held chains' LEGALHOLD copies: the legal-hold part's.
 	if rep.LegalHold, err = p.cfg.Holds.Verify(ctx, v.problem); err != nil {
+		return rep, err
+	}
+	// HOLDS, an index, against its source, AUDIT's hold actions (holds.go).
+	if err := p.holds(ctx, v); err != nil {
 		return rep, err
 	}
 	// The EPCIS documents kept verbatim in DOCUMENTS (documents.go).
