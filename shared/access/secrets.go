@@ -25,6 +25,14 @@ type Person struct {
 	// publisher's, ValidPublisherName). It is never reused: a person who
 	// leaves is disabled, not removed.
 	Name string `json:"name"`
+	// PersonID is the individual this user is (PersonOf(Name)): the
+	// person's first user name. A person holds roles, never several
+	// identities: a further role is a role login of the same person
+	// (RoleLogin, Secrets.Grant), and two users of one PersonID are one
+	// person wherever a requester and a decider are compared
+	// (SamePerson). A file written before has none: each user gets its
+	// own on load (a legacy role user too).
+	PersonID string `json:"person_id,omitempty"`
 	// DisplayName is the person's name as written (any Unicode), for
 	// listings; the recorded actor is Name.
 	DisplayName string `json:"display_name,omitempty"`
@@ -51,11 +59,11 @@ type Person struct {
 func DefaultPeople() []Person {
 	out := make([]Person, 0, len(examplePeople)+len(examplePublishers))
 	for _, p := range examplePeople {
-		p.Parties = clonedParties(p.Parties)
+		p.Parties, p.PersonID = clonedParties(p.Parties), p.Name
 		out = append(out, p)
 	}
 	for _, p := range examplePublishers {
-		p.Parties = clonedParties(p.Parties)
+		p.Parties, p.PersonID = clonedParties(p.Parties), p.Name
 		out = append(out, p)
 	}
 	return out
@@ -159,7 +167,15 @@ const MinBcryptCost = bcrypt.MinCost
 // Option adjusts how secrets are generated.
 type Option func(*genOptions)
 
-type genOptions struct{ cost int }
+type genOptions struct {
+	cost     int
+	distinct bool
+}
+
+// DistinctPerson lets AddPerson add a person whose name is another
+// person's (ErrSecondIdentity): the administrator says it is someone
+// else (two people called Chen Wei).
+func DistinctPerson() Option { return func(o *genOptions) { o.distinct = true } }
 
 // WithBcryptCost sets the bcrypt cost of new password hashes (default
 // bcrypt.DefaultCost; at least bcrypt.MinCost). The server checks a
@@ -180,7 +196,7 @@ func options(opts []Option) genOptions {
 // NewSecrets generates a secret for every service user, the admin and each
 // of people (crypto/rand).
 func NewSecrets(people []Person, opts ...Option) (*Secrets, error) {
-	s := &Secrets{Users: map[string]Secret{}, People: people}
+	s := &Secrets{Users: map[string]Secret{}, People: slices.Clone(people)}
 	if _, err := s.fill(options(opts)); err != nil {
 		return nil, err
 	}
@@ -205,6 +221,11 @@ func Lookupable(user string) bool {
 func (s *Secrets) fill(o genOptions) (changed bool, err error) {
 	if s.Users == nil {
 		s.Users = map[string]Secret{}
+	}
+	for i, p := range s.People {
+		if p.PersonID == "" {
+			s.People[i].PersonID, changed = PersonOf(p.Name), true
+		}
 	}
 	if len(s.ReplaySecret) != 2*32 {
 		b := make([]byte, 32)
@@ -323,7 +344,7 @@ func LoadOrCreate(path string, people []Person, opts ...Option) (*Secrets, error
 		s = &Secrets{}
 	}
 	if len(s.People) == 0 {
-		s.People = people
+		s.People = slices.Clone(people)
 	}
 	// A file written before publishers named their parties: a default
 	// publisher gets its default parties (another publisher stays
