@@ -1,8 +1,12 @@
 package access
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -409,4 +413,92 @@ func roleList() string {
 		out[i] = string(r)
 	}
 	return strings.Join(out, ", ")
+}
+
+// Applied is what a running server enforces of the people: the users it
+// admits and a fingerprint of each one's password hash, as its last
+// (re)load of the credentials applied them. A server writes it after each
+// reload; `deadletter people ls` compares it with the credentials, so
+// that a change not applied yet is shown as such (Applied.Pending).
+type Applied struct {
+	// Digest is the SHA-256 (hex) of the credentials file as loaded.
+	Digest string `json:"digest"`
+	// At is when the server applied it.
+	At time.Time `json:"at"`
+	// Users are the people's users the server was given, by name.
+	Users map[string]AppliedUser `json:"users"`
+}
+
+// AppliedUser is one user as a server enforces it.
+type AppliedUser struct {
+	// Active: the server admits the user.
+	Active bool `json:"active"`
+	// Secret is a fingerprint of the password hash the server checks
+	// (the first 16 hex digits of its SHA-256): never the hash itself.
+	Secret string `json:"secret"`
+}
+
+// AppliedOf is what a server given sec enforces, loaded from a file of
+// digest at.
+func AppliedOf(sec *Secrets, digest string, at time.Time) Applied {
+	a := Applied{Digest: digest, At: at.UTC(), Users: map[string]AppliedUser{}}
+	for _, p := range sec.People {
+		a.Users[p.Name] = AppliedUser{Active: p.Active(), Secret: fingerprint(sec.Users[p.Name].Bcrypt)}
+	}
+	return a
+}
+
+func fingerprint(s string) string {
+	if s == "" {
+		return ""
+	}
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:8])
+}
+
+// Pending says what of person p, as sec holds it, the server does not
+// enforce yet ("" when it does).
+func (a Applied) Pending(sec *Secrets, p Person) string {
+	u, ok := a.Users[p.Name]
+	switch {
+	case !ok && p.Disabled:
+		return ""
+	case !ok || (!u.Active && p.Active()):
+		return "not applied yet: cannot connect yet"
+	case u.Active && p.Disabled:
+		return "NOT APPLIED YET: still connects"
+	case p.Active() && u.Secret != fingerprint(sec.Users[p.Name].Bcrypt):
+		return "NOT APPLIED YET: the previous password still works"
+	}
+	return ""
+}
+
+// WriteApplied writes a to path (WriteFile: atomic, mode 0600).
+func WriteApplied(path string, a Applied) error {
+	b, err := json.MarshalIndent(a, "", "  ")
+	if err != nil {
+		return fmt.Errorf("access: encode applied people: %w", err)
+	}
+	return WriteFile(path, append(b, '\n'))
+}
+
+// LoadApplied reads a file of WriteApplied (an error wrapping
+// fs.ErrNotExist when no server wrote one).
+func LoadApplied(path string) (Applied, error) {
+	var a Applied
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return a, fmt.Errorf("access: applied people: %w", err)
+	}
+	if err := json.Unmarshal(b, &a); err != nil {
+		return a, fmt.Errorf("access: applied people %s: %w", path, err)
+	}
+	return a, nil
+}
+
+// FileDigest is the SHA-256 (hex) of b, a credentials file's content, as
+// Applied.Digest holds it.
+func FileDigest(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
 }
