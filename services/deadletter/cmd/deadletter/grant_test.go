@@ -12,6 +12,7 @@ import (
 
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/access"
+	"github.com/deadletter/deadletter/shared/access/kit"
 )
 
 // TestPeopleOneIdentity: `people add` refuses a second identity of an
@@ -132,5 +133,45 @@ func TestPeopleLsShowsWhatIsEnforced(t *testing.T) {
 	}
 	if ls := mustPeople(t, "ls", "--data-dir", dir); strings.Contains(ls, "not applied") || strings.Contains(ls, "NOT APPLIED") {
 		t.Fatalf("ls once applied:\n%s", ls)
+	}
+}
+
+// TestPeopleGrantKit: on a kit, a granted role login gets its user in
+// every node's configuration, its password file and its context; the
+// person's other files stay.
+func TestPeopleGrantKit(t *testing.T) {
+	dir := t.TempDir()
+	o := kit.Cluster(3)
+	o.ListenHost = "127.0.0.1"
+	sec, err := kit.LoadSecrets(dir, cheap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kit.Generate(dir, sec, o); err != nil {
+		t.Fatal(err)
+	}
+	amara := access.DefaultPerson(access.RoleOperator)
+	login := access.RoleLogin(amara, access.RoleApprover)
+	pw, err := os.ReadFile(filepath.Join(dir, kit.PasswordsDir, amara))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPeople(t, "grant", amara, "--role", "approver", "--kit", dir)
+	for _, rel := range []string{filepath.Join(kit.PasswordsDir, login), filepath.Join(kit.ContextsDir, login+".json")} {
+		if _, err := os.Stat(filepath.Join(dir, rel)); err != nil {
+			t.Errorf("%s: %v", rel, err)
+		}
+	}
+	for _, n := range o.Nodes {
+		b, err := os.ReadFile(filepath.Join(dir, kit.NodesDir, n.Name, kit.ServerConfFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), `"`+login+`"`) {
+			t.Errorf("node %s has no user %s", n.Name, login)
+		}
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, kit.PasswordsDir, amara)); !bytes.Equal(after, pw) {
+		t.Error("granting Amara a role changed her password")
 	}
 }
