@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
@@ -214,5 +215,35 @@ func TestPersonIDOnLoad(t *testing.T) {
 	}
 	if other, ok := got.SecondIdentityOf(got.People[2]); !ok || other != "amara.okafor" {
 		t.Errorf("amara.okafor.approver not flagged as a second identity of amara.okafor: %q", other)
+	}
+}
+
+// TestRehash: hashes of an earlier version (bcrypt's default cost) are
+// made again at PasswordHashCost with the same passwords, once.
+func TestRehash(t *testing.T) {
+	sec, err := access.NewSecrets([]access.Person{{Name: "jonas.mueller", DisplayName: "Jonas Müller", Role: access.RoleOperator}},
+		access.WithBcryptCost(bcrypt.DefaultCost))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := maps(sec.Users)
+	if changed, err := sec.Rehash(); err != nil || !changed {
+		t.Fatalf("Rehash = %v, %v; want a change", changed, err)
+	}
+	for name, s := range sec.Users {
+		if s.Password == "" {
+			if s != before[name] {
+				t.Errorf("%s: a service's secret changed", name)
+			}
+			continue
+		}
+		c, err := bcrypt.Cost([]byte(s.Bcrypt))
+		if err != nil || c != access.PasswordHashCost || s.Password != before[name].Password ||
+			bcrypt.CompareHashAndPassword([]byte(s.Bcrypt), []byte(s.Password)) != nil {
+			t.Errorf("%s: cost %d (%v), password kept %v", name, c, err, s.Password == before[name].Password)
+		}
+	}
+	if changed, err := sec.Rehash(); err != nil || changed {
+		t.Fatalf("a second Rehash = %v, %v; want nothing", changed, err)
 	}
 }
