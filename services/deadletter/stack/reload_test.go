@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/natstest"
@@ -121,4 +122,32 @@ func TestChangeDuringReloadApplied(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestOldHashesMadeCheap (issue #38, E11): a data directory whose
+// password hashes an earlier version made at bcrypt's default cost is
+// hashed again at start, at the configured cost, with the same
+// passwords: the person connects with the password she had.
+func TestOldHashesMadeCheap(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, CredentialsFile)
+	const nadia = "nadia.benali"
+	old, err := access.LoadOrCreate(path, []access.Person{{Name: nadia, DisplayName: "Nadia Benali (نادية)", Role: access.RoleViewer}},
+		access.WithBcryptCost(bcrypt.DefaultCost))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := startStack(t, dir)
+	sec := s.Secrets()
+	if sec.Users[nadia].Password != old.Users[nadia].Password {
+		t.Fatal("her password changed")
+	}
+	if c, err := bcrypt.Cost([]byte(sec.Users[nadia].Bcrypt)); err != nil || c != access.MinBcryptCost {
+		t.Fatalf("her hash has cost %d (%v), want %d", c, err, access.MinBcryptCost)
+	}
+	nc, err := nats.Connect(s.srv.ClientURL(), old.NATSOptions(nadia)...)
+	if err != nil {
+		t.Fatalf("Nadia with the password she had: %v", err)
+	}
+	nc.Close()
 }

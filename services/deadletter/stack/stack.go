@@ -78,9 +78,10 @@ type Config struct {
 	// Default "anchors".
 	AnchorDir string
 	// PasswordCost is the bcrypt cost of the people's and the admin's
-	// password hashes made for a new data directory. Default
-	// bcrypt.DefaultCost; tests whose server runs under the race detector
-	// lower it (every connection of a person pays one check).
+	// password hashes. Default access.PasswordHashCost (the lowest: the
+	// passwords are 192 random bits; a wrong one costs the server about a
+	// millisecond). A data directory of an earlier version, hashed at a
+	// higher cost, is hashed again at start (same passwords).
 	PasswordCost int
 	// MetricsAddr is where /metrics is served (Prometheus text format), one
 	// registry for every service of the process. Default 127.0.0.1:9464;
@@ -787,6 +788,18 @@ func (s *Stack) loadPeople(path string, opts []access.Option) (*access.Secrets, 
 	migrated, err := creds.MigrateLegacy(opts...)
 	if err != nil {
 		return nil, "", err
+	}
+	// Hashes of an earlier version, at bcrypt's default cost: every
+	// connect, a failed one too, cost the server ~0.1 s (issue #38, E11).
+	rehashed, err := creds.Rehash(opts...)
+	if err != nil {
+		return nil, "", err
+	}
+	if rehashed {
+		if err := creds.Save(path); err != nil {
+			return nil, "", err
+		}
+		s.log.Info("people's password hashes made again at the current cost (same passwords)")
 	}
 	if migrated {
 		if err := creds.Save(path); err != nil {
