@@ -248,8 +248,7 @@ func (s *Store) createAt(ctx context.Context, id string, b []byte, last uint64) 
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
 	m.Header.Set(expectedLastSubjSeqSubject, approvalsPrefix+">")
 	ack, err := s.js.PublishMsg(ctx, m)
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+	if isWrongLastSeq(err) {
 		return 0, errBucketMoved
 	}
 	if err != nil {
