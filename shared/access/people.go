@@ -1,8 +1,12 @@
 package access
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -32,13 +36,82 @@ var (
 	ErrDisplayName = errors.New("access: a display name must be at most 128 characters, none of them control characters")
 	// ErrInboxClash: two users would share an inbox prefix (InboxPrefix).
 	ErrInboxClash = errors.New("access: two users have the same inbox prefix")
+	// ErrSecondIdentity: the person to add is, by their name, a person
+	// who has a user already (the same display name, or a user name that
+	// extends theirs: "amara.okafor.approver" for amara.okafor). A person
+	// holds roles (Secrets.Grant), never a second identity.
+	ErrSecondIdentity = errors.New("access: the person has a user already: grant them the role instead of adding a second identity")
+	// ErrPersonID: a user's person id is not the one its name gives
+	// (PersonOf), or a role login names no person.
+	ErrPersonID = errors.New("access: a user's person id does not match its name")
+	// ErrHasRole: the person holds the role already.
+	ErrHasRole = errors.New("access: the person holds the role already")
 )
+
+// roleLoginSep separates a person from the role of a role login
+// ("amara.okafor+approver"). ValidPersonName never holds it, so a person
+// added by name is never a role login.
+const roleLoginSep = "+"
+
+// RoleLogin is the user name of person's login in role r, a role the
+// person holds besides the one of their first user: "<person>+<role>"
+// ("amara.okafor+approver"). The server authenticates it as any user, and
+// the name itself says whose it is (PersonOf): no service needs a
+// directory to tell that the two users are one person.
+func RoleLogin(person string, r Role) string { return person + roleLoginSep + string(r) }
+
+// PersonOf returns the person a user is: the person of a role login
+// ("amara.okafor+approver" → "amara.okafor"), else the user itself (a
+// user name is never reused, so it names one person). Only a suffix that
+// is a person role makes a role login: an earlier file's user
+// "a+ops@example.com" is its own person.
+func PersonOf(user string) string {
+	i := strings.LastIndex(user, roleLoginSep)
+	if i <= 0 {
+		return user
+	}
+	if r := Role(user[i+len(roleLoginSep):]); r != RolePublisher && slices.Contains(Roles, r) {
+		return user[:i]
+	}
+	return user
+}
+
+// SamePerson reports whether users a and b are one person (PersonOf):
+// how a requester and a decider are compared, wherever they are.
+func SamePerson(a, b string) bool { return a != "" && PersonOf(a) == PersonOf(b) }
+
+// sameName reports whether two display names name one person as written:
+// equal ignoring case, and spaces at the ends or doubled inside.
+func sameName(a, b string) bool {
+	norm := func(s string) string { return strings.ToLower(strings.Join(strings.Fields(s), " ")) }
+	return a != "" && b != "" && norm(a) == norm(b)
+}
+
+// SecondIdentityOf returns the person p (not added yet, or one of s) is a
+// second identity of, if any: another person whose display name is p's,
+// or whose user name p's extends by a dot ("amara.okafor.approver" of
+// "amara.okafor"). Publishers are a party's services, never checked.
+func (s *Secrets) SecondIdentityOf(p Person) (string, bool) {
+	if p.Role == RolePublisher {
+		return "", false
+	}
+	for _, q := range s.People {
+		if q.Role == RolePublisher || PersonOf(q.Name) == PersonOf(p.Name) {
+			continue
+		}
+		if sameName(p.DisplayName, q.DisplayName) || strings.HasPrefix(p.Name, PersonOf(q.Name)+".") {
+			return PersonOf(q.Name), true
+		}
+	}
+	return "", false
+}
 
 // PersonEvent is one change to a person's account, kept in Person.History.
 type PersonEvent struct {
 	// At is when it was done (UTC).
 	At time.Time `json:"at"`
-	// Event is "added", "disabled", "enabled", "rotated" or "migrated".
+	// Event is "added", "granted", "disabled", "enabled", "rotated" or
+	// "migrated".
 	Event string `json:"event"`
 	// By is who did it (the operating-system user that ran the command),
 	// as given.
@@ -51,6 +124,8 @@ const (
 	EventDisabled = "disabled"
 	EventEnabled  = "enabled"
 	EventRotated  = "rotated"
+	// EventGranted: a role login of a person was added (Secrets.Grant).
+	EventGranted = "granted"
 	// EventMigrated marks a default person added to the credentials of an
 	// earlier version, whose people were one user per role.
 	EventMigrated = "migrated"
@@ -114,7 +189,21 @@ func checkPeople(people []Person) error {
 		inbox[inboxToken(name)] = name
 	}
 	seen := map[string]bool{}
+	roles := map[string]Role{} // person+role → taken
 	for _, p := range people {
+		if p.Role != RolePublisher {
+			if p.PersonID != "" && p.PersonID != PersonOf(p.Name) {
+				return fmt.Errorf("%w: %q has person id %q, its name says %q", ErrPersonID, p.Name, p.PersonID, PersonOf(p.Name))
+			}
+			key := PersonOf(p.Name) + "\x00" + string(p.Role)
+			if _, ok := roles[key]; ok {
+				return fmt.Errorf("%w: %s has two users of role %s", ErrHasRole, PersonOf(p.Name), p.Role)
+			}
+			roles[key] = p.Role
+			if person := PersonOf(p.Name); person != p.Name && !slices.ContainsFunc(people, func(q Person) bool { return q.Name == person }) {
+				return fmt.Errorf("%w: role login %q names no person %q", ErrPersonID, p.Name, person)
+			}
+		}
 		if !slices.Contains(Roles, p.Role) {
 			return fmt.Errorf("%w: %s has role %q", ErrRole, p.Name, p.Role)
 		}
@@ -169,9 +258,14 @@ func (s *Secrets) AddPerson(p Person, by string, opts ...Option) error {
 	if s.index(p.Name) >= 0 {
 		return fmt.Errorf("%w: %q is a person already", ErrPersonExists, p.Name)
 	}
+	if other, ok := s.SecondIdentityOf(p); ok && !options(opts).distinct {
+		return fmt.Errorf("%w: %q looks like %s (`deadletter people grant %s --role %s`; a different person of the same name: --new-person)",
+			ErrSecondIdentity, p.Name, other, other, p.Role)
+	}
 	if p.Role != RolePublisher {
 		p.Parties = nil
 	}
+	p.PersonID = PersonOf(p.Name)
 	p.Disabled = false
 	p.History = []PersonEvent{{At: time.Now().UTC(), Event: EventAdded, By: by}}
 	people := append(slices.Clone(s.People), p)
@@ -194,21 +288,67 @@ func (s *Secrets) AddPerson(p Person, by string, opts ...Option) error {
 // cannot connect; its password is kept (enabling it again restores it:
 // rotate it too if it may have leaked). Setting the state it has is a
 // no-op that reports false.
+//
+// Disabling a person (their first user) disables every role login of
+// theirs too: a person leaves with all their roles. Enabling names one
+// user: each role login is enabled on its own.
 func (s *Secrets) SetDisabled(name string, disabled bool, by string) (changed bool, err error) {
 	i := s.index(name)
 	if i < 0 {
 		return false, fmt.Errorf("%w: %q", ErrNoPerson, name)
 	}
-	if s.People[i].Disabled == disabled {
-		return false, nil
-	}
 	ev := EventEnabled
 	if disabled {
 		ev = EventDisabled
 	}
-	s.People[i].Disabled = disabled
-	s.People[i].History = append(s.People[i].History, PersonEvent{At: time.Now().UTC(), Event: ev, By: by})
-	return true, nil
+	now := time.Now().UTC()
+	for j, p := range s.People {
+		if p.Disabled == disabled || !(j == i || disabled && p.Role != RolePublisher && PersonOf(name) == name && PersonOf(p.Name) == name) {
+			continue
+		}
+		s.People[j].Disabled = disabled
+		s.People[j].History = append(s.People[j].History, PersonEvent{At: now, Event: ev, By: by})
+		changed = true
+	}
+	return changed, nil
+}
+
+// Grant gives person (the name of their first user) role r as a role
+// login of theirs (RoleLogin: "amara.okafor+approver"), with a new
+// password, recording who did it, and returns the login's user name.
+// The person must exist, be active and not be a publisher, and must not
+// hold r already. The login is the same person: a request it makes and a
+// decision the person's other users make are one person's (SamePerson).
+func (s *Secrets) Grant(person string, r Role, by string, opts ...Option) (string, error) {
+	i := s.index(person)
+	switch {
+	case i < 0 || PersonOf(person) != person:
+		return "", fmt.Errorf("%w: %q (grant names a person's first user)", ErrNoPerson, person)
+	case !slices.Contains(Roles, r) || r == RolePublisher:
+		return "", fmt.Errorf("%w: %q (one of %s but publisher)", ErrRole, r, roleList())
+	case s.People[i].Role == RolePublisher:
+		return "", fmt.Errorf("%w: %q is a publisher, a party's service, not a person", ErrRole, person)
+	case s.People[i].Disabled:
+		return "", fmt.Errorf("%w: %q is disabled", ErrNoPerson, person)
+	}
+	for _, p := range s.People {
+		if PersonOf(p.Name) == person && p.Role == r {
+			return "", fmt.Errorf("%w: %s is %s as %s", ErrHasRole, person, r, p.Name)
+		}
+	}
+	login := RoleLogin(person, r)
+	p := Person{Name: login, PersonID: person, DisplayName: s.People[i].DisplayName, Role: r,
+		History: []PersonEvent{{At: time.Now().UTC(), Event: EventGranted, By: by}}}
+	people := append(slices.Clone(s.People), p)
+	if err := checkPeople(people); err != nil {
+		return "", err
+	}
+	sec, err := newPassword(options(opts).cost)
+	if err != nil {
+		return "", err
+	}
+	s.People, s.Users[login] = people, sec
+	return login, nil
 }
 
 // Rotate gives the person name a new password (and its hash), recording
@@ -273,4 +413,92 @@ func roleList() string {
 		out[i] = string(r)
 	}
 	return strings.Join(out, ", ")
+}
+
+// Applied is what a running server enforces of the people: the users it
+// admits and a fingerprint of each one's password hash, as its last
+// (re)load of the credentials applied them. A server writes it after each
+// reload; `deadletter people ls` compares it with the credentials, so
+// that a change not applied yet is shown as such (Applied.Pending).
+type Applied struct {
+	// Digest is the SHA-256 (hex) of the credentials file as loaded.
+	Digest string `json:"digest"`
+	// At is when the server applied it.
+	At time.Time `json:"at"`
+	// Users are the people's users the server was given, by name.
+	Users map[string]AppliedUser `json:"users"`
+}
+
+// AppliedUser is one user as a server enforces it.
+type AppliedUser struct {
+	// Active: the server admits the user.
+	Active bool `json:"active"`
+	// Secret is a fingerprint of the password hash the server checks
+	// (the first 16 hex digits of its SHA-256): never the hash itself.
+	Secret string `json:"secret"`
+}
+
+// AppliedOf is what a server given sec enforces, loaded from a file of
+// digest at.
+func AppliedOf(sec *Secrets, digest string, at time.Time) Applied {
+	a := Applied{Digest: digest, At: at.UTC(), Users: map[string]AppliedUser{}}
+	for _, p := range sec.People {
+		a.Users[p.Name] = AppliedUser{Active: p.Active(), Secret: fingerprint(sec.Users[p.Name].Bcrypt)}
+	}
+	return a
+}
+
+func fingerprint(s string) string {
+	if s == "" {
+		return ""
+	}
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:8])
+}
+
+// Pending says what of person p, as sec holds it, the server does not
+// enforce yet ("" when it does).
+func (a Applied) Pending(sec *Secrets, p Person) string {
+	u, ok := a.Users[p.Name]
+	switch {
+	case !ok && p.Disabled:
+		return ""
+	case !ok || (!u.Active && p.Active()):
+		return "not applied yet: cannot connect yet"
+	case u.Active && p.Disabled:
+		return "NOT APPLIED YET: still connects"
+	case p.Active() && u.Secret != fingerprint(sec.Users[p.Name].Bcrypt):
+		return "NOT APPLIED YET: the previous password still works"
+	}
+	return ""
+}
+
+// WriteApplied writes a to path (WriteFile: atomic, mode 0600).
+func WriteApplied(path string, a Applied) error {
+	b, err := json.MarshalIndent(a, "", "  ")
+	if err != nil {
+		return fmt.Errorf("access: encode applied people: %w", err)
+	}
+	return WriteFile(path, append(b, '\n'))
+}
+
+// LoadApplied reads a file of WriteApplied (an error wrapping
+// fs.ErrNotExist when no server wrote one).
+func LoadApplied(path string) (Applied, error) {
+	var a Applied
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return a, fmt.Errorf("access: applied people: %w", err)
+	}
+	if err := json.Unmarshal(b, &a); err != nil {
+		return a, fmt.Errorf("access: applied people %s: %w", path, err)
+	}
+	return a, nil
+}
+
+// FileDigest is the SHA-256 (hex) of b, a credentials file's content, as
+// Applied.Digest holds it.
+func FileDigest(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
 }

@@ -25,6 +25,14 @@ type Person struct {
 	// publisher's, ValidPublisherName). It is never reused: a person who
 	// leaves is disabled, not removed.
 	Name string `json:"name"`
+	// PersonID is the individual this user is (PersonOf(Name)): the
+	// person's first user name. A person holds roles, never several
+	// identities: a further role is a role login of the same person
+	// (RoleLogin, Secrets.Grant), and two users of one PersonID are one
+	// person wherever a requester and a decider are compared
+	// (SamePerson). A file written before has none: each user gets its
+	// own on load (a legacy role user too).
+	PersonID string `json:"person_id,omitempty"`
 	// DisplayName is the person's name as written (any Unicode), for
 	// listings; the recorded actor is Name.
 	DisplayName string `json:"display_name,omitempty"`
@@ -51,11 +59,11 @@ type Person struct {
 func DefaultPeople() []Person {
 	out := make([]Person, 0, len(examplePeople)+len(examplePublishers))
 	for _, p := range examplePeople {
-		p.Parties = clonedParties(p.Parties)
+		p.Parties, p.PersonID = clonedParties(p.Parties), p.Name
 		out = append(out, p)
 	}
 	for _, p := range examplePublishers {
-		p.Parties = clonedParties(p.Parties)
+		p.Parties, p.PersonID = clonedParties(p.Parties), p.Name
 		out = append(out, p)
 	}
 	return out
@@ -159,18 +167,63 @@ const MinBcryptCost = bcrypt.MinCost
 // Option adjusts how secrets are generated.
 type Option func(*genOptions)
 
-type genOptions struct{ cost int }
+type genOptions struct {
+	cost     int
+	distinct bool
+}
+
+// DistinctPerson lets AddPerson add a person whose name is another
+// person's (ErrSecondIdentity): the administrator says it is someone
+// else (two people called Chen Wei).
+func DistinctPerson() Option { return func(o *genOptions) { o.distinct = true } }
+
+// PasswordHashCost is the bcrypt cost of the hash of a generated password
+// (the people's and the admin's). The server checks a password at that
+// cost on every connection, a failed one included: at bcrypt's default
+// cost (10) 300 connects with a wrong password from 4 threads took the
+// server 74 s of work and slowed a person's command from 0.16 s to 1.1 s
+// (issue #38, E11). A cost stretches a password a person chose, which an
+// attacker holding the hash could guess; these are 192 random bits that no
+// one chooses (passwordBytes), beyond any guessing, stretched or not: the
+// lowest cost keeps the hash one-way and salted and makes a wrong password
+// cost the server about a millisecond (TestWrongPasswordFloodCostsLittle).
+const PasswordHashCost = bcrypt.MinCost
 
 // WithBcryptCost sets the bcrypt cost of new password hashes (default
-// bcrypt.DefaultCost; at least bcrypt.MinCost). The server checks a
-// password at that cost on every connection: tests whose embedded server
-// runs under the race detector lower it, a deployment never does.
+// PasswordHashCost; at least bcrypt.MinCost).
 func WithBcryptCost(cost int) Option {
 	return func(o *genOptions) { o.cost = max(cost, bcrypt.MinCost) }
 }
 
+// Rehash hashes again, at the cost of opts (default PasswordHashCost),
+// every password whose hash was made at a higher cost (by an earlier
+// version, at bcrypt's default), keeping the password itself: nobody's
+// password or context changes, only what the server checks it with. It
+// reports whether it changed anything.
+func (s *Secrets) Rehash(opts ...Option) (changed bool, err error) {
+	o := options(opts)
+	for name, sec := range s.Users {
+		if sec.Password == "" || sec.Bcrypt == "" {
+			continue
+		}
+		if c, err := bcrypt.Cost([]byte(sec.Bcrypt)); err != nil || c <= o.cost {
+			continue
+		}
+		if bcrypt.CompareHashAndPassword([]byte(sec.Bcrypt), []byte(sec.Password)) != nil {
+			continue // fill gives it a new password
+		}
+		h, err := bcrypt.GenerateFromPassword([]byte(sec.Password), o.cost)
+		if err != nil {
+			return changed, fmt.Errorf("access: hash password: %w", err)
+		}
+		sec.Bcrypt = string(h)
+		s.Users[name], changed = sec, true
+	}
+	return changed, nil
+}
+
 func options(opts []Option) genOptions {
-	o := genOptions{cost: bcrypt.DefaultCost}
+	o := genOptions{cost: PasswordHashCost}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -180,7 +233,7 @@ func options(opts []Option) genOptions {
 // NewSecrets generates a secret for every service user, the admin and each
 // of people (crypto/rand).
 func NewSecrets(people []Person, opts ...Option) (*Secrets, error) {
-	s := &Secrets{Users: map[string]Secret{}, People: people}
+	s := &Secrets{Users: map[string]Secret{}, People: slices.Clone(people)}
 	if _, err := s.fill(options(opts)); err != nil {
 		return nil, err
 	}
@@ -205,6 +258,11 @@ func Lookupable(user string) bool {
 func (s *Secrets) fill(o genOptions) (changed bool, err error) {
 	if s.Users == nil {
 		s.Users = map[string]Secret{}
+	}
+	for i, p := range s.People {
+		if p.PersonID == "" {
+			s.People[i].PersonID, changed = PersonOf(p.Name), true
+		}
 	}
 	if len(s.ReplaySecret) != 2*32 {
 		b := make([]byte, 32)
@@ -323,7 +381,7 @@ func LoadOrCreate(path string, people []Person, opts ...Option) (*Secrets, error
 		s = &Secrets{}
 	}
 	if len(s.People) == 0 {
-		s.People = people
+		s.People = slices.Clone(people)
 	}
 	// A file written before publishers named their parties: a default
 	// publisher gets its default parties (another publisher stays

@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/access"
@@ -138,8 +140,12 @@ type Request struct {
 // a proof must match): without that record nothing is stored. The same
 // request asked again by the same person while pending (same action,
 // event or hold, body and payload) answers the pending approval. A
-// requester, or a chain, with Limits' pending approvals already is
-// refused (ErrLimit).
+// requester (a person, whichever of their users asks), or a chain, with
+// Limits' pending approvals already is refused (ErrLimit), however many
+// requests run at once: the entry is written only if no other write
+// reached the bucket since the count (createAt), else counted again. A
+// request that loses that race and is then refused leaves its AUDIT
+// request without an entry: never executed (Proven needs the entry).
 func (s *Store) Create(ctx context.Context, req Request, p Policy) (api.Approval, error) {
 	switch {
 	case !slices.Contains(Actions(), req.Action):
@@ -175,35 +181,93 @@ func (s *Store) Create(ctx context.Context, req Request, p Policy) (api.Approval
 	if len(a.DiffFields) == 0 {
 		a.DiffFields = nil
 	}
-	if same, err := s.admit(ctx, a); err != nil || same.ID != "" {
-		return same, err
-	}
 	b, err := json.Marshal(a)
 	if err != nil {
 		return api.Approval{}, fmt.Errorf("approval: encode: %w", err)
 	}
-	if err := s.Audit(ctx, a, AuditRequested); err != nil {
-		return api.Approval{}, err
+	audited := false
+	for attempt := 0; ; attempt++ {
+		stored, last, err := s.scanAt(ctx)
+		if err != nil {
+			return api.Approval{}, fmt.Errorf("%w: list approvals: %w", ErrUnavailable, err)
+		}
+		if same, err := s.admit(ctx, stored, a); err != nil || same.ID != "" {
+			return same, err
+		}
+		if !audited {
+			if err := s.Audit(ctx, a, AuditRequested); err != nil {
+				return api.Approval{}, err
+			}
+			audited = true
+		}
+		rev, err := s.createAt(ctx, id, b, last)
+		if errors.Is(err, errBucketMoved) && attempt < maxAdmitAttempts {
+			// Another write reached the bucket since the scan: count
+			// again (the limits hold whatever runs concurrently).
+			select {
+			case <-ctx.Done():
+				return api.Approval{}, fmt.Errorf("%w: create %s: %w", ErrUnavailable, id, ctx.Err())
+			case <-time.After(admitBackoff(attempt)):
+			}
+			continue
+		}
+		if err != nil {
+			return api.Approval{}, fmt.Errorf("%w: create %s: %w", ErrUnavailable, id, err)
+		}
+		a.Revision = rev
+		s.log.InfoContext(ctx, "approval requested", "approval", a)
+		return a, nil
 	}
-	rev, err := s.kv.Create(ctx, id, b)
-	if err != nil {
-		return api.Approval{}, fmt.Errorf("%w: create %s: %w", ErrUnavailable, id, err)
-	}
-	a.Revision = rev
-	s.log.InfoContext(ctx, "approval requested", "approval", a)
-	return a, nil
 }
 
-// admit returns the pending approval identical to a (same requester,
-// action, event or hold, chain length, body and payload), if any, else
-// checks the limits on a's requester and chain (ErrLimit). Two requests
-// at the same moment may both pass the check: the limit holds within the
-// requests in flight.
-func (s *Store) admit(ctx context.Context, a api.Approval) (api.Approval, error) {
-	stored, err := s.scan(ctx)
-	if err != nil {
-		return api.Approval{}, fmt.Errorf("%w: list approvals: %w", ErrUnavailable, err)
+// maxAdmitAttempts bounds how often Create counts again after another
+// write reached the bucket between its count and its write.
+const maxAdmitAttempts = 200
+
+// admitBackoff is a short random pause before the attempt after attempt,
+// so that concurrent creators do not keep colliding.
+func admitBackoff(attempt int) time.Duration {
+	b := make([]byte, 1)
+	_, _ = rand.Read(b)
+	return time.Duration(1+min(attempt, 20)) * time.Duration(100+int(b[0])*4) * time.Microsecond
+}
+
+// errBucketMoved: the bucket took another write after the scan a create
+// was admitted on.
+var errBucketMoved = errors.New("approval: the bucket changed since it was counted")
+
+// createAt stores a new approval entry, on the condition that the last
+// write to the whole bucket is still last (the scan's): the server
+// refuses it otherwise (errBucketMoved). The limits are counted on that
+// scan, so no two creates are admitted on the same count: a
+// compare-and-set on the bucket's revision, checked by the server, which
+// holds across every redriver instance.
+func (s *Store) createAt(ctx context.Context, id string, b []byte, last uint64) (uint64, error) {
+	m := nats.NewMsg(approvalsPrefix + id)
+	m.Data = b
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
+	m.Header.Set(expectedLastSubjSeqSubject, approvalsPrefix+">")
+	ack, err := s.js.PublishMsg(ctx, m)
+	if isWrongLastSeq(err) {
+		return 0, errBucketMoved
 	}
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// expectedLastSubjSeqSubject names the subject (a wildcard here) whose
+// last sequence Nats-Expected-Last-Subject-Sequence checks (nats-server
+// 2.11; nats.go has no constant for it).
+const expectedLastSubjSeqSubject = "Nats-Expected-Last-Subject-Sequence-Subject"
+
+// admit returns the pending approval of stored identical to a (same
+// requester, action, event or hold, chain length, body and payload), if
+// any, else checks the limits on a's requester (a person, whichever of
+// their users asks: access.SamePerson) and chain (ErrLimit). Create
+// writes only if the bucket is still as stored was read (createAt).
+func (s *Store) admit(ctx context.Context, stored map[string]api.Approval, a api.Approval) (api.Approval, error) {
 	byRequester, byChain := 0, 0
 	for _, e := range stored {
 		if e.Status != api.ApprovalPending || !s.now().Before(e.ExpiresAt) {
@@ -214,7 +278,7 @@ func (s *Store) admit(ctx context.Context, a api.Approval) (api.Approval, error)
 			s.log.InfoContext(ctx, "approval requested again: the pending one answers", "approval", e)
 			return e, nil
 		}
-		if e.Requester == a.Requester {
+		if access.SamePerson(e.Requester, a.Requester) {
 			byRequester++
 		}
 		if (a.DLQID != "" && e.DLQID == a.DLQID) || (a.HoldID != "" && e.HoldID == a.HoldID) {
@@ -324,9 +388,17 @@ func (s *Store) List(ctx context.Context, status string, limit int) (api.Approva
 
 // scan reads every approval as stored (its last revision), by id.
 func (s *Store) scan(ctx context.Context) (map[string]api.Approval, error) {
+	last, _, err := s.scanAt(ctx)
+	return last, err
+}
+
+// scanAt is scan, and the sequence of the last message it read (0: none).
+func (s *Store) scanAt(ctx context.Context) (map[string]api.Approval, uint64, error) {
 	last := map[string]api.Approval{}
+	var seq uint64
 	err := streams.DirectGetAll(ctx, s.js, approvalsStream,
 		streams.DirectRequest{Seq: 1, NextFor: approvalsPrefix + ">", Batch: 256}, func(m *jetstream.RawStreamMsg) error {
+			seq = max(seq, m.Sequence)
 			key, ok := strings.CutPrefix(m.Subject, approvalsPrefix)
 			if !ok {
 				return nil
@@ -344,7 +416,7 @@ func (s *Store) scan(ctx context.Context) (map[string]api.Approval, error) {
 			last[key] = a
 			return nil
 		})
-	return last, err
+	return last, seq, err
 }
 
 // sortList orders a list: pending first (oldest first, the next to
@@ -412,8 +484,9 @@ func (s *Store) Approve(ctx context.Context, id string, approver access.Identity
 	if err != nil {
 		return api.Approval{}, err
 	}
-	if approver.User == a.Requester {
-		return api.Approval{}, fmt.Errorf("%w: %s requested %s", ErrSelfApproval, approver.User, id)
+	if access.SamePerson(approver.User, a.Requester) {
+		// One person, whichever of their role logins asked or signs.
+		return api.Approval{}, fmt.Errorf("%w: %s is the person who requested %s (as %s)", ErrSelfApproval, approver.User, id, a.Requester)
 	}
 	if password == "" {
 		return api.Approval{}, badField("password", "is required: signing re-authenticates the signer")

@@ -37,8 +37,9 @@ func call(t *testing.T, nc *nats.Conn, subject string, req, rep any) {
 }
 
 // startStack runs a stack on dataDir (random port, cheap hashes, no
-// console or metrics) until the test ends.
-func startStack(t *testing.T, dataDir string) (*Stack, Config) {
+// console or metrics) until the test ends; each of before changes it
+// before it runs.
+func startStack(t *testing.T, dataDir string, before ...func(*Stack)) (*Stack, Config) {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.DataDir, cfg.AnchorDir = dataDir, t.TempDir()
@@ -48,6 +49,9 @@ func startStack(t *testing.T, dataDir string) (*Stack, Config) {
 	s, err := New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range before {
+		f(s)
 	}
 	natstest.Run(t, "stack", s.Run)
 	select {

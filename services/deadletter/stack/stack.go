@@ -78,9 +78,10 @@ type Config struct {
 	// Default "anchors".
 	AnchorDir string
 	// PasswordCost is the bcrypt cost of the people's and the admin's
-	// password hashes made for a new data directory. Default
-	// bcrypt.DefaultCost; tests whose server runs under the race detector
-	// lower it (every connection of a person pays one check).
+	// password hashes. Default access.PasswordHashCost (the lowest: the
+	// passwords are 192 random bits; a wrong one costs the server about a
+	// millisecond). A data directory of an earlier version, hashed at a
+	// higher cost, is hashed again at start (same passwords).
 	PasswordCost int
 	// MetricsAddr is where /metrics is served (Prometheus text format), one
 	// registry for every service of the process. Default 127.0.0.1:9464;
@@ -216,6 +217,9 @@ type Stack struct {
 	// embCfg is the embedded server's configuration (reloaded with new
 	// people, see watchPeople).
 	embCfg embedded.Config
+	// loadedHook, when set (tests), runs in each reload of the people
+	// between reading the file and applying it.
+	loadedHook func()
 }
 
 // New prepares a stack; Run starts it.
@@ -294,20 +298,9 @@ func (s *Stack) Run(ctx context.Context) error {
 		secOpts = append(secOpts, access.WithBcryptCost(s.cfg.PasswordCost))
 	}
 	credsFile := filepath.Join(s.cfg.DataDir, CredentialsFile)
-	creds, err := access.LoadOrCreate(credsFile, access.DefaultPeople(), secOpts...)
+	creds, loaded, err := s.loadPeople(credsFile, secOpts)
 	if err != nil {
 		return err
-	}
-	// A data directory of an earlier version has one user per role: it
-	// gets the named people too, and its role users keep working until
-	// disabled (`deadletter people disable operator`).
-	if migrated, err := creds.MigrateLegacy(secOpts...); err != nil {
-		return err
-	} else if migrated {
-		if err := creds.Save(credsFile); err != nil {
-			return err
-		}
-		s.log.Info("added the named example people beside the role users of an earlier version; disable those with `deadletter people disable <role>`")
 	}
 	s.creds = creds
 	text, err := access.ServerConfig(creds)
@@ -335,6 +328,9 @@ func (s *Stack) Run(ctx context.Context) error {
 		return err
 	}
 	if err := s.writeContexts(); err != nil {
+		return err
+	}
+	if err := s.writeApplied(creds, loaded); err != nil {
 		return err
 	}
 	stopMetrics, err := s.serveMetrics(ctx)
@@ -499,7 +495,7 @@ func (s *Stack) Run(ctx context.Context) error {
 	if s.Console != nil {
 		g.Go(func() error { return s.Console.Run(gctx) })
 	}
-	g.Go(func() error { s.watchPeople(gctx, credsFile, secOpts); return nil })
+	g.Go(func() error { s.watchPeople(gctx, credsFile, secOpts, loaded); return nil })
 	err = s.waitStarted(gctx)
 	if err == nil && s.Console != nil {
 		select {
@@ -766,10 +762,70 @@ func tracingState() string {
 // file.
 const peopleReloadInterval = time.Second
 
+// AppliedFile is the name, in the data directory, of what the running
+// server enforces of the people (access.Applied, mode 0600), written after
+// each (re)load: `deadletter people ls` marks a change not applied yet.
+const AppliedFile = "people-applied.json"
+
+// loadPeople loads the credentials file at path (creating it, and adding
+// the named people to an earlier version's), holding its lock, and
+// returns them with the digest of the file as read before loading: a
+// change written after that read is seen as a change by the next look.
+func (s *Stack) loadPeople(path string, opts []access.Option) (*access.Secrets, string, error) {
+	unlock, err := access.LockFile(path)
+	if err != nil {
+		return nil, "", err
+	}
+	defer unlock()
+	raw, rerr := os.ReadFile(path)
+	creds, err := access.LoadOrCreate(path, access.DefaultPeople(), opts...)
+	if err != nil {
+		return nil, "", err
+	}
+	// A data directory of an earlier version has one user per role: it
+	// gets the named people too, and its role users keep working until
+	// disabled (`deadletter people disable operator`).
+	migrated, err := creds.MigrateLegacy(opts...)
+	if err != nil {
+		return nil, "", err
+	}
+	// Hashes of an earlier version, at bcrypt's default cost: every
+	// connect, a failed one too, cost the server ~0.1 s (issue #38, E11).
+	rehashed, err := creds.Rehash(opts...)
+	if err != nil {
+		return nil, "", err
+	}
+	if rehashed {
+		if err := creds.Save(path); err != nil {
+			return nil, "", err
+		}
+		s.log.Info("people's password hashes made again at the current cost (same passwords)")
+	}
+	if migrated {
+		if err := creds.Save(path); err != nil {
+			return nil, "", err
+		}
+		s.log.Info("added the named example people beside the role users of an earlier version; disable those with `deadletter people disable <role>`")
+	}
+	if rerr != nil {
+		// Created here, under the lock: the file is what was loaded.
+		return creds, fileDigest(path), nil
+	}
+	return creds, access.FileDigest(raw), nil
+}
+
+// writeApplied records that the server enforces creds, loaded from a
+// file of digest (AppliedFile).
+func (s *Stack) writeApplied(creds *access.Secrets, digest string) error {
+	return access.WriteApplied(filepath.Join(s.cfg.DataDir, AppliedFile), access.AppliedOf(creds, digest, time.Now()))
+}
+
 // watchPeople reloads the people when the credentials file changes
-// (`deadletter people add|disable|enable|rotate`), until ctx is done.
-func (s *Stack) watchPeople(ctx context.Context, path string, opts []access.Option) {
-	last := fileDigest(path)
+// (`deadletter people add|grant|disable|enable|rotate`), until ctx is
+// done. loaded is the digest of the file as last loaded: a change written
+// while a reload runs differs from the digest that reload read, and is
+// applied by the next.
+func (s *Stack) watchPeople(ctx context.Context, path string, opts []access.Option, loaded string) {
 	t := time.NewTicker(peopleReloadInterval)
 	defer t.Stop()
 	for {
@@ -779,15 +835,17 @@ func (s *Stack) watchPeople(ctx context.Context, path string, opts []access.Opti
 		case <-t.C:
 		}
 		cur := fileDigest(path)
-		if cur == last {
+		if cur == loaded {
 			continue
 		}
-		last = cur
-		if err := s.reloadPeople(path, opts); err != nil {
+		d, err := s.reloadPeople(path, opts)
+		if err != nil {
 			s.log.Warn("people not reloaded: the server keeps the previous users", "err", err)
+			// Tried again when the file changes again.
+			loaded = cur
 			continue
 		}
-		last = fileDigest(path) // as loading may have rewritten it
+		loaded = d
 	}
 }
 
@@ -798,31 +856,35 @@ var ErrRestartNeeded = errors.New("stack: the services' secrets changed: restart
 
 // reloadPeople loads the credentials file at path and applies its people
 // to the running server (a configuration reload, which closes the
-// connections of a disabled person and of a rotated password), and
-// rewrites the people's contexts. A new publisher's parties reach the
-// validator only at the next start.
-func (s *Stack) reloadPeople(path string, opts []access.Option) error {
-	next, err := access.LoadOrCreate(path, access.DefaultPeople(), opts...)
+// connections of a disabled person and of a rotated password), records
+// what the server now enforces (AppliedFile) and rewrites the people's
+// contexts. It returns the digest of the file as it read it (loadPeople).
+// A new publisher's parties reach the validator only at the next start.
+func (s *Stack) reloadPeople(path string, opts []access.Option) (string, error) {
+	next, digest, err := s.loadPeople(path, opts)
 	if err != nil {
-		return err
+		return "", err
+	}
+	if s.loadedHook != nil {
+		s.loadedHook()
 	}
 	cur := s.Secrets()
 	for _, name := range access.ServiceNames() {
 		if next.Users[name] != cur.Users[name] {
-			return fmt.Errorf("%w (user %s)", ErrRestartNeeded, name)
+			return "", fmt.Errorf("%w (user %s)", ErrRestartNeeded, name)
 		}
 	}
 	if next.ReplaySecret != cur.ReplaySecret || next.ApprovalSeed != cur.ApprovalSeed {
-		return ErrRestartNeeded
+		return "", ErrRestartNeeded
 	}
 	text, err := access.ServerConfig(next)
 	if err != nil {
-		return err
+		return "", err
 	}
 	cfg := s.embCfg
 	cfg.ConfigText = text
 	if err := embedded.Reload(s.srv, cfg); err != nil {
-		return err
+		return "", err
 	}
 	s.credsMu.Lock()
 	s.creds, s.embCfg = next, cfg
@@ -833,8 +895,11 @@ func (s *Stack) reloadPeople(path string, opts []access.Option) error {
 			active++
 		}
 	}
-	s.log.Info("people reloaded", "people", len(next.People), "active", active)
-	return s.writeContexts()
+	s.log.Info("people reloaded", "people", len(next.People), "active", active, "digest", digest)
+	if err := s.writeApplied(next, digest); err != nil {
+		return digest, err
+	}
+	return digest, s.writeContexts()
 }
 
 // fileDigest is the SHA-256 of the file at path ("" when unreadable).

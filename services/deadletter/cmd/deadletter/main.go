@@ -8,7 +8,7 @@
 // this machine (`make cluster`, package cluster). `deadletter downstream
 // --port 8080` serves a stand-in downstream system of record on loopback,
 // taken down and brought back with POST /down and /up (package downstream).
-// `deadletter people ls|add|disable|enable|rotate` manages the people of a
+// `deadletter people ls|add|grant|disable|enable|rotate` manages the people of a
 // data directory or a kit (docs/operations/people.md).
 package main
 

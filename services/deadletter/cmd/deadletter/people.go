@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"unicode"
@@ -20,7 +21,7 @@ import (
 
 // errPeopleUsage is returned for a `deadletter people` command line that
 // names no known action or lacks its argument.
-var errPeopleUsage = errors.New("usage: deadletter people ls|add|disable|enable|rotate [NAME] [--data-dir DIR | --kit DIR] [--role ROLE] [--display-name NAME] [--parties DOMAIN=PARTY,...]")
+var errPeopleUsage = errors.New("usage: deadletter people ls|add|grant|disable|enable|rotate [NAME] [--data-dir DIR | --kit DIR] [--role ROLE] [--display-name NAME] [--parties DOMAIN=PARTY,...] [--new-person]")
 
 // secretOptions are the options of the secrets the command loads and
 // generates (tests lower the bcrypt cost).
@@ -80,6 +81,7 @@ func runPeople(args []string, out io.Writer) error {
 	display := fs.String("display-name", "", "add: the person's name as written (any language), for listings")
 	parties := fs.String("parties", "", "add, for a publisher: the parties it may publish for, DOMAIN=PARTY[,DOMAIN=PARTY...] (e.g. pharmacy=BW4829137,dscsa=0614141*)")
 	asJSON := fs.Bool("json", false, "ls: print JSON (no secrets)")
+	newPerson := fs.Bool("new-person", false, "add: the person is not the existing person of the same name (two people called Chen Wei)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -103,11 +105,22 @@ func runPeople(args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return listPeople(out, sec.People, *asJSON)
+		return listPeople(out, sec, ps.applied(), *asJSON)
 	}
-	if name == "" || (action != "add" && (*role != "" || *display != "" || *parties != "")) {
+	switch {
+	case name == "",
+		action != "add" && action != "grant" && (*role != "" || *display != "" || *parties != ""),
+		action == "grant" && (*role == "" || *display != "" || *parties != ""),
+		action != "add" && *newPerson:
 		return errPeopleUsage
 	}
+	// One change at a time: a running server's reload and another
+	// `people` command wait (access.LockFile).
+	unlock, err := access.LockFile(ps.path)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	sec, err := ps.load()
 	if err != nil {
 		return err
@@ -121,7 +134,17 @@ func runPeople(args []string, out io.Writer) error {
 				return err
 			}
 		}
-		err = sec.AddPerson(p, by, secretOptions...)
+		opts := secretOptions
+		if *newPerson {
+			opts = append(slices.Clone(opts), access.DistinctPerson())
+		}
+		err = sec.AddPerson(p, by, opts...)
+	case "grant":
+		person := name
+		name, err = sec.Grant(person, access.Role(*role), by, secretOptions...)
+		if err == nil {
+			fmt.Fprintf(out, "%s holds the role %s as %s: the same person (never the approver of a request of theirs)\n", person, *role, name)
+		}
 	case "disable", "enable":
 		var changed bool
 		changed, err = sec.SetDisabled(name, action == "disable", by)
@@ -152,7 +175,7 @@ func runPeople(args []string, out io.Writer) error {
 	if p.Role == access.RolePublisher {
 		fmt.Fprintf(out, "a publisher's parties reach the validator when it restarts (%s)\n", kit.PublishersFile)
 	}
-	if action == "add" || action == "rotate" || action == "enable" {
+	if action == "add" || action == "grant" || action == "rotate" || action == "enable" {
 		where := filepath.Join(filepath.Dir(ps.path), stack.ContextsDir, name+".json") + " (written by the running server, or at its next start)"
 		if ps.kit != "" {
 			where = filepath.Join(ps.kit, kit.PasswordsDir, name) + " and " + filepath.Join(ps.kit, kit.ContextsDir, name+".json")
@@ -162,23 +185,68 @@ func runPeople(args []string, out io.Writer) error {
 	return nil
 }
 
-// listPeople prints the people: name, display name, role, state, and the
-// last change to the account.
-func listPeople(out io.Writer, people []access.Person, asJSON bool) error {
+// applied returns what the running server of a data directory enforces
+// (stack.AppliedFile), or nil: a kit's nodes are checked by provision
+// --check, and a data directory whose server never ran has none.
+func (ps peopleSource) applied() *access.Applied {
+	if ps.kit != "" {
+		return nil
+	}
+	a, err := access.LoadApplied(filepath.Join(filepath.Dir(ps.path), stack.AppliedFile))
+	if err != nil {
+		return nil
+	}
+	return &a
+}
+
+// listed is one person as `people ls --json` prints it: the entry, and
+// what the server does not enforce yet (Pending).
+type listed struct {
+	access.Person
+	// Pending says what of the entry the running server does not enforce
+	// yet (access.Applied.Pending); empty when it does.
+	Pending string `json:"pending,omitempty"`
+	// SecondIdentityOf names the person this user looks like a second
+	// identity of (access.Secrets.SecondIdentityOf): disable it and grant
+	// the role to that person.
+	SecondIdentityOf string `json:"second_identity_of,omitempty"`
+}
+
+// listPeople prints the people: name, person, display name, role, state
+// (as the running server enforces it, when applied says), and the last
+// change to the account.
+func listPeople(out io.Writer, sec *access.Secrets, applied *access.Applied, asJSON bool) error {
+	rows := make([]listed, len(sec.People))
+	for i, p := range sec.People {
+		rows[i].Person = p
+		if applied != nil {
+			rows[i].Pending = applied.Pending(sec, p)
+		}
+		if other, ok := sec.SecondIdentityOf(p); ok && p.Active() {
+			rows[i].SecondIdentityOf = other
+		}
+	}
 	if asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(people)
+		return enc.Encode(rows)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tDISPLAY NAME\tROLE\tSTATE\tLAST CHANGE")
-	for _, p := range people {
+	fmt.Fprintln(tw, "NAME\tPERSON\tDISPLAY NAME\tROLE\tSTATE\tLAST CHANGE")
+	for _, r := range rows {
+		p := r.Person
 		state := "active"
 		if p.Disabled {
 			state = "disabled"
 		}
+		if r.Pending != "" {
+			state += " (" + r.Pending + ")"
+		}
 		if p.Role != access.RolePublisher && p.Name == string(p.Role) {
 			state += " (role user of an earlier version: disable it once unused)"
+		}
+		if r.SecondIdentityOf != "" {
+			state += " (a second identity of " + printable(r.SecondIdentityOf) + "? disable it and `people grant " + printable(r.SecondIdentityOf) + " --role " + string(p.Role) + "`)"
 		}
 		last := "-"
 		if n := len(p.History); n > 0 {
@@ -188,9 +256,16 @@ func listPeople(out io.Writer, people []access.Person, asJSON bool) error {
 				last += " by " + h.By
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", printable(p.Name), printable(orDash(p.DisplayName)), printable(string(p.Role)), state, last)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", printable(p.Name), printable(orDash(access.PersonOf(p.Name))), printable(orDash(p.DisplayName)), printable(string(p.Role)), state, last)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if applied == nil {
+		return nil
+	}
+	fmt.Fprintf(out, "state as the server enforces it: applied %s (a running server applies a change within seconds; a stopped one at its next start)\n", applied.At.Format("2006-01-02 15:04:05Z"))
+	return nil
 }
 
 func parseParties(s string) (access.Parties, error) {
@@ -209,6 +284,8 @@ func pastTense(action string) string {
 	switch action {
 	case "add":
 		return "added"
+	case "grant":
+		return "granted"
 	case "rotate":
 		return "rotated the password of"
 	}
