@@ -387,3 +387,116 @@ func TestCorrectionReplaysOnItsSubject(t *testing.T) {
 		})
 	}
 }
+
+// TestCorrectionDryRun: a redrive's dry run answers the subject the
+// replay would be checked on, the gate's verdict there and whether a
+// second person would be needed, for corrections right and wrong, and
+// refuses what the redrive would refuse; no dry run writes a record or
+// publishes a replay.
+func TestCorrectionDryRun(t *testing.T) {
+	e := newEnv(t)
+	e.startRedriver(t, redriverConfig())
+	broken, fixed := misspelledShipping(t, "urn:uuid:c41e7a93-6f20-4b8d-a5e1-2d9f0b7c3e64")
+	shipment := marshal(t, broken)
+	e.publish(t, event{subject: subjects.Event(dscsa.Name, "shiping"), data: shipment})
+	ship := record.PayloadDLQID(dscsa.Name, subjects.Event(dscsa.Name, "shiping"), shipment)
+	rx := map[string]any{
+		"transaction_id": "TX-T10-DRY", "registrant_dea": "BW4829137", "ndc": "00406-0512-01",
+		"drug_name": `Hydrocodone & APAP <10/325> "Norco" — Apotheke Müller & Söhne 陈伟`,
+		"lot":       "LOT-T10-DRY", "expiry": "2026-09-30", "quantity_delta": "-30", "unit": "EA",
+		"event_type": "dispense", "dea_schedule": "2", "occurred_at": "2025-03-14T15:42:10Z", "actor_id": "RPH-0412",
+	}
+	dispense := marshal(t, rx)
+	e.publish(t, event{subject: subjects.Event(pharmacy.Name, "dispense"), data: dispense})
+	rxID := record.PayloadDLQID(pharmacy.Name, subjects.Event(pharmacy.Name, "dispense"), dispense)
+	for _, id := range []string{ship, rxID} {
+		e.waitState(t, id, func(st record.State) bool { return st.Class == record.ClassValidation }, "validation")
+	}
+	badSSCC := with(fixed, map[string]any{"epcList": []any{"https://id.gs1.org/00/303040940000098717"}})
+	const reason = `per the ASN of "Müller & Söhne" <Spedition> & 陈伟`
+	for _, tc := range []struct {
+		name    string
+		id      string
+		req     api.RedriveRequest
+		payload []byte
+		// noReason sends the correction without its reason.
+		noReason bool
+		code     string // the request's error code, or ""
+		want     api.RedriveCheck
+	}{
+		{name: "bizStep corrected", id: ship, payload: marshal(t, fixed),
+			want: api.RedriveCheck{Subject: "events.dscsa.shipping", EventType: "shipping", OK: true, ApprovalRequired: true,
+				IdentityChanges: []string{approval.FieldEventType}}},
+		{name: "bizStep corrected as a GS1 web URI", id: ship, payload: marshal(t, with(fixed, map[string]any{"bizStep": "https://ref.gs1.org/cbv/BizStep-shipping"})),
+			want: api.RedriveCheck{Subject: "events.dscsa.shipping", EventType: "shipping", OK: true, ApprovalRequired: true,
+				IdentityChanges: []string{approval.FieldEventType}}},
+		{name: "bizStep still misspelled", id: ship, payload: marshal(t, with(broken, map[string]any{"example:carrier": "Spedition <Nord> & Co"})),
+			want: api.RedriveCheck{Subject: "events.dscsa.shiping", EventType: "shiping", Code: string(dscsa.InvalidBizStep)}},
+		{name: "bizStep corrected, an SSCC's check digit wrong", id: ship, payload: marshal(t, badSSCC),
+			want: api.RedriveCheck{Subject: "events.dscsa.shipping", EventType: "shipping", Code: string(dscsa.InvalidEPC), ApprovalRequired: true,
+				IdentityChanges: []string{approval.FieldOrderingKey, approval.FieldEventType}}},
+		{name: "pharmacy schedule corrected, same subject and identity", id: rxID, payload: marshal(t, with(rx, map[string]any{"dea_schedule": "II"})),
+			want: api.RedriveCheck{Subject: "events.pharmacy.dispense", EventType: "dispense", OK: true}},
+		{name: "pharmacy original with include_validation", id: rxID, req: api.RedriveRequest{IncludeValidation: true},
+			want: api.RedriveCheck{Subject: "events.pharmacy.dispense", EventType: "dispense", Code: string(pharmacy.InvalidDEASchedule)}},
+		{name: "pharmacy original, validation class", id: rxID, code: api.ErrNotRedrivable},
+		{name: "no reason", id: ship, payload: marshal(t, fixed), noReason: true, code: api.ErrBadRequest},
+		{name: "payload no object", id: ship, payload: []byte(`["urn:epcglobal:cbv:bizstep:shipping"]`), code: api.ErrBadRequest},
+		{name: "unknown chain", id: "dscsa_0123456789abcdef0123456789abcdef", payload: marshal(t, fixed), code: api.ErrNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := tc.req
+			req.DLQID, req.DryRun = tc.id, true
+			if !tc.noReason && tc.payload != nil {
+				req.Reason = reason
+			}
+			body := marshal(t, req)
+			if tc.payload != nil {
+				body = redriveBody(t, req, tc.payload)
+			}
+			data, code := e.request(t, api.Redrive, body)
+			if code != tc.code {
+				t.Fatalf("code %q (%s), want %q", code, data, tc.code)
+			}
+			if tc.code != "" {
+				return
+			}
+			var rep api.RedriveReply
+			if err := json.Unmarshal(data, &rep); err != nil {
+				t.Fatal(err)
+			}
+			c := rep.Check
+			orig := map[string]string{ship: "shiping", rxID: "dispense"}[tc.id]
+			if c == nil || c.Subject != tc.want.Subject || c.EventType != tc.want.EventType || c.OriginalEventType != orig || c.OK != tc.want.OK ||
+				c.Code != tc.want.Code || (c.Code != "") == (c.Detail == "") || c.ApprovalRequired != tc.want.ApprovalRequired ||
+				!slices.Equal(c.IdentityChanges, tc.want.IdentityChanges) || rep.Outcome != "" || rep.Status != string(record.StatusOpen) {
+				t.Fatalf("dry run %+v check %+v, want %+v", rep, c, tc.want)
+			}
+		})
+	}
+	for _, id := range []string{ship, rxID} {
+		if recs, _, err := e.chain(t, id); err != nil || len(recs) != 1 {
+			t.Errorf("%s: dry runs left %d records (%v), want 1", id, len(recs), err)
+		}
+	}
+	es, err := e.js.Stream(context.Background(), subjects.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := es.Info(context.Background(), jetstream.WithSubjectFilter(subjects.RedrivenAll))
+	if err != nil || len(info.State.Subjects) != 0 {
+		t.Errorf("replays published by dry runs: %v (%v)", info.State.Subjects, err)
+	}
+
+	t.Run("resolved", func(t *testing.T) {
+		var rep api.RedriveReply
+		e.requestJSON(t, api.Redrive, api.RedriveRequest{DLQID: rxID, Payload: marshal(t, with(rx, map[string]any{"dea_schedule": "II"})), Reason: reason}, &rep)
+		if rep.Outcome != api.OutcomeReplayed {
+			t.Fatalf("redrive %+v", rep)
+		}
+		data, code := e.request(t, api.Redrive, redriveBody(t, api.RedriveRequest{DLQID: rxID, Reason: reason, DryRun: true}, dispense))
+		if code != api.ErrNotRedrivable {
+			t.Fatalf("dry run of a resolved event: %q %s, want %s", code, data, api.ErrNotRedrivable)
+		}
+	})
+}
