@@ -4,7 +4,11 @@
 // it may then need a second person's approval, an Approver) or is the
 // execution of a signed approval. A held event is never corrected,
 // replayed, released or dismissed. The replay itself is the replay part's
-// (replay.Replayer).
+// (replay.Replayer), and so is the subject it takes: a correction is
+// replayed on the event type its payload names (replay.Replayer.Target).
+// A redrive's dry run (api.RedriveRequest.DryRun) answers, writing
+// nothing, that subject, the gate's verdict there and whether a second
+// person would be needed (a Decider).
 //
 // Redrives checks no caller: the redriver's handlers do, and pass the
 // identity they serve the request as (its Actor the caller).
