@@ -328,7 +328,9 @@ func TestCorrectionReplaysOnItsSubject(t *testing.T) {
 				OK: true, ApprovalRequired: true, IdentityChanges: tc.identityChanges}
 			_, want.OriginalEventType, _ = subjects.ParseEvent(tc.source)
 			var dry api.RedriveReply
+			began := time.Now()
 			e.ok(t, corrOperator, api.Redrive, redriveBody(t, api.RedriveRequest{DLQID: id, Reason: reason, DryRun: true}, tc.fixed), &dry)
+			t.Logf("dry run answered in %s", time.Since(began).Round(100*time.Microsecond))
 			if c := dry.Check; c == nil || c.Subject != want.Subject || c.Domain != want.Domain || c.EventType != want.EventType ||
 				c.OriginalEventType != want.OriginalEventType || !c.OK || c.Code != "" || !c.ApprovalRequired || len(c.ApprovalReasons) == 0 ||
 				!slices.Equal(c.IdentityChanges, want.IdentityChanges) || dry.Outcome != "" || dry.Status != string(record.StatusOpen) {
@@ -345,6 +347,9 @@ func TestCorrectionReplaysOnItsSubject(t *testing.T) {
 				t.Fatalf("redrive with the correction: %v, want %s naming %s", err, api.ErrApprovalRequired, approval.FieldEventType)
 			}
 			var signed api.ApprovalReply
+			defer func(began time.Time) {
+				t.Logf("approval.approve (re-authentication, signature, correction, replay committed) answered in %s", time.Since(began).Round(time.Millisecond))
+			}(time.Now())
 			e.ok(t, corrApprover, api.ApprovalApprove, api.ApprovalDecisionRequest{ID: ae.Approval.ID,
 				Meaning: "checked against the shipment's ASN", Password: api.Password(e.sec.Secrets.Users[corrApprover].Password)}, &signed)
 			if signed.Approval.Status != api.ApprovalExecuted || signed.Approval.Outcome != api.OutcomeReplayed {
