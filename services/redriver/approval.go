@@ -4,8 +4,10 @@ import (
 	"context"
 
 	"github.com/deadletter/deadletter/services/redriver/approvals"
+	"github.com/deadletter/deadletter/services/redriver/single"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/endpoint"
 )
 
@@ -80,6 +82,24 @@ func (s *Service) handlePolicySet(ctx context.Context, m endpoint.Meta, req api.
 		return api.PolicyReply{}, err
 	}
 	return s.approvalDesk.SetPolicy(ctx, who, req)
+}
+
+// policyDecider answers a dry run's question whether an action would need
+// a second person: the policy in force (the approvals part's) under the
+// rule Desk.Require applies (approval.Needs), creating nothing.
+type policyDecider struct{ desk *approvals.Desk }
+
+var _ single.Decider = policyDecider{}
+
+// Decide is approval.Needs under the policy in force; it fails closed
+// (UNAVAILABLE) when the policy cannot be read.
+func (p policyDecider) Decide(ctx context.Context, action approval.Action) (approval.Decision, error) {
+	pol, err := p.desk.Policy(ctx)
+	if err != nil {
+		return approval.Decision{}, err
+	}
+	dec, err := approval.Needs(pol.Policy, action)
+	return dec, approval.APIError(err)
 }
 
 // executor executes signed approvals' actions for the approvals part.

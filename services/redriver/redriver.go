@@ -153,7 +153,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 		ReauthURLs: cfg.ReauthURLs, ReauthOptions: cfg.ReauthOptions,
 		Limits:    approval.Limits{PerRequester: cfg.MaxPendingPerRequester, PerChain: cfg.MaxPendingPerChain},
 		Failpoint: cfg.Failpoint, Refused: m.approvalsRefused, Alert: func(ev notify.Event) { s.alerts.Publish(ev) }, Exec: executor{s}}
-	s.redrives = &single.Redrives{Replayer: s.replayer, Approver: s.approvalDesk, Tracer: s.tr, Log: log,
+	s.redrives = &single.Redrives{Replayer: s.replayer, Approver: s.approvalDesk, Decider: policyDecider{s.approvalDesk}, Tracer: s.tr, Log: log,
 		RedriveWait: cfg.RedriveWait, OutcomeTimeout: cfg.OutcomeTimeout, Outcomes: m.outcomes, Spawn: s.spawn}
 	s.drainRunner = drains.New(drains.Config{InstanceID: cfg.InstanceID, DefaultRatePerSecond: cfg.DefaultRatePerSecond,
 		DefaultConcurrency: cfg.DefaultConcurrency, MaxConcurrency: cfg.MaxConcurrency, MaxDrains: cfg.MaxDrains, DrainLease: cfg.DrainLease,

@@ -14,7 +14,8 @@ import (
 
 // handleRedrive replays one event, after storing its correction if one is
 // given. It answers with the outcome observed within RedriveWait, or
-// pending; observation then continues in the background.
+// pending; observation then continues in the background. With dry_run it
+// answers the check of the redrive (api.RedriveCheck) and changes nothing.
 func (s *Service) handleRedrive(ctx context.Context, m endpoint.Meta, req api.RedriveRequest) (api.RedriveReply, error) {
 	id, err := s.caller(m, req.Actor)
 	if err != nil {

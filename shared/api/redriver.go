@@ -588,6 +588,48 @@ type RedriveRequest struct {
 	// authenticated caller (see DrainStartRequest.Actor).
 	Actor  string `json:"actor,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// DryRun checks the redrive as it would run and changes nothing: no
+	// record is written, no approval is created, nothing is published.
+	// The reply's Check says on which subject the replay would be checked
+	// (the one the corrected payload names), what the gate answers there,
+	// and whether a second person's approval would be needed. A request
+	// the redrive would refuse (held, poison, in flight, resolved, not
+	// redrivable) is refused the same way.
+	DryRun bool `json:"dry_run,omitempty"`
+}
+
+// RedriveCheck is a redrive's dry run (RedriveRequest.DryRun).
+type RedriveCheck struct {
+	// Subject is the events subject the replay is checked on, as a
+	// publisher would publish it: events.<domain>.<event_type>, the event
+	// type the effective payload names (a DSCSA bizStep, an FSMA CTE type,
+	// a pharmacy event type) when it is a correction that names one, else
+	// the original's. The replay itself is published on
+	// redriven.<domain>.<event_type>.<dlq_id>.<n> of the same domain and
+	// type.
+	Subject   string `json:"subject"`
+	Domain    string `json:"domain"`
+	EventType string `json:"event_type"`
+	// OriginalEventType is the event type of the original's subject:
+	// another than EventType when the correction changes what selects the
+	// event's subject.
+	OriginalEventType string `json:"original_event_type"`
+	// OK: the gate accepts the payload on Subject. Otherwise Code and
+	// Detail are its refusal, as the replay would be quarantined again.
+	OK     bool   `json:"ok"`
+	Code   string `json:"code,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	// Document: the payload is a whole EPCIS document, checked event by
+	// event (Code and Detail name the first event refused, by position).
+	Document bool `json:"document,omitempty"`
+	// IdentityChanges names the identity fields a correction changes
+	// (idempotency_key, ordering_key, domain, event_type: names only).
+	IdentityChanges []string `json:"identity_changes,omitempty"`
+	// ApprovalRequired: under the policy in force the redrive would wait
+	// for a second person (answered APPROVAL_REQUIRED with a pending
+	// approval); ApprovalReasons name the rules that matched.
+	ApprovalRequired bool     `json:"approval_required"`
+	ApprovalReasons  []string `json:"approval_reasons,omitempty"`
 }
 
 // RedriveReply is the outcome of a redrive (OutcomePending when it was not
@@ -604,6 +646,9 @@ type RedriveReply struct {
 	// committed (outcome replayed); zero otherwise (a replay is published
 	// into EVENTS directly, and this is its sequence there).
 	EventsSeq uint64 `json:"events_seq,omitempty"`
+	// Check is a dry run's answer (RedriveRequest.DryRun); Outcome is then
+	// empty and Status and Class are the chain's as it stands.
+	Check *RedriveCheck `json:"check,omitempty"`
 }
 
 // DismissRequest closes a chain for good without committing its event

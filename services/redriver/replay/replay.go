@@ -20,7 +20,6 @@ import (
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/failpoint"
-	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/hold"
 	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/record"
@@ -336,12 +335,12 @@ func (r *Replayer) sameAsCommitted(ctx context.Context, p prepared, ks idempoten
 
 // prepare derives replay n of chain id, of state st: the effective payload
 // (the latest correction, else the original), its subject
-// (redriven.<domain>.<type>.<id>.<n>, subjects.Redriven, of the
-// original's domain and type, or, for a correction whose event type
-// changed, of the type the domain's checker derives) and its idempotency
-// key: the one the validator derived when the
-// event failed (stored in the chain), else (a correction, or an original
-// that never passed the gate) by the gate now.
+// (redriven.<domain>.<type>.<id>.<n>, subjects.Redriven, of the domain
+// and type Target names: the original's, or the one a correction's
+// payload names) and its idempotency key: the one the validator derived
+// when the event failed (stored in the chain), else (a correction, or an
+// original that never passed the gate) by the gate now, on the events
+// subject of that domain and type.
 func (r *Replayer) prepare(st record.State, id string, n int) (prepared, error) {
 	if !subjects.ValidToken(id) {
 		return prepared{}, fmt.Errorf("redriver: the dlq id is not a subject token")
@@ -350,18 +349,9 @@ func (r *Replayer) prepare(st record.State, id string, n int) (prepared, error) 
 	if err != nil {
 		return prepared{}, err
 	}
-	dom, typ, ok := subjects.ParseEvent(st.SourceSubject)
-	if !ok {
-		return prepared{}, fmt.Errorf("redriver: source subject is not an events subject")
-	}
-	if st.Corrected {
-		if c, ok := r.checkers[st.Domain]; ok {
-			if doc, err := gate.Decode(data); err == nil {
-				if t, err := c.EventType(doc); err == nil && t != "" {
-					dom, typ = st.Domain, t
-				}
-			}
-		}
+	dom, typ, err := r.Target(st, data, st.Corrected)
+	if err != nil {
+		return prepared{}, err
 	}
 	// Replays go to their own subject, which only the redriver may
 	// publish to: only there does the validator honour the redrive

@@ -4,7 +4,11 @@
 // it may then need a second person's approval, an Approver) or is the
 // execution of a signed approval. A held event is never corrected,
 // replayed, released or dismissed. The replay itself is the replay part's
-// (replay.Replayer).
+// (replay.Replayer), and so is the subject it takes: a correction is
+// replayed on the event type its payload names (replay.Replayer.Target).
+// A redrive's dry run (api.RedriveRequest.DryRun) answers, writing
+// nothing, that subject, the gate's verdict there and whether a second
+// person would be needed (a Decider).
 //
 // Redrives checks no caller: the redriver's handlers do, and pass the
 // identity they serve the request as (its Actor the caller).
@@ -40,6 +44,13 @@ type Approver interface {
 	Require(ctx context.Context, who access.Identity, action approval.Action, req approval.Request) error
 }
 
+// Decider decides, creating nothing, whether an action would need a
+// second person under the policy in force: the dry run's answer. It is
+// the same rule Approver applies (approval.Needs).
+type Decider interface {
+	Decide(ctx context.Context, action approval.Action) (approval.Decision, error)
+}
+
 // Asker is the person asking for an action that may need approval, with
 // the request as received (kept byte for byte to execute once approved).
 // A nil *Asker is the execution of a signed approval.
@@ -57,8 +68,10 @@ type Redrives struct {
 	Replayer *replay.Replayer
 	// Holds returns the active legal holds.
 	Holds replay.HoldsFunc
-	// Approver decides on second persons.
+	// Approver decides on second persons; Decider answers a dry run's
+	// question whether one would be needed.
 	Approver Approver
+	Decider  Decider
 	// Tracer starts the lifecycle spans; Log logs ids and codes only.
 	Tracer telemetry.Tracer
 	Log    *slog.Logger
@@ -113,6 +126,9 @@ func (r *Redrives) Redrive(ctx context.Context, req api.RedriveRequest, ask *Ask
 	}
 	if err := hold.Refuse(ch.State, holds); err != nil {
 		return api.RedriveReply{}, err
+	}
+	if req.DryRun && ap == nil {
+		return r.dryRun(ctx, ch, req)
 	}
 	rep := api.RedriveReply{DLQID: req.DLQID}
 	exp := len(ch.Records)
@@ -184,6 +200,50 @@ func (r *Redrives) Redrive(ctx context.Context, req api.RedriveRequest, ask *Ask
 	}
 	r.Outcomes.WithLabelValues(orError(res.Outcome)).Inc()
 	return rep, nil
+}
+
+// dryRun answers a redrive's dry run on chain ch (read and checked
+// against the legal holds just before): the subject the replay would be
+// checked on, the gate's verdict there and, for a correction, the
+// identity fields it changes and whether the policy asks for a second
+// person. It writes nothing and refuses what the redrive would refuse: a
+// poison, resolved or redriving event, or a validation-class one replayed
+// without a correction or include_validation.
+func (r *Redrives) dryRun(ctx context.Context, ch chain.Chain, req api.RedriveRequest) (api.RedriveReply, error) {
+	st := ch.State
+	switch st.Status {
+	case record.StatusPoison:
+		return api.RedriveReply{}, api.Errorf(api.ErrPoisoned, "the event is poison: release it first")
+	case record.StatusRedriving:
+		return api.RedriveReply{}, api.Errorf(api.ErrConflict, "a replay of this event is in flight")
+	case record.StatusResolved:
+		return api.RedriveReply{}, api.Errorf(api.ErrNotRedrivable, "the event is resolved")
+	}
+	payload, corrected := []byte(req.Payload), len(req.Payload) > 0
+	if !corrected {
+		if !st.Redrivable(req.IncludeValidation) {
+			return api.RedriveReply{}, api.Errorf(api.ErrNotRedrivable, "a %s event is replayed only with a correction or include_validation", st.Class)
+		}
+		b, err := st.Payload.Bytes()
+		if err != nil {
+			return api.RedriveReply{}, api.Wrap(api.ErrNotRedrivable, err, "the event's payload cannot be read from its chain")
+		}
+		payload, corrected = b, st.Corrected
+	}
+	chk, err := r.Replayer.Check(st, payload, corrected)
+	if err != nil {
+		return api.RedriveReply{}, api.Wrap(api.ErrNotRedrivable, err, "the event's original subject names no domain and event type to replay on")
+	}
+	if len(req.Payload) > 0 {
+		dec, err := r.Decider.Decide(ctx, r.correction(ch, req.Payload))
+		if err != nil {
+			return api.RedriveReply{}, err
+		}
+		chk.ApprovalRequired, chk.ApprovalReasons, chk.IdentityChanges = dec.Needed, dec.Reasons, dec.DiffFields()
+	}
+	r.Log.Info("redrive dry run", "dlq_id", req.DLQID, "domain", ch.Domain, "corrected", len(req.Payload) > 0, "ok", chk.OK, "code", chk.Code,
+		"subject_changed", chk.EventType != chk.OriginalEventType, "approval_required", chk.ApprovalRequired, "actor", req.Actor)
+	return api.RedriveReply{DLQID: req.DLQID, Status: string(st.Status), Class: string(st.Class), RedriveCount: st.RedriveCount, Check: &chk}, nil
 }
 
 func orError(outcome string) string {
