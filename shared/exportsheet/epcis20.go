@@ -317,8 +317,9 @@ func validOffset(s string) bool {
 }
 
 // schemaFailure names the first rule an event breaks: the member (a JSON
-// pointer of member names) and the schema keyword, never the value, with
-// the code of the member (the domain's where it has one).
+// pointer of member names and indexes) and the schema keyword, or the
+// members missing, never a value, with the code of the member (the
+// domain's where it has one).
 func schemaFailure(err error) error {
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
@@ -340,11 +341,24 @@ func schemaFailure(err error) error {
 	}
 	kw := leaf.KeywordLocation[strings.LastIndexByte(leaf.KeywordLocation, '/')+1:]
 	member, _, _ := strings.Cut(strings.TrimPrefix(at, "/"), "/")
+	detail := fmt.Sprintf("EPCIS 2.0 JSON: %s breaks the rule %q", at, kw)
+	switch {
+	case strings.Contains(leaf.KeywordLocation, "/propertyNames"):
+		// The member's name is the payload's: named by its location.
+		return codes.Wrap(codes.SchemaValidation, ErrNotEPCIS20,
+			fmt.Sprintf("EPCIS 2.0 JSON: the member %s is not one this event type has, nor a URI naming an extension", at))
+	case kw == "required":
+		// The message names the schema's members, never the payload's values.
+		detail = fmt.Sprintf("EPCIS 2.0 JSON: %s lacks a member it requires (%s)", at, leaf.Message)
+		if m := strings.TrimPrefix(leaf.Message, "missing properties: "); m != leaf.Message {
+			member, _, _ = strings.Cut(strings.Trim(m, "'"), "'")
+		}
+	}
 	code := codes.SchemaValidation
 	switch member {
 	case "bizStep":
 		code = dscsa.InvalidBizStep
-	case "eventTime", "eventTimeZoneOffset", "recordTime":
+	case "eventTime", "eventTimeZoneOffset", "recordTime", "declarationTime":
 		code = codes.UnparseableEventTime
 	case "epcList", "childEPCs", "inputEPCList", "outputEPCList":
 		code = dscsa.InvalidEPC
@@ -357,7 +371,7 @@ func schemaFailure(err error) error {
 			code = codes.UnparseableEventTime
 		}
 	}
-	return codes.Wrap(code, ErrNotEPCIS20, fmt.Sprintf("EPCIS 2.0 JSON: %s breaks the rule %q", at, kw))
+	return codes.Wrap(code, ErrNotEPCIS20, detail)
 }
 
 // object is a JSON object that keeps its members' order.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -404,5 +405,30 @@ func TestEPCISSchemaRefuses(t *testing.T) {
 				t.Errorf("valid = %v, want %v: %v", err == nil, tc.ok, err)
 			}
 		})
+	}
+}
+
+// TestEPCISValidExamples: every DSCSA event the gate takes (the schema
+// examples the validator's tests commit) is written as EPCIS 2.0 JSON, so
+// a valid event in quarantine for a transient failure always goes back to
+// its partner.
+func TestEPCISValidExamples(t *testing.T) {
+	files, err := filepath.Glob("../../schemas/testdata/dscsa/valid/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	var b EPCISBuilder
+	for i, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Add(chainOf(t, i, "dscsa", "shipping", string(data)))
+	}
+	for _, r := range b.Refused {
+		t.Errorf("chain %s refused: %v", r.DLQID, r.Err)
+	}
+	if b.Events() != len(files) {
+		t.Fatalf("%d of %d events written", b.Events(), len(files))
 	}
 }
