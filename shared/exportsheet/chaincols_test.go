@@ -94,6 +94,25 @@ func resolved(prev record.Record) record.Record {
 	return r
 }
 
+// sourceDocument is the provenance of the first chain of
+// chainColumnChains: an event read from an EPCIS document.
+var sourceDocument = &envelope.Document{ID: `RET-2025-0042 <Müller & Söhne> "Nord" 陈伟`, SHA256: strings.Repeat("ab", 32), Format: "xml",
+	Index: 4_811, Count: 10_000, Stream: "EVENTS", Seq: 7, Offset: 100, Length: 50}
+
+// chainColumnChains are chains whose sheets have chain columns: two DSCSA
+// events, one read from a document (sourceDocument), one published alone;
+// two pharmacy events corrected, one with a second person's approval and
+// then resolved, one without (the policy waived it).
+func chainColumnChains(tb testing.TB) []api.ExportChain {
+	fixed := strings.Replace(pharmacyEvent, "55150-123-1", "55150-123-10", 1)
+	return []api.ExportChain{
+		chainWith(tb, 20, "dscsa", dscsaExample, sourceDocument),
+		chainWith(tb, 21, "dscsa", dscsaExample, nil),
+		chainWith(tb, 22, "pharmacy", pharmacyEvent, nil, approved("Priya Raman", "陈伟"), corrected("Priya Raman", fixed), resolved),
+		chainWith(tb, 23, "pharmacy", pharmacyEvent, nil, corrected("Amara O'Kafor", fixed)),
+	}
+}
+
 const pharmacyEvent = `{"transaction_id":"INV-2025-0183","registrant_dea":"BW4829137","ndc":"55150-123-1","lot":"C4410B","expiry":"2026-09-30",` +
 	`"quantity_delta":"-20","unit":"EA","event_type":"transfer_out","dea_schedule":"II","occurred_at":"2025-03-14T10:42:10.250-05:00",` +
 	`"actor_id":"Pharmacie Saint-Étienne & Fils"}`
@@ -105,15 +124,8 @@ const pharmacyEvent = `{"transaction_id":"INV-2025-0183","registrant_dea":"BW482
 // did not write it reads the file (zip and encoding/xml, not excelize)
 // and in the CSV.
 func TestChainColumns(t *testing.T) {
-	fixed := strings.Replace(pharmacyEvent, "55150-123-1", "55150-123-10", 1)
-	doc := &envelope.Document{ID: `RET-2025-0042 <Müller & Söhne> "Nord" 陈伟`, SHA256: strings.Repeat("ab", 32), Format: "xml",
-		Index: 4_811, Count: 10_000, Stream: "EVENTS", Seq: 7, Offset: 100, Length: 50}
-	chains := []api.ExportChain{
-		chainWith(t, 0, "dscsa", dscsaExample, doc),
-		chainWith(t, 1, "dscsa", dscsaExample, nil), // published alone
-		chainWith(t, 2, "pharmacy", pharmacyEvent, nil, approved("Priya Raman", "陈伟"), corrected("Priya Raman", fixed), resolved),
-		chainWith(t, 3, "pharmacy", pharmacyEvent, nil, corrected("Amara O'Kafor", fixed)), // the policy waived the approval
-	}
+	chains := chainColumnChains(t)
+	doc := sourceDocument
 	var b Builder
 	for _, c := range chains {
 		b.Add(c)
@@ -132,7 +144,7 @@ func TestChainColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	corrAt := time.Date(2025, 3, 13, 4, 32, 0, 123e6, time.UTC) // chain 2 (02:32), its record 2 two hours on
+	corrAt := time.Date(2025, 3, 13, 4, 52, 0, 123e6, time.UTC) // chain 22 (02:52), its record 2 two hours on
 	for _, tc := range []struct {
 		name, sheet string
 		row         int // 1-based data row of the sheet
