@@ -340,7 +340,12 @@ func schemaFailure(err error) error {
 		at = "/"
 	}
 	kw := leaf.KeywordLocation[strings.LastIndexByte(leaf.KeywordLocation, '/')+1:]
-	member, _, _ := strings.Cut(strings.TrimPrefix(at, "/"), "/")
+	rel := at // the location in the event, in a document too
+	if r, ok := strings.CutPrefix(at, "/epcisBody/eventList/"); ok {
+		_, rel, _ = strings.Cut(r, "/")
+		rel = "/" + rel
+	}
+	member, _, _ := strings.Cut(strings.TrimPrefix(rel, "/"), "/")
 	detail := fmt.Sprintf("EPCIS 2.0 JSON: %s breaks the rule %q", at, kw)
 	switch {
 	case strings.Contains(leaf.KeywordLocation, "/propertyNames"):
@@ -367,7 +372,7 @@ func schemaFailure(err error) error {
 	case "readPoint", "bizLocation":
 		code = dscsa.InvalidLocation
 	case "errorDeclaration":
-		if strings.HasPrefix(at, "/errorDeclaration/declarationTime") {
+		if strings.HasPrefix(rel, "/errorDeclaration/declarationTime") {
 			code = codes.UnparseableEventTime
 		}
 	}
@@ -545,5 +550,27 @@ func encodeString(b *bytes.Buffer, s string) error {
 		return err
 	}
 	b.Truncate(b.Len() - 1) // Encode's newline
+	return nil
+}
+
+// CheckEPCIS checks an EPCIS JSON document against the rules of GS1's
+// EPCIS 2.0 JSON Schema that WriteEPCIS meets (epcis2.schema.json): nil
+// when it passes, else an error wrapping ErrNotEPCIS20 whose code and
+// detail name the first rule broken (a member and a keyword, never a
+// value). A reader of an export (a test, a partner's side) uses it.
+func CheckEPCIS(doc []byte) error {
+	x, err := newEPCIS20()
+	if err != nil {
+		return codes.Wrap(codes.Internal, err, "the EPCIS 2.0 rules cannot be read")
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return codes.Wrap(codes.MalformedJSON, errors.Join(ErrNotEPCIS20, err), "the document is not JSON")
+	}
+	if err := x.document.Validate(v); err != nil {
+		return schemaFailure(err)
+	}
 	return nil
 }

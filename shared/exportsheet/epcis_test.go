@@ -83,18 +83,11 @@ func TestWriteEPCIS(t *testing.T) {
 	}
 
 	t.Run("schema", func(t *testing.T) {
-		x, err := newEPCIS20()
-		if err != nil {
-			t.Fatal(err)
+		if err := CheckEPCIS(out.Bytes()); err != nil {
+			t.Fatalf("%v\n%s", err, out.Bytes())
 		}
-		var doc any
-		dec := json.NewDecoder(bytes.NewReader(out.Bytes()))
-		dec.UseNumber()
-		if err := dec.Decode(&doc); err != nil {
-			t.Fatal(err)
-		}
-		if err := x.document.Validate(doc); err != nil {
-			t.Fatalf("%#v\n%s", err, out.Bytes())
+		if err := CheckEPCIS(bytes.Replace(out.Bytes(), []byte(`"bizStep":"shipping"`), []byte(`"bizStep":"urn:epcglobal:cbv:bizstep:shipping"`), 1)); codes.Of(err) != dscsa.InvalidBizStep {
+			t.Errorf("a CBV 1.2 URN passes CheckEPCIS: %v", err)
 		}
 	})
 
