@@ -86,8 +86,11 @@ func (v vocabulary) bare(s string) string {
 // epcis20 converts events to the forms EPCIS 2.0 JSON requires and checks
 // them against epcis2Schema.
 type epcis20 struct {
-	// event checks one event, document a whole document.
-	event, document *jsonschema.Schema
+	// event checks one event, document a whole document; common and
+	// types check an event of an EPCIS event type without the schema's
+	// dispatch on the type (its members every event has, then its type's).
+	event, document, common *jsonschema.Schema
+	types                   map[string]*jsonschema.Schema
 	// The vocabularies whose terms EPCIS 2.0 JSON writes bare.
 	bizStep, disposition, btt, sdt, reason, component vocabulary
 	measurement, alert                                vocabulary
@@ -108,6 +111,16 @@ func newEPCIS20() (*epcis20, error) {
 	if err != nil {
 		return nil, err
 	}
+	common, err := c.Compile(epcis2SchemaURL + "#/definitions/common")
+	if err != nil {
+		return nil, err
+	}
+	types := map[string]*jsonschema.Schema{}
+	for _, t := range []string{"ObjectEvent", "AggregationEvent", "TransactionEvent", "TransformationEvent", "AssociationEvent"} {
+		if types[t], err = c.Compile(epcis2SchemaURL + "#/definitions/" + t); err != nil {
+			return nil, err
+		}
+	}
 	var s struct {
 		Definitions map[string]struct {
 			AnyOf []struct {
@@ -127,7 +140,7 @@ func newEPCIS20() (*epcis20, error) {
 		}
 		return m
 	}
-	x := &epcis20{event: ev, document: doc,
+	x := &epcis20{event: ev, document: doc, common: common, types: types,
 		bizStep:     vocabulary{words: words("bizStep"), prefixes: cbvPrefixes("bizstep", "BizStep")},
 		disposition: vocabulary{words: words("disposition"), prefixes: cbvPrefixes("disp", "Disp")},
 		btt:         vocabulary{words: words("bizTransactionType"), prefixes: cbvPrefixes("btt", "BTT")},
@@ -166,8 +179,8 @@ func (x *epcis20) convert(data []byte) ([]byte, error) {
 		return nil, codes.Wrap(codes.NotAnObject, ErrNotEPCIS20, "the event is not a JSON object")
 	}
 	changed := x.rewrite(ev)
-	if err := x.event.Validate(ev.plain()); err != nil {
-		return nil, schemaFailure(err)
+	if err := x.check(ev); err != nil {
+		return nil, err
 	}
 	if !changed {
 		return bytes.TrimSpace(data), nil
@@ -177,6 +190,24 @@ func (x *epcis20) convert(data []byte) ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// check checks one event against the schema's event rules: an event of
+// an EPCIS event type against the common rules and its type's, any other
+// against the whole event schema (an extension event).
+func (x *epcis20) check(ev *object) error {
+	v := ev.plain()
+	typ, _ := ev.get("type").(string)
+	ts, ok := x.types[typ]
+	if !ok {
+		ts = x.event
+	} else if err := x.common.Validate(v); err != nil {
+		return schemaFailure(err)
+	}
+	if err := ts.Validate(v); err != nil {
+		return schemaFailure(err)
+	}
+	return nil
 }
 
 // rewrite converts ev's members in place; it reports whether any changed.
