@@ -272,7 +272,120 @@ func (x *epcis20) rewrite(ev *object) bool {
 			}
 		})
 	})
+	changed = x.identifiers(ev) || changed
 	return eventTimes(ev) || changed
+}
+
+// identifiers writes the event's identifiers (the members EPCIS 2.0 JSON
+// holds as URIs: EPCs, classes, locations, parties, transactions, event
+// IDs, sensor devices and references) in URI form: a character a URI
+// cannot hold ('<', '>', '"', a space, '%' that starts no escape,
+// non-ASCII text) percent-encoded, as an EPC URN escapes a serial's
+// characters (R&D<1> is R&D%3C1%3E); it reports whether any changed.
+func (x *epcis20) identifiers(ev *object) bool {
+	changed := false
+	one := func(o *object, key string) {
+		if s, ok := o.get(key).(string); ok {
+			if u := uriForm(s); u != s {
+				o.set(key, u)
+				changed = true
+			}
+		}
+	}
+	list := func(o *object, key string) {
+		l, _ := o.get(key).([]any)
+		for i, it := range l {
+			if s, ok := it.(string); ok {
+				if u := uriForm(s); u != s {
+					l[i], changed = u, true
+				}
+			}
+		}
+	}
+	objects := func(o *object, key string, fn func(*object)) {
+		l, _ := o.get(key).([]any)
+		for _, it := range l {
+			if m, ok := it.(*object); ok {
+				fn(m)
+			}
+		}
+	}
+	for _, k := range []string{"eventID", "parentID", "transformationID", "certificationInfo"} {
+		one(ev, k)
+	}
+	for _, k := range []string{"epcList", "childEPCs", "inputEPCList", "outputEPCList", "certificationInfo"} {
+		list(ev, k)
+	}
+	for _, k := range []string{"readPoint", "bizLocation"} {
+		if o, ok := ev.get(k).(*object); ok {
+			one(o, "id")
+		}
+	}
+	objects(ev, "bizTransactionList", func(o *object) { one(o, "bizTransaction") })
+	objects(ev, "sourceList", func(o *object) { one(o, "source") })
+	objects(ev, "destinationList", func(o *object) { one(o, "destination") })
+	for _, k := range []string{"quantityList", "childQuantityList", "inputQuantityList", "outputQuantityList"} {
+		objects(ev, k, func(o *object) { one(o, "epcClass") })
+	}
+	if ed, ok := ev.get("errorDeclaration").(*object); ok {
+		list(ed, "correctiveEventIDs")
+	}
+	refs := []string{"deviceID", "deviceMetadata", "rawData", "dataProcessingMethod", "bizRules"}
+	objects(ev, "sensorElementList", func(se *object) {
+		if m, ok := se.get("sensorMetadata").(*object); ok {
+			for _, k := range refs {
+				one(m, k)
+			}
+		}
+		objects(se, "sensorReport", func(r *object) {
+			for _, k := range append(refs, "microorganism", "chemicalSubstance", "coordinateReferenceSystem", "uriValue") {
+				one(r, k)
+			}
+		})
+	})
+	return changed
+}
+
+// uriForm percent-encodes the bytes of s a URI (RFC 3986) cannot hold as
+// they are: everything but its unreserved and reserved characters and
+// '%' starting an escape.
+func uriForm(s string) string {
+	ok := func(i int) bool {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+			return true
+		case strings.IndexByte("-._~:/?#[]@!$&'()*+,;=", c) >= 0:
+			return true
+		case c == '%':
+			return i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2])
+		}
+		return false
+	}
+	i := 0
+	for i < len(s) && ok(i) {
+		i++
+	}
+	if i == len(s) {
+		return s
+	}
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	b.WriteString(s[:i])
+	for ; i < len(s); i++ {
+		if ok(i) {
+			b.WriteByte(s[i])
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[s[i]>>4])
+		b.WriteByte(hex[s[i]&15])
+	}
+	return b.String()
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // toNumber makes member key of o a JSON number when it is a string that

@@ -319,7 +319,11 @@ func TestEPCISConvert(t *testing.T) {
 		{"bare word not CBV", head + `,"bizStep":"shiping"}`, "", dscsa.InvalidBizStep},
 		{"misspelled disposition URN", head + `,"disposition":"urn:epcglobal:cbv:disp:in_transt"}`, "", codes.SchemaValidation},
 		{"EPC not a URI", `{"type":"ObjectEvent","eventTime":"2025-03-12T08:00:00Z","eventTimeZoneOffset":"+01:00","epcList":["0614141.107346 2018"],"action":"OBSERVE"}`, "", dscsa.InvalidEPC},
-		{"EPC with text a URI cannot hold", `{"type":"ObjectEvent","eventTime":"2025-03-12T08:00:00Z","eventTimeZoneOffset":"+01:00","epcList":["https://id.gs1.org/01/04012345111118/21/7?x=<y>"],"action":"OBSERVE"}`, "", dscsa.InvalidEPC},
+		{"identifiers with text a URI cannot hold are percent-encoded",
+			`{"type":"ObjectEvent","eventTime":"2025-03-12T08:00:00Z","eventTimeZoneOffset":"+01:00","epcList":["https://id.gs1.org/01/04012345111118/21/7?x=<y>","urn:epc:id:sgtin:4012345.011111.R&D%2F\"Ä\" 5%"],` +
+				`"action":"OBSERVE","bizTransactionList":[{"type":"po","bizTransaction":"urn:epcglobal:cbv:bt:0860001234565:PO-2026-11-0042&A<1>"}],"example:note":"<kept> \"as is\""}`,
+			`{"type":"ObjectEvent","eventTime":"2025-03-12T08:00:00Z","eventTimeZoneOffset":"+01:00","epcList":["https://id.gs1.org/01/04012345111118/21/7?x=%3Cy%3E","urn:epc:id:sgtin:4012345.011111.R&D%2F%22%C3%84%22%205%25"],` +
+				`"action":"OBSERVE","bizTransactionList":[{"type":"po","bizTransaction":"urn:epcglobal:cbv:bt:0860001234565:PO-2026-11-0042&A%3C1%3E"}],"example:note":"<kept> \"as is\""}`, ""},
 		{"no offset anywhere", `{"type":"ObjectEvent","eventTime":"2025-03-12T08:00:00","epcList":[],"action":"OBSERVE"}`, "", codes.UnparseableEventTime},
 		{"offset out of range", `{"type":"ObjectEvent","eventTime":"2025-03-12T08:00:00Z","eventTimeZoneOffset":"+15:00","epcList":[],"action":"OBSERVE"}`, "", codes.UnparseableEventTime},
 		{"sensor value not a number", head + `,"sensorElementList":[{"sensorReport":[{"type":"Temperature","value":"warm"}]}]}`, "", codes.SchemaValidation},
