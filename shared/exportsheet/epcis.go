@@ -2,12 +2,12 @@ package exportsheet
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"io"
 	"time"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
@@ -19,22 +19,43 @@ import (
 const EPCISContext = "https://ref.gs1.org/standards/epcis/2.0.0/epcis-context.jsonld"
 
 // EPCISBuilder collects the DSCSA events of exported chains, to write them
-// as one EPCIS 2.0 JSON document (WriteEPCIS): a quarantined shipment sent
-// back to its trading partner after review. Each event is its chain's
-// effective payload (the latest correction, else the original), byte for
-// byte as stored: an event that came from a document carries the
-// document's @context (spliced in by the reader), one published alone its
-// own. A chain of another domain, or whose payload is no JSON event object
-// (a whole document that could not be read, a malformed event), is left
-// out and counted in Skipped.
+// as one EPCIS 2.0 JSON document (WriteEPCIS) that GS1's EPCIS 2.0 JSON
+// Schema accepts: a quarantined shipment sent back to its trading partner
+// after review. Each event is its chain's effective payload (the latest
+// correction, else the original) in the forms EPCIS 2.0 JSON requires: an
+// event read from EPCIS 1.2 XML has its CBV 1.2 URNs
+// (urn:epcglobal:cbv:bizstep:shipping, disp:, btt:, sdt:, er:) written as
+// the bare CBV words (shipping, in_transit, po, owning_party,
+// incorrect_data), sensor types as GS1 web vocabulary words (Temperature),
+// XML attribute text that is a number or boolean as one; nothing else
+// changes, and an event already in those forms is written byte for byte
+// as stored. An event that came from a document carries the document's
+// @context (spliced in by the reader), one published alone its own. A
+// chain of another domain, or whose payload is no JSON event object (a
+// whole document that could not be read, a malformed event), is left out
+// and counted in Skipped; an event that breaks a rule of the EPCIS 2.0
+// JSON Schema even so (a misspelled bizStep, an identifier that is no URI)
+// is left out and listed in Refused, with the code of what fails.
 type EPCISBuilder struct {
 	events [][]byte
+	conv   *epcis20
 	// Originals are the original events of the chains written, in order:
 	// what the partner sent, for the export's originals beside the
 	// document.
 	Originals []Original
-	// Skipped counts the chains left out.
+	// Skipped counts the chains left out as no DSCSA event.
 	Skipped int
+	// Refused are the DSCSA events left out because they cannot be
+	// written as EPCIS 2.0 JSON, in the order added.
+	Refused []Refusal
+}
+
+// Refusal is a chain whose event EPCISBuilder left out of the document:
+// Err wraps ErrNotEPCIS20, carries the code of what fails (codes.Of) and
+// names the member, never its value.
+type Refusal struct {
+	DLQID string
+	Err   error
 }
 
 // Original is the original of one exported DSCSA chain: record 0's
@@ -81,7 +102,18 @@ func (b *EPCISBuilder) Add(c api.ExportChain) {
 		b.Skipped++
 		return
 	}
-	b.events = append(b.events, bytes.TrimSpace(data))
+	if b.conv == nil {
+		if b.conv, err = newEPCIS20(); err != nil {
+			b.Refused = append(b.Refused, Refusal{DLQID: c.DLQID, Err: codes.Wrap(codes.Internal, err, "the EPCIS 2.0 rules cannot be read")})
+			return
+		}
+	}
+	ev, err := b.conv.convert(data)
+	if err != nil {
+		b.Refused = append(b.Refused, Refusal{DLQID: c.DLQID, Err: err})
+		return
+	}
+	b.events = append(b.events, ev)
 	o := Original{DLQID: c.DLQID, Document: st.Document}
 	if st.OriginalPayload != nil {
 		o.Payload, _ = st.OriginalPayload.Bytes()
@@ -93,7 +125,8 @@ func (b *EPCISBuilder) Add(c api.ExportChain) {
 func (b *EPCISBuilder) Events() int { return len(b.events) }
 
 // WriteEPCIS writes the collected events as one EPCIS 2.0 JSON
-// EPCISDocument created at created.
+// EPCISDocument created at created: @context, type, schemaVersion 2.0,
+// creationDate and the events in epcisBody.eventList.
 func (b *EPCISBuilder) WriteEPCIS(w io.Writer, created time.Time) error {
 	bw := bufio.NewWriter(w)
 	head, err := json.Marshal(map[string]any{

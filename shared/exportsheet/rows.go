@@ -12,10 +12,13 @@
 // its sheet in its package: domain.Spec.Sheet) (numbers as numbers,
 // times as UTC date-time cells to the millisecond, dates as date cells):
 // pharmacy (registrant, transaction id, event type, NDC and NDC-11, lot,
-// expiry, quantity, unit, schedule, counterparty, occurred at), dscsa
-// (event time, business step, action, disposition, GTIN and serial of the
-// first EPC, EPC count and list, lot, expiry, read point, business
-// location, event hash ID) and fsma (supplier, traceability lot code, CTE
+// expiry, quantity, unit, schedule, counterparty, occurred at; and from
+// the chain's records the correcting person: who wrote the latest
+// correction, who approved it, when), dscsa (from the record's provenance
+// the source document's instance id and the event's position in it, event
+// i of n; then event time, business step, action, disposition, GTIN and
+// serial of the first EPC, EPC count and list, lot, expiry, read point,
+// business location, event hash ID) and fsma (supplier, traceability lot code, CTE
 // type, every KDE of the CTE types present and the other fields the events
 // carry, location and reference-document objects flattened into one column
 // per member, as in the FDA's FSMA 204 sortable spreadsheet). Each sheet is
@@ -86,12 +89,14 @@ var recordColumns = []Column{
 // leadColumns are the record columns a domain sheet starts with.
 var leadColumns = []string{"dlq_id", "record_index", "kind", "status", "class", "error_code", "recorded_at"}
 
-// exportRow is one record's row: the record columns' cells, its domain and
-// the cells of the domain's columns (nil when the payload is not a JSON
-// object of a known domain).
+// exportRow is one record's row: the record columns' cells, its domain,
+// the cells of the domain's chain columns (chainColumns) and those of the
+// domain's columns (nil when the payload is not a JSON object of a known
+// domain).
 type exportRow struct {
 	base   []any
 	domain string
+	chain  []any
 	vals   map[string]any
 }
 
@@ -111,6 +116,7 @@ func (b *Builder) Add(c api.ExportChain) {
 		b.sheets = map[string]domain.Sheet{}
 	}
 	var recs []record.Record
+	var facts chainFacts
 	for _, er := range c.Records {
 		r, err := record.Parse(er.Record)
 		if err != nil {
@@ -118,6 +124,8 @@ func (b *Builder) Add(c api.ExportChain) {
 		}
 		recs = append(recs, r)
 		st, _ := record.Fold(recs)
+		facts.st = st
+		facts.next(r)
 		doc := payloadDoc(st.Payload)
 		env := envelopeOf(c.Domain, doc)
 		var evTime any
@@ -134,6 +142,7 @@ func (b *Builder) Add(c api.ExportChain) {
 		if doc != nil {
 			if sh := b.sheet(c.Domain); sh != nil {
 				row.vals = sh.Row(doc, env.EventType)
+				row.chain = chainCells(c.Domain, &facts)
 			}
 		}
 		b.rows = append(b.rows, row)
@@ -155,8 +164,26 @@ func (b *Builder) sheet(dom string) domain.Sheet {
 	return sh
 }
 
-// columnsOf returns the domain columns of dom (unprefixed).
-func (b *Builder) columnsOf(dom string) []Column { return slices.Clone(b.sheets[dom].Columns()) }
+// columnsOf returns the domain columns of dom (unprefixed): its chain
+// columns, then its sheet's.
+func (b *Builder) columnsOf(dom string) []Column {
+	var cols []Column
+	for _, c := range chainColumns[dom] {
+		cols = append(cols, c.Column)
+	}
+	return append(cols, b.sheets[dom].Columns()...)
+}
+
+// domainCells returns r's cells of the columns columnsOf(r.domain) gives
+// (cols), in order.
+func (r exportRow) domainCells(cols []Column) []any {
+	out := make([]any, 0, len(cols))
+	out = append(out, r.chain...)
+	for _, c := range cols[len(r.chain):] {
+		out = append(out, r.vals[c.Name])
+	}
+	return out
+}
 
 // present returns the domains with rows that have domain cells, in the
 // registry's order.
@@ -200,9 +227,7 @@ func (b *Builder) Sheets() []Sheet {
 			for _, i := range lead {
 				row = append(row, r.base[i])
 			}
-			for _, c := range cols {
-				row = append(row, r.vals[c.Name])
-			}
+			row = append(row, r.domainCells(cols)...)
 			s.Rows = append(s.Rows, row)
 		}
 		sheets = append(sheets, s)
@@ -242,10 +267,14 @@ func (b *Builder) Table() (header []string, rows [][]string) {
 			row = append(row, CSVText(v, recordColumns[j].Kind))
 		}
 		for _, g := range groups {
-			for _, c := range g.cols {
+			var cells []any
+			if r.domain == g.dom && r.vals != nil {
+				cells = r.domainCells(g.cols)
+			}
+			for i, c := range g.cols {
 				var v any
-				if r.domain == g.dom {
-					v = r.vals[c.Name]
+				if cells != nil {
+					v = cells[i]
 				}
 				row = append(row, CSVText(v, c.Kind))
 			}

@@ -127,7 +127,8 @@ func sheetEvents(tb testing.TB) []api.ExportChain {
 	}
 }
 
-// TestSheetsAreWellFormed writes the sheets of all three domains as XLSX
+// TestSheetsAreWellFormed writes the sheets of all three domains (with
+// their chain columns: a source document, corrections) as XLSX
 // (to $EXPORT_CHECK_OUT too when set, for make export-check) and reads the file back as an independent reader would: every XML part
 // parses with encoding/xml; then excelize, opening the bytes afresh, finds
 // per sheet one table whose columns are the header cells, unique ignoring
@@ -136,6 +137,9 @@ func sheetEvents(tb testing.TB) []api.ExportChain {
 func TestSheetsAreWellFormed(t *testing.T) {
 	var b Builder
 	for _, c := range sheetEvents(t) {
+		b.Add(c)
+	}
+	for _, c := range chainColumnChains(t) { // after the first rows checked below
 		b.Add(c)
 	}
 	var file bytes.Buffer
@@ -187,12 +191,12 @@ func TestSheetsAreWellFormed(t *testing.T) {
 		rows  int
 		cells []want // in the first data row
 	}{
-		{"records", 5, []want{{"record_index", excelize.CellTypeUnset, "0"}, {"recorded_at", excelize.CellTypeUnset, "2025-03-13 02:30:00.123"}}},
-		{"pharmacy", 1, []want{{"pharmacy.ndc11", excelize.CellTypeInlineString, "55150012310"}, {"pharmacy.quantity", excelize.CellTypeUnset, "-20.5"},
+		{"records", 13, []want{{"record_index", excelize.CellTypeUnset, "0"}, {"recorded_at", excelize.CellTypeUnset, "2025-03-13 02:30:00.123"}}},
+		{"pharmacy", 7, []want{{"pharmacy.ndc11", excelize.CellTypeInlineString, "55150012310"}, {"pharmacy.quantity", excelize.CellTypeUnset, "-20.5"},
 			{"pharmacy.expiry", excelize.CellTypeUnset, "2026-09-30"}, {"pharmacy.occurred_at", excelize.CellTypeUnset, "2025-03-14 15:42:10.250"},
 			{"pharmacy.registrant_dea", excelize.CellTypeInlineString, "BW4829137"}, {"pharmacy.counterparty_dea", excelize.CellTypeInlineString, "RK5612088"},
 			{"pharmacy.dea_schedule", excelize.CellTypeInlineString, "II"}}},
-		{"dscsa", 1, []want{{"dscsa.gtin", excelize.CellTypeInlineString, "10614141073464"}, {"dscsa.serial", excelize.CellTypeInlineString, "2017"},
+		{"dscsa", 3, []want{{"dscsa.gtin", excelize.CellTypeInlineString, "10614141073464"}, {"dscsa.serial", excelize.CellTypeInlineString, "2017"},
 			{"dscsa.epc_count", excelize.CellTypeUnset, "2"}, {"dscsa.lot", excelize.CellTypeInlineString, "L-2024 & <A>"},
 			{"dscsa.expiry", excelize.CellTypeUnset, "2026-12-31"}, {"dscsa.event_time", excelize.CellTypeUnset, "2024-06-03 06:00:00.500"},
 			{"dscsa.business_step", excelize.CellTypeInlineString, "commissioning"}, {"dscsa.read_point", excelize.CellTypeInlineString, ""},
@@ -268,6 +272,10 @@ func TestSheetsAreWellFormed(t *testing.T) {
 			if !strings.Contains(all, s) {
 				t.Errorf("the fsma sheet lacks %q", s)
 			}
+		}
+		dscsaRows, _ := x.GetRows("dscsa")
+		if !strings.Contains(fmt.Sprint(dscsaRows), sourceDocument.ID) {
+			t.Errorf("the dscsa sheet lacks the source document id %q", sourceDocument.ID)
 		}
 	})
 }

@@ -4,8 +4,9 @@
 # shared/exportsheet's TestSheetsAreWellFormed writes (payloads with & < >,
 # control characters, non-ASCII text, a value past the cell limit) is
 # converted by LibreOffice headless, every sheet to CSV; the check fails on
-# any complaint LibreOffice prints, a sheet missing or empty, or a header
-# row whose column names repeat.
+# any complaint LibreOffice prints, a sheet missing or empty, a header row
+# whose column names repeat, or a chain column (a DSCSA event's source
+# document, a pharmacy event's correcting person) missing.
 set -euo pipefail
 
 GO=${GO:-go}
@@ -61,6 +62,20 @@ for s in "${SHEETS[@]}"; do
 done
 grep -q 'Romaine & kale <fresh>' "$dir/out/export-fsma.csv" || {
 	echo "export-check: the fsma sheet lost the text of its payload" >&2
+	exit 1
+}
+# The columns taken from the chains' records: the DSCSA event's source
+# document (its instance id, with the trade's text), the pharmacy event's
+# correcting person.
+for want in "dscsa:dscsa.source_document_id" "dscsa:dscsa.source_document_event" "pharmacy:pharmacy.corrected_by" "pharmacy:pharmacy.correction_approved_by"; do
+	s=${want%%:*} col=${want#*:}
+	head -n 1 "$dir/out/export-$s.csv" | tr ',' '\n' | grep -qx "$col" || {
+		echo "export-check: sheet $s has no column $col" >&2
+		exit 1
+	}
+done
+grep -q 'RET-2025-0042 <Müller & Söhne> ""Nord"" 陈伟' "$dir/out/export-dscsa.csv" || {
+	echo "export-check: the dscsa sheet lost its source document's instance id" >&2
 	exit 1
 }
 echo "export-check: LibreOffice $("$soffice" --version | awk '{print $2}') read every sheet (${SHEETS[*]}) without complaint"
