@@ -177,7 +177,7 @@ type listItem struct {
 func summary(e *entry) listItem {
 	return listItem{api.Summary{DLQID: e.dlqID, Domain: e.domain, Class: e.class, Status: string(e.status), ErrorCode: e.code,
 		PartyID: e.party, Publisher: e.publisher, RedriveCount: e.redrives, Records: e.records, FirstSeen: e.firstSeen,
-		QuarantinedAt: e.quarantinedAt, LastChange: e.lastChange, LastHash: e.lastHash, EventType: e.eventType}, e.seq, e.okey, e.key, e.ids}
+		QuarantinedAt: e.quarantinedAt, LastChange: e.lastChange, LastHash: e.lastHash, EventType: e.eventType}, e.seq, e.orderingKey(), e.key, e.ids}
 }
 
 // serverSummary summarizes a chain not in the index from its first and
@@ -304,11 +304,11 @@ func (s *Service) list(ctx context.Context, req api.ListRequest) (api.ListReply,
 	default:
 		return rep, nil // no chain has another status
 	}
-	if !req.From.IsZero() || !req.To.IsZero() || ids.set || req.Publisher != "" {
+	if !req.From.IsZero() || !req.To.IsZero() || ids.set() || req.Publisher != "" {
 		// The total needs a scan of the whole stream: one scan counts
 		// the matches and fills the page (those below the cursor).
 		full := false
-		err := s.scanChains(ctx, ids.scanDomain(req.Domain), math.MaxUint64, func(it listItem) bool {
+		err := s.scanChains(ctx, ids.scanDomain(req.Domain), math.MaxUint64, ids.set(), func(it listItem) bool {
 			if match(&it) {
 				rep.Total++
 				if it.seq < before && !full {
@@ -323,7 +323,7 @@ func (s *Service) list(ctx context.Context, req api.ListRequest) (api.ListReply,
 		return rep, nil
 	}
 	rep.Total = s.listTotal(req, match)
-	err = s.scanChains(ctx, ids.scanDomain(req.Domain), before-1, func(it listItem) bool {
+	err = s.scanChains(ctx, ids.scanDomain(req.Domain), before-1, ids.set(), func(it listItem) bool {
 		return !match(&it) || add(it)
 	})
 	if err != nil {
@@ -361,7 +361,11 @@ func (s *Service) listTotal(req api.ListRequest, match func(*listItem) bool) int
 // returns false. It reads listScanWindow sequences at a time; a chain in
 // the index is summarized from its entry, any other from its last record
 // on the server.
-func (s *Service) scanChains(ctx context.Context, domain string, from uint64, fn func(listItem) bool) error {
+//
+// withIDs reads the identifiers a chain's verbatim payload names too
+// (withPayload) for the chains not in the index: an identifier filter
+// matches them (the index's entries have them already).
+func (s *Service) scanChains(ctx context.Context, domain string, from uint64, withIDs bool, fn func(listItem) bool) error {
 	info, err := s.quarantine.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("auditor: %w", err)
@@ -375,8 +379,10 @@ func (s *Service) scanChains(ctx context.Context, domain string, from uint64, fn
 		filter = "quarantine." + domain + ".>"
 	}
 	type first struct {
-		seq uint64
-		r   chain.Head
+		seq  uint64
+		r    chain.Head
+		okey string   // the ordering key the payload names (withIDs)
+		ids  []string // the listed identifiers and the payload's (withIDs)
 	}
 	var firsts []first
 	for hi >= 1 {
@@ -391,7 +397,16 @@ func (s *Service) scanChains(ctx context.Context, domain string, from uint64, fn
 					return
 				}
 				if r, err := chain.DecodeHead(m.data); err == nil && r.Index == 0 {
-					firsts = append(firsts, first{m.seq, r})
+					f := first{seq: m.seq, r: r}
+					if withIDs {
+						s.index.mu.RLock()
+						_, indexed := s.index.chains[r.DLQID]
+						s.index.mu.RUnlock()
+						if !indexed {
+							f.okey, f.ids = withPayload(r.Domain, m.data, "", pairsOf(r.Identifiers))
+						}
+					}
+					firsts = append(firsts, f)
 				}
 			})
 			if err != nil {
@@ -433,6 +448,9 @@ func (s *Service) scanChains(ctx context.Context, domain string, from uint64, fn
 					last = f.r
 				}
 				items[i] = serverSummary(f.seq, f.r, last)
+				if withIDs {
+					items[i].okey, items[i].ids = cmp.Or(items[i].okey, f.okey), f.ids
+				}
 			}
 		}
 		for i := len(items) - 1; i >= 0; i-- {

@@ -549,6 +549,10 @@ type ListRequest struct {
 	// fields of a domain (domain.Spec.Search.Fields) that have no field
 	// of their own above; a named field's name ("ndc") works too.
 	Identifiers map[string]string `json:"identifiers,omitempty"`
+	// Document lists the quarantined events read from one EPCIS document,
+	// by its SHA-256 (GroupDocument.SHA256; lowercase hex): a shipment
+	// as one thing to look at (dlqctl find --document).
+	Document string `json:"document,omitempty"`
 }
 
 // HasIdentifiers reports whether r filters by a domain identifier.
@@ -808,12 +812,33 @@ type AccessReply struct {
 // value) and the quarantine time range From..To (inclusive) of the
 // chain's first record. Party and Status match the chain's state when the
 // page is read (its records are exported up to the export's checkpoint).
+//
+// The identifier filters are a records search's (ListRequest's, read
+// the same way in every domain): a field the filter's domain does not
+// search by is a BAD_REQUEST naming it, never an empty export.
 type ExportFilter struct {
 	Domain string    `json:"domain,omitempty"`
 	Party  string    `json:"party,omitempty"`
 	Status string    `json:"status,omitempty"`
 	From   time.Time `json:"from,omitzero"`
 	To     time.Time `json:"to,omitzero"`
+	// Identifier filters, as ListRequest's.
+	NDC           string            `json:"ndc,omitempty"`
+	Lot           string            `json:"lot,omitempty"`
+	Registrant    string            `json:"registrant,omitempty"`
+	TransactionID string            `json:"transaction_id,omitempty"`
+	GTIN          string            `json:"gtin,omitempty"`
+	Serial        string            `json:"serial,omitempty"`
+	SSCC          string            `json:"sscc,omitempty"`
+	TLC           string            `json:"tlc,omitempty"`
+	Identifiers   map[string]string `json:"identifiers,omitempty"`
+}
+
+// Search is the records search of the filter's domain, party and
+// identifiers.
+func (f ExportFilter) Search() ListRequest {
+	return ListRequest{Domain: f.Domain, Supplier: f.Party, NDC: f.NDC, Lot: f.Lot, Registrant: f.Registrant,
+		TransactionID: f.TransactionID, GTIN: f.GTIN, Serial: f.Serial, SSCC: f.SSCC, TLC: f.TLC, Identifiers: f.Identifiers}
 }
 
 // ExportRequest asks for one page of an inspection export: the chains
