@@ -15,7 +15,9 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
+	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain"
+	"github.com/deadletter/deadletter/shared/hold"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
@@ -172,12 +174,31 @@ type listItem struct {
 	okey, key string
 	// ids are the first record's listed identifiers (listedPairs).
 	ids []string
+	// doc is the SHA-256 of the EPCIS document the event was read from
+	// ("" for most).
+	doc string
 }
 
 func summary(e *entry) listItem {
 	return listItem{api.Summary{DLQID: e.dlqID, Domain: e.domain, Class: e.class, Status: string(e.status), ErrorCode: e.code,
 		PartyID: e.party, Publisher: e.publisher, RedriveCount: e.redrives, Records: e.records, FirstSeen: e.firstSeen,
-		QuarantinedAt: e.quarantinedAt, LastChange: e.lastChange, LastHash: e.lastHash, EventType: e.eventType}, e.seq, e.orderingKey(), e.key, e.ids}
+		QuarantinedAt: e.quarantinedAt, LastChange: e.lastChange, LastHash: e.lastHash, EventType: e.eventType}, e.seq, e.orderingKey(), e.key, e.ids, e.docSHA()}
+}
+
+// docSHA is the SHA-256 of the chain's EPCIS document ("" for none).
+func (e *entry) docSHA() string {
+	if e.doc == nil {
+		return ""
+	}
+	return e.doc.doc.SHA256
+}
+
+// docOfHead is the SHA-256 of the EPCIS document a first record names.
+func docOfHead(h chain.Head) string {
+	if h.Document == nil {
+		return ""
+	}
+	return h.Document.SHA256
 }
 
 // serverSummary summarizes a chain not in the index from its first and
@@ -191,7 +212,7 @@ func serverSummary(seq uint64, first, last chain.Head) listItem {
 		ErrorCode: string(last.ErrorCode), PartyID: party, Publisher: first.Publisher, RedriveCount: last.RedriveCount, Records: last.Index + 1,
 		FirstSeen: first.FirstSeen.UTC(), QuarantinedAt: first.QuarantinedAt.UTC(), LastChange: last.QuarantinedAt.UTC(),
 		LastHash: last.AuditHash, EventType: eventTypeOf(first)}, seq, cmp.Or(last.OrderingKey, first.OrderingKey), cmp.Or(last.IdempotencyKey, first.IdempotencyKey),
-		pairsOf(first.Identifiers)}
+		pairsOf(first.Identifiers), docOfHead(first)}
 }
 
 // pairsOf is ids but event_type as sorted name, value pairs (listedPairs
@@ -229,43 +250,64 @@ const listScanWindow = 1024
 func (s *Service) List(ctx context.Context, req api.ListRequest) (api.ListReply, error) {
 	rep, err := s.list(ctx, req)
 	for i := range rep.Items {
-		rep.Items[i].HoldIDs = s.index.holdsOf(rep.Items[i].DLQID)
+		it := &rep.Items[i]
+		it.HoldIDs = s.index.holdsOf(it.DLQID)
+		// And the active holds that hold it whose record is not written
+		// yet (a hold of thousands of events is appended for a while).
+		sub := hold.Subject{DLQID: it.DLQID, Domain: it.Domain, PartyID: it.PartyID, ErrorCode: codes.Code(it.ErrorCode),
+			FirstSeen: it.FirstSeen, Chain: domain.Chain{PartyID: it.PartyID, DLQID: it.DLQID, Listed: pairsOf(it.Identifiers)}}
+		if i < len(rep.okeys) {
+			sub.Chain.OrderingKey = rep.okeys[i]
+		}
+		for _, h := range s.holds.Matching(sub) {
+			if !slices.Contains(it.HoldIDs, h) {
+				it.HoldIDs = append(it.HoldIDs, h)
+			}
+		}
 	}
-	return rep, err
+	return rep.ListReply, err
+}
+
+// listed is a list's answer and the ordering key of each item (what a
+// hold's identifier filter matches).
+type listed struct {
+	api.ListReply
+	okeys []string
 }
 
 // list is List without the holds.
-func (s *Service) list(ctx context.Context, req api.ListRequest) (api.ListReply, error) {
+func (s *Service) list(ctx context.Context, req api.ListRequest) (listed, error) {
 	limit := req.Limit
 	switch {
 	case limit == 0:
 		limit = defaultPageSize
 	case limit < 0 || limit > maxPageSize:
-		return api.ListReply{}, badRequest(fmt.Sprintf("limit must be 1..%d", maxPageSize))
+		return listed{}, badRequest(fmt.Sprintf("limit must be 1..%d", maxPageSize))
 	}
 	if req.Records {
-		return s.listRecords(ctx, req, limit)
+		rep, err := s.listRecords(ctx, req, limit)
+		return listed{ListReply: rep}, err
 	}
 	before := uint64(math.MaxUint64)
 	if req.Cursor != "" {
 		n, err := strconv.ParseUint(req.Cursor, 10, 64)
 		if err != nil || n == 0 {
-			return api.ListReply{}, badRequest("cursor is not a cursor of this endpoint")
+			return listed{}, badRequest("cursor is not a cursor of this endpoint")
 		}
 		before = n
 	}
 	ids, err := parseIDFilter(req)
 	if err != nil {
-		return api.ListReply{}, err
+		return listed{}, err
 	}
 	match := func(it *listItem) bool {
 		return (req.Domain == "" || it.Domain == req.Domain) && (req.Class == "" || it.Class == req.Class) &&
 			(req.Code == "" || it.ErrorCode == req.Code) && (req.Supplier == "" || it.PartyID == req.Supplier) &&
 			(req.Publisher == "" || it.Publisher == req.Publisher) && (req.Status == "" || it.Status == req.Status) &&
 			(req.From.IsZero() || !it.QuarantinedAt.Before(req.From)) && (req.To.IsZero() || !it.QuarantinedAt.After(req.To)) &&
-			ids.match(it)
+			(req.Document == "" || it.doc == req.Document) && ids.match(it)
 	}
-	rep := api.ListReply{Items: []api.Summary{}}
+	rep := listed{ListReply: api.ListReply{Items: []api.Summary{}}}
 	if !ids.domainOK(req.Domain) {
 		return rep, nil // the identifiers are another domain's
 	}
@@ -279,6 +321,7 @@ func (s *Service) list(ctx context.Context, req api.ListRequest) (api.ListReply,
 		}
 		it.Identifiers = identifiersOf(it.Domain, it.okey, it.PartyID, it.ids)
 		rep.Items = append(rep.Items, it.Summary)
+		rep.okeys = append(rep.okeys, it.okey)
 		lastSeq = it.seq
 		return true
 	}
@@ -304,7 +347,7 @@ func (s *Service) list(ctx context.Context, req api.ListRequest) (api.ListReply,
 	default:
 		return rep, nil // no chain has another status
 	}
-	if !req.From.IsZero() || !req.To.IsZero() || ids.set() || req.Publisher != "" {
+	if !req.From.IsZero() || !req.To.IsZero() || ids.set() || req.Publisher != "" || req.Document != "" {
 		// The total needs a scan of the whole stream: one scan counts
 		// the matches and fills the page (those below the cursor).
 		full := false
@@ -318,7 +361,7 @@ func (s *Service) list(ctx context.Context, req api.ListRequest) (api.ListReply,
 			return true
 		})
 		if err != nil {
-			return api.ListReply{}, err
+			return listed{}, err
 		}
 		return rep, nil
 	}
@@ -327,7 +370,7 @@ func (s *Service) list(ctx context.Context, req api.ListRequest) (api.ListReply,
 		return !match(&it) || add(it)
 	})
 	if err != nil {
-		return api.ListReply{}, err
+		return listed{}, err
 	}
 	return rep, nil
 }

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/deadletter/deadletter/shared/api"
@@ -90,7 +89,8 @@ func (p *holdPages) placeHold(r *http.Request, s *session, req api.HoldPlaceRequ
 	default:
 		rep, err = call[api.HoldPlaceRequest, api.HoldReply](r.Context(), p.rq, s, api.HoldPlace, req)
 	}
-	p.log.Info("hold place", "user", s.user, "hold_id", rep.Hold.ID, "dlq_id", safetext.LogID(req.Target.DLQID), "code", api.CodeOf(err))
+	p.log.Info("hold place", "user", s.user, "hold_id", rep.Hold.ID, "dlq_id", safetext.LogID(req.Target.DLQID),
+		"events", len(req.Target.DLQIDs), "code", api.CodeOf(err))
 	return rep, err
 }
 
@@ -139,7 +139,8 @@ const maxBulk = 1000
 // handleBulk acts on the records selected in the Records list: "drain"
 // opens the drain plan of exactly those records (drain.start's dlq_ids,
 // through the wizard: dry run, controls, start); "hold" places one hold
-// per selected record (hold.place), with one case id and reason.
+// on all the selected records (hold.place's dlq_ids: all or none), with
+// one case id and reason.
 func (p *holdPages) handleBulk(w http.ResponseWriter, r *http.Request, s *session) {
 	_ = r.ParseForm()
 	var ids []string
@@ -167,22 +168,20 @@ func (p *holdPages) handleBulk(w http.ResponseWriter, r *http.Request, s *sessio
 		q := url.Values{"dlq_id": ids, "exhausted": {"on"}, "validation": {"on"}}
 		http.Redirect(w, r, "/drains/plan?"+q.Encode(), http.StatusSeeOther)
 	case "hold":
-		var placed, refused []string
-		var firstErr error
-		for _, id := range ids {
-			rep, err := p.placeHold(r, s, placeRequest(r, api.HoldTarget{DLQID: id}))
-			if err != nil {
-				refused = append(refused, id)
-				if firstErr == nil {
-					firstErr = err
-				}
-				continue
-			}
-			placed = append(placed, rep.Hold.ID)
+		// One hold for every record selected: placed for all of them or
+		// for none (hold.place checks each is stored first), one case,
+		// one lift, one placement of the rate limit.
+		target := api.HoldTarget{DLQIDs: ids}
+		if len(ids) == 1 {
+			target = api.HoldTarget{DLQID: ids[0]}
 		}
-		msg := fmt.Sprintf("%d of %d selected records held (case %s).", len(placed), len(ids), strings.TrimSpace(r.PostFormValue("case_id")))
-		if firstErr != nil {
-			msg += " Refused: " + strconv.Itoa(len(refused)) + " (" + errText(firstErr) + ")."
+		rep, err := p.placeHold(r, s, placeRequest(r, target))
+		msg := fmt.Sprintf("Hold %s placed on all %d selected records (case %s).", rep.Hold.ID, len(ids), rep.Hold.CaseID)
+		if n := max(rep.PendingCount, len(rep.Pending), len(rep.Failed)); err == nil && n > 0 {
+			msg += fmt.Sprintf(" %d of them are being recorded in their chains; they are held already.", n)
+		}
+		if err != nil {
+			msg = fmt.Sprintf("None of the %d selected records was held: %s", len(ids), errText(err))
 		}
 		s.setFlash(msg)
 		http.Redirect(w, r, back, http.StatusSeeOther)

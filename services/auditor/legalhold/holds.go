@@ -107,6 +107,10 @@ func (p *Holds) OnRecord(r chain.Head, sub hold.Subject, carries func(holdID str
 	p.queue.OnRecord(r, sub, carries, p.legal)
 }
 
+// Matching returns the ids of the active holds that hold the chain sub
+// summarizes, its record written or not (Queue.Matching).
+func (p *Holds) Matching(sub hold.Subject) []string { return p.queue.Matching(sub) }
+
 // Reload reads every hold from HOLDS.
 func (p *Holds) Reload(ctx context.Context) error { return p.queue.Reload(ctx) }
 

@@ -80,8 +80,8 @@ type Queue struct {
 
 	mu    sync.Mutex
 	known map[string]api.Hold // every hold read or written, by id
-	// match are the known active dynamic holds' targets, compiled
-	// (hold.Compile: a filter's identifiers read once, not per record).
+	// match are the known active holds' targets, compiled (hold.Compile:
+	// a filter's identifiers read once, not per record).
 	match  map[string]hold.Matcher
 	queue  map[Work]bool
 	copied map[string]int // records copied to LEGALHOLD, by dlq id
@@ -112,7 +112,7 @@ func (q *Queue) Set(h api.Hold) {
 func (q *Queue) set(h api.Hold) {
 	q.known[h.ID] = h
 	delete(q.match, h.ID)
-	if h.Status == api.HoldActive && hold.Dynamic(h.Target) {
+	if h.Status == api.HoldActive {
 		if m, err := hold.Compile(h.Target); err == nil {
 			q.match[h.ID] = m
 		}
@@ -157,7 +157,7 @@ func (q *Queue) OnRecord(r chain.Head, sub hold.Subject, carries func(holdID str
 		carried := carries != nil && carries(h.ID)
 		m := q.match[h.ID]
 		switch {
-		case h.Status == api.HoldActive && !carried && m != nil && m(sub):
+		case h.Status == api.HoldActive && !carried && hold.Dynamic(h.Target) && m != nil && m(sub):
 			q.enqueue(Work{Kind: Place, HoldID: h.ID, DLQID: r.DLQID, Domain: r.Domain})
 		case h.Status == api.HoldLifted && carried:
 			q.enqueue(Work{Kind: Lift, HoldID: h.ID, DLQID: r.DLQID, Domain: r.Domain})
@@ -166,6 +166,23 @@ func (q *Queue) OnRecord(r chain.Head, sub hold.Subject, carries func(holdID str
 	if carries != nil && legal {
 		q.enqueue(Work{Kind: Copy, DLQID: r.DLQID, Domain: r.Domain})
 	}
+}
+
+// Matching returns the ids of the active holds whose target holds the
+// chain sub summarizes, sorted: those whose record it carries and those
+// whose record is not written yet alike (the redriver refuses it for
+// both, hold.Refuse).
+func (q *Queue) Matching(sub hold.Subject) []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []string
+	for id, m := range q.match {
+		if m(sub) {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Held is a held chain as the live view knows it.
