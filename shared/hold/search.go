@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 
+	jsonv2 "github.com/go-json-experiment/json"
+
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/domain/registry"
@@ -191,6 +193,16 @@ func (f IDFilter) Match(dom string, c domain.Chain) bool {
 	return m != nil && m(c)
 }
 
+// specs are the registered domains by name, read once (registry.Lookup
+// builds every domain's Spec on each call: too slow per record).
+var specs = sync.OnceValue(func() map[string]domain.Spec {
+	m := map[string]domain.Spec{}
+	for _, s := range registry.All() {
+		m[s.Name] = s
+	}
+	return m
+})
+
 // maxPayloadRead bounds the payload PayloadIdentifiers decodes (the
 // gate's own size limit is far below it).
 const maxPayloadRead = 8 << 20
@@ -204,7 +216,7 @@ const maxPayloadRead = 8 << 20
 // that is not one JSON object, or of an unknown domain. It never fails
 // and never panics.
 func PayloadIdentifiers(dom string, payload []byte) (okey, party string, pairs []string) {
-	spec, ok := registry.Lookup(dom)
+	spec, ok := specs()[dom]
 	if !ok || spec.Checker == nil || len(payload) == 0 || len(payload) > maxPayloadRead {
 		return "", "", nil
 	}
@@ -230,20 +242,18 @@ func PayloadIdentifiers(dom string, payload []byte) (okey, party string, pairs [
 }
 
 // RecordPayload returns the verbatim payload of a stored record (its
-// "payload" member, decoded), nil when it has none or it does not
-// check (record.Payload.Bytes).
+// "payload" member) when it is text (record.NewPayload keeps a JSON
+// payload as text; any other is no document a domain reads), nil
+// otherwise. It does not check the payload's digest: a search reads
+// identifiers, verification checks seals (audit.verify).
 func RecordPayload(raw []byte) []byte {
 	var r struct {
 		Payload *record.Payload `json:"payload"`
 	}
-	if json.Unmarshal(raw, &r) != nil || r.Payload == nil {
+	if jsonv2.Unmarshal(raw, &r, jsonv2.RejectUnknownMembers(false)) != nil || r.Payload == nil || r.Payload.Encoding != record.EncodingText {
 		return nil
 	}
-	b, err := r.Payload.Bytes()
-	if err != nil {
-		return nil
-	}
-	return b
+	return []byte(r.Payload.Data)
 }
 
 // Merge returns c with what a payload names (PayloadIdentifiers) added:

@@ -323,14 +323,19 @@ func (p *Holds) Place(ctx context.Context, req api.HoldPlaceRequest) (api.HoldRe
 	if err := p.stored(ctx, ids); err != nil {
 		return api.HoldReply{}, err
 	}
-	if hold.Dynamic(req.Target) && !req.Confirm {
+	var sc *targetScan
+	if hold.Dynamic(req.Target) {
+		if sc, err = newTargetScan(req.Target); err != nil {
+			return api.HoldReply{}, err
+		}
+	}
+	if sc != nil && !req.Confirm {
 		// A party or filter that matches nothing is likely misspelt: the
 		// person confirms it (it will hold what is quarantined later).
-		found, err := p.targets(ctx, req.Target)
-		if err != nil {
+		if err := p.readScan(ctx, sc); err != nil {
 			return api.HoldReply{}, fmt.Errorf("auditor: find the chains the hold would hold: %w", err)
 		}
-		if len(found) == 0 {
+		if len(sc.matched()) == 0 {
 			return api.HoldReply{}, api.Errorf(api.ErrHoldMatchesNothing,
 				"the hold's party or filter matches no stored event; place it with confirm to hold the matching events quarantined later")
 		}
@@ -344,7 +349,16 @@ func (p *Holds) Place(ctx context.Context, req api.HoldPlaceRequest) (api.HoldRe
 	if err := p.audit(ctx, h, hold.AuditPlaced); err != nil {
 		return api.HoldReply{}, err
 	}
-	targets, err := p.targets(ctx, h.Target)
+	// The chains it holds: its events, or those the scan finds, read on
+	// past the records stored while it was placed (a chain stored after
+	// it was known to the live view is the view's to match).
+	var targets []chainRef
+	if sc != nil {
+		err = p.readScan(ctx, sc)
+		targets = sc.matched()
+	} else {
+		targets, err = p.targets(ctx, h.Target)
+	}
 	if err != nil {
 		return api.HoldReply{}, fmt.Errorf("auditor: find the chains hold %s holds: %w", h.ID, err)
 	}
@@ -425,10 +439,8 @@ func (p *Holds) stored(ctx context.Context, ids []string) error {
 type chainRef struct{ domain, dlqID string }
 
 // targets returns the stored chains target holds: its events, or those
-// that match it as their last record states them (party, code) with the
-// identifiers of their first (its listed ones and those its verbatim
-// payload names: hold.PayloadIdentifiers), read from QUARANTINE up to its
-// last sequence now (a chain stored later is the live view's to match).
+// a scan of QUARANTINE up to its last sequence now finds matching it
+// (targetScan; a chain stored later is the live view's to match).
 func (p *Holds) targets(ctx context.Context, t api.HoldTarget) ([]chainRef, error) {
 	switch {
 	case t.DLQID != "":
@@ -440,58 +452,102 @@ func (p *Holds) targets(ctx context.Context, t api.HoldTarget) ([]chainRef, erro
 		}
 		return out, nil
 	}
+	sc, err := newTargetScan(t)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.readScan(ctx, sc); err != nil {
+		return nil, err
+	}
+	return sc.matched(), nil
+}
+
+// targetScan finds the chains a party or filter hold holds in
+// QUARANTINE: each chain as its last record states it (party, code) with
+// the identifiers of its first (its listed ones and those its verbatim
+// payload names: hold.PayloadIdentifiers). It reads on from where it
+// stopped, so a placing reads the stream once (before it is placed, to
+// refuse a hold matching nothing; after, the records stored meanwhile).
+type targetScan struct {
+	match   hold.Matcher
+	withIDs bool
+	filter  string
+	subs    map[string]*hold.Subject
+	next    uint64 // the first sequence not read (0: none read)
+}
+
+// newTargetScan starts a scan for target t (a party or a filter).
+func newTargetScan(t api.HoldTarget) (*targetScan, error) {
 	match, err := hold.Compile(t)
 	if err != nil {
 		return nil, err
 	}
-	withIDs := t.Filter != nil && t.Filter.HasIdentifiers()
+	sc := &targetScan{match: match, withIDs: t.Filter != nil && t.Filter.HasIdentifiers(), filter: subjects.QuarantineAll,
+		subs: map[string]*hold.Subject{}}
+	if t.Filter != nil && t.Filter.Domain != "" && read.ValidToken(t.Filter.Domain) {
+		sc.filter = "quarantine." + t.Filter.Domain + ".>"
+	}
+	return sc, nil
+}
+
+// readScan reads QUARANTINE's records sc has not read, up to its last
+// sequence now.
+func (p *Holds) readScan(ctx context.Context, sc *targetScan) error {
 	info, err := p.quarantine.Info(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	filter := subjects.QuarantineAll
-	if t.Filter != nil && t.Filter.Domain != "" && read.ValidToken(t.Filter.Domain) {
-		filter = "quarantine." + t.Filter.Domain + ".>"
+	from := max(sc.next, info.State.FirstSeq)
+	if info.State.Msgs == 0 || info.State.LastSeq < from {
+		return nil
 	}
-	subs := map[string]*hold.Subject{}
-	if info.State.Msgs > 0 {
-		_, _, err = read.Scan(ctx, p.cfg.JS, subjects.QuarantineStream, filter, info.State.FirstSeq, info.State.LastSeq, func(m *jetstream.RawStreamMsg) bool {
-			h, err := chain.DecodeHead(m.Data)
-			if err != nil {
-				return true
-			}
-			sub := subs[h.DLQID]
-			if sub == nil {
-				s := hold.FromHead(h)
-				if withIDs && h.Index == 0 {
-					okey, party, ids := hold.PayloadIdentifiers(h.Domain, hold.RecordPayload(m.Data))
-					s.Chain = hold.Merge(s.Chain, okey, party, ids)
-				}
-				subs[h.DLQID] = &s
-				return true
-			}
-			// The last record decides the party and the code.
-			if h.PartyID != "" {
-				sub.PartyID, sub.Chain.PartyID = h.PartyID, h.PartyID
-			}
-			if h.OrderingKey != "" {
-				sub.Chain.OrderingKey = h.OrderingKey
-			}
-			sub.ErrorCode = h.ErrorCode
-			return true
-		})
-		if err != nil {
-			return nil, err
+	_, _, err = read.Scan(ctx, p.cfg.JS, subjects.QuarantineStream, sc.filter, from, info.State.LastSeq, func(m *jetstream.RawStreamMsg) bool {
+		sc.add(m.Data)
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	sc.next = info.State.LastSeq + 1
+	return nil
+}
+
+// add notes one stored record.
+func (sc *targetScan) add(raw []byte) {
+	h, err := chain.DecodeHead(raw)
+	if err != nil {
+		return
+	}
+	sub := sc.subs[h.DLQID]
+	if sub == nil {
+		s := hold.FromHead(h)
+		if sc.withIDs && h.Index == 0 {
+			okey, party, ids := hold.PayloadIdentifiers(h.Domain, hold.RecordPayload(raw))
+			s.Chain = hold.Merge(s.Chain, okey, party, ids)
 		}
+		sc.subs[h.DLQID] = &s
+		return
 	}
+	// The last record decides the party and the code.
+	if h.PartyID != "" {
+		sub.PartyID, sub.Chain.PartyID = h.PartyID, h.PartyID
+	}
+	if h.OrderingKey != "" {
+		sub.Chain.OrderingKey = h.OrderingKey
+	}
+	sub.ErrorCode = h.ErrorCode
+}
+
+// matched returns the chains read that match, sorted by dlq id.
+func (sc *targetScan) matched() []chainRef {
 	var out []chainRef
-	for id, sub := range subs {
-		if match(*sub) {
+	for id, sub := range sc.subs {
+		if sc.match(*sub) {
 			out = append(out, chainRef{sub.Domain, id})
 		}
 	}
 	slices.SortFunc(out, func(a, b chainRef) int { return strings.Compare(a.dlqID, b.dlqID) })
-	return out, nil
+	return out
 }
 
 // Two-person approval of a lift (package approval, ActionHoldLift): when
