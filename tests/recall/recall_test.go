@@ -34,11 +34,26 @@ const lot = `A1&B<2>"Ü" 陈伟`
 
 // env is the stack and its people's connections.
 type env struct {
+	stack                       *stack.Stack
 	pub                         jetstream.JetStream
 	inspector, operator, viewer *nats.Conn
 }
 
-func start(t *testing.T) *env {
+// conn connects user to the stack until tb's cleanup.
+func (e *env) conn(tb testing.TB, user string) *nats.Conn {
+	tb.Helper()
+	nc, err := e.stack.ConnectAs(user)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(nc.Close)
+	return nc
+}
+
+func start(t *testing.T) *env { return startB(t) }
+
+// startB starts the stack until tb's cleanup and connects its people.
+func startB(t testing.TB) *env {
 	t.Helper()
 	cfg := stack.DefaultConfig()
 	cfg.DataDir, cfg.AnchorDir = t.TempDir(), t.TempDir()
@@ -65,16 +80,10 @@ func start(t *testing.T) *env {
 	case <-time.After(60 * time.Second):
 		t.Fatal("stack not ready after 60 s")
 	}
-	conn := func(user string) *nats.Conn {
-		nc, err := s.ConnectAs(user)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
-	}
-	e := &env{inspector: conn(access.DefaultPerson(access.RoleInspector)), operator: conn(access.DefaultPerson(access.RoleOperator)),
-		viewer: conn(access.DefaultPerson(access.RoleViewer))}
+	e := &env{stack: s}
+	conn := func(user string) *nats.Conn { return e.conn(t, user) }
+	e.inspector = conn(access.DefaultPerson(access.RoleInspector))
+	e.operator, e.viewer = conn(access.DefaultPerson(access.RoleOperator)), conn(access.DefaultPerson(access.RoleViewer))
 	if e.pub, err = jetstream.New(conn(string(access.RolePublisher))); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +92,7 @@ func start(t *testing.T) *env {
 
 // call sends req as nc and decodes the reply into out; a coded refusal is
 // returned.
-func call(t *testing.T, nc *nats.Conn, subject string, req, out any) *api.Error {
+func call(t testing.TB, nc *nats.Conn, subject string, req, out any) *api.Error {
 	t.Helper()
 	b, err := json.Marshal(req)
 	if err != nil {
@@ -108,7 +117,7 @@ func call(t *testing.T, nc *nats.Conn, subject string, req, out any) *api.Error 
 }
 
 // mustCall is call that fails the test on a refusal.
-func mustCall(t *testing.T, nc *nats.Conn, subject string, req, out any) {
+func mustCall(t testing.TB, nc *nats.Conn, subject string, req, out any) {
 	t.Helper()
 	if ae := call(t, nc, subject, req, out); ae != nil {
 		t.Fatalf("%s: %v", subject, ae)
