@@ -62,6 +62,15 @@ type docInfo struct {
 	resolved map[string]int
 	// firstSeen and lastSeen bound the events' first_seen.
 	firstSeen, lastSeen time.Time
+	// stream and seq locate the document's (first) message in EVENTS;
+	// sample and sampleIndex are its first quarantined event and that
+	// event's position (what names the document's message among those a
+	// reconciliation reads: a document sent in parts is reconciled under
+	// its manifest).
+	stream      string
+	seq         uint64
+	sample      string
+	sampleIndex int
 }
 
 // docOf returns the document of a chain whose first record is r (nil
@@ -74,7 +83,8 @@ func (x *index) docOf(r chain.Head, firstSeen time.Time) *docInfo {
 	di := x.docs[d.SHA256]
 	if di == nil {
 		di = &docInfo{doc: api.GroupDocument{ID: d.ID, SHA256: d.SHA256, Format: d.Format, Events: d.Count, Sender: d.Sender,
-			Receiver: d.Receiver, Created: d.Created}, domain: r.Domain, resolved: map[string]int{}}
+			Receiver: d.Receiver, Created: d.Created}, domain: r.Domain, resolved: map[string]int{}, stream: d.Stream, seq: d.Seq,
+			sample: r.DLQID, sampleIndex: d.Index}
 		x.docs[d.SHA256] = di
 	}
 	di.total++

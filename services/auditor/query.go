@@ -265,7 +265,79 @@ func (s *Service) List(ctx context.Context, req api.ListRequest) (api.ListReply,
 			}
 		}
 	}
+	if err == nil && req.Document != "" && req.Cursor == "" {
+		rep.Document, err = s.documentOutcomes(ctx, req.Document, req.Code)
+	}
 	return rep.ListReply, err
+}
+
+// documentSlack widens the time range of a document's reconciliation
+// around its events' first_seen (the time EVENTS stored its message).
+const documentSlack = 2 * time.Second
+
+// documentOutcomes returns every event of the EPCIS document sha with
+// its outcome (nil when no quarantined event was read from it: the live
+// view knows the documents by their quarantined events): the
+// reconciliation of the document's EVENTS message (its stored time, a
+// few seconds either side), its events by position; with code, only the
+// quarantined events of that code.
+func (s *Service) documentOutcomes(ctx context.Context, sha, code string) (*api.DocumentOutcomes, error) {
+	s.index.mu.RLock()
+	di := s.index.docs[sha]
+	var (
+		doc         api.GroupDocument
+		dom, sample string
+		seq         uint64
+		sampleIndex int
+		from, to    time.Time
+	)
+	if di != nil {
+		doc, dom, seq, from, to = di.doc, di.domain, di.seq, di.firstSeen, di.lastSeen
+		sample, sampleIndex = di.sample, di.sampleIndex
+	}
+	s.index.mu.RUnlock()
+	if di == nil || seq == 0 {
+		return nil, nil
+	}
+	rec, err := s.reconciler.Reconcile(ctx, api.ReconcileRequest{Domain: dom, From: from.Add(-documentSlack), To: to.Add(documentSlack),
+		IDs: true, MaxIDs: max(doc.Events, api.MaxDocumentEvents)})
+	if err != nil {
+		return nil, fmt.Errorf("auditor: the outcomes of document %s: %w", sha, err)
+	}
+	// The document's message: the one holding its first quarantined
+	// event at its position (a manifest, for a document sent in parts).
+	for _, evs := range rec.IDs {
+		for _, ev := range evs {
+			if ev.DLQID == sample && ev.DocumentIndex != nil && *ev.DocumentIndex == sampleIndex {
+				seq = ev.Seq
+			}
+		}
+	}
+	out := &api.DocumentOutcomes{Document: doc, Counts: map[string]int{}, Events: []api.DocumentEvent{}}
+	for outcome, evs := range rec.IDs {
+		for _, ev := range evs {
+			if ev.Seq != seq || ev.DocumentIndex == nil {
+				continue
+			}
+			out.Counts[outcome]++
+			de := api.DocumentEvent{Index: *ev.DocumentIndex, Outcome: outcome}
+			if ev.DLQID != "" && outcome != api.ReconcileCommitted && outcome != api.ReconcileDuplicate {
+				de.DLQID = ev.DLQID
+				if e, ok := s.index.entryOf(ev.DLQID); ok {
+					de.ErrorCode = e.code
+				}
+			}
+			if code != "" && de.ErrorCode != code {
+				continue
+			}
+			out.Events = append(out.Events, de)
+		}
+	}
+	slices.SortFunc(out.Events, func(a, b api.DocumentEvent) int { return cmp.Compare(a.Index, b.Index) })
+	if len(out.Events) > api.MaxDocumentEvents {
+		out.Events, out.Truncated = out.Events[:api.MaxDocumentEvents], true
+	}
+	return out, nil
 }
 
 // listed is a list's answer and the ordering key of each item (what a

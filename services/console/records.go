@@ -231,6 +231,9 @@ type listReply struct {
 	Items      []listItem `json:"items"`
 	Total      int        `json:"total"`
 	NextCursor string     `json:"next_cursor,omitempty"`
+	// Document is, for a list of one document, every event of it with
+	// its outcome.
+	Document *api.DocumentOutcomes `json:"document,omitempty"`
 }
 
 // recordsData is the Records page.
@@ -244,6 +247,22 @@ type recordsData struct {
 	Classes    []string
 	// Back is this page's URL (where a bulk action returns).
 	Back string
+	// Document is, on the page of one EPCIS document (?document=), every
+	// event of it with its outcome.
+	Document *api.DocumentOutcomes
+}
+
+// Outcomes are the document's outcomes with their counts, in a fixed
+// order.
+func (d *recordsData) Outcomes() [][2]string {
+	if d.Document == nil {
+		return nil
+	}
+	var out [][2]string
+	for _, o := range slices.Sorted(maps.Keys(d.Document.Counts)) {
+		out = append(out, [2]string{o, strconv.Itoa(d.Document.Counts[o])})
+	}
+	return out
 }
 
 // SearchFields are the names the identifier filter takes.
@@ -387,7 +406,7 @@ func sortSummaries(items []listItem, col string, desc bool) {
 func (p *recordPages) handleRecords(w http.ResponseWriter, r *http.Request, s *session) {
 	rq, rep, err := p.listRecords(r, s)
 	d := &recordsData{
-		Q: rq, Items: rep.Items, Total: rep.Total, NextCursor: rep.NextCursor, Columns: recordColumns, Back: r.URL.RequestURI(),
+		Q: rq, Items: rep.Items, Total: rep.Total, NextCursor: rep.NextCursor, Columns: recordColumns, Back: r.URL.RequestURI(), Document: rep.Document,
 		Statuses: []string{string(record.StatusOpen), string(record.StatusRedriving), string(record.StatusPoison), string(record.StatusResolved), string(record.StatusInvalid)},
 		Classes:  []string{string(record.ClassValidation), string(record.ClassExhausted), string(record.ClassPoison)},
 	}

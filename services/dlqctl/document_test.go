@@ -86,6 +86,12 @@ func TestPublishDocument(t *testing.T) {
 			t.Errorf("find --document %s: %+v, want %s alone", d.SHA256, l.Items, id)
 			continue
 		}
+		// Every event of it with its outcome: the bad one quarantined
+		// with its code, the others committed.
+		if o := l.Document; o == nil || len(o.Events) != d.Count || o.Counts[api.ReconcileOpen] != 1 || o.Counts[api.ReconcileCommitted] != d.Count-1 ||
+			o.Events[d.Index].DLQID != id || o.Events[d.Index].ErrorCode != l.Items[0].ErrorCode {
+			t.Errorf("find --document %s: outcomes %+v, want %d events, the one at %d open", d.SHA256, o, d.Count, d.Index)
+		}
 		code := l.Items[0].ErrorCode
 		if out := e.ok(t, "find", "--document", d.SHA256, "--code", code).stdout; !strings.Contains(out, id) || !strings.Contains(out, code) {
 			t.Errorf("find --document --code %s:\n%s", code, out)

@@ -658,6 +658,39 @@ type ListReply struct {
 	// matched.
 	Records      []RecordSummary `json:"records,omitempty"`
 	NextAfterSeq uint64          `json:"next_after_seq,omitempty"`
+	// Document is, for the first page of a list of one EPCIS document
+	// (ListRequest.Document), every event of the document with its
+	// outcome: a shipment as one thing to look at.
+	Document *DocumentOutcomes `json:"document,omitempty"`
+}
+
+// MaxDocumentEvents bounds the events DocumentOutcomes lists.
+const MaxDocumentEvents = 5000
+
+// DocumentOutcomes is every event of one EPCIS document with its outcome,
+// as audit.reconcile classifies the events of the document's message
+// (Reconcile* categories: committed, duplicate, open, redriving, poison,
+// resolved, conflict, pending, unaccounted), by position; with a
+// ListRequest.Code, only the quarantined events of that code.
+type DocumentOutcomes struct {
+	Document GroupDocument `json:"document"`
+	// Counts counts the document's events by outcome (all of them, the
+	// code filter aside).
+	Counts map[string]int `json:"counts"`
+	// Events lists them by position, at most MaxDocumentEvents
+	// (Truncated then says so).
+	Events    []DocumentEvent `json:"events"`
+	Truncated bool            `json:"truncated,omitempty"`
+}
+
+// DocumentEvent is one event of a document and its outcome: its
+// position (from 0), its outcome (a Reconcile* category) and, when it was
+// quarantined, its dlq id and latest error code.
+type DocumentEvent struct {
+	Index     int    `json:"index"`
+	Outcome   string `json:"outcome"`
+	DLQID     string `json:"dlq_id,omitempty"`
+	ErrorCode string `json:"error_code,omitempty"`
 }
 
 // GroupsRequest filters the triage groups (all optional).

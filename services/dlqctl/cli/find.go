@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -84,6 +85,9 @@ quarantined event of one EPCIS document (a shipment) with its code;
 			if a.json() {
 				return a.printJSON(out)
 			}
+			if d := out.Document; d != nil {
+				documentRows(a, d)
+			}
 			t := newTable(a.io.Out, "DLQ ID", "DOMAIN", "STATE", "CLASS", "CODE", "IDENTIFIERS", "SUPPLIER", "QUARANTINED")
 			for _, s := range out.Items {
 				t.row(s.DLQID, s.Domain, s.Status, s.Class, s.ErrorCode, identifiersText(s.Identifiers), s.PartyID, fmtTime(s.QuarantinedAt))
@@ -129,6 +133,9 @@ func (a *app) listPages(ctx context.Context, req api.ListRequest, all bool) (api
 		}
 		out.Items = append(out.Items, page.Items...)
 		out.Total, out.NextCursor = page.Total, page.NextCursor
+		if out.Document == nil {
+			out.Document = page.Document // the first page's
+		}
 		if !all || page.NextCursor == "" {
 			break
 		}
@@ -156,4 +163,23 @@ func identifiersText(ids map[string]string) string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// documentRows prints every event of a document with its outcome
+// (find --document), before its quarantined events.
+func documentRows(a *app, d *api.DocumentOutcomes) {
+	var counts []string
+	for _, o := range slices.Sorted(maps.Keys(d.Counts)) {
+		counts = append(counts, fmt.Sprintf("%s %d", o, d.Counts[o]))
+	}
+	textf(a.io.Out, "document %s (%d events): %s\n", d.Document.ID, d.Document.Events, strings.Join(counts, ", "))
+	t := newTable(a.io.Out, "POSITION", "OUTCOME", "DLQ ID", "CODE")
+	for _, ev := range d.Events {
+		t.row(strconv.Itoa(ev.Index+1), ev.Outcome, ev.DLQID, ev.ErrorCode)
+	}
+	t.flush()
+	if d.Truncated {
+		textf(a.io.Out, "(the first %d events)\n", len(d.Events))
+	}
+	fmt.Fprintln(a.io.Out)
 }
