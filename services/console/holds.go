@@ -24,8 +24,10 @@ type holdPages struct {
 type holdsData struct {
 	Holds         []api.HeldHold
 	IncludeLifted bool
-	// Party and CaseID are the place form's values after a refusal.
+	// Party, Filter, CaseID and Reason are the place form's values after
+	// a refusal.
 	Party, CaseID, Reason string
+	Filter                api.HoldFilter
 	// AskConfirm: the hold was refused because it matches nothing now
 	// (api.ErrHoldMatchesNothing); the form asks to place it anyway.
 	AskConfirm bool
@@ -59,15 +61,26 @@ func placeRequest(r *http.Request, target api.HoldTarget) api.HoldPlaceRequest {
 		Confirm: r.PostFormValue("confirm") != ""}
 }
 
-// handlePlacePartyHold places a hold on a party's events (the Holds page).
+// handlePlacePartyHold places a hold on a party's events, or on the
+// events of a lot or an item (a filter of the domain, the identifiers and
+// the party, as the Records search reads them) from the Holds page.
 func (p *holdPages) handlePlacePartyHold(w http.ResponseWriter, r *http.Request, s *session) {
-	req := placeRequest(r, api.HoldTarget{PartyID: strings.TrimSpace(r.PostFormValue("party"))})
+	party := strings.TrimSpace(r.PostFormValue("party"))
+	f := api.HoldFilter{Domain: strings.TrimSpace(r.PostFormValue("domain")), Lot: strings.TrimSpace(r.PostFormValue("lot")),
+		NDC: strings.TrimSpace(r.PostFormValue("ndc")), GTIN: strings.TrimSpace(r.PostFormValue("gtin")),
+		SSCC: strings.TrimSpace(r.PostFormValue("sscc")), TLC: strings.TrimSpace(r.PostFormValue("tlc"))}
+	target := api.HoldTarget{PartyID: party}
+	if f.Domain != "" || f.HasIdentifiers() {
+		f.PartyID = party
+		target = api.HoldTarget{Filter: &f}
+	}
+	req := placeRequest(r, target)
 	rep, err := p.placeHold(r, s, req)
 	if err == nil {
 		http.Redirect(w, r, holdsURL(false)+"#hold-"+url.PathEscape(rep.Hold.ID), http.StatusSeeOther)
 		return
 	}
-	d := &holdsData{Party: req.Target.PartyID, CaseID: req.CaseID, Reason: req.Reason, AskConfirm: api.CodeOf(err) == api.ErrHoldMatchesNothing}
+	d := &holdsData{Party: party, Filter: f, CaseID: req.CaseID, Reason: req.Reason, AskConfirm: api.CodeOf(err) == api.ErrHoldMatchesNothing}
 	_ = p.listHolds(r, s, d)
 	v := newView(s, "Holds", "holds", d)
 	v.setErr(err)

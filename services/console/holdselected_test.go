@@ -117,4 +117,45 @@ func TestHoldTheSelectedAllOrNone(t *testing.T) {
 		}
 		return nil
 	})
+
+	t.Run("a lot hold from the Holds page", func(t *testing.T) {
+		w := in.do(http.MethodPost, "/holds", url.Values{"csrf": {token}, "domain": {"pharmacy"}, "lot": {lot}, "ndc": {"0409-48B8-20"},
+			"case_id": {"CASE-SEL-BADNDC"}, "reason": {"recall"}})
+		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "ndc") {
+			t.Errorf("a bad NDC: %d", w.Code)
+		}
+		w = in.do(http.MethodPost, "/holds", url.Values{"csrf": {token}, "domain": {"pharmacy"}, "lot": {lot},
+			"case_id": {"CASE-SEL-LOT"}, "reason": {"FDA recall of the lot"}})
+		if w.Code != http.StatusSeeOther {
+			t.Fatalf("%d %s", w.Code, w.Body.String())
+		}
+		var mine *api.HeldHold
+		for _, h := range holds() {
+			if h.Hold.CaseID == "CASE-SEL-LOT" {
+				mine = &h
+			}
+		}
+		if mine == nil || mine.Hold.Target.Filter == nil || mine.Hold.Target.Filter.Lot != lot {
+			t.Fatalf("the lot hold: %+v", mine)
+		}
+		// No quarantiner runs here (the records stay pending): the
+		// auditor names the hold on every record of the lot all the same.
+		nc := e.srv.ConnectAs(t, access.DefaultPerson(access.RoleViewer))
+		l, err := endpoint.Call[api.ListRequest, api.ListReply](context.Background(), nc, api.AuditList, api.ListRequest{Lot: lot})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, it := range l.Items {
+			if slices.Contains(it.HoldIDs, mine.Hold.ID) {
+				n++
+			}
+		}
+		if n != 27 || len(l.Items) != 27 {
+			t.Errorf("%d of %d records of the lot held by the lot hold, want 27", n, len(l.Items))
+		}
+		if page := in.do(http.MethodGet, "/holds", nil).Body.String(); !strings.Contains(page, "filter domain pharmacy lot") {
+			t.Errorf("the Holds page does not show the lot hold")
+		}
+	})
 }
