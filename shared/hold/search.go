@@ -47,13 +47,13 @@ type IDFilter struct {
 // domains in one request.
 var searchFields = sync.OnceValues(func() (map[string][]string, error) {
 	owners := map[string][]string{}
-	for _, s := range registry.All() {
+	for _, s := range allSpecs() {
 		for _, f := range s.Search.Fields {
 			owners[f] = append(owners[f], s.Name)
 		}
 	}
 	var parts []string
-	for _, s := range registry.All() {
+	for _, s := range allSpecs() {
 		var own []string
 		for _, f := range s.Search.Fields {
 			if len(owners[f]) == 1 {
@@ -85,7 +85,7 @@ func ParseIDs(req api.ListRequest) (IDFilter, error) {
 	values := make(map[string]string, len(given))
 	var scoped domain.Spec
 	if req.Domain != "" {
-		scoped, _ = registry.Lookup(req.Domain)
+		scoped = specs()[req.Domain]
 	}
 	for _, name := range slices.Sorted(maps.Keys(given)) { // the first bad field, always the same
 		v := given[name]
@@ -103,7 +103,7 @@ func ParseIDs(req api.ListRequest) (IDFilter, error) {
 		}
 	}
 	f.matchers = map[string]domain.Matcher{}
-	for _, s := range registry.All() {
+	for _, s := range allSpecs() {
 		own, vals := false, map[string]string{}
 		for _, name := range s.Search.Fields {
 			if v, ok := values[name]; ok {
@@ -128,7 +128,7 @@ func ParseIDs(req api.ListRequest) (IDFilter, error) {
 	}
 	// Only fields several domains answer (or the request's domain's):
 	// each of those domains matches its own chains.
-	for _, s := range registry.All() {
+	for _, s := range allSpecs() {
 		if scoped.Name != "" && s.Name != scoped.Name {
 			continue
 		}
@@ -193,15 +193,20 @@ func (f IDFilter) Match(dom string, c domain.Chain) bool {
 	return m != nil && m(c)
 }
 
-// specs are the registered domains by name, read once (registry.Lookup
-// builds every domain's Spec on each call: too slow per record).
-var specs = sync.OnceValue(func() map[string]domain.Spec {
-	m := map[string]domain.Spec{}
-	for _, s := range registry.All() {
-		m[s.Name] = s
-	}
-	return m
-})
+// allSpecs are the registered domains in the registry's order, and
+// specs the same by name, read once (registry.All and registry.Lookup
+// build every domain's Spec on each call: too slow per record or per
+// hold matched).
+var (
+	allSpecs = sync.OnceValue(registry.All)
+	specs    = sync.OnceValue(func() map[string]domain.Spec {
+		m := map[string]domain.Spec{}
+		for _, s := range allSpecs() {
+			m[s.Name] = s
+		}
+		return m
+	})
+)
 
 // maxPayloadRead bounds the payload PayloadIdentifiers decodes (the
 // gate's own size limit is far below it).
