@@ -294,7 +294,7 @@ func (p *Holds) audit(ctx context.Context, h api.Hold, action string) error {
 // itself: the chains left are the worker's (the reply counts them as
 // pending). The hold holds them from its placing on all the same: the
 // redriver refuses every event an active hold matches (hold.Refuse).
-const placeBudget = 10 * time.Second
+const placeBudget = 3 * time.Second
 
 // Place places a legal hold (hold.place) by the authenticated caller and
 // appends its record to every chain it holds now: one event, a set of
