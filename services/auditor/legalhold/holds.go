@@ -395,8 +395,16 @@ func (p *Holds) Place(ctx context.Context, req api.HoldPlaceRequest) (api.HoldRe
 		}
 	}
 	rep.Count, rep.PendingCount = len(rep.DLQIDs), len(rep.Pending)
+	if len(rep.DLQIDs) > maxReplyIDs || len(rep.Pending) > maxReplyIDs {
+		// A reply fits a message: the counts say how many (hold.get lists
+		// them all).
+		rep.DLQIDs, rep.Pending, rep.Truncated = rep.DLQIDs[:min(len(rep.DLQIDs), maxReplyIDs)], rep.Pending[:min(len(rep.Pending), maxReplyIDs)], true
+	}
 	return rep, nil
 }
+
+// maxReplyIDs bounds the dlq ids of each list of hold.place's answer.
+const maxReplyIDs = 1000
 
 // stored refuses a hold of events one of which is not stored (NOT_FOUND,
 // nothing placed: a set is held whole or not at all).
