@@ -313,6 +313,18 @@ func TestRecallIsOneAction(t *testing.T) {
 		}
 	})
 
+	t.Run("one second person lifts it", func(t *testing.T) {
+		ae := call(t, e.operator, api.HoldLift, api.HoldLiftRequest{ID: placed.Hold.ID, CaseID: placed.Hold.CaseID, Reason: "recall closed"}, nil)
+		if ae == nil || ae.Code != api.ErrApprovalRequired || ae.Approval == nil || ae.Approval.HoldID != placed.Hold.ID {
+			t.Fatalf("lift: %v, want one pending approval of the hold", ae)
+		}
+		var g api.HoldReply
+		mustCall(t, e.viewer, api.HoldGet, api.HoldGetRequest{ID: placed.Hold.ID}, &g)
+		if g.Hold.Status != api.HoldActive || g.Count != len(lotEvents)+1 {
+			t.Errorf("after the lift request: %s holding %d", g.Hold.Status, g.Count)
+		}
+	})
+
 	t.Run("a field the domain does not search by", func(t *testing.T) {
 		for _, tc := range []struct {
 			name    string
