@@ -189,12 +189,12 @@ func (p *holdPages) handleBulk(w http.ResponseWriter, r *http.Request, s *sessio
 			target = api.HoldTarget{DLQID: ids[0]}
 		}
 		rep, err := p.placeHold(r, s, placeRequest(r, target))
-		msg := fmt.Sprintf("Hold %s placed on all %d selected records (case %s).", rep.Hold.ID, len(ids), rep.Hold.CaseID)
+		msg := fmt.Sprintf("%d of %d selected records held, in one hold %s (case %s).", len(ids), len(ids), rep.Hold.ID, rep.Hold.CaseID)
 		if n := max(rep.PendingCount, len(rep.Pending), len(rep.Failed)); err == nil && n > 0 {
 			msg += fmt.Sprintf(" %d of them are being recorded in their chains; they are held already.", n)
 		}
 		if err != nil {
-			msg = fmt.Sprintf("None of the %d selected records was held: %s", len(ids), errText(err))
+			msg = fmt.Sprintf("0 of %d selected records held: none is held unless all are (%s).", len(ids), errText(err))
 		}
 		s.setFlash(msg)
 		http.Redirect(w, r, back, http.StatusSeeOther)

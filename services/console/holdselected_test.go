@@ -81,8 +81,8 @@ func TestHoldTheSelectedAllOrNone(t *testing.T) {
 		held         int // events of the case's hold; -1: no hold
 	}{
 		{"one selected record unknown: none held", "CASE-SEL-NONE", append(slices.Clone(ids), "pharmacy_00000000000000000000000000000000"),
-			"None of the 28 selected records was held", -1},
-		{"all 27 selected: one hold", "CASE-SEL-ALL", ids, "placed on all 27 selected records", 27},
+			"0 of 28 selected records held: none is held unless all are", -1},
+		{"all 27 selected: one hold", "CASE-SEL-ALL", ids, "27 of 27 selected records held, in one hold", 27},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			page := bulk(tc.caseID, tc.sel)

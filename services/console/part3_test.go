@@ -75,7 +75,7 @@ func TestRecordsListHeldBulkAndWords(t *testing.T) {
 			t.Fatalf("%d %q", w.Code, w.Header().Get("Location"))
 		}
 		page := op.do(http.MethodGet, list, nil).Body.String()
-		if !strings.Contains(page, "placed on all 2 selected records") {
+		if !strings.Contains(page, "2 of 2 selected records held, in one hold") {
 			t.Errorf("no outcome:\n%s", page)
 		}
 		natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
