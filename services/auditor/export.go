@@ -146,6 +146,14 @@ func (s *Service) Export(ctx context.Context, req api.ExportRequest) (api.Export
 	if err != nil {
 		return api.ExportReply{}, err
 	}
+	f := req.Filter
+	// The identifiers are read as a records search reads them, in every
+	// domain: a field the filter's domain does not search by is a
+	// BAD_REQUEST naming it (parseIDFilter), never an empty export.
+	idf, err := parseIDFilter(f.Search())
+	if err != nil {
+		return api.ExportReply{}, err
+	}
 	limit := req.Limit
 	if limit == 0 {
 		limit = defaultExportChains
@@ -168,10 +176,10 @@ func (s *Service) Export(ctx context.Context, req api.ExportRequest) (api.Export
 	if before == 0 || before > cp.LastSeq+1 {
 		before = cp.LastSeq + 1
 	}
-	f := req.Filter
-	match := func(it *api.Summary) bool {
+	match := func(it *listItem) bool {
 		return (f.Party == "" || it.PartyID == f.Party) && (f.Status == "" || it.Status == f.Status) &&
-			(f.From.IsZero() || !it.QuarantinedAt.Before(f.From)) && (f.To.IsZero() || !it.QuarantinedAt.After(f.To))
+			(f.From.IsZero() || !it.QuarantinedAt.Before(f.From)) && (f.To.IsZero() || !it.QuarantinedAt.After(f.To)) &&
+			idf.match(it)
 	}
 	budget := int(float64(s.nc.MaxPayload()) * exportReplyShare)
 	if s.exportBudget > 0 {
@@ -181,8 +189,8 @@ func (s *Service) Export(ctx context.Context, req api.ExportRequest) (api.Export
 	var items []listItem
 	more := false
 	if before > 1 {
-		err := s.scanChains(ctx, f.Domain, before-1, func(it listItem) bool {
-			if !match(&it.Summary) {
+		err := s.scanChains(ctx, idf.scanDomain(f.Domain), before-1, idf.set(), func(it listItem) bool {
+			if !match(&it) {
 				return true
 			}
 			if len(items) == limit {

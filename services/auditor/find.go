@@ -1,172 +1,66 @@
 package auditor
 
 import (
-	"errors"
-	"fmt"
-	"maps"
-	"slices"
-	"strings"
-	"sync"
-
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/domain/registry"
+	"github.com/deadletter/deadletter/shared/hold"
 )
 
 // idFilter is a list request's identifier filters (api.ListRequest.NDC
-// and the others: api.ListRequest.IdentifierFilters), read by the domains'
-// searches (domain.Spec.Search). It matches the identifiers an event's
-// ordering key and party name and those its first record lists
-// (identifiersOf): the auditor's index keeps them per chain, and a scan
-// reads them from the chain's records, so a search reads no payload.
+// and the others: api.ListRequest.IdentifierFilters), read by the
+// domains' searches (domain.Spec.Search) as the holds read them
+// (hold.IDFilter, their one owner). It matches the identifiers an
+// event's ordering key and party name, those its first record lists and
+// those its verbatim payload names (hold.PayloadIdentifiers), whatever
+// it failed on: the auditor's index keeps them per chain, and a scan
+// reads them from the chain's first record.
 type idFilter struct {
-	// domain is the domain the identifiers belong to ("" when only
-	// fields several domains answer are given, e.g. a lot, which
-	// pharmacy, DSCSA and FSMA all have).
-	domain string
-	// matchers match a chain of their domain; a chain of a domain
-	// without one does not match.
-	matchers map[string]domain.Matcher
-	set      bool
+	hold.IDFilter
 }
 
-// searchFields is what the registered domains' searches answer: the
-// domains of each search field, and the message refusing fields of two
-// domains in one request.
-var searchFields = sync.OnceValues(func() (map[string][]string, error) {
-	owners := map[string][]string{}
-	for _, s := range registry.All() {
-		for _, f := range s.Search.Fields {
-			owners[f] = append(owners[f], s.Name)
-		}
-	}
-	var parts []string
-	for _, s := range registry.All() {
-		var own []string
-		for _, f := range s.Search.Fields {
-			if len(owners[f]) == 1 {
-				own = append(own, f)
-			}
-		}
-		if len(own) > 0 {
-			parts = append(parts, s.Name+": "+strings.Join(own, ", "))
-		}
-	}
-	// errTwoDomains: a request names identifiers of two domains.
-	errTwoDomains := fmt.Errorf("identifiers of two domains (%s) cannot match one event", strings.Join(parts, "; "))
-	return owners, errTwoDomains
-})
-
-// parseIDFilter normalizes req's identifier filters, each domain's by its
-// search (domain.Search.Parse), in the registry's order. A bad identifier
-// is a BAD_REQUEST naming its field and the rule, never echoing the value.
+// parseIDFilter normalizes req's identifier filters (hold.ParseIDs): a
+// bad identifier, or one req's domain does not search by, is a
+// BAD_REQUEST naming its field and the rule, never echoing the value.
 func parseIDFilter(req api.ListRequest) (idFilter, error) {
-	given := req.IdentifierFilters()
-	f := idFilter{set: len(given) > 0}
-	if !f.set {
-		return f, nil
-	}
-	owners, errTwoDomains := searchFields()
-	values := make(map[string]string, len(given))
-	for _, name := range slices.Sorted(maps.Keys(given)) { // the first bad field, always the same
-		v := given[name]
-		if len(owners[name]) == 0 {
-			return f, api.BadField("identifiers", "names a field no domain searches by (the fields: %s)", strings.Join(slices.Sorted(maps.Keys(owners)), ", "))
-		}
-		if w := req.Identifiers[name]; w != "" && w != v {
-			return f, api.BadField(name, "given twice, with two values")
-		}
-		if v = strings.TrimSpace(v); v != "" {
-			values[name] = v
-		}
-	}
-	f.matchers = map[string]domain.Matcher{}
-	for _, s := range registry.All() {
-		own, vals := false, map[string]string{}
-		for _, name := range s.Search.Fields {
-			if v, ok := values[name]; ok {
-				vals[name] = v
-				own = own || len(owners[name]) == 1
-			}
-		}
-		if !own {
-			continue
-		}
-		m, err := parseSearch(s, vals)
-		if err != nil {
-			return f, err
-		}
-		if f.domain != "" {
-			return f, api.Wrap(api.ErrBadRequest, errTwoDomains, errTwoDomains.Error())
-		}
-		f.domain, f.matchers[s.Name] = s.Name, m
-	}
-	if f.domain != "" {
-		return f, nil
-	}
-	// Only fields several domains answer: each of those domains matches
-	// its own chains.
-	for _, s := range registry.All() {
-		vals := map[string]string{}
-		for name, v := range values {
-			if !slices.Contains(s.Search.Fields, name) {
-				vals = nil
-				break
-			}
-			vals[name] = v
-		}
-		if vals == nil || s.Search.Parse == nil {
-			continue
-		}
-		m, err := parseSearch(s, vals)
-		if err != nil {
-			return f, err
-		}
-		f.matchers[s.Name] = m
-	}
-	return f, nil
-}
-
-// parseSearch reads the values of one domain's search fields, a refused
-// value as a BAD_REQUEST naming its field.
-func parseSearch(s domain.Spec, vals map[string]string) (domain.Matcher, error) {
-	m, err := s.Search.Parse(vals)
-	if se, ok := errors.AsType[*domain.SearchError](err); ok {
-		return nil, api.BadField(se.Field, "%s", se.Rule)
-	}
-	if err != nil {
-		return nil, api.BadField("identifiers", "%s", err)
-	}
-	return m, nil
+	f, err := hold.ParseIDs(req)
+	return idFilter{f}, err
 }
 
 // domainOK reports whether a request for domain (its Domain filter) can
 // match the filter's identifiers.
-func (f idFilter) domainOK(domain string) bool {
-	return domain == "" || f.domain == "" || domain == f.domain
-}
+func (f idFilter) domainOK(domain string) bool { return f.DomainOK(domain) }
 
 // scanDomain is the domain a scan for the filter reads: the request's, or
 // the identifiers'.
-func (f idFilter) scanDomain(domain string) string {
-	if domain != "" {
-		return domain
-	}
-	return f.domain
-}
+func (f idFilter) scanDomain(domain string) string { return f.ScanDomain(domain) }
+
+// set reports whether the request gave identifier filters.
+func (f idFilter) set() bool { return f.Set }
 
 // match reports whether the chain it (its domain, ordering key, party,
-// idempotency key, dlq id and listed identifiers) matches every
-// identifier of the filter.
+// idempotency key, dlq id and identifiers) matches every identifier of
+// the filter.
 func (f idFilter) match(it *listItem) bool {
-	if !f.set {
+	if !f.Set {
 		return true
 	}
-	if f.domain != "" && it.Domain != f.domain {
-		return false
-	}
-	m := f.matchers[it.Domain]
-	return m != nil && m(domain.Chain{OrderingKey: it.okey, PartyID: it.PartyID, IdempotencyKey: it.key, DLQID: it.DLQID, Listed: it.ids})
+	return f.Match(it.Domain, it.chain())
+}
+
+// chain is what a search sees of the item's chain.
+func (it *listItem) chain() domain.Chain {
+	return domain.Chain{OrderingKey: it.okey, PartyID: it.PartyID, IdempotencyKey: it.key, DLQID: it.DLQID, Listed: it.ids}
+}
+
+// withPayload adds what the verbatim payload of a chain's first record
+// (raw, as stored) names to the chain's keys and identifiers
+// (hold.PayloadIdentifiers, hold.Merge): a search finds an event by them
+// whatever it failed on, the gate's envelope or not.
+func withPayload(dom string, raw []byte, okey string, ids []string) (string, []string) {
+	pokey, _, pairs := hold.PayloadIdentifiers(dom, hold.RecordPayload(raw))
+	c := hold.Merge(domain.Chain{OrderingKey: okey, Listed: ids}, pokey, "", pairs)
+	return c.OrderingKey, c.Listed
 }
 
 // identifiersOf returns the identifiers an ordering key names (its

@@ -3,6 +3,7 @@ package auditor
 import (
 	"github.com/deadletter/deadletter/services/auditor/legalhold"
 	"github.com/deadletter/deadletter/shared/chain"
+	"github.com/deadletter/deadletter/shared/hold"
 )
 
 // Legal holds, the LEGALHOLD copy and QUARANTINE's retention are the
@@ -19,12 +20,12 @@ const (
 
 // onHeldRecord adapts the live view's hook to the legal-hold part: the
 // holds a chain carries, from its heldChain (nil: none).
-func onHeldRecord(holds *legalhold.Holds) func(chain.Head, *heldChain) {
-	return func(r chain.Head, hc *heldChain) {
+func onHeldRecord(holds *legalhold.Holds) func(chain.Head, hold.Subject, *heldChain) {
+	return func(r chain.Head, sub hold.Subject, hc *heldChain) {
 		var carries func(string) bool
 		if hc != nil {
 			carries = func(id string) bool { return hc.holds[id] }
 		}
-		holds.OnRecord(r, carries)
+		holds.OnRecord(r, sub, carries)
 	}
 }

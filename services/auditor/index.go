@@ -15,6 +15,9 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
+	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/domain"
+	"github.com/deadletter/deadletter/shared/hold"
 	"github.com/deadletter/deadletter/shared/merkle"
 	"github.com/deadletter/deadletter/shared/notify"
 	"github.com/deadletter/deadletter/shared/record"
@@ -27,6 +30,7 @@ import (
 type entry struct {
 	dlqID, domain, class, code, party, key string
 	okey                                   string // ordering key: the identifiers a search matches
+	pokey                                  string // the ordering key the payload names (okey's fallback)
 	publisher                              string // of the original event
 	status                                 record.Status
 	redrives, records                      int
@@ -58,6 +62,15 @@ type docInfo struct {
 	resolved map[string]int
 	// firstSeen and lastSeen bound the events' first_seen.
 	firstSeen, lastSeen time.Time
+	// stream and seq locate the document's (first) message in EVENTS;
+	// sample and sampleIndex are its first quarantined event and that
+	// event's position (what names the document's message among those a
+	// reconciliation reads: a document sent in parts is reconciled under
+	// its manifest).
+	stream      string
+	seq         uint64
+	sample      string
+	sampleIndex int
 }
 
 // docOf returns the document of a chain whose first record is r (nil
@@ -70,7 +83,8 @@ func (x *index) docOf(r chain.Head, firstSeen time.Time) *docInfo {
 	di := x.docs[d.SHA256]
 	if di == nil {
 		di = &docInfo{doc: api.GroupDocument{ID: d.ID, SHA256: d.SHA256, Format: d.Format, Events: d.Count, Sender: d.Sender,
-			Receiver: d.Receiver, Created: d.Created}, domain: r.Domain, resolved: map[string]int{}}
+			Receiver: d.Receiver, Created: d.Created}, domain: r.Domain, resolved: map[string]int{}, stream: d.Stream, seq: d.Seq,
+			sample: r.DLQID, sampleIndex: d.Index}
 		x.docs[d.SHA256] = di
 	}
 	di.total++
@@ -206,8 +220,9 @@ type index struct {
 	// id: the holds their records placed and did not lift.
 	held map[string]*heldChain
 	// onRecord, when set, is told of every record applied (under the
-	// lock: it must not block), with the chain's holds when it is held.
-	onRecord func(h chain.Head, hc *heldChain)
+	// lock: it must not block), with the chain as a hold matches it after
+	// the record and the chain's holds when it is held.
+	onRecord func(h chain.Head, sub hold.Subject, hc *heldChain)
 	// alert, when set, publishes a notification (notify.Publisher.Publish:
 	// it never blocks): a new failure group and a poison record stored
 	// after the view started following QUARANTINE (past liveFrom, its last
@@ -286,20 +301,28 @@ func (x *index) apply(seq uint64, raw []byte) {
 	}
 	x.metrics.stored.WithLabelValues(string(r.Kind)).Inc()
 	hc := x.applyHold(r)
-	if x.onRecord != nil {
-		x.onRecord(r, hc)
-	}
-	if hc != nil && len(hc.holds) == 0 {
-		delete(x.held, r.DLQID) // every hold lifted
-	}
+	defer func() {
+		if hc != nil && len(hc.holds) == 0 {
+			delete(x.held, r.DLQID) // every hold lifted
+		}
+	}()
 	e := x.chains[r.DLQID]
 	if e == nil && r.Hold != nil && r.Hold.Status == record.StatusResolved {
+		x.tell(r, hold.FromHead(r), hc)
 		return // a hold's record on a resolved chain: it stays resolved
 	}
 	if e == nil {
 		e = &entry{dlqID: r.DLQID, domain: r.Domain, firstSeen: r.FirstSeen.UTC(), quarantinedAt: r.QuarantinedAt.UTC(),
 			key: r.IdempotencyKey, sourceStream: r.SourceStream, sourceSeq: r.SourceSeq, status: record.StatusOpen, seq: seq,
 			publisher: r.Publisher, eventType: x.intern(eventTypeOf(r)), ids: x.listedPairs(r.Identifiers)}
+		if r.Index == 0 {
+			// What the verbatim payload names, whatever the event failed
+			// on (a search finds it by them; hold.PayloadIdentifiers).
+			e.pokey, e.ids = withPayload(r.Domain, raw, "", e.ids)
+			for i := 0; i < len(e.ids); i += 2 {
+				e.ids[i] = x.intern(e.ids[i])
+			}
+		}
 		e.doc = x.docOf(r, e.firstSeen)
 		x.chains[r.DLQID] = e
 		x.domains[r.Domain] = true
@@ -320,6 +343,7 @@ func (x *index) apply(seq uint64, raw []byte) {
 	if r.Hold != nil && r.Hold.Status != "" {
 		e.status = r.Hold.Status // the status a hold's record keeps
 	}
+	x.tell(r, e.subject(), hc)
 	x.notice(seq, r, e)
 	if !e.unresolved() {
 		k := groupKey{e.domain, e.code, e.class, e.party}
@@ -334,6 +358,30 @@ func (x *index) apply(seq uint64, raw []byte) {
 		}
 		delete(x.chains, r.DLQID)
 	}
+}
+
+// tell tells onRecord of record r of the chain sub summarizes (under
+// x.mu), with the chain's holds when it is held.
+func (x *index) tell(r chain.Head, sub hold.Subject, hc *heldChain) {
+	if x.onRecord != nil {
+		x.onRecord(r, sub, hc)
+	}
+}
+
+// subject is the chain as a hold's target matches it: its party, latest
+// code, first seen and identifiers (the payload's among them).
+func (e *entry) subject() hold.Subject {
+	return hold.Subject{DLQID: e.dlqID, Domain: e.domain, PartyID: e.party, ErrorCode: codes.Code(e.code), FirstSeen: e.firstSeen,
+		Chain: domain.Chain{OrderingKey: e.orderingKey(), PartyID: e.party, IdempotencyKey: e.key, DLQID: e.dlqID, Listed: e.ids}}
+}
+
+// orderingKey is the chain's ordering key: its records', else the one its
+// payload names.
+func (e *entry) orderingKey() string {
+	if e.okey != "" {
+		return e.okey
+	}
+	return e.pokey
 }
 
 // notice notes the failure group of e (just updated by r, read at seq)

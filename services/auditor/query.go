@@ -15,7 +15,9 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
+	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain"
+	"github.com/deadletter/deadletter/shared/hold"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
@@ -172,12 +174,31 @@ type listItem struct {
 	okey, key string
 	// ids are the first record's listed identifiers (listedPairs).
 	ids []string
+	// doc is the SHA-256 of the EPCIS document the event was read from
+	// ("" for most).
+	doc string
 }
 
 func summary(e *entry) listItem {
 	return listItem{api.Summary{DLQID: e.dlqID, Domain: e.domain, Class: e.class, Status: string(e.status), ErrorCode: e.code,
 		PartyID: e.party, Publisher: e.publisher, RedriveCount: e.redrives, Records: e.records, FirstSeen: e.firstSeen,
-		QuarantinedAt: e.quarantinedAt, LastChange: e.lastChange, LastHash: e.lastHash, EventType: e.eventType}, e.seq, e.okey, e.key, e.ids}
+		QuarantinedAt: e.quarantinedAt, LastChange: e.lastChange, LastHash: e.lastHash, EventType: e.eventType}, e.seq, e.orderingKey(), e.key, e.ids, e.docSHA()}
+}
+
+// docSHA is the SHA-256 of the chain's EPCIS document ("" for none).
+func (e *entry) docSHA() string {
+	if e.doc == nil {
+		return ""
+	}
+	return e.doc.doc.SHA256
+}
+
+// docOfHead is the SHA-256 of the EPCIS document a first record names.
+func docOfHead(h chain.Head) string {
+	if h.Document == nil {
+		return ""
+	}
+	return h.Document.SHA256
 }
 
 // serverSummary summarizes a chain not in the index from its first and
@@ -191,7 +212,7 @@ func serverSummary(seq uint64, first, last chain.Head) listItem {
 		ErrorCode: string(last.ErrorCode), PartyID: party, Publisher: first.Publisher, RedriveCount: last.RedriveCount, Records: last.Index + 1,
 		FirstSeen: first.FirstSeen.UTC(), QuarantinedAt: first.QuarantinedAt.UTC(), LastChange: last.QuarantinedAt.UTC(),
 		LastHash: last.AuditHash, EventType: eventTypeOf(first)}, seq, cmp.Or(last.OrderingKey, first.OrderingKey), cmp.Or(last.IdempotencyKey, first.IdempotencyKey),
-		pairsOf(first.Identifiers)}
+		pairsOf(first.Identifiers), docOfHead(first)}
 }
 
 // pairsOf is ids but event_type as sorted name, value pairs (listedPairs
@@ -229,43 +250,136 @@ const listScanWindow = 1024
 func (s *Service) List(ctx context.Context, req api.ListRequest) (api.ListReply, error) {
 	rep, err := s.list(ctx, req)
 	for i := range rep.Items {
-		rep.Items[i].HoldIDs = s.index.holdsOf(rep.Items[i].DLQID)
+		it := &rep.Items[i]
+		it.HoldIDs = s.index.holdsOf(it.DLQID)
+		// And the active holds that hold it whose record is not written
+		// yet (a hold of thousands of events is appended for a while).
+		sub := hold.Subject{DLQID: it.DLQID, Domain: it.Domain, PartyID: it.PartyID, ErrorCode: codes.Code(it.ErrorCode),
+			FirstSeen: it.FirstSeen, Chain: domain.Chain{PartyID: it.PartyID, DLQID: it.DLQID, Listed: pairsOf(it.Identifiers)}}
+		if i < len(rep.okeys) {
+			sub.Chain.OrderingKey = rep.okeys[i]
+		}
+		for _, h := range s.holds.Matching(sub) {
+			if !slices.Contains(it.HoldIDs, h) {
+				it.HoldIDs = append(it.HoldIDs, h)
+			}
+		}
 	}
-	return rep, err
+	if err == nil && req.Document != "" && req.Cursor == "" {
+		rep.Document, err = s.documentOutcomes(ctx, req.Document, req.Code)
+	}
+	return rep.ListReply, err
+}
+
+// documentSlack widens the time range of a document's reconciliation
+// around its events' first_seen (the time EVENTS stored its message).
+const documentSlack = 2 * time.Second
+
+// documentOutcomes returns every event of the EPCIS document sha with
+// its outcome (nil when no quarantined event was read from it: the live
+// view knows the documents by their quarantined events): the
+// reconciliation of the document's EVENTS message (its stored time, a
+// few seconds either side), its events by position; with code, only the
+// quarantined events of that code.
+func (s *Service) documentOutcomes(ctx context.Context, sha, code string) (*api.DocumentOutcomes, error) {
+	s.index.mu.RLock()
+	di := s.index.docs[sha]
+	var (
+		doc         api.GroupDocument
+		dom, sample string
+		seq         uint64
+		sampleIndex int
+		from, to    time.Time
+	)
+	if di != nil {
+		doc, dom, seq, from, to = di.doc, di.domain, di.seq, di.firstSeen, di.lastSeen
+		sample, sampleIndex = di.sample, di.sampleIndex
+	}
+	s.index.mu.RUnlock()
+	if di == nil || seq == 0 {
+		return nil, nil
+	}
+	rec, err := s.reconciler.Reconcile(ctx, api.ReconcileRequest{Domain: dom, From: from.Add(-documentSlack), To: to.Add(documentSlack),
+		IDs: true, MaxIDs: max(doc.Events, api.MaxDocumentEvents)})
+	if err != nil {
+		return nil, fmt.Errorf("auditor: the outcomes of document %s: %w", sha, err)
+	}
+	// The document's message: the one holding its first quarantined
+	// event at its position (a manifest, for a document sent in parts).
+	for _, evs := range rec.IDs {
+		for _, ev := range evs {
+			if ev.DLQID == sample && ev.DocumentIndex != nil && *ev.DocumentIndex == sampleIndex {
+				seq = ev.Seq
+			}
+		}
+	}
+	out := &api.DocumentOutcomes{Document: doc, Counts: map[string]int{}, Events: []api.DocumentEvent{}}
+	for outcome, evs := range rec.IDs {
+		for _, ev := range evs {
+			if ev.Seq != seq || ev.DocumentIndex == nil {
+				continue
+			}
+			out.Counts[outcome]++
+			de := api.DocumentEvent{Index: *ev.DocumentIndex, Outcome: outcome}
+			if ev.DLQID != "" && outcome != api.ReconcileCommitted && outcome != api.ReconcileDuplicate {
+				de.DLQID = ev.DLQID
+				if e, ok := s.index.entryOf(ev.DLQID); ok {
+					de.ErrorCode = e.code
+				}
+			}
+			if code != "" && de.ErrorCode != code {
+				continue
+			}
+			out.Events = append(out.Events, de)
+		}
+	}
+	slices.SortFunc(out.Events, func(a, b api.DocumentEvent) int { return cmp.Compare(a.Index, b.Index) })
+	if len(out.Events) > api.MaxDocumentEvents {
+		out.Events, out.Truncated = out.Events[:api.MaxDocumentEvents], true
+	}
+	return out, nil
+}
+
+// listed is a list's answer and the ordering key of each item (what a
+// hold's identifier filter matches).
+type listed struct {
+	api.ListReply
+	okeys []string
 }
 
 // list is List without the holds.
-func (s *Service) list(ctx context.Context, req api.ListRequest) (api.ListReply, error) {
+func (s *Service) list(ctx context.Context, req api.ListRequest) (listed, error) {
 	limit := req.Limit
 	switch {
 	case limit == 0:
 		limit = defaultPageSize
 	case limit < 0 || limit > maxPageSize:
-		return api.ListReply{}, badRequest(fmt.Sprintf("limit must be 1..%d", maxPageSize))
+		return listed{}, badRequest(fmt.Sprintf("limit must be 1..%d", maxPageSize))
 	}
 	if req.Records {
-		return s.listRecords(ctx, req, limit)
+		rep, err := s.listRecords(ctx, req, limit)
+		return listed{ListReply: rep}, err
 	}
 	before := uint64(math.MaxUint64)
 	if req.Cursor != "" {
 		n, err := strconv.ParseUint(req.Cursor, 10, 64)
 		if err != nil || n == 0 {
-			return api.ListReply{}, badRequest("cursor is not a cursor of this endpoint")
+			return listed{}, badRequest("cursor is not a cursor of this endpoint")
 		}
 		before = n
 	}
 	ids, err := parseIDFilter(req)
 	if err != nil {
-		return api.ListReply{}, err
+		return listed{}, err
 	}
 	match := func(it *listItem) bool {
 		return (req.Domain == "" || it.Domain == req.Domain) && (req.Class == "" || it.Class == req.Class) &&
 			(req.Code == "" || it.ErrorCode == req.Code) && (req.Supplier == "" || it.PartyID == req.Supplier) &&
 			(req.Publisher == "" || it.Publisher == req.Publisher) && (req.Status == "" || it.Status == req.Status) &&
 			(req.From.IsZero() || !it.QuarantinedAt.Before(req.From)) && (req.To.IsZero() || !it.QuarantinedAt.After(req.To)) &&
-			ids.match(it)
+			(req.Document == "" || it.doc == req.Document) && ids.match(it)
 	}
-	rep := api.ListReply{Items: []api.Summary{}}
+	rep := listed{ListReply: api.ListReply{Items: []api.Summary{}}}
 	if !ids.domainOK(req.Domain) {
 		return rep, nil // the identifiers are another domain's
 	}
@@ -279,6 +393,7 @@ func (s *Service) list(ctx context.Context, req api.ListRequest) (api.ListReply,
 		}
 		it.Identifiers = identifiersOf(it.Domain, it.okey, it.PartyID, it.ids)
 		rep.Items = append(rep.Items, it.Summary)
+		rep.okeys = append(rep.okeys, it.okey)
 		lastSeq = it.seq
 		return true
 	}
@@ -304,11 +419,11 @@ func (s *Service) list(ctx context.Context, req api.ListRequest) (api.ListReply,
 	default:
 		return rep, nil // no chain has another status
 	}
-	if !req.From.IsZero() || !req.To.IsZero() || ids.set || req.Publisher != "" {
+	if !req.From.IsZero() || !req.To.IsZero() || ids.set() || req.Publisher != "" || req.Document != "" {
 		// The total needs a scan of the whole stream: one scan counts
 		// the matches and fills the page (those below the cursor).
 		full := false
-		err := s.scanChains(ctx, ids.scanDomain(req.Domain), math.MaxUint64, func(it listItem) bool {
+		err := s.scanChains(ctx, ids.scanDomain(req.Domain), math.MaxUint64, ids.set(), func(it listItem) bool {
 			if match(&it) {
 				rep.Total++
 				if it.seq < before && !full {
@@ -318,16 +433,16 @@ func (s *Service) list(ctx context.Context, req api.ListRequest) (api.ListReply,
 			return true
 		})
 		if err != nil {
-			return api.ListReply{}, err
+			return listed{}, err
 		}
 		return rep, nil
 	}
 	rep.Total = s.listTotal(req, match)
-	err = s.scanChains(ctx, ids.scanDomain(req.Domain), before-1, func(it listItem) bool {
+	err = s.scanChains(ctx, ids.scanDomain(req.Domain), before-1, ids.set(), func(it listItem) bool {
 		return !match(&it) || add(it)
 	})
 	if err != nil {
-		return api.ListReply{}, err
+		return listed{}, err
 	}
 	return rep, nil
 }
@@ -361,7 +476,11 @@ func (s *Service) listTotal(req api.ListRequest, match func(*listItem) bool) int
 // returns false. It reads listScanWindow sequences at a time; a chain in
 // the index is summarized from its entry, any other from its last record
 // on the server.
-func (s *Service) scanChains(ctx context.Context, domain string, from uint64, fn func(listItem) bool) error {
+//
+// withIDs reads the identifiers a chain's verbatim payload names too
+// (withPayload) for the chains not in the index: an identifier filter
+// matches them (the index's entries have them already).
+func (s *Service) scanChains(ctx context.Context, domain string, from uint64, withIDs bool, fn func(listItem) bool) error {
 	info, err := s.quarantine.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("auditor: %w", err)
@@ -375,8 +494,10 @@ func (s *Service) scanChains(ctx context.Context, domain string, from uint64, fn
 		filter = "quarantine." + domain + ".>"
 	}
 	type first struct {
-		seq uint64
-		r   chain.Head
+		seq  uint64
+		r    chain.Head
+		okey string   // the ordering key the payload names (withIDs)
+		ids  []string // the listed identifiers and the payload's (withIDs)
 	}
 	var firsts []first
 	for hi >= 1 {
@@ -391,7 +512,16 @@ func (s *Service) scanChains(ctx context.Context, domain string, from uint64, fn
 					return
 				}
 				if r, err := chain.DecodeHead(m.data); err == nil && r.Index == 0 {
-					firsts = append(firsts, first{m.seq, r})
+					f := first{seq: m.seq, r: r}
+					if withIDs {
+						s.index.mu.RLock()
+						_, indexed := s.index.chains[r.DLQID]
+						s.index.mu.RUnlock()
+						if !indexed {
+							f.okey, f.ids = withPayload(r.Domain, m.data, "", pairsOf(r.Identifiers))
+						}
+					}
+					firsts = append(firsts, f)
 				}
 			})
 			if err != nil {
@@ -433,6 +563,9 @@ func (s *Service) scanChains(ctx context.Context, domain string, from uint64, fn
 					last = f.r
 				}
 				items[i] = serverSummary(f.seq, f.r, last)
+				if withIDs {
+					items[i].okey, items[i].ids = cmp.Or(items[i].okey, f.okey), f.ids
+				}
 			}
 		}
 		for i := len(items) - 1; i >= 0; i-- {

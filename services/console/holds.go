@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/deadletter/deadletter/shared/api"
@@ -25,8 +24,10 @@ type holdPages struct {
 type holdsData struct {
 	Holds         []api.HeldHold
 	IncludeLifted bool
-	// Party and CaseID are the place form's values after a refusal.
+	// Party, Filter, CaseID and Reason are the place form's values after
+	// a refusal.
 	Party, CaseID, Reason string
+	Filter                api.HoldFilter
 	// AskConfirm: the hold was refused because it matches nothing now
 	// (api.ErrHoldMatchesNothing); the form asks to place it anyway.
 	AskConfirm bool
@@ -60,15 +61,26 @@ func placeRequest(r *http.Request, target api.HoldTarget) api.HoldPlaceRequest {
 		Confirm: r.PostFormValue("confirm") != ""}
 }
 
-// handlePlacePartyHold places a hold on a party's events (the Holds page).
+// handlePlacePartyHold places a hold on a party's events, or on the
+// events of a lot or an item (a filter of the domain, the identifiers and
+// the party, as the Records search reads them) from the Holds page.
 func (p *holdPages) handlePlacePartyHold(w http.ResponseWriter, r *http.Request, s *session) {
-	req := placeRequest(r, api.HoldTarget{PartyID: strings.TrimSpace(r.PostFormValue("party"))})
+	party := strings.TrimSpace(r.PostFormValue("party"))
+	f := api.HoldFilter{Domain: strings.TrimSpace(r.PostFormValue("domain")), Lot: strings.TrimSpace(r.PostFormValue("lot")),
+		NDC: strings.TrimSpace(r.PostFormValue("ndc")), GTIN: strings.TrimSpace(r.PostFormValue("gtin")),
+		SSCC: strings.TrimSpace(r.PostFormValue("sscc")), TLC: strings.TrimSpace(r.PostFormValue("tlc"))}
+	target := api.HoldTarget{PartyID: party}
+	if f.Domain != "" || f.HasIdentifiers() {
+		f.PartyID = party
+		target = api.HoldTarget{Filter: &f}
+	}
+	req := placeRequest(r, target)
 	rep, err := p.placeHold(r, s, req)
 	if err == nil {
 		http.Redirect(w, r, holdsURL(false)+"#hold-"+url.PathEscape(rep.Hold.ID), http.StatusSeeOther)
 		return
 	}
-	d := &holdsData{Party: req.Target.PartyID, CaseID: req.CaseID, Reason: req.Reason, AskConfirm: api.CodeOf(err) == api.ErrHoldMatchesNothing}
+	d := &holdsData{Party: party, Filter: f, CaseID: req.CaseID, Reason: req.Reason, AskConfirm: api.CodeOf(err) == api.ErrHoldMatchesNothing}
 	_ = p.listHolds(r, s, d)
 	v := newView(s, "Holds", "holds", d)
 	v.setErr(err)
@@ -90,7 +102,8 @@ func (p *holdPages) placeHold(r *http.Request, s *session, req api.HoldPlaceRequ
 	default:
 		rep, err = call[api.HoldPlaceRequest, api.HoldReply](r.Context(), p.rq, s, api.HoldPlace, req)
 	}
-	p.log.Info("hold place", "user", s.user, "hold_id", rep.Hold.ID, "dlq_id", safetext.LogID(req.Target.DLQID), "code", api.CodeOf(err))
+	p.log.Info("hold place", "user", s.user, "hold_id", rep.Hold.ID, "dlq_id", safetext.LogID(req.Target.DLQID),
+		"events", len(req.Target.DLQIDs), "code", api.CodeOf(err))
 	return rep, err
 }
 
@@ -139,7 +152,8 @@ const maxBulk = 1000
 // handleBulk acts on the records selected in the Records list: "drain"
 // opens the drain plan of exactly those records (drain.start's dlq_ids,
 // through the wizard: dry run, controls, start); "hold" places one hold
-// per selected record (hold.place), with one case id and reason.
+// on all the selected records (hold.place's dlq_ids: all or none), with
+// one case id and reason.
 func (p *holdPages) handleBulk(w http.ResponseWriter, r *http.Request, s *session) {
 	_ = r.ParseForm()
 	var ids []string
@@ -167,22 +181,20 @@ func (p *holdPages) handleBulk(w http.ResponseWriter, r *http.Request, s *sessio
 		q := url.Values{"dlq_id": ids, "exhausted": {"on"}, "validation": {"on"}}
 		http.Redirect(w, r, "/drains/plan?"+q.Encode(), http.StatusSeeOther)
 	case "hold":
-		var placed, refused []string
-		var firstErr error
-		for _, id := range ids {
-			rep, err := p.placeHold(r, s, placeRequest(r, api.HoldTarget{DLQID: id}))
-			if err != nil {
-				refused = append(refused, id)
-				if firstErr == nil {
-					firstErr = err
-				}
-				continue
-			}
-			placed = append(placed, rep.Hold.ID)
+		// One hold for every record selected: placed for all of them or
+		// for none (hold.place checks each is stored first), one case,
+		// one lift, one placement of the rate limit.
+		target := api.HoldTarget{DLQIDs: ids}
+		if len(ids) == 1 {
+			target = api.HoldTarget{DLQID: ids[0]}
 		}
-		msg := fmt.Sprintf("%d of %d selected records held (case %s).", len(placed), len(ids), strings.TrimSpace(r.PostFormValue("case_id")))
-		if firstErr != nil {
-			msg += " Refused: " + strconv.Itoa(len(refused)) + " (" + errText(firstErr) + ")."
+		rep, err := p.placeHold(r, s, placeRequest(r, target))
+		msg := fmt.Sprintf("%d of %d selected records held, in one hold %s (case %s).", len(ids), len(ids), rep.Hold.ID, rep.Hold.CaseID)
+		if n := max(rep.PendingCount, len(rep.Pending), len(rep.Failed)); err == nil && n > 0 {
+			msg += fmt.Sprintf(" %d of them are being recorded in their chains; they are held already.", n)
+		}
+		if err != nil {
+			msg = fmt.Sprintf("0 of %d selected records held: none is held unless all are (%s).", len(ids), errText(err))
 		}
 		s.setFlash(msg)
 		http.Redirect(w, r, back, http.StatusSeeOther)

@@ -21,7 +21,7 @@ import (
 // TestRecordsListHeldBulkAndWords: the Records list has human headers,
 // keeps each id whole (full value in its title, a copy button), marks a
 // held record, and acts on the selected records: "drain" opens the plan
-// of exactly those ids, "hold" places a hold on each; the Groups page
+// of exactly those ids, "hold" places one hold on all of them; the Groups page
 // links each group to its prefilled drain plan.
 func TestRecordsListHeldBulkAndWords(t *testing.T) {
 	e := startEnv(t)
@@ -68,14 +68,14 @@ func TestRecordsListHeldBulkAndWords(t *testing.T) {
 			t.Errorf("the plan's filter %+v (%v)", req.Filter, err)
 		}
 	})
-	t.Run("bulk hold holds each selected record and the list marks them", func(t *testing.T) {
+	t.Run("bulk hold holds the selected records in one hold and the list marks them", func(t *testing.T) {
 		w := op.do(http.MethodPost, "/records/bulk", url.Values{"csrf": {token}, "action": {"hold"}, "dlq_id": {a, b}, "back": {list},
 			"case_id": {"CASE-BULK-Ü"}, "reason": {"recall of lot " + lot}})
 		if w.Code != http.StatusSeeOther || w.Header().Get("Location") != list {
 			t.Fatalf("%d %q", w.Code, w.Header().Get("Location"))
 		}
 		page := op.do(http.MethodGet, list, nil).Body.String()
-		if !strings.Contains(page, "2 of 2 selected records held") {
+		if !strings.Contains(page, "2 of 2 selected records held, in one hold") {
 			t.Errorf("no outcome:\n%s", page)
 		}
 		natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {

@@ -88,7 +88,10 @@ type recordsQuery struct {
 	// Identifier is any domain's search field as name=value
 	// (api.ListRequest.Identifiers, dlqctl find --id), for a field
 	// without an input of its own.
-	Identifier        string
+	Identifier string
+	// Document lists the quarantined events of one EPCIS document (a
+	// shipment), by its SHA-256 (api.ListRequest.Document).
+	Document          string
 	Sort, Dir, Cursor string
 	Limit             int
 }
@@ -104,7 +107,7 @@ func parseRecordsQuery(r *http.Request) (recordsQuery, api.ListRequest, error) {
 		NDC: strings.TrimSpace(q.Get("ndc")), Lot: strings.TrimSpace(q.Get("lot")), Registrant: strings.TrimSpace(q.Get("registrant")),
 		TxID: strings.TrimSpace(q.Get("txid")), GTIN: strings.TrimSpace(q.Get("gtin")), Serial: strings.TrimSpace(q.Get("serial")),
 		SSCC: strings.TrimSpace(q.Get("sscc")), TLC: strings.TrimSpace(q.Get("tlc")), Identifier: strings.TrimSpace(q.Get("identifier")),
-		Sort: q.Get("sort"), Dir: q.Get("dir"), Cursor: q.Get("cursor"), Limit: 50,
+		Sort: q.Get("sort"), Dir: q.Get("dir"), Cursor: q.Get("cursor"), Limit: 50, Document: strings.ToLower(strings.TrimSpace(q.Get("document"))),
 	}
 	if !slices.Contains(recordColumns, rq.Sort) {
 		rq.Sort = "quarantined_at"
@@ -116,7 +119,8 @@ func parseRecordsQuery(r *http.Request) (recordsQuery, api.ListRequest, error) {
 		rq.Limit = min(n, 1000)
 	}
 	req := api.ListRequest{Domain: rq.Domain, Class: rq.Class, Status: rq.Status, Code: rq.Code, Supplier: rq.Party, Limit: rq.Limit, Cursor: rq.Cursor,
-		NDC: rq.NDC, Lot: rq.Lot, Registrant: rq.Registrant, TransactionID: rq.TxID, GTIN: rq.GTIN, Serial: rq.Serial, SSCC: rq.SSCC, TLC: rq.TLC}
+		NDC: rq.NDC, Lot: rq.Lot, Registrant: rq.Registrant, TransactionID: rq.TxID, GTIN: rq.GTIN, Serial: rq.Serial, SSCC: rq.SSCC, TLC: rq.TLC,
+		Document: rq.Document}
 	if rq.Identifier != "" {
 		name, v, err := parseIdentifier(rq.Identifier)
 		if err != nil {
@@ -180,6 +184,7 @@ func (q recordsQuery) URL(path string, pairs ...string) string {
 		"domain": q.Domain, "class": q.Class, "status": q.Status, "code": q.Code, "party": q.Party,
 		"from": q.From, "to": q.To, "q": q.Search, "sort": q.Sort, "dir": q.Dir, "cursor": q.Cursor,
 		"ndc": q.NDC, "lot": q.Lot, "registrant": q.Registrant, "txid": q.TxID, "gtin": q.GTIN, "serial": q.Serial, "sscc": q.SSCC, "tlc": q.TLC, "identifier": q.Identifier,
+		"document": q.Document,
 	}
 	for i := 0; i+1 < len(pairs); i += 2 {
 		m[pairs[i]] = pairs[i+1]
@@ -226,6 +231,9 @@ type listReply struct {
 	Items      []listItem `json:"items"`
 	Total      int        `json:"total"`
 	NextCursor string     `json:"next_cursor,omitempty"`
+	// Document is, for a list of one document, every event of it with
+	// its outcome.
+	Document *api.DocumentOutcomes `json:"document,omitempty"`
 }
 
 // recordsData is the Records page.
@@ -239,6 +247,22 @@ type recordsData struct {
 	Classes    []string
 	// Back is this page's URL (where a bulk action returns).
 	Back string
+	// Document is, on the page of one EPCIS document (?document=), every
+	// event of it with its outcome.
+	Document *api.DocumentOutcomes
+}
+
+// Outcomes are the document's outcomes with their counts, in a fixed
+// order.
+func (d *recordsData) Outcomes() [][2]string {
+	if d.Document == nil {
+		return nil
+	}
+	var out [][2]string
+	for _, o := range slices.Sorted(maps.Keys(d.Document.Counts)) {
+		out = append(out, [2]string{o, strconv.Itoa(d.Document.Counts[o])})
+	}
+	return out
 }
 
 // SearchFields are the names the identifier filter takes.
@@ -326,8 +350,8 @@ func markHeld(items []listItem, holds []api.HeldHold) {
 			continue
 		}
 		// Held: the chains carrying the hold, those whose hold record is
-		// being appended, and a record hold's own record.
-		for _, id := range slices.Concat(h.DLQIDs, h.Pending, []string{h.Hold.Target.DLQID}) {
+		// being appended, and a record or set hold's own records.
+		for _, id := range slices.Concat(h.DLQIDs, h.Pending, []string{h.Hold.Target.DLQID}, h.Hold.Target.DLQIDs) {
 			if id != "" && !slices.Contains(by[id], h.Hold.ID) {
 				by[id] = append(by[id], h.Hold.ID)
 			}
@@ -382,7 +406,7 @@ func sortSummaries(items []listItem, col string, desc bool) {
 func (p *recordPages) handleRecords(w http.ResponseWriter, r *http.Request, s *session) {
 	rq, rep, err := p.listRecords(r, s)
 	d := &recordsData{
-		Q: rq, Items: rep.Items, Total: rep.Total, NextCursor: rep.NextCursor, Columns: recordColumns, Back: r.URL.RequestURI(),
+		Q: rq, Items: rep.Items, Total: rep.Total, NextCursor: rep.NextCursor, Columns: recordColumns, Back: r.URL.RequestURI(), Document: rep.Document,
 		Statuses: []string{string(record.StatusOpen), string(record.StatusRedriving), string(record.StatusPoison), string(record.StatusResolved), string(record.StatusInvalid)},
 		Classes:  []string{string(record.ClassValidation), string(record.ClassExhausted), string(record.ClassPoison)},
 	}

@@ -74,6 +74,38 @@ func TestPublishDocument(t *testing.T) {
 		}
 	}
 
+	// One shipment as one thing to look at: find --document lists its
+	// quarantined events with their codes, --code narrows them.
+	for id, d := range docOf {
+		if d == nil {
+			continue
+		}
+		var l api.ListReply
+		e.jsonOf(t, &l, "find", "--document", strings.ToUpper(d.SHA256), "--all")
+		if len(l.Items) != 1 || l.Items[0].DLQID != id || l.Total != 1 {
+			t.Errorf("find --document %s: %+v, want %s alone", d.SHA256, l.Items, id)
+			continue
+		}
+		// Every event of it with its outcome: the bad one quarantined
+		// with its code, the others committed.
+		if o := l.Document; o == nil || len(o.Events) != d.Count || o.Counts[api.ReconcileOpen] != 1 || o.Counts[api.ReconcileCommitted] != d.Count-1 ||
+			o.Events[d.Index].DLQID != id || o.Events[d.Index].ErrorCode != l.Items[0].ErrorCode {
+			t.Errorf("find --document %s: outcomes %+v, want %d events, the one at %d open", d.SHA256, o, d.Count, d.Index)
+		}
+		code := l.Items[0].ErrorCode
+		if out := e.ok(t, "find", "--document", d.SHA256, "--code", code).stdout; !strings.Contains(out, id) || !strings.Contains(out, code) {
+			t.Errorf("find --document --code %s:\n%s", code, out)
+		}
+		l = api.ListReply{}
+		e.jsonOf(t, &l, "find", "--document", d.SHA256, "--code", "SUBJECT_MISMATCH")
+		if code != "SUBJECT_MISMATCH" && len(l.Items) != 0 {
+			t.Errorf("find --document --code SUBJECT_MISMATCH: %+v", l.Items)
+		}
+	}
+	if r := e.dlqctl(t, "", "find", "--document", "not-a-sha <&>"); r.code == 0 || !strings.Contains(r.stderr, "BAD_REQUEST") {
+		t.Errorf("find --document of no SHA-256: %s", r)
+	}
+
 	// Out again: the two quarantined events as one EPCIS 2.0 document.
 	out := filepath.Join(dir, "back-to-partner.jsonld")
 	e.okAs(t, access.DefaultPerson(access.RoleInspector), "export", "--domain", dscsa.Name, "--reason", "return to trading partner after review", "--out", out)

@@ -23,7 +23,9 @@ import (
 // is refused, also when a payload holds "&", "<" and ">"; CSV and XLSX
 // hold one row per record with the FSMA 204 KDE columns of the CTEs
 // present, column names unique, the XLSX a records sheet and a typed fsma
-// sheet, each a table; --lot keeps one traceability lot; a viewer
+// sheet, each a table; --lot keeps one traceability lot, and the
+// identifier filters select in every domain, a JSONL export of them
+// verifying whole; a viewer
 // may not export; every export is in the access audit with its reason.
 func TestExport(t *testing.T) {
 	e := startStack(t, stackOptions{})
@@ -171,6 +173,35 @@ func TestExport(t *testing.T) {
 				}
 				seen[strings.ToLower(h)] = true
 			}
+		}
+	})
+
+	t.Run("identifier filters in every domain, the jsonl whole", func(t *testing.T) {
+		for _, tc := range []struct {
+			name   string
+			args   []string
+			chains int
+		}{
+			{"pharmacy transaction id", []string{"--domain", "pharmacy", "--transaction-id", "INV-2025-0209"}, 1},
+			{"pharmacy registrant", []string{"--domain", "pharmacy", "--registrant", "bw4829137"}, 1},
+			{"fsma lot", []string{"--domain", "fsma", "--lot", "00860001000030-RL250312B"}, 1},
+			{"a lot of no event", []string{"--lot", "A1&B<2>\"Ü\""}, 0},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				out := filepath.Join(dir, "filtered.jsonl")
+				var res struct{ Chains int }
+				e.jsonOfAs(t, inspectorUser, &res, append([]string{"export", "--reason", "DEA recall <lot>", "--out", out}, tc.args...)...)
+				if res.Chains != tc.chains {
+					t.Fatalf("%d chains, want %d", res.Chains, tc.chains)
+				}
+				if r := e.ok(t, "verify-export", out, "--pubkey", pub); !strings.Contains(r.stdout, "VERIFIED") {
+					t.Fatalf("verify-export: %s", r)
+				}
+			})
+		}
+		r := e.dlqctl(t, "", "export", "--domain", "pharmacy", "--tlc", "00860001000030-RL250312B", "--reason", "r", "--out", filepath.Join(dir, "none.jsonl"))
+		if r.code == 0 || !strings.Contains(r.stderr, "BAD_REQUEST") || !strings.Contains(r.stderr, "tlc") {
+			t.Errorf("a pharmacy export by TLC: %s", r)
 		}
 	})
 

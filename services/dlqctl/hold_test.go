@@ -80,4 +80,45 @@ func TestHold(t *testing.T) {
 		"--case", "CASE-5", "--reason", "x"); r.code == 0 || !strings.Contains(r.stderr, "not a time") {
 		t.Errorf("--since yesterday: %s", r)
 	}
+
+	// A hold by identifiers (find's flags) and a hold of several events:
+	// one hold each, or a refusal naming why, nothing held.
+	for _, tc := range []struct {
+		name string
+		args []string
+		code string // "": placed
+		want []string
+	}{
+		{"registrant and transaction id", []string{"--registrant", "bw4829137", "--transaction-id", "INV-2025-0209"}, "", []string{id}},
+		{"--id name=value", []string{"--domain", "pharmacy", "--id", "transaction_id=INV-2025-0209"}, "", []string{id}},
+		{"a tlc of the pharmacy domain", []string{"--domain", "pharmacy", "--tlc", "RL-2026 <Müller & Söhne>"}, api.ErrBadRequest, nil},
+		{"a bad ndc", []string{"--ndc", "0409-48B8-20"}, api.ErrBadRequest, nil},
+		{"two events, one unknown", []string{id, "pharmacy_00000000000000000000000000000000"}, api.ErrNotFound, nil},
+		{"the same event twice", []string{id, id}, api.ErrBadRequest, nil},
+	} {
+		t.Run("place/"+tc.name, func(t *testing.T) {
+			args := append([]string{"-o", "json", "hold", "place", "--case", "CASE-6 " + tc.name, "--reason", "recall <Müller & Söhne>"}, tc.args...)
+			r := dlqctl(t, e.context(inspector), "", args...)
+			if tc.code != "" {
+				if r.code != 1 || !strings.Contains(r.stderr, tc.code) {
+					t.Fatalf("want %s: %s", tc.code, r)
+				}
+				var l api.HoldListReply
+				e.jsonOf(t, &l, "hold", "list")
+				for _, h := range l.Holds {
+					if h.Hold.CaseID == "CASE-6 "+tc.name {
+						t.Errorf("refused, yet hold %s placed", h.Hold.ID)
+					}
+				}
+				return
+			}
+			var rep api.HoldReply
+			if r.code != 0 || json.Unmarshal([]byte(r.stdout), &rep) != nil {
+				t.Fatalf("%s", r)
+			}
+			if got := slices.Concat(rep.DLQIDs, rep.Pending); !slices.Equal(got, tc.want) {
+				t.Errorf("the hold holds %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

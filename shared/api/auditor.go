@@ -565,6 +565,10 @@ type ListRequest struct {
 	// fields of a domain (domain.Spec.Search.Fields) that have no field
 	// of their own above; a named field's name ("ndc") works too.
 	Identifiers map[string]string `json:"identifiers,omitempty"`
+	// Document lists the quarantined events read from one EPCIS document,
+	// by its SHA-256 (GroupDocument.SHA256; lowercase hex): a shipment
+	// as one thing to look at (dlqctl find --document).
+	Document string `json:"document,omitempty"`
 }
 
 // HasIdentifiers reports whether r filters by a domain identifier.
@@ -670,6 +674,39 @@ type ListReply struct {
 	// matched.
 	Records      []RecordSummary `json:"records,omitempty"`
 	NextAfterSeq uint64          `json:"next_after_seq,omitempty"`
+	// Document is, for the first page of a list of one EPCIS document
+	// (ListRequest.Document), every event of the document with its
+	// outcome: a shipment as one thing to look at.
+	Document *DocumentOutcomes `json:"document,omitempty"`
+}
+
+// MaxDocumentEvents bounds the events DocumentOutcomes lists.
+const MaxDocumentEvents = 5000
+
+// DocumentOutcomes is every event of one EPCIS document with its outcome,
+// as audit.reconcile classifies the events of the document's message
+// (Reconcile* categories: committed, duplicate, open, redriving, poison,
+// resolved, conflict, pending, unaccounted), by position; with a
+// ListRequest.Code, only the quarantined events of that code.
+type DocumentOutcomes struct {
+	Document GroupDocument `json:"document"`
+	// Counts counts the document's events by outcome (all of them, the
+	// code filter aside).
+	Counts map[string]int `json:"counts"`
+	// Events lists them by position, at most MaxDocumentEvents
+	// (Truncated then says so).
+	Events    []DocumentEvent `json:"events"`
+	Truncated bool            `json:"truncated,omitempty"`
+}
+
+// DocumentEvent is one event of a document and its outcome: its
+// position (from 0), its outcome (a Reconcile* category) and, when it was
+// quarantined, its dlq id and latest error code.
+type DocumentEvent struct {
+	Index     int    `json:"index"`
+	Outcome   string `json:"outcome"`
+	DLQID     string `json:"dlq_id,omitempty"`
+	ErrorCode string `json:"error_code,omitempty"`
 }
 
 // GroupsRequest filters the triage groups (all optional).
@@ -824,12 +861,33 @@ type AccessReply struct {
 // value) and the quarantine time range From..To (inclusive) of the
 // chain's first record. Party and Status match the chain's state when the
 // page is read (its records are exported up to the export's checkpoint).
+//
+// The identifier filters are a records search's (ListRequest's, read
+// the same way in every domain): a field the filter's domain does not
+// search by is a BAD_REQUEST naming it, never an empty export.
 type ExportFilter struct {
 	Domain string    `json:"domain,omitempty"`
 	Party  string    `json:"party,omitempty"`
 	Status string    `json:"status,omitempty"`
 	From   time.Time `json:"from,omitzero"`
 	To     time.Time `json:"to,omitzero"`
+	// Identifier filters, as ListRequest's.
+	NDC           string            `json:"ndc,omitempty"`
+	Lot           string            `json:"lot,omitempty"`
+	Registrant    string            `json:"registrant,omitempty"`
+	TransactionID string            `json:"transaction_id,omitempty"`
+	GTIN          string            `json:"gtin,omitempty"`
+	Serial        string            `json:"serial,omitempty"`
+	SSCC          string            `json:"sscc,omitempty"`
+	TLC           string            `json:"tlc,omitempty"`
+	Identifiers   map[string]string `json:"identifiers,omitempty"`
+}
+
+// Search is the records search of the filter's domain, party and
+// identifiers.
+func (f ExportFilter) Search() ListRequest {
+	return ListRequest{Domain: f.Domain, Supplier: f.Party, NDC: f.NDC, Lot: f.Lot, Registrant: f.Registrant,
+		TransactionID: f.TransactionID, GTIN: f.GTIN, Serial: f.Serial, SSCC: f.SSCC, TLC: f.TLC, Identifiers: f.Identifiers}
 }
 
 // ExportRequest asks for one page of an inspection export: the chains

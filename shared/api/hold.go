@@ -2,6 +2,8 @@ package api
 
 import (
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,25 +53,55 @@ const (
 
 // HoldFilter selects the events a filter hold holds: every member set
 // must match (the latest failure's error code for ErrorCodes, the
-// original's first_seen for Since <= first_seen < Until). At least one
-// member is set.
+// original's first_seen for Since <= first_seen < Until, the identifiers
+// as a records search matches them: ListRequest's identifier filters,
+// read from the event's keys, its first record and its verbatim payload).
+// At least one member is set.
 type HoldFilter struct {
 	Domain     string     `json:"domain,omitempty"`
 	PartyID    string     `json:"party_id,omitempty"`
 	ErrorCodes []string   `json:"error_codes,omitempty"`
 	Since      *time.Time `json:"since,omitempty"`
 	Until      *time.Time `json:"until,omitempty"`
+	// Identifier filters, as ListRequest's (NDC in any FDA layout, a
+	// pharmacy or DSCSA lot or an FSMA TLC, a GTIN or an SGTIN, an SSCC,
+	// ...; Identifiers by search field name, name=value).
+	NDC         string            `json:"ndc,omitempty"`
+	Lot         string            `json:"lot,omitempty"`
+	GTIN        string            `json:"gtin,omitempty"`
+	Serial      string            `json:"serial,omitempty"`
+	SSCC        string            `json:"sscc,omitempty"`
+	TLC         string            `json:"tlc,omitempty"`
+	Identifiers map[string]string `json:"identifiers,omitempty"`
 }
 
-// HoldTarget is what a hold holds: exactly one of one event (DLQID), a
-// party's events (PartyID) or the events a filter selects (Filter). A
-// party or filter hold is dynamic: it also holds the events quarantined
-// after it was placed that match it.
+// Search is the records search of the filter's domain, party and
+// identifiers (its identifier filters as ListRequest.IdentifierFilters
+// reads them).
+func (f HoldFilter) Search() ListRequest {
+	return ListRequest{Domain: f.Domain, Supplier: f.PartyID, NDC: f.NDC, Lot: f.Lot, GTIN: f.GTIN, Serial: f.Serial,
+		SSCC: f.SSCC, TLC: f.TLC, Identifiers: f.Identifiers}
+}
+
+// HasIdentifiers reports whether the filter names an identifier.
+func (f HoldFilter) HasIdentifiers() bool { return f.Search().HasIdentifiers() }
+
+// HoldTarget is what a hold holds: exactly one of one event (DLQID),
+// a set of events (DLQIDs: the console's "hold the selected", one hold
+// for all of them, placed for all or for none), a party's events
+// (PartyID) or the events a filter selects (Filter). A party or filter
+// hold is dynamic: it also holds the events quarantined after it was
+// placed that match it.
 type HoldTarget struct {
 	DLQID   string      `json:"dlq_id,omitempty"`
+	DLQIDs  []string    `json:"dlq_ids,omitempty"`
 	PartyID string      `json:"party_id,omitempty"`
 	Filter  *HoldFilter `json:"filter,omitempty"`
 }
+
+// MaxHoldDLQIDs bounds the events of one hold's DLQIDs (a filter holds
+// any number).
+const MaxHoldDLQIDs = 1000
 
 // Hold is a legal hold as stored (bucket HOLDS) and shown (hold.get,
 // hold.list).
@@ -223,21 +255,42 @@ func requireText(field, v string, max int) error {
 // Validate checks that exactly one target is set, and its members.
 func (t HoldTarget) Validate() error {
 	n := 0
-	for _, set := range []bool{t.DLQID != "", t.PartyID != "", t.Filter != nil} {
+	for _, set := range []bool{t.DLQID != "", t.DLQIDs != nil, t.PartyID != "", t.Filter != nil} {
 		if set {
 			n++
 		}
 	}
 	if n != 1 {
-		return BadField("target", "exactly one of dlq_id, party_id and filter is required")
+		return BadField("target", "exactly one of dlq_id, dlq_ids, party_id and filter is required")
 	}
 	switch {
 	case t.DLQID != "" && !validDLQID(t.DLQID):
 		return BadField("target.dlq_id", "is not a dlq id")
+	case t.DLQIDs != nil:
+		return validDLQIDs(t.DLQIDs)
 	case t.PartyID != "":
 		return requireText("target.party_id", t.PartyID, MaxActor)
 	case t.Filter != nil:
 		return t.Filter.Validate()
+	}
+	return nil
+}
+
+// validDLQIDs checks a hold's set of events: 1..MaxHoldDLQIDs dlq ids,
+// none twice.
+func validDLQIDs(ids []string) error {
+	if len(ids) == 0 || len(ids) > MaxHoldDLQIDs {
+		return BadField("target.dlq_ids", "holds 1..%d dlq ids", MaxHoldDLQIDs)
+	}
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if !validDLQID(id) {
+			return BadField("target.dlq_ids", "holds something that is not a dlq id")
+		}
+		if seen[id] {
+			return BadField("target.dlq_ids", "names an event twice")
+		}
+		seen[id] = true
 	}
 	return nil
 }
@@ -252,7 +305,7 @@ func validDLQID(id string) bool {
 // Validate checks a hold filter: at least one member, known domain and
 // codes, an ordered time range.
 func (f HoldFilter) Validate() error {
-	if f.Domain == "" && f.PartyID == "" && len(f.ErrorCodes) == 0 && f.Since == nil && f.Until == nil {
+	if f.Domain == "" && f.PartyID == "" && len(f.ErrorCodes) == 0 && f.Since == nil && f.Until == nil && !f.HasIdentifiers() {
 		return BadField("target.filter", "sets no member (hold everything with a filter of a domain per domain)")
 	}
 	if err := checkDomain("target.filter.domain", f.Domain); err != nil {
@@ -273,6 +326,31 @@ func (f HoldFilter) Validate() error {
 	}
 	if f.Since != nil && f.Until != nil && !f.Since.Before(*f.Until) {
 		return BadField("target.filter.until", "must be after target.filter.since")
+	}
+	return checkIdentifiers("target.filter", f.Search().IdentifierFilters())
+}
+
+// MaxIdentifier bounds one identifier filter's value.
+const MaxIdentifier = 1024
+
+// checkIdentifiers checks identifier filters' shape (the auditor reads
+// their values as the domains do): a field name of at most 64 bytes and
+// a value of at most MaxIdentifier, neither with control characters.
+func checkIdentifiers(prefix string, ids map[string]string) error {
+	field := func(name string) string {
+		if prefix == "" {
+			return name
+		}
+		return prefix + "." + name
+	}
+	for _, name := range slices.Sorted(maps.Keys(ids)) { // the first bad field, always the same
+		v := ids[name]
+		if name == "" || len(name) > 64 || strings.ContainsFunc(name, func(r rune) bool { return r <= 0x20 || r == 0x7f }) {
+			return BadField(field("identifiers"), "names a field that is not a search field name")
+		}
+		if len(v) > MaxIdentifier || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return BadField(field(name), "is at most %d bytes without control characters", MaxIdentifier)
+		}
 	}
 	return nil
 }

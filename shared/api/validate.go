@@ -120,7 +120,23 @@ func (r ListRequest) Validate() error {
 	if r.Limit < 0 || r.Limit > MaxLimit {
 		return BadField("limit", "must be 1..%d (0: the default)", MaxLimit)
 	}
-	return nil
+	if r.Document != "" && !validSHA256(r.Document) {
+		return BadField("document", "is not a document's SHA-256 (64 lowercase hex digits)")
+	}
+	return checkIdentifiers("", r.IdentifierFilters())
+}
+
+// validSHA256 reports whether s is a lowercase hex SHA-256.
+func validSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Validate checks a get request's domain, and that a payload read says
@@ -144,6 +160,9 @@ func (f ExportFilter) Validate() error {
 	case "", string(record.StatusOpen), string(record.StatusRedriving), string(record.StatusResolved), string(record.StatusPoison):
 	default:
 		return BadField("filter.status", "not a status (open, redriving, resolved or poison)")
+	}
+	if err := checkIdentifiers("filter", f.Search().IdentifierFilters()); err != nil {
+		return err
 	}
 	return checkRange("filter.from", "filter.to", f.From, f.To)
 }

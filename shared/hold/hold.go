@@ -26,12 +26,15 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/record"
 )
 
@@ -44,45 +47,113 @@ type Subject struct {
 	PartyID   string
 	ErrorCode codes.Code // of the latest failure
 	FirstSeen time.Time  // when the original event was first stored
+	// Chain is what an identifier filter matches (its keys, party and
+	// listed identifiers, the payload's among them: Merge); read through
+	// chain, which a subject of a folded state fills on first use.
+	Chain domain.Chain
+	lazy  func() domain.Chain
+}
+
+// chain is the subject's domain.Chain.
+func (s Subject) chain() domain.Chain {
+	if s.lazy != nil {
+		return s.lazy()
+	}
+	return s.Chain
 }
 
 // FromHead is the subject of a chain whose last record's head is h (a
 // head carries the party, the latest error code and first_seen of its
-// chain).
+// chain; its identifiers only on a first record).
 func FromHead(h chain.Head) Subject {
-	return Subject{DLQID: h.DLQID, Domain: h.Domain, PartyID: h.PartyID, ErrorCode: h.ErrorCode, FirstSeen: h.FirstSeen}
+	return Subject{DLQID: h.DLQID, Domain: h.Domain, PartyID: h.PartyID, ErrorCode: h.ErrorCode, FirstSeen: h.FirstSeen,
+		Chain: domain.Chain{OrderingKey: h.OrderingKey, PartyID: h.PartyID, IdempotencyKey: h.IdempotencyKey, DLQID: h.DLQID,
+			Listed: pairs(h.Identifiers)}}
 }
 
-// FromState is the subject of a folded chain.
+// FromState is the subject of a folded chain: its identifiers are its
+// keys and those its original payload names (PayloadIdentifiers), read
+// only when an identifier filter asks.
 func FromState(s record.State) Subject {
-	return Subject{DLQID: s.DLQID, Domain: s.Domain, PartyID: s.PartyID, ErrorCode: s.ErrorCode, FirstSeen: s.FirstSeen}
+	c := domain.Chain{OrderingKey: s.OrderingKey, PartyID: s.PartyID, IdempotencyKey: s.IdempotencyKey, DLQID: s.DLQID}
+	orig := s.OriginalPayload
+	return Subject{DLQID: s.DLQID, Domain: s.Domain, PartyID: s.PartyID, ErrorCode: s.ErrorCode, FirstSeen: s.FirstSeen,
+		Chain: c, lazy: sync.OnceValue(func() domain.Chain {
+			if orig == nil {
+				return c
+			}
+			b, err := orig.Bytes()
+			if err != nil {
+				return c
+			}
+			okey, party, ids := PayloadIdentifiers(s.Domain, b)
+			return Merge(c, okey, party, ids)
+		})}
 }
 
-// Matches reports whether target t holds the chain s summarizes.
-func Matches(t api.HoldTarget, s Subject) bool {
+// pairs is ids but event_type as name, value pairs sorted by name (nil
+// for none).
+func pairs(ids map[string]string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(ids)) {
+		if k != "event_type" && ids[k] != "" {
+			out = append(out, k, ids[k])
+		}
+	}
+	return out
+}
+
+// Matcher reports whether a hold's target holds a chain (Compile).
+type Matcher func(Subject) bool
+
+// Compile reads target t once (its identifier filters by the domains'
+// searches, ParseIDs) into its Matcher. A filter whose identifiers do not
+// read is a BAD_REQUEST *api.Error naming the field.
+func Compile(t api.HoldTarget) (Matcher, error) {
 	switch {
 	case t.DLQID != "":
-		return s.DLQID == t.DLQID
-	case t.PartyID != "":
-		return s.PartyID == t.PartyID
-	case t.Filter != nil:
-		f := t.Filter
-		switch {
-		case f.Domain != "" && s.Domain != f.Domain,
-			f.PartyID != "" && s.PartyID != f.PartyID,
-			len(f.ErrorCodes) > 0 && !slices.Contains(f.ErrorCodes, string(s.ErrorCode)),
-			f.Since != nil && s.FirstSeen.Before(*f.Since),
-			f.Until != nil && !s.FirstSeen.Before(*f.Until):
-			return false
+		id := t.DLQID
+		return func(s Subject) bool { return s.DLQID == id }, nil
+	case t.DLQIDs != nil:
+		set := make(map[string]bool, len(t.DLQIDs))
+		for _, id := range t.DLQIDs {
+			set[id] = true
 		}
-		return true
+		return func(s Subject) bool { return set[s.DLQID] }, nil
+	case t.PartyID != "":
+		p := t.PartyID
+		return func(s Subject) bool { return s.PartyID == p }, nil
+	case t.Filter != nil:
+		f := *t.Filter
+		ids, err := ParseIDs(f.Search())
+		if err != nil {
+			return nil, err
+		}
+		return func(s Subject) bool {
+			switch {
+			case f.Domain != "" && s.Domain != f.Domain,
+				f.PartyID != "" && s.PartyID != f.PartyID,
+				len(f.ErrorCodes) > 0 && !slices.Contains(f.ErrorCodes, string(s.ErrorCode)),
+				f.Since != nil && s.FirstSeen.Before(*f.Since),
+				f.Until != nil && !s.FirstSeen.Before(*f.Until):
+				return false
+			}
+			return !ids.Set || ids.Match(s.Domain, s.chain())
+		}, nil
 	}
-	return false
+	return func(Subject) bool { return false }, nil
+}
+
+// Matches reports whether target t holds the chain s summarizes (a
+// target that does not compile holds nothing: Place refuses it).
+func Matches(t api.HoldTarget, s Subject) bool {
+	m, err := Compile(t)
+	return err == nil && m(s)
 }
 
 // Dynamic reports whether t also holds events quarantined after the hold
 // was placed (a party or a filter).
-func Dynamic(t api.HoldTarget) bool { return t.DLQID == "" }
+func Dynamic(t api.HoldTarget) bool { return t.DLQID == "" && t.DLQIDs == nil }
 
 // Holding returns the ids of the holds that hold the chain s summarizes,
 // whose folded state is st: those its chain carries (hold_placed, not

@@ -260,6 +260,8 @@ func targetKind(t api.HoldTarget) string {
 	switch {
 	case t.DLQID != "":
 		return "dlq_id"
+	case t.DLQIDs != nil:
+		return "dlq_ids"
 	case t.PartyID != "":
 		return "party"
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -99,11 +100,16 @@ func New(cfg Config) *Holds {
 // MaxAge): held chains' expired records are read from there.
 func (p *Holds) Legal() bool { return p.legal }
 
-// OnRecord is the live view's hook (Queue.OnRecord): carries tells the
-// holds the chain carries (nil: none).
-func (p *Holds) OnRecord(r chain.Head, carries func(holdID string) bool) {
-	p.queue.OnRecord(r, carries, p.legal)
+// OnRecord is the live view's hook (Queue.OnRecord): sub is the chain
+// as the view knows it after r, carries tells the holds the chain carries
+// (nil: none).
+func (p *Holds) OnRecord(r chain.Head, sub hold.Subject, carries func(holdID string) bool) {
+	p.queue.OnRecord(r, sub, carries, p.legal)
 }
+
+// Matching returns the ids of the active holds that hold the chain sub
+// summarizes, its record written or not (Queue.Matching).
+func (p *Holds) Matching(sub hold.Subject) []string { return p.queue.Matching(sub) }
 
 // Reload reads every hold from HOLDS.
 func (p *Holds) Reload(ctx context.Context) error { return p.queue.Reload(ctx) }
@@ -168,16 +174,50 @@ func (p *Holds) Run(ctx context.Context) {
 			p.queue.Sweep(p.cfg.View.HeldChains(""), p.legal)
 		case <-p.queue.Wake():
 		}
-		for _, w := range p.queue.Take() {
-			if err := p.do(ctx, w); err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				p.cfg.Log.Error("legal hold work failed; retried at the next sweep", "dlq_id", w.DLQID, "hold_id", w.HoldID,
-					"work", int(w.Kind), "err", err)
-				p.queue.Retry(w) // retried at the next sweep, not at once
-			}
+		p.work(ctx, p.queue.Take())
+		if ctx.Err() != nil {
+			return
 		}
+	}
+}
+
+// appenders is how many chains hold work appends to at a time (each
+// append is a request to the quarantiner; chains are independent).
+const appenders = 8
+
+// work does the queued work: the places and lifts appenders at a time,
+// then the copies (a place's record is copied with the chain). Failed
+// work is retried at the next sweep, not at once.
+func (p *Holds) work(ctx context.Context, ws []Work) {
+	i := 0
+	for i < len(ws) && ws[i].Kind != Copy {
+		i++
+	}
+	run := func(w Work) {
+		if err := p.do(ctx, w); err != nil && ctx.Err() == nil {
+			p.cfg.Log.Error("legal hold work failed; retried at the next sweep", "dlq_id", w.DLQID, "hold_id", w.HoldID,
+				"work", int(w.Kind), "err", err)
+			p.queue.Retry(w)
+		}
+	}
+	sem := make(chan struct{}, appenders)
+	var wg sync.WaitGroup
+	for _, w := range ws[:i] {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			run(w)
+		})
+	}
+	wg.Wait()
+	for _, w := range ws[i:] {
+		if ctx.Err() != nil {
+			return
+		}
+		run(w)
 	}
 }
 
@@ -250,35 +290,52 @@ func (p *Holds) audit(ctx context.Context, h api.Hold, action string) error {
 	return api.Wrap(api.ErrUnavailable, err, "hold "+h.ID+" is "+action+" but its action could not be written to AUDIT")
 }
 
+// placeBudget bounds how long hold.place appends the hold's records
+// itself: the chains left are the worker's (the reply counts them as
+// pending). The hold holds them from its placing on all the same: the
+// redriver refuses every event an active hold matches (hold.Refuse).
+const placeBudget = 3 * time.Second
+
 // Place places a legal hold (hold.place) by the authenticated caller and
-// appends its record to every chain it holds now: one event, or every
-// stored chain (resolved ones included) that matches a party or filter
-// hold, which then also holds the chains quarantined later that match it.
+// appends its record to every chain it holds now: one event, a set of
+// events (all of them or none: each must be stored), or every stored
+// chain (resolved ones included) that matches a party or filter hold,
+// which then also holds the chains quarantined later that match it. It
+// is one hold however many events it holds (one placement of the rate
+// limit, one lift, one second person to approve it).
 func (p *Holds) Place(ctx context.Context, req api.HoldPlaceRequest) (api.HoldReply, error) {
 	who, err := p.holder(ctx, api.HoldPlace)
 	if err != nil {
 		return api.HoldReply{}, err
+	}
+	if _, err := hold.Compile(req.Target); err != nil {
+		return api.HoldReply{}, err // an identifier that does not read: BAD_REQUEST naming it
 	}
 	if !p.placeLimit.allow(who.User) {
 		p.cfg.Log.Warn("hold placement refused", "user", who.User, "code", api.ErrHoldRateLimited)
 		return api.HoldReply{}, api.Errorf(api.ErrHoldRateLimited, "%s placed more holds than %d a minute (burst %d): retry later",
 			who.User, p.cfg.PlacePerMinute, p.cfg.PlaceBurst)
 	}
+	ids := req.Target.DLQIDs
 	if id := req.Target.DLQID; id != "" {
-		if _, err := p.cfg.Chains.Last(ctx, domain.DomainOfID(id), id); errors.Is(err, chain.ErrNotFound) {
-			return api.HoldReply{}, api.Errorf(api.ErrNotFound, "no quarantine chain has this dlq id")
-		} else if err != nil {
-			return api.HoldReply{}, fmt.Errorf("auditor: read chain: %w", err)
+		ids = []string{id}
+	}
+	if err := p.stored(ctx, ids); err != nil {
+		return api.HoldReply{}, err
+	}
+	var sc *targetScan
+	if hold.Dynamic(req.Target) {
+		if sc, err = newTargetScan(req.Target); err != nil {
+			return api.HoldReply{}, err
 		}
 	}
-	if req.Target.DLQID == "" && !req.Confirm {
+	if sc != nil && !req.Confirm {
 		// A party or filter that matches nothing is likely misspelt: the
 		// person confirms it (it will hold what is quarantined later).
-		found, err := p.targets(ctx, req.Target)
-		if err != nil {
+		if err := p.readScan(ctx, sc); err != nil {
 			return api.HoldReply{}, fmt.Errorf("auditor: find the chains the hold would hold: %w", err)
 		}
-		if len(found) == 0 {
+		if len(sc.matched()) == 0 {
 			return api.HoldReply{}, api.Errorf(api.ErrHoldMatchesNothing,
 				"the hold's party or filter matches no stored event; place it with confirm to hold the matching events quarantined later")
 		}
@@ -292,65 +349,213 @@ func (p *Holds) Place(ctx context.Context, req api.HoldPlaceRequest) (api.HoldRe
 	if err := p.audit(ctx, h, hold.AuditPlaced); err != nil {
 		return api.HoldReply{}, err
 	}
-	targets, err := p.targets(ctx, h.Target)
+	// The chains it holds: its events, or those the scan finds, read on
+	// past the records stored while it was placed (a chain stored after
+	// it was known to the live view is the view's to match).
+	var targets []chainRef
+	if sc != nil {
+		err = p.readScan(ctx, sc)
+		targets = sc.matched()
+	} else {
+		targets, err = p.targets(ctx, h.Target)
+	}
 	if err != nil {
 		return api.HoldReply{}, fmt.Errorf("auditor: find the chains hold %s holds: %w", h.ID, err)
 	}
 	rep := api.HoldReply{HeldHold: api.HeldHold{Hold: h, DLQIDs: []string{}}}
-	for _, t := range targets {
-		if err := Append(ctx, p.cfg.Chains, p.cfg.NC, h, record.KindHoldPlaced, t.domain, t.dlqID); err != nil {
-			p.cfg.Log.Error("legal hold record not appended; retried", "hold_id", h.ID, "dlq_id", t.dlqID, "err", err)
+	done := make([]error, len(targets))
+	appended := make([]bool, len(targets))
+	actx, cancel := context.WithTimeout(ctx, placeBudget)
+	defer cancel()
+	sem := make(chan struct{}, appenders)
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		if actx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			done[i], appended[i] = Append(actx, p.cfg.Chains, p.cfg.NC, h, record.KindHoldPlaced, t.domain, t.dlqID), true
+		})
+	}
+	wg.Wait()
+	for i, t := range targets {
+		switch {
+		case !appended[i] || done[i] != nil && actx.Err() != nil:
+			// Past the budget: the worker appends it.
+			p.queue.Add(Work{Kind: Place, HoldID: h.ID, DLQID: t.dlqID, Domain: t.domain})
+			rep.Pending = append(rep.Pending, t.dlqID)
+		case done[i] != nil:
+			p.cfg.Log.Error("legal hold record not appended; retried", "hold_id", h.ID, "dlq_id", t.dlqID, "err", done[i])
 			rep.Failed = append(rep.Failed, t.dlqID)
 			p.queue.Add(Work{Kind: Place, HoldID: h.ID, DLQID: t.dlqID, Domain: t.domain})
-			continue
+		default:
+			rep.DLQIDs = append(rep.DLQIDs, t.dlqID)
 		}
-		rep.DLQIDs = append(rep.DLQIDs, t.dlqID)
+	}
+	rep.Count, rep.PendingCount = len(rep.DLQIDs), len(rep.Pending)
+	if len(rep.DLQIDs) > maxReplyIDs || len(rep.Pending) > maxReplyIDs {
+		// A reply fits a message: the counts say how many (hold.get lists
+		// them all).
+		rep.DLQIDs, rep.Pending, rep.Truncated = rep.DLQIDs[:min(len(rep.DLQIDs), maxReplyIDs)], rep.Pending[:min(len(rep.Pending), maxReplyIDs)], true
 	}
 	return rep, nil
+}
+
+// maxReplyIDs bounds the dlq ids of each list of hold.place's answer.
+const maxReplyIDs = 1000
+
+// stored refuses a hold of events one of which is not stored (NOT_FOUND,
+// nothing placed: a set is held whole or not at all).
+func (p *Holds) stored(ctx context.Context, ids []string) error {
+	missing, n := "", 0
+	var mu sync.Mutex
+	var failed error
+	sem := make(chan struct{}, appenders)
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			_, err := p.cfg.Chains.Last(ctx, domain.DomainOfID(id), id)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, chain.ErrNotFound):
+				if n++; missing == "" || id < missing {
+					missing = id
+				}
+			case err != nil:
+				failed = err
+			}
+		})
+	}
+	wg.Wait()
+	switch {
+	case failed != nil:
+		return fmt.Errorf("auditor: read chain: %w", failed)
+	case n == 1 && len(ids) == 1:
+		return api.Errorf(api.ErrNotFound, "no quarantine chain has this dlq id")
+	case n > 0:
+		return api.Errorf(api.ErrNotFound, "%d of the %d events have no quarantine chain (%s among them): nothing is held", n, len(ids), missing)
+	}
+	return nil
 }
 
 // chainRef names a chain.
 type chainRef struct{ domain, dlqID string }
 
-// targets returns the stored chains target holds: its one event, or
-// those whose last record matches it, read from QUARANTINE up to its last
-// sequence now (a chain stored later is the live view's to match).
+// targets returns the stored chains target holds: its events, or those
+// a scan of QUARANTINE up to its last sequence now finds matching it
+// (targetScan; a chain stored later is the live view's to match).
 func (p *Holds) targets(ctx context.Context, t api.HoldTarget) ([]chainRef, error) {
-	if t.DLQID != "" {
+	switch {
+	case t.DLQID != "":
 		return []chainRef{{domain.DomainOfID(t.DLQID), t.DLQID}}, nil
+	case t.DLQIDs != nil:
+		out := make([]chainRef, 0, len(t.DLQIDs))
+		for _, id := range slices.Sorted(slices.Values(t.DLQIDs)) {
+			out = append(out, chainRef{domain.DomainOfID(id), id})
+		}
+		return out, nil
 	}
-	info, err := p.quarantine.Info(ctx)
+	sc, err := newTargetScan(t)
 	if err != nil {
 		return nil, err
 	}
-	filter := subjects.QuarantineAll
+	if err := p.readScan(ctx, sc); err != nil {
+		return nil, err
+	}
+	return sc.matched(), nil
+}
+
+// targetScan finds the chains a party or filter hold holds in
+// QUARANTINE: each chain as its last record states it (party, code) with
+// the identifiers of its first (its listed ones and those its verbatim
+// payload names: hold.PayloadIdentifiers). It reads on from where it
+// stopped, so a placing reads the stream once (before it is placed, to
+// refuse a hold matching nothing; after, the records stored meanwhile).
+type targetScan struct {
+	match   hold.Matcher
+	withIDs bool
+	filter  string
+	subs    map[string]*hold.Subject
+	next    uint64 // the first sequence not read (0: none read)
+}
+
+// newTargetScan starts a scan for target t (a party or a filter).
+func newTargetScan(t api.HoldTarget) (*targetScan, error) {
+	match, err := hold.Compile(t)
+	if err != nil {
+		return nil, err
+	}
+	sc := &targetScan{match: match, withIDs: t.Filter != nil && t.Filter.HasIdentifiers(), filter: subjects.QuarantineAll,
+		subs: map[string]*hold.Subject{}}
 	if t.Filter != nil && t.Filter.Domain != "" && read.ValidToken(t.Filter.Domain) {
-		filter = "quarantine." + t.Filter.Domain + ".>"
+		sc.filter = "quarantine." + t.Filter.Domain + ".>"
 	}
-	match := map[string]chainRef{}
-	matches := map[string]bool{}
-	if info.State.Msgs > 0 {
-		_, _, err = read.Scan(ctx, p.cfg.JS, subjects.QuarantineStream, filter, info.State.FirstSeq, info.State.LastSeq, func(m *jetstream.RawStreamMsg) bool {
-			h, err := chain.DecodeHead(m.Data)
-			if err != nil {
-				return true
-			}
-			matches[h.DLQID] = hold.Matches(t, hold.FromHead(h)) // the last record decides
-			match[h.DLQID] = chainRef{h.Domain, h.DLQID}
-			return true
-		})
-		if err != nil {
-			return nil, err
+	return sc, nil
+}
+
+// readScan reads QUARANTINE's records sc has not read, up to its last
+// sequence now.
+func (p *Holds) readScan(ctx context.Context, sc *targetScan) error {
+	info, err := p.quarantine.Info(ctx)
+	if err != nil {
+		return err
+	}
+	from := max(sc.next, info.State.FirstSeq)
+	if info.State.Msgs == 0 || info.State.LastSeq < from {
+		return nil
+	}
+	_, _, err = read.Scan(ctx, p.cfg.JS, subjects.QuarantineStream, sc.filter, from, info.State.LastSeq, func(m *jetstream.RawStreamMsg) bool {
+		sc.add(m.Data)
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	sc.next = info.State.LastSeq + 1
+	return nil
+}
+
+// add notes one stored record.
+func (sc *targetScan) add(raw []byte) {
+	h, err := chain.DecodeHead(raw)
+	if err != nil {
+		return
+	}
+	sub := sc.subs[h.DLQID]
+	if sub == nil {
+		s := hold.FromHead(h)
+		if sc.withIDs && h.Index == 0 {
+			okey, party, ids := hold.PayloadIdentifiers(h.Domain, hold.RecordPayload(raw))
+			s.Chain = hold.Merge(s.Chain, okey, party, ids)
 		}
+		sc.subs[h.DLQID] = &s
+		return
 	}
+	// The last record decides the party and the code.
+	if h.PartyID != "" {
+		sub.PartyID, sub.Chain.PartyID = h.PartyID, h.PartyID
+	}
+	if h.OrderingKey != "" {
+		sub.Chain.OrderingKey = h.OrderingKey
+	}
+	sub.ErrorCode = h.ErrorCode
+}
+
+// matched returns the chains read that match, sorted by dlq id.
+func (sc *targetScan) matched() []chainRef {
 	var out []chainRef
-	for id, ok := range matches {
-		if ok {
-			out = append(out, match[id])
+	for id, sub := range sc.subs {
+		if sc.match(*sub) {
+			out = append(out, chainRef{sub.Domain, id})
 		}
 	}
 	slices.SortFunc(out, func(a, b chainRef) int { return strings.Compare(a.dlqID, b.dlqID) })
-	return out, nil
+	return out
 }
 
 // Two-person approval of a lift (package approval, ActionHoldLift): when

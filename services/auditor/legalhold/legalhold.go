@@ -78,8 +78,11 @@ type Work struct {
 type Queue struct {
 	store *hold.Store
 
-	mu     sync.Mutex
-	known  map[string]api.Hold // every hold read or written, by id
+	mu    sync.Mutex
+	known map[string]api.Hold // every hold read or written, by id
+	// match are the known active holds' targets, compiled (hold.Compile:
+	// a filter's identifiers read once, not per record).
+	match  map[string]hold.Matcher
 	queue  map[Work]bool
 	copied map[string]int // records copied to LEGALHOLD, by dlq id
 	wake   chan struct{}
@@ -87,7 +90,7 @@ type Queue struct {
 
 // NewQueue returns an empty queue over the holds of store.
 func NewQueue(store *hold.Store) *Queue {
-	return &Queue{store: store, known: map[string]api.Hold{}, queue: map[Work]bool{},
+	return &Queue{store: store, known: map[string]api.Hold{}, match: map[string]hold.Matcher{}, queue: map[Work]bool{},
 		copied: map[string]int{}, wake: make(chan struct{}, 1)}
 }
 
@@ -101,7 +104,19 @@ func (q *Queue) Wake() <-chan struct{} { return q.wake }
 func (q *Queue) Set(h api.Hold) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.set(h)
+}
+
+// set records h (q.mu held), compiling an active dynamic hold's target
+// (one that does not compile matches nothing: Place refuses it).
+func (q *Queue) set(h api.Hold) {
 	q.known[h.ID] = h
+	delete(q.match, h.ID)
+	if h.Status == api.HoldActive {
+		if m, err := hold.Compile(h.Target); err == nil {
+			q.match[h.ID] = m
+		}
+	}
 }
 
 // enqueue adds work (q.mu held).
@@ -132,15 +147,17 @@ func (q *Queue) Retry(w Work) {
 // chain that matches an active dynamic hold it does not carry gets the
 // hold's record, one that carries a lifted hold gets the lift, and a held
 // chain's new record is copied to LEGALHOLD (when legal: LEGALHOLD is
-// provisioned). carries tells the holds the chain carries (nil: none).
-func (q *Queue) OnRecord(r chain.Head, carries func(holdID string) bool, legal bool) {
+// provisioned). sub is the chain as the view knows it after r (its
+// identifiers, the payload's among them); carries tells the holds the
+// chain carries (nil: none).
+func (q *Queue) OnRecord(r chain.Head, sub hold.Subject, carries func(holdID string) bool, legal bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	sub := hold.FromHead(r)
 	for _, h := range q.known {
 		carried := carries != nil && carries(h.ID)
+		m := q.match[h.ID]
 		switch {
-		case h.Status == api.HoldActive && !carried && hold.Dynamic(h.Target) && hold.Matches(h.Target, sub):
+		case h.Status == api.HoldActive && !carried && hold.Dynamic(h.Target) && m != nil && m(sub):
 			q.enqueue(Work{Kind: Place, HoldID: h.ID, DLQID: r.DLQID, Domain: r.Domain})
 		case h.Status == api.HoldLifted && carried:
 			q.enqueue(Work{Kind: Lift, HoldID: h.ID, DLQID: r.DLQID, Domain: r.Domain})
@@ -149,6 +166,23 @@ func (q *Queue) OnRecord(r chain.Head, carries func(holdID string) bool, legal b
 	if carries != nil && legal {
 		q.enqueue(Work{Kind: Copy, DLQID: r.DLQID, Domain: r.Domain})
 	}
+}
+
+// Matching returns the ids of the active holds whose target holds the
+// chain sub summarizes, sorted: those whose record it carries and those
+// whose record is not written yet alike (the redriver refuses it for
+// both, hold.Refuse).
+func (q *Queue) Matching(sub hold.Subject) []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []string
+	for id, m := range q.match {
+		if m(sub) {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Held is a held chain as the live view knows it.
@@ -214,7 +248,9 @@ func (q *Queue) Reload(ctx context.Context) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, h := range all {
-		q.known[h.ID] = h
+		if k, ok := q.known[h.ID]; !ok || k.Status != h.Status {
+			q.set(h)
+		}
 	}
 	return nil
 }

@@ -34,14 +34,14 @@ func TestQueue(t *testing.T) {
 		run  func(q *Queue)
 		want []Work
 	}{
-		{"a new chain of a held party gets the place", func(q *Queue) { q.OnRecord(head, nil, true) },
+		{"a new chain of a held party gets the place", func(q *Queue) { q.OnRecord(head, hold.FromHead(head), nil, true) },
 			[]Work{{Kind: Place, HoldID: "hold-party", DLQID: "pharmacy_2", Domain: "pharmacy"}}},
 		{"a chain carrying both: the lift, then the copy", func(q *Queue) {
-			q.OnRecord(head, func(id string) bool { return true }, true)
+			q.OnRecord(head, hold.FromHead(head), func(id string) bool { return true }, true)
 		}, []Work{{Kind: Lift, HoldID: "hold-lifted", DLQID: "pharmacy_2", Domain: "pharmacy"},
 			{Kind: Copy, DLQID: "pharmacy_2", Domain: "pharmacy"}}},
 		{"no copy without LEGALHOLD", func(q *Queue) {
-			q.OnRecord(head, func(id string) bool { return id == "hold-party" }, false)
+			q.OnRecord(head, hold.FromHead(head), func(id string) bool { return id == "hold-party" }, false)
 		}, nil},
 		{"a sweep copies what is behind and lifts", func(q *Queue) {
 			q.Copied("pharmacy_1", 2)

@@ -52,7 +52,8 @@ func (a *app) exportCommand() *cobra.Command {
 	var (
 		req                  api.ExportRequest
 		since, until, format string
-		out, lot             string
+		out                  string
+		idf                  idFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "export --reason TEXT --out FILE",
@@ -81,11 +82,15 @@ party, status, quarantine time range) to --out:
 An export reads payloads: it needs the inspector or operator role and a
 --reason, and every page is recorded in the access audit (dlqctl access)
 before it is sent. The export is proved against a checkpoint written when
-it starts; records stored after it are left out and counted. --lot keeps
-the FSMA events of one traceability lot code (matched in the payloads
-dlqctl receives).`,
+it starts; records stored after it are left out and counted. The
+identifier filters are dlqctl find's and hold place's, read by the auditor
+the same way in every domain (--lot is a pharmacy or DSCSA lot or an FSMA
+TLC); a filter the --domain does not search by is refused, naming it. The
+auditor selects the chains, so a JSONL export of a lot is the signed, whole
+answer to its filter.`,
 		Example: `  dlqctl export --domain fsma --lot TLC-2026-0042 --since 2026-11-01 --until 2026-11-03 \
       --reason "FDA records request 2026-117" --out lot-0042.xlsx
+  dlqctl export --domain pharmacy --ndc 0409-4888-20 --lot 'A1&B<2' --reason "DEA recall" --out lot.jsonl
   dlqctl export --domain pharmacy --reason "DEA inspection" --out pharmacy.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -107,19 +112,20 @@ dlqctl receives).`,
 			if err := oneOf("domain", req.Filter.Domain, domains); err != nil {
 				return err
 			}
-			if lot != "" && format == formatJSONL {
-				// The JSONL export is the signed, whole answer to its
-				// filter: a subset picked here would not verify.
-				return usageErrorf("--lot selects rows of a spreadsheet (csv, xlsx); a jsonl export holds every chain of its filter, with the signed manifests that prove it whole")
+			ir, err := idf.request()
+			if err != nil {
+				return err
 			}
-			var err error
+			f := &req.Filter
+			f.NDC, f.Lot, f.Registrant, f.TransactionID, f.GTIN = ir.NDC, ir.Lot, ir.Registrant, ir.TransactionID, ir.GTIN
+			f.Serial, f.SSCC, f.TLC, f.Identifiers = ir.Serial, ir.SSCC, ir.TLC, ir.Identifiers
 			if req.Filter.From, err = parseTime(since, a.now()); err != nil {
 				return usageErrorf("--since: %v", err)
 			}
 			if req.Filter.To, err = parseTime(until, a.now()); err != nil {
 				return usageErrorf("--until: %v", err)
 			}
-			res, err := a.export(cmd.Context(), req, format, out, lot)
+			res, err := a.export(cmd.Context(), req, format, out)
 			if err != nil {
 				return err
 			}
@@ -147,7 +153,7 @@ dlqctl receives).`,
 	fl.StringVar(&since, "since", "", "quarantined at or after (RFC 3339, a date, or a duration ago)")
 	fl.StringVar(&until, "until", "", "quarantined at or before")
 	fl.StringVar(&req.Reason, "reason", "", "why the payloads are read (required; recorded)")
-	fl.StringVar(&lot, "lot", "", "FSMA 204: only the events of this traceability lot code")
+	idf.add(cmd)
 	fl.StringVar(&format, "format", "", "csv, xlsx, jsonl or epcis (default: from --out's extension; .jsonld: epcis)")
 	fl.StringVar(&out, "out", "", "the file to write (required)")
 	fl.IntVar(&req.Limit, "page", 0, "chains per page (default and most 1000)")
@@ -157,7 +163,7 @@ dlqctl receives).`,
 // export pages audit.export and writes the file as the pages arrive
 // (JSONL), or their rows once the last has (CSV, XLSX: the columns depend
 // on the CTE types present).
-func (a *app) export(ctx context.Context, req api.ExportRequest, format, out, lot string) (res exportResult, err error) {
+func (a *app) export(ctx context.Context, req api.ExportRequest, format, out string) (res exportResult, err error) {
 	res = exportResult{File: out, Format: format}
 	c, err := a.connect()
 	if err != nil {
@@ -209,9 +215,6 @@ func (a *app) export(ctx context.Context, req api.ExportRequest, format, out, lo
 			}
 		}
 		for _, ch := range rep.Chains {
-			if lot != "" && !exportsheet.ChainHasLot(ch, lot) {
-				continue
-			}
 			res.Chains++
 			res.Records += len(ch.Records)
 			switch {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -18,7 +19,7 @@ func (a *app) findCommand() *cobra.Command {
 		req          api.ListRequest
 		since, until string
 		all          bool
-		ids          []string
+		idf          idFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "find",
@@ -37,28 +38,28 @@ events whose records name it; with --registrant older records too),
 (which gives the serial too), --sscc an aggregation's container (18 digits,
 an SSCC EPC URN or a Digital Link /00/ URI), --lot a pharmacy or DSCSA lot or
 an FSMA traceability lot code; --id name=value any domain's search field,
-those without a flag of their own included. Every filter given must match. A DSCSA event is found
-by its ordering key: the first item of its epcList, or an aggregation's
-parent (else its first child).`,
+those without a flag of their own included. Every filter given must match.
+An event is found by the identifiers its keys and records name and those
+its verbatim payload holds, whatever it failed on. --document lists every
+quarantined event of one EPCIS document (a shipment) with its code;
+--code narrows it to one code.`,
 		Example: `  dlqctl find --ndc 0409-4888-20 --lot 'A1&B<2'
   dlqctl find --registrant BW4829137 --transaction-id INV-2025-0182
   dlqctl find --gtin 'https://id.gs1.org/01/10614141073464/21/SN%2F0042?17=270101'
   dlqctl find --gtin urn:epc:id:sgtin:0614141.107346.400
-  dlqctl find --tlc 00860001000030-RL250312A --supplier SUP-00417 --all -o json`,
+  dlqctl find --tlc 00860001000030-RL250312A --supplier SUP-00417 --all -o json
+  dlqctl find --document "$DOCUMENT_SHA256" --code INVALID_EPC --all`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			for _, id := range ids {
-				name, v, ok := strings.Cut(id, "=")
-				if !ok || name == "" {
-					return usageErrorf("--id takes name=value (a domain's search field and its value)")
-				}
-				if req.Identifiers == nil {
-					req.Identifiers = map[string]string{}
-				}
-				req.Identifiers[name] = v
+			ir, err := idf.request()
+			if err != nil {
+				return err
 			}
-			if !req.HasIdentifiers() && req.Supplier == "" {
-				return usageErrorf("give at least one identifier: --ndc, --lot, --registrant, --gtin, --serial, --sscc, --tlc, --id or --supplier")
+			req.NDC, req.Lot, req.Registrant, req.TransactionID = ir.NDC, ir.Lot, ir.Registrant, ir.TransactionID
+			req.GTIN, req.Serial, req.SSCC, req.TLC, req.Identifiers = ir.GTIN, ir.Serial, ir.SSCC, ir.TLC, ir.Identifiers
+			req.Document = strings.ToLower(strings.TrimSpace(req.Document))
+			if !req.HasIdentifiers() && req.Supplier == "" && req.Document == "" {
+				return usageErrorf("give at least one identifier: --ndc, --lot, --registrant, --gtin, --serial, --sscc, --tlc, --id, --supplier or --document")
 			}
 			for _, c := range []struct {
 				flag, v string
@@ -68,7 +69,6 @@ parent (else its first child).`,
 					return err
 				}
 			}
-			var err error
 			if req.From, err = parseTime(since, a.now()); err != nil {
 				return usageErrorf("--since: %v", err)
 			}
@@ -85,6 +85,9 @@ parent (else its first child).`,
 			if a.json() {
 				return a.printJSON(out)
 			}
+			if d := out.Document; d != nil {
+				documentRows(a, d)
+			}
 			t := newTable(a.io.Out, "DLQ ID", "DOMAIN", "STATE", "CLASS", "CODE", "IDENTIFIERS", "SUPPLIER", "QUARANTINED")
 			for _, s := range out.Items {
 				t.row(s.DLQID, s.Domain, s.Status, s.Class, s.ErrorCode, identifiersText(s.Identifiers), s.PartyID, fmtTime(s.QuarantinedAt))
@@ -98,16 +101,10 @@ parent (else its first child).`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&req.NDC, "ndc", "", "NDC in any layout (0409-4888-20, 00409-4888-20, 00409488820)")
-	fl.StringVar(&req.Lot, "lot", "", "lot number (pharmacy, DSCSA) or traceability lot code (FSMA)")
-	fl.StringVar(&req.Registrant, "registrant", "", "registrant DEA number (pharmacy)")
-	fl.StringVar(&req.TransactionID, "transaction-id", "", "transaction id (pharmacy; with --registrant, older records too)")
-	fl.StringVar(&req.GTIN, "gtin", "", "GTIN, SGTIN EPC URN or GS1 Digital Link URI (DSCSA)")
-	fl.StringVar(&req.Serial, "serial", "", "serial number (DSCSA)")
-	fl.StringVar(&req.SSCC, "sscc", "", "container: SSCC-18, SSCC EPC URN or Digital Link /00/ (DSCSA aggregation)")
-	fl.StringVar(&req.TLC, "tlc", "", "traceability lot code (FSMA)")
-	fl.StringArrayVar(&ids, "id", nil, "name=value: a domain's search field without a flag of its own (repeatable)")
+	idf.add(cmd)
 	fl.StringVar(&req.Supplier, "supplier", "", "supplier id or registrant (party id, exactly as listed)")
+	fl.StringVar(&req.Document, "document", "", "every quarantined event of one EPCIS document: its SHA-256 (dlqctl groups --by document)")
+	fl.StringVar(&req.Code, "code", "", "only events whose latest error code is this one")
 	fl.StringVar(&req.Domain, "domain", "", "domain: "+strings.Join(registry.Names(), ", "))
 	fl.StringVar(&req.Status, "state", "", "state: open, redriving, poison, resolved or invalid")
 	fl.StringVar(&since, "since", "", "quarantined at or after: RFC 3339, a date, or a duration ago (24h, 7d)")
@@ -136,6 +133,9 @@ func (a *app) listPages(ctx context.Context, req api.ListRequest, all bool) (api
 		}
 		out.Items = append(out.Items, page.Items...)
 		out.Total, out.NextCursor = page.Total, page.NextCursor
+		if out.Document == nil {
+			out.Document = page.Document // the first page's
+		}
 		if !all || page.NextCursor == "" {
 			break
 		}
@@ -163,4 +163,23 @@ func identifiersText(ids map[string]string) string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// documentRows prints every event of a document with its outcome
+// (find --document), before its quarantined events.
+func documentRows(a *app, d *api.DocumentOutcomes) {
+	var counts []string
+	for _, o := range slices.Sorted(maps.Keys(d.Counts)) {
+		counts = append(counts, fmt.Sprintf("%s %d", o, d.Counts[o]))
+	}
+	textf(a.io.Out, "document %s (%d events): %s\n", d.Document.ID, d.Document.Events, strings.Join(counts, ", "))
+	t := newTable(a.io.Out, "POSITION", "OUTCOME", "DLQ ID", "CODE")
+	for _, ev := range d.Events {
+		t.row(strconv.Itoa(ev.Index+1), ev.Outcome, ev.DLQID, ev.ErrorCode)
+	}
+	t.flush()
+	if d.Truncated {
+		textf(a.io.Out, "(the first %d events)\n", len(d.Events))
+	}
+	fmt.Fprintln(a.io.Out)
 }

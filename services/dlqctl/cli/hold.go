@@ -2,6 +2,8 @@ package cli
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,18 +36,39 @@ func (a *app) holdPlaceCommand() *cobra.Command {
 		filter       api.HoldFilter
 		codes        string
 		since, until string
+		idf          idFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "place [DLQ-ID]",
-		Short: "Place a legal hold on an event, a party (--party) or a filter (--domain, --filter-party, --code, --since, --until)",
+		Use:   "place [DLQ-ID...]",
+		Short: "Place one legal hold on events, a party (--party) or a filter (--domain, --lot, --ndc, --gtin, --sscc, --tlc, --id, --filter-party, --code, --since, --until)",
+		Long: `Place one legal hold: on the events named (all of them or none), on a
+party's events, or on every event a filter matches, now and later (events
+quarantined after it that match it are held too). However many events it
+holds, it is one hold: one case, one lift, one second person to approve the
+lift. The identifier filters are dlqctl find's (the auditor reads them the
+same way, from the events' keys, records and verbatim payloads).`,
 		Example: `  dlqctl hold place pharmacy_0123456789abcdef0123456789abcdef --case CASE-2026-17 --reason "subpoena duces tecum"
   dlqctl hold place --party BW4829137 --case CASE-2026-17 --reason "litigation hold"
+  dlqctl hold place --ndc 0409-4888-20 --lot 'A1&B<2' --case RECALL-2026-3 --reason "FDA recall Class II"
+  dlqctl hold place --domain dscsa --sscc urn:epc:id:sscc:0614141.1234567890 --case RECALL-2026-3 --reason "pallet recalled"
   dlqctl hold place --domain dscsa --since 2026-01-01T00:00:00Z --case AUDIT-7 --reason "FDA inspection"`,
-		Args: cobra.MaximumNArgs(1),
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
+			switch {
+			case len(args) == 1:
 				req.Target.DLQID = args[0]
+			case len(args) > 1:
+				req.Target.DLQIDs = args
 			}
+			ir, err := idf.request()
+			if err != nil {
+				return err
+			}
+			if ir.Registrant != "" || ir.TransactionID != "" {
+				ir.Identifiers = withID(withID(ir.Identifiers, "registrant", ir.Registrant), "transaction_id", ir.TransactionID)
+			}
+			filter.NDC, filter.Lot, filter.GTIN, filter.Serial = ir.NDC, ir.Lot, ir.GTIN, ir.Serial
+			filter.SSCC, filter.TLC, filter.Identifiers = ir.SSCC, ir.TLC, ir.Identifiers
 			if codes != "" {
 				filter.ErrorCodes = strings.Split(codes, ",")
 			}
@@ -64,7 +87,7 @@ func (a *app) holdPlaceCommand() *cobra.Command {
 					*t.dst = &at
 				}
 			}
-			if filter.Domain != "" || filter.PartyID != "" || len(filter.ErrorCodes) > 0 || filter.Since != nil || filter.Until != nil {
+			if filter.Domain != "" || filter.PartyID != "" || len(filter.ErrorCodes) > 0 || filter.Since != nil || filter.Until != nil || filter.HasIdentifiers() {
 				req.Target.Filter = &filter
 			}
 			return a.holdRequest(cmd, api.HoldPlace, req)
@@ -79,6 +102,7 @@ func (a *app) holdPlaceCommand() *cobra.Command {
 	fl.StringVar(&codes, "code", "", "filter: events whose latest error code is one of these (comma separated)")
 	fl.StringVar(&since, "since", "", "filter: events first seen at or after this time (RFC 3339)")
 	fl.StringVar(&until, "until", "", "filter: events first seen before this time (RFC 3339)")
+	idf.add(cmd)
 	fl.BoolVar(&req.Confirm, "confirm", false, "place a party or filter hold that matches no stored event yet (refused HOLD_MATCHES_NOTHING without it)")
 	return cmd
 }
@@ -148,11 +172,25 @@ func holdRows(t *table, h api.HeldHold) {
 	}
 }
 
+// withID returns m with name=v added when v is set.
+func withID(m map[string]string, name, v string) map[string]string {
+	if v == "" {
+		return m
+	}
+	if m == nil {
+		m = map[string]string{}
+	}
+	m[name] = v
+	return m
+}
+
 // targetText describes a hold's target.
 func targetText(t api.HoldTarget) string {
 	switch {
 	case t.DLQID != "":
 		return "event " + t.DLQID
+	case t.DLQIDs != nil:
+		return strconv.Itoa(len(t.DLQIDs)) + " events"
 	case t.PartyID != "":
 		return "party " + t.PartyID
 	case t.Filter != nil:
@@ -162,6 +200,10 @@ func targetText(t api.HoldTarget) string {
 			if p[1] != "" {
 				parts = append(parts, p[0]+"="+p[1])
 			}
+		}
+		ids := f.Search().IdentifierFilters()
+		for _, k := range slices.Sorted(maps.Keys(ids)) {
+			parts = append(parts, k+"="+ids[k])
 		}
 		if f.Since != nil {
 			parts = append(parts, "since="+f.Since.Format(time.RFC3339))
