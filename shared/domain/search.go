@@ -102,7 +102,8 @@ func (s Search) PayloadIdentifiers(payload []byte) (ids map[string][]string) {
 }
 
 // Has reports whether the chain names value as its identifier name: in
-// its payload's identifiers or among its listed ones.
+// its payload's identifiers or among its listed ones (a name may be
+// listed more than once: every item of a shipment).
 func (c Chain) Has(name, value string) bool {
 	if value == "" {
 		return false
@@ -110,7 +111,12 @@ func (c Chain) Has(name, value string) bool {
 	if slices.Contains(c.PayloadIdentifiers[name], value) {
 		return true
 	}
-	return c.Identifier(name) == value
+	for i := 0; i+1 < len(c.Listed); i += 2 {
+		if c.Listed[i] == name && c.Listed[i+1] == value {
+			return true
+		}
+	}
+	return false
 }
 
 // IdentifierSet collects a payload's identifiers by name, each value once

@@ -243,8 +243,30 @@ func PayloadIdentifiers(dom string, payload []byte) (okey, party string, pairs [
 			pairs = append(pairs, k, ids[k])
 		}
 	}
+	// Every identifier the payload holds, as the domain's search reads
+	// them (domain.Search.Identifiers: each item of a shipment, its
+	// SSCCs, a GTIN as written even with a bad check digit), up to
+	// maxPayloadPairs.
+	if spec.Search.Identifiers != nil {
+		all := spec.Search.Identifiers(doc)
+		for _, k := range slices.Sorted(maps.Keys(all)) {
+			for _, v := range all[k] {
+				if len(pairs) >= 2*maxPayloadPairs {
+					break
+				}
+				if ids[k] != v {
+					pairs = append(pairs, k, v)
+				}
+			}
+		}
+	}
 	return env.OrderingKey, env.PartyID, pairs
 }
+
+// maxPayloadPairs bounds the identifiers kept of one payload (a search
+// keeps them in memory for every unresolved chain): a shipment of more
+// items is found by its first maxPayloadPairs identifiers and by its keys.
+const maxPayloadPairs = 2048
 
 // RecordPayload returns the verbatim payload of a stored record (its
 // "payload" member) when it is text (record.NewPayload keeps a JSON
@@ -263,7 +285,8 @@ func RecordPayload(raw []byte) []byte {
 
 // Merge returns c with what a payload names (PayloadIdentifiers) added:
 // its ordering key and party when c has none, and its identifiers
-// beside c's (c's value kept for a name both give), sorted by name.
+// beside c's (c's listed first for a name both give, so
+// domain.Chain.Identifier still reads c's), sorted by name.
 func Merge(c domain.Chain, okey, party string, pairs []string) domain.Chain {
 	if c.OrderingKey == "" {
 		c.OrderingKey = okey
@@ -276,7 +299,7 @@ func Merge(c domain.Chain, okey, party string, pairs []string) domain.Chain {
 	}
 	out := slices.Clone(c.Listed)
 	for i := 0; i+1 < len(pairs); i += 2 {
-		if c.Identifier(pairs[i]) == "" {
+		if !c.Has(pairs[i], pairs[i+1]) {
 			out = append(out, pairs[i], pairs[i+1])
 		}
 	}

@@ -27,7 +27,10 @@ func TestPayloadIdentifiers(t *testing.T) {
 		pairs              []string
 	}{
 		{"pharmacy, a time without offset", "pharmacy", pharmacyPayload, "BW4829137.00409488820.A1&B<2>\"Ü\"",
-			[]string{"registrant_dea", "BW4829137", "transaction_id", "INV-2026-0042 <Müller & Söhne>"}},
+			// The listed identifiers, then every one the domain's search
+			// reads (its NDC as NDC-11, its lot, its registrant).
+			[]string{"registrant_dea", "BW4829137", "transaction_id", "INV-2026-0042 <Müller & Söhne>",
+				"lot", "A1&B<2>\"Ü\"", "ndc", "00409488820", "registrant", "BW4829137"}},
 		{"fsma, a tlc", "fsma", `{"supplier_id":"陈伟 & Co","cte_type":"shipping","traceability_lot_code":"RL-2026 <Ü>"}`, "陈伟 & Co.RL-2026 <Ü>", []string{"tlc", "RL-2026 <Ü>"}},
 		{"not JSON", "pharmacy", `{"transaction_id":"INV-1",`, "", nil},
 		{"an array", "pharmacy", `[{"transaction_id":"INV-1"}]`, "", nil},
@@ -127,10 +130,11 @@ func TestCompile(t *testing.T) {
 }
 
 // TestMerge: a payload's identifiers join the chain's, the chain's value
-// kept for a name both give, sorted by name.
+// first for a name both give (each value once), sorted by name.
 func TestMerge(t *testing.T) {
-	c := Merge(domain.Chain{Listed: []string{"lot", "L1"}}, "K", "P", []string{"transaction_id", "T", "lot", "L2", "event_type", "x"})
-	if c.OrderingKey != "K" || c.PartyID != "P" || !slices.Equal(c.Listed, []string{"event_type", "x", "lot", "L1", "transaction_id", "T"}) {
+	c := Merge(domain.Chain{Listed: []string{"lot", "L1"}}, "K", "P", []string{"transaction_id", "T", "lot", "L2", "lot", "L1", "event_type", "x"})
+	if c.OrderingKey != "K" || c.PartyID != "P" || !slices.Equal(c.Listed, []string{"event_type", "x", "lot", "L1", "lot", "L2", "transaction_id", "T"}) ||
+		c.Identifier("lot") != "L1" || !c.Has("lot", "L2") {
 		t.Errorf("%+v", c)
 	}
 	if c := Merge(domain.Chain{OrderingKey: "A", PartyID: "B"}, "K", "P", nil); c.OrderingKey != "A" || c.PartyID != "B" {
