@@ -2,6 +2,7 @@ package document
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/deadletter/deadletter/shared/codes"
 )
@@ -77,6 +79,7 @@ type xmlWalk struct {
 
 	prefixes  map[string]string
 	root      *elem
+	doctype   bool // a bare DOCTYPE met
 	listFound bool
 	count     int
 	// header values (first pass).
@@ -165,7 +168,13 @@ func (w *xmlWalk) run() error {
 		}
 		switch t := tok.(type) {
 		case xml.Directive:
-			return codes.Errorf(dscsa.MalformedDocument, "document has a DTD or other directive (refused: no entities are expanded)")
+			// A bare <!DOCTYPE name> before the root (as GS1's own
+			// examples carry) declares nothing; anything that could
+			// declare an entity is refused.
+			if w.root != nil || w.doctype || !bareDoctype(t) {
+				return codes.Errorf(dscsa.MalformedDocument, "document has a DTD or other directive (refused: no entities are expanded)")
+			}
+			w.doctype = true
 		case xml.StartElement:
 			if len(stack) >= MaxDepth {
 				return codes.Errorf(dscsa.MalformedDocument, "document nests deeper than %d", MaxDepth)
@@ -248,6 +257,39 @@ func (w *xmlWalk) run() error {
 			}
 		}
 	}
+}
+
+// bareDoctype reports whether a directive is a document type declaration
+// that names the root element and nothing else ("DOCTYPE project"): no
+// internal subset ('['), no external identifier (SYSTEM, PUBLIC), so no
+// entity and no markup declaration can come with it.
+func bareDoctype(d xml.Directive) bool {
+	rest, ok := bytes.CutPrefix(d, []byte("DOCTYPE"))
+	if !ok || len(rest) == 0 || !isXMLSpace(rest[0]) {
+		return false
+	}
+	name := bytes.TrimRight(bytes.TrimLeft(rest, " \t\r\n"), " \t\r\n")
+	return isXMLName(name)
+}
+
+func isXMLSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
+
+// isXMLName reports whether b is an XML Name (letters, digits, '_', ':',
+// '-', '.', and any non-ASCII character; not beginning with a digit, '-'
+// or '.'): one token, so nothing follows the name.
+func isXMLName(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	for i, r := range string(b) {
+		switch {
+		case r == '_' || r == ':' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= 0x80 && r != utf8.RuneError:
+		case i > 0 && (r >= '0' && r <= '9' || r == '-' || r == '.'):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // underContainers reports whether every element between the root and the
