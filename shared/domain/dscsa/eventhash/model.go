@@ -442,7 +442,10 @@ func (h *hasher) expandKey(k string) string {
 	return k
 }
 
-// expandValue expands a value "prefix:rest" of a declared prefix.
+// expandValue expands a value "prefix:rest" of a declared prefix, or of
+// one of the three the algorithm names (gs1, epcis, cbv: "this also holds
+// true for standard CBV values"), which the reference implementation
+// expands only when the document declares them again.
 func (h *hasher) expandValue(s string) string {
 	p, rest, ok := strings.Cut(s, ":")
 	if !ok {
@@ -451,7 +454,16 @@ func (h *hasher) expandValue(s string) string {
 	if ns, ok := h.ns[p]; ok {
 		return ns + rest
 	}
+	if ns, ok := standardPrefixes[p]; ok && !strings.HasPrefix(rest, "//") {
+		return ns + rest
+	}
 	return s
+}
+
+// standardPrefixes are the compact IRI prefixes whose values the
+// algorithm expands whether or not the @context declares them.
+var standardPrefixes = map[string]string{
+	"gs1": "https://gs1.org/voc/", "epcis": "https://ref.gs1.org/epcis/", "cbv": "https://ref.gs1.org/cbv/",
 }
 
 // bareWord returns the vocabulary web URI a value stands for: the one
