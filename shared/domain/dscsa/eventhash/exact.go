@@ -1,6 +1,7 @@
 package eventhash
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -22,9 +23,10 @@ func ExactDigest(ev map[string]any, ctx any) string {
 }
 
 // Exact returns the exact content of an event (in the EPCIS 2.0 JSON form,
-// decoded with numbers as json.Number; ctx as for ID) as canonical bytes:
-// a JSON-like text of the event's members, every value as the event
-// states it, so that two events have the same exact content when they are
+// decoded with numbers as json.Number; ctx as for ID) as canonical bytes
+// (an object "{name:value,...}", an array "[...]", a text as its length,
+// a colon and its bytes, null "~"): the event's members, every value as
+// the event states it, so that two events have the same exact content when they are
 // the same event sent as XML or JSON, with their members and lists in
 // another order, other namespace prefixes, CBV URNs, bare words, compact
 // IRIs or web URIs for one CBV value, EPC URNs or their Digital Link URIs
@@ -53,9 +55,11 @@ func Exact(ev map[string]any, ctx any) []byte {
 	if ctx == nil {
 		ctx = ev["@context"]
 	}
-	h := newHasher(ev, ctx)
-	var b []byte
-	return h.exactObject(b, ev, "", true)
+	// The exact form needs the prefixes and the offset, not the
+	// vocabulary URIs the pre-hash replaces other values by.
+	h := &hasher{ns: namespaces(ctx)}
+	h.offset, _ = ev["eventTimeZoneOffset"].(string)
+	return h.exactObject(make([]byte, 0, 1024), ev, "", true)
 }
 
 // exactLeftOut are the members outside the exact content, at any level;
@@ -74,12 +78,15 @@ var decimalMembers = map[string]bool{
 // timeMembers are the members whose value is an instant.
 var timeMembers = map[string]bool{"eventTime": true, "time": true, "startTime": true, "endTime": true}
 
-type exactMember struct{ name, value []byte }
+// exactSpan locates one member in an object's scratch buffer: its name in
+// [name, value), its value in [value, end).
+type exactSpan struct{ name, value, end int }
 
 // exactObject appends an object's exact form: its members, each
 // "name":value, sorted, an array's entries each a member of the name.
-func (h *hasher) exactObject(b []byte, obj map[string]any, scope string, top bool) []byte {
-	members := make([]exactMember, 0, len(obj))
+func (h *hasher) exactObject(out []byte, obj map[string]any, scope string, top bool) []byte {
+	buf := make([]byte, 0, 64*len(obj))
+	spans := make([]exactSpan, 0, len(obj))
 	for k, v := range obj {
 		if exactLeftOut[k] || top && exactTopLeftOut[k] {
 			continue
@@ -89,31 +96,39 @@ func (h *hasher) exactObject(b []byte, obj map[string]any, scope string, top boo
 		case "bizTransactionList", "sourceList", "destinationList", "sensorElementList", "errorDeclaration", "persistentDisposition":
 			inner = k
 		}
-		name := strconv.AppendQuote(nil, h.exactKey(k))
+		name := h.exactKey(k)
 		if arr, ok := v.([]any); ok {
 			for _, e := range arr {
-				members = append(members, exactMember{name, h.exactValue(nil, e, inner, k)})
+				start := len(buf)
+				buf = appendText(buf, name)
+				mid := len(buf)
+				buf = h.exactValue(buf, e, inner, k)
+				spans = append(spans, exactSpan{start, mid, len(buf)})
 			}
 			continue
 		}
-		members = append(members, exactMember{name, h.exactValue(nil, v, inner, k)})
+		start := len(buf)
+		buf = appendText(buf, name)
+		mid := len(buf)
+		buf = h.exactValue(buf, v, inner, k)
+		spans = append(spans, exactSpan{start, mid, len(buf)})
 	}
-	slices.SortFunc(members, func(a, b exactMember) int {
-		if c := strings.Compare(string(a.name), string(b.name)); c != 0 {
+	slices.SortFunc(spans, func(a, b exactSpan) int {
+		if c := bytes.Compare(buf[a.name:a.value], buf[b.name:b.value]); c != 0 {
 			return c
 		}
-		return strings.Compare(string(a.value), string(b.value))
+		return bytes.Compare(buf[a.value:a.end], buf[b.value:b.end])
 	})
-	b = append(b, '{')
-	for i, m := range members {
+	out = append(out, '{')
+	for i, sp := range spans {
 		if i > 0 {
-			b = append(b, ',')
+			out = append(out, ',')
 		}
-		b = append(b, m.name...)
-		b = append(b, ':')
-		b = append(b, m.value...)
+		out = append(out, buf[sp.name:sp.value]...)
+		out = append(out, ':')
+		out = append(out, buf[sp.value:sp.end]...)
 	}
-	return append(b, '}')
+	return append(out, '}')
 }
 
 // exactValue appends one value's exact form; key is its member's name,
@@ -138,17 +153,23 @@ func (h *hasher) exactValue(b []byte, v any, scope, key string) []byte {
 		}
 		return append(b, ']')
 	case json.Number:
-		return strconv.AppendQuote(b, exactDecimal(string(x)))
+		return appendText(b, exactDecimal(string(x)))
 	case float64:
-		return strconv.AppendQuote(b, exactDecimal(strconv.FormatFloat(x, 'g', -1, 64)))
+		return appendText(b, exactDecimal(strconv.FormatFloat(x, 'g', -1, 64)))
 	case bool:
-		return strconv.AppendQuote(b, strconv.FormatBool(x))
+		return appendText(b, strconv.FormatBool(x))
 	case string:
-		return strconv.AppendQuote(b, h.exactText(strings.TrimSpace(x), scope, key))
-	case nil:
-		return append(b, "null"...)
+		return appendText(b, h.exactText(strings.TrimSpace(x), scope, key))
 	}
-	return append(b, "null"...)
+	return append(b, '~') // null
+}
+
+// appendText appends a text as its byte length, a colon and its bytes
+// ("5:Müll"): unambiguous without escaping.
+func appendText(b []byte, s string) []byte {
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, ':')
+	return append(b, s...)
 }
 
 // exactText is a text's exact form: a decimal member's decimal value, an
