@@ -44,8 +44,15 @@
 // source/destination types, sensor types, exceptions, components, error
 // reasons) as their web URIs, and any other value of the event equal to
 // one of them too; compact IRIs of a prefix the @context (an array)
-// declares expanded, in member names as "{namespace}local". JSON true and
-// false are "True" and "False", null "None".
+// declares expanded, in member names as "{namespace}local", and values with
+// the gs1, epcis or cbv prefix expanded whether declared or not (the
+// algorithm's rule; the reference expands them only when declared). JSON
+// true and false are "True" and "False", null "None".
+//
+// Exact (exact.go) is what the ID leaves out: the event's exact content,
+// which package idempotency adds to the ID to tell duplicates from
+// conflicts. LegacyID (legacy.go) is the ID as deadletter computed it
+// before 2026-12-07, kept for the hashes recorded then.
 package eventhash
 
 import (
