@@ -152,8 +152,8 @@ func TestDigitalLink(t *testing.T) {
 	}
 }
 
-// FuzzID: any JSON object has an ID, the same each time, and reordering
-// its members does not change it (encoding/json map order is random, so
+// FuzzID: any JSON object has an ID and an exact content digest, the same
+// each time, and reordering its members does not change them (encoding/json map order is random, so
 // two decodes already differ in iteration order).
 func FuzzID(f *testing.F) {
 	f.Add([]byte(shipping))
@@ -164,10 +164,13 @@ func FuzzID(f *testing.F) {
 		if !ok {
 			return
 		}
-		id := eventhash.ID(doc, nil)
+		id, exact := eventhash.ID(doc, nil), eventhash.ExactDigest(doc, nil)
 		again, _ := tryDecode(data)
 		if id2 := eventhash.ID(again, nil); id2 != id {
 			t.Fatalf("ID %s, then %s", id, id2)
+		}
+		if exact2 := eventhash.ExactDigest(again, nil); exact2 != exact {
+			t.Fatalf("exact content digest %s, then %s", exact, exact2)
 		}
 	})
 }

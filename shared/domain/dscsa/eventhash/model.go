@@ -113,8 +113,15 @@ func (h *hasher) object(obj map[string]any) *node {
 	_, src := obj["source"]
 	_, dst := obj["destination"]
 	if bt || src || dst {
-		// The entry's own order: type first, then its value.
-		slices.SortStableFunc(n.kids, func(a, b *node) int { return typeFirst(a) - typeFirst(b) })
+		// The entry's own order: type first, then its value (the
+		// reference keeps the order the members are written in, which a
+		// decoded object no longer has), then anything else sorted.
+		slices.SortFunc(n.kids, func(a, b *node) int {
+			if c := typeFirst(a) - typeFirst(b); c != 0 {
+				return c
+			}
+			return compareNodes(a, b)
+		})
 		return n
 	}
 	slices.SortFunc(n.kids, compareNodes)
