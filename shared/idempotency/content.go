@@ -18,11 +18,25 @@ import (
 // were recorded (an empty identity) are of this kind.
 const IdentityJCS = "jcs"
 
+// IdentityEventHashExact names DSCSA's content identity: the CBV 2.0
+// event hash ID (the domain's own, dscsa.ContentIdentityEventHash) and
+// the event's exact content (eventhash.ExactDigest), so that two events
+// with one event hash ID are one event only when no value differs (the
+// hash is blind to a quantity's digits beyond a float's, to the
+// sub-millisecond digits of a time, to an extension element's structure).
+// Hashes recorded as dscsa.ContentIdentityEventHash, by the event hash
+// as deadletter computed it before 2026-12-07, keep validating
+// (HashMatches, eventhash.LegacyID).
+const IdentityEventHashExact = dscsa.ContentIdentityEventHash + "+exact"
+
 // Identity returns the content identity of domain dom's events: the
-// domain's own (domain.ContentIdentifier, e.g. DSCSA's CBV 2.0 event hash
-// ID) or IdentityJCS.
+// domain's own (domain.ContentIdentifier), with the exact content added
+// to an event hash ID (IdentityEventHashExact), or IdentityJCS.
 func Identity(dom string) string {
 	if ci, ok := identifier(dom); ok {
+		if ci.ContentIdentity() == dscsa.ContentIdentityEventHash {
+			return IdentityEventHashExact
+		}
 		return ci.ContentIdentity()
 	}
 	return IdentityJCS
@@ -74,7 +88,8 @@ func identifier(dom string) (domain.ContentIdentifier, bool) {
 // must share to be duplicates of each other (else an
 // IDEMPOTENCY_CONFLICT), in the domain's content identity (Identity): for
 // a domain.ContentIdentifier its digest of the payload when the payload
-// is a JSON object (every event that passed the gate); otherwise, and for
+// is a JSON object (every event that passed the gate), with the exact
+// content for an event hash ID (IdentityEventHashExact); otherwise, and for
 // every other domain, the lowercase hex SHA-256 of the RFC 8785 canonical
 // form of the payload (CanonicalHash), so that a copy that differs only in
 // member order or whitespace is the same content. It is the one owner of
@@ -83,20 +98,33 @@ func identifier(dom string) (domain.ContentIdentifier, bool) {
 func ContentHash(dom string, data []byte) string {
 	if ci, ok := identifier(dom); ok {
 		if doc, err := gate.Decode(data); err == nil {
+			if ci.ContentIdentity() == dscsa.ContentIdentityEventHash {
+				return exactHash(ci.ContentDigest(doc), doc)
+			}
 			return ci.ContentDigest(doc)
 		}
 	}
 	return CanonicalHash(data)
 }
 
+// exactHash is the IdentityEventHashExact hash of an event whose event
+// hash ID's digest is digest: the SHA-256 of that digest and the event's
+// exact content digest.
+func exactHash(digest string, doc map[string]any) string {
+	sum := sha256.Sum256([]byte(digest + "\n" + eventhash.ExactDigest(doc, nil)))
+	return hex.EncodeToString(sum[:])
+}
+
 // CheckedContentHash is ContentHash(env.Domain, data) for an event the
 // gate checked into env: a DSCSA envelope's EventHashID is the ID the
 // domain's digest is of (dscsa.Checker.ContentDigest), so it is not
-// derived twice.
+// derived twice (the exact content is).
 func CheckedContentHash(env envelope.Envelope, data []byte) string {
 	if ci, ok := identifier(env.Domain); ok && env.EventHashID != "" {
 		if d, ok := eventHashDigest(ci, env.EventHashID); ok {
-			return d
+			if doc, err := gate.Decode(data); err == nil {
+				return exactHash(d, doc)
+			}
 		}
 	}
 	return ContentHash(env.Domain, data)
@@ -117,14 +145,25 @@ func CanonicalHash(data []byte) string {
 // HashMatches reports whether hash, recorded with identity (the LEDGER
 // entry's ContentHash and ContentIdentity headers, or a key state's), is
 // the content hash of data (an event of domain dom) by that identity: the
-// current one (ContentHash), or IdentityJCS for one recorded before the
-// domain's identity changed. Any other identity matches nothing.
+// current one (ContentHash), IdentityJCS for one recorded before the
+// domain's identity was recorded, or, for a domain whose identity is
+// IdentityEventHashExact, dscsa.ContentIdentityEventHash for one recorded
+// before the exact content was added (the digest of the event hash ID as
+// deadletter computed it then, eventhash.LegacyID). Any other identity
+// matches nothing.
 func HashMatches(dom, identity, hash string, data []byte) bool {
 	switch id := RecordedIdentity(identity); {
 	case id == Identity(dom):
 		return hash == ContentHash(dom, data)
 	case id == IdentityJCS:
 		return hash == CanonicalHash(data)
+	case id == dscsa.ContentIdentityEventHash && Identity(dom) == IdentityEventHashExact:
+		doc, err := gate.Decode(data)
+		if err != nil {
+			return false
+		}
+		d, _ := eventhash.Digest(eventhash.LegacyID(doc, nil))
+		return hash == d
 	}
 	return false
 }

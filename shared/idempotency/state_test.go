@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
@@ -94,6 +95,19 @@ func shippingEvent(t testing.TB, edit func(ev map[string]any)) []byte {
 	return b
 }
 
+// place puts member (`"name":value`) into an event: into its ilmd or its
+// quantity element by name, else at its top level.
+func place(t testing.TB, ev []byte, member string) []byte {
+	t.Helper()
+	switch {
+	case strings.HasPrefix(member, `"quantity"`):
+		return bytes.Replace(ev, []byte(`"uom":"EA"`), []byte(member+`,"uom":"EA"`), 1)
+	case strings.HasPrefix(member, `"cbvmda:`):
+		return bytes.Replace(ev, []byte(`"ilmd":{`), []byte(`"ilmd":{`+member+","), 1)
+	}
+	return bytes.Replace(ev, []byte(`"action"`), []byte(member+`,"action"`), 1)
+}
+
 // reverse reverses a list member of ev.
 func reverse(ev map[string]any, name string) {
 	l := ev[name].([]any)
@@ -101,16 +115,21 @@ func reverse(ev map[string]any, name string) {
 }
 
 // TestContentHashDSCSA: DSCSA's content identity is the CBV 2.0 event hash
-// ID: what the standard says does not change an event (list order, CBV
-// URNs or compact IRIs, EPC URNs or Digital Links, the eventTime's offset,
-// recordTime, the @context a document splices in) is the same content; a
-// changed bizStep, quantity or EPC is other content. Other domains keep
-// the canonical JSON; both identities are recorded by name, and a hash
-// recorded without one is the canonical one (HashMatches).
+// ID and the event's exact content: what the standard says does not change
+// an event (list order, CBV URNs or compact IRIs, EPC URNs or Digital
+// Links, the eventTime's offset, recordTime, the @context a document
+// splices in, a quantity's trailing zeros) is the same content; a changed
+// bizStep, quantity or EPC is other content, and so is a difference the
+// event hash ID does not see (E10: a quantity beyond a float's digits, a
+// time's sub-millisecond digits, an extension element's structure, a lot's
+// leading zeros). Other domains keep the canonical JSON; every identity is
+// recorded by name, a hash recorded without one is the canonical one, and
+// one recorded by the event hash ID alone (before the exact content) keeps
+// matching its event (HashMatches).
 func TestContentHashDSCSA(t *testing.T) {
 	const dom = "dscsa"
-	if Identity(dom) != dscsa.ContentIdentityEventHash || Identity("pharmacy") != IdentityJCS || Identity("nosuchdomain") != IdentityJCS ||
-		StoredIdentity(dom) != dscsa.ContentIdentityEventHash || StoredIdentity("pharmacy") != "" {
+	if Identity(dom) != IdentityEventHashExact || Identity("pharmacy") != IdentityJCS || Identity("nosuchdomain") != IdentityJCS ||
+		StoredIdentity(dom) != IdentityEventHashExact || StoredIdentity("pharmacy") != "" || IdentityEventHashExact != "cbv2-event-hash+exact" {
 		t.Fatalf("identities %q %q %q", Identity(dom), Identity("pharmacy"), Identity("nosuchdomain"))
 	}
 	base := shippingEvent(t, nil)
@@ -149,6 +168,21 @@ func TestContentHashDSCSA(t *testing.T) {
 		}, false},
 		{"another EPC", func(ev map[string]any) { ev["epcList"].([]any)[1] = "urn:epc:id:sgtin:0614141.012345.10016550749983" }, false},
 		{"another extension value", func(ev map[string]any) { ev["example:shipper"] = "Pharmacie Saint-Étienne" }, false},
+		{"a quantity with trailing zeros (2.0: the same decimal)", func(ev map[string]any) {
+			ev["quantityList"].([]any)[0].(map[string]any)["quantity"] = json.Number("2.0")
+		}, true},
+		{"a quantity as 2e0", func(ev map[string]any) {
+			ev["quantityList"].([]any)[0].(map[string]any)["quantity"] = json.Number("2e0")
+		}, true},
+		{"E10: 2.0000000000000001 (the same float)", func(ev map[string]any) {
+			ev["quantityList"].([]any)[0].(map[string]any)["quantity"] = json.Number("2.0000000000000001")
+		}, false},
+		{"E10: a sub-millisecond digit of eventTime (the same millisecond)", func(ev map[string]any) {
+			ev["eventTime"] = "2024-03-12T09:15:00.0004-05:00"
+		}, false},
+		{"E10: an extension element's structure ({\"#text\"} for the text)", func(ev map[string]any) {
+			ev["example:shipper"] = map[string]any{"#text": "Müller & Söhne <Großhandel>"}
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			other := shippingEvent(t, tc.edit)
@@ -179,6 +213,49 @@ func TestContentHashDSCSA(t *testing.T) {
 				t.Error("HashMatches does not follow the recorded identity")
 			}
 		})
+	}
+	// E10's pairs: one event hash ID (the pre-hash reads a number as a
+	// float, and the ILMD lot 007 as the number 7), two contents.
+	for _, pair := range []struct{ name, a, b string }{
+		{"quantity 9007199254740993 vs 9007199254740992", `"quantity":9007199254740993`, `"quantity":9007199254740992`},
+		{"quantity 2 vs 2.0000000000000001", `"quantity":2`, `"quantity":2.0000000000000001`},
+		{"lot 007 vs 7", `"cbvmda:lotNumber":"007"`, `"cbvmda:lotNumber":"7"`},
+		{"extension {\"#text\":\"500\"} vs \"500\"", `"example:net":{"#text":"500"}`, `"example:net":"500"`},
+	} {
+		t.Run("E10 "+pair.name, func(t *testing.T) {
+			ev := func(member string) []byte {
+				return []byte(`{"@context":["https://ref.gs1.org/standards/epcis/2.0.0/epcis-context.jsonld",{"example":"https://ns.example.com/epcis/"}],` +
+					`"type":"ObjectEvent","eventID":"urn:uuid:3f4e5d6c-7b8a-4998-a7b6-c5d4e3f2a1b1","eventTime":"2024-03-12T09:15:00-05:00",` +
+					`"eventTimeZoneOffset":"-05:00","action":"ADD","bizStep":"commissioning","ilmd":{"cbvmda:itemExpirationDate":"2026-01-31"},` +
+					`"quantityList":[{"epcClass":"urn:epc:class:lgtin:0614141.012345.A24B017","uom":"EA"}],"example:x":"Müller & Söhne"}`)
+			}
+			a := place(t, ev(""), pair.a)
+			b := place(t, ev(""), pair.b)
+			da, _ := gate.Decode(a)
+			db, _ := gate.Decode(b)
+			if eventhash.ID(da, nil) != eventhash.ID(db, nil) {
+				t.Fatalf("event hash IDs differ: not an E10 pair")
+			}
+			if ContentHash(dom, a) == ContentHash(dom, b) {
+				t.Errorf("one content hash: the difference is hidden")
+			}
+		})
+	}
+	// A hash recorded by the event hash ID alone, as deadletter computed it
+	// before the exact content was added (identity cbv2-event-hash),
+	// matches its event and no other.
+	legacy := func(data []byte) string {
+		doc, err := gate.Decode(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, _ := eventhash.Digest(eventhash.LegacyID(doc, nil))
+		return d
+	}
+	other := shippingEvent(t, func(ev map[string]any) { ev["bizStep"] = "cbv:BizStep-receiving" })
+	if !HashMatches(dom, dscsa.ContentIdentityEventHash, legacy(base), base) || HashMatches(dom, dscsa.ContentIdentityEventHash, legacy(base), other) ||
+		HashMatches("pharmacy", dscsa.ContentIdentityEventHash, legacy(base), base) {
+		t.Error("a hash recorded as cbv2-event-hash does not match its event alone")
 	}
 	// Bytes that are no JSON object fall back to the canonical hash.
 	if ContentHash(dom, []byte(`["a"]`)) != CanonicalHash([]byte(`["a"]`)) {

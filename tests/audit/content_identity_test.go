@@ -18,6 +18,7 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
+	"github.com/deadletter/deadletter/shared/domain/dscsa/eventhash"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/idempotency"
@@ -69,16 +70,20 @@ func shipmentXML(eventID string) []byte {
 }
 
 // TestContentIdentityDSCSA: DSCSA's content rule follows the CBV 2.0
-// event hash ID end to end. An event whose eventID is committed is a
-// duplicate when its event hash ID is the committed one's (the same event
-// as an EPCIS 2.0 XML document; its lists reordered, CBV URNs, its
-// eventTime in UTC, a recordTime) and an IDEMPOTENCY_CONFLICT when a
-// hashed field differs (bizStep, quantity). A key committed before the
-// content identity was recorded (a LEDGER entry and key state carrying the
-// RFC 8785 hash, no identity) keeps its meaning: the same event is still a
-// duplicate, other content still a conflict, and its entry still sourced.
-// Reconciliation accounts for every event, and every LEDGER entry is
-// sourced.
+// event hash ID and the event's exact content end to end. An event whose
+// eventID is committed is a duplicate when its event hash ID and its exact
+// content are the committed one's (the same event as an EPCIS 2.0 XML
+// document; its lists reordered, CBV URNs, its eventTime in UTC, a
+// recordTime; a quantity 2.0 for 2) and an IDEMPOTENCY_CONFLICT when a
+// hashed field differs (bizStep, quantity) or a value the hash does not
+// see (E10: a quantity 9007199254740993 for 9007199254740992, or
+// 2.0000000000000001 for 2; an extension's text as {"#text"}). Keys
+// committed before (a LEDGER entry and key state carrying the RFC 8785
+// hash and no identity; or the event hash ID alone, identity
+// cbv2-event-hash, as computed then) keep their meaning: the same event is
+// still a duplicate, other content still a conflict, and their entries
+// still sourced. Reconciliation accounts for every event, and every LEDGER
+// entry is sourced.
 func TestContentIdentityDSCSA(t *testing.T) {
 	srv := natstest.Start(t)
 	srv.Provision(t, streams.DefaultOptions())
@@ -125,71 +130,119 @@ func TestContentIdentityDSCSA(t *testing.T) {
 		return replace(b, `"eventTime":"2024-03-12T09:15:00-05:00"`, `"eventTime":"2024-03-12T14:15:00.000Z","recordTime":"2024-03-13T08:00:00Z"`)
 	}
 
-	// A key committed before the content identity was recorded, as the
-	// validator wrote it then: its LEDGER entry and key state carry the
-	// canonical JSON's hash and no identity.
-	legacy := shipment("urn:uuid:0b7e6a52-1c1e-4f0e-9a51-legacy000001")
-	legacyKey := keyOf(legacy)
-	legacySeq := publish(shipping, legacy)
-	m := nats.NewMsg(subjects.Ledger(dom, legacyKey))
-	m.Data = legacy
-	m.Header.Set(envelope.IdempotencyKey, legacyKey)
-	m.Header.Set(envelope.EventType, "shipping")
-	m.Header.Set(envelope.SourceStream, subjects.EventsStream)
-	m.Header.Set(envelope.SourceSeq, strconv.FormatUint(legacySeq, 10))
-	m.Header.Set(envelope.ContentHash, idempotency.CanonicalHash(legacy))
-	m.Header.Set(jetstream.MsgIDHeader, legacyKey)
-	lack, err := js.PublishMsg(ctx, m)
-	if err != nil {
-		t.Fatal(err)
-	}
 	kv, err := js.KeyValue(ctx, subjects.IdempotencyBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _ := json.Marshal(idempotency.KeyState{State: idempotency.StateCommitted, Domain: dom, EventType: "shipping", SourceSeq: legacySeq,
-		LedgerSeq: lack.Sequence, CommittedAt: time.Now().UTC(), ContentHash: idempotency.CanonicalHash(legacy)})
-	if _, err := kv.Create(ctx, legacyKey, st); err != nil {
+	// commitAs writes an event's LEDGER entry and key state as the
+	// validator wrote them before: with hash, recorded by identity ("" for
+	// none).
+	commitAs := func(event []byte, hash, identity string) {
+		t.Helper()
+		key := keyOf(event)
+		seq := publish(shipping, event)
+		m := nats.NewMsg(subjects.Ledger(dom, key))
+		m.Data = event
+		m.Header.Set(envelope.IdempotencyKey, key)
+		m.Header.Set(envelope.EventType, "shipping")
+		m.Header.Set(envelope.SourceStream, subjects.EventsStream)
+		m.Header.Set(envelope.SourceSeq, strconv.FormatUint(seq, 10))
+		m.Header.Set(envelope.ContentHash, hash)
+		if identity != "" {
+			m.Header.Set(envelope.ContentIdentity, identity)
+		}
+		m.Header.Set(jetstream.MsgIDHeader, key)
+		lack, err := js.PublishMsg(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := json.Marshal(idempotency.KeyState{State: idempotency.StateCommitted, Domain: dom, EventType: "shipping", SourceSeq: seq,
+			LedgerSeq: lack.Sequence, CommittedAt: time.Now().UTC(), ContentHash: hash, ContentIdentity: identity})
+		if _, err := kv.Create(ctx, key, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A key committed before the content identity was recorded: its
+	// LEDGER entry and key state carry the canonical JSON's hash and no
+	// identity.
+	legacy := shipment("urn:uuid:0b7e6a52-1c1e-4f0e-9a51-legacy000001")
+	commitAs(legacy, idempotency.CanonicalHash(legacy), "")
+	// A key committed by the event hash ID alone, as computed before the
+	// exact content was added (identity cbv2-event-hash).
+	const hashOnlyID = "urn:uuid:0b7e6a52-1c1e-4f0e-9a51-hashonly0001"
+	hashOnly := shipment(hashOnlyID)
+	doc, err := gate.Decode(hashOnly)
+	if err != nil {
 		t.Fatal(err)
 	}
+	legacyDigest, _ := eventhash.Digest(eventhash.LegacyID(doc, nil))
+	commitAs(hashOnly, legacyDigest, dscsa.ContentIdentityEventHash)
 
 	startReconcilers(t, srv)
 	natstest.WaitServing(t, nc, access.Validator, access.Quarantiner, access.Auditor)
 
 	rows := []struct {
 		name     string
-		eventID  string // "" the legacy key's
+		eventID  string // "" the legacy key's, hashOnlyID that key's
 		subject  string
+		first    func(eventID string) []byte // nil: shipment
 		second   func(eventID string) []byte
 		conflict bool
 	}{
-		{"JSON, then its XML twin in a document", "urn:uuid:7d1f0c1e-5b3a-4c8e-8f41-0c9a2b7e0001", subjects.Event(dom, subjects.DocumentType),
+		{"JSON, then its XML twin in a document", "urn:uuid:7d1f0c1e-5b3a-4c8e-8f41-0c9a2b7e0001", subjects.Event(dom, subjects.DocumentType), nil,
 			shipmentXML, false},
-		{"JSON, then lists reordered, CBV URNs, eventTime in UTC, a recordTime", "urn:uuid:7d1f0c1e-5b3a-4c8e-8f41-0c9a2b7e0002", shipping,
+		{"JSON, then lists reordered, CBV URNs, eventTime in UTC, a recordTime", "urn:uuid:7d1f0c1e-5b3a-4c8e-8f41-0c9a2b7e0002", shipping, nil,
 			func(id string) []byte { return same(shipment(id)) }, false},
-		{"JSON, then another bizStep", "urn:uuid:7d1f0c1e-5b3a-4c8e-8f41-0c9a2b7e0003", subjects.Event(dom, "receiving"),
+		{"JSON, then another bizStep", "urn:uuid:7d1f0c1e-5b3a-4c8e-8f41-0c9a2b7e0003", subjects.Event(dom, "receiving"), nil,
 			func(id string) []byte {
 				return replace(shipment(id), `"cbv:BizStep-shipping"`, `"cbv:BizStep-receiving"`)
 			}, true},
-		{"JSON, then another quantity", "urn:uuid:7d1f0c1e-5b3a-4c8e-8f41-0c9a2b7e0004", shipping,
+		{"JSON, then another quantity", "urn:uuid:7d1f0c1e-5b3a-4c8e-8f41-0c9a2b7e0004", shipping, nil,
 			func(id string) []byte { return replace(shipment(id), `"quantity":2,`, `"quantity":20,`) }, true},
-		{"a key committed before the identity, then the same event", "", shipping,
+		{"a key committed before the identity, then the same event", "", shipping, nil,
 			func(string) []byte { return same(legacy) }, false},
-		{"a key committed before the identity, then another quantity", "", shipping,
+		{"a key committed before the identity, then another quantity", "", shipping, nil,
 			func(string) []byte { return replace(legacy, `"quantity":2,`, `"quantity":20,`) }, true},
+		{"E10: quantity 2, then 2.0000000000000001 (one event hash ID)", "urn:uuid:7d1f0c1e-5b3a-4c8e-8f41-0c9a2b7e0005", shipping, nil,
+			func(id string) []byte {
+				return replace(shipment(id), `"quantity":2,`, `"quantity":2.0000000000000001,`)
+			}, true},
+		{"E10: quantity 9007199254740993, then 9007199254740992", "urn:uuid:7d1f0c1e-5b3a-4c8e-8f41-0c9a2b7e0006", shipping,
+			func(id string) []byte { return replace(shipment(id), `"quantity":2,`, `"quantity":9007199254740993,`) },
+			func(id string) []byte { return replace(shipment(id), `"quantity":2,`, `"quantity":9007199254740992,`) }, true},
+		{"E10: an extension's text, then the same text as {\"#text\"}", "urn:uuid:7d1f0c1e-5b3a-4c8e-8f41-0c9a2b7e0007", shipping, nil,
+			func(id string) []byte {
+				return replace(shipment(id), `"example:shipper":"Müller & Söhne <Großhandel>"`, `"example:shipper":{"#text":"Müller & Söhne <Großhandel>"}`)
+			}, true},
+		{"quantity 2, then 2.0 (one decimal value)", "urn:uuid:7d1f0c1e-5b3a-4c8e-8f41-0c9a2b7e0008", shipping, nil,
+			func(id string) []byte { return replace(shipment(id), `"quantity":2,`, `"quantity":2.0,`) }, false},
+		{"a key committed by the event hash ID alone, then the same event reordered", hashOnlyID, shipping, nil,
+			func(id string) []byte { return same(shipment(id)) }, false},
+		{"a key committed by the event hash ID alone, then its XML twin", hashOnlyID, subjects.Event(dom, subjects.DocumentType), nil,
+			shipmentXML, false},
+		{"a key committed by the event hash ID alone, then 2.0000000000000001", hashOnlyID, shipping, nil,
+			func(id string) []byte {
+				return replace(shipment(id), `"quantity":2,`, `"quantity":2.0000000000000001,`)
+			}, true},
 	}
 	// A conflict row's two events race through the validator's workers:
 	// whichever commits first is the committed content, the other the
 	// conflict. partner names the other event of the row.
 	wantOpen, partner := map[uint64]string{}, map[uint64]uint64{}
-	committed, duplicates := 1, 0 // the legacy event
+	committed, duplicates := 2, 0 // the keys committed before
 	for _, r := range rows {
 		id := r.eventID
 		var first uint64
-		if id == "" {
+		switch id {
+		case "":
 			id = "urn:uuid:0b7e6a52-1c1e-4f0e-9a51-legacy000001"
-		} else {
-			first = publish(shipping, shipment(id))
+		case hashOnlyID:
+		default:
+			ev := shipment(id)
+			if r.first != nil {
+				ev = r.first(id)
+			}
+			first = publish(shipping, ev)
 			committed++
 		}
 		seq := publish(r.subject, r.second(id))

@@ -2,14 +2,22 @@ package audit
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/deadletter/deadletter/schemas"
+	"github.com/deadletter/deadletter/services/validator"
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"github.com/deadletter/deadletter/shared/domain/dscsa/eventhash"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/natstest"
@@ -50,5 +58,69 @@ func TestEventHashIDInAudit(t *testing.T) {
 	}
 	if recs[0].ErrorCode != "INVALID_PARENT_ID" {
 		t.Errorf("error code %s", recs[0].ErrorCode)
+	}
+}
+
+// TestDocumentEventHashIDsAreTheReferences: the validator's dry run of an
+// EPCIS document (validator.check.dscsa.document) names, for every event,
+// the event hash ID the reference implementation computes for it: over
+// the documents of the eventhash package's differential test (a
+// distributor's JSON shipment, a wholesaler's EPCIS 2.0 XML sensor data,
+// a pharmacy's EPCIS 1.2 XML with a bare DOCTYPE, a query result), whatever
+// each event's outcome at the gate.
+func TestDocumentEventHashIDsAreTheReferences(t *testing.T) {
+	srv := natstest.Start(t)
+	srv.Provision(t, streams.DefaultOptions())
+	nc := srv.Connect(t)
+	v, err := validator.New(srv.Connect(t), validator.DefaultConfig(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.Run(t, "validator", v.Run)
+	natstest.WaitServing(t, nc, access.Validator)
+	const dir = "../../shared/domain/dscsa/eventhash/testdata/differential/"
+	tests := []struct{ name, file string }{
+		{"JSON shipment", "distributor-shipment.jsonld"},
+		{"EPCIS 2.0 XML with sensor data", "wholesaler-sensor-2.0.xml"},
+		{"EPCIS 1.2 XML with a bare DOCTYPE", "pharmacy-receipt-1.2.xml"},
+		{"query document", "query-result.jsonld"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data, err := os.ReadFile(dir + tt.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := os.ReadFile(dir + strings.TrimSuffix(tt.file, filepath.Ext(tt.file)) + ".hashes")
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg, err := nc.Request("validator.check."+dscsa.Name+".document", data, 30*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code := msg.Header.Get("Nats-Service-Error-Code"); code != "" {
+				t.Fatalf("refused: %s %s", code, msg.Header.Get("Nats-Service-Error"))
+			}
+			var rep struct {
+				Events []struct {
+					Index       int    `json:"index"`
+					EventHashID string `json:"event_hash_id"`
+					Code        string `json:"code"`
+				} `json:"events"`
+			}
+			if err := json.Unmarshal(msg.Data, &rep); err != nil {
+				t.Fatal(err)
+			}
+			wantIDs := strings.Fields(string(want))
+			if len(rep.Events) != len(wantIDs) {
+				t.Fatalf("%d events, want %d", len(rep.Events), len(wantIDs))
+			}
+			for i, ev := range rep.Events {
+				if ev.EventHashID != wantIDs[i] {
+					t.Errorf("event %d (code %q): event_hash_id %s, want the reference's %s", i, ev.Code, ev.EventHashID, wantIDs[i])
+				}
+			}
+		})
 	}
 }

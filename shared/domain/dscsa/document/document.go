@@ -19,11 +19,16 @@
 // the namespaces of its extensions under their XML prefixes.
 //
 // The reader is as strict as the gate: a document that is not UTF-8, not
-// well-formed, has a DTD (<!DOCTYPE>: no entity is ever expanded), nests
-// deeper than MaxDepth, holds more than MaxEvents events or is not an EPCIS
-// document is refused whole with MALFORMED_DOCUMENT, its detail naming the
-// fault by position, never by content; Scan refuses it before it hands
-// over any event.
+// well-formed, has a document type declaration that could declare
+// anything (an internal subset, a SYSTEM or PUBLIC identifier, an ENTITY:
+// no entity is ever expanded; a bare "<!DOCTYPE name>" before the root, as
+// GS1's examples carry, declares nothing and is read), nests deeper than
+// MaxDepth, holds more than MaxEvents events or is not an EPCIS document
+// is refused whole with MALFORMED_DOCUMENT, its detail naming the fault by
+// position, never by content; Scan refuses it before it hands over any
+// event. An event the gate will refuse (a type the domain does not take,
+// a duplicate member name) is not the document's fault: it is handed
+// over, for the gate to code that event alone.
 package document
 
 import (

@@ -27,7 +27,7 @@ type jsonState struct {
 // queryResults.resultsBody.eventList, or event) and its header, holding
 // no event.
 func checkJSON(in io.Reader, info *Info) (*jsonState, error) {
-	r := jsonReader{dec: jsontext.NewDecoder(in)}
+	r := jsonReader{dec: newDecoder(in)}
 	st := &jsonState{}
 	var typ, id, created string
 	var header any
@@ -37,6 +37,11 @@ func checkJSON(in io.Reader, info *Info) (*jsonState, error) {
 		case "@context":
 			var v jsontext.Value
 			if v, err = r.dec.ReadValue(); err == nil {
+				if !v.IsValid() {
+					// Spliced into every event: its fault would be
+					// every event's.
+					return codes.Errorf(dscsa.MalformedDocument, "@context has a duplicate member name or an invalid escape")
+				}
 				st.ctx = bytes.Clone(v)
 			}
 		case "type":
@@ -85,10 +90,20 @@ func checkJSON(in io.Reader, info *Info) (*jsonState, error) {
 
 // scanJSON is the second pass: it hands each event to fn.
 func scanJSON(in io.Reader, st *jsonState, fn func(Event) error) error {
-	r := jsonReader{dec: jsontext.NewDecoder(in), emit: func(v jsontext.Value, end int, index int) error {
+	r := jsonReader{dec: newDecoder(in), emit: func(v jsontext.Value, end int, index int) error {
 		return fn(Event{Index: index, Offset: end - len(v), Length: len(v), Data: withContext(bytes.Clone(v), st.ctx)})
 	}}
 	return r.document(func(string) error { return r.dec.SkipValue() })
+}
+
+// newDecoder reads a document. Duplicate member names and invalid
+// escapes (a lone surrogate) are let through here: inside an event they
+// are that event's fault, which the gate codes (DUPLICATE_KEY,
+// MALFORMED_JSON) while the other events go on; in the document's own
+// objects the reader refuses a duplicate name itself (memberSet.add). The
+// bytes are checked for UTF-8 beside the decoder (utf8Reader).
+func newDecoder(in io.Reader) *jsontext.Decoder {
+	return jsontext.NewDecoder(in, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 }
 
 type jsonReader struct {
@@ -109,9 +124,13 @@ func (r *jsonReader) document(member func(name string) error) error {
 	if _, err := r.dec.ReadToken(); err != nil {
 		return r.fail(err)
 	}
+	var seen memberSet
 	for r.dec.PeekKind() != '}' {
 		name, err := r.name()
 		if err != nil {
+			return err
+		}
+		if err := seen.add("document", name); err != nil {
 			return err
 		}
 		if name == "epcisBody" {
@@ -174,9 +193,13 @@ func (r *jsonReader) body() error {
 	if _, err := r.dec.ReadToken(); err != nil {
 		return r.fail(err)
 	}
+	var seen memberSet
 	for r.dec.PeekKind() != '}' {
 		name, err := r.name()
 		if err != nil {
+			return err
+		}
+		if err := seen.add("epcisBody", name); err != nil {
 			return err
 		}
 		switch name {
@@ -186,7 +209,7 @@ func (r *jsonReader) body() error {
 			r.sources++
 			err = r.event()
 		case "queryResults":
-			err = r.path("resultsBody", "eventList")
+			err = r.path(name, "resultsBody", "eventList")
 		default:
 			if err := r.dec.SkipValue(); err != nil {
 				return r.fail(err)
@@ -202,24 +225,31 @@ func (r *jsonReader) body() error {
 	return nil
 }
 
-// path descends through objects by member names to an event list.
-func (r *jsonReader) path(names ...string) error {
-	if len(names) == 1 {
+// path descends through objects by member names to an event list: the
+// value at the decoder is the object named of, which holds names[0]; with
+// no names left, it is the event list. A member met twice on the way is
+// refused (which of the two would be read is ambiguous).
+func (r *jsonReader) path(of string, names ...string) error {
+	if len(names) == 0 {
 		return r.list()
 	}
 	if r.dec.PeekKind() != '{' {
-		return codes.Errorf(dscsa.MalformedDocument, "%s is not an object", names[0])
+		return codes.Errorf(dscsa.MalformedDocument, "%s is not an object", of)
 	}
 	if _, err := r.dec.ReadToken(); err != nil {
 		return r.fail(err)
 	}
+	var seen memberSet
 	for r.dec.PeekKind() != '}' {
 		name, err := r.name()
 		if err != nil {
 			return err
 		}
+		if err := seen.add(of, name); err != nil {
+			return err
+		}
 		if name == names[0] {
-			if err := r.path(names[1:]...); err != nil {
+			if err := r.path(name, names[1:]...); err != nil {
 				return err
 			}
 			continue
@@ -231,6 +261,23 @@ func (r *jsonReader) path(names ...string) error {
 	if _, err := r.dec.ReadToken(); err != nil {
 		return r.fail(err)
 	}
+	return nil
+}
+
+// memberSet is the member names met in one object of the document's own
+// structure (not of an event: an event's duplicate names are the gate's
+// DUPLICATE_KEY, that event's alone).
+type memberSet map[string]bool
+
+// add records a member name, refusing one met before.
+func (n *memberSet) add(of, name string) error {
+	if *n == nil {
+		*n = make(memberSet, 8)
+	}
+	if (*n)[name] {
+		return codes.Errorf(dscsa.MalformedDocument, "%s has a duplicate member name", of)
+	}
+	(*n)[name] = true
 	return nil
 }
 

@@ -2,6 +2,7 @@ package document
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/deadletter/deadletter/shared/codes"
 )
@@ -77,6 +79,7 @@ type xmlWalk struct {
 
 	prefixes  map[string]string
 	root      *elem
+	doctype   bool // a bare DOCTYPE met
 	listFound bool
 	count     int
 	// header values (first pass).
@@ -165,7 +168,13 @@ func (w *xmlWalk) run() error {
 		}
 		switch t := tok.(type) {
 		case xml.Directive:
-			return codes.Errorf(dscsa.MalformedDocument, "document has a DTD or other directive (refused: no entities are expanded)")
+			// A bare <!DOCTYPE name> before the root (as GS1's own
+			// examples carry) declares nothing; anything that could
+			// declare an entity is refused.
+			if w.root != nil || w.doctype || !bareDoctype(t) {
+				return codes.Errorf(dscsa.MalformedDocument, "document has a DTD or other directive (refused: no entities are expanded)")
+			}
+			w.doctype = true
 		case xml.StartElement:
 			if len(stack) >= MaxDepth {
 				return codes.Errorf(dscsa.MalformedDocument, "document nests deeper than %d", MaxDepth)
@@ -250,6 +259,39 @@ func (w *xmlWalk) run() error {
 	}
 }
 
+// bareDoctype reports whether a directive is a document type declaration
+// that names the root element and nothing else ("DOCTYPE project"): no
+// internal subset ('['), no external identifier (SYSTEM, PUBLIC), so no
+// entity and no markup declaration can come with it.
+func bareDoctype(d xml.Directive) bool {
+	rest, ok := bytes.CutPrefix(d, []byte("DOCTYPE"))
+	if !ok || len(rest) == 0 || !isXMLSpace(rest[0]) {
+		return false
+	}
+	name := bytes.TrimRight(bytes.TrimLeft(rest, " \t\r\n"), " \t\r\n")
+	return isXMLName(name)
+}
+
+func isXMLSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
+
+// isXMLName reports whether b is an XML Name (letters, digits, '_', ':',
+// '-', '.', and any non-ASCII character; not beginning with a digit, '-'
+// or '.'): one token, so nothing follows the name.
+func isXMLName(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	for i, r := range string(b) {
+		switch {
+		case r == '_' || r == ':' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= 0x80 && r != utf8.RuneError:
+		case i > 0 && (r >= '0' && r <= '9' || r == '-' || r == '.'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // underContainers reports whether every element between the root and the
 // top of stack is an event container (EPCISBody, QueryResults,
 // resultsBody).
@@ -298,6 +340,55 @@ func unwrapExtensions(kids []*elem) []*elem {
 type mapper struct {
 	prefixes map[string]string // namespace URI -> prefix
 	used     map[string]string // prefix -> namespace URI, of one event
+	// ilmd: the event's ilmd is being mapped.
+	ilmd bool
+}
+
+// plain reports whether an element's attributes are dropped: those of
+// the CBV master data in ilmd (lot, expiry), whose values the domain
+// reads as strings (an xsi:type on them is the only attribute they take).
+func (m *mapper) plain(k *elem) bool {
+	return m.ilmd && knownNamespaces[k.name.Space] == "cbvmda"
+}
+
+// xmlText is an element's or attribute's text as the event's value:
+// trimmed, and a value that begins with the compact IRI prefix "gs1:" or
+// "cbv:" (which an XML document cannot declare for values: GS1's examples
+// write sensor types so) with them expanded, as the reference
+// implementation of the event hash reads XML.
+func xmlText(s string) string {
+	s = strings.TrimSpace(s)
+	if strings.HasPrefix(s, "gs1:") {
+		s = strings.ReplaceAll(s, "gs1:", "https://gs1.org/voc/")
+	}
+	if strings.HasPrefix(s, "cbv:") {
+		s = strings.ReplaceAll(s, "cbv:", "https://ref.gs1.org/cbv/")
+	}
+	return s
+}
+
+// leaf maps an element without children: its text, or, when it has
+// attributes (an xsi:type, an xsi:nil), an object of its text ("#text")
+// and its attributes, so that they stay part of the event (and of its
+// hash) as they are in the XML.
+func (m *mapper) leaf(k *elem) any {
+	if len(k.attrs) == 0 || m.plain(k) {
+		return xmlText(k.text)
+	}
+	obj := map[string]any{"#text": xmlText(k.text)}
+	m.addAttrs(obj, k)
+	return obj
+}
+
+// addAttrs adds an element's attributes to its object: a namespaced one
+// as "prefix:local".
+func (m *mapper) addAttrs(obj map[string]any, k *elem) {
+	if m.plain(k) {
+		return
+	}
+	for _, a := range k.attrs {
+		addValue(obj, m.key(a.Name), xmlText(a.Value))
+	}
 }
 
 func (m *mapper) event(e *elem) map[string]any {
@@ -326,12 +417,14 @@ func (m *mapper) event(e *elem) map[string]any {
 		case "destinationList":
 			ev[name] = typedList(k, "destination")
 		case "ilmd":
+			m.ilmd = true
 			ev[name] = m.object(k)
+			m.ilmd = false
 		case "persistentDisposition":
 			pd := map[string]any{}
 			for _, s := range k.kids {
 				l, _ := pd[s.name.Local].([]any)
-				pd[s.name.Local] = append(l, strings.TrimSpace(s.text))
+				pd[s.name.Local] = append(l, xmlText(s.text))
 			}
 			ev[name] = pd
 		case "errorDeclaration":
@@ -347,11 +440,12 @@ func (m *mapper) event(e *elem) map[string]any {
 			}
 			ev[name] = nonNil(list)
 		case "certificationInfo":
-			addValue(ev, name, strings.TrimSpace(k.text))
+			addValue(ev, name, m.leaf(k))
 		default:
-			ev[name] = strings.TrimSpace(k.text)
+			ev[name] = m.leaf(k)
 		}
 	}
+	m.unclash(ev)
 	ctx := []any{epcisContext}
 	if len(m.used) > 0 {
 		decl := map[string]any{}
@@ -364,6 +458,78 @@ func (m *mapper) event(e *elem) map[string]any {
 	return ev
 }
 
+// unclash renames, in the member names of a mapped event, a prefix the
+// event's @context would declare when one of its values begins with that
+// prefix and a colon (an XML value "example:someSensorProperty" is a URI
+// of the scheme "example", never a compact IRI: declaring "example" would
+// make it one).
+func (m *mapper) unclash(ev map[string]any) {
+	if len(m.used) == 0 {
+		return
+	}
+	clash := map[string]bool{}
+	var scan func(v any)
+	scan = func(v any) {
+		switch x := v.(type) {
+		case string:
+			if p, _, ok := strings.Cut(x, ":"); ok {
+				if _, used := m.used[p]; used {
+					clash[p] = true
+				}
+			}
+		case []any:
+			for _, e := range x {
+				scan(e)
+			}
+		case map[string]any:
+			for _, e := range x {
+				scan(e)
+			}
+		}
+	}
+	scan(ev)
+	if len(clash) == 0 {
+		return
+	}
+	rename := map[string]string{}
+	for p := range clash {
+		n := p
+		for i := 1; ; i++ {
+			n = p + "_" + strconv.Itoa(i)
+			if _, taken := m.used[n]; !taken && !clash[n] {
+				break
+			}
+		}
+		rename[p] = n
+		m.used[n] = m.used[p]
+		delete(m.used, p)
+	}
+	var rekey func(v any) any
+	rekey = func(v any) any {
+		switch x := v.(type) {
+		case []any:
+			for i, e := range x {
+				x[i] = rekey(e)
+			}
+		case map[string]any:
+			out := make(map[string]any, len(x))
+			for k, e := range x {
+				if p, local, ok := strings.Cut(k, ":"); ok && rename[p] != "" {
+					k = rename[p] + ":" + local
+				}
+				out[k] = rekey(e)
+			}
+			return out
+		}
+		return v
+	}
+	renamed := rekey(ev).(map[string]any)
+	clear(ev)
+	for k, v := range renamed {
+		ev[k] = v
+	}
+}
+
 func nonNil(l []any) []any {
 	if l == nil {
 		return []any{}
@@ -374,7 +540,7 @@ func nonNil(l []any) []any {
 func texts(kids []*elem) []any {
 	out := make([]any, 0, len(kids))
 	for _, k := range kids {
-		out = append(out, strings.TrimSpace(k.text))
+		out = append(out, xmlText(k.text))
 	}
 	return out
 }
@@ -407,8 +573,8 @@ func addValue(m map[string]any, k string, v any) {
 func (m *mapper) quantity(q *elem) map[string]any {
 	out := map[string]any{}
 	for _, k := range q.kids {
-		v := strings.TrimSpace(k.text)
-		if k.name.Local == "quantity" {
+		v := xmlText(k.text)
+		if k.name.Local == "quantity" && len(k.attrs) == 0 {
 			if _, err := strconv.ParseFloat(v, 64); err == nil {
 				out["quantity"] = json.Number(v)
 				continue
@@ -418,7 +584,7 @@ func (m *mapper) quantity(q *elem) map[string]any {
 			m.addExt(out, k)
 			continue
 		}
-		out[k.name.Local] = v
+		out[k.name.Local] = m.leaf(k)
 	}
 	return out
 }
@@ -430,7 +596,7 @@ func typedList(list *elem, member string) []any {
 		e := map[string]any{member: strings.TrimSpace(k.text)}
 		for _, a := range k.attrs {
 			if a.Name.Local == "type" {
-				e["type"] = strings.TrimSpace(a.Value)
+				e["type"] = xmlText(a.Value)
 			}
 		}
 		out = append(out, e)
@@ -464,10 +630,10 @@ func (m *mapper) attrObject(e *elem) map[string]any {
 	out := map[string]any{}
 	for _, a := range e.attrs {
 		if a.Name.Space != "" {
-			out[m.key(a.Name)] = strings.TrimSpace(a.Value)
+			out[m.key(a.Name)] = xmlText(a.Value)
 			continue
 		}
-		out[a.Name.Local] = strings.TrimSpace(a.Value)
+		out[a.Name.Local] = xmlText(a.Value)
 	}
 	for _, k := range e.kids {
 		m.addExt(out, k)
@@ -494,12 +660,14 @@ func (m *mapper) addExt(out map[string]any, k *elem) {
 	addValue(out, m.key(k.name), m.value(k))
 }
 
-// value maps an element to its text, or an object of its children.
+// value maps an element to its text (its attributes kept, see leaf), or
+// an object of its children (and attributes).
 func (m *mapper) value(k *elem) any {
 	if len(k.kids) == 0 {
-		return strings.TrimSpace(k.text)
+		return m.leaf(k)
 	}
 	obj := map[string]any{}
+	m.addAttrs(obj, k)
 	for _, c := range k.kids {
 		name := c.name.Local
 		if c.name.Space != "" {

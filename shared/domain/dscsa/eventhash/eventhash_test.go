@@ -75,7 +75,9 @@ func TestSameEvent(t *testing.T) {
 		{"same instant as local time in eventTimeZoneOffset", r(`"2024-03-12T09:15:00.118-05:00"`, `"2024-03-12T09:15:00.118"`), true},
 		{"sub-millisecond rounded half up", r(`"2024-03-12T09:15:00.118-05:00"`, `"2024-03-12T09:15:00.1175-05:00"`), true},
 		{"CBV URNs", r(`"shipping"`, `"urn:epcglobal:cbv:bizstep:shipping"`, `"in_transit"`, `"urn:epcglobal:cbv:disp:in_transit"`, `"po"`, `"urn:epcglobal:cbv:btt:po"`), true},
-		{"CBV web URIs and compact IRIs", r(`"shipping"`, `"https://ref.gs1.org/cbv/BizStep-shipping"`, `"in_transit"`, `"cbv:Disp-in_transit"`), true},
+		{"CBV web URIs", r(`"shipping"`, `"https://ref.gs1.org/cbv/BizStep-shipping"`, `"in_transit"`, `"https://ref.gs1.org/cbv/Disp-in_transit"`), true},
+		{"compact IRIs of the EPCIS context's cbv prefix", r(`"in_transit"`, `"cbv:Disp-in_transit"`, `"shipping"`, `"cbv:BizStep-shipping"`), true},
+		{"compact IRIs of a declared prefix", r(`{"example": "https://ns.example.com/epcis/"}`, `{"example": "https://ns.example.com/epcis/", "c": "https://ref.gs1.org/cbv/"}`, `"in_transit"`, `"c:Disp-in_transit"`), true},
 		{"EPC as Digital Link on another host with a query", r(`"urn:epc:id:sgtin:0614141.012345.10016550749981"`, `"https://dl.example.com/01/00614141123452/10/A24B017/21/10016550749981?linkType=all"`), true},
 		{"location as Digital Link", r(`"urn:epc:id:sgln:0614141.00777.0"`, `"https://id.gs1.org/414/0614141007776"`), true},
 		{"eventID, recordTime and errorDeclaration ignored", r(`"action"`, `"eventID": "urn:uuid:0b7f6a52-9e0c-4c8f-a7d2-2d7e4f6c9a10", "recordTime": "2024-03-12T15:00:00Z", "errorDeclaration": {"declarationTime": "2024-03-13T00:00:00Z"}, "action"`), true},
@@ -150,8 +152,8 @@ func TestDigitalLink(t *testing.T) {
 	}
 }
 
-// FuzzID: any JSON object has an ID, the same each time, and reordering
-// its members does not change it (encoding/json map order is random, so
+// FuzzID: any JSON object has an ID and an exact content digest, the same
+// each time, and reordering its members does not change them (encoding/json map order is random, so
 // two decodes already differ in iteration order).
 func FuzzID(f *testing.F) {
 	f.Add([]byte(shipping))
@@ -162,10 +164,13 @@ func FuzzID(f *testing.F) {
 		if !ok {
 			return
 		}
-		id := eventhash.ID(doc, nil)
+		id, exact := eventhash.ID(doc, nil), eventhash.ExactDigest(doc, nil)
 		again, _ := tryDecode(data)
 		if id2 := eventhash.ID(again, nil); id2 != id {
 			t.Fatalf("ID %s, then %s", id, id2)
+		}
+		if exact2 := eventhash.ExactDigest(again, nil); exact2 != exact {
+			t.Fatalf("exact content digest %s, then %s", exact, exact2)
 		}
 	})
 }

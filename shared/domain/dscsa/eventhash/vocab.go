@@ -20,6 +20,27 @@ var cbvWords = map[string]map[string]struct{}{
 	"BTT-": words("bol", "cert", "desadv", "inv", "pedigree", "po", "poc", "prodorder", "recadv",
 		"rma", "testprd", "testres", "upevt"),
 	"SDT-": words("location", "owning_party", "possessing_party"),
+	// The GS1 Web Vocabulary terms of a sensorReport's type and exception
+	// (https://gs1.org/voc/), and the CBV component and error-reason
+	// terms.
+	"gs1:": words("AbsoluteHumidity", "AbsorbedDose", "AbsorbedDoseRate", "Acceleration", "Altitude",
+		"AmountOfSubstance", "AmountOfSubstancePerUnitVolume", "Angle", "AngularAcceleration",
+		"AngularMomentum", "AngularVelocity", "Area", "Capacitance", "Conductance", "Conductivity",
+		"Count", "Density", "Dimensionless", "DoseEquivalent", "DoseEquivalentRate",
+		"DynamicViscosity", "ElectricCharge", "ElectricCurrent", "ElectricCurrentDensity",
+		"ElectricFieldStrength", "Energy", "Exposure", "Force", "Frequency", "Illuminance",
+		"Inductance", "Irradiance", "KinematicViscosity", "Length", "LinearMomentum", "Luminance",
+		"LuminousFlux", "LuminousIntensity", "MagneticFlux", "MagneticFluxDensity",
+		"MagneticVectorPotential", "Mass", "MassConcentration", "MassFlowRate", "MassPerAreaTime",
+		"MemoryCapacity", "MolalityOfSolute", "MolarEnergy", "MolarMass", "MolarVolume", "Power",
+		"Pressure", "RadiantFlux", "RadiantIntensity", "Radioactivity", "RelativeHumidity",
+		"Resistance", "Resistivity", "SolidAngle", "SpecificVolume", "Speed", "SurfaceDensity",
+		"SurfaceTension", "Temperature", "Time", "Torque", "Voltage", "Volume", "VolumeFlowRate",
+		"VolumeFraction", "VolumetricFlux", "Wavenumber"),
+	"gs1:exception": words("ALARM_CONDITION", "ERROR_CONDITION"),
+	"Comp-": words("altitude", "axial_distance", "azimuth", "easting", "elevation_angle", "height",
+		"latitude", "longitude", "northing", "polar_angle", "spherical_radius", "x", "y", "z"),
+	"ER-": words("did_not_occur", "incorrect_data"),
 }
 
 func words(ws ...string) map[string]struct{} {
