@@ -9,9 +9,7 @@ import (
 	"github.com/sergi/go-diff/diffmatchpatch"
 
 	"github.com/deadletter/deadletter/shared/api"
-	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/safetext"
-	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 // correction is the Record page's editor after a check: the corrected
@@ -20,16 +18,17 @@ import (
 type correction struct {
 	Text   string
 	Reason string
-	// Checked: the validator answered (OK, or Code and Detail).
+	// Checked: the redriver's dry run answered (OK, or Code and Detail).
 	Checked      bool
 	OK           bool
 	Code, Detail string
 	EventType    string
 	// IdentityChanges names the identity fields the correction changes
-	// (field names only): such a correction waits for a second person's
-	// approval.
-	IdentityChanges []string
-	Diff            []diffLine
+	// (field names only); ApprovalRequired: under the policy in force it
+	// waits for a second person's approval.
+	IdentityChanges  []string
+	ApprovalRequired bool
+	Diff             []diffLine
 	// Changed: the diff is not empty.
 	Changed bool
 }
@@ -62,19 +61,11 @@ func lineDiff(a, b string) (lines []diffLine, changed bool) {
 	return lines, changed
 }
 
-// checkSubject is the validator's dry-run subject of a record from its
-// source subject (events.<domain>.<type>, or as stored with its
-// publisher's token, events.<publisher>.<domain>.<type>).
-func checkSubject(source string) (string, bool) {
-	rest, ok := strings.CutPrefix(subjects.AsPublished(source), "events.")
-	if !ok || strings.Count(rest, ".") < 1 {
-		return "", false
-	}
-	return "validator.check." + rest, true
-}
-
-// checkCorrection runs the validator's dry run on text (the event's own
-// subject) and diffs it against the original.
+// checkCorrection asks the redriver's dry run (api.RedriveRequest.DryRun)
+// of the correction text of record d: it is checked on the subject the
+// corrected payload names (a corrected bizStep, CTE type or event type
+// moves it), as the replay will be, and says whether the policy asks a
+// second person; the text is diffed against the original.
 func (p *recordPages) checkCorrection(r *http.Request, s *session, d *recordData, text string) *correction {
 	cr := &correction{Text: text, Reason: strings.TrimSpace(r.PostFormValue("reason"))}
 	cr.Diff, cr.Changed = lineDiff(d.Original, showPayload([]byte(text)))
@@ -83,40 +74,23 @@ func (p *recordPages) checkCorrection(r *http.Request, s *session, d *recordData
 		cr.Code, cr.Detail = "MALFORMED_JSON", "the correction is not JSON"
 		return cr
 	}
-	subject, ok := checkSubject(d.State.SourceSubject)
-	if !ok {
-		cr.Code, cr.Detail = api.ErrBadRequest, "the event's subject names no event type to check against"
-		return cr
-	}
-	body, err := callRaw(r.Context(), p.rq, s, subject, []byte(text))
+	rep, err := call[api.RedriveRequest, api.RedriveReply](r.Context(), p.rq, s, api.Redrive,
+		api.RedriveRequest{DLQID: d.ID, Payload: json.RawMessage(text), Reason: cr.Reason, DryRun: true})
 	if err != nil {
 		if e := api.AsError(err); e != nil {
 			cr.Code, cr.Detail = e.Code, e.Message
 		} else {
-			cr.Code, cr.Detail = api.ErrUnavailable, "the validator did not answer"
+			cr.Code, cr.Detail = api.ErrUnavailable, "the redriver did not answer"
 		}
 		return cr
 	}
-	var rep struct {
-		OK       bool               `json:"ok"`
-		Envelope *envelope.Envelope `json:"envelope"`
-	}
-	if err := json.Unmarshal(body, &rep); err != nil || !rep.OK {
-		cr.Code, cr.Detail = api.ErrUnavailable, "the validator's answer is unreadable"
+	c := rep.Check
+	if c == nil {
+		cr.Code, cr.Detail = api.ErrUnavailable, "the redriver's answer holds no check"
 		return cr
 	}
-	cr.OK = true
-	if e := rep.Envelope; e != nil {
-		cr.EventType = e.EventType
-		st := d.State
-		for _, f := range []struct {
-			name, before, after string
-		}{{"idempotency_key", st.IdempotencyKey, e.IdempotencyKey}, {"ordering_key", st.OrderingKey, e.OrderingKey}} {
-			if f.before != "" && f.before != f.after {
-				cr.IdentityChanges = append(cr.IdentityChanges, f.name)
-			}
-		}
-	}
+	cr.OK, cr.Code, cr.Detail, cr.EventType = c.OK, c.Code, c.Detail, c.EventType
+	cr.IdentityChanges, cr.ApprovalRequired = c.IdentityChanges, c.ApprovalRequired
 	return cr
 }
 

@@ -113,24 +113,3 @@ func TestChartHistory(t *testing.T) {
 		t.Errorf("%d drains kept", len(h.drains))
 	}
 }
-
-// TestCheckSubject: a record's dry-run subject is the subject as
-// published, with or without the publisher's token the server stored.
-func TestCheckSubject(t *testing.T) {
-	for _, tc := range []struct {
-		name, source, want string
-		ok                 bool
-	}{
-		{"as published", "events.pharmacy.dispense", "validator.check.pharmacy.dispense", true},
-		{"as stored", "events.publisher-bw4829137.pharmacy.dispense", "validator.check.pharmacy.dispense", true},
-		{"no event type", "events.pharmacy", "", false},
-		{"not an event", "ledger.pharmacy.x", "", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, ok := checkSubject(tc.source)
-			if got != tc.want || ok != tc.ok {
-				t.Errorf("checkSubject(%q) = %q, %v", tc.source, got, ok)
-			}
-		})
-	}
-}

@@ -74,10 +74,12 @@ party, status, quarantine time range) to --out:
              record's inclusion proof: dlqctl verify-export checks it with
              no server.
   epcis      the DSCSA events (each chain's latest correction, else its
-             original payload, byte for byte) as one EPCIS 2.0 JSON
-             document, to send a reviewed shipment back to a trading
-             partner (default for an --out ending in .jsonld); other
-             domains' chains and payloads that are no event are left out.
+             original payload) as one EPCIS 2.0 JSON document, CBV 1.2
+             URNs written in EPCIS 2.0's forms, to send a reviewed
+             shipment back to a trading partner (default for an --out
+             ending in .jsonld); the originals, byte for byte, beside it.
+             Other domains' chains, payloads that are no event and events
+             EPCIS 2.0 cannot express (each named on stderr) are left out.
 
 An export reads payloads: it needs the inspector or operator role and a
 --reason, and every page is recorded in the access audit (dlqctl access)
@@ -239,6 +241,15 @@ func (a *app) export(ctx context.Context, req api.ExportRequest, format, out str
 	case formatEPCIS:
 		if err = epcis.WriteEPCIS(f, a.now()); err == nil {
 			err = a.writeOriginals(ctx, c, req.Reason, out, epcis.Originals, &res)
+		}
+		// An event that cannot be written as EPCIS 2.0 is left out of the
+		// document, never silently: each is named (dlq id and code; its
+		// original is beside the document, byte for byte).
+		for _, r := range epcis.Refused {
+			fmt.Fprintf(a.io.Err, "left out of the EPCIS document: %s: %v\n", r.DLQID, r.Err)
+		}
+		if n := len(epcis.Refused); n > 0 {
+			fmt.Fprintf(a.io.Err, "%d DSCSA events left out of the EPCIS document (their originals are in the export's originals)\n", n)
 		}
 	}
 	if err == nil {
