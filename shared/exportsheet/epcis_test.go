@@ -162,9 +162,15 @@ var conversions = map[string]string{
 	"gs1:ALARM_CONDITION":                          "ALARM_CONDITION",
 	"https://gs1.org/voc/ERROR_CONDITION":          "ERROR_CONDITION",
 	"cbv:Comp-latitude":                            "latitude",
-	"+7.50":                                        "7.5",
-	".5":                                           "0.5",
-	"1":                                            "true",
+	// The same values as the XML reader writes them now: web URIs.
+	"https://gs1.org/voc/Temperature":       "Temperature",
+	"https://gs1.org/voc/RelativeHumidity":  "RelativeHumidity",
+	"https://gs1.org/voc/Length":            "Length",
+	"https://gs1.org/voc/ALARM_CONDITION":   "ALARM_CONDITION",
+	"https://ref.gs1.org/cbv/Comp-latitude": "latitude",
+	"+7.50":                                 "7.5",
+	".5":                                    "0.5",
+	"1":                                     "true",
 }
 
 // changes reports whether an event's values include one the export

@@ -495,7 +495,7 @@ func (m *mapper) unclash(ev map[string]any) {
 	for p := range clash {
 		n := p
 		for i := 1; ; i++ {
-			n = p + "_" + strconv.Itoa(i)
+			n = p + "-" + strconv.Itoa(i)
 			if _, taken := m.used[n]; !taken && !clash[n] {
 				break
 			}
