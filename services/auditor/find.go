@@ -5,6 +5,7 @@ import (
 	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/hold"
+	"slices"
 )
 
 // idFilter is a list request's identifier filters (api.ListRequest.NDC
@@ -69,14 +70,36 @@ func withPayload(dom string, raw []byte, okey string, ids []string) (string, []s
 // (api.Summary.Identifiers); nil when there are none.
 func identifiersOf(dom, okey, party string, pairs []string) map[string]string {
 	var m map[string]string
-	if spec, ok := registry.Lookup(dom); ok && spec.Search.KeyIdentifiers != nil {
+	spec, ok := registry.Lookup(dom)
+	if ok && spec.Search.KeyIdentifiers != nil {
 		m = spec.Search.KeyIdentifiers(okey, party)
 	}
-	for i := 0; i+1 < len(pairs); i += 2 {
-		if m == nil {
-			m = make(map[string]string, len(pairs)/2)
+	if len(pairs) == 0 {
+		return m
+	}
+	if m == nil {
+		m = make(map[string]string, len(pairs)/2)
+	}
+	shown := make(map[string]bool, len(m)+len(pairs)/2) // values shown, under any name
+	for _, v := range m {
+		shown[v] = true
+	}
+	// The record's own names first (the envelope's, Spec.Listed: ndc11,
+	// registrant_dea), then the search's fields (ndc, registrant) for a
+	// value not shown yet; a name a matcher reads beside them (DSCSA's
+	// sgtin) is not shown. What a search reads of the payload (the same
+	// NDC under the search's name, an item's second value) finds the
+	// event but is not shown twice.
+	for _, names := range [][]string{spec.Listed, spec.Search.Fields} {
+		for i := 0; i+1 < len(pairs); i += 2 {
+			if !slices.Contains(names, pairs[i]) {
+				continue
+			}
+			if _, ok := m[pairs[i]]; ok || shown[pairs[i+1]] {
+				continue
+			}
+			m[pairs[i]], shown[pairs[i+1]] = pairs[i+1], true
 		}
-		m[pairs[i]] = pairs[i+1]
 	}
 	return m
 }

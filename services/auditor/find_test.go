@@ -165,7 +165,8 @@ func TestFindByIdentifiers(t *testing.T) {
 		{"sscc", api.ListRequest{SSCC: " " + sscc + " "}, []int{6}},
 		{"sscc urn", api.ListRequest{SSCC: "urn:epc:id:sscc:0614141.1234567890"}, []int{6}},
 		{"sscc digital link", api.ListRequest{SSCC: "https://id.gs1.org/00/" + sscc + "?x=1&y=<2>"}, []int{6}},
-		{"second epc is not the ordering key", api.ListRequest{GTIN: "https://id.gs1.org/01/10614141073464/21/SN%2F0043"}, nil},
+		// Every item the payload lists, not only the ordering key's.
+		{"second epc of the event", api.ListRequest{GTIN: "https://id.gs1.org/01/10614141073464/21/SN%2F0043"}, []int{3}},
 		{"tlc", api.ListRequest{TLC: tlc}, []int{5, 4}},
 		{"tlc + supplier", api.ListRequest{TLC: tlc, Supplier: supplier}, []int{4}},
 		{"lot finds a tlc", api.ListRequest{Lot: tlc}, []int{5, 4}},
@@ -260,7 +261,9 @@ func TestFindByIdentifiers(t *testing.T) {
 		}
 		l = api.ListReply{}
 		request(t, e.nc, api.AuditList, api.ListRequest{SSCC: sscc}, &l)
-		if want := map[string]string{"sscc": sscc}; len(l.Items) != 1 || !mapsEqual(l.Items[0].Identifiers, want) {
+		// The pallet, and the first item packed onto it (read from its
+		// payload's childEPCs).
+		if want := map[string]string{"sscc": sscc, "gtin": "00614141123452", "serial": "10016550749981"}; len(l.Items) != 1 || !mapsEqual(l.Items[0].Identifiers, want) {
 			t.Fatalf("identifiers: %+v, want %v", l.Items, want)
 		}
 	})
@@ -273,10 +276,10 @@ func TestFindByIdentifiers(t *testing.T) {
 		{"ndc ten plain digits", api.ListRequest{NDC: "0409488820"}, "ndc"},
 		{"ndc with a letter", api.ListRequest{NDC: "0409-48B8-20"}, "ndc"},
 		{"bad dea check digit", api.ListRequest{Registrant: "BW4829138"}, "registrant"},
-		{"gtin check digit", api.ListRequest{GTIN: "10614141073465"}, "gtin"},
 		{"digital link without serial", api.ListRequest{GTIN: "https://id.gs1.org/01/10614141073464"}, "gtin"},
 		{"urn serial differs", api.ListRequest{GTIN: "urn:epc:id:sgtin:0614141.107346.X1", Serial: "X2"}, "serial"},
-		{"two domains", api.ListRequest{NDC: "0409-4888-20", GTIN: "10614141073464"}, ""},
+		{"two domains", api.ListRequest{Registrant: "BW4829137", GTIN: "10614141073464"}, ""},
+		{"a shared field beside another domain's own", api.ListRequest{NDC: "0409-4888-20", TLC: "RL-2026"}, ""},
 		{"sscc check digit", api.ListRequest{SSCC: "106141412345678901"}, "sscc"},
 		{"sscc of 17 digits", api.ListRequest{SSCC: "10614141234567890"}, "sscc"},
 		{"identifiers: a field no domain searches by", api.ListRequest{Identifiers: map[string]string{"colour <Müller>": "red"}}, "identifiers"},

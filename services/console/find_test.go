@@ -177,13 +177,13 @@ func TestRecordsFind(t *testing.T) {
 		msg   string
 	}{
 		{"ten plain digits", url.Values{"ndc": {"0409488820"}}, "ambiguous"},
-		{"two domains", url.Values{"ndc": {"0409-4888-20"}, "gtin": {"10614141073464"}}, "two domains"},
+		{"two domains", url.Values{"registrant": {"BW4829137"}, "gtin": {"10614141073464"}}, "two domains"},
 		{"identifier without =", url.Values{"identifier": {"A24B017"}}, "takes name=value"},
 		{"identifier without a name", url.Values{"identifier": {"=A24B017"}}, "takes name=value"},
 		{"identifier without a value", url.Values{"identifier": {"lot="}}, "takes name=value"},
 		{"identifier markup", url.Values{"identifier": {`<script>alert("Müller & Söhne")</script>`}}, "takes name=value"},
 		{"identifier of no domain", url.Values{"identifier": {`batch=<b>Pharmacie Saint-Étienne</b>`}}, "no domain searches by"},
-		{"identifier of two domains", url.Values{"identifier": {"gtin=10614141073464"}, "ndc": {"0409-4888-20"}}, "two domains"},
+		{"identifier of two domains", url.Values{"identifier": {"gtin=10614141073464"}, "registrant": {"BW4829137"}}, "two domains"},
 	} {
 		t.Run("refused/"+tc.name, func(t *testing.T) {
 			w := cl.do(http.MethodGet, "/records?"+tc.query.Encode(), nil)

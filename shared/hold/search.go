@@ -124,6 +124,13 @@ func ParseIDs(req api.ListRequest) (IDFilter, error) {
 		f.Domain, f.matchers[s.Name] = s.Name, m
 	}
 	if f.Domain != "" {
+		// A field the owning domain does not answer (an NDC beside an
+		// FSMA TLC) names another domain: never dropped in silence.
+		for name := range values {
+			if !slices.Contains(specs()[f.Domain].Search.Fields, name) {
+				return f, api.Wrap(api.ErrBadRequest, errTwoDomains, errTwoDomains.Error())
+			}
+		}
 		return f, nil
 	}
 	// Only fields several domains answer (or the request's domain's):
