@@ -121,13 +121,6 @@ func encodeRequest(req any) ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
-// callRaw sends body as it is to subject on the person's connection (the
-// validator's dry run takes the payload itself) and returns the reply's
-// body; a service's error reply is a *replyError.
-func callRaw(ctx context.Context, rq requester, s *session, subject string, body []byte) ([]byte, error) {
-	return callRawOn(ctx, rq.timeout, s.nc, s.violations, s.role, subject, body)
-}
-
 // replyError is a service's coded error reply with its body (an
 // APPROVAL_REQUIRED reply names its approval there: approvalOf).
 type replyError struct {
