@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/deadletter/deadletter/shared/api"
@@ -27,6 +29,9 @@ var (
 	errNotSettled = errors.New("the validator's consumer has not settled this event: it may still be delivered")
 	// errNoSuchEvent: the document holds no event at the index named.
 	errNoSuchEvent = errors.New("the document holds no event at that index")
+	// errCommitted: LEDGER holds the event's commit from this very
+	// message (and position): it has its outcome.
+	errCommitted = errors.New("the event is committed in LEDGER from this message: it has its outcome")
 	// errPartsNotRepaired: a document published in parts is read from
 	// DOCUMENTS, which the quarantiner does not read.
 	errPartsNotRepaired = errors.New("an event of a document published in parts is not repaired by the quarantiner")
@@ -86,6 +91,11 @@ func (s *Service) repair(ctx context.Context, req api.RepairRequest) (api.Repair
 		if f, err = s.documentEvent(f, *req.DocumentIndex); err != nil {
 			return api.RepairReply{}, api.ErrBadRequest, err
 		}
+	}
+	if committed, err := s.committedFrom(ctx, f, req); err != nil {
+		return api.RepairReply{}, api.ErrUnavailable, err
+	} else if committed {
+		return api.RepairReply{}, api.ErrConflict, errCommitted
 	}
 	f.Class = record.ClassExhausted
 	switch n := len(f.Attempts); {
@@ -164,4 +174,33 @@ func (s *Service) documentEvent(f record.Failure, index int) (record.Failure, er
 	f.Envelope = &env
 	f.Attempts = nil
 	return f, nil
+}
+
+// committedFrom reports whether LEDGER holds the commit of f's event from
+// the very message (and, for an event of a document, the position) the
+// repair names: such an event has its outcome, and a record beside it
+// would say it failed (a stolen auditor credential asking would forge
+// one).
+func (s *Service) committedFrom(ctx context.Context, f record.Failure, req api.RepairRequest) (bool, error) {
+	if f.Envelope == nil || f.Envelope.IdempotencyKey == "" || f.Envelope.Partial {
+		return false, nil
+	}
+	ledger, err := s.js.Stream(ctx, subjects.LedgerStream)
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", subjects.LedgerStream, err)
+	}
+	m, err := ledger.GetLastMsgForSubject(ctx, subjects.Ledger(f.Domain, f.Envelope.IdempotencyKey))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", subjects.LedgerStream, err)
+	}
+	if m.Header.Get(envelope.SourceSeq) != strconv.FormatUint(req.Seq, 10) {
+		return false, nil
+	}
+	if req.DocumentIndex != nil {
+		return m.Header.Get(envelope.DocumentIndex) == strconv.Itoa(*req.DocumentIndex), nil
+	}
+	return true, nil
 }

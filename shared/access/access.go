@@ -184,8 +184,9 @@ var table = func() []Spec {
 		reads(subjects.QuarantineStream, subjects.EventsStream),
 		kvRead(subjects.AttemptsBucket),
 		// A repair (quarantiner.repair) seals only what the validator's
-		// consumer has settled.
+		// consumer has settled and LEDGER does not hold committed from it.
 		[]string{consumerInfo(subjects.EventsStream, subjects.ValidatorConsumer)},
+		reads(subjects.LedgerStream),
 		// Answers to the redriver's and the auditor's appends (requests
 		// within the account).
 		[]string{subjects.QuarantineAll, inboxAll(Redriver), inboxAll(Auditor)},

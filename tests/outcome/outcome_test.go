@@ -365,3 +365,31 @@ func TestRepairWaitsForTheValidator(t *testing.T) {
 		t.Errorf("a repair of an unsettled event: %v, want %s", err, api.ErrConflict)
 	}
 }
+
+// TestRepairRefusesACommittedEvent: the auditor's credential asking the
+// quarantiner to repair an event LEDGER holds committed from that very
+// message is refused: a record beside a commit would say it failed.
+func TestRepairRefusesACommittedEvent(t *testing.T) {
+	e := newEnv(t)
+	e.vcfg.DownstreamURL = "" // the commit is the LEDGER write alone
+	e.startQuarantiner(t, "")
+	e.startValidator(t, "")
+	key := e.publish(t, "TX-37-COMMITTED")
+	e.settled(t)
+	natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		ledger, err := e.js.Stream(context.Background(), subjects.LedgerStream)
+		if err != nil {
+			return err
+		}
+		_, err = ledger.GetLastMsgForSubject(context.Background(), subjects.Ledger("pharmacy", key))
+		return err
+	})
+	_, err := endpoint.Call[api.RepairRequest, api.RepairReply](context.Background(), e.srv.ConnectAs(t, access.Auditor), api.QuarantinerRepair,
+		api.RepairRequest{Stream: subjects.EventsStream, Seq: 1, By: "auditor"})
+	if ae := (*api.Error)(nil); !errors.As(err, &ae) || ae.Code != api.ErrConflict {
+		t.Errorf("a repair of a committed event: %v, want %s", err, api.ErrConflict)
+	}
+	if recs, _, _ := chains.Read(t, e.js, key); len(recs) != 0 {
+		t.Errorf("a committed event got %d quarantine records", len(recs))
+	}
+}
