@@ -296,7 +296,17 @@ code CONNECT.`,
 		a.restoreCommand(),
 		a.replicaCommand(),
 	)
-	return root
+	root.SetHelpCommand(helpCommand())
+	// cobra's completion command (bash, zsh, fish, powershell) is a
+	// group too: made now, not when the command line runs, so that it
+	// answers only its own words.
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			group(c)
+		}
+	}
+	return group(root)
 }
 
 // contextDefaults gives a --context precedence over the NATS_* variables:
