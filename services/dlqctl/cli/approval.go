@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval"
 )
 
 // approvalCommand is `dlqctl approval list|show|approve|reject`: the
@@ -30,7 +31,7 @@ password and stating what the signature means; the redriver then seals the
 signature into the event's chain and executes the request as its requester.`,
 	}
 	cmd.AddCommand(a.approvalListCommand(), a.approvalShowCommand(), a.approvalApproveCommand(), a.approvalRejectCommand())
-	return cmd
+	return group(cmd)
 }
 
 func (a *app) approvalListCommand() *cobra.Command {
@@ -259,14 +260,20 @@ func (a *app) policyCommand() *cobra.Command {
 		Short: "The approval policy: which actions need a second person (policy.get, policy.set)",
 	}
 	cmd.AddCommand(a.policyShowCommand(), a.policySetCommand())
-	return cmd
+	return group(cmd)
 }
 
 func (a *app) policyShowCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "show",
-		Short: "Show the approval policy in force (policy.get)",
-		Args:  exactArgs(0),
+		Use:     "show",
+		Aliases: []string{"get"},
+		Short:   "Show the approval policy in force, each setting in words (policy.get)",
+		Long: `Show the approval policy in force: each setting, its value and what it
+means, which actions wait for a second person (an approver) and how long
+such a request stays open, and who set the policy and when (never: the
+default policy). -o json prints policy.get's reply, the "policy" of which
+'dlqctl policy set --file' takes.`,
+		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.connect()
 			if err != nil {
@@ -286,17 +293,13 @@ func (a *app) policyShowCommand() *cobra.Command {
 	}
 }
 
+// printPolicy writes the policy as a table of its settings, each with
+// its value and what it means (the semantics of shared/approval.Needs).
 func (a *app) printPolicy(rep api.PolicyReply) {
-	p := rep.Policy
-	t := newTable(a.io.Out)
-	t.row("CORRECTIONS", p.Corrections+" (identity-changing corrections always need approval)")
-	t.row("RELEASE POISON", strconv.FormatBool(p.ReleasePoison))
-	t.row("DISMISS WITHOUT APPROVAL", strconv.FormatBool(p.DismissWithoutApproval))
-	t.row("DRAIN MAX SELECTED", strconv.Itoa(p.DrainMaxSelected)+" (0: no limit)")
-	t.row("DRAIN VALIDATION", strconv.FormatBool(p.DrainValidation))
-	t.row("IGNORE ORDER", strconv.FormatBool(p.IgnoreOrder))
-	t.row("HOLD LIFT", strconv.FormatBool(p.HoldLift))
-	t.row("PENDING TTL", p.PendingTTL)
+	t := newTable(a.io.Out, "SETTING", "VALUE", "WHAT IT MEANS")
+	for _, s := range policyWords(rep.Policy) {
+		t.row(s.name, s.value, s.meaning)
+	}
 	switch {
 	case rep.Default:
 		t.row("SET", "never: the default policy")
@@ -304,6 +307,44 @@ func (a *app) printPolicy(rep api.PolicyReply) {
 		t.row("SET", rep.SetBy+" at "+fmtTime(*rep.SetAt)+", AUDIT seq "+strconv.FormatUint(rep.Revision, 10))
 	}
 	t.flush()
+}
+
+// policySetting is one setting of a policy in words.
+type policySetting struct{ name, value, meaning string }
+
+// policyWords says what each setting of p means, in the order of
+// 'dlqctl policy set's flags. A correction that changes an event's
+// identity needs a second person whatever the policy says.
+func policyWords(p api.Policy) []policySetting {
+	needs := func(on bool, action string) string {
+		if on {
+			return action + " needs a second person"
+		}
+		return action + " needs no second person"
+	}
+	var corrections string
+	switch p.Corrections {
+	case approval.CorrectionsAll:
+		corrections = "every correction needs a second person"
+	case approval.CorrectionsIdentity:
+		corrections = "a correction needs a second person only when it changes the event's identity (its key, ordering key, domain or event type)"
+	default:
+		corrections = "a value this dlqctl does not know: a correction that changes the event's identity needs a second person; see -o json"
+	}
+	drainMax := "no drain needs a second person for its size"
+	if p.DrainMaxSelected > 0 {
+		drainMax = "a drain selecting more than " + strconv.Itoa(p.DrainMaxSelected) + " events needs a second person"
+	}
+	return []policySetting{
+		{"CORRECTIONS", p.Corrections, corrections},
+		{"RELEASE POISON", strconv.FormatBool(p.ReleasePoison), needs(p.ReleasePoison, "releasing a poison event")},
+		{"DRAIN MAX SELECTED", strconv.Itoa(p.DrainMaxSelected), drainMax},
+		{"DRAIN VALIDATION", strconv.FormatBool(p.DrainValidation), needs(p.DrainValidation, "a drain including validation-class events")},
+		{"IGNORE ORDER", strconv.FormatBool(p.IgnoreOrder), needs(p.IgnoreOrder, "a drain that waives per-key order (--ignore-order)")},
+		{"HOLD LIFT", strconv.FormatBool(p.HoldLift), needs(p.HoldLift, "lifting a legal hold")},
+		{"DISMISS WITHOUT APPROVAL", strconv.FormatBool(p.DismissWithoutApproval), needs(!p.DismissWithoutApproval, "dismissing an event")},
+		{"PENDING TTL", p.PendingTTL, "a request waiting for a second person expires after " + dash(p.PendingTTL) + " unless approved or rejected"},
+	}
 }
 
 func (a *app) policySetCommand() *cobra.Command {

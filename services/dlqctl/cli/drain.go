@@ -97,7 +97,6 @@ ID'; following it ends at the pause (exit 1).`,
   dlqctl drain ls
   dlqctl drain resume drain-20250301T120000-1a2b3c4d --reason "downstream fixed"
   dlqctl drain cancel drain-20250301T120000-1a2b3c4d`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.drainStart(cmd, &f)
 		},
@@ -131,7 +130,7 @@ ID'; following it ends at the pause (exit 1).`,
 	_ = cmd.RegisterFlagCompletionFunc("class", fixedCompletion(string(record.ClassExhausted), string(record.ClassValidation)))
 	_ = cmd.RegisterFlagCompletionFunc("code", fixedCompletion(codeNames()...))
 	cmd.AddCommand(a.drainStatusCommand(), a.drainCancelCommand(), a.drainResumeCommand(), a.drainListCommand())
-	return cmd
+	return group(cmd)
 }
 
 func (a *app) drainStart(cmd *cobra.Command, f *drainFlags) error {

@@ -324,7 +324,7 @@ func (a *app) accessCommand() *cobra.Command {
 		Long: `List the payload reads recorded in AUDIT (dlqctl show --payload, exports),
 newest first: who, in which role, when, which records (or the filter, count
 and hash of the ids of a big export), and the reason given.`,
-		Example: `  dlqctl access --user alice --since 7d`,
+		Example: `  dlqctl --context data/contexts/elif.yilmaz.json access --user jonas.mueller --since 7d`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -359,7 +359,7 @@ and hash of the ids of a big export), and the reason given.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&req.User, "user", "", "only this user's reads")
+	fl.StringVar(&req.User, "user", "", "only this person's reads (a person's name, e.g. jonas.mueller; here --user is not the connection's user: connect with --context)")
 	fl.StringVar(&since, "since", "", "at or after (RFC 3339, a date, or a duration ago)")
 	fl.StringVar(&until, "until", "", "at or before")
 	fl.IntVar(&req.Limit, "limit", 0, "page size (default 100)")

@@ -10,8 +10,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
+	"unicode"
+
+	"golang.org/x/text/width"
 
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain/registry"
@@ -19,34 +21,108 @@ import (
 	"github.com/deadletter/deadletter/shared/safetext"
 )
 
-// table writes aligned columns (two spaces between them).
+// table writes aligned columns (two spaces between them), as
+// text/tabwriter would with a padding of 2, except that a cell's width is
+// its display width (displayWidth: 陈伟 takes four columns of a terminal, a
+// combining mark none), not its count of runes. Rows are kept until flush.
 type table struct {
-	tw *tabwriter.Writer
+	w    io.Writer
+	rows [][]string
 }
 
 func newTable(w io.Writer, header ...string) *table {
-	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	t := &table{w: w}
 	if len(header) > 0 {
 		t.row(header...)
 	}
 	return t
 }
 
-// row writes one line of cells, each escaped (safetext.Escape): a cell's
+// row adds one line of cells, each escaped (safetext.Escape): a cell's
 // text, from a payload or not, cannot break the line or the columns or
 // act on the terminal.
 func (t *table) row(cells ...string) {
+	line := make([]string, len(cells))
 	for i, c := range cells {
 		if c == "" {
-			cells[i] = "-"
+			line[i] = "-"
 		} else {
-			cells[i] = safetext.Escape(c)
+			line[i] = safetext.Escape(c)
 		}
 	}
-	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
+	t.rows = append(t.rows, line)
 }
 
-func (t *table) flush() { _ = t.tw.Flush() }
+// tablePadding is the space between two columns.
+const tablePadding = 2
+
+// flush writes the rows added since the last flush. A column is aligned
+// over a block of consecutive rows that have a cell after it (the last
+// cell of a row is never padded), as text/tabwriter aligns its columns.
+func (t *table) flush() {
+	var b strings.Builder
+	t.format(&b, nil, 0, len(t.rows))
+	t.rows = nil
+	_, _ = io.WriteString(t.w, b.String())
+}
+
+// format writes rows [from, to) with the widths of the columns before
+// len(widths) known, working out the next column's width block by block.
+func (t *table) format(b *strings.Builder, widths []int, from, to int) {
+	col := len(widths)
+	for i := from; i < to; {
+		if col >= len(t.rows[i])-1 {
+			t.writeRow(b, widths, t.rows[i])
+			i++
+			continue
+		}
+		end, width := i, 0
+		for ; end < to && col < len(t.rows[end])-1; end++ {
+			width = max(width, displayWidth(t.rows[end][col])+tablePadding)
+		}
+		t.format(b, append(widths, width), i, end)
+		i = end
+	}
+}
+
+// writeRow writes one row, padding each cell with a known width.
+func (t *table) writeRow(b *strings.Builder, widths []int, cells []string) {
+	for i, c := range cells {
+		b.WriteString(c)
+		if i < len(widths) && i < len(cells)-1 {
+			b.WriteString(strings.Repeat(" ", max(widths[i]-displayWidth(c), 0)))
+		}
+	}
+	b.WriteByte('\n')
+}
+
+// displayWidth is how many terminal columns s takes: two for a wide or
+// fullwidth character (CJK, most emoji: Unicode's East Asian Width, package
+// golang.org/x/text/width), none for a combining mark, a format character
+// (a zero width joiner, a variation selector) or a character joined to the
+// previous wide one by a zero width joiner (the parts of one emoji), one for
+// any other. s is escaped text: it holds no control characters.
+func displayWidth(s string) int {
+	n, wide, joined := 0, false, false
+	for _, r := range s {
+		switch {
+		case joined && wide:
+			joined = false
+		case r == '\u200d':
+			joined = true
+		case unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf):
+		default:
+			joined = false
+			switch width.LookupRune(r).Kind() {
+			case width.EastAsianWide, width.EastAsianFullwidth:
+				n, wide = n+2, true
+			default:
+				n, wide = n+1, false
+			}
+		}
+	}
+	return n
+}
 
 // textf writes a text line like fmt.Fprintf, with every string, error and
 // Stringer argument escaped (safetext.Escape): the format is dlqctl's own,

@@ -27,7 +27,7 @@ and a reason; the records name the authenticated user (an inspector or an
 operator).`,
 	}
 	cmd.AddCommand(a.holdPlaceCommand(), a.holdLiftCommand(), a.holdListCommand())
-	return cmd
+	return group(cmd)
 }
 
 func (a *app) holdPlaceCommand() *cobra.Command {
@@ -219,9 +219,10 @@ func targetText(t api.HoldTarget) string {
 func (a *app) holdListCommand() *cobra.Command {
 	var req api.HoldListRequest
 	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List the legal holds, each with the events it holds",
-		Args:  cobra.NoArgs,
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List the legal holds, each with the events it holds",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			body, err := json.Marshal(req)
 			if err != nil {

@@ -66,8 +66,10 @@ does). --subject publishes to a fixed subject without detection (for instance
 a malformed event, to see it quarantined).
 
 Publishing needs a publisher's credentials (--context
-data/contexts/publisher.json): events enter EVENTS through the publisher
-account's import of events.>, and the stream's acknowledgement comes back.
+data/contexts/publisher.json, any party's, or a party's own publisher such as
+data/contexts/publisher-bw4829137.json): events enter EVENTS through the
+publisher account's import of events.>, and the stream's acknowledgement
+comes back.
 
 Events are sent in atomic batches of --batch (100): the stream stores a
 batch as one write, one fsync under sync_interval: always, where one event

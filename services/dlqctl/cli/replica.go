@@ -173,7 +173,7 @@ func (a *app) replicaCommand() *cobra.Command {
 		},
 	}
 	cmd.AddCommand(mirrors, promote, resume, metrics, lag)
-	return cmd
+	return group(cmd)
 }
 
 // LagStreams are the replica's mirrors whose lag dlqctl replica reports:

@@ -229,11 +229,15 @@ deadletter service (or a JetStream publish to events.>), the same a 'nats req'
 or 'nats pub' would make, printed as a table or, with --output json, as
 stable JSON.
 
-Every connection authenticates as a person: --context data/contexts/<role>.json
-(written by make run for publisher, viewer, operator, inspector, approver and
-policy), or --user/--password. People have no JetStream API; dlqctl reaches
-the services through their role's imports, and the services record the
-authenticated user as the actor of every decision.
+Every connection authenticates as a person: --context
+data/contexts/<person>.json (make run writes one natscli context per person:
+amara.okafor.json is Amara Okafor, an operator; priya.raman.json a viewer;
+elif.yilmaz.json an inspector; chen.wei.json an approver; soren.dahl.json
+may change the policy; publisher.json and publisher-<party>.json publish),
+or --user/--password. 'deadletter people ls' lists the people and their
+roles. People have no JetStream API; dlqctl reaches the services through
+their role's imports, and the services record the authenticated person as
+the actor of every decision.
 
 Exit status: 0 ok, 1 the operation failed, 2 usage error. A connection
 refused for its credentials (none, or wrong ones) is a failure: exit 1,
@@ -296,7 +300,17 @@ code CONNECT.`,
 		a.restoreCommand(),
 		a.replicaCommand(),
 	)
-	return root
+	root.SetHelpCommand(helpCommand())
+	// cobra's completion command (bash, zsh, fish, powershell) is a
+	// group too: made now, not when the command line runs, so that it
+	// answers only its own words.
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			group(c)
+		}
+	}
+	return group(root)
 }
 
 // contextDefaults gives a --context precedence over the NATS_* variables:
