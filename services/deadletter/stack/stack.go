@@ -686,7 +686,7 @@ Try it (the nats CLI: go install github.com/nats-io/natscli/nats@v0.5.0):
 Press Ctrl-C to stop: consumers drain, work in flight finishes, then the server stops.
 `, url, s.cfg.DataDir, s.people(), s.cfg.DataDir, s.publishers(), filepath.Join(s.cfg.DataDir, ContextsDir), filepath.Join(s.cfg.DataDir, CredentialsFile),
 		s.exportFile, s.auditKey,
-		orNone(s.metricsURL), tracingState(), s.consoleState(), pub, pub, pub, view, op, view)
+		orNone(s.metricsURL), s.tracingState(), s.consoleState(), pub, pub, pub, view, op, view)
 }
 
 // people lists the active people who are not publishers, with their
@@ -745,17 +745,42 @@ func orNone(s string) string {
 	return s
 }
 
-// tracingState describes where spans go.
-func tracingState() string {
-	if !telemetry.Enabled(telemetry.Config{}) {
-		return "off (start Jaeger with make jaeger-run, or set OTEL_EXPORTER_OTLP_ENDPOINT)"
-	}
-	for _, v := range []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
-		if e := os.Getenv(v); e != "" {
-			return "OTLP to " + e + " (Jaeger UI/API: http://127.0.0.1:16686)"
+// tracingState says where spans go and where a person reads them, from
+// the environment and the console's configuration.
+func (s *Stack) tracingState() string {
+	endpoint := ""
+	if telemetry.Enabled(telemetry.Config{}) {
+		endpoint = strings.TrimSpace(os.Getenv(telemetry.EnvTracesEndpoint))
+		if endpoint == "" {
+			endpoint = strings.TrimSpace(os.Getenv(telemetry.EnvEndpoint))
 		}
 	}
-	return "on"
+	jaegerURL := ""
+	if s.Console != nil {
+		jaegerURL = s.cfg.Console.JaegerURL
+	}
+	return describeTracing(endpoint, s.Console != nil, jaegerURL)
+}
+
+// describeTracing is the banner's Tracing line: off, or the OTLP endpoint
+// spans go to and the Jaeger query API the console's record pages draw
+// traces from (the addresses configured, never assumed). A Jaeger built
+// from its Go module (make jaeger-run's) has no UI: the console's trace
+// view is the way to read its traces, and the banner says so.
+func describeTracing(endpoint string, console bool, jaegerURL string) string {
+	if endpoint == "" {
+		return "off (set OTEL_EXPORTER_OTLP_ENDPOINT to an OTLP/HTTP collector to trace)"
+	}
+	const indent = "\n               "
+	out := "OTLP to " + endpoint
+	switch {
+	case !console:
+		return out + " (the console is disabled: read traces in the collector's own UI, if it has one)"
+	case jaegerURL == "":
+		return out + indent + "the console draws no traces: set DEADLETTER_CONSOLE_JAEGER_URL to the collector's Jaeger query API"
+	}
+	return out + indent + "traces on the console's record pages, read from the Jaeger query API at " + jaegerURL +
+		indent + "(make jaeger-run's Jaeger, built from its Go module, has no UI of its own: use the console's)"
 }
 
 // peopleReloadInterval is how often watchPeople looks at the credentials
