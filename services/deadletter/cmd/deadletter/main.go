@@ -51,6 +51,7 @@ commands:
                make run); deadletter run -h lists its flags
   demo         the outage story on a temporary embedded server, then exit (make demo)
   people       ls|add|grant|disable|enable|rotate the people of a data directory or a kit
+  anchors      rotate: move an earlier store's checkpoints aside to begin a new store on purpose
   kit          generate the deployment kit of a cluster (--nodes 3 --out deploy/generated)
   cluster      a cluster and every service as its own process on this machine (make cluster)
   downstream   a stand-in downstream system of record on loopback (--port 8080)
@@ -81,6 +82,8 @@ func dispatch(args []string, out, errOut io.Writer) int {
 		err = runServer(rest, out, errOut, false)
 	case "demo":
 		err = runServer(rest, out, errOut, true)
+	case "anchors":
+		err = runAnchors(rest, out, time.Now)
 	case "kit":
 		err = runKit(rest, out)
 	case "cluster":

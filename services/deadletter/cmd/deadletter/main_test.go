@@ -59,7 +59,7 @@ func runCommand(t *testing.T, dir string, args ...string) (code int, stdout, std
 // the command and a bad flag print the usage (listing the commands, or
 // run's flags), exit as the table says and leave the directory empty.
 func TestCommandLineNeverSurprises(t *testing.T) {
-	commands := []string{"run", "demo", "people", "kit", "cluster", "downstream", "help"}
+	commands := []string{"run", "demo", "people", "anchors", "kit", "cluster", "downstream", "help"}
 	for _, tc := range []struct {
 		name   string
 		args   []string
@@ -84,6 +84,8 @@ func TestCommandLineNeverSurprises(t *testing.T) {
 		{name: "demo with a stray word", args: []string{"demo", "please"}, code: exitUsage, stderr: []string{"deadletter demo", `unexpected "please"`}},
 		{name: "people without an action", args: []string{"people"}, code: exitFailed, stderr: []string{"usage: deadletter people"}},
 		{name: "people ls before make run", args: []string{"people", "ls"}, code: exitFailed, stderr: []string{"no credentials in data"}},
+		{name: "anchors without an action", args: []string{"anchors"}, code: exitFailed, stderr: []string{"usage: deadletter anchors rotate"}},
+		{name: "anchors rotate without anchors", args: []string{"anchors", "rotate"}, code: exitFailed, stderr: []string{"no checkpoints to rotate"}},
 		{name: "downstream with an unknown flag", args: []string{"downstream", "--prot", "8080"}, code: exitFailed, stderr: []string{"-prot"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
