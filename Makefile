@@ -40,7 +40,7 @@ help: ## List the targets
 .PHONY: run
 run: ## Run the whole system on an embedded NATS server (127.0.0.1:4222, store in ./data)
 	$(GO) build -o bin/deadletter ./services/deadletter/cmd/deadletter
-	./bin/deadletter $(ARGS)
+	./bin/deadletter run $(ARGS)
 
 # Where `make backup` writes and `make restore` reads a backup.
 BACKUP_DIR ?= backups/$(shell date -u +%Y%m%dT%H%M%SZ)
@@ -70,7 +70,7 @@ $(GOREMAN): deploy/tools/goreman/go.mod deploy/tools/goreman/go.sum
 
 .PHONY: demo
 demo: ## The outage story in one command: 1,000 events, a downstream outage, triage, drain, verify
-	$(GO) run ./services/deadletter/cmd/deadletter --demo
+	$(GO) run ./services/deadletter/cmd/deadletter demo
 
 # TIMED_TESTS measure a pace (a drain at 50/s within ±5 %; a resumed
 # drain's reported rate within ±10 % of LEDGER's): they run after the

@@ -46,7 +46,7 @@ func startStack(t *testing.T, bin string, args ...string) *process {
 	p := &process{url: fmt.Sprintf("nats://127.0.0.1:%d", port), exited: make(chan error, 1)}
 	dir := t.TempDir()
 	p.dataDir = filepath.Join(dir, "data")
-	args = append([]string{"--port", strconv.Itoa(port), "--data-dir", p.dataDir, "--anchor-dir", filepath.Join(dir, "anchors"),
+	args = append([]string{"run", "--port", strconv.Itoa(port), "--data-dir", p.dataDir, "--anchor-dir", filepath.Join(dir, "anchors"),
 		"--sync-always=false", "--metrics-addr", "127.0.0.1:0", "--console-addr", "127.0.0.1:0"}, args...)
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Dir = tools.Root(t)

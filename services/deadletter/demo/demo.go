@@ -1,5 +1,5 @@
 // Package demo tells deadletter's outage story in one command (`make demo`,
-// or `deadletter --demo`): against the embedded stack, with a downstream
+// or `deadletter demo`): against the embedded stack, with a downstream
 // system of record that is down and then comes back, it publishes events,
 // lets the failures be quarantined, triages them, drains them exactly once,
 // corrects one, isolates a poison one, and proves that every event is

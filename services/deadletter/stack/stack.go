@@ -33,11 +33,13 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/deadletter/deadletter/services/auditor"
+	"github.com/deadletter/deadletter/services/auditor/anchor"
 	"github.com/deadletter/deadletter/services/console"
 	"github.com/deadletter/deadletter/services/quarantiner"
 	"github.com/deadletter/deadletter/services/redriver"
 	"github.com/deadletter/deadletter/services/validator"
 	"github.com/deadletter/deadletter/shared/access"
+	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/embedded"
 	"github.com/deadletter/deadletter/shared/endpoint"
@@ -207,6 +209,9 @@ type Stack struct {
 	Auditor *auditor.Service
 	// Console is the running web console (nil without ConsoleAddr).
 	Console *console.Console
+	// earlier is set when the store began empty beside the anchors of an
+	// earlier store (checkEarlierAnchors).
+	earlier *earlierStore
 	// auditKey is the auditor's public signing key; exportFile receives its
 	// signed checkpoints.
 	auditKey, exportFile string
@@ -457,9 +462,7 @@ func (s *Stack) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	if acfg.ExportFile == "" {
-		acfg.ExportFile = filepath.Join(s.cfg.AnchorDir, ExportFile)
-	}
+	acfg.ExportFile = s.exportPath()
 	if s.auditKey, err = auditor.SigningPublicKey(acfg.SigningKeyFile); err != nil {
 		return err
 	}
@@ -536,7 +539,89 @@ func (s *Stack) provision(ctx context.Context) error {
 	if err := streams.EnsureWORM(ctx, js, s.cfg.Streams); err != nil {
 		return err
 	}
+	if err := s.checkEarlierAnchors(ctx, js); err != nil {
+		return err
+	}
 	return ProvisionConsumers(ctx, js, s.cfg.Validator, s.cfg.Quarantiner)
+}
+
+// exportPath is the auditor's export file, its own anchor: the
+// configured one, or ExportFile in the anchor directory.
+func (s *Stack) exportPath() string {
+	if s.cfg.Auditor.ExportFile != "" {
+		return s.cfg.Auditor.ExportFile
+	}
+	return filepath.Join(s.cfg.AnchorDir, ExportFile)
+}
+
+// earlierStore is what the anchor file says of the store it was written
+// for, when the store this stack runs on holds no AUDIT record: a store
+// begun empty beside an earlier store's anchors.
+type earlierStore struct {
+	file string
+	// cp is the newest checkpoint of the file; zero when it does not
+	// parse (the auditor says why).
+	cp api.ExportedCheckpoint
+}
+
+// checkEarlierAnchors notes (s.earlier) a store begun empty beside the
+// anchors of an earlier one, before the auditor starts: AUDIT holds
+// nothing while the anchor file holds a checkpoint. The auditor still
+// refuses to checkpoint over it (a deleted store is never taken for a new
+// one); the banner and the log say so and name the two ways out.
+func (s *Stack) checkEarlierAnchors(ctx context.Context, js jetstream.JetStream) error {
+	file := s.exportPath()
+	if file == "-" {
+		return nil
+	}
+	st, err := js.Stream(ctx, subjects.AuditStream)
+	if err != nil {
+		return fmt.Errorf("stack: %s: %w", subjects.AuditStream, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("stack: %s: %w", subjects.AuditStream, err)
+	}
+	if info.State.LastSeq > 0 {
+		return nil
+	}
+	line, err := anchor.LastLine(file, anchor.MaxLine)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && len(line) == 0) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("stack: anchor file: %w", err)
+	}
+	s.earlier = &earlierStore{file: file}
+	if a, err := anchor.ParseLine(line, "", false); err == nil {
+		s.earlier.cp = a.CP
+	}
+	s.log.Warn("STORE_NEW_BESIDE_ANCHORS", "export_file", file, "anchor_audit_seq", s.earlier.cp.AuditSeq,
+		"anchor_last_seq", s.earlier.cp.LastSeq, "anchor_at", s.earlier.cp.At,
+		"ways_out", "restore the store from its backup, or deadletter anchors rotate")
+	return nil
+}
+
+// earlierState is the banner's block for a store begun empty beside an
+// earlier store's anchors (empty otherwise).
+func (s *Stack) earlierState() string {
+	e := s.earlier
+	if e == nil {
+		return ""
+	}
+	what := "checkpoints"
+	if e.cp.AuditSeq > 0 {
+		what = fmt.Sprintf("checkpoints (the newest written %s, covering QUARANTINE 1..%d, at AUDIT sequence %d)",
+			e.cp.At.UTC().Format("2006-01-02 15:04Z"), e.cp.LastSeq, e.cp.AuditSeq)
+	}
+	return fmt.Sprintf(`
+  NEW STORE:   this store began empty, but %s holds the %s
+               of an earlier store. The auditor writes no checkpoint and no export
+               over them (a deleted store is never taken for a new one). Either:
+               - restore the earlier store from its backup (make restore; docs/operations/backup.md), or
+               - begin a new store on purpose: stop, run deadletter anchors rotate --anchor-dir %s
+                 (the earlier anchors are moved aside and kept), and start again.
+`, e.file, what, s.cfg.AnchorDir)
 }
 
 // ProvisionConsumers creates or updates the durable consumers of the
@@ -661,7 +746,7 @@ func (s *Stack) askingPerson() string {
 func (s *Stack) banner() {
 	url := s.srv.ClientURL()
 	pub, op, view := s.ContextFile(access.DefaultPerson(access.RolePublisher)), s.ContextFile(access.DefaultPerson(access.RoleOperator)), s.ContextFile(access.DefaultPerson(access.RoleViewer))
-	fmt.Fprintf(s.cfg.Out, `deadletter is running.
+	fmt.Fprintf(s.cfg.Out, `deadletter is running.%s
   NATS:        %s   (store: %s)
   Services:    validator, quarantiner, redriver, auditor
   People:      %s
@@ -684,9 +769,9 @@ Try it (the nats CLI: go install github.com/nats-io/natscli/nats@v0.5.0):
   nats --context %s micro ls
 
 Press Ctrl-C to stop: consumers drain, work in flight finishes, then the server stops.
-`, url, s.cfg.DataDir, s.people(), s.cfg.DataDir, s.publishers(), filepath.Join(s.cfg.DataDir, ContextsDir), filepath.Join(s.cfg.DataDir, CredentialsFile),
+`, s.earlierState(), url, s.cfg.DataDir, s.people(), s.cfg.DataDir, s.publishers(), filepath.Join(s.cfg.DataDir, ContextsDir), filepath.Join(s.cfg.DataDir, CredentialsFile),
 		s.exportFile, s.auditKey,
-		orNone(s.metricsURL), tracingState(), s.consoleState(), pub, pub, pub, view, op, view)
+		orNone(s.metricsURL), s.tracingState(), s.consoleState(), pub, pub, pub, view, op, view)
 }
 
 // people lists the active people who are not publishers, with their
@@ -745,17 +830,42 @@ func orNone(s string) string {
 	return s
 }
 
-// tracingState describes where spans go.
-func tracingState() string {
-	if !telemetry.Enabled(telemetry.Config{}) {
-		return "off (start Jaeger with make jaeger-run, or set OTEL_EXPORTER_OTLP_ENDPOINT)"
-	}
-	for _, v := range []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
-		if e := os.Getenv(v); e != "" {
-			return "OTLP to " + e + " (Jaeger UI/API: http://127.0.0.1:16686)"
+// tracingState says where spans go and where a person reads them, from
+// the environment and the console's configuration.
+func (s *Stack) tracingState() string {
+	endpoint := ""
+	if telemetry.Enabled(telemetry.Config{}) {
+		endpoint = strings.TrimSpace(os.Getenv(telemetry.EnvTracesEndpoint))
+		if endpoint == "" {
+			endpoint = strings.TrimSpace(os.Getenv(telemetry.EnvEndpoint))
 		}
 	}
-	return "on"
+	jaegerURL := ""
+	if s.Console != nil {
+		jaegerURL = s.cfg.Console.JaegerURL
+	}
+	return describeTracing(endpoint, s.Console != nil, jaegerURL)
+}
+
+// describeTracing is the banner's Tracing line: off, or the OTLP endpoint
+// spans go to and the Jaeger query API the console's record pages draw
+// traces from (the addresses configured, never assumed). A Jaeger built
+// from its Go module (make jaeger-run's) has no UI: the console's trace
+// view is the way to read its traces, and the banner says so.
+func describeTracing(endpoint string, console bool, jaegerURL string) string {
+	if endpoint == "" {
+		return "off (set OTEL_EXPORTER_OTLP_ENDPOINT to an OTLP/HTTP collector to trace)"
+	}
+	const indent = "\n               "
+	out := "OTLP to " + endpoint
+	switch {
+	case !console:
+		return out + " (the console is disabled: read traces in the collector's own UI, if it has one)"
+	case jaegerURL == "":
+		return out + indent + "the console draws no traces: set DEADLETTER_CONSOLE_JAEGER_URL to the collector's Jaeger query API"
+	}
+	return out + indent + "traces on the console's record pages, read from the Jaeger query API at " + jaegerURL +
+		indent + "(make jaeger-run's Jaeger, built from its Go module, has no UI of its own: use the console's)"
 }
 
 // peopleReloadInterval is how often watchPeople looks at the credentials

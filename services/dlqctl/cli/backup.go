@@ -201,7 +201,7 @@ checkpoint).`,
 	fl.StringVar(&pubKey, "pubkey", "", "the audit key's nkeys public key the manifest must be signed with")
 	fl.StringVar(&keyFile, "signing-key", "", "take the public key from this audit signing key file instead of --pubkey")
 	fl.StringVar(&credsFile, "credentials", "", "connect as the break-glass admin of this credentials file (make run: data/credentials.json)")
-	fl.StringVar(&dataDir, "data-dir", "", "restore offline into this new store directory: a server with the accounts of --credentials is started on it for the restore, then stopped (then: deadletter --data-dir DIR)")
+	fl.StringVar(&dataDir, "data-dir", "", "restore offline into this new store directory: a server with the accounts of --credentials is started on it for the restore, then stopped (then: deadletter run --data-dir DIR)")
 	return cmd
 }
 

@@ -39,6 +39,11 @@ import (
 const natsServerEnv = "DEADLETTER_KIT_NATS_SERVER"
 
 func TestMain(m *testing.M) {
+	if args, ok := os.LookupEnv(commandEnv); ok {
+		os.Args = append([]string{"deadletter"}, strings.FieldsFunc(args, func(r rune) bool { return r == '\n' })...)
+		main()
+		return
+	}
 	if args := os.Getenv(natsServerEnv); args != "" {
 		if err := natsServer(strings.Split(args, "\n")); err != nil {
 			fmt.Fprintln(os.Stderr, "nats-server:", err)

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"unicode"
 
 	"github.com/deadletter/deadletter/services/deadletter/stack"
@@ -214,7 +213,8 @@ type listed struct {
 
 // listPeople prints the people: name, person, display name, role, state
 // (as the running server enforces it, when applied says), and the last
-// change to the account.
+// change to the account, in columns aligned by display width (陈伟 takes
+// four columns).
 func listPeople(out io.Writer, sec *access.Secrets, applied *access.Applied, asJSON bool) error {
 	rows := make([]listed, len(sec.People))
 	for i, p := range sec.People {
@@ -231,8 +231,7 @@ func listPeople(out io.Writer, sec *access.Secrets, applied *access.Applied, asJ
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
 	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tPERSON\tDISPLAY NAME\tROLE\tSTATE\tLAST CHANGE")
+	table := [][]string{{"NAME", "PERSON", "DISPLAY NAME", "ROLE", "STATE", "LAST CHANGE"}}
 	for _, r := range rows {
 		p := r.Person
 		state := "active"
@@ -256,9 +255,9 @@ func listPeople(out io.Writer, sec *access.Secrets, applied *access.Applied, asJ
 				last += " by " + h.By
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", printable(p.Name), printable(orDash(access.PersonOf(p.Name))), printable(orDash(p.DisplayName)), printable(string(p.Role)), state, last)
+		table = append(table, []string{printable(p.Name), printable(orDash(access.PersonOf(p.Name))), printable(orDash(p.DisplayName)), printable(string(p.Role)), state, last})
 	}
-	if err := tw.Flush(); err != nil {
+	if err := writeColumns(out, table); err != nil {
 		return err
 	}
 	if applied == nil {
