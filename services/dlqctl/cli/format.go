@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"github.com/deadletter/deadletter/shared/when"
-
 	"fmt"
 	"io"
 	"math"
@@ -11,19 +9,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-
-	"golang.org/x/text/width"
 
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/safetext"
+	"github.com/deadletter/deadletter/shared/when"
 )
 
 // table writes aligned columns (two spaces between them), as
 // text/tabwriter would with a padding of 2, except that a cell's width is
-// its display width (displayWidth: 陈伟 takes four columns of a terminal, a
+// its display width (safetext.Width: 陈伟 takes four columns of a terminal, a
 // combining mark none), not its count of runes. Rows are kept until flush.
 type table struct {
 	w    io.Writer
@@ -78,7 +74,7 @@ func (t *table) format(b *strings.Builder, widths []int, from, to int) {
 		}
 		end, width := i, 0
 		for ; end < to && col < len(t.rows[end])-1; end++ {
-			width = max(width, displayWidth(t.rows[end][col])+tablePadding)
+			width = max(width, safetext.Width(t.rows[end][col])+tablePadding)
 		}
 		t.format(b, append(widths, width), i, end)
 		i = end
@@ -90,38 +86,10 @@ func (t *table) writeRow(b *strings.Builder, widths []int, cells []string) {
 	for i, c := range cells {
 		b.WriteString(c)
 		if i < len(widths) && i < len(cells)-1 {
-			b.WriteString(strings.Repeat(" ", max(widths[i]-displayWidth(c), 0)))
+			b.WriteString(strings.Repeat(" ", max(widths[i]-safetext.Width(c), 0)))
 		}
 	}
 	b.WriteByte('\n')
-}
-
-// displayWidth is how many terminal columns s takes: two for a wide or
-// fullwidth character (CJK, most emoji: Unicode's East Asian Width, package
-// golang.org/x/text/width), none for a combining mark, a format character
-// (a zero width joiner, a variation selector) or a character joined to the
-// previous wide one by a zero width joiner (the parts of one emoji), one for
-// any other. s is escaped text: it holds no control characters.
-func displayWidth(s string) int {
-	n, wide, joined := 0, false, false
-	for _, r := range s {
-		switch {
-		case joined && wide:
-			joined = false
-		case r == '\u200d':
-			joined = true
-		case unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf):
-		default:
-			joined = false
-			switch width.LookupRune(r).Kind() {
-			case width.EastAsianWide, width.EastAsianFullwidth:
-				n, wide = n+2, true
-			default:
-				n, wide = n+1, false
-			}
-		}
-	}
-	return n
 }
 
 // textf writes a text line like fmt.Fprintf, with every string, error and

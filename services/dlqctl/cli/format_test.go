@@ -5,35 +5,9 @@ import (
 	"strings"
 	"testing"
 	"text/tabwriter"
-)
 
-// TestDisplayWidth: a cell's width is the columns a terminal gives it.
-func TestDisplayWidth(t *testing.T) {
-	cases := []struct {
-		name, in string
-		want     int
-	}{
-		{name: "ascii", in: "amara.okafor", want: 12},
-		{name: "ampersand and angle brackets", in: `Müller & Söhne <"GmbH">`, want: 23},
-		{name: "cjk", in: "陈伟", want: 4},
-		{name: "cjk beside latin", in: "Chen Wei (陈伟)", want: 15},
-		{name: "combining marks", in: "Mu\u0308ller & So\u0308hne", want: 14},
-		{name: "dotless i", in: "Elif Yılmaz", want: 11},
-		{name: "emoji", in: "💊", want: 2},
-		{name: "emoji with variation selector", in: "Rx 💊\ufe0f", want: 5},
-		{name: "zwj sequence", in: "👩\u200d⚕\ufe0f", want: 2},
-		{name: "zwj between letters", in: "क\u200dष", want: 2},
-		{name: "fullwidth", in: "ＡＢＣ", want: 6},
-		{name: "empty", in: "", want: 0},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if got := displayWidth(c.in); got != c.want {
-				t.Errorf("displayWidth(%q) = %d, want %d", c.in, got, c.want)
-			}
-		})
-	}
-}
+	"github.com/deadletter/deadletter/shared/safetext"
+)
 
 // TestTableAlignsByDisplayWidth: every column of every row starts at the
 // same terminal column, whatever the names before it hold.
@@ -65,8 +39,8 @@ func TestTableAlignsByDisplayWidth(t *testing.T) {
 			if k < 0 {
 				t.Fatalf("line %d lacks %q: %q", i, cell, line)
 			}
-			got = append(got, at+displayWidth(line[:k]))
-			at += displayWidth(line[:k+len(cell)])
+			got = append(got, at+safetext.Width(line[:k]))
+			at += safetext.Width(line[:k+len(cell)])
 			line = line[k+len(cell):]
 		}
 		if i == 0 {

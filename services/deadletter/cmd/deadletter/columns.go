@@ -3,35 +3,15 @@ package main
 import (
 	"io"
 	"strings"
-	"unicode"
 
-	"golang.org/x/text/width"
+	"github.com/deadletter/deadletter/shared/safetext"
 )
-
-// displayWidth is how many terminal columns s takes: an East Asian wide or
-// fullwidth character (陈, an emoji such as 🧪) two, a combining mark or a
-// format character (a zero-width joiner, a variation selector) none, any
-// other one. text/tabwriter counts every character as one column, which
-// misaligns a table holding a name such as 陈伟.
-func displayWidth(s string) int {
-	n := 0
-	for _, r := range s {
-		switch {
-		case unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf):
-		case width.LookupRune(r).Kind() == width.EastAsianWide, width.LookupRune(r).Kind() == width.EastAsianFullwidth:
-			n += 2
-		default:
-			n++
-		}
-	}
-	return n
-}
 
 // columnGap is the number of spaces between two columns.
 const columnGap = 2
 
 // writeColumns writes rows as a table, each column padded with spaces to
-// its widest cell's display width (displayWidth) plus columnGap; the last
+// its widest cell's display width (safetext.Width) plus columnGap; the last
 // cell of a row is not padded. Cells must hold no newline or tab (printable
 // replaces control characters).
 func writeColumns(w io.Writer, rows [][]string) error {
@@ -41,7 +21,7 @@ func writeColumns(w io.Writer, rows [][]string) error {
 			if i == len(widths) {
 				widths = append(widths, 0)
 			}
-			widths[i] = max(widths[i], displayWidth(cell))
+			widths[i] = max(widths[i], safetext.Width(cell))
 		}
 	}
 	var b strings.Builder
@@ -49,7 +29,7 @@ func writeColumns(w io.Writer, rows [][]string) error {
 		for i, cell := range row {
 			b.WriteString(cell)
 			if i < len(row)-1 {
-				b.WriteString(strings.Repeat(" ", widths[i]-displayWidth(cell)+columnGap))
+				b.WriteString(strings.Repeat(" ", widths[i]-safetext.Width(cell)+columnGap))
 			}
 		}
 		b.WriteByte('\n')

@@ -9,34 +9,8 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 )
 
-func TestDisplayWidth(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		s    string
-		want int
-	}{
-		{"empty", "", 0},
-		{"ASCII with the trade's punctuation", `Bob <"QA"> & Co`, 15},
-		{"Latin, precomposed", "Müller & Söhne", 14},
-		{"Latin, combining diaeresis", "Mu\u0308ller & So\u0308hne", 14},
-		{"Chinese", "陈伟", 4},
-		{"Chinese in a Latin name", "Chen Wei (陈伟)", 15},
-		{"emoji", "🧪 Lab", 6},
-		{"emoji with a variation selector", "\u2697\ufe0f", 1},
-		{"fullwidth Latin", "ＡＢ", 4},
-		{"Japanese half-width katakana", "ｶﾀｶﾅ", 4},
-		{"a long name", strings.Repeat("陈伟 Müller & Söhne ", 10), 10 * 20},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := displayWidth(tc.s); got != tc.want {
-				t.Errorf("displayWidth(%q) = %d, want %d", tc.s, got, tc.want)
-			}
-		})
-	}
-}
-
 // column is the display column at which byte offset i of line starts,
-// counted independently of displayWidth for the characters of the test's
+// counted independently of safetext.Width for the characters of the test's
 // names: 陈, 伟 and the emoji take two columns, the combining diaeresis
 // none.
 func column(line string, i int) int {
