@@ -15,7 +15,7 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0
 	golang.org/x/crypto v0.58.0
 	golang.org/x/sync v0.24.0
-	golang.org/x/text v0.43.0
+	golang.org/x/text v0.43.0 // indirect
 )
 
 require (
