@@ -11,6 +11,7 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -68,18 +69,14 @@ func BenchmarkHold10k(b *testing.B) {
 			futs = futs[:0]
 		}
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	natstest.CheckFor(b, 2*time.Minute, 50*time.Millisecond, func() error {
 		var l api.ListReply
 		mustCall(b, e.viewer, api.AuditList, api.ListRequest{Lot: "HOLD-10K", Status: "open", Limit: 1}, &l)
-		if l.Total == held {
-			break
+		if l.Total != held {
+			return fmt.Errorf("the index lists %d of the lot's %d events", l.Total, held)
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("the index lists %d of the lot's %d events", l.Total, held)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	for b.Loop() {
 		start := time.Now()
 		var placed api.HoldReply
@@ -98,17 +95,14 @@ func BenchmarkHold10k(b *testing.B) {
 				b.Fatalf("%s is not marked held", it.DLQID)
 			}
 		}
-		for {
+		natstest.CheckFor(b, 10*time.Minute, 100*time.Millisecond, func() error {
 			var g api.HoldReply
 			mustCall(b, e.viewer, api.HoldGet, api.HoldGetRequest{ID: placed.Hold.ID}, &g)
-			if g.Count == held {
-				break
+			if g.Count != held {
+				return fmt.Errorf("%d of %d sealed", g.Count, held)
 			}
-			if time.Since(start) > 10*time.Minute {
-				b.Fatalf("%d of %d sealed after 10 minutes", g.Count, held)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return nil
+		})
 		show := time.Since(start)
 		b.ReportMetric(place.Seconds(), "s-to-place")
 		b.ReportMetric(float64(placed.Count), "sealed-at-answer")
