@@ -256,6 +256,8 @@ type ApprovalDecisionRequest struct {
 	// the server (a short connection as that user) and never stored,
 	// logged or echoed.
 	Password Password `json:"password,omitempty"`
+	// Signed is the decision signed by its person (issue #38).
+	Signed *SignedDecision `json:"signed,omitempty"`
 }
 
 // LogValue logs the id only: a JSON log handler would otherwise marshal

@@ -161,6 +161,8 @@ type HoldLiftRequest struct {
 	// Reason is required.
 	CaseID string `json:"case_id"`
 	Reason string `json:"reason"`
+	// Signed is the decision signed by its person (issue #38).
+	Signed *SignedDecision `json:"signed,omitempty"`
 }
 
 // HoldLiftApprovedRequest executes a signed hold_lift approval

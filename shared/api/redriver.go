@@ -660,6 +660,8 @@ type DismissRequest struct {
 	// caller. Reason is required.
 	Actor  string `json:"actor,omitempty"`
 	Reason string `json:"reason"`
+	// Signed is the decision signed by its person (issue #38).
+	Signed *SignedDecision `json:"signed,omitempty"`
 }
 
 // ReleaseRequest moves a poison event back to redrivable (release).
@@ -673,4 +675,6 @@ type ReleaseRequest struct {
 	// required.
 	Actor  string `json:"actor"`
 	Reason string `json:"reason"`
+	// Signed is the decision signed by its person (issue #38).
+	Signed *SignedDecision `json:"signed,omitempty"`
 }
