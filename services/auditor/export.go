@@ -113,6 +113,9 @@ func (s *Service) exportCheckpoint(ctx context.Context, auditSeq uint64) (api.Ex
 	var out api.ExportedCheckpoint
 	if auditSeq == 0 {
 		rep, err := s.Checkpoint(ctx)
+		if errors.Is(err, ErrBehindAnchor) {
+			return out, err // says why and the two ways out, never "retry"
+		}
 		if err != nil {
 			return out, api.Wrap(api.ErrUnavailable, err, "no checkpoint could be written for the export: retry")
 		}

@@ -236,7 +236,7 @@ var table = func() []Spec {
 		// The endpoints it calls (the table's Callers): its legal holds'
 		// appends (quarantiner.hold) and a hold lift's pending approval
 		// (approval.hold_lift).
-		[]string{subjects.AuditCheckpoints, subjects.AuditAccessAll, subjects.AuditAction("hold", ">"),
+		[]string{subjects.AuditCheckpoints, subjects.AuditAccessAll, subjects.AuditAction("hold", ">"), subjects.AuditAction("anchors", ">"),
 			subjects.LegalHoldAll, inboxAll(Redriver)},
 		// Reconciliation's repair of an event left without an outcome: the
 		// validator consumer's state (only what it settled is repaired)

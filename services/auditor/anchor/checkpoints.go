@@ -92,6 +92,9 @@ func (p *Checkpoints) Start(ctx context.Context, quarantine, audit jetstream.Str
 	p.quarantine, p.audit = quarantine, audit
 	p.coverage.start(p.cfg.Now())
 	p.checkAtStart(ctx)
+	if _, err := p.RecordRotated(ctx); err != nil {
+		p.cfg.Log.Warn("naming the earlier store's rotated anchors in AUDIT failed", "err", err)
+	}
 	if last, _, err := p.last(ctx); err != nil {
 		p.cfg.Log.Warn("reading the newest checkpoint failed", "err", err)
 	} else if last != nil {
@@ -221,7 +224,9 @@ func (p *Checkpoints) checkpoint(ctx context.Context, mode checkpointMode) (api.
 		// A checkpoint over a store that lost records would become the
 		// newest anchor and hide the loss.
 		return api.CheckpointReply{}, api.Wrap(api.ErrConflict, ErrBehindAnchor,
-			fmt.Sprintf("no checkpoint is written while the store is behind its own anchor (%d problem(s)): restore it (docs/operations/backup.md) and verify", n))
+			fmt.Sprintf("no checkpoint is written while the store is behind its own anchor %s (%d problem(s)): "+
+				"this is not the store those anchors were written for. Either restore it from its backup (make restore, docs/operations/backup.md) and verify, "+
+				"or begin a new store on purpose with `deadletter anchors rotate` (the earlier anchors are moved aside, kept and named in AUDIT) and start again", p.cfg.ExportFile, n))
 	}
 	if mode.catchUp {
 		info, err := p.quarantine.Info(ctx)

@@ -7,9 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
+	"github.com/deadletter/deadletter/services/auditor/anchor"
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 )
 
@@ -48,14 +48,13 @@ func runAnchors(args []string, out io.Writer, now func() time.Time) error {
 	if err != nil {
 		return fmt.Errorf("anchors: %w", err)
 	}
-	ext := filepath.Ext(stack.ExportFile)
-	to := filepath.Join(*dir, strings.TrimSuffix(stack.ExportFile, ext)+".before-"+now().UTC().Format("20060102T150405Z")+ext)
+	to := anchor.RotatedName(from, now())
 	if _, err := os.Lstat(to); err == nil {
 		return fmt.Errorf("anchors: %s exists already: try again in a second", to)
 	}
 	if err := os.Rename(from, to); err != nil {
 		return fmt.Errorf("anchors: %w", err)
 	}
-	fmt.Fprintf(out, "moved the earlier store's checkpoints aside: %s -> %s (kept: verify that store's backup against it with dlqctl verify --anchor %s)\nthe next `deadletter run` begins the anchors of a new store\n", from, to, to)
+	fmt.Fprintf(out, "moved the earlier store's checkpoints aside: %s -> %s (kept: verify that store's backup against it with dlqctl verify --anchor %s)\nthe next `deadletter run` begins the anchors of a new store, and its auditor names this file in AUDIT\n", from, to, to)
 	return nil
 }
