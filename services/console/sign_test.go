@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/decision"
+	"github.com/deadletter/deadletter/shared/endpoint"
 )
 
 // challengeOf asks a decision form's /challenge.
@@ -314,4 +316,62 @@ func TestShellWord(t *testing.T) {
 			t.Errorf("shellWord(%q) = %s, want %s", in, got, want)
 		}
 	}
+}
+
+// TestRecordDecisionChallenges: the decisions of a record's Release and
+// Dismiss forms sign the request's digest and the head of the record's
+// chain as audit.get reads it, and an approval of a correction signs the
+// head of its record's chain; a record that does not exist is NOT_FOUND,
+// with nothing to sign.
+func TestRecordDecisionChallenges(t *testing.T) {
+	e := startEnv(t)
+	f := startReview(t, e)
+	c := e.newConsole(t, nil)
+	opName := access.DefaultPerson(access.RoleOperator)
+	op := newClient(t, c, "127.0.0.83")
+	token := op.mustLogin(opName, e.password(opName))
+	viewer := e.srv.ConnectAs(t, access.DefaultPerson(access.RoleViewer))
+	rep, err := endpoint.Call[api.GetRequest, api.GetReply](context.Background(), viewer, api.AuditGet, api.GetRequest{DLQID: f.dlqID})
+	if err != nil || rep.State.LastHash == "" {
+		t.Fatalf("audit.get: %v %q", err, rep.State.LastHash)
+	}
+	head := rep.State.LastHash
+	reason := `Lieferschein "4711" von Müller & Söhne <Nord> bestätigt`
+	for _, tc := range []struct {
+		name, path, action string
+		form               url.Values
+		request            any
+	}{
+		{"release", "/records/" + f.dlqID + "/release", api.DecisionRelease, url.Values{"csrf": {token}, "reason": {reason}, "class": {"validation"}},
+			api.ReleaseRequest{DLQID: f.dlqID, Class: "validation", Reason: reason}},
+		{"dismiss", "/records/" + f.dlqID + "/dismiss", api.DecisionDismiss, url.Values{"csrf": {token}, "reason": {reason}},
+			api.DismissRequest{DLQID: f.dlqID, Reason: reason}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, ch := op.challengeOf(t, tc.path, tc.form)
+			if code != http.StatusOK {
+				t.Fatalf("challenge: %d %+v", code, ch.Error)
+			}
+			d := ch.Decision
+			if d.Action != tc.action || d.Target != f.dlqID || d.Request != requestDigest(tc.request) || d.Chain != head ||
+				d.Meaning != reason || d.Person != opName || d.Role != string(access.RoleOperator) || ch.Challenge != decision.Challenge(d) {
+				t.Errorf("the decision to sign: %+v", d)
+			}
+		})
+	}
+	t.Run("an unknown record", func(t *testing.T) {
+		code, ch := op.challengeOf(t, "/records/pharmacy_"+strings.Repeat("0", 32)+"/dismiss", url.Values{"csrf": {token}, "reason": {reason}})
+		if code != http.StatusNotFound || ch.Error == nil || ch.Error.Code != api.ErrNotFound || ch.Challenge != "" {
+			t.Errorf("%d %+v", code, ch)
+		}
+	})
+	t.Run("an approval of a correction signs its record's chain", func(t *testing.T) {
+		approver := access.DefaultPerson(access.RoleApprover)
+		ap := newClient(t, c, "127.0.0.84")
+		atoken := ap.mustLogin(approver, e.password(approver))
+		code, ch := ap.challengeOf(t, "/approvals/"+f.approvalID+"/approve", url.Values{"csrf": {atoken}, "meaning": {reason}})
+		if code != http.StatusOK || ch.Decision.Chain != head || ch.Decision.Target != f.approvalID {
+			t.Errorf("%d %+v", code, ch)
+		}
+	})
 }
