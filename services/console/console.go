@@ -35,7 +35,11 @@
 // access audit). Approving asks for the meaning and the person's password
 // again, sent once to approval.approve (the redriver re-authenticates it
 // against the server) and never logged, kept or written back into a page;
-// rejecting asks for a meaning. The Holds page lists hold.list with the
+// rejecting asks for a meaning. Every decision (approve, reject,
+// release, dismiss, a hold's lift) is signed in the browser by the
+// person's passkey and sent as the request's Signed (sign.go); the
+// Passkeys page makes a passkey and shows its registration text for
+// `deadletter people key add` (passkeys.go). The Holds page lists hold.list with the
 // records each holds and places a party hold; the Record page places a
 // hold on its record and lifts the holds its chain carries. The Record
 // timeline shows an approved record's signature (approver, signing time,
