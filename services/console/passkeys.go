@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
@@ -190,8 +191,8 @@ func (p *passkeyPages) create(r *http.Request, s *session, d *passkeysData) erro
 	if !ok {
 		return api.BadField("passkey", "no passkey creation was started in the last %s; create it again", creationTTL)
 	}
-	if len([]rune(d.Label)) > 80 {
-		return api.BadField("label", "a label is at most 80 characters")
+	if utf8.RuneCountInString(d.Label) > decision.MaxLabel {
+		return api.BadField("label", "a label is at most %d characters", decision.MaxLabel)
 	}
 	var parts [2][]byte
 	for i, f := range []string{"attestation_object", "client_data"} {

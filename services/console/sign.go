@@ -191,6 +191,9 @@ func (w web) signedOf(r *http.Request, s *session, meaning string, make decision
 	if keyID == "" && r.PostFormValue(fieldSig) == "" {
 		return nil, errNotSigned
 	}
+	if id, err := base64.RawURLEncoding.DecodeString(keyID); err != nil || len(id) == 0 {
+		return nil, api.BadField(fieldKeyID, "the passkey's credential id is missing or not base64url; sign again")
+	}
 	at, err := time.Parse(time.RFC3339, r.PostFormValue(fieldSignedAt))
 	if err != nil {
 		return nil, api.BadField(fieldSignedAt, "the time of the signature is missing or unreadable; sign again")

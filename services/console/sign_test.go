@@ -123,6 +123,7 @@ func TestApprovalSignedWithPasskey(t *testing.T) {
 		{"no time of signing", with(form, assertion("webauthn.get", ch.Challenge, "")), http.StatusBadRequest, api.ErrBadRequest},
 		{"a creation's client data", with(form, assertion("webauthn.create", ch.Challenge, ch.SignedAt)), http.StatusBadRequest, api.ErrBadRequest},
 		{"authenticator data not base64url", with(with(form, assertion("webauthn.get", ch.Challenge, ch.SignedAt)), url.Values{fieldAuthData: {"<&>"}}), http.StatusBadRequest, api.ErrBadRequest},
+		{"no credential id", with(with(form, assertion("webauthn.get", ch.Challenge, ch.SignedAt)), url.Values{fieldKeyID: {""}}), http.StatusBadRequest, api.ErrBadRequest},
 		{"no signature", with(with(form, assertion("webauthn.get", ch.Challenge, ch.SignedAt)), url.Values{fieldSig: {""}}), http.StatusBadRequest, api.ErrBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/go-webauthn/webauthn/protocol"
 	"github.com/go-webauthn/webauthn/protocol/webauthncbor"
@@ -130,6 +132,9 @@ func VerifyPasskeyCreation(c PasskeyCreation, challenge, rpID, origin, label str
 	if rpID == "" || origin == "" || challenge == "" {
 		return api.DecisionKey{}, fmt.Errorf("%w: a relying party id, an origin and a challenge are required", ErrRegistration)
 	}
+	if err := checkLabel(label); err != nil {
+		return api.DecisionKey{}, err
+	}
 	ccr := protocol.CredentialCreationResponse{
 		PublicKeyCredential: protocol.PublicKeyCredential{
 			Credential: protocol.Credential{ID: c.ID, Type: string(protocol.PublicKeyCredentialType)},
@@ -197,6 +202,9 @@ func ParsePasskeyRegistration(text string) (api.DecisionKey, error) {
 	case k.RPID == "" || k.Origin == "":
 		return api.DecisionKey{}, fmt.Errorf("%w: no relying party id or origin", ErrRegistration)
 	}
+	if err := checkLabel(k.Label); err != nil {
+		return api.DecisionKey{}, err
+	}
 	if id, err := base64.RawURLEncoding.DecodeString(k.ID); err != nil || len(id) == 0 {
 		return api.DecisionKey{}, fmt.Errorf("%w: the credential id is not base64url", ErrRegistration)
 	}
@@ -207,6 +215,21 @@ func ParsePasskeyRegistration(text string) (api.DecisionKey, error) {
 		return api.DecisionKey{}, err
 	}
 	return k, nil
+}
+
+// MaxLabel is the most characters of a passkey's label.
+const MaxLabel = 80
+
+// checkLabel checks a passkey's label is short text without control
+// characters (it is shown in terminals: `deadletter people ls`).
+func checkLabel(label string) error {
+	if !utf8.ValidString(label) || utf8.RuneCountInString(label) > MaxLabel {
+		return fmt.Errorf("%w: a label is at most %d characters of UTF-8", ErrRegistration, MaxLabel)
+	}
+	if strings.IndexFunc(label, unicode.IsControl) >= 0 {
+		return fmt.Errorf("%w: a label holds no control characters", ErrRegistration)
+	}
+	return nil
 }
 
 // checkPublicKey checks public is a COSE key (go-webauthn's parser and

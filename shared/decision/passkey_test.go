@@ -402,6 +402,8 @@ func TestPasskeyRegistrationText(t *testing.T) {
 		{"revoked", with(func(k *api.DecisionKey) { k.RevokedAt = &now })},
 		{"public key not COSE", with(func(k *api.DecisionKey) { k.Public = []byte("-----BEGIN PUBLIC KEY-----") })},
 		{"public key not on the curve", with(func(k *api.DecisionKey) { k.Public = rsaLike })},
+		{"a label with a terminal escape", with(func(k *api.DecisionKey) { k.Label = "laptop\x1b[2J" })},
+		{"a label too long", with(func(k *api.DecisionKey) { k.Label = strings.Repeat("陈", MaxLabel+1) })},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
