@@ -137,7 +137,8 @@ func askCorrection(t *testing.T, nc *nats.Conn, id string, payload []byte) strin
 // redriver received carried the decision signed with chen's key
 // (decision.Verify). The time from the click on "Approve" to the
 // approval's executed state is logged (PASSKEY_APPROVAL_MS) and must stay
-// under 30 s. Screenshots: tests/console/screenshots/passkey-*.png.
+// under 30 s. An authenticator answering a bogus signature has it sent as
+// made, and decision.Verify refuses it (the executors' check). Screenshots: tests/console/screenshots/passkey-*.png.
 func TestPasskeySignsApproval(t *testing.T) {
 	browserCtx := startBrowser(t)
 	down := newDownstream(t)
@@ -185,7 +186,9 @@ func TestPasskeySignsApproval(t *testing.T) {
 	registerPasskey(t, st, chen, access.RoleApprover, key)
 
 	// Records failing validation, and amara's corrections of them.
-	const rounds = 3
+	// Three approvals signed and timed, and a fourth signed by an
+	// authenticator that answers a bogus signature.
+	const rounds = 4
 	type pending struct{ record, approval string }
 	var asked []pending
 	for i := range rounds {
@@ -206,7 +209,7 @@ func TestPasskeySignsApproval(t *testing.T) {
 		"Checked against the invoice of Pharmacie Saint-Étienne: 5 < 7 > 3",
 	}
 	var took []time.Duration
-	for i, a := range asked {
+	for i, a := range asked[:rounds-1] {
 		t.Run(fmt.Sprintf("approval %d signed with the passkey", i+1), func(t *testing.T) {
 			cw.t = t
 			path := "/approvals/" + a.approval
@@ -267,6 +270,37 @@ func TestPasskeySignsApproval(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a bogus signature is sent as made, and does not verify", func(t *testing.T) {
+		cw.t = t
+		a := asked[rounds-1]
+		ctx, cancel := context.WithTimeout(cw.ctx, 10*time.Second)
+		defer cancel()
+		if _, err := chromedp.Call(ctx, webauthn.SetResponseOverrideBits, webauthn.SetResponseOverrideBitsParams{AuthenticatorID: cw.authenticator, IsBogusSignature: ptr(true)}); err != nil {
+			t.Fatal(err)
+		}
+		cw.open("/approvals/" + a.approval)
+		cw.do(chromedp.SendKeys(chromedp.CSS("#approve-meaning"), "signed by a broken authenticator"), chromedp.SendKeys(chromedp.CSS("#approve-password"), pw(chen)))
+		cw.submit("#approve", "main .notice, main .alert, .sign-status.failed")
+		var req api.ApprovalDecisionRequest
+		natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+			m, err := approves.NextMsg(time.Second)
+			if err != nil {
+				return err
+			}
+			if err := json.Unmarshal(m.Data, &req); err != nil || req.ID != a.approval {
+				return fmt.Errorf("a request for %q", req.ID)
+			}
+			return nil
+		})
+		if req.Signed == nil {
+			t.Fatal("approval.approve was sent without the signed decision")
+		}
+		// The executor's check (decision.Verify, the redriver's once
+		// #38's executors are merged) refuses it.
+		if err := decision.Verify(key, *req.Signed); !errors.Is(err, decision.ErrBadSignature) {
+			t.Errorf("a bogus signature: Verify = %v, want ErrBadSignature", err)
+		}
+	})
 	if len(took) > 0 {
 		sorted := slices.Clone(took)
 		slices.Sort(sorted)
