@@ -188,8 +188,12 @@ func TestHoldLiftSignedWithPasskey(t *testing.T) {
 	if path == "" {
 		t.Fatalf("no lift form of the hold:\n%s", page)
 	}
-	lifts, err := e.srv.ConnectAs(t, access.Admin).SubscribeSync(api.HoldLift)
+	admin := e.srv.ConnectAs(t, access.Admin)
+	lifts, err := admin.SubscribeSync(api.HoldLift)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Flush(); err != nil { // the server has the subscription before the lift is sent
 		t.Fatal(err)
 	}
 	reason := `case closed: "settled" & sealed <2026>`

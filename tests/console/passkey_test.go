@@ -170,6 +170,9 @@ func TestPasskeySignsApproval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := adminNC.Flush(); err != nil {
+		t.Fatal(err)
+	}
 
 	cw := newPerson(t, browserCtx, base, false)
 	cw.virtualAuthenticator()
