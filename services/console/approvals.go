@@ -9,7 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/safetext"
 )
@@ -18,6 +20,8 @@ import (
 // record it acts on, approve (signing) and reject.
 type approvalPages struct {
 	web
+	// rp is the passkeys' relying party (passkeys.go).
+	rp relyingParty
 }
 
 // approvalsData is the Approvals page (the inbox): pending approvals first,
@@ -55,6 +59,10 @@ type approvalData struct {
 	// refusal (REAUTH_FAILED keeps what the person meant; the password is
 	// never written back).
 	Meaning, RejectMeaning string
+	// Signer, SignRequest and SignChain are what a decision on the
+	// approval signs besides its meaning and time (sign.go): the person,
+	// the approval's request digest and the head of its record's chain.
+	Signer, SignRequest, SignChain string
 }
 
 // Done reports whether the approval was executed (the page says what it
@@ -94,6 +102,10 @@ func (p *approvalPages) getApproval(r *http.Request, s *session, id string) (*ap
 	}
 	if d.A.DLQID != "" {
 		p.approvalContext(r, s, d)
+	}
+	d.Signer, d.SignRequest = access.PersonOf(s.user), approval.RequestDigest(d.A)
+	if d.Record != nil {
+		d.SignChain = d.Record.LastHash
 	}
 	if d.A.Action == api.ActionDrain && len(d.A.Request) > 0 {
 		var dr api.DrainStartRequest
@@ -161,10 +173,13 @@ func (p *approvalPages) handleApprove(w http.ResponseWriter, r *http.Request, s 
 	case req.Password == "":
 		err = api.BadField("password", "type your password again to sign")
 	default:
+		req.Signed, err = p.signedFor(r, s, req.Meaning, p.approvalDecision(api.DecisionApprove))
+	}
+	if err == nil {
 		rep, err = call[api.ApprovalDecisionRequest, api.ApprovalReply](r.Context(), p.rq, s, api.ApprovalApprove, req)
 	}
 	req.Password = ""
-	p.log.Info("approval approve", "user", s.user, "approval_id", safetext.LogID(id), "outcome", rep.Approval.Outcome, "code", api.CodeOf(err))
+	p.log.Info("approval approve", "user", s.user, "approval_id", safetext.LogID(id), "signed", req.Signed != nil, "outcome", rep.Approval.Outcome, "code", api.CodeOf(err))
 	p.afterDecision(w, r, s, id, err, req.Meaning, "", func(a api.Approval) string {
 		n := "Approved by " + a.Decider + " (" + a.Meaning + ")"
 		if a.Status == api.ApprovalExecuted {
@@ -182,10 +197,25 @@ func (p *approvalPages) handleReject(w http.ResponseWriter, r *http.Request, s *
 	if req.Meaning == "" {
 		err = api.BadField("meaning", "say why you reject it")
 	} else {
+		req.Signed, err = p.signedFor(r, s, req.Meaning, p.approvalDecision(api.DecisionReject))
+	}
+	if err == nil {
 		_, err = call[api.ApprovalDecisionRequest, api.ApprovalReply](r.Context(), p.rq, s, api.ApprovalReject, req)
 	}
-	p.log.Info("approval reject", "user", s.user, "approval_id", safetext.LogID(id), "code", api.CodeOf(err))
+	p.log.Info("approval reject", "user", s.user, "approval_id", safetext.LogID(id), "signed", req.Signed != nil, "code", api.CodeOf(err))
 	p.afterDecision(w, r, s, id, err, "", req.Meaning, "Rejected: it will not run.")
+}
+
+// handleApproveChallenge answers the decision an approval's Approve form
+// signs (sign.go).
+func (p *approvalPages) handleApproveChallenge(w http.ResponseWriter, r *http.Request, s *session) {
+	p.handleChallenge(w, r, s, p.rp, "meaning", p.approvalDecision(api.DecisionApprove))
+}
+
+// handleRejectChallenge answers the decision an approval's Reject form
+// signs.
+func (p *approvalPages) handleRejectChallenge(w http.ResponseWriter, r *http.Request, s *session) {
+	p.handleChallenge(w, r, s, p.rp, "meaning", p.approvalDecision(api.DecisionReject))
 }
 
 // afterDecision shows the approval after a decision, with its outcome or

@@ -35,7 +35,11 @@
 // access audit). Approving asks for the meaning and the person's password
 // again, sent once to approval.approve (the redriver re-authenticates it
 // against the server) and never logged, kept or written back into a page;
-// rejecting asks for a meaning. The Holds page lists hold.list with the
+// rejecting asks for a meaning. Every decision (approve, reject,
+// release, dismiss, a hold's lift) is signed in the browser by the
+// person's passkey and sent as the request's Signed (sign.go); the
+// Passkeys page makes a passkey and shows its registration text for
+// `deadletter people key add` (passkeys.go). The Holds page lists hold.list with the
 // records each holds and places a party hold; the Record page places a
 // hold on its record and lifts the holds its chain carries. The Record
 // timeline shows an approved record's signature (approver, signing time,
@@ -52,6 +56,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -116,6 +121,12 @@ type Config struct {
 	ConnectTimeout time.Duration
 	// Name prefixes the NATS connection names (default "console").
 	Name string
+	// Origin is the console's origin as people's browsers show it
+	// ("https://console.pharma.example"): the origin and relying party id
+	// (its host name) of the passkeys that sign decisions. Empty: the
+	// origin each request names (its Host). Passkeys need a name, not an
+	// IP address.
+	Origin string
 }
 
 // DefaultConfig returns the documented defaults.
@@ -139,8 +150,8 @@ func DefaultConfig() Config {
 // LoadEnv overrides c from DEADLETTER_CONSOLE_LISTEN,
 // DEADLETTER_CONSOLE_TLS_CERT, DEADLETTER_CONSOLE_TLS_KEY, NATS_URL,
 // DEADLETTER_CONSOLE_IDLE_TIMEOUT, DEADLETTER_CONSOLE_TRACE_URL,
-// DEADLETTER_CONSOLE_JAEGER_URL, DEADLETTER_CONSOLE_MAX_SESSIONS_PER_PERSON
-// and DEADLETTER_CONSOLE_MAX_SESSIONS.
+// DEADLETTER_CONSOLE_JAEGER_URL, DEADLETTER_CONSOLE_MAX_SESSIONS_PER_PERSON,
+// DEADLETTER_CONSOLE_MAX_SESSIONS and DEADLETTER_CONSOLE_ORIGIN.
 func (c *Config) LoadEnv(env *config.Env) {
 	env.String("DEADLETTER_CONSOLE_LISTEN", &c.Listen)
 	env.String("DEADLETTER_CONSOLE_TLS_CERT", &c.TLSCert)
@@ -151,6 +162,7 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.String("DEADLETTER_CONSOLE_JAEGER_URL", &c.JaegerURL)
 	env.Int("DEADLETTER_CONSOLE_MAX_SESSIONS_PER_PERSON", &c.MaxSessionsPerPerson)
 	env.Int("DEADLETTER_CONSOLE_MAX_SESSIONS", &c.MaxSessions)
+	env.String("DEADLETTER_CONSOLE_ORIGIN", &c.Origin)
 }
 
 // Configuration errors.
@@ -175,6 +187,11 @@ func (c Config) validate() error {
 	}
 	if c.NATSURL == "" {
 		return fmt.Errorf("%w: a NATS server URL is required", ErrConfig)
+	}
+	if c.Origin != "" {
+		if u, err := url.Parse(c.Origin); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Hostname() == "" || u.Path != "" || net.ParseIP(u.Hostname()) != nil {
+			return fmt.Errorf("%w: origin %q is not scheme://name[:port] (passkeys need a name, not an IP address)", ErrConfig, c.Origin)
+		}
 	}
 	if c.IdleTimeout <= 0 || c.CallTimeout <= 0 || c.ConnectTimeout <= 0 {
 		return fmt.Errorf("%w: timeouts must be positive", ErrConfig)
@@ -260,6 +277,7 @@ type Console struct {
 	approvals *approvalPages
 	holds     *holdPages
 	audit     *auditPages
+	passkeys  *passkeyPages
 
 	mu   sync.Mutex
 	addr string
@@ -295,6 +313,8 @@ func New(cfg Config, log *slog.Logger) (*Console, error) {
 	c.approvals = &approvalPages{web: w}
 	c.holds = &holdPages{web: w, records: c.records}
 	c.audit = &auditPages{web: w, results: results}
+	c.passkeys = &passkeyPages{web: w, rp: relyingParty{origin: strings.TrimSuffix(cfg.Origin, "/"), tls: cfg.TLSCert != ""}}
+	c.approvals.rp, c.records.rp, c.holds.rp = c.passkeys.rp, c.passkeys.rp, c.passkeys.rp
 	c.handler = c.routes()
 	return c, nil
 }
@@ -417,6 +437,14 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("GET /approvals/{id}", c.authed(c.approvals.handleApproval))
 	mux.HandleFunc("POST /approvals/{id}/approve", c.authed(c.approvals.handleApprove))
 	mux.HandleFunc("POST /approvals/{id}/reject", c.authed(c.approvals.handleReject))
+	mux.HandleFunc("POST /approvals/{id}/approve/challenge", c.authed(c.approvals.handleApproveChallenge))
+	mux.HandleFunc("POST /approvals/{id}/reject/challenge", c.authed(c.approvals.handleRejectChallenge))
+	mux.HandleFunc("POST /records/{id}/release/challenge", c.authed(c.records.handleReleaseChallenge))
+	mux.HandleFunc("POST /records/{id}/dismiss/challenge", c.authed(c.records.handleDismissChallenge))
+	mux.HandleFunc("POST /holds/{id}/lift/challenge", c.authed(c.holds.handleLiftChallenge))
+	mux.HandleFunc("GET /passkeys", c.authed(c.passkeys.handlePasskeys))
+	mux.HandleFunc("POST /passkeys", c.authed(c.passkeys.handleCreate))
+	mux.HandleFunc("POST /passkeys/options", c.authed(c.passkeys.handleOptions))
 	mux.HandleFunc("POST /records/{id}/hold", c.authed(c.holds.handlePlaceRecordHold))
 	mux.HandleFunc("GET /holds", c.authed(c.holds.handleHolds))
 	mux.HandleFunc("POST /holds", c.authed(c.holds.handlePlacePartyHold))

@@ -30,6 +30,8 @@ type fakeRedriver struct {
 	// approve and reject requests that reached the fake.
 	approval  api.Approval
 	decisions []string
+	// signed are the signed decisions of those requests (nil: unsigned).
+	signed []*api.SignedDecision
 	// approverPassword is the password approve accepts.
 	approverPassword string
 }
@@ -130,6 +132,7 @@ func startFakeRedriver(t *testing.T, e *env) *fakeRedriver {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.decisions = append(f.decisions, req.Meaning)
+			f.signed = append(f.signed, req.Signed)
 			switch {
 			case f.approval.Status != api.ApprovalPending:
 				_ = r.Error(api.ErrAlreadyDecided, "already decided", nil)

@@ -17,6 +17,8 @@ import (
 type holdPages struct {
 	web
 	records *recordPages
+	// rp is the passkeys' relying party (passkeys.go).
+	rp relyingParty
 }
 
 // holdsData is the Holds page: the holds (hold.list) with the records
@@ -118,18 +120,21 @@ func (p *holdPages) handlePlaceRecordHold(w http.ResponseWriter, r *http.Request
 // the record, else from the Holds page). A lift the policy sends for
 // approval shows as sent for approval.
 func (p *holdPages) handleLiftHold(w http.ResponseWriter, r *http.Request, s *session) {
-	req := api.HoldLiftRequest{ID: r.PathValue("id"), CaseID: strings.TrimSpace(r.PostFormValue("case_id")), Reason: strings.TrimSpace(r.PostFormValue("reason"))}
+	req := liftRequest(r)
 	var err error
 	if req.Reason == "" {
 		err = api.BadField("reason", "lifting a hold needs a reason")
 	} else {
+		req.Signed, err = p.signedFor(r, s, req.Reason, holdDecision)
+	}
+	if err == nil {
 		_, err = call[api.HoldLiftRequest, api.HoldReply](r.Context(), p.rq, s, api.HoldLift, req)
 	}
 	notice := "Hold " + req.ID + " lifted."
 	if ap := approvalOf(err); ap != nil {
 		notice, err = approvalNotice(ap), nil
 	}
-	p.log.Info("hold lift", "user", s.user, "hold_id", safetext.LogID(req.ID), "code", api.CodeOf(err))
+	p.log.Info("hold lift", "user", s.user, "hold_id", safetext.LogID(req.ID), "signed", req.Signed != nil, "code", api.CodeOf(err))
 	if back := r.PostFormValue("dlq_id"); back != "" {
 		p.records.afterAction(w, r, s, back, err, notice)
 		return
@@ -144,6 +149,16 @@ func (p *holdPages) handleLiftHold(w http.ResponseWriter, r *http.Request, s *se
 	v := newView(s, "Holds", "holds", d)
 	v.setErr(err)
 	p.render(w, r, statusOf(err), "holds", v)
+}
+
+// liftRequest is the lift a form asks for (the hold the path names).
+func liftRequest(r *http.Request) api.HoldLiftRequest {
+	return api.HoldLiftRequest{ID: r.PathValue("id"), CaseID: strings.TrimSpace(r.PostFormValue("case_id")), Reason: strings.TrimSpace(r.PostFormValue("reason"))}
+}
+
+// handleLiftChallenge answers the decision a hold's Lift form signs.
+func (p *holdPages) handleLiftChallenge(w http.ResponseWriter, r *http.Request, s *session) {
+	p.handleChallenge(w, r, s, p.rp, "reason", holdDecision)
 }
 
 // maxBulk is the most records one bulk action of the Records list takes.

@@ -33,6 +33,8 @@ type recordPages struct {
 	// traceURLBase links a trace id to the trace UI; jaegerURL is the
 	// Jaeger query API the record page's trace is read from.
 	traceURLBase, jaegerURL string
+	// rp is the passkeys' relying party (passkeys.go).
+	rp relyingParty
 }
 
 // groupsData is the Groups page.
@@ -664,9 +666,12 @@ func (p *recordPages) handleRedrive(w http.ResponseWriter, r *http.Request, s *s
 // handleRelease moves a poison record back to redrivable.
 func (p *recordPages) handleRelease(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
-	req := api.ReleaseRequest{DLQID: id, Class: r.PostFormValue("class"), Reason: strings.TrimSpace(r.PostFormValue("reason"))}
-	_, err := call[api.ReleaseRequest, api.AppendReply](r.Context(), p.rq, s, api.Release, req)
-	p.log.Info("release", "user", s.user, "dlq_id", safetext.LogID(id), "code", api.CodeOf(err))
+	req := releaseRequest(r, strings.TrimSpace(r.PostFormValue("reason")))
+	var err error
+	if req.Signed, err = p.signedFor(r, s, req.Reason, p.releaseDecision()); err == nil {
+		_, err = call[api.ReleaseRequest, api.AppendReply](r.Context(), p.rq, s, api.Release, req)
+	}
+	p.log.Info("release", "user", s.user, "dlq_id", safetext.LogID(id), "signed", req.Signed != nil, "code", api.CodeOf(err))
 	p.afterAction(w, r, s, id, err, "Released.")
 }
 
@@ -674,10 +679,43 @@ func (p *recordPages) handleRelease(w http.ResponseWriter, r *http.Request, s *s
 // person approves it unless the policy waives it).
 func (p *recordPages) handleDismiss(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
-	req := api.DismissRequest{DLQID: id, Reason: strings.TrimSpace(r.PostFormValue("reason"))}
-	_, err := call[api.DismissRequest, api.AppendReply](r.Context(), p.rq, s, api.Dismiss, req)
-	p.log.Info("dismiss", "user", s.user, "dlq_id", safetext.LogID(id), "code", api.CodeOf(err))
+	req := dismissRequest(r, strings.TrimSpace(r.PostFormValue("reason")))
+	var err error
+	if req.Signed, err = p.signedFor(r, s, req.Reason, p.dismissDecision()); err == nil {
+		_, err = call[api.DismissRequest, api.AppendReply](r.Context(), p.rq, s, api.Dismiss, req)
+	}
+	p.log.Info("dismiss", "user", s.user, "dlq_id", safetext.LogID(id), "signed", req.Signed != nil, "code", api.CodeOf(err))
 	p.afterAction(w, r, s, id, err, "Dismissed.")
+}
+
+// releaseRequest is the release a form asks for, with reason.
+func releaseRequest(r *http.Request, reason string) api.ReleaseRequest {
+	return api.ReleaseRequest{DLQID: r.PathValue("id"), Class: r.PostFormValue("class"), Reason: reason}
+}
+
+// dismissRequest is the dismissal a form asks for, with reason.
+func dismissRequest(r *http.Request, reason string) api.DismissRequest {
+	return api.DismissRequest{DLQID: r.PathValue("id"), Reason: reason}
+}
+
+// releaseDecision and dismissDecision make the decisions the Release and
+// Dismiss forms sign (sign.go): the request's digest, the chain's head.
+func (p *recordPages) releaseDecision() decisionMaker {
+	return p.recordDecision(api.DecisionRelease, func(r *http.Request, reason string) any { return releaseRequest(r, reason) })
+}
+
+func (p *recordPages) dismissDecision() decisionMaker {
+	return p.recordDecision(api.DecisionDismiss, func(r *http.Request, reason string) any { return dismissRequest(r, reason) })
+}
+
+// handleReleaseChallenge and handleDismissChallenge answer the decision
+// the Release and Dismiss forms sign.
+func (p *recordPages) handleReleaseChallenge(w http.ResponseWriter, r *http.Request, s *session) {
+	p.handleChallenge(w, r, s, p.rp, "reason", p.releaseDecision())
+}
+
+func (p *recordPages) handleDismissChallenge(w http.ResponseWriter, r *http.Request, s *session) {
+	p.handleChallenge(w, r, s, p.rp, "reason", p.dismissDecision())
 }
 
 // afterAction shows the record after an action, with its outcome or the

@@ -22,7 +22,7 @@ import (
 var assets embed.FS
 
 // pageNames are the templates of full pages (each with the layout).
-var pageNames = []string{"draft", "login", "overview", "groups", "records", "record", "drains", "plan", "drain", "audit", "approvals", "approval", "holds"}
+var pageNames = []string{"draft", "login", "overview", "groups", "records", "record", "drains", "plan", "drain", "audit", "approvals", "approval", "holds", "passkeys"}
 
 // pages are the parsed templates by page name.
 type pages struct {

@@ -47,6 +47,27 @@ type session struct {
 	// drain is accepted only with a plan token still fresh (planTTL) and
 	// of the same filter, once (plans.go).
 	plans map[string]planToken
+	// creation is the challenge of the passkey creation the person
+	// started (passkeys.go), creationAt when.
+	creation   string
+	creationAt time.Time
+}
+
+// setCreation keeps the challenge of a passkey creation started at now.
+func (s *session) setCreation(challenge string, now time.Time) {
+	s.mu.Lock()
+	s.creation, s.creationAt = challenge, now
+	s.mu.Unlock()
+}
+
+// takeCreation returns and forgets the kept creation challenge, if it is
+// younger than ttl.
+func (s *session) takeCreation(now time.Time, ttl time.Duration) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, at := s.creation, s.creationAt
+	s.creation, s.creationAt = "", time.Time{}
+	return c, c != "" && now.Sub(at) <= ttl
 }
 
 // setFlash keeps msg for the next page the person opens.

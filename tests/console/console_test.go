@@ -31,6 +31,7 @@ import (
 
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/webauthn"
 	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats.go"
 
@@ -137,6 +138,9 @@ type person struct {
 	t    *testing.T
 	ctx  context.Context
 	base string
+	// authenticator is the tab's virtual authenticator, once added
+	// (virtualAuthenticator).
+	authenticator webauthn.AuthenticatorID
 }
 
 // newPerson opens a tab in a fresh browser context (own cookies); with
@@ -404,7 +408,8 @@ func TestConsole(t *testing.T) {
 	browserCtx := startBrowser(t)
 	down := newDownstream(t)
 	st := startStack(t, down)
-	base := st.Console.URL()
+	// At a name: passkeys take no IP address as their relying party.
+	base := atName(st)
 	pw := func(user string) string { return st.Secrets().Users[user].Password }
 	opName, viewerName := access.DefaultPerson(access.RoleOperator), access.DefaultPerson(access.RoleViewer)
 	viewerNC, err := st.ConnectAs(viewerName)
@@ -641,6 +646,11 @@ func TestConsole(t *testing.T) {
 		op.do(chromedp.Click(chromedp.CSS("form.who button")), chromedp.WaitVisible(chromedp.CSS("#user")))
 		approverName := access.DefaultPerson(access.RoleApprover)
 		op.login(approverName, pw(approverName))
+		// The approver signs with a passkey of the tab's authenticator,
+		// registered by the administrator.
+		op.virtualAuthenticator()
+		key, _ := op.makePasskey("approver's laptop")
+		registerPasskey(t, st, approverName, access.RoleApprover, key)
 		op.open("/")
 		if n := op.text("#pending-approvals"); n == "0" {
 			t.Errorf("the overview counts %s pending approvals", n)
@@ -724,6 +734,9 @@ func TestConsole(t *testing.T) {
 		op.screenshot("record-approved")
 		op.do(chromedp.Click(chromedp.CSS("form.who button")), chromedp.WaitVisible(chromedp.CSS("#user")))
 		op.login(opName, pw(opName))
+		// The operator's own passkey (her decisions: a hold's lift).
+		opKey, _ := op.makePasskey("operator's laptop")
+		registerPasskey(t, st, opName, access.RoleOperator, opKey)
 	})
 
 	var heldPath string

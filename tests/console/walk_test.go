@@ -205,7 +205,8 @@ func TestWalk(t *testing.T) {
 	browserCtx := startBrowser(t)
 	down := newDownstream(t)
 	st, keyFile := startWalkStack(t, down)
-	base := st.Console.URL()
+	// At a name: passkeys take no IP address as their relying party.
+	base := atName(st)
 	pw := func(user string) string { return st.Secrets().Users[user].Password }
 	viewerNC, err := st.ConnectAs(access.DefaultPerson(access.RoleViewer))
 	if err != nil {
@@ -347,9 +348,15 @@ func TestWalk(t *testing.T) {
 	}
 
 	cw := newPerson(t, browserCtx, base, false)
-	t.Run("chen approves: the diff, a wrong password refused with the meaning kept, signed", func(t *testing.T) {
+	t.Run("chen approves: the diff, a wrong password refused with the meaning kept, signed with his passkey", func(t *testing.T) {
 		cw.t = t
+		// chen's laptop has a platform authenticator; he makes a passkey
+		// and the administrator registers it.
+		cw.virtualAuthenticator()
 		cw.login(chen, pw(chen))
+		key, _ := cw.makePasskey("ThinkPad 陈伟")
+		cw.shot(next(), "passkeys", axeSrc)
+		registerPasskey(t, st, chen, access.RoleApprover, key)
 		cw.open("/approvals")
 		cw.shot(next(), "approvals", axeSrc)
 		cw.open(approvalPath)
