@@ -134,14 +134,38 @@ func (p *approvalPages) approvalContext(r *http.Request, s *session, d *approval
 		return
 	}
 	st := rep.State
-	if review && st.Payload != nil {
-		if b, perr := st.Payload.Bytes(); perr == nil {
+	if orig := payloadAsRequested(rep, d.A.ChainRecords); review && orig != nil {
+		if b, perr := orig.Bytes(); perr == nil {
 			d.Original = showPayload(b)
 			d.Changes = jsonDiff(b, d.A.Payload)
 		}
 	}
 	st.Payload, st.OriginalPayload = nil, nil
 	d.Record = &st
+}
+
+// payloadAsRequested is the payload the correction replaces: the chain's
+// as it stood when the correction was asked for (its first chainRecords
+// records), not as it stands now, which after the correction executed is
+// the corrected payload itself. A chain that cannot be folded there
+// gives the current state's.
+func payloadAsRequested(rep api.GetReply, chainRecords int) *record.Payload {
+	if chainRecords <= 0 || chainRecords > len(rep.Records) {
+		return rep.State.Payload
+	}
+	chain := make([]record.Record, 0, chainRecords)
+	for _, cr := range rep.Records[:chainRecords] {
+		var r record.Record
+		if json.Unmarshal(cr.Record, &r) != nil {
+			return rep.State.Payload
+		}
+		chain = append(chain, r)
+	}
+	st, err := record.Fold(chain)
+	if err != nil {
+		return rep.State.Payload
+	}
+	return st.Payload
 }
 
 func (p *approvalPages) renderApproval(w http.ResponseWriter, r *http.Request, s *session, d *approvalData, err error, notice string) {
