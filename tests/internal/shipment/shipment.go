@@ -105,7 +105,7 @@ var Kinds = []string{
 	"expiry-forgotten", "duplicate-changed-count", "shipping-bizstep-misspelled",
 	"readpoint-gln-check-digit", "gtin-lost-leading-zero", "pallet-sscc-check-digit",
 	"child-packed-twice", "returnable-tote-in-shipment", "time-without-offset",
-	"transformation-event", "lot-forgotten",
+	"transformation-event", "lot-forgotten", "disposition-misspelled",
 }
 
 // The parties: the manufacturer (labeler 12345, GS1 company prefix
@@ -389,6 +389,9 @@ var planters = map[string]planter{
 	}},
 	"time-without-offset": {codes.UnparseableEventTime, func(g *gen, m *Mistake) error {
 		return g.item(m, func(ev *event) { ev.noOffset = true })
+	}},
+	"disposition-misspelled": {dscsa.InvalidDisposition, func(g *gen, m *Mistake) error {
+		return g.item(m, func(ev *event) { ev.disp = "activ" })
 	}},
 	"lot-forgotten": {codes.MissingLot, func(g *gen, m *Mistake) error {
 		return g.item(m, func(ev *event) { ev.lot = ""; m.Lot = "" })
