@@ -24,9 +24,10 @@ import (
 // found from DOCUMENTS instead: its manifest there says when the
 // validator kept it, and its message in EVENTS was stored before that.
 
-// documentLookback is how long before a document was kept in DOCUMENTS
-// its EVENTS message is looked for (the validator's backlog then).
-const documentLookback = time.Hour
+// documentLookbacks are how long before a document was kept in DOCUMENTS
+// its EVENTS message is looked for, in turn (the validator's backlog then:
+// seconds when it keeps up).
+var documentLookbacks = []time.Duration{15 * time.Second, time.Hour}
 
 // maxCleanDocuments bounds the documents without quarantined events whose
 // message documentCache remembers.
@@ -75,8 +76,13 @@ func (s *Service) keptDocument(ctx context.Context, sha string) (*docInfo, error
 		return nil, nil
 	}
 	var msg *jetstream.RawStreamMsg
-	for _, filter := range []string{subjects.Published("*", dscsa.Name, subjects.DocumentType), subjects.Event(dscsa.Name, subjects.DocumentType)} {
-		if msg, err = s.documentMessage(ctx, filter, sha, kept); msg != nil || err != nil {
+	for _, back := range documentLookbacks {
+		for _, filter := range []string{subjects.Published("*", dscsa.Name, subjects.DocumentType), subjects.Event(dscsa.Name, subjects.DocumentType)} {
+			if msg, err = s.documentMessage(ctx, filter, sha, kept.Add(-back), kept); msg != nil || err != nil {
+				break
+			}
+		}
+		if msg != nil || err != nil {
 			break
 		}
 	}
@@ -99,12 +105,12 @@ func (s *Service) keptDocument(ctx context.Context, sha string) (*docInfo, error
 	return di, nil
 }
 
-// documentMessage scans EVENTS on filter from documentLookback before kept
-// to a few seconds after it for the message of the document sha: a whole
-// document whose bytes hash to sha, or the manifest of one sent in parts
-// naming it (parts are skipped).
-func (s *Service) documentMessage(ctx context.Context, filter, sha string, kept time.Time) (*jetstream.RawStreamMsg, error) {
-	from, found, err := seqAtTime(ctx, s.js, subjects.EventsStream, filter, kept.Add(-documentLookback))
+// documentMessage scans EVENTS on filter from since to a few seconds after
+// kept for the message of the document sha: a whole document whose bytes
+// hash to sha, or the manifest of one sent in parts naming it (parts are
+// skipped).
+func (s *Service) documentMessage(ctx context.Context, filter, sha string, since, kept time.Time) (*jetstream.RawStreamMsg, error) {
+	from, found, err := seqAtTime(ctx, s.js, subjects.EventsStream, filter, since)
 	if err != nil || !found {
 		return nil, err
 	}
