@@ -228,7 +228,6 @@ var (
 	mfrDock   = gln{mfrCP, "00002"}
 	distParty = gln{distCP, "00000"}
 	distDC    = gln{distCP, "00777"}
-	shopParty = gln{shopCP, "00001"}
 	shopStore = gln{shopCP, "00003"}
 )
 
