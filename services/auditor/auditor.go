@@ -127,6 +127,9 @@ type Service struct {
 	// checkpoints is the checkpoint part: signed checkpoints in AUDIT,
 	// their export and the own anchor (package anchor).
 	checkpoints *anchor.Checkpoints
+	// docs are the EVENTS messages of documents without quarantined
+	// events (keptDocument).
+	docs documentCache
 
 	trees  exportTrees   // the Merkle tree of the newest checkpoint exported
 	signer nkeys.KeyPair // nil: checkpoints and export pages are unsigned

@@ -17,6 +17,7 @@ import (
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain"
+	"github.com/deadletter/deadletter/shared/domain/dscsa/document"
 	"github.com/deadletter/deadletter/shared/hold"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -275,9 +276,14 @@ func (s *Service) List(ctx context.Context, req api.ListRequest) (api.ListReply,
 // around its events' first_seen (the time EVENTS stored its message).
 const documentSlack = 2 * time.Second
 
+// maxDocumentRangeIDs bounds the events per outcome a document's
+// reconciliation lists (its range's, other documents' included).
+const maxDocumentRangeIDs = 4 * document.MaxEvents
+
 // documentOutcomes returns every event of the EPCIS document sha with
-// its outcome (nil when no quarantined event was read from it: the live
-// view knows the documents by their quarantined events): the
+// its outcome (nil when DOCUMENTS does not keep it or its message is not
+// found: the live view knows a document by its quarantined events, and
+// one without any is found from DOCUMENTS, keptDocument): the
 // reconciliation of the document's EVENTS message (its stored time, a
 // few seconds either side), its events by position; with code, only the
 // quarantined events of that code.
@@ -296,13 +302,37 @@ func (s *Service) documentOutcomes(ctx context.Context, sha, code string) (*api.
 		sample, sampleIndex = di.sample, di.sampleIndex
 	}
 	s.index.mu.RUnlock()
-	if di == nil || seq == 0 {
+	if di == nil {
+		// No quarantined event names it: every event committed (or was
+		// a duplicate), or it is not a document kept here.
+		kept, err := s.keptDocument(ctx, sha)
+		if kept == nil || err != nil {
+			return nil, err
+		}
+		doc, dom, seq, from, to = kept.doc, kept.domain, kept.seq, kept.firstSeen, kept.lastSeen
+	}
+	if seq == 0 {
 		return nil, nil
 	}
-	rec, err := s.reconciler.Reconcile(ctx, api.ReconcileRequest{Domain: dom, From: from.Add(-documentSlack), To: to.Add(documentSlack),
-		IDs: true, MaxIDs: max(doc.Events, api.MaxDocumentEvents)})
-	if err != nil {
-		return nil, fmt.Errorf("auditor: the outcomes of document %s: %w", sha, err)
+	// The range holds the events of every message stored in it: other
+	// documents sent at the same time too. A category listed up to its
+	// bound may have left some of this document's out: read again with a
+	// higher bound.
+	var rec api.ReconcileReply
+	for maxIDs := max(doc.Events, api.MaxDocumentEvents); ; maxIDs = min(4*maxIDs, maxDocumentRangeIDs) {
+		var err error
+		rec, err = s.reconciler.Reconcile(ctx, api.ReconcileRequest{Domain: dom, From: from.Add(-documentSlack), To: to.Add(documentSlack),
+			IDs: true, MaxIDs: maxIDs})
+		if err != nil {
+			return nil, fmt.Errorf("auditor: the outcomes of document %s: %w", sha, err)
+		}
+		full := false
+		for _, evs := range rec.IDs {
+			full = full || len(evs) >= maxIDs
+		}
+		if !full || maxIDs >= maxDocumentRangeIDs {
+			break
+		}
 	}
 	// The document's message: the one holding its first quarantined
 	// event at its position (a manifest, for a document sent in parts).

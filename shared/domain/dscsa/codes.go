@@ -27,6 +27,10 @@ const (
 	KeyNotForBizStep codes.Code = "KEY_NOT_FOR_BIZSTEP"
 	// InvalidBizStep: the bizStep is not a CBV business step.
 	InvalidBizStep codes.Code = "INVALID_BIZSTEP"
+	// InvalidDisposition: the disposition is no CBV disposition but is
+	// written as one (a bare word, or a word of the CBV's URN, web URI or
+	// compact IRI); a URI of the sender's own is taken.
+	InvalidDisposition codes.Code = "INVALID_DISPOSITION"
 	// InvalidLocation: a read point or business location is not a valid
 	// SGLN URN or Digital Link GLN.
 	InvalidLocation codes.Code = "INVALID_LOCATION"
@@ -61,6 +65,7 @@ func Codes() []codes.Info {
 		{Code: UnsupportedGS1Key, Meaning: "an EPC list names a GS1 key the domain does not take there (GRAI, GIAI, SGLN, LGTIN...; detail names it)"},
 		{Code: KeyNotForBizStep, Meaning: "an event names a key its business step does not take (e.g. an SSCC commissioned)"},
 		{Code: InvalidBizStep, Meaning: "the bizStep is not a CBV business step"},
+		{Code: InvalidDisposition, Meaning: "the disposition is written as a CBV word but is none (a URI of your own is taken)"},
 		{Code: InvalidLocation, Meaning: "a read point or business location is not a valid GLN"},
 		{Code: UnsupportedEventType, Meaning: "the EPCIS event type is not accepted by the domain (detail names it)"},
 		{Code: InvalidParentID, Meaning: "an aggregation's parentID is missing or not a valid SSCC or SGTIN"},

@@ -12,7 +12,9 @@
 // (https://ref.gs1.org/cbv/BizStep-shipping) or compact IRIs
 // (cbv:BizStep-shipping); all are normalized to the bare word. A bizStep
 // outside the CBV 2.0 vocabulary is INVALID_BIZSTEP (it could not name a
-// subject); a non-CBV disposition is kept as sent. epcList entries are
+// subject); a disposition of the sender's own (a URI outside the CBV's
+// namespaces) is kept as sent, one written as a CBV word that is none is
+// INVALID_DISPOSITION. epcList entries are
 // serialized items, SGTIN EPC URNs (prefix in any case, company prefix 6
 // to 12 digits, company prefix + indicator/item reference 13 digits,
 // percent-encoded serial of 1 to 20 GS1 set-82 characters) or GS1 Digital
@@ -82,6 +84,12 @@
 //     GTIN lost its leading zero: never padded).
 //   - GTIN_CHECK_DIGIT_FAILED: a Digital Link GTIN-14 with a wrong check
 //     digit (a GTIN rebuilt from an SGTIN gets a computed one).
+//   - INVALID_DISPOSITION: a disposition written as a CBV disposition that
+//     is none: a bare word outside the CBV 2.0 vocabulary (in_transt), or
+//     an unknown word in the CBV's URN, web URI or compact IRI form
+//     (urn:epcglobal:cbv:disp:in-transit). A URI of the sender's own
+//     (https://ns.example.com/disp/held, urn:example:disp:qa) is kept as
+//     sent.
 //   - INVALID_LOCATION: a readPoint/bizLocation id that is empty, not a
 //     string, not an SGLN or Digital Link /414/ URI, malformed, or whose
 //     GLN check digit is wrong (INVALID_GLN is left to the FSMA domain).
@@ -240,10 +248,10 @@ func (ev *event) read(eventType string, doc domain.Doc) error {
 			return err
 		}
 	}
-	ev.eventID, _ = domain.String(doc, "eventID")
-	if d, ok := domain.String(doc, "disposition"); ok {
-		ev.disposition = normDisposition(d)
+	if ev.disposition, err = readDisposition(doc); err != nil {
+		return err
 	}
+	ev.eventID, _ = domain.String(doc, "eventID")
 	ev.party = owningParty(doc, ev.bizLocation)
 	ev.hashID = eventhash.ID(doc, nil)
 	return nil

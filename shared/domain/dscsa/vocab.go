@@ -3,6 +3,8 @@ package dscsa
 import (
 	"slices"
 	"strings"
+
+	"github.com/deadletter/deadletter/shared/codes"
 )
 
 // bizSteps is the CBV 2.0 business-step vocabulary (bare words).
@@ -100,6 +102,29 @@ func normDisposition(s string) string {
 		return w
 	}
 	return s
+}
+
+// readDisposition returns the disposition of a document (its bare CBV
+// word, or a URI of the sender's own as written, trimmed; "" when it has
+// none): INVALID_DISPOSITION for one written as a CBV disposition that is
+// none, a bare word (in_transt) or a word in the CBV's own URN, web URI or
+// compact IRI (urn:epcglobal:cbv:disp:in-transit), which no reader could
+// take for a disposition of the sender's own (EPCIS names those by URIs).
+func readDisposition(doc map[string]any) (string, error) {
+	d, ok := doc["disposition"].(string)
+	if !ok {
+		return "", nil
+	}
+	s := strings.TrimSpace(d)
+	w := stripVocab(s, dispositionPrefixes)
+	if _, ok := dispositions[w]; ok {
+		return w, nil
+	}
+	if w != s || !strings.Contains(s, ":") {
+		return "", codes.Errorf(InvalidDisposition,
+			"disposition must be a CBV 2.0 disposition (bare word, urn:epcglobal:cbv:disp: or https://ref.gs1.org/cbv/Disp- form) or a URI of your own")
+	}
+	return s, nil
 }
 
 // normSDT returns the bare word of a source/destination type.

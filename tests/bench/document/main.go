@@ -8,6 +8,15 @@
 // events committed to LEDGER per second from the first publish, and the
 // validator process's peak resident set (VmHWM). The load average of the
 // machine is printed with the table. `make bench` runs it.
+//
+// With -shipment xml (or json) the document is a generated shipment as
+// distributors send it (tests/internal/shipment: EPCIS 1.2 XML with an
+// SBDH, items packed into cases and SSCC pallets, shipping events) with
+// -mistakes planted mistakes, and the figure is the time until every
+// event has its outcome: the correct ones committed to LEDGER, each
+// mistake's failure report in FAILURES (for the validator to hand to the
+// quarantiner). The single events are the same events, published one per
+// message on the subject their bizStep names.
 package main
 
 import (
@@ -31,19 +40,21 @@ import (
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"github.com/deadletter/deadletter/shared/domain/dscsa/document"
 	"github.com/deadletter/deadletter/shared/domain/dscsa/document/upload"
-	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/sample"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/tests/internal/benchenv"
 	"github.com/deadletter/deadletter/tests/internal/chaos"
+	"github.com/deadletter/deadletter/tests/internal/shipment"
 )
 
 func main() {
 	sizes := flag.String("n", "10000,100000", "document sizes in events, comma separated")
 	rounds := flag.Int("rounds", 1, "rounds of each pair (document, single events), in ABBA order")
 	batchSize := flag.Int("batch", 100, "events per atomic batch of the single-event producer")
+	ship := flag.String("shipment", "", "xml or json: a generated shipment (tests/internal/shipment) instead of the example events")
+	mistakes := flag.Int("mistakes", 14, "planted mistakes of a -shipment document")
 	flag.Parse()
-	if err := run(*sizes, *rounds, *batchSize); err != nil {
+	if err := run(*sizes, *rounds, *batchSize, source{format: shipment.Format(*ship), mistakes: *mistakes}); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -55,9 +66,45 @@ type result struct {
 	rate    float64
 	peakRSS int64
 	parts   int
+	// took is the time to every outcome; failed the failure reports.
+	took   time.Duration
+	failed int
 }
 
-func run(sizes string, rounds, batchSize int) error {
+// source is what the documents hold: the example events (format ""), or
+// a generated shipment of that format with mistakes planted.
+type source struct {
+	format   shipment.Format
+	mistakes int
+}
+
+// sized is one phase's document: its bytes, its events and how many of
+// them must commit.
+type sized struct {
+	data              []byte
+	events, committed int
+}
+
+// document returns a document of about n events whose identities begin at
+// first: the example events, or a shipment of at most n events (its
+// pallets of 20 cases of 12 items: 61 events each, a shipping event per
+// 3 pallets).
+func (src source) document(set *sample.Set, first, n int) (sized, error) {
+	if src.format == "" {
+		data, err := set.Document(fmt.Sprintf("BENCH-%d", first), first, n, nil)
+		return sized{data, n, n}, err
+	}
+	const cases, perShipping = 20, 3
+	pallets := max(1, (n-src.mistakes)*perShipping/(perShipping*(3*cases+1)+1))
+	s, err := shipment.Generate(shipment.Config{Seed: uint64(first + 1), Format: src.format, ID: fmt.Sprintf("DESADV-BENCH-%d Müller & Söhne", first),
+		Pallets: pallets, CasesPerPallet: cases, ItemsPerCase: 12, PalletsPerShipping: perShipping, Mistakes: src.mistakes})
+	if err != nil {
+		return sized{}, err
+	}
+	return sized{s.Data, s.Events, s.Events - len(s.Mistakes)}, nil
+}
+
+func run(sizes string, rounds, batchSize int, src source) error {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "deadletter-bench-document-")
 	if err != nil {
@@ -89,34 +136,40 @@ func run(sizes string, rounds, batchSize int) error {
 			}
 			for _, mode := range order {
 				// Fresh identities each phase: nothing is a duplicate.
-				data, err := set.Document(fmt.Sprintf("BENCH-%d", first), first, n, nil)
+				doc, err := src.document(set, first, n)
 				if err != nil {
 					return err
 				}
 				first += n
-				res, err := phase(ctx, bin, dir, mode, n, data, batchSize)
+				res, err := phase(ctx, bin, dir, mode, doc, batchSize)
 				if err != nil {
 					return fmt.Errorf("%s %d: %w", mode, n, err)
 				}
-				log.Printf("%s n=%d: %.0f events/s, validator peak RSS %.1f MiB", mode, n, res.rate, float64(res.peakRSS)/(1<<20))
+				log.Printf("%s n=%d (%.1f MiB): every outcome in %.1f s, %.0f events/s, %d failure reports, validator peak RSS %.1f MiB",
+					mode, res.n, float64(len(doc.data))/(1<<20), res.took.Seconds(), res.rate, res.failed, float64(res.peakRSS)/(1<<20))
 				results = append(results, res)
 			}
 		}
 	}
-	fmt.Printf("\n| events | producer | events/s committed (sync_interval: always) | validator peak RSS (VmHWM) | parts |\n|---|---|---|---|---|\n")
+	what := "example events"
+	if src.format != "" {
+		what = fmt.Sprintf("a %s shipment with %d planted mistakes", src.format, src.mistakes)
+	}
+	fmt.Printf("\n%s\n\n| events | producer | every outcome | events/s (sync_interval: always) | failure reports | validator peak RSS (VmHWM) | parts |\n|---|---|---|---|---|---|---|\n", what)
 	for _, r := range results {
 		parts := "-"
 		if r.mode == "document" {
 			parts = strconv.Itoa(r.parts)
 		}
-		fmt.Printf("| %d | %s | %.0f | %.1f MiB | %s |\n", r.n, r.mode, r.rate, float64(r.peakRSS)/(1<<20), parts)
+		fmt.Printf("| %d | %s | %.1f s | %.0f | %d | %.1f MiB | %s |\n", r.n, r.mode, r.took.Seconds(), r.rate, r.failed, float64(r.peakRSS)/(1<<20), parts)
 	}
 	fmt.Printf("\nload average before: %s; after: %s\n", loadBefore, loadavg())
 	return nil
 }
 
 // phase runs one measurement on a fresh server and validator process.
-func phase(ctx context.Context, bin, dir, mode string, n int, data []byte, batchSize int) (result, error) {
+func phase(ctx context.Context, bin, dir, mode string, doc sized, batchSize int) (result, error) {
+	n, data := doc.events, doc.data
 	env, err := benchenv.Start(ctx, true)
 	if err != nil {
 		return result{}, err
@@ -152,10 +205,15 @@ func phase(ctx context.Context, bin, dir, mode string, n int, data []byte, batch
 			return result{}, err
 		}
 	}
-	if err := waitLedger(ctx, env.JS, uint64(n), 20*time.Minute); err != nil {
+	if err := waitMsgs(ctx, env.JS, subjects.LedgerStream, uint64(doc.committed), 20*time.Minute); err != nil {
 		return result{}, err
 	}
-	res.rate = float64(n) / time.Since(start).Seconds()
+	if err := waitMsgs(ctx, env.JS, subjects.FailuresStream, uint64(doc.events-doc.committed), time.Minute); err != nil {
+		return result{}, err
+	}
+	res.took = time.Since(start)
+	res.rate = float64(n) / res.took.Seconds()
+	res.failed = doc.events - doc.committed
 	res.peakRSS, err = peakRSS(cmd.Process.Pid)
 	return res, err
 }
@@ -165,15 +223,9 @@ func phase(ctx context.Context, bin, dir, mode string, n int, data []byte, batch
 func publishSingles(ctx context.Context, js jetstream.JetStream, data []byte, size int) error {
 	var msgs []*nats.Msg
 	_, err := document.Scan(data, func(ev document.Event) error {
-		m, err := gate.Decode(ev.Data)
-		if err != nil {
-			return err
-		}
-		typ, err := (dscsa.Checker{}).EventType(m)
-		if err != nil {
-			return err
-		}
-		msgs = append(msgs, &nats.Msg{Subject: subjects.Event(dscsa.Name, typ), Data: ev.Data, Header: nats.Header{}})
+		// The subject its bizStep names (a valid token when it names
+		// none, so that the gate reports the bizStep's own fault).
+		msgs = append(msgs, &nats.Msg{Subject: document.EventSubject("", ev.Data), Data: ev.Data, Header: nats.Header{}})
 		if len(msgs) == size {
 			_, err := batch.Publish(ctx, js, msgs)
 			msgs = nil
@@ -199,10 +251,11 @@ func waitConsumer(ctx context.Context, js jetstream.JetStream) error {
 	}
 }
 
-func waitLedger(ctx context.Context, js jetstream.JetStream, n uint64, limit time.Duration) error {
+// waitMsgs waits until stream holds at least n messages.
+func waitMsgs(ctx context.Context, js jetstream.JetStream, stream string, n uint64, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
-		s, err := js.Stream(ctx, subjects.LedgerStream)
+		s, err := js.Stream(ctx, stream)
 		if err != nil {
 			return err
 		}
@@ -214,7 +267,7 @@ func waitLedger(ctx context.Context, js jetstream.JetStream, n uint64, limit tim
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("LEDGER has %d of %d after %s", info.State.Msgs, n, limit)
+			return fmt.Errorf("%s has %d of %d after %s", stream, info.State.Msgs, n, limit)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
