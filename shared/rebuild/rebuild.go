@@ -492,3 +492,24 @@ func wrongLastSeq(err error) bool {
 
 // recent reports whether t is within the grace before now.
 func (r *Rebuilder) recent(t time.Time) bool { return !t.IsZero() && r.now().Sub(t) < r.grace }
+
+// Keys returns the keys bucket holds (its delete-marked ones left out),
+// sorted, read with direct gets (no consumer).
+func Keys(ctx context.Context, js jetstream.JetStream, bucket string) ([]string, error) {
+	ix, err := indexOf(bucket)
+	if err != nil {
+		return nil, err
+	}
+	have, err := New(js, Options{}).read(ctx, ix, bucket)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for k, s := range have {
+		if s.rev != 0 && !s.deleted {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
