@@ -34,6 +34,9 @@ type system struct {
 	conns map[string]*nats.Conn
 }
 
+// The connections are closed when the stack stops (start's cleanup), so a
+// subtest may open one the next subtest uses.
+
 // start runs the whole system on a free port with a temporary store.
 func start(t *testing.T) *system {
 	t.Helper()
@@ -50,7 +53,11 @@ func start(t *testing.T) *system {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- st.Run(ctx) }()
+	s := &system{st: st, conns: map[string]*nats.Conn{}}
 	t.Cleanup(func() {
+		for _, nc := range s.conns {
+			nc.Close()
+		}
 		cancel()
 		select {
 		case <-done:
@@ -65,7 +72,7 @@ func start(t *testing.T) *system {
 	case <-time.After(90 * time.Second):
 		t.Fatal("stack not ready after 90 s")
 	}
-	return &system{st: st, conns: map[string]*nats.Conn{}}
+	return s
 }
 
 // conn is a connection as user (a person or a service), kept for the
@@ -79,7 +86,6 @@ func (s *system) conn(t *testing.T, user string) *nats.Conn {
 	if err != nil {
 		t.Fatalf("connect as %s: %v", user, err)
 	}
-	t.Cleanup(nc.Close)
 	s.conns[user] = nc
 	return nc
 }
