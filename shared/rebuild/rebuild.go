@@ -141,6 +141,9 @@ type Rebuilder struct {
 	now   func() time.Time
 	grace time.Duration
 	extra ExtraAction
+	// beforeWrite, in tests, runs before each conditional write of a key
+	// (an owner writing at that moment).
+	beforeWrite func(key string)
 }
 
 // New returns a Rebuilder on js.
@@ -439,6 +442,9 @@ func (r *Rebuilder) fix(ctx context.Context, ix index, bucket string, want Entry
 		b, err := ix.restore(r, want, cur)
 		if err != nil {
 			return false, err
+		}
+		if r.beforeWrite != nil {
+			r.beforeWrite(want.Key)
 		}
 		err = r.put(ctx, bucket, want.Key, b, s.rev)
 		if err == nil {
