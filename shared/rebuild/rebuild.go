@@ -248,13 +248,16 @@ const (
 const scanBatch = 512
 
 // read returns every key of bucket as stored (its last message), read
-// with direct-get batches over the bucket's stream (no consumer). A
-// bucket that is not provisioned reads empty.
+// with direct-get batches over the bucket's stream (no consumer), in
+// sequence order without a subject filter: the stream holds only the
+// bucket's keys, and a filtered batch costs the server a pending count
+// per message (a third of the time of a large bucket's scan). A bucket
+// that is not provisioned reads empty.
 func (r *Rebuilder) read(ctx context.Context, ix index, bucket string) (map[string]stored, error) {
 	prefix := strings.TrimSuffix(subjects.BucketKeys(bucket), ">")
 	out := map[string]stored{}
 	err := streams.DirectGetAll(ctx, r.js, subjects.BucketStream(bucket),
-		streams.DirectRequest{Seq: 1, NextFor: prefix + ">", Batch: scanBatch}, func(m *jetstream.RawStreamMsg) error {
+		streams.DirectRequest{Seq: 1, Batch: scanBatch}, func(m *jetstream.RawStreamMsg) error {
 			key, ok := strings.CutPrefix(m.Subject, prefix)
 			if !ok {
 				return nil
