@@ -70,7 +70,13 @@ type approvalWant struct {
 
 type approvalsIndex struct{}
 
-func (approvalsIndex) expected(ctx context.Context, r *Rebuilder) (map[string]Entry, error) {
+func (ix approvalsIndex) each(ctx context.Context, r *Rebuilder, fn func(Entry)) error {
+	m, err := ix.fold(ctx, r)
+	return fromMap(m, err, fn)
+}
+
+// fold folds AUDIT's approval actions into the approvals they record.
+func (approvalsIndex) fold(ctx context.Context, r *Rebuilder) (map[string]Entry, error) {
 	wants := map[string]*approvalWant{}
 	err := auditActions(ctx, r.js, approvalObject, func(a api.AuditAction, _ *jetstream.RawStreamMsg) {
 		var d approvalDetail
@@ -136,6 +142,9 @@ func (approvalsIndex) missing(r *Rebuilder, e Entry) (bool, string) {
 			return false, "" // being created, or a create refused by a limit that could no longer be pending
 		}
 		return true, fmt.Sprintf("AUDIT records approval %s requested and pending until %s", e.Key, w.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	if r.recent(w.RequestedAt) {
+		return false, "" // requested after APPROVALS was read
 	}
 	return true, fmt.Sprintf("AUDIT records approval %s %s", e.Key, w.Status)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -92,6 +93,13 @@ func BenchmarkCompareIdempotency(b *testing.B) {
 	if ps, err := r.Compare(ctx, subjects.IdempotencyBucket); err != nil || len(ps) != 0 {
 		b.Fatalf("the store is not clean: %d problems, %v", len(ps), err)
 	}
+	held := retained(b, func() any {
+		_, _, have, err := r.run(ctx, idempotencyIndex{}, subjects.IdempotencyBucket)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return have
+	})
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -102,6 +110,24 @@ func BenchmarkCompareIdempotency(b *testing.B) {
 	perEntry := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / float64(n)
 	b.ReportMetric(perEntry, "ns/entry")
 	b.ReportMetric(perEntry*1e6/1e9, "s/1M-entries")
+	b.ReportMetric(float64(held)/float64(n), "heap-B/entry")
+}
+
+// retained returns how many heap bytes what build returns holds (the
+// live heap after a collection, with it and without it).
+func retained(b *testing.B, build func() any) uint64 {
+	b.Helper()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	v := build()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(v)
+	if after.HeapAlloc < before.HeapAlloc {
+		return 0
+	}
+	return after.HeapAlloc - before.HeapAlloc
 }
 
 // BenchmarkCompareDrains compares DRAINS with AUDIT and QUARANTINE: the

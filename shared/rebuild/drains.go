@@ -71,7 +71,14 @@ type drainRecord struct {
 
 type drainsIndex struct{}
 
-func (drainsIndex) expected(ctx context.Context, r *Rebuilder) (map[string]Entry, error) {
+func (ix drainsIndex) each(ctx context.Context, r *Rebuilder, fn func(Entry)) error {
+	m, err := ix.fold(ctx, r)
+	return fromMap(m, err, fn)
+}
+
+// fold folds AUDIT's drain actions and QUARANTINE's drain records into
+// the drains they record.
+func (drainsIndex) fold(ctx context.Context, r *Rebuilder) (map[string]Entry, error) {
 	wants := map[string]*drainWant{}
 	get := func(id string) *drainWant {
 		w := wants[id]
@@ -221,6 +228,9 @@ func (drainsIndex) diff(r *Rebuilder, s any, e Entry) []string {
 	var d []string
 	events := false
 	for n, ev := range w.recorded {
+		if n > len(st.Events) && r.recent(ev.At) {
+			continue // recorded after DRAINS was read
+		}
 		if n > len(st.Events) || !sameDrainEvent(st.Events[n-1], ev) {
 			events = true
 		}

@@ -2,11 +2,14 @@ package rebuild
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -35,8 +38,10 @@ type idempotencyIndex struct{}
 // filter (cheaper for the server, see read).
 const ledgerBatch = 1024
 
-func (idempotencyIndex) expected(ctx context.Context, r *Rebuilder) (map[string]Entry, error) {
-	out := map[string]Entry{}
+// each reads LEDGER in order and hands each commit to fn as it comes:
+// LEDGER is the largest source (one message per committed event) and is
+// never held whole.
+func (idempotencyIndex) each(ctx context.Context, r *Rebuilder, fn func(Entry)) error {
 	err := streams.DirectGetAll(ctx, r.js, subjects.LedgerStream, streams.DirectRequest{Seq: 1, Batch: ledgerBatch},
 		func(m *jetstream.RawStreamMsg) error {
 			rest, ok := strings.CutPrefix(m.Subject, "ledger.")
@@ -51,26 +56,88 @@ func (idempotencyIndex) expected(ctx context.Context, r *Rebuilder) (map[string]
 			if key == "" {
 				key = subjKey
 			}
-			if _, seen := out[key]; seen {
-				return nil // LEDGER takes one message per key: the first is the commit
-			}
 			src, _ := strconv.ParseUint(m.Header.Get(envelope.SourceSeq), 10, 64)
-			out[key] = Entry{Key: key, Value: idempotency.KeyState{
+			fn(Entry{Key: key, Value: idempotency.KeyState{
 				State: idempotency.StateCommitted, Domain: dom, EventType: m.Header.Get(envelope.EventType), SourceSeq: src,
 				LedgerSeq: m.Sequence, CommittedAt: m.Time.UTC(), DLQID: m.Header.Get(envelope.DLQID),
-				ContentHash: m.Header.Get(envelope.ContentHash), ContentIdentity: m.Header.Get(envelope.ContentIdentity)}}
+				ContentHash: m.Header.Get(envelope.ContentHash), ContentIdentity: m.Header.Get(envelope.ContentIdentity)}})
 			return nil
 		})
-	if errors.Is(err, nats.ErrNoResponders) {
-		return out, nil
+	if err != nil && !errors.Is(err, nats.ErrNoResponders) {
+		return fmt.Errorf("%w: read %s: %w", ErrUnavailable, subjects.LedgerStream, err)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: read %s: %w", ErrUnavailable, subjects.LedgerStream, err)
-	}
-	return out, nil
+	return nil
 }
 
-func (idempotencyIndex) decode(_ string, b []byte) (any, error) { return idempotency.Decode(b) }
+func (idempotencyIndex) decode(_ string, b []byte) (any, error) {
+	st, err := idempotency.Decode(b)
+	if err != nil {
+		return nil, err
+	}
+	return compactState(st), nil
+}
+
+// keyState is a stored key state as Compare keeps it: IDEMPOTENCY holds
+// one entry per committed event (a million and more), so what is kept of
+// each is small (the hash as bytes, times as integers, the domain, event
+// type and identity shared).
+type keyState struct {
+	sourceSeq, ledgerSeq    uint64
+	leaseUntil, committedAt int64 // Unix nanoseconds (0: none)
+	hash                    [sha256Size]byte
+	// rawHash is a hash that is not 64 hex digits, as stored.
+	rawHash                  string
+	state, domain, eventType string
+	identity, dlqID          string
+}
+
+// sha256Size is the size of a content hash.
+const sha256Size = 32
+
+// interned shares the few distinct states, domains, event types and
+// identities between entries.
+var interned sync.Map
+
+// intern returns the shared copy of s.
+func intern(s string) string {
+	if s == "" {
+		return ""
+	}
+	if v, ok := interned.Load(s); ok {
+		return v.(string)
+	}
+	if len(s) > 64 {
+		return s // not one of the few: not shared
+	}
+	v, _ := interned.LoadOrStore(s, s)
+	return v.(string)
+}
+
+// unixNano is t in Unix nanoseconds, 0 for the zero time.
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// compactState is st as Compare keeps it.
+func compactState(st idempotency.KeyState) *keyState {
+	k := &keyState{sourceSeq: st.SourceSeq, ledgerSeq: st.LedgerSeq, leaseUntil: unixNano(st.LeaseUntil), committedAt: unixNano(st.CommittedAt),
+		state: intern(st.State), domain: intern(st.Domain), eventType: intern(st.EventType), identity: intern(st.ContentIdentity), dlqID: st.DLQID}
+	if n, err := hex.Decode(k.hash[:], []byte(st.ContentHash)); err != nil || n != sha256Size || len(st.ContentHash) != 2*sha256Size {
+		k.hash, k.rawHash = [sha256Size]byte{}, st.ContentHash
+	}
+	return k
+}
+
+// contentHash is the stored hash as written.
+func (k *keyState) contentHash() string {
+	if k.rawHash != "" || k.hash == ([sha256Size]byte{}) {
+		return k.rawHash
+	}
+	return hex.EncodeToString(k.hash[:])
+}
 
 func (idempotencyIndex) missing(r *Rebuilder, w Entry) (bool, string) {
 	st := w.Value.(idempotency.KeyState)
@@ -81,15 +148,15 @@ func (idempotencyIndex) missing(r *Rebuilder, w Entry) (bool, string) {
 }
 
 func (idempotencyIndex) diff(r *Rebuilder, s any, w Entry) []string {
-	st, want := s.(idempotency.KeyState), w.Value.(idempotency.KeyState)
-	if !st.Committed() {
-		if st.State == idempotency.StateClaimed && r.now().Before(st.LeaseUntil) {
+	st, want := s.(*keyState), w.Value.(idempotency.KeyState)
+	if st.state != idempotency.StateCommitted {
+		if st.state == idempotency.StateClaimed && r.now().UnixNano() < st.leaseUntil {
 			return nil // a live claim: its validator marks it committed next
 		}
 		if r.recent(want.CommittedAt) {
 			return nil
 		}
-		return []string{"state (" + safeState(st.State) + ", LEDGER: committed)"}
+		return []string{"state (" + safeState(st.state) + ", LEDGER: committed)"}
 	}
 	var d []string
 	add := func(differs bool, field string) {
@@ -97,14 +164,15 @@ func (idempotencyIndex) diff(r *Rebuilder, s any, w Entry) []string {
 			d = append(d, field)
 		}
 	}
-	add(st.Domain != want.Domain, "domain")
-	add(st.LedgerSeq != want.LedgerSeq, "ledger_seq")
-	add(st.SourceSeq != want.SourceSeq, "source_seq")
-	add(st.DLQID != want.DLQID, "dlq_id")
-	add(st.EventType != "" && st.EventType != want.EventType, "event_type")
+	add(st.domain != want.Domain, "domain")
+	add(st.ledgerSeq != want.LedgerSeq, "ledger_seq")
+	add(st.sourceSeq != want.SourceSeq, "source_seq")
+	add(st.dlqID != want.DLQID, "dlq_id")
+	add(st.eventType != "" && st.eventType != want.EventType, "event_type")
 	// A state written before hashes were recorded has none: LEDGER's is
 	// read then (idempotency.CommittedHash).
-	add(st.ContentHash != "" && (st.ContentHash != want.ContentHash || st.ContentIdentity != want.ContentIdentity), "content_hash")
+	h := st.contentHash()
+	add(h != "" && (h != want.ContentHash || st.identity != want.ContentIdentity), "content_hash")
 	return d
 }
 
@@ -119,8 +187,8 @@ func safeState(s string) string {
 }
 
 func (idempotencyIndex) extra(r *Rebuilder, s any) bool {
-	st := s.(idempotency.KeyState)
-	return st.Committed() && !r.recent(st.CommittedAt)
+	st := s.(*keyState)
+	return st.state == idempotency.StateCommitted && (st.committedAt == 0 || !r.recent(time.Unix(0, st.committedAt)))
 }
 
 func (idempotencyIndex) restore(_ *Rebuilder, w Entry, _ any) ([]byte, error) {

@@ -180,8 +180,9 @@ func Restore(ctx context.Context, js jetstream.JetStream, bucket string, opts Op
 // index is one bucket's rules: how its sources fold, how an entry is read
 // and compared, and what Restore writes.
 type index interface {
-	// expected folds the bucket's sources.
-	expected(ctx context.Context, r *Rebuilder) (map[string]Entry, error)
+	// each folds the bucket's sources and hands every entry they give to
+	// fn (once per key).
+	each(ctx context.Context, r *Rebuilder, fn func(Entry)) error
 	// decode reads a stored value of key.
 	decode(key string, b []byte) (any, error)
 	// missing says whether want, absent from the bucket, is a problem now
@@ -219,7 +220,23 @@ func (r *Rebuilder) Expected(ctx context.Context, bucket string) (map[string]Ent
 	if err != nil {
 		return nil, err
 	}
-	return ix.expected(ctx, r)
+	out := map[string]Entry{}
+	if err := ix.each(ctx, r, func(e Entry) { out[e.Key] = e }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// fromMap hands every entry of m to fn (an index that folds its sources
+// into a map first).
+func fromMap(m map[string]Entry, err error, fn func(Entry)) error {
+	if err != nil {
+		return err
+	}
+	for _, e := range m {
+		fn(e)
+	}
+	return nil
 }
 
 // stored is one key as the bucket holds it.
@@ -232,6 +249,8 @@ type stored struct {
 	value   any
 	// err: the value does not decode.
 	err error
+	// matched: a source's entry was compared with it.
+	matched bool
 }
 
 // present reports whether the key holds a decodable value.
@@ -306,34 +325,49 @@ func (r *Rebuilder) Compare(ctx context.Context, bucket string) ([]Problem, erro
 	if err != nil {
 		return nil, err
 	}
-	want, err := ix.expected(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	have, err := r.read(ctx, ix, bucket)
-	if err != nil {
-		return nil, err
-	}
-	return r.compare(ix, bucket, want, have), nil
+	ps, _, _, err := r.run(ctx, ix, bucket)
+	return ps, err
 }
 
-// compare is Compare on what was read.
-func (r *Rebuilder) compare(ix index, bucket string, want map[string]Entry, have map[string]stored) []Problem {
+// run reads the bucket, then folds its sources, comparing each entry
+// they give as it comes (a large source, LEDGER, is never held whole:
+// only the bucket is), and returns the problems, the source's entries of
+// the keys that have one, and the bucket as read. The bucket is read
+// first: a source written after it (an owner's write in flight) is
+// within the grace.
+func (r *Rebuilder) run(ctx context.Context, ix index, bucket string) ([]Problem, map[string]Entry, map[string]stored, error) {
+	have, err := r.read(ctx, ix, bucket)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	var out []Problem
-	for key, w := range want {
-		if p, ok := r.check(ix, bucket, w, have[key]); ok {
-			out = append(out, p)
+	want := map[string]Entry{}
+	err = ix.each(ctx, r, func(w Entry) {
+		s, ok := have[w.Key]
+		if ok {
+			if s.matched {
+				return // a second entry of the key: the first is the source's
+			}
+			s.matched = true
+			have[w.Key] = s
 		}
+		if p, bad := r.check(ix, bucket, w, s); bad {
+			out = append(out, p)
+			want[w.Key] = w
+		}
+	})
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	for key, s := range have {
-		if _, ok := want[key]; ok || !s.present() || !ix.extra(r, s.value) {
+		if s.matched || !s.present() || !ix.extra(r, s.value) {
 			continue
 		}
 		out = append(out, Problem{Bucket: bucket, Key: key, Kind: Extra,
 			Detail: fmt.Sprintf("%s holds %s, which its source never recorded", bucket, key)})
 	}
 	slices.SortFunc(out, func(a, b Problem) int { return strings.Compare(a.Key, b.Key) })
-	return out
+	return out, want, have, nil
 }
 
 // check compares one expected entry with the key as stored.
@@ -395,15 +429,11 @@ func (r *Rebuilder) Restore(ctx context.Context, bucket string) (Report, error) 
 	if err != nil {
 		return Report{}, err
 	}
-	want, err := ix.expected(ctx, r)
+	ps, want, have, err := r.run(ctx, ix, bucket)
 	if err != nil {
 		return Report{}, err
 	}
-	have, err := r.read(ctx, ix, bucket)
-	if err != nil {
-		return Report{}, err
-	}
-	rep := Report{Bucket: bucket, Problems: r.compare(ix, bucket, want, have)}
+	rep := Report{Bucket: bucket, Problems: ps}
 	for _, p := range rep.Problems {
 		if p.Kind == Extra {
 			if r.extra != ExtraRemove {
