@@ -33,6 +33,11 @@ import (
 
 type idempotencyIndex struct{}
 
+// MaxClaimLease is the longest claim lease taken for a live claim over a
+// committed key (the validator's DEADLETTER_CLAIM_LEASE is 30 s by
+// default): a claim leased further ahead is altered, not in flight.
+const MaxClaimLease = 10 * time.Minute
+
 // ledgerBatch is how many LEDGER messages one direct-get request asks
 // for. LEDGER holds only ledger.> subjects: it is read without a subject
 // filter (cheaper for the server, see read).
@@ -150,7 +155,7 @@ func (idempotencyIndex) missing(r *Rebuilder, w Entry) (bool, string) {
 func (idempotencyIndex) diff(r *Rebuilder, s any, w Entry) []string {
 	st, want := s.(*keyState), w.Value.(idempotency.KeyState)
 	if st.state != idempotency.StateCommitted {
-		if st.state == idempotency.StateClaimed && r.now().UnixNano() < st.leaseUntil {
+		if now := r.now(); st.state == idempotency.StateClaimed && now.UnixNano() < st.leaseUntil && st.leaseUntil < now.Add(MaxClaimLease).UnixNano() {
 			return nil // a live claim: its validator marks it committed next
 		}
 		if r.recent(want.CommittedAt) {

@@ -529,8 +529,13 @@ func wrongLastSeq(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }
 
-// recent reports whether t is within the grace before now.
-func (r *Rebuilder) recent(t time.Time) bool { return !t.IsZero() && r.now().Sub(t) < r.grace }
+// recent reports whether t is within the grace of now (before it, or
+// after it by a clock's skew: a time further ahead is a forgery's, never
+// given time).
+func (r *Rebuilder) recent(t time.Time) bool {
+	d := r.now().Sub(t)
+	return !t.IsZero() && d < r.grace && d > -r.grace
+}
 
 // Keys returns the keys bucket holds (its delete-marked ones left out),
 // sorted, read with direct gets (no consumer).

@@ -157,16 +157,20 @@ func TestHolds(t *testing.T) {
 		fresh.ID, fresh.PlacedAt, fresh.Revision = "hold-20260101T000000-0000000000000002", time.Now().UTC(), 0
 		b, _ = json.Marshal(fresh)
 		putRaw(t, js, subjects.HoldsBucket, fresh.ID, b) // placed now: AUDIT's action may follow within the grace
+		future := active
+		future.ID, future.PlacedAt, future.Revision = "hold-20260101T000000-0000000000000003", time.Now().AddDate(5, 0, 0).UTC(), 0
+		b, _ = json.Marshal(future)
+		putRaw(t, js, subjects.HoldsBucket, future.ID, b) // dated ahead to be given time for ever: no grace
 		ps, err := r.Compare(ctx, subjects.HoldsBucket)
-		if err != nil || len(ps) != 1 || ps[0].Key != forged.ID || ps[0].Kind != Extra {
-			t.Fatalf("compare: %+v %v, want %s extra", ps, err, forged.ID)
+		if err != nil || len(ps) != 2 || ps[0].Key != forged.ID || ps[0].Kind != Extra || ps[1].Key != future.ID || ps[1].Kind != Extra {
+			t.Fatalf("compare: %+v %v, want %s and %s extra", ps, err, forged.ID, future.ID)
 		}
 		rep, err := r.Restore(ctx, subjects.HoldsBucket)
-		if err != nil || rep.Unchanged != 1 || rep.Removed != 0 {
+		if err != nil || rep.Unchanged != 2 || rep.Removed != 0 {
 			t.Fatalf("restore reporting extras: %+v %v", rep, err)
 		}
 		rep, err = New(js, Options{Extra: ExtraRemove, Grace: -1}).Restore(ctx, subjects.HoldsBucket)
-		if err != nil || rep.Removed != 2 {
+		if err != nil || rep.Removed != 3 {
 			t.Fatalf("restore removing extras: %+v %v", rep, err)
 		}
 		if _, err := hs.Get(ctx, forged.ID); !errors.Is(err, hold.ErrNotFound) {
@@ -273,8 +277,9 @@ func TestIdempotency(t *testing.T) {
 		{"a commit LEDGER holds, unmarked", "tx-unmarked", nil, Missing},
 		{"committed from another event", "tx-a", committedAs(func(s *idempotency.KeyState) { s.SourceSeq = 77 }), Altered},
 		{"another content", "tx-a", committedAs(func(s *idempotency.KeyState) { s.ContentHash = "00" }), Altered},
-		{"a live claim over a commit", "tx-a", claim(idempotency.StateClaimed, time.Now().Add(time.Hour)), ""},
+		{"a live claim over a commit", "tx-a", claim(idempotency.StateClaimed, time.Now().Add(30*time.Second)), ""},
 		{"released over a commit", "tx-a", claim(idempotency.StateReleased, time.Time{}), Altered},
+		{"a claim leased for a year over a commit", "tx-a", claim(idempotency.StateClaimed, time.Now().Add(365*24*time.Hour)), Altered},
 		{"a claim LEDGER does not hold", "tx-claimed", claim(idempotency.StateClaimed, time.Now().Add(-time.Hour)), ""},
 		{"committed, LEDGER holds nothing", "tx-forged", committedAs(func(*idempotency.KeyState) {}), Extra},
 	} {
