@@ -88,6 +88,20 @@ type Problem struct {
 // audit.verify names it.
 func (p Problem) Subject() string { return subjects.BucketKey(p.Bucket, p.Key) }
 
+// VerifyKind is the problem's kind as audit.verify names it
+// (api.VerifyProblem.Kind): the bucket's object and the kind,
+// "hold_missing", "approval_altered", "drain_missing",
+// "idempotency_extra" (HOLDS' are those verify has named since it first
+// compared HOLDS).
+func (p Problem) VerifyKind() string {
+	object := map[string]string{subjects.HoldsBucket: "hold", subjects.ApprovalsBucket: "approval",
+		subjects.DrainsBucket: "drain", subjects.IdempotencyBucket: "idempotency"}[p.Bucket]
+	if object == "" {
+		object = "index"
+	}
+	return object + "_" + string(p.Kind)
+}
+
 // Entry is one key as its source says it must be.
 type Entry struct {
 	Key string

@@ -326,3 +326,21 @@ func TestUnknownBucket(t *testing.T) {
 		}
 	}
 }
+
+func TestVerifyKind(t *testing.T) {
+	for _, tc := range []struct {
+		p    Problem
+		want string
+	}{
+		{Problem{Bucket: subjects.HoldsBucket, Kind: Missing}, "hold_missing"},
+		{Problem{Bucket: subjects.HoldsBucket, Kind: Altered}, "hold_altered"},
+		{Problem{Bucket: subjects.HoldsBucket, Kind: Extra}, "hold_extra"},
+		{Problem{Bucket: subjects.ApprovalsBucket, Kind: Altered}, "approval_altered"},
+		{Problem{Bucket: subjects.DrainsBucket, Kind: Missing}, "drain_missing"},
+		{Problem{Bucket: subjects.IdempotencyBucket, Kind: Extra}, "idempotency_extra"},
+	} {
+		if got := tc.p.VerifyKind(); got != tc.want {
+			t.Errorf("%s %s: %s, want %s", tc.p.Bucket, tc.p.Kind, got, tc.want)
+		}
+	}
+}
