@@ -109,7 +109,7 @@ func (drainsIndex) fold(ctx context.Context, r *Rebuilder) (map[string]Entry, er
 	// The replays: each drain's redrive_requested records, and the
 	// outcome that follows each in its chain.
 	replaying := map[string]string{} // dlq id → the drain whose replay awaits its outcome
-	err = streams.DirectGetAll(ctx, r.js, subjects.QuarantineStream, streams.DirectRequest{Seq: 1, Batch: scanBatch},
+	err = scanAll(ctx, r.js, subjects.QuarantineStream, streams.DirectRequest{Seq: 1, Batch: scanBatch},
 		func(m *jetstream.RawStreamMsg) error {
 			var rec drainRecord
 			if json.Unmarshal(m.Data, &rec) != nil || rec.DLQID == "" {

@@ -41,7 +41,7 @@ type holdsIndex struct{}
 // auditActions calls fn with every action AUDIT stores on
 // subjects.AuditAction(object, ...), in order. No AUDIT reads empty.
 func auditActions(ctx context.Context, js jetstream.JetStream, object string, fn func(api.AuditAction, *jetstream.RawStreamMsg)) error {
-	err := streams.DirectGetAll(ctx, js, subjects.AuditStream,
+	err := scanAll(ctx, js, subjects.AuditStream,
 		streams.DirectRequest{Seq: 1, NextFor: subjects.AuditAction(object, ">"), Batch: scanBatch}, func(m *jetstream.RawStreamMsg) error {
 			var a api.AuditAction
 			if json.Unmarshal(m.Data, &a) != nil || a.Object != object || a.ObjectID == "" {

@@ -47,7 +47,7 @@ const ledgerBatch = 1024
 // LEDGER is the largest source (one message per committed event) and is
 // never held whole.
 func (idempotencyIndex) each(ctx context.Context, r *Rebuilder, fn func(Entry)) error {
-	err := streams.DirectGetAll(ctx, r.js, subjects.LedgerStream, streams.DirectRequest{Seq: 1, Batch: ledgerBatch},
+	err := scanAll(ctx, r.js, subjects.LedgerStream, streams.DirectRequest{Seq: 1, Batch: ledgerBatch},
 		func(m *jetstream.RawStreamMsg) error {
 			rest, ok := strings.CutPrefix(m.Subject, "ledger.")
 			if !ok {

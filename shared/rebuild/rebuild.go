@@ -289,7 +289,7 @@ const scanBatch = 512
 func (r *Rebuilder) read(ctx context.Context, ix index, bucket string) (map[string]stored, error) {
 	prefix := strings.TrimSuffix(subjects.BucketKeys(bucket), ">")
 	out := map[string]stored{}
-	err := streams.DirectGetAll(ctx, r.js, subjects.BucketStream(bucket),
+	err := scanAll(ctx, r.js, subjects.BucketStream(bucket),
 		streams.DirectRequest{Seq: 1, Batch: scanBatch}, func(m *jetstream.RawStreamMsg) error {
 			key, ok := strings.CutPrefix(m.Subject, prefix)
 			if !ok {
@@ -570,4 +570,26 @@ func Keys(ctx context.Context, js jetstream.JetStream, bucket string) ([]string,
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// ProbeTimeout bounds the first request of every scan: a connection
+// without read access to a stream gets no reply at all (the server
+// reports the permission violation on the connection, not to the
+// request), which would otherwise cost the whole scan's deadline.
+const ProbeTimeout = 5 * time.Second
+
+// scanAll is streams.DirectGetAll, after a probe of the stream that
+// fails within ProbeTimeout when no reply comes (no read access, no
+// direct get) instead of hanging until ctx ends.
+func scanAll(ctx context.Context, js jetstream.JetStream, stream string, req streams.DirectRequest, fn func(*jetstream.RawStreamMsg) error) error {
+	pctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	_, err := streams.DirectGet(pctx, js, stream, streams.DirectRequest{Seq: 1}, func(*jetstream.RawStreamMsg) error { return nil })
+	cancel()
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return fmt.Errorf("no reply from %s's direct get within %s (no read access?): %w", stream, ProbeTimeout, err)
+		}
+		return err
+	}
+	return streams.DirectGetAll(ctx, js, stream, req, fn)
 }
