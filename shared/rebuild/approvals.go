@@ -32,9 +32,12 @@ import (
 //     executed all the same: an executor checks the proof against AUDIT's
 //     digest (approval.Store.Proven). The requester asks again.
 //   - AUDIT records a request before the entry is created, and a create
-//     refused by a limit afterwards leaves that request alone: a request
-//     with no later action and no entry is reported missing only while it
-//     could still be pending (before its expiry).
+//     refused by a limit afterwards leaves that request alone, its key
+//     never written: a request with no later action is reported missing
+//     only when its key was written and is now delete-marked or does not
+//     decode (a delete marker is all a writer can leave: rollups and
+//     purges are refused), and only while it could still be pending
+//     (before its expiry).
 
 // approvalObject is the AUDIT object kind of an approval's actions.
 const approvalObject = "approval"
@@ -135,11 +138,14 @@ func (approvalsIndex) decode(key string, b []byte) (any, error) {
 	return a, nil
 }
 
-func (approvalsIndex) missing(r *Rebuilder, e Entry) (bool, string) {
+func (approvalsIndex) missing(r *Rebuilder, e Entry, s stored) (bool, string) {
 	w := e.meta.(*approvalWant)
 	if w.requestedOnly {
-		if r.recent(w.last) || !r.now().Before(w.ExpiresAt) {
-			return false, "" // being created, or a create refused by a limit that could no longer be pending
+		// A create refused by a limit after its request was recorded
+		// leaves the request alone and the key never written: only a key
+		// written once (now delete-marked or undecodable) was lost.
+		if s.rev == 0 || r.recent(w.last) || !r.now().Before(w.ExpiresAt) {
+			return false, ""
 		}
 		return true, fmt.Sprintf("AUDIT records approval %s requested and pending until %s", e.Key, w.ExpiresAt.UTC().Format(time.RFC3339))
 	}

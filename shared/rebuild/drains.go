@@ -215,7 +215,7 @@ func (drainsIndex) decode(key string, b []byte) (any, error) {
 	return st, nil
 }
 
-func (drainsIndex) missing(r *Rebuilder, e Entry) (bool, string) {
+func (drainsIndex) missing(r *Rebuilder, e Entry, _ stored) (bool, string) {
 	w := e.meta.(*drainWant)
 	if r.recent(w.last) {
 		return false, ""

@@ -110,7 +110,7 @@ func (holdsIndex) decode(key string, b []byte) (any, error) {
 	return h, nil
 }
 
-func (holdsIndex) missing(r *Rebuilder, w Entry) (bool, string) {
+func (holdsIndex) missing(r *Rebuilder, w Entry, _ stored) (bool, string) {
 	if h := w.Value.(api.Hold); r.recent(h.PlacedAt) {
 		return false, "" // placed after HOLDS was read
 	}

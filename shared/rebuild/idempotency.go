@@ -144,7 +144,7 @@ func (k *keyState) contentHash() string {
 	return hex.EncodeToString(k.hash[:])
 }
 
-func (idempotencyIndex) missing(r *Rebuilder, w Entry) (bool, string) {
+func (idempotencyIndex) missing(r *Rebuilder, w Entry, _ stored) (bool, string) {
 	st := w.Value.(idempotency.KeyState)
 	if r.recent(st.CommittedAt) {
 		return false, "" // written to LEDGER, about to be marked

@@ -199,9 +199,10 @@ type index interface {
 	each(ctx context.Context, r *Rebuilder, fn func(Entry)) error
 	// decode reads a stored value of key.
 	decode(key string, b []byte) (any, error)
-	// missing says whether want, absent from the bucket, is a problem now
-	// (and the detail).
-	missing(r *Rebuilder, want Entry) (bool, string)
+	// missing says whether want, absent from the bucket (s: what the key
+	// holds, a delete marker, nothing or a value that does not decode), is
+	// a problem now (and the detail).
+	missing(r *Rebuilder, want Entry, s stored) (bool, string)
 	// diff names the meaning-carrying fields in which stored differs from
 	// want (none: no problem, a difference within the grace included).
 	diff(r *Rebuilder, stored any, want Entry) []string
@@ -387,7 +388,7 @@ func (r *Rebuilder) run(ctx context.Context, ix index, bucket string) ([]Problem
 // check compares one expected entry with the key as stored.
 func (r *Rebuilder) check(ix index, bucket string, w Entry, s stored) (Problem, bool) {
 	if !s.present() {
-		report, detail := ix.missing(r, w)
+		report, detail := ix.missing(r, w, s)
 		if !report {
 			return Problem{}, false
 		}
