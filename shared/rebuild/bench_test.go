@@ -178,3 +178,32 @@ func BenchmarkCompareDrains(b *testing.B) {
 	b.ReportMetric(perEntry, "ns/record")
 	b.ReportMetric(perEntry*1e6/1e9, "s/1M-records")
 }
+
+// BenchmarkHeldIdempotency measures what Compare holds per IDEMPOTENCY
+// entry, without a server in the process (whose block caches the
+// store's benchmark counts too): the bucket's map as read from
+// committed states as the validator writes them.
+func BenchmarkHeldIdempotency(b *testing.B) {
+	n := *benchN
+	msgs := make([]*jetstream.RawStreamMsg, n)
+	for i := range n {
+		key := fmt.Sprintf("3f9a%028x", i) // an idempotency key's length
+		st := idempotency.KeyState{State: idempotency.StateCommitted, Domain: "pharmacy", EventType: "dispense", SourceSeq: uint64(i + 1),
+			LedgerSeq: uint64(i + 1), CommittedAt: time.Now().UTC(), ContentHash: fmt.Sprintf("%064x", i)}
+		v, _ := json.Marshal(st)
+		msgs[i] = &jetstream.RawStreamMsg{Subject: subjects.BucketKey(subjects.IdempotencyBucket, key), Sequence: uint64(i + 1), Data: v, Header: nats.Header{}}
+	}
+	prefix := strings.TrimSuffix(subjects.BucketKeys(subjects.IdempotencyBucket), ">")
+	var held uint64
+	for b.Loop() {
+		held = retained(b, func() any {
+			have := map[string]stored{}
+			for _, m := range msgs {
+				key, _ := strings.CutPrefix(m.Subject, prefix)
+				have[key] = decodeStored(idempotencyIndex{}, key, m)
+			}
+			return have
+		})
+	}
+	b.ReportMetric(float64(held)/float64(n), "heap-B/entry")
+}
