@@ -33,6 +33,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,6 +101,32 @@ func (p Problem) VerifyKind() string {
 		object = "index"
 	}
 	return object + "_" + string(p.Kind)
+}
+
+// LogValue logs the problem's bucket, key, kind and fields: ids and
+// names, never a value (its keys are ids: hold, approval and drain ids,
+// idempotency keys, which are hashes).
+func (p Problem) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("bucket", p.Bucket), slog.String("key", p.Key), slog.String("kind", string(p.Kind)),
+		slog.Any("fields", p.Fields))
+}
+
+// LogReport logs what Restore found and did: one INDEX_RESTORED line
+// with the counts, one INDEX_PROBLEM line per problem left unrestored
+// (at error) or found and fixed (at warn).
+func LogReport(ctx context.Context, log *slog.Logger, rep Report) {
+	left := map[string]bool{}
+	for _, p := range rep.Unrestorable {
+		left[p.Key] = true
+		log.ErrorContext(ctx, "INDEX_PROBLEM", "problem", p, "restored", false)
+	}
+	for _, p := range rep.Problems {
+		if !left[p.Key] {
+			log.WarnContext(ctx, "INDEX_PROBLEM", "problem", p, "restored", p.Kind != Extra)
+		}
+	}
+	log.InfoContext(ctx, "INDEX_RESTORED", "bucket", rep.Bucket, "problems", len(rep.Problems), "created", rep.Created,
+		"updated", rep.Updated, "removed", rep.Removed, "unchanged", rep.Unchanged, "unrestorable", len(rep.Unrestorable), "retries", rep.Retries)
 }
 
 // Entry is one key as its source says it must be.

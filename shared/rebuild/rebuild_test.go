@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -342,5 +344,27 @@ func TestVerifyKind(t *testing.T) {
 		if got := tc.p.VerifyKind(); got != tc.want {
 			t.Errorf("%s %s: %s, want %s", tc.p.Bucket, tc.p.Kind, got, tc.want)
 		}
+	}
+}
+
+// TestLogReport: a report's log lines name buckets, keys, kinds and
+// fields, never a detail (which is made for people, not logs).
+func TestLogReport(t *testing.T) {
+	var buf strings.Builder
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	rep := Report{Bucket: subjects.HoldsBucket, Created: 1, Problems: []Problem{
+		{Bucket: subjects.HoldsBucket, Key: "hold-1", Kind: Missing, Detail: "secret Müller & Söhne"},
+		{Bucket: subjects.HoldsBucket, Key: "hold-2", Kind: Altered, Fields: []string{"case_id"}, Detail: "secret 陈伟"},
+	}}
+	rep.Unrestorable = rep.Problems[1:]
+	LogReport(context.Background(), log, rep)
+	out := buf.String()
+	for _, want := range []string{`"key":"hold-1"`, `"kind":"altered"`, `"fields":["case_id"]`, `"msg":"INDEX_RESTORED"`, `"created":1`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "secret") {
+		t.Errorf("log carries a detail:\n%s", out)
 	}
 }
