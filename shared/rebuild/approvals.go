@@ -138,21 +138,23 @@ func (approvalsIndex) decode(key string, b []byte) (any, error) {
 	return a, nil
 }
 
-func (approvalsIndex) missing(r *Rebuilder, e Entry, s stored) (bool, string) {
+func (approvalsIndex) missing(r *Rebuilder, e Entry, s stored) (verdict, string) {
 	w := e.meta.(*approvalWant)
 	if w.requestedOnly {
 		// A create refused by a limit after its request was recorded
 		// leaves the request alone and the key never written: only a key
-		// written once (now delete-marked or undecodable) was lost.
+		// written once (now delete-marked or undecodable) was lost. AUDIT
+		// takes the request before the entry is created.
 		if s.rev == 0 || r.recent(w.last) || !r.now().Before(w.ExpiresAt) {
-			return false, ""
+			return inFlight, ""
 		}
-		return true, fmt.Sprintf("AUDIT records approval %s requested and pending until %s", e.Key, w.ExpiresAt.UTC().Format(time.RFC3339))
+		return lost, fmt.Sprintf("AUDIT records approval %s requested and pending until %s", e.Key, w.ExpiresAt.UTC().Format(time.RFC3339))
 	}
-	if r.recent(w.RequestedAt) {
-		return false, "" // requested after APPROVALS was read
+	detail := fmt.Sprintf("AUDIT records approval %s %s", e.Key, w.Status)
+	if r.recent(w.last) {
+		return recheck, detail // decided after APPROVALS was read?
 	}
-	return true, fmt.Sprintf("AUDIT records approval %s %s", e.Key, w.Status)
+	return lost, detail
 }
 
 func (approvalsIndex) diff(r *Rebuilder, s any, e Entry) []string {

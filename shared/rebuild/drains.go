@@ -215,12 +215,13 @@ func (drainsIndex) decode(key string, b []byte) (any, error) {
 	return st, nil
 }
 
-func (drainsIndex) missing(r *Rebuilder, e Entry, _ stored) (bool, string) {
+func (drainsIndex) missing(r *Rebuilder, e Entry, _ stored) (verdict, string) {
 	w := e.meta.(*drainWant)
+	detail := fmt.Sprintf("AUDIT and QUARANTINE record drain %s (%d events, %d replays)", e.Key, len(w.Events), w.Replayed)
 	if r.recent(w.last) {
-		return false, ""
+		return recheck, detail // DRAINS is written first: started after it was read?
 	}
-	return true, fmt.Sprintf("AUDIT and QUARANTINE record drain %s (%d events, %d replays)", e.Key, len(w.Events), w.Replayed)
+	return lost, detail
 }
 
 func (drainsIndex) diff(r *Rebuilder, s any, e Entry) []string {

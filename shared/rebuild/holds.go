@@ -110,11 +110,12 @@ func (holdsIndex) decode(key string, b []byte) (any, error) {
 	return h, nil
 }
 
-func (holdsIndex) missing(r *Rebuilder, w Entry, _ stored) (bool, string) {
+func (holdsIndex) missing(r *Rebuilder, w Entry, _ stored) (verdict, string) {
+	detail := fmt.Sprintf("AUDIT records hold %s placed", w.Key)
 	if h := w.Value.(api.Hold); r.recent(h.PlacedAt) {
-		return false, "" // placed after HOLDS was read
+		return recheck, detail // HOLDS is written first: placed after it was read?
 	}
-	return true, fmt.Sprintf("AUDIT records hold %s placed", w.Key)
+	return lost, detail
 }
 
 func (holdsIndex) diff(r *Rebuilder, s any, w Entry) []string {

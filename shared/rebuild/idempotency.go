@@ -144,12 +144,12 @@ func (k *keyState) contentHash() string {
 	return hex.EncodeToString(k.hash[:])
 }
 
-func (idempotencyIndex) missing(r *Rebuilder, w Entry, _ stored) (bool, string) {
+func (idempotencyIndex) missing(r *Rebuilder, w Entry, _ stored) (verdict, string) {
 	st := w.Value.(idempotency.KeyState)
 	if r.recent(st.CommittedAt) {
-		return false, "" // written to LEDGER, about to be marked
+		return inFlight, "" // written to LEDGER, about to be marked
 	}
-	return true, fmt.Sprintf("LEDGER holds the key committed at sequence %d", st.LedgerSeq)
+	return lost, fmt.Sprintf("LEDGER holds the key committed at sequence %d", st.LedgerSeq)
 }
 
 func (idempotencyIndex) diff(r *Rebuilder, s any, w Entry) []string {

@@ -183,8 +183,10 @@ type Rebuilder struct {
 	grace time.Duration
 	extra ExtraAction
 	// beforeWrite, in tests, runs before each conditional write of a key
-	// (an owner writing at that moment).
+	// (an owner writing at that moment); afterRead once the bucket was
+	// read, before its source is.
 	beforeWrite func(key string)
+	afterRead   func()
 }
 
 // New returns a Rebuilder on js.
@@ -228,8 +230,8 @@ type index interface {
 	decode(key string, b []byte) (any, error)
 	// missing says whether want, absent from the bucket (s: what the key
 	// holds, a delete marker, nothing or a value that does not decode), is
-	// a problem now (and the detail).
-	missing(r *Rebuilder, want Entry, s stored) (bool, string)
+	// a problem now, and the detail.
+	missing(r *Rebuilder, want Entry, s stored) (verdict, string)
 	// diff names the meaning-carrying fields in which stored differs from
 	// want (none: no problem, a difference within the grace included).
 	diff(r *Rebuilder, stored any, want Entry) []string
@@ -240,6 +242,21 @@ type index interface {
 	// missing): ErrUnrestorable when the source does not hold enough.
 	restore(r *Rebuilder, want Entry, stored any) ([]byte, error)
 }
+
+// verdict is what an entry the source gives and the bucket lacks is.
+type verdict int
+
+const (
+	// lost: missing.
+	lost verdict = iota
+	// inFlight: the owner writes the source first and the bucket next,
+	// and the source's write is recent: not a problem (yet).
+	inFlight
+	// recheck: the owner writes the bucket first, and the source's write
+	// is recent: the key may have been written after the bucket was
+	// read. It is read again: absent still, it is missing.
+	recheck
+)
 
 // indexOf returns the rules of bucket.
 func indexOf(bucket string) (index, error) {
@@ -382,7 +399,11 @@ func (r *Rebuilder) run(ctx context.Context, ix index, bucket string) ([]Problem
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if r.afterRead != nil {
+		r.afterRead()
+	}
 	var out []Problem
+	var again []Entry
 	want := map[string]Entry{}
 	err = ix.each(ctx, r, func(w Entry) {
 		s, ok := have[w.Key]
@@ -393,13 +414,31 @@ func (r *Rebuilder) run(ctx context.Context, ix index, bucket string) ([]Problem
 			s.matched = true
 			have[w.Key] = s
 		}
-		if p, bad := r.check(ix, bucket, w, s); bad {
+		p, bad, recheck := r.check(ix, bucket, w, s, false)
+		switch {
+		case recheck:
+			again = append(again, w)
+		case bad:
 			out = append(out, p)
 			want[w.Key] = w
 		}
 	})
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	// Keys the source wrote lately that the bucket lacked when it was
+	// read: as they are now.
+	for _, w := range again {
+		s, err := r.readKey(ctx, ix, bucket, w.Key)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		s.matched = true
+		have[w.Key] = s
+		if p, bad, _ := r.check(ix, bucket, w, s, true); bad {
+			out = append(out, p)
+			want[w.Key] = w
+		}
 	}
 	for key, s := range have {
 		if s.matched || !s.present() || !ix.extra(r, s.value) {
@@ -412,12 +451,17 @@ func (r *Rebuilder) run(ctx context.Context, ix index, bucket string) ([]Problem
 	return out, want, have, nil
 }
 
-// check compares one expected entry with the key as stored.
-func (r *Rebuilder) check(ix index, bucket string, w Entry, s stored) (Problem, bool) {
+// check compares one expected entry with the key as stored. again says
+// the key is to be read again before it is called missing (final: it
+// was).
+func (r *Rebuilder) check(ix index, bucket string, w Entry, s stored, final bool) (p Problem, bad, again bool) {
 	if !s.present() {
-		report, detail := ix.missing(r, w, s)
-		if !report {
-			return Problem{}, false
+		v, detail := ix.missing(r, w, s)
+		switch {
+		case v == inFlight:
+			return Problem{}, false, false
+		case v == recheck && !final:
+			return Problem{}, false, true
 		}
 		how := "has no entry of it"
 		switch {
@@ -426,14 +470,14 @@ func (r *Rebuilder) check(ix index, bucket string, w Entry, s stored) (Problem, 
 		case s.err != nil:
 			how = "holds a value of it that does not decode"
 		}
-		return Problem{Bucket: bucket, Key: w.Key, Kind: Missing, Detail: fmt.Sprintf("%s; %s %s", detail, bucket, how)}, true
+		return Problem{Bucket: bucket, Key: w.Key, Kind: Missing, Detail: fmt.Sprintf("%s; %s %s", detail, bucket, how)}, true, false
 	}
 	fields := ix.diff(r, s.value, w)
 	if len(fields) == 0 {
-		return Problem{}, false
+		return Problem{}, false, false
 	}
 	return Problem{Bucket: bucket, Key: w.Key, Kind: Altered, Fields: fields,
-		Detail: fmt.Sprintf("%s says of %s other than its source: %s", bucket, w.Key, strings.Join(fields, ", "))}, true
+		Detail: fmt.Sprintf("%s says of %s other than its source: %s", bucket, w.Key, strings.Join(fields, ", "))}, true, false
 }
 
 // Report is what Restore did.
@@ -535,7 +579,7 @@ func (r *Rebuilder) fix(ctx context.Context, ix index, bucket string, want Entry
 		if s, err = r.readKey(ctx, ix, bucket, want.Key); err != nil {
 			return false, err
 		}
-		if _, wrong := r.check(ix, bucket, want, s); !wrong {
+		if _, wrong, _ := r.check(ix, bucket, want, s, true); !wrong {
 			return false, nil // the owner wrote it right meanwhile
 		}
 	}

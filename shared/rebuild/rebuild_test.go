@@ -368,3 +368,48 @@ func TestLogReport(t *testing.T) {
 		t.Errorf("log carries a detail:\n%s", out)
 	}
 }
+
+// TestWrittenAfterTheBucketWasRead: an owner that writes the bucket and
+// then its source (a hold placed: HOLDS, then AUDIT) between Compare's
+// read of the bucket and its read of the source leaves a key the source
+// holds and the bucket read lacked: it is read again, and is no problem;
+// one lost meanwhile is missing at once.
+func TestWrittenAfterTheBucketWasRead(t *testing.T) {
+	js := store(t)
+	ctx := context.Background()
+	hs := hold.NewStore(js, nil)
+	for _, tc := range []struct {
+		name string
+		lose bool
+	}{
+		{"placed meanwhile", false},
+		{"placed and wiped meanwhile", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := New(js, Options{})
+			var h api.Hold
+			r.afterRead = func() {
+				h = placeHold(t, hs, "CASE <meanwhile> & 陈伟", api.HoldTarget{DLQID: "dscsa_0123456789abcdef0123456789abcdef"}, time.Now())
+				if tc.lose {
+					kv, err := js.KeyValue(ctx, subjects.HoldsBucket)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := kv.Delete(ctx, h.ID); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			ps, err := r.Compare(ctx, subjects.HoldsBucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case !tc.lose && len(ps) != 0:
+				t.Errorf("a hold placed while compared: %+v", ps)
+			case tc.lose && (len(ps) != 1 || ps[0].Key != h.ID || ps[0].Kind != Missing):
+				t.Errorf("a hold placed and wiped while compared: %+v, want it missing", ps)
+			}
+		})
+	}
+}

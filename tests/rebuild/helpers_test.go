@@ -255,3 +255,10 @@ func noValues(t *testing.T, ps []rebuild.Problem, texts ...string) {
 
 // errorf is fmt.Errorf for CheckFor's conditions.
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// rebuildCompare is rebuild.Compare as user with the default options
+// (the grace audit.verify gives).
+func rebuildCompare(t *testing.T, s *system, user, bucket string) ([]rebuild.Problem, error) {
+	t.Helper()
+	return rebuild.Compare(context.Background(), s.js(t, user), bucket)
+}
