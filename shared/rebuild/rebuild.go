@@ -273,7 +273,9 @@ func indexOf(bucket string) (index, error) {
 	return nil, fmt.Errorf("%w: %.64q (one of %s)", ErrUnknownBucket, bucket, strings.Join(Buckets(), ", "))
 }
 
-// Expected returns bucket as its sources say it must be, by key.
+// Expected returns bucket as its sources say it must be, by key. It
+// holds every entry at once (a million for a large IDEMPOTENCY): Compare
+// and Restore stream the largest source instead.
 func (r *Rebuilder) Expected(ctx context.Context, bucket string) (map[string]Entry, error) {
 	ix, err := indexOf(bucket)
 	if err != nil {
