@@ -650,7 +650,7 @@ func Keys(ctx context.Context, js jetstream.JetStream, bucket string) ([]string,
 // without read access to a stream gets no reply at all (the server
 // reports the permission violation on the connection, not to the
 // request), which would otherwise cost the whole scan's deadline.
-const ProbeTimeout = 5 * time.Second
+const ProbeTimeout = 10 * time.Second
 
 // scanAll is streams.DirectGetAll, after a probe of the stream that
 // fails within ProbeTimeout when no reply comes (no read access, no

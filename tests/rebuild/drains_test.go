@@ -40,7 +40,7 @@ func TestLostDrainIsRestored(t *testing.T) {
 		s.mustCall(t, operator, api.DrainStatus, api.DrainIDRequest{DrainID: started.DrainID}, &st)
 		return st
 	}
-	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+	natstest.CheckFor(t, waitFor, 50*time.Millisecond, func() error {
 		if st := status(); st.Status != api.DrainPaused {
 			return errorf("drain %s, waiting for its canary to pause it", st.Status)
 		}
@@ -48,7 +48,7 @@ func TestLostDrainIsRestored(t *testing.T) {
 	})
 	s.mustCall(t, operator, api.DrainCancel, api.DrainIDRequest{DrainID: started.DrainID}, nil)
 	var before api.DrainState
-	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+	natstest.CheckFor(t, waitFor, 50*time.Millisecond, func() error {
 		before = status()
 		if before.Status != api.DrainCancelled || len(before.Events) < 2 ||
 			slices.ContainsFunc(before.Events, func(e api.DrainEvent) bool { return e.Unrecorded }) {

@@ -28,6 +28,10 @@ import (
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
+// waitFor bounds every wait for the system (a chain listed, a commit, a
+// drain's pause, the stack's stop): generous, the machine is shared.
+const waitFor = 90 * time.Second
+
 // system is a running stack and a connection per user.
 type system struct {
 	st    *stack.Stack
@@ -61,8 +65,8 @@ func start(t *testing.T) *system {
 		cancel()
 		select {
 		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("the stack did not stop within 30 s")
+		case <-time.After(waitFor):
+			t.Errorf("the stack did not stop within %s", waitFor)
 		}
 	})
 	select {
@@ -156,7 +160,7 @@ func (s *system) quarantine(t *testing.T, marker string) string {
 	t.Helper()
 	s.publish(t, subjects.Event("pharmacy", "dispense"), []byte(`{"broken":"`+marker+`"`))
 	var id string
-	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+	natstest.CheckFor(t, waitFor, 50*time.Millisecond, func() error {
 		var page api.ListReply
 		if ae := s.call(t, viewer, api.AuditList, api.ListRequest{}, &page); ae != nil {
 			return errors.New(ae.Code)

@@ -91,7 +91,7 @@ func TestWipedHoldsAreRestored(t *testing.T) {
 		t.Errorf("a second restore wrote: %+v", again)
 	}
 
-	natstest.CheckFor(t, 15*time.Second, 100*time.Millisecond, func() error {
+	natstest.CheckFor(t, waitFor, 100*time.Millisecond, func() error {
 		s.mustCall(t, viewer, api.HoldList, api.HoldListRequest{}, &list)
 		if len(list.Holds) != len(placed) {
 			return errorf("hold.list lists %d holds, want %d", len(list.Holds), len(placed))

@@ -48,7 +48,7 @@ func TestWipedIdempotencyIsRestored(t *testing.T) {
 			data, key := validEvent(t, subject, "Müller & Söhne <Großhandel> "+tc.name)
 			first := s.publish(t, subject, data)
 			var committed idempotency.KeyState
-			natstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+			natstest.CheckFor(t, waitFor, 20*time.Millisecond, func() error {
 				st, found, err := idempotency.Lookup(ctx, kv, key)
 				if err != nil || !found || !st.Committed() {
 					return errorf("key %s not committed yet (%v)", key, err)
@@ -139,7 +139,7 @@ func validEvent(t *testing.T, subject, marker string) ([]byte, string) {
 func (s *system) settled(t *testing.T, seq uint64) {
 	t.Helper()
 	js := s.js(t, access.Admin)
-	natstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+	natstest.CheckFor(t, waitFor, 20*time.Millisecond, func() error {
 		c, err := js.Consumer(context.Background(), subjects.EventsStream, subjects.ValidatorConsumer)
 		if err != nil {
 			return err
