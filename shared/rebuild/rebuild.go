@@ -42,6 +42,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -57,6 +58,22 @@ var (
 	// ErrConflict: the key kept changing while it was being restored.
 	ErrConflict = errors.New("rebuild: the entry kept changing")
 )
+
+// APIError classifies err for an endpoint (the edge: dlqctl rebuild's,
+// audit.verify's): an unknown bucket is BAD_REQUEST, a key that kept
+// changing CONFLICT, anything else UNAVAILABLE (a store not read or
+// written). Nil stays nil.
+func APIError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrUnknownBucket):
+		return api.Wrap(api.ErrBadRequest, err, "not a rebuildable bucket: one of "+strings.Join(Buckets(), ", "))
+	case errors.Is(err, ErrConflict):
+		return api.Wrap(api.ErrConflict, err, "the entry kept changing while it was restored: run again")
+	}
+	return api.Wrap(api.ErrUnavailable, err, "a bucket or its source could not be read or written")
+}
 
 // Kind is what is wrong with one key.
 type Kind string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -411,5 +412,24 @@ func TestWrittenAfterTheBucketWasRead(t *testing.T) {
 				t.Errorf("a hold placed and wiped while compared: %+v, want it missing", ps)
 			}
 		})
+	}
+}
+
+func TestAPIError(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		code string
+	}{
+		{"unknown bucket", fmt.Errorf("%w: LEDGER", ErrUnknownBucket), api.ErrBadRequest},
+		{"kept changing", fmt.Errorf("%w: HOLDS hold-1", ErrConflict), api.ErrConflict},
+		{"store", fmt.Errorf("%w: read HOLDS: timeout", ErrUnavailable), api.ErrUnavailable},
+	} {
+		if ae := api.AsError(APIError(tc.err)); ae == nil || ae.Code != tc.code {
+			t.Errorf("%s: %v, want %s", tc.name, ae, tc.code)
+		}
+	}
+	if APIError(nil) != nil {
+		t.Error("nil is not nil")
 	}
 }
