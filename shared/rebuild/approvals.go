@@ -74,14 +74,21 @@ type approvalWant struct {
 type approvalsIndex struct{}
 
 func (ix approvalsIndex) each(ctx context.Context, r *Rebuilder, fn func(Entry)) error {
-	m, err := ix.fold(ctx, r)
+	m, err := ix.fold(ctx, r, "")
 	return fromMap(m, err, fn)
 }
 
-// fold folds AUDIT's approval actions into the approvals they record.
-func (approvalsIndex) fold(ctx context.Context, r *Rebuilder) (map[string]Entry, error) {
+func (ix approvalsIndex) one(ctx context.Context, r *Rebuilder, old Entry) (Entry, bool, error) {
+	m, err := ix.fold(ctx, r, old.Key)
+	e, ok := m[old.Key]
+	return e, ok, err
+}
+
+// fold folds AUDIT's approval actions (of approval id; "": all) into the
+// approvals they record.
+func (approvalsIndex) fold(ctx context.Context, r *Rebuilder, id string) (map[string]Entry, error) {
 	wants := map[string]*approvalWant{}
-	err := auditActions(ctx, r.js, approvalObject, func(a api.AuditAction, _ *jetstream.RawStreamMsg) {
+	err := auditActions(ctx, r.js, approvalObject, id, func(a api.AuditAction, _ *jetstream.RawStreamMsg) {
 		var d approvalDetail
 		if json.Unmarshal(a.Detail, &d) != nil {
 			return

@@ -72,13 +72,37 @@ type drainRecord struct {
 type drainsIndex struct{}
 
 func (ix drainsIndex) each(ctx context.Context, r *Rebuilder, fn func(Entry)) error {
-	m, err := ix.fold(ctx, r)
+	m, err := ix.fold(ctx, r, "")
 	return fromMap(m, err, fn)
 }
 
+// one reads the drain's AUDIT actions again; its replays are old's (a
+// scan of QUARANTINE per key would cost the whole stream, and a drain's
+// replays only grow, which Restore never writes over: see restore).
+func (ix drainsIndex) one(ctx context.Context, r *Rebuilder, old Entry) (Entry, bool, error) {
+	m, err := ix.fold(ctx, r, old.Key)
+	if err != nil {
+		return Entry{}, false, err
+	}
+	e, ok := m[old.Key]
+	if !ok {
+		return old, true, nil
+	}
+	w, prev := e.meta.(*drainWant), old.meta.(*drainWant)
+	w.Replayed, w.Committed, w.SkippedDuplicate, w.ReplayFailed, w.Poisoned = prev.Replayed, prev.Committed, prev.SkippedDuplicate, prev.ReplayFailed, prev.Poisoned
+	w.Pending = max(0, w.Replayed-w.Committed-w.SkippedDuplicate-w.ReplayFailed-w.Poisoned)
+	w.StartedBy, w.StartedAt = prev.StartedBy, prev.StartedAt
+	if prev.last.After(w.last) {
+		w.last = prev.last
+	}
+	e.Value = w.DrainState
+	return e, true, nil
+}
+
 // fold folds AUDIT's drain actions and QUARANTINE's drain records into
-// the drains they record.
-func (drainsIndex) fold(ctx context.Context, r *Rebuilder) (map[string]Entry, error) {
+// the drains they record (of drain id alone, from AUDIT alone, when id
+// is set).
+func (drainsIndex) fold(ctx context.Context, r *Rebuilder, id string) (map[string]Entry, error) {
 	wants := map[string]*drainWant{}
 	get := func(id string) *drainWant {
 		w := wants[id]
@@ -88,7 +112,7 @@ func (drainsIndex) fold(ctx context.Context, r *Rebuilder) (map[string]Entry, er
 		}
 		return w
 	}
-	err := auditActions(ctx, r.js, drainObject, func(a api.AuditAction, m *jetstream.RawStreamMsg) {
+	err := auditActions(ctx, r.js, drainObject, id, func(a api.AuditAction, m *jetstream.RawStreamMsg) {
 		n, ok := drainEventNumber(a.ObjectID, m.Header.Get(envelope.MsgID))
 		if !ok {
 			return
@@ -108,8 +132,41 @@ func (drainsIndex) fold(ctx context.Context, r *Rebuilder) (map[string]Entry, er
 	}
 	// The replays: each drain's redrive_requested records, and the
 	// outcome that follows each in its chain.
+	if id == "" { // one drain: AUDIT only (see one)
+		err = r.replays(ctx, get)
+	}
+	if err != nil && !errors.Is(err, nats.ErrNoResponders) {
+		return nil, fmt.Errorf("%w: read %s: %w", ErrUnavailable, subjects.QuarantineStream, err)
+	}
+	out := make(map[string]Entry, len(wants))
+	for id, w := range wants {
+		for n := 1; ; n++ {
+			ev, ok := w.recorded[n]
+			if !ok {
+				break
+			}
+			w.Events = append(w.Events, ev)
+			switch ev.Action {
+			case api.ActionCancelled:
+				w.Status, w.CancelledBy = api.DrainCancelled, ev.Actor
+			case api.ActionPaused:
+				w.Status = api.DrainPaused
+			case api.ActionResumed:
+				w.Status = api.DrainRunning
+			}
+		}
+		w.Pending = max(0, w.Replayed-w.Committed-w.SkippedDuplicate-w.ReplayFailed-w.Poisoned)
+		out[id] = Entry{Key: id, Value: w.DrainState, Lacks: "filter, controls, selection counts", meta: w}
+	}
+	return out, nil
+}
+
+// replays reads QUARANTINE for the drains' redrive_requested records and
+// the outcome that follows each in its chain, counting them in the
+// drain get returns.
+func (r *Rebuilder) replays(ctx context.Context, get func(string) *drainWant) error {
 	replaying := map[string]string{} // dlq id → the drain whose replay awaits its outcome
-	err = scanAll(ctx, r.js, subjects.QuarantineStream, streams.DirectRequest{Seq: 1, Batch: scanBatch},
+	return scanAll(ctx, r.js, subjects.QuarantineStream, streams.DirectRequest{Seq: 1, Batch: scanBatch},
 		func(m *jetstream.RawStreamMsg) error {
 			var rec drainRecord
 			if json.Unmarshal(m.Data, &rec) != nil || rec.DLQID == "" {
@@ -151,30 +208,6 @@ func (drainsIndex) fold(ctx context.Context, r *Rebuilder) (map[string]Entry, er
 			delete(replaying, rec.DLQID)
 			return nil
 		})
-	if err != nil && !errors.Is(err, nats.ErrNoResponders) {
-		return nil, fmt.Errorf("%w: read %s: %w", ErrUnavailable, subjects.QuarantineStream, err)
-	}
-	out := make(map[string]Entry, len(wants))
-	for id, w := range wants {
-		for n := 1; ; n++ {
-			ev, ok := w.recorded[n]
-			if !ok {
-				break
-			}
-			w.Events = append(w.Events, ev)
-			switch ev.Action {
-			case api.ActionCancelled:
-				w.Status, w.CancelledBy = api.DrainCancelled, ev.Actor
-			case api.ActionPaused:
-				w.Status = api.DrainPaused
-			case api.ActionResumed:
-				w.Status = api.DrainRunning
-			}
-		}
-		w.Pending = max(0, w.Replayed-w.Committed-w.SkippedDuplicate-w.ReplayFailed-w.Poisoned)
-		out[id] = Entry{Key: id, Value: w.DrainState, Lacks: "filter, controls, selection counts", meta: w}
-	}
-	return out, nil
 }
 
 // drainEventNumber reads n from a drain event's AUDIT message id

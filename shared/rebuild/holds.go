@@ -39,12 +39,20 @@ type holdDetail struct {
 type holdsIndex struct{}
 
 // auditActions calls fn with every action AUDIT stores on
-// subjects.AuditAction(object, ...), in order. No AUDIT reads empty.
-func auditActions(ctx context.Context, js jetstream.JetStream, object string, fn func(api.AuditAction, *jetstream.RawStreamMsg)) error {
+// subjects.AuditAction(object, id) (id "": every id), in order. No AUDIT
+// reads empty.
+func auditActions(ctx context.Context, js jetstream.JetStream, object, id string, fn func(api.AuditAction, *jetstream.RawStreamMsg)) error {
+	filter := subjects.AuditAction(object, ">")
+	if id != "" {
+		if !validKey(id) {
+			return nil // no action is stored on such a subject
+		}
+		filter = subjects.AuditAction(object, id)
+	}
 	err := scanAll(ctx, js, subjects.AuditStream,
-		streams.DirectRequest{Seq: 1, NextFor: subjects.AuditAction(object, ">"), Batch: scanBatch}, func(m *jetstream.RawStreamMsg) error {
+		streams.DirectRequest{Seq: 1, NextFor: filter, Batch: scanBatch}, func(m *jetstream.RawStreamMsg) error {
 			var a api.AuditAction
-			if json.Unmarshal(m.Data, &a) != nil || a.Object != object || a.ObjectID == "" {
+			if json.Unmarshal(m.Data, &a) != nil || a.Object != object || a.ObjectID == "" || (id != "" && a.ObjectID != id) {
 				return nil // not this object's action: the audit trail's own check
 			}
 			fn(a, m)
@@ -60,14 +68,21 @@ func auditActions(ctx context.Context, js jetstream.JetStream, object string, fn
 }
 
 func (ix holdsIndex) each(ctx context.Context, r *Rebuilder, fn func(Entry)) error {
-	m, err := ix.fold(ctx, r)
+	m, err := ix.fold(ctx, r, "")
 	return fromMap(m, err, fn)
 }
 
-// fold folds AUDIT's hold actions into the holds they record.
-func (holdsIndex) fold(ctx context.Context, r *Rebuilder) (map[string]Entry, error) {
+func (ix holdsIndex) one(ctx context.Context, r *Rebuilder, old Entry) (Entry, bool, error) {
+	m, err := ix.fold(ctx, r, old.Key)
+	e, ok := m[old.Key]
+	return e, ok, err
+}
+
+// fold folds AUDIT's hold actions (of hold id; "": all) into the holds
+// they record.
+func (holdsIndex) fold(ctx context.Context, r *Rebuilder, id string) (map[string]Entry, error) {
 	out := map[string]Entry{}
-	err := auditActions(ctx, r.js, holdObject, func(a api.AuditAction, _ *jetstream.RawStreamMsg) {
+	err := auditActions(ctx, r.js, holdObject, id, func(a api.AuditAction, _ *jetstream.RawStreamMsg) {
 		if !api.ValidHoldID(a.ObjectID) {
 			return
 		}

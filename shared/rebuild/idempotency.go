@@ -74,6 +74,11 @@ func (idempotencyIndex) each(ctx context.Context, r *Rebuilder, fn func(Entry)) 
 	return nil
 }
 
+// one is old: LEDGER's message of a key never changes.
+func (idempotencyIndex) one(_ context.Context, _ *Rebuilder, old Entry) (Entry, bool, error) {
+	return old, true, nil
+}
+
 func (idempotencyIndex) decode(_ string, b []byte) (any, error) {
 	st, err := idempotency.Decode(b)
 	if err != nil {

@@ -243,6 +243,10 @@ type index interface {
 	// each folds the bucket's sources and hands every entry they give to
 	// fn (once per key).
 	each(ctx context.Context, r *Rebuilder, fn func(Entry)) error
+	// one folds the sources of old's key again (a write that lost its
+	// compare-and-set: the owner wrote meanwhile, its source too); ok is
+	// false when they give nothing of it.
+	one(ctx context.Context, r *Rebuilder, old Entry) (e Entry, ok bool, err error)
 	// decode reads a stored value of key.
 	decode(key string, b []byte) (any, error)
 	// missing says whether want, absent from the bucket (s: what the key
@@ -595,9 +599,19 @@ func (r *Rebuilder) fix(ctx context.Context, ix index, bucket string, want Entry
 			return false, fmt.Errorf("%w: %s %s after %d attempts", ErrConflict, bucket, want.Key, maxAttempts)
 		}
 		rep.Retries++
+		// The owner wrote meanwhile: the key and its source as they are
+		// now (a hold lifted, an approval refused since they were read).
 		if s, err = r.readKey(ctx, ix, bucket, want.Key); err != nil {
 			return false, err
 		}
+		w, ok, err := ix.one(ctx, r, want)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			return false, nil
+		}
+		want = w
 		if _, wrong, _ := r.check(ix, bucket, want, s, true); !wrong {
 			return false, nil // the owner wrote it right meanwhile
 		}

@@ -196,22 +196,40 @@ func TestRestoreWhileTheOwnerWrites(t *testing.T) {
 	h := placeHold(t, hs, "CASE-race <1> & 陈伟", api.HoldTarget{DLQID: "fsma_0123456789abcdef0123456789abcdef"}, time.Now().Add(-time.Hour))
 	right, _ := json.Marshal(func() api.Hold { x := h; x.Revision = 0; return x }())
 	wrong, _ := json.Marshal(func() api.Hold { x := h; x.CaseID, x.Revision = "CASE-forged", 0; return x }())
+	at := time.Now().Add(-time.Minute * 30).UTC()
+	lifted := h
+	lifted.Status, lifted.LiftedBy, lifted.LiftedByRole, lifted.LiftedAt, lifted.LiftReason, lifted.Revision = api.HoldLifted, "amara.okafor",
+		string(access.RoleOperator), &at, "case closed <Müller & Söhne>", 0
+	liftedJSON, _ := json.Marshal(lifted)
 	for _, tc := range []struct {
 		name      string
 		meanwhile []byte
-		want      Report
+		// audit: the owner's AUDIT action of its write (a lift).
+		audit bool
+		want  Report
+		// status the hold has at the end.
+		status string
 	}{
-		{"the owner put it right", right, Report{Unchanged: 1, Retries: 1}},
-		{"another wrong write", wrong, Report{Updated: 1, Retries: 1}},
+		{"the owner put it right", right, false, Report{Unchanged: 1, Retries: 1}, api.HoldActive},
+		{"another wrong write", wrong, false, Report{Updated: 1, Retries: 1}, api.HoldActive},
+		// The source changed too: the write is decided on the source as
+		// it is now, never on the one read before (the lift stands).
+		{"the owner lifted it", liftedJSON, true, Report{Unchanged: 1, Retries: 1}, api.HoldLifted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			putRaw(t, js, subjects.HoldsBucket, h.ID, wrong)
 			r := New(js, Options{})
 			once := false
 			r.beforeWrite = func(key string) {
-				if !once {
-					once = true
-					putRaw(t, js, subjects.HoldsBucket, key, tc.meanwhile)
+				if once {
+					return
+				}
+				once = true
+				putRaw(t, js, subjects.HoldsBucket, key, tc.meanwhile)
+				if tc.audit {
+					if err := hs.Audit(ctx, lifted, hold.AuditLifted); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			rep, err := r.Restore(ctx, subjects.HoldsBucket)
@@ -220,6 +238,9 @@ func TestRestoreWhileTheOwnerWrites(t *testing.T) {
 			}
 			if ps, err := r.Compare(ctx, subjects.HoldsBucket); err != nil || len(ps) != 0 {
 				t.Fatalf("after restore: %+v %v", ps, err)
+			}
+			if got, err := hs.Get(ctx, h.ID); err != nil || got.Status != tc.status {
+				t.Errorf("the hold after restore: %s %v, want %s", got.Status, err, tc.status)
 			}
 		})
 	}
