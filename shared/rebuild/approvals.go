@@ -1,0 +1,258 @@
+package rebuild
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval"
+)
+
+// APPROVALS is checked against AUDIT's approval actions: approval.Store
+// writes the request to AUDIT before the entry (its digest over the
+// request body, payload and chain length among the facts), and every
+// decision, execution and refusal after or before the entry's own
+// compare-and-set. AUDIT holds every field of an approval but its request
+// body, its corrected payload and its identity diff's values, which may
+// carry a payload's values (PHI), and only their digest. So:
+//
+//   - an entry whose status, requester, decider, meaning, times, reasons,
+//     outcome or proof differ from AUDIT's is altered, and so is one whose
+//     request, payload or chain length no longer hash to the digest AUDIT
+//     recorded ("request");
+//   - Restore corrects an altered entry from AUDIT, keeping its request
+//     when it still hashes to AUDIT's digest; one whose request was
+//     altered, and a missing one, cannot be restored (ErrUnrestorable):
+//     no write-once store holds the body. Such an approval is never
+//     executed all the same: an executor checks the proof against AUDIT's
+//     digest (approval.Store.Proven). The requester asks again.
+//   - AUDIT records a request before the entry is created, and a create
+//     refused by a limit afterwards leaves that request alone, its key
+//     never written: a request with no later action is reported missing
+//     only when its key was written and is now delete-marked or does not
+//     decode (a delete marker is all a writer can leave: rollups and
+//     purges are refused), and only while it could still be pending
+//     (before its expiry).
+
+// approvalObject is the AUDIT object kind of an approval's actions.
+const approvalObject = "approval"
+
+// approvalDetail is the detail of an approval's AUDIT action
+// (approval.Store.Audit).
+type approvalDetail struct {
+	Action        string    `json:"action"`
+	DLQID         string    `json:"dlq_id,omitempty"`
+	Domain        string    `json:"domain,omitempty"`
+	HoldID        string    `json:"hold_id,omitempty"`
+	Requester     string    `json:"requester"`
+	RequestedAt   time.Time `json:"requested_at"`
+	ExpiresAt     time.Time `json:"expires_at"`
+	Reasons       []string  `json:"reasons,omitempty"`
+	DiffFields    []string  `json:"diff_fields,omitempty"`
+	Outcome       string    `json:"outcome,omitempty"`
+	RequestDigest string    `json:"request_digest,omitempty"`
+	Proof         string    `json:"proof,omitempty"`
+	Refused       string    `json:"refused,omitempty"`
+}
+
+// approvalWant is an approval as AUDIT records it.
+type approvalWant struct {
+	api.Approval
+	// digest is the request's digest AUDIT recorded (approval.RequestDigest).
+	digest string
+	// last is when AUDIT's last action of it happened.
+	last time.Time
+	// requestedOnly: AUDIT records the request and nothing after it.
+	requestedOnly bool
+}
+
+type approvalsIndex struct{}
+
+func (ix approvalsIndex) each(ctx context.Context, r *Rebuilder, fn func(Entry)) error {
+	m, err := ix.fold(ctx, r, "")
+	return fromMap(m, err, fn)
+}
+
+func (ix approvalsIndex) one(ctx context.Context, r *Rebuilder, old Entry) (Entry, bool, error) {
+	m, err := ix.fold(ctx, r, old.Key)
+	e, ok := m[old.Key]
+	return e, ok, err
+}
+
+// fold folds AUDIT's approval actions (of approval id; "": all) into the
+// approvals they record.
+func (approvalsIndex) fold(ctx context.Context, r *Rebuilder, id string) (map[string]Entry, error) {
+	wants := map[string]*approvalWant{}
+	err := auditActions(ctx, r.js, approvalObject, id, func(a api.AuditAction, _ *jetstream.RawStreamMsg) {
+		var d approvalDetail
+		if json.Unmarshal(a.Detail, &d) != nil {
+			return
+		}
+		w := wants[a.ObjectID]
+		if a.Action == approval.AuditRequested {
+			if w != nil {
+				return // the first request is the approval's
+			}
+			wants[a.ObjectID] = &approvalWant{Approval: api.Approval{ID: a.ObjectID, Action: d.Action, DLQID: d.DLQID, Domain: d.Domain,
+				HoldID: d.HoldID, Status: api.ApprovalPending, Reasons: d.Reasons, DiffFields: d.DiffFields, Requester: a.Actor,
+				RequesterRole: a.Role, RequestedAt: d.RequestedAt, Reason: a.Reason, ExpiresAt: d.ExpiresAt},
+				digest: d.RequestDigest, last: a.At, requestedOnly: true}
+			return
+		}
+		if w == nil {
+			return // a decision on a request AUDIT never recorded: nothing to index
+		}
+		at := a.At
+		switch a.Action {
+		case approval.AuditApproved:
+			w.Status, w.Decider, w.DecidedAt, w.Meaning = api.ApprovalApproved, a.Actor, &at, a.Reason
+			w.Proof = &api.ApprovalProof{RequestDigest: d.RequestDigest, Signature: d.Proof}
+		case approval.AuditRejected:
+			w.Status, w.Decider, w.DecidedAt, w.Meaning = api.ApprovalRejected, a.Actor, &at, a.Reason
+		case approval.AuditExecuted:
+			w.Status, w.ExecutedAt, w.Outcome = api.ApprovalExecuted, &at, d.Outcome
+		case approval.AuditRefused:
+			w.Status, w.Refused = api.ApprovalRefused, d.Refused
+		default:
+			return
+		}
+		w.last, w.requestedOnly = a.At, false
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Entry, len(wants))
+	for id, w := range wants {
+		out[id] = Entry{Key: id, Value: w.Approval, Lacks: "request body, corrected payload and identity diff values (AUDIT holds their digest)",
+			meta: w}
+	}
+	return out, nil
+}
+
+func (approvalsIndex) decode(key string, b []byte) (any, error) {
+	var a api.Approval
+	if err := json.Unmarshal(b, &a); err != nil {
+		return nil, err
+	}
+	if a.ID != key {
+		return nil, fmt.Errorf("rebuild: approval entry %s names another id", key)
+	}
+	return a, nil
+}
+
+func (approvalsIndex) missing(r *Rebuilder, e Entry, s stored) (verdict, string) {
+	w := e.meta.(*approvalWant)
+	if w.requestedOnly {
+		// A create refused by a limit after its request was recorded
+		// leaves the request alone and the key never written: only a key
+		// written once (now delete-marked or undecodable) was lost. AUDIT
+		// takes the request before the entry is created.
+		if s.rev == 0 || r.recent(w.last) || !r.now().Before(w.ExpiresAt) {
+			return inFlight, ""
+		}
+		return lost, fmt.Sprintf("AUDIT records approval %s requested and pending until %s", e.Key, w.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	detail := fmt.Sprintf("AUDIT records approval %s %s", e.Key, w.Status)
+	if r.recent(w.last) {
+		return recheck, detail // decided after APPROVALS was read?
+	}
+	return lost, detail
+}
+
+func (approvalsIndex) diff(r *Rebuilder, s any, e Entry) []string {
+	a, w := s.(api.Approval), e.meta.(*approvalWant)
+	var d []string
+	add := func(differs bool, field string) {
+		if differs {
+			d = append(d, field)
+		}
+	}
+	add(a.Action != w.Action || a.DLQID != w.DLQID || a.Domain != w.Domain || a.HoldID != w.HoldID, "target")
+	add(a.Requester != w.Requester || a.RequesterRole != w.RequesterRole, "requester")
+	add(!a.RequestedAt.Equal(w.RequestedAt) || !a.ExpiresAt.Equal(w.ExpiresAt), "requested_at")
+	add(a.Reason != w.Reason, "reason")
+	add(!slices.Equal(a.Reasons, w.Reasons) || !slices.Equal(a.DiffFields, w.DiffFields), "reasons")
+	add(w.digest != "" && approval.RequestDigest(a) != w.digest, "request")
+	if a.Status != w.Status {
+		// One side is written before the other: a difference younger than
+		// the grace is the owner's write in flight.
+		if r.recent(w.last) || (a.DecidedAt != nil && r.recent(*a.DecidedAt)) || (a.ExecutedAt != nil && r.recent(*a.ExecutedAt)) {
+			return d
+		}
+		return append(d, "status ("+safeStatus(a.Status)+", AUDIT: "+w.Status+")")
+	}
+	if w.Status == api.ApprovalRefused {
+		// A refused entry keeps what the forger wrote, visible: only the
+		// refusal is compared.
+		return d
+	}
+	decided := w.Status != api.ApprovalPending
+	add(decided && (a.Decider != w.Decider || a.Meaning != w.Meaning || !sameTime(a.DecidedAt, w.DecidedAt)), "decision")
+	add(w.Status == api.ApprovalExecuted && (a.Outcome != w.Outcome || !sameTime(a.ExecutedAt, w.ExecutedAt)), "outcome")
+	add(w.Proof != nil && (a.Proof == nil || a.Proof.Signature != w.Proof.Signature || a.Proof.RequestDigest != w.Proof.RequestDigest), "proof")
+	return d
+}
+
+// sameTime reports whether two optional times are the same instant (both
+// absent included).
+func sameTime(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
+}
+
+// safeStatus names a stored status for a detail: an approval status, else
+// "unknown" (a forged value is never echoed).
+func safeStatus(s string) string {
+	switch s {
+	case api.ApprovalPending, api.ApprovalApproved, api.ApprovalExecuted, api.ApprovalRejected, api.ApprovalExpired, api.ApprovalRefused:
+		return s
+	}
+	return "unknown"
+}
+
+func (approvalsIndex) extra(r *Rebuilder, s any) bool {
+	return !r.recent(s.(api.Approval).RequestedAt) // AUDIT takes the request first: no grace needed, but a skewed clock gets one
+}
+
+func (approvalsIndex) restore(_ *Rebuilder, e Entry, s any) ([]byte, error) {
+	w := e.meta.(*approvalWant)
+	if s == nil {
+		return nil, fmt.Errorf("%w: AUDIT holds approval %s's request only as a digest (no body, payload or diff): the requester asks again", ErrUnrestorable, e.Key)
+	}
+	a := s.(api.Approval)
+	if w.digest != "" && approval.RequestDigest(a) != w.digest {
+		return nil, fmt.Errorf("%w: approval %s's request differs from the one AUDIT recorded, whose body no write-once store holds: never executed (the proof is checked against AUDIT); the requester asks again", ErrUnrestorable, e.Key)
+	}
+	key := ""
+	if a.Proof != nil {
+		key = a.Proof.Key
+	}
+	// Everything AUDIT records is taken from AUDIT; the request, payload,
+	// diff and chain length stay (they hash to AUDIT's digest).
+	a.Action, a.DLQID, a.Domain, a.HoldID, a.Status = w.Action, w.DLQID, w.Domain, w.HoldID, w.Status
+	a.Requester, a.RequesterRole, a.RequestedAt, a.ExpiresAt, a.Reason = w.Requester, w.RequesterRole, w.RequestedAt, w.ExpiresAt, w.Reason
+	a.Reasons, a.DiffFields = w.Reasons, w.DiffFields
+	a.Refused = w.Refused
+	if w.Status == api.ApprovalRefused {
+		// A refusal keeps the forged decision visible, as
+		// approval.Store.Refuse does.
+		a.Revision = 0
+		return json.Marshal(a)
+	}
+	a.Decider, a.DecidedAt, a.Meaning, a.ExecutedAt, a.Outcome = w.Decider, w.DecidedAt, w.Meaning, w.ExecutedAt, w.Outcome
+	a.Proof = nil
+	if w.Proof != nil {
+		p := *w.Proof
+		p.Key = key
+		a.Proof = &p
+	}
+	a.Revision = 0
+	return json.Marshal(a)
+}

@@ -1,0 +1,132 @@
+package rebuild
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/deadletter/deadletter/shared/access"
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// noReauth is an approval.Reauthenticator that refuses (no approval is
+// signed here: the test needs requests only).
+type noReauth struct{}
+
+func (noReauth) Reauthenticate(context.Context, string, api.Password) error {
+	return errors.New("no re-authentication in this test")
+}
+
+// TestApprovals: approvals as approval.Store writes them. A request AUDIT
+// recorded whose key was never written (a create a limit refused after
+// the request was recorded) is no problem; one delete-marked is missing
+// and unrestorable (AUDIT keeps only its request's digest); one whose
+// corrected payload was altered is altered ("request") and unrestorable;
+// one whose status was flipped is restored with its request.
+func TestApprovals(t *testing.T) {
+	js := store(t)
+	ctx := context.Background()
+	as, err := approval.Open(ctx, js, approval.Config{Reauth: noReauth{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	then := time.Now().Add(-time.Hour)
+	as2, err := approval.Open(ctx, js, approval.Config{Reauth: noReauth{}, Now: func() time.Time { return then }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(dlqID string, payload string) api.Approval {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"dlq_id": dlqID, "reason": "NDC fixed from the invoice, Müller & Söhne <Großhandel>"})
+		a, err := as2.Create(ctx, approval.Request{Action: api.ActionCorrect, DLQID: dlqID, Domain: "pharmacy", ChainRecords: 2,
+			Body: body, Payload: []byte(payload), Requester: access.Identity{User: "amara.okafor", Role: access.RoleOperator},
+			Reason: "NDC fixed from the invoice", Decision: approval.Decision{Reasons: []string{"identity_change"}}}, approval.DefaultPolicy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	wiped := ask("pharmacy_00000000000000000000000000000001", `{"pharmacist":"陈伟","ndc":"0409-4888-20"}`)
+	payload := ask("pharmacy_00000000000000000000000000000002", `{"pharmacist":"陈伟","ndc":"0409-4888-20","quantity":30}`)
+	flipped := ask("pharmacy_00000000000000000000000000000003", `{"lot":"A1&B<2>"}`)
+	// A request whose create a limit refused: AUDIT holds it, the key was
+	// never written.
+	refused := flipped
+	refused.ID = "appr-20261207T000000-00000000000000ff"
+	if err := as.Audit(ctx, refused, approval.AuditRequested); err != nil {
+		t.Fatal(err)
+	}
+	r := New(js, Options{})
+	if ps, err := r.Compare(ctx, subjects.ApprovalsBucket); err != nil || len(ps) != 0 {
+		t.Fatalf("clean APPROVALS (a refused create's request among the actions): %+v %v", ps, err)
+	}
+
+	kv, err := js.KeyValue(ctx, subjects.ApprovalsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, wiped.ID); err != nil {
+		t.Fatal(err)
+	}
+	edit := func(a api.Approval, f func(*api.Approval)) {
+		t.Helper()
+		e, err := kv.Get(ctx, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cur api.Approval
+		if err := json.Unmarshal(e.Value(), &cur); err != nil {
+			t.Fatal(err)
+		}
+		f(&cur)
+		b, _ := json.Marshal(cur)
+		if _, err := kv.Update(ctx, a.ID, b, e.Revision()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit(payload, func(a *api.Approval) {
+		a.Payload = []byte(`{"pharmacist":"陈伟","ndc":"0409-4888-20","quantity":-9999}`)
+	})
+	edit(flipped, func(a *api.Approval) {
+		at := then.Add(time.Minute)
+		a.Status, a.Decider, a.DecidedAt, a.Meaning = api.ApprovalExecuted, "chen.wei", &at, "reviewed"
+		a.ExecutedAt, a.Outcome = &at, "replayed"
+	})
+	ps, err := r.Compare(ctx, subjects.ApprovalsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{wiped.ID: "missing", payload.ID: "altered:request", flipped.ID: "altered:status"}
+	for _, p := range ps {
+		got := string(p.Kind)
+		if len(p.Fields) > 0 {
+			got += ":" + strings.SplitN(p.Fields[0], " ", 2)[0]
+		}
+		if want[p.Key] != got {
+			t.Errorf("%s: %s %v, want %s", p.Key, p.Kind, p.Fields, want[p.Key])
+		}
+		delete(want, p.Key)
+		for _, v := range []string{"陈伟", "9999", "chen.wei", "Müller"} {
+			if strings.Contains(p.Detail, v) {
+				t.Errorf("%s's detail carries %q: %s", p.Key, v, p.Detail)
+			}
+		}
+	}
+	if len(want) != 0 {
+		t.Errorf("not reported: %v", want)
+	}
+	rep, err := r.Restore(ctx, subjects.ApprovalsBucket)
+	if err != nil || rep.Updated != 1 || len(rep.Unrestorable) != 2 {
+		t.Fatalf("restore: %+v %v", rep, err)
+	}
+	got, err := as.Get(ctx, flipped.ID)
+	if err != nil || got.Status != api.ApprovalPending || got.Decider != "" || got.ExecutedAt != nil || string(got.Payload) != string(flipped.Payload) ||
+		approval.RequestDigest(got) != approval.RequestDigest(flipped) {
+		t.Errorf("restored %+v %v", got, err)
+	}
+}

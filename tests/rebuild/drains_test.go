@@ -1,0 +1,145 @@
+package rebuild
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/deadletter/deadletter/shared/access"
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/natstest"
+	"github.com/deadletter/deadletter/shared/rebuild"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// TestLostDrainIsRestored (E4): a drain whose canary failed (paused, in
+// AUDIT) and was cancelled (in AUDIT), its replay sealed in QUARANTINE.
+// On a store where every index agrees with its source, Compare reports
+// nothing for any of the four buckets. The redriver's credential then
+// delete-marks the drain: Compare names it missing, Restore (as the
+// redriver) writes it back cancelled, never resumable, with its events,
+// starter and replay counts; drain.status reads it again. Altered
+// afterwards (its cancellation dropped, status paused), it is reported
+// altered and corrected.
+func TestLostDrainIsRestored(t *testing.T) {
+	s := start(t)
+	ctx := context.Background()
+	dlqID := s.quarantine(t, "drain Müller & Söhne <Großhandel> 陈伟")
+	zero := 0.0
+	var started api.DrainStartReply
+	s.mustCall(t, operator, api.DrainStart, api.DrainStartRequest{
+		Filter: api.DrainFilter{DLQIDs: []string{dlqID}, Classes: []string{"validation"}, IncludeValidation: true},
+		Canary: 1, MaxFailureRate: &zero, Reason: "downstream restored, Müller & Söhne <Nord>",
+	}, &started)
+	status := func() api.DrainState {
+		t.Helper()
+		var st api.DrainState
+		s.mustCall(t, operator, api.DrainStatus, api.DrainIDRequest{DrainID: started.DrainID}, &st)
+		return st
+	}
+	natstest.CheckFor(t, waitFor, 50*time.Millisecond, func() error {
+		if st := status(); st.Status != api.DrainPaused {
+			return errorf("drain %s, waiting for its canary to pause it", st.Status)
+		}
+		return nil
+	})
+	s.mustCall(t, operator, api.DrainCancel, api.DrainIDRequest{DrainID: started.DrainID}, nil)
+	var before api.DrainState
+	natstest.CheckFor(t, waitFor, 50*time.Millisecond, func() error {
+		before = status()
+		if before.Status != api.DrainCancelled || len(before.Events) < 2 ||
+			slices.ContainsFunc(before.Events, func(e api.DrainEvent) bool { return e.Unrecorded }) {
+			return errorf("drain %s with %d events, waiting for it cancelled and recorded", before.Status, len(before.Events))
+		}
+		return nil
+	})
+
+	if before.Replayed < 1 || before.StartedBy != operator {
+		t.Fatalf("drain replayed %d, started by %q: the sources would not name it", before.Replayed, before.StartedBy)
+	}
+
+	// A clean store: every index agrees with its source, compared by its
+	// owner and by audit.verify's identity, the auditor. The auditor may
+	// not read DRAINS yet (the access table gives it no kvRead of it): its
+	// compare fails at once, naming why, never hangs.
+	for _, c := range []struct {
+		owner, bucket string
+		auditorReads  bool
+	}{
+		{access.Auditor, subjects.HoldsBucket, true}, {access.Redriver, subjects.ApprovalsBucket, true},
+		{access.Redriver, subjects.DrainsBucket, false}, {access.Validator, subjects.IdempotencyBucket, true},
+	} {
+		if ps := s.compare(t, c.owner, c.bucket); len(ps) != 0 {
+			t.Errorf("a clean %s reports %+v", c.bucket, ps)
+		}
+		if c.auditorReads {
+			if ps := s.compare(t, access.Auditor, c.bucket); len(ps) != 0 {
+				t.Errorf("a clean %s, compared as the auditor, reports %+v", c.bucket, ps)
+			}
+			continue
+		}
+		began := time.Now()
+		_, err := rebuild.Compare(ctx, s.js(t, access.Auditor), c.bucket)
+		if err == nil || !strings.Contains(err.Error(), "no read access") || time.Since(began) > rebuild.ProbeTimeout+5*time.Second {
+			t.Errorf("%s compared by a user who may not read it: %v after %s, want a prompt refusal", c.bucket, err, time.Since(began))
+		}
+	}
+
+	s.wipe(t, access.Redriver, subjects.DrainsBucket)
+	ps := s.compare(t, access.Redriver, subjects.DrainsBucket)
+	if len(ps) != 1 || ps[0].Key != started.DrainID || ps[0].Kind != rebuild.Missing {
+		t.Fatalf("compare after the wipe: %+v, want drain %s missing", ps, started.DrainID)
+	}
+	noValues(t, ps, "Müller", "陈伟")
+	rep := s.restore(t, access.Redriver, subjects.DrainsBucket)
+	if rep.Created != 1 || len(rep.Unrestorable) != 0 {
+		t.Fatalf("restore: %+v", rep)
+	}
+	after := status()
+	if after.Status != api.DrainCancelled || after.CancelledBy != before.CancelledBy || after.StartedBy != before.StartedBy ||
+		after.Replayed != before.Replayed || len(after.Events) != len(before.Events) {
+		t.Errorf("restored drain: %s by %q, started by %q, %d replayed, %d events; was %s by %q, %q, %d, %d", after.Status, after.CancelledBy,
+			after.StartedBy, after.Replayed, len(after.Events), before.Status, before.CancelledBy, before.StartedBy, before.Replayed, len(before.Events))
+	}
+	for i, ev := range after.Events {
+		if b := before.Events[i]; ev.Action != b.Action || ev.Actor != b.Actor || !ev.At.Equal(b.At) || ev.Reason != b.Reason {
+			t.Errorf("restored event %d: %+v, was %+v", i+1, ev, b)
+		}
+	}
+	if ps := s.compare(t, access.Redriver, subjects.DrainsBucket); len(ps) != 0 {
+		t.Errorf("compare after restore: %+v", ps)
+	}
+
+	// Its cancellation dropped: altered, and corrected.
+	kv, err := s.js(t, access.Redriver).KeyValue(ctx, subjects.DrainsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, started.DrainID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var forged api.DrainState
+	if err := json.Unmarshal(e.Value(), &forged); err != nil {
+		t.Fatal(err)
+	}
+	forged.Status, forged.CancelledBy, forged.Events = api.DrainPaused, "", forged.Events[:len(forged.Events)-1]
+	b, _ := json.Marshal(forged)
+	if _, err := kv.Update(ctx, started.DrainID, b, e.Revision()); err != nil {
+		t.Fatal(err)
+	}
+	ps = s.compare(t, access.Redriver, subjects.DrainsBucket)
+	if len(ps) != 1 || ps[0].Kind != rebuild.Altered || !slices.Contains(ps[0].Fields, "events") ||
+		!slices.ContainsFunc(ps[0].Fields, func(f string) bool { return strings.HasPrefix(f, "status") }) {
+		t.Fatalf("compare after the alteration: %+v, want events and status altered", ps)
+	}
+	if rep := s.restore(t, access.Redriver, subjects.DrainsBucket); rep.Updated != 1 {
+		t.Fatalf("restore: %+v", rep)
+	}
+	if st := status(); st.Status != api.DrainCancelled || len(st.Events) != len(before.Events) {
+		t.Errorf("corrected drain: %s, %d events", st.Status, len(st.Events))
+	}
+}

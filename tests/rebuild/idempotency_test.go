@@ -1,0 +1,170 @@
+package rebuild
+
+import (
+	"context"
+	"encoding/json"
+	"io/fs"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/schemas"
+	"github.com/deadletter/deadletter/shared/access"
+	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/idempotency"
+	"github.com/deadletter/deadletter/shared/natstest"
+	"github.com/deadletter/deadletter/shared/rebuild"
+	"github.com/deadletter/deadletter/shared/subjects"
+)
+
+// TestWipedIdempotencyIsRestored (E4): the validator's credential, the
+// one writer of IDEMPOTENCY, delete-marks committed keys. Unrestored, a
+// resent event is then committed as new (its key state names the resend,
+// the original becomes the duplicate). Compare names each committed key
+// missing; Restore (as the validator) writes them back from LEDGER, and a
+// resend of a committed event is a duplicate again: its key state still
+// names the original, LEDGER holds one message.
+func TestWipedIdempotencyIsRestored(t *testing.T) {
+	s := start(t)
+	ctx := context.Background()
+	subject := subjects.Event("pharmacy", "dispense")
+	kv, err := s.js(t, access.Validator).KeyValue(ctx, subjects.IdempotencyBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		restore bool
+		// wantResend: the key state names the resend (committed as new),
+		// not the original.
+		wantResend bool
+	}{
+		{"restored: the resend is a duplicate", true, false},
+		{"not restored: the resend is committed as new (E4)", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data, key := validEvent(t, subject, "Müller & Söhne <Großhandel> "+tc.name)
+			first := s.publish(t, subject, data)
+			var committed idempotency.KeyState
+			natstest.CheckFor(t, waitFor, 20*time.Millisecond, func() error {
+				st, found, err := idempotency.Lookup(ctx, kv, key)
+				if err != nil || !found || !st.Committed() {
+					return errorf("key %s not committed yet (%v)", key, err)
+				}
+				committed = st
+				return nil
+			})
+			if committed.SourceSeq != first.Sequence {
+				t.Fatalf("committed from EVENTS %d, published at %d", committed.SourceSeq, first.Sequence)
+			}
+			if ps := s.compare(t, access.Validator, subjects.IdempotencyBucket); len(ps) != 0 {
+				t.Fatalf("a clean IDEMPOTENCY reports %+v", ps)
+			}
+			n := s.wipe(t, access.Validator, subjects.IdempotencyBucket)
+			ps := s.compare(t, access.Validator, subjects.IdempotencyBucket)
+			if k := kinds(ps, nil); k[rebuild.Missing] != n || len(ps) != n {
+				t.Fatalf("compare after wiping %d keys: %v %+v", n, k, ps)
+			}
+			if tc.restore {
+				rep := s.restore(t, access.Validator, subjects.IdempotencyBucket)
+				if rep.Created != n || len(rep.Unrestorable) != 0 {
+					t.Fatalf("restore: %+v", rep)
+				}
+				if ps := s.compare(t, access.Validator, subjects.IdempotencyBucket); len(ps) != 0 {
+					t.Fatalf("compare after restore: %+v", ps)
+				}
+				st, _, err := idempotency.Lookup(ctx, kv, key)
+				if err != nil || st.LedgerSeq != committed.LedgerSeq || st.SourceSeq != committed.SourceSeq || st.ContentHash != committed.ContentHash {
+					t.Fatalf("restored state %+v (%v), committed %+v", st, err, committed)
+				}
+			}
+
+			resend := s.publish(t, subject, data)
+			s.settled(t, resend.Sequence)
+			st, found, err := idempotency.Lookup(ctx, kv, key)
+			if err != nil || !found || !st.Committed() {
+				t.Fatalf("after the resend: %+v found %v: %v", st, found, err)
+			}
+			wantSource := first.Sequence
+			if tc.wantResend {
+				wantSource = resend.Sequence
+			}
+			if st.SourceSeq != wantSource || st.LedgerSeq != committed.LedgerSeq {
+				t.Errorf("key state names EVENTS %d (LEDGER %d), want %d (LEDGER %d)", st.SourceSeq, st.LedgerSeq, wantSource, committed.LedgerSeq)
+			}
+			if n := s.ledgerMessages(t, subjects.Ledger("pharmacy", key)); n != 1 {
+				t.Errorf("LEDGER holds %d messages of the key, want 1", n)
+			}
+		})
+	}
+}
+
+// validEvent returns the pharmacy example with a unique transaction id
+// carrying marker, and its idempotency key as the gate derives it.
+func validEvent(t *testing.T, subject, marker string) ([]byte, string) {
+	t.Helper()
+	b, err := fs.ReadFile(schemas.FS, "testdata/pharmacy/valid/dispense-schedule-ii.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["transaction_id"] = "INV-REBUILD-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	doc["note"] = marker
+	if b, err = json.Marshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	g, err := gate.New(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := g.Check(subject, b)
+	if err != nil {
+		delete(doc, "note")
+		if b, err = json.Marshal(doc); err != nil {
+			t.Fatal(err)
+		}
+		if env, err = g.Check(subject, b); err != nil {
+			t.Fatalf("the example does not pass the gate: %v", err)
+		}
+	}
+	return b, env.IdempotencyKey
+}
+
+// settled waits until the validator acknowledged EVENTS up to seq.
+func (s *system) settled(t *testing.T, seq uint64) {
+	t.Helper()
+	js := s.js(t, access.Admin)
+	natstest.CheckFor(t, waitFor, 20*time.Millisecond, func() error {
+		c, err := js.Consumer(context.Background(), subjects.EventsStream, subjects.ValidatorConsumer)
+		if err != nil {
+			return err
+		}
+		in, err := c.Info(context.Background())
+		if err != nil {
+			return err
+		}
+		if in.AckFloor.Stream < seq {
+			return errorf("validator acknowledged EVENTS up to %d, waiting for %d", in.AckFloor.Stream, seq)
+		}
+		return nil
+	})
+}
+
+// ledgerMessages counts LEDGER's messages on subject.
+func (s *system) ledgerMessages(t *testing.T, subject string) uint64 {
+	t.Helper()
+	st, err := s.js(t, access.Admin).Stream(context.Background(), subjects.LedgerStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := st.Info(context.Background(), jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in.State.Subjects[subject]
+}
