@@ -619,6 +619,7 @@ var knownCodes = map[codes.Code]bool{
 	dscsa.MissingExpiry: true, dscsa.InvalidEPC: true, dscsa.InvalidBizStep: true,
 	dscsa.InvalidLocation: true, dscsa.UnsupportedEventType: true, dscsa.InvalidParentID: true,
 	dscsa.InvalidAggregation: true, dscsa.UnsupportedGS1Key: true, dscsa.KeyNotForBizStep: true,
+	dscsa.InvalidDisposition: true,
 }
 
 func FuzzGateDSCSA(f *testing.F) {
