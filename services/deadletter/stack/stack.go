@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -41,6 +42,7 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/config"
+	"github.com/deadletter/deadletter/shared/decision"
 	"github.com/deadletter/deadletter/shared/embedded"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/runner"
@@ -225,6 +227,9 @@ type Stack struct {
 	// loadedHook, when set (tests), runs in each reload of the people
 	// between reading the file and applying it.
 	loadedHook func()
+	// unregistered is set while the people's records in AUDIT may lag
+	// the people applied (registerPeople failed): watchPeople tries again.
+	unregistered atomic.Bool
 }
 
 // New prepares a stack; Run starts it.
@@ -330,6 +335,12 @@ func (s *Stack) Run(ctx context.Context) error {
 		s.log.Info("nats server stopped")
 	}()
 	if err := s.provision(ctx); err != nil {
+		return err
+	}
+	// Every person's registry record (roles, state, decision keys) in
+	// AUDIT, where signed decisions are checked: a store begun before
+	// people signed gets its people now.
+	if err := s.registerPeople(ctx, creds); err != nil {
 		return err
 	}
 	if err := s.writeContexts(); err != nil {
@@ -944,6 +955,9 @@ func (s *Stack) watchPeople(ctx context.Context, path string, opts []access.Opti
 			return
 		case <-t.C:
 		}
+		if s.unregistered.Load() {
+			_ = s.registerPeople(ctx, s.Secrets())
+		}
 		cur := fileDigest(path)
 		if cur == loaded {
 			continue
@@ -1006,10 +1020,41 @@ func (s *Stack) reloadPeople(path string, opts []access.Option) (string, error) 
 		}
 	}
 	s.log.Info("people reloaded", "people", len(next.People), "active", active, "digest", digest)
+	rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = s.registerPeople(rctx, next) // tried again by watchPeople
 	if err := s.writeApplied(next, digest); err != nil {
 		return digest, err
 	}
 	return digest, s.writeContexts()
+}
+
+// registerPeople writes to AUDIT, as the admin (no service may), the
+// registry record (api.PersonKeys) of each person of creds whose last
+// record says otherwise: what every signed decision is checked against.
+// A failure is logged and left for watchPeople to try again.
+func (s *Stack) registerPeople(ctx context.Context, creds *access.Secrets) error {
+	err := func() error {
+		nc, err := s.dial(append([]nats.Option{nats.Name("deadletter-registrar")}, creds.NATSOptions(access.Admin)...)...)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return err
+		}
+		stored, err := decision.NewRegistry(js).Sync(ctx, creds.PersonKeys())
+		for _, pk := range stored {
+			s.log.Info("person registered in AUDIT", "person", pk.Person, "event", pk.Event, "keys", len(pk.Keys), "disabled", pk.Disabled)
+		}
+		return err
+	}()
+	s.unregistered.Store(err != nil)
+	if err != nil {
+		s.log.Error("people's records not written to AUDIT: decisions with a new key or role are refused until they are (tried again)", "err", err)
+	}
+	return err
 }
 
 // fileDigest is the SHA-256 of the file at path ("" when unreadable).
