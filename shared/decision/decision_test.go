@@ -1,11 +1,14 @@
 package decision_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -177,6 +180,70 @@ func TestEd25519KeyText(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := decision.Ed25519Key(tc.text, ""); !errors.Is(err, decision.ErrKeyText) {
 				t.Fatalf("Ed25519Key(%q) = %v, want ErrKeyText", tc.text, err)
+			}
+		})
+	}
+}
+
+func TestKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	pass := []byte("Müller & Söhne <Großhandel> \"geheim\" 陈伟")
+	start := time.Now()
+	kf, priv, err := decision.NewKeyFile("chen.wei", pass)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("new key sealed in %s", time.Since(start))
+	path := dir + "/chen.wei.key"
+	if err := decision.WriteKeyFile(path, kf); err != nil {
+		t.Fatal(err)
+	}
+	if err := decision.WriteKeyFile(path, kf); err == nil {
+		t.Fatal("a key file was written over")
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(raw, priv.Seed()) || bytes.Contains(raw, []byte(base64.StdEncoding.EncodeToString(priv.Seed()))) {
+		t.Fatal("the seed is in the file in clear")
+	}
+	read, err := decision.ReadKeyFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := read
+	other.Person = "jonas.mueller"
+	tests := []struct {
+		name string
+		kf   decision.KeyFile
+		pass []byte
+		want error
+	}{
+		{name: "the passphrase", kf: read, pass: pass},
+		{name: "no passphrase", kf: read, pass: nil, want: decision.ErrPassphrase},
+		{name: "another passphrase", kf: read, pass: []byte("Müller & Söhne"), want: decision.ErrPassphrase},
+		{name: "the file renamed to another person", kf: other, pass: pass, want: decision.ErrPassphrase},
+		{name: "a cost out of bounds", kf: func() decision.KeyFile { k := read; k.N = 1 << 30; return k }(), pass: pass, want: decision.ErrKeyFile},
+		{name: "an unknown derivation", kf: func() decision.KeyFile { k := read; k.KDF = "rot13"; return k }(), pass: pass, want: decision.ErrKeyFile},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			got, err := tc.kf.Open(tc.pass)
+			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("Open = %v, want %v", err, tc.want)
+			}
+			if tc.want == nil {
+				t.Logf("opened in %s", time.Since(start))
+				sd := decision.SignEd25519(got, decision.ForHold(api.HoldLiftRequest{ID: "hold-1", CaseID: "DEA-2026-<17>", Reason: meaning}, "chen.wei", "approver", time.Now()))
+				k, err := tc.kf.Key()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := decision.Verify(k, sd); err != nil {
+					t.Fatalf("a decision signed with the opened key: %v", err)
+				}
 			}
 		})
 	}
