@@ -48,8 +48,17 @@ func TestPeopleRegisteredInAudit(t *testing.T) {
 	}
 	start := latest()
 	for _, pk := range s.Secrets().PersonKeys() {
-		if _, ok := start[pk.Person]; !ok {
+		e, ok := start[pk.Person]
+		if !ok {
 			t.Fatalf("%s has no record in AUDIT at start", pk.Person)
+		}
+		// make run's example people have their dlqctl key, registered.
+		kf, err := decision.ReadKeyFile(s.KeyFile(pk.Person))
+		if err != nil {
+			t.Fatalf("%s: %v", pk.Person, err)
+		}
+		if len(e.Keys.Keys) != 1 || e.Keys.Keys[0].ID != kf.KeyID {
+			t.Fatalf("%s's record at start: %+v, key file %s", pk.Person, e.Keys, kf.KeyID)
 		}
 	}
 	count := func() int {
@@ -78,7 +87,8 @@ func TestPeopleRegisteredInAudit(t *testing.T) {
 	}{
 		{name: "key added", person: "chen.wei", change: func(sec *access.Secrets) error { return sec.AddKey("chen.wei", key, "root") },
 			want: func(pk api.PersonKeys) error {
-				if pk.Event != access.EventKeyAdded || pk.By != "root" || len(pk.Keys) != 1 || pk.Keys[0].ID != key.ID || pk.Keys[0].RevokedAt != nil {
+				// The example key make run gave chen.wei, and the new one.
+				if pk.Event != access.EventKeyAdded || pk.By != "root" || len(pk.Keys) != 2 || pk.Keys[1].ID != key.ID || pk.Keys[1].RevokedAt != nil {
 					return fmt.Errorf("%+v", pk)
 				}
 				return nil
@@ -87,14 +97,14 @@ func TestPeopleRegisteredInAudit(t *testing.T) {
 			_, err := sec.Grant("chen.wei", access.RoleOperator, "root", access.WithBcryptCost(access.MinBcryptCost))
 			return err
 		}, want: func(pk api.PersonKeys) error {
-			if pk.Event != access.EventGranted || !slices.Equal(pk.Roles, []string{"approver", "operator"}) || len(pk.Keys) != 1 {
+			if pk.Event != access.EventGranted || !slices.Equal(pk.Roles, []string{"approver", "operator"}) || len(pk.Keys) != 2 {
 				return fmt.Errorf("%+v", pk)
 			}
 			return nil
 		}},
 		{name: "key revoked", person: "chen.wei", change: func(sec *access.Secrets) error { _, err := sec.RevokeKey("chen.wei", key.ID, "root"); return err },
 			want: func(pk api.PersonKeys) error {
-				if pk.Event != access.EventKeyRevoked || len(pk.Keys) != 1 || pk.Keys[0].RevokedAt == nil {
+				if pk.Event != access.EventKeyRevoked || len(pk.Keys) != 2 || pk.Keys[0].RevokedAt != nil || pk.Keys[1].RevokedAt == nil {
 					return fmt.Errorf("%+v", pk)
 				}
 				return nil

@@ -922,6 +922,18 @@ func (s *Stack) loadPeople(path string, opts []access.Option) (*access.Secrets, 
 		}
 		s.log.Info("people's password hashes made again at the current cost (same passwords)")
 	}
+	// make run's example people sign their decisions with dlqctl keys
+	// kept beside their contexts (ExampleKeys).
+	keyed, err := s.exampleKeys(creds)
+	if err != nil {
+		return nil, "", err
+	}
+	if keyed {
+		if err := creds.Save(path); err != nil {
+			return nil, "", err
+		}
+		s.log.Info("gave make run's example people their dlqctl signing keys, beside their contexts", "dir", filepath.Join(s.cfg.DataDir, ContextsDir))
+	}
 	if migrated {
 		if err := creds.Save(path); err != nil {
 			return nil, "", err
@@ -1055,6 +1067,50 @@ func (s *Stack) registerPeople(ctx context.Context, creds *access.Secrets) error
 		s.log.Error("people's records not written to AUDIT: decisions with a new key or role are refused until they are (tried again)", "err", err)
 	}
 	return err
+}
+
+// KeyFile is the dlqctl signing key of person beside the people's
+// contexts (make run's example people; dlqctl looks for <person>.key
+// beside its --context file).
+func (s *Stack) KeyFile(person string) string {
+	return filepath.Join(s.cfg.DataDir, ContextsDir, person+".key")
+}
+
+// exampleKeys gives each of make run's example people (access's
+// DefaultPeople, not publishers) who never had a decision key one: an
+// ed25519 key kept unencrypted beside their context (KeyFile; their
+// password is there in clear too), its public key registered in creds
+// as `deadletter people key add` would. A person with a key, or whose
+// key was revoked, is left alone; a person added by an administrator
+// makes their own (dlqctl key init). It reports whether creds changed.
+func (s *Stack) exampleKeys(creds *access.Secrets) (bool, error) {
+	changed := false
+	for _, d := range access.DefaultPeople() {
+		p, ok := creds.Person(d.Name)
+		if !ok || p.Role == access.RolePublisher || p.Disabled || len(p.Keys) > 0 {
+			continue
+		}
+		path := s.KeyFile(p.Name)
+		kf, err := decision.ReadKeyFile(path)
+		if errors.Is(err, os.ErrNotExist) {
+			if kf, _, err = decision.NewKeyFile(p.Name, nil); err == nil {
+				err = decision.WriteKeyFile(path, kf)
+			}
+		}
+		if err != nil {
+			return changed, fmt.Errorf("stack: %s's signing key: %w", p.Name, err)
+		}
+		key, err := kf.Key()
+		if err != nil {
+			return changed, err
+		}
+		key.Label = "make run example key (" + path + ")"
+		if err := creds.AddKey(p.Name, key, "make run"); err != nil {
+			return changed, err
+		}
+		changed = true
+	}
+	return changed, nil
 }
 
 // fileDigest is the SHA-256 of the file at path ("" when unreadable).
