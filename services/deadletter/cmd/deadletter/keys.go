@@ -110,7 +110,7 @@ func runPeopleKey(args []string, out io.Writer) error {
 		fmt.Fprintf(out, "revoked %s's key %s from now on (decisions signed before stay valid), in %s\n", person, printable(pos[1]), ps.path)
 	}
 	if ps.kit != "" {
-		fmt.Fprintf(out, "regenerated the kit in %s: the servers' people record is written to AUDIT when a node applies it\n", ps.kit)
+		fmt.Fprintf(out, "regenerated the kit in %s: ./bin/provision --kit %s (as the admin) writes %s's record to AUDIT; decisions are checked against it from then on\n", ps.kit, ps.kit, person)
 	} else {
 		fmt.Fprintf(out, "a running `make run` writes %s's record to AUDIT within seconds (otherwise at its next start); decisions are checked against it from then on\n", person)
 	}
