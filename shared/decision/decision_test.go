@@ -19,7 +19,7 @@ import (
 	"github.com/deadletter/deadletter/shared/streams"
 )
 
-func newKey(t *testing.T) (ed25519.PrivateKey, api.DecisionKey) {
+func newKey(t testing.TB) (ed25519.PrivateKey, api.DecisionKey) {
 	t.Helper()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
