@@ -25,9 +25,12 @@ import (
 // the record's signature or body, in the action's detail), and verify
 // checks it with decision.Registry.Check as of the time it was stored:
 // the signature, the key registered to the person then and not revoked,
-// the person enabled and holding the role. Records made before people
-// signed (older than the store's first registry record, without a
-// signature) are counted as legacy, not problems.
+// the person enabled and holding the role. A signature that does not hold
+// is always a problem. A decision without one is a problem once the store
+// signs decisions: recorded after both the store's first registry record
+// and its first signed decision (in AUDIT, or earlier in QUARANTINE);
+// before, executors of an earlier version wrote it, and it is counted as
+// legacy, not a problem.
 
 // The problems of the decision check (VerifyProblem.Kind).
 const (
@@ -99,13 +102,28 @@ func readDecision(raw []byte) *decisionRecord {
 type decisions struct {
 	reg *decision.Registry
 	// first is the time of the store's first registry record (zero:
-	// none, every decision is legacy).
-	first   time.Time
+	// none, every unsigned decision is legacy).
+	first time.Time
+	// signedSince is the time of the first signed decision seen (zero:
+	// none yet): AUDIT's, read first, then QUARANTINE's as they come.
+	signedSince time.Time
+	// audit are AUDIT's decision actions, checked after QUARANTINE.
+	audit   []auditDecision
 	checked int
 	legacy  int
 }
 
-// startDecisions reads the people's registry records once.
+// auditDecision is one decision action of AUDIT.
+type auditDecision struct {
+	seq     uint64
+	subject string
+	action  string
+	signed  *api.SignedDecision
+	at      time.Time
+}
+
+// startDecisions reads the people's registry records and AUDIT's
+// decision actions once.
 func (p *Verifier) startDecisions(ctx context.Context) (*decisions, error) {
 	d := &decisions{reg: decision.NewRegistry(p.cfg.JS)}
 	e, ok, err := d.reg.First(ctx)
@@ -117,7 +135,17 @@ func (p *Verifier) startDecisions(ctx context.Context) (*decisions, error) {
 	case ok:
 		d.first = e.Stored
 	}
+	if err := p.readAuditDecisions(ctx, d); err != nil {
+		return nil, err
+	}
 	return d, nil
+}
+
+// signed notes a signed decision stored at at.
+func (d *decisions) signed(at time.Time) {
+	if d.signedSince.IsZero() || at.Before(d.signedSince) {
+		d.signedSince = at
+	}
 }
 
 // check checks one signed decision as of when it was stored and reports
@@ -129,7 +157,7 @@ func (v *verifier) checkDecision(ctx context.Context, where api.VerifyProblem, a
 	}
 	d.checked++
 	if sd == nil {
-		if d.first.IsZero() || at.Before(d.first) {
+		if d.first.IsZero() || at.Before(d.first) || d.signedSince.IsZero() || at.Before(d.signedSince) {
 			d.legacy++
 			return
 		}
@@ -166,6 +194,9 @@ func (v *verifier) checkRecordDecision(ctx context.Context, m *stored) {
 			Detail: fmt.Sprintf("the signed decision is about %s, not this record's", sd.Decision.Target)})
 		return
 	}
+	if sd != nil && v.decisions != nil {
+		v.decisions.signed(m.time)
+	}
 	v.checkDecision(ctx, api.VerifyProblem{Seq: m.seq, Subject: m.subject, DLQID: r.DLQID, Index: r.Index}, decisionKinds[r.Kind], sd, m.time)
 }
 
@@ -177,11 +208,8 @@ var auditDecisions = map[[2]string]string{
 	{"hold", "lifted"}:       api.DecisionLift,
 }
 
-// auditDecisions checks every decision action of AUDIT.
-func (p *Verifier) auditDecisions(ctx context.Context, v *verifier) error {
-	if v.decisions == nil {
-		return nil
-	}
+// readAuditDecisions reads every decision action of AUDIT into d.
+func (p *Verifier) readAuditDecisions(ctx context.Context, d *decisions) error {
 	for _, obj := range []string{"approval", "hold"} {
 		err := streams.ReadSubject(ctx, p.cfg.JS, subjects.AuditStream, subjects.AuditAction(obj, ">"), func(m *jetstream.RawStreamMsg) error {
 			var a api.AuditAction
@@ -196,7 +224,10 @@ func (p *Verifier) auditDecisions(ctx context.Context, v *verifier) error {
 				Signed *api.SignedDecision `json:"signed"`
 			}
 			_ = json.Unmarshal(a.Detail, &body)
-			v.checkDecision(ctx, api.VerifyProblem{Seq: m.Sequence, Subject: m.Subject}, action, body.Signed, m.Time)
+			if body.Signed != nil {
+				d.signed(m.Time)
+			}
+			d.audit = append(d.audit, auditDecision{seq: m.Sequence, subject: m.Subject, action: action, signed: body.Signed, at: m.Time})
 			return nil
 		})
 		switch {
@@ -205,6 +236,18 @@ func (p *Verifier) auditDecisions(ctx context.Context, v *verifier) error {
 		case err != nil:
 			return fmt.Errorf("auditor: read %s decisions: %w", subjects.AuditStream, err)
 		}
+	}
+	return nil
+}
+
+// auditDecisions checks every decision action of AUDIT (read by
+// startDecisions).
+func (p *Verifier) auditDecisions(ctx context.Context, v *verifier) error {
+	if v.decisions == nil {
+		return nil
+	}
+	for _, a := range v.decisions.audit {
+		v.checkDecision(ctx, api.VerifyProblem{Seq: a.seq, Subject: a.subject}, a.action, a.signed, a.at)
 	}
 	return nil
 }

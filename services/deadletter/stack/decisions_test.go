@@ -29,7 +29,8 @@ import (
 // (E6: decision_unsigned), and an approval the redriver's credential
 // writes to AUDIT signed with its own nkey as chen.wei (E5:
 // decision_forged). The same approval signed with chen.wei's own key
-// is not a problem.
+// is not a problem; it is also the store's first signed decision, after
+// which an unsigned one is no executor's of an earlier version.
 func TestVerifyCatchesForgedDecisions(t *testing.T) {
 	s, _ := startStack(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -82,10 +83,6 @@ func TestVerifyCatchesForgedDecisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dismissed, err := qjs.Publish(ctx, subjects.Quarantine(forged.Domain, forged.DLQID), raw)
-	if err != nil {
-		t.Fatalf("the quarantiner's append: %v", err)
-	}
 
 	// E5: an approval "signed" by chen.wei with the redriver's nkey.
 	kp, err := nkeys.FromSeed([]byte(s.Secrets().Users[access.Redriver].Seed))
@@ -119,7 +116,6 @@ func TestVerifyCatchesForgedDecisions(t *testing.T) {
 		}
 		return ack.Sequence
 	}
-	minted := approve(decision.SignEd25519(serviceKey, d))
 	kf, err := decision.ReadKeyFile(s.KeyFile("chen.wei"))
 	if err != nil {
 		t.Fatal(err)
@@ -129,6 +125,13 @@ func TestVerifyCatchesForgedDecisions(t *testing.T) {
 		t.Fatal(err)
 	}
 	genuine := approve(decision.SignEd25519(chen, d))
+	minted := approve(decision.SignEd25519(serviceKey, d))
+	// After the store's first signed decision (the one above), an
+	// unsigned decision is no executor's of an earlier version.
+	dismissed, err := qjs.Publish(ctx, subjects.Quarantine(forged.Domain, forged.DLQID), raw)
+	if err != nil {
+		t.Fatalf("the quarantiner's append: %v", err)
+	}
 
 	var rep api.VerifyReply
 	call(t, elif, api.AuditVerify, api.VerifyRequest{}, &rep)
