@@ -45,44 +45,61 @@ func TestVerifyCatchesForgedDecisions(t *testing.T) {
 	}
 	amara, elif := conn(access.DefaultPerson(access.RoleOperator)), conn(access.DefaultPerson(access.RoleInspector))
 
-	// A quarantined event: the chain E6 closes.
+	// Two quarantined events: the chains the dismissals close.
 	pub := conn("publisher")
-	if _, err := pub.Request(subjects.Event("pharmacy", "dispense"), []byte(`{"pharmacy":"Müller & Söhne <Apotheke>","qty":`), 30*time.Second); err != nil {
-		t.Fatal(err)
+	for _, body := range []string{`{"pharmacy":"Müller & Söhne <Apotheke>","qty":`, `{"pharmacy":"陈伟药房","qty":`} {
+		if _, err := pub.Request(subjects.Event("pharmacy", "dispense"), []byte(body), 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var list api.ListReply
 	natstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 		call(t, amara, api.AuditList, api.ListRequest{}, &list)
-		if len(list.Items) == 0 {
-			return fmt.Errorf("nothing quarantined yet")
+		if len(list.Items) < 2 {
+			return fmt.Errorf("%d quarantined", len(list.Items))
 		}
 		return nil
 	})
-	var chain api.GetReply
-	call(t, amara, api.AuditGet, api.GetRequest{DLQID: list.Items[0].DLQID}, &chain)
-	var shown record.Record // audit.get leaves the payload out: the stored record is read as the quarantiner
-	if err := json.Unmarshal(chain.Records[len(chain.Records)-1].Record, &shown); err != nil {
-		t.Fatal(err)
-	}
 	qjs, err := jetstream.New(conn(access.Quarantiner))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var last record.Record
-	if _, err := streams.DirectGet(ctx, qjs, subjects.QuarantineStream, streams.DirectRequest{LastFor: subjects.Quarantine(shown.Domain, shown.DLQID)},
-		func(m *jetstream.RawStreamMsg) error {
-			last, err = record.Parse(m.Data)
-			return err
-		}); err != nil {
-		t.Fatal(err)
+	// dismissal returns the chain's last record and a dismissed record
+	// after it, sealed and linked, naming chen.wei, without a signature.
+	dismissal := func(dlqID string) (record.Record, record.Record, []byte) {
+		t.Helper()
+		var chain api.GetReply
+		call(t, amara, api.AuditGet, api.GetRequest{DLQID: dlqID}, &chain)
+		var shown record.Record // audit.get leaves the payload out: the stored record is read as the quarantiner
+		if err := json.Unmarshal(chain.Records[len(chain.Records)-1].Record, &shown); err != nil {
+			t.Fatal(err)
+		}
+		var last record.Record
+		if _, err := streams.DirectGet(ctx, qjs, subjects.QuarantineStream, streams.DirectRequest{LastFor: subjects.Quarantine(shown.Domain, shown.DLQID)},
+			func(m *jetstream.RawStreamMsg) error {
+				var err error
+				last, err = record.Parse(m.Data)
+				return err
+			}); err != nil {
+			t.Fatal(err)
+		}
+		forged := last
+		forged.Kind, forged.Index, forged.PrevHash, forged.AuditHash = record.KindDismissed, last.Index+1, last.AuditHash, ""
+		forged.Actor, forged.Reason = "chen.wei", "Testereignis, kein Abgang (陈伟)"
+		raw, err := record.SealMarshal(&forged)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return last, forged, raw
 	}
-	forged := last
-	forged.Kind, forged.Index, forged.PrevHash, forged.AuditHash = record.KindDismissed, last.Index+1, last.AuditHash, ""
-	forged.Actor, forged.Reason = "chen.wei", "Testereignis, kein Abgang (陈伟)"
-	raw, err := record.SealMarshal(&forged)
+	// Before the store's first signed decision an unsigned one is an
+	// earlier executor's: legacy, not a problem.
+	_, early, earlyRaw := dismissal(list.Items[1].DLQID)
+	legacy, err := qjs.Publish(ctx, subjects.Quarantine(early.Domain, early.DLQID), earlyRaw)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the quarantiner's append: %v", err)
 	}
+	last, forged, raw := dismissal(list.Items[0].DLQID)
 
 	// E5: an approval "signed" by chen.wei with the redriver's nkey.
 	kp, err := nkeys.FromSeed([]byte(s.Secrets().Users[access.Redriver].Seed))
@@ -151,6 +168,7 @@ func TestVerifyCatchesForgedDecisions(t *testing.T) {
 		{"E6: a dismissal the quarantiner appended", dismissed.Sequence, verify.ProblemDecisionUnsigned},
 		{"E5: an approval minted with the redriver's key", minted, verify.ProblemDecisionForged},
 		{"an approval chen.wei signed", genuine, ""},
+		{"an unsigned dismissal before the store's first signed decision", legacy.Sequence, ""},
 	} {
 		if found[want.seq] != want.kind {
 			t.Errorf("%s (seq %d): reported %q, want %q (problems: %+v)", want.name, want.seq, found[want.seq], want.kind, rep.Problems)
