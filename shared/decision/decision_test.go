@@ -248,3 +248,68 @@ func TestKeyFile(t *testing.T) {
 		})
 	}
 }
+
+// TestRegistry: records are read as of a sequence and a time, a message
+// on a people subject that is no record (or names another person) is
+// never used, and Sync stores only what changed.
+func TestRegistry(t *testing.T) {
+	srv := natstest.Start(t)
+	srv.Provision(t, streams.DefaultOptions())
+	js := srv.JetStream(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, key := newKey(t)
+	chen := api.PersonKeys{Person: "chen.wei", Roles: []string{"approver"}, Event: "added", By: "root", At: time.Now().UTC()}
+	first, err := decision.Publish(ctx, js, chen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not records: garbage, and a record naming another person.
+	if _, err := js.Publish(ctx, decision.PeopleSubject("chen.wei"), []byte(`{"action":"key added","detail":"<Müller & Söhne>"`)); err != nil {
+		t.Fatal(err)
+	}
+	other := chen
+	other.Person, other.Keys = "jonas.mueller", []api.DecisionKey{key}
+	b, _ := json.Marshal(decision.Action(other))
+	if _, err := js.Publish(ctx, decision.PeopleSubject("chen.wei"), b); err != nil {
+		t.Fatal(err)
+	}
+	withKey := chen
+	withKey.Keys, withKey.Event = []api.DecisionKey{key}, "key added"
+	reg := decision.NewRegistry(js)
+	stored, err := reg.Sync(ctx, []api.PersonKeys{withKey})
+	if err != nil || len(stored) != 1 {
+		t.Fatalf("Sync of a change stored %d records (%v), want 1", len(stored), err)
+	}
+	again := withKey
+	again.Event, again.By, again.At = "enabled", "someone else", time.Now().UTC() // the same roles, state and keys
+	if stored, err := decision.NewRegistry(js).Sync(ctx, []api.PersonKeys{again}); err != nil || len(stored) != 0 {
+		t.Fatalf("Sync of what AUDIT says: stored %d (%v), want none", len(stored), err)
+	}
+	tests := []struct {
+		name string
+		get  func() (decision.Entry, bool, error)
+		keys int
+		ok   bool
+	}{
+		{"as of the first record's sequence", func() (decision.Entry, bool, error) { return reg.AsOfSeq(ctx, "chen.wei", first) }, 0, true},
+		{"before it", func() (decision.Entry, bool, error) { return reg.AsOfSeq(ctx, "chen.wei", first-1) }, 0, false},
+		{"as of the key's record", func() (decision.Entry, bool, error) { return reg.AsOfSeq(ctx, "chen.wei", first+3) }, 1, true},
+		{"now", func() (decision.Entry, bool, error) { return reg.AsOf(ctx, "chen.wei", time.Now()) }, 1, true},
+		{"a person never registered", func() (decision.Entry, bool, error) { return reg.AsOf(ctx, "jonas.mueller", time.Now()) }, 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e, ok, err := tc.get()
+			if err != nil || ok != tc.ok || len(e.Keys.Keys) != tc.keys {
+				t.Fatalf("got %+v %v %v, want found %v with %d keys", e, ok, err, tc.ok, tc.keys)
+			}
+		})
+	}
+	if bad := reg.Bad(); len(bad) != 2 {
+		t.Fatalf("%d messages set aside, want the garbage and the other person's: %+v", len(bad), bad)
+	}
+	if e, ok, err := reg.First(ctx); err != nil || !ok || e.Seq != first {
+		t.Fatalf("First = %+v %v %v", e, ok, err)
+	}
+}

@@ -259,7 +259,8 @@ func Same(a, b api.PersonKeys) bool {
 // Sync stores the record of each person of current whose last record in
 // AUDIT says otherwise (Same), or who has none: what a server does when it
 // applies the people file, and at start (a store begun before people
-// signed gets its people). It returns the records stored.
+// signed gets its people). current holds one record per person
+// (access.Secrets.PersonKeys); it returns the records stored.
 func (r *Registry) Sync(ctx context.Context, current []api.PersonKeys) ([]api.PersonKeys, error) {
 	latest, err := r.Latest(ctx)
 	if err != nil {
