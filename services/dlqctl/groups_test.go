@@ -21,7 +21,7 @@ func TestGroupsAnswerTheirOwnWords(t *testing.T) {
 		words string
 		real  []string
 	}{
-		{"dlqctl", nil, "access, approval, backup, checkpoint, completion, dismiss, drain, export, find, groups, hold, ls (list), policy, publish", []string{"groups"}},
+		{"dlqctl", nil, "access, approval, backup, checkpoint, completion, dismiss, drain, export, find, groups, hold, key, ls (list), policy, publish", []string{"groups"}},
 		{"policy", []string{"policy"}, "set, show (get)", []string{"policy", "get"}},
 		{"policy show", []string{"policy"}, "set, show (get)", []string{"policy", "show"}},
 		{"approval", []string{"approval"}, "approve, list (ls), reject, show", []string{"approval", "ls"}},

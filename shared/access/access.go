@@ -277,11 +277,22 @@ var table = func() []Spec {
 	}
 }()
 
+// PeopleRecords covers the people's registry records in AUDIT
+// (api.PersonKeys on subjects.AuditAction("people", person)): what every
+// signed decision is checked against. Only the server applying the
+// people file writes them, as the break-glass Admin; every other user is
+// denied them, whatever else it may write to AUDIT.
+var PeopleRecords = subjects.AuditAction("people", ">")
+
 // Specs returns the services' account users. The result is a fresh copy.
 func Specs() []Spec {
 	out := make([]Spec, 0, len(table))
 	for _, s := range table {
-		s.Publish = Rule{Allow: slices.Clone(s.Publish.Allow), Deny: slices.Clone(s.Publish.Deny)}
+		deny := slices.Clone(s.Publish.Deny)
+		if !s.Unrestricted {
+			deny = append(deny, PeopleRecords)
+		}
+		s.Publish = Rule{Allow: slices.Clone(s.Publish.Allow), Deny: deny}
 		s.Subscribe = Rule{Allow: slices.Clone(s.Subscribe.Allow), Deny: slices.Clone(s.Subscribe.Deny)}
 		out = append(out, s)
 	}

@@ -119,6 +119,16 @@ func attacks() []attack {
 		body: map[string]any{"action": "approved", "object": "approval", "actor": "approver"}, allowed: []string{access.Redriver}})
 	add(attack{id: "I4", name: "hold lift approval request", publish: api.ApprovalHoldLift,
 		body: map[string]any{"hold_id": "hold-x", "requester": "operator", "requester_role": "operator"}, allowed: []string{access.Auditor}})
+	// E5/E6 (issue #38): a person's registry record (roles, enabled
+	// state, decision keys) is what every signed decision is checked
+	// against; only the server applying the people file writes it, as
+	// the admin. No service, even the redriver that writes AUDIT's other
+	// actions, and no person may add a key or a role there.
+	for _, person := range []string{"chen.wei", "amara.okafor", "陈伟"} {
+		add(attack{id: "E5", name: "forged registry record of " + person, publish: subjects.AuditAction("people", person),
+			body: map[string]any{"action": "key added", "object": "people", "object_id": person, "actor": "mallory",
+				"detail": map[string]any{"person": person, "roles": []string{"approver"}, "keys": []map[string]any{{"scheme": "ed25519", "id": "mallory"}}}}})
+	}
 	add(attack{id: "H5", name: "create a stream", publish: "$JS.API.STREAM.CREATE.EVIL",
 		body: map[string]any{"name": "EVIL", "subjects": []string{"evil.>"}}})
 	add(attack{id: "H5", name: "create a stream mirroring QUARANTINE", publish: "$JS.API.STREAM.CREATE.MIRROR",

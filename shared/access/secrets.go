@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/deadletter/deadletter/shared/api"
 	"github.com/nats-io/nkeys"
 	"golang.org/x/crypto/bcrypt"
 )
@@ -48,6 +50,10 @@ type Person struct {
 	// History lists what was done to the person's account (PersonEvent),
 	// oldest first.
 	History []PersonEvent `json:"history,omitempty"`
+	// Keys are the person's registered decision keys (public keys only,
+	// AddKey), on the person's first user; revoked keys stay, with the
+	// time of their revocation.
+	Keys []api.DecisionKey `json:"keys,omitempty"`
 }
 
 // DefaultPeople are the people of `make run` and of a new kit: named

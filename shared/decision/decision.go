@@ -33,7 +33,51 @@ var (
 	ErrMismatch = errors.New("decision: the decision signed is not the one asked")
 	// ErrPerson: the signer is disabled, or lacked the role, at the time.
 	ErrPerson = errors.New("decision: the person may not make this decision")
+	// ErrKeyText: a public key given as text that is not one
+	// (registration).
+	ErrKeyText = errors.New("decision: not a public key")
+	// ErrRegistry: the people's records could not be read.
+	ErrRegistry = errors.New("decision: the people's records are unavailable")
 )
+
+// Reply codes (api.Error.Code) of a refused decision.
+const (
+	// CodeUnsigned: the decision carries no signature of its person.
+	CodeUnsigned = "DECISION_UNSIGNED"
+	// CodeForged: the signature does not verify, is made with a key that
+	// is not the person's (unknown, revoked, another person's), signs
+	// another decision, or the person was disabled or lacked the role.
+	CodeForged = "DECISION_FORGED"
+)
+
+// Code classifies an error of this package into a reply code:
+// CodeUnsigned, CodeForged, api.ErrUnavailable (ErrRegistry), or "" for
+// an error not of this package.
+func Code(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrUnsigned):
+		return CodeUnsigned
+	case errors.Is(err, ErrRegistry):
+		return api.ErrUnavailable
+	case errors.Is(err, ErrBadSignature), errors.Is(err, ErrUnknownKey), errors.Is(err, ErrScheme),
+		errors.Is(err, ErrMismatch), errors.Is(err, ErrPerson), errors.Is(err, ErrKeyText):
+		return CodeForged
+	}
+	return ""
+}
+
+// APIError is err as an endpoint's reply (api.Error of Code(err)), or
+// nil when err is not of this package. The message is the error's: ids,
+// roles and times, never a request's values.
+func APIError(err error) *api.Error {
+	c := Code(err)
+	if c == "" {
+		return nil
+	}
+	return &api.Error{Code: c, Message: err.Error(), Field: "signed", Err: err}
+}
 
 // domainSep separates a decision's digest from any other use of a key.
 const domainSep = "deadletter decision v1\n"

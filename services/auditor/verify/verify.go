@@ -36,7 +36,10 @@ type stored struct {
 	seq     uint64
 	subject string
 	data    []byte
+	time    time.Time
 	link    record.Link
+	// decision is the record's, when it records a person's decision.
+	decision *decisionRecord
 }
 
 // maxPredecessorWalk bounds how many records a verification steps back
@@ -68,6 +71,8 @@ type verifier struct {
 	tree        merkle.Builder // Merkle tree of the records read (api.MerkleAlgorithm)
 	anchor      *anchorCheck   // nil without an anchor
 	docs        *docNames      // documents named by the records, checked
+	decisions   *decisions     // the people's signatures (decisions.go)
+	ctx         context.Context
 }
 
 func (v *verifier) problem(p api.VerifyProblem) {
@@ -211,6 +216,11 @@ func (p *Verifier) verify(ctx context.Context, req api.VerifyRequest, t Tuning) 
 	if len(cps) > 0 && cps[len(cps)-1].CP.LastSeq > last {
 		last = cps[len(cps)-1].CP.LastSeq // records the checkpoints cover must be there
 	}
+	// The people's registry, what every decision is checked against.
+	if v.decisions, err = p.startDecisions(ctx); err != nil {
+		return rep, err
+	}
+	v.ctx = ctx
 	if msgs > 0 {
 		if err := p.readBatches(ctx, last, t.Batch, v.addBatch); err != nil {
 			return rep, fmt.Errorf("auditor: read %s: %w", subjects.QuarantineStream, err)
@@ -227,6 +237,13 @@ func (p *Verifier) verify(ctx context.Context, req api.VerifyRequest, t Tuning) 
 	// HOLDS, an index, against its source, AUDIT's hold actions (holds.go).
 	if err := p.holds(ctx, v); err != nil {
 		return rep, err
+	}
+	// The decisions AUDIT records, each signed by its person (decisions.go).
+	if err := p.auditDecisions(ctx, v); err != nil {
+		return rep, err
+	}
+	if d := v.decisions; d != nil {
+		p.cfg.Log.Info("verify: decisions checked", "decisions", d.checked, InfoDecisionUnsignedLegacy, d.legacy, "registry_since", d.first, "signed_since", d.signedSince)
 	}
 	// The EPCIS documents kept verbatim in DOCUMENTS (documents.go).
 	if err := p.documents(ctx, v); err != nil {
@@ -262,7 +279,7 @@ func (p *Verifier) readBatches(ctx context.Context, lastSeq uint64, size int, ad
 		defer close(batches)
 		batch := make([]stored, 0, size)
 		_, _, err := read.Scan(ctx, p.cfg.JS, subjects.QuarantineStream, "", 1, lastSeq, func(m *jetstream.RawStreamMsg) bool {
-			batch = append(batch, stored{seq: m.Sequence, subject: m.Subject, data: m.Data})
+			batch = append(batch, stored{seq: m.Sequence, subject: m.Subject, data: m.Data, time: m.Time})
 			if len(batch) == size {
 				select {
 				case batches <- batch:
@@ -291,6 +308,7 @@ func (p *Verifier) readBatches(ctx context.Context, lastSeq uint64, size int, ad
 				defer wg.Done()
 				for i := w; i < len(batch); i += workers {
 					batch[i].link = record.ReadLink(batch[i].data)
+					batch[i].decision = readDecision(batch[i].data)
 				}
 			}()
 		}
@@ -451,6 +469,9 @@ func (v *verifier) add(m *stored) {
 	}
 	for _, p := range ps {
 		v.problem(api.VerifyProblem{Seq: m.seq, Subject: m.subject, DLQID: m.link.DLQID, Index: p.Index, Kind: p.Kind, Detail: p.Detail})
+	}
+	if m.decision != nil && m.link.Err == nil {
+		v.checkRecordDecision(v.ctx, m)
 	}
 	if m.link.Err == nil {
 		if want := subjects.Quarantine(m.link.Domain, m.link.DLQID); m.subject != want {

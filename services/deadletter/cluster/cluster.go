@@ -161,7 +161,7 @@ func Prepare(o Options) (*Plan, error) {
 	replicas := strconv.Itoa(m.Options.Replicas)
 	p.Provision = Proc{Name: "provision",
 		Env:     []string{"NATS_URL=" + p.URLs, "NATS_USER=" + access.Admin, "NATS_PASSWORD_FILE=" + filepath.Join(o.Dir, kit.PasswordsDir, access.Admin), "DEADLETTER_REPLICAS=" + replicas},
-		Command: []string{filepath.Join(o.Bin, "provision"), "--replicas", replicas}}
+		Command: []string{filepath.Join(o.Bin, "provision"), "--replicas", replicas, "--kit", o.Dir}}
 	count := map[string]int{access.Validator: o.Validators, access.Quarantiner: o.Quarantiners}
 	for _, s := range config.MetricsPorts() {
 		n := max(count[s.Name], 1)

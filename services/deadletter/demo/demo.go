@@ -29,6 +29,7 @@ import (
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/decision"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/sample"
@@ -303,8 +304,15 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			return sum, err
 		}
 		pw := api.Password(st.Secrets().Users[access.DefaultPerson(access.RoleApprover)].Password)
+		// He signs with his own key (make run's example key, beside his
+		// context): the decision as the server showed it.
+		const meaning = "reviewed the correction against the re-sent event"
+		sd, err := signApproval(st, approver, review.Approval, approverName, meaning)
+		if err != nil {
+			return sum, err
+		}
 		if err := approver.call(api.ApprovalApprove, api.ApprovalDecisionRequest{ID: id, Password: pw,
-			Meaning: "reviewed the correction against the re-sent event"}, &signed); err != nil {
+			Meaning: meaning, Signed: sd}, &signed); err != nil {
 			return sum, err
 		}
 		rep.Outcome = signed.Approval.Outcome
@@ -408,6 +416,38 @@ type client struct{ nc *nats.Conn }
 
 // call sends req as JSON to subject and decodes the reply; a service error
 // comes back with its code.
+// signApproval signs the approval of ap as person, with the key make run
+// gave the person (stack.KeyFile), over the chain head the approval was
+// asked on (decision.ForApproval).
+func signApproval(st *stack.Stack, c *client, ap api.Approval, person, meaning string) (*api.SignedDecision, error) {
+	head := ""
+	if ap.DLQID != "" && ap.ChainRecords > 0 {
+		var chain api.GetReply
+		if err := c.call(api.AuditGet, api.GetRequest{DLQID: ap.DLQID}, &chain); err != nil {
+			return nil, err
+		}
+		if ap.ChainRecords <= len(chain.Records) {
+			var r struct {
+				AuditHash string `json:"audit_hash"`
+			}
+			if err := json.Unmarshal(chain.Records[ap.ChainRecords-1].Record, &r); err != nil {
+				return nil, err
+			}
+			head = r.AuditHash
+		}
+	}
+	kf, err := decision.ReadKeyFile(st.KeyFile(person))
+	if err != nil {
+		return nil, err
+	}
+	priv, err := kf.Open(nil)
+	if err != nil {
+		return nil, err
+	}
+	sd := decision.SignEd25519(priv, decision.ForApproval(ap, api.DecisionApprove, head, meaning, person, string(access.RoleApprover), time.Now()))
+	return &sd, nil
+}
+
 func (c *client) call(subject string, req, reply any) error {
 	b, err := json.Marshal(req)
 	if err != nil {

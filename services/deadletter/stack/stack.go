@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -41,6 +42,7 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/config"
+	"github.com/deadletter/deadletter/shared/decision"
 	"github.com/deadletter/deadletter/shared/embedded"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/runner"
@@ -225,6 +227,9 @@ type Stack struct {
 	// loadedHook, when set (tests), runs in each reload of the people
 	// between reading the file and applying it.
 	loadedHook func()
+	// unregistered is set while the people's records in AUDIT may lag
+	// the people applied (registerPeople failed): watchPeople tries again.
+	unregistered atomic.Bool
 }
 
 // New prepares a stack; Run starts it.
@@ -330,6 +335,12 @@ func (s *Stack) Run(ctx context.Context) error {
 		s.log.Info("nats server stopped")
 	}()
 	if err := s.provision(ctx); err != nil {
+		return err
+	}
+	// Every person's registry record (roles, state, decision keys) in
+	// AUDIT, where signed decisions are checked: a store begun before
+	// people signed gets its people now.
+	if err := s.registerPeople(ctx, creds); err != nil {
 		return err
 	}
 	if err := s.writeContexts(); err != nil {
@@ -911,6 +922,18 @@ func (s *Stack) loadPeople(path string, opts []access.Option) (*access.Secrets, 
 		}
 		s.log.Info("people's password hashes made again at the current cost (same passwords)")
 	}
+	// make run's example people sign their decisions with dlqctl keys
+	// kept beside their contexts (ExampleKeys).
+	keyed, err := s.exampleKeys(creds)
+	if err != nil {
+		return nil, "", err
+	}
+	if keyed {
+		if err := creds.Save(path); err != nil {
+			return nil, "", err
+		}
+		s.log.Info("gave make run's example people their dlqctl signing keys, beside their contexts", "dir", filepath.Join(s.cfg.DataDir, ContextsDir))
+	}
 	if migrated {
 		if err := creds.Save(path); err != nil {
 			return nil, "", err
@@ -943,6 +966,9 @@ func (s *Stack) watchPeople(ctx context.Context, path string, opts []access.Opti
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if s.unregistered.Load() {
+			_ = s.registerPeople(ctx, s.Secrets())
 		}
 		cur := fileDigest(path)
 		if cur == loaded {
@@ -1006,10 +1032,85 @@ func (s *Stack) reloadPeople(path string, opts []access.Option) (string, error) 
 		}
 	}
 	s.log.Info("people reloaded", "people", len(next.People), "active", active, "digest", digest)
+	rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = s.registerPeople(rctx, next) // tried again by watchPeople
 	if err := s.writeApplied(next, digest); err != nil {
 		return digest, err
 	}
 	return digest, s.writeContexts()
+}
+
+// registerPeople writes to AUDIT, as the admin (no service may), the
+// registry record (api.PersonKeys) of each person of creds whose last
+// record says otherwise: what every signed decision is checked against.
+// A failure is logged and left for watchPeople to try again.
+func (s *Stack) registerPeople(ctx context.Context, creds *access.Secrets) error {
+	err := func() error {
+		nc, err := s.dial(append([]nats.Option{nats.Name("deadletter-registrar")}, creds.NATSOptions(access.Admin)...)...)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return err
+		}
+		stored, err := decision.NewRegistry(js).Sync(ctx, creds.PersonKeys())
+		for _, pk := range stored {
+			s.log.Info("person registered in AUDIT", "person", pk.Person, "event", pk.Event, "keys", len(pk.Keys), "disabled", pk.Disabled)
+		}
+		return err
+	}()
+	s.unregistered.Store(err != nil)
+	if err != nil {
+		s.log.Error("people's records not written to AUDIT: decisions with a new key or role are refused until they are (tried again)", "err", err)
+	}
+	return err
+}
+
+// KeyFile is the dlqctl signing key of person beside the people's
+// contexts (make run's example people; dlqctl looks for <person>.key
+// beside its --context file).
+func (s *Stack) KeyFile(person string) string {
+	return filepath.Join(s.cfg.DataDir, ContextsDir, person+".key")
+}
+
+// exampleKeys gives each of make run's example people (access's
+// DefaultPeople, not publishers) who never had a decision key one: an
+// ed25519 key kept unencrypted beside their context (KeyFile; their
+// password is there in clear too), its public key registered in creds
+// as `deadletter people key add` would. A person with a key, or whose
+// key was revoked, is left alone; a person added by an administrator
+// makes their own (dlqctl key init). It reports whether creds changed.
+func (s *Stack) exampleKeys(creds *access.Secrets) (bool, error) {
+	changed := false
+	for _, d := range access.DefaultPeople() {
+		p, ok := creds.Person(d.Name)
+		if !ok || p.Role == access.RolePublisher || p.Disabled || len(p.Keys) > 0 {
+			continue
+		}
+		path := s.KeyFile(p.Name)
+		kf, err := decision.ReadKeyFile(path)
+		if errors.Is(err, os.ErrNotExist) {
+			if kf, _, err = decision.NewKeyFile(p.Name, nil); err == nil {
+				err = decision.WriteKeyFile(path, kf)
+			}
+		}
+		if err != nil {
+			return changed, fmt.Errorf("stack: %s's signing key: %w", p.Name, err)
+		}
+		key, err := kf.Key()
+		if err != nil {
+			return changed, err
+		}
+		key.Label = "make run example key (" + path + ")"
+		if err := creds.AddKey(p.Name, key, "make run"); err != nil {
+			return changed, err
+		}
+		changed = true
+	}
+	return changed, nil
 }
 
 // fileDigest is the SHA-256 of the file at path ("" when unreadable).

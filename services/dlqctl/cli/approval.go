@@ -2,18 +2,22 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/deadletter/deadletter/services/dlqctl/internal/client"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
+	"github.com/deadletter/deadletter/shared/decision"
 )
 
 // approvalCommand is `dlqctl approval list|show|approve|reject`: the
@@ -176,8 +180,12 @@ request is refused (SELF_APPROVAL).`,
 				return err
 			}
 			defer c.Close()
+			sd, err := a.signApproval(cmd.Context(), c, args[0], api.DecisionApprove, meaning)
+			if err != nil {
+				return err
+			}
 			var rep api.ApprovalReply
-			if err := c.Request(cmd.Context(), api.ApprovalApprove, api.ApprovalDecisionRequest{ID: args[0], Meaning: meaning, Password: pw}, &rep); err != nil {
+			if err := c.Request(cmd.Context(), api.ApprovalApprove, api.ApprovalDecisionRequest{ID: args[0], Meaning: meaning, Password: pw, Signed: sd}, &rep); err != nil {
 				return err
 			}
 			if a.json() {
@@ -191,6 +199,27 @@ request is refused (SELF_APPROVAL).`,
 	fl.StringVar(&meaning, "meaning", "", "what the signature means (required)")
 	fl.StringVar(&passwordFile, "password-file", "", "file holding your password (default: asked on the terminal)")
 	return cmd
+}
+
+// signApproval signs the decision (approve or reject) on approval id as
+// the server shows it (approval.get), with the chain head the approval
+// was asked on (the record at index ChainRecords-1, audit.get).
+func (a *app) signApproval(ctx context.Context, c *client.Client, id, action, meaning string) (*api.SignedDecision, error) {
+	var got api.ApprovalReply
+	if err := c.Request(ctx, api.ApprovalGet, api.ApprovalGetRequest{ID: id}, &got); err != nil {
+		return nil, err
+	}
+	ap := got.Approval
+	head := ""
+	if ap.DLQID != "" && ap.ChainRecords > 0 {
+		var err error
+		if head, err = chainHead(ctx, c, ap.DLQID, ap.ChainRecords-1); err != nil {
+			return nil, err
+		}
+	}
+	return a.sign(ctx, c, func(person, role string, at time.Time) api.Decision {
+		return decision.ForApproval(ap, action, head, meaning, person, role, at)
+	})
 }
 
 // signingPassword reads the signer's password from file, else from the
@@ -238,8 +267,12 @@ func (a *app) approvalRejectCommand() *cobra.Command {
 				return err
 			}
 			defer c.Close()
+			sd, err := a.signApproval(cmd.Context(), c, args[0], api.DecisionReject, meaning)
+			if err != nil {
+				return err
+			}
 			var rep api.ApprovalReply
-			if err := c.Request(cmd.Context(), api.ApprovalReject, api.ApprovalDecisionRequest{ID: args[0], Meaning: meaning}, &rep); err != nil {
+			if err := c.Request(cmd.Context(), api.ApprovalReject, api.ApprovalDecisionRequest{ID: args[0], Meaning: meaning, Signed: sd}, &rep); err != nil {
 				return err
 			}
 			if a.json() {

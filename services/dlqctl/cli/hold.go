@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/decision"
 )
 
 // holdCommand is `dlqctl hold place|lift|list`: legal holds (served by
@@ -116,6 +117,16 @@ func (a *app) holdLiftCommand() *cobra.Command {
 		Args:    exactArgs(1, "HOLD-ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.ID = args[0]
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if req.Signed, err = a.sign(cmd.Context(), c, func(person, role string, at time.Time) api.Decision {
+				return decision.ForHold(req, person, role, at)
+			}); err != nil {
+				return err
+			}
 			return a.holdRequest(cmd, api.HoldLift, req)
 		},
 	}

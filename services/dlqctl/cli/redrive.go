@@ -7,12 +7,14 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/deadletter/deadletter/services/dlqctl/internal/client"
 	"github.com/deadletter/deadletter/services/dlqctl/output"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/decision"
 	"github.com/deadletter/deadletter/shared/record"
 )
 
@@ -166,6 +168,15 @@ afterwards.`,
 				return err
 			}
 			defer c.Close()
+			head, err := chainHead(cmd.Context(), c, req.DLQID, -1)
+			if err != nil {
+				return err
+			}
+			if req.Signed, err = a.sign(cmd.Context(), c, func(person, role string, at time.Time) api.Decision {
+				return decision.ForRelease(req, head, person, role, at)
+			}); err != nil {
+				return err
+			}
 			var rep api.AppendReply
 			if err := c.Request(cmd.Context(), api.Release, req, &rep); err != nil {
 				return err
@@ -244,6 +255,15 @@ policy a second person approves it first (dlqctl approval approve).`,
 				return err
 			}
 			defer c.Close()
+			head, err := chainHead(cmd.Context(), c, req.DLQID, -1)
+			if err != nil {
+				return err
+			}
+			if req.Signed, err = a.sign(cmd.Context(), c, func(person, role string, at time.Time) api.Decision {
+				return decision.ForDismiss(req, head, person, role, at)
+			}); err != nil {
+				return err
+			}
 			var rep api.AppendReply
 			if err := c.Request(cmd.Context(), api.Dismiss, req, &rep); err != nil {
 				return err

@@ -112,9 +112,11 @@ func failedf(format string, a ...any) error {
 type app struct {
 	io IO
 	// raw is io before its writers escape (the progress bar's).
-	raw     IO
-	conn    client.Options
-	output  string
+	raw    IO
+	conn   client.Options
+	output string
+	// keyFile is --key: the personal signing key file.
+	keyFile string
 	started bool
 	now     func() time.Time
 }
@@ -271,6 +273,7 @@ code CONNECT.`,
 	pf.StringVar(&a.conn.TLSKey, "tlskey", "", "TLS client private key file")
 	pf.StringVar(&a.conn.TLSCA, "tlsca", "", "TLS certificate authority file (server verification)")
 	pf.StringVar(&a.conn.Context, "context", os.Getenv("NATS_CONTEXT"), "nats CLI context: a name or a context file such as data/contexts/amara.okafor.json (written by make run); its url, user, password, creds, nkey, inbox_prefix and TLS files replace the NATS_* variables; flags still win (env NATS_CONTEXT)")
+	pf.StringVar(&a.keyFile, "key", os.Getenv(EnvKey), "your personal signing key file (env "+EnvKey+"; default <person>.key beside --context, else in your config directory; see dlqctl key)")
 	pf.DurationVar(&a.conn.Timeout, "timeout", time.Minute, "timeout of connecting and of each request")
 	pf.StringVarP(&a.output, "output", "o", envOr(EnvOutput, outTable), "output format: table or json (env "+EnvOutput+")")
 	_ = root.RegisterFlagCompletionFunc("output", fixedCompletion(outTable, outJSON))
@@ -299,6 +302,7 @@ code CONNECT.`,
 		a.backupCommand(),
 		a.restoreCommand(),
 		a.replicaCommand(),
+		a.keyCommand(),
 	)
 	root.SetHelpCommand(helpCommand())
 	// cobra's completion command (bash, zsh, fish, powershell) is a

@@ -20,7 +20,9 @@ import (
 
 // errPeopleUsage is returned for a `deadletter people` command line that
 // names no known action or lacks its argument.
-var errPeopleUsage = errors.New("usage: deadletter people ls|add|grant|disable|enable|rotate [NAME] [--data-dir DIR | --kit DIR] [--role ROLE] [--display-name NAME] [--parties DOMAIN=PARTY,...] [--new-person]")
+var errPeopleUsage = errors.New("usage: deadletter people ls|add|grant|disable|enable|rotate [NAME] [--data-dir DIR | --kit DIR] [--role ROLE] [--display-name NAME] [--parties DOMAIN=PARTY,...] [--new-person]\n" +
+	"       deadletter people key add PERSON --ed25519 PUBLIC-KEY|--passkey REGISTRATION [--label LABEL] [--data-dir DIR | --kit DIR]\n" +
+	"       deadletter people key revoke PERSON KEY-ID [--data-dir DIR | --kit DIR]")
 
 // secretOptions are the options of the secrets the command loads and
 // generates (tests lower the bcrypt cost).
@@ -72,6 +74,9 @@ func runPeople(args []string, out io.Writer) error {
 		return errPeopleUsage
 	}
 	action := args[0]
+	if action == "key" {
+		return runPeopleKey(args[1:], out)
+	}
 	fs := flag.NewFlagSet("people "+action, flag.ContinueOnError)
 	fs.SetOutput(out)
 	dataDir := fs.String("data-dir", envOr("DEADLETTER_DATA_DIR", "data"), "the data directory of `make run` (its "+stack.CredentialsFile+") (env DEADLETTER_DATA_DIR)")
@@ -231,7 +236,7 @@ func listPeople(out io.Writer, sec *access.Secrets, applied *access.Applied, asJ
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
 	}
-	table := [][]string{{"NAME", "PERSON", "DISPLAY NAME", "ROLE", "STATE", "LAST CHANGE"}}
+	table := [][]string{{"NAME", "PERSON", "DISPLAY NAME", "ROLE", "STATE", "LAST CHANGE", "KEYS"}}
 	for _, r := range rows {
 		p := r.Person
 		state := "active"
@@ -255,7 +260,7 @@ func listPeople(out io.Writer, sec *access.Secrets, applied *access.Applied, asJ
 				last += " by " + h.By
 			}
 		}
-		table = append(table, []string{printable(p.Name), printable(orDash(access.PersonOf(p.Name))), printable(orDash(p.DisplayName)), printable(string(p.Role)), state, last})
+		table = append(table, []string{printable(p.Name), printable(orDash(access.PersonOf(p.Name))), printable(orDash(p.DisplayName)), printable(string(p.Role)), state, last, keyCount(p)})
 	}
 	if err := writeColumns(out, table); err != nil {
 		return err
@@ -265,6 +270,20 @@ func listPeople(out io.Writer, sec *access.Secrets, applied *access.Applied, asJ
 	}
 	fmt.Fprintf(out, "state as the server enforces it: applied %s (a running server applies a change within seconds; a stopped one at its next start)\n", applied.At.Format("2006-01-02 15:04:05Z"))
 	return nil
+}
+
+// keyCount is the KEYS column of people ls: the person's decision keys
+// not revoked (and how many were), on their first user; "-" for a role
+// login (its person's keys sign) and a publisher (it decides nothing).
+func keyCount(p access.Person) string {
+	if p.Role == access.RolePublisher || access.PersonOf(p.Name) != p.Name {
+		return "-"
+	}
+	n := p.ActiveKeys()
+	if r := len(p.Keys) - n; r > 0 {
+		return fmt.Sprintf("%d (+%d revoked)", n, r)
+	}
+	return fmt.Sprint(n)
 }
 
 func parseParties(s string) (access.Parties, error) {

@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -27,7 +28,9 @@ import (
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/services/quarantiner"
 	"github.com/deadletter/deadletter/services/validator"
+	"github.com/deadletter/deadletter/shared/access/kit"
 	"github.com/deadletter/deadletter/shared/config"
+	"github.com/deadletter/deadletter/shared/decision"
 	"github.com/deadletter/deadletter/shared/streams"
 )
 
@@ -51,7 +54,7 @@ func run() error {
 	retention := flag.String("retention", os.Getenv("DEADLETTER_RETENTION"), "per-domain retention overriding the registry's (DEA 2 y, DSCSA 6 y, FSMA 204 2 y), domain=duration,... (env DEADLETTER_RETENTION); --quarantine-max-age must be at least the longest")
 	passwordFile := flag.String("password-file", os.Getenv("NATS_PASSWORD_FILE"), "file holding the --user's password, e.g. the kit's passwords/admin (env NATS_PASSWORD_FILE); wins over --password")
 	check := flag.Bool("check", false, "compare the running cluster with the kit in --kit (each server's config_digest, the streams, buckets and consumers) and exit non-zero on drift, naming what differs; changes nothing")
-	kitDir := flag.String("kit", "deploy/generated", "the generated kit (deadletter kit) that --check compares with")
+	kitDir := flag.String("kit", "deploy/generated", "the generated kit (deadletter kit) that --check compares with, and whose people's records (roles, decision keys) provisioning writes to AUDIT")
 	flag.Parse()
 	r, err := streams.ParseRetention(*retention)
 	if err != nil {
@@ -103,6 +106,19 @@ func run() error {
 	}
 	if err := stack.ProvisionConsumers(ctx, js, vcfg, qcfg); err != nil {
 		return err
+	}
+	// The people's registry records (roles, state, decision keys) in
+	// AUDIT, as the admin: what every signed decision is checked against.
+	if _, err := os.Stat(filepath.Join(*kitDir, kit.SecretsFile)); err == nil {
+		sec, err := kit.LoadSecrets(*kitDir)
+		if err != nil {
+			return err
+		}
+		stored, err := decision.NewRegistry(js).Sync(ctx, sec.PersonKeys())
+		if err != nil {
+			return err
+		}
+		fmt.Printf("registered in AUDIT: %d people's records changed (of %d, from %s)\n", len(stored), len(sec.PersonKeys()), *kitDir)
 	}
 	fmt.Println("provisioned: EVENTS, LEDGER, FAILURES, ADVISORIES, QUARANTINE, AUDIT (and LEGALHOLD when QUARANTINE has a max age), IDEMPOTENCY, ATTEMPTS, DRAINS, APPROVALS, HOLDS and the consumers of the validator and the quarantiner")
 	return nil

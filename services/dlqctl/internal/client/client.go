@@ -141,6 +141,22 @@ func (o *Options) applyContext() error {
 	return nil
 }
 
+// Resolved returns o with its context applied (Context's url, user,
+// password... filling what o does not set): the user it will connect as.
+func (o Options) Resolved() (Options, error) {
+	err := o.applyContext()
+	return o, err
+}
+
+// ContextDir is the directory of the context file o names, when it names
+// a file (make run's data/contexts/<person>.json); "" otherwise.
+func (o Options) ContextDir() string {
+	if o.Context == "" || !strings.ContainsAny(o.Context, `/\`) && !strings.HasSuffix(o.Context, ".json") {
+		return ""
+	}
+	return filepath.Dir(o.Context)
+}
+
 // inboxPrefix is the connection's inbox prefix: the one given, else the
 // user's private prefix (access.InboxPrefix: a person may subscribe to no
 // other inbox), else nats.go's default.
