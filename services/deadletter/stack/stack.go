@@ -831,7 +831,10 @@ func (s *Stack) consoleState() string {
 			people = append(people, p.Name)
 		}
 	}
-	return s.Console.URL() + "   (log in as " + strings.Join(people, ", ") + "; passwords in " + filepath.Join(s.cfg.DataDir, CredentialsFile) + ")"
+	// Shown at localhost: a passkey is made for a name, never an IP
+	// address, and decisions are signed with passkeys.
+	url := strings.Replace(s.Console.URL(), "://127.0.0.1:", "://localhost:", 1)
+	return url + "   (log in as " + strings.Join(people, ", ") + "; passwords in " + filepath.Join(s.cfg.DataDir, CredentialsFile) + ")"
 }
 
 func orNone(s string) string {
