@@ -233,6 +233,9 @@ var table = func() []Spec {
 		// its proof verified, on the redriver's request, answered on its
 		// inbox.
 		kvRead(subjects.ApprovalsBucket),
+		// audit.verify compares every index with its source (package
+		// rebuild): DRAINS too, read only.
+		kvRead(subjects.DrainsBucket),
 		// The endpoints it calls (the table's Callers): its legal holds'
 		// appends (quarantiner.hold) and a hold lift's pending approval
 		// (approval.hold_lift).

@@ -62,15 +62,14 @@ func TestLostDrainIsRestored(t *testing.T) {
 	}
 
 	// A clean store: every index agrees with its source, compared by its
-	// owner and by audit.verify's identity, the auditor. The auditor may
-	// not read DRAINS yet (the access table gives it no kvRead of it): its
-	// compare fails at once, naming why, never hangs.
+	// owner and by audit.verify's identity, the auditor, which reads every
+	// index (DRAINS too).
 	for _, c := range []struct {
 		owner, bucket string
 		auditorReads  bool
 	}{
 		{access.Auditor, subjects.HoldsBucket, true}, {access.Redriver, subjects.ApprovalsBucket, true},
-		{access.Redriver, subjects.DrainsBucket, false}, {access.Validator, subjects.IdempotencyBucket, true},
+		{access.Redriver, subjects.DrainsBucket, true}, {access.Validator, subjects.IdempotencyBucket, true},
 	} {
 		if ps := s.compare(t, c.owner, c.bucket); len(ps) != 0 {
 			t.Errorf("a clean %s reports %+v", c.bucket, ps)

@@ -234,10 +234,9 @@ func (p *Verifier) verify(ctx context.Context, req api.VerifyRequest, t Tuning) 
 	if rep.LegalHold, err = p.cfg.Holds.Verify(ctx, v.problem); err != nil {
 		return rep, err
 	}
-	// HOLDS, an index, against its source, AUDIT's hold actions (holds.go).
-	if err := p.holds(ctx, v); err != nil {
-		return rep, err
-	}
+	// The indexes (HOLDS, APPROVALS, DRAINS, IDEMPOTENCY) against their
+	// write-once sources (indexes.go).
+	p.indexes(ctx, v)
 	// The decisions AUDIT records, each signed by its person (decisions.go).
 	if err := p.auditDecisions(ctx, v); err != nil {
 		return rep, err
