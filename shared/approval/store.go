@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -60,6 +61,9 @@ type Store struct {
 	js      jetstream.JetStream
 	kv      jetstream.KeyValue
 	checker Checker
+	// checked holds the approvals (id and revision) whose signed decision
+	// the registry accepted: a sweep checks each stored entry once.
+	checked sync.Map
 	limits  Limits
 	now     func() time.Time
 	log     *slog.Logger
@@ -390,11 +394,18 @@ func (s *Store) checkApproved(ctx context.Context, a api.Approval) error {
 	if err := signedShape(a); err != nil {
 		return err
 	}
+	key := a.ID + "@" + strconv.FormatUint(a.Revision, 10) + "@" + string(Raw(a.Signed))
+	if _, ok := s.checked.Load(key); ok && a.Revision != 0 {
+		return nil
+	}
 	if err := check(ctx, s.checker, *a.Signed); err != nil {
 		if unsigned(err) {
 			return fmt.Errorf("%w: %s: %w", ErrUnproven, a.ID, err)
 		}
 		return err
+	}
+	if a.Revision != 0 {
+		s.checked.Store(key, struct{}{})
 	}
 	return nil
 }
