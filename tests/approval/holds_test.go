@@ -12,6 +12,7 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
+	"github.com/deadletter/deadletter/shared/approval/approvaltest"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
@@ -179,6 +180,17 @@ func TestLegalHoldBlocksRedriverAndLiftNeedsApproval(t *testing.T) {
 			{"unknown member", `{"id":"` + holdID + `","case_id":"` + caseID + `","reason":"r","approved":true}`, api.ErrBadRequest},
 			{"unknown hold", `{"id":"hold-nope","case_id":"` + caseID + `","reason":"r"}`, api.ErrNotFound},
 			{"other case", `{"id":"` + holdID + `","case_id":"CASE-OTHER","reason":"r"}`, api.ErrNotPlaced},
+			// issue #38: a lift is its person's signed decision.
+			{"not signed", string(mustJSON(t, api.HoldLiftRequest{ID: holdID, CaseID: caseID, Reason: "case closed"})), api.ErrDecisionUnsigned},
+			{"signed by a key never registered", string(mustJSON(t, approvaltest.NewPerson(t, operator, access.RoleOperator).SignLift(t, e.js,
+				api.HoldLiftRequest{ID: holdID, CaseID: caseID, Reason: "case closed"}, access.RoleOperator, e.clock.Now()))), api.ErrDecisionUnsigned},
+			{"signed by another person", string(mustJSON(t, e.signer(t, approver).SignLift(t, e.js,
+				api.HoldLiftRequest{ID: holdID, CaseID: caseID, Reason: "case closed"}, access.RoleApprover, e.clock.Now()))), api.ErrDecisionUnsigned},
+			{"another reason than the one signed", func() string {
+				req := e.lift(t, operator, api.HoldLiftRequest{ID: holdID, CaseID: caseID, Reason: "case closed"})
+				req.Reason = "counsel said so"
+				return string(mustJSON(t, req))
+			}(), api.ErrDecisionUnsigned},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				if ae := e.refused(t, operator, api.HoldLift, []byte(c.req)); ae.Code != c.code {
