@@ -77,11 +77,6 @@ func (e appendError) Error() string { return e.msg }
 // write: the chain is then read again and the request decided again.
 func (s *Service) appendLifecycle(ctx context.Context, req api.AppendRequest) (api.AppendReply, string, error) {
 	var landed *api.AppendReply
-	// A decision record is sealed only with its person's signed decision
-	// (decision.go): checked once the record is a valid next one, against
-	// each state decided on.
-	var sd *api.SignedDecision
-	checked := false
 	t, written, err := s.chains.update(ctx, req.Domain, req.DLQID, false, func(v view) (*record.Record, error) {
 		if v.n == 0 {
 			return nil, appendError{api.ErrNotFound, "no quarantine record has this dlq id"}
@@ -112,14 +107,9 @@ func (s *Service) appendLifecycle(ctx context.Context, req api.AppendRequest) (a
 			}
 			return nil, appendError{api.ErrInvalidTransition, err.Error()}
 		}
-		if !checked {
-			var err error
-			if sd, err = s.signedDecision(ctx, req); err != nil {
-				return nil, err
-			}
-			checked = true
-		}
-		if err := chainOK(sd, v); err != nil {
+		// A decision record is sealed only with its person's signed
+		// decision of it, on the chain as it stands (decision.go).
+		if err := s.checkDecision(ctx, rec, v.last); err != nil {
 			if v.cached {
 				return nil, errStale // decide on the stored chain
 			}
