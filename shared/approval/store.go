@@ -355,7 +355,10 @@ func (s *Store) view(a api.Approval) api.Approval {
 	if a.Status == api.ApprovalPending && !s.now().Before(a.ExpiresAt) {
 		a.Status = api.ApprovalExpired
 	}
-	if a.Status == api.ApprovalApproved || a.Status == api.ApprovalExecuted {
+	// An approved entry is shown refused unless it carries its approver's
+	// signed decision of itself (an executed one is history: approvals
+	// executed before decisions were signed by their person carry none).
+	if a.Status == api.ApprovalApproved {
 		if err := signedShape(a); err != nil {
 			a.Status, a.Refused = api.ApprovalRefused, err.Error()
 		}
@@ -727,9 +730,11 @@ func (s *Store) Proven(ctx context.Context, a api.Approval) error {
 	return nil
 }
 
-// Unproven returns the approvals stored as approved or executed whose
-// signed decision does not check (forgeries not refused yet), oldest
-// first. One the registry could not be read for is left for later.
+// Unproven returns the approvals stored as approved whose signed decision
+// does not check (forgeries not refused yet: none is executed), oldest
+// first. One the registry could not be read for is left for later. An
+// executed entry is history (one executed before decisions were signed by
+// their person carries none) and is not refused afterwards.
 func (s *Store) Unproven(ctx context.Context) ([]api.Approval, error) {
 	stored, err := s.scan(ctx)
 	if err != nil {
@@ -737,7 +742,7 @@ func (s *Store) Unproven(ctx context.Context) ([]api.Approval, error) {
 	}
 	var out []api.Approval
 	for _, a := range stored {
-		if a.Status != api.ApprovalApproved && a.Status != api.ApprovalExecuted {
+		if a.Status != api.ApprovalApproved {
 			continue
 		}
 		if err := s.checkApproved(ctx, a); errors.Is(err, ErrUnproven) {
