@@ -304,6 +304,15 @@ func TestTwoPersonCorrection(t *testing.T) {
 			return err
 		}
 		actions = append(actions, act.Action+" by "+act.Actor)
+		if act.Action == approval.AuditApproved {
+			// The decision is in AUDIT whole, as its person signed it.
+			var d struct {
+				Signed *api.SignedDecision `json:"signed"`
+			}
+			if err := json.Unmarshal(act.Detail, &d); err != nil || d.Signed == nil || !reflect.DeepEqual(*d.Signed, *signed.Signed) {
+				t.Errorf("the approved action carries %+v, want the approver's signed decision", d.Signed)
+			}
+		}
 		return nil
 	})
 	if err != nil {
