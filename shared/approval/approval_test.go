@@ -231,6 +231,7 @@ func TestTwoPersonCorrection(t *testing.T) {
 		}(), decision.ErrBadSignature, api.ErrDecisionUnsigned},
 		{"signed by lucia, asked as chen", approver, lucia.Approve(a, meaning, now), decision.ErrMismatch, api.ErrDecisionUnsigned},
 		{"a disabled person's key", dorothea, disabled.Approve(a, meaning, now), decision.ErrPerson, api.ErrDecisionUnsigned},
+		{"a person disabled a minute ago, signing with an earlier time", dorothea, disabled.Approve(a, meaning, now.Add(-3*time.Minute)), decision.ErrPerson, api.ErrDecisionUnsigned},
 		{"the requester's second login (amara.okafor+approver)", secondLogin, e.approve(t, secondLogin, a.ID, meaning), approval.ErrSelfApproval, api.ErrSelfApproval},
 		{"signed as an operator", approver, chen.Sign(approval.ForApproval(a, api.DecisionApprove, meaning, chen.Name, string(access.RoleOperator), now)), decision.ErrMismatch, api.ErrDecisionUnsigned},
 		{"signed ten minutes ago", approver, chen.Approve(a, meaning, now.Add(-10*time.Minute)), approval.ErrStale, api.ErrDecisionUnsigned},

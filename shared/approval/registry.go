@@ -37,18 +37,27 @@ var _ Checker = AuditRegistry{}
 // Check verifies sd against the signer's registry record as of
 // sd.Decision.At.
 func (r AuditRegistry) Check(ctx context.Context, sd api.SignedDecision) error {
+	return r.CheckAt(ctx, sd, sd.Decision.At)
+}
+
+var _ AsOfChecker = AuditRegistry{}
+
+// CheckAt verifies sd against the signer's registry record as of at (a
+// decision asked now is checked as of now too: a person disabled, or a
+// key revoked, a minute ago may not sign with a time before that).
+func (r AuditRegistry) CheckAt(ctx context.Context, sd api.SignedDecision, at time.Time) error {
 	d := sd.Decision
 	if d.Person == "" {
 		return fmt.Errorf("%w: the decision names no person", decision.ErrPerson)
 	}
-	pk, found, err := r.personAt(ctx, d.Person, d.At)
+	pk, found, err := r.personAt(ctx, d.Person, at)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w: the registry of %s: %w", ErrUnavailable, d.Person, err)
 	case !found:
-		return fmt.Errorf("%w: %s is not registered at %s", decision.ErrPerson, d.Person, d.At.UTC().Format(time.RFC3339))
+		return fmt.Errorf("%w: %s is not registered at %s", decision.ErrPerson, d.Person, at.UTC().Format(time.RFC3339))
 	case pk.Disabled:
-		return fmt.Errorf("%w: %s was disabled at %s", decision.ErrPerson, d.Person, d.At.UTC().Format(time.RFC3339))
+		return fmt.Errorf("%w: %s was disabled at %s", decision.ErrPerson, d.Person, at.UTC().Format(time.RFC3339))
 	case !slices.Contains(pk.Roles, d.Role):
 		return fmt.Errorf("%w: %s did not hold the role %s", decision.ErrPerson, d.Person, d.Role)
 	}
@@ -59,7 +68,7 @@ func (r AuditRegistry) Check(ctx context.Context, sd api.SignedDecision) error {
 		return fmt.Errorf("%w: %s holds no key %s", decision.ErrUnknownKey, d.Person, sd.Signature.KeyID)
 	}
 	k := pk.Keys[i]
-	if k.RevokedAt != nil && !d.At.Before(*k.RevokedAt) {
+	if k.RevokedAt != nil && (!d.At.Before(*k.RevokedAt) || !at.Before(*k.RevokedAt)) {
 		return fmt.Errorf("%w: %s's key %s was revoked", decision.ErrUnknownKey, d.Person, k.ID)
 	}
 	return verify(k, sd)

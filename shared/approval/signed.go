@@ -96,6 +96,15 @@ func HoldDigest(h api.Hold) string {
 	return hex.EncodeToString(s[:])
 }
 
+// AsOfChecker is a Checker that can also check a decision against the
+// registry as of another time than its own: CheckSigned asks it as of
+// the later of the decision's time and now, so that a person disabled (or
+// a key revoked) within MaxSkew cannot sign with an earlier time.
+type AsOfChecker interface {
+	Checker
+	CheckAt(ctx context.Context, sd api.SignedDecision, at time.Time) error
+}
+
 // CheckSigned checks sd against the decision the executor expects
 // (want, whose Meaning and At are ignored) at now: present, the same
 // action, target, request, chain, person and role, a meaning, signed
@@ -110,7 +119,13 @@ func CheckSigned(ctx context.Context, c Checker, want api.Decision, sd *api.Sign
 		return fmt.Errorf("%w: %s of %s signed at %s, %s from now", ErrStale, want.Action, want.Target,
 			sd.Decision.At.UTC().Format(time.RFC3339), d.Round(time.Second))
 	}
-	return check(ctx, c, *sd)
+	if err := check(ctx, c, *sd); err != nil {
+		return err
+	}
+	if ac, ok := c.(AsOfChecker); ok && now.After(sd.Decision.At) {
+		return ac.CheckAt(ctx, *sd, now)
+	}
+	return nil
 }
 
 // CheckRecorded checks a decision recorded earlier (an approval's, read
