@@ -112,9 +112,6 @@ type Service struct {
 	// second person (package approval); also read by approved payload
 	// reads (access.go).
 	approvals *approval.Store
-	// approvalKey verifies the proof of an approved hold lift (nil: none
-	// configured, no approved lift is executed).
-	approvalKey *approval.Verifier
 	// alerts publishes the notifications (a new failure group, a poison
 	// record, a failed verify); set by Run, nil (publishing nothing)
 	// before.
@@ -162,18 +159,6 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 		}
 		signer = kp
 	}
-	var approvalKey *approval.Verifier
-	var err error
-	switch {
-	case cfg.ApprovalKey != "":
-		if approvalKey, err = approval.NewVerifier(cfg.ApprovalKey); err != nil {
-			return nil, fmt.Errorf("auditor: %w", err)
-		}
-	case cfg.ApprovalKeyFile != "":
-		if approvalKey, err = approval.VerifierFromFile(cfg.ApprovalKeyFile); err != nil {
-			return nil, fmt.Errorf("auditor: %w", err)
-		}
-	}
 	g, err := gate.New(0)
 	if err != nil {
 		return nil, err
@@ -184,7 +169,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	}
 	log = log.With("service", "auditor", "instance", cfg.Instance)
 	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log, now: time.Now, verifyBatch: verify.DefaultBatch,
-		seenBits: verify.SeenFilterBits, signer: signer, approvalKey: approvalKey}
+		seenBits: verify.SeenFilterBits, signer: signer}
 	m := newMetrics(cfg.Registerer, func() float64 { return s.checkpoints.Age() }, func() float64 { return s.checkpoints.Behind() })
 	s.metrics = m
 	s.index = newIndex(log, m, cfg.AnchorBlocks)
@@ -259,7 +244,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.HoldsBucket, err)
 	}
 	s.approvals, err = retry.Value(ctx, s.log, "approvals bucket", func(ctx context.Context) (*approval.Store, error) {
-		return approval.Open(ctx, s.js, approval.Config{Reauth: legalhold.NoSigning{}, Verifier: s.approvalKey, Logger: s.log, Now: s.now})
+		return approval.Open(ctx, s.js, approval.Config{Checker: approval.AuditRegistry{JS: s.js}, Logger: s.log, Now: s.now})
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.ApprovalsBucket, err)

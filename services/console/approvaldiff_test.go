@@ -74,7 +74,7 @@ func startReview(t *testing.T, e *env) *reviewFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := approval.Open(ctx, js, approval.Config{Reauth: approval.NATSReauth{}})
+	st, err := approval.Open(ctx, js, approval.Config{Checker: approval.AuditRegistry{JS: js}})
 	if err != nil {
 		t.Fatal(err)
 	}

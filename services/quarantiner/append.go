@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/telemetry"
 )
@@ -50,6 +51,11 @@ func (s *Service) handleAppend(r micro.Request) {
 		return
 	}
 	rep, code, err := s.appendLifecycle(ctx, req)
+	if code == api.ErrDecisionUnsigned {
+		// A decision nobody signed (E6): refused, counted, said (ids only).
+		s.metrics.decisionsRefused.Inc()
+		s.log.Warn("DECISION_UNSIGNED", "dlq_id", req.DLQID, "kind", string(req.Kind), "actor", req.Actor, "err", err)
+	}
 	if err != nil {
 		telemetry.Error(span, code)
 		_ = r.Error(code, err.Error(), nil)
@@ -100,6 +106,14 @@ func (s *Service) appendLifecycle(ctx context.Context, req api.AppendRequest) (a
 				return nil, errStale // a stale tail may refuse what the stored chain allows
 			}
 			return nil, appendError{api.ErrInvalidTransition, err.Error()}
+		}
+		// A decision record is sealed only with its person's signed
+		// decision of it, on the chain as it stands (decision.go).
+		if err := s.checkDecision(ctx, rec, v.last); err != nil {
+			if v.cached {
+				return nil, errStale // decide on the stored chain
+			}
+			return nil, err
 		}
 		return &rec, nil
 	})
@@ -173,7 +187,9 @@ func (s *Service) lifecycleRecord(req api.AppendRequest, prev record.State) reco
 	case record.KindCorrected:
 		r.Payload = record.NewPayload(req.Payload)
 	case record.KindReleased:
-		r.Class = req.Class
+		r.Class, r.Decision = req.Class, approval.Raw(req.Signed)
+	case record.KindDismissed:
+		r.Decision = approval.Raw(req.Signed)
 	case record.KindRedriveRequested:
 		r.RedriveCount = prev.RedriveCount
 		r.IgnoreOrder = req.IgnoreOrder

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/config"
 	"github.com/deadletter/deadletter/shared/failpoint"
@@ -95,6 +96,12 @@ type Config struct {
 	// Propagator moves trace context in and out of message headers. Nil:
 	// W3C trace context (traceparent, tracestate).
 	Propagator propagation.TextMapPropagator
+	// Decisions checks the signed decision an approved, released or
+	// dismissed record must carry against the people registry in AUDIT
+	// (issue #38). Nil: approval.AuditRegistry over the quarantiner's
+	// connection (the deployment wires decision.Registry, which reads the
+	// same records).
+	Decisions approval.Checker
 }
 
 // DefaultConfig returns the documented defaults.

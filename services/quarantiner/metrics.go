@@ -12,6 +12,7 @@ type metrics struct {
 	batched             prometheus.Counter
 	refusedBatches      prometheus.Counter
 	batching            prometheus.Gauge
+	decisionsRefused    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -49,9 +50,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "deadletter_quarantine_batching",
 			Help: "1 while atomic batches of records are measured cheaper than one-by-one writes (and used), 0 otherwise.",
 		}),
+		decisionsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "deadletter_quarantine_decisions_refused_total",
+			Help: "Appends of a decision record (approved, released, dismissed) refused because its signed decision did not check against the people registry (issue #38).",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.written, m.writeSeconds, m.duplicates, m.originalUnavailable, m.batches, m.batched, m.refusedBatches, m.batching)
+		reg.MustRegister(m.written, m.writeSeconds, m.duplicates, m.originalUnavailable, m.batches, m.batched, m.refusedBatches, m.batching,
+			m.decisionsRefused)
 	}
 	return m
 }

@@ -35,6 +35,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/config"
@@ -66,8 +67,10 @@ type Service struct {
 	events   jetstream.Stream
 	attempts jetstream.KeyValue
 	now      func() time.Time
-	hooks    *testHooks
-	tr       telemetry.Tracer
+	// decisions checks the signed decisions of decision records.
+	decisions approval.Checker
+	hooks     *testHooks
+	tr        telemetry.Tracer
 	// started is closed once Run has set everything up (its stores bound,
 	// its endpoint registered), before it consumes.
 	started chan struct{}
@@ -108,8 +111,12 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	if cfg.InstanceID == "" {
 		cfg.InstanceID = config.InstanceID("quarantiner")
 	}
+	decisions := cfg.Decisions
+	if decisions == nil {
+		decisions = approval.AuditRegistry{JS: js}
+	}
 	return &Service{
-		cfg: cfg, nc: nc, js: js, gate: g, now: time.Now,
+		cfg: cfg, nc: nc, js: js, gate: g, now: time.Now, decisions: decisions,
 		log:     log.With("service", "quarantiner", "instance", cfg.InstanceID),
 		metrics: newMetrics(cfg.Registerer),
 		tr:      telemetry.NewTracer(cfg.TracerProvider, cfg.Propagator),

@@ -8,6 +8,7 @@ import (
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"io/fs"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +16,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/schemas"
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval"
+	"github.com/deadletter/deadletter/shared/approval/approvaltest"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
@@ -393,8 +397,14 @@ func TestAppendEndpoint(t *testing.T) {
 		})
 	}
 	// A two-person approval's signature is sealed into the chain.
+	// Bob signs with his own registered key.
+	bob := approvaltest.Register(t, e.js, "bob", access.RoleApprover)
+	signedAt := time.Now().UTC().Truncate(time.Second)
 	sig := &record.Signature{ApprovalID: "ap1", Action: "correct", Requester: "alice", RequestedAt: time.Now().UTC().Add(-time.Minute),
-		Approver: "bob", ApproverRole: "approver", SignedAt: time.Now().UTC(), Meaning: "reviewed the correction against the invoice"}
+		Approver: "bob", ApproverRole: "approver", SignedAt: signedAt, Meaning: "reviewed the correction against the invoice",
+		RequesterPerson: "alice", ApproverPerson: "bob"}
+	sig.Signed = approval.Raw(bob.Sign(api.Decision{Action: api.DecisionApprove, Target: "ap1", Request: strings.Repeat("ab", 32),
+		Chain: approvaltest.ChainHead(t, e.js, dlqID), Meaning: sig.Meaning, Person: "bob", Role: "approver", At: signedAt}))
 	if _, err := appendReq(t, nc, api.AppendRequest{DLQID: dlqID, Domain: "dscsa", Kind: record.KindApproved, ExpectedIndex: ptr(2), Actor: "bob", Reason: "approval ap1", Signature: sig}); err != nil {
 		t.Fatalf("append approved: %v", err)
 	}
@@ -538,8 +548,11 @@ func TestStaleChainCache(t *testing.T) {
 		id := quarantine("events.dscsa.receiving")
 		mustAppend(a, api.AppendRequest{DLQID: id, Domain: "dscsa", Kind: record.KindRedriveRequested, ExpectedIndex: ptr(1), DrainID: "d1"})
 		mustAppend(b, api.AppendRequest{DLQID: id, Domain: "dscsa", Kind: record.KindPoisoned, ExpectedIndex: ptr(2)})
+		op := approvaltest.Register(t, e.js, "op", access.RoleOperator)
+		rel := api.ReleaseRequest{DLQID: id, Class: string(record.ClassValidation), Reason: "schema fixed"}
 		rep := mustAppend(a, api.AppendRequest{DLQID: id, Domain: "dscsa", Kind: record.KindReleased, ExpectedIndex: ptr(3),
-			Class: record.ClassValidation, Actor: "op", Reason: "schema fixed"})
+			Class: record.ClassValidation, Actor: "op", Reason: "schema fixed",
+			Signed: op.Record(api.DecisionRelease, id, rel, approvaltest.ChainHead(t, e.js, id), access.RoleOperator, time.Now())})
 		if rep.Index != 3 || rep.Status != record.StatusOpen {
 			t.Fatalf("released = %+v", rep)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/natstest"
@@ -56,7 +57,7 @@ func TestRedriverNotifications(t *testing.T) {
 			}
 		}},
 		{"a release held for a second person", func(t *testing.T) {
-			data, code := e.request(t, api.Release, `{"dlq_id":"`+poison+`","actor":"qa","reason":"`+strings.ReplaceAll(alertMarker, `"`, `\"`)+`"}`)
+			data, code := e.request(t, api.Release, signed(t, e.js, api.ReleaseRequest{DLQID: poison, Actor: "qa", Reason: alertMarker}, "qa", access.RoleOperator))
 			if code != api.ErrApprovalRequired {
 				t.Fatalf("release: %s %s", code, data)
 			}

@@ -274,7 +274,10 @@ func TestCallerIsRecorded(t *testing.T) {
 	poison := e.write(t, spec{n: 1, domain: "fsma", class: record.ClassExhausted, code: codes.DownstreamUnavailable,
 		kinds: []record.Kind{record.KindPoisoned}})
 	// Under the default policy a release waits for a second person.
-	if data, code := call(t, e.operator, api.Release, `{"dlq_id":"`+poison+`","actor":"mallory","reason":"checked"}`, forged); code != api.ErrApprovalRequired {
+	// The operator signs her release (the actor she names is ignored: the
+	// authenticated caller's person signs).
+	release := signed(t, e.js, api.ReleaseRequest{DLQID: poison, Actor: "operator", Reason: "checked"}, "operator", access.RoleOperator)
+	if data, code := call(t, e.operator, api.Release, release, forged); code != api.ErrApprovalRequired {
 		t.Fatalf("release under the default policy: %s %s, want %s", code, data, api.ErrApprovalRequired)
 	}
 	p := approval.DefaultPolicy()
@@ -283,7 +286,7 @@ func TestCallerIsRecorded(t *testing.T) {
 		api.PolicySetRequest{Policy: p, Reason: "this test releases without approval"}); err != nil {
 		t.Fatal(err)
 	}
-	if data, code := call(t, e.operator, api.Release, `{"dlq_id":"`+poison+`","actor":"mallory","reason":"checked"}`, forged); code != "" {
+	if data, code := call(t, e.operator, api.Release, release, forged); code != "" {
 		t.Fatalf("release: %s %s", code, data)
 	}
 	if got := e.appends.first(t, record.KindReleased); got.Actor != "operator" || got.Reason != "checked" {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -107,18 +106,13 @@ type Config struct {
 	// ReplaySecretFile is a file holding ReplaySecret (read by New when
 	// ReplaySecret is empty).
 	ReplaySecretFile string
-	// ApprovalSeed is the approval key's nkey seed (access.Secrets'
-	// ApprovalSeed): the redriver signs every decision it re-authenticated
-	// with it, and executes only approvals whose proof verifies against
-	// its public key (package approval, issue #28). Every redriver
-	// instance of a deployment, and the auditor's public key, must share
-	// it. Empty: ApprovalSeedFile, else a key of this process alone
-	// (warned at start: another instance would refuse its approvals, the
-	// auditor its hold lifts).
-	ApprovalSeed []byte
-	// ApprovalSeedFile is a file holding ApprovalSeed (the deployment
-	// kit's services/approval.seed).
-	ApprovalSeedFile string
+	// Decisions checks the decisions signed by their person (approve,
+	// reject, release, dismiss; issue #38) against the people registry
+	// in AUDIT: the signer's key, role and enabled state at the time.
+	// Nil: approval.AuditRegistry over the redriver's connection (the
+	// deployment wires decision.Registry, which reads the same records).
+	// No redriver secret can sign a decision.
+	Decisions approval.Checker
 	// MaxPendingPerRequester is the most pending approvals one person may
 	// have; one more is refused APPROVAL_LIMIT. Default 20; 0: no limit.
 	// (Each Create reads the bucket: 200 pending corrections of 100 KB
@@ -134,17 +128,6 @@ type Config struct {
 	// moment; at most batch.MaxMessages). 0 or 1: each replay is written
 	// alone. Default batch.MaxMessages.
 	ReplayBatch int
-	// ReauthURLs are the server URLs (comma-separated) the signer's
-	// re-authentication dials at approval.approve (approval.NATSReauth):
-	// the same servers a person's password is checked by. Empty: the
-	// servers of the redriver's connection.
-	ReauthURLs string
-	// ReauthOptions are the re-authentication's connect options besides
-	// the credentials (TLS: nats.Secure, nats.RootCAs). Nil: the TLS
-	// configuration of the redriver's connection without its client
-	// certificate (a certificate the server maps to a user would
-	// authenticate the redriver, not the signer).
-	ReauthOptions []nats.Option
 	// Now is the clock of approvals and the approval policy (expiry,
 	// signing and request times). Nil: time.Now.
 	Now func() time.Time
@@ -198,7 +181,6 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Streams(&c.Streams)
 	env.Bool("DEADLETTER_ALLOW_ANONYMOUS", &c.AllowAnonymous)
 	env.String("DEADLETTER_REPLAY_SECRET_FILE", &c.ReplaySecretFile)
-	env.String("DEADLETTER_APPROVAL_SEED_FILE", &c.ApprovalSeedFile)
 	env.Int("DEADLETTER_APPROVAL_MAX_PENDING_PER_REQUESTER", &c.MaxPendingPerRequester)
 	env.Int("DEADLETTER_APPROVAL_MAX_PENDING_PER_CHAIN", &c.MaxPendingPerChain)
 	env.Bool("DEADLETTER_PROVISION", &c.Provision)
@@ -254,22 +236,4 @@ func (c Config) replaySecret() ([]byte, error) {
 		return nil, fmt.Errorf("redriver: replay secret: %w", err)
 	}
 	return b, nil
-}
-
-// approvalSigner returns the approval key: ApprovalSeed, else the seed in
-// ApprovalSeedFile, else a key of this process (ephemeral reports so).
-func (c Config) approvalSigner() (signer *approval.Signer, ephemeral bool, err error) {
-	switch {
-	case len(c.ApprovalSeed) > 0:
-		signer, err = approval.NewSigner(c.ApprovalSeed)
-	case c.ApprovalSeedFile != "":
-		signer, err = approval.SignerFromFile(c.ApprovalSeedFile)
-	default:
-		signer, err = approval.NewEphemeralSigner()
-		ephemeral = true
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("redriver: %w", err)
-	}
-	return signer, ephemeral, nil
 }

@@ -134,10 +134,6 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	signer, ephemeral, err := cfg.approvalSigner()
-	if err != nil {
-		return nil, err
-	}
 	log = log.With("service", "redriver", "instance", cfg.InstanceID)
 	m := newMetrics(cfg.Registerer)
 	s := &Service{
@@ -149,11 +145,14 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	s.replayer = replay.New(replay.Config{JS: js, NC: nc, Log: log, Gate: g, Tracer: s.tr, Secret: secret,
 		OutcomeTimeout: cfg.OutcomeTimeout, PollMin: cfg.PollMin, PollMax: cfg.PollMax, Failpoint: cfg.Failpoint,
 		Batch: cfg.ReplayBatch, Linger: cfg.ReplayLinger, Streams: cfg.Streams, Metrics: m.replayMetrics()})
-	s.approvalDesk = &approvals.Desk{JS: js, NC: nc, Log: log, Now: cfg.Now, Signer: signer, Ephemeral: ephemeral,
-		ReauthURLs: cfg.ReauthURLs, ReauthOptions: cfg.ReauthOptions,
+	decisions := cfg.Decisions
+	if decisions == nil {
+		decisions = approval.AuditRegistry{JS: js}
+	}
+	s.approvalDesk = &approvals.Desk{JS: js, NC: nc, Log: log, Now: cfg.Now, Decisions: decisions,
 		Limits:    approval.Limits{PerRequester: cfg.MaxPendingPerRequester, PerChain: cfg.MaxPendingPerChain},
 		Failpoint: cfg.Failpoint, Refused: m.approvalsRefused, Alert: func(ev notify.Event) { s.alerts.Publish(ev) }, Exec: executor{s}}
-	s.redrives = &single.Redrives{Replayer: s.replayer, Approver: s.approvalDesk, Decider: policyDecider{s.approvalDesk}, Tracer: s.tr, Log: log,
+	s.redrives = &single.Redrives{Replayer: s.replayer, Decisions: decisions, Approver: s.approvalDesk, Decider: policyDecider{s.approvalDesk}, Tracer: s.tr, Log: log,
 		RedriveWait: cfg.RedriveWait, OutcomeTimeout: cfg.OutcomeTimeout, Outcomes: m.outcomes, Spawn: s.spawn}
 	s.drainRunner = drains.New(drains.Config{InstanceID: cfg.InstanceID, DefaultRatePerSecond: cfg.DefaultRatePerSecond,
 		DefaultConcurrency: cfg.DefaultConcurrency, MaxConcurrency: cfg.MaxConcurrency, MaxDrains: cfg.MaxDrains, DrainLease: cfg.DrainLease,

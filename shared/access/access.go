@@ -187,6 +187,9 @@ var table = func() []Spec {
 		// consumer has settled and LEDGER does not hold committed from it.
 		[]string{consumerInfo(subjects.EventsStream, subjects.ValidatorConsumer)},
 		reads(subjects.LedgerStream),
+		// AUDIT: the people registry, against which it checks the signed
+		// decision of a decision record before it seals it (issue #38).
+		reads(subjects.AuditStream),
 		// Answers to the redriver's and the auditor's appends (requests
 		// within the account).
 		[]string{subjects.QuarantineAll, inboxAll(Redriver), inboxAll(Auditor)},
@@ -264,7 +267,7 @@ var table = func() []Spec {
 		},
 		{
 			Name:    Quarantiner,
-			Doc:     "pulls FAILURES and ADVISORIES, reads EVENTS and ATTEMPTS, appends sealed records to QUARANTINE (its only writer); answers only the redriver's and the auditor's appends",
+			Doc:     "pulls FAILURES and ADVISORIES, reads EVENTS and ATTEMPTS, appends sealed records to QUARANTINE (its only writer); answers only the redriver's and the auditor's appends, and seals a decision record only with its person's signed decision (checked against the people registry in AUDIT)",
 			Publish: qp, Subscribe: qs,
 		},
 		{

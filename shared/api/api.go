@@ -103,6 +103,11 @@ type AppendRequest struct {
 	// Signature, for approved: the two-person approval's electronic
 	// signature (approval.Signature builds it from a signed approval).
 	Signature *record.Signature `json:"signature,omitempty"`
+	// Signed, for released, dismissed and hold_lifted: the person's
+	// signed decision (issue #38), sealed into the record
+	// (record.Record.Decision); the quarantiner refuses the append when
+	// it does not check.
+	Signed *SignedDecision `json:"signed,omitempty"`
 	// Hold, for hold_placed and hold_lifted: the legal hold (its id, case
 	// id and time; the quarantiner states the status the record keeps).
 	// Actor and Reason are the person who placed (lifted) it and why.

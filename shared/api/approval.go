@@ -40,10 +40,10 @@ const (
 	// ErrReauthFailed: the signer's password did not authenticate the
 	// signer (re-authentication at signing, 21 CFR 11.200(a)(1)).
 	ErrReauthFailed = "REAUTH_FAILED"
-	// ErrApprovalUnproven: an approval marked approved carries no valid
-	// proof of its signature (a decision signed by the service that
-	// re-authenticated the approver, matching the request and decision in
-	// AUDIT): it is never executed, and shown refused.
+	// ErrApprovalUnproven: an approval marked approved carries no
+	// decision signed by its person that checks (SignedDecision against
+	// the person's registered key, role and state, matching the request
+	// and decision in AUDIT): it is never executed, and shown refused.
 	ErrApprovalUnproven = "APPROVAL_UNPROVEN"
 	// ErrApprovalLimit: the requester, or the event's chain, already has
 	// the most pending approvals the redriver's configuration allows.
@@ -65,8 +65,8 @@ const (
 	// ApprovalExpired: not decided before ExpiresAt; never executed.
 	// Stored entries stay pending: the status is computed when read.
 	ApprovalExpired = "expired"
-	// ApprovalRefused: stored as approved (or executed) without a valid
-	// proof of its signature (ApprovalProof): a forgery, never executed
+	// ApprovalRefused: stored as approved (or executed) without a
+	// decision signed by its person (Signed): a forgery, never executed
 	// (Refused says why).
 	ApprovalRefused = "refused"
 )
@@ -160,32 +160,19 @@ type Approval struct {
 	// (an expected index), so that an approval never applies to a chain
 	// that changed since the approver read it.
 	ChainRecords int `json:"chain_records,omitempty"`
-	// Proof is the proof of an approved approval's signature, made by the
-	// service that re-authenticated the approver; without a valid one an
-	// approval is never executed.
-	Proof *ApprovalProof `json:"proof,omitempty"`
+	// ChainHead is the AuditHash of the chain's last record when the
+	// action was requested (the record at ChainRecords-1; empty for a
+	// drain and a hold lift): the chain the approver reviews, which the
+	// signed decision names (Decision.Chain).
+	ChainHead string `json:"chain_head,omitempty"`
+	// Signed is the approver's (or rejecter's) decision signed by that
+	// person (issue #38): without one that checks against the person's
+	// registered key, role and state, an approval is never executed.
+	Signed *SignedDecision `json:"signed,omitempty"`
 	// Refused says why an approval is refused (status refused).
 	Refused string `json:"refused,omitempty"`
 	// Revision is the entry's revision in APPROVALS (for information).
 	Revision uint64 `json:"revision,omitempty"`
-}
-
-// ApprovalProof is the proof of an approval's signature: an ed25519
-// signature (an nkey), by the service that checked the approver's
-// password with the server, over the request's digest, the requester, the
-// decider, the meaning and the decision time (package approval). Executors
-// verify it against the public key of their configuration, never one
-// read from a store.
-type ApprovalProof struct {
-	// RequestDigest is the SHA-256 (hex) of the request as stored when it
-	// was asked for (approval.RequestDigest); AUDIT's requested action
-	// carries it too.
-	RequestDigest string `json:"request_digest"`
-	// Key is the signer's public key (for information: executors use
-	// their configured key).
-	Key string `json:"key"`
-	// Signature is the ed25519 signature (base64url, no padding).
-	Signature string `json:"signature"`
 }
 
 // ApprovalHoldLiftRequest is the auditor's request to store the pending

@@ -13,6 +13,13 @@ import (
 // personal ed25519 key in dlqctl. Services keep only the public keys,
 // registered by `deadletter people key` and kept in AUDIT (PersonKeys).
 
+// ErrDecisionUnsigned: a decision (approve, reject, release, dismiss,
+// hold lift, or a decision record to append) carries no signature by its
+// person that checks: none, not the decision asked, a key that is not the
+// person's, a person disabled or without the role, or a time too far
+// from now. Never executed.
+const ErrDecisionUnsigned = "DECISION_UNSIGNED"
+
 // Decision actions.
 const (
 	DecisionApprove = "approve"

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -15,49 +16,14 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
+	"github.com/deadletter/deadletter/shared/approval/approvaltest"
+	"github.com/deadletter/deadletter/shared/decision"
 	"github.com/deadletter/deadletter/shared/embedded"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
-
-// TestReauthenticate: the server itself checks the signer's password.
-func TestReauthenticate(t *testing.T) {
-	e := newEnv(t)
-	r := approval.NATSReauth{URLs: e.srv.ClientURL(), Timeout: 2 * time.Second}
-	tests := []struct {
-		name     string
-		user     string
-		password api.Password
-		want     error
-	}{
-		{"right password", approver.User, e.password(approver.User), nil},
-		{"wrong password", approver.User, "0123456789abcdef", approval.ErrReauthFailed},
-		{"someone else's password", approver.User, e.password(operator.User), approval.ErrReauthFailed},
-		{"an operator's own password", operator.User, e.password(operator.User), nil},
-		{"no such user", "mallory", e.password(approver.User), approval.ErrReauthFailed},
-		{"empty password", approver.User, "", approval.ErrReauthFailed},
-		{"a service's user name", access.Redriver, e.password(approver.User), approval.ErrReauthFailed},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := r.Reauthenticate(ctx(t), tt.user, tt.password)
-			if !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
-				t.Fatalf("Reauthenticate = %v, want %v", err, tt.want)
-			}
-			if err != nil && tt.password != "" && strings.Contains(err.Error(), string(tt.password)) {
-				t.Errorf("the error echoes the password: %v", err)
-			}
-		})
-	}
-	t.Run("server unreachable", func(t *testing.T) {
-		err := approval.NATSReauth{URLs: "nats://127.0.0.1:1", Timeout: time.Second}.Reauthenticate(ctx(t), approver.User, e.password(approver.User))
-		if !errors.Is(err, approval.ErrUnavailable) {
-			t.Fatalf("Reauthenticate = %v, want ErrUnavailable (not a refused password)", err)
-		}
-	})
-}
 
 // TestNeeds: the policy and the correction guard.
 func TestNeeds(t *testing.T) {
@@ -228,23 +194,59 @@ func TestTwoPersonCorrection(t *testing.T) {
 		t.Errorf("viewer's view %+v", v)
 	}
 
+	// A decision not signed by the approver's own key, of this approval
+	// as stored, now, is never taken (issue #38, E5/E7).
+	chen, lucia := e.person(t, approver), e.people[access.DefaultPersonsOf(access.RoleApprover)[1]]
+	other := e.request(t, operator, approval.Decision{Needed: true})
+	stranger := approvaltest.NewPerson(t, approver.User, access.RoleApprover) // a key never registered (a service's own)
+	disabled := approvaltest.Register(t, e.admin, "dorothea.müller", access.RoleApprover)
+	disabled.Disable(t, e.admin, e.clock.Now().Add(-time.Minute))
+	dorothea := access.Identity{User: disabled.Name, Role: access.RoleApprover}
+	secondLogin := access.Identity{User: access.RoleLogin(operator.User, access.RoleApprover), Role: access.RoleApprover}
+	now := e.clock.Now()
+	const meaning = "reviewed the correction against the invoice of Müller & Söhne <Großhandel>"
 	refused := []struct {
-		name     string
-		who      access.Identity
-		meaning  string
-		password api.Password
-		want     error
+		name   string
+		who    access.Identity
+		signed *api.SignedDecision
+		want   error
+		code   string
 	}{
-		{"the requester (an operator)", operator, "looks right", e.password(operator.User), approval.ErrForbidden},
-		{"a viewer", viewer, "looks right", e.password(viewer.User), approval.ErrForbidden},
-		{"no meaning", approver, " ", e.password(approver.User), approval.ErrBadRequest},
-		{"no password", approver, "reviewed the correction against the invoice", "", approval.ErrBadRequest},
-		{"wrong password", approver, "reviewed the correction against the invoice", e.password(operator.User), approval.ErrReauthFailed},
+		{"the requester (an operator)", operator, e.approve(t, operator, a.ID, "looks right"), approval.ErrForbidden, api.ErrForbidden},
+		{"a viewer", viewer, e.approve(t, viewer, a.ID, "looks right"), approval.ErrForbidden, api.ErrForbidden},
+		{"no meaning", approver, e.approve(t, approver, a.ID, " "), approval.ErrBadRequest, api.ErrBadRequest},
+		{"not signed", approver, nil, decision.ErrUnsigned, api.ErrDecisionUnsigned},
+		{"signed by a key not registered (a service's)", approver, stranger.Approve(a, meaning, now), decision.ErrUnknownKey, api.ErrDecisionUnsigned},
+		{"a copied signature of another approval", approver, chen.Approve(other, meaning, now), decision.ErrMismatch, api.ErrDecisionUnsigned},
+		{"another approval's signature, its target renamed", approver, func() *api.SignedDecision {
+			sd := chen.Approve(other, meaning, now)
+			sd.Decision.Target, sd.Decision.Request = a.ID, approval.RequestDigest(a)
+			return sd
+		}(), decision.ErrBadSignature, api.ErrDecisionUnsigned},
+		{"another person's key (lucia signs as chen)", approver, func() *api.SignedDecision {
+			d := approval.ForApproval(a, api.DecisionApprove, meaning, chen.Name, string(access.RoleApprover), now)
+			sd := lucia.Sign(d)
+			sd.Signature.KeyID = chen.KeyID
+			return sd
+		}(), decision.ErrBadSignature, api.ErrDecisionUnsigned},
+		{"signed by lucia, asked as chen", approver, lucia.Approve(a, meaning, now), decision.ErrMismatch, api.ErrDecisionUnsigned},
+		{"a disabled person's key", dorothea, disabled.Approve(a, meaning, now), decision.ErrPerson, api.ErrDecisionUnsigned},
+		{"a person disabled a minute ago, signing with an earlier time", dorothea, disabled.Approve(a, meaning, now.Add(-3*time.Minute)), decision.ErrPerson, api.ErrDecisionUnsigned},
+		{"the requester's second login (amara.okafor+approver)", secondLogin, e.approve(t, secondLogin, a.ID, meaning), approval.ErrSelfApproval, api.ErrSelfApproval},
+		{"signed as an operator", approver, chen.Sign(approval.ForApproval(a, api.DecisionApprove, meaning, chen.Name, string(access.RoleOperator), now)), decision.ErrMismatch, api.ErrDecisionUnsigned},
+		{"signed ten minutes ago", approver, chen.Approve(a, meaning, now.Add(-10*time.Minute)), approval.ErrStale, api.ErrDecisionUnsigned},
+		{"a rejection sent as an approval", approver, chen.Reject(a, meaning, now), decision.ErrMismatch, api.ErrDecisionUnsigned},
+		{"the meaning changed after signing", approver, func() *api.SignedDecision {
+			sd := chen.Approve(a, meaning, now)
+			sd.Decision.Meaning = "approved"
+			return sd
+		}(), decision.ErrBadSignature, api.ErrDecisionUnsigned},
 	}
 	for _, tt := range refused {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := e.store.Approve(ctx(t), a.ID, tt.who, tt.meaning, tt.password); !errors.Is(err, tt.want) {
-				t.Fatalf("Approve = %v, want %v", err, tt.want)
+			_, err := e.store.Approve(ctx(t), a.ID, tt.who, tt.signed)
+			if !errors.Is(err, tt.want) || approval.Code(err) != tt.code {
+				t.Fatalf("Approve = %v (%s), want %v (%s)", err, approval.Code(err), tt.want, tt.code)
 			}
 			if cur, _ := e.store.Get(ctx(t), a.ID); cur.Status != api.ApprovalPending {
 				t.Fatalf("a refused approval left the status %s", cur.Status)
@@ -253,14 +255,14 @@ func TestTwoPersonCorrection(t *testing.T) {
 	}
 
 	e.clock.Add(time.Hour)
-	signed, err := e.store.Approve(ctx(t), a.ID, approver, "reviewed the correction against the invoice", e.password(approver.User))
+	signed, err := e.store.Approve(ctx(t), a.ID, approver, e.approve(t, approver, a.ID, "reviewed the correction against the invoice"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if signed.Status != api.ApprovalApproved || signed.Decider != approver.User || !signed.DecidedAt.Equal(e.clock.Now()) {
 		t.Fatalf("approved %+v", signed)
 	}
-	if _, err := e.store.Approve(ctx(t), a.ID, approver, "again", e.password(approver.User)); !errors.Is(err, approval.ErrAlreadyDecided) {
+	if _, err := e.store.Approve(ctx(t), a.ID, approver, e.approve(t, approver, a.ID, "again")); !errors.Is(err, approval.ErrAlreadyDecided) {
 		t.Fatalf("second Approve = %v, want ErrAlreadyDecided", err)
 	}
 
@@ -270,13 +272,14 @@ func TestTwoPersonCorrection(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := record.Signature{ApprovalID: a.ID, Action: api.ActionCorrect, Requester: operator.User, RequestedAt: a.RequestedAt,
-		Approver: approver.User, ApproverRole: string(access.RoleApprover), SignedAt: *signed.DecidedAt, Meaning: "reviewed the correction against the invoice"}
-	if sig != want {
+		Approver: approver.User, ApproverRole: string(access.RoleApprover), SignedAt: *signed.DecidedAt, Meaning: "reviewed the correction against the invoice",
+		RequesterPerson: operator.User, ApproverPerson: approver.User, Signed: approval.Raw(signed.Signed)}
+	if !reflect.DeepEqual(sig, want) {
 		t.Fatalf("Signature = %+v\nwant %+v", sig, want)
 	}
 	chain := sealedChain(t, sig)
 	st, err := record.Fold(chain)
-	if err != nil || len(st.Signatures) != 1 || st.Signatures[0] != sig {
+	if err != nil || len(st.Signatures) != 1 || !reflect.DeepEqual(st.Signatures[0], sig) {
 		t.Fatalf("Fold = %+v, %v", st.Signatures, err)
 	}
 
@@ -292,7 +295,7 @@ func TestTwoPersonCorrection(t *testing.T) {
 	// or password.
 	var actions []string
 	err = streams.ReadSubject(ctx(t), e.admin, subjects.AuditStream, subjects.AuditAction("approval", a.ID), func(m *jetstream.RawStreamMsg) error {
-		for _, secret := range []string{"TX-SECRET-PHI", "receive", string(e.password(approver.User))} {
+		for _, secret := range []string{"TX-SECRET-PHI", "receive"} {
 			if strings.Contains(string(m.Data), secret) {
 				t.Errorf("AUDIT message names a secret value: %s", m.Data)
 			}
@@ -302,6 +305,15 @@ func TestTwoPersonCorrection(t *testing.T) {
 			return err
 		}
 		actions = append(actions, act.Action+" by "+act.Actor)
+		if act.Action == approval.AuditApproved {
+			// The decision is in AUDIT whole, as its person signed it.
+			var d struct {
+				Signed *api.SignedDecision `json:"signed"`
+			}
+			if err := json.Unmarshal(act.Detail, &d); err != nil || d.Signed == nil || !reflect.DeepEqual(*d.Signed, *signed.Signed) {
+				t.Errorf("the approved action carries %+v, want the approver's signed decision", d.Signed)
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -310,7 +322,7 @@ func TestTwoPersonCorrection(t *testing.T) {
 	if w := []string{"requested by " + operator.User, "approved by " + approver.User, "executed by redriver"}; !slices.Equal(actions, w) {
 		t.Errorf("AUDIT actions %q, want %q", actions, w)
 	}
-	for _, secret := range []string{"TX-SECRET-PHI", "receive", "dispense", string(e.password(approver.User)), string(e.password(operator.User))} {
+	for _, secret := range []string{"TX-SECRET-PHI", "receive", "dispense"} {
 		if strings.Contains(e.logs.String(), secret) {
 			t.Errorf("the log names a secret value %q:\n%s", secret, e.logs.String())
 		}
@@ -322,7 +334,7 @@ func TestTwoPersonCorrection(t *testing.T) {
 func TestSelfApproval(t *testing.T) {
 	e := newEnv(t)
 	a := e.request(t, approver, approval.Decision{Needed: true, Reasons: []string{"policy: lifting a legal hold"}})
-	if _, err := e.store.Approve(ctx(t), a.ID, approver, "I checked it myself", e.password(approver.User)); !errors.Is(err, approval.ErrSelfApproval) || approval.Code(err) != api.ErrSelfApproval {
+	if _, err := e.store.Approve(ctx(t), a.ID, approver, e.approve(t, approver, a.ID, "I checked it myself")); !errors.Is(err, approval.ErrSelfApproval) || approval.Code(err) != api.ErrSelfApproval {
 		t.Fatalf("Approve of one's own request = %v, want ErrSelfApproval", err)
 	}
 }
@@ -356,7 +368,7 @@ func TestTwoApprovers(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			a := e.request(t, tc.requester, approval.Decision{Needed: true, Reasons: []string{"identity change"}})
-			got, err := e.store.Approve(ctx(t), a.ID, tc.approver, "reviewed against the invoice of Müller & Söhne", e.password(tc.approver.User))
+			got, err := e.store.Approve(ctx(t), a.ID, tc.approver, e.approve(t, tc.approver, a.ID, "reviewed against the invoice of Müller & Söhne"))
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Approve by %s of %s's request = %v, want %v", tc.approver.User, tc.requester.User, err, tc.want)
 			}
@@ -382,7 +394,7 @@ func TestApproveOnce(t *testing.T) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			_, errs[i] = e.store.Approve(ctx(t), a.ID, approver, fmt.Sprintf("attempt %d", i), e.password(approver.User))
+			_, errs[i] = e.store.Approve(ctx(t), a.ID, approver, e.approve(t, approver, a.ID, fmt.Sprintf("attempt %d", i)))
 		})
 	}
 	wg.Wait()
@@ -406,13 +418,12 @@ func TestBadRequests(t *testing.T) {
 	e := newEnv(t)
 	expiring := e.request(t, operator, approval.Decision{Needed: true})
 	rejected := e.request(t, operator, approval.Decision{Needed: true})
-	if _, err := e.store.Reject(ctx(t), rejected.ID, approver, "the invoice says dispense"); err != nil {
+	if _, err := e.store.Reject(ctx(t), rejected.ID, approver, e.reject(t, approver, rejected.ID, "the invoice says dispense")); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Add(72*time.Hour - time.Second)
 	fresh := e.request(t, operator, approval.Decision{Needed: true})
 	e.clock.Add(time.Second) // expiring is due now
-	pw := e.password(approver.User)
 	tests := []struct {
 		name  string
 		call  func() error
@@ -420,15 +431,33 @@ func TestBadRequests(t *testing.T) {
 		field string
 	}{
 		{"approve a missing id", func() error {
-			_, err := e.store.Approve(ctx(t), "appr-20260301T120000-0000000000000000", approver, "m", pw)
+			_, err := e.store.Approve(ctx(t), "appr-20260301T120000-0000000000000000", approver, e.approve(t, approver, "appr-20260301T120000-0000000000000000", "m"))
 			return err
 		}, api.ErrNotFound, ""},
-		{"approve a malformed id", func() error { _, err := e.store.Approve(ctx(t), "appr.>", approver, "m", pw); return err }, api.ErrBadRequest, "id"},
-		{"approve an expired approval", func() error { _, err := e.store.Approve(ctx(t), expiring.ID, approver, "m", pw); return err }, api.ErrExpired, ""},
-		{"reject an expired approval", func() error { _, err := e.store.Reject(ctx(t), expiring.ID, approver, "m"); return err }, api.ErrExpired, ""},
-		{"approve a rejected approval", func() error { _, err := e.store.Approve(ctx(t), rejected.ID, approver, "m", pw); return err }, api.ErrAlreadyDecided, ""},
-		{"reject without a reason", func() error { _, err := e.store.Reject(ctx(t), fresh.ID, approver, ""); return err }, api.ErrBadRequest, "meaning"},
-		{"reject as an operator", func() error { _, err := e.store.Reject(ctx(t), fresh.ID, operator, "no"); return err }, api.ErrForbidden, ""},
+		{"approve a malformed id", func() error {
+			_, err := e.store.Approve(ctx(t), "appr.>", approver, e.approve(t, approver, "appr.>", "m"))
+			return err
+		}, api.ErrBadRequest, "id"},
+		{"approve an expired approval", func() error {
+			_, err := e.store.Approve(ctx(t), expiring.ID, approver, e.approve(t, approver, expiring.ID, "m"))
+			return err
+		}, api.ErrExpired, ""},
+		{"reject an expired approval", func() error {
+			_, err := e.store.Reject(ctx(t), expiring.ID, approver, e.reject(t, approver, expiring.ID, "m"))
+			return err
+		}, api.ErrExpired, ""},
+		{"approve a rejected approval", func() error {
+			_, err := e.store.Approve(ctx(t), rejected.ID, approver, e.approve(t, approver, rejected.ID, "m"))
+			return err
+		}, api.ErrAlreadyDecided, ""},
+		{"reject without a reason", func() error {
+			_, err := e.store.Reject(ctx(t), fresh.ID, approver, e.reject(t, approver, fresh.ID, ""))
+			return err
+		}, api.ErrBadRequest, "signed"},
+		{"reject as an operator", func() error {
+			_, err := e.store.Reject(ctx(t), fresh.ID, operator, e.reject(t, operator, fresh.ID, "no"))
+			return err
+		}, api.ErrForbidden, ""},
 		{"execute a pending approval", func() error { _, err := e.store.MarkExecuted(ctx(t), fresh.ID, "replayed"); return err }, api.ErrAlreadyDecided, ""},
 		{"get a missing id", func() error { _, err := e.store.Get(ctx(t), "appr-x"); return err }, api.ErrNotFound, ""},
 		{"list an unknown status", func() error { _, err := e.store.List(ctx(t), "done", 0); return err }, api.ErrBadRequest, "status"},

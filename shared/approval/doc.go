@@ -1,9 +1,9 @@
 // Package approval is deadletter's two-person approval (issue #18): the
 // policy of which actions need a second person, the decision whether one
 // action does (Needs, with the correction guard), the store of pending
-// approvals (bucket APPROVALS), re-authentication at signing, and the
-// electronic signature a signed approval seals into the quarantine chain
-// (record.KindApproved).
+// approvals (bucket APPROVALS), the check of decisions signed by their
+// person (issue #38), and the electronic signature a signed approval
+// seals into the quarantine chain (record.KindApproved).
 //
 // # The flow
 //
@@ -13,26 +13,35 @@
 // not execute the action: it stores a pending approval (Store.Create) with
 // the request to execute, and answers ErrApprovalRequired with it. Someone
 // else, with the approver role, reads it (Store.Get, Store.List), and
-// approves it (Store.Approve) with a stated meaning and his password, which
-// a Reauthenticator checks against the server (21 CFR 11.200(a)(1)); or
-// rejects it (Store.Reject). Only the request that wins the approval's
-// compare-and-set executes the action: it first appends the approved
-// record (Signature gives its signature) to the chain, then the action,
-// then marks the approval executed (Store.MarkExecuted). Approving one's
-// own request is refused (ErrSelfApproval); a pending approval expires
-// (Policy.PendingTTL, default 72 h) and can then no longer be approved.
+// approves it (Store.Approve) or rejects it (Store.Reject) with a decision
+// signed by a key only that person holds (api.SignedDecision: ForApproval
+// of the approval as stored, a meaning, the time). Only the request that
+// wins the approval's compare-and-set executes the action: it first
+// appends the approved record (Signature gives its signature, the signed
+// decision whole) to the chain, then the action, then marks the approval
+// executed (Store.MarkExecuted). Approving one's own request is refused
+// (ErrSelfApproval), by person: whichever of their logins asked or signs;
+// a pending approval expires (Policy.PendingTTL, default 72 h) and can
+// then no longer be approved.
 //
-// # Proof
+// # Signed decisions
 //
-// An approval is executed only with its proof (proof.go): Approve, once
-// the server accepted the approver's password, signs the decision with
-// the approval key (Signer, an nkey only the approval owner holds); every
-// executor checks it (Store.Proven) against the public key of its own
-// configuration and finds the request and the decision in AUDIT. An entry
-// stored approved without a valid proof is shown refused and refused for
-// good (Store.Refuse). Create caps the pending approvals per requester and
-// per chain (Limits, ErrLimit) and answers a request asked again while
-// pending with the pending approval.
+// No service holds a key that can sign a decision (signed.go). An
+// executor rebuilds the decision it expects from its own state
+// (ForApproval, ForRecord, ForHold) and accepts the signed one only when
+// it is that decision but for its meaning and time, signed within MaxSkew
+// of now (CheckSigned; CheckRecorded for one recorded earlier), and a
+// Checker (the people registry in AUDIT: decision.Registry, or
+// AuditRegistry which reads the same api.PersonKeys records) finds it
+// signed by a key of the person, who was enabled and held the role at the
+// time. Every executor checks an approval's signed decision and finds
+// the request and the decision in AUDIT (Store.Proven); an entry stored
+// approved without one is shown refused and refused for good
+// (Store.Refuse). A refused signature is coded
+// (api.ErrDecisionUnsigned); an approval without one APPROVAL_UNPROVEN.
+// Create caps the pending approvals per requester and per chain (Limits,
+// ErrLimit) and answers a request asked again while pending with the
+// pending approval. Tests sign with package approvaltest.
 //
 // # Where things are kept, and why
 //
@@ -48,14 +57,16 @@
 // (pending, approved, executed, rejected) by compare-and-set on the entry's
 // revision, so two approvers, or one approver's retry, never both win.
 // Every transition is also written to AUDIT (subjects.AuditAction
-// ("approval", id)), and a signature is sealed into the chain.
+// ("approval", id)), with the signed decision whole, and a signature is
+// sealed into the chain.
 //
 // # Values stay out of logs
 //
 // The request to execute may carry a payload and the identity diff carries
 // business identifiers: neither is ever logged. api.Approval and
 // api.IdentityChange log only ids, names and statuses (slog.LogValuer,
-// fmt.Stringer), api.Password is redacted everywhere, and Redact removes
+// fmt.Stringer), and Redact removes
 // the request and the diff values for a role that does not read payloads
-// (access.Role.ReadsPayloads).
+// (access.Role.ReadsPayloads). A signed decision logs its action, target,
+// person and key id only.
 package approval

@@ -24,8 +24,6 @@ var (
 	// ErrBadRequest: a required member is missing or invalid (the error
 	// says which).
 	ErrBadRequest = errors.New("approval: bad request")
-	// ErrReauthFailed: the signer's password did not authenticate him.
-	ErrReauthFailed = errors.New("approval: re-authentication failed")
 	// ErrConflict: the entry or the policy changed since it was read.
 	ErrConflict = errors.New("approval: changed concurrently")
 	// ErrUnavailable: a store or the server could not be reached.
@@ -46,7 +44,6 @@ var codes = []struct {
 	{ErrSelfApproval, api.ErrSelfApproval},
 	{ErrForbidden, api.ErrForbidden},
 	{ErrBadRequest, api.ErrBadRequest},
-	{ErrReauthFailed, api.ErrReauthFailed},
 	{ErrConflict, api.ErrConflict},
 	{ErrUnavailable, api.ErrUnavailable},
 	{ErrUnproven, api.ErrApprovalUnproven},
@@ -54,8 +51,14 @@ var codes = []struct {
 }
 
 // Code returns the api error code of err (api.ErrInternal for an error of
-// no sentinel of the package).
+// no sentinel of the package): a refused signed decision (a decision.Err*
+// sentinel, ErrStale) is api.ErrDecisionUnsigned, unless it made an
+// approval unproven.
+
 func Code(err error) string {
+	if unsigned(err) && !errors.Is(err, ErrUnproven) {
+		return api.ErrDecisionUnsigned
+	}
 	for _, c := range codes {
 		if errors.Is(err, c.err) {
 			return c.code

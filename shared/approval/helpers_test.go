@@ -15,6 +15,7 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
+	"github.com/deadletter/deadletter/shared/approval/approvaltest"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -48,7 +49,7 @@ type env struct {
 	policy *approval.PolicyStore
 	clock  *clock
 	logs   *natstest.Buffer
-	signer *approval.Signer
+	people map[string]*approvaltest.Person
 	asked  int
 }
 
@@ -73,11 +74,21 @@ func newEnv(tb testing.TB) *env {
 	}
 	e := &env{srv: srv, js: js, admin: admin, clock: &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}, logs: &natstest.Buffer{}}
 	log := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	if e.signer, err = approval.NewSigner([]byte(srv.Secrets.ApprovalSeed)); err != nil {
-		tb.Fatal(err)
+	// Every person of the default configuration signs with a key of
+	// their own, registered in AUDIT (the operator holds the approver
+	// role too: her role login amara.okafor+approver).
+	e.people = map[string]*approvaltest.Person{}
+	for _, r := range access.Roles {
+		for _, name := range access.DefaultPersonsOf(r) {
+			roles := []access.Role{r}
+			if r == access.RoleOperator {
+				roles = append(roles, access.RoleApprover)
+			}
+			e.people[name] = approvaltest.Register(tb, admin, name, roles...)
+		}
 	}
 	e.store, err = approval.Open(ctx(tb), js, approval.Config{
-		Reauth: approval.NATSReauth{URLs: srv.ClientURL()}, Signer: e.signer, Verifier: e.signer.Verifier(), Logger: log, Now: e.clock.Now,
+		Checker: approval.AuditRegistry{JS: js}, Logger: log, Now: e.clock.Now,
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -93,9 +104,37 @@ func ctx(tb testing.TB) context.Context {
 	return c
 }
 
-// password returns a person's password.
-func (e *env) password(user string) api.Password {
-	return api.Password(e.srv.Secrets.Users[user].Password)
+// person returns who's person (registered in newEnv).
+func (e *env) person(tb testing.TB, who access.Identity) *approvaltest.Person {
+	tb.Helper()
+	p := e.people[access.PersonOf(who.User)]
+	if p == nil {
+		tb.Fatalf("no person %s", who.User)
+	}
+	return p
+}
+
+// stored returns approval id as stored, or one of that id alone when
+// there is none (a decision of a missing approval).
+func (e *env) stored(tb testing.TB, id string) api.Approval {
+	tb.Helper()
+	a, err := e.store.Get(ctx(tb), id)
+	if err != nil {
+		return api.Approval{ID: id}
+	}
+	return a
+}
+
+// approve is who's signed approval of approval id, meaning meaning, now.
+func (e *env) approve(tb testing.TB, who access.Identity, id, meaning string) *api.SignedDecision {
+	tb.Helper()
+	return e.person(tb, who).Approve(e.stored(tb, id), meaning, e.clock.Now())
+}
+
+// reject is who's signed rejection of approval id, for reason, now.
+func (e *env) reject(tb testing.TB, who access.Identity, id, reason string) *api.SignedDecision {
+	tb.Helper()
+	return e.person(tb, who).Reject(e.stored(tb, id), reason, e.clock.Now())
 }
 
 // request creates a pending approval of a correction asked for by who.

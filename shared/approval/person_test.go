@@ -39,7 +39,7 @@ func TestOnePersonNeverApprovesOwnRequest(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			a := e.request(t, tc.requester, approval.Decision{Needed: true, Reasons: []string{"identity change"}})
-			_, err := e.store.Approve(ctx(t), a.ID, tc.approver, "reviewed against the invoice of Müller & Söhne", e.password(tc.approver.User))
+			_, err := e.store.Approve(ctx(t), a.ID, tc.approver, e.approve(t, tc.approver, a.ID, "reviewed against the invoice of Müller & Söhne"))
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Approve by %s of %s's request = %v, want %v", tc.approver.User, tc.requester.User, err, tc.want)
 			}
@@ -85,7 +85,7 @@ func TestLimitsHoldUnderConcurrency(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if stores[i], err = approval.Open(ctx(t), js, approval.Config{Reauth: approval.NATSReauth{URLs: e.srv.ClientURL()},
+				if stores[i], err = approval.Open(ctx(t), js, approval.Config{Checker: approval.AuditRegistry{JS: js},
 					Limits: tc.limits, Now: e.clock.Now}); err != nil {
 					t.Fatal(err)
 				}

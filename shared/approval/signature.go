@@ -12,7 +12,8 @@ import (
 // executed) approval, for the approved record the redriver appends to the
 // event's chain before it executes the action (record.KindApproved, at
 // index a.ChainRecords): the requester and request time, the signer, the
-// time of signing and the meaning (21 CFR 11.50). Times are UTC.
+// time of signing and the meaning (21 CFR 11.50), the persons of both,
+// and the approver's signed decision whole (issue #38). Times are UTC.
 func Signature(a api.Approval) (record.Signature, error) {
 	if (a.Status != api.ApprovalApproved && a.Status != api.ApprovalExecuted) || a.DecidedAt == nil || a.Decider == "" || a.Meaning == "" {
 		return record.Signature{}, fmt.Errorf("%w: %s is %s, not signed", ErrAlreadyDecided, a.ID, a.Status)
@@ -21,7 +22,9 @@ func Signature(a api.Approval) (record.Signature, error) {
 		ApprovalID: a.ID, Action: a.Action,
 		Requester: a.Requester, RequestedAt: a.RequestedAt.UTC(),
 		Approver: a.Decider, ApproverRole: string(access.RoleApprover), SignedAt: a.DecidedAt.UTC(),
-		Meaning: a.Meaning,
+		Meaning:         a.Meaning,
+		RequesterPerson: access.PersonOf(a.Requester), ApproverPerson: access.PersonOf(a.Decider),
+		Signed: Raw(a.Signed),
 	}, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/decision"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/trail"
@@ -46,8 +48,9 @@ const (
 	AuditApproved  = "approved"
 	AuditRejected  = "rejected"
 	AuditExecuted  = "executed"
-	// AuditRefused: an approval stored as approved without a valid proof
-	// (a forgery) was refused, never executed.
+	// AuditRefused: an approval stored as approved without a decision
+	// signed by its person that checks (a forgery) was refused, never
+	// executed.
 	AuditRefused = "refused"
 )
 
@@ -55,14 +58,15 @@ const (
 // transition to AUDIT. It needs a connection that may write APPROVALS and
 // publish audit.actions.> (the redriver's).
 type Store struct {
-	js       jetstream.JetStream
-	kv       jetstream.KeyValue
-	reauth   Reauthenticator
-	signer   *Signer
-	verifier *Verifier
-	limits   Limits
-	now      func() time.Time
-	log      *slog.Logger
+	js      jetstream.JetStream
+	kv      jetstream.KeyValue
+	checker Checker
+	// checked holds the approvals (id and revision) whose signed decision
+	// the registry accepted: a sweep checks each stored entry once.
+	checked sync.Map
+	limits  Limits
+	now     func() time.Time
+	log     *slog.Logger
 }
 
 // Limits bound the pending approvals (issue #28: bounded by
@@ -77,14 +81,10 @@ type Limits struct {
 
 // Config configures a Store.
 type Config struct {
-	// Reauth checks a signer's password at signing (required).
-	Reauth Reauthenticator
-	// Signer signs the decisions Approve makes (nil: Approve refuses; the
-	// approval owner alone holds the key).
-	Signer *Signer
-	// Verifier checks proofs (Proven) and shows an approved approval
-	// without a valid proof as refused. Nil: nothing is proven.
-	Verifier *Verifier
+	// Checker checks the decisions signed by their person (Approve,
+	// Reject, Proven, Unproven) against the people registry: required
+	// (decision.Registry; AuditRegistry reads the same records).
+	Checker Checker
 	// Limits bound pending approvals (Create).
 	Limits Limits
 	// Logger receives ids and statuses only (nil: discard).
@@ -95,14 +95,14 @@ type Config struct {
 
 // Open binds the APPROVALS bucket (provisioned by streams.EnsureCore).
 func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error) {
-	if cfg.Reauth == nil {
-		return nil, errors.New("approval: a Reauthenticator is required")
+	if cfg.Checker == nil {
+		return nil, errors.New("approval: a Checker of signed decisions is required")
 	}
 	kv, err := js.KeyValue(ctx, subjects.ApprovalsBucket)
 	if err != nil {
 		return nil, fmt.Errorf("%w: bucket %s: %w", ErrUnavailable, subjects.ApprovalsBucket, err)
 	}
-	s := &Store{js: js, kv: kv, reauth: cfg.Reauth, signer: cfg.Signer, verifier: cfg.Verifier, limits: cfg.Limits, now: cfg.Now, log: cfg.Logger}
+	s := &Store{js: js, kv: kv, checker: cfg.Checker, limits: cfg.Limits, now: cfg.Now, log: cfg.Logger}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -117,12 +117,14 @@ type Request struct {
 	// Action is one of the api.Action* constants; DLQID and Domain the
 	// event it acts on (empty for a drain and a hold lift); HoldID the
 	// hold a hold lift lifts; ChainRecords the number of records of its
-	// chain when the action was asked for.
+	// chain when the action was asked for, ChainHead the AuditHash of its
+	// last record then (what the approver's signed decision names).
 	Action       string
 	DLQID        string
 	Domain       string
 	HoldID       string
 	ChainRecords int
+	ChainHead    string
 	// Body is the request to execute once approved (a JSON value).
 	Body json.RawMessage
 	// Payload is a correction's corrected payload as sent (kept byte for
@@ -137,7 +139,7 @@ type Request struct {
 
 // Create stores a pending approval of req, expiring after p's pending TTL,
 // and writes its request to AUDIT first (with the request's digest, which
-// a proof must match): without that record nothing is stored. The same
+// a signed decision names): without that record nothing is stored. The same
 // request asked again by the same person while pending (same action,
 // event or hold, body and payload) answers the pending approval. A
 // requester (a person, whichever of their users asks), or a chain, with
@@ -176,7 +178,7 @@ func (s *Store) Create(ctx context.Context, req Request, p Policy) (api.Approval
 		ID: id, Action: req.Action, DLQID: req.DLQID, Domain: req.Domain, HoldID: req.HoldID, Status: api.ApprovalPending,
 		Request: body.Bytes(), Payload: req.Payload, Reasons: req.Decision.Reasons, Diff: req.Decision.Diff, DiffFields: req.Decision.DiffFields(),
 		Requester: req.Requester.User, RequesterRole: string(req.Requester.Role), RequestedAt: now, Reason: req.Reason,
-		ExpiresAt: now.Add(ttl), ChainRecords: req.ChainRecords,
+		ExpiresAt: now.Add(ttl), ChainRecords: req.ChainRecords, ChainHead: req.ChainHead,
 	}
 	if len(a.DiffFields) == 0 {
 		a.DiffFields = nil
@@ -353,12 +355,62 @@ func (s *Store) view(a api.Approval) api.Approval {
 	if a.Status == api.ApprovalPending && !s.now().Before(a.ExpiresAt) {
 		a.Status = api.ApprovalExpired
 	}
-	if s.verifier != nil && (a.Status == api.ApprovalApproved || a.Status == api.ApprovalExecuted) {
-		if err := s.verifier.Verify(a); err != nil {
+	// An approved entry is shown refused unless it carries its approver's
+	// signed decision of itself (an executed one is history: approvals
+	// executed before decisions were signed by their person carry none).
+	if a.Status == api.ApprovalApproved {
+		if err := signedShape(a); err != nil {
 			a.Status, a.Refused = api.ApprovalRefused, err.Error()
 		}
 	}
 	return a
+}
+
+// approverRole is the role an approval is decided in.
+var approverRole = string(access.RoleApprover)
+
+// signedShape checks, without the registry, that approved (or executed)
+// approval a carries its approver's signed decision of itself: the
+// decision ForApproval rebuilds from the entry, signed by the decider's
+// person, with the entry's meaning and time. It wraps ErrUnproven.
+func signedShape(a api.Approval) error {
+	if a.Decider == "" || a.Meaning == "" || a.DecidedAt == nil {
+		return fmt.Errorf("%w: %s names no decider, meaning or decision time", ErrUnproven, a.ID)
+	}
+	want := ForApproval(a, api.DecisionApprove, "", access.PersonOf(a.Decider), approverRole, time.Time{})
+	if err := matches(want, a.Signed); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrUnproven, a.ID, err)
+	}
+	if a.Signed.Decision.Meaning != a.Meaning || !a.Signed.Decision.At.Equal(*a.DecidedAt) {
+		return fmt.Errorf("%w: %s: %w: the meaning or time differs from the one signed", ErrUnproven, a.ID, decision.ErrMismatch)
+	}
+	if access.SamePerson(a.Decider, a.Requester) {
+		return fmt.Errorf("%w: %s: the decider %s is the requester %s", ErrUnproven, a.ID, a.Decider, a.Requester)
+	}
+	return nil
+}
+
+// checkApproved is signedShape and the registry's check of a's signed
+// decision (the person's key, role and state at its time). A refusal
+// wraps ErrUnproven; an unreadable registry is ErrUnavailable.
+func (s *Store) checkApproved(ctx context.Context, a api.Approval) error {
+	if err := signedShape(a); err != nil {
+		return err
+	}
+	key := a.ID + "@" + strconv.FormatUint(a.Revision, 10) + "@" + string(Raw(a.Signed))
+	if _, ok := s.checked.Load(key); ok && a.Revision != 0 {
+		return nil
+	}
+	if err := check(ctx, s.checker, *a.Signed); err != nil {
+		if unsigned(err) {
+			return fmt.Errorf("%w: %s: %w", ErrUnproven, a.ID, err)
+		}
+		return err
+	}
+	if a.Revision != 0 {
+		s.checked.Store(key, struct{}{})
+	}
+	return nil
 }
 
 // List returns the approvals of status ("" for all), pending first (oldest
@@ -464,76 +516,77 @@ func (s *Store) pending(ctx context.Context, id string) (api.Approval, error) {
 	return a, nil
 }
 
-// Approve signs approval id as approver, with the signature's meaning:
-// approver must have the approver role, not be the requester, and
-// re-authenticate with password (checked by the Reauthenticator, then
-// forgotten). The approval must be pending and unexpired. The signature is
-// a compare-and-set on the entry's revision: of two approvers, or of one
-// approver's retries, exactly one call succeeds; the others get
-// ErrAlreadyDecided. Only the caller that gets the approval back executes
-// the action (see the package doc). The signature is then written to
-// AUDIT; an error doing so is returned with the approval, which stands.
-func (s *Store) Approve(ctx context.Context, id string, approver access.Identity, meaning string, password api.Password) (api.Approval, error) {
-	if strings.TrimSpace(meaning) == "" {
-		return api.Approval{}, badField("meaning", "is required: what the signature means")
-	}
-	if !access.Allowed(api.ApprovalApprove, approver.Role) {
-		return api.Approval{}, fmt.Errorf("%w: approving takes the role %v (the endpoint table)", ErrForbidden, access.EndpointRoles(api.ApprovalApprove))
-	}
-	a, err := s.pending(ctx, id)
+// Approve approves approval id with approver's signed decision sd:
+// approver must have the approver role and not be the requester (by
+// person, whichever of their logins asked), and sd must be the decision
+// ForApproval rebuilds from the approval as stored (api.DecisionApprove,
+// its request digest and chain head, approver's person, the approver
+// role), signed within MaxSkew of now with a key the registry gives the
+// person then (CheckSigned). The approval must be pending and unexpired.
+// The decision is a compare-and-set on the entry's revision: of two
+// approvers, or of one approver's retries, exactly one call succeeds;
+// the others get ErrAlreadyDecided. Only the caller that gets the
+// approval back executes the action (see the package doc). The decision
+// is then written to AUDIT, with sd whole; an error doing so is returned
+// with the approval, which stands.
+func (s *Store) Approve(ctx context.Context, id string, approver access.Identity, sd *api.SignedDecision) (api.Approval, error) {
+	a, err := s.decide(ctx, id, approver, api.DecisionApprove, sd)
 	if err != nil {
 		return api.Approval{}, err
 	}
-	if access.SamePerson(approver.User, a.Requester) {
-		// One person, whichever of their role logins asked or signs.
-		return api.Approval{}, fmt.Errorf("%w: %s is the person who requested %s (as %s)", ErrSelfApproval, approver.User, id, a.Requester)
-	}
-	if password == "" {
-		return api.Approval{}, badField("password", "is required: signing re-authenticates the signer")
-	}
-	if s.signer == nil {
-		return api.Approval{}, fmt.Errorf("%w: this service holds no approval key", ErrForbidden)
-	}
-	if err := s.reauth.Reauthenticate(ctx, approver.User, password); err != nil {
-		s.log.WarnContext(ctx, "approval signature refused", "approval_id", id, "user", approver.User, "code", Code(err))
-		return api.Approval{}, err
-	}
-	// The server accepted the approver's password: only here is the
-	// decision signed (the proof every executor verifies).
-	now := s.now().UTC()
-	a.Status, a.Decider, a.DecidedAt, a.Meaning = api.ApprovalApproved, approver.User, &now, meaning
-	proof, err := s.signer.Sign(a)
-	if err != nil {
-		return api.Approval{}, err
-	}
-	a.Proof = &proof
+	a.Status = api.ApprovalApproved
 	if a, err = s.update(ctx, a); err != nil {
 		return api.Approval{}, err
 	}
-	s.log.InfoContext(ctx, "approval signed", "approval", a, "approver", approver.User)
+	s.log.InfoContext(ctx, "approval signed", "approval", a, "approver", approver.User, "signed", *sd)
 	return a, s.Audit(ctx, a, AuditApproved)
 }
 
-// Reject refuses approval id as decider (approver role), for reason. The
-// approval must be pending and unexpired; it is never executed.
-func (s *Store) Reject(ctx context.Context, id string, decider access.Identity, reason string) (api.Approval, error) {
-	if strings.TrimSpace(reason) == "" {
-		return api.Approval{}, badField("meaning", "is required: why the request is rejected")
+// Reject refuses approval id with decider's signed decision sd (as
+// Approve, api.DecisionReject; sd's meaning says why). The approval must
+// be pending and unexpired; it is never executed.
+func (s *Store) Reject(ctx context.Context, id string, decider access.Identity, sd *api.SignedDecision) (api.Approval, error) {
+	a, err := s.decide(ctx, id, decider, api.DecisionReject, sd)
+	if err != nil {
+		return api.Approval{}, err
 	}
-	if !access.Allowed(api.ApprovalReject, decider.Role) {
-		return api.Approval{}, fmt.Errorf("%w: rejecting takes the role %v (the endpoint table)", ErrForbidden, access.EndpointRoles(api.ApprovalReject))
+	a.Status = api.ApprovalRejected
+	if a, err = s.update(ctx, a); err != nil {
+		return api.Approval{}, err
+	}
+	s.log.InfoContext(ctx, "approval rejected", "approval", a, "decider", decider.User, "signed", *sd)
+	return a, s.Audit(ctx, a, AuditRejected)
+}
+
+// decide checks who's signed decision sd (action) of pending approval
+// id and returns the approval with its decider, time, meaning and sd.
+func (s *Store) decide(ctx context.Context, id string, who access.Identity, action string, sd *api.SignedDecision) (api.Approval, error) {
+	endpoint := api.ApprovalApprove
+	if action == api.DecisionReject {
+		endpoint = api.ApprovalReject
+	}
+	if !access.Allowed(endpoint, who.Role) {
+		return api.Approval{}, fmt.Errorf("%w: deciding takes the role %v (the endpoint table)", ErrForbidden, access.EndpointRoles(endpoint))
+	}
+	if sd != nil && strings.TrimSpace(sd.Decision.Meaning) == "" {
+		return api.Approval{}, badField("signed", "the decision states no meaning (what the signature means, or why)")
 	}
 	a, err := s.pending(ctx, id)
 	if err != nil {
 		return api.Approval{}, err
 	}
-	now := s.now().UTC()
-	a.Status, a.Decider, a.DecidedAt, a.Meaning = api.ApprovalRejected, decider.User, &now, reason
-	if a, err = s.update(ctx, a); err != nil {
+	if action == api.DecisionApprove && access.SamePerson(who.User, a.Requester) {
+		// One person, whichever of their role logins asked or signs.
+		return api.Approval{}, fmt.Errorf("%w: %s is the person who requested %s (as %s)", ErrSelfApproval, who.User, id, a.Requester)
+	}
+	want := ForApproval(a, action, "", access.PersonOf(who.User), approverRole, time.Time{})
+	if err := CheckSigned(ctx, s.checker, want, sd, s.now()); err != nil {
+		s.log.WarnContext(ctx, "DECISION_UNSIGNED", "approval_id", id, "user", who.User, "action", action, "code", Code(err))
 		return api.Approval{}, err
 	}
-	s.log.InfoContext(ctx, "approval rejected", "approval", a, "decider", decider.User)
-	return a, s.Audit(ctx, a, AuditRejected)
+	at := sd.Decision.At.UTC()
+	a.Decider, a.DecidedAt, a.Meaning, a.Signed = who.User, &at, sd.Decision.Meaning, sd
+	return a, nil
 }
 
 // MarkExecuted records that the approved action of approval id was
@@ -593,10 +646,8 @@ func (s *Store) Audit(ctx context.Context, a api.Approval, action string) error 
 	switch action {
 	case AuditRequested:
 		d.RequestDigest = RequestDigest(a)
-	case AuditApproved:
-		if a.Proof != nil {
-			d.RequestDigest, d.Proof = a.Proof.RequestDigest, a.Proof.Signature
-		}
+	case AuditApproved, AuditRejected:
+		d.RequestDigest, d.Signed = RequestDigest(a), a.Signed
 	}
 	detail, err := json.Marshal(d)
 	if err != nil {
@@ -630,27 +681,29 @@ type auditDetail struct {
 	DiffFields  []string  `json:"diff_fields,omitempty"`
 	Outcome     string    `json:"outcome,omitempty"`
 	// RequestDigest is the request's digest (RequestDigest) on the
-	// requested action, the proof's on the approved one; Proof the
-	// proof's signature; Refused why an approval was refused.
-	RequestDigest string `json:"request_digest,omitempty"`
-	Proof         string `json:"proof,omitempty"`
-	Refused       string `json:"refused,omitempty"`
+	// requested, approved and rejected actions; Signed the decider's
+	// signed decision whole (approved, rejected); Refused why an
+	// approval was refused.
+	RequestDigest string              `json:"request_digest,omitempty"`
+	Signed        *api.SignedDecision `json:"signed,omitempty"`
+	Refused       string              `json:"refused,omitempty"`
 }
 
-// Proven checks that approval a, as stored, may be executed: its proof
-// verifies against the configured key (never one from a store), and
-// AUDIT holds its request with the same digest and its decision with the
-// same signature. It returns an error wrapping ErrUnproven for an
-// approval that must never be executed, ErrUnavailable when AUDIT could
-// not be read or does not hold the decision yet (the approval owner
-// writes it before it executes).
+// Proven checks that approval a, as stored, may be executed: it carries
+// its approver's signed decision of itself, which the people registry
+// accepts (checkApproved), and AUDIT holds its request with the same
+// digest and its decision with the same signed decision. It returns an
+// error wrapping ErrUnproven for an approval that must never be
+// executed, ErrUnavailable when AUDIT could not be read or does not hold
+// the decision yet (the approval owner writes it before it executes).
 func (s *Store) Proven(ctx context.Context, a api.Approval) error {
 	if a.Status != api.ApprovalApproved {
 		return fmt.Errorf("%w: %s is %s, not approved", ErrAlreadyDecided, a.ID, a.Status)
 	}
-	if err := s.verifier.Verify(a); err != nil {
+	if err := s.checkApproved(ctx, a); err != nil {
 		return err
 	}
+	digest, signed := RequestDigest(a), Raw(a.Signed)
 	requested, decided := false, false
 	err := streams.ReadSubject(ctx, s.js, subjects.AuditStream, subjects.AuditAction(auditObject, a.ID), func(m *jetstream.RawStreamMsg) error {
 		var act api.AuditAction
@@ -660,9 +713,9 @@ func (s *Store) Proven(ctx context.Context, a api.Approval) error {
 		}
 		switch act.Action {
 		case AuditRequested:
-			requested = requested || (d.RequestDigest == a.Proof.RequestDigest && act.Actor == a.Requester)
+			requested = requested || (d.RequestDigest == digest && act.Actor == a.Requester)
 		case AuditApproved:
-			decided = decided || (d.Proof == a.Proof.Signature && d.RequestDigest == a.Proof.RequestDigest && act.Actor == a.Decider)
+			decided = decided || (d.RequestDigest == digest && bytes.Equal(Raw(d.Signed), signed) && act.Actor == a.Decider)
 		}
 		return nil
 	})
@@ -677,8 +730,11 @@ func (s *Store) Proven(ctx context.Context, a api.Approval) error {
 	return nil
 }
 
-// Unproven returns the approvals stored as approved or executed whose
-// proof does not verify (forgeries not refused yet), oldest first.
+// Unproven returns the approvals stored as approved whose signed decision
+// does not check (forgeries not refused yet: none is executed), oldest
+// first. One the registry could not be read for is left for later. An
+// executed entry is history (one executed before decisions were signed by
+// their person carries none) and is not refused afterwards.
 func (s *Store) Unproven(ctx context.Context) ([]api.Approval, error) {
 	stored, err := s.scan(ctx)
 	if err != nil {
@@ -686,10 +742,10 @@ func (s *Store) Unproven(ctx context.Context) ([]api.Approval, error) {
 	}
 	var out []api.Approval
 	for _, a := range stored {
-		if a.Status != api.ApprovalApproved && a.Status != api.ApprovalExecuted {
+		if a.Status != api.ApprovalApproved {
 			continue
 		}
-		if err := s.verifier.Verify(a); err != nil {
+		if err := s.checkApproved(ctx, a); errors.Is(err, ErrUnproven) {
 			a.Refused = err.Error()
 			out = append(out, a)
 		}
@@ -724,7 +780,7 @@ func (s *Store) auditRefusal(ctx context.Context, a api.Approval) error {
 		return fmt.Errorf("approval: encode audit: %w", err)
 	}
 	act := api.AuditAction{Action: AuditRefused, Object: auditObject, ObjectID: a.ID, Actor: access.Redriver, At: s.now().UTC(),
-		Reason: "stored as approved without a valid proof: never executed", Detail: detail}
+		Reason: "stored as approved without a decision signed by its person: never executed", Detail: detail}
 	if _, err := trail.Publish(ctx, s.js, act, fmt.Sprintf("%s-%s-%d", a.ID, AuditRefused, a.Revision)); err != nil {
 		return fmt.Errorf("%w: audit %s of %s: %w", ErrUnavailable, AuditRefused, a.ID, err)
 	}

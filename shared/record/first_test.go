@@ -63,7 +63,7 @@ func TestFromFailure(t *testing.T) {
 	// IDEMPOTENCY_CONFLICT failure fills: TestFromFailureConflict).
 	laterOnly := map[string]bool{"Index": true, "RedriveCount": true, "Actor": true, "Reason": true,
 		"DrainID": true, "IgnoreOrder": true, "Signature": true, "Hold": true, "PrevHash": true, "AuditHash": true,
-		"Conflict": true, "Document": true}
+		"Conflict": true, "Document": true, "Decision": true}
 	v := reflect.ValueOf(got)
 	for i := 0; i < v.NumField(); i++ {
 		name := v.Type().Field(i).Name

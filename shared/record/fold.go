@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/deadletter/deadletter/shared/codes"
@@ -315,11 +316,23 @@ func applyApproved(s *State, r Record) error {
 		g.ApproverRole == "" || g.Meaning == "" || g.RequestedAt.IsZero() || g.SignedAt.IsZero() {
 		return ErrMissingSignature
 	}
-	if g.Approver == g.Requester {
+	if g.Approver == g.Requester || (g.ApproverPerson != "" && g.ApproverPerson == g.RequesterPerson) {
+		// One person, whichever of their role logins asked or signed.
 		return fmt.Errorf("%w: the approver is the requester", ErrMissingSignature)
+	}
+	if !personIs(g.RequesterPerson, g.Requester) || !personIs(g.ApproverPerson, g.Approver) {
+		return fmt.Errorf("%w: a person named is not the user's", ErrMissingSignature)
 	}
 	s.Signatures = append(slices.Clip(s.Signatures), *g)
 	return nil
+}
+
+// personIs reports whether person (empty on records written before
+// persons were named) is user's: the user itself or one of its role
+// logins, "<person>+<role>" (access.RoleLogin; record cannot import
+// access, which gives the exact rule, access.PersonOf).
+func personIs(person, user string) bool {
+	return person == "" || user == person || strings.HasPrefix(user, person+"+")
 }
 
 // checkHold requires r's hold to be complete, with its actor and reason,

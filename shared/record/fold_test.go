@@ -180,6 +180,18 @@ func TestFoldInvalidChains(t *testing.T) {
 			r.Signature.Approver = r.Signature.Requester
 			return []Record{first, r}
 		}, ErrMissingSignature, 1},
+		{"approved by the requester's second login", func() []Record {
+			r := follow(first, KindApproved)
+			r.Signature.Requester, r.Signature.RequesterPerson = "amara.okafor", "amara.okafor"
+			r.Signature.Approver, r.Signature.ApproverPerson = "amara.okafor+approver", "amara.okafor"
+			return []Record{first, r}
+		}, ErrMissingSignature, 1},
+		{"approver's person not the approver's", func() []Record {
+			r := follow(first, KindApproved)
+			r.Signature.Requester, r.Signature.RequesterPerson = "amara.okafor", "amara.okafor"
+			r.Signature.Approver, r.Signature.ApproverPerson = "amara.okafor+approver", "陈伟"
+			return []Record{first, r}
+		}, ErrMissingSignature, 1},
 		{"hold without its hold", func() []Record {
 			r := follow(first, KindHoldPlaced)
 			r.Hold = nil
@@ -248,7 +260,7 @@ func TestFoldSignatures(t *testing.T) {
 	if s.Status != StatusOpen || len(s.Signatures) != 2 || s.Signatures[0].ApprovalID != "appr-1" || s.Signatures[1].ApprovalID != "appr-2" {
 		t.Errorf("Status %s Signatures %+v", s.Status, s.Signatures)
 	}
-	if *recs[1].Signature != s.Signatures[0] {
+	if !reflect.DeepEqual(*recs[1].Signature, s.Signatures[0]) {
 		t.Errorf("signature %+v, record's %+v", s.Signatures[0], *recs[1].Signature)
 	}
 }

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/deadletter/deadletter/shared/codes"
@@ -122,6 +123,11 @@ type Record struct {
 	// Signature, on an approved record, is the approver's electronic
 	// signature of a two-person approval.
 	Signature *Signature `json:"signature,omitempty"`
+	// Decision, on a released, dismissed or hold_lifted record, is the
+	// person's signed decision whole (the JSON of an api.SignedDecision,
+	// issue #38): verify checks it again against the person's registered
+	// key, role and state at the time. Absent on records written before.
+	Decision json.RawMessage `json:"decision,omitempty"`
 	// Hold, on a hold_placed or hold_lifted record, names the legal hold
 	// placed or lifted.
 	Hold *HoldMark `json:"hold,omitempty"`
@@ -154,10 +160,21 @@ type Signature struct {
 	// with, again at signing) and ApproverRole its role.
 	Approver     string `json:"approver"`
 	ApproverRole string `json:"approver_role"`
+	// RequesterPerson and ApproverPerson are the persons of Requester and
+	// Approver (access.PersonOf): a person never approves their own
+	// request, whichever of their logins asked or signed (issue #38, E7).
+	// Empty on records written before.
+	RequesterPerson string `json:"requester_person,omitempty"`
+	ApproverPerson  string `json:"approver_person,omitempty"`
 	// SignedAt is when the approver signed (UTC).
 	SignedAt time.Time `json:"signed_at"`
 	// Meaning is what the signature means, in the signer's words.
 	Meaning string `json:"meaning"`
+	// Signed is the approver's signed decision whole (the JSON of an
+	// api.SignedDecision, issue #38): the signature by the person's own
+	// key over the approval's request, the chain reviewed, the meaning
+	// and the time. Absent on records written before.
+	Signed json.RawMessage `json:"signed,omitempty"`
 }
 
 // Conflict is an idempotency conflict: the event's key is committed in

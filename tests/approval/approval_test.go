@@ -11,6 +11,7 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
+	"github.com/deadletter/deadletter/shared/approval/approvaltest"
 	"github.com/deadletter/deadletter/shared/failpoint"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
@@ -26,9 +27,10 @@ var (
 
 // TestTwoPersonCorrection: an identity-changing correction by the operator
 // waits for a second person and changes nothing; the operator cannot
-// approve it; the approver's wrong password is refused and nothing runs;
+// approve it; a decision not signed by the approver's own key is refused
+// and nothing runs;
 // the approver reviews it (recorded in the access audit) and approves it
-// with his password and a meaning: the chain gets the signature, then the
+// with his own key and a meaning: the chain gets the signature, then the
 // correction by the operator, and the replay commits once. Approving again
 // is ALREADY_DECIDED.
 func TestTwoPersonCorrection(t *testing.T) {
@@ -54,16 +56,21 @@ func TestTwoPersonCorrection(t *testing.T) {
 	t.Run("the requester cannot approve", func(t *testing.T) {
 		// The operator's account does not import approval.approve: the
 		// server itself refuses (no responder in his account).
-		_, err := e.call(t, operator, api.ApprovalApprove, api.ApprovalDecisionRequest{ID: a.ID, Meaning: "mine", Password: e.password(operator)}, 2*time.Second)
+		_, err := e.call(t, operator, api.ApprovalApprove, e.approveReq(t, operator, a.ID, "mine"), 2*time.Second)
 		if err == nil || api.AsError(err) != nil {
 			t.Fatalf("operator approval.approve: %v, want no route", err)
 		}
 	})
-	t.Run("wrong password", func(t *testing.T) {
+	t.Run("not signed by the approver's own key", func(t *testing.T) {
 		defer func(began time.Time) { t.Logf("refused in %s", time.Since(began).Round(time.Millisecond)) }(time.Now())
-		ae := e.refused(t, approver, api.ApprovalApprove, api.ApprovalDecisionRequest{ID: a.ID, Meaning: "reviewed", Password: "not-it"})
-		if ae.Code != api.ErrReauthFailed {
-			t.Fatalf("code %s, want %s", ae.Code, api.ErrReauthFailed)
+		// A key the approver never registered (what a stolen service
+		// secret could make), then none at all.
+		stranger := approvaltest.NewPerson(t, approver, access.RoleApprover)
+		forged := api.ApprovalDecisionRequest{ID: a.ID, Meaning: "reviewed", Signed: stranger.Approve(approvaltest.Stored(t, e.js, a.ID), "reviewed", e.clock.Now())}
+		for _, req := range []api.ApprovalDecisionRequest{forged, {ID: a.ID, Meaning: "reviewed"}} {
+			if ae := e.refused(t, approver, api.ApprovalApprove, req); ae.Code != api.ErrDecisionUnsigned {
+				t.Fatalf("code %s, want %s", ae.Code, api.ErrDecisionUnsigned)
+			}
 		}
 		if recs, _, _ := e.chain(t, id); len(recs) != 1 {
 			t.Fatalf("a refused signature changed the chain: %d records", len(recs))
@@ -121,7 +128,7 @@ func TestTwoPersonCorrection(t *testing.T) {
 
 	var signed api.ApprovalReply
 	began = time.Now()
-	e.ok(t, approver, api.ApprovalApprove, api.ApprovalDecisionRequest{ID: a.ID, Meaning: "reviewed the correction against the invoice", Password: e.password(approver)}, &signed)
+	e.ok(t, approver, api.ApprovalApprove, e.approveReq(t, approver, a.ID, "reviewed the correction against the invoice"), &signed)
 	t.Logf("approval.approve (re-authentication, signature, correction, replay committed) answered in %s", time.Since(began).Round(time.Millisecond))
 	if signed.Approval.Status != api.ApprovalExecuted || signed.Approval.Outcome != api.OutcomeReplayed || signed.Approval.Decider != approver {
 		t.Fatalf("approved %+v", signed.Approval)
@@ -143,7 +150,7 @@ func TestTwoPersonCorrection(t *testing.T) {
 	}
 	e.committedOnce(t, key)
 
-	ae := e.refused(t, approver, api.ApprovalApprove, api.ApprovalDecisionRequest{ID: a.ID, Meaning: "again", Password: e.password(approver)})
+	ae := e.refused(t, approver, api.ApprovalApprove, e.approveReq(t, approver, a.ID, "again"))
 	if ae.Code != api.ErrAlreadyDecided {
 		t.Errorf("second approval: %s, want %s", ae.Code, api.ErrAlreadyDecided)
 	}
@@ -163,15 +170,15 @@ func TestPolicyReleaseDrainExpiry(t *testing.T) {
 
 	t.Run("release of poison", func(t *testing.T) {
 		ids, _ := e.seed(t, []string{"TX-P1"}, record.KindPoisoned)
-		a := e.pending(t, operator, api.Release, api.ReleaseRequest{DLQID: ids[0], Reason: "supplier confirmed"})
+		a := e.pending(t, operator, api.Release, e.release(t, operator, api.ReleaseRequest{DLQID: ids[0], Reason: "supplier confirmed"}))
 		if a.Action != api.ActionRelease || a.ChainRecords != 2 {
 			t.Fatalf("pending %+v", a)
 		}
 		// Asked twice: the second approval, signed after the first ran,
 		// finds the chain moved on and fails cleanly.
-		again := e.pending(t, operator, api.Release, api.ReleaseRequest{DLQID: ids[0], Reason: "asked again"})
+		again := e.pending(t, operator, api.Release, e.release(t, operator, api.ReleaseRequest{DLQID: ids[0], Reason: "asked again"}))
 		defer func() {
-			ae := e.refused(t, approver, api.ApprovalApprove, api.ApprovalDecisionRequest{ID: again.ID, Meaning: "stale", Password: e.password(approver)})
+			ae := e.refused(t, approver, api.ApprovalApprove, e.approveReq(t, approver, again.ID, "stale"))
 			var got api.ApprovalReply
 			e.ok(t, approver, api.ApprovalGet, api.ApprovalGetRequest{ID: again.ID}, &got)
 			recs, _, _ := e.chain(t, ids[0])
@@ -181,7 +188,7 @@ func TestPolicyReleaseDrainExpiry(t *testing.T) {
 			}
 		}()
 		var rep api.ApprovalReply
-		e.ok(t, approver, api.ApprovalApprove, api.ApprovalDecisionRequest{ID: a.ID, Meaning: "checked with the supplier", Password: e.password(approver)}, &rep)
+		e.ok(t, approver, api.ApprovalApprove, e.approveReq(t, approver, a.ID, "checked with the supplier"), &rep)
 		if rep.Approval.Outcome != "released" {
 			t.Fatalf("approved %+v", rep.Approval)
 		}
@@ -193,13 +200,13 @@ func TestPolicyReleaseDrainExpiry(t *testing.T) {
 
 	t.Run("rejected", func(t *testing.T) {
 		ids, _ := e.seed(t, []string{"TX-R1"}, record.KindPoisoned)
-		a := e.pending(t, operator, api.Release, api.ReleaseRequest{DLQID: ids[0], Reason: "maybe"})
+		a := e.pending(t, operator, api.Release, e.release(t, operator, api.ReleaseRequest{DLQID: ids[0], Reason: "maybe"}))
 		var rep api.ApprovalReply
-		e.ok(t, approver, api.ApprovalReject, api.ApprovalDecisionRequest{ID: a.ID, Meaning: "the supplier did not confirm"}, &rep)
+		e.ok(t, approver, api.ApprovalReject, e.rejectReq(t, approver, a.ID, "the supplier did not confirm"), &rep)
 		if rep.Approval.Status != api.ApprovalRejected || rep.Approval.Decider != approver {
 			t.Errorf("rejected %+v", rep.Approval)
 		}
-		if ae := e.refused(t, approver, api.ApprovalApprove, api.ApprovalDecisionRequest{ID: a.ID, Meaning: "after all", Password: e.password(approver)}); ae.Code != api.ErrAlreadyDecided {
+		if ae := e.refused(t, approver, api.ApprovalApprove, e.approveReq(t, approver, a.ID, "after all")); ae.Code != api.ErrAlreadyDecided {
 			t.Errorf("approval of a rejected request: %s, want %s", ae.Code, api.ErrAlreadyDecided)
 		}
 		if recs, st, _ := e.chain(t, ids[0]); len(recs) != 2 || st.Status != record.StatusPoison {
@@ -209,12 +216,12 @@ func TestPolicyReleaseDrainExpiry(t *testing.T) {
 
 	t.Run("two signatures at once", func(t *testing.T) {
 		ids, _ := e.seed(t, []string{"TX-S1"}, record.KindPoisoned)
-		a := e.pending(t, operator, api.Release, api.ReleaseRequest{DLQID: ids[0], Reason: "confirmed"})
+		a := e.pending(t, operator, api.Release, e.release(t, operator, api.ReleaseRequest{DLQID: ids[0], Reason: "confirmed"}))
 		const n = 4
 		codes := make(chan string, n)
 		for range n {
 			go func() {
-				_, err := e.call(t, approver, api.ApprovalApprove, api.ApprovalDecisionRequest{ID: a.ID, Meaning: "confirmed", Password: e.password(approver)}, 30*time.Second)
+				_, err := e.call(t, approver, api.ApprovalApprove, e.approveReq(t, approver, a.ID, "confirmed"), 30*time.Second)
 				codes <- api.CodeOf(err)
 			}()
 		}
@@ -273,7 +280,7 @@ func TestPolicyReleaseDrainExpiry(t *testing.T) {
 			}
 		}
 		var rep api.ApprovalReply
-		e.ok(t, approver, api.ApprovalApprove, api.ApprovalDecisionRequest{ID: a.ID, Meaning: "two events, expected", Password: e.password(approver)}, &rep)
+		e.ok(t, approver, api.ApprovalApprove, e.approveReq(t, approver, a.ID, "two events, expected"), &rep)
 		drainID := rep.Approval.Outcome
 		var st api.DrainState
 		natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
@@ -299,7 +306,7 @@ func TestPolicyReleaseDrainExpiry(t *testing.T) {
 			t.Errorf("expires %s, requested %s: want the policy's 1m", a.ExpiresAt, a.RequestedAt)
 		}
 		e.clock.Add(2 * time.Minute)
-		ae := e.refused(t, approver, api.ApprovalApprove, api.ApprovalDecisionRequest{ID: a.ID, Meaning: "late", Password: e.password(approver)})
+		ae := e.refused(t, approver, api.ApprovalApprove, e.approveReq(t, approver, a.ID, "late"))
 		if ae.Code != api.ErrExpired {
 			t.Errorf("approval of an expired request: %s, want %s", ae.Code, api.ErrExpired)
 		}
@@ -331,7 +338,7 @@ func TestApprovalRecoveredAfterCrash(t *testing.T) {
 
 	a := e.pending(t, operator, api.Redrive, api.RedriveRequest{DLQID: id, Payload: corrected, Reason: "receive"})
 	// No answer: the redriver dies on the way.
-	_, _ = e.call(t, approver, api.ApprovalApprove, api.ApprovalDecisionRequest{ID: a.ID, Meaning: "ok", Password: e.password(approver)}, 3*time.Second)
+	_, _ = e.call(t, approver, api.ApprovalApprove, e.approveReq(t, approver, a.ID, "ok"), 3*time.Second)
 	select {
 	case <-killed:
 	case <-time.After(10 * time.Second):

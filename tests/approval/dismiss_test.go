@@ -61,18 +61,18 @@ func TestDismiss(t *testing.T) {
 		})
 	}
 
-	a := e.pending(t, operator, api.Dismiss, api.DismissRequest{DLQID: junk, Reason: reason})
+	a := e.pending(t, operator, api.Dismiss, e.dismiss(t, operator, api.DismissRequest{DLQID: junk, Reason: reason}))
 	if a.Action != api.ActionDismiss || a.ChainRecords != 1 {
 		t.Fatalf("pending %+v", a)
 	}
 	if recs, st, _ := e.chain(t, junk); len(recs) != 1 || st.Status != record.StatusOpen {
 		t.Fatalf("a pending dismissal changed the chain: %d records, %s", len(recs), st.Status)
 	}
-	if _, err := e.call(t, operator, api.ApprovalApprove, api.ApprovalDecisionRequest{ID: a.ID, Meaning: "mine", Password: e.password(operator)}, 2*time.Second); err == nil {
+	if _, err := e.call(t, operator, api.ApprovalApprove, e.approveReq(t, operator, a.ID, "mine"), 2*time.Second); err == nil {
 		t.Fatal("the requester approved its own dismissal")
 	}
 	var rep api.ApprovalReply
-	e.ok(t, approver, api.ApprovalApprove, api.ApprovalDecisionRequest{ID: a.ID, Meaning: "confirmed with the pharmacy: a test", Password: e.password(approver)}, &rep)
+	e.ok(t, approver, api.ApprovalApprove, e.approveReq(t, approver, a.ID, "confirmed with the pharmacy: a test"), &rep)
 	if rep.Approval.Outcome != "dismissed" {
 		t.Fatalf("approved %+v", rep.Approval)
 	}

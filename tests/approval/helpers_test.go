@@ -25,6 +25,7 @@ import (
 	"github.com/deadletter/deadletter/services/validator"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval/approvaltest"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/gate"
@@ -63,6 +64,8 @@ type env struct {
 	gate   *gate.Gate
 	clock  *clock
 	people map[string]*nats.Conn
+	// signers are the people's signing keys, registered in AUDIT.
+	signers map[string]*approvaltest.Person
 }
 
 func testLogger() *slog.Logger {
@@ -112,8 +115,10 @@ func newEnv(tb testing.TB) *env {
 		tb.Fatal(err)
 	}
 	natstest.Run(tb, "quarantiner", q.Run)
+	e.signers = map[string]*approvaltest.Person{}
 	for _, r := range []access.Role{access.RoleOperator, access.RoleApprover, access.RolePolicy, access.RoleViewer} {
 		e.people[access.DefaultPerson(r)] = srv.ConnectAs(tb, access.DefaultPerson(r))
+		e.signers[access.DefaultPerson(r)] = approvaltest.Register(tb, e.js, access.DefaultPerson(r), r)
 	}
 	e.waitService(tb, "validator")
 	e.waitService(tb, "quarantiner")
@@ -136,7 +141,6 @@ func (e *env) redriverConfig() redriver.Config {
 	cfg.PollMax, cfg.DrainLease = 500*time.Millisecond, 2*time.Second
 	cfg.InstanceID = "redriver-approval-test"
 	cfg.Now = e.clock.Now
-	cfg.ApprovalSeed = []byte(e.srv.Secrets.ApprovalSeed) // every instance signs with the deployment's key
 	return cfg
 }
 
@@ -377,9 +381,55 @@ func (e *env) seedDoc(tb testing.TB, doc map[string]any, seq uint64, kinds ...re
 	return recs[0].DLQID, envl.IdempotencyKey
 }
 
-// password returns a person's password.
-func (e *env) password(user string) api.Password {
-	return api.Password(e.srv.Secrets.Users[user].Password)
+// signer returns user's signing key (a default person's).
+func (e *env) signer(tb testing.TB, user string) *approvaltest.Person {
+	tb.Helper()
+	p := e.signers[user]
+	if p == nil {
+		tb.Fatalf("%s has no signing key", user)
+	}
+	return p
+}
+
+// roleOf is the role of a default person.
+func roleOf(user string) access.Role {
+	for _, r := range access.Roles {
+		if access.DefaultPerson(r) == user {
+			return r
+		}
+	}
+	return ""
+}
+
+// approveReq is user's signed approval of approval id, meaning meaning,
+// now (the test clock).
+func (e *env) approveReq(tb testing.TB, user, id, meaning string) api.ApprovalDecisionRequest {
+	tb.Helper()
+	return e.signer(tb, user).ApproveRequest(tb, e.js, id, meaning, e.clock.Now())
+}
+
+// rejectReq is user's signed rejection of approval id, for reason, now.
+func (e *env) rejectReq(tb testing.TB, user, id, reason string) api.ApprovalDecisionRequest {
+	tb.Helper()
+	return e.signer(tb, user).RejectRequest(tb, e.js, id, reason, e.clock.Now())
+}
+
+// release is req signed by user, of the chain as it stands, now.
+func (e *env) release(tb testing.TB, user string, req api.ReleaseRequest) api.ReleaseRequest {
+	tb.Helper()
+	return e.signer(tb, user).SignRelease(tb, e.js, req, roleOf(user), e.clock.Now())
+}
+
+// dismiss is req signed by user, of the chain as it stands, now.
+func (e *env) dismiss(tb testing.TB, user string, req api.DismissRequest) api.DismissRequest {
+	tb.Helper()
+	return e.signer(tb, user).SignDismiss(tb, e.js, req, roleOf(user), e.clock.Now())
+}
+
+// lift is req signed by user, of the hold as it stands, now.
+func (e *env) lift(tb testing.TB, user string, req api.HoldLiftRequest) api.HoldLiftRequest {
+	tb.Helper()
+	return e.signer(tb, user).SignLift(tb, e.js, req, roleOf(user), e.clock.Now())
 }
 
 // auditLast returns the last AUDIT message on subject.

@@ -12,6 +12,7 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
+	"github.com/deadletter/deadletter/shared/approval/approvaltest"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
@@ -163,7 +164,7 @@ func TestLegalHoldBlocksRedriverAndLiftNeedsApproval(t *testing.T) {
 		if ae := e.refused(t, operator, api.Redrive, api.RedriveRequest{DLQID: held, Reason: "try"}); ae.Code != api.ErrHeld {
 			t.Errorf("redrive of a held event: %+v, want %s", ae, api.ErrHeld)
 		}
-		if ae := e.refused(t, operator, api.Release, api.ReleaseRequest{DLQID: poison, Reason: "try"}); ae.Code != api.ErrHeld {
+		if ae := e.refused(t, operator, api.Release, e.release(t, operator, api.ReleaseRequest{DLQID: poison, Reason: "try"})); ae.Code != api.ErrHeld {
 			t.Errorf("release of a held event: %+v, want %s", ae, api.ErrHeld)
 		}
 	})
@@ -179,6 +180,17 @@ func TestLegalHoldBlocksRedriverAndLiftNeedsApproval(t *testing.T) {
 			{"unknown member", `{"id":"` + holdID + `","case_id":"` + caseID + `","reason":"r","approved":true}`, api.ErrBadRequest},
 			{"unknown hold", `{"id":"hold-nope","case_id":"` + caseID + `","reason":"r"}`, api.ErrNotFound},
 			{"other case", `{"id":"` + holdID + `","case_id":"CASE-OTHER","reason":"r"}`, api.ErrNotPlaced},
+			// issue #38: a lift is its person's signed decision.
+			{"not signed", string(mustJSON(t, api.HoldLiftRequest{ID: holdID, CaseID: caseID, Reason: "case closed"})), api.ErrDecisionUnsigned},
+			{"signed by a key never registered", string(mustJSON(t, approvaltest.NewPerson(t, operator, access.RoleOperator).SignLift(t, e.js,
+				api.HoldLiftRequest{ID: holdID, CaseID: caseID, Reason: "case closed"}, access.RoleOperator, e.clock.Now()))), api.ErrDecisionUnsigned},
+			{"signed by another person", string(mustJSON(t, e.signer(t, approver).SignLift(t, e.js,
+				api.HoldLiftRequest{ID: holdID, CaseID: caseID, Reason: "case closed"}, access.RoleApprover, e.clock.Now()))), api.ErrDecisionUnsigned},
+			{"another reason than the one signed", func() string {
+				req := e.lift(t, operator, api.HoldLiftRequest{ID: holdID, CaseID: caseID, Reason: "case closed"})
+				req.Reason = "counsel said so"
+				return string(mustJSON(t, req))
+			}(), api.ErrDecisionUnsigned},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				if ae := e.refused(t, operator, api.HoldLift, []byte(c.req)); ae.Code != c.code {
@@ -190,7 +202,7 @@ func TestLegalHoldBlocksRedriverAndLiftNeedsApproval(t *testing.T) {
 
 	var pending api.Approval
 	t.Run("the operator's lift waits for approval", func(t *testing.T) {
-		pending = e.pending(t, operator, api.HoldLift, api.HoldLiftRequest{ID: holdID, CaseID: caseID, Reason: "case closed"})
+		pending = e.pending(t, operator, api.HoldLift, e.lift(t, operator, api.HoldLiftRequest{ID: holdID, CaseID: caseID, Reason: "case closed"}))
 		if pending.Action != api.ActionHoldLift || pending.HoldID != holdID || pending.Requester != operator || pending.Status != api.ApprovalPending {
 			t.Errorf("pending approval %+v", pending)
 		}
@@ -215,7 +227,7 @@ func TestLegalHoldBlocksRedriverAndLiftNeedsApproval(t *testing.T) {
 			t.Errorf("hold.lift.approved of a pending approval: %v, want %s", err, api.ErrForbidden)
 		}
 		// The requester cannot sign his own request.
-		if _, err := e.call(t, operator, api.ApprovalApprove, api.ApprovalDecisionRequest{ID: pending.ID, Meaning: "mine", Password: e.password(operator)}, 2*time.Second); err == nil {
+		if _, err := e.call(t, operator, api.ApprovalApprove, e.approveReq(t, operator, pending.ID, "mine"), 2*time.Second); err == nil {
 			t.Error("the operator approved his own lift")
 		}
 		e.ok(t, viewer, api.HoldGet, api.HoldGetRequest{ID: holdID}, &got)
@@ -226,7 +238,7 @@ func TestLegalHoldBlocksRedriverAndLiftNeedsApproval(t *testing.T) {
 
 	t.Run("the approved lift releases the drain", func(t *testing.T) {
 		var rep api.ApprovalReply
-		e.ok(t, approver, api.ApprovalApprove, api.ApprovalDecisionRequest{ID: pending.ID, Meaning: "counsel released the case", Password: e.password(approver)}, &rep)
+		e.ok(t, approver, api.ApprovalApprove, e.approveReq(t, approver, pending.ID, "counsel released the case"), &rep)
 		if rep.Approval.Status != api.ApprovalExecuted || rep.Approval.Outcome != "lifted" {
 			t.Fatalf("approved lift: %+v", rep.Approval)
 		}
@@ -272,7 +284,7 @@ func TestLegalHoldBlocksRedriverAndLiftNeedsApproval(t *testing.T) {
 		var h2 api.HoldReply
 		e.ok(t, inspector, api.HoldPlace, api.HoldPlaceRequest{CaseID: "CASE-2", Reason: "audit", Target: api.HoldTarget{DLQID: poison}}, &h2)
 		var rep api.HoldReply
-		e.ok(t, operator, api.HoldLift, api.HoldLiftRequest{ID: h2.Hold.ID, CaseID: "CASE-2", Reason: "done"}, &rep)
+		e.ok(t, operator, api.HoldLift, e.lift(t, operator, api.HoldLiftRequest{ID: h2.Hold.ID, CaseID: "CASE-2", Reason: "done"}), &rep)
 		if rep.Hold.Status != api.HoldLifted || rep.Hold.LiftApprovalID != "" || !maps.Equal(map[string]bool{poison: true}, set(rep.DLQIDs)) {
 			t.Errorf("immediate lift: %+v", rep)
 		}

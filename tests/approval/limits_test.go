@@ -95,7 +95,7 @@ func TestLimitsUnderConcurrentRequests(t *testing.T) {
 			var list api.ApprovalListReply
 			e.ok(t, approver, api.ApprovalList, api.ApprovalListRequest{Status: api.ApprovalPending}, &list)
 			for _, a := range list.Approvals {
-				e.ok(t, approver, api.ApprovalReject, api.ApprovalDecisionRequest{ID: a.ID, Meaning: "test: cleared"}, nil)
+				e.ok(t, approver, api.ApprovalReject, e.rejectReq(t, approver, a.ID, "test: cleared"), nil)
 			}
 		})
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
+	"github.com/deadletter/deadletter/shared/approval/approvaltest"
 	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/natstest"
@@ -227,8 +228,10 @@ func TestHoldDynamicParty(t *testing.T) {
 	p.HoldLift = false
 	var set api.PolicyReply
 	request(t, pnc, api.PolicySet, api.PolicySetRequest{Policy: p, Reason: "counsel lifts holds alone"}, &set)
+	// The operator signs the lift with a key of her own (issue #38).
+	op := approvaltest.Register(t, e.admin, access.DefaultPerson(access.RoleOperator), access.RoleOperator)
 	var lifted api.HoldReply
-	if ae := call(t, e.operator, api.HoldLift, api.HoldLiftRequest{ID: h.ID, CaseID: h.CaseID, Reason: "case closed"}, &lifted); ae != nil {
+	if ae := call(t, e.operator, api.HoldLift, op.SignLift(t, e.admin, api.HoldLiftRequest{ID: h.ID, CaseID: h.CaseID, Reason: "case closed"}, access.RoleOperator, time.Now()), &lifted); ae != nil {
 		t.Fatalf("hold.lift: %v", ae)
 	}
 	if lifted.Hold.LiftedBy != access.DefaultPerson(access.RoleOperator) || len(lifted.DLQIDs) != 2 || len(lifted.Failed) != 0 {

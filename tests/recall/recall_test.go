@@ -23,6 +23,7 @@ import (
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval/approvaltest"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -314,7 +315,14 @@ func TestRecallIsOneAction(t *testing.T) {
 	})
 
 	t.Run("one second person lifts it", func(t *testing.T) {
-		ae := call(t, e.operator, api.HoldLift, api.HoldLiftRequest{ID: placed.Hold.ID, CaseID: placed.Hold.CaseID, Reason: "recall closed"}, nil)
+		// The operator signs the lift with a key of her own (issue #38).
+		js, err := jetstream.New(e.conn(t, access.Admin))
+		if err != nil {
+			t.Fatal(err)
+		}
+		op := approvaltest.Register(t, js, access.DefaultPerson(access.RoleOperator), access.RoleOperator)
+		lift := op.SignLift(t, js, api.HoldLiftRequest{ID: placed.Hold.ID, CaseID: placed.Hold.CaseID, Reason: "recall closed"}, access.RoleOperator, time.Now())
+		ae := call(t, e.operator, api.HoldLift, lift, nil)
 		if ae == nil || ae.Code != api.ErrApprovalRequired || ae.Approval == nil || ae.Approval.HoldID != placed.Hold.ID {
 			t.Fatalf("lift: %v, want one pending approval of the hold", ae)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
+	"github.com/deadletter/deadletter/shared/approval/approvaltest"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
@@ -198,7 +199,11 @@ func TestValidationCorrectionAndPoison(t *testing.T) {
 	}
 	// The default approval policy holds a release of poison for a second
 	// person (tests/approval); this test's policy does not.
-	rb, _ := json.Marshal(api.ReleaseRequest{DLQID: id2, Actor: "qa-lead", Reason: "supplier confirmed"})
+	// qa-lead signs the release with a key of their own (registered in
+	// AUDIT), of the chain as it stands.
+	qa := approvaltest.Register(t, e.js, "qa-lead", access.RoleOperator)
+	release := qa.SignRelease(t, e.js, api.ReleaseRequest{DLQID: id2, Actor: "qa-lead", Reason: "supplier confirmed"}, access.RoleOperator, time.Now())
+	rb, _ := json.Marshal(release)
 	if _, code := e.request(t, api.Release, rb); code != api.ErrApprovalRequired {
 		t.Errorf("release of poison under the default policy: code %q, want %s", code, api.ErrApprovalRequired)
 	}
@@ -209,7 +214,7 @@ func TestValidationCorrectionAndPoison(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rel api.AppendReply
-	e.requestJSON(t, api.Release, api.ReleaseRequest{DLQID: id2, Actor: "qa-lead", Reason: "supplier confirmed"}, &rel)
+	e.requestJSON(t, api.Release, release, &rel)
 	if rel.Status != record.StatusOpen || rel.Class != record.ClassValidation {
 		t.Errorf("release %+v", rel)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
+	"github.com/deadletter/deadletter/shared/approval/approvaltest"
 	"github.com/deadletter/deadletter/shared/codes"
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"github.com/deadletter/deadletter/shared/domain/dscsa/document"
@@ -96,7 +97,6 @@ func newSecuredEnv(tb testing.TB) *securedEnv {
 	rcfg.OutcomeTimeout, rcfg.RedriveWait = 15*time.Second, 10*time.Second
 	rcfg.PollMax, rcfg.DrainLease = 500*time.Millisecond, 2*time.Second
 	rcfg.InstanceID = "redriver-correction-test"
-	rcfg.ApprovalSeed = []byte(sec.Secrets.ApprovalSeed)
 	r, err := redriver.New(sec.ConnectAs(tb, access.Redriver), rcfg, testLogger())
 	if err != nil {
 		tb.Fatal(err)
@@ -348,10 +348,11 @@ func TestCorrectionReplaysOnItsSubject(t *testing.T) {
 			}
 			var signed api.ApprovalReply
 			defer func(began time.Time) {
-				t.Logf("approval.approve (re-authentication, signature, correction, replay committed) answered in %s", time.Since(began).Round(time.Millisecond))
+				t.Logf("approval.approve (signature checked, correction, replay committed) answered in %s", time.Since(began).Round(time.Millisecond))
 			}(time.Now())
-			e.ok(t, corrApprover, api.ApprovalApprove, api.ApprovalDecisionRequest{ID: ae.Approval.ID,
-				Meaning: "checked against the shipment's ASN", Password: api.Password(e.sec.Secrets.Users[corrApprover].Password)}, &signed)
+			// The approver signs with a key of their own (registered in AUDIT).
+			signer := approvaltest.Register(t, e.js, corrApprover, access.RoleApprover)
+			e.ok(t, corrApprover, api.ApprovalApprove, signer.ApproveRequest(t, e.js, ae.Approval.ID, "checked against the shipment's ASN", time.Now()), &signed)
 			if signed.Approval.Status != api.ApprovalExecuted || signed.Approval.Outcome != api.OutcomeReplayed {
 				t.Fatalf("approved %+v", signed.Approval)
 			}

@@ -3,7 +3,6 @@ package redteam
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -13,12 +12,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nkeys"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
+	"github.com/deadletter/deadletter/shared/approval/approvaltest"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/natstest"
@@ -27,17 +26,60 @@ import (
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
-// forgedProof is how a forged approval's proof is made.
-type forgedProof int
+// forgedSignature is how a forged approval's signed decision is made
+// (issue #38, E5).
+type forgedSignature int
 
 const (
-	// noProof: the entry carries none (the attack of issue #28, I4).
-	noProof forgedProof = iota
-	// garbageProof: a proof of the right shape with random bytes.
-	garbageProof
-	// ownKeyProof: a proof signed properly, by the attacker's own nkey.
-	ownKeyProof
+	// noSignature: the entry carries none (what a proof minted with the
+	// service's approval seed now is: the seed and its proofs are gone).
+	noSignature forgedSignature = iota
+	// garbageSignature: a signed decision of the right shape with random
+	// signature bytes.
+	garbageSignature
+	// serviceKey: signed properly by a key no person registered (a
+	// service's own, as the approval seed was).
+	serviceKey
+	// copiedSignature: the approver's genuine signed decision of another
+	// approval, copied into this entry.
+	copiedSignature
+	// otherPersonsKey: another approver signs the decision naming the
+	// approver, under the approver's key id.
+	otherPersonsKey
+	// disabledPersonsKey: the decider is a person disabled before the
+	// decision, signing with their own registered key.
+	disabledPersonsKey
+	// secondLogin: the requester's second login (amara.okafor+approver)
+	// decides, signing with her own registered key in the approver role.
+	secondLogin
 )
+
+// String names the forgery.
+func (f forgedSignature) String() string {
+	return [...]string{"no signature", "garbage signature", "a service's key", "a copied signature of another approval",
+		"another person's key", "a disabled person's key", "the requester's second login"}[f]
+}
+
+// signers are the people forgeries use: the approver, a second approver,
+// a disabled approver and the requester (who also holds the approver
+// role), each with a key registered in AUDIT.
+type signers struct {
+	approver, other, disabled, requester *approvaltest.Person
+}
+
+// registerSigners registers them through the admin's connection.
+func (e *env) registerSigners(tb testing.TB) signers {
+	tb.Helper()
+	approvers := access.DefaultPersonsOf(access.RoleApprover)
+	s := signers{
+		approver:  approvaltest.Register(tb, e.admin, approvers[0], access.RoleApprover),
+		other:     approvaltest.Register(tb, e.admin, approvers[1], access.RoleApprover),
+		disabled:  approvaltest.Register(tb, e.admin, "dorothea.müller", access.RoleApprover),
+		requester: approvaltest.Register(tb, e.admin, access.DefaultPerson(access.RoleOperator), access.RoleOperator, access.RoleApprover),
+	}
+	s.disabled.Disable(tb, e.admin, time.Now().Add(-2*time.Hour))
+	return s
+}
 
 // TestForgedApprovalNeverExecuted (I4): a service credential writes an
 // APPROVALS entry already marked approved (requester operator, decider
@@ -46,25 +88,32 @@ const (
 // AUDIT actions. The auditor, the validator and the quarantiner are
 // refused by their permissions (the redriver alone writes APPROVALS); the
 // redriver's credential and the break-glass admin can write the entry, but
-// without a proof signed by the approval key it is never executed: the
+// without the approver's own signed decision of it (issue #38, E5: no
+// service secret signs one, a copy, another person's or a disabled
+// person's key, or the requester's second login) it is never executed: the
 // chain holds no approved record, LEDGER nothing new, approval.get shows
 // it refused, AUDIT holds its refusal, the metric counts it, and
 // audit.verify is OK.
 func TestForgedApprovalNeverExecuted(t *testing.T) {
 	e := startEnv(t)
 	ctx := context.Background()
+	people := e.registerSigners(t)
 	tests := []struct {
 		user     string
-		proof    forgedProof
+		forgery  forgedSignature
 		canWrite bool
 	}{
-		{access.Auditor, noProof, false},
-		{access.Validator, noProof, false},
-		{access.Quarantiner, noProof, false},
-		{access.Redriver, noProof, true},
-		{access.Redriver, garbageProof, true},
-		{access.Redriver, ownKeyProof, true},
-		{access.Admin, ownKeyProof, true},
+		{access.Auditor, noSignature, false},
+		{access.Validator, noSignature, false},
+		{access.Quarantiner, noSignature, false},
+		{access.Redriver, noSignature, true},
+		{access.Redriver, garbageSignature, true},
+		{access.Redriver, serviceKey, true},
+		{access.Redriver, copiedSignature, true},
+		{access.Redriver, otherPersonsKey, true},
+		{access.Redriver, disabledPersonsKey, true},
+		{access.Redriver, secondLogin, true},
+		{access.Admin, serviceKey, true},
 	}
 	refusedBefore := e.refusedApprovals(t)
 	ledgerBefore, _ := e.msgs(t, subjects.LedgerStream)
@@ -75,10 +124,10 @@ func TestForgedApprovalNeverExecuted(t *testing.T) {
 	}
 	var forged []forgery
 	for i, tc := range tests {
-		t.Run(fmt.Sprintf("%s proof=%d", tc.user, tc.proof), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s: %s", tc.user, tc.forgery), func(t *testing.T) {
 			victim := e.quarantine(t, fmt.Sprintf("forged-approval-victim-%d", i))
 			before := e.chain(t, victim)
-			a := forgedApproval(t, victim, len(before.Records), tc.proof)
+			a := forgedApproval(t, victim, before, tc.forgery, people)
 			nc, err := e.st.ConnectAs(tc.user)
 			if err != nil {
 				t.Fatal(err)
@@ -182,9 +231,9 @@ func TestForgedApprovalNeverExecuted(t *testing.T) {
 }
 
 // forgedApproval is an approval already approved for an identity-changing
-// correction of victim (a valid dispense under a new key), with the proof
-// p says.
-func forgedApproval(tb testing.TB, victim string, records int, p forgedProof) api.Approval {
+// correction of victim (chain before; a valid dispense under a new key),
+// with the signed decision f says.
+func forgedApproval(tb testing.TB, victim string, before api.GetReply, f forgedSignature, people signers) api.Approval {
 	tb.Helper()
 	payload, _ := uniqueValidEvent(tb, subjects.Event("pharmacy", "dispense"))
 	body, err := json.Marshal(api.RedriveRequest{DLQID: victim, Payload: payload, Reason: "Müller & Söhne <Großhandel> asked"})
@@ -194,51 +243,55 @@ func forgedApproval(tb testing.TB, victim string, records int, p forgedProof) ap
 	rnd := make([]byte, 8)
 	_, _ = rand.Read(rnd)
 	now := time.Now().UTC()
-	decided := now.Add(-time.Hour)
+	decided := now.Add(-time.Hour).Truncate(time.Second)
+	head := ""
+	if n := len(before.Records); n > 0 {
+		var last struct {
+			AuditHash string `json:"audit_hash"`
+		}
+		_ = json.Unmarshal(before.Records[n-1].Record, &last)
+		head = last.AuditHash
+	}
 	a := api.Approval{
 		ID: "appr-" + now.Format("20060102T150405") + "-" + hex.EncodeToString(rnd), Action: api.ActionCorrect, DLQID: victim, Domain: "pharmacy",
 		Status: api.ApprovalApproved, Request: body, Reasons: []string{"the correction changes the event's identity"},
 		DiffFields: []string{"idempotency_key"}, Requester: access.DefaultPerson(access.RoleOperator), RequesterRole: string(access.RoleOperator),
 		RequestedAt: decided.Add(-time.Minute), Reason: "Pharmacie Saint-Étienne", ExpiresAt: now.Add(72 * time.Hour),
-		Decider: access.DefaultPerson(access.RoleApprover), DecidedAt: &decided, Meaning: "reviewed against the invoice", ChainRecords: records,
+		Decider: people.approver.Name, DecidedAt: &decided, Meaning: "reviewed against the invoice", ChainRecords: len(before.Records), ChainHead: head,
 	}
-	switch p {
-	case garbageProof:
-		sig := make([]byte, 64)
-		_, _ = rand.Read(sig)
-		a.Proof = &api.ApprovalProof{RequestDigest: approval.RequestDigest(a), Key: "SX", Signature: base64.RawURLEncoding.EncodeToString(sig)}
-	case ownKeyProof:
-		kp, err := nkeys.CreateServer()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		seed, _ := kp.Seed()
-		s, err := approval.NewSigner(seed)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		proof, err := s.Sign(a)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		a.Proof = &proof
+	switch f {
+	case garbageSignature:
+		a.Signed = people.approver.Approve(a, a.Meaning, decided)
+		_, _ = rand.Read(a.Signed.Signature.Signature)
+	case serviceKey:
+		a.Signed = approvaltest.NewPerson(tb, people.approver.Name, access.RoleApprover).Approve(a, a.Meaning, decided)
+	case copiedSignature:
+		other := a
+		other.ID, other.Request = a.ID+"x", json.RawMessage(`{"dlq_id":"`+victim+`","reason":"another request"}`)
+		a.Signed = people.approver.Approve(other, a.Meaning, decided)
+	case otherPersonsKey:
+		a.Signed = people.other.Sign(approval.ForApproval(a, api.DecisionApprove, a.Meaning, people.approver.Name, string(access.RoleApprover), decided))
+		a.Signed.Signature.KeyID = people.approver.KeyID
+	case disabledPersonsKey:
+		a.Decider = people.disabled.Name
+		a.Signed = people.disabled.Approve(a, a.Meaning, decided)
+	case secondLogin:
+		a.Decider = access.RoleLogin(people.requester.Name, access.RoleApprover)
+		a.Signed = people.requester.Approve(a, a.Meaning, decided)
 	}
 	return a
 }
 
 // forgeTrail writes a's requested and approved actions to AUDIT as the
-// real path would (the proof's digest and signature), and reports the
-// first refusal.
+// real path would (the request's digest and the signed decision), and
+// reports the first refusal.
 func forgeTrail(js jetstream.JetStream, a api.Approval) error {
-	digest, sig := approval.RequestDigest(a), ""
-	if a.Proof != nil {
-		sig = a.Proof.Signature
-	}
+	digest := approval.RequestDigest(a)
 	for _, act := range []struct {
 		action, actor string
 		at            time.Time
 	}{{approval.AuditRequested, a.Requester, a.RequestedAt}, {approval.AuditApproved, a.Decider, *a.DecidedAt}} {
-		detail, _ := json.Marshal(map[string]any{"action": a.Action, "dlq_id": a.DLQID, "requester": a.Requester, "request_digest": digest, "proof": sig})
+		detail, _ := json.Marshal(map[string]any{"action": a.Action, "dlq_id": a.DLQID, "requester": a.Requester, "request_digest": digest, "signed": a.Signed})
 		b, _ := json.Marshal(api.AuditAction{Action: act.action, Object: "approval", ObjectID: a.ID, Actor: act.actor, At: act.at, Detail: detail})
 		m := nats.NewMsg(subjects.AuditAction("approval", a.ID))
 		m.Data = b

@@ -10,6 +10,7 @@ import (
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval/approvaltest"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
@@ -20,7 +21,7 @@ import (
 // also holds the approver role (a role login of hers, the only way
 // `deadletter people` gives a person a second role) asks for an
 // identity-changing correction and signs it with her approver login and
-// its own password: SELF_APPROVAL, the approval stays pending, the chain
+// her own key: SELF_APPROVAL, the approval stays pending, the chain
 // is untouched. A second identity under a name of her own
 // ("amara.okafor.approver") is refused by `people add` before it exists.
 func TestSecondUserOfRequesterNeverApproves(t *testing.T) {
@@ -73,9 +74,10 @@ func TestSecondUserOfRequesterNeverApproves(t *testing.T) {
 	}
 	id := ae.Approval.ID
 
-	pw := api.Password(e.st.Secrets().Users[login].Password)
+	// She signs with her own registered key, in the approver role.
+	her := approvaltest.Register(t, e.admin, amara, access.RoleOperator, access.RoleApprover)
 	var rep api.ApprovalReply
-	if code := e.request(t, login, api.ApprovalApprove, api.ApprovalDecisionRequest{ID: id, Meaning: "I reviewed it", Password: pw}, &rep); code != api.ErrSelfApproval {
+	if code := e.request(t, login, api.ApprovalApprove, her.ApproveRequest(t, e.admin, id, "I reviewed it", time.Now()), &rep); code != api.ErrSelfApproval {
 		t.Fatalf("her approver login's signature: %q, want %s", code, api.ErrSelfApproval)
 	}
 	var got api.ApprovalReply
@@ -87,7 +89,8 @@ func TestSecondUserOfRequesterNeverApproves(t *testing.T) {
 	}
 	// Another person rejects it (the shared stack's pending approvals
 	// stay few).
-	if code := e.request(t, access.DefaultPerson(access.RoleApprover), api.ApprovalReject, api.ApprovalDecisionRequest{ID: id, Meaning: "asked and signed by one person"}, nil); code != "" {
+	chen := approvaltest.Register(t, e.admin, access.DefaultPerson(access.RoleApprover), access.RoleApprover)
+	if code := e.request(t, access.DefaultPerson(access.RoleApprover), api.ApprovalReject, chen.RejectRequest(t, e.admin, id, "asked and signed by one person", time.Now()), nil); code != "" {
 		t.Fatal(code)
 	}
 }

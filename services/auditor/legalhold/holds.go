@@ -71,6 +71,10 @@ type Config struct {
 	// Retention is the longest retention QUARANTINE must keep
 	// (streams.Options.Retention; nil: the domain registry's).
 	Retention map[string]time.Duration
+	// Decisions checks a lift's decision signed by its person against
+	// the people registry (issue #38). Nil: approval.AuditRegistry over
+	// JS (the deployment wires decision.Registry).
+	Decisions approval.Checker
 }
 
 // Holds is the auditor's legal-hold part: the hold endpoints, the queue
@@ -86,13 +90,18 @@ type Holds struct {
 	// Set at start (Bind, CheckRetention) before any request is served.
 	quarantine jetstream.Stream
 	approvals  *approval.Store
+	decisions  approval.Checker
 	maxAge     time.Duration // QUARANTINE's MaxAge (0: none)
 	legal      bool          // LEGALHOLD is provisioned (QUARANTINE has a MaxAge)
 }
 
 // New returns the part over HOLDS, no hold known yet.
 func New(cfg Config) *Holds {
-	return &Holds{cfg: cfg, queue: NewQueue(hold.NewStore(cfg.JS, cfg.Log)),
+	decisions := cfg.Decisions
+	if decisions == nil {
+		decisions = approval.AuditRegistry{JS: cfg.JS}
+	}
+	return &Holds{cfg: cfg, queue: NewQueue(hold.NewStore(cfg.JS, cfg.Log)), decisions: decisions,
 		placeLimit: newPersonLimiter(cfg.PlacePerMinute, cfg.PlaceBurst, maxPlacers)}
 }
 
@@ -563,30 +572,26 @@ func (sc *targetScan) matched() []chainRef {
 // nothing: it asks the redriver, the approval owner and the only writer
 // of APPROVALS, to store a pending approval (approval.hold_lift) and
 // answers APPROVAL_REQUIRED with it. An approver other than the requester signs it
-// at the redriver (approval.approve, re-authenticating), which executes
+// at the redriver (approval.approve, with their signed decision), which executes
 // approvals: it asks hold.lift.approved here with the approval's id, a
 // subject of the services' account that no person's account imports. The
 // lift is done only for an approval read from APPROVALS as approved, of
-// kind hold_lift, for that hold, not executed, with a proof of its
-// signature that verifies against the configured approval key and
-// matches its request and decision in AUDIT; it is the requester's
+// kind hold_lift, for that hold, not executed, carrying its approver's
+// signed decision, which the people registry accepts, matching its
+// request and decision in AUDIT, and whose request carries the
+// requester's own signed lift of the hold as it stands; it is the requester's
 // lift (the hold's LiftedBy, the chains' hold_lifted records), with the
 // approval and its signer kept in the hold (LiftApprovalID,
 // LiftApprovedBy) and its AUDIT action; the signature itself is the
 // approval's AUDIT action. Without a signed approval no path lifts a
 // hold the policy holds for a second person: hold.lift refuses, and
-// hold.lift.approved finds no proven approval (only the redriver writes
-// APPROVALS, and only the redriver's key, used after re-authenticating an
-// approver, makes a proof).
-
-// NoSigning is the auditor's approval.Reauthenticator: it never signs
-// approvals (the redriver does), so it refuses every re-authentication.
-type NoSigning struct{}
-
-// Reauthenticate refuses.
-func (NoSigning) Reauthenticate(context.Context, string, api.Password) error {
-	return fmt.Errorf("%w: approvals are signed at the redriver", approval.ErrForbidden)
-}
+// hold.lift.approved finds no proven approval (no service holds a key
+// that signs a person's decision, issue #38).
+//
+// Every lift is the decision of its person: hold.lift carries the
+// requester's signed decision (api.HoldLiftRequest.Signed, built with
+// approval.ForHold over the request and the hold as read), checked
+// against the people registry before anything is lifted or asked for.
 
 // Lift lifts a legal hold (hold.lift) by the authenticated caller and
 // appends the lift to every chain that carries it; when the approval
@@ -605,6 +610,9 @@ func (p *Holds) Lift(ctx context.Context, req api.HoldLiftRequest) (api.HoldRepl
 	}
 	if cur.Status != api.HoldActive || cur.CaseID != req.CaseID {
 		return api.HoldReply{}, holdErr(fmt.Errorf("%w: %s", hold.ErrNotPlaced, req.ID))
+	}
+	if err := p.signedLift(ctx, req, cur, who, false); err != nil {
+		return api.HoldReply{}, err
 	}
 	if err := p.requireLiftApproval(ctx, who, req); err != nil {
 		return api.HoldReply{}, err
@@ -664,11 +672,19 @@ func (p *Holds) LiftApproved(ctx context.Context, req api.HoldLiftApprovedReques
 	case json.Unmarshal(a.Request, &lift) != nil || lift.Validate() != nil || lift.ID != a.HoldID:
 		return api.HoldReply{}, api.Errorf(api.ErrBadRequest, "approval %s does not hold a lift of hold %s", a.ID, a.HoldID)
 	}
-	// Only a decision the approval owner signed after re-authenticating
-	// the approver, recorded in AUDIT with its request, lifts the hold.
+	// Only a decision its approver signed, recorded in AUDIT with its
+	// request, lifts the hold.
 	if err := p.approvals.Proven(ctx, a); err != nil {
 		p.cfg.Log.Error("approved hold lift refused", "approval_id", a.ID, "hold_id", a.HoldID, "code", approval.Code(err))
 		return api.HoldReply{}, approval.APIError(err)
+	}
+	// And the requester's own signed lift of the hold as it stands (a
+	// repeat finds it lifted by this approval: checked the first time).
+	if cur, err := p.queue.Store().Get(ctx, lift.ID); err == nil && cur.Status == api.HoldActive {
+		requester := access.Identity{User: a.Requester, Role: access.Role(a.RequesterRole)}
+		if err := p.signedLift(ctx, lift, cur, requester, true); err != nil {
+			return api.HoldReply{}, err
+		}
 	}
 	sig, err := approval.Signature(a)
 	if err != nil {
@@ -685,6 +701,26 @@ func (p *Holds) LiftApproved(ctx context.Context, req api.HoldLiftApprovedReques
 		return api.HoldReply{}, holdErr(err)
 	}
 	return p.lifted(ctx, h)
+}
+
+// signedLift checks who's signed decision to lift hold cur by req
+// (api.DecisionLift of the request and the hold as read; issue #38):
+// asked now (CheckSigned), or, recorded in an approval's request
+// (CheckRecorded), as of its time. A refusal is DECISION_UNSIGNED.
+func (p *Holds) signedLift(ctx context.Context, req api.HoldLiftRequest, cur api.Hold, who access.Identity, recorded bool) error {
+	person, role := approval.PersonRole(who)
+	want := approval.ForHold(cur.ID, approval.DirectDigest(req), approval.HoldDigest(cur), "", person, role, time.Time{})
+	var err error
+	if recorded {
+		err = approval.CheckRecorded(ctx, p.decisions, want, req.Signed)
+	} else {
+		err = approval.CheckSigned(ctx, p.decisions, want, req.Signed, p.cfg.Now())
+	}
+	if err != nil {
+		p.cfg.Log.Warn("DECISION_UNSIGNED", "hold_id", cur.ID, "user", who.User, "code", approval.Code(err))
+		return approval.APIError(err)
+	}
+	return nil
 }
 
 // lifted completes lifted hold h: its AUDIT action and the lift appended

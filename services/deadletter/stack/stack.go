@@ -438,9 +438,6 @@ func (s *Stack) Run(ctx context.Context) error {
 			return fmt.Errorf("stack: replay secret: %w", err)
 		}
 	}
-	if len(rcfg.ApprovalSeed) == 0 && rcfg.ApprovalSeedFile == "" {
-		rcfg.ApprovalSeed = []byte(creds.ApprovalSeed)
-	}
 	if rcfg.TracerProvider == nil {
 		if rcfg.TracerProvider, err = tracing("redriver", redriver.Version); err != nil {
 			return err

@@ -3,8 +3,9 @@
 // dismissal or a drain the policy names is not executed when asked for:
 // it becomes a pending approval (the request answered APPROVAL_REQUIRED
 // with it). When someone else with the approver role signs it
-// (approval.approve, re-authenticating), the Desk appends the approved
-// record (the electronic signature) to the event's chain at the index the
+// (approval.approve, with their signed decision), the Desk appends the approved
+// record (the electronic signature, with the approver's decision signed
+// by their own key, issue #38) to the event's chain at the index the
 // chain had when the action was asked for, then has the action executed
 // as its requester (an Executor: the single redrives' and drains' parts),
 // then marks the approval executed. An approval signed but not executed
@@ -44,8 +45,8 @@ import (
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
-// ApproveTimeout bounds approval.approve: the re-authentication, the
-// signature, and the execution of a correction (its replay's wait).
+// ApproveTimeout bounds approval.approve: the signature's check, and the
+// execution of a correction (its replay's wait).
 const ApproveTimeout = time.Minute
 
 // accessTimeout bounds the access audit's write.
@@ -77,23 +78,17 @@ type Executor interface {
 // executes the approved ones, and serves the approval and policy
 // endpoints' work. Its exported fields are set before Open.
 type Desk struct {
-	// JS reaches APPROVALS, the policy and AUDIT; NC serves the
-	// re-authentication and asks the auditor to lift a hold.
+	// JS reaches APPROVALS, the policy and AUDIT; NC asks the auditor to
+	// lift a hold.
 	JS jetstream.JetStream
 	NC *nats.Conn
 	// Log logs ids and codes only.
 	Log *slog.Logger
 	// Now is the clock of approvals (nil: time.Now).
 	Now func() time.Time
-	// Signer signs the decisions this service re-authenticated (and its
-	// public key verifies every approval it executes); Ephemeral says it
-	// was made for this process alone (no configured seed).
-	Signer    *approval.Signer
-	Ephemeral bool
-	// ReauthURLs and ReauthOptions reach the server that
-	// re-authenticates an approver.
-	ReauthURLs    string
-	ReauthOptions []nats.Option
+	// Decisions checks the approvers' signed decisions against the
+	// people registry (issue #38): no key of this service signs one.
+	Decisions approval.Checker
 	// Limits bound the pending approvals.
 	Limits approval.Limits
 	// Chains appends the approved records.
@@ -116,12 +111,7 @@ type Desk struct {
 // Open binds the approval policy and the APPROVALS store.
 func (d *Desk) Open(ctx context.Context) error {
 	d.policy = approval.NewPolicyStore(d.JS, d.Now)
-	if d.Ephemeral {
-		d.Log.Warn("APPROVAL_KEY_EPHEMERAL: no approval seed configured (DEADLETTER_APPROVAL_SEED_FILE): approvals signed here verify only here",
-			"key", d.Signer.PublicKey())
-	}
-	st, err := approval.Open(ctx, d.JS, approval.Config{Reauth: approved.Reauth(d.NC, d.ReauthURLs, d.ReauthOptions), Signer: d.Signer,
-		Verifier: d.Signer.Verifier(), Limits: d.Limits, Logger: d.Log, Now: d.Now})
+	st, err := approval.Open(ctx, d.JS, approval.Config{Checker: d.Decisions, Limits: d.Limits, Logger: d.Log, Now: d.Now})
 	if err != nil {
 		return err
 	}
@@ -236,12 +226,13 @@ func (d *Desk) recordReview(ctx context.Context, who access.Identity, a api.Appr
 	return nil
 }
 
-// Reject refuses a pending approval as who (approver role).
+// Reject refuses a pending approval as who (approver role), with who's
+// signed decision (req.Signed).
 func (d *Desk) Reject(ctx context.Context, who access.Identity, req api.ApprovalDecisionRequest) (api.ApprovalReply, error) {
-	if req.Password != "" {
-		return api.ApprovalReply{}, api.BadField("password", "is for approval.approve only")
+	if err := meaningOf(req); err != nil {
+		return api.ApprovalReply{}, err
 	}
-	a, err := d.store.Reject(ctx, req.ID, who, req.Meaning)
+	a, err := d.store.Reject(ctx, req.ID, who, req.Signed)
 	if err != nil && a.ID == "" {
 		return api.ApprovalReply{}, approval.APIError(err)
 	}
@@ -251,11 +242,15 @@ func (d *Desk) Reject(ctx context.Context, who access.Identity, req api.Approval
 	return api.ApprovalReply{Approval: approved.WithoutValues(a)}, nil
 }
 
-// Approve signs a pending approval as who (approver role, not the
-// requester, re-authenticating) and executes its action. Only the request
-// whose signature the store accepted executes it.
+// Approve approves a pending approval as who (approver role, not the
+// requester's person) with who's signed decision (req.Signed) and
+// executes its action. Only the request whose decision the store
+// accepted executes it.
 func (d *Desk) Approve(ctx context.Context, who access.Identity, req api.ApprovalDecisionRequest) (api.ApprovalReply, error) {
-	a, err := d.store.Approve(ctx, req.ID, who, req.Meaning, req.Password)
+	if err := meaningOf(req); err != nil {
+		return api.ApprovalReply{}, err
+	}
+	a, err := d.store.Approve(ctx, req.ID, who, req.Signed)
 	if err != nil && a.Status != api.ApprovalApproved {
 		return api.ApprovalReply{}, approval.APIError(err)
 	}
@@ -266,6 +261,17 @@ func (d *Desk) Approve(ctx context.Context, who access.Identity, req api.Approva
 	}
 	done, err := d.execute(ctx, a)
 	return api.ApprovalReply{Approval: approved.WithoutValues(done)}, err
+}
+
+// meaningOf requires a decision's meaning, the one its person signed.
+func meaningOf(req api.ApprovalDecisionRequest) error {
+	switch {
+	case strings.TrimSpace(req.Meaning) == "":
+		return api.BadField("meaning", "is required: what the signature means, or why the request is rejected")
+	case req.Signed != nil && req.Signed.Decision.Meaning != req.Meaning:
+		return api.BadField("meaning", "is not the meaning the decision signs")
+	}
+	return nil
 }
 
 // Sweep recovers, in the background (counted in wg, under ctx), the
@@ -285,8 +291,8 @@ func (d *Desk) Sweep(ctx context.Context, wg *sync.WaitGroup, minAge time.Durati
 	}()
 }
 
-// recover refuses the approvals stored as approved without a valid proof
-// (whatever their age), then executes the approvals signed but not
+// recover refuses the approvals stored as approved without a decision
+// signed by their person that checks (whatever their age), then executes the approvals signed but not
 // executed (signed at least minAge ago: an approve request in flight
 // executes its own).
 func (d *Desk) recover(ctx context.Context, minAge time.Duration) {
@@ -349,14 +355,16 @@ func (d *Desk) execute(ctx context.Context, a api.Approval) (api.Approval, error
 	return done, err
 }
 
-// prove checks, before anything of approval a is executed, that its
-// proof verifies against this service's key and that AUDIT holds its
-// request and its decision (written now if missing: the decision's own
-// record, idempotent). An approval without a valid proof is refused
-// (refuse) and never executed: APPROVAL_UNPROVEN. An AUDIT that cannot
-// be written or read leaves it approved, for the sweep: UNAVAILABLE.
+// prove checks, before anything of approval a is executed, that it
+// carries its approver's signed decision of itself, which the people
+// registry accepts, and that AUDIT holds its request and its decision
+// (written now if missing: the decision's own record, idempotent). An
+// approval without one is refused (refuse) and never executed:
+// APPROVAL_UNPROVEN. An AUDIT that cannot be written or read leaves it
+// approved, for the sweep: UNAVAILABLE.
 func (d *Desk) prove(ctx context.Context, a api.Approval) error {
-	if err := d.Signer.Verifier().Verify(a); err != nil {
+	if err := d.store.Proven(ctx, a); errors.Is(err, approval.ErrUnproven) {
+		// Refused before its decision is audited as if it were one.
 		d.refuse(ctx, a, err)
 		return approval.APIError(err)
 	}
@@ -373,7 +381,7 @@ func (d *Desk) prove(ctx context.Context, a api.Approval) error {
 	return nil
 }
 
-// refuse records that stored approval a has no valid proof (why): its
+// refuse records that stored approval a has no valid signed decision (why): its
 // entry becomes refused, AUDIT gets the refusal, the metric counts it and
 // the log says so (ids only). It is never executed.
 func (d *Desk) refuse(ctx context.Context, a api.Approval, why error) {

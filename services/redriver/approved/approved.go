@@ -2,9 +2,8 @@
 // action beside the approval store (package shared/approval): the proofs
 // on the chain that an approval was signed at the index it was requested
 // at and that a step of its action is done (a repeated execution finds
-// it), the id of the drain an approval starts, the approval as shown
-// without values, and the signers' re-authentication against the
-// server. It holds no service state.
+// it), the id of the drain an approval starts, and the approval as shown
+// without values. It holds no service state.
 package approved
 
 import (
@@ -12,10 +11,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/deadletter/deadletter/shared/api"
-	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/record"
 )
@@ -57,37 +53,4 @@ func CheckSigned(ch chain.Chain, a *api.Approval) error {
 func WithoutValues(a api.Approval) api.Approval {
 	a.Request, a.Payload, a.Diff = nil, nil, nil
 	return a
-}
-
-// Reauth returns the re-authentication of signers: urls and opts when
-// set, else the servers and the TLS configuration (without client
-// certificate) of nc.
-func Reauth(nc *nats.Conn, urls string, opts []nats.Option) approval.NATSReauth {
-	r := approval.NATSReauth{URLs: urls, Options: opts}
-	if r.URLs == "" {
-		r.URLs = strings.Join(nc.Servers(), ",")
-	}
-	if r.Options == nil {
-		r.Options = ServerTLS(nc.Opts)
-	}
-	return r
-}
-
-// ServerTLS returns the options that verify the server as o does (its
-// TLS configuration, its root CAs, TLS first), without o's client
-// certificate: a certificate the server maps to a user would authenticate
-// the redriver instead of the signer.
-func ServerTLS(o nats.Options) []nats.Option {
-	if !o.Secure && o.TLSConfig == nil && o.RootCAsCB == nil {
-		return nil
-	}
-	return []nats.Option{func(r *nats.Options) error {
-		r.Secure, r.TLSHandshakeFirst, r.RootCAsCB = true, o.TLSHandshakeFirst, o.RootCAsCB
-		if o.TLSConfig != nil {
-			tc := o.TLSConfig.Clone()
-			tc.Certificates, tc.GetClientCertificate = nil, nil
-			r.TLSConfig = tc
-		}
-		return nil
-	}}
 }

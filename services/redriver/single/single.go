@@ -72,6 +72,12 @@ type Redrives struct {
 	// question whether one would be needed.
 	Approver Approver
 	Decider  Decider
+	// Decisions checks a release's or dismissal's decision signed by its
+	// person against the people registry (issue #38).
+	Decisions approval.Checker
+	// Now is the clock a signed decision's time is checked against (nil:
+	// time.Now).
+	Now func() time.Time
 	// Tracer starts the lifecycle spans; Log logs ids and codes only.
 	Tracer telemetry.Tracer
 	Log    *slog.Logger
@@ -149,7 +155,7 @@ func (r *Redrives) Redrive(ctx context.Context, req api.RedriveRequest, ask *Ask
 		}
 		if ask != nil {
 			if err := r.Approver.Require(ctx, ask.Who, r.correction(ch, req.Payload), approval.Request{
-				DLQID: req.DLQID, Domain: ch.Domain, ChainRecords: len(ch.Records), Body: ask.Body, Payload: req.Payload, Reason: req.Reason,
+				DLQID: req.DLQID, Domain: ch.Domain, ChainRecords: len(ch.Records), ChainHead: head(ch), Body: ask.Body, Payload: req.Payload, Reason: req.Reason,
 			}); err != nil {
 				return api.RedriveReply{}, err
 			}
@@ -284,9 +290,12 @@ func (r *Redrives) Release(ctx context.Context, req api.ReleaseRequest, ask *Ask
 	if ch.State.Status != record.StatusPoison {
 		return api.AppendReply{}, api.Errorf(api.ErrInvalidTransition, "only a poison event can be released; this one is %s", ch.State.Status)
 	}
+	if err := r.signedBy(ctx, api.DecisionRelease, req.DLQID, req, req.Signed, ch, ask, ap, req.Actor); err != nil {
+		return api.AppendReply{}, err
+	}
 	if ask != nil {
 		if err := r.Approver.Require(ctx, ask.Who, approval.Action{Kind: api.ActionRelease, Domain: ch.Domain}, approval.Request{
-			DLQID: req.DLQID, Domain: ch.Domain, ChainRecords: len(ch.Records), Body: ask.Body, Reason: req.Reason,
+			DLQID: req.DLQID, Domain: ch.Domain, ChainRecords: len(ch.Records), ChainHead: head(ch), Body: ask.Body, Reason: req.Reason,
 		}); err != nil {
 			return api.AppendReply{}, err
 		}
@@ -299,7 +308,7 @@ func (r *Redrives) Release(ctx context.Context, req api.ReleaseRequest, ask *Ask
 	rctx, span := r.Tracer.StartLifecycle(ctx, "release", chainio.Origin(ch))
 	rep, err := r.Chains.Append(rctx, api.AppendRequest{
 		DLQID: req.DLQID, Domain: ch.Domain, Kind: record.KindReleased, ExpectedIndex: &exp,
-		Class: class, Actor: req.Actor, Reason: req.Reason,
+		Class: class, Actor: req.Actor, Reason: req.Reason, Signed: req.Signed,
 	})
 	if err != nil {
 		telemetry.Error(span, chainio.CodeOf(err))
@@ -348,9 +357,12 @@ func (r *Redrives) Dismiss(ctx context.Context, req api.DismissRequest, ask *Ask
 	if st := ch.State.Status; st != record.StatusOpen && st != record.StatusPoison {
 		return api.AppendReply{}, api.Errorf(api.ErrInvalidTransition, "only an open or poison event can be dismissed; this one is %s", st)
 	}
+	if err := r.signedBy(ctx, api.DecisionDismiss, req.DLQID, req, req.Signed, ch, ask, ap, req.Actor); err != nil {
+		return api.AppendReply{}, err
+	}
 	if ask != nil {
 		if err := r.Approver.Require(ctx, ask.Who, approval.Action{Kind: api.ActionDismiss, Domain: ch.Domain}, approval.Request{
-			DLQID: req.DLQID, Domain: ch.Domain, ChainRecords: len(ch.Records), Body: ask.Body, Reason: req.Reason,
+			DLQID: req.DLQID, Domain: ch.Domain, ChainRecords: len(ch.Records), ChainHead: head(ch), Body: ask.Body, Reason: req.Reason,
 		}); err != nil {
 			return api.AppendReply{}, err
 		}
@@ -358,7 +370,7 @@ func (r *Redrives) Dismiss(ctx context.Context, req api.DismissRequest, ask *Ask
 	rctx, span := r.Tracer.StartLifecycle(ctx, "dismiss", chainio.Origin(ch))
 	rep, err := r.Chains.Append(rctx, api.AppendRequest{
 		DLQID: req.DLQID, Domain: ch.Domain, Kind: record.KindDismissed, ExpectedIndex: &exp,
-		Actor: req.Actor, Reason: req.Reason,
+		Actor: req.Actor, Reason: req.Reason, Signed: req.Signed,
 	})
 	if err != nil {
 		telemetry.Error(span, chainio.CodeOf(err))
@@ -396,6 +408,47 @@ func (r *Redrives) decisionChain(ctx context.Context, dlqID string, kind record.
 		return chain.Chain{}, 0, nil, err
 	}
 	return ch, exp, nil, nil
+}
+
+// head is the AuditHash of ch's last record: the chain a person reviewed
+// (api.Decision.Chain).
+func head(ch chain.Chain) string {
+	if len(ch.Records) == 0 {
+		return ""
+	}
+	return ch.Records[len(ch.Records)-1].AuditHash
+}
+
+// signedBy checks actor's signed decision sd (action, of the direct
+// request req on dlqID; issue #38): asked for by ask, the decision of ch
+// as it stands, signed now (approval.CheckSigned); executing signed
+// approval ap, the decision its requester signed when asking, of the
+// chain the approval names (approval.CheckRecorded). A refusal is
+// DECISION_UNSIGNED, logged with ids and the code only.
+func (r *Redrives) signedBy(ctx context.Context, action, dlqID string, req any, sd *api.SignedDecision, ch chain.Chain, ask *Asker, ap *api.Approval, actor string) error {
+	chainHead, role := head(ch), ""
+	switch {
+	case ap != nil:
+		chainHead, role = ap.ChainHead, ap.RequesterRole
+	case ask != nil:
+		role = string(ask.Who.Role)
+	}
+	want := approval.ForRecord(action, dlqID, approval.DirectDigest(req), chainHead, "", access.PersonOf(actor), role, time.Time{})
+	var err error
+	if ap != nil {
+		err = approval.CheckRecorded(ctx, r.Decisions, want, sd)
+	} else {
+		now := time.Now
+		if r.Now != nil {
+			now = r.Now
+		}
+		err = approval.CheckSigned(ctx, r.Decisions, want, sd, now())
+	}
+	if err != nil {
+		r.Log.Warn("DECISION_UNSIGNED", "action", action, "dlq_id", dlqID, "actor", actor, "code", approval.Code(err))
+		return approval.APIError(err)
+	}
+	return nil
 }
 
 // deref is the reply r points to, or the zero reply.

@@ -7,42 +7,40 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nkeys"
-
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
+	"github.com/deadletter/deadletter/shared/approval/approvaltest"
 )
 
-// TestProof (I4): an approval signed by Approve verifies and is Proven
-// (its request and decision in AUDIT); any change of what the proof covers,
-// a proof of another key, or none, is ErrUnproven and shown refused.
-func TestProof(t *testing.T) {
+// TestSignedDecision (issue #38, E5): an approval approved with its
+// approver's signed decision is Proven (the registry accepts it, its
+// request and decision are in AUDIT); any change of what the decision
+// covers, a signature of another key, or none, is ErrUnproven
+// (APPROVAL_UNPROVEN) and shown refused; the service can no longer
+// sign anything.
+func TestSignedDecision(t *testing.T) {
 	e := newEnv(t)
 	a := e.request(t, operator, approval.Decision{Needed: true})
-	signed, err := e.store.Approve(ctx(t), a.ID, approver, "reviewed against the invoice of Müller & Söhne <Großhandel>", e.password(approver.User))
+	signed, err := e.store.Approve(ctx(t), a.ID, approver, e.approve(t, approver, a.ID, "reviewed against the invoice of Müller & Söhne <Großhandel>"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := e.store.Proven(ctx(t), signed); err != nil {
 		t.Fatalf("Proven(signed) = %v", err)
 	}
-	other, err := nkeys.CreateServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seed, _ := other.Seed()
-	otherSigner, err := approval.NewSigner(seed)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stranger := approvaltest.NewPerson(t, approver.User, access.RoleApprover)
 	later := signed.DecidedAt.Add(time.Minute)
 	tests := []struct {
 		name   string
 		change func(a *api.Approval)
 	}{
-		{"no proof", func(a *api.Approval) { a.Proof = nil }},
-		{"another decider", func(a *api.Approval) { a.Decider = "policy" }},
+		{"no signed decision", func(a *api.Approval) { a.Signed = nil }},
+		{"another decider", func(a *api.Approval) { a.Decider = access.DefaultPersonsOf(access.RoleApprover)[1] }},
+		{"the requester's second login as decider", func(a *api.Approval) {
+			a.Decider = access.RoleLogin(operator.User, access.RoleApprover)
+			a.Signed = e.person(t, operator).Approve(*a, a.Meaning, *a.DecidedAt)
+		}},
 		{"another meaning", func(a *api.Approval) { a.Meaning = "Pharmacie Saint-Étienne" }},
 		{"another decision time", func(a *api.Approval) { a.DecidedAt = &later }},
 		{"another requester", func(a *api.Approval) { a.Requester = "inspector" }},
@@ -51,32 +49,24 @@ func TestProof(t *testing.T) {
 		{"another chain index", func(a *api.Approval) { a.ChainRecords++ }},
 		{"digest made to match", func(a *api.Approval) {
 			a.Payload = []byte(`{"quantity_delta":"-300"}`)
-			p := *a.Proof
-			p.RequestDigest = approval.RequestDigest(*a)
-			a.Proof = &p
+			sd := *a.Signed
+			sd.Decision.Request = approval.RequestDigest(*a)
+			a.Signed = &sd
 		}},
-		{"signed by another key", func(a *api.Approval) {
-			p, err := otherSigner.Sign(*a)
-			if err != nil {
-				t.Fatal(err)
-			}
-			a.Proof = &p
-		}},
-		{"garbage signature", func(a *api.Approval) { p := *a.Proof; p.Signature = "AAAA"; a.Proof = &p }},
+		{"signed by a key not registered (the service's)", func(a *api.Approval) { a.Signed = stranger.Approve(*a, a.Meaning, *a.DecidedAt) }},
+		{"garbage signature", func(a *api.Approval) { sd := *a.Signed; sd.Signature.Signature = []byte("AAAA"); a.Signed = &sd }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := signed
-			f.Proof = &api.ApprovalProof{}
-			*f.Proof = *signed.Proof
+			sd := *signed.Signed
+			f.Signed = &sd
 			tc.change(&f)
-			if err := e.signer.Verifier().Verify(f); !errors.Is(err, approval.ErrUnproven) {
-				t.Fatalf("Verify = %v, want ErrUnproven", err)
-			}
-			if err := e.store.Proven(ctx(t), f); !errors.Is(err, approval.ErrUnproven) {
+			err := e.store.Proven(ctx(t), f)
+			if !errors.Is(err, approval.ErrUnproven) {
 				t.Fatalf("Proven = %v, want ErrUnproven", err)
 			}
-			if code := api.CodeOf(approval.APIError(approval.ErrUnproven)); code != api.ErrApprovalUnproven {
+			if code := approval.Code(err); code != api.ErrApprovalUnproven {
 				t.Fatalf("code %s", code)
 			}
 		})
@@ -97,28 +87,19 @@ func TestProof(t *testing.T) {
 		}
 	})
 	t.Run("not in AUDIT", func(t *testing.T) {
-		// A proof made with the real key for a request AUDIT never saw.
+		// Signed by the approver's own key for a request AUDIT never saw.
 		b := e.request(t, operator, approval.Decision{Needed: true})
 		now := e.clock.Now().UTC()
 		b.ID = "appr-20260301T120000-00000000000000aa"
 		b.Status, b.Decider, b.DecidedAt, b.Meaning = api.ApprovalApproved, approver.User, &now, "m"
-		p, err := e.signer.Sign(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.Proof = &p
+		b.Signed = e.person(t, approver).Approve(b, "m", now)
 		if err := e.store.Proven(ctx(t), b); !errors.Is(err, approval.ErrUnproven) {
 			t.Fatalf("Proven = %v, want ErrUnproven", err)
 		}
 	})
-	t.Run("no signing key", func(t *testing.T) {
-		store, err := approval.Open(ctx(t), e.js, approval.Config{Reauth: approval.NATSReauth{URLs: e.srv.ClientURL()}, Now: e.clock.Now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := e.request(t, operator, approval.Decision{Needed: true})
-		if _, err := store.Approve(ctx(t), c.ID, approver, "m", e.password(approver.User)); !errors.Is(err, approval.ErrForbidden) {
-			t.Fatalf("Approve without a key = %v, want ErrForbidden", err)
+	t.Run("no registry", func(t *testing.T) {
+		if _, err := approval.Open(ctx(t), e.js, approval.Config{Now: e.clock.Now}); err == nil {
+			t.Fatal("Open without a Checker succeeded")
 		}
 	})
 }
@@ -128,7 +109,7 @@ func TestProof(t *testing.T) {
 // pending answers the pending approval and counts once.
 func TestPendingLimits(t *testing.T) {
 	e := newEnv(t)
-	store, err := approval.Open(ctx(t), e.js, approval.Config{Reauth: approval.NATSReauth{URLs: e.srv.ClientURL()}, Now: e.clock.Now,
+	store, err := approval.Open(ctx(t), e.js, approval.Config{Checker: approval.AuditRegistry{JS: e.js}, Now: e.clock.Now,
 		Limits: approval.Limits{PerRequester: 3, PerChain: 2}})
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +159,7 @@ func TestPendingLimits(t *testing.T) {
 		})
 	}
 	// A decided approval no longer counts.
-	if _, err := store.Reject(ctx(t), first.ID, approver, "not this one"); err != nil {
+	if _, err := store.Reject(ctx(t), first.ID, approver, e.reject(t, approver, first.ID, "not this one")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := create(operator, chainA, "three"); err != nil {
