@@ -1,13 +1,10 @@
 package approval
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"time"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/decision"
 )
 
 // ErrUnproven: an approval marked approved (or executed) carries no
@@ -19,33 +16,9 @@ import (
 // (Store.Refuse).
 var ErrUnproven = errors.New("approval: no decision signed by its person")
 
-// requestPart is what RequestDigest covers: the request as asked for.
-type requestPart struct {
-	ID            string          `json:"id"`
-	Action        string          `json:"action"`
-	DLQID         string          `json:"dlq_id"`
-	Domain        string          `json:"domain"`
-	HoldID        string          `json:"hold_id"`
-	Request       json.RawMessage `json:"request"`
-	Payload       []byte          `json:"payload"`
-	Requester     string          `json:"requester"`
-	RequesterRole string          `json:"requester_role"`
-	RequestedAt   time.Time       `json:"requested_at"`
-	ExpiresAt     time.Time       `json:"expires_at"`
-	ChainRecords  int             `json:"chain_records"`
-	ChainHead     string          `json:"chain_head,omitempty"`
-}
-
 // RequestDigest is the SHA-256 (hex) of a's request as asked for: its id,
 // action, event or hold, request body, payload, requester and times, and
-// the chain's length and head (JSON of those members in a fixed order).
-// A signed decision names it (Decision.Request).
-func RequestDigest(a api.Approval) string {
-	b, _ := json.Marshal(requestPart{
-		ID: a.ID, Action: a.Action, DLQID: a.DLQID, Domain: a.Domain, HoldID: a.HoldID, Request: a.Request, Payload: a.Payload,
-		Requester: a.Requester, RequesterRole: a.RequesterRole, RequestedAt: a.RequestedAt.UTC(), ExpiresAt: a.ExpiresAt.UTC(),
-		ChainRecords: a.ChainRecords, ChainHead: a.ChainHead,
-	})
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
-}
+// the chain's length and head (decision.ApprovalRequestDigest, the one
+// owner, which clients that sign call too). A signed decision names it
+// (Decision.Request).
+func RequestDigest(a api.Approval) string { return decision.ApprovalRequestDigest(a) }

@@ -2,9 +2,7 @@ package approval
 
 import (
 	"context"
-	"crypto/ed25519"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -23,10 +21,12 @@ import (
 const PeopleObject = "people"
 
 // AuditRegistry is a Checker over the people registry kept in AUDIT: the
-// last api.PersonKeys of the signer stored whose time (At) is at or
-// before the decision's time (its roles, enabled state and keys) decides. It is what this
-// package's executors use until decision.Registry (the registry every
-// service shares) is wired in its place; the two read the same records.
+// last api.PersonKeys of the signer whose time (At) is at or before the
+// decision's time (its roles, enabled state and keys) decides.
+//
+// TODO(#38): decision.Registry reads the same records (by stored time,
+// cached) for verify; the executors keep this reader (by the record's
+// own time, read each time) until the two are made one.
 type AuditRegistry struct {
 	// JS reads AUDIT (direct gets).
 	JS jetstream.JetStream
@@ -71,22 +71,7 @@ func (r AuditRegistry) CheckAt(ctx context.Context, sd api.SignedDecision, at ti
 	if k.RevokedAt != nil && (!d.At.Before(*k.RevokedAt) || !at.Before(*k.RevokedAt)) {
 		return fmt.Errorf("%w: %s's key %s was revoked", decision.ErrUnknownKey, d.Person, k.ID)
 	}
-	return verify(k, sd)
-}
-
-// verify is decision.Verify, with the ed25519 check done here while
-// decision's own is not in (the same check: the signature over the
-// decision's digest).
-func verify(k api.DecisionKey, sd api.SignedDecision) error {
-	err := decision.Verify(k, sd)
-	if k.Scheme != api.SchemeEd25519 || !errors.Is(err, decision.ErrBadSignature) {
-		return err
-	}
-	digest := decision.Digest(sd.Decision)
-	if len(k.Public) != ed25519.PublicKeySize || !ed25519.Verify(ed25519.PublicKey(k.Public), digest[:], sd.Signature.Signature) {
-		return fmt.Errorf("%w: %s's key %s", decision.ErrBadSignature, sd.Decision.Person, k.ID)
-	}
-	return nil
+	return decision.Verify(k, sd)
 }
 
 // personAt reads person's last registry record (in stream order) of a

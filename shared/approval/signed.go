@@ -2,8 +2,6 @@ package approval
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,59 +39,31 @@ type Checker interface {
 }
 
 // ForApproval is the decision a person signs to approve or reject
-// approval a (action api.DecisionApprove or api.DecisionReject): the
-// approval's id, its request digest (RequestDigest) and the chain head it
-// expects (a.ChainHead).
+// approval a (decision.ForApproval, the one owner of what a decision
+// holds, which clients call too).
 func ForApproval(a api.Approval, action, meaning, person, role string, at time.Time) api.Decision {
-	return api.Decision{Action: action, Target: a.ID, Request: RequestDigest(a), Chain: a.ChainHead,
-		Meaning: meaning, Person: person, Role: role, At: at.UTC().Truncate(time.Second)}
+	return decision.ForApproval(a, action, meaning, person, role, at)
 }
 
 // ForRecord is the decision a person signs to release or dismiss the
-// event dlqID (action api.DecisionRelease or api.DecisionDismiss): the
-// direct request's digest (DirectDigest) and the chain head reviewed
-// (the AuditHash of the chain's last record).
+// event dlqID (decision.ForRecord).
 func ForRecord(action, dlqID, requestDigest, chainHead, meaning, person, role string, at time.Time) api.Decision {
-	return api.Decision{Action: action, Target: dlqID, Request: requestDigest, Chain: chainHead,
-		Meaning: meaning, Person: person, Role: role, At: at.UTC().Truncate(time.Second)}
+	return decision.ForRecord(action, dlqID, requestDigest, chainHead, meaning, person, role, at)
 }
 
-// ForHold is the decision a person signs to lift hold holdID
-// (api.DecisionLift): the lift request's digest (DirectDigest) and the
-// hold's digest as read (HoldDigest).
-func ForHold(holdID, requestDigest, holdDigest, meaning, person, role string, at time.Time) api.Decision {
-	return api.Decision{Action: api.DecisionLift, Target: holdID, Request: requestDigest, Chain: holdDigest,
-		Meaning: meaning, Person: person, Role: role, At: at.UTC().Truncate(time.Second)}
-}
-
-// DirectDigest is the SHA-256 (hex) of a direct request's JSON as
-// decided on (a release, a dismissal, a hold lift), without its Actor
-// and Signed members: what the signer and the executor both compute
-// from the request.
+// DirectDigest is the SHA-256 (hex) of a direct request as decided on (a
+// release, a dismissal, a hold lift), without its Actor and Signed
+// members (decision.ReleaseDigest, DismissDigest, HoldLiftDigest).
 func DirectDigest(req any) string {
 	switch r := req.(type) {
 	case api.ReleaseRequest:
-		r.Actor, r.Signed = "", nil
-		req = r
+		return decision.ReleaseDigest(r)
 	case api.DismissRequest:
-		r.Actor, r.Signed = "", nil
-		req = r
+		return decision.DismissDigest(r)
 	case api.HoldLiftRequest:
-		r.Signed = nil
-		req = r
+		return decision.HoldLiftDigest(r)
 	}
-	b, _ := json.Marshal(req)
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
-}
-
-// HoldDigest is the SHA-256 (hex) of a hold as read (its JSON, without
-// its revision in HOLDS): the state of the hold a lift decision names.
-func HoldDigest(h api.Hold) string {
-	h.Revision = 0
-	b, _ := json.Marshal(h)
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
+	panic(fmt.Sprintf("approval: no direct request digest of %T", req))
 }
 
 // AsOfChecker is a Checker that can also check a decision against the

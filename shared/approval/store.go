@@ -639,7 +639,7 @@ func (s *Store) update(ctx context.Context, a api.Approval) (api.Approval, error
 // de-duplication window (the message id is the approval's id and action),
 // so a caller may retry it.
 func (s *Store) Audit(ctx context.Context, a api.Approval, action string) error {
-	d := auditDetail{
+	d := AuditDetail{
 		Action: a.Action, DLQID: a.DLQID, Domain: a.Domain, HoldID: a.HoldID, Requester: a.Requester, RequestedAt: a.RequestedAt,
 		ExpiresAt: a.ExpiresAt, Reasons: a.Reasons, DiffFields: a.DiffFields, Outcome: a.Outcome,
 	}
@@ -667,9 +667,9 @@ func (s *Store) Audit(ctx context.Context, a api.Approval, action string) error 
 	return nil
 }
 
-// auditDetail is the Detail of an approval's audit action: ids, names,
+// AuditDetail is the Detail of an approval's audit action: ids, names,
 // times and rule names, never a value of the request or of the diff.
-type auditDetail struct {
+type AuditDetail struct {
 	Action      string    `json:"action"`
 	DLQID       string    `json:"dlq_id,omitempty"`
 	Domain      string    `json:"domain,omitempty"`
@@ -707,7 +707,7 @@ func (s *Store) Proven(ctx context.Context, a api.Approval) error {
 	requested, decided := false, false
 	err := streams.ReadSubject(ctx, s.js, subjects.AuditStream, subjects.AuditAction(auditObject, a.ID), func(m *jetstream.RawStreamMsg) error {
 		var act api.AuditAction
-		var d auditDetail
+		var d AuditDetail
 		if json.Unmarshal(m.Data, &act) != nil || act.Object != auditObject || act.ObjectID != a.ID || json.Unmarshal(act.Detail, &d) != nil {
 			return nil
 		}
@@ -774,7 +774,7 @@ func (s *Store) Refuse(ctx context.Context, a api.Approval, why string) (api.App
 
 // auditRefusal writes a's refusal to AUDIT, once per stored revision.
 func (s *Store) auditRefusal(ctx context.Context, a api.Approval) error {
-	detail, err := json.Marshal(auditDetail{Action: a.Action, DLQID: a.DLQID, Domain: a.Domain, HoldID: a.HoldID,
+	detail, err := json.Marshal(AuditDetail{Action: a.Action, DLQID: a.DLQID, Domain: a.Domain, HoldID: a.HoldID,
 		Requester: a.Requester, RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt, Refused: a.Refused})
 	if err != nil {
 		return fmt.Errorf("approval: encode audit: %w", err)

@@ -36,7 +36,7 @@ func BenchmarkSignWithKeyFile(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		_ = decision.SignEd25519(priv, decision.ForApproval(a, api.DecisionApprove, "9f2c", meaning, "chen.wei", "approver", time.Now()))
+		_ = decision.SignEd25519(priv, decision.ForApproval(a, api.DecisionApprove, meaning, "chen.wei", "approver", time.Now()))
 	}
 }
 
@@ -59,7 +59,7 @@ func BenchmarkCheck(b *testing.B) {
 		}
 	}
 	reg := decision.NewRegistry(js)
-	sd := decision.SignEd25519(priv, decision.ForApproval(approvalOf(), api.DecisionApprove, "9f2c", meaning, "chen.wei", "approver", time.Now()))
+	sd := decision.SignEd25519(priv, decision.ForApproval(approvalOf(), api.DecisionApprove, meaning, "chen.wei", "approver", time.Now()))
 	at := time.Now() // a record stored before verify began: no read of AUDIT
 	if err := reg.Refresh(ctx); err != nil {
 		b.Fatal(err)

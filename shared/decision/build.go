@@ -20,9 +20,11 @@ import (
 // api.DecisionApprove or api.DecisionReject) the approval a: Target is
 // its id, Request its request digest (ApprovalRequestDigest, what AUDIT's
 // requested action records), Chain the head of the quarantine chain the
-// person reviewed ("" when a has none: a drain, a hold lift).
-func ForApproval(a api.Approval, action, chainHead, meaning, person, role string, at time.Time) api.Decision {
-	return api.Decision{Action: action, Target: a.ID, Request: ApprovalRequestDigest(a), Chain: chainHead,
+// approval was asked on and the person reviewed (a.ChainHead: the
+// AuditHash of the chain's last record then; "" when a has none: a
+// drain, a hold lift).
+func ForApproval(a api.Approval, action, meaning, person, role string, at time.Time) api.Decision {
+	return api.Decision{Action: action, Target: a.ID, Request: ApprovalRequestDigest(a), Chain: a.ChainHead,
 		Meaning: meaning, Person: person, Role: role, At: at.UTC().Truncate(time.Second)}
 }
 
@@ -70,6 +72,7 @@ type approvalRequest struct {
 	RequestedAt   time.Time       `json:"requested_at"`
 	ExpiresAt     time.Time       `json:"expires_at"`
 	ChainRecords  int             `json:"chain_records"`
+	ChainHead     string          `json:"chain_head,omitempty"`
 }
 
 // ApprovalRequestDigest is the SHA-256 (hex) of a's request as asked for
@@ -79,7 +82,7 @@ func ApprovalRequestDigest(a api.Approval) string {
 	return digestJSON(approvalRequest{
 		ID: a.ID, Action: a.Action, DLQID: a.DLQID, Domain: a.Domain, HoldID: a.HoldID, Request: a.Request, Payload: a.Payload,
 		Requester: a.Requester, RequesterRole: a.RequesterRole, RequestedAt: a.RequestedAt.UTC(), ExpiresAt: a.ExpiresAt.UTC(),
-		ChainRecords: a.ChainRecords,
+		ChainRecords: a.ChainRecords, ChainHead: a.ChainHead,
 	})
 }
 

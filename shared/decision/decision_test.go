@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/deadletter/deadletter/shared/api"
-	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/decision"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -40,14 +39,7 @@ func approvalOf() api.Approval {
 	return api.Approval{ID: "apr-7f3a", Action: "correct", DLQID: "dlq-1", Domain: "dscsa",
 		Request: json.RawMessage(`{"dlq_id":"dlq-1","reason":"Menge 500 → 50 <Lieferschein> & \"Rücksprache\""}`),
 		Payload: []byte(`{"quantity":50,"party":"Müller & Söhne"}`), Requester: "amara.okafor", RequesterRole: "operator",
-		RequestedAt: time.Date(2026, 12, 7, 19, 0, 0, 123, time.UTC), ExpiresAt: time.Date(2026, 12, 8, 19, 0, 0, 0, time.UTC), ChainRecords: 3}
-}
-
-func TestApprovalRequestDigestIsApprovals(t *testing.T) {
-	a := approvalOf()
-	if got, want := decision.ApprovalRequestDigest(a), approval.RequestDigest(a); got != want {
-		t.Fatalf("decision's request digest %s, approval's %s: the two must be one", got, want)
-	}
+		RequestedAt: time.Date(2026, 12, 7, 19, 0, 0, 123, time.UTC), ExpiresAt: time.Date(2026, 12, 8, 19, 0, 0, 0, time.UTC), ChainRecords: 3, ChainHead: "9f2c"}
 }
 
 func TestCheck(t *testing.T) {
@@ -86,7 +78,7 @@ func TestCheck(t *testing.T) {
 	reg := decision.NewRegistry(js)
 
 	at := time.Now().UTC()
-	d := decision.ForApproval(approvalOf(), api.DecisionApprove, "9f2c", meaning, "chen.wei", "approver", at)
+	d := decision.ForApproval(approvalOf(), api.DecisionApprove, meaning, "chen.wei", "approver", at)
 	good := decision.SignEd25519(chenPriv, d)
 
 	tampered := func(f func(*api.SignedDecision)) api.SignedDecision {
@@ -116,11 +108,11 @@ func TestCheck(t *testing.T) {
 			e.At = revokedAt.Add(-time.Minute)
 			return e
 		}())},
-		{name: "a disabled person", sd: decision.SignEd25519(elifPriv, decision.ForApproval(approvalOf(), api.DecisionApprove, "9f2c", meaning, "elif.yilmaz", "approver", at)),
+		{name: "a disabled person", sd: decision.SignEd25519(elifPriv, decision.ForApproval(approvalOf(), api.DecisionApprove, meaning, "elif.yilmaz", "approver", at)),
 			want: decision.ErrPerson},
-		{name: "the same person before she was disabled", sd: decision.SignEd25519(elifPriv, decision.ForApproval(approvalOf(), api.DecisionApprove, "9f2c", meaning, "elif.yilmaz", "approver", afterElifEnabled)),
+		{name: "the same person before she was disabled", sd: decision.SignEd25519(elifPriv, decision.ForApproval(approvalOf(), api.DecisionApprove, meaning, "elif.yilmaz", "approver", afterElifEnabled)),
 			at: []time.Time{afterElifEnabled}},
-		{name: "a role the person does not hold", sd: decision.SignEd25519(jonasPriv, decision.ForApproval(approvalOf(), api.DecisionApprove, "9f2c", meaning, "jonas.mueller", "approver", at)),
+		{name: "a role the person does not hold", sd: decision.SignEd25519(jonasPriv, decision.ForApproval(approvalOf(), api.DecisionApprove, meaning, "jonas.mueller", "approver", at)),
 			want: decision.ErrPerson},
 		{name: "a signature copied onto another decision", sd: tampered(func(s *api.SignedDecision) { s.Decision = other }), want: decision.ErrBadSignature},
 		{name: "the meaning tampered", sd: tampered(func(s *api.SignedDecision) { s.Decision.Meaning += " (nicht)" }), want: decision.ErrBadSignature},
@@ -128,7 +120,7 @@ func TestCheck(t *testing.T) {
 		{name: "the signer renamed", sd: tampered(func(s *api.SignedDecision) { s.Decision.Person = "jonas.mueller" }), want: decision.ErrUnknownKey},
 		{name: "an unknown scheme", sd: tampered(func(s *api.SignedDecision) { s.Signature.Scheme = "rsa" }), want: decision.ErrUnknownKey},
 		{name: "a truncated signature", sd: tampered(func(s *api.SignedDecision) { s.Signature.Signature = s.Signature.Signature[:10] }), want: decision.ErrBadSignature},
-		{name: "before the person registered a key", sd: decision.SignEd25519(chenPriv, decision.ForApproval(approvalOf(), api.DecisionApprove, "9f2c", meaning, "chen.wei", "approver", before)),
+		{name: "before the person registered a key", sd: decision.SignEd25519(chenPriv, decision.ForApproval(approvalOf(), api.DecisionApprove, meaning, "chen.wei", "approver", before)),
 			at: []time.Time{before}, want: decision.ErrUnknownKey},
 		{name: "signed long after it was recorded", sd: good, at: []time.Time{before}, want: decision.ErrMismatch},
 	}

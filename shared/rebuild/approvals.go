@@ -42,23 +42,9 @@ import (
 // approvalObject is the AUDIT object kind of an approval's actions.
 const approvalObject = "approval"
 
-// approvalDetail is the detail of an approval's AUDIT action
-// (approval.Store.Audit).
-type approvalDetail struct {
-	Action        string    `json:"action"`
-	DLQID         string    `json:"dlq_id,omitempty"`
-	Domain        string    `json:"domain,omitempty"`
-	HoldID        string    `json:"hold_id,omitempty"`
-	Requester     string    `json:"requester"`
-	RequestedAt   time.Time `json:"requested_at"`
-	ExpiresAt     time.Time `json:"expires_at"`
-	Reasons       []string  `json:"reasons,omitempty"`
-	DiffFields    []string  `json:"diff_fields,omitempty"`
-	Outcome       string    `json:"outcome,omitempty"`
-	RequestDigest string    `json:"request_digest,omitempty"`
-	Proof         string    `json:"proof,omitempty"`
-	Refused       string    `json:"refused,omitempty"`
-}
+// approvalDetail is the detail of an approval's AUDIT action, as
+// package approval writes it.
+type approvalDetail = approval.AuditDetail
 
 // approvalWant is an approval as AUDIT records it.
 type approvalWant struct {
@@ -111,7 +97,7 @@ func (approvalsIndex) fold(ctx context.Context, r *Rebuilder, id string) (map[st
 		switch a.Action {
 		case approval.AuditApproved:
 			w.Status, w.Decider, w.DecidedAt, w.Meaning = api.ApprovalApproved, a.Actor, &at, a.Reason
-			w.Proof = &api.ApprovalProof{RequestDigest: d.RequestDigest, Signature: d.Proof}
+			w.Signed = d.Signed
 		case approval.AuditRejected:
 			w.Status, w.Decider, w.DecidedAt, w.Meaning = api.ApprovalRejected, a.Actor, &at, a.Reason
 		case approval.AuditExecuted:
@@ -194,8 +180,19 @@ func (approvalsIndex) diff(r *Rebuilder, s any, e Entry) []string {
 	decided := w.Status != api.ApprovalPending
 	add(decided && (a.Decider != w.Decider || a.Meaning != w.Meaning || !sameTime(a.DecidedAt, w.DecidedAt)), "decision")
 	add(w.Status == api.ApprovalExecuted && (a.Outcome != w.Outcome || !sameTime(a.ExecutedAt, w.ExecutedAt)), "outcome")
-	add(w.Proof != nil && (a.Proof == nil || a.Proof.Signature != w.Proof.Signature || a.Proof.RequestDigest != w.Proof.RequestDigest), "proof")
+	add(w.Signed != nil && !sameSigned(a.Signed, w.Signed), "signed")
 	return d
+}
+
+// sameSigned reports whether two signed decisions are the same (as
+// JSON: every member, the signature's bytes included).
+func sameSigned(a, b *api.SignedDecision) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
 }
 
 // sameTime reports whether two optional times are the same instant (both
@@ -230,10 +227,6 @@ func (approvalsIndex) restore(_ *Rebuilder, e Entry, s any) ([]byte, error) {
 	if w.digest != "" && approval.RequestDigest(a) != w.digest {
 		return nil, fmt.Errorf("%w: approval %s's request differs from the one AUDIT recorded, whose body no write-once store holds: never executed (the proof is checked against AUDIT); the requester asks again", ErrUnrestorable, e.Key)
 	}
-	key := ""
-	if a.Proof != nil {
-		key = a.Proof.Key
-	}
 	// Everything AUDIT records is taken from AUDIT; the request, payload,
 	// diff and chain length stay (they hash to AUDIT's digest).
 	a.Action, a.DLQID, a.Domain, a.HoldID, a.Status = w.Action, w.DLQID, w.Domain, w.HoldID, w.Status
@@ -247,12 +240,7 @@ func (approvalsIndex) restore(_ *Rebuilder, e Entry, s any) ([]byte, error) {
 		return json.Marshal(a)
 	}
 	a.Decider, a.DecidedAt, a.Meaning, a.ExecutedAt, a.Outcome = w.Decider, w.DecidedAt, w.Meaning, w.ExecutedAt, w.Outcome
-	a.Proof = nil
-	if w.Proof != nil {
-		p := *w.Proof
-		p.Key = key
-		a.Proof = &p
-	}
+	a.Signed = w.Signed
 	a.Revision = 0
 	return json.Marshal(a)
 }

@@ -3,7 +3,6 @@ package rebuild
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -14,14 +13,6 @@ import (
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
-// noReauth is an approval.Reauthenticator that refuses (no approval is
-// signed here: the test needs requests only).
-type noReauth struct{}
-
-func (noReauth) Reauthenticate(context.Context, string, api.Password) error {
-	return errors.New("no re-authentication in this test")
-}
-
 // TestApprovals: approvals as approval.Store writes them. A request AUDIT
 // recorded whose key was never written (a create a limit refused after
 // the request was recorded) is no problem; one delete-marked is missing
@@ -31,12 +22,12 @@ func (noReauth) Reauthenticate(context.Context, string, api.Password) error {
 func TestApprovals(t *testing.T) {
 	js := store(t)
 	ctx := context.Background()
-	as, err := approval.Open(ctx, js, approval.Config{Reauth: noReauth{}})
+	as, err := approval.Open(ctx, js, approval.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	then := time.Now().Add(-time.Hour)
-	as2, err := approval.Open(ctx, js, approval.Config{Reauth: noReauth{}, Now: func() time.Time { return then }})
+	as2, err := approval.Open(ctx, js, approval.Config{Now: func() time.Time { return then }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/deadletter/deadletter/services/auditor/internal/read"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/decision"
 	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/domain"
@@ -704,12 +705,13 @@ func (p *Holds) LiftApproved(ctx context.Context, req api.HoldLiftApprovedReques
 }
 
 // signedLift checks who's signed decision to lift hold cur by req
-// (api.DecisionLift of the request and the hold as read; issue #38):
+// (api.DecisionLift of the request, decision.ForHold; issue #38):
 // asked now (CheckSigned), or, recorded in an approval's request
 // (CheckRecorded), as of its time. A refusal is DECISION_UNSIGNED.
 func (p *Holds) signedLift(ctx context.Context, req api.HoldLiftRequest, cur api.Hold, who access.Identity, recorded bool) error {
 	person, role := approval.PersonRole(who)
-	want := approval.ForHold(cur.ID, approval.DirectDigest(req), approval.HoldDigest(cur), "", person, role, time.Time{})
+	req.ID = cur.ID
+	want := decision.ForHold(req, person, role, time.Time{})
 	var err error
 	if recorded {
 		err = approval.CheckRecorded(ctx, p.decisions, want, req.Signed)

@@ -307,7 +307,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		// He signs with his own key (make run's example key, beside his
 		// context): the decision as the server showed it.
 		const meaning = "reviewed the correction against the re-sent event"
-		sd, err := signApproval(st, approver, review.Approval, approverName, meaning)
+		sd, err := signApproval(st, review.Approval, approverName, meaning)
 		if err != nil {
 			return sum, err
 		}
@@ -419,23 +419,7 @@ type client struct{ nc *nats.Conn }
 // signApproval signs the approval of ap as person, with the key make run
 // gave the person (stack.KeyFile), over the chain head the approval was
 // asked on (decision.ForApproval).
-func signApproval(st *stack.Stack, c *client, ap api.Approval, person, meaning string) (*api.SignedDecision, error) {
-	head := ""
-	if ap.DLQID != "" && ap.ChainRecords > 0 {
-		var chain api.GetReply
-		if err := c.call(api.AuditGet, api.GetRequest{DLQID: ap.DLQID}, &chain); err != nil {
-			return nil, err
-		}
-		if ap.ChainRecords <= len(chain.Records) {
-			var r struct {
-				AuditHash string `json:"audit_hash"`
-			}
-			if err := json.Unmarshal(chain.Records[ap.ChainRecords-1].Record, &r); err != nil {
-				return nil, err
-			}
-			head = r.AuditHash
-		}
-	}
+func signApproval(st *stack.Stack, ap api.Approval, person, meaning string) (*api.SignedDecision, error) {
 	kf, err := decision.ReadKeyFile(st.KeyFile(person))
 	if err != nil {
 		return nil, err
@@ -444,7 +428,7 @@ func signApproval(st *stack.Stack, c *client, ap api.Approval, person, meaning s
 	if err != nil {
 		return nil, err
 	}
-	sd := decision.SignEd25519(priv, decision.ForApproval(ap, api.DecisionApprove, head, meaning, person, string(access.RoleApprover), time.Now()))
+	sd := decision.SignEd25519(priv, decision.ForApproval(ap, api.DecisionApprove, meaning, person, string(access.RoleApprover), time.Now()))
 	return &sd, nil
 }
 

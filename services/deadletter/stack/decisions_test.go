@@ -116,8 +116,8 @@ func TestVerifyCatchesForgedDecisions(t *testing.T) {
 	}
 	serviceKey := ed25519.NewKeyFromSeed(raws[1:])
 	ap := api.Approval{ID: "appr-20261207T120000-0123456789abcdef", Action: "correct", DLQID: forged.DLQID, Requester: "amara.okafor",
-		RequesterRole: "operator", RequestedAt: time.Now().UTC(), ExpiresAt: time.Now().Add(time.Hour).UTC(), ChainRecords: 1}
-	d := decision.ForApproval(ap, api.DecisionApprove, last.AuditHash, "geprüft gegen Rechnung <4711> & Lieferschein", "chen.wei", "approver", time.Now())
+		RequesterRole: "operator", RequestedAt: time.Now().UTC(), ExpiresAt: time.Now().Add(time.Hour).UTC(), ChainRecords: 1, ChainHead: last.AuditHash}
+	d := decision.ForApproval(ap, api.DecisionApprove, "geprüft gegen Rechnung <4711> & Lieferschein", "chen.wei", "approver", time.Now())
 	rjs, err := jetstream.New(conn(access.Redriver))
 	if err != nil {
 		t.Fatal(err)

@@ -203,7 +203,9 @@ request is refused (SELF_APPROVAL).`,
 
 // signApproval signs the decision (approve or reject) on approval id as
 // the server shows it (approval.get), with the chain head the approval
-// was asked on (the record at index ChainRecords-1, audit.get).
+// was asked on (its ChainHead: checked here against the record at index
+// ChainRecords-1 of audit.get, so that a person never signs a head the
+// chain does not have).
 func (a *app) signApproval(ctx context.Context, c *client.Client, id, action, meaning string) (*api.SignedDecision, error) {
 	var got api.ApprovalReply
 	if err := c.Request(ctx, api.ApprovalGet, api.ApprovalGetRequest{ID: id}, &got); err != nil {
@@ -216,9 +218,12 @@ func (a *app) signApproval(ctx context.Context, c *client.Client, id, action, me
 		if head, err = chainHead(ctx, c, ap.DLQID, ap.ChainRecords-1); err != nil {
 			return nil, err
 		}
+		if ap.ChainHead != "" && ap.ChainHead != head {
+			return nil, fmt.Errorf("approval %s names chain head %s, but the record it was asked on is %s: not signed", id, ap.ChainHead, head)
+		}
 	}
 	return a.sign(ctx, c, func(person, role string, at time.Time) api.Decision {
-		return decision.ForApproval(ap, action, head, meaning, person, role, at)
+		return decision.ForApproval(ap, action, meaning, person, role, at)
 	})
 }
 

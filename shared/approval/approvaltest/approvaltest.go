@@ -132,7 +132,8 @@ func (p *Person) Record(action, dlqID string, req any, head string, role access.
 
 // Lift is the person's signed lift (as role) of hold h by req at at.
 func (p *Person) Lift(h api.Hold, req api.HoldLiftRequest, role access.Role, at time.Time) *api.SignedDecision {
-	return p.Sign(approval.ForHold(h.ID, approval.DirectDigest(req), approval.HoldDigest(h), req.Reason, p.Name, string(role), at))
+	req.ID = h.ID
+	return p.Sign(decision.ForHold(req, p.Name, string(role), at))
 }
 
 // Stored reads approval id as stored in APPROVALS through js (a
