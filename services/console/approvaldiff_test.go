@@ -79,7 +79,7 @@ func startReview(t *testing.T, e *env) *reviewFixture {
 		t.Fatal(err)
 	}
 	body, _ := json.Marshal(api.RedriveRequest{DLQID: dlqID, Payload: corrected, Reason: "invoice says 500"})
-	a, err := st.Create(ctx, approval.Request{Action: api.ActionCorrect, DLQID: dlqID, Domain: "pharmacy", ChainRecords: 1,
+	a, err := st.Create(ctx, approval.Request{Action: api.ActionCorrect, DLQID: dlqID, Domain: "pharmacy", ChainRecords: 1, ChainHead: r.AuditHash,
 		Body: body, Payload: corrected, Requester: access.Identity{User: "operator", Role: access.RoleOperator}, Reason: "invoice says 500"},
 		approval.DefaultPolicy())
 	if err != nil {

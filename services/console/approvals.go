@@ -104,9 +104,7 @@ func (p *approvalPages) getApproval(r *http.Request, s *session, id string) (*ap
 		p.approvalContext(r, s, d)
 	}
 	d.Signer, d.SignRequest = access.PersonOf(s.user), approval.RequestDigest(d.A)
-	if d.Record != nil {
-		d.SignChain = d.Record.LastHash
-	}
+	d.SignChain = d.A.ChainHead
 	if d.A.Action == api.ActionDrain && len(d.A.Request) > 0 {
 		var dr api.DrainStartRequest
 		if json.Unmarshal(d.A.Request, &dr) == nil {
@@ -180,13 +178,13 @@ func (p *approvalPages) handleApproval(w http.ResponseWriter, r *http.Request, s
 	p.renderApproval(w, r, s, d, err, "")
 }
 
-// handleApprove signs an approval: the meaning and the person's password
-// again (re-authentication at signing), sent to approval.approve. The
-// password is read from the form, sent once, and never logged, kept or
-// written back into a page.
+// handleApprove signs an approval: the meaning and the person's passkey
+// assertion over the decision (user verification: the passkey's PIN or
+// biometric is the re-authentication at signing), sent to
+// approval.approve.
 func (p *approvalPages) handleApprove(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
-	req := api.ApprovalDecisionRequest{ID: id, Meaning: strings.TrimSpace(r.PostFormValue("meaning")), Password: api.Password(r.PostFormValue("password"))}
+	req := api.ApprovalDecisionRequest{ID: id, Meaning: strings.TrimSpace(r.PostFormValue("meaning"))}
 	var (
 		rep api.ApprovalReply
 		err error
@@ -194,15 +192,12 @@ func (p *approvalPages) handleApprove(w http.ResponseWriter, r *http.Request, s 
 	switch {
 	case req.Meaning == "":
 		err = api.BadField("meaning", "say what your signature means")
-	case req.Password == "":
-		err = api.BadField("password", "type your password again to sign")
 	default:
 		req.Signed, err = p.signedFor(r, s, req.Meaning, p.approvalDecision(api.DecisionApprove))
 	}
 	if err == nil {
 		rep, err = call[api.ApprovalDecisionRequest, api.ApprovalReply](r.Context(), p.rq, s, api.ApprovalApprove, req)
 	}
-	req.Password = ""
 	p.log.Info("approval approve", "user", s.user, "approval_id", safetext.LogID(id), "signed", req.Signed != nil, "outcome", rep.Approval.Outcome, "code", api.CodeOf(err))
 	p.afterDecision(w, r, s, id, err, req.Meaning, "", func(a api.Approval) string {
 		n := "Approved by " + a.Decider + " (" + a.Meaning + ")"

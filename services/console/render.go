@@ -174,7 +174,7 @@ func statusOf(err error) int {
 	case api.ErrConflict, api.ErrInvalidTransition, api.ErrNotRedrivable, api.ErrPoisoned, api.ErrTooManyDrains,
 		api.ErrHeld, api.ErrNotPlaced, api.ErrAlreadyDecided, api.ErrExpired:
 		return http.StatusConflict
-	case api.ErrSelfApproval, api.ErrReauthFailed:
+	case api.ErrSelfApproval, api.ErrReauthFailed, api.ErrDecisionUnsigned:
 		return http.StatusForbidden
 	}
 	return http.StatusBadGateway

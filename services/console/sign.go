@@ -1,9 +1,7 @@
 package console
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -54,26 +52,9 @@ const (
 // the executor will rebuild it.
 type decisionMaker func(r *http.Request, s *session, meaning string, at time.Time) (api.Decision, error)
 
-// buildDecision is the console's one builder of a decision.
-//
-// TODO(#38): the executors rebuild decisions with decision.ForApproval,
-// ForRecord and ForHold (package decision, not merged when this was
-// written); at the merge this becomes those calls, so that the console
-// and the executors build the same decision with the same code.
-func buildDecision(action, target, request, chain, meaning string, s *session, at time.Time) api.Decision {
-	return api.Decision{
-		Action: action, Target: target, Request: request, Chain: chain, Meaning: meaning,
-		Person: access.PersonOf(s.user), Role: s.role, At: at.UTC().Truncate(time.Second),
-	}
-}
-
-// requestDigest is the SHA-256 (hex) of a direct request as the console
-// sends it, without its signature.
-func requestDigest(req any) string {
-	b, _ := encodeRequest(req)
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
-}
+// errChainMoved: the record an approval acts on changed since it was
+// asked for (its chain head is not the approval's).
+var errChainMoved = errors.New("console: the record changed since the approval was asked for")
 
 // chainHead is the hash of the last record of a record's chain, as the
 // person reads it (audit.get without the payload).
@@ -101,7 +82,11 @@ func (w web) approvalDecision(action string) decisionMaker {
 				return api.Decision{}, err
 			}
 		}
-		return buildDecision(action, id, approval.RequestDigest(rep.Approval), chain, meaning, s, at), nil
+		if rep.Approval.ChainHead != "" && chain != rep.Approval.ChainHead {
+			return api.Decision{}, api.Wrap(api.ErrConflict, errChainMoved,
+				"the record changed since the approval was asked for: it is stale, ask for it again")
+		}
+		return decision.ForApproval(rep.Approval, action, meaning, access.PersonOf(s.user), s.role, at), nil
 	}
 }
 
@@ -115,7 +100,7 @@ func (w web) recordDecision(action string, req func(r *http.Request, meaning str
 		if err != nil {
 			return api.Decision{}, err
 		}
-		return buildDecision(action, id, requestDigest(req(r, meaning)), chain, meaning, s, at), nil
+		return decision.ForRecord(action, id, approval.DirectDigest(req(r, meaning)), chain, meaning, access.PersonOf(s.user), s.role, at), nil
 	}
 }
 
@@ -124,7 +109,7 @@ func (w web) recordDecision(action string, req func(r *http.Request, meaning str
 func holdDecision(r *http.Request, s *session, meaning string, at time.Time) (api.Decision, error) {
 	req := liftRequest(r)
 	req.Reason = meaning
-	return buildDecision(api.DecisionLift, req.ID, requestDigest(req), "", meaning, s, at), nil
+	return decision.ForHold(req, access.PersonOf(s.user), s.role, at), nil
 }
 
 // challengeReply is what a decision form's /challenge answers: the
