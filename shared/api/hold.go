@@ -126,6 +126,8 @@ type Hold struct {
 	LiftedByRole string     `json:"lifted_by_role,omitempty"`
 	LiftedAt     *time.Time `json:"lifted_at,omitempty"`
 	LiftReason   string     `json:"lift_reason,omitempty"`
+	// LiftSigned is the lifter's signed decision to lift (issue #38).
+	LiftSigned *SignedDecision `json:"lift_signed,omitempty"`
 	// LiftApprovalID and LiftApprovedBy: the two-person approval the lift
 	// executed and its signer, when the policy required one
 	// (ActionHoldLift; the signature is in AUDIT).

@@ -169,9 +169,18 @@ func (s *Store) Lift(ctx context.Context, id, caseID, reason string, who access.
 	return s.lift(ctx, id, caseID, reason, who, Approval{}, now)
 }
 
+// LiftSigned is Lift with who's signed decision to lift (issue #38),
+// kept in the hold (LiftSigned) and in AUDIT's lifted action.
+func (s *Store) LiftSigned(ctx context.Context, id, caseID, reason string, who access.Identity, signed *api.SignedDecision, now time.Time) (api.Hold, error) {
+	return s.lift(ctx, id, caseID, reason, who, Approval{Signed: signed}, now)
+}
+
 // Approval is the signed two-person approval a lift executes: its id and
-// its signer.
-type Approval struct{ ID, Approver string }
+// its signer, and the requester's signed decision to lift.
+type Approval struct {
+	ID, Approver string
+	Signed       *api.SignedDecision
+}
 
 // LiftApproved is Lift executing signed approval ap (the hold keeps its
 // id and signer: LiftApprovalID, LiftApprovedBy).
@@ -197,7 +206,7 @@ func (s *Store) lift(ctx context.Context, id, caseID, reason string, who access.
 	rev := h.Revision
 	at := now.UTC()
 	h.Status, h.LiftedBy, h.LiftedByRole, h.LiftedAt, h.LiftReason, h.Revision = api.HoldLifted, who.User, string(who.Role), &at, reason, 0
-	h.LiftApprovalID, h.LiftApprovedBy = ap.ID, ap.Approver
+	h.LiftApprovalID, h.LiftApprovedBy, h.LiftSigned = ap.ID, ap.Approver, ap.Signed
 	b, err := json.Marshal(h)
 	if err != nil {
 		return api.Hold{}, fmt.Errorf("hold: encode: %w", err)
@@ -224,9 +233,9 @@ func (s *Store) lift(ctx context.Context, id, caseID, reason string, who access.
 // idempotent within AUDIT's de-duplication window (the message id is the
 // hold's id and action), so a caller may retry it.
 func (s *Store) Audit(ctx context.Context, h api.Hold, action string) error {
-	d := auditDetail{CaseID: h.CaseID, Kind: targetKind(h.Target), Target: h.Target}
+	d := AuditDetail{CaseID: h.CaseID, Kind: targetKind(h.Target), Target: h.Target}
 	if action == AuditLifted {
-		d.ApprovalID, d.ApprovedBy = h.LiftApprovalID, h.LiftApprovedBy
+		d.ApprovalID, d.ApprovedBy, d.Signed = h.LiftApprovalID, h.LiftApprovedBy, h.LiftSigned
 	}
 	detail, err := json.Marshal(d)
 	if err != nil {
@@ -243,8 +252,9 @@ func (s *Store) Audit(ctx context.Context, h api.Hold, action string) error {
 	return nil
 }
 
-// auditDetail is the Detail of a hold's audit action.
-type auditDetail struct {
+// AuditDetail is the Detail of a hold's audit action (what package
+// rebuild folds HOLDS back from).
+type AuditDetail struct {
 	CaseID string `json:"case_id"`
 	// Kind is "dlq_id", "party" or "filter"; Target the target.
 	Kind   string         `json:"target_kind"`
@@ -253,6 +263,8 @@ type auditDetail struct {
 	// signer, when it needed one.
 	ApprovalID string `json:"approval_id,omitempty"`
 	ApprovedBy string `json:"approved_by,omitempty"`
+	// Signed is the lifter's signed decision (issue #38).
+	Signed *api.SignedDecision `json:"signed,omitempty"`
 }
 
 // targetKind names the kind of t.

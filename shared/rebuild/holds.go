@@ -28,13 +28,9 @@ import (
 // holdObject is the AUDIT object kind of a hold's actions.
 const holdObject = "hold"
 
-// holdDetail is the detail of a hold's AUDIT action (hold.Store.Audit).
-type holdDetail struct {
-	CaseID     string         `json:"case_id"`
-	Target     api.HoldTarget `json:"target"`
-	ApprovalID string         `json:"approval_id,omitempty"`
-	ApprovedBy string         `json:"approved_by,omitempty"`
-}
+// holdDetail is the detail of a hold's AUDIT action, as package hold
+// writes it.
+type holdDetail = hold.AuditDetail
 
 type holdsIndex struct{}
 
@@ -106,7 +102,7 @@ func (holdsIndex) fold(ctx context.Context, r *Rebuilder, id string) (map[string
 			}
 			at := a.At
 			h.Status, h.LiftedBy, h.LiftedByRole, h.LiftedAt, h.LiftReason = api.HoldLifted, a.Actor, a.Role, &at, a.Reason
-			h.LiftApprovalID, h.LiftApprovedBy = d.ApprovalID, d.ApprovedBy
+			h.LiftApprovalID, h.LiftApprovedBy, h.LiftSigned = d.ApprovalID, d.ApprovedBy, d.Signed
 			e.Value = h
 			out[a.ObjectID] = e
 		}

@@ -618,7 +618,7 @@ func (p *Holds) Lift(ctx context.Context, req api.HoldLiftRequest) (api.HoldRepl
 	if err := p.requireLiftApproval(ctx, who, req); err != nil {
 		return api.HoldReply{}, err
 	}
-	h, err := p.queue.Store().Lift(ctx, req.ID, req.CaseID, req.Reason, who, p.cfg.Now())
+	h, err := p.queue.Store().LiftSigned(ctx, req.ID, req.CaseID, req.Reason, who, req.Signed, p.cfg.Now())
 	if err != nil {
 		return api.HoldReply{}, holdErr(err)
 	}
@@ -692,7 +692,7 @@ func (p *Holds) LiftApproved(ctx context.Context, req api.HoldLiftApprovedReques
 		return api.HoldReply{}, approval.APIError(err)
 	}
 	requester := access.Identity{User: a.Requester, Role: access.Role(a.RequesterRole)}
-	h, err := p.queue.Store().LiftApproved(ctx, lift.ID, lift.CaseID, lift.Reason, requester, hold.Approval{ID: a.ID, Approver: sig.Approver}, p.cfg.Now())
+	h, err := p.queue.Store().LiftApproved(ctx, lift.ID, lift.CaseID, lift.Reason, requester, hold.Approval{ID: a.ID, Approver: sig.Approver, Signed: lift.Signed}, p.cfg.Now())
 	if errors.Is(err, hold.ErrNotPlaced) {
 		if cur, gerr := p.queue.Store().Get(ctx, lift.ID); gerr == nil && cur.LiftApprovalID == a.ID {
 			h, err = cur, nil // a repeat: lifted by this approval

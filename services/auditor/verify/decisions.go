@@ -27,9 +27,9 @@ import (
 // the signature, the key registered to the person then and not revoked,
 // the person enabled and holding the role. A signature that does not hold
 // is always a problem. A decision without one is a problem once the store
-// signs decisions: recorded after both the store's first registry record
-// and its first signed decision (in AUDIT, or earlier in QUARANTINE);
-// before, executors of an earlier version wrote it, and it is counted as
+// has people's keys: recorded after the store's first registry record
+// (every start writes the registry before any service decides); before
+// it, executors of an earlier version wrote it, and it is counted as
 // legacy, not a problem.
 
 // The problems of the decision check (VerifyProblem.Kind).
@@ -104,9 +104,6 @@ type decisions struct {
 	// first is the time of the store's first registry record (zero:
 	// none, every unsigned decision is legacy).
 	first time.Time
-	// signedSince is the time of the first signed decision seen (zero:
-	// none yet): AUDIT's, read first, then QUARANTINE's as they come.
-	signedSince time.Time
 	// audit are AUDIT's decision actions, checked after QUARANTINE.
 	audit   []auditDecision
 	checked int
@@ -141,13 +138,6 @@ func (p *Verifier) startDecisions(ctx context.Context) (*decisions, error) {
 	return d, nil
 }
 
-// signed notes a signed decision stored at at.
-func (d *decisions) signed(at time.Time) {
-	if d.signedSince.IsZero() || at.Before(d.signedSince) {
-		d.signedSince = at
-	}
-}
-
 // check checks one signed decision as of when it was stored and reports
 // what is wrong with it.
 func (v *verifier) checkDecision(ctx context.Context, where api.VerifyProblem, action string, sd *api.SignedDecision, at time.Time) {
@@ -157,7 +147,7 @@ func (v *verifier) checkDecision(ctx context.Context, where api.VerifyProblem, a
 	}
 	d.checked++
 	if sd == nil {
-		if d.first.IsZero() || at.Before(d.first) || d.signedSince.IsZero() || at.Before(d.signedSince) {
+		if d.first.IsZero() || at.Before(d.first) {
 			d.legacy++
 			return
 		}
@@ -194,9 +184,6 @@ func (v *verifier) checkRecordDecision(ctx context.Context, m *stored) {
 			Detail: fmt.Sprintf("the signed decision is about %s, not this record's", sd.Decision.Target)})
 		return
 	}
-	if sd != nil && v.decisions != nil {
-		v.decisions.signed(m.time)
-	}
 	v.checkDecision(ctx, api.VerifyProblem{Seq: m.seq, Subject: m.subject, DLQID: r.DLQID, Index: r.Index}, decisionKinds[r.Kind], sd, m.time)
 }
 
@@ -224,9 +211,6 @@ func (p *Verifier) readAuditDecisions(ctx context.Context, d *decisions) error {
 				Signed *api.SignedDecision `json:"signed"`
 			}
 			_ = json.Unmarshal(a.Detail, &body)
-			if body.Signed != nil {
-				d.signed(m.Time)
-			}
 			d.audit = append(d.audit, auditDecision{seq: m.Sequence, subject: m.Subject, action: action, signed: body.Signed, at: m.Time})
 			return nil
 		})
