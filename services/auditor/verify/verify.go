@@ -242,7 +242,7 @@ func (p *Verifier) verify(ctx context.Context, req api.VerifyRequest, t Tuning) 
 		return rep, err
 	}
 	if d := v.decisions; d != nil {
-		p.cfg.Log.Info("verify: decisions checked", "decisions", d.checked, InfoDecisionUnsignedLegacy, d.legacy, "registry_since", d.first, "signed_since", d.signedSince)
+		p.cfg.Log.Info("verify: decisions checked", "decisions", d.checked, InfoDecisionUnsignedLegacy, d.legacy, "registry_since", d.first)
 	}
 	// The EPCIS documents kept verbatim in DOCUMENTS (documents.go).
 	if err := p.documents(ctx, v); err != nil {
