@@ -28,6 +28,10 @@ type DirectRequest struct {
 	UpToSeq   uint64   `json:"up_to_seq,omitempty"`
 }
 
+// DirectMaxBytes is the reply bytes a direct get asks at most when its
+// request says none: the server's default (its max_pending, 64 MiB).
+const DirectMaxBytes = 64 << 20
+
 // MaxMultiLast is the most subjects one multi_last request may name.
 const MaxMultiLast = 1024
 
@@ -47,6 +51,13 @@ const directTimeout = 30 * time.Second
 // which uses it) allocates a 64 Ki-entry channel per request, 512 KiB that
 // dominated the profile of a service reading chains.
 func DirectGet(ctx context.Context, js jetstream.JetStream, stream string, req DirectRequest, fn func(*jetstream.RawStreamMsg) error) (pending uint64, err error) {
+	if req.MaxBytes == 0 {
+		// The server's own default, said: without it the server reads
+		// its options unlocked (nats-server 2.15.3, stream.go
+		// getDirectRequest), a data race with a configuration reload
+		// (deadletter reloads on every people change).
+		req.MaxBytes = DirectMaxBytes
+	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return 0, err

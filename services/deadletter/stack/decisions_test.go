@@ -92,8 +92,9 @@ func TestVerifyCatchesForgedDecisions(t *testing.T) {
 		}
 		return last, forged, raw
 	}
-	// Before the store's first signed decision an unsigned one is an
-	// earlier executor's: legacy, not a problem.
+	// An unsigned dismissal before any signed decision: the store has
+	// people's keys (its registry records, written at start), so it is no
+	// earlier executor's either.
 	_, early, earlyRaw := dismissal(list.Items[1].DLQID)
 	legacy, err := qjs.Publish(ctx, subjects.Quarantine(early.Domain, early.DLQID), earlyRaw)
 	if err != nil {
@@ -143,8 +144,6 @@ func TestVerifyCatchesForgedDecisions(t *testing.T) {
 	}
 	genuine := approve(decision.SignEd25519(chen, d))
 	minted := approve(decision.SignEd25519(serviceKey, d))
-	// After the store's first signed decision (the one above), an
-	// unsigned decision is no executor's of an earlier version.
 	dismissed, err := qjs.Publish(ctx, subjects.Quarantine(forged.Domain, forged.DLQID), raw)
 	if err != nil {
 		t.Fatalf("the quarantiner's append: %v", err)
@@ -168,7 +167,7 @@ func TestVerifyCatchesForgedDecisions(t *testing.T) {
 		{"E6: a dismissal the quarantiner appended", dismissed.Sequence, verify.ProblemDecisionUnsigned},
 		{"E5: an approval minted with the redriver's key", minted, verify.ProblemDecisionForged},
 		{"an approval chen.wei signed", genuine, ""},
-		{"an unsigned dismissal before the store's first signed decision", legacy.Sequence, ""},
+		{"an unsigned dismissal before any signed decision", legacy.Sequence, verify.ProblemDecisionUnsigned},
 	} {
 		if found[want.seq] != want.kind {
 			t.Errorf("%s (seq %d): reported %q, want %q (problems: %+v)", want.name, want.seq, found[want.seq], want.kind, rep.Problems)
