@@ -22,12 +22,12 @@ import (
 func TestApprovals(t *testing.T) {
 	js := store(t)
 	ctx := context.Background()
-	as, err := approval.Open(ctx, js, approval.Config{})
+	as, err := approval.Open(ctx, js, approval.Config{Checker: approval.AuditRegistry{JS: js}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	then := time.Now().Add(-time.Hour)
-	as2, err := approval.Open(ctx, js, approval.Config{Now: func() time.Time { return then }})
+	as2, err := approval.Open(ctx, js, approval.Config{Checker: approval.AuditRegistry{JS: js}, Now: func() time.Time { return then }})
 	if err != nil {
 		t.Fatal(err)
 	}
