@@ -221,7 +221,7 @@ func TestPasskeySignsApproval(t *testing.T) {
 			if !strings.Contains(signs, a.approval) || !strings.Contains(signs, chen) {
 				t.Errorf("what the page says chen signs: %q", signs)
 			}
-			cw.do(chromedp.SendKeys(chromedp.CSS("#approve-meaning"), meanings[i]), chromedp.SendKeys(chromedp.CSS("#approve-password"), pw(chen)))
+			cw.do(chromedp.SendKeys(chromedp.CSS("#approve-meaning"), meanings[i]))
 			if i == 0 {
 				cw.screenshot("passkey-approval-to-sign")
 			}
@@ -282,7 +282,7 @@ func TestPasskeySignsApproval(t *testing.T) {
 			t.Fatal(err)
 		}
 		cw.open("/approvals/" + a.approval)
-		cw.do(chromedp.SendKeys(chromedp.CSS("#approve-meaning"), "signed by a broken authenticator"), chromedp.SendKeys(chromedp.CSS("#approve-password"), pw(chen)))
+		cw.do(chromedp.SendKeys(chromedp.CSS("#approve-meaning"), "signed by a broken authenticator"))
 		cw.submit("#approve", "main .notice, main .alert, .sign-status.failed")
 		var req api.ApprovalDecisionRequest
 		natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {

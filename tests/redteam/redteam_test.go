@@ -36,6 +36,10 @@ type env struct {
 	st    *stack.Stack
 	admin jetstream.JetStream
 	conns sync.Map // person → *nats.Conn
+	// planted are the ids (approval ids, idempotency keys) of the forgeries
+	// the suite leaves in the shared store on purpose: AUDIT and LEDGER
+	// keep them for good, so every later verify reports them (plant).
+	planted sync.Map // id → struct{}
 }
 
 // TestMain removes the shared stack's directory after the tests.

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/access"
@@ -75,19 +74,15 @@ func (p *Person) DecisionKey() api.DecisionKey {
 }
 
 // Publish writes the person's registry record (event, disabled or not,
-// as of at) to AUDIT through js.
+// as of at) to AUDIT through js, as the people command's apply path does
+// (decision.Publish).
 func (p *Person) Publish(tb testing.TB, js jetstream.JetStream, event string, disabled bool, at time.Time) {
 	tb.Helper()
-	b, err := json.Marshal(api.PersonKeys{Person: p.Name, Roles: p.Roles, Disabled: disabled, Keys: []api.DecisionKey{p.DecisionKey()},
-		Event: event, By: access.Admin, At: at.UTC()})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	m := nats.NewMsg(subjects.AuditAction(approval.PeopleObject, p.Name))
-	m.Data = b
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := js.PublishMsg(ctx, m, jetstream.WithExpectStream(subjects.AuditStream)); err != nil {
+	pk := api.PersonKeys{Person: p.Name, Roles: p.Roles, Disabled: disabled, Keys: []api.DecisionKey{p.DecisionKey()},
+		Event: event, By: access.Admin, At: at.UTC()}
+	if _, err := decision.Publish(ctx, js, pk); err != nil {
 		tb.Fatalf("register %s: %v", p.Name, err)
 	}
 }
