@@ -161,8 +161,9 @@ func xlsxLotRows(t *testing.T, path, lot string, domains ...string) (all, ofLot 
 // TestRecallWalk walks a recall in Chromium as a pharmacy inspector does
 // it: a distributor's shipment (an EPCIS 1.2 XML document with an SBDH,
 // items commissioned, packed into cases and pallets, pallets shipped by
-// their SSCCs, a mistake of every kind planted) and two pharmacy events of
-// the same lot are quarantined; the inspector pastes the lot into the
+// their SSCCs, a mistake of every kind planted) and twelve pharmacy
+// events of the same lot are quarantined (more than 10 records: a burst
+// of holds once left part of a lot unheld); the inspector pastes the lot into the
 // Records search and finds every quarantined record of it across domains
 // and failure kinds, a shipping event by its pallet's SSCC; holds them
 // all at once ("Hold the selected": one hold, every record or none);
@@ -205,12 +206,19 @@ func TestRecallWalk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Two pharmacy events of the lot that fail the gate for their own
-	// reasons (a schema error, a DEA schedule written "CII").
-	for i, change := range []map[string]any{
+	// The lot's pharmacy events that fail the gate, each for its own
+	// reason, two of each: more than a burst of 10 holds, which once left
+	// part of a lot unheld (issue #39, T8).
+	pharmacyChanges := []map[string]any{
 		{"actor_id": nil},
 		{"dea_schedule": "CII"},
-	} {
+		{"unit": "ea"},
+		{"occurred_at": "2025-03-14"},
+		{"quantity_delta": "-3e1"},
+		{"ndc": "00406-05I2-01"},
+	}
+	pharmacyChanges = slices.Concat(pharmacyChanges, pharmacyChanges)
+	for i, change := range pharmacyChanges {
 		var doc map[string]any
 		if err := json.Unmarshal(validDispense(t, 3939+i).Data, &doc); err != nil {
 			t.Fatal(err)
@@ -261,8 +269,8 @@ func TestRecallWalk(t *testing.T) {
 		for _, it := range l.Items {
 			pharmacyIDs = append(pharmacyIDs, it.DLQID)
 		}
-		if len(pharmacyIDs) != 2 {
-			return fmt.Errorf("%d pharmacy events quarantined, want 2", len(pharmacyIDs))
+		if len(pharmacyIDs) != len(pharmacyChanges) {
+			return fmt.Errorf("%d pharmacy events quarantined, want %d", len(pharmacyIDs), len(pharmacyChanges))
 		}
 		return nil
 	})
@@ -276,7 +284,7 @@ func TestRecallWalk(t *testing.T) {
 	for _, k := range byLot {
 		kinds[k] = true
 	}
-	if len(dscsaLot) < 4 || len(kinds) < 4 || len(ssccs) == 0 {
+	if len(dscsaLot) < 4 || len(kinds) < 4 || len(ssccs) == 0 || len(lotIDs) <= 10 {
 		t.Fatalf("the lot has %d quarantined shipment events of %d kinds, %d pallets named: too few for a recall", len(dscsaLot), len(kinds), len(ssccs))
 	}
 	t.Logf("the shipment: %d events, %d planted mistakes (%d of the lot), outcomes %v; the lot: %d records of %d kinds",
@@ -317,7 +325,9 @@ func TestRecallWalk(t *testing.T) {
 		if got := eval[int](in, `document.querySelectorAll("table.records input.select:checked").length`); got != len(lotIDs) {
 			t.Fatalf("%d selected, want %d", got, len(lotIDs))
 		}
+		began := time.Now()
 		in.submit("#bulk-hold", "main .notice")
+		t.Logf("RECALL_HOLD_SELECTED_MS=%d (%d records, click to notice)", time.Since(began).Milliseconds(), len(lotIDs))
 		notice := in.text("main .notice")
 		m := regexp.MustCompile(`^(\d+) of (\d+) selected records held, in one hold (\S+) \(case `).FindStringSubmatch(notice)
 		if m == nil || m[1] != fmt.Sprint(len(lotIDs)) || m[2] != m[1] {
@@ -341,6 +351,7 @@ func TestRecallWalk(t *testing.T) {
 		in.recallShot(next(), "held-selected", axeSrc)
 	})
 
+	var laterID string
 	t.Run("a hold by filter on the Holds page: the lot's shipment records, now and later", func(t *testing.T) {
 		in.t = t
 		in.open("/holds")
@@ -366,9 +377,52 @@ func TestRecallWalk(t *testing.T) {
 			}
 			return nil
 		})
+
+		// A later shipment of the lot with one bad item: its record is
+		// held by the lot hold as it is quarantined, not by the hold of
+		// the selected records.
+		later, err := shipment.Generate(shipment.Config{Seed: 3940, Format: shipment.JSONLD20, ID: "urn:uuid:7d1f0c64-3940-4a8e-9c2b-39a0c3940001",
+			Lots: []string{recallLot}, Pallets: 1, CasesPerPallet: 2, ItemsPerCase: 3, Mistakes: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lup, err := upload.Publish(context.Background(), pub, subjects.Event(dscsa.Name, subjects.DocumentType), bytes.NewReader(later.Data), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lout := documentOutcomes(t, viewerNC, lup.SHA256, later.Events)
+		for _, ev := range lout.Events {
+			if ev.Index == later.Mistakes[0].Index {
+				laterID = ev.DLQID
+			}
+		}
+		if laterID == "" {
+			t.Fatalf("the later shipment's %s is not quarantined: %v", later.Mistakes[0].Kind, lout.Counts)
+		}
+		want := slices.Sorted(slices.Values(append(slices.Clone(dscsaLot), laterID)))
+		natstest.CheckFor(t, 60*time.Second, 200*time.Millisecond, func() error {
+			g, err := endpoint.Call[api.HoldGetRequest, api.HoldReply](context.Background(), viewerNC, api.HoldGet, api.HoldGetRequest{ID: id})
+			if err != nil {
+				return err
+			}
+			if got := slices.Sorted(slices.Values(g.DLQIDs)); !slices.Equal(got, want) {
+				return fmt.Errorf("the lot hold holds %d %v, want the later record too: %v", g.Count, got, want)
+			}
+			return nil
+		})
+		if g, err := endpoint.Call[api.HoldGetRequest, api.HoldReply](context.Background(), viewerNC, api.HoldGet, api.HoldGetRequest{ID: selectedHold}); err != nil ||
+			slices.Contains(g.DLQIDs, laterID) || g.Count != len(lotIDs) {
+			t.Errorf("the hold of the selected records: %d %v (%v), want the %d selected only", g.Count, g.DLQIDs, err, len(lotIDs))
+		}
 		in.open("/holds")
+		if got := in.text("#hold-" + id + " td.held-count"); !strings.Contains(got, fmt.Sprint(len(want))) {
+			t.Errorf("the Holds page counts %q for the lot hold, want %d", got, len(want))
+		}
 		in.recallShot(next(), "holds", axeSrc)
 	})
+	if laterID != "" {
+		lotIDs = slices.Sorted(slices.Values(append(lotIDs, laterID)))
+	}
 
 	t.Run("the lot's XLSX downloaded through Chromium and read back", func(t *testing.T) {
 		in.t = t
@@ -387,6 +441,8 @@ func TestRecallWalk(t *testing.T) {
 			}
 			in.do(chromedp.Click(chromedp.CSS("#x-format-xlsx")), chromedp.SendKeys(chromedp.CSS("#x-reason"), reason), chromedp.Click(chromedp.CSS("#export")))
 			var file string
+			began := time.Now()
+			defer func() { t.Logf("RECALL_XLSX_MS=%d (click to the file downloaded)", time.Since(began).Milliseconds()) }()
 			natstest.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
 				m, _ := filepath.Glob(filepath.Join(dir, "deadletter-export-*.xlsx"))
 				for _, f := range m {
@@ -409,8 +465,8 @@ func TestRecallWalk(t *testing.T) {
 		if got := slices.Sorted(slices.Values(slices.Concat(ofLot[dscsa.Name], ofLot["pharmacy"]))); !slices.Equal(got, lotIDs) {
 			t.Errorf("the XLSX's rows of lot %q: %d %v, want %d %v", recallLot, len(got), got, len(lotIDs), lotIDs)
 		}
-		if len(all[dscsa.Name]) != len(dlq) {
-			t.Errorf("the dscsa sheet has the rows of %d chains, want the shipment's %d quarantined events", len(all[dscsa.Name]), len(dlq))
+		if n := len(dlq) + len(slices.DeleteFunc([]string{laterID}, func(s string) bool { return s == "" })); len(all[dscsa.Name]) != n {
+			t.Errorf("the dscsa sheet has the rows of %d chains, want the shipments' %d quarantined events", len(all[dscsa.Name]), n)
 		}
 		in.open("/audit")
 		if got := in.text("#access-table"); !strings.Contains(got, "FDA recall 2026-39") || !strings.Contains(got, api.AccessExport) {
@@ -423,7 +479,9 @@ func TestRecallWalk(t *testing.T) {
 		// rows by an FSMA traceability lot code only (issue #39, T9).
 		_, lotOnly := xlsxLotRows(t, download(recallLot, "FDA recall 2026-39: the lot field"), recallLot, dscsa.Name, "pharmacy")
 		got := slices.Sorted(slices.Values(slices.Concat(lotOnly[dscsa.Name], lotOnly["pharmacy"])))
-		t.Logf("REPORT: the export with the Audit page's lot field holds %d of the lot's %d records (DSCSA %d, pharmacy %d)",
-			len(got), len(lotIDs), len(lotOnly[dscsa.Name]), len(lotOnly["pharmacy"]))
+		in.open("/audit")
+		read := eval[string](in, `(c => c ? c.textContent : "")(document.querySelector("#access-table tbody tr td:nth-child(6)"))`)
+		t.Logf("REPORT: the export with the Audit page's lot field holds %d of the lot's %d records (DSCSA %d, pharmacy %d); the access audit records %s payloads read for it",
+			len(got), len(lotIDs), len(lotOnly[dscsa.Name]), len(lotOnly["pharmacy"]), read)
 	})
 }
