@@ -119,10 +119,13 @@ func documentOutcomes(t *testing.T, nc *nats.Conn, sha string, n int) *api.Docum
 	return d
 }
 
-// xlsxLotRows reads the XLSX export at path and returns, per domain sheet
-// of domains, the record ids of its rows and those of its rows whose
-// <domain>.lot is lot, each id once (a chain has a row per record).
-func xlsxLotRows(t *testing.T, path, lot string, domains ...string) (all, ofLot map[string][]string) {
+// lotColumns are the domain sheets' columns of an event's lot.
+var lotColumns = map[string]string{dscsa.Name: "dscsa.lot", "pharmacy": "pharmacy.lot", "fsma": "fsma.traceability_lot_code"}
+
+// xlsxLotRows reads the XLSX export at path and returns, per domain sheet,
+// the record ids of its rows and those of its rows whose lot column
+// (lotColumns) is lot, each id once (a chain has a row per record).
+func xlsxLotRows(t *testing.T, path, lot string) (all, ofLot map[string][]string) {
 	t.Helper()
 	f, err := excelize.OpenFile(path)
 	if err != nil {
@@ -130,7 +133,7 @@ func xlsxLotRows(t *testing.T, path, lot string, domains ...string) (all, ofLot 
 	}
 	defer f.Close()
 	all, ofLot = map[string][]string{}, map[string][]string{}
-	for _, dom := range domains {
+	for dom, lotCol := range lotColumns {
 		if !slices.Contains(f.GetSheetList(), dom) {
 			continue // no row of the domain
 		}
@@ -139,9 +142,9 @@ func xlsxLotRows(t *testing.T, path, lot string, domains ...string) (all, ofLot 
 			t.Errorf("the XLSX's %s sheet: %v", dom, err)
 			continue
 		}
-		idc, lotc := slices.Index(rows[0], "dlq_id"), slices.Index(rows[0], dom+".lot")
+		idc, lotc := slices.Index(rows[0], "dlq_id"), slices.Index(rows[0], lotCol)
 		if idc < 0 || lotc < 0 {
-			t.Errorf("the %s sheet has no dlq_id or %s.lot column: %v", dom, dom, rows[0])
+			t.Errorf("the %s sheet has no dlq_id or %s column: %v", dom, lotCol, rows[0])
 			continue
 		}
 		for _, r := range rows[1:] {
@@ -161,10 +164,10 @@ func xlsxLotRows(t *testing.T, path, lot string, domains ...string) (all, ofLot 
 // TestRecallWalk walks a recall in Chromium as a pharmacy inspector does
 // it: a distributor's shipment (an EPCIS 1.2 XML document with an SBDH,
 // items commissioned, packed into cases and pallets, pallets shipped by
-// their SSCCs, a mistake of every kind planted) and twelve pharmacy
-// events of the same lot are quarantined (more than 10 records: a burst
+// their SSCCs, a mistake of every kind planted), twelve pharmacy events
+// and two FSMA events of the same lot are quarantined (more than 10 records: a burst
 // of holds once left part of a lot unheld); the inspector pastes the lot into the
-// Records search and finds every quarantined record of it across domains
+// Records search and finds every quarantined record of it across the three domains
 // and failure kinds, a shipping event by its pallet's SSCC; holds them
 // all at once ("Hold the selected": one hold, every record or none);
 // places a hold by filter (the lot, later records too) on the Holds page;
@@ -235,6 +238,24 @@ func TestRecallWalk(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Two FSMA events of the lot (its traceability lot code), a GLN's
+	// check digit wrong and a shipment without its ship-to.
+	fsmaFiles := []string{"INVALID_GLN--bad-check-digit.json", "MISSING_KDE--shipping-without-ship-to.json"}
+	for i, file := range fsmaFiles {
+		raw, err := os.ReadFile(filepath.Join(tools.Root(t), "schemas", "testdata", "fsma", "invalid", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			t.Fatal(err)
+		}
+		doc["traceability_lot_code"], doc["product_description"] = recallLot, fmt.Sprintf("Romaine hearts & kale <case %d> 陈伟", i)
+		cte, _ := doc["cte_type"].(string)
+		if _, err := pub.Publish(context.Background(), subjects.Event("fsma", cte), rawJSON(t, doc)); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// What the recall must find: the planted mistakes of the lot, the
 	// shipping events by their pallets, the pharmacy events.
@@ -259,24 +280,20 @@ func TestRecallWalk(t *testing.T) {
 			ssccs[s] = append(ssccs[s], id)
 		}
 	}
-	var pharmacyIDs []string
-	natstest.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
-		l, err := endpoint.Call[api.ListRequest, api.ListReply](context.Background(), viewerNC, api.AuditList, api.ListRequest{Domain: "pharmacy", Limit: api.MaxLimit})
-		if err != nil {
-			return err
-		}
-		pharmacyIDs = nil
-		for _, it := range l.Items {
-			pharmacyIDs = append(pharmacyIDs, it.DLQID)
-		}
-		if len(pharmacyIDs) != len(pharmacyChanges) {
-			return fmt.Errorf("%d pharmacy events quarantined, want %d", len(pharmacyIDs), len(pharmacyChanges))
-		}
-		return nil
-	})
-	slices.Sort(pharmacyIDs)
-	for _, id := range pharmacyIDs {
-		byLot[id] = "pharmacy"
+	for dom, n := range map[string]int{"pharmacy": len(pharmacyChanges), "fsma": len(fsmaFiles)} {
+		natstest.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
+			l, err := endpoint.Call[api.ListRequest, api.ListReply](context.Background(), viewerNC, api.AuditList, api.ListRequest{Domain: dom, Limit: api.MaxLimit})
+			if err != nil {
+				return err
+			}
+			if len(l.Items) != n {
+				return fmt.Errorf("%d %s events quarantined, want %d", len(l.Items), dom, n)
+			}
+			for _, it := range l.Items {
+				byLot[it.DLQID] = dom
+			}
+			return nil
+		})
 	}
 	lotIDs := slices.Sorted(maps.Keys(byLot))
 	dscsaLot := slices.DeleteFunc(slices.Clone(lotIDs), func(id string) bool { return !strings.HasPrefix(id, dscsa.Name+"_") })
@@ -295,7 +312,7 @@ func TestRecallWalk(t *testing.T) {
 	in := newPerson(t, browserCtx, base, false)
 	in.login(inspector, pw(inspector))
 
-	t.Run("the lot pasted into the Records search finds every quarantined record of it, in both domains, whatever it failed on", func(t *testing.T) {
+	t.Run("the lot pasted into the Records search finds every quarantined record of it, in the three domains, whatever it failed on", func(t *testing.T) {
 		in.t = t
 		in.searchRecords("", "#r-lot", recallLot, lotIDs)
 		codes := eval[[]string](in, `[...document.querySelectorAll("table.records tbody tr td code.nowrap")].map(c => c.textContent)`)
@@ -461,8 +478,8 @@ func TestRecallWalk(t *testing.T) {
 		// Every record the inspector may read (this store holds the
 		// shipment's mistakes and the lot's pharmacy events), then the
 		// lot's rows read off its lot column.
-		all, ofLot := xlsxLotRows(t, download("", "FDA recall 2026-39: lot "+recallLot), recallLot, dscsa.Name, "pharmacy")
-		if got := slices.Sorted(slices.Values(slices.Concat(ofLot[dscsa.Name], ofLot["pharmacy"]))); !slices.Equal(got, lotIDs) {
+		all, ofLot := xlsxLotRows(t, download("", "FDA recall 2026-39: lot "+recallLot), recallLot)
+		if got := slices.Sorted(slices.Values(slices.Concat(slices.Collect(maps.Values(ofLot))...))); !slices.Equal(got, lotIDs) {
 			t.Errorf("the XLSX's rows of lot %q: %d %v, want %d %v", recallLot, len(got), got, len(lotIDs), lotIDs)
 		}
 		if n := len(dlq) + len(slices.DeleteFunc([]string{laterID}, func(s string) bool { return s == "" })); len(all[dscsa.Name]) != n {
@@ -477,11 +494,11 @@ func TestRecallWalk(t *testing.T) {
 		// The Audit page's lot field (labelled "FSMA lot code"): the
 		// export of the lot alone. Reported, not asserted: it selects
 		// rows by an FSMA traceability lot code only (issue #39, T9).
-		_, lotOnly := xlsxLotRows(t, download(recallLot, "FDA recall 2026-39: the lot field"), recallLot, dscsa.Name, "pharmacy")
-		got := slices.Sorted(slices.Values(slices.Concat(lotOnly[dscsa.Name], lotOnly["pharmacy"])))
+		_, lotOnly := xlsxLotRows(t, download(recallLot, "FDA recall 2026-39: the lot field"), recallLot)
+		got := slices.Sorted(slices.Values(slices.Concat(slices.Collect(maps.Values(lotOnly))...)))
 		in.open("/audit")
 		read := eval[string](in, `(c => c ? c.textContent : "")(document.querySelector("#access-table tbody tr td:nth-child(6)"))`)
-		t.Logf("REPORT: the export with the Audit page's lot field holds %d of the lot's %d records (DSCSA %d, pharmacy %d); the access audit records %s payloads read for it",
-			len(got), len(lotIDs), len(lotOnly[dscsa.Name]), len(lotOnly["pharmacy"]), read)
+		t.Logf("REPORT: the export with the Audit page's lot field holds %d of the lot's %d records (DSCSA %d, pharmacy %d, FSMA %d); the access audit records %s payloads read for it",
+			len(got), len(lotIDs), len(lotOnly[dscsa.Name]), len(lotOnly["pharmacy"]), len(lotOnly["fsma"]), read)
 	})
 }
