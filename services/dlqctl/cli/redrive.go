@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,9 +37,22 @@ who decided; the table shows who the service recorded.
 Prints the outcome: replayed (committed), skipped_duplicate (already
 committed), replay_failed, poisoned (failed at the redrive cap: release it
 first), pending (no outcome yet; the redriver keeps watching). Exit 0 for
-replayed, skipped_duplicate, resolved_elsewhere and pending; 1 otherwise.`,
+replayed, skipped_duplicate, resolved_elsewhere and pending; 1 otherwise.
+
+With --dry-run nothing is written, no approval is asked for and nothing is
+published: the redriver checks the redrive as it would run and dlqctl
+prints what would happen: the subject the replay is checked on (the one a
+corrected bizStep, CTE type or event type names), the gate's verdict there
+(the code and detail the replay would be quarantined with again), the
+identity fields the correction changes, and whether a second person would
+have to approve it under the policy in force (and which rules ask it). A
+redrive the redriver would refuse (held, poison, in flight, resolved) is
+refused the same way. A corrected payload needs --reason here too (the
+redriver checks the request as it would run it). Exit 0 when the gate
+accepts the payload, 1 when it refuses it.`,
 		Example: `  dlqctl redrive pharmacy_0123456789abcdef0123456789abcdef
-  dlqctl redrive pharmacy_0123456789abcdef0123456789abcdef --payload corrected.json --reason "NDC fixed from the invoice"`,
+  dlqctl redrive pharmacy_0123456789abcdef0123456789abcdef --payload corrected.json --reason "NDC fixed from the invoice"
+  dlqctl redrive pharmacy_0123456789abcdef0123456789abcdef --payload corrected.json --reason "NDC fixed from the invoice" --dry-run`,
 		Args: exactArgs(1, "DLQ-ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.DLQID = args[0]
@@ -69,6 +84,9 @@ replayed, skipped_duplicate, resolved_elsewhere and pending; 1 otherwise.`,
 			var rep api.RedriveReply
 			if err := c.Request(cmd.Context(), api.Redrive, body, &rep); err != nil {
 				return err
+			}
+			if req.DryRun {
+				return a.printRedriveCheck(rep)
 			}
 			actor := recordedActor(cmd.Context(), c, rep.DLQID, -1)
 			if a.json() {
@@ -103,7 +121,86 @@ replayed, skipped_duplicate, resolved_elsewhere and pending; 1 otherwise.`,
 	fl.StringVar(&req.Reason, "reason", "", "why (required with --payload)")
 	addActorFlag(cmd, &req.Actor)
 	fl.BoolVar(&req.IncludeValidation, "include-validation", false, "replay a validation-class event without a correction")
+	fl.BoolVar(&req.DryRun, "dry-run", false, "check the redrive as it would run and print what would happen; change nothing")
 	return cmd
+}
+
+// printRedriveCheck prints a redrive's dry run (api.RedriveCheck): what
+// the redrive would do, and fails (exit 1) when the gate refuses the
+// payload. Its values are names, codes and the gate's detail: never a
+// payload value beyond what the gate's detail quotes.
+func (a *app) printRedriveCheck(rep api.RedriveReply) error {
+	c := rep.Check
+	if c == nil {
+		return &exitError{status: ExitFailed, code: api.ErrUnavailable, err: fmt.Errorf("the redriver's answer to the dry run of %s holds no check (an older redriver?)", rep.DLQID)}
+	}
+	if a.json() {
+		if err := a.printJSON(output.Redrive{RedriveReply: rep}); err != nil {
+			return err
+		}
+	} else {
+		t := newTable(a.io.Out)
+		t.row("DLQ ID", rep.DLQID)
+		t.row("DRY RUN", "nothing written, no approval asked for, nothing published")
+		t.row("STATE", rep.Status)
+		t.row("CLASS", rep.Class)
+		t.row("REDRIVES", strconv.Itoa(rep.RedriveCount)+" failed")
+		t.row("SUBJECT", c.Subject)
+		t.row("EVENT TYPE", eventTypeText(c))
+		t.row("GATE", gateText(c))
+		t.row("IDENTITY", identityText(c.IdentityChanges))
+		t.row("APPROVAL", approvalText(c))
+		t.flush()
+	}
+	if !c.OK {
+		return failedf("the dry run of %s: the gate refuses the payload: %s", rep.DLQID, orUnknown(c.Code))
+	}
+	return nil
+}
+
+// eventTypeText says the event type the replay is checked as, and the
+// original's when the correction changes it.
+func eventTypeText(c *api.RedriveCheck) string {
+	if c.OriginalEventType != "" && c.OriginalEventType != c.EventType {
+		return c.EventType + " (the original: " + c.OriginalEventType + "; the correction moves the event to this subject)"
+	}
+	return c.EventType
+}
+
+// gateText is the gate's verdict on the payload at the check's subject.
+func gateText(c *api.RedriveCheck) string {
+	what := "the payload"
+	if c.Document {
+		what = "the EPCIS document, event by event"
+	}
+	if c.OK {
+		return "accepts " + what
+	}
+	s := "refuses " + what + ": " + orUnknown(c.Code)
+	if c.Detail != "" {
+		s += ": " + c.Detail
+	}
+	return s + " (the replay would be quarantined again)"
+}
+
+// identityText names the identity fields a correction changes.
+func identityText(fields []string) string {
+	if len(fields) == 0 {
+		return "unchanged"
+	}
+	return "changes " + strings.Join(fields, ", ")
+}
+
+// approvalText says whether a second person would have to approve.
+func approvalText(c *api.RedriveCheck) string {
+	if !c.ApprovalRequired {
+		return "not needed: the redrive would run at once"
+	}
+	s := "a second person must approve it first (the redrive would answer APPROVAL_REQUIRED with a pending approval)"
+	if len(c.ApprovalReasons) > 0 {
+		s += ": " + strings.Join(c.ApprovalReasons, "; ")
+	}
+	return s
 }
 
 // readPayload reads a corrected payload: a file, or stdin for "-". It must

@@ -14,7 +14,8 @@
 //	drain status    api.DrainState
 //	drain cancel    api.DrainState
 //	drain ls        api.DrainListReply
-//	redrive         Redrive (api.RedriveReply and the recorded actor)
+//	redrive         Redrive (api.RedriveReply and the recorded actor;
+//	                with --dry-run its Check, no outcome and no actor)
 //	release         Release (api.AppendReply and the recorded actor)
 //	dismiss         Release (api.AppendReply and the recorded actor)
 //	verify          api.VerifyReply
