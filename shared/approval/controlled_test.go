@@ -16,7 +16,7 @@ const (
 	scheduleIVReturn   = `{"transaction_id":"RTS-2025-0077","registrant_dea":"BW4829137","ndc":"0093-0058-01","quantity_delta":"12","unit":"EA","event_type":"return","dea_schedule":"iv","occurred_at":"2025-03-15T09:01:00Z","actor_id":"RPH-陈伟","x_note":"returned to stock"}`
 	// noSchedule is a pharmacy event quarantined for naming no DEA
 	// schedule (INVALID_DEA_SCHEDULE): a legend drug sent by mistake.
-	noSchedule = `{"transaction_id":"INV-2025-0190","registrant_dea":"BW4829137","ndc":"0781-1506-10","lot":"A1234","quantity_delta":"-60","unit":"EA","event_type":"dispense","dea_schedule":"","occurred_at":"2025-03-14T16:00:00Z","actor_id":"RPH-0412","x_note":"Amoxicillin & clavulanate"}`
+	noSchedule   = `{"transaction_id":"INV-2025-0190","registrant_dea":"BW4829137","ndc":"0781-1506-10","lot":"A1234","quantity_delta":"-60","unit":"EA","event_type":"dispense","dea_schedule":"","occurred_at":"2025-03-14T16:00:00Z","actor_id":"RPH-0412","x_note":"Amoxicillin & clavulanate"}`
 	fsmaShipping = `{"cte":"shipping","traceability_lot_code":"TLC-00012345","product_description":"Romaine lettuce <whole heads> & hearts","quantity":"120","unit":"cases","location":"Müller & Söhne Frischdienst","event_time":"2025-03-14T06:00:00Z","reference_document":"BOL-778"}`
 )
 
