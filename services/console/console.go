@@ -434,6 +434,7 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("POST /audit/checkpoint", c.authed(c.audit.handleCheckpoint))
 	mux.HandleFunc("POST /audit/export", c.authed(c.audit.handleExport))
 	mux.HandleFunc("GET /approvals", c.authed(c.approvals.handleApprovals))
+	mux.HandleFunc("GET /policy", c.authed(c.approvals.handlePolicy))
 	mux.HandleFunc("GET /approvals/{id}", c.authed(c.approvals.handleApproval))
 	mux.HandleFunc("POST /approvals/{id}/approve", c.authed(c.approvals.handleApprove))
 	mux.HandleFunc("POST /approvals/{id}/reject", c.authed(c.approvals.handleReject))

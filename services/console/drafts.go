@@ -3,6 +3,7 @@ package console
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -45,6 +46,8 @@ type draft struct {
 // draftField is one field of a draft, as typed.
 type draftField struct {
 	Name, Value string
+	// fixed: the field names what a record's form acts on (Fixed).
+	fixed bool
 }
 
 // Label is the field's name in words.
@@ -58,6 +61,10 @@ func (f draftField) Label() string {
 	}
 	return strings.ToUpper(l[:1]) + l[1:]
 }
+
+// Fixed: the field names what a record's form acts on (its domain), not
+// something the person typed: it is sent again as it was, never edited.
+func (f draftField) Fixed() bool { return f.fixed }
 
 // Long: the field is edited in a text area.
 func (f draftField) Long() bool {
@@ -161,6 +168,37 @@ type draftData struct {
 	// Password: the form signs (an approval) and asks the password
 	// again.
 	Password bool
+	// Record is the record the form acts on (a record page's form), and
+	// Action what it does to it, in words ("correction").
+	Record, Action string
+}
+
+// draftTarget is the record a form's path acts on and the action in
+// words ("" when the path is no record's form).
+func draftTarget(path string) (id, action string) {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	if len(parts) != 3 || parts[0] != "records" || parts[1] == "bulk" {
+		return "", ""
+	}
+	id, err := url.PathUnescape(parts[1])
+	if err != nil {
+		return "", ""
+	}
+	switch parts[2] {
+	case "correct", "check":
+		return id, "A correction"
+	case "redrive":
+		return id, "A redrive"
+	case "release":
+		return id, "A release"
+	case "dismiss":
+		return id, "A dismissal"
+	case "hold":
+		return id, "A legal hold"
+	case "reveal":
+		return id, "A payload read"
+	}
+	return id, "A request"
 }
 
 // handleDraft shows the person's kept form again, to check and send.
@@ -177,6 +215,13 @@ func (p *loginPages) handleDraft(w http.ResponseWriter, r *http.Request, s *sess
 		return
 	}
 	data := &draftData{Path: d.path, Back: pageOf(d.path), Fields: d.fields, Password: strings.HasSuffix(d.path, "/approve")}
+	data.Record, data.Action = draftTarget(d.path)
+	if data.Record != "" {
+		data.Fields = slices.Clone(d.fields)
+		for i := range data.Fields {
+			data.Fields[i].fixed = data.Fields[i].Name == "domain"
+		}
+	}
 	v := newView(s, "Continue where you were", "", data)
 	v.Notice = "Your session ended before this was sent, so nothing was done. What you typed is below: check it and send it again."
 	p.render(w, r, http.StatusOK, "draft", v)

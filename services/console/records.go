@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -16,10 +17,12 @@ import (
 	"time"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/safetext"
+	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
 	"github.com/deadletter/deadletter/shared/when"
 )
@@ -536,6 +539,48 @@ type recordData struct {
 	Correction *correction
 	// Document is the event's document provenance, when it came from one.
 	Document *docRef
+	// Pending are the record's approvals waiting for a second person
+	// (approval.list, without values): a pending correction is shown with
+	// who asked, when and the fields it changes. PendingErr says why they
+	// could not be read.
+	Pending    []api.Approval
+	PendingErr string
+}
+
+// PendingCorrection is the record's pending correction (one at most:
+// the redriver refuses a second, CORRECTION_PENDING), or nil.
+func (d *recordData) PendingCorrection() *api.Approval {
+	for i := range d.Pending {
+		if d.Pending[i].Action == api.ActionCorrect {
+			return &d.Pending[i]
+		}
+	}
+	return nil
+}
+
+// KeyIdentifiers are the domain's key identifiers of the record, as the
+// records list and its search show them (transaction id, event type,
+// NDC, lot; GTIN, serial; TLC): those its ordering key names (the
+// domain's KeyIdentifiers) and those its first record keeps
+// (record.Record.Identifiers), never read from the payload.
+func (d *recordData) KeyIdentifiers() [][2]string {
+	sum := api.Summary{Domain: d.State.Domain, Identifiers: map[string]string{}}
+	if spec, ok := registry.Lookup(d.State.Domain); ok && spec.Search.KeyIdentifiers != nil {
+		for k, v := range spec.Search.KeyIdentifiers(d.State.OrderingKey, d.State.PartyID) {
+			sum.Identifiers[k] = v
+		}
+	}
+	if len(d.Entries) > 0 {
+		for k, v := range d.Entries[0].Rec.Identifiers {
+			if _, ok := sum.Identifiers[k]; !ok {
+				sum.Identifiers[k] = v
+			}
+		}
+	}
+	if _, t, ok := subjects.ParseEvent(d.State.SourceSubject); ok {
+		sum.EventType = t
+	}
+	return listedIdentifiers(sum)
 }
 
 // Redrivable: the record's state allows a redrive.
@@ -612,7 +657,27 @@ func (p *recordPages) getRecord(r *http.Request, s *session, id, revealReason st
 	if p := rep.State.Payload; p != nil {
 		d.PayloadSize, d.PayloadSHA256 = p.Size, p.SHA256
 	}
+	d.Pending, d.PendingErr = p.pendingOf(r.Context(), s, id)
 	return d, nil
+}
+
+// pendingOf reads the approvals of record id waiting for a second
+// person (approval.list, pending, without values); on a refusal it says
+// why in words, and the page shows the record all the same.
+func (p *recordPages) pendingOf(ctx context.Context, s *session, id string) ([]api.Approval, string) {
+	rep, err := call[api.ApprovalListRequest, api.ApprovalListReply](ctx, p.rq, s, api.ApprovalList,
+		api.ApprovalListRequest{Status: api.ApprovalPending, Limit: approval.MaxList})
+	if err != nil {
+		p.log.Info("pending approvals unreadable", "user", s.user, "dlq_id", safetext.LogID(id), "code", api.CodeOf(err))
+		return nil, "The pending approvals could not be read (" + cmp.Or(api.CodeOf(err), api.ErrUnavailable) + ")."
+	}
+	var out []api.Approval
+	for _, a := range rep.Approvals {
+		if a.DLQID == id {
+			out = append(out, a)
+		}
+	}
+	return out, ""
 }
 
 func firstTrace(recs []api.ChainRecord) string {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval"
 )
 
 // assets are the embedded templates and static files.
@@ -22,7 +23,7 @@ import (
 var assets embed.FS
 
 // pageNames are the templates of full pages (each with the layout).
-var pageNames = []string{"draft", "login", "overview", "groups", "records", "record", "drains", "plan", "drain", "audit", "approvals", "approval", "holds", "passkeys"}
+var pageNames = []string{"draft", "login", "overview", "groups", "records", "record", "drains", "plan", "drain", "audit", "approvals", "approval", "holds", "passkeys", "policy"}
 
 // pages are the parsed templates by page name.
 type pages struct {
@@ -53,6 +54,7 @@ var funcs = template.FuncMap{
 	"guard":          guardText,
 	"guardWords":     guardWords,
 	"outcomeWords":   outcomeWords,
+	"approvalWords":  approvalStatusWords,
 	"pct":            func(f float64) float64 { return f * 100 },
 	"noticeApproval": noticeApproval,
 	"thousands":      thousands,
@@ -172,7 +174,7 @@ func statusOf(err error) int {
 	case api.ErrBadRequest:
 		return http.StatusBadRequest
 	case api.ErrConflict, api.ErrInvalidTransition, api.ErrNotRedrivable, api.ErrPoisoned, api.ErrTooManyDrains,
-		api.ErrHeld, api.ErrNotPlaced, api.ErrAlreadyDecided, api.ErrExpired:
+		api.ErrHeld, api.ErrNotPlaced, api.ErrAlreadyDecided, api.ErrExpired, approval.CodeCorrectionPending:
 		return http.StatusConflict
 	case api.ErrSelfApproval, api.ErrReauthFailed, api.ErrDecisionUnsigned:
 		return http.StatusForbidden

@@ -28,7 +28,10 @@ import (
 // TestNeeds: the policy and the correction guard.
 func TestNeeds(t *testing.T) {
 	change := func(from, to string) []byte { return []byte(strings.Replace(string(original), from, to, 1)) }
+	// The identity rule alone (the default before issue #40; the
+	// controlled default is TestNeedsControlled's).
 	def := approval.DefaultPolicy()
+	def.Corrections = approval.CorrectionsIdentity
 	all := def
 	all.Corrections = approval.CorrectionsAll
 	strict := approval.Policy{Corrections: approval.CorrectionsIdentity, DrainMaxSelected: 100, DrainValidation: true, IgnoreOrder: true}
@@ -175,7 +178,7 @@ func TestTwoPersonCorrection(t *testing.T) {
 		t.Fatalf("Needs = %+v, %v", d, err)
 	}
 	a := e.request(t, operator, d)
-	if a.Status != api.ApprovalPending || !a.ExpiresAt.Equal(a.RequestedAt.Add(72*time.Hour)) || !slices.Equal(a.DiffFields, []string{approval.FieldEventType}) {
+	if a.Status != api.ApprovalPending || !a.ExpiresAt.Equal(a.RequestedAt.Add(72*time.Hour)) || !slices.Equal(a.DiffFields, []string{approval.FieldEventType, approval.FieldQuantity}) {
 		t.Fatalf("created %+v", a)
 	}
 
@@ -184,13 +187,13 @@ func TestTwoPersonCorrection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if full := approval.Redact(got, access.RoleApprover); len(full.Diff) != 1 || full.Diff[0].After != "receive" || len(full.Request) == 0 {
+	if full := approval.Redact(got, access.RoleApprover); len(full.Diff) != 2 || full.Diff[0].After != "receive" || full.Diff[1].After != "500" || len(full.Request) == 0 {
 		t.Errorf("approver's view %+v", full)
 	}
 	if string(got.Payload) != string(indented) {
 		t.Errorf("the corrected payload is not kept byte for byte: %q", got.Payload)
 	}
-	if v := approval.Redact(got, access.RoleViewer); v.Diff != nil || v.Request != nil || v.Payload != nil || !slices.Equal(v.DiffFields, []string{approval.FieldEventType}) {
+	if v := approval.Redact(got, access.RoleViewer); v.Diff != nil || v.Request != nil || v.Payload != nil || !slices.Equal(v.DiffFields, []string{approval.FieldEventType, approval.FieldQuantity}) {
 		t.Errorf("viewer's view %+v", v)
 	}
 

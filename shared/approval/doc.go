@@ -41,7 +41,21 @@
 // (api.ErrDecisionUnsigned); an approval without one APPROVAL_UNPROVEN.
 // Create caps the pending approvals per requester and per chain (Limits,
 // ErrLimit) and answers a request asked again while pending with the
-// pending approval. Tests sign with package approvaltest.
+// pending approval. A record has one open correction at a time
+// (PendingCorrection, and Create under the bucket's compare-and-set):
+// another is refused with the pending one (ErrCorrectionPending,
+// CORRECTION_PENDING). A signed approval whose record moved on since the
+// request is refused as stale (Stale: refused, outcome STALE), never
+// executed. Tests sign with package approvaltest.
+//
+// # The default policy
+//
+// CorrectionsControlled (issue #40): besides the identity rule, every
+// correction of a pharmacy event naming a DEA schedule, and every change
+// of a pharmacy event's quantity, NDC, lot or registrant, needs a second
+// person; other domains keep the identity rule. A store whose policy was
+// ever set keeps it (the last AUDIT policy record); only a store without
+// one gets the default.
 //
 // # Where things are kept, and why
 //

@@ -2,6 +2,8 @@ package approval
 
 import (
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/deadletter/deadletter/shared/api"
 )
@@ -31,7 +33,34 @@ var (
 	// ErrLimit: the requester, or the chain (or hold) acted on, already
 	// has the most pending approvals Config allows.
 	ErrLimit = errors.New("approval: too many pending approvals")
+	// ErrCorrectionPending: the record already has a pending correction
+	// (one open correction per record, issue #40); the error is a
+	// *PendingError naming it.
+	ErrCorrectionPending = errors.New("approval: a correction of the record is pending")
 )
+
+// CodeCorrectionPending is the api error code of ErrCorrectionPending: a
+// correction asked for while another one of the same record waits for a
+// second person is refused, the reply's Approval the pending one (without
+// values). The requester reads it, and asks again once it is decided (an
+// approver may reject it).
+const CodeCorrectionPending = "CORRECTION_PENDING"
+
+// PendingError is ErrCorrectionPending with the pending correction.
+type PendingError struct {
+	// Pending is the pending correction of the record, as stored.
+	Pending api.Approval
+}
+
+// Error names the pending approval, its requester and when it was asked
+// for (no values).
+func (e *PendingError) Error() string {
+	return fmt.Sprintf("%s: %s, asked for by %s at %s, waits for a second person: ask again once it is decided",
+		ErrCorrectionPending.Error(), e.Pending.ID, e.Pending.Requester, e.Pending.RequestedAt.UTC().Format(time.RFC3339))
+}
+
+// Unwrap makes a PendingError an ErrCorrectionPending.
+func (e *PendingError) Unwrap() error { return ErrCorrectionPending }
 
 // codes maps each sentinel to its api code.
 var codes = []struct {
@@ -48,6 +77,7 @@ var codes = []struct {
 	{ErrUnavailable, api.ErrUnavailable},
 	{ErrUnproven, api.ErrApprovalUnproven},
 	{ErrLimit, api.ErrApprovalLimit},
+	{ErrCorrectionPending, CodeCorrectionPending},
 }
 
 // Code returns the api error code of err (api.ErrInternal for an error of
@@ -78,6 +108,12 @@ func APIError(err error) error {
 	var f *fieldError
 	if errors.As(err, &f) {
 		e.Field = f.field
+	}
+	var p *PendingError
+	if errors.As(err, &p) {
+		v := p.Pending
+		v.Request, v.Payload, v.Diff = nil, nil, nil
+		e.Approval = &v
 	}
 	return e
 }

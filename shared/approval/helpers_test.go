@@ -140,13 +140,15 @@ func (e *env) reject(tb testing.TB, who access.Identity, id, reason string) *api
 // request creates a pending approval of a correction asked for by who.
 func (e *env) request(tb testing.TB, who access.Identity, d approval.Decision) api.Approval {
 	tb.Helper()
-	// Each request a body of its own: the same request asked again while
-	// pending answers the pending approval.
+	// Each request a body and a record of its own: the same request
+	// asked again while pending answers the pending approval, and a
+	// record has one open correction at a time.
 	e.asked++
-	body, _ := json.Marshal(api.RedriveRequest{DLQID: "pharmacy_0123456789abcdef0123456789abcdef", Payload: corrected,
+	dlqID := fmt.Sprintf("pharmacy_%032x", e.asked)
+	body, _ := json.Marshal(api.RedriveRequest{DLQID: dlqID, Payload: corrected,
 		Reason: fmt.Sprintf("the invoice disagrees (%d)", e.asked)})
 	a, err := e.store.Create(ctx(tb), approval.Request{
-		Action: api.ActionCorrect, DLQID: "pharmacy_0123456789abcdef0123456789abcdef", Domain: "pharmacy", ChainRecords: 1,
+		Action: api.ActionCorrect, DLQID: dlqID, Domain: "pharmacy", ChainRecords: 1,
 		Body: body, Payload: indented, Requester: who, Reason: "the invoice disagrees", Decision: d,
 	}, approval.DefaultPolicy())
 	if err != nil {

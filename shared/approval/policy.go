@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,12 @@ const (
 	CorrectionsIdentity = "identity"
 	// CorrectionsAll: every correction needs approval.
 	CorrectionsAll = "all"
+	// CorrectionsControlled: the identity rule, and, for a pharmacy
+	// event, every correction of a controlled substance (a DEA schedule
+	// in the record's payload or the corrected one) and every change of
+	// its quantity, NDC, lot or registrant (Needs). Other domains keep
+	// the identity rule. The default since issue #40.
+	CorrectionsControlled = "controlled"
 )
 
 // DefaultPendingTTL is how long a pending approval stays open unless the
@@ -41,25 +48,33 @@ const (
 	MaxPendingTTL = 30 * 24 * time.Hour
 )
 
-// DefaultPolicy is the policy in force while none was ever set:
-// identity-changing corrections, every release of a poison event, every
+// DefaultPolicy is the policy in force while none was ever set (a store
+// with a policy record keeps it): identity-changing corrections, every
+// correction of a pharmacy event of a controlled substance and every
+// change of a pharmacy event's quantity, NDC, lot or registrant
+// (CorrectionsControlled), every release of a poison event, every
 // dismissal and every lift of a legal hold need a second person; drains and ignore_order do
 // not; a pending approval expires after 72 hours.
 func DefaultPolicy() Policy {
 	return Policy{
-		Corrections:   CorrectionsIdentity,
+		Corrections:   CorrectionsControlled,
 		ReleasePoison: true,
 		HoldLift:      true,
 		PendingTTL:    DefaultPendingTTL.String(),
 	}
 }
 
+// CorrectionsSettings are the values Policy.Corrections may take.
+func CorrectionsSettings() []string {
+	return []string{CorrectionsIdentity, CorrectionsControlled, CorrectionsAll}
+}
+
 // CheckPolicy reports the first invalid member of p (an error wrapping
 // ErrBadRequest that names it).
 func CheckPolicy(p Policy) error {
 	switch {
-	case p.Corrections != CorrectionsIdentity && p.Corrections != CorrectionsAll:
-		return badField("policy.corrections", "must be "+CorrectionsIdentity+" or "+CorrectionsAll)
+	case !slices.Contains(CorrectionsSettings(), p.Corrections):
+		return badField("policy.corrections", "must be one of "+strings.Join(CorrectionsSettings(), ", "))
 	case p.DrainMaxSelected < 0:
 		return badField("policy.drain_max_selected", "must not be negative")
 	}

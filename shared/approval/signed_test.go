@@ -114,7 +114,14 @@ func TestPendingLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A reason "one..." asks for a correction, any other a dismissal (a
+	// record has one open correction at a time: TestOneOpenCorrection).
 	create := func(who access.Identity, dlqID, reason string) (api.Approval, error) {
+		if !strings.HasPrefix(reason, "one") {
+			body, _ := json.Marshal(api.DismissRequest{DLQID: dlqID, Reason: reason})
+			return store.Create(ctx(t), approval.Request{Action: api.ActionDismiss, DLQID: dlqID, Domain: "pharmacy", ChainRecords: 1,
+				Body: body, Requester: who, Reason: reason, Decision: approval.Decision{Needed: true}}, approval.DefaultPolicy())
+		}
 		body, _ := json.Marshal(api.RedriveRequest{DLQID: dlqID, Payload: corrected, Reason: reason})
 		return store.Create(ctx(t), approval.Request{Action: api.ActionCorrect, DLQID: dlqID, Domain: "pharmacy", ChainRecords: 1,
 			Body: body, Payload: indented, Requester: who, Reason: reason, Decision: approval.Decision{Needed: true}}, approval.DefaultPolicy())
@@ -132,6 +139,7 @@ func TestPendingLimits(t *testing.T) {
 		want   string // "" created, "same" the first answered, or a code
 	}{
 		{"the same request again", operator, chainA, "one", "same"},
+		{"a second correction of the chain", operator, chainA, "one, again", approval.CodeCorrectionPending},
 		{"a second of the chain", operator, chainA, "two", ""},
 		{"a third of the chain", operator, chainA, "three", api.ErrApprovalLimit},
 		{"another chain", operator, chainB, "one", ""},
@@ -150,6 +158,10 @@ func TestPendingLimits(t *testing.T) {
 			case "":
 				if err != nil || a.ID == "" || a.ID == first.ID {
 					t.Fatalf("Create = %s, %v; want a new approval", a.ID, err)
+				}
+			case approval.CodeCorrectionPending:
+				if code := api.CodeOf(approval.APIError(err)); code != tc.want || api.AsError(approval.APIError(err)).Approval.ID != first.ID {
+					t.Fatalf("Create = %v, want %s naming %s", err, tc.want, first.ID)
 				}
 			default:
 				if code := api.CodeOf(approval.APIError(err)); code != tc.want || !errors.Is(err, approval.ErrLimit) {

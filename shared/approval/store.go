@@ -275,10 +275,15 @@ func (s *Store) admit(ctx context.Context, stored map[string]api.Approval, a api
 		if e.Status != api.ApprovalPending || !s.now().Before(e.ExpiresAt) {
 			continue
 		}
-		if e.Requester == a.Requester && e.Action == a.Action && e.DLQID == a.DLQID && e.HoldID == a.HoldID &&
-			e.ChainRecords == a.ChainRecords && bytes.Equal(e.Request, a.Request) && bytes.Equal(e.Payload, a.Payload) {
+		if sameRequest(e, a) {
 			s.log.InfoContext(ctx, "approval requested again: the pending one answers", "approval", e)
 			return e, nil
+		}
+		if a.Action == api.ActionCorrect && e.Action == api.ActionCorrect && e.DLQID == a.DLQID {
+			// One open correction per record: whatever the other one
+			// says, only one can be executed on the chain as it is.
+			s.log.InfoContext(ctx, "CORRECTION_PENDING", "approval_id", e.ID, "dlq_id", a.DLQID, "requester", a.Requester)
+			return api.Approval{}, &PendingError{Pending: e}
 		}
 		if access.SamePerson(e.Requester, a.Requester) {
 			byRequester++
@@ -294,6 +299,66 @@ func (s *Store) admit(ctx context.Context, stored map[string]api.Approval, a api
 		return api.Approval{}, fmt.Errorf("%w: the chain has %d pending approvals (at most %d)", ErrLimit, byChain, s.limits.PerChain)
 	}
 	return api.Approval{}, nil
+}
+
+// sameRequest reports whether pending approval e is the request a asked
+// again (same requester, action, event or hold, chain length, body and
+// payload).
+func sameRequest(e, a api.Approval) bool {
+	return e.Requester == a.Requester && e.Action == a.Action && e.DLQID == a.DLQID && e.HoldID == a.HoldID &&
+		e.ChainRecords == a.ChainRecords && bytes.Equal(e.Request, a.Request) && bytes.Equal(e.Payload, a.Payload)
+}
+
+// PendingCorrection refuses a correction of req.DLQID while another one
+// of that record is pending and unexpired (a *PendingError naming it),
+// whether or not req itself needs a second person: one open correction
+// per record. The same request asked again by its requester is no other
+// one (Create answers the pending approval). Create checks the same
+// under the bucket's compare-and-set, so of two concurrent requests that
+// both need approval one is refused.
+func (s *Store) PendingCorrection(ctx context.Context, req Request) error {
+	if req.DLQID == "" {
+		return nil
+	}
+	var body bytes.Buffer
+	if len(req.Body) > 0 {
+		if err := json.Compact(&body, req.Body); err != nil {
+			return badField("request", "must be a JSON value")
+		}
+	}
+	a := api.Approval{Action: api.ActionCorrect, DLQID: req.DLQID, Requester: req.Requester.User, ChainRecords: req.ChainRecords,
+		Request: body.Bytes(), Payload: req.Payload}
+	stored, err := s.scan(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: list approvals: %w", ErrUnavailable, err)
+	}
+	for _, e := range stored {
+		if e.Status != api.ApprovalPending || !s.now().Before(e.ExpiresAt) || e.Action != api.ActionCorrect || e.DLQID != req.DLQID {
+			continue
+		}
+		if sameRequest(e, a) {
+			continue
+		}
+		return &PendingError{Pending: e}
+	}
+	return nil
+}
+
+// Pending returns the pending, unexpired approvals of the event dlqID,
+// oldest first (a record page shows its pending correction).
+func (s *Store) Pending(ctx context.Context, dlqID string) ([]api.Approval, error) {
+	stored, err := s.scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: list approvals: %w", ErrUnavailable, err)
+	}
+	var out []api.Approval
+	for _, e := range stored {
+		if e.DLQID == dlqID && e.Status == api.ApprovalPending && s.now().Before(e.ExpiresAt) {
+			out = append(out, e)
+		}
+	}
+	sortList(out)
+	return out, nil
 }
 
 // newID returns a new approval id: "appr-<UTC time>-<64 random bits>".
@@ -772,15 +837,49 @@ func (s *Store) Refuse(ctx context.Context, a api.Approval, why string) (api.App
 	return refused, nil
 }
 
+// StaleOutcome is the Outcome of an approval refused because its record
+// moved on (Stale).
+const StaleOutcome = "STALE"
+
+// Stale marks signed approval a (its Revision) refused because its
+// event's chain moved on since the request (its head is no longer
+// a.ChainHead): nothing of it was executed, and it never will be. why
+// says what moved (ids and counts, no values). The entry's status is
+// api.ApprovalRefused with Outcome StaleOutcome, AUDIT gets the refusal
+// (AuditRefused), and the requester asks again on the record as it is.
+// A refusal that lost its compare-and-set is ErrConflict, as Refuse.
+func (s *Store) Stale(ctx context.Context, a api.Approval, why string) (api.Approval, error) {
+	if a.Status != api.ApprovalApproved && a.Status != api.ApprovalPending {
+		return api.Approval{}, fmt.Errorf("%w: %s is %s", ErrAlreadyDecided, a.ID, a.Status)
+	}
+	a.Status, a.Outcome = api.ApprovalRefused, StaleOutcome
+	a.Refused = "stale: " + why + ": never executed; ask again on the record as it is now"
+	if err := s.auditRefusalFor(ctx, a, "the record moved on since the request: never executed"); err != nil {
+		return api.Approval{}, err
+	}
+	refused, err := s.update(ctx, a)
+	if err != nil {
+		return api.Approval{}, err
+	}
+	s.log.WarnContext(ctx, "APPROVAL_STALE", "approval", refused)
+	return refused, nil
+}
+
 // auditRefusal writes a's refusal to AUDIT, once per stored revision.
 func (s *Store) auditRefusal(ctx context.Context, a api.Approval) error {
+	return s.auditRefusalFor(ctx, a, "stored as approved without a decision signed by its person: never executed")
+}
+
+// auditRefusalFor writes a's refusal to AUDIT with reason, once per
+// stored revision.
+func (s *Store) auditRefusalFor(ctx context.Context, a api.Approval, reason string) error {
 	detail, err := json.Marshal(AuditDetail{Action: a.Action, DLQID: a.DLQID, Domain: a.Domain, HoldID: a.HoldID,
-		Requester: a.Requester, RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt, Refused: a.Refused})
+		Requester: a.Requester, RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt, Refused: a.Refused, Outcome: a.Outcome})
 	if err != nil {
 		return fmt.Errorf("approval: encode audit: %w", err)
 	}
 	act := api.AuditAction{Action: AuditRefused, Object: auditObject, ObjectID: a.ID, Actor: access.Redriver, At: s.now().UTC(),
-		Reason: "stored as approved without a decision signed by its person: never executed", Detail: detail}
+		Reason: reason, Detail: detail}
 	if _, err := trail.Publish(ctx, s.js, act, fmt.Sprintf("%s-%s-%d", a.ID, AuditRefused, a.Revision)); err != nil {
 		return fmt.Errorf("%w: audit %s of %s: %w", ErrUnavailable, AuditRefused, a.ID, err)
 	}

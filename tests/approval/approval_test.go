@@ -175,15 +175,16 @@ func TestPolicyReleaseDrainExpiry(t *testing.T) {
 			t.Fatalf("pending %+v", a)
 		}
 		// Asked twice: the second approval, signed after the first ran,
-		// finds the chain moved on and fails cleanly.
+		// finds the chain moved on and is refused as stale (issue #40),
+		// never executed.
 		again := e.pending(t, operator, api.Release, e.release(t, operator, api.ReleaseRequest{DLQID: ids[0], Reason: "asked again"}))
 		defer func() {
 			ae := e.refused(t, approver, api.ApprovalApprove, e.approveReq(t, approver, again.ID, "stale"))
 			var got api.ApprovalReply
 			e.ok(t, approver, api.ApprovalGet, api.ApprovalGetRequest{ID: again.ID}, &got)
 			recs, _, _ := e.chain(t, ids[0])
-			if ae.Code != api.ErrConflict || got.Approval.Status != api.ApprovalExecuted || got.Approval.Outcome != api.ErrConflict || len(recs) != 4 {
-				t.Errorf("the stale approval: %s, stored %s/%s, chain of %d records; want CONFLICT recorded and nothing appended",
+			if ae.Code != api.ErrConflict || got.Approval.Status != api.ApprovalRefused || got.Approval.Outcome != approval.StaleOutcome || got.Approval.ExecutedAt != nil || len(recs) != 4 {
+				t.Errorf("the stale approval: %s, stored %s/%s, chain of %d records; want refused as stale and nothing appended",
 					ae.Code, got.Approval.Status, got.Approval.Outcome, len(recs))
 			}
 		}()

@@ -19,6 +19,7 @@ import (
 func TestFailedCorrectionTakesItsFailuresClass(t *testing.T) {
 	e := newEnv(t)
 	e.startRedriver(t, redriverConfig())
+	e.identityCorrections(t)
 	for i, tc := range []struct {
 		name    string
 		fix     func(doc map[string]any)

@@ -125,6 +125,7 @@ func TestConcurrentDrainsAndRedrivesCommitOnce(t *testing.T) {
 func TestValidationCorrectionAndPoison(t *testing.T) {
 	e := newEnv(t)
 	e.startRedriver(t, redriverConfig())
+	e.identityCorrections(t)
 	good := e.pharmacyEvent(t, 500)
 	var doc map[string]any
 	_ = json.Unmarshal(good.data, &doc)

@@ -441,8 +441,10 @@ func TestCorrectionDryRun(t *testing.T) {
 		{name: "bizStep corrected, an SSCC's check digit wrong", id: ship, payload: marshal(t, badSSCC),
 			want: api.RedriveCheck{Subject: "events.dscsa.shipping", EventType: "shipping", Code: string(dscsa.InvalidEPC), ApprovalRequired: true,
 				IdentityChanges: []string{approval.FieldOrderingKey, approval.FieldEventType}}},
+		// A Schedule II correction: a second person under the default
+		// policy (issue #40), though the identity stays.
 		{name: "pharmacy schedule corrected, same subject and identity", id: rxID, payload: marshal(t, with(rx, map[string]any{"dea_schedule": "II"})),
-			want: api.RedriveCheck{Subject: "events.pharmacy.dispense", EventType: "dispense", OK: true}},
+			want: api.RedriveCheck{Subject: "events.pharmacy.dispense", EventType: "dispense", OK: true, ApprovalRequired: true}},
 		{name: "pharmacy original with include_validation", id: rxID, req: api.RedriveRequest{IncludeValidation: true},
 			want: api.RedriveCheck{Subject: "events.pharmacy.dispense", EventType: "dispense", Code: string(pharmacy.InvalidDEASchedule)}},
 		{name: "pharmacy original, validation class", id: rxID, code: api.ErrNotRedrivable},
@@ -495,6 +497,7 @@ func TestCorrectionDryRun(t *testing.T) {
 	}
 
 	t.Run("resolved", func(t *testing.T) {
+		e.identityCorrections(t)
 		var rep api.RedriveReply
 		e.requestJSON(t, api.Redrive, api.RedriveRequest{DLQID: rxID, Payload: marshal(t, with(rx, map[string]any{"dea_schedule": "II"})), Reason: reason}, &rep)
 		if rep.Outcome != api.OutcomeReplayed {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/tests/internal/jaeger"
@@ -76,6 +77,18 @@ func TestUntracedEventIsOneStory(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
+	// A correction of a Schedule II dispense waits for a second person
+	// under the default policy (issue #40): this store's policy role
+	// keeps the identity rule, so that it is corrected at once.
+	pnc, err := s.ConnectAs(access.DefaultPerson(access.RolePolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pnc.Close)
+	identity := approval.DefaultPolicy()
+	identity.Corrections = approval.CorrectionsIdentity
+	var pol api.PolicyReply
+	request(t, pnc, api.PolicySet, api.PolicySetRequest{Policy: identity, Reason: "the tracing test corrects at once"}, &pol)
 	var rep api.RedriveReply
 	request(t, nc, api.Redrive, api.RedriveRequest{DLQID: rec.DLQID, Payload: data, Reason: "downstream recovered"}, &rep)
 	var got api.GetReply

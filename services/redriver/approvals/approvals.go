@@ -24,6 +24,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -136,9 +137,19 @@ func (d *Desk) Policy(ctx context.Context) (api.PolicyReply, error) {
 // Require decides whether action, asked for by who, needs a second
 // person under the policy in force. It returns nil when it does not, else
 // an APPROVAL_REQUIRED *api.Error carrying the pending approval it created
-// from req (without values). It fails closed: an unreadable policy refuses
-// the action (UNAVAILABLE).
+// from req (without values). A correction of a record with another
+// pending correction is refused first (CORRECTION_PENDING, the pending
+// one in the reply's Approval). It fails closed: an unreadable policy or
+// APPROVALS refuses the action (UNAVAILABLE).
 func (d *Desk) Require(ctx context.Context, who access.Identity, action approval.Action, req approval.Request) error {
+	if action.Kind == api.ActionCorrect {
+		// One open correction per record, whether this one needs a
+		// second person or not: CORRECTION_PENDING names the pending one.
+		req.Requester = who
+		if err := d.store.PendingCorrection(ctx, req); err != nil {
+			return approval.APIError(err)
+		}
+	}
 	p, err := d.policy.Get(ctx)
 	if err != nil {
 		return approval.APIError(err)
@@ -323,13 +334,19 @@ func (d *Desk) recover(ctx context.Context, minAge time.Duration) {
 // execute executes signed approval a: its approved record, its action as
 // its requester, and its outcome in APPROVALS. An action that could not
 // be tried (UNAVAILABLE) leaves the approval approved, to be executed
-// again (so does TOO_MANY_DRAINS); any other outcome, a failure included
-// (a chain that moved on: CONFLICT), is recorded and final.
+// again (so does TOO_MANY_DRAINS); an event's chain that moved on since
+// the request refuses it as stale (stale), never executed; any other
+// outcome, a failure included, is recorded and final.
 func (d *Desk) execute(ctx context.Context, a api.Approval) (api.Approval, error) {
 	if err := d.prove(ctx, a); err != nil {
 		return a, err
 	}
 	outcome, err := d.run(ctx, a)
+	if errors.Is(err, ErrChainMoved) {
+		// Refused before anything of it was executed: the approved
+		// record's conditional append found the chain moved on.
+		return d.stale(ctx, a, err)
+	}
 	code := outcome
 	if err != nil {
 		code = api.CodeOf(err)
@@ -353,6 +370,28 @@ func (d *Desk) execute(ctx context.Context, a api.Approval) (api.Approval, error
 	}
 	d.Log.Info("APPROVAL_EXECUTED", "approval_id", a.ID, "action", a.Action, "dlq_id", a.DLQID, "outcome", code)
 	return done, err
+}
+
+// stale refuses signed approval a, whose event's chain moved on since the
+// request (moved, wrapping ErrChainMoved): its entry becomes refused with
+// the outcome approval.StaleOutcome, AUDIT records the refusal, and the
+// caller gets CONFLICT saying so. Nothing of it was executed. A refusal
+// not recorded (UNAVAILABLE) leaves it approved, for the sweep, which
+// finds the chain moved again.
+func (d *Desk) stale(ctx context.Context, a api.Approval, moved error) (api.Approval, error) {
+	why := "the record " + a.DLQID + " moved on since the request (it had " + strconv.Itoa(a.ChainRecords) + " records then)"
+	done, err := d.store.Stale(ctx, a, why)
+	switch {
+	case errors.Is(err, approval.ErrAlreadyDecided):
+		if cur, gerr := d.store.Get(ctx, a.ID); gerr == nil {
+			done = cur
+		}
+	case err != nil:
+		d.Log.Warn("stale approval not recorded; retried by the sweep", "approval_id", a.ID, "err", err)
+		return a, errors.Join(moved, approval.APIError(err))
+	}
+	d.Log.Warn("APPROVAL_STALE", "approval_id", a.ID, "action", a.Action, "dlq_id", a.DLQID, "records_then", a.ChainRecords)
+	return done, api.Wrap(api.ErrConflict, moved, "approval "+a.ID+" is stale: "+why+"; refused, never executed: ask again on the record as it is now")
 }
 
 // prove checks, before anything of approval a is executed, that it
