@@ -321,6 +321,20 @@ func chainLength(t *testing.T, nc *nats.Conn, id string) int {
 	return len(rep.Records)
 }
 
+// verifyProblems lists what audit.verify reports (for a failure's
+// message).
+func verifyProblems(nc *nats.Conn) string {
+	rep, err := endpoint.Call[api.VerifyRequest, api.VerifyReply](context.Background(), nc, api.AuditVerify, api.VerifyRequest{})
+	if err != nil {
+		return fmt.Sprintf(" (audit.verify: %v)", err)
+	}
+	var b strings.Builder
+	for _, p := range rep.Problems {
+		fmt.Fprintf(&b, "\n  %s %s %s: %s", p.Kind, p.Subject, p.DLQID, p.Detail)
+	}
+	return b.String()
+}
+
 // checkState checks the page as it is (a state reached by a POST, which
 // the page loop below cannot open): axe-core finds no serious or critical
 // violation, and neither width scrolls sideways; then a screenshot.
@@ -887,14 +901,14 @@ func TestConsole(t *testing.T) {
 		op.open("/audit")
 		op.submit("#verify", "#verify-result")
 		if got := op.text("#verify-result"); got != "OK" {
-			t.Errorf("verify: %q", got)
+			t.Errorf("verify: %q%s", got, verifyProblems(viewerNC))
 		}
 		op.submit("#reconcile", "#reconcile-result")
 		op.submit("#checkpoint", "#h-checkpoint")
 		op.open("/audit")
 		op.submit("#verify", "#verify-result")
 		if got := op.text("#verify-result"); got != "OK" {
-			t.Errorf("verify after the checkpoint: %q", got)
+			t.Errorf("verify after the checkpoint: %q%s", got, verifyProblems(viewerNC))
 		}
 		op.screenshot("audit")
 	})
