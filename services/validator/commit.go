@@ -138,6 +138,9 @@ type testHooks struct {
 	// beforeLedgerBatch runs before a group's LEDGER batch is written,
 	// with its keys (after the look-up of the keys LEDGER holds).
 	beforeLedgerBatch func(keys []string)
+	// restoreGrace overrides the grace of the restore at start (0: the
+	// default; negative: none).
+	restoreGrace time.Duration
 }
 
 type claim struct {

@@ -23,12 +23,18 @@ const restoreTimeout = 30 * time.Minute
 // an event whose mark the restore has not written back yet is never
 // committed, nor posted downstream, a second time. What it found and did
 // is logged (rebuild.LogReport: keys, kinds and fields, never a value).
+// A difference younger than the grace (rebuild.DefaultGrace) is a write
+// in flight, perhaps another validator's, and is left to it.
 func (s *Service) restoreKeys(run context.Context) {
 	defer s.commit.restoring.Store(false)
 	ctx, cancel := context.WithTimeout(run, restoreTimeout)
 	defer cancel()
 	start := time.Now()
-	rep, err := rebuild.Restore(ctx, s.js, subjects.IdempotencyBucket, rebuild.Options{Now: s.commit.now})
+	opts := rebuild.Options{Now: s.commit.now}
+	if s.hooks != nil {
+		opts.Grace = s.hooks.restoreGrace
+	}
+	rep, err := rebuild.Restore(ctx, s.js, subjects.IdempotencyBucket, opts)
 	if err != nil {
 		if run.Err() == nil { // not the validator stopping
 			s.log.ErrorContext(ctx, "INDEX_RESTORE_FAILED", "bucket", subjects.IdempotencyBucket, "code", api.CodeOf(rebuild.APIError(err)), "err", err)
