@@ -29,11 +29,15 @@ func TestIdempotencyRestoredAtStart(t *testing.T) {
 		// key, committed a moment ago).
 		grace    time.Duration
 		restored bool
+		// restoring: the resend comes while the validator is (taken to
+		// be) still restoring: its claim looks LEDGER up before the POST.
+		restoring bool
 	}{
-		{"LEDGER only, restored", false, -1, true},
-		{"downstream, restored", true, -1, true},
-		{"LEDGER only, not restored: the resend is a duplicate still", false, time.Hour, false},
-		{"downstream, not restored: the resend is a duplicate still", true, time.Hour, false},
+		{"LEDGER only, restored", false, -1, true, false},
+		{"downstream, restored", true, -1, true, false},
+		{"LEDGER only, not restored: the resend is a duplicate still", false, time.Hour, false, false},
+		{"downstream, not restored: the resend is a duplicate still", true, time.Hour, false, false},
+		{"downstream, resent while restoring: never posted again", true, time.Hour, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -87,6 +91,9 @@ func TestIdempotencyRestoredAtStart(t *testing.T) {
 					return nil
 				})
 			}
+			if tc.restoring {
+				second.commit.restoring.Store(true)
+			}
 			publish(t, js, subject, data, "")
 			natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
 				if st := second.Stats(); st.Duplicates != 1 || st.Committed != 0 {
@@ -107,7 +114,7 @@ func TestIdempotencyRestoredAtStart(t *testing.T) {
 				// restore.
 				t.Errorf("after the resend of a key not restored: %+v (%v), want it not marked committed", st, err)
 			}
-			if down != nil && tc.restored {
+			if down != nil && (tc.restored || tc.restoring) {
 				down.mu.Lock()
 				n := down.accepted[key]
 				down.mu.Unlock()
