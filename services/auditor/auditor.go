@@ -238,6 +238,13 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.IdempotencyBucket, err)
 	}
 	s.reconciler.Bind(s.events, s.keys)
+	// HOLDS restored from AUDIT before the holds are loaded from it.
+	if _, err := retry.Value(ctx, s.log, "holds bucket", func(ctx context.Context) (jetstream.KeyValue, error) {
+		return s.js.KeyValue(ctx, subjects.HoldsBucket)
+	}); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.HoldsBucket, err)
+	}
+	s.restoreHolds(ctx)
 	if _, err := retry.Value(ctx, s.log, "legal holds", func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, s.holds.Reload(ctx)
 	}); err != nil {

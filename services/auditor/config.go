@@ -68,15 +68,6 @@ type Config struct {
 	// so that an insider with the store cannot sign. Empty: checkpoints
 	// are unsigned (they still carry their Merkle root).
 	SigningKeyFile string
-	// ApprovalKey is the public key of the approval owner's signing key
-	// (the redriver's ApprovalSeed; access.Secrets.ApprovalPublicKey): a
-	// hold lift is executed only for an approval whose proof verifies
-	// against it (package approval). Empty: ApprovalKeyFile, else no
-	// approved hold lift is executed (APPROVAL_UNPROVEN).
-	ApprovalKey string
-	// ApprovalKeyFile is a file holding ApprovalKey (the deployment kit's
-	// services/approval.pub).
-	ApprovalKeyFile string
 	// HoldPlacePerMinute and HoldPlaceBurst rate-limit each person's hold
 	// placements (hold.place): one more is refused RATE_LIMITED. Defaults
 	// 30 and 10.
@@ -140,7 +131,7 @@ func DefaultConfig() Config {
 // DEADLETTER_AUDIT_VERIFY_CACHE, DEADLETTER_AUDIT_SIGNING_KEY_FILE,
 // DEADLETTER_AUDIT_EXPORT_FILE, DEADLETTER_AUDIT_ANCHOR_BLOCKS,
 // DEADLETTER_INSTANCE_ID (default <hostname>-auditor-<DEADLETTER_INSTANCE_INDEX>), DEADLETTER_TRACE_URL_BASE,
-// DEADLETTER_RETENTION, DEADLETTER_APPROVAL_KEY_FILE,
+// DEADLETTER_RETENTION,
 // DEADLETTER_HOLD_PLACE_PER_MINUTE, DEADLETTER_HOLD_PLACE_BURST,
 // DEADLETTER_NOTIFY_WEBHOOK_URL, DEADLETTER_NOTIFY_WEBHOOK_SECRET_FILE,
 // DEADLETTER_NOTIFY_WEBHOOK_MAX_ELAPSED.
@@ -158,7 +149,6 @@ func (c *Config) LoadEnv(env *config.Env) {
 	env.Instance("auditor", &c.Instance)
 	env.String("DEADLETTER_TRACE_URL_BASE", &c.TraceURLBase)
 	env.Retention(&c.Retention)
-	env.String("DEADLETTER_APPROVAL_KEY_FILE", &c.ApprovalKeyFile)
 	env.Int("DEADLETTER_HOLD_PLACE_PER_MINUTE", &c.HoldPlacePerMinute)
 	env.Int("DEADLETTER_HOLD_PLACE_BURST", &c.HoldPlaceBurst)
 	c.Notify.LoadEnv(env)

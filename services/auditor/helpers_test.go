@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -181,14 +182,36 @@ func next(tb testing.TB, prev record.Record, kind record.Kind, at time.Time) rec
 }
 
 // publish stores r on its quarantine subject as the admin and returns its
-// sequence.
+// sequence. A record a drain sealed has its drain in DRAINS, as the
+// redriver writes it before its replays (verify compares DRAINS with
+// them, package rebuild).
 func (e *env) publish(tb testing.TB, r record.Record) uint64 {
 	tb.Helper()
 	b, err := record.Marshal(r)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	if r.DrainID != "" {
+		e.drain(tb, r)
+	}
 	return e.publishRaw(tb, subjects.Quarantine(r.Domain, r.DLQID), b)
+}
+
+// drain writes the DRAINS entry of the drain that sealed r, once.
+func (e *env) drain(tb testing.TB, r record.Record) {
+	tb.Helper()
+	ctx := context.Background()
+	kv, err := e.js.KeyValue(ctx, subjects.DrainsBucket)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b, err := json.Marshal(api.DrainState{DrainID: r.DrainID, Status: api.DrainCompleted, StartedBy: r.Actor, StartedAt: r.QuarantinedAt})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := kv.Create(ctx, r.DrainID, b); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		tb.Fatalf("drain %s: %v", r.DrainID, err)
+	}
 }
 
 // publishRaw stores raw bytes on subject in QUARANTINE.

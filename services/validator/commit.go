@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -124,6 +125,10 @@ type committer struct {
 	// batch commits in atomic batches when there is no downstream (nil:
 	// one event at a time).
 	batch *batcher
+	// restoring is set while IDEMPOTENCY is restored from LEDGER at
+	// start (Service.restoreKeys): a new claim then looks LEDGER up
+	// before the downstream POST (committedBefore).
+	restoring atomic.Bool
 }
 
 // testHooks lets tests stop a validator at precise points.
@@ -133,6 +138,9 @@ type testHooks struct {
 	// beforeLedgerBatch runs before a group's LEDGER batch is written,
 	// with its keys (after the look-up of the keys LEDGER holds).
 	beforeLedgerBatch func(keys []string)
+	// restoreGrace overrides the grace of the restore at start (0: the
+	// default; negative: none).
+	restoreGrace time.Duration
 }
 
 type claim struct {
@@ -163,6 +171,14 @@ func (c *committer) commitOne(ctx context.Context, env envelope.Envelope, data [
 	if c.hooks != nil && c.hooks.afterClaim != nil {
 		c.hooks.afterClaim(env.IdempotencyKey)
 	}
+	if c.restoring.Load() {
+		// IDEMPOTENCY is being restored from LEDGER: a committed key's
+		// mark may be missing still, and the claim just taken would post
+		// the event downstream a second time. LEDGER decides first.
+		if seq, done, err := c.committedBefore(ctx, env, hash, sourceSeq, cl); done {
+			return seq, err
+		}
+	}
 	if err := c.post(ctx, env, data, cl); err != nil {
 		return 0, err
 	}
@@ -187,9 +203,17 @@ func (c *committer) post(ctx context.Context, env envelope.Envelope, data []byte
 // that died before marking it committed another event of the key) is a
 // conflict: the claim is released, and that event's redelivery marks it.
 func (c *committer) finish(ctx context.Context, env envelope.Envelope, data []byte, hash string, sourceSeq uint64, dlqID string, cl claim) (uint64, error) {
-	ledgerSeq, existed, committed, err := c.writeLedger(ctx, env, data, hash, sourceSeq, dlqID)
-	if err == nil && existed && committed != hash {
-		err = sameContent(ledgerSeq, committed, hash)
+	ledgerSeq, prior, err := c.writeLedger(ctx, env, data, hash, sourceSeq, dlqID)
+	if err == nil && prior != nil {
+		if committed := idempotency.ContentHash(env.Domain, prior.Data); committed != hash {
+			err = sameContent(ledgerSeq, committed, hash)
+		} else if resent(prior, sourceSeq) {
+			// Another event committed the key and its mark was lost: a
+			// duplicate (resent). The claim is given back for that
+			// event's own delivery to mark.
+			c.release(ctx, env.IdempotencyKey, cl)
+			return ledgerSeq, ErrAlreadyCommitted
+		}
 	}
 	if err != nil {
 		c.release(ctx, env.IdempotencyKey, cl)
@@ -294,16 +318,18 @@ func (c *committer) release(ctx context.Context, key string, cl claim) {
 // the entry's own event marks it, and an entry no event wrote is for
 // reconciliation to list).
 func (c *committer) commitLedgerOnly(ctx context.Context, env envelope.Envelope, data []byte, hash string, sourceSeq uint64, dlqID string) (uint64, error) {
-	ledgerSeq, existed, committed, err := c.writeLedger(ctx, env, data, hash, sourceSeq, dlqID)
+	ledgerSeq, prior, err := c.writeLedger(ctx, env, data, hash, sourceSeq, dlqID)
 	if err != nil {
 		return 0, err
 	}
-	if existed && committed != hash {
-		return 0, sameContent(ledgerSeq, committed, hash)
-	}
-	if existed {
-		// Either a duplicate (marked committed) or an earlier validator
-		// died between its LEDGER write and its mark: adopt and mark.
+	if prior != nil {
+		if committed := idempotency.ContentHash(env.Domain, prior.Data); committed != hash {
+			return 0, sameContent(ledgerSeq, committed, hash)
+		}
+		// Either a duplicate (marked committed), an earlier validator
+		// died between its LEDGER write and its mark (adopt and mark),
+		// or the mark was lost and this is another copy (resent: a
+		// duplicate).
 		e, err := c.kv.Get(ctx, env.IdempotencyKey)
 		if err == nil {
 			if cur, err := idempotency.Decode(e.Value()); err == nil && cur.State == StateCommitted {
@@ -311,6 +337,9 @@ func (c *committer) commitLedgerOnly(ctx context.Context, env envelope.Envelope,
 			}
 		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return 0, codes.Wrap(codes.StoreUnavailable, err, "read key state failed")
+		}
+		if resent(prior, sourceSeq) {
+			return ledgerSeq, ErrAlreadyCommitted
 		}
 	}
 	if c.hooks != nil && c.hooks.afterLedger != nil {
@@ -388,11 +417,11 @@ func (c *committer) ledgerMsg(env envelope.Envelope, data []byte, hash string, s
 	return m
 }
 
-// writeLedger appends the event to its key's LEDGER subject; existed reports
-// that the subject was already written (the existing message's sequence is
-// returned, and committed, the idempotency.ContentHash of its payload), by a
-// duplicate, by a claimer that died before marking, or by anyone else.
-func (c *committer) writeLedger(ctx context.Context, env envelope.Envelope, data []byte, hash string, sourceSeq uint64, dlqID string) (seq uint64, existed bool, committed string, err error) {
+// writeLedger appends the event to its key's LEDGER subject; prior is the
+// message found there when the subject was already written (its sequence
+// is returned), by a duplicate, by a claimer that died before marking, or
+// by anyone else (nil: written now).
+func (c *committer) writeLedger(ctx context.Context, env envelope.Envelope, data []byte, hash string, sourceSeq uint64, dlqID string) (seq uint64, prior *jetstream.RawStreamMsg, err error) {
 	m := c.ledgerMsg(env, data, hash, sourceSeq, dlqID)
 	subj := m.Subject
 	// The span in ctx (the commit span, or the validate span when there is
@@ -404,7 +433,7 @@ func (c *committer) writeLedger(ctx context.Context, env envelope.Envelope, data
 	span := trace.SpanFromContext(ctx)
 	ack, err := c.js.PublishMsg(ctx, m)
 	if err == nil && !ack.Duplicate {
-		return ack.Sequence, false, hash, nil
+		return ack.Sequence, nil, nil
 	}
 	var apiErr *jetstream.APIError
 	if err == nil || errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
@@ -415,11 +444,50 @@ func (c *committer) writeLedger(ctx context.Context, env envelope.Envelope, data
 		span.SetAttributes(telemetry.OutcomeKey.String("already_written"))
 		raw, err := c.ledgerEntry(ctx, subj)
 		if err != nil {
-			return 0, false, "", err
+			return 0, nil, err
 		}
-		return raw.Sequence, true, idempotency.ContentHash(env.Domain, raw.Data), nil
+		return raw.Sequence, raw, nil
 	}
-	return 0, false, "", codes.Wrap(codes.StoreUnavailable, err, "ledger write failed")
+	return 0, nil, codes.Wrap(codes.StoreUnavailable, err, "ledger write failed")
+}
+
+// committedBefore looks env's key up in LEDGER for a claim taken while
+// IDEMPOTENCY is restored. done reports that LEDGER holds it: the event
+// is then a duplicate (another EVENTS message committed it; the claim is
+// given back), committed (this one did, before its validator stopped
+// short of its mark; its POST was made before its LEDGER write; the key
+// is marked as LEDGER says) or a conflict (other content under the key;
+// the claim is given back, as finish does). A look-up that fails is not done: the
+// protocol goes on as without a restore (LEDGER still refuses a second
+// commit).
+func (c *committer) committedBefore(ctx context.Context, env envelope.Envelope, hash string, sourceSeq uint64, cl claim) (uint64, bool, error) {
+	prior, err := c.ledgerEntry(ctx, c.ledger(env.Domain, env.IdempotencyKey))
+	if err != nil {
+		return 0, false, nil
+	}
+	if committed := idempotency.ContentHash(env.Domain, prior.Data); committed != hash {
+		c.release(ctx, env.IdempotencyKey, cl)
+		return 0, true, sameContent(prior.Sequence, committed, hash)
+	}
+	if resent(prior, sourceSeq) {
+		c.release(ctx, env.IdempotencyKey, cl)
+		return prior.Sequence, true, ErrAlreadyCommitted
+	}
+	return prior.Sequence, true, c.markClaimed(ctx, env.IdempotencyKey, cl, prior.Sequence)
+}
+
+// resent reports whether LEDGER's message of a key, prior, was committed
+// from another EVENTS message than sourceSeq: this event is then another
+// copy of a committed event whose IDEMPOTENCY mark is missing (wiped and
+// not restored yet, or its validator died before marking it), a
+// duplicate, never a commit of its own. Its mark is not written here: it
+// would name this copy's sequence. rebuild restores it from LEDGER, and
+// the committing event's own delivery adopts it. A message that names no
+// source (written before LEDGER named it) is taken for this event's, as
+// before.
+func resent(prior *jetstream.RawStreamMsg, sourceSeq uint64) bool {
+	src, err := strconv.ParseUint(prior.Header.Get(envelope.SourceSeq), 10, 64)
+	return err == nil && src != 0 && src != sourceSeq
 }
 
 // ledgerEntry reads the LEDGER message on subj.

@@ -198,6 +198,18 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	}
 	s.commit.kv = kv
 	s.commit.hooks = s.hooks
+	// IDEMPOTENCY restored from LEDGER beside ingest, never before it.
+	s.commit.restoring.Store(true)
+	rctx, stopRestore := context.WithCancel(ctx)
+	restored := make(chan struct{})
+	go func() {
+		defer close(restored)
+		s.restoreKeys(rctx)
+	}()
+	defer func() {
+		stopRestore()
+		<-restored
+	}()
 	if s.commit.batch != nil {
 		batched := make(chan struct{})
 		go func() {

@@ -35,7 +35,7 @@ func TestAlteredApprovalIsRestored(t *testing.T) {
 		var placed api.HoldReply
 		s.mustCall(t, inspector, api.HoldPlace, api.HoldPlaceRequest{CaseID: caseID, Reason: "subpoena, Müller & Söhne <Großhandel>",
 			Target: api.HoldTarget{DLQID: id}}, &placed)
-		ae := s.call(t, operator, api.HoldLift, api.HoldLiftRequest{ID: placed.Hold.ID, CaseID: caseID, Reason: "case closed: 陈伟 \"Nord\" & <Süd>"}, nil)
+		ae := s.call(t, operator, api.HoldLift, s.signed(t, placed.Hold, api.HoldLiftRequest{ID: placed.Hold.ID, CaseID: caseID, Reason: "case closed: 陈伟 \"Nord\" & <Süd>"}), nil)
 		if ae == nil || ae.Code != api.ErrApprovalRequired || ae.Approval == nil {
 			t.Fatalf("hold.lift: %v, want APPROVAL_REQUIRED", ae)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval/approvaltest"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/rebuild"
@@ -36,6 +37,8 @@ const waitFor = 90 * time.Second
 type system struct {
 	st    *stack.Stack
 	conns map[string]*nats.Conn
+	// lifter is the operator with a registered decision key (signed).
+	lifter *approvaltest.Person
 }
 
 // The connections are closed when the stack stops (start's cleanup), so a
@@ -255,6 +258,18 @@ func noValues(t *testing.T, ps []rebuild.Problem, texts ...string) {
 			}
 		}
 	}
+}
+
+// signed is req, a lift of hold h, signed by the operator with a key of
+// her own, registered in AUDIT on first use (issue 38: an unsigned lift
+// is refused DECISION_UNSIGNED).
+func (s *system) signed(t *testing.T, h api.Hold, req api.HoldLiftRequest) api.HoldLiftRequest {
+	t.Helper()
+	if s.lifter == nil {
+		s.lifter = approvaltest.Register(t, s.js(t, access.Admin), operator, access.RoleOperator)
+	}
+	req.Signed = s.lifter.Lift(h, req, access.RoleOperator, time.Now())
+	return req
 }
 
 // errorf is fmt.Errorf for CheckFor's conditions.

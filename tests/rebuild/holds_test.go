@@ -113,7 +113,7 @@ func TestWipedHoldsAreRestored(t *testing.T) {
 	held("after the restore")
 	for id, h := range placed {
 		// Liftable again: the lift reaches its second person.
-		ae := s.call(t, operator, api.HoldLift, api.HoldLiftRequest{ID: id, CaseID: h.CaseID, Reason: "case closed <Müller & Söhne>"}, nil)
+		ae := s.call(t, operator, api.HoldLift, s.signed(t, h, api.HoldLiftRequest{ID: id, CaseID: h.CaseID, Reason: "case closed <Müller & Söhne>"}), nil)
 		if ae == nil || ae.Code != api.ErrApprovalRequired || ae.Approval == nil || ae.Approval.HoldID != id {
 			t.Errorf("hold.lift of restored hold %s: %v, want APPROVAL_REQUIRED with its approval", id, ae)
 		}

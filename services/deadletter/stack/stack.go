@@ -465,11 +465,6 @@ func (s *Stack) Run(ctx context.Context) error {
 			}
 		}
 	}
-	if acfg.ApprovalKey == "" && acfg.ApprovalKeyFile == "" {
-		if acfg.ApprovalKey, err = creds.ApprovalPublicKey(); err != nil {
-			return err
-		}
-	}
 	acfg.ExportFile = s.exportPath()
 	if s.auditKey, err = auditor.SigningPublicKey(acfg.SigningKeyFile); err != nil {
 		return err

@@ -92,6 +92,8 @@ func dispatch(args []string, out, errOut io.Writer) int {
 		err = runPeople(rest, out)
 	case "downstream":
 		err = runDownstream(rest, out)
+	case "rebuild":
+		err = runRebuild(rest, out)
 	default:
 		if strings.HasPrefix(cmd, "-") {
 			fmt.Fprintf(errOut, "deadletter: %s before a command: flags follow the command (deadletter run %s)\n\n%s", cmd, strings.Join(args, " "), usage)
