@@ -174,6 +174,8 @@ func next(tb testing.TB, prev record.Record, kind record.Kind, at time.Time) rec
 		r.Actor, r.Reason = "alice", "handled"
 	case record.KindPoisoned:
 		r.Class, r.RedriveCount = record.ClassPoison, prev.RedriveCount+1
+	case record.KindRedriveRequested:
+		r.DrainID = "drain-1"
 	}
 	if err := record.Seal(&r); err != nil {
 		tb.Fatal(err)

@@ -72,7 +72,7 @@ func TestListRecords(t *testing.T) {
 
 	var rep api.ListReply
 	request(t, e.nc, api.AuditList, api.ListRequest{Records: true, AfterSeq: 1, Limit: 1}, &rep)
-	if r := rep.Records[0]; r.DLQID != id(0) || r.Index != 1 || r.Kind != string(record.KindRedriveRequested) ||
+	if r := rep.Records[0]; r.DLQID != id(0) || r.Index != 1 || r.Kind != string(record.KindRedriveRequested) || r.DrainID != "drain-1" ||
 		r.Domain != "pharmacy" || r.Class != string(record.ClassExhausted) || r.ErrorCode != "DOWNSTREAM_UNAVAILABLE" || len(r.AuditHash) != 64 {
 		t.Errorf("record summary %+v", r)
 	}
