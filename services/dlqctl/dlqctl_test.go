@@ -574,6 +574,10 @@ func TestRedrive(t *testing.T) {
 	e.ok(t, "publish", invalid)
 	id := e.waitQuarantined(t, api.ListRequest{}, 1).Items[0].DLQID
 	pwFile := writeFile(t, t.TempDir(), "approver.pw", []byte(e.password(t, approverUser)+"\n"))
+	// This test corrects a Schedule II event at once: the identity rule,
+	// not the controlled-substance default, which sends it to a second
+	// person.
+	e.jsonOfAs(t, policyUser, &api.PolicyReply{}, "policy", "set", "--corrections", "identity", "--reason", "this test corrects a Schedule II event at once")
 
 	steps := []struct {
 		name    string

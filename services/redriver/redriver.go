@@ -63,6 +63,7 @@ import (
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/hold"
 	"github.com/deadletter/deadletter/shared/notify"
+	"github.com/deadletter/deadletter/shared/rebuild"
 	"github.com/deadletter/deadletter/shared/retry"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -224,6 +225,18 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	}
 	if err := retry.Provisioning().Do(ctx, s.log, "approvals bucket", s.approvalDesk.Open); err != nil {
 		return fmt.Errorf("redriver: %w", err)
+	}
+	// APPROVALS and DRAINS are indexes of sealed facts: restored from
+	// their write-once sources before anything reads them (package
+	// rebuild). A failed restore is logged and the start goes on: verify
+	// keeps reporting what is wrong.
+	for _, b := range []string{subjects.ApprovalsBucket, subjects.DrainsBucket} {
+		rep, err := rebuild.Restore(ctx, s.js, b, rebuild.Options{})
+		if err != nil {
+			s.log.Error("INDEX_RESTORE_FAILED", "bucket", b, "code", api.CodeOf(rebuild.APIError(err)), "err", err)
+			continue
+		}
+		rebuild.LogReport(ctx, s.log, rep)
 	}
 	ncfg := s.cfg.Notify
 	ncfg.OnOutcome = func(k notify.Kind, outcome string) { s.metrics.notifications.WithLabelValues(string(k), outcome).Inc() }

@@ -366,6 +366,8 @@ func policyWords(p api.Policy) []policySetting {
 		corrections = "every correction needs a second person"
 	case approval.CorrectionsIdentity:
 		corrections = "a correction needs a second person only when it changes the event's identity (its key, ordering key, domain or event type)"
+	case approval.CorrectionsControlled:
+		corrections = "a correction needs a second person when it changes the event's identity (its key, ordering key, domain or event type), and for a pharmacy event whenever its record or the correction names a DEA schedule (II–V) or it changes the quantity, NDC, lot or registrant"
 	default:
 		corrections = "a value this dlqctl does not know: a correction that changes the event's identity needs a second person; see -o json"
 	}
@@ -457,7 +459,7 @@ change is CONFLICT) and recorded in AUDIT with who, when and --reason.`,
 	fl := cmd.Flags()
 	fl.StringVar(&reason, "reason", "", "why the policy changes (required)")
 	fl.StringVar(&file, "file", "", "the whole policy as JSON ('-': stdin)")
-	fl.StringVar(&p.Corrections, "corrections", "", "identity or all")
+	fl.StringVar(&p.Corrections, "corrections", "", "identity, controlled or all")
 	fl.BoolVar(&p.ReleasePoison, "release-poison", false, "every release of a poison event needs approval")
 	fl.IntVar(&p.DrainMaxSelected, "drain-max-selected", 0, "a drain selecting more events needs approval (0: no limit)")
 	fl.BoolVar(&p.DrainValidation, "drain-validation", false, "a drain including validation-class events needs approval")

@@ -52,6 +52,7 @@ commands:
   demo         the outage story on a temporary embedded server, then exit (make demo)
   people       ls|add|grant|disable|enable|rotate the people of a data directory or a kit
   anchors      rotate: move an earlier store's checkpoints aside to begin a new store on purpose
+  rebuild      compare HOLDS, APPROVALS, DRAINS and IDEMPOTENCY with their write-once sources and restore them
   kit          generate the deployment kit of a cluster (--nodes 3 --out deploy/generated)
   cluster      a cluster and every service as its own process on this machine (make cluster)
   downstream   a stand-in downstream system of record on loopback (--port 8080)
