@@ -25,11 +25,6 @@ func (e *env) startAuditor(tb testing.TB) {
 	tb.Helper()
 	cfg := auditor.DefaultConfig()
 	cfg.CheckpointInterval, cfg.ReconcileInterval = 0, 0
-	key, err := e.srv.Secrets.ApprovalPublicKey()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cfg.ApprovalKey = key // the redriver's approval key verifies its lifts
 	a, err := auditor.New(e.srv.ConnectAs(tb, access.Auditor), cfg, testLogger())
 	if err != nil {
 		tb.Fatal(err)

@@ -163,13 +163,6 @@ func runServices(t *testing.T, dir, url string, vcfg validator.Config, qcfg quar
 	acfg.SigningKeyFile = filepath.Join(anchors, stack.SigningKeyFile)
 	acfg.ExportFile = filepath.Join(anchors, stack.ExportFile)
 	acfg.CheckpointInterval = 500 * time.Millisecond
-	sec, err := kit.LoadSecrets(dir, access.WithBcryptCost(bcrypt.MinCost))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if acfg.ApprovalKey, err = sec.ApprovalPublicKey(); err != nil {
-		t.Fatal(err)
-	}
 	log := slog.New(slog.DiscardHandler)
 	v, err := validator.New(connect(access.Validator), vcfg, log)
 	if err != nil {

@@ -465,11 +465,6 @@ func (s *Stack) Run(ctx context.Context) error {
 			}
 		}
 	}
-	if acfg.ApprovalKey == "" && acfg.ApprovalKeyFile == "" {
-		if acfg.ApprovalKey, err = creds.ApprovalPublicKey(); err != nil {
-			return err
-		}
-	}
 	acfg.ExportFile = s.exportPath()
 	if s.auditKey, err = auditor.SigningPublicKey(acfg.SigningKeyFile); err != nil {
 		return err
@@ -1010,7 +1005,7 @@ func (s *Stack) reloadPeople(path string, opts []access.Option) (string, error) 
 			return "", fmt.Errorf("%w (user %s)", ErrRestartNeeded, name)
 		}
 	}
-	if next.ReplaySecret != cur.ReplaySecret || next.ApprovalSeed != cur.ApprovalSeed {
+	if next.ReplaySecret != cur.ReplaySecret {
 		return "", ErrRestartNeeded
 	}
 	text, err := access.ServerConfig(next)
