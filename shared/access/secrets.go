@@ -44,8 +44,8 @@ type Person struct {
 	// for (nil: none); other roles have none.
 	Parties Parties `json:"parties,omitempty"`
 	// Disabled people keep their entry (their name stays in every record
-	// they made) but are left out of the server configuration: they
-	// cannot connect.
+	// they made); in the server configuration their user is in
+	// DisabledAccount, where it can do nothing but learn it is disabled.
 	Disabled bool `json:"disabled,omitempty"`
 	// History lists what was done to the person's account (PersonEvent),
 	// oldest first.
