@@ -145,3 +145,32 @@ func TestDisabledPersonIsToldSo(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkDisabled is what a refused client pays to learn whether its
+// person is disabled: one $SYS.REQ.USER.INFO round trip to the server.
+func BenchmarkDisabled(b *testing.B) {
+	sec, err := access.NewSecrets(access.DefaultPeople(), cheap)
+	if err != nil {
+		b.Fatal(err)
+	}
+	jonas := access.DefaultPersonsOf(access.RoleOperator)[1]
+	if _, err := sec.SetDisabled(jonas, true, "admin"); err != nil {
+		b.Fatal(err)
+	}
+	text, err := access.ServerConfig(sec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := natstest.StartConfig(b, embedded.Config{ConfigText: text})
+	nc, err := nats.Connect(srv.ClientURL(), append(sec.NATSOptions(jonas), nats.NoReconnect())...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	ctx := context.Background()
+	for b.Loop() {
+		if d, err := access.Disabled(ctx, nc); err != nil || !d {
+			b.Fatal(d, err)
+		}
+	}
+}
