@@ -29,9 +29,8 @@ import (
 // (E6: decision_unsigned), and an approval the redriver's credential
 // writes to AUDIT signed with its own nkey as chen.wei (E5:
 // decision_forged). The same approval signed with chen.wei's own key
-// is not a problem. An unsigned decision is a problem even before the
-// store's first signed one: the stack's people have registry records
-// from its start.
+// is not a problem; it is also the store's first signed decision, after
+// which an unsigned one is no executor's of an earlier version.
 func TestVerifyCatchesForgedDecisions(t *testing.T) {
 	s, _ := startStack(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -93,11 +92,9 @@ func TestVerifyCatchesForgedDecisions(t *testing.T) {
 		}
 		return last, forged, raw
 	}
-	// Before the store's first signed decision, but after its first
-	// registry record (the stack writes its people's records when it
-	// starts): a problem too, the store has people's keys (verify's rule
-	// since d7162dc; an unsigned decision is legacy only before the
-	// store's first registry record).
+	// An unsigned dismissal before any signed decision: the store has
+	// people's keys (its registry records, written at start), so it is no
+	// earlier executor's either.
 	_, early, earlyRaw := dismissal(list.Items[1].DLQID)
 	legacy, err := qjs.Publish(ctx, subjects.Quarantine(early.Domain, early.DLQID), earlyRaw)
 	if err != nil {
@@ -147,8 +144,6 @@ func TestVerifyCatchesForgedDecisions(t *testing.T) {
 	}
 	genuine := approve(decision.SignEd25519(chen, d))
 	minted := approve(decision.SignEd25519(serviceKey, d))
-	// After the store's first signed decision (the one above), an
-	// unsigned decision is no executor's of an earlier version.
 	dismissed, err := qjs.Publish(ctx, subjects.Quarantine(forged.Domain, forged.DLQID), raw)
 	if err != nil {
 		t.Fatalf("the quarantiner's append: %v", err)
@@ -172,7 +167,7 @@ func TestVerifyCatchesForgedDecisions(t *testing.T) {
 		{"E6: a dismissal the quarantiner appended", dismissed.Sequence, verify.ProblemDecisionUnsigned},
 		{"E5: an approval minted with the redriver's key", minted, verify.ProblemDecisionForged},
 		{"an approval chen.wei signed", genuine, ""},
-		{"an unsigned dismissal before the store's first signed decision, after its registry", legacy.Sequence, verify.ProblemDecisionUnsigned},
+		{"an unsigned dismissal before any signed decision", legacy.Sequence, verify.ProblemDecisionUnsigned},
 	} {
 		if found[want.seq] != want.kind {
 			t.Errorf("%s (seq %d): reported %q, want %q (problems: %+v)", want.name, want.seq, found[want.seq], want.kind, rep.Problems)
