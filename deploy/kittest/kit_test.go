@@ -153,11 +153,42 @@ func TestDockerfileBuildsEveryService(t *testing.T) {
 	}
 }
 
-// approvalFiles are the approval key's files each service reads (issue
-// #28): the redriver signs decisions with the seed, the auditor verifies
-// hold lifts with the public key; each deployment flavor must provision
-// them from the kit.
-var approvalFiles = map[string]struct{ env, file string }{
-	"redriver": {"DEADLETTER_APPROVAL_SEED_FILE", kit.ApprovalSeedFile},
-	"auditor":  {"DEADLETTER_APPROVAL_KEY_FILE", kit.ApprovalKeyFile},
+// retired are what the deployment files named for the redriver's shared
+// approval key (issue #28), which no service reads since decisions are
+// signed by their people's own keys (issue #38, ADR 0022): the kit no
+// longer writes the files, and no deployment may mount or name them.
+var retired = []string{"DEADLETTER_APPROVAL_SEED_FILE", "DEADLETTER_APPROVAL_KEY_FILE", "approval.seed", "approval.pub"}
+
+// TestNoApprovalKeyDeployed: no deployment file (systemd, Compose,
+// Kubernetes, the Dockerfile) names the retired approval key's files or
+// variables, and the kit its instructions generate holds neither file.
+func TestNoApprovalKeyDeployed(t *testing.T) {
+	var files []string
+	for _, d := range []string{"systemd", "compose", "k8s"} {
+		es, err := os.ReadDir(filepath.Join(repo, "deploy", d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			files = append(files, filepath.Join(repo, "deploy", d, e.Name()))
+		}
+	}
+	files = append(files, filepath.Join(repo, "deploy", "Dockerfile"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range retired {
+			if bytes.Contains(b, []byte(r)) {
+				t.Errorf("%s names %s", f, r)
+			}
+		}
+	}
+	dir, _ := generated(t, filepath.Join(repo, "deploy", "compose", "compose.yaml"))
+	for _, f := range []string{"approval.seed", "approval.pub"} {
+		if _, err := os.Stat(filepath.Join(dir, kit.ServicesDir, f)); err == nil {
+			t.Errorf("the kit writes %s", f)
+		}
+	}
 }

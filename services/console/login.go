@@ -106,7 +106,15 @@ func (p *loginPages) login(ctx context.Context, user, password string) (*session
 	// the server at once.
 	who, err := callOn[struct{}, api.WhoamiReply](ctx, p.rq.timeout, nc, v, "", api.AuditWhoami, struct{}{})
 	if err != nil {
+		// A disabled person's user may only ask the server who it is
+		// (access.Disabled): told so, not "login failed".
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		disabled, _ := access.Disabled(dctx, nc)
+		cancel()
 		nc.Close()
+		if disabled {
+			return nil, access.ErrDisabled
+		}
 		return nil, fmt.Errorf("%w: whoami: %w", ErrLogin, err)
 	}
 	if who.Role == "" || who.User != user {
@@ -207,6 +215,12 @@ func (p *loginPages) handleLogin(w http.ResponseWriter, r *http.Request) {
 		refund() // the password was right
 		p.log.Warn("login refused: every session in use", "user", user, "sessions", p.sessions.count())
 		p.renderLogin(w, r, http.StatusServiceUnavailable, "The console has too many open sessions. Try again later.")
+		return
+	}
+	if errors.Is(err, access.ErrDisabled) {
+		// The password was right: the name is the person's.
+		p.log.Warn("login refused: the person is disabled", "user", user, "addr", clientAddr(r))
+		p.renderLogin(w, r, http.StatusForbidden, "This person is disabled: ask an administrator.")
 		return
 	}
 	if err != nil {

@@ -91,7 +91,7 @@ func allRoleAccounts(people []Person) []string {
 }
 
 // Accounts returns the accounts of the configuration rendered for people
-// (a disabled person is in none).
+// (a disabled person is in DisabledAccount only).
 func Accounts(people []Person) []Account {
 	svc := Account{Name: ServiceAccount, JetStream: true, Users: ServiceNames()}
 	out := []Account{svc}
@@ -106,7 +106,13 @@ func Accounts(people []Person) []Account {
 			out = append(out, a)
 		}
 	}
-	return out
+	off := Account{Name: DisabledAccount}
+	for _, p := range people {
+		if p.Disabled {
+			off.Users = append(off.Users, p.Name)
+		}
+	}
+	return append(out, off)
 }
 
 // exports returns the services' account exports: each imported subject,
@@ -203,7 +209,8 @@ func ServerConfig(sec *Secrets) (string, error) {
 				acc.Users = append(acc.Users, confUser{
 					User: p.Name, Password: sc.Bcrypt,
 					Permissions: &permissions{
-						Publish:   Rule{Allow: slices.Clone(imports)},
+						// and the server's "who am I" (disabled.go).
+						Publish:   Rule{Allow: append(slices.Clone(imports), UserInfoSubject)},
 						Subscribe: Rule{Allow: []string{inboxAll(p.Name)}},
 					},
 				})
@@ -211,6 +218,20 @@ func ServerConfig(sec *Secrets) (string, error) {
 			accounts[name] = acc
 		}
 	}
+	// Disabled people authenticate into an account of their own, where
+	// they can only ask who they are (disabled.go).
+	off := confAccount{Users: []confUser{}}
+	for _, p := range sec.People {
+		if !p.Disabled {
+			continue
+		}
+		sc, ok := sec.Users[p.Name]
+		if !ok || sc.Bcrypt == "" {
+			return "", fmt.Errorf("access: no password hash for %s", p.Name)
+		}
+		off.Users = append(off.Users, confUser{User: p.Name, Password: sc.Bcrypt, Permissions: disabledPermissions(p.Name)})
+	}
+	accounts[DisabledAccount] = off
 	// No HTML escaping: the configuration parser knows no \u escapes, and
 	// subjects hold '>'.
 	var b strings.Builder

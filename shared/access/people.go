@@ -284,8 +284,9 @@ func (s *Secrets) AddPerson(p Person, by string, opts ...Option) error {
 }
 
 // SetDisabled disables (or enables again) the person name, recording who
-// did it. A disabled person is left out of the server configuration and
-// cannot connect; its password is kept (enabling it again restores it:
+// did it. A disabled person's user leaves its role's account for
+// DisabledAccount, where it can only ask who it is (and so be told it is
+// disabled); its password is kept (enabling it again restores it:
 // rotate it too if it may have leaked). Setting the state it has is a
 // no-op that reports false.
 //

@@ -1,6 +1,9 @@
 package access_test
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -151,8 +154,8 @@ func changedLines(a, b string) ([]int, bool) {
 
 // TestRotateTouchesOnlyThePerson: rotating Jonas changes his password and
 // the one configuration line of his hash; Amara's secret and every other
-// user's line stay as they were. Disabling him removes his user's lines
-// only.
+// user's line stay as they were. Disabling him moves his user into the
+// disabled account, changing no other account.
 func TestRotateTouchesOnlyThePerson(t *testing.T) {
 	sec := newSecrets(t)
 	jonas, amara := access.DefaultPersonsOf(access.RoleOperator)[1], access.DefaultPerson(access.RoleOperator)
@@ -181,20 +184,50 @@ func TestRotateTouchesOnlyThePerson(t *testing.T) {
 	if changed, err := sec.SetDisabled(jonas, true, "admin"); err != nil || !changed {
 		t.Fatal(changed, err)
 	}
+	// His user moves to the disabled account, where it may only ask who
+	// it is; every other account is as it was.
 	disabled := render(t, sec)
-	if strings.Contains(disabled, `"`+jonas+`"`) || !strings.Contains(disabled, `"`+amara+`"`) {
-		t.Fatal("the disabled person is still in the configuration, or another left")
+	var was, is struct {
+		Accounts map[string]struct {
+			JetStream string           `json:"jetstream"`
+			Users     []map[string]any `json:"users"`
+			Exports   any              `json:"exports"`
+			Imports   any              `json:"imports"`
+		} `json:"accounts"`
 	}
-	// Every remaining line is one of the configuration before.
-	have := map[string]int{}
-	for _, l := range strings.Split(after, "\n") {
-		have[l]++
+	if err := json.Unmarshal([]byte(after), &was); err != nil {
+		t.Fatal(err)
 	}
-	for _, l := range strings.Split(disabled, "\n") {
-		if have[l] == 0 {
-			t.Errorf("disabling %s changed another line: %q", jonas, l)
+	if err := json.Unmarshal([]byte(disabled), &is); err != nil {
+		t.Fatal(err)
+	}
+	off := is.Accounts[access.DisabledAccount]
+	if len(off.Users) != 1 || off.Users[0]["user"] != jonas || off.Users[0]["password"] != sec.Users[jonas].Bcrypt {
+		t.Fatalf("the disabled account's users: %v", off.Users)
+	}
+	perms, _ := json.Marshal(off.Users[0]["permissions"])
+	if want := `{"publish":{"allow":["` + access.UserInfoSubject + `"]},"subscribe":{"allow":["` + access.InboxPrefix(jonas) + `.\u003e"]}}`; string(perms) != want {
+		t.Errorf("his permissions %s, want %s", perms, want)
+	}
+	if n := strings.Count(disabled, `"`+jonas+`"`); n != 1 {
+		t.Errorf("%s named %d times in the configuration", jonas, n)
+	}
+	for name, acc := range was.Accounts {
+		if name == access.DisabledAccount {
+			continue
 		}
-		have[l]--
+		now := is.Accounts[name]
+		var kept []map[string]any
+		for _, u := range acc.Users {
+			if u["user"] != jonas {
+				kept = append(kept, u)
+			}
+		}
+		a, _ := json.Marshal([]any{acc.JetStream, kept, acc.Exports, acc.Imports})
+		b, _ := json.Marshal([]any{now.JetStream, now.Users, now.Exports, now.Imports})
+		if !bytes.Equal(a, b) && !(len(kept) == 0 && len(now.Users) == 0) {
+			t.Errorf("disabling %s changed the account %s", jonas, name)
+		}
 	}
 	if changed, _ := sec.SetDisabled(jonas, true, "admin"); changed {
 		t.Error("disabling twice changed something")
@@ -214,8 +247,9 @@ func maps(m map[string]access.Secret) map[string]access.Secret {
 
 // TestDisabledPersonCannotConnect runs a real server on the generated
 // configuration: a disabled person's open connection is closed by the
-// configuration reload and a new one refused, while the others stay
-// connected; enabled again, the person connects; a rotated password
+// configuration reload (his user moved to the disabled account) and a new
+// one is told he is disabled (TestDisabledPersonIsToldSo: and can do
+// nothing else), while the others stay connected; enabled again, the person connects; a rotated password
 // closes the person's connection and only the new password works.
 func TestDisabledPersonCannotConnect(t *testing.T) {
 	sec := newSecrets(t)
@@ -249,6 +283,16 @@ func TestDisabledPersonCannotConnect(t *testing.T) {
 			return nil
 		}
 	}
+	toldDisabled := func(user string) {
+		t.Helper()
+		nc := mustConnect(user)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if disabled, err := access.Disabled(ctx, nc); err != nil || !disabled {
+			t.Fatalf("%s: disabled %v, %v", user, disabled, err)
+		}
+		nc.Close()
+	}
 	refused := func(user string, s *access.Secrets) {
 		t.Helper()
 		nc, err := connect(user, s)
@@ -267,7 +311,7 @@ func TestDisabledPersonCannotConnect(t *testing.T) {
 	}
 	reload()
 	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, closed(j))
-	refused(jonas, sec)
+	toldDisabled(jonas)
 	if err := a.Flush(); err != nil || a.IsClosed() {
 		t.Fatalf("Amara's connection after Jonas was disabled: %v", err)
 	}
@@ -288,14 +332,15 @@ func TestDisabledPersonCannotConnect(t *testing.T) {
 	mustConnect(amara)
 
 	// A role with every person disabled is an account without users: the
-	// server takes it, and nobody of that role connects.
+	// server takes it, and everyone of that role is told they are
+	// disabled.
 	for _, name := range access.DefaultPersonsOf(access.RoleOperator) {
 		if _, err := sec.SetDisabled(name, true, "admin"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	reload()
-	refused(amara, sec)
+	toldDisabled(amara)
 	mustConnect(access.DefaultPerson(access.RoleViewer))
 }
 

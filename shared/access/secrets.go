@@ -44,8 +44,8 @@ type Person struct {
 	// for (nil: none); other roles have none.
 	Parties Parties `json:"parties,omitempty"`
 	// Disabled people keep their entry (their name stays in every record
-	// they made) but are left out of the server configuration: they
-	// cannot connect.
+	// they made); in the server configuration their user is in
+	// DisabledAccount, where it can do nothing but learn it is disabled.
 	Disabled bool `json:"disabled,omitempty"`
 	// History lists what was done to the person's account (PersonEvent),
 	// oldest first.
@@ -146,22 +146,16 @@ type Secrets struct {
 	// ReplaySecret keys the redriver's replay message ids (hex, 256 bits):
 	// every redriver instance of a deployment shares it.
 	ReplaySecret string `json:"replay_secret"`
-	// ApprovalSeed is the approval key's nkey seed: the redriver, which
-	// re-authenticates approvers, signs each decision with it, and every
-	// executor of approvals verifies the proof against its public key
-	// (ApprovalPublicKey), given in its configuration, never read from a
-	// store (package approval). Every redriver instance shares the seed;
-	// the auditor gets only the public key.
-	ApprovalSeed string `json:"approval_seed"`
 }
 
-// ApprovalPublicKey returns the public key of ApprovalSeed.
-func (s *Secrets) ApprovalPublicKey() (string, error) {
-	kp, err := nkeys.FromSeed([]byte(s.ApprovalSeed))
-	if err != nil {
-		return "", fmt.Errorf("access: approval seed: %w", err)
-	}
-	return kp.PublicKey()
+// legacySecrets is what an earlier version's secrets file held that this
+// one no longer reads: approval_seed, the redriver's shared approval key
+// (issue #28), which no one reads since decisions are signed by their
+// people's own keys (issue #38, ADR 0022). A file that still holds it
+// loads, and is rewritten without it: a key that once signed decisions is
+// not left lying beside the credentials.
+type legacySecrets struct {
+	ApprovalSeed *string `json:"approval_seed"`
 }
 
 // passwordBytes is the entropy of a generated password (192 bits).
@@ -277,17 +271,6 @@ func (s *Secrets) fill(o genOptions) (changed bool, err error) {
 		}
 		s.ReplaySecret, changed = hex.EncodeToString(b), true
 	}
-	if _, err := s.ApprovalPublicKey(); err != nil {
-		kp, err := nkeys.CreateServer()
-		if err != nil {
-			return changed, fmt.Errorf("access: approval key: %w", err)
-		}
-		seed, err := kp.Seed()
-		if err != nil {
-			return changed, fmt.Errorf("access: approval key: %w", err)
-		}
-		s.ApprovalSeed, changed = string(seed), true
-	}
 	names := append(ServiceNames(), BackupUser, BackupAdmin)
 	for _, p := range s.People {
 		names = append(names, p.Name)
@@ -361,7 +344,9 @@ func (s *Secrets) PublicKey(user string) (string, error) {
 // creates it with new secrets for people, mode 0600, so that a data
 // directory keeps stable credentials across restarts. A file that lacks a
 // user (one added to the table since) gets a secret for it and is
-// rewritten. A file readable by group or others is refused.
+// rewritten, and so is one that holds an earlier version's approval_seed
+// (legacySecrets), without it. A file readable by group or others is
+// refused.
 func LoadOrCreate(path string, people []Person, opts ...Option) (*Secrets, error) {
 	b, err := os.ReadFile(path)
 	switch {
@@ -389,6 +374,8 @@ func LoadOrCreate(path string, people []Person, opts ...Option) (*Secrets, error
 	if len(s.People) == 0 {
 		s.People = slices.Clone(people)
 	}
+	var legacy legacySecrets
+	dropped := json.Unmarshal(b, &legacy) == nil && legacy.ApprovalSeed != nil
 	// A file written before publishers named their parties: a default
 	// publisher gets its default parties (another publisher stays
 	// without, and may publish for none until given some).
@@ -401,7 +388,7 @@ func LoadOrCreate(path string, people []Person, opts ...Option) (*Secrets, error
 		}
 	}
 	changed, err := s.fill(options(opts))
-	changed = changed || partiesAdded
+	changed = changed || partiesAdded || dropped
 	if err != nil {
 		return nil, err
 	}

@@ -181,11 +181,9 @@ func Prepare(o Options) (*Plan, error) {
 					env = append(env, "DEADLETTER_DOWNSTREAM_URL="+o.DownstreamURL)
 				}
 			case access.Redriver:
-				env = append(env, "DEADLETTER_REPLAY_SECRET_FILE="+filepath.Join(o.Dir, kit.ServicesDir, kit.ReplaySecretFile),
-					"DEADLETTER_APPROVAL_SEED_FILE="+filepath.Join(o.Dir, kit.ServicesDir, kit.ApprovalSeedFile))
+				env = append(env, "DEADLETTER_REPLAY_SECRET_FILE="+filepath.Join(o.Dir, kit.ServicesDir, kit.ReplaySecretFile))
 			case access.Auditor:
-				env = append(env, "DEADLETTER_AUDIT_SIGNING_KEY_FILE="+signing, "DEADLETTER_AUDIT_EXPORT_FILE="+filepath.Join(o.Dir, ExportFile),
-					"DEADLETTER_APPROVAL_KEY_FILE="+filepath.Join(o.Dir, kit.ServicesDir, kit.ApprovalKeyFile))
+				env = append(env, "DEADLETTER_AUDIT_SIGNING_KEY_FILE="+signing, "DEADLETTER_AUDIT_EXPORT_FILE="+filepath.Join(o.Dir, ExportFile))
 			}
 			name := s.Name
 			if n > 1 {

@@ -5,6 +5,7 @@
 package stack
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -16,6 +17,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -482,6 +484,8 @@ func (s *Stack) Run(ctx context.Context) error {
 		ccfg := s.cfg.Console
 		ccfg.Listen = s.cfg.ConsoleAddr
 		ccfg.NATSURL = srv.ClientURL()
+		ccfg.TraceURLBase = traceLinks(ccfg.TraceURLBase, ccfg.JaegerURL)
+		s.cfg.Console.TraceURLBase = ccfg.TraceURLBase
 		if s.cfg.Security.TLSCert != "" {
 			// A self-signed server certificate is its own CA.
 			ccfg.NATSTLSCA = absOrEmpty(s.cfg.Security.TLSCert)
@@ -837,41 +841,138 @@ func orNone(s string) string {
 }
 
 // tracingState says where spans go and where a person reads them, from
-// the environment and the console's configuration.
+// the environment and the console's configuration, and whether a Jaeger
+// UI answers where the console's "open in Jaeger" links go
+// (probeJaegerUI).
 func (s *Stack) tracingState() string {
-	endpoint := ""
+	t := tracing{}
 	if telemetry.Enabled(telemetry.Config{}) {
-		endpoint = strings.TrimSpace(os.Getenv(telemetry.EnvTracesEndpoint))
-		if endpoint == "" {
-			endpoint = strings.TrimSpace(os.Getenv(telemetry.EnvEndpoint))
+		t.Endpoint = strings.TrimSpace(os.Getenv(telemetry.EnvTracesEndpoint))
+		if t.Endpoint == "" {
+			t.Endpoint = strings.TrimSpace(os.Getenv(telemetry.EnvEndpoint))
 		}
 	}
-	jaegerURL := ""
 	if s.Console != nil {
-		jaegerURL = s.cfg.Console.JaegerURL
+		t.Console = true
+		t.RecordPage = strings.Replace(s.Console.URL(), "://127.0.0.1:", "://localhost:", 1)
+		t.RecordPage = strings.TrimSuffix(t.RecordPage, "/") + "/records/<dlq id>"
+		t.JaegerQuery = s.cfg.Console.JaegerURL
+		base := traceLinks(s.cfg.Console.TraceURLBase, t.JaegerQuery)
+		t.TraceLinks = telemetry.TraceURL(base, "<trace id>")
+		if t.Endpoint != "" && t.JaegerQuery != "" {
+			t.UI = probeJaegerUI(telemetry.TraceURL(base, "x"), jaegerUIProbeTimeout)
+		}
 	}
-	return describeTracing(endpoint, s.Console != nil, jaegerURL)
+	return t.describe()
 }
 
-// describeTracing is the banner's Tracing line: off, or the OTLP endpoint
-// spans go to and the Jaeger query API the console's record pages draw
-// traces from (the addresses configured, never assumed). A Jaeger built
-// from its Go module (make jaeger-run's) has no UI: the console's trace
-// view is the way to read its traces, and the banner says so.
-func describeTracing(endpoint string, console bool, jaegerURL string) string {
-	if endpoint == "" {
+// traceLinks is where the console's "open in Jaeger" links go: base
+// when configured, else (base the default) the trace view of the Jaeger
+// whose query API the console reads, which serves its UI, if it has one,
+// on the same address; the default without one.
+func traceLinks(base, jaegerQuery string) string {
+	if (base == "" || base == telemetry.DefaultTraceURLBase) && jaegerQuery != "" {
+		return strings.TrimRight(jaegerQuery, "/") + "/trace/"
+	}
+	return base
+}
+
+// tracing is what the banner's Tracing line says.
+type tracing struct {
+	// Endpoint is the OTLP endpoint spans go to ("" when tracing is off).
+	Endpoint string
+	// Console is whether the console runs; RecordPage is its record page
+	// address, where a record's trace is drawn.
+	Console    bool
+	RecordPage string
+	// JaegerQuery is the Jaeger query API the console reads traces from
+	// ("" for none).
+	JaegerQuery string
+	// TraceLinks is where the console's "open in Jaeger" links go (the
+	// trace view, TraceURLBase, with a placeholder id).
+	TraceLinks string
+	// UI is what answers at TraceLinks' origin.
+	UI jaegerUI
+}
+
+// jaegerUI is what answers where the "open in Jaeger" links go.
+type jaegerUI int
+
+const (
+	// uiNone: nothing answers (no Jaeger runs there), or something that
+	// is not Jaeger's UI.
+	uiNone jaegerUI = iota
+	// uiPlaceholder: a Jaeger built from its Go module (make
+	// jaeger-run's), whose UI is a page saying it is not the UI.
+	uiPlaceholder
+	// uiRunning: Jaeger's UI.
+	uiRunning
+)
+
+// jaegerUIProbeTimeout bounds the banner's look at the trace links'
+// origin.
+const jaegerUIProbeTimeout = 500 * time.Millisecond
+
+// probeJaegerUI asks the origin of the trace links base for its home
+// page, within timeout, and says what answered: Jaeger's UI (its page is
+// titled "Jaeger UI"), the placeholder of a Jaeger built without the UI
+// assets, or nothing of the kind.
+func probeJaegerUI(base string, timeout time.Duration) jaegerUI {
+	u, err := url.Parse(base)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return uiNone
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.Scheme+"://"+u.Host+"/", nil)
+	if err != nil {
+		return uiNone
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return uiNone
+	}
+	defer resp.Body.Close()
+	page, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	switch {
+	case resp.StatusCode != http.StatusOK:
+		return uiNone
+	case bytes.Contains(page, []byte("not the Jaeger UI")):
+		return uiPlaceholder
+	case bytes.Contains(page, []byte("<title>Jaeger UI</title>")):
+		return uiRunning
+	}
+	return uiNone
+}
+
+// describe is the banner's Tracing line: off, or the OTLP endpoint spans
+// go to (as configured, never assumed), then how to read a trace: the
+// console's record page, which draws it from the Jaeger query API, and
+// where its "open in Jaeger" links go, saying when no Jaeger UI answers
+// there (make jaeger-run's Jaeger, built from its Go module, has none:
+// the console's trace view is the way to read its traces).
+func (t tracing) describe() string {
+	if t.Endpoint == "" {
 		return "off (set OTEL_EXPORTER_OTLP_ENDPOINT to an OTLP/HTTP collector to trace)"
 	}
 	const indent = "\n               "
-	out := "OTLP to " + endpoint
+	out := "OTLP to " + t.Endpoint
 	switch {
-	case !console:
+	case !t.Console:
 		return out + " (the console is disabled: read traces in the collector's own UI, if it has one)"
-	case jaegerURL == "":
+	case t.JaegerQuery == "":
 		return out + indent + "the console draws no traces: set DEADLETTER_CONSOLE_JAEGER_URL to the collector's Jaeger query API"
 	}
-	return out + indent + "traces on the console's record pages, read from the Jaeger query API at " + jaegerURL +
-		indent + "(make jaeger-run's Jaeger, built from its Go module, has no UI of its own: use the console's)"
+	out += indent + "read a trace on the console's record pages (" + t.RecordPage + "), drawn from the Jaeger query API at " + t.JaegerQuery
+	switch t.UI {
+	case uiRunning:
+		return out + indent + "or in Jaeger's UI: the pages' \"open in Jaeger\" links go to " + t.TraceLinks
+	case uiPlaceholder:
+		return out + indent + "the pages' \"open in Jaeger\" links go to " + t.TraceLinks + ", where this Jaeger has no UI" +
+			indent + "(make jaeger-run's, built from its Go module): use the console's trace view"
+	}
+	return out + indent + "the pages' \"open in Jaeger\" links go to " + t.TraceLinks + ", where no Jaeger UI answers" +
+		indent + "(none runs, or one built from its Go module, as make jaeger-run's, which has no UI): use the console's trace view"
 }
 
 // peopleReloadInterval is how often watchPeople looks at the credentials
@@ -1005,7 +1106,7 @@ func (s *Stack) reloadPeople(path string, opts []access.Option) (string, error) 
 			return "", fmt.Errorf("%w (user %s)", ErrRestartNeeded, name)
 		}
 	}
-	if next.ReplaySecret != cur.ReplaySecret || next.ApprovalSeed != cur.ApprovalSeed {
+	if next.ReplaySecret != cur.ReplaySecret {
 		return "", ErrRestartNeeded
 	}
 	text, err := access.ServerConfig(next)

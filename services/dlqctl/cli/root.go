@@ -29,6 +29,7 @@ import (
 
 	"github.com/deadletter/deadletter/services/dlqctl/internal/client"
 	"github.com/deadletter/deadletter/services/dlqctl/output"
+	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/safetext"
 )
@@ -180,6 +181,8 @@ func (a *app) report(err error) int {
 		code = "TIMEOUT"
 	case errors.Is(err, client.ErrNoResponders):
 		code = "NO_RESPONDERS"
+	case errors.Is(err, access.ErrDisabled):
+		code = "PERSON_DISABLED"
 	case errors.Is(err, client.ErrPermission):
 		code = "PERMISSION"
 	}

@@ -63,14 +63,14 @@ const (
 	// PublishersFile is the validator's publisher table: the parties each
 	// publisher may publish for (DEADLETTER_PUBLISHERS_FILE).
 	PublishersFile = "publishers.json"
-	// ApprovalSeedFile is the approval key's seed: the redriver signs the
-	// decisions it re-authenticated with it (every redriver instance
-	// shares it: DEADLETTER_APPROVAL_SEED_FILE).
-	ApprovalSeedFile = "approval.seed"
-	// ApprovalKeyFile is the approval key's public key, with which the
-	// auditor verifies an approved hold lift (DEADLETTER_APPROVAL_KEY_FILE).
-	ApprovalKeyFile = "approval.pub"
 )
+
+// legacyServiceFiles are files an earlier version's kit wrote into
+// ServicesDir that no service reads any more: the redriver's shared
+// approval seed and its public key (issue #28), replaced by people's own
+// decision keys (issue #38, ADR 0022). Generate deletes them, so that no
+// file of a regenerated kit holds a key that once signed decisions.
+var legacyServiceFiles = []string{"approval.seed", "approval.pub"}
 
 // Node is one server of the cluster.
 type Node struct {
@@ -390,15 +390,10 @@ func Generate(dir string, sec *access.Secrets, o Options) (*Manifest, error) {
 	if err := access.WritePublishers(filepath.Join(dir, ServicesDir, PublishersFile), sec.People); err != nil {
 		return nil, err
 	}
-	if err := access.WriteFile(filepath.Join(dir, ServicesDir, ApprovalSeedFile), []byte(sec.ApprovalSeed+"\n")); err != nil {
-		return nil, err
-	}
-	approvalKey, err := sec.ApprovalPublicKey()
-	if err != nil {
-		return nil, err
-	}
-	if err := access.WriteFile(filepath.Join(dir, ServicesDir, ApprovalKeyFile), []byte(approvalKey+"\n")); err != nil {
-		return nil, err
+	for _, f := range legacyServiceFiles {
+		if err := os.Remove(filepath.Join(dir, ServicesDir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("kit: %w", err)
+		}
 	}
 	url, ca := o.ClientURLs(), o.TLSCA
 	if ca == "" && o.TLSCert != "" {

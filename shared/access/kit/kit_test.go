@@ -67,7 +67,7 @@ func TestGenerate(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{kit.SecretsFile, kit.ManifestFile, "services/validator.nk", "services/quarantiner.nk", "services/redriver.nk",
-		"services/auditor.nk", "services/replay.secret", "services/" + kit.PublishersFile, "services/" + kit.ApprovalSeedFile, "services/" + kit.ApprovalKeyFile, "passwords/admin", "passwords/monitor", "contexts/admin.json", "contexts/monitor.json",
+		"services/auditor.nk", "services/replay.secret", "services/" + kit.PublishersFile, "passwords/admin", "passwords/monitor", "contexts/admin.json", "contexts/monitor.json",
 		"services/" + access.BackupUser + ".nk", "passwords/" + access.BackupAdmin, "contexts/" + access.BackupAdmin + ".json"}
 	for _, p := range access.DefaultPeople() {
 		want = append(want, "passwords/"+p.Name, "contexts/"+p.Name+".json")

@@ -611,26 +611,14 @@ func (c *cluster) setUp(ctx context.Context) error {
 	if err := os.WriteFile(replaySecret, []byte(sec.ReplaySecret), 0o600); err != nil {
 		return err
 	}
-	approvalSeed := filepath.Join(dirs["secrets"], "approval.seed")
-	if err := os.WriteFile(approvalSeed, []byte(sec.ApprovalSeed), 0o600); err != nil {
-		return err
-	}
-	approvalKey, err := sec.ApprovalPublicKey()
-	if err != nil {
-		return err
-	}
-	approvalPub := filepath.Join(dirs["secrets"], "approval.pub")
-	if err := os.WriteFile(approvalPub, []byte(approvalKey), 0o600); err != nil {
-		return err
-	}
 	signingKey := filepath.Join(dirs["anchors"], "audit-signing.nk")
 	if _, err := auditor.NewSigningKey(signingKey); err != nil {
 		return err
 	}
 	extra := map[string][]string{
 		access.Validator: validatorEnv,
-		access.Redriver:  {"DEADLETTER_REPLAY_SECRET_FILE=" + replaySecret, "DEADLETTER_APPROVAL_SEED_FILE=" + approvalSeed},
-		access.Auditor: {"DEADLETTER_AUDIT_SIGNING_KEY_FILE=" + signingKey, "DEADLETTER_APPROVAL_KEY_FILE=" + approvalPub,
+		access.Redriver:  {"DEADLETTER_REPLAY_SECRET_FILE=" + replaySecret},
+		access.Auditor: {"DEADLETTER_AUDIT_SIGNING_KEY_FILE=" + signingKey,
 			"DEADLETTER_AUDIT_EXPORT_FILE=" + filepath.Join(dirs["anchors"], "checkpoints.jsonl"),
 			"DEADLETTER_AUDIT_CHECKPOINT_INTERVAL=5s",
 			// The last backstop acts within the settle: an event the

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/access/kit"
@@ -181,8 +183,18 @@ func TestPeopleKit(t *testing.T) {
 			t.Errorf("%s after disabling Jonas: %v", rel, err)
 		}
 	}
-	if c := read(node); strings.Contains(c, `"`+jonas+`"`) || !strings.Contains(c, `"`+amara+`"`) {
-		t.Error("the node file still has Jonas, or lost Amara")
+	// Jonas stays a user only of the disabled account, which can do
+	// nothing but tell him he is disabled (access.DisabledAccount).
+	opts, err := server.ProcessConfigFile(filepath.Join(dir, node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	accountOf := map[string]string{}
+	for _, u := range opts.Users {
+		accountOf[u.Username] = u.Account.Name
+	}
+	if accountOf[jonas] != access.DisabledAccount || accountOf[amara] != access.RoleAccount(access.RoleOperator) {
+		t.Errorf("after disabling Jonas, his account %q and Amara's %q", accountOf[jonas], accountOf[amara])
 	}
 	m, err := kit.LoadManifest(dir)
 	if err != nil {

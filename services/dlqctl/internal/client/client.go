@@ -285,6 +285,8 @@ func (c *Client) Request(ctx context.Context, subject string, req, out any) erro
 	msg, err := c.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: body})
 	stop()
 	switch {
+	case err != nil && perm != nil && c.personDisabled():
+		return access.ErrDisabled
 	case err != nil && perm != nil:
 		return fmt.Errorf("%w: %s: %v", ErrPermission, subject, perm)
 	case errors.Is(err, nats.ErrNoResponders):
@@ -304,6 +306,18 @@ func (c *Client) Request(ctx context.Context, subject string, req, out any) erro
 		return fmt.Errorf("%w from %s: %v", ErrBadReply, subject, err)
 	}
 	return nil
+}
+
+// personDisabled asks the server whether the connection's person is
+// disabled (access.Disabled: then the person is told so, not "permission
+// denied"), bounded by the timeout and by a permission violation.
+func (c *Client) personDisabled() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), min(c.timeout, 5*time.Second))
+	defer cancel()
+	stop := c.watchDenied(func(error) { cancel() })
+	defer stop()
+	disabled, err := access.Disabled(ctx, c.nc)
+	return err == nil && disabled
 }
 
 // watchDenied calls fn with the first permission violation reported until
