@@ -85,7 +85,7 @@ func TestPolicyGetInWords(t *testing.T) {
 	}
 	for _, want := range []string{
 		`(?m)^SETTING +VALUE +WHAT IT MEANS$`,
-		`(?m)^CORRECTIONS +identity +a correction needs a second person only when it changes the event's identity`,
+		`(?m)^CORRECTIONS +controlled +a correction needs a second person when it changes the event's identity .*and for a pharmacy event whenever its record or the correction names a DEA schedule`,
 		`(?m)^RELEASE POISON +true +releasing a poison event needs a second person$`,
 		`(?m)^DRAIN MAX SELECTED +0 +no drain needs a second person for its size$`,
 		`(?m)^HOLD LIFT +true +lifting a legal hold needs a second person$`,

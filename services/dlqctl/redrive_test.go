@@ -46,6 +46,10 @@ func corrected(tb testing.TB, rel string, changes map[string]any) []byte {
 // event: HELD).
 func TestRedriveDryRun(t *testing.T) {
 	e := startStack(t, stackOptions{})
+	// The rows below correct a Schedule II dispense and say whether the
+	// identity rule asks a second person: the identity rule, not the
+	// controlled-substance default, which always asks one for them.
+	e.jsonOfAs(t, policyUser, &api.PolicyReply{}, "policy", "set", "--corrections", "identity", "--reason", "the dry run rows test the identity rule")
 	const invalidFile = "pharmacy/invalid/INVALID_NDC--letter-in-product-code.json"
 	const noActorFile = "pharmacy/invalid/SCHEMA_VALIDATION_ERROR--missing-actor.json"
 	e.ok(t, "publish", testdata(t, invalidFile))
