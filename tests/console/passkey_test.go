@@ -20,7 +20,6 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/decision"
 	"github.com/deadletter/deadletter/shared/natstest"
-	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 // atName is the console's URL at the name localhost: passkeys take a
@@ -95,13 +94,9 @@ func registerPasskey(t *testing.T, st *stack.Stack, person string, role access.R
 		t.Fatal(err)
 	}
 	rec := api.PersonKeys{Person: person, Roles: []string{string(role)}, Keys: []api.DecisionKey{k}, Event: "key_added", By: access.Admin, At: time.Now().UTC()}
-	b, err := json.Marshal(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := js.Publish(ctx, subjects.AuditAction("people", person), b); err != nil {
+	if _, err := decision.Publish(ctx, js, rec); err != nil {
 		t.Fatalf("register %s's passkey: %v", person, err)
 	}
 }

@@ -143,7 +143,7 @@ func TestMakeRun(t *testing.T) {
 		t.Fatalf("banner lacks the NATS URL or examples:\n%s", b)
 	}
 	// The console's URL, as printed, serves its login page.
-	m := regexp.MustCompile(`Console: +(http://127\.0\.0\.1:\d+/) +\(log in as ([^;]+);`).FindStringSubmatch(p.banner())
+	m := regexp.MustCompile(`Console: +(http://localhost:\d+/) +\(log in as ([^;]+);`).FindStringSubmatch(p.banner())
 	if m == nil || !strings.Contains(m[2], access.DefaultPerson(access.RoleOperator)) || strings.Contains(m[2], "publisher") {
 		t.Fatalf("banner lacks the console's URL and its people:\n%s", p.banner())
 	}

@@ -159,6 +159,8 @@ type Report struct {
 	// each.
 	ReconcileExamples []string
 	VerifyOK          bool
+	// VerifyDetails are audit.verify's first problems, in words.
+	VerifyDetails []string
 	VerifyProblems    int
 	VerifyRecords     uint64
 	// Drained is how many exhausted records the final drain selected,
@@ -206,7 +208,7 @@ func (r Report) Problems() []string {
 		p = append(p, fmt.Sprintf("audit.reconcile: %d LEDGER entries unsourced", r.ReconcileUnsourced))
 	}
 	if !r.VerifyOK {
-		p = append(p, fmt.Sprintf("audit.verify: %d problems", r.VerifyProblems))
+		p = append(p, fmt.Sprintf("audit.verify: %d problems: %s", r.VerifyProblems, strings.Join(r.VerifyDetails, "; ")))
 	}
 	if len(r.PendingConsumers) > 0 {
 		p = append(p, "consumers not drained: "+strings.Join(r.PendingConsumers, ", "))
@@ -1151,6 +1153,12 @@ func (c *cluster) account(ctx context.Context, events []event) error {
 		return err
 	}
 	r.VerifyOK, r.VerifyProblems, r.VerifyRecords = ver.OK, ver.ProblemCount, ver.Records
+	for i, p := range ver.Problems {
+		if i == 5 {
+			break
+		}
+		r.VerifyDetails = append(r.VerifyDetails, fmt.Sprintf("%s %s %s: %s", p.Kind, p.Subject, p.DLQID, p.Detail))
+	}
 	return nil
 }
 
