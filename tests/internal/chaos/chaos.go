@@ -160,9 +160,9 @@ type Report struct {
 	ReconcileExamples []string
 	VerifyOK          bool
 	// VerifyDetails are audit.verify's first problems, in words.
-	VerifyDetails []string
-	VerifyProblems    int
-	VerifyRecords     uint64
+	VerifyDetails  []string
+	VerifyProblems int
+	VerifyRecords  uint64
 	// Drained is how many exhausted records the final drain selected,
 	// DrainCommitted how many of them it committed, DrainTime how long
 	// it took.
