@@ -70,7 +70,14 @@ func TestCheck(t *testing.T) {
 	}
 	// elif.yilmaz leaves: her later record says disabled.
 	afterElifEnabled := time.Now()
-	time.Sleep(10 * time.Millisecond) // stored times must differ from the as-of time above
+	// The disabling record's stored time must come after that as-of
+	// time: wait for the clock to pass it.
+	natstest.CheckFor(t, time.Second, time.Millisecond, func() error {
+		if !time.Now().After(afterElifEnabled) {
+			return errors.New("the clock has not moved past the as-of time")
+		}
+		return nil
+	})
 	if _, err := decision.Publish(ctx, js, api.PersonKeys{Person: "elif.yilmaz", Roles: []string{"inspector", "approver"}, Disabled: true,
 		Keys: []api.DecisionKey{elifKey}, Event: "disabled", By: "root", At: time.Now().UTC()}); err != nil {
 		t.Fatal(err)
