@@ -547,7 +547,7 @@ func sortList(out []api.Approval) {
 		case bp && !ap:
 			return 1
 		case ap:
-			return cmp.Or(a.RequestedAt.Compare(b.RequestedAt), strings.Compare(a.ID, b.ID))
+			return cmp.Or(a.RequestedAt.Compare(b.RequestedAt), cmp.Compare(a.Revision, b.Revision), strings.Compare(a.ID, b.ID))
 		}
 		return cmp.Or(b.RequestedAt.Compare(a.RequestedAt), strings.Compare(b.ID, a.ID))
 	})
