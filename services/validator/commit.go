@@ -146,6 +146,9 @@ type testHooks struct {
 type claim struct {
 	rev   uint64
 	state KeyState
+	// adopted: the key was marked committed from LEDGER's message of this
+	// very delivery (KeyState.Adopts); the event is committed.
+	adopted bool
 }
 
 // commit runs the protocol for one event; ledgerSeq is the LEDGER sequence.
@@ -167,6 +170,9 @@ func (c *committer) commitOne(ctx context.Context, env envelope.Envelope, data [
 	cl, err := c.claim(ctx, env, hash, sourceSeq, dlqID)
 	if err != nil {
 		return 0, err
+	}
+	if cl.adopted {
+		return cl.state.LedgerSeq, nil
 	}
 	if c.hooks != nil && c.hooks.afterClaim != nil {
 		c.hooks.afterClaim(env.IdempotencyKey)
@@ -209,9 +215,8 @@ func (c *committer) finish(ctx context.Context, env envelope.Envelope, data []by
 			err = sameContent(ledgerSeq, committed, hash)
 		} else if resent(prior, sourceSeq) {
 			// Another event committed the key and its mark was lost: a
-			// duplicate (resent). The claim is given back for that
-			// event's own delivery to mark.
-			c.release(ctx, env.IdempotencyKey, cl)
+			// duplicate (resent). The key is marked as LEDGER names it.
+			c.markFrom(ctx, env.IdempotencyKey, prior, cl.rev)
 			return ledgerSeq, ErrAlreadyCommitted
 		}
 	}
@@ -287,6 +292,10 @@ func (c *committer) claim(ctx context.Context, env envelope.Envelope, hash strin
 		if err != nil {
 			return claim{}, err
 		}
+		if committed == hash && cur.Adopts(sourceSeq) {
+			c.adopt(ctx, env, hash, sourceSeq, cur.LedgerSeq, dlqID, e.Revision())
+			return claim{state: cur, adopted: true}, nil
+		}
 		return claim{state: cur}, sameContent(cur.LedgerSeq, committed, hash)
 	case cur.State == StateClaimed && c.now().Before(cur.LeaseUntil):
 		return claim{state: cur}, &heldError{until: cur.LeaseUntil}
@@ -333,12 +342,17 @@ func (c *committer) commitLedgerOnly(ctx context.Context, env envelope.Envelope,
 		e, err := c.kv.Get(ctx, env.IdempotencyKey)
 		if err == nil {
 			if cur, err := idempotency.Decode(e.Value()); err == nil && cur.State == StateCommitted {
+				if cur.Adopts(sourceSeq) && !resent(prior, sourceSeq) {
+					c.adopt(ctx, env, hash, sourceSeq, ledgerSeq, dlqID, e.Revision())
+					return ledgerSeq, nil
+				}
 				return ledgerSeq, ErrAlreadyCommitted
 			}
 		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return 0, codes.Wrap(codes.StoreUnavailable, err, "read key state failed")
 		}
 		if resent(prior, sourceSeq) {
+			c.markFrom(ctx, env.IdempotencyKey, prior, 0)
 			return ledgerSeq, ErrAlreadyCommitted
 		}
 	}
@@ -375,6 +389,10 @@ func (c *committer) mark(ctx context.Context, env envelope.Envelope, hash string
 			return codes.Wrap(codes.StoreUnavailable, err, "read key state failed")
 		}
 		if cur, err := idempotency.Decode(e.Value()); err == nil && cur.State == StateCommitted {
+			if cur.Adopts(sourceSeq) {
+				c.adopt(ctx, env, hash, sourceSeq, ledgerSeq, dlqID, e.Revision())
+				return nil
+			}
 			return ErrAlreadyCommitted
 		}
 		if _, err := c.kv.Update(ctx, env.IdempotencyKey, b, e.Revision()); err != nil {
@@ -453,8 +471,8 @@ func (c *committer) writeLedger(ctx context.Context, env envelope.Envelope, data
 
 // committedBefore looks env's key up in LEDGER for a claim taken while
 // IDEMPOTENCY is restored. done reports that LEDGER holds it: the event
-// is then a duplicate (another EVENTS message committed it; the claim is
-// given back), committed (this one did, before its validator stopped
+// is then a duplicate (another EVENTS message committed it; the key is
+// marked as LEDGER names it), committed (this one did, before its validator stopped
 // short of its mark; its POST was made before its LEDGER write; the key
 // is marked as LEDGER says) or a conflict (other content under the key;
 // the claim is given back, as finish does). A look-up that fails is not done: the
@@ -470,19 +488,58 @@ func (c *committer) committedBefore(ctx context.Context, env envelope.Envelope, 
 		return 0, true, sameContent(prior.Sequence, committed, hash)
 	}
 	if resent(prior, sourceSeq) {
-		c.release(ctx, env.IdempotencyKey, cl)
+		c.markFrom(ctx, env.IdempotencyKey, prior, cl.rev)
 		return prior.Sequence, true, ErrAlreadyCommitted
 	}
 	return prior.Sequence, true, c.markClaimed(ctx, env.IdempotencyKey, cl, prior.Sequence)
+}
+
+// markFrom marks key committed as LEDGER's message of it, prior, names
+// (idempotency.FromLedger: its source, chain and sequence, never this
+// copy's): over this validator's claim at revision rev, or, without one
+// (rev 0), over an absent, released or expired state. Best effort: a mark
+// that fails is written by the key's next delivery or the rebuild from
+// LEDGER. Without it, a committed key whose own delivery has ended (its
+// LEDGER write landed but its acknowledgement was lost, and its retries
+// ran out) would stay released while LEDGER holds it (#37 chaos).
+func (c *committer) markFrom(ctx context.Context, key string, prior *jetstream.RawStreamMsg, rev uint64) {
+	_, st, ok := idempotency.FromLedger(prior)
+	if !ok {
+		return
+	}
+	b, _ := json.Marshal(st)
+	if rev != 0 {
+		_, _ = c.kv.Update(ctx, key, b, rev)
+		return
+	}
+	if _, err := c.kv.Create(ctx, key, b); !errors.Is(err, jetstream.ErrKeyExists) {
+		return
+	}
+	e, err := c.kv.Get(ctx, key)
+	if err != nil {
+		return
+	}
+	cur, err := idempotency.Decode(e.Value())
+	if err != nil || cur.State == StateCommitted || (cur.State == StateClaimed && c.now().Before(cur.LeaseUntil)) {
+		return
+	}
+	_, _ = c.kv.Update(ctx, key, b, e.Revision())
+}
+
+// adopt writes this delivery's own committed mark over a state written
+// from LEDGER's message of it (KeyState.Adopts) at revision rev, so that
+// a later redelivery of the event is a duplicate. Best effort: the state
+// it replaces already says committed.
+func (c *committer) adopt(ctx context.Context, env envelope.Envelope, hash string, sourceSeq, ledgerSeq uint64, dlqID string, rev uint64) {
+	_, _ = c.kv.Update(ctx, env.IdempotencyKey, c.committedState(env, hash, sourceSeq, ledgerSeq, dlqID), rev)
 }
 
 // resent reports whether LEDGER's message of a key, prior, was committed
 // from another EVENTS message than sourceSeq: this event is then another
 // copy of a committed event whose IDEMPOTENCY mark is missing (wiped and
 // not restored yet, or its validator died before marking it), a
-// duplicate, never a commit of its own. Its mark is not written here: it
-// would name this copy's sequence. rebuild restores it from LEDGER, and
-// the committing event's own delivery adopts it. A message that names no
+// duplicate, never a commit of its own. Its mark is written from LEDGER's
+// message (markFrom), never from this copy. A message that names no
 // source (written before LEDGER named it) is taken for this event's, as
 // before.
 func resent(prior *jetstream.RawStreamMsg, sourceSeq uint64) bool {

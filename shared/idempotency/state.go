@@ -7,11 +7,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -46,6 +49,18 @@ type KeyState struct {
 	// it was recorded: IdentityJCS).
 	ContentHash     string `json:"content_hash,omitempty"`
 	ContentIdentity string `json:"content_identity,omitempty"`
+	// FromLedger marks a committed state written from the key's LEDGER
+	// message (FromLedger: by the rebuild, or by the validator of another
+	// copy of the event), not by the delivery that committed it: that
+	// delivery, when it comes, adopts the state as its commit (Adopts).
+	FromLedger bool `json:"from_ledger,omitempty"`
+}
+
+// Adopts reports whether the delivery of the EVENTS message at sourceSeq
+// takes the committed state s as its own commit: s was written from
+// LEDGER's message, and that message names sourceSeq as its source.
+func (s KeyState) Adopts(sourceSeq uint64) bool {
+	return s.State == StateCommitted && s.FromLedger && s.SourceSeq != 0 && s.SourceSeq == sourceSeq
 }
 
 // Committed reports whether the state is committed.
@@ -100,4 +115,34 @@ func CommittedHash(ctx context.Context, js jetstream.JetStream, st KeyState, sub
 		return "", fmt.Errorf("ledger: entry of a committed key: %w", err)
 	}
 	return ContentHash(st.Domain, raw.Data), nil
+}
+
+// FromLedger is the committed state LEDGER's message m of a key names:
+// the validator writes an event's LEDGER message (one per key) before it
+// marks the key, and the message carries everything the mark holds (key,
+// event type, source sequence, replayed chain, content hash and
+// identity; its own sequence is the state's LEDGER sequence). ok is false
+// for a message on no ledger.<domain>.<key> subject. Both the validator
+// (marking a key whose LEDGER message another delivery wrote) and the
+// rebuild of IDEMPOTENCY read it here.
+func FromLedger(m *jetstream.RawStreamMsg) (key string, st KeyState, ok bool) {
+	rest, ok := strings.CutPrefix(m.Subject, "ledger.")
+	if !ok {
+		return "", KeyState{}, false
+	}
+	dom, subjKey, ok := strings.Cut(rest, ".")
+	if !ok {
+		return "", KeyState{}, false
+	}
+	key = m.Header.Get(envelope.IdempotencyKey)
+	if key == "" {
+		key = subjKey
+	}
+	src, _ := strconv.ParseUint(m.Header.Get(envelope.SourceSeq), 10, 64)
+	return key, KeyState{
+		State: StateCommitted, Domain: dom, EventType: m.Header.Get(envelope.EventType), SourceSeq: src,
+		LedgerSeq: m.Sequence, CommittedAt: m.Time.UTC(), DLQID: m.Header.Get(envelope.DLQID),
+		ContentHash: m.Header.Get(envelope.ContentHash), ContentIdentity: m.Header.Get(envelope.ContentIdentity),
+		FromLedger: true,
+	}, true
 }

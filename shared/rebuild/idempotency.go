@@ -6,15 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -49,23 +46,9 @@ const ledgerBatch = 1024
 func (idempotencyIndex) each(ctx context.Context, r *Rebuilder, fn func(Entry)) error {
 	err := scanAll(ctx, r.js, subjects.LedgerStream, streams.DirectRequest{Seq: 1, Batch: ledgerBatch},
 		func(m *jetstream.RawStreamMsg) error {
-			rest, ok := strings.CutPrefix(m.Subject, "ledger.")
-			if !ok {
-				return nil
+			if key, st, ok := idempotency.FromLedger(m); ok {
+				fn(Entry{Key: key, Value: st})
 			}
-			dom, subjKey, ok := strings.Cut(rest, ".")
-			if !ok {
-				return nil
-			}
-			key := m.Header.Get(envelope.IdempotencyKey)
-			if key == "" {
-				key = subjKey
-			}
-			src, _ := strconv.ParseUint(m.Header.Get(envelope.SourceSeq), 10, 64)
-			fn(Entry{Key: key, Value: idempotency.KeyState{
-				State: idempotency.StateCommitted, Domain: dom, EventType: m.Header.Get(envelope.EventType), SourceSeq: src,
-				LedgerSeq: m.Sequence, CommittedAt: m.Time.UTC(), DLQID: m.Header.Get(envelope.DLQID),
-				ContentHash: m.Header.Get(envelope.ContentHash), ContentIdentity: m.Header.Get(envelope.ContentIdentity)}})
 			return nil
 		})
 	if err != nil && !errors.Is(err, nats.ErrNoResponders) {
