@@ -14,6 +14,8 @@ NATS_SERVER := $(BIN)/nats-server
 PROMTOOL := $(BIN)/promtool
 # Debian's chromium, driven headless by the console's browser tests.
 CHROMIUM := /usr/bin/chromium
+# A CJK font, so that the browser tests' screenshots show 陈伟, not boxes.
+CJK_FONT := /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc
 # Root, or sudo without a password, installs Debian packages; empty otherwise.
 APT := $(shell if [ "$$(id -u)" = 0 ]; then echo apt-get; elif sudo -n true 2>/dev/null; then echo sudo apt-get; fi)
 # axe-core (from the npm registry), injected into pages by the console's
@@ -128,6 +130,7 @@ endef
 .PHONY: chromium
 chromium: ## Install Debian's chromium for the console's browser tests (as root or with sudo), unless /usr/bin/chromium is there
 	@test -x $(CHROMIUM) || $(call install,chromium,the console's browser tests drive a headless Chromium)
+	@test -e $(CJK_FONT) || $(call install,fonts-noto-cjk,the console's screenshots show names such as 陈伟)
 
 $(STATICCHECK): deploy/tools/staticcheck/go.mod deploy/tools/staticcheck/go.sum
 	cd deploy/tools/staticcheck && GOWORK=off $(GO) build -o $(STATICCHECK) honnef.co/go/tools/cmd/staticcheck
