@@ -129,7 +129,8 @@ func upgrade(ctx context.Context, js jetstream.JetStream, want, have jetstream.S
 	next := upgraded(want, have)
 	if len(StreamDiff(want, next)) > 0 || (next.AllowAtomicPublish == have.AllowAtomicPublish && slices.Equal(next.Subjects, have.Subjects) &&
 		next.MaxMsgsPerSubject == have.MaxMsgsPerSubject && next.DiscardNewPerSubject == have.DiscardNewPerSubject &&
-		next.DenyDelete == have.DenyDelete && next.DenyPurge == have.DenyPurge && next.AllowRollup == have.AllowRollup) {
+		next.DenyDelete == have.DenyDelete && next.DenyPurge == have.DenyPurge && next.AllowRollup == have.AllowRollup &&
+		next.MaxAge == have.MaxAge) {
 		return false, nil
 	}
 	if next.MaxMsgsPerSubject != have.MaxMsgsPerSubject {
@@ -161,6 +162,11 @@ func upgraded(want, have jetstream.StreamConfig) jetstream.StreamConfig {
 	next.AllowRollup = have.AllowRollup && want.AllowRollup
 	if want.MaxMsgsPerSubject > 0 && have.MaxMsgsPerSubject <= 0 && want.Discard == jetstream.DiscardNew && have.Discard == jetstream.DiscardNew {
 		next.MaxMsgsPerSubject, next.DiscardNewPerSubject = want.MaxMsgsPerSubject, want.DiscardNewPerSubject
+	}
+	if have.MaxAge > 0 && want.MaxAge == 0 {
+		// An age limit lifted (AUDIT, which once had QUARANTINE's) only
+		// keeps more. Any other change of age is the administrator's.
+		next.MaxAge = 0
 	}
 	if !slices.ContainsFunc(have.Subjects, func(s string) bool { return !slices.Contains(want.Subjects, s) }) {
 		next.Subjects = slices.Clone(want.Subjects) // a superset of have's

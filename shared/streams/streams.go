@@ -367,13 +367,18 @@ func Quarantine(o Options) jetstream.StreamConfig {
 }
 
 // Audit is the WORM audit trail (checkpoints, governance actions, payload
-// reads), configured like QUARANTINE. A store of the earlier layout (the
-// checkpoints only) gets the new subjects in place (EnsureStream).
+// reads), configured like QUARANTINE but with no age limit: it holds what
+// outlives any one record (the people's key registry every signed decision
+// is checked against, holds placed and lifted, the checkpoint chain verify
+// reads from its first sequence), so QUARANTINE's MaxAge never expires it.
+// A store of an earlier layout (the checkpoints only, or AUDIT with
+// QUARANTINE's MaxAge) is upgraded in place (EnsureStream).
 func Audit(o Options) jetstream.StreamConfig {
 	c := Quarantine(o)
 	c.Name = subjects.AuditStream
 	c.Description = "deadletter WORM audit trail"
 	c.Subjects = []string{subjects.AuditCheckpoints, subjects.AuditActionsAll, subjects.AuditAccessAll}
+	c.MaxAge = 0
 	return c
 }
 

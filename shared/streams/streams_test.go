@@ -219,9 +219,11 @@ func TestEnsureUpgradesToAtomic(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// AUDIT of the earlier layout: the checkpoints only, no atomic publish.
+	// AUDIT of the earlier layouts: the checkpoints only, no atomic
+	// publish, and QUARANTINE's MaxAge (which would expire the people's
+	// key registry and the checkpoint chain's first sequences).
 	old := streams.Audit(o)
-	old.Subjects, old.AllowAtomicPublish = []string{subjects.AuditCheckpoints}, false
+	old.Subjects, old.AllowAtomicPublish, old.MaxAge = []string{subjects.AuditCheckpoints}, false, 6*365*24*time.Hour
 	if _, err := js.CreateStream(ctx, old); err != nil {
 		t.Fatal(err)
 	}
@@ -258,6 +260,9 @@ func TestEnsureUpgradesToAtomic(t *testing.T) {
 	}
 	if got, want := s.CachedInfo().Config.Subjects, streams.Audit(o).Subjects; !slices.Equal(got, want) {
 		t.Errorf("AUDIT subjects after the upgrade: %v, want %v", got, want)
+	}
+	if age := s.CachedInfo().Config.MaxAge; age != 0 {
+		t.Errorf("AUDIT max age after the upgrade: %s, want none", age)
 	}
 }
 
