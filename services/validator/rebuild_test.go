@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
