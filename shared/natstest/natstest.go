@@ -154,10 +154,12 @@ func (s *Server) Provision(tb testing.TB, o streams.Options) {
 	}
 }
 
-// CheckFor polls fn every interval until it returns nil or total elapses,
-// then fails the test with fn's last error.
+// CheckFor polls fn every interval until it returns nil or total (scaled
+// by Patience, the one place waits are derived from) elapses, then fails
+// the test with fn's last error.
 func CheckFor(tb testing.TB, total, interval time.Duration, fn func() error) {
 	tb.Helper()
+	total = Patience(tb, total)
 	deadline := time.Now().Add(total)
 	var err error
 	for {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/deadletter/deadletter/shared/failpoint"
+	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/tests/internal/chaos"
 	"github.com/deadletter/deadletter/tests/internal/tools"
 )
@@ -17,6 +18,7 @@ import (
 // the node leading EVENTS killed and brought back; then the independent
 // accounting and the auditor's must agree.
 func TestReducedChaos(t *testing.T) {
+	natstest.Long(t, "a cluster of processes killed and restarted, minutes")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	bins, err := chaos.Build(ctx, tools.Root(t), t.TempDir())
@@ -71,6 +73,7 @@ func check(t *testing.T, ctx context.Context, o chaos.Options, stops int) {
 // the final drain). Each ends exactly once: the downstream's accepted keys
 // equal LEDGER's, nothing unaccounted, nothing committed twice.
 func TestTargetedWindows(t *testing.T) {
+	natstest.Long(t, "a cluster of processes killed and restarted, minutes")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	bins, err := chaos.Build(ctx, tools.Root(t), t.TempDir())

@@ -31,6 +31,7 @@ import (
 // event's key once, QUARANTINE one first record per bad event, nothing
 // else, and the document's message is acknowledged.
 func TestDocumentValidatorKilled(t *testing.T) {
+	natstest.Long(t, "a cluster of processes killed and restarted, minutes")
 	const n = 5_000
 	bad := map[int]bool{}
 	for i := range 10 {

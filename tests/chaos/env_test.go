@@ -1,6 +1,7 @@
 package chaos_test
 
 import (
+	"github.com/deadletter/deadletter/shared/natstest"
 	"testing"
 
 	"github.com/deadletter/deadletter/services/quarantiner"
@@ -15,6 +16,7 @@ import (
 // so a service that ignored it could not start (the standalone redriver
 // did, failing on REPLAYS' stream info).
 func TestServicesReadProvision(t *testing.T) {
+	natstest.Long(t, "a cluster of processes killed and restarted, minutes")
 	env := func() *config.Env {
 		return config.NewEnv(func(k string) (string, bool) {
 			if k == "DEADLETTER_PROVISION" {

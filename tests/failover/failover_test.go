@@ -233,6 +233,7 @@ func state(ctx context.Context, js jetstream.JetStream, name string) (jetstream.
 }
 
 func TestFailover(t *testing.T) {
+	natstest.Long(t, "a cluster of server processes")
 	dir := t.TempDir()
 	o := kit.Cluster(3)
 	o.ListenHost, o.HTTPHost = "127.0.0.1", "127.0.0.1"

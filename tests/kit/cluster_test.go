@@ -191,6 +191,7 @@ func (c *cluster) check(tb testing.TB, bin string) (int, string) {
 // TestClusterFromGeneratedFiles runs the pipeline on a 3-node R3 cluster
 // started from the kit's files.
 func TestClusterFromGeneratedFiles(t *testing.T) {
+	natstest.Long(t, "a cluster of server processes")
 	bin := provisionBinary(t)
 	c := generate(t)
 	c.start(t)

@@ -1,7 +1,6 @@
 package tracing
 
 import (
-	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/access"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
+	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/tests/internal/jaeger"
 )
 
@@ -21,6 +22,7 @@ import (
 // validation that failed, the quarantine) and the error code, with no
 // payload value; a trace id Jaeger does not have is said so on the page.
 func TestConsoleDrawsTheTrace(t *testing.T) {
+	natstest.Long(t, "Jaeger")
 	j := jaeger.Start(t)
 	pub := provider(t, j, publisherService)
 	s := startStack(t, func(c *stack.Config) {

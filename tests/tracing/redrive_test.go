@@ -46,6 +46,7 @@ func request(tb testing.TB, nc *nats.Conn, subject string, req, reply any) {
 // validator's processing of the replay (validate, commit) joins it; and
 // audit.get finds both traces from the dlq id.
 func TestRedriveIsNewLinkedTrace(t *testing.T) {
+	natstest.Long(t, "Jaeger")
 	j := jaeger.Start(t)
 	pub := provider(t, j, publisherService)
 	s, up := outageStack(t, j, 2)

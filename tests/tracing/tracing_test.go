@@ -2,7 +2,6 @@ package tracing
 
 import (
 	"context"
-	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -19,6 +18,8 @@ import (
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/domain/dscsa"
+	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
@@ -57,6 +58,7 @@ func connect(tb testing.TB, s *running, user string) jetstream.JetStream {
 // services with the right parents, and the record names that trace; the
 // valid event's trace holds its commit and no quarantine.
 func TestStructuralFailureIsOneTrace(t *testing.T) {
+	natstest.Long(t, "Jaeger")
 	j := jaeger.Start(t)
 	pub := provider(t, j, publisherService)
 	s := startStack(t, func(c *stack.Config) {
@@ -158,6 +160,7 @@ func TestStructuralFailureIsOneTrace(t *testing.T) {
 // delivery attempt with its commit and downstream call, and the quarantine
 // written from the max-deliveries advisory, continuing the original's trace.
 func TestExhaustedEventIsOneTrace(t *testing.T) {
+	natstest.Long(t, "Jaeger")
 	const maxDeliver = 3
 	j := jaeger.Start(t)
 	pub := provider(t, j, publisherService)
@@ -268,6 +271,7 @@ func TestExhaustedEventIsOneTrace(t *testing.T) {
 // goroutine ever runs, an upstream trace context still passes through to
 // the record, and nothing is left behind after shutdown.
 func TestTracingOffLeavesNothingRunning(t *testing.T) {
+	natstest.Long(t, "Jaeger")
 	for _, k := range []string{telemetry.EnvEndpoint, telemetry.EnvTracesEndpoint, telemetry.EnvSDKDisabled, telemetry.EnvTracesExporter} {
 		t.Setenv(k, "")
 	}

@@ -25,6 +25,7 @@ import (
 // corrected, redrive_requested and replayed records name traces whose root
 // links that trace and carries its id (issue #15, bug 4).
 func TestUntracedEventIsOneStory(t *testing.T) {
+	natstest.Long(t, "Jaeger")
 	const maxDeliver = 3
 	j := jaeger.Start(t)
 	s, up := outageStack(t, j, maxDeliver)

@@ -1,0 +1,5 @@
+//go:build !race
+
+package natstest
+
+const raceEnabled = false
