@@ -14,6 +14,7 @@ require (
 	github.com/nats-io/nuid v1.0.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/santhosh-tekuri/jsonschema/v5 v5.3.1
+	github.com/standard-webhooks/standard-webhooks/libraries v1.3.0
 	github.com/synadia-io/orbit.go/jetstreamext v0.3.2
 	github.com/transparency-dev/merkle v0.0.2
 	github.com/xuri/excelize/v2 v2.11.1

@@ -25,8 +25,6 @@ package notify
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -43,6 +41,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 	"github.com/nats-io/nats.go"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/deadletter/deadletter/shared/retry"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -261,7 +260,7 @@ type Publisher struct {
 	source string
 	log    *slog.Logger
 	cfg    Config
-	key    []byte
+	hook   *standardwebhooks.Webhook
 	q, hq  chan Event
 	stop   context.CancelFunc
 	ctx    context.Context
@@ -300,8 +299,12 @@ func New(nc *nats.Conn, source string, cfg Config, log *slog.Logger) (*Publisher
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, ErrBadWebhook
 		}
-		if p.key, err = cfg.key(); err != nil {
+		key, err := cfg.key()
+		if err != nil {
 			return nil, err
+		}
+		if p.hook, err = standardwebhooks.NewWebhookRaw(key); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrNoSecret, err)
 		}
 		p.hq = make(chan Event, cfg.QueueSize)
 	}
@@ -432,11 +435,15 @@ func (p *Publisher) deliver(ev Event) error {
 		if err != nil {
 			return backoff.Permanent(err)
 		}
-		ts := time.Now().Unix()
+		ts := time.Now()
+		sig, err := p.hook.Sign(ev.ID, ts, body)
+		if err != nil {
+			return backoff.Permanent(err)
+		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set(HeaderID, ev.ID)
-		req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
-		req.Header.Set(HeaderSignature, Sign(p.key, ev.ID, ts, body))
+		req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts.Unix(), 10))
+		req.Header.Set(HeaderSignature, sig)
 		resp, err := p.cfg.Client.Do(req)
 		if err != nil {
 			return err
@@ -459,36 +466,3 @@ const (
 	HeaderTimestamp = "webhook-timestamp"
 	HeaderSignature = "webhook-signature"
 )
-
-// Sign returns the webhook-signature of a POST: "v1," and the base64
-// HMAC-SHA256, keyed by key, of "<id>.<timestamp>.<body>".
-func Sign(key []byte, id string, ts int64, body []byte) string {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(id + "." + strconv.FormatInt(ts, 10) + "."))
-	m.Write(body)
-	return "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
-}
-
-// ErrBadSignature: a POST's signature does not match, or its timestamp is
-// outside the tolerance.
-var ErrBadSignature = errors.New("notify: bad webhook signature")
-
-// Verify checks a received POST's headers against body, as a receiver
-// does: one of the space-separated v1 signatures must match, and the
-// timestamp be within tolerance of now.
-func Verify(key []byte, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {
-	ts, err := strconv.ParseInt(h.Get(HeaderTimestamp), 10, 64)
-	if err != nil {
-		return ErrBadSignature
-	}
-	if d := now.Sub(time.Unix(ts, 0)); d > tolerance || d < -tolerance {
-		return ErrBadSignature
-	}
-	want := Sign(key, h.Get(HeaderID), ts, body)
-	for _, sig := range strings.Fields(h.Get(HeaderSignature)) {
-		if hmac.Equal([]byte(sig), []byte(want)) {
-			return nil
-		}
-	}
-	return ErrBadSignature
-}
