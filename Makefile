@@ -92,8 +92,8 @@ test: chromium tools jaeger axe promtool kit-test ## Every test, with the race d
 	$(GO) test -count=1 ./shared/failpoint/ ./shared/config/
 
 .PHONY: test-short
-test-short: ## The fast tier: unit and package tests of shared/ and services/ (embedded NATS servers; no Jaeger, Chromium, cluster or chaos), no race detector
-	$(GO) test -count=1 -timeout 10m ./shared/... $(addsuffix /...,$(wildcard ./services/*))
+test-short: ## The fast tier, the default while working: every package with -short (embedded NATS servers; what needs Jaeger, Chromium, a cluster or minutes is skipped, natstest.Long), no race detector
+	$(GO) test -short -count=1 -timeout 10m -tags $(TEST_TAGS) -skip '$(TIMED_TESTS)' work
 
 # Distinct events of the full chaos run.
 CHAOS_EVENTS ?= 100000

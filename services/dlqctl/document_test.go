@@ -28,6 +28,7 @@ import (
 // its document provenance: the document, the event's position, its
 // publisher.
 func TestPublishDocument(t *testing.T) {
+	natstest.Long(t, "a large document published end to end")
 	e := startStack(t, stackOptions{})
 	set, err := sample.Load()
 	if err != nil {

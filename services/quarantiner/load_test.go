@@ -77,6 +77,7 @@ func (e *env) publishFailures(tb testing.TB, first uint64, n, rate int) {
 // TestTenThousandFailures: 10,000 failures reported at once are all
 // quarantined, none lost, none twice.
 func TestTenThousandFailures(t *testing.T) {
+	natstest.Long(t, "ten thousand failures, minutes under the race detector")
 	const n = 10000
 	e := newEnv(t)
 	e.start(t, testConfig(), nil)

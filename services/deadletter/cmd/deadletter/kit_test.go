@@ -149,6 +149,7 @@ func portBlock(t *testing.T, n int) int {
 // account's mirrors and the replica's mirrors of them and sees the
 // records reach the replica.
 func TestKitCommandRuns(t *testing.T) {
+	natstest.Long(t, "a cluster of server processes from the generated kit")
 	for _, tc := range []struct {
 		name    string
 		nodes   int
