@@ -16,6 +16,11 @@
 //   - bare-tcp: 300 TCP connects that close at once (no CONNECT at all):
 //     the floor of a per-address limit that refuses in the server.
 //
+// Two things a person does are timed during each: a command as natscli
+// runs it (connect with the password, one request, close) and a request
+// on a connection the person holds open (a console session, a running
+// dlqctl).
+//
 // Everything runs on one machine, so each flood's client competes for the
 // same CPUs as the server: the floods are the same count, and their
 // figures are read against each other in the same round.
@@ -88,6 +93,20 @@ func run(rounds, total, threads int) error {
 	}
 	person, victim := access.DefaultPerson(access.RoleViewer), access.DefaultPerson(access.RoleOperator)
 	opts := sec.NATSOptions(person)
+	// open is the person's connection a console session or a running
+	// dlqctl holds: its requests need no new login.
+	open, err := nats.Connect(url, opts...)
+	if err != nil {
+		return err
+	}
+	defer open.Close()
+	request := func() (time.Duration, error) {
+		began := time.Now()
+		if _, err := open.Request(api.AuditWhoami, []byte(`{}`), 20*time.Second); err != nil {
+			return 0, err
+		}
+		return time.Since(began), nil
+	}
 	command := func() (time.Duration, error) {
 		began := time.Now()
 		nc, err := nats.Connect(url, append(opts, nats.NoReconnect(), nats.Timeout(20*time.Second))...)
@@ -100,25 +119,30 @@ func run(rounds, total, threads int) error {
 		}
 		return time.Since(began), nil
 	}
-	all := map[string][]time.Duration{}
+	all, reqs := map[string][]time.Duration{}, map[string][]time.Duration{}
 	floodTime := map[string][]time.Duration{}
 	for r := range rounds {
 		for i := range kinds {
 			kind := kinds[(i+r)%len(kinds)]
-			ds, took, err := measure(kind, url, victim, total, threads, command)
-			if err != nil {
-				return fmt.Errorf("round %d, %s: %w", r+1, kind, err)
+			for _, w := range []struct {
+				fn  func() (time.Duration, error)
+				got map[string][]time.Duration
+			}{{command, all}, {request, reqs}} {
+				ds, took, err := measure(kind, url, victim, total, threads, w.fn)
+				if err != nil {
+					return fmt.Errorf("round %d, %s: %w", r+1, kind, err)
+				}
+				w.got[kind] = append(w.got[kind], ds...)
+				floodTime[kind] = append(floodTime[kind], took)
 			}
-			all[kind] = append(all[kind], ds...)
-			floodTime[kind] = append(floodTime[kind], took)
-			fmt.Printf("round %d %-15s command median %-10s (%d commands) flood %s\n", r+1, kind, median(ds), len(ds), took.Round(time.Millisecond))
+			fmt.Printf("round %d %-15s command median %-10s request median %s\n", r+1, kind, median(all[kind]), median(reqs[kind]))
 		}
 	}
-	idle := median(all["idle"])
-	fmt.Printf("\n| flood (%d connects, %d threads) | command median | × idle | flood time median |\n|---|---|---|---|\n", total, threads)
+	idle, idleReq := median(all["idle"]), median(reqs["idle"])
+	fmt.Printf("\n| flood (%d connects, %d threads) | command (connect, request, close) | × idle | request on an open connection | × idle | flood time |\n|---|---|---|---|---|---|\n", total, threads)
 	for _, k := range kinds {
-		fmt.Printf("| %s | %s | %.2f | %s |\n", k, median(all[k]).Round(10*time.Microsecond),
-			float64(median(all[k]))/float64(idle), median(floodTime[k]).Round(time.Millisecond))
+		fmt.Printf("| %s | %s | %.2f | %s | %.2f | %s |\n", k, median(all[k]).Round(10*time.Microsecond), float64(median(all[k]))/float64(idle),
+			median(reqs[k]).Round(time.Microsecond), float64(median(reqs[k]))/float64(idleReq), median(floodTime[k]).Round(time.Millisecond))
 	}
 	return nil
 }
