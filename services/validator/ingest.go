@@ -52,8 +52,8 @@ type docTally struct {
 // (Nats-Msg-Id "failure-doc-<sha256>-<index>") and by the quarantiner
 // (one chain per dlq id). On its last delivery an event that still fails
 // transiently is reported exhausted, on its own.
-func (s *Service) handleDocument(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, publisher, dlqID string, redrives int,
-	attempts jetstream.KeyValue) {
+func (s *Service) handleDocument(ctx context.Context, d delivery, attempts jetstream.KeyValue) {
+	m, meta := d.m, d.meta
 	h := m.Headers()
 	switch {
 	case h.Get(envelope.DocumentPart) != "":
@@ -64,7 +64,7 @@ func (s *Service) handleDocument(ctx context.Context, m jetstream.Msg, meta *jet
 		}
 		return
 	case h.Get(envelope.DocumentManifest) != "":
-		s.handleManifest(ctx, m, meta, publisher, dlqID, redrives, attempts)
+		s.handleManifest(ctx, d, attempts)
 		return
 	}
 	data := m.Data()
@@ -72,8 +72,8 @@ func (s *Service) handleDocument(ctx context.Context, m jetstream.Msg, meta *jet
 	if err != nil {
 		// Quarantined whole: named by its subject and bytes (a partial
 		// envelope), so the same bytes land in the same chain.
-		env := &envelope.Envelope{Domain: dscsa.Name, EventType: subjects.DocumentType, Publisher: publisher, Partial: true}
-		s.structural(ctx, m, meta, env, dlqID, redrives, record.StageValidate, err, attempts)
+		env := &envelope.Envelope{Domain: dscsa.Name, EventType: subjects.DocumentType, Publisher: d.publisher, Partial: true}
+		s.structural(ctx, d, env, record.StageValidate, err, attempts)
 		return
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.documentTimeout(int64(len(data))))
@@ -84,7 +84,7 @@ func (s *Service) handleDocument(ctx context.Context, m jetstream.Msg, meta *jet
 		s.documentRetry(ctx, m, meta, info.SHA256, err)
 		return
 	}
-	if err := s.ingestDocument(ctx, dctx, m, meta, publisher, dlqID, redrives, document.Bytes(data), meta.Sequence.Stream); err != nil {
+	if err := s.ingestDocument(ctx, dctx, d, document.Bytes(data), meta.Sequence.Stream); err != nil {
 		// Identify read it: only a store failure gets here.
 		s.documentRetry(ctx, m, meta, info.SHA256, err)
 	}
@@ -114,12 +114,12 @@ func (s *Service) documentRetry(ctx context.Context, m jetstream.Msg, meta *jets
 // names, or a document that cannot be read, is quarantined whole (the
 // manifest, which names the document's SHA-256; a document that was
 // assembled is in DOCUMENTS).
-func (s *Service) handleManifest(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, publisher, dlqID string, redrives int,
-	attempts jetstream.KeyValue) {
+func (s *Service) handleManifest(ctx context.Context, d delivery, attempts jetstream.KeyValue) {
+	m, meta := d.m, d.meta
 	man, err := document.ParseManifest(m.Data())
-	whole := func(err error, d *envelope.Document) {
-		env := &envelope.Envelope{Domain: dscsa.Name, EventType: subjects.DocumentType, Publisher: publisher, Partial: true, Document: d}
-		s.structural(ctx, m, meta, env, dlqID, redrives, record.StageValidate, err, attempts)
+	whole := func(err error, doc *envelope.Document) {
+		env := &envelope.Envelope{Domain: dscsa.Name, EventType: subjects.DocumentType, Publisher: d.publisher, Partial: true, Document: doc}
+		s.structural(ctx, d, env, record.StageValidate, err, attempts)
 	}
 	if err != nil {
 		whole(err, nil)
@@ -138,7 +138,7 @@ func (s *Service) handleManifest(ctx context.Context, m jetstream.Msg, meta *jet
 		return
 	}
 	src := func() (io.Reader, error) { return s.openDocument(dctx, man.SHA256) }
-	if err := s.ingestDocument(ctx, dctx, m, meta, publisher, dlqID, redrives, src, man.Parts[0]); err != nil {
+	if err := s.ingestDocument(ctx, dctx, d, src, man.Parts[0]); err != nil {
 		if codes.Of(err) == dscsa.MalformedDocument {
 			whole(err, &envelope.Document{ID: man.SHA256, SHA256: man.SHA256, Stream: meta.Stream, Seq: man.Parts[0], Length: int(man.Size)})
 			return
@@ -243,8 +243,8 @@ func (s *Service) openDocument(ctx context.Context, name string) (io.Reader, err
 // reported to FAILURES (record.Failure.Replayed, reportDocumentReplay), so
 // that the document's chain gets its replayed record and the redriver its
 // outcome at once, never waiting for its outcome timeout.
-func (s *Service) ingestDocument(ctx, dctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, publisher, dlqID string, redrives int,
-	src document.Source, firstSeq uint64) error {
+func (s *Service) ingestDocument(ctx, dctx context.Context, dl delivery, src document.Source, firstSeq uint64) error {
+	m, meta, publisher, dlqID := dl.m, dl.meta, dl.publisher, dl.dlqID
 	span := trace.SpanFromContext(ctx)
 	var base envelope.Document
 	began := false
@@ -280,32 +280,33 @@ func (s *Service) ingestDocument(ctx, dctx context.Context, m jetstream.Msg, met
 			id := s.gate.Identify(subject, ev.Data)
 			id.Publisher = publisher
 			id.Document = &d
-			s.documentFailure(dctx, m, meta, subject, ev.Data, &id, record.ClassValidation, record.StageValidate, err, &tally)
+			s.documentFailure(dctx, dl, candidate{subject: subject, domain: dscsa.Name, data: ev.Data, env: &id}, record.ClassValidation, record.StageValidate, err, &tally)
 			return nil
 		}
 		env.Document = &d
 		hash := idempotency.CheckedContentHash(env, ev.Data)
 		wg.Add(1)
+		c := candidate{subject: subject, domain: dscsa.Name, data: ev.Data, env: &env}
 		then := func(ledgerSeq uint64, err error) {
 			defer wg.Done()
-			switch {
-			case err == nil:
+			switch classify(err, last) {
+			case resultCommitted:
 				tally.committed.Add(1)
 				s.stats.committed.Add(1)
 				s.metrics.outcome(outcomeCommitted)
-			case errors.Is(err, ErrAlreadyCommitted):
+			case resultDuplicate:
 				tally.duplicates.Add(1)
 				s.stats.duplicates.Add(1)
 				s.metrics.outcome(outcomeDuplicate)
-			case codes.Of(err).Transient() && !last:
+			case resultRetry:
 				tally.transient.Add(1)
 				s.stats.transient.Add(1)
 				s.metrics.outcome(outcomeTransient)
 				s.metrics.failure(env.Domain, codes.Of(err))
-			case codes.Of(err).Transient():
-				s.documentFailure(dctx, m, meta, subject, ev.Data, &env, record.ClassExhausted, record.StageCommit, err, &tally)
+			case resultExhausted:
+				s.documentFailure(dctx, dl, c, record.ClassExhausted, record.StageCommit, err, &tally)
 			default:
-				s.documentFailure(dctx, m, meta, subject, ev.Data, &env, record.ClassValidation, record.StageCommit, err, &tally)
+				s.documentFailure(dctx, dl, c, record.ClassValidation, record.StageCommit, err, &tally)
 			}
 		}
 		if s.commit.batch != nil {
@@ -338,7 +339,7 @@ func (s *Service) ingestDocument(ctx, dctx context.Context, m jetstream.Msg, met
 		return nil
 	}
 	if dlqID != "" {
-		if err := s.reportDocumentReplay(dctx, m, meta, dlqID, redrives, base.Count, &tally); err != nil {
+		if err := s.reportDocumentReplay(dctx, dl, base.Count, &tally); err != nil {
 			// Every event has its outcome; the next delivery finds them
 			// committed or reported and reports the replay again.
 			s.log.Error("document replay outcome not stored; will retry", "seq", meta.Sequence.Stream, "dlq_id", dlqID, "err", err)
@@ -358,19 +359,13 @@ func (s *Service) ingestDocument(ctx, dctx context.Context, m jetstream.Msg, met
 // documentFailure reports one event of a document to FAILURES, de-duplicated
 // by the document's SHA-256 and the event's index, and counts it reported
 // (or, when the report could not be stored, to be retried).
-func (s *Service) documentFailure(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, subject string, data []byte,
-	env *envelope.Envelope, class record.Class, stage string, cause error, tally *docTally) {
-	code := codes.Of(cause)
-	now := time.Now().UTC()
-	f := record.Failure{
-		Class: class, Code: code, Detail: codes.DetailOf(cause), Domain: dscsa.Name,
-		Subject: subject, Stream: meta.Stream, Seq: meta.Sequence.Stream, Deliveries: meta.NumDelivered,
-		Published: meta.Timestamp.UTC(), Headers: m.Headers(), Payload: data, Envelope: env,
-		Attempts: []record.Attempt{{At: now, Stage: stage, Code: code, Reason: codes.DetailOf(cause), Delivery: meta.NumDelivered}},
-		Conflict: conflictOf(cause), FailedAt: now,
-	}
-	d := env.Document
-	if err := s.storeFailure(ctx, m, meta, f, DocumentFailureID(d.SHA256, d.Index)); err != nil {
+func (s *Service) documentFailure(ctx context.Context, dl delivery, c candidate, class record.Class, stage string, err error, tally *docTally) {
+	meta := dl.meta
+	why, now := causeOf(err), time.Now().UTC()
+	code := why.code
+	f := failureOf(dl, c, class, why, []record.Attempt{dl.attempt(stage, why, now)}, now)
+	d := c.env.Document
+	if err := s.storeFailure(ctx, dl, f, DocumentFailureID(d.SHA256, d.Index)); err != nil {
 		tally.unreported.Add(1)
 		s.log.Error("document event failure not stored; will retry", "seq", meta.Sequence.Stream, "index", d.Index, "code", code, "err", err)
 		return
@@ -393,15 +388,13 @@ func (s *Service) documentFailure(ctx context.Context, m jetstream.Msg, meta *je
 // tally) to FAILURES, for the quarantiner to append the chain's replayed
 // record, de-duplicated by DocumentReplayID (and by the quarantiner: one
 // record per replay message).
-func (s *Service) reportDocumentReplay(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, dlqID string, redrives, count int,
-	tally *docTally) error {
-	f := record.Failure{
-		Domain: dscsa.Name, Subject: m.Subject(), Stream: meta.Stream, Seq: meta.Sequence.Stream, Deliveries: meta.NumDelivered,
-		Published: meta.Timestamp.UTC(), DLQID: dlqID, RedriveCount: redrives, FailedAt: time.Now().UTC(),
-		Replayed: &record.DocumentReplay{Events: count, Committed: int(tally.committed.Load()), Duplicates: int(tally.duplicates.Load()),
-			Quarantined: int(tally.quarantined.Load())},
-	}
-	if err := s.storeFailure(ctx, m, meta, f, DocumentReplayID(dlqID, redrives)); err != nil {
+func (s *Service) reportDocumentReplay(ctx context.Context, d delivery, count int, tally *docTally) error {
+	meta, dlqID, redrives := d.meta, d.dlqID, d.redrives
+	f := d.report(time.Now().UTC())
+	f.Domain, f.Subject, f.DLQID, f.RedriveCount = dscsa.Name, d.m.Subject(), dlqID, redrives
+	f.Replayed = &record.DocumentReplay{Events: count, Committed: int(tally.committed.Load()), Duplicates: int(tally.duplicates.Load()),
+		Quarantined: int(tally.quarantined.Load())}
+	if err := s.storeFailure(ctx, d, f, DocumentReplayID(dlqID, redrives)); err != nil {
 		return err
 	}
 	s.log.Info("document replayed", "seq", meta.Sequence.Stream, "dlq_id", dlqID, "redrive_count", redrives, "events", count,

@@ -320,16 +320,17 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 		_ = m.Nak()
 		return
 	}
-	dlqID, redrives := envelope.RedriveOf(m.Subject(), m.Headers())
-	publisher := envelope.PublisherOf(m.Subject(), m.Headers())
+	d := delivery{m: m, meta: meta, publisher: envelope.PublisherOf(m.Subject(), m.Headers())}
+	d.dlqID, d.redrives = envelope.RedriveOf(m.Subject(), m.Headers())
+	dlqID := d.dlqID
 	if subjects.IsDocument(m.Subject(), dscsa.Name) {
 		defer end()
-		s.handleDocument(ctx, m, meta, publisher, dlqID, redrives, attempts)
+		s.handleDocument(ctx, d, attempts)
 		return
 	}
 	env, err := s.check(m.Subject(), m.Data())
 	if err == nil {
-		env.Publisher = publisher
+		env.Publisher = d.publisher
 		err = s.authorize(env)
 	}
 	if err != nil {
@@ -338,14 +339,14 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 		// may not publish gets a chain of its own (its bytes' hash),
 		// never one named by the key of the party it names.
 		id := s.gate.Identify(m.Subject(), m.Data())
-		id.Publisher = publisher
-		s.structural(ctx, m, meta, &id, dlqID, redrives, record.StageValidate, err, attempts)
+		id.Publisher = d.publisher
+		s.structural(ctx, d, &id, record.StageValidate, err, attempts)
 		return
 	}
 	if hist, ok := s.decidedExhausted(ctx, meta, attempts); ok {
 		defer end()
 		last := hist[len(hist)-1]
-		s.exhaust(ctx, m, meta, env, dlqID, redrives, last.Code, last.Reason, hist)
+		s.exhaust(ctx, d, env, cause{code: last.Code, detail: last.Reason}, hist)
 		return
 	}
 	start := time.Now()
@@ -362,7 +363,7 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 		if cspan != nil {
 			endCommitSpan(cspan, ledgerSeq, err)
 		}
-		s.outcome(ctx, m, meta, env, dlqID, redrives, start, cspan == nil, span, ledgerSeq, err, attempts)
+		s.outcome(ctx, d, env, start, cspan == nil, span, ledgerSeq, err, attempts)
 	}
 	if s.commit.batch != nil {
 		s.commit.batch.submit(cctx, env, m.Data(), hash, meta.Sequence.Stream, dlqID, outcome)
@@ -375,12 +376,13 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 // (committed or duplicate), nak with delay (transient), or the structural
 // path. ledgerOnSpan: the commit was the LEDGER write alone, recorded on
 // the validate span.
-func (s *Service) outcome(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, env envelope.Envelope, dlqID string, redrives int,
+func (s *Service) outcome(ctx context.Context, d delivery, env envelope.Envelope,
 	start time.Time, ledgerOnSpan bool, span trace.Span, ledgerSeq uint64, err error, attempts jetstream.KeyValue) {
+	m, meta := d.m, d.meta
 	// Each span's attributes are set in as few calls as possible: every
 	// SetAttributes call may copy the span's attributes again.
-	switch {
-	case err == nil:
+	switch classify(err, s.lastAttempt(meta)) {
+	case resultCommitted:
 		if ledgerOnSpan {
 			span.SetAttributes(telemetry.DomainKey.String(env.Domain), telemetry.OutcomeKey.String("committed"),
 				telemetry.LedgerSequenceKey.Int64(int64(ledgerSeq)))
@@ -399,16 +401,18 @@ func (s *Service) outcome(ctx context.Context, m jetstream.Msg, meta *jetstream.
 		if meta.NumDelivered > 1 {
 			_ = attempts.Delete(ctx, attemptKey(meta.Sequence.Stream))
 		}
-	case errors.Is(err, ErrAlreadyCommitted):
+	case resultDuplicate:
 		span.SetAttributes(telemetry.DomainKey.String(env.Domain), telemetry.OutcomeKey.String("duplicate"))
 		s.stats.duplicates.Add(1)
 		s.metrics.outcome(outcomeDuplicate)
 		_ = m.Ack()
 		s.log.Info("duplicate acknowledged", "seq", meta.Sequence.Stream, "key", env.IdempotencyKey)
-	case codes.Of(err).Transient():
-		s.transient(ctx, m, meta, env, dlqID, redrives, err, attempts)
+	case resultRetry, resultExhausted:
+		// transient records the attempt first; on the last delivery it
+		// reports the event exhausted.
+		s.transient(ctx, d, env, err, attempts)
 	default:
-		s.structural(ctx, m, meta, &env, dlqID, redrives, record.StageCommit, err, attempts)
+		s.structural(ctx, d, &env, record.StageCommit, err, attempts)
 	}
 }
 
@@ -476,8 +480,9 @@ func (s *Service) reportPolicy() retry.Policy {
 // stored before the delivery's ProcessTimeout (it is retried meanwhile),
 // the original is redelivered later instead, and false is returned: it is
 // never terminated without a stored failure.
-func (s *Service) report(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, f record.Failure) bool {
-	err := s.storeFailure(ctx, m, meta, f, record.FailureMsgID(meta.Stream, meta.Sequence.Stream))
+func (s *Service) report(ctx context.Context, d delivery, f record.Failure) bool {
+	m, meta := d.m, d.meta
+	err := s.storeFailure(ctx, d, f, record.FailureMsgID(meta.Stream, meta.Sequence.Stream))
 	if err != nil {
 		s.log.Error("failure report not stored; will retry", "seq", meta.Sequence.Stream, "code", f.Code, "class", f.Class, "err", err)
 		_ = m.NakWithDelay(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered))
@@ -492,7 +497,8 @@ func (s *Service) report(ctx context.Context, m jetstream.Msg, meta *jetstream.M
 // storeFailure stores f in FAILURES under the de-duplication id msgID,
 // retried until the delivery's ProcessTimeout (reportPolicy), the
 // delivery marked in progress before each attempt.
-func (s *Service) storeFailure(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, f record.Failure, msgID string) error {
+func (s *Service) storeFailure(ctx context.Context, d delivery, f record.Failure, msgID string) error {
+	m, meta := d.m, d.meta
 	b, err := json.Marshal(f)
 	if err != nil {
 		return err
@@ -531,36 +537,17 @@ func (s *Service) storeFailure(ctx context.Context, m jetstream.Msg, meta *jetst
 // structural reports a failure to FAILURES, then terminates the original.
 // If the report cannot be stored, the original is redelivered later instead:
 // it is never terminated without a stored failure.
-func (s *Service) structural(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, env *envelope.Envelope,
-	dlqID string, redrives int, stage string, cause error, attempts jetstream.KeyValue) {
-	code := codes.Of(cause)
-	now := time.Now().UTC()
-	hist := readAttempts(ctx, attempts, meta.Sequence.Stream)
-	hist = append(hist, record.Attempt{At: now, Stage: stage, Code: code, Reason: codes.DetailOf(cause), Delivery: meta.NumDelivered})
-	f := record.Failure{
-		Class:        record.ClassValidation,
-		Code:         code,
-		Detail:       codes.DetailOf(cause),
-		Domain:       subjects.DomainOf(m.Subject(), s.gate.Domains()),
-		Subject:      m.Subject(),
-		Stream:       meta.Stream,
-		Seq:          meta.Sequence.Stream,
-		Deliveries:   meta.NumDelivered,
-		Published:    meta.Timestamp.UTC(),
-		Headers:      m.Headers(),
-		Payload:      m.Data(),
-		Envelope:     env,
-		DLQID:        dlqID,
-		RedriveCount: redrives,
-		Attempts:     hist,
-		Conflict:     conflictOf(cause),
-		FailedAt:     now,
-	}
+func (s *Service) structural(ctx context.Context, d delivery, env *envelope.Envelope, stage string, err error, attempts jetstream.KeyValue) {
+	m, meta, dlqID, redrives := d.m, d.meta, d.dlqID, d.redrives
+	why, now := causeOf(err), time.Now().UTC()
+	code := why.code
+	hist := append(readAttempts(ctx, attempts, meta.Sequence.Stream), d.attempt(stage, why, now))
+	f := failureOf(d, d.single(subjects.DomainOf(m.Subject(), s.gate.Domains()), env), record.ClassValidation, why, hist, now)
 	span := trace.SpanFromContext(ctx)
 	span.SetAttributes(telemetry.DomainKey.String(f.Domain), telemetry.DLQIDKey.String(record.DLQIDFor(f)),
 		telemetry.RedriveCountKey.Int(redrives), telemetry.OutcomeKey.String("structural"))
 	telemetry.Fail(span, code, string(record.ClassValidation), telemetry.StageKey.String(stage))
-	if !s.report(ctx, m, meta, f) {
+	if !s.report(ctx, d, f) {
 		return
 	}
 	s.stats.structural.Add(1)
@@ -581,16 +568,17 @@ func (s *Service) structural(ctx context.Context, m jetstream.Msg, meta *jetstre
 // server's max-deliveries advisory, a core message that is lost when
 // ADVISORIES has no leader at that moment, only one that dies on the
 // spare delivery too.
-func (s *Service) transient(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, env envelope.Envelope,
-	dlqID string, redrives int, cause error, attempts jetstream.KeyValue) {
+func (s *Service) transient(ctx context.Context, d delivery, env envelope.Envelope, err error, attempts jetstream.KeyValue) {
+	m, meta := d.m, d.meta
 	s.stats.transient.Add(1)
-	code := codes.Of(cause)
+	why := causeOf(err)
+	code := why.code
 	span := trace.SpanFromContext(ctx)
 	s.metrics.outcome(outcomeTransient)
 	s.metrics.failure(env.Domain, code)
 	hist := record.History{Subject: m.Subject(), Domain: env.Domain, IdempotencyKey: env.IdempotencyKey,
 		Attempts: readAttempts(ctx, attempts, meta.Sequence.Stream)}
-	hist.Attempts = append(hist.Attempts, record.Attempt{At: time.Now().UTC(), Stage: record.StageCommit, Code: code, Reason: codes.DetailOf(cause), Delivery: meta.NumDelivered})
+	hist.Attempts = append(hist.Attempts, d.attempt(record.StageCommit, why, time.Now().UTC()))
 	if b, err := json.Marshal(hist); err == nil {
 		if _, err := attempts.Put(ctx, attemptKey(meta.Sequence.Stream), b); err != nil {
 			s.log.Warn("attempt history not stored", "seq", meta.Sequence.Stream, "err", err)
@@ -599,12 +587,12 @@ func (s *Service) transient(ctx context.Context, m jetstream.Msg, meta *jetstrea
 	if s.lastAttempt(meta) {
 		// The decision is in ATTEMPTS (an attempt of the last delivery):
 		// a spare delivery after a crash in exhaust reports it again.
-		s.exhaust(ctx, m, meta, env, dlqID, redrives, code, codes.DetailOf(cause), hist.Attempts)
+		s.exhaust(ctx, d, env, why, hist.Attempts)
 		return
 	}
 	delay := backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered)
 	var held *heldError
-	if errors.As(cause, &held) {
+	if errors.As(err, &held) {
 		// Another validator holds the key: retrying before its lease ends
 		// only burns deliveries. Wait for the commit or the lease's end.
 		if until := time.Until(held.until); until > delay {
@@ -646,20 +634,17 @@ func (s *Service) decidedExhausted(ctx context.Context, meta *jetstream.MsgMetad
 
 // exhaust reports an event exhausted to FAILURES (its attempts in hist,
 // the last one's code and detail), then terminates it (report).
-func (s *Service) exhaust(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, env envelope.Envelope,
-	dlqID string, redrives int, code codes.Code, detail string, hist []record.Attempt) {
+func (s *Service) exhaust(ctx context.Context, d delivery, env envelope.Envelope, why cause, hist []record.Attempt) {
+	meta, code := d.meta, why.code
 	span := trace.SpanFromContext(ctx)
 	span.SetAttributes(telemetry.DomainKey.String(env.Domain), telemetry.OutcomeKey.String("exhausted"))
 	telemetry.Fail(span, code, string(record.ClassExhausted), telemetry.StageKey.String(record.StageCommit))
 	s.log.Warn("event exhausted its deliveries", "seq", meta.Sequence.Stream, "key", env.IdempotencyKey, "code", code, "deliveries", meta.NumDelivered)
 	s.cfg.Failpoint.Hit(failpoint.ValidatorLastDelivery, env.IdempotencyKey)
-	f := record.Failure{
-		Class: record.ClassExhausted, Code: code, Detail: detail, Domain: env.Domain,
-		Subject: m.Subject(), Stream: meta.Stream, Seq: meta.Sequence.Stream, Deliveries: meta.NumDelivered,
-		Published: meta.Timestamp.UTC(), Headers: m.Headers(), Payload: m.Data(), Envelope: &env,
-		DLQID: dlqID, RedriveCount: redrives, Attempts: hist, FailedAt: time.Now().UTC(),
-	}
-	if s.report(ctx, m, meta, f) {
+	// The last attempt's cause (a conflict is never transient).
+	why.conflict = nil
+	f := failureOf(d, d.single(env.Domain, &env), record.ClassExhausted, why, hist, time.Now().UTC())
+	if s.report(ctx, d, f) {
 		s.stats.exhausted.Add(1)
 		s.metrics.outcome(outcomeExhausted)
 	}
