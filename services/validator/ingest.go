@@ -68,7 +68,7 @@ func (s *Service) handleDocument(ctx context.Context, d delivery, attempts jetst
 		return
 	}
 	data := m.Data()
-	info, err := document.Identify(data)
+	doc, err := document.Check(document.Bytes(data))
 	if err != nil {
 		// Quarantined whole: named by its subject and bytes (a partial
 		// envelope), so the same bytes land in the same chain.
@@ -80,14 +80,12 @@ func (s *Service) handleDocument(ctx context.Context, d delivery, attempts jetst
 	defer cancel()
 	stop := s.keepInProgress(m)
 	defer stop()
-	if err := s.keepDocument(dctx, info, data); err != nil {
-		s.documentRetry(ctx, m, meta, info.SHA256, err)
+	if err := s.keepDocument(dctx, doc.Info, data); err != nil {
+		s.documentRetry(ctx, m, meta, doc.Info.SHA256, err)
 		return
 	}
-	if err := s.ingestDocument(ctx, dctx, d, document.Bytes(data), meta.Sequence.Stream); err != nil {
-		// Identify read it: only a store failure gets here.
-		s.documentRetry(ctx, m, meta, info.SHA256, err)
-	}
+	// Checked once above; read once more to hand its events over.
+	s.ingestDocument(ctx, dctx, d, doc, meta.Sequence.Stream)
 }
 
 // documentTimeout bounds the handling of a document of size bytes: the
@@ -137,14 +135,16 @@ func (s *Service) handleManifest(ctx context.Context, d delivery, attempts jetst
 		s.documentRetry(ctx, m, meta, man.SHA256, err)
 		return
 	}
-	src := func() (io.Reader, error) { return s.openDocument(dctx, man.SHA256) }
-	if err := s.ingestDocument(ctx, dctx, d, src, man.Parts[0]); err != nil {
+	doc, err := document.Check(func() (io.Reader, error) { return s.openDocument(dctx, man.SHA256) })
+	if err != nil {
 		if codes.Of(err) == dscsa.MalformedDocument {
 			whole(err, &envelope.Document{ID: man.SHA256, SHA256: man.SHA256, Stream: meta.Stream, Seq: man.Parts[0], Length: int(man.Size)})
 			return
 		}
 		s.documentRetry(ctx, m, meta, man.SHA256, codes.Wrap(codes.StoreUnavailable, err, "document read failed"))
+		return
 	}
+	s.ingestDocument(ctx, dctx, d, doc, man.Parts[0])
 }
 
 // assemble keeps the document a manifest names in DOCUMENTS, once: read
@@ -230,11 +230,10 @@ func (s *Service) openDocument(ctx context.Context, name string) (io.Reader, err
 	return r, nil
 }
 
-// ingestDocument runs each event of a document read from src through the
-// gate and commits or reports it (handleDocument), then acknowledges the
-// message, or schedules its redelivery. It returns, without acknowledging
-// or scheduling anything, the error of a document its first pass refused
-// (MALFORMED_DOCUMENT: no event was handed over) or could not read.
+// ingestDocument runs each event of a checked document (document.Check:
+// its first pass, done by the caller) through the gate and commits or
+// reports it (handleDocument), then acknowledges the message, or
+// schedules its redelivery.
 //
 // A replay of a whole-document chain (dlqID, replay number redrives: a
 // document quarantined MALFORMED_DOCUMENT, corrected or redriven) has its
@@ -243,27 +242,23 @@ func (s *Service) openDocument(ctx context.Context, name string) (io.Reader, err
 // reported to FAILURES (record.Failure.Replayed, reportDocumentReplay), so
 // that the document's chain gets its replayed record and the redriver its
 // outcome at once, never waiting for its outcome timeout.
-func (s *Service) ingestDocument(ctx, dctx context.Context, dl delivery, src document.Source, firstSeq uint64) error {
+func (s *Service) ingestDocument(ctx, dctx context.Context, dl delivery, doc *document.Checked, firstSeq uint64) {
 	m, meta, publisher, dlqID := dl.m, dl.meta, dl.publisher, dl.dlqID
 	span := trace.SpanFromContext(ctx)
-	var base envelope.Document
-	began := false
-	begin := func(info *document.Info) {
-		began = true
-		span.SetAttributes(attribute.String("deadletter.document_sha256", info.SHA256), attribute.Int("deadletter.document_events", info.Count))
-		base = envelope.Document{ID: info.ID, SHA256: info.SHA256, Format: info.Format, Count: info.Count, Sender: info.Sender,
-			Receiver: info.Receiver, Stream: meta.Stream, Seq: firstSeq}
-		if base.ID == "" {
-			base.ID = info.SHA256
-		}
-		if !info.Created.IsZero() {
-			base.Created = info.Created.Format(time.RFC3339Nano)
-		}
+	info := doc.Info
+	span.SetAttributes(attribute.String("deadletter.document_sha256", info.SHA256), attribute.Int("deadletter.document_events", info.Count))
+	base := envelope.Document{ID: info.ID, SHA256: info.SHA256, Format: info.Format, Count: info.Count, Sender: info.Sender,
+		Receiver: info.Receiver, Stream: meta.Stream, Seq: firstSeq}
+	if base.ID == "" {
+		base.ID = info.SHA256
+	}
+	if !info.Created.IsZero() {
+		base.Created = info.Created.Format(time.RFC3339Nano)
 	}
 	last := s.lastAttempt(meta)
 	var tally docTally
 	var wg sync.WaitGroup
-	_, err := document.ScanSourceWith(src, begin, func(ev document.Event) error {
+	err := doc.Scan(func(ev document.Event) error {
 		if err := dctx.Err(); err != nil {
 			// Out of time: the rest is redelivered.
 			return err
@@ -317,15 +312,12 @@ func (s *Service) ingestDocument(ctx, dctx context.Context, dl delivery, src doc
 		return nil
 	})
 	wg.Wait()
-	if err != nil && !began {
-		return err
-	}
 	if err != nil {
 		// The first pass read it: a failure of the second (a store read,
 		// time out) is retried, never acknowledged half-done.
 		s.log.Error("document scan failed", "seq", meta.Sequence.Stream, "sha256", base.SHA256, "code", codes.Of(err))
 		_ = m.NakWithDelay(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered))
-		return nil
+		return
 	}
 	span.SetAttributes(attribute.Int64("deadletter.document_committed", tally.committed.Load()),
 		attribute.Int64("deadletter.document_duplicates", tally.duplicates.Load()),
@@ -336,7 +328,7 @@ func (s *Service) ingestDocument(ctx, dctx context.Context, dl delivery, src doc
 		s.log.Info("document events to retry", "seq", meta.Sequence.Stream, "sha256", base.SHA256, "events", n,
 			"delivery", meta.NumDelivered, "delay_ms", delay.Milliseconds())
 		_ = m.NakWithDelay(delay)
-		return nil
+		return
 	}
 	if dlqID != "" {
 		if err := s.reportDocumentReplay(dctx, dl, base.Count, &tally); err != nil {
@@ -344,7 +336,7 @@ func (s *Service) ingestDocument(ctx, dctx context.Context, dl delivery, src doc
 			// committed or reported and reports the replay again.
 			s.log.Error("document replay outcome not stored; will retry", "seq", meta.Sequence.Stream, "dlq_id", dlqID, "err", err)
 			_ = m.NakWithDelay(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered))
-			return nil
+			return
 		}
 	}
 	span.SetAttributes(telemetry.DomainKey.String(dscsa.Name), telemetry.OutcomeKey.String("document"))
@@ -353,7 +345,6 @@ func (s *Service) ingestDocument(ctx, dctx context.Context, dl delivery, src doc
 	}
 	s.log.Info("document ingested", "seq", meta.Sequence.Stream, "sha256", base.SHA256, "events", base.Count,
 		"committed", tally.committed.Load(), "duplicates", tally.duplicates.Load(), "quarantined", tally.quarantined.Load())
-	return nil
 }
 
 // documentFailure reports one event of a document to FAILURES, de-duplicated

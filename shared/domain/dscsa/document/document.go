@@ -159,27 +159,51 @@ func ScanSource(src Source, fn func(Event) error) (*Info, error) { return ScanSo
 // document's identity once the first pass accepted it and before the first
 // event: an error with begin never called is the document's refusal.
 func ScanSourceWith(src Source, begin func(*Info), fn func(Event) error) (*Info, error) {
-	info, state, err := check(src)
+	c, err := Check(src)
 	if err != nil {
 		return nil, err
 	}
 	if begin != nil {
-		begin(info)
+		begin(c.Info)
 	}
-	r, err := src()
+	if err := c.Scan(fn); err != nil {
+		return nil, err
+	}
+	return c.Info, nil
+}
+
+// Checked is a document the first pass accepted (Check): its identity,
+// and what the second pass (Scan) needs, so that a document is read once
+// to check and once to hand its events over, never checked twice.
+type Checked struct {
+	// Info is the document's identity.
+	Info  *Info
+	src   Source
+	state any
+}
+
+// Check is the first pass over src: it refuses a malformed document
+// (MALFORMED_DOCUMENT) and returns the checked document.
+func Check(src Source) (*Checked, error) {
+	info, state, err := check(src)
 	if err != nil {
 		return nil, err
+	}
+	return &Checked{Info: info, src: src, state: state}, nil
+}
+
+// Scan is the second pass: it calls fn for each event in document order
+// and stops at the first error fn returns, which it returns as it is.
+func (c *Checked) Scan(fn func(Event) error) error {
+	r, err := c.src()
+	if err != nil {
+		return err
 	}
 	defer closeReader(r)
-	if info.Format == FormatXML {
-		err = scanXML(r, state.(*xmlState), fn)
-	} else {
-		err = scanJSON(r, state.(*jsonState), fn)
+	if c.Info.Format == FormatXML {
+		return scanXML(r, c.state.(*xmlState), fn)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return info, nil
+	return scanJSON(r, c.state.(*jsonState), fn)
 }
 
 // errNotUTF8 is what the reader of a pass fails with on bytes that are
