@@ -59,9 +59,7 @@ func (s *Service) handleDocument(ctx context.Context, d delivery, attempts jetst
 	case h.Get(envelope.DocumentPart) != "":
 		// A part of a document published in parts: kept in EVENTS, read
 		// back when its manifest comes.
-		if err := m.Ack(); err != nil {
-			s.log.Warn("ack of a document part failed", "seq", meta.Sequence.Stream, "err", err)
-		}
+		s.settle(d, acked())
 		return
 	case h.Get(envelope.DocumentManifest) != "":
 		s.handleManifest(ctx, d, attempts)
@@ -81,7 +79,7 @@ func (s *Service) handleDocument(ctx context.Context, d delivery, attempts jetst
 	stop := s.keepInProgress(m)
 	defer stop()
 	if err := s.keepDocument(dctx, doc.Info, data); err != nil {
-		s.documentRetry(ctx, m, meta, doc.Info.SHA256, err)
+		s.documentRetry(ctx, d, doc.Info.SHA256, err)
 		return
 	}
 	// Checked once above; read once more to hand its events over.
@@ -96,12 +94,13 @@ func (s *Service) documentTimeout(size int64) time.Duration {
 
 // documentRetry schedules a redelivery of a document whose bytes could not
 // be kept (or read back): transient, with back-off.
-func (s *Service) documentRetry(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, sha string, err error) {
+func (s *Service) documentRetry(ctx context.Context, d delivery, sha string, err error) {
+	meta := d.meta
 	s.stats.transient.Add(1)
 	s.metrics.outcome(outcomeTransient)
 	telemetry.Fail(trace.SpanFromContext(ctx), codes.Of(err), telemetry.ClassTransient, telemetry.StageKey.String(record.StageCommit))
 	s.log.Warn("document not kept; retrying", "seq", meta.Sequence.Stream, "sha256", sha, "code", codes.Of(err), "err", err)
-	_ = m.NakWithDelay(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered))
+	s.settle(d, retryAfter(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered)))
 }
 
 // handleManifest ingests a document published in parts: it reads the
@@ -132,7 +131,7 @@ func (s *Service) handleManifest(ctx context.Context, d delivery, attempts jetst
 			whole(err, nil)
 			return
 		}
-		s.documentRetry(ctx, m, meta, man.SHA256, err)
+		s.documentRetry(ctx, d, man.SHA256, err)
 		return
 	}
 	doc, err := document.Check(func() (io.Reader, error) { return s.openDocument(dctx, man.SHA256) })
@@ -141,7 +140,7 @@ func (s *Service) handleManifest(ctx context.Context, d delivery, attempts jetst
 			whole(err, &envelope.Document{ID: man.SHA256, SHA256: man.SHA256, Stream: meta.Stream, Seq: man.Parts[0], Length: int(man.Size)})
 			return
 		}
-		s.documentRetry(ctx, m, meta, man.SHA256, codes.Wrap(codes.StoreUnavailable, err, "document read failed"))
+		s.documentRetry(ctx, d, man.SHA256, codes.Wrap(codes.StoreUnavailable, err, "document read failed"))
 		return
 	}
 	s.ingestDocument(ctx, dctx, d, doc, man.Parts[0])
@@ -243,7 +242,7 @@ func (s *Service) openDocument(ctx context.Context, name string) (io.Reader, err
 // that the document's chain gets its replayed record and the redriver its
 // outcome at once, never waiting for its outcome timeout.
 func (s *Service) ingestDocument(ctx, dctx context.Context, dl delivery, doc *document.Checked, firstSeq uint64) {
-	m, meta, publisher, dlqID := dl.m, dl.meta, dl.publisher, dl.dlqID
+	meta, publisher, dlqID := dl.meta, dl.publisher, dl.dlqID
 	span := trace.SpanFromContext(ctx)
 	info := doc.Info
 	span.SetAttributes(attribute.String("deadletter.document_sha256", info.SHA256), attribute.Int("deadletter.document_events", info.Count))
@@ -316,7 +315,7 @@ func (s *Service) ingestDocument(ctx, dctx context.Context, dl delivery, doc *do
 		// The first pass read it: a failure of the second (a store read,
 		// time out) is retried, never acknowledged half-done.
 		s.log.Error("document scan failed", "seq", meta.Sequence.Stream, "sha256", base.SHA256, "code", codes.Of(err))
-		_ = m.NakWithDelay(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered))
+		s.settle(dl, retryAfter(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered)))
 		return
 	}
 	span.SetAttributes(attribute.Int64("deadletter.document_committed", tally.committed.Load()),
@@ -327,7 +326,7 @@ func (s *Service) ingestDocument(ctx, dctx context.Context, dl delivery, doc *do
 		telemetry.Fail(span, codes.StoreUnavailable, telemetry.ClassTransient, telemetry.StageKey.String(record.StageCommit))
 		s.log.Info("document events to retry", "seq", meta.Sequence.Stream, "sha256", base.SHA256, "events", n,
 			"delivery", meta.NumDelivered, "delay_ms", delay.Milliseconds())
-		_ = m.NakWithDelay(delay)
+		s.settle(dl, retryAfter(delay))
 		return
 	}
 	if dlqID != "" {
@@ -335,14 +334,12 @@ func (s *Service) ingestDocument(ctx, dctx context.Context, dl delivery, doc *do
 			// Every event has its outcome; the next delivery finds them
 			// committed or reported and reports the replay again.
 			s.log.Error("document replay outcome not stored; will retry", "seq", meta.Sequence.Stream, "dlq_id", dlqID, "err", err)
-			_ = m.NakWithDelay(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered))
+			s.settle(dl, retryAfter(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered)))
 			return
 		}
 	}
 	span.SetAttributes(telemetry.DomainKey.String(dscsa.Name), telemetry.OutcomeKey.String("document"))
-	if err := m.Ack(); err != nil {
-		s.log.Warn("ack failed; a redelivery finds every event committed or reported", "seq", meta.Sequence.Stream, "err", err)
-	}
+	s.settle(dl, acked())
 	s.log.Info("document ingested", "seq", meta.Sequence.Stream, "sha256", base.SHA256, "events", base.Count,
 		"committed", tally.committed.Load(), "duplicates", tally.duplicates.Load(), "quarantined", tally.quarantined.Load())
 }

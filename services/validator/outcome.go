@@ -112,3 +112,56 @@ func failureOf(d delivery, c candidate, class record.Class, why cause, attempts 
 	f.DLQID, f.RedriveCount, f.Attempts = c.dlqID, c.redrives, attempts
 	return f
 }
+
+// settlement is how a delivery ends: acknowledged (every event it holds
+// committed, found committed, or reported), redelivered after a delay
+// (a retry), or terminated with the code its stored failure report names.
+type settlement struct {
+	kind  settleKind
+	delay time.Duration
+	code  codes.Code
+}
+
+type settleKind int
+
+const (
+	settleAck settleKind = iota
+	settleRetry
+	settleTerm
+)
+
+// acked, retryAfter and terminated are the three settlements.
+func acked() settlement                     { return settlement{kind: settleAck} }
+func retryAfter(d time.Duration) settlement { return settlement{kind: settleRetry, delay: d} }
+func terminated(code codes.Code) settlement { return settlement{kind: settleTerm, code: code} }
+
+// settle is the one place a delivery is settled with the server. A
+// settlement the server does not get is logged: an unacknowledged event
+// is redelivered and then found committed or reported (a duplicate, or
+// its report de-duplicated), a lost nak or term waits for AckWait.
+func (s *Service) settle(d delivery, how settlement) {
+	var err error
+	switch how.kind {
+	case settleAck:
+		err = d.m.Ack()
+	case settleRetry:
+		err = d.m.NakWithDelay(how.delay)
+	case settleTerm:
+		// The code as the reason: the quarantiner's terminated-advisory
+		// listener skips what a stored report already covers.
+		err = d.m.TermWithReason(string(how.code))
+	}
+	if err != nil {
+		s.log.Warn("delivery not settled; the server redelivers it", "seq", d.meta.Sequence.Stream, "settlement", how.kind.String(), "err", err)
+	}
+}
+
+func (k settleKind) String() string {
+	switch k {
+	case settleAck:
+		return "ack"
+	case settleRetry:
+		return "retry"
+	}
+	return "term"
+}

@@ -317,6 +317,8 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 		defer end()
 		s.log.Error("message without metadata", "subject", m.Subject(), "err", err)
 		telemetry.Error(span, "message without metadata")
+		// Not a delivery of EVENTS (no metadata): the one settlement
+		// outside settle.
 		_ = m.Nak()
 		return
 	}
@@ -378,7 +380,7 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 // the validate span.
 func (s *Service) outcome(ctx context.Context, d delivery, env envelope.Envelope,
 	start time.Time, ledgerOnSpan bool, span trace.Span, ledgerSeq uint64, err error, attempts jetstream.KeyValue) {
-	m, meta := d.m, d.meta
+	meta := d.meta
 	// Each span's attributes are set in as few calls as possible: every
 	// SetAttributes call may copy the span's attributes again.
 	switch classify(err, s.lastAttempt(meta)) {
@@ -392,9 +394,7 @@ func (s *Service) outcome(ctx context.Context, d delivery, env envelope.Envelope
 		s.stats.committed.Add(1)
 		s.metrics.outcome(outcomeCommitted)
 		s.metrics.committed(start)
-		if err := m.Ack(); err != nil {
-			s.log.Warn("ack failed; redelivery will be acked as duplicate", "seq", meta.Sequence.Stream, "err", err)
-		}
+		s.settle(d, acked())
 		if s.log.Enabled(ctx, slog.LevelDebug) {
 			s.log.Debug("committed", "seq", meta.Sequence.Stream, "key", env.IdempotencyKey, "ledger_seq", ledgerSeq)
 		}
@@ -405,7 +405,7 @@ func (s *Service) outcome(ctx context.Context, d delivery, env envelope.Envelope
 		span.SetAttributes(telemetry.DomainKey.String(env.Domain), telemetry.OutcomeKey.String("duplicate"))
 		s.stats.duplicates.Add(1)
 		s.metrics.outcome(outcomeDuplicate)
-		_ = m.Ack()
+		s.settle(d, acked())
 		s.log.Info("duplicate acknowledged", "seq", meta.Sequence.Stream, "key", env.IdempotencyKey)
 	case resultRetry, resultExhausted:
 		// transient records the attempt first; on the last delivery it
@@ -481,16 +481,14 @@ func (s *Service) reportPolicy() retry.Policy {
 // the original is redelivered later instead, and false is returned: it is
 // never terminated without a stored failure.
 func (s *Service) report(ctx context.Context, d delivery, f record.Failure) bool {
-	m, meta := d.m, d.meta
+	meta := d.meta
 	err := s.storeFailure(ctx, d, f, record.FailureMsgID(meta.Stream, meta.Sequence.Stream))
 	if err != nil {
 		s.log.Error("failure report not stored; will retry", "seq", meta.Sequence.Stream, "code", f.Code, "class", f.Class, "err", err)
-		_ = m.NakWithDelay(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered))
+		s.settle(d, retryAfter(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, meta.NumDelivered)))
 		return false
 	}
-	if err := m.TermWithReason(string(f.Code)); err != nil {
-		s.log.Warn("term failed; the failure is stored", "seq", meta.Sequence.Stream, "err", err)
-	}
+	s.settle(d, terminated(f.Code))
 	return true
 }
 
@@ -604,7 +602,7 @@ func (s *Service) transient(ctx context.Context, d delivery, env envelope.Envelo
 		attribute.Int64("deadletter.retry_delay_ms", delay.Milliseconds()))
 	s.log.Info("transient failure; retrying", "seq", meta.Sequence.Stream, "key", env.IdempotencyKey, "code", code,
 		"delivery", meta.NumDelivered, "delay_ms", delay.Milliseconds())
-	_ = m.NakWithDelay(delay)
+	s.settle(d, retryAfter(delay))
 }
 
 // lastAttempt reports whether the delivery is the last one that tries the
