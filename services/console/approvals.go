@@ -83,6 +83,7 @@ func (p *approvalPages) handleApprovals(w http.ResponseWriter, r *http.Request, 
 		}
 	}
 	v := newView(s, "Approvals", "approvals", d)
+	v.Wide = true
 	v.setErr(err)
 	p.render(w, r, statusOf(err), "approvals", v)
 }

@@ -433,6 +433,7 @@ func (p *recordPages) handleRecords(w http.ResponseWriter, r *http.Request, s *s
 		Classes:  []string{string(record.ClassValidation), string(record.ClassExhausted), string(record.ClassPoison)},
 	}
 	v := newView(s, "Records", "records", d)
+	v.Wide = true
 	v.setErr(err)
 	p.render(w, r, statusOf(err), "records", v)
 }
