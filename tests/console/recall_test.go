@@ -431,13 +431,14 @@ func TestRecallWalk(t *testing.T) {
 	t.Run("the lot pasted into the Records search finds every quarantined record of it, in the three domains, whatever it failed on", func(t *testing.T) {
 		in.t = t
 		in.searchRecords("", "#r-lot", recallLot, lotIDs)
-		codes := eval[[]string](in, `[...document.querySelectorAll("table.records tbody tr td code.nowrap")].map(c => c.textContent)`)
+		codes := eval[[]string](in, `[...document.querySelectorAll("table.records tbody tr td code.error-code")].map(c => c.textContent)`)
 		if distinct := slices.Compact(slices.Sorted(slices.Values(codes))); len(distinct) < 4 {
 			t.Errorf("the lot's rows show %d error codes %v: want its failure kinds", len(distinct), distinct)
 		}
 		if got := in.text("table.records tbody"); !strings.Contains(got, recallLot) {
 			t.Errorf("the identifiers do not show the lot as written: %.300q", got)
 		}
+		in.recordsFit()
 		in.recallShot(next(), "found-by-lot", axeSrc)
 	})
 

@@ -32,6 +32,16 @@ func (p *person) teamShot(n int, name string, axeSrc []byte) {
 	p.shotTo(dir, n, name, axeSrc)
 }
 
+// recordsFit checks that the Records table on the page shows every
+// column at 1366 px wide (it does not scroll sideways in its box).
+func (p *person) recordsFit() {
+	p.t.Helper()
+	p.do(chromedp.EmulateViewport(1366, 768))
+	if over := eval[int](p, `(s => s.scrollWidth - s.clientWidth)(document.querySelector("table.records").closest(".scroll"))`); over > 0 {
+		p.t.Errorf("the Records table scrolls %d px sideways at 1366 px: its last columns are cut", over)
+	}
+}
+
 // scheduleIIDispense is a Schedule II dispense whose quantity the gate
 // refuses ("-3e1", not a decimal as the schema writes it), with the
 // trade's text; it returns the event and the same event with the
@@ -295,10 +305,7 @@ func TestPharmacyTeamWalk(t *testing.T) {
 		}
 		cw.teamShot(next(), "approvals", axeSrc)
 		am.open("/records?domain=pharmacy")
-		am.do(chromedp.EmulateViewport(1366, 768))
-		if over := eval[int](am, `(s => s.scrollWidth - s.clientWidth)(document.querySelector("table.records").closest(".scroll"))`); over > 0 {
-			t.Errorf("the Records table scrolls %d px sideways at 1366 px: its last columns are cut", over)
-		}
+		am.recordsFit()
 		am.teamShot(next(), "records", axeSrc)
 	})
 }
