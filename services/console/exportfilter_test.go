@@ -64,6 +64,13 @@ func TestExportTakesEveryFilter(t *testing.T) {
 		}
 	})
 
+	t.Run("the access audit names the export's filter", func(t *testing.T) {
+		page := html.UnescapeString(cl.do(http.MethodGet, "/audit?access_user="+insp, nil).Body.String())
+		if !strings.Contains(page, "filter lot="+lot) {
+			t.Errorf("the access audit does not name the lot of the export:\n%s", page)
+		}
+	})
+
 	t.Run("a link fills the form in", func(t *testing.T) {
 		q := url.Values{"domain": {"dscsa"}, "lot": {lot}, "gtin": {"00614141123452"}, "sscc": {"106141411234567897"}, "party": {"0614141000005"}}
 		page := cl.do(http.MethodGet, "/audit?"+q.Encode(), nil).Body.String()
