@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/webauthn"
 	"github.com/chromedp/chromedp"
 
 	"github.com/deadletter/deadletter/shared/access"
@@ -30,6 +32,17 @@ func (p *person) teamShot(n int, name string, axeSrc []byte) {
 		p.t.Fatal(err)
 	}
 	p.shotTo(dir, n, name, axeSrc)
+}
+
+// presence makes the tab's authenticator confirm the person's presence
+// at once (on), or wait for it (off: a passkey prompt left open).
+func (p *person) presence(on bool) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+	defer cancel()
+	if _, err := chromedp.Call(ctx, webauthn.SetAutomaticPresenceSimulation, webauthn.SetAutomaticPresenceSimulationParams{AuthenticatorID: p.authenticator, Enabled: on}); err != nil {
+		p.t.Fatalf("WebAuthn.setAutomaticPresenceSimulation: %v", err)
+	}
 }
 
 // recordsFit checks that the Records table on the page shows every
@@ -234,8 +247,26 @@ func TestPharmacyTeamWalk(t *testing.T) {
 		if got := cw.text("#payload-diff"); !strings.Contains(got, "quantity_delta") || !strings.Contains(got, `"-30"`) {
 			t.Errorf("the changed fields %q", got)
 		}
-		cw.do(chromedp.SendKeys(chromedp.CSS("#approve-meaning"), "Geprüft: Zählung 30 <Nord> & 陈伟"))
+		meaning := "Geprüft: Zählung 30 <Nord> & 陈伟"
+		cw.do(chromedp.SendKeys(chromedp.CSS("#approve-meaning"), meaning))
 		cw.teamShot(next(), "chen-to-sign", axeSrc)
+		// While the passkey asks for his presence, the page shows what it
+		// signs: looked at, then left (reloaded) and signed again.
+		cw.presence(false)
+		cw.do(chromedp.Click(chromedp.CSS("#approve")))
+		natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+			if got := eval[string](cw, `(n => n ? n.textContent : "")(document.querySelector(".sign-status"))`); !strings.Contains(got, "Confirm with your passkey") {
+				return fmt.Errorf("the signing status %q", got)
+			}
+			return nil
+		})
+		if got := cw.text("[data-sign-show]"); !strings.Contains(got, approvalID) || !strings.Contains(got, meaning) || !strings.Contains(got, chen) {
+			t.Errorf("the decision shown while signing: %q", got)
+		}
+		cw.teamShot(next(), "chen-signing", axeSrc)
+		cw.presence(true)
+		cw.open(path)
+		cw.do(chromedp.SendKeys(chromedp.CSS("#approve-meaning"), meaning))
 		cw.submit("#approve", "main .notice, main .alert, .sign-status.failed")
 		if cw.exists("main .alert, .sign-status.failed") {
 			t.Fatalf("approve refused: %q", cw.text("main .alert, .sign-status.failed"))
