@@ -272,6 +272,16 @@ func jsonlChains(t *testing.T, path string) []string {
 	return ids
 }
 
+// endpointItems are the records audit.list lists for req, as nc.
+func endpointItems(t *testing.T, nc *nats.Conn, req api.ListRequest) []api.Summary {
+	t.Helper()
+	l, err := endpoint.Call[api.ListRequest, api.ListReply](context.Background(), nc, api.AuditList, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Items
+}
+
 // TestRecallWalk walks a recall in Chromium as a pharmacy inspector does
 // it: a distributor's shipment (an EPCIS 1.2 XML document with an SBDH,
 // items commissioned, packed into cases and pallets, pallets shipped by
@@ -628,11 +638,36 @@ func TestRecallWalk(t *testing.T) {
 		of := func(prefix string) []string {
 			return slices.DeleteFunc(slices.Clone(lotIDs), func(id string) bool { return !strings.HasPrefix(id, prefix+"_") })
 		}
+		// A GTIN of the lot's shipment records, and what the records
+		// search finds by it (the export selects as the search does).
+		search := func(req api.ListRequest) []string {
+			t.Helper()
+			req.Limit = api.MaxLimit
+			var ids []string
+			for _, it := range endpointItems(t, viewerNC, req) {
+				ids = append(ids, it.DLQID)
+			}
+			slices.Sort(ids)
+			return ids
+		}
+		var gtin string
+		for _, it := range endpointItems(t, viewerNC, api.ListRequest{Domain: dscsa.Name, Lot: recallLot, Limit: api.MaxLimit}) {
+			if g := it.Identifiers["gtin"]; g != "" {
+				gtin = g
+				break
+			}
+		}
+		byGTIN, byGTINLot := search(api.ListRequest{Domain: dscsa.Name, GTIN: gtin}), search(api.ListRequest{Domain: dscsa.Name, GTIN: gtin, Lot: recallLot})
+		if gtin == "" || len(byGTINLot) == 0 || len(byGTIN) < len(byGTINLot) {
+			t.Fatalf("no GTIN of the lot's shipment records to export by (%q: %d records, %d of the lot)", gtin, len(byGTIN), len(byGTINLot))
+		}
 		for _, tc := range []struct {
 			name string
 			form url.Values
 			want []string
 		}{
+			{"a DSCSA GTIN", url.Values{"domain": {dscsa.Name}, "gtin": {gtin}}, byGTIN},
+			{"a DSCSA GTIN of the lot", url.Values{"domain": {dscsa.Name}, "gtin": {gtin}, "lot": {recallLot}}, byGTINLot},
 			{"a pharmacy lot", url.Values{"domain": {"pharmacy"}, "lot": {recallLot}}, of("pharmacy")},
 			{"a DSCSA lot", url.Values{"domain": {dscsa.Name}, "lot": {recallLot}}, of(dscsa.Name)},
 			{"a DSCSA pallet's SSCC", url.Values{"domain": {dscsa.Name}, "sscc": {pallet}}, slices.Compact(slices.Sorted(slices.Values(ssccs[pallet])))},
