@@ -142,7 +142,7 @@ func (p *approvalPages) approvalContext(r *http.Request, s *session, d *approval
 	}
 	st := rep.State
 	if d.A.Status == api.ApprovalPending && d.A.ChainHead != "" && st.LastHash != "" && st.LastHash != d.A.ChainHead {
-		d.Moved = "it had " + records(d.A.ChainRecords) + " then, " + records(len(rep.Records)) + " now"
+		d.Moved = "it had " + nRecords(d.A.ChainRecords) + " then, " + nRecords(len(rep.Records)) + " now"
 	}
 	if orig := payloadAsRequested(rep, d.A.ChainRecords); review && orig != nil {
 		if b, perr := orig.Bytes(); perr == nil {
@@ -273,8 +273,8 @@ func pendingApprovals(ctx context.Context, rq requester, s *session) ([]api.Appr
 	return rep.Approvals, nil
 }
 
-// records is n records in words ("1 record", "3 records").
-func records(n int) string {
+// nRecords is n records in words ("1 record", "3 records").
+func nRecords(n int) string {
 	if n == 1 {
 		return "1 record"
 	}
