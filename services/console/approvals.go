@@ -59,6 +59,13 @@ type approvalData struct {
 	// refusal (REAUTH_FAILED keeps what the person meant; the password is
 	// never written back).
 	Meaning, RejectMeaning string
+	// Own: the person reading asked for the approval (one of their
+	// logins did): the page offers no Approve and says why.
+	Own bool
+	// Moved says, for a pending approval whose record moved on since the
+	// request (its chain head is no longer the approval's), how: signed
+	// now it is refused as stale, never executed.
+	Moved string
 	// Signer, SignRequest and SignChain are what a decision on the
 	// approval signs besides its meaning and time (sign.go): the person,
 	// the approval's request digest and the head of its record's chain.
@@ -83,6 +90,7 @@ func (p *approvalPages) handleApprovals(w http.ResponseWriter, r *http.Request, 
 		}
 	}
 	v := newView(s, "Approvals", "approvals", d)
+	v.Wide = true
 	v.setErr(err)
 	p.render(w, r, statusOf(err), "approvals", v)
 }
@@ -103,6 +111,7 @@ func (p *approvalPages) getApproval(r *http.Request, s *session, id string) (*ap
 	if d.A.DLQID != "" {
 		p.approvalContext(r, s, d)
 	}
+	d.Own = access.SamePerson(s.user, d.A.Requester)
 	d.Signer, d.SignRequest = access.PersonOf(s.user), approval.RequestDigest(d.A)
 	d.SignChain = d.A.ChainHead
 	if d.A.Action == api.ActionDrain && len(d.A.Request) > 0 {
@@ -132,6 +141,9 @@ func (p *approvalPages) approvalContext(r *http.Request, s *session, d *approval
 		return
 	}
 	st := rep.State
+	if d.A.Status == api.ApprovalPending && d.A.ChainHead != "" && st.LastHash != "" && st.LastHash != d.A.ChainHead {
+		d.Moved = "it had " + nRecords(d.A.ChainRecords) + " then, " + nRecords(len(rep.Records)) + " now"
+	}
 	if orig := payloadAsRequested(rep, d.A.ChainRecords); review && orig != nil {
 		if b, perr := orig.Bytes(); perr == nil {
 			d.Original = showPayload(b)
@@ -259,4 +271,12 @@ func pendingApprovals(ctx context.Context, rq requester, s *session) ([]api.Appr
 		return nil, fmt.Errorf("approvals: %w", err)
 	}
 	return rep.Approvals, nil
+}
+
+// nRecords is n records in words ("1 record", "3 records").
+func nRecords(n int) string {
+	if n == 1 {
+		return "1 record"
+	}
+	return fmt.Sprintf("%d records", n)
 }

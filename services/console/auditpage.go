@@ -60,39 +60,78 @@ func (p *auditPages) loadAccess(r *http.Request, s *session) *accessData {
 	return a
 }
 
-// exportForm is the Audit page's export form as posted.
+// exportForm is the Audit page's export form, as posted or as a link
+// (the Records page's "Export these records") fills it in.
 type exportForm struct {
-	Domain, Party, Status, From, To, Lot, Format, Reason string
+	Domain, Party, Status, From, To, Format, Reason string
+	// NDC, Lot, Registrant, TxID, GTIN, Serial, SSCC, TLC and Identifier
+	// (name=value) are the identifier filters of a records search, sent
+	// as audit.export's (api.ExportFilter) in every domain: the auditor
+	// selects the chains, reading a lot as a pharmacy or DSCSA lot or an
+	// FSMA TLC, and refuses a field the domain does not search by.
+	NDC, Lot, Registrant, TxID, GTIN, Serial, SSCC, TLC, Identifier string
 }
 
 // exportFormats are the export's formats, as offered.
 var exportFormats = []string{"csv", "xlsx", "jsonl"}
 
-func parseExportForm(r *http.Request) (exportForm, api.ExportRequest, error) {
-	v := func(k string) string { return strings.TrimSpace(r.PostFormValue(k)) }
-	f := exportForm{Domain: v("domain"), Party: v("party"), Status: v("status"), From: v("from"), To: v("to"),
-		Lot: v("lot"), Format: v("format"), Reason: v("reason")}
-	req := api.ExportRequest{Filter: api.ExportFilter{Domain: f.Domain, Party: f.Party, Status: f.Status}, Reason: f.Reason}
+// exportFormOf reads the export form's fields with get (a posted form's
+// or a link's query).
+func exportFormOf(get func(string) string) exportForm {
+	v := func(k string) string { return strings.TrimSpace(get(k)) }
+	return exportForm{Domain: v("domain"), Party: v("party"), Status: v("status"), From: v("from"), To: v("to"),
+		Format: v("format"), Reason: v("reason"),
+		NDC: v("ndc"), Lot: v("lot"), Registrant: v("registrant"), TxID: v("txid"), GTIN: v("gtin"), Serial: v("serial"),
+		SSCC: v("sscc"), TLC: v("tlc"), Identifier: v("identifier")}
+}
+
+// filter is the form's api.ExportFilter; a time or identifier filter
+// that does not read is a BAD_REQUEST naming its field.
+func (f exportForm) filter(now time.Time) (api.ExportFilter, error) {
+	out := api.ExportFilter{Domain: f.Domain, Party: f.Party, Status: f.Status,
+		NDC: f.NDC, Lot: f.Lot, Registrant: f.Registrant, TransactionID: f.TxID, GTIN: f.GTIN, Serial: f.Serial, SSCC: f.SSCC, TLC: f.TLC}
+	if f.Identifier != "" {
+		name, v, err := parseIdentifier(f.Identifier)
+		if err != nil {
+			return out, err
+		}
+		out.Identifiers = map[string]string{name: v}
+	}
 	for _, b := range []struct {
 		in, field string
 		out       *time.Time
-	}{{f.From, "from", &req.Filter.From}, {f.To, "to", &req.Filter.To}} {
+	}{{f.From, "from", &out.From}, {f.To, "to", &out.To}} {
 		if b.in == "" {
 			continue
 		}
-		t, err := when.Parse(b.in, time.Now())
+		t, err := when.Parse(b.in, now)
 		if err != nil {
-			return f, req, api.BadField(b.field, "%s", when.ErrNotATime)
+			return out, api.BadField(b.field, "%s", when.ErrNotATime)
 		}
 		*b.out = t
+	}
+	return out, nil
+}
+
+// Filtered reports whether the form names an identifier filter (the
+// form then shows its identifier fields open).
+func (f exportForm) Filtered() bool {
+	return f.NDC != "" || f.Lot != "" || f.Registrant != "" || f.TxID != "" || f.GTIN != "" || f.Serial != "" ||
+		f.SSCC != "" || f.TLC != "" || f.Identifier != ""
+}
+
+func parseExportForm(r *http.Request) (exportForm, api.ExportRequest, error) {
+	f := exportFormOf(r.PostFormValue)
+	req := api.ExportRequest{Reason: f.Reason}
+	var err error
+	if req.Filter, err = f.filter(time.Now()); err != nil {
+		return f, req, err
 	}
 	switch {
 	case !slices.Contains(exportFormats, f.Format):
 		return f, req, api.BadField("format", "one of csv, xlsx or jsonl")
 	case f.Reason == "":
 		return f, req, api.BadField("reason", "is required: an export reads payloads")
-	case f.Lot != "" && f.Format == "jsonl":
-		return f, req, api.BadField("lot", "selects rows of a spreadsheet (csv, xlsx); a jsonl export holds every chain of its filter, with the signed manifests that prove it whole")
 	}
 	return f, req, req.Validate()
 }
@@ -154,10 +193,9 @@ func (p *auditPages) handleExport(w http.ResponseWriter, r *http.Request, s *ses
 			chains += len(rep.Chains)
 			err = jsonl.Page(rep)
 		} else {
+			// The auditor selected the chains (the filter's identifiers
+			// included): every one is a row, as dlqctl export writes it.
 			for _, ch := range rep.Chains {
-				if f.Lot != "" && !exportsheet.ChainHasLot(ch, f.Lot) {
-					continue
-				}
 				chains++
 				table.Add(ch)
 			}
@@ -291,8 +329,11 @@ func cmpOr[T any](a, b *T) *T {
 	return b
 }
 
+// handleAudit is the Audit page; its export form is filled in from the
+// query (the Records page's "Export these records" link names its
+// filter), never run by a GET.
 func (p *auditPages) handleAudit(w http.ResponseWriter, r *http.Request, s *session) {
-	p.auditPage(w, r, s, &auditData{}, nil, "")
+	p.auditPage(w, r, s, &auditData{Export: exportFormOf(r.URL.Query().Get)}, nil, "")
 }
 
 // handleVerify verifies the audit trail; its result is kept (the Audit

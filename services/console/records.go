@@ -201,6 +201,23 @@ func (q recordsQuery) URL(path string, pairs ...string) string {
 	return strings.Replace(recordsURL(kv...), "/records", path, 1)
 }
 
+// ExportURL is the Audit page's export form filled in with the view's
+// filters that audit.export takes (domain, party, status, time range and
+// identifiers): the records of the filter, whatever page is shown.
+func (q recordsQuery) ExportURL() string {
+	pairs := []string{"domain", q.Domain, "party", q.Party, "status", q.Status, "from", q.From, "to", q.To,
+		"ndc", q.NDC, "lot", q.Lot, "registrant", q.Registrant, "txid", q.TxID, "gtin", q.GTIN, "serial", q.Serial,
+		"sscc", q.SSCC, "tlc", q.TLC, "identifier", q.Identifier}
+	return strings.Replace(recordsURL(pairs...), "/records", "/audit", 1) + "#h-export"
+}
+
+// ExportWider reports whether the view has filters an export does not
+// take (class, code, an id search, a document): its export then holds
+// more than the view, and the link says so.
+func (q recordsQuery) ExportWider() bool {
+	return q.Class != "" || q.Code != "" || q.Search != "" || q.Document != ""
+}
+
 // SortURL is the URL sorting by col (toggling the direction of the
 // current sort column), from the first page.
 func (q recordsQuery) SortURL(col string) string {
@@ -416,6 +433,7 @@ func (p *recordPages) handleRecords(w http.ResponseWriter, r *http.Request, s *s
 		Classes:  []string{string(record.ClassValidation), string(record.ClassExhausted), string(record.ClassPoison)},
 	}
 	v := newView(s, "Records", "records", d)
+	v.Wide = true
 	v.setErr(err)
 	p.render(w, r, statusOf(err), "records", v)
 }

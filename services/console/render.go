@@ -33,13 +33,29 @@ type pages struct {
 // funcs are the templates' helpers.
 var funcs = template.FuncMap{
 	// ts is a time kept whole: UTC, to the second, in a <time> that
-	// does not wrap (console.css).
+	// does not wrap (console.css); a table short of room (the Records
+	// list) may set it on two lines, the date above the time, never
+	// breaking either.
 	"ts": func(t time.Time) template.HTML {
 		if t.IsZero() {
 			return "—"
 		}
 		u := t.UTC()
-		return template.HTML(`<time class="ts" datetime="` + u.Format(time.RFC3339Nano) + `">` + u.Format("2006-01-02 15:04:05Z") + `</time>`)
+		return template.HTML(`<time class="ts" datetime="` + u.Format(time.RFC3339Nano) + `"><span class="ts-d">` + u.Format("2006-01-02") +
+			`</span> <span class="ts-t">` + u.Format("15:04:05Z") + `</span></time>`)
+	},
+	// breakable is a whole id that may wrap after its underscores and
+	// hyphens (a dlq id after its domain, an approval id at its parts):
+	// no character is added, a copy gives the id as it is.
+	"breakable": func(id string) template.HTML {
+		var b strings.Builder
+		for _, r := range id {
+			b.WriteString(template.HTMLEscapeString(string(r)))
+			if r == '_' || r == '-' {
+				b.WriteString("<wbr>")
+			}
+		}
+		return template.HTML(b.String())
 	},
 	"label":          identLabel,
 	"drainURL":       drainURL,
@@ -117,6 +133,9 @@ func parsePages() (*pages, error) {
 type view struct {
 	// Title names the page; Nav the menu entry it belongs to.
 	Title, Nav string
+	// Wide: the page takes the window's width (a table of many columns,
+	// the Records list), not the reading width of the others.
+	Wide bool
 	// User and Role are the logged-in person ("" on the login page).
 	User, Role string
 	// CSRF is the token of the page's forms.

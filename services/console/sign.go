@@ -52,9 +52,9 @@ const (
 // the executor will rebuild it.
 type decisionMaker func(r *http.Request, s *session, meaning string, at time.Time) (api.Decision, error)
 
-// errChainMoved: the record an approval acts on changed since it was
-// asked for (its chain head is not the approval's).
-var errChainMoved = errors.New("console: the record changed since the approval was asked for")
+// errOwnRequest: the person deciding asked for the approval (one of
+// their logins did).
+var errOwnRequest = errors.New("console: approving one's own request")
 
 // chainHead is the hash of the last record of a record's chain, as the
 // person reads it (audit.get without the payload).
@@ -68,7 +68,13 @@ func (w web) chainHead(r *http.Request, s *session, dlqID, domain string) (strin
 
 // approvalDecision makes the decision of approving or rejecting (action)
 // the approval the path names: its request digest (approval.RequestDigest
-// of the approval as read) and the head of the chain it acts on.
+// of the approval as read) and the head of the chain it acts on as the
+// approval names it (what the approver reviewed). A record that moved on
+// since the request is not refused here: the redriver refuses the signed
+// approval as stale and records it so (refused, STALE, never executed),
+// where a refusal of the console's own would leave it pending. Approving
+// one's own request is refused before anything is signed
+// (SELF_APPROVAL, as the redriver refuses it whatever the console does).
 func (w web) approvalDecision(action string) decisionMaker {
 	return func(r *http.Request, s *session, meaning string, at time.Time) (api.Decision, error) {
 		id := r.PathValue("id")
@@ -76,15 +82,9 @@ func (w web) approvalDecision(action string) decisionMaker {
 		if err != nil {
 			return api.Decision{}, err
 		}
-		var chain string
-		if rep.Approval.DLQID != "" {
-			if chain, err = w.chainHead(r, s, rep.Approval.DLQID, rep.Approval.Domain); err != nil {
-				return api.Decision{}, err
-			}
-		}
-		if rep.Approval.ChainHead != "" && chain != rep.Approval.ChainHead {
-			return api.Decision{}, api.Wrap(api.ErrConflict, errChainMoved,
-				"the record changed since the approval was asked for: it is stale, ask for it again")
+		if a := rep.Approval; action == api.DecisionApprove && access.SamePerson(s.user, a.Requester) {
+			return api.Decision{}, api.Wrap(api.ErrSelfApproval, errOwnRequest,
+				"you asked for this request yourself (as "+a.Requester+"): a second person must approve it")
 		}
 		return decision.ForApproval(rep.Approval, action, meaning, access.PersonOf(s.user), s.role, at), nil
 	}

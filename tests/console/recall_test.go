@@ -3,10 +3,13 @@ package console
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,6 +24,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/xuri/excelize/v2"
 
+	"github.com/deadletter/deadletter/services/auditor"
+	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
@@ -36,33 +41,14 @@ import (
 // takes & < > and quotes; a pharmacy lot is at most 20 characters).
 const recallLot = `39&"B"<7>`
 
-// recallShot checks the page as it is (axe-core: no serious or critical
-// violation; no horizontal scroll at either width) and saves a full-page
-// screenshot of each width: screenshots/recall/<n>-<name>-<width>.png.
+// recallShot is shot into screenshots/recall/.
 func (p *person) recallShot(n int, name string, axeSrc []byte) {
 	p.t.Helper()
-	if v := p.axe(string(axeSrc)); len(v) > 0 {
-		p.t.Errorf("%s: %+v", name, v)
-	}
 	dir := filepath.Join(tools.Root(p.t), "tests", "console", "screenshots", "recall")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		p.t.Fatal(err)
 	}
-	for _, vp := range walkViewports {
-		p.do(chromedp.EmulateViewport(vp.w, vp.h))
-		if over := eval[int](p, `document.documentElement.scrollWidth - document.documentElement.clientWidth`); over > 0 {
-			p.t.Errorf("%s at %dx%d: %d px of horizontal scroll", name, vp.w, vp.h, over)
-		}
-		ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		cancel()
-		if err != nil {
-			p.t.Fatalf("screenshot %s: %v", name, err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%02d-%s-%d.png", n, name, vp.w)), png, 0o644); err != nil {
-			p.t.Fatal(err)
-		}
-	}
+	p.shotTo(dir, n, name, axeSrc)
 }
 
 // listedIDs are the record ids of the Records list on the page, sorted.
@@ -161,6 +147,141 @@ func xlsxLotRows(t *testing.T, path, lot string) (all, ofLot map[string][]string
 	return all, ofLot
 }
 
+// downloaded is a file the browser downloaded and the time from the
+// click to the file.
+type downloaded struct {
+	file string
+	took time.Duration
+}
+
+// download exports, in a new tab of the person's browser context (a tab
+// downloads once: Chromium holds a second download of a tab for a
+// permission nobody can give headless), the records of the Records
+// search at search: "Export these records" fills the Audit page's export
+// form with the search's filters, the person picks format and gives the
+// reason, and the file is downloaded into a directory of its own.
+func (p *person) download(search, format, reason string) downloaded {
+	p.t.Helper()
+	ctx, cancel := chromedp.NewContext(p.ctx)
+	defer cancel()
+	tab := &person{t: p.t, ctx: ctx, base: p.base}
+	dir := p.t.TempDir()
+	if err := chromedp.Do(ctx); err != nil {
+		p.t.Fatal(err)
+	}
+	if _, err := chromedp.CallBrowser(ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
+		Behavior: browser.SetDownloadBehaviorBehaviorAllow, BrowserContextID: chromedp.FromContext(ctx).BrowserContextID, DownloadPath: dir,
+	}); err != nil {
+		p.t.Fatal(err)
+	}
+	tab.open(search)
+	lot := eval[string](tab, `document.querySelector("#r-lot").value`)
+	tab.submit("#export-view", "#export-form")
+	if got := eval[string](tab, `document.querySelector("#x-lot").value`); got != lot {
+		p.t.Errorf("the export form's lot %q, want the search's %q", got, lot)
+	}
+	tab.do(chromedp.Click(chromedp.CSS("#x-format-"+format)), chromedp.SendKeys(chromedp.CSS("#x-reason"), reason))
+	began := time.Now()
+	tab.do(chromedp.Click(chromedp.CSS("#export")))
+	var file string
+	natstest.CheckFor(p.t, 60*time.Second, 100*time.Millisecond, func() error {
+		m, _ := filepath.Glob(filepath.Join(dir, "deadletter-export-*."+format))
+		if len(m) == 1 {
+			file = m[0]
+			return nil
+		}
+		if eval[bool](tab, `document.querySelector("main .alert") !== null`) {
+			return errors.New("the export was refused: " + tab.text("main .alert"))
+		}
+		return fmt.Errorf("no %s downloaded", format)
+	})
+	return downloaded{file: file, took: time.Since(began)}
+}
+
+// exportCSV posts the Audit page's export form from the person's page
+// (the session's cookie and CSRF token) with the filter form, as CSV, and
+// returns the dlq ids of its rows, sorted, each once.
+func (p *person) exportCSV(form url.Values, reason string) []string {
+	p.t.Helper()
+	p.open("/audit")
+	form = maps.Clone(form)
+	form.Set("csrf", p.csrf())
+	form.Set("format", "csv")
+	form.Set("reason", reason)
+	status, body := p.post("/audit/export", form.Encode(), nil)
+	if status != http.StatusOK {
+		p.t.Fatalf("the export of %v: %d %.300s", form, status, body)
+	}
+	rows, err := csv.NewReader(strings.NewReader(body)).ReadAll()
+	if err != nil || len(rows) == 0 {
+		p.t.Fatalf("the export of %v is no CSV: %v", form, err)
+	}
+	idc := slices.Index(rows[0], "dlq_id")
+	var ids []string
+	for _, r := range rows[1:] {
+		ids = append(ids, r[idc])
+	}
+	return slices.Compact(slices.Sorted(slices.Values(ids)))
+}
+
+// exportReads are the chains the access audit records read by user's
+// export pages with reason, sorted.
+func exportReads(t *testing.T, st *stack.Stack, user, reason string) []string {
+	t.Helper()
+	nc, err := st.ConnectAs(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	rep, err := endpoint.Call[api.AccessRequest, api.AccessReply](context.Background(), nc, api.AuditAccess, api.AccessRequest{User: user, Limit: api.MaxLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range rep.Items {
+		if e.Action == api.AccessExport && e.Reason == reason {
+			if len(e.DLQIDs) != e.Count {
+				t.Errorf("an export page's access record names %d of its %d chains", len(e.DLQIDs), e.Count)
+			}
+			ids = append(ids, e.DLQIDs...)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// jsonlChains are the dlq ids of the chains of the JSONL export at path,
+// sorted.
+func jsonlChains(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var l api.ExportLine
+		if err := json.Unmarshal(line, &l); err != nil {
+			t.Fatalf("a line of the JSONL: %v", err)
+		}
+		if l.Chain != nil {
+			ids = append(ids, l.Chain.DLQID)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// endpointItems are the records audit.list lists for req, as nc.
+func endpointItems(t *testing.T, nc *nats.Conn, req api.ListRequest) []api.Summary {
+	t.Helper()
+	l, err := endpoint.Call[api.ListRequest, api.ListReply](context.Background(), nc, api.AuditList, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Items
+}
+
 // TestRecallWalk walks a recall in Chromium as a pharmacy inspector does
 // it: a distributor's shipment (an EPCIS 1.2 XML document with an SBDH,
 // items commissioned, packed into cases and pallets, pallets shipped by
@@ -171,15 +292,20 @@ func xlsxLotRows(t *testing.T, path, lot string) (all, ofLot map[string][]string
 // and failure kinds, a shipping event by its pallet's SSCC; holds them
 // all at once ("Hold the selected": one hold, every record or none);
 // places a hold by filter (the lot, later records too) on the Holds page;
-// and downloads the lot's XLSX export through Chromium, read back with
-// excelize. Screenshots: tests/console/screenshots/recall/.
+// exports the lot from its Records search ("Export these records" fills
+// the Audit page's export form): the XLSX, read back with excelize, holds
+// every held record of the lot and nothing else, the access audit
+// records one payload read per record, and the JSONL of the lot verifies
+// offline with the audit key; the export takes a pharmacy lot, a DSCSA
+// lot or SSCC and an FSMA TLC alike. Screenshots:
+// tests/console/screenshots/recall/.
 func TestRecallWalk(t *testing.T) {
 	axeSrc, err := os.ReadFile(tools.Axe(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	browserCtx := startBrowser(t)
-	st := startStack(t, newDownstream(t))
+	st, keyFile := startWalkStack(t, newDownstream(t))
 	base := atName(st)
 	pw := func(user string) string { return st.Secrets().Users[user].Password }
 	inspector := access.DefaultPerson(access.RoleInspector)
@@ -315,13 +441,14 @@ func TestRecallWalk(t *testing.T) {
 	t.Run("the lot pasted into the Records search finds every quarantined record of it, in the three domains, whatever it failed on", func(t *testing.T) {
 		in.t = t
 		in.searchRecords("", "#r-lot", recallLot, lotIDs)
-		codes := eval[[]string](in, `[...document.querySelectorAll("table.records tbody tr td code.nowrap")].map(c => c.textContent)`)
+		codes := eval[[]string](in, `[...document.querySelectorAll("table.records tbody tr td code.error-code")].map(c => c.textContent)`)
 		if distinct := slices.Compact(slices.Sorted(slices.Values(codes))); len(distinct) < 4 {
 			t.Errorf("the lot's rows show %d error codes %v: want its failure kinds", len(distinct), distinct)
 		}
 		if got := in.text("table.records tbody"); !strings.Contains(got, recallLot) {
 			t.Errorf("the identifiers do not show the lot as written: %.300q", got)
 		}
+		in.recordsFit()
 		in.recallShot(next(), "found-by-lot", axeSrc)
 	})
 
@@ -441,64 +568,128 @@ func TestRecallWalk(t *testing.T) {
 		lotIDs = slices.Sorted(slices.Values(append(lotIDs, laterID)))
 	}
 
-	t.Run("the lot's XLSX downloaded through Chromium and read back", func(t *testing.T) {
+	key, err := auditor.SigningPublicKey(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("the lot exported from the Records search: every held record of it and nothing else, each payload read once, the JSONL verified offline", func(t *testing.T) {
 		in.t = t
-		dir := t.TempDir()
-		if _, err := chromedp.CallBrowser(in.ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
-			Behavior: browser.SetDownloadBehaviorBehaviorAllow, BrowserContextID: chromedp.FromContext(in.ctx).BrowserContextID, DownloadPath: dir,
-		}); err != nil {
+		// Every record of the lot is held (the hold of the selected, and
+		// the lot hold for the later shipment's record), as its Records
+		// search shows it.
+		search := in.searchRecords("", "#r-lot", recallLot, lotIDs)
+		natstest.CheckFor(t, 30*time.Second, 200*time.Millisecond, func() error {
+			held := eval[[]string](in, `[...document.querySelectorAll("table.records tbody tr.held input.select")].map(i => i.value)`)
+			if slices.Sort(held); !slices.Equal(held, lotIDs) {
+				in.open(search)
+				return fmt.Errorf("%d of the lot's records shown held %v, want %d %v", len(held), held, len(lotIDs), lotIDs)
+			}
+			return nil
+		})
+
+		// The XLSX: from the Records search, "Export these records" fills
+		// the Audit page's export form with the lot.
+		x := in.download(search, "xlsx", "FDA recall 2026-39: lot "+recallLot)
+		all, ofLot := xlsxLotRows(t, x.file, recallLot)
+		rows := slices.Sorted(slices.Values(slices.Concat(slices.Collect(maps.Values(all))...)))
+		if !slices.Equal(rows, lotIDs) {
+			t.Errorf("the XLSX of lot %q holds %d chains %v, want the lot's %d held records %v", recallLot, len(rows), rows, len(lotIDs), lotIDs)
+		}
+		if got := slices.Sorted(slices.Values(slices.Concat(slices.Collect(maps.Values(ofLot))...))); !slices.Equal(got, lotIDs) {
+			t.Errorf("the XLSX's rows whose lot column is %q: %d %v, want %d", recallLot, len(got), got, len(lotIDs))
+		}
+		for dom := range lotColumns {
+			if len(all[dom]) == 0 {
+				t.Errorf("the XLSX has no %s row of the lot", dom)
+			}
+		}
+		// One payload read per record of the lot, recorded with the reason.
+		reads := exportReads(t, st, inspector, "FDA recall 2026-39: lot "+recallLot)
+		if !slices.Equal(reads, lotIDs) {
+			t.Errorf("the access audit records %d payloads read for the export %v, want the lot's %d", len(reads), reads, len(lotIDs))
+		}
+		t.Logf("RECALL_EXPORT: %d records of the lot (DSCSA %d, pharmacy %d, FSMA %d) in the XLSX, %d payload reads recorded, %d ms click to file",
+			len(rows), len(all[dscsa.Name]), len(all["pharmacy"]), len(all["fsma"]), len(reads), x.took.Milliseconds())
+		in.open(search)
+		in.submit("#export-view", "#export-form")
+		in.recallShot(next(), "export-filled-from-search", axeSrc)
+
+		// The JSONL of the same filter, verified offline with the audit
+		// key (what dlqctl verify-export runs): the signed, whole answer.
+		j := in.download(search, "jsonl", "FDA recall 2026-39: the signed export of lot "+recallLot)
+		f, err := os.Open(j.file)
+		if err != nil {
 			t.Fatal(err)
 		}
-		download := func(lot, reason string) string {
-			t.Helper()
-			before, _ := filepath.Glob(filepath.Join(dir, "*.xlsx"))
-			in.open("/audit")
-			if lot != "" {
-				in.do(chromedp.SendKeys(chromedp.CSS("#x-lot"), lot))
-			}
-			in.do(chromedp.Click(chromedp.CSS("#x-format-xlsx")), chromedp.SendKeys(chromedp.CSS("#x-reason"), reason), chromedp.Click(chromedp.CSS("#export")))
-			var file string
-			began := time.Now()
-			defer func() { t.Logf("RECALL_XLSX_MS=%d (click to the file downloaded)", time.Since(began).Milliseconds()) }()
-			natstest.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
-				m, _ := filepath.Glob(filepath.Join(dir, "deadletter-export-*.xlsx"))
-				for _, f := range m {
-					if !slices.Contains(before, f) {
-						file = f
-						return nil
-					}
-				}
-				if eval[bool](in, `document.querySelector("main .alert") !== null`) {
-					return errors.New("the export was refused: " + in.text("main .alert"))
-				}
-				return errors.New("no XLSX downloaded")
-			})
-			return file
+		defer f.Close()
+		rep, err := auditor.VerifyExport(f, key)
+		if err != nil {
+			t.Fatalf("the lot's JSONL downloaded through Chromium does not verify offline: %v", err)
 		}
-		// Every record the inspector may read (this store holds the
-		// shipment's mistakes and the lot's pharmacy events), then the
-		// lot's rows read off its lot column.
-		all, ofLot := xlsxLotRows(t, download("", "FDA recall 2026-39: lot "+recallLot), recallLot)
-		if got := slices.Sorted(slices.Values(slices.Concat(slices.Collect(maps.Values(ofLot))...))); !slices.Equal(got, lotIDs) {
-			t.Errorf("the XLSX's rows of lot %q: %d %v, want %d %v", recallLot, len(got), got, len(lotIDs), lotIDs)
+		if got := jsonlChains(t, j.file); rep.Chains != len(lotIDs) || !slices.Equal(got, lotIDs) {
+			t.Errorf("the verified JSONL holds %d chains %v, want the lot's %d %v", rep.Chains, got, len(lotIDs), lotIDs)
 		}
-		if n := len(dlq) + len(slices.DeleteFunc([]string{laterID}, func(s string) bool { return s == "" })); len(all[dscsa.Name]) != n {
-			t.Errorf("the dscsa sheet has the rows of %d chains, want the shipments' %d quarantined events", len(all[dscsa.Name]), n)
-		}
-		in.open("/audit")
-		if got := in.text("#access-table"); !strings.Contains(got, "FDA recall 2026-39") || !strings.Contains(got, api.AccessExport) {
-			t.Errorf("the export is not in the access audit:\n%.600s", got)
-		}
-		in.recallShot(next(), "audit-exported", axeSrc)
+		t.Logf("RECALL_EXPORT_JSONL: verified offline, %d chains, %d records, %d ms click to file", rep.Chains, rep.Records, j.took.Milliseconds())
+	})
 
-		// The Audit page's lot field (labelled "FSMA lot code"): the
-		// export of the lot alone. Reported, not asserted: it selects
-		// rows by an FSMA traceability lot code only (issue #39, T9).
-		_, lotOnly := xlsxLotRows(t, download(recallLot, "FDA recall 2026-39: the lot field"), recallLot)
-		got := slices.Sorted(slices.Values(slices.Concat(slices.Collect(maps.Values(lotOnly))...)))
-		in.open("/audit")
-		read := eval[string](in, `(c => c ? c.textContent : "")(document.querySelector("#access-table tbody tr td:nth-child(6)"))`)
-		t.Logf("REPORT: the export with the Audit page's lot field holds %d of the lot's %d records (DSCSA %d, pharmacy %d, FSMA %d); the access audit records %s payloads read for it",
-			len(got), len(lotIDs), len(lotOnly[dscsa.Name]), len(lotOnly["pharmacy"]), len(lotOnly["fsma"]), read)
+	t.Run("export takes the same filters in every domain", func(t *testing.T) {
+		in.t = t
+		pallet := slices.Sorted(maps.Keys(ssccs))[0]
+		of := func(prefix string) []string {
+			return slices.DeleteFunc(slices.Clone(lotIDs), func(id string) bool { return !strings.HasPrefix(id, prefix+"_") })
+		}
+		// A GTIN of the lot's shipment records, and what the records
+		// search finds by it (the export selects as the search does).
+		search := func(req api.ListRequest) []string {
+			t.Helper()
+			req.Limit = api.MaxLimit
+			var ids []string
+			for _, it := range endpointItems(t, viewerNC, req) {
+				ids = append(ids, it.DLQID)
+			}
+			slices.Sort(ids)
+			return ids
+		}
+		var gtin string
+		for _, it := range endpointItems(t, viewerNC, api.ListRequest{Domain: dscsa.Name, Lot: recallLot, Limit: api.MaxLimit}) {
+			if g := it.Identifiers["gtin"]; g != "" {
+				gtin = g
+				break
+			}
+		}
+		byGTIN, byGTINLot := search(api.ListRequest{Domain: dscsa.Name, GTIN: gtin}), search(api.ListRequest{Domain: dscsa.Name, GTIN: gtin, Lot: recallLot})
+		if gtin == "" || len(byGTINLot) == 0 || len(byGTIN) < len(byGTINLot) {
+			t.Fatalf("no GTIN of the lot's shipment records to export by (%q: %d records, %d of the lot)", gtin, len(byGTIN), len(byGTINLot))
+		}
+		for _, tc := range []struct {
+			name string
+			form url.Values
+			want []string
+		}{
+			{"a DSCSA GTIN", url.Values{"domain": {dscsa.Name}, "gtin": {gtin}}, byGTIN},
+			{"a DSCSA GTIN of the lot", url.Values{"domain": {dscsa.Name}, "gtin": {gtin}, "lot": {recallLot}}, byGTINLot},
+			{"a pharmacy lot", url.Values{"domain": {"pharmacy"}, "lot": {recallLot}}, of("pharmacy")},
+			{"a DSCSA lot", url.Values{"domain": {dscsa.Name}, "lot": {recallLot}}, of(dscsa.Name)},
+			{"a DSCSA pallet's SSCC", url.Values{"domain": {dscsa.Name}, "sscc": {pallet}}, slices.Compact(slices.Sorted(slices.Values(ssccs[pallet])))},
+			{"an FSMA TLC", url.Values{"domain": {"fsma"}, "tlc": {recallLot}}, of("fsma")},
+			{"the lot in every domain", url.Values{"lot": {recallLot}}, lotIDs},
+			{"a lot of no event", url.Values{"lot": {`A1&B<2>"Ü" 陈伟`}}, nil},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				in.t = t
+				got := in.exportCSV(tc.form, "FDA recall 2026-39: "+tc.name)
+				if !slices.Equal(got, tc.want) {
+					t.Errorf("the CSV export of %v holds %d chains %v, want %d %v", tc.form, len(got), got, len(tc.want), tc.want)
+				}
+			})
+		}
+		t.Run("a filter the domain does not search by is refused, naming it", func(t *testing.T) {
+			in.t = t
+			status, body := in.post("/audit/export", url.Values{"csrf": {in.csrf()}, "domain": {"fsma"}, "ndc": {"0409-4888-20"},
+				"format": {"csv"}, "reason": {"recall: a wrong field"}}.Encode(), nil)
+			if status != http.StatusBadRequest || !strings.Contains(body, api.ErrBadRequest) || !strings.Contains(body, "ndc") {
+				t.Errorf("an FSMA export by NDC: %d %.300s", status, body)
+			}
+		})
 	})
 }

@@ -48,6 +48,13 @@ const tradeText = `Müller & Söhne <Großhandel> "Nord" — Pharmacie Saint-Ét
 // access table before the stack first starts.
 func startWalkStack(t *testing.T, down *downstream) (*stack.Stack, string) {
 	t.Helper()
+	return startWalkStackWith(t, down, nil)
+}
+
+// startWalkStackWith is startWalkStack whose access table more changes
+// (a role granted to a person) before the stack first starts.
+func startWalkStackWith(t *testing.T, down *downstream, more func(*access.Secrets)) (*stack.Stack, string) {
+	t.Helper()
 	// The default people name some of them already (make run's example
 	// people): add the others.
 	people := access.DefaultPeople()
@@ -60,6 +67,9 @@ func startWalkStack(t *testing.T, down *downstream) (*stack.Stack, string) {
 	sec, err := access.NewSecrets(people, access.WithBcryptCost(access.MinBcryptCost))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if more != nil {
+		more(sec)
 	}
 	cfg := stack.DefaultConfig()
 	cfg.Validator.DownstreamURL = down.URL
@@ -119,14 +129,23 @@ var walkViewports = []struct{ w, h int64 }{{768, 1024}, {1366, 768}}
 // full-page screenshot of each: <n>-<name>-<width>.png.
 func (p *person) shot(n int, name string, axeSrc []byte) {
 	p.t.Helper()
+	p.shotTo(walkShots(p.t), n, name, axeSrc)
+}
+
+// shotTo is shot into dir.
+func (p *person) shotTo(dir string, n int, name string, axeSrc []byte) {
+	p.t.Helper()
 	if v := p.axe(string(axeSrc)); len(v) > 0 {
 		p.t.Errorf("%s: %+v", name, v)
 	}
-	dir := walkShots(p.t)
 	for _, vp := range walkViewports {
 		p.do(chromedp.EmulateViewport(vp.w, vp.h))
 		if over := eval[int](p, `document.documentElement.scrollWidth - document.documentElement.clientWidth`); over > 0 {
 			p.t.Errorf("%s at %dx%d: %d px of horizontal scroll", name, vp.w, vp.h, over)
+		}
+		// A button shows its whole label: none is narrower than its text.
+		if clipped := eval[[]string](p, clippedButtons); len(clipped) > 0 {
+			p.t.Errorf("%s at %dx%d: buttons clipped: %q", name, vp.w, vp.h, clipped)
 		}
 		ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
 		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
@@ -139,6 +158,21 @@ func (p *person) shot(n int, name string, axeSrc []byte) {
 		}
 	}
 }
+
+// clippedButtons lists the labels of the page's visible buttons whose
+// label does not fit them (cut by their width or an ancestor's).
+const clippedButtons = `[...document.querySelectorAll("button")].filter(b => b.offsetParent !== null && !b.hidden).filter(b => {
+	if (b.scrollWidth > b.clientWidth + 1) { return true; }
+	const r = b.getBoundingClientRect();
+	for (let a = b.parentElement; a; a = a.parentElement) {
+		const s = getComputedStyle(a);
+		if (s.overflowX !== "visible") {
+			const ar = a.getBoundingClientRect();
+			if (r.left < ar.left - 1 || r.right > ar.right + 1) { return a.scrollWidth <= a.clientWidth; }
+		}
+	}
+	return false;
+}).map(b => b.textContent.trim())`
 
 // waitText polls the page (reloading path) until css's text contains
 // want.
