@@ -1,8 +1,8 @@
 // Package exportsheet is the one owner of the spreadsheet forms of an
 // inspection export (audit.export pages): the rows of its records
-// (Builder), the CSV and XLSX writers (WriteCSV, WriteXLSX, with cells made
-// inert for a spreadsheet) and the FSMA 204 lot filter (ChainHasLot).
-// dlqctl export and the console's Audit page both write with it; the JSONL
+// (Builder) and the CSV and XLSX writers (WriteCSV, WriteXLSX, with cells
+// made inert for a spreadsheet); the auditor selects an export's chains by
+// every filter (lot included). dlqctl export and the console's Audit page both write with it; the JSONL
 // form is shared/export's Writer.
 //
 // An XLSX export has a "records" sheet (one row per stored record: the

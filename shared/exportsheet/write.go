@@ -12,25 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/xuri/excelize/v2"
-
-	"github.com/deadletter/deadletter/shared/api"
-	"github.com/deadletter/deadletter/shared/record"
 )
-
-// ChainHasLot reports whether a record of the chain carries the FSMA
-// traceability lot code lot.
-func ChainHasLot(c api.ExportChain, lot string) bool {
-	for _, er := range c.Records {
-		r, err := record.Parse(er.Record)
-		if err != nil {
-			continue
-		}
-		if doc := payloadDoc(r.Payload); doc != nil && cell(doc["traceability_lot_code"]) == lot {
-			return true
-		}
-	}
-	return false
-}
 
 // WriteCSV writes the builder's one table (Table) as CSV.
 func (b *Builder) WriteCSV(w io.Writer) error {
