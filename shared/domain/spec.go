@@ -97,6 +97,15 @@ type Spec struct {
 	// Content is the domain's content identity; nil: the canonical JSON
 	// of the payload (see ContentIdentity).
 	Content *ContentIdentity
+	// SecondPerson is the domain's rule for which corrections of its
+	// events need a second person when the approval policy asks for the
+	// domains' own rules (package approval's "controlled" corrections),
+	// beside any change of the event's identity, which always needs one:
+	// e.g. the DEA's controlled substances for pharmacy. It gets the
+	// payloads before and after, each decoded (nil when one does not
+	// decode), and must not panic. nil: no correction needs a second
+	// person by the domain's own rule (ReviewCorrection).
+	SecondPerson func(original, corrected Doc) Review
 	// Codes are the error codes of the domain's own rules, declared in its
 	// package (the codes domains share are package codes'); package
 	// registry registers them (codes.Register), so that codes.Known lists

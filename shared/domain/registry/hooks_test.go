@@ -235,3 +235,36 @@ func TestContentIdentityNames(t *testing.T) {
 		})
 	}
 }
+
+// TestSecondPersonHooks: every domain's second-person rule
+// (domain.Spec.ReviewCorrection) takes payloads that did not decode (nil)
+// without panicking, finds no change in a correction that changes
+// nothing, and gives reasons whenever it lists changes; a domain without
+// a rule of its own (the "none" default) needs no second person for any
+// correction.
+func TestSecondPersonHooks(t *testing.T) {
+	for _, s := range registry.All() {
+		t.Run(s.Name, func(t *testing.T) {
+			if r := s.ReviewCorrection(nil, nil); len(r.Changes) > 0 {
+				t.Errorf("two payloads that did not decode change %v", r.Changes)
+			}
+			for file, doc := range validDocs(t, s.Name) {
+				same := s.ReviewCorrection(doc, clone(t, doc))
+				if len(same.Changes) > 0 {
+					t.Errorf("%s: a correction that changes nothing changes %v", file, same.Changes)
+				}
+				for _, r := range []domain.Review{same, s.ReviewCorrection(nil, doc), s.ReviewCorrection(doc, nil)} {
+					if len(r.Changes) > 0 && !r.Needed() {
+						t.Errorf("%s: changes %v listed without a reason", file, r.Changes)
+					}
+					if s.SecondPerson == nil && (r.Needed() || len(r.Changes) > 0) {
+						t.Errorf("%s: a domain without a rule asks for a second person: %+v", file, r)
+					}
+				}
+			}
+		})
+	}
+	if r := (domain.Spec{}).ReviewCorrection(domain.Doc{"dea_schedule": "II"}, nil); r.Needed() || r.Changes != nil {
+		t.Errorf("the none default = %+v", r)
+	}
+}
