@@ -36,19 +36,32 @@ type Prechecker interface {
 	Precheck(doc Doc) error
 }
 
-// ContentIdentifier is implemented by a domain whose standard defines an
-// event's content identity (two events with one idempotency key are the
-// same event when their identities are equal), e.g. DSCSA's CBV 2.0 event
-// hash ID, under which the same event as XML or JSON, with its lists
-// reordered or other namespace prefixes, is one event. Domains without it
-// compare the RFC 8785 canonical form of the payload (package idempotency).
-type ContentIdentifier interface {
-	// ContentIdentity names the identity (recorded with each content
-	// hash, so that a later change of the rule can tell old hashes apart).
-	ContentIdentity() string
-	// ContentDigest returns the lowercase hex SHA-256 digest of doc's
-	// content identity. It never fails.
-	ContentDigest(doc Doc) string
+// ContentIdentity is a domain's own rule for when two events with one
+// idempotency key are the same event (Spec.Content), where its standard
+// defines one: e.g. DSCSA's CBV 2.0 event hash ID with the event's exact
+// content, under which the same event as XML or JSON, with its lists
+// reordered or other namespace prefixes, is one event. A domain without
+// one compares the RFC 8785 canonical form of the payload (package
+// idempotency, which derives and compares every content hash through
+// this hook and knows no domain by name).
+type ContentIdentity struct {
+	// Name names the identity. It is recorded with each content hash (a
+	// key state's, a LEDGER entry's), so that a later change of the rule
+	// can tell old hashes apart: never "" nor "jcs" (the canonical JSON's,
+	// package idempotency's default).
+	Name string
+	// Hash returns the lowercase hex content hash of a decoded event
+	// (Decode). It never fails and never panics.
+	Hash func(doc Doc) string
+	// Checked returns Hash(doc) for an event the domain's Check accepted
+	// into env, using what env already holds (e.g. an event hash ID the
+	// rules derived) so that nothing is derived twice. nil: Hash.
+	Checked func(env envelope.Envelope, doc Doc) string
+	// Earlier are the identities the domain's hashes were recorded by
+	// before Name, by name, each with the hash it derived, frozen: hashes
+	// recorded so keep matching their events; nothing new is derived by
+	// them.
+	Earlier map[string]func(doc Doc) string
 }
 
 // Spec is everything deadletter knows about one event domain. Each domain
@@ -81,6 +94,18 @@ type Spec struct {
 	RetentionRule string
 	// Checker holds the domain's rules and identity derivations.
 	Checker Checker
+	// Content is the domain's content identity; nil: the canonical JSON
+	// of the payload (see ContentIdentity).
+	Content *ContentIdentity
+	// SecondPerson is the domain's rule for which corrections of its
+	// events need a second person when the approval policy asks for the
+	// domains' own rules (package approval's "controlled" corrections),
+	// beside any change of the event's identity, which always needs one:
+	// e.g. the DEA's controlled substances for pharmacy. It gets the
+	// payloads before and after, each decoded (nil when one does not
+	// decode), and must not panic. nil: no correction needs a second
+	// person by the domain's own rule (ReviewCorrection).
+	SecondPerson func(original, corrected Doc) Review
 	// Codes are the error codes of the domain's own rules, declared in its
 	// package (the codes domains share are package codes'); package
 	// registry registers them (codes.Register), so that codes.Known lists

@@ -124,7 +124,7 @@ func (g *Gate) Check(subject string, data []byte) (envelope.Envelope, error) {
 	if !ok {
 		return envelope.Envelope{}, codes.Errorf(codes.UnknownSubject, "unknown domain %q", dom)
 	}
-	doc, err := Decode(data)
+	doc, err := domain.Decode(data)
 	if err != nil {
 		return envelope.Envelope{}, err
 	}
@@ -174,7 +174,7 @@ func (g *Gate) Identify(subject string, data []byte) (out envelope.Envelope) {
 	if len(data) > g.maxPayload {
 		return env
 	}
-	doc, err := Decode(data)
+	doc, err := domain.Decode(data)
 	if err != nil {
 		return env
 	}

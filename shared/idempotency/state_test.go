@@ -128,8 +128,8 @@ func reverse(ev map[string]any, name string) {
 // matching its event (HashMatches).
 func TestContentHashDSCSA(t *testing.T) {
 	const dom = "dscsa"
-	if Identity(dom) != IdentityEventHashExact || Identity("pharmacy") != IdentityJCS || Identity("nosuchdomain") != IdentityJCS ||
-		StoredIdentity(dom) != IdentityEventHashExact || StoredIdentity("pharmacy") != "" || IdentityEventHashExact != "cbv2-event-hash+exact" {
+	if Identity(dom) != dscsa.ContentIdentityExact || Identity("pharmacy") != IdentityJCS || Identity("nosuchdomain") != IdentityJCS ||
+		StoredIdentity(dom) != dscsa.ContentIdentityExact || StoredIdentity("pharmacy") != "" || dscsa.ContentIdentityExact != "cbv2-event-hash+exact" {
 		t.Fatalf("identities %q %q %q", Identity(dom), Identity("pharmacy"), Identity("nosuchdomain"))
 	}
 	base := shippingEvent(t, nil)

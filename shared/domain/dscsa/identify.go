@@ -21,6 +21,7 @@ func Spec() domain.Spec {
 		Retention:     6 * domain.Year,
 		RetentionRule: "21 U.S.C. 360eee-1 (FD&C Act 582(b)(1)(A), (c)(1)(A), (d)(1)(A), (e)(1)(A))",
 		Checker:       Checker{},
+		Content:       contentIdentity(),
 		Codes:         Codes(),
 		Listed:        []string{"lot", "event_type"},
 		Shown:         []string{"gtin", "serial", "sscc", "lot", "event_type"},
@@ -28,24 +29,6 @@ func Spec() domain.Spec {
 		Search:        search,
 		Sheet:         sheet,
 	}
-}
-
-// ContentIdentityEventHash names the DSCSA content identity
-// (domain.ContentIdentifier): the CBV 2.0 event hash ID.
-const ContentIdentityEventHash = "cbv2-event-hash"
-
-// ContentIdentity names the DSCSA content identity: the CBV 2.0 event hash
-// ID (domain.ContentIdentifier).
-func (Checker) ContentIdentity() string { return ContentIdentityEventHash }
-
-// ContentDigest returns the digest of doc's CBV 2.0 event hash ID (the
-// same ID Check and Identify put in the envelope): the same event as XML
-// or JSON, with reordered lists, other namespace prefixes, another
-// @context, time-zone notation or recordTime has one digest; any other
-// value of a hashed field (bizStep, a quantity, an EPC...) another.
-func (Checker) ContentDigest(doc domain.Doc) string {
-	d, _ := eventhash.Digest(eventhash.ID(doc, nil))
-	return d
 }
 
 // Identify derives what it can of the identity of a document that failed

@@ -20,6 +20,7 @@ func Spec() domain.Spec {
 		Retention:     2 * domain.Year,
 		RetentionRule: "21 CFR 1304.04(a)",
 		Checker:       Checker{},
+		SecondPerson:  secondPerson,
 		Codes:         Codes(),
 		Listed:        []string{"transaction_id", "registrant_dea"},
 		Shown:         []string{"transaction_id", "event_type", "ndc11", "lot"},

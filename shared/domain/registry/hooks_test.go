@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/deadletter/deadletter/schemas"
@@ -71,6 +72,9 @@ func clone(t *testing.T, doc domain.Doc) domain.Doc {
 //     finds the chain by that identifier's value, and another value does
 //     not, and so does the chain of its payload's identifiers alone
 //     (Search.Identifiers: an event the gate could not read);
+//   - Content (when the domain has its own content identity): a
+//     lowercase hex SHA-256, the same from the checked envelope
+//     (Checked), the same for a copy and another for another event;
 //   - Sheet: every cell of a row is in a column of the sheet.
 func TestSpecHooks(t *testing.T) {
 	for _, s := range registry.All() {
@@ -151,6 +155,24 @@ func TestSpecHooks(t *testing.T) {
 					t.Errorf("no search field (%v) is an identifier the event shows (%v)", s.Search.Fields, slices.Sorted(maps.Keys(shown)))
 				}
 
+				if c := s.Content; c != nil {
+					h := c.Hash(doc)
+					if len(h) != 64 || strings.Trim(h, "0123456789abcdef") != "" {
+						t.Errorf("Content.Hash = %q, not a lowercase hex SHA-256", h)
+					}
+					if c.Checked != nil && c.Checked(env, doc) != h {
+						t.Error("Content.Checked of the checked envelope is not Content.Hash")
+					}
+					if c.Hash(clone(t, doc)) != h {
+						t.Error("Content.Hash of a copy differs")
+					}
+					other := clone(t, doc)
+					s.Unique(other, 9)
+					if c.Hash(other) == h {
+						t.Error("Content.Hash does not tell another event (Unique) apart")
+					}
+				}
+
 				if s.Sheet != nil {
 					sh := s.Sheet()
 					row := sh.Row(doc, env.EventType)
@@ -169,5 +191,80 @@ func TestSpecHooks(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestContentIdentityNames: a domain's own content identity has a name
+// that is neither empty nor the canonical JSON's ("jcs", package
+// idempotency's default, which a hash recorded without identity is), a
+// hash, and earlier identities that are none of these and have their
+// hash; two domains never share a name (a recorded identity names its
+// rule). A domain without one keeps the canonical JSON.
+func TestContentIdentityNames(t *testing.T) {
+	seen := map[string]string{}
+	for _, s := range registry.All() {
+		t.Run(s.Name, func(t *testing.T) {
+			c := s.Content
+			if c == nil {
+				return
+			}
+			names := []string{c.Name}
+			for n := range c.Earlier {
+				names = append(names, n)
+			}
+			for _, n := range names {
+				if n == "" || n == "jcs" {
+					t.Errorf("content identity named %q", n)
+				}
+				if other, ok := seen[n]; ok && other != s.Name {
+					t.Errorf("content identity %q is also %s's", n, other)
+				}
+				seen[n] = s.Name
+			}
+			if c.Hash == nil {
+				t.Error("Content.Hash is nil")
+			}
+			if _, ok := c.Earlier[c.Name]; ok {
+				t.Errorf("the current identity %q is listed as an earlier one", c.Name)
+			}
+			for n, h := range c.Earlier {
+				if h == nil {
+					t.Errorf("earlier identity %q has no hash", n)
+				}
+			}
+		})
+	}
+}
+
+// TestSecondPersonHooks: every domain's second-person rule
+// (domain.Spec.ReviewCorrection) takes payloads that did not decode (nil)
+// without panicking, finds no change in a correction that changes
+// nothing, and gives reasons whenever it lists changes; a domain without
+// a rule of its own (the "none" default) needs no second person for any
+// correction.
+func TestSecondPersonHooks(t *testing.T) {
+	for _, s := range registry.All() {
+		t.Run(s.Name, func(t *testing.T) {
+			if r := s.ReviewCorrection(nil, nil); len(r.Changes) > 0 {
+				t.Errorf("two payloads that did not decode change %v", r.Changes)
+			}
+			for file, doc := range validDocs(t, s.Name) {
+				same := s.ReviewCorrection(doc, clone(t, doc))
+				if len(same.Changes) > 0 {
+					t.Errorf("%s: a correction that changes nothing changes %v", file, same.Changes)
+				}
+				for _, r := range []domain.Review{same, s.ReviewCorrection(nil, doc), s.ReviewCorrection(doc, nil)} {
+					if len(r.Changes) > 0 && !r.Needed() {
+						t.Errorf("%s: changes %v listed without a reason", file, r.Changes)
+					}
+					if s.SecondPerson == nil && (r.Needed() || len(r.Changes) > 0) {
+						t.Errorf("%s: a domain without a rule asks for a second person: %+v", file, r)
+					}
+				}
+			}
+		})
+	}
+	if r := (domain.Spec{}).ReviewCorrection(domain.Doc{"dea_schedule": "II"}, nil); r.Needed() || r.Changes != nil {
+		t.Errorf("the none default = %+v", r)
 	}
 }

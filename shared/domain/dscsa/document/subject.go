@@ -1,8 +1,8 @@
 package document
 
 import (
+	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
-	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -14,7 +14,7 @@ import (
 // reconciles it on it.
 func EventSubject(publisher string, ev []byte) string {
 	token := "other"
-	if doc, err := gate.Decode(ev); err == nil {
+	if doc, err := domain.Decode(ev); err == nil {
 		if et, err := (dscsa.Checker{}).EventType(doc); err == nil {
 			token = et
 		}

@@ -1,11 +1,11 @@
-package gate_test
+package domain_test
 
 import (
 	"runtime"
 	"strconv"
 	"testing"
 
-	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/domain"
 )
 
 // TestDecodeDoesNotKeepMemberNames: member names a publisher invents are not
@@ -28,12 +28,12 @@ func TestDecodeDoesNotKeepMemberNames(t *testing.T) {
 		return append(buf, '}')
 	}
 	// Warm up the pool and the known-name table.
-	if _, err := gate.Decode(doc(docs)); err != nil {
+	if _, err := domain.Decode(doc(docs)); err != nil {
 		t.Fatal(err)
 	}
 	before := heapInuse()
 	for d := range docs {
-		if _, err := gate.Decode(doc(d)); err != nil {
+		if _, err := domain.Decode(doc(d)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -45,7 +45,7 @@ func TestDecodeDoesNotKeepMemberNames(t *testing.T) {
 
 // TestDecodeKnownNames: a name the schemas declare decodes like any other.
 func TestDecodeKnownNames(t *testing.T) {
-	doc, err := gate.Decode([]byte(`{"supplier_id":"S","eventID":"e","x\u0079":1}`))
+	doc, err := domain.Decode([]byte(`{"supplier_id":"S","eventID":"e","x\u0079":1}`))
 	if err != nil {
 		t.Fatal(err)
 	}

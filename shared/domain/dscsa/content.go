@@ -1,0 +1,74 @@
+package dscsa
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+
+	"github.com/deadletter/deadletter/shared/domain"
+	"github.com/deadletter/deadletter/shared/domain/dscsa/eventhash"
+	"github.com/deadletter/deadletter/shared/envelope"
+)
+
+// The DSCSA content identities (domain.ContentIdentity).
+const (
+	// ContentIdentityExact is DSCSA's content identity: the CBV 2.0 event
+	// hash ID and the event's exact content (eventhash.ExactDigest), so
+	// that two events with one event hash ID are one event only when no
+	// value differs (the hash is blind to a quantity's digits beyond a
+	// float's, to the sub-millisecond digits of a time, to an extension
+	// element's structure).
+	ContentIdentityExact = ContentIdentityEventHash + "+exact"
+	// ContentIdentityEventHash is the identity of hashes recorded before
+	// 2026-12-07: the digest of the event hash ID alone, as deadletter
+	// computed it then (eventhash.LegacyID). Such hashes keep matching
+	// their events; nothing new is derived by it.
+	ContentIdentityEventHash = "cbv2-event-hash"
+)
+
+// contentIdentity is the DSCSA domain's content identity (Spec.Content):
+// the same event as XML or JSON, with reordered lists, other namespace
+// prefixes, another @context, time-zone notation or recordTime is one
+// content; any other value (a bizStep, a quantity, an EPC, a time's
+// sub-millisecond digits...) another.
+func contentIdentity() *domain.ContentIdentity {
+	return &domain.ContentIdentity{
+		Name:    ContentIdentityExact,
+		Hash:    contentHash,
+		Checked: checkedContentHash,
+		Earlier: map[string]func(domain.Doc) string{ContentIdentityEventHash: legacyContentHash},
+	}
+}
+
+// contentHash is the ContentIdentityExact hash of an event: exactHash of
+// the digest of its CBV 2.0 event hash ID (the ID Check and Identify put
+// in the envelope).
+func contentHash(doc domain.Doc) string {
+	d, _ := eventhash.Digest(eventhash.ID(doc, nil))
+	return exactHash(d, doc)
+}
+
+// checkedContentHash is contentHash for an event Check accepted into env:
+// env's EventHashID is the ID the hash is of, so it is not derived twice
+// (the exact content is).
+func checkedContentHash(env envelope.Envelope, doc domain.Doc) string {
+	if d, ok := eventhash.Digest(env.EventHashID); ok {
+		return exactHash(d, doc)
+	}
+	return contentHash(doc)
+}
+
+// exactHash is the ContentIdentityExact hash of an event whose event hash
+// ID's digest is digest: the lowercase hex SHA-256 of that digest, a line
+// feed and the event's exact content digest.
+func exactHash(digest string, doc domain.Doc) string {
+	sum := sha256.Sum256([]byte(digest + "\n" + eventhash.ExactDigest(doc, nil)))
+	return hex.EncodeToString(sum[:])
+}
+
+// legacyContentHash is the ContentIdentityEventHash hash of an event: the
+// digest of its event hash ID as deadletter computed it before 2026-12-07
+// (eventhash.LegacyID).
+func legacyContentHash(doc domain.Doc) string {
+	d, _ := eventhash.Digest(eventhash.LegacyID(doc, nil))
+	return d
+}
