@@ -50,7 +50,7 @@ func (s *Service) handleCheckDocument(r micro.Request) {
 	info, err := document.Scan(r.Data(), func(ev document.Event) error {
 		subject := document.EventSubject("", ev.Data)
 		out := documentEvent{Index: ev.Index}
-		env, err := s.check(subject, ev.Data)
+		_, env, err := s.check(subject, ev.Data)
 		if err != nil {
 			rep.OK = false
 			out.Code, out.Error = codes.Of(err), codes.DetailOf(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/deadletter/deadletter/shared/domain/dscsa"
 	"github.com/deadletter/deadletter/shared/domain/dscsa/document"
 	"github.com/deadletter/deadletter/shared/envelope"
+	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -264,21 +265,26 @@ func (s *Service) ingestDocument(ctx, dctx context.Context, dl delivery, doc *do
 		}
 		d := base
 		d.Index, d.Offset, d.Length = ev.Index, ev.Offset, ev.Length
-		subject := document.EventSubject(publisher, ev.Data)
-		env, err := s.check(subject, ev.Data)
+		// Decoded once: the gate checks the decoded event on its
+		// document's domain and its own type, never a subject parsed apart.
+		subject, eventType, decoded := document.DecodeEvent(publisher, ev.Data)
+		gev := gate.Event{Domain: dscsa.Name, Type: eventType, Data: ev.Data, Doc: decoded}
+		env, err := s.checkEvent(subject, gev)
 		if err == nil {
 			env.Publisher = publisher
 			err = s.authorize(env)
 		}
 		if err != nil {
-			id := s.gate.Identify(subject, ev.Data)
+			// Identified from the bytes afresh: a failed check may have
+			// left the decoded form part-way.
+			id := s.gate.IdentifyEvent(gate.Event{Domain: gev.Domain, Type: gev.Type, Data: ev.Data})
 			id.Publisher = publisher
 			id.Document = &d
 			s.documentFailure(dctx, dl, candidate{subject: subject, domain: dscsa.Name, data: ev.Data, env: &id}, record.ClassValidation, record.StageValidate, err, &tally)
 			return nil
 		}
 		env.Document = &d
-		hash := idempotency.CheckedContentHash(env, ev.Data)
+		hash := idempotency.CheckedDocHash(env, ev.Data, decoded)
 		wg.Add(1)
 		c := candidate{subject: subject, domain: dscsa.Name, data: ev.Data, env: &env}
 		then := func(ledgerSeq uint64, err error) {

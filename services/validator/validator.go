@@ -330,7 +330,9 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 		s.handleDocument(ctx, d, attempts)
 		return
 	}
-	env, err := s.check(m.Subject(), m.Data())
+	// Read (decoded) once: checked, and its content hash taken, from the
+	// same form.
+	ev, env, err := s.check(m.Subject(), m.Data())
 	if err == nil {
 		env.Publisher = d.publisher
 		err = s.authorize(env)
@@ -359,7 +361,7 @@ func (s *Service) handle(m jetstream.Msg, attempts jetstream.KeyValue) {
 	}
 	// The content a second event with this key must equal to be a
 	// duplicate (else an IDEMPOTENCY_CONFLICT).
-	hash := idempotency.CheckedContentHash(env, m.Data())
+	hash := idempotency.CheckedDocHash(env, m.Data(), ev.Doc)
 	outcome := func(ledgerSeq uint64, err error) {
 		defer end()
 		if cspan != nil {
@@ -426,16 +428,34 @@ func conflictOf(err error) *record.Conflict {
 	return nil
 }
 
-// check runs the gate; a panic in a domain rule becomes INTERNAL_ERROR (a
-// structural failure, quarantined) rather than a crash.
-func (s *Service) check(subject string, data []byte) (env envelope.Envelope, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			s.log.Error("validation panicked", "subject", subject)
-			err = codes.Errorf(codes.Internal, "validation panicked")
-		}
-	}()
-	return s.gate.Check(subject, data)
+// check runs the gate on an event published on subject (gate.Read, then
+// gate.CheckEvent), returning the event as read (decoded) too; a panic in
+// a domain rule becomes INTERNAL_ERROR (a structural failure, quarantined)
+// rather than a crash.
+func (s *Service) check(subject string, data []byte) (ev gate.Event, env envelope.Envelope, err error) {
+	defer s.recoverCheck(subject, &err)
+	if ev, err = s.gate.Read(subject, data); err != nil {
+		return ev, env, err
+	}
+	env, err = s.gate.CheckEvent(ev)
+	return ev, env, err
+}
+
+// checkEvent runs the gate on a read (decoded) event, published on
+// subject or an event of a document on its subject; a panic in a domain
+// rule becomes INTERNAL_ERROR (a structural failure, quarantined) rather
+// than a crash.
+func (s *Service) checkEvent(subject string, ev gate.Event) (env envelope.Envelope, err error) {
+	defer s.recoverCheck(subject, &err)
+	return s.gate.CheckEvent(ev)
+}
+
+// recoverCheck turns a panic of the gate into INTERNAL_ERROR.
+func (s *Service) recoverCheck(subject string, err *error) {
+	if r := recover(); r != nil {
+		s.log.Error("validation panicked", "subject", subject)
+		*err = codes.Errorf(codes.Internal, "validation panicked")
+	}
 }
 
 // authorize requires env's publisher to be one that may publish for its
@@ -676,7 +696,7 @@ func (s *Service) handleCheck(r micro.Request) {
 		return
 	}
 	subject := "events." + r.Subject()[len("validator.check."):]
-	env, err := s.check(subject, r.Data())
+	_, env, err := s.check(subject, r.Data())
 	if err == nil {
 		// A publisher's dry run answers as its publish would.
 		if caller, cerr := access.CallerOf(nats.Header(r.Headers())); cerr == nil && caller.Role == access.RolePublisher {

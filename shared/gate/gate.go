@@ -108,25 +108,67 @@ func (g *Gate) Domains() []string {
 	return out
 }
 
-// Check validates one event published on subject. It never panics on any
-// input (fuzzed) and returns either a complete envelope or a *codes.Error.
+// Check validates one event published on subject (Read, then
+// CheckEvent). It never panics on any input (fuzzed) and returns either a
+// complete envelope or a *codes.Error.
 func (g *Gate) Check(subject string, data []byte) (envelope.Envelope, error) {
+	ev, err := g.Read(subject, data)
+	if err != nil {
+		return envelope.Envelope{}, err
+	}
+	return g.CheckEvent(ev)
+}
+
+// Read is the first half of Check: the payload's size, the subject's
+// domain (one the gate knows) and event type, and the payload decoded
+// once; the Event it returns is checked by CheckEvent, and its Doc
+// serves whatever else reads the event (its content hash).
+func (g *Gate) Read(subject string, data []byte) (Event, error) {
 	if len(data) > g.maxPayload {
-		return envelope.Envelope{}, codes.Errorf(codes.PayloadTooLarge,
-			"payload is %d bytes, limit is %d", len(data), g.maxPayload)
+		return Event{}, g.tooLarge(data)
 	}
 	dom, eventType, ok := subjects.ParseEvent(subject)
 	if !ok {
-		return envelope.Envelope{}, codes.Errorf(codes.UnknownSubject,
-			"subject must be events.<domain>.<event_type>")
+		return Event{}, codes.Errorf(codes.UnknownSubject, "subject must be events.<domain>.<event_type>")
 	}
-	c, ok := g.domains[dom]
-	if !ok {
-		return envelope.Envelope{}, codes.Errorf(codes.UnknownSubject, "unknown domain %q", dom)
+	if _, known := g.domains[dom]; !known {
+		return Event{}, codes.Errorf(codes.UnknownSubject, "unknown domain %q", dom)
 	}
-	doc, err := domain.Decode(data)
+	doc, err := Decode(data)
 	if err != nil {
-		return envelope.Envelope{}, err
+		return Event{}, err
+	}
+	return Event{Domain: dom, Type: eventType, Data: data, Doc: doc}, nil
+}
+
+// Event is one event as the gate checks it: its domain and event type
+// (the subject's, or for an event of a document, the document's domain
+// and the event's own type), its bytes, and its decoded form (Decode of
+// Data), so that the gate decodes nothing again.
+type Event struct {
+	Domain string
+	Type   string
+	Data   []byte
+	Doc    domain.Doc
+}
+
+// CheckEvent validates a decoded event (Check's work after the subject
+// is parsed and the payload decoded). It never panics on any input and
+// returns either a complete envelope or a *codes.Error.
+func (g *Gate) CheckEvent(ev Event) (envelope.Envelope, error) {
+	if len(ev.Data) > g.maxPayload {
+		return envelope.Envelope{}, g.tooLarge(ev.Data)
+	}
+	c, ok := g.domains[ev.Domain]
+	if !ok {
+		return envelope.Envelope{}, codes.Errorf(codes.UnknownSubject, "unknown domain %q", ev.Domain)
+	}
+	doc := ev.Doc
+	if doc == nil {
+		var err error
+		if doc, err = Decode(ev.Data); err != nil {
+			return envelope.Envelope{}, err
+		}
 	}
 	if c.pre != nil {
 		if err := c.pre.Precheck(doc); err != nil {
@@ -136,21 +178,26 @@ func (g *Gate) Check(subject string, data []byte) (envelope.Envelope, error) {
 	if err := c.schema.Validate(doc); err != nil {
 		return envelope.Envelope{}, schemaError(err, doc, c.raw)
 	}
-	env, err := c.checker.Check(eventType, doc)
+	env, err := c.checker.Check(ev.Type, doc)
 	if err != nil {
 		if codes.Of(err) == codes.Internal {
 			return envelope.Envelope{}, codes.Wrap(codes.Internal, err, "domain check failed without a code")
 		}
 		return envelope.Envelope{}, err
 	}
-	env.Domain = dom
+	env.Domain = ev.Domain
 	if env.EventType == "" {
-		env.EventType = eventType
+		env.EventType = ev.Type
 	}
 	if env.IdempotencyKey == "" {
-		return envelope.Envelope{}, codes.Errorf(codes.Internal, "domain %s produced no idempotency key", dom)
+		return envelope.Envelope{}, codes.Errorf(codes.Internal, "domain %s produced no idempotency key", ev.Domain)
 	}
 	return env, nil
+}
+
+// tooLarge is the PAYLOAD_TOO_LARGE error of data.
+func (g *Gate) tooLarge(data []byte) error {
+	return codes.Errorf(codes.PayloadTooLarge, "payload is %d bytes, limit is %d", len(data), g.maxPayload)
 }
 
 // Identify derives what it can of the identity of an event that failed
@@ -159,29 +206,38 @@ func (g *Gate) Check(subject string, data []byte) (envelope.Envelope, error) {
 // known domain, the idempotency key, party id, ordering key and event time
 // its domain's rules can derive. It never fails: a panic in a domain's
 // rules leaves the domain and event type only.
-func (g *Gate) Identify(subject string, data []byte) (out envelope.Envelope) {
+func (g *Gate) Identify(subject string, data []byte) envelope.Envelope {
 	dom, eventType, _ := subjects.ParseEvent(subject)
-	c, ok := g.domains[dom]
+	return g.IdentifyEvent(Event{Domain: dom, Type: eventType, Data: data})
+}
+
+// IdentifyEvent is Identify of an event whose domain and type are known
+// (and its decoded form, when Doc is set).
+func (g *Gate) IdentifyEvent(ev Event) (out envelope.Envelope) {
+	c, ok := g.domains[ev.Domain]
 	if !ok {
 		return envelope.Envelope{Domain: registry.Unknown, Partial: true}
 	}
-	env := envelope.Envelope{Domain: dom, EventType: eventType, Partial: true}
+	env := envelope.Envelope{Domain: ev.Domain, EventType: ev.Type, Partial: true}
 	defer func() {
 		if r := recover(); r != nil {
 			out = env
 		}
 	}()
-	if len(data) > g.maxPayload {
+	if len(ev.Data) > g.maxPayload {
 		return env
 	}
-	doc, err := domain.Decode(data)
-	if err != nil {
-		return env
+	doc := ev.Doc
+	if doc == nil {
+		var err error
+		if doc, err = Decode(ev.Data); err != nil {
+			return env
+		}
 	}
 	id := c.checker.Identify(doc)
-	id.Domain, id.Partial = dom, true
+	id.Domain, id.Partial = ev.Domain, true
 	if id.EventType == "" {
-		id.EventType = eventType
+		id.EventType = ev.Type
 	}
 	return id
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/deadletter/deadletter/schemas"
 	"github.com/deadletter/deadletter/shared/codes"
+	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/gate"
 )
 
@@ -172,4 +173,62 @@ func TestSchemaDetailsNameTheMember(t *testing.T) {
 	if _, err := g.Check("events.pharmacy.dispense", bytes.Replace(b, []byte("{"), []byte(`{"x_note": 1,`), 1)); err != nil {
 		t.Fatalf("x_ extension refused: %v", err)
 	}
+}
+
+// TestCheckEventIsCheck: the gate's decoded entry point (Read, then
+// CheckEvent, as the validator runs every event, single or of a
+// document) answers exactly what Check answers, envelope or code, for
+// every example event of every domain, valid and invalid, and for an
+// event handed over without its decoded form (CheckEvent decodes it).
+func TestCheckEventIsCheck(t *testing.T) {
+	g, err := gate.New(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	err = fs.WalkDir(schemas.FS, "testdata", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".json") {
+			return err
+		}
+		parts := strings.Split(path, "/") // testdata/<domain>/<valid|invalid>/<name>.json
+		if len(parts) != 4 {
+			return nil
+		}
+		data, err := fs.ReadFile(schemas.FS, path)
+		if err != nil {
+			return err
+		}
+		for _, typ := range []string{"dispense", "shipping", "commissioning", "receiving"} {
+			subject := "events." + parts[1] + "." + typ
+			want, wantErr := g.Check(subject, data)
+			ev, err := g.Read(subject, data)
+			var got = want
+			if err == nil {
+				got, err = g.CheckEvent(ev)
+			}
+			if codes.Of(err) != codes.Of(wantErr) || codes.DetailOf(err) != codes.DetailOf(wantErr) || !sameEnvelope(got, want) {
+				t.Errorf("%s on %s: Read+CheckEvent %+v (%v), Check %+v (%v)", path, subject, got, err, want, wantErr)
+			}
+			if err == nil {
+				ev.Doc = nil
+				if again, err := g.CheckEvent(ev); err != nil || !sameEnvelope(again, want) {
+					t.Errorf("%s on %s without its decoded form: %+v (%v)", path, subject, again, err)
+				}
+				if id := g.IdentifyEvent(ev); id.IdempotencyKey != g.Identify(subject, data).IdempotencyKey {
+					t.Errorf("%s on %s: IdentifyEvent and Identify name other keys", path, subject)
+				}
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil || n < 20 {
+		t.Fatalf("%d events checked (%v)", n, err)
+	}
+}
+
+// sameEnvelope compares the identity an envelope carries.
+func sameEnvelope(a, b envelope.Envelope) bool {
+	return a.Domain == b.Domain && a.EventType == b.EventType && a.IdempotencyKey == b.IdempotencyKey &&
+		a.PartyID == b.PartyID && a.OrderingKey == b.OrderingKey && a.EventHashID == b.EventHashID && a.KeySource == b.KeySource
 }

@@ -90,10 +90,21 @@ func ContentHash(dom string, data []byte) string {
 // already holds (domain.ContentIdentity.Checked: DSCSA's event hash ID),
 // so that it is not derived twice.
 func CheckedContentHash(env envelope.Envelope, data []byte) string {
+	return CheckedDocHash(env, data, nil)
+}
+
+// CheckedDocHash is CheckedContentHash of an event the gate checked in
+// its decoded form doc (domain.Decode of data; nil: decoded here), so
+// that the event is decoded once.
+func CheckedDocHash(env envelope.Envelope, data []byte, doc domain.Doc) string {
 	if c, ok := content(env.Domain); ok && c.Checked != nil {
-		if doc, err := domain.Decode(data); err == nil {
-			return c.Checked(env, doc)
+		if doc == nil {
+			var err error
+			if doc, err = domain.Decode(data); err != nil {
+				return ContentHash(env.Domain, data)
+			}
 		}
+		return c.Checked(env, doc)
 	}
 	return ContentHash(env.Domain, data)
 }
