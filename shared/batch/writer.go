@@ -244,7 +244,8 @@ func (w *Writer[T]) Write(ctx context.Context, v T) Result {
 }
 
 // Submit hands v over and returns at once: then receives its outcome on
-// a goroutine of its own (the wait of Start waits for it).
+// a goroutine of its own (the wait of Start waits for it, so Submit is
+// not called once that wait has begun).
 func (w *Writer[T]) Submit(ctx context.Context, v T, then func(Result)) {
 	if !w.enqueue(ctx, v, func(r Result) { w.calls.Go(func() { then(r) }) }) {
 		w.calls.Go(func() { then(w.alone(ctx, v)) })
