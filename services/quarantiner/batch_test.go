@@ -41,7 +41,7 @@ func holdFirstBatch(queued int, then func(first *nats.Msg)) func(*writer, *nats.
 			defer tick.Stop()
 			deadline := time.After(10 * time.Second)
 		wait:
-			for len(w.jobs) < queued {
+			for w.queued() < queued {
 				select {
 				case <-tick.C:
 				case <-deadline:

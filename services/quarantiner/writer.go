@@ -3,9 +3,7 @@ package quarantiner
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -13,69 +11,41 @@ import (
 
 	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/streams"
+	"github.com/deadletter/deadletter/shared/subjects"
 )
 
-// errAlone tells a record's writer to store it by itself, conditional as
-// every write: its batch was refused as a whole (the per-message write
-// then names the record at fault), or QUARANTINE does not allow atomic
-// publish.
+// errAlone tells a record's writer to store it by itself. The record
+// writer (batch.Writer) writes a record whose batch was refused by itself
+// already, so it no longer returns it; chains.append still reads it.
 var errAlone = errors.New("quarantiner: write the record by itself")
-
-// errWriterStopped: the instance is stopping; the record was not written.
-var errWriterStopped = errors.New("quarantiner: the record writer has stopped")
 
 // writer gathers the records that are ready at the same time, for distinct
 // chains, into one atomic batch to QUARANTINE: one proposal and, under
 // sync_interval: always, one fsync for all of them instead of one each.
+// It is a batch.Writer of record messages: what is the quarantiner's own
+// is only what a record message is (its chain's subject, its Nats-Msg-Id
+// and its chain's expected last subject sequence, set by chains.append)
+// and what its outcome means (chains.append: a conflict, a duplicate).
 //
-// Batching is natural: a batch takes what is queued when the writer is
-// free, up to maxMsgs messages and maxBytes bytes, and never waits for
-// more; what arrives while a write is in flight (a batch, or a record
-// alone) goes in the next one. Each message keeps its Nats-Msg-Id and its
-// chain's expected last subject sequence, so a batch either stores every
-// record on the chains' tails its writers read, or nothing. No two messages of one batch write the
-// same chain (the server refuses that, 10164): a second record for a chain
-// waits for the next batch.
-//
-// A group is written as one batch only when the writer's batch.Chooser
-// plans it so (always where the servers fsync every write; measured
-// otherwise, and on one server without fsync one-record writes are
-// cheaper); otherwise the writer writes the group's records itself, one
-// by one and concurrently, exactly as their callers would, so that it can
-// time the group for the chooser. A refused batch is written again record
-// by record by the callers (errAlone), as before, and is not measured.
+// Each message keeps its expectation, so a batch either stores every
+// record on the chains' tails its writers read, or nothing; a refused
+// batch (or one whose outcome is unknown) is written again record by
+// record, and the conditional write of the one at fault says so. No two
+// messages of one batch write the same chain: a second record for a chain
+// is written by itself after the batch.
 type writer struct {
-	js       jetstream.JetStream
-	log      *slog.Logger
-	jobs     chan *job
-	stop     chan struct{}
-	stopped  chan struct{}
-	maxMsgs  int
-	maxBytes int
-	timeout  time.Duration
-	metrics  *metrics
-	hooks    *testHooks
+	w       *batch.Writer[*nats.Msg]
+	stopped chan struct{}
 	// chooser says whether a group is written as one atomic batch or one
 	// record at a time (batch.Chooser: with SyncAlways a batch from
 	// SyncMinBatch records, else measured).
 	chooser batch.Chooser
-	// disabled: QUARANTINE refused atomic publish (provisioned without
-	// allow_atomic); every record is then written by itself until the
-	// instance restarts. Read and written by run only.
-	disabled bool
 }
 
-// job is one record waiting for a batch; done receives its outcome once.
-type job struct {
-	m    *nats.Msg
-	done chan written
-}
-
-// written is the outcome of a job: the record's stream sequence and the
-// size of the batch that stored it, or an error (errAlone: write it by
-// itself). When alone is set the writer wrote the record by itself, as
-// its caller would have (one of a group written one by one): ack and err
-// are that publish's, for the caller to read as its own.
+// written is the outcome of a record's write: its stream sequence and the
+// size of the batch that stored it, or (alone) the outcome of the
+// writer's own publish of it, ack and err for the caller to read as its
+// own, or an error.
 type written struct {
 	seq   uint64
 	batch int
@@ -84,178 +54,73 @@ type written struct {
 	ack   *jetstream.PubAck
 }
 
-// maxBatchBytes bounds the bytes of one batch (a first record carries its
-// payload, up to the gate's limit).
-const maxBatchBytes = 8 << 20
-
 // newWriter returns a writer of batches of at most maxMsgs records on the
 // stores o describes (its fsync setting and replicas decide how groups are
 // written: batch.Chooser); run starts it.
 func newWriter(js jetstream.JetStream, log *slog.Logger, m *metrics, hooks *testHooks, maxMsgs int, o streams.Options, timeout time.Duration) *writer {
-	w := &writer{
-		js: js, log: log, metrics: m, hooks: hooks,
-		jobs:    make(chan *job, maxMsgs),
-		stop:    make(chan struct{}),
-		stopped: make(chan struct{}),
-		maxMsgs: maxMsgs, maxBytes: maxBatchBytes, timeout: timeout,
-	}
+	w := &writer{stopped: make(chan struct{})}
 	w.chooser.SyncAlways, w.chooser.Replicas = o.SyncAlways, o.Replicas
+	cfg := batch.Config[*nats.Msg]{
+		JS: js, Stream: subjects.QuarantineStream, Log: log,
+		Msg:      func(m *nats.Msg) *nats.Msg { return m },
+		Chooser:  &w.chooser,
+		Max:      maxMsgs,
+		MaxBytes: maxBatchBytes,
+		Timeout:  timeout,
+		OnBatch: func(n int) {
+			m.batches.Inc()
+			m.batched.Add(float64(n))
+		},
+		OnNotStored: func(_ int, err error) {
+			if errors.Is(err, batch.ErrRefused) || errors.Is(err, batch.ErrTooLarge) {
+				m.refusedBatches.Inc()
+			}
+		},
+		OnPrefer: m.preferBatches,
+	}
 	if hooks != nil && hooks.chooser != nil {
 		hooks.chooser(&w.chooser)
 	}
-	m.preferBatches(w.chooser.PrefersBatches()) // 1 from the start with SyncAlways
+	if hooks != nil && hooks.beforeGather != nil {
+		cfg.BeforeGather = func(first *nats.Msg) { hooks.beforeGather(w, first) }
+	}
+	if hooks != nil && hooks.afterBatch != nil {
+		cfg.AfterBatch = func(msgs []*nats.Msg, _ []uint64) []error {
+			hooks.afterBatch(msgs)
+			return nil
+		}
+	}
+	w.w = batch.NewWriter(cfg)
 	return w
 }
 
+// maxBatchBytes bounds the bytes of one batch (a first record carries its
+// payload, up to the gate's limit).
+const maxBatchBytes = 8 << 20
+
 // write stores m with the next group and returns its stream sequence and
-// the batch's size, or errAlone when the caller must write it by itself,
-// or (alone) the outcome of the writer's own publish of it.
-// A batch that ends in a transport error (a timeout) leaves the outcome
-// unknown, as a single publish would: the caller retries through its
-// conditional, deduplicated path.
+// the batch's size, or (alone) the outcome of the writer's own publish of
+// it. A batch that ends in a transport error (a timeout) leaves the
+// outcome unknown: the writer writes its records again by themselves, each
+// conditional, so a record the batch stored is refused then (a conflict,
+// which chains.append decides again).
 func (w *writer) write(ctx context.Context, m *nats.Msg) written {
-	j := &job{m: m, done: make(chan written, 1)}
-	select {
-	case w.jobs <- j:
-	case <-w.stopped:
-		return written{err: errWriterStopped}
-	case <-ctx.Done():
-		return written{err: ctx.Err()}
-	}
-	select {
-	case r := <-j.done:
-		return r
-	case <-ctx.Done():
-		return written{err: ctx.Err()}
-	}
+	r := w.w.Write(ctx, m)
+	return written{seq: r.Seq, batch: r.Batch, err: r.Err, alone: r.Alone, ack: r.Ack}
 }
 
-// close stops run after the batch in flight; it is called once every
-// caller of write has returned.
-func (w *writer) close() {
-	close(w.stop)
-	<-w.stopped
-}
+// queued returns how many records wait for the next group (tests).
+func (w *writer) queued() int { return w.w.Queued() }
 
 // run writes batches until close.
 func (w *writer) run() {
 	defer close(w.stopped)
-	var next []*job // records of chains already in the batch being built
-	for {
-		pending := next
-		next = nil
-		var jobs []*job
-		chains := make(map[string]bool, len(pending))
-		size := 0
-		add := func(j *job) {
-			if chains[j.m.Subject] || len(jobs) >= w.maxMsgs || size+len(j.m.Data) > w.maxBytes && len(jobs) > 0 {
-				next = append(next, j)
-				return
-			}
-			chains[j.m.Subject] = true
-			size += len(j.m.Data)
-			jobs = append(jobs, j)
-		}
-		for _, j := range pending {
-			add(j)
-		}
-		if len(jobs) == 0 {
-			select {
-			case j := <-w.jobs:
-				add(j)
-			case <-w.stop:
-				return
-			}
-		}
-		if w.hooks != nil && w.hooks.beforeGather != nil {
-			w.hooks.beforeGather(w, jobs[0].m)
-		}
-	gather:
-		for len(jobs) < w.maxMsgs && len(next) < w.maxMsgs {
-			select {
-			case j := <-w.jobs:
-				add(j)
-			default:
-				break gather
-			}
-		}
-		w.flush(jobs)
-	}
+	w.w.Start(context.Background())()
 }
 
-// flush writes jobs as one atomic batch, or one by one when the chooser
-// measured that cheaper (or tries that way on some of them: Plan), and
-// answers each of them.
-func (w *writer) flush(jobs []*job) {
-	if w.disabled {
-		// Batches disabled: a plain publish by each caller, concurrent
-		// with the next group.
-		for _, j := range jobs {
-			j.done <- written{err: errAlone}
-		}
-		return
-	}
-	// A lone record is a plain publish (its ack tells a duplicate
-	// Nats-Msg-Id, which a one-message batch would hide), by the writer.
-	w.chooser.Write(len(jobs), func(lo, hi int) { w.each(jobs[lo:hi]) }, func(lo, hi int) bool { return w.batch(jobs[lo:hi]) })
-	w.metrics.preferBatches(w.chooser.PrefersBatches())
-}
-
-// batch writes jobs as one atomic batch and answers each of them; it
-// reports whether the batch was stored.
-func (w *writer) batch(jobs []*job) bool {
-	msgs := make([]*nats.Msg, len(jobs))
-	for i, j := range jobs {
-		msgs[i] = j.m
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
-	seqs, err := batch.Publish(ctx, w.js, msgs)
-	cancel()
-	switch {
-	case err == nil:
-		w.metrics.batches.Inc()
-		w.metrics.batched.Add(float64(len(jobs)))
-		if w.hooks != nil && w.hooks.afterBatch != nil {
-			w.hooks.afterBatch(msgs)
-		}
-		for i, j := range jobs {
-			j.done <- written{seq: seqs[i], batch: len(jobs)}
-		}
-		return true
-	case errors.Is(err, batch.ErrDisabled):
-		w.disabled = true
-		w.log.Warn("QUARANTINE does not allow atomic publish: every record is written by itself (one fsync each)", "err", err)
-		err = errAlone
-	case errors.Is(err, batch.ErrRefused), errors.Is(err, batch.ErrTooLarge):
-		// Nothing stored: each record is written by itself, and the
-		// conditional write of the one at fault says so.
-		w.metrics.refusedBatches.Inc()
-		w.log.Info("batch refused; writing its records one by one", "records", len(jobs), "err", err)
-		err = errAlone
-	default:
-		err = fmt.Errorf("quarantiner: write a batch of %d records: %w", len(jobs), err)
-	}
-	for _, j := range jobs {
-		j.done <- written{err: err}
-	}
-	return false
-}
-
-// each writes jobs one by one, concurrently, as their callers would (each
-// message carries its chain's expected last subject sequence and its
-// Nats-Msg-Id), answers each with its publish's outcome, and returns once
-// all are answered: the group's wall time is then comparable with a
-// batch's, which the writer waits for too. The jobs are of distinct
-// chains, so no two of these writes expect the same tail.
-func (w *writer) each(jobs []*job) {
-	var wg sync.WaitGroup
-	for _, j := range jobs {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
-			ack, err := w.js.PublishMsg(ctx, j.m)
-			cancel()
-			j.done <- written{alone: true, ack: ack, err: err}
-		})
-	}
-	wg.Wait()
+// close stops run after the groups queued; it is called once every caller
+// of write has returned.
+func (w *writer) close() {
+	w.w.Stop()
+	<-w.stopped
 }

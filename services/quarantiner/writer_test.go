@@ -134,7 +134,7 @@ func TestWriterTakesThePreferredWay(t *testing.T) {
 				t.Fatalf("%v batches of %v records, want none", batches, batched)
 			}
 			if tc.atomicOff {
-				if !w.disabled {
+				if !w.w.Disabled() {
 					t.Error("the writer did not turn batches off")
 				}
 				return

@@ -219,9 +219,8 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		// After the workers: no event is handed over any more; then
 		// every outcome is handled (acks sent) before Run returns.
 		defer func() {
-			close(s.commit.batch.in)
+			s.commit.batch.close()
 			<-batched
-			s.commit.batch.wait()
 		}()
 	}
 	cons, err := retry.Value(ctx, s.log, "events consumer", func(ctx context.Context) (jetstream.Consumer, error) {

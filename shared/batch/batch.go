@@ -16,7 +16,9 @@
 // whole batch too). ErrDisabled says the
 // stream was provisioned without allow_atomic. Chooser says, group by
 // group, whether a batch is the cheaper way at all (on one server without
-// fsync it is not).
+// fsync it is not). Writer, the project's one batch writer, puts them
+// together: it gathers its callers' messages into groups, asks a Chooser,
+// publishes, falls back one message at a time and reports per message.
 package batch
 
 import (

@@ -111,24 +111,12 @@ func TestReplayBatcher(t *testing.T) {
 				t.Cleanup(func() { stop(); wait() })
 				acks = publishAll(t, b, msgs)
 			default:
-				// The lanes' replays queue up before the flushers start, as
-				// a drain's do while a batch is in flight.
-				b.mu.Lock()
-				b.closed = false
-				b.mu.Unlock()
-				done := make(chan struct{})
-				go func() { defer close(done); acks = publishAll(t, b, msgs) }()
-				natstest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
-					b.mu.Lock()
-					defer b.mu.Unlock()
-					if len(b.queue) < tc.n {
-						return fmt.Errorf("%d of %d queued", len(b.queue), tc.n)
-					}
-					return nil
-				})
+				// The lanes' replays queue up behind the first group's first,
+				// as a drain's do while a batch is in flight.
+				b.beforeGather = holdFirstGroup(b, tc.n-1)
 				wait := b.run(rctx)
 				t.Cleanup(func() { stop(); wait() })
-				<-done
+				acks = publishAll(t, b, msgs)
 			}
 			if got := stored(t) - before; got != uint64(tc.wantNew) {
 				t.Fatalf("EVENTS gained %d messages, want %d", got, tc.wantNew)
@@ -158,6 +146,21 @@ func TestReplayBatcher(t *testing.T) {
 			}
 			if got := testutil.ToFloat64(m.Unbatched) > 0; got != tc.wantUnbatc {
 				t.Errorf("batches refused: %v, want %v", got, tc.wantUnbatc)
+			}
+		})
+	}
+}
+
+// holdFirstGroup returns a beforeGather hook that, for the first group
+// only, waits (up to 10 s) until queued more replays wait behind its
+// first, so that they all go in one group.
+func holdFirstGroup(b *replayBatcher, queued int) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			deadline := time.Now().Add(10 * time.Second)
+			for b.queued() < queued && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
 			}
 		})
 	}
@@ -204,11 +207,11 @@ func TestReplayBatcherTakesThePreferredWay(t *testing.T) {
 			}
 			before := info.State.Msgs
 			prefix := fmt.Sprintf("t%d", time.Now().UnixNano())
-			// The lanes' first replays queue up before the flushers start,
-			// so that the first group is large enough to be measured.
-			b.mu.Lock()
-			b.closed = false
-			b.mu.Unlock()
+			// The lanes' first replays queue up behind the first group's
+			// first, so that the first group is large enough to be measured.
+			b.beforeGather = holdFirstGroup(b, lanes-1)
+			rctx, stop := context.WithCancel(ctx)
+			wait := b.run(rctx)
 			seqs := make([][]uint64, lanes)
 			errs := make([]error, lanes)
 			var wg sync.WaitGroup
@@ -224,14 +227,6 @@ func TestReplayBatcherTakesThePreferredWay(t *testing.T) {
 					}
 				})
 			}
-			natstest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
-				if n := b.queued(); n < lanes {
-					return fmt.Errorf("%d of %d queued", n, lanes)
-				}
-				return nil
-			})
-			rctx, stop := context.WithCancel(ctx)
-			wait := b.run(rctx)
 			wg.Wait()
 			stop()
 			wait()
@@ -301,10 +296,11 @@ func TestReplayStoredOnce(t *testing.T) {
 		{"through an unbatched batcher", func(m *nats.Msg) (*jetstream.PubAck, error) { return unbatched.publish(ctx, m) }},
 		{"one publish each", func(m *nats.Msg) (*jetstream.PubAck, error) {
 			b := newReplayBatcher(js, slog.New(slog.DiscardHandler), testMetrics(), 1000, 0, streams.Options{})
-			r := &pubReq{msg: m, done: make(chan pubResult, 1)}
-			b.each([]*pubReq{r})
-			res := <-r.done
-			return res.ack, res.err
+			rctx, stop := context.WithCancel(ctx)
+			wait := b.run(rctx)
+			defer func() { stop(); wait() }()
+			// A group of one: published alone by the writer.
+			return b.publish(ctx, m)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
