@@ -243,11 +243,9 @@ func (c *chains) append(ctx context.Context, n int, prevHash string, lastSeq uin
 			span.SetAttributes(attribute.Int("deadletter.batch_size", r.batch))
 			telemetry.RecordAck(span, &jetstream.PubAck{Stream: subjects.QuarantineStream, Sequence: r.seq})
 			return r.seq, nil
-		case !errors.Is(r.err, errAlone):
+		default:
 			telemetry.Error(span, "record not written")
 			return 0, r.err
-		default:
-			ack, err = c.js.PublishMsg(ctx, m)
 		}
 	} else {
 		ack, err = c.js.PublishMsg(ctx, m)

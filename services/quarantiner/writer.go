@@ -14,11 +14,6 @@ import (
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
-// errAlone tells a record's writer to store it by itself. The record
-// writer (batch.Writer) writes a record whose batch was refused by itself
-// already, so it no longer returns it; chains.append still reads it.
-var errAlone = errors.New("quarantiner: write the record by itself")
-
 // writer gathers the records that are ready at the same time, for distinct
 // chains, into one atomic batch to QUARANTINE: one proposal and, under
 // sync_interval: always, one fsync for all of them instead of one each.
