@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
+	"github.com/deadletter/deadletter/shared/streams"
 )
 
 // APPROVALS is checked against AUDIT's approval actions: approval.Store
@@ -55,6 +57,12 @@ type approvalWant struct {
 	last time.Time
 	// requestedOnly: AUDIT records the request and nothing after it.
 	requestedOnly bool
+	// src is the approval as created, from REQUESTS, when REQUESTS holds
+	// it and it hashes to AUDIT's digest with AUDIT's requester (nil: an
+	// approval of a store before REQUESTS, or a source that does not
+	// match, which badSrc says).
+	src    *api.Approval
+	badSrc bool
 }
 
 type approvalsIndex struct{}
@@ -104,6 +112,9 @@ func (approvalsIndex) fold(ctx context.Context, r *Rebuilder, id string) (map[st
 			w.Status, w.ExecutedAt, w.Outcome = api.ApprovalExecuted, &at, d.Outcome
 		case approval.AuditRefused:
 			w.Status, w.Refused = api.ApprovalRefused, d.Refused
+			if d.Outcome != "" {
+				w.Outcome = d.Outcome // a stale approval's
+			}
 		default:
 			return
 		}
@@ -112,10 +123,39 @@ func (approvalsIndex) fold(ctx context.Context, r *Rebuilder, id string) (map[st
 	if err != nil {
 		return nil, err
 	}
+	// The requests as created (REQUESTS, written before AUDIT's): each
+	// is the approval's source only if it hashes to the digest AUDIT
+	// recorded, with AUDIT's requester.
+	filter, one := streams.ApprovalRequestsAll, ""
+	if id != "" {
+		if !validKey(id) {
+			return map[string]Entry{}, nil
+		}
+		one = streams.ApprovalRequestSubject(id)
+	}
+	err = requests(ctx, r.js, filter, one, func(m *jetstream.RawStreamMsg) {
+		key, ok := strings.CutPrefix(m.Subject, "requests.approval.")
+		w := wants[key]
+		if !ok || w == nil {
+			return // a request AUDIT never took: no approval (its entry is never written)
+		}
+		var a api.Approval
+		if json.Unmarshal(m.Data, &a) != nil || a.ID != key || approval.RequestDigest(a) != w.digest || a.Requester != w.Requester {
+			w.badSrc = true
+			return
+		}
+		w.src = &a
+	})
+	if err != nil {
+		return nil, err
+	}
 	out := make(map[string]Entry, len(wants))
 	for id, w := range wants {
-		out[id] = Entry{Key: id, Value: w.Approval, Lacks: "request body, corrected payload and identity diff values (AUDIT holds their digest)",
-			meta: w}
+		e := Entry{Key: id, Value: w.Approval, meta: w}
+		if w.src == nil {
+			e.Lacks = "request body, corrected payload and identity diff values (AUDIT holds their digest; REQUESTS holds no matching request)"
+		}
+		out[id] = e
 	}
 	return out, nil
 }
@@ -164,6 +204,7 @@ func (approvalsIndex) diff(r *Rebuilder, s any, e Entry) []string {
 	add(a.Reason != w.Reason, "reason")
 	add(!slices.Equal(a.Reasons, w.Reasons) || !slices.Equal(a.DiffFields, w.DiffFields), "reasons")
 	add(w.digest != "" && approval.RequestDigest(a) != w.digest, "request")
+	add(w.src != nil && !sameDiff(a.Diff, w.src.Diff), "diff")
 	if a.Status != w.Status {
 		// One side is written before the other: a difference younger than
 		// the grace is the owner's write in flight.
@@ -182,6 +223,13 @@ func (approvalsIndex) diff(r *Rebuilder, s any, e Entry) []string {
 	add(w.Status == api.ApprovalExecuted && (a.Outcome != w.Outcome || !sameTime(a.ExecutedAt, w.ExecutedAt)), "outcome")
 	add(w.Signed != nil && !sameSigned(a.Signed, w.Signed), "signed")
 	return d
+}
+
+// sameDiff reports whether two identity diffs are the same (as JSON).
+func sameDiff(a, b []api.IdentityChange) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
 }
 
 // sameSigned reports whether two signed decisions are the same (as
@@ -214,18 +262,43 @@ func safeStatus(s string) string {
 	return "unknown"
 }
 
+// srcState says why REQUESTS cannot restore an approval.
+func srcState(w *approvalWant) string {
+	if w.badSrc {
+		return "holds a request that does not hash to AUDIT's digest"
+	}
+	return "holds none (an approval requested before REQUESTS existed)"
+}
+
 func (approvalsIndex) extra(r *Rebuilder, s any) bool {
 	return !r.recent(s.(api.Approval).RequestedAt) // AUDIT takes the request first: no grace needed, but a skewed clock gets one
 }
 
 func (approvalsIndex) restore(_ *Rebuilder, e Entry, s any) ([]byte, error) {
 	w := e.meta.(*approvalWant)
-	if s == nil {
-		return nil, fmt.Errorf("%w: AUDIT holds approval %s's request only as a digest (no body, payload or diff): the requester asks again", ErrUnrestorable, e.Key)
-	}
-	a := s.(api.Approval)
-	if w.digest != "" && approval.RequestDigest(a) != w.digest {
-		return nil, fmt.Errorf("%w: approval %s's request differs from the one AUDIT recorded, whose body no write-once store holds: never executed (the proof is checked against AUDIT); the requester asks again", ErrUnrestorable, e.Key)
+	var a api.Approval
+	switch {
+	case w.src != nil:
+		// The request as created, from REQUESTS (it hashes to AUDIT's
+		// digest): body, payload, diff, chain length and head.
+		a = *w.src
+		if s != nil && w.Status == api.ApprovalRefused {
+			// A refused entry keeps the forged decision visible.
+			cur := s.(api.Approval)
+			a.Decider, a.DecidedAt, a.Meaning, a.Signed, a.ExecutedAt, a.Outcome = cur.Decider, cur.DecidedAt, cur.Meaning, cur.Signed, cur.ExecutedAt, cur.Outcome
+		}
+		if w.Status == api.ApprovalRefused && a.Outcome == "" {
+			a.Outcome = w.Outcome
+		}
+	case s == nil:
+		return nil, fmt.Errorf("%w: AUDIT holds approval %s's request only as a digest (no body, payload or diff) and REQUESTS %s: the requester asks again",
+			ErrUnrestorable, e.Key, srcState(w))
+	default:
+		a = s.(api.Approval)
+		if w.digest != "" && approval.RequestDigest(a) != w.digest {
+			return nil, fmt.Errorf("%w: approval %s's request differs from the one AUDIT recorded, and REQUESTS %s: never executed (the proof is checked against AUDIT); the requester asks again",
+				ErrUnrestorable, e.Key, srcState(w))
+		}
 	}
 	// Everything AUDIT records is taken from AUDIT; the request, payload,
 	// diff and chain length stay (they hash to AUDIT's digest).

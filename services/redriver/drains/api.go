@@ -16,6 +16,7 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/streams"
 )
 
 // TakeOver resumes the drains left running by this instance or by an
@@ -157,6 +158,12 @@ func (r *Runner) launchDrain(ctx context.Context, req api.DrainStartRequest, who
 	b, _ := json.Marshal(st)
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	// Its start goes to REQUESTS first (write-once: the filter and
+	// controls a lost or altered entry is restored from), then the entry.
+	if err := writeStart(cctx, r.cfg.JS, st, b); err != nil {
+		r.cfg.Log.Error("DRAIN_START_UNRECORDED", "drain_id", st.DrainID, "err", err)
+		return "", api.Wrap(api.ErrUnavailable, err, "drain not started: its start could not be recorded in "+streams.RequestsStream)
+	}
 	rev, err := r.kv.Create(cctx, st.DrainID, b)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return st.DrainID, nil
