@@ -15,24 +15,28 @@ import (
 	"github.com/deadletter/deadletter/shared/streams"
 )
 
-// APPROVALS is checked against AUDIT's approval actions: approval.Store
-// writes the request to AUDIT before the entry (its digest over the
-// request body, payload and chain length among the facts), and every
-// decision, execution and refusal after or before the entry's own
-// compare-and-set. AUDIT holds every field of an approval but its request
-// body, its corrected payload and its identity diff's values, which may
-// carry a payload's values (PHI), and only their digest. So:
+// APPROVALS is checked against AUDIT's approval actions and REQUESTS:
+// approval.Store writes the request whole to REQUESTS (ADR 0024), then to
+// AUDIT with its digest (over the request body, payload and chain length
+// among the facts), then the entry; every decision, execution and refusal
+// after or before the entry's own compare-and-set. AUDIT holds every
+// field of an approval but its request body, its corrected payload and
+// its identity diff's values, which may carry a payload's values (PHI),
+// and only their digest; REQUESTS holds them, and its message is taken
+// as the approval's source only if it hashes to AUDIT's digest with
+// AUDIT's requester. So:
 //
 //   - an entry whose status, requester, decider, meaning, times, reasons,
 //     outcome or proof differ from AUDIT's is altered, and so is one whose
 //     request, payload or chain length no longer hash to the digest AUDIT
-//     recorded ("request");
-//   - Restore corrects an altered entry from AUDIT, keeping its request
-//     when it still hashes to AUDIT's digest; one whose request was
-//     altered, and a missing one, cannot be restored (ErrUnrestorable):
-//     no write-once store holds the body. Such an approval is never
-//     executed all the same: an executor checks the proof against AUDIT's
-//     digest (approval.Store.Proven). The requester asks again.
+//     recorded ("request"), or whose identity diff is not REQUESTS' ("diff");
+//   - Restore writes a missing approval whole from REQUESTS and AUDIT, and
+//     corrects an altered one (its request from REQUESTS). An approval of a
+//     store before REQUESTS keeps its request when it still hashes to
+//     AUDIT's digest; missing, or its request altered, it cannot be
+//     restored (ErrUnrestorable). Such an approval is never executed all
+//     the same: an executor checks the proof against AUDIT's digest
+//     (approval.Store.Proven). The requester asks again.
 //   - AUDIT records a request before the entry is created, and a create
 //     refused by a limit afterwards leaves that request alone, its key
 //     never written: a request with no later action is reported missing

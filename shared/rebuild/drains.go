@@ -20,23 +20,31 @@ import (
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
-// DRAINS is checked against two write-once sources: AUDIT's drain
+// DRAINS is checked against three write-once sources: REQUESTS (ADR
+// 0024: a drain's start, its first entry with its filter, controls,
+// starter and owner, written before the entry; and its end, its final
+// status and counts, written before DRAINS says it), AUDIT's drain
 // actions (every pause, resume and cancel, the n-th of a drain with the
 // message id "drain-<id>-<n>", written from the drain's outbox) and the
 // records a drain seals into QUARANTINE (each replay's redrive_requested
-// names the drain and the person who started it; the chain's next outcome
-// record is the replay's outcome). Neither holds a drain's filter and
-// controls, nor when a drain that replayed nothing started: so
+// names the drain and the person who started it; the chain's next
+// outcome record is the replay's outcome). So:
 //
 //   - a drain the sources name that DRAINS lacks is missing; one whose
 //     recorded events differ from AUDIT's (an event marked recorded that
 //     AUDIT lacks, one AUDIT holds that the entry lacks or says
-//     otherwise), whose cancellation AUDIT records and the entry does not
-//     say, or whose starter differs from its records' is altered;
-//   - an entry the sources do not name is not reported extra: a drain
-//     that replayed nothing and never paused leaves no source;
-//   - Restore writes a missing drain as failed (or cancelled, when AUDIT
-//     says so), never resumable: its events, starter and counts from the
+//     otherwise), whose starter differs, or, with a start in REQUESTS,
+//     whose filter, start, status (beyond a change in flight) or
+//     finished counts differ is altered;
+//   - an entry the sources do not name is not reported extra: a drain of
+//     a store before REQUESTS that replayed nothing and never paused
+//     leaves no source;
+//   - Restore writes a drain with a start back with its filter and the
+//     status its sources say (cancelled, its end's, paused, else running:
+//     a running one with no heartbeat, taken up again by its owner or
+//     resumed by another instance from its chains). A drain of a store
+//     before REQUESTS is written failed (or cancelled, when AUDIT says
+//     so), never resumable: its events, starter and counts from the
 //     sources, its filter unknown. An altered one gets AUDIT's events,
 //     cancellation and starter over what it holds.
 
