@@ -180,9 +180,10 @@ func (approvalsIndex) missing(r *Rebuilder, e Entry, s stored) (verdict, string)
 	if w.requestedOnly {
 		// A create refused by a limit after its request was recorded
 		// leaves the request alone and the key never written: only a key
-		// written once (now delete-marked or undecodable) was lost. AUDIT
-		// takes the request before the entry is created.
-		if s.rev == 0 || r.recent(w.last) || !r.now().Before(w.ExpiresAt) {
+		// written once (now delete-marked or undecodable) was lost, however
+		// lately (a create in flight has not written it). AUDIT takes the
+		// request before the entry is created.
+		if s.rev == 0 || !r.now().Before(w.ExpiresAt) {
 			return inFlight, ""
 		}
 		return lost, fmt.Sprintf("AUDIT records approval %s requested and pending until %s", e.Key, w.ExpiresAt.UTC().Format(time.RFC3339))
