@@ -61,12 +61,37 @@ type approvalWant struct {
 	last time.Time
 	// requestedOnly: AUDIT records the request and nothing after it.
 	requestedOnly bool
-	// src is the approval as created, from REQUESTS, when REQUESTS holds
-	// it and it hashes to AUDIT's digest with AUDIT's requester (nil: an
-	// approval of a store before REQUESTS, or a source that does not
-	// match, which badSrc says).
-	src    *api.Approval
-	badSrc bool
+	// raw is the approval as created, REQUESTS' message (nil: an
+	// approval of a store before REQUESTS, or a message naming another
+	// id or requester, which badSrc says); srcDiff its identity diff. It
+	// is decoded whole and checked against AUDIT's digest only when an
+	// entry is restored from it (source): a comparison reads the diff
+	// alone.
+	raw     []byte
+	srcDiff []api.IdentityChange
+	badSrc  bool
+}
+
+// requestHead is what a comparison reads of a REQUESTS message.
+type requestHead struct {
+	ID        string               `json:"id"`
+	Requester string               `json:"requester"`
+	Diff      []api.IdentityChange `json:"diff"`
+}
+
+// source returns the approval as created, from REQUESTS, when it hashes
+// to the digest AUDIT recorded with AUDIT's requester (ok false
+// otherwise, and badSrc set).
+func (w *approvalWant) source() (api.Approval, bool) {
+	if w.raw == nil {
+		return api.Approval{}, false
+	}
+	var a api.Approval
+	if json.Unmarshal(w.raw, &a) != nil || a.ID != w.ID || a.Requester != w.Requester || approval.RequestDigest(a) != w.digest {
+		w.badSrc = true
+		return api.Approval{}, false
+	}
+	return a, true
 }
 
 type approvalsIndex struct{}
@@ -128,8 +153,8 @@ func (approvalsIndex) fold(ctx context.Context, r *Rebuilder, id string) (map[st
 		return nil, err
 	}
 	// The requests as created (REQUESTS, written before AUDIT's): each
-	// is the approval's source only if it hashes to the digest AUDIT
-	// recorded, with AUDIT's requester.
+	// is the approval's source only if it names the approval and AUDIT's
+	// requester (and, restored from, hashes to AUDIT's digest: source).
 	filter, one := streams.ApprovalRequestsAll, ""
 	if id != "" {
 		if !validKey(id) {
@@ -143,12 +168,12 @@ func (approvalsIndex) fold(ctx context.Context, r *Rebuilder, id string) (map[st
 		if !ok || w == nil {
 			return // a request AUDIT never took: no approval (its entry is never written)
 		}
-		var a api.Approval
-		if json.Unmarshal(m.Data, &a) != nil || a.ID != key || approval.RequestDigest(a) != w.digest || a.Requester != w.Requester {
+		var h requestHead
+		if json.Unmarshal(m.Data, &h) != nil || h.ID != key || h.Requester != w.Requester {
 			w.badSrc = true
 			return
 		}
-		w.src = &a
+		w.raw, w.srcDiff = m.Data, h.Diff
 	})
 	if err != nil {
 		return nil, err
@@ -156,7 +181,7 @@ func (approvalsIndex) fold(ctx context.Context, r *Rebuilder, id string) (map[st
 	out := make(map[string]Entry, len(wants))
 	for id, w := range wants {
 		e := Entry{Key: id, Value: w.Approval, meta: w}
-		if w.src == nil {
+		if w.raw == nil {
 			e.Lacks = "request body, corrected payload and identity diff values (AUDIT holds their digest; REQUESTS holds no matching request)"
 		}
 		out[id] = e
@@ -209,7 +234,7 @@ func (approvalsIndex) diff(r *Rebuilder, s any, e Entry) []string {
 	add(a.Reason != w.Reason, "reason")
 	add(!slices.Equal(a.Reasons, w.Reasons) || !slices.Equal(a.DiffFields, w.DiffFields), "reasons")
 	add(w.digest != "" && approval.RequestDigest(a) != w.digest, "request")
-	add(w.src != nil && !sameDiff(a.Diff, w.src.Diff), "diff")
+	add(w.raw != nil && !sameDiff(a.Diff, w.srcDiff), "diff")
 	if a.Status != w.Status {
 		// One side is written before the other: a difference younger than
 		// the grace is the owner's write in flight.
@@ -281,12 +306,11 @@ func (approvalsIndex) extra(r *Rebuilder, s any) bool {
 
 func (approvalsIndex) restore(_ *Rebuilder, e Entry, s any) ([]byte, error) {
 	w := e.meta.(*approvalWant)
-	var a api.Approval
+	a, fromSrc := w.source()
 	switch {
-	case w.src != nil:
+	case fromSrc:
 		// The request as created, from REQUESTS (it hashes to AUDIT's
 		// digest): body, payload, diff, chain length and head.
-		a = *w.src
 		if s != nil && w.Status == api.ApprovalRefused {
 			// A refused entry keeps the forged decision visible.
 			cur := s.(api.Approval)

@@ -10,6 +10,7 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
+	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -21,7 +22,8 @@ import (
 // altered is altered ("request") and restored with the payload asked
 // for; one whose identity diff was altered is altered ("diff"); one whose
 // status was flipped is restored with its request. An approval of a store
-// before REQUESTS (AUDIT only) is missing and unrestorable, as before.
+// before REQUESTS (AUDIT only) is missing and unrestorable, as before,
+// and so is one whose REQUESTS message does not hash to AUDIT's digest.
 func TestApprovals(t *testing.T) {
 	js := store(t)
 	ctx := context.Background()
@@ -58,6 +60,21 @@ func TestApprovals(t *testing.T) {
 	}
 	lb, _ := json.Marshal(legacy)
 	putRaw(t, js, subjects.ApprovalsBucket, legacy.ID, lb)
+	// One whose REQUESTS message is not the request AUDIT recorded (a
+	// forger's, written first under an id not created yet).
+	forged := legacy
+	forged.ID, forged.DLQID = "appr-20261207T000000-00000000000000bb", "pharmacy_00000000000000000000000000000006"
+	if err := as.Audit(ctx, forged, approval.AuditRequested); err != nil {
+		t.Fatal(err)
+	}
+	fb, _ := json.Marshal(forged)
+	putRaw(t, js, subjects.ApprovalsBucket, forged.ID, fb)
+	other := forged
+	other.Payload = []byte(`{"quantity":-9999}`)
+	ob, _ := json.Marshal(other)
+	if err := streams.WriteOnce(ctx, js, streams.RequestsStream, streams.ApprovalRequestSubject(forged.ID), "", ob, nil); err != nil {
+		t.Fatal(err)
+	}
 	// A request whose create a limit refused: AUDIT holds it, the key was
 	// never written.
 	refused := flipped
@@ -74,7 +91,7 @@ func TestApprovals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []string{wiped.ID, legacy.ID} {
+	for _, id := range []string{wiped.ID, legacy.ID, forged.ID} {
 		if err := kv.Delete(ctx, id); err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +128,7 @@ func TestApprovals(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{wiped.ID: "missing", payload.ID: "altered:request", flipped.ID: "altered:status", differ.ID: "altered:diff",
-		legacy.ID: "missing"}
+		legacy.ID: "missing", forged.ID: "missing"}
 	for _, p := range ps {
 		got := string(p.Kind)
 		if len(p.Fields) > 0 {
@@ -131,8 +148,16 @@ func TestApprovals(t *testing.T) {
 		t.Errorf("not reported: %v", want)
 	}
 	rep, err := r.Restore(ctx, subjects.ApprovalsBucket)
-	if err != nil || rep.Created != 1 || rep.Updated != 3 || len(rep.Unrestorable) != 1 || rep.Unrestorable[0].Key != legacy.ID {
+	if err != nil || rep.Created != 1 || rep.Updated != 3 || len(rep.Unrestorable) != 2 {
 		t.Fatalf("restore: %+v %v", rep, err)
+	}
+	for _, p := range rep.Unrestorable {
+		switch {
+		case p.Key == legacy.ID && strings.Contains(p.Detail, "holds none"):
+		case p.Key == forged.ID && strings.Contains(p.Detail, "does not hash to AUDIT's digest"):
+		default:
+			t.Errorf("unrestorable %s: %s", p.Key, p.Detail)
+		}
 	}
 	for _, want := range []api.Approval{wiped, payload, flipped, differ} {
 		got, err := as.Get(ctx, want.ID)
@@ -141,7 +166,7 @@ func TestApprovals(t *testing.T) {
 			t.Errorf("restored %+v %v, want %+v", got, err, want)
 		}
 	}
-	if ps, err := r.Compare(ctx, subjects.ApprovalsBucket); err != nil || len(ps) != 1 || ps[0].Key != legacy.ID {
-		t.Errorf("after the restore: %+v %v (the earlier store's approval alone)", ps, err)
+	if ps, err := r.Compare(ctx, subjects.ApprovalsBucket); err != nil || len(ps) != 2 {
+		t.Errorf("after the restore: %+v %v (the earlier store's approval and the forged source's alone)", ps, err)
 	}
 }
