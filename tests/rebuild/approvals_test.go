@@ -26,7 +26,9 @@ import (
 // signed), it is reported altered and put back to pending, unless the
 // redriver's sweep (every DrainLease, 15 s) refused the forgery first:
 // then AUDIT records the refusal and the entry agrees; either way it is
-// never executed. The delete-marked one is missing and restored whole
+// never executed. One whose request body was rewritten (a plain put) is
+// altered ("request") and restored with the body asked for. The
+// delete-marked one is missing and restored whole
 // from REQUESTS (ADR 0024: the request as created, written once before
 // AUDIT's digest of it), after which an approver signs it and it is
 // executed, once: the hold is lifted.
@@ -49,6 +51,7 @@ func TestAlteredApprovalIsRestored(t *testing.T) {
 	approved := pending("approval-approved 陈伟药房", "CASE-DEA <4> & 陈伟")
 	wiped := pending("approval-wiped 陈伟", "CASE 陈伟 \"2\"")
 	intact := pending("approval-intact <x>", "CASE-FDA-204 A1&B2")
+	rewritten := pending("approval-rewritten Ünïcödé", "CASE-DSCSA <9> & \"Nord\"")
 	if ps := s.compare(t, access.Redriver, subjects.ApprovalsBucket); len(ps) != 0 {
 		t.Fatalf("a clean APPROVALS reports %+v", ps)
 	}
@@ -76,6 +79,15 @@ func TestAlteredApprovalIsRestored(t *testing.T) {
 	}
 	flip(rejected, api.ApprovalRejected)
 	flip(approved, api.ApprovalApproved)
+	// Its request body rewritten (a plain put: another reason, another
+	// case), still pending.
+	rewritten = approvaltest.Stored(t, s.js(t, access.Admin), rewritten.ID)
+	{
+		forged := rewritten
+		forged.Request, forged.Revision = json.RawMessage(`{"id":"`+rewritten.HoldID+`","case_id":"CASE-OTHER","reason":"forged <x>"}`), 0
+		b, _ := json.Marshal(forged)
+		putRawAs(t, s.js(t, access.Redriver), subjects.ApprovalsBucket, rewritten.ID, b)
+	}
 	// As stored (the error's copy is redacted for the operator).
 	wiped = approvaltest.Stored(t, s.js(t, access.Admin), wiped.ID)
 	if err := kv.Delete(ctx, wiped.ID); err != nil {
@@ -94,6 +106,7 @@ func TestAlteredApprovalIsRestored(t *testing.T) {
 		{"status flipped to rejected", rejected.ID, rebuild.Altered, "status", false},
 		{"status flipped to approved", approved.ID, rebuild.Altered, "status", refusedFirst},
 		{"delete-marked", wiped.ID, rebuild.Missing, "", false},
+		{"request body rewritten", rewritten.ID, rebuild.Altered, "request", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []rebuild.Problem
@@ -115,9 +128,9 @@ func TestAlteredApprovalIsRestored(t *testing.T) {
 			}
 		})
 	}
-	want := 3
+	want := 4
 	if refusedFirst {
-		want = 2
+		want = 3
 	}
 	if len(ps) != want {
 		t.Errorf("%d problems, want %d (the intact approval none): %+v", len(ps), want, ps)
@@ -125,7 +138,7 @@ func TestAlteredApprovalIsRestored(t *testing.T) {
 	noValues(t, ps, "Müller", "陈伟", "CASE", "chen.wei", "reviewed")
 
 	rep := s.restore(t, access.Redriver, subjects.ApprovalsBucket)
-	if len(rep.Unrestorable) != 0 || rep.Created != 1 {
+	if len(rep.Unrestorable) != 0 || rep.Created != 1 || rep.Updated < 2 {
 		t.Fatalf("restore: %+v, want the wiped approval created again", rep)
 	}
 	for _, p := range rep.Unrestorable {
@@ -159,6 +172,9 @@ func TestAlteredApprovalIsRestored(t *testing.T) {
 	if !restored(back, wiped) || string(back.Request) != string(wiped.Request) || back.Requester != wiped.Requester ||
 		!back.RequestedAt.Equal(wiped.RequestedAt) || approval.RequestDigest(back) != approval.RequestDigest(wiped) {
 		t.Errorf("restored wiped approval: %+v, want %+v", back, wiped)
+	}
+	if a := get(rewritten.ID); !restored(a, rewritten) || string(a.Request) != string(rewritten.Request) {
+		t.Errorf("restored rewritten approval: status %s, request %s; want pending, %s", a.Status, a.Request, rewritten.Request)
 	}
 	if after := s.compare(t, access.Redriver, subjects.ApprovalsBucket); len(after) != 0 {
 		t.Errorf("compare after restore: %+v, want none", after)

@@ -22,11 +22,13 @@ import (
 
 // TestLostDrainIsRestored (E4): a drain whose canary failed (paused, in
 // AUDIT) and was cancelled (in AUDIT), its replay sealed in QUARANTINE.
-// On a store where every index agrees with its source, Compare reports
-// nothing for any of the four buckets. The redriver's credential then
+// Delete-marked while paused, it is restored paused (its filter from
+// REQUESTS, its pause from AUDIT), not failed. On a store where every
+// index agrees with its source, Compare reports nothing for any of the
+// four buckets. The redriver's credential then
 // delete-marks the drain: Compare names it missing, Restore (as the
-// redriver) writes it back cancelled, never resumable, with its events,
-// starter and replay counts; drain.status reads it again. Altered
+// redriver) writes it back cancelled, with its filter, events, starter
+// and replay counts; drain.status reads it again. Altered
 // afterwards (its cancellation dropped, status paused), it is reported
 // altered and corrected.
 func TestLostDrainIsRestored(t *testing.T) {
@@ -51,6 +53,23 @@ func TestLostDrainIsRestored(t *testing.T) {
 		}
 		return nil
 	})
+	// Lost while paused: restored paused, with its filter (REQUESTS) and
+	// its pause (AUDIT), not failed.
+	natstest.CheckFor(t, waitFor, 50*time.Millisecond, func() error {
+		if st := status(); slices.ContainsFunc(st.Events, func(e api.DrainEvent) bool { return e.Unrecorded }) {
+			return errorf("waiting for the pause in AUDIT")
+		}
+		return nil
+	})
+	paused := status()
+	s.wipe(t, access.Redriver, subjects.DrainsBucket)
+	if rep := s.restore(t, access.Redriver, subjects.DrainsBucket); rep.Created != 1 {
+		t.Fatalf("restore of the paused drain: %+v", rep)
+	}
+	if st := status(); st.Status != api.DrainPaused || !sameFilter(st.Request, paused.Request) || len(st.Events) != len(paused.Events) || st.Error != "" {
+		t.Errorf("restored paused drain: %s, filter %+v, %d events, error %q; was paused, %+v, %d events", st.Status, st.Request.Filter,
+			len(st.Events), st.Error, paused.Request.Filter, len(paused.Events))
+	}
 	s.mustCall(t, operator, api.DrainCancel, api.DrainIDRequest{DrainID: started.DrainID}, nil)
 	var before api.DrainState
 	natstest.CheckFor(t, waitFor, 50*time.Millisecond, func() error {
