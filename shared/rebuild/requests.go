@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -11,8 +12,9 @@ import (
 	"github.com/deadletter/deadletter/shared/streams"
 )
 
-// requests hands fn every message of REQUESTS (ADR 0024) on filter, in
-// stream order, or the one message on subject one when set. A store
+// requests hands fn every message of REQUESTS (ADR 0024) on filter (a
+// prefix ending in ">"), in stream order, or the one message on subject
+// one when set. A store
 // provisioned before REQUESTS existed reads empty: its approvals and
 // drains are restored as far as AUDIT and QUARANTINE know them.
 func requests(ctx context.Context, js jetstream.JetStream, filter, one string, fn func(*jetstream.RawStreamMsg)) error {
@@ -23,9 +25,15 @@ func requests(ctx context.Context, js jetstream.JetStream, filter, one string, f
 			return nil
 		})
 	} else {
-		err = scanAll(ctx, js, streams.RequestsStream, streams.DirectRequest{Seq: 1, NextFor: filter, Batch: scanBatch},
+		// The whole stream, unfiltered (a filtered batch costs the server
+		// a pending count per message), its subjects matched here: it
+		// holds approvals' requests and drains' starts and ends alone.
+		prefix := strings.TrimSuffix(filter, ">")
+		err = scanAll(ctx, js, streams.RequestsStream, streams.DirectRequest{Seq: 1, Batch: scanBatch},
 			func(m *jetstream.RawStreamMsg) error {
-				fn(m)
+				if strings.HasPrefix(m.Subject, prefix) {
+					fn(m)
+				}
 				return nil
 			})
 	}
