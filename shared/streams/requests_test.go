@@ -13,14 +13,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/embedded"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/streams"
 )
 
-// requestsStore is a server with the core streams (REQUESTS among them).
-func requestsStore(tb testing.TB) jetstream.JetStream {
+// requestsStore is a server with the core streams (REQUESTS among them),
+// fsyncing every write when sync is set.
+func requestsStore(tb testing.TB, sync bool) jetstream.JetStream {
 	tb.Helper()
-	srv := natstest.Start(tb)
+	srv := natstest.StartConfig(tb, embedded.Config{SyncAlways: sync})
 	srv.Provision(tb, streams.DefaultOptions())
 	js, err := jetstream.New(srv.Connect(tb))
 	if err != nil {
@@ -35,7 +37,7 @@ func requestsStore(tb testing.TB) jetstream.JetStream {
 // re-encoded equal request the same; a message on a subject REQUESTS
 // does not cover is an error.
 func TestWriteOnce(t *testing.T) {
-	js := requestsStore(t)
+	js := requestsStore(t, false)
 	ctx := context.Background()
 	first := []byte(`{"id":"appr-1","request":{"reason":"Müller & Söhne <Großhandel> \"Nord\" 陈伟"}}`)
 	subj := streams.ApprovalRequestSubject("appr-1")
@@ -81,9 +83,15 @@ func TestWriteOnce(t *testing.T) {
 
 // BenchmarkWriteOnce is the write an approval request and a drain start
 // add (ADR 0024): one message of their size, written once to REQUESTS and
-// acknowledged, on an embedded server without fsync.
+// acknowledged, on an embedded server with and without an fsync per
+// write (sync_interval: always, the product's default).
 func BenchmarkWriteOnce(b *testing.B) {
-	js := requestsStore(b)
+	for _, sync := range []bool{false, true} {
+		b.Run(fmt.Sprintf("sync-always=%t", sync), func(b *testing.B) { benchWriteOnce(b, requestsStore(b, sync)) })
+	}
+}
+
+func benchWriteOnce(b *testing.B, js jetstream.JetStream) {
 	ctx := context.Background()
 	now := time.Now().UTC()
 	appr, _ := json.Marshal(api.Approval{ID: "appr-20261207T000000-0000000000000000", Action: api.ActionCorrect,
