@@ -4,14 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
+	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/rebuild"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -99,4 +102,112 @@ func TestRestoredAtStart(t *testing.T) {
 			t.Errorf("%s after the restart: %+v %v", bucket, ps, err)
 		}
 	}
+}
+
+// TestForgedDrainNotResumed (ADR 0024): DRAINS entries written by the
+// redriver's credential rather than by a drain.start (no start in
+// REQUESTS, or another filter than the one started) are never run: a
+// running one whose owner's lease ran out is not taken over, a paused
+// one is not resumed (CONFLICT); audit.verify's comparison reports the
+// second altered (filter). The first it does not report (a drain of an
+// earlier store may have no source either: ADR 0024).
+func TestForgedDrainNotResumed(t *testing.T) {
+	srv := natstest.Start(t)
+	srv.Provision(t, streams.DefaultOptions())
+	nc := srv.Connect(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cfg := DefaultConfig()
+	cfg.Provision, cfg.AllowAnonymous = false, true
+	cfg.InstanceID = "redriver-forged-test"
+	svc, stop := startStoppable(t, srv.Connect(t), cfg)
+	defer stop()
+	waitRedriver(t, nc)
+
+	// A paused drain started for real, its filter then rewritten.
+	var started api.DrainStartReply
+	callJSON(t, nc, api.DrainStart, api.DrainStartRequest{Filter: api.DrainFilter{Domain: "pharmacy", PartyID: "urn:epc:id:sgln:0614141.00001.0"},
+		NoGuard: true, Reason: "Müller & Söhne <Großhandel>"}, &started)
+	natstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		var st api.DrainState
+		callJSON(t, nc, api.DrainStatus, api.DrainIDRequest{DrainID: started.DrainID}, &st)
+		if st.Status != api.DrainCompleted {
+			return fmt.Errorf("drain %s, waiting for it completed", st.Status)
+		}
+		return nil
+	})
+	kv, err := js.KeyValue(ctx, subjects.DrainsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, started.DrainID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rewritten api.DrainState
+	if err := json.Unmarshal(e.Value(), &rewritten); err != nil {
+		t.Fatal(err)
+	}
+	rewritten.Status, rewritten.FinishedAt, rewritten.Request.Filter = api.DrainPaused, nil, api.DrainFilter{Domain: "pharmacy"}
+	b, _ := json.Marshal(rewritten)
+	if _, err := kv.Put(ctx, started.DrainID, b); err != nil {
+		t.Fatal(err)
+	}
+	// A running drain no one started, its owner long gone.
+	old := time.Now().Add(-time.Hour).UTC()
+	forged := api.DrainState{DrainID: "drain-20261207T000000-f0f0f0f0", Status: api.DrainRunning, Owner: "gone", Heartbeat: old, StartedAt: old,
+		StartedBy: "amara.okafor", Request: api.DrainStartRequest{Filter: api.DrainFilter{Domain: "pharmacy"}, NoGuard: true}}
+	b, _ = json.Marshal(forged)
+	if _, err := kv.Put(ctx, forged.DrainID, b); err != nil {
+		t.Fatal(err)
+	}
+
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	svc.drainRunner.TakeOver(tctx)
+	cancel()
+	if _, ok := svc.Status(forged.DrainID); ok {
+		t.Errorf("the forged drain runs")
+	}
+	e, err = kv.Get(ctx, forged.DrainID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var after api.DrainState
+	if err := json.Unmarshal(e.Value(), &after); err != nil || after.Owner != "gone" || after.Resumed != 0 {
+		t.Errorf("the forged drain after a takeover: owner %q, resumed %d (%v); want untouched", after.Owner, after.Resumed, err)
+	}
+	rep, ae := callErr(t, nc, api.DrainResume, api.DrainResumeRequest{DrainID: started.DrainID, Reason: "go on"})
+	if ae == nil || ae.Code != api.ErrConflict {
+		t.Errorf("drain.resume of the rewritten drain: %s %v, want CONFLICT", rep, ae)
+	}
+
+	ps, err := rebuild.Compare(ctx, js, subjects.DrainsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, p := range ps {
+		got[p.Key] = string(p.Kind)
+		if p.Kind == rebuild.Altered {
+			got[p.Key] += ":" + p.Fields[0]
+		}
+	}
+	if want := map[string]string{started.DrainID: "altered:filter"}; !maps.Equal(got, want) {
+		t.Errorf("compare: %v (%+v), want %v", got, ps, want)
+	}
+}
+
+// callErr sends req on subject and returns the reply and its service
+// error, if any.
+func callErr(tb testing.TB, nc *nats.Conn, subject string, req any) (string, *api.Error) {
+	tb.Helper()
+	b, _ := json.Marshal(req)
+	m, err := nc.Request(subject, b, 30*time.Second)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(m.Data), endpoint.ErrorOf(m)
 }

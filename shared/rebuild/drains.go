@@ -433,6 +433,10 @@ func safeDrainStatus(s string) string {
 	return "unknown"
 }
 
+// extra: never. A drain of an earlier store that replayed nothing and
+// never paused leaves no source. An entry no source names is never run
+// all the same: a redriver resumes only a drain whose start REQUESTS
+// holds as the entry says it (drains.recordedStart).
 func (drainsIndex) extra(*Rebuilder, any) bool { return false }
 
 func (drainsIndex) restore(r *Rebuilder, e Entry, s any) ([]byte, error) {

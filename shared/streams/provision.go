@@ -17,7 +17,9 @@ import (
 // needs: REPLAYS, EVENTS (which sources REPLAYS, so it comes second),
 // LEDGER, FAILURES, ADVISORIES, DOCUMENTS, REQUESTS (the write-once source
 // of APPROVALS and DRAINS), IDEMPOTENCY, ATTEMPTS, DRAINS, APPROVALS and
-// HOLDS, and copies the documents of an earlier version's
+// HOLDS, adopts the drains of an earlier store into REQUESTS when it
+// creates REQUESTS (AdoptDrains), and copies the documents of an earlier
+// version's
 // DOCUMENTS object store into the DOCUMENTS stream (MigrateDocuments).
 // It is idempotent: a second call with the same options changes nothing, and
 // an existing stream with an incompatible configuration yields an error
@@ -38,6 +40,8 @@ func EnsureCore(ctx context.Context, js jetstream.JetStream, o Options) error {
 	if err := checkExisting(ctx, js, Events(o)); err != nil {
 		return err
 	}
+	_, err := js.Stream(ctx, RequestsStream)
+	freshRequests := errors.Is(err, jetstream.ErrStreamNotFound)
 	for _, cfg := range []jetstream.StreamConfig{Replays(o), Events(o), Ledger(o), Failures(o), Advisories(o), Documents(o), Requests(o)} {
 		if err := EnsureStream(ctx, js, cfg); err != nil {
 			return err
@@ -48,7 +52,12 @@ func EnsureCore(ctx context.Context, js jetstream.JetStream, o Options) error {
 			return err
 		}
 	}
-	_, err := MigrateDocuments(ctx, js)
+	if freshRequests {
+		if _, err := AdoptDrains(ctx, js); err != nil {
+			return err
+		}
+	}
+	_, err = MigrateDocuments(ctx, js)
 	return err
 }
 

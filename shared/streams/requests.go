@@ -3,11 +3,15 @@ package streams
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/deadletter/deadletter/shared/subjects"
 )
 
 // REQUESTS is the write-once source of what the redriver's indexes hold
@@ -123,4 +127,62 @@ func ReadOnce(ctx context.Context, js jetstream.JetStream, stream, subject strin
 		return nil, false, fmt.Errorf("streams: read %s: %w", stream, err)
 	}
 	return data, found, nil
+}
+
+// drainsKeys is the key prefix of the DRAINS bucket's subjects.
+var drainsKeys = strings.TrimSuffix(subjects.BucketKeys(subjects.DrainsBucket), ">")
+
+// AdoptDrains writes, for every drain DRAINS holds (its last value, not
+// delete-marked), its value to REQUESTS as the drain's start, and as its
+// end too when it is finished (completed, failed or cancelled): the
+// drains of a store from before REQUESTS, once, when REQUESTS is created
+// (EnsureCore), so that every drain has its start in REQUESTS and a
+// redriver resumes only drains whose start REQUESTS holds. A drain
+// adopted already (a concurrent provisioning) is left. It returns how
+// many drains it adopted.
+func AdoptDrains(ctx context.Context, js jetstream.JetStream) (int, error) {
+	last := map[string][]byte{}
+	var order []string
+	err := DirectGetAll(ctx, js, subjects.BucketStream(subjects.DrainsBucket), DirectRequest{Seq: 1, Batch: 256},
+		func(m *jetstream.RawStreamMsg) error {
+			key, ok := strings.CutPrefix(m.Subject, drainsKeys)
+			if !ok {
+				return nil
+			}
+			if _, seen := last[key]; !seen {
+				order = append(order, key)
+			}
+			if m.Header.Get("KV-Operation") != "" || m.Header.Get("Nats-Marker-Reason") != "" {
+				last[key] = nil
+				return nil
+			}
+			last[key] = m.Data
+			return nil
+		})
+	if err != nil && !errors.Is(err, nats.ErrNoResponders) {
+		return 0, fmt.Errorf("streams: adopt the drains: read %s: %w", subjects.DrainsBucket, err)
+	}
+	n := 0
+	for _, key := range order {
+		b := last[key]
+		var st struct {
+			DrainID string `json:"drain_id"`
+			Status  string `json:"status"`
+		}
+		if b == nil || json.Unmarshal(b, &st) != nil || st.DrainID != key {
+			continue
+		}
+		subjectsOf := []string{DrainStartSubject(key)}
+		switch st.Status {
+		case "completed", "failed", "cancelled":
+			subjectsOf = append(subjectsOf, DrainEndSubject(key))
+		}
+		for _, subj := range subjectsOf {
+			if err := WriteOnce(ctx, js, RequestsStream, subj, "", b, func([]byte, []byte) bool { return true }); err != nil {
+				return n, fmt.Errorf("streams: adopt drain %s: %w", key, err)
+			}
+		}
+		n++
+	}
+	return n, nil
 }

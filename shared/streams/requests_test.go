@@ -125,3 +125,70 @@ func benchWriteOnce(b *testing.B, js jetstream.JetStream) {
 		})
 	}
 }
+
+// TestAdoptDrains: a store from before REQUESTS (DRAINS holding a
+// running, a paused, a completed and a delete-marked drain) gets REQUESTS
+// at the next provisioning, and each drain it holds its start there (a
+// finished one its end too), once: a second provisioning adopts nothing
+// again, and a drain stored afterwards is not adopted (its redriver
+// writes its start).
+func TestAdoptDrains(t *testing.T) {
+	srv := natstest.Start(t)
+	js, err := jetstream.New(srv.Connect(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	o := streams.DefaultOptions()
+	kv, err := js.CreateKeyValue(ctx, streams.Drains(o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(id, status string) []byte {
+		t.Helper()
+		b, _ := json.Marshal(api.DrainState{DrainID: id, Status: status, StartedBy: "amara.okafor",
+			Request: api.DrainStartRequest{Filter: api.DrainFilter{Domain: "pharmacy"}, Reason: "Müller & Söhne <Großhandel> \"Nord\" 陈伟"}})
+		if _, err := kv.Put(ctx, id, b); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	running, paused, completed := put("drain-running", api.DrainRunning), put("drain-paused", api.DrainPaused), put("drain-completed", api.DrainCompleted)
+	put("drain-deleted", api.DrainRunning)
+	if err := kv.Delete(ctx, "drain-deleted"); err != nil {
+		t.Fatal(err)
+	}
+	if err := streams.EnsureCore(ctx, js, o); err != nil {
+		t.Fatal(err)
+	}
+	put("drain-later", api.DrainRunning)
+	if err := streams.EnsureCore(ctx, js, o); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name       string
+		id         string
+		start, end []byte
+	}{
+		{"running", "drain-running", running, nil},
+		{"paused", "drain-paused", paused, nil},
+		{"completed", "drain-completed", completed, completed},
+		{"delete-marked", "drain-deleted", nil, nil},
+		{"stored after REQUESTS was made", "drain-later", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, c := range []struct {
+				subject string
+				want    []byte
+			}{{streams.DrainStartSubject(tc.id), tc.start}, {streams.DrainEndSubject(tc.id), tc.end}} {
+				got, found, err := streams.ReadOnce(ctx, js, streams.RequestsStream, c.subject)
+				if err != nil || found != (c.want != nil) || string(got) != string(c.want) {
+					t.Errorf("%s: %q %v %v, want %q", c.subject, got, found, err, c.want)
+				}
+			}
+		})
+	}
+	if n, err := streams.AdoptDrains(ctx, js); err != nil || n != 4 {
+		t.Errorf("adopting again: %d, %v (each write finds its own: no error)", n, err)
+	}
+}

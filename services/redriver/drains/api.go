@@ -43,6 +43,12 @@ func (r *Runner) TakeOver(ctx context.Context) {
 		if st.Owner != r.cfg.InstanceID && time.Since(st.Heartbeat) < r.cfg.DrainLease {
 			continue
 		}
+		if err := recordedStart(ctx, r.cfg.JS, st); err != nil {
+			// Never run a filter its starter did not ask for: verify
+			// reports the entry, a restore writes REQUESTS' back.
+			r.cfg.Log.Error("DRAIN_START_UNRECORDED: not resumed", "drain_id", d.key, "err", err)
+			continue
+		}
 		st.Resumed++
 		st.Owner, st.Heartbeat = r.cfg.InstanceID, time.Now().UTC()
 		b, _ := json.Marshal(st)
@@ -301,6 +307,13 @@ func (r *Runner) Resume(ctx context.Context, who access.Identity, req api.DrainR
 		}
 		if st.Status != api.DrainPaused {
 			return api.DrainState{}, api.Wrap(api.ErrInvalidTransition, errNotPaused, "the drain is not paused: "+st.Status)
+		}
+		if err := recordedStart(ctx, r.cfg.JS, st); err != nil {
+			r.cfg.Log.Error("DRAIN_START_UNRECORDED: not resumed", "drain_id", id, "err", err)
+			if errors.Is(err, errStartUnrecorded) {
+				return api.DrainState{}, api.Wrap(api.ErrConflict, err, "the drain's filter or starter is not the one it was started with: not resumed (audit.verify reports it; a rebuild restores it)")
+			}
+			return api.DrainState{}, api.Wrap(api.ErrUnavailable, err, "the drain's start could not be read: retry")
 		}
 		r.mu.Lock()
 		n := len(r.running)

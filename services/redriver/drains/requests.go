@@ -3,8 +3,11 @@ package drains
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/api"
@@ -50,4 +53,37 @@ func (r *Runner) writeEnd(st api.DrainState) error {
 			var had api.DrainState
 			return json.Unmarshal(stored, &had) == nil && had.DrainID == st.DrainID && had.Status == st.Status
 		})
+}
+
+// errStartUnrecorded: REQUESTS does not hold the drain's start as its
+// DRAINS entry says it (none, or another filter or starter): an entry
+// written by someone else than the redriver that started it. Such a
+// drain is never resumed.
+var errStartUnrecorded = errors.New("redriver: REQUESTS does not hold the drain's start as DRAINS says it")
+
+// recordedStart checks that REQUESTS holds drain st's start with the
+// filter, controls and starter its entry says (a drain of an earlier
+// store was adopted into REQUESTS when REQUESTS was created:
+// streams.AdoptDrains). A store without REQUESTS (not provisioned since
+// the upgrade) has nothing to check against.
+func recordedStart(ctx context.Context, js jetstream.JetStream, st api.DrainState) error {
+	b, found, err := streams.ReadOnce(ctx, js, streams.RequestsStream, streams.DrainStartSubject(st.DrainID))
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return nil
+	case err != nil:
+		return err
+	case !found:
+		return fmt.Errorf("%w: none", errStartUnrecorded)
+	}
+	var had api.DrainState
+	if json.Unmarshal(b, &had) != nil || had.DrainID != st.DrainID {
+		return fmt.Errorf("%w: it does not decode", errStartUnrecorded)
+	}
+	x, _ := json.Marshal(had.Request)
+	y, _ := json.Marshal(st.Request)
+	if had.StartedBy != st.StartedBy || string(x) != string(y) {
+		return fmt.Errorf("%w: another filter or starter", errStartUnrecorded)
+	}
+	return nil
 }
