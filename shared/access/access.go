@@ -198,6 +198,10 @@ var table = func() []Spec {
 		// AUDIT: the current approval policy is its last policy action.
 		reads(subjects.QuarantineStream, subjects.EventsStream, subjects.LedgerStream, subjects.AuditStream),
 		kvRead(subjects.IdempotencyBucket), kvWrite(subjects.DrainsBucket), kvWrite(subjects.ApprovalsBucket),
+		// REQUESTS: the write-once source of APPROVALS and DRAINS (each
+		// approval's request, each drain's start and end), written before
+		// the bucket's entry and read back by the restore at start.
+		reads(streams.RequestsStream), []string{streams.RequestsAll},
 		// HOLDS: it refuses held events (package hold).
 		kvRead(subjects.HoldsBucket),
 		// Its governance actions (pauses, resumes, approvals, holds) go to
@@ -237,8 +241,10 @@ var table = func() []Spec {
 		// inbox.
 		kvRead(subjects.ApprovalsBucket),
 		// audit.verify compares every index with its source (package
-		// rebuild): DRAINS too, read only.
-		kvRead(subjects.DrainsBucket),
+		// rebuild): DRAINS too, read only, and REQUESTS, the source of
+		// APPROVALS and DRAINS (it may carry payload values: verify names
+		// keys and fields, never a value).
+		kvRead(subjects.DrainsBucket), reads(streams.RequestsStream),
 		// The endpoints it calls (the table's Callers): its legal holds'
 		// appends (quarantiner.hold) and a hold lift's pending approval
 		// (approval.hold_lift).
@@ -272,12 +278,12 @@ var table = func() []Spec {
 		},
 		{
 			Name:    Redriver,
-			Doc:     "reads QUARANTINE, replays into EVENTS on redriven.> (its own subjects; replay.>, into REPLAYS, before), keeps drain states in DRAINS and two-person approvals in APPROVALS, reads the legal holds in HOLDS (and asks the auditor to execute an approved hold lift), appends lifecycle records through the quarantiner, writes its governance actions (the approval policy among them) to AUDIT and reads them back, and records an approver's review of a correction in the access audit",
+			Doc:     "reads QUARANTINE, replays into EVENTS on redriven.> (its own subjects; replay.>, into REPLAYS, before), keeps drain states in DRAINS and two-person approvals in APPROVALS (each first written once to REQUESTS, their source), reads the legal holds in HOLDS (and asks the auditor to execute an approved hold lift), appends lifecycle records through the quarantiner, writes its governance actions (the approval policy among them) to AUDIT and reads them back, and records an approver's review of a correction in the access audit",
 			Publish: rp, Subscribe: rs,
 		},
 		{
 			Name:    Auditor,
-			Doc:     "reads QUARANTINE, AUDIT, EVENTS, LEDGER, DOCUMENTS and IDEMPOTENCY; writes its checkpoints, the access audit of payload reads and the legal holds' actions to AUDIT, keeps the legal holds in HOLDS, appends their records through the quarantiner and copies the held chains to LEGALHOLD; asks the redriver to store the pending approval of a hold lift (it may not write APPROVALS) and executes it, once signed and proven, on the redriver's request alone",
+			Doc:     "reads QUARANTINE, AUDIT, EVENTS, LEDGER, DOCUMENTS, REQUESTS and IDEMPOTENCY; writes its checkpoints, the access audit of payload reads and the legal holds' actions to AUDIT, keeps the legal holds in HOLDS, appends their records through the quarantiner and copies the held chains to LEGALHOLD; asks the redriver to store the pending approval of a hold lift (it may not write APPROVALS) and executes it, once signed and proven, on the redriver's request alone",
 			Publish: ap, Subscribe: as,
 		},
 	}

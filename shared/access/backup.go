@@ -101,6 +101,8 @@ func BackupStreams() []string {
 		subjects.QuarantineStream, subjects.LegalHoldStream, subjects.AuditStream,
 		// DOCUMENTS: the EPCIS documents records and LEDGER entries point into.
 		streams.DocumentsStream,
+		// REQUESTS: the source APPROVALS and DRAINS are rebuilt from.
+		streams.RequestsStream,
 		subjects.BucketStream(subjects.IdempotencyBucket), subjects.LedgerStream,
 	}
 }

@@ -138,8 +138,9 @@ type Request struct {
 }
 
 // Create stores a pending approval of req, expiring after p's pending TTL,
-// and writes its request to AUDIT first (with the request's digest, which
-// a signed decision names): without that record nothing is stored. The same
+// and writes its request whole to REQUESTS and then to AUDIT (with the
+// request's digest, which a signed decision names) first: without those
+// records nothing is stored. The same
 // request asked again by the same person while pending (same action,
 // event or hold, body and payload) answers the pending approval. A
 // requester (a person, whichever of their users asks), or a chain, with
@@ -197,6 +198,12 @@ func (s *Store) Create(ctx context.Context, req Request, p Policy) (api.Approval
 			return same, err
 		}
 		if !audited {
+			// The request whole goes to REQUESTS first (write-once: the
+			// source a lost or altered entry is restored from), then its
+			// digest to AUDIT, then the entry.
+			if err := s.writeRequest(ctx, a.ID, b); err != nil {
+				return api.Approval{}, err
+			}
 			if err := s.Audit(ctx, a, AuditRequested); err != nil {
 				return api.Approval{}, err
 			}
@@ -220,6 +227,20 @@ func (s *Store) Create(ctx context.Context, req Request, p Policy) (api.Approval
 		s.log.InfoContext(ctx, "approval requested", "approval", a)
 		return a, nil
 	}
+}
+
+// writeRequest writes approval id's request as created (b: the entry's
+// first value) to REQUESTS, once: the write-once source of the entry's
+// request body, payload, identity diff, requester and chain head, which
+// AUDIT holds only as a digest (they may carry a payload's values).
+// REQUESTS refuses a second message on the subject; a retry of the same
+// request finds its own and goes on.
+func (s *Store) writeRequest(ctx context.Context, id string, b []byte) error {
+	err := streams.WriteOnce(ctx, s.js, streams.RequestsStream, streams.ApprovalRequestSubject(id), "request-"+id, b, nil)
+	if err != nil {
+		return fmt.Errorf("%w: record the request of %s in %s: %w", ErrUnavailable, id, streams.RequestsStream, err)
+	}
+	return nil
 }
 
 // maxAdmitAttempts bounds how often Create counts again after another

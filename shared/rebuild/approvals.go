@@ -5,32 +5,38 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
+	"github.com/deadletter/deadletter/shared/streams"
 )
 
-// APPROVALS is checked against AUDIT's approval actions: approval.Store
-// writes the request to AUDIT before the entry (its digest over the
-// request body, payload and chain length among the facts), and every
-// decision, execution and refusal after or before the entry's own
-// compare-and-set. AUDIT holds every field of an approval but its request
-// body, its corrected payload and its identity diff's values, which may
-// carry a payload's values (PHI), and only their digest. So:
+// APPROVALS is checked against AUDIT's approval actions and REQUESTS:
+// approval.Store writes the request whole to REQUESTS (ADR 0024), then to
+// AUDIT with its digest (over the request body, payload and chain length
+// among the facts), then the entry; every decision, execution and refusal
+// after or before the entry's own compare-and-set. AUDIT holds every
+// field of an approval but its request body, its corrected payload and
+// its identity diff's values, which may carry a payload's values (PHI),
+// and only their digest; REQUESTS holds them, and its message is taken
+// as the approval's source only if it hashes to AUDIT's digest with
+// AUDIT's requester. So:
 //
 //   - an entry whose status, requester, decider, meaning, times, reasons,
 //     outcome or proof differ from AUDIT's is altered, and so is one whose
 //     request, payload or chain length no longer hash to the digest AUDIT
-//     recorded ("request");
-//   - Restore corrects an altered entry from AUDIT, keeping its request
-//     when it still hashes to AUDIT's digest; one whose request was
-//     altered, and a missing one, cannot be restored (ErrUnrestorable):
-//     no write-once store holds the body. Such an approval is never
-//     executed all the same: an executor checks the proof against AUDIT's
-//     digest (approval.Store.Proven). The requester asks again.
+//     recorded ("request"), or whose identity diff is not REQUESTS' ("diff");
+//   - Restore writes a missing approval whole from REQUESTS and AUDIT, and
+//     corrects an altered one (its request from REQUESTS). An approval of a
+//     store before REQUESTS keeps its request when it still hashes to
+//     AUDIT's digest; missing, or its request altered, it cannot be
+//     restored (ErrUnrestorable). Such an approval is never executed all
+//     the same: an executor checks the proof against AUDIT's digest
+//     (approval.Store.Proven). The requester asks again.
 //   - AUDIT records a request before the entry is created, and a create
 //     refused by a limit afterwards leaves that request alone, its key
 //     never written: a request with no later action is reported missing
@@ -55,6 +61,37 @@ type approvalWant struct {
 	last time.Time
 	// requestedOnly: AUDIT records the request and nothing after it.
 	requestedOnly bool
+	// raw is the approval as created, REQUESTS' message (nil: an
+	// approval of a store before REQUESTS, or a message naming another
+	// id or requester, which badSrc says); srcDiff its identity diff. It
+	// is decoded whole and checked against AUDIT's digest only when an
+	// entry is restored from it (source): a comparison reads the diff
+	// alone.
+	raw     []byte
+	srcDiff []api.IdentityChange
+	badSrc  bool
+}
+
+// requestHead is what a comparison reads of a REQUESTS message.
+type requestHead struct {
+	ID        string               `json:"id"`
+	Requester string               `json:"requester"`
+	Diff      []api.IdentityChange `json:"diff"`
+}
+
+// source returns the approval as created, from REQUESTS, when it hashes
+// to the digest AUDIT recorded with AUDIT's requester (ok false
+// otherwise, and badSrc set).
+func (w *approvalWant) source() (api.Approval, bool) {
+	if w.raw == nil {
+		return api.Approval{}, false
+	}
+	var a api.Approval
+	if json.Unmarshal(w.raw, &a) != nil || a.ID != w.ID || a.Requester != w.Requester || approval.RequestDigest(a) != w.digest {
+		w.badSrc = true
+		return api.Approval{}, false
+	}
+	return a, true
 }
 
 type approvalsIndex struct{}
@@ -104,6 +141,9 @@ func (approvalsIndex) fold(ctx context.Context, r *Rebuilder, id string) (map[st
 			w.Status, w.ExecutedAt, w.Outcome = api.ApprovalExecuted, &at, d.Outcome
 		case approval.AuditRefused:
 			w.Status, w.Refused = api.ApprovalRefused, d.Refused
+			if d.Outcome != "" {
+				w.Outcome = d.Outcome // a stale approval's
+			}
 		default:
 			return
 		}
@@ -112,10 +152,39 @@ func (approvalsIndex) fold(ctx context.Context, r *Rebuilder, id string) (map[st
 	if err != nil {
 		return nil, err
 	}
+	// The requests as created (REQUESTS, written before AUDIT's): each
+	// is the approval's source only if it names the approval and AUDIT's
+	// requester (and, restored from, hashes to AUDIT's digest: source).
+	filter, one := streams.ApprovalRequestsAll, ""
+	if id != "" {
+		if !validKey(id) {
+			return map[string]Entry{}, nil
+		}
+		one = streams.ApprovalRequestSubject(id)
+	}
+	err = requests(ctx, r.js, filter, one, func(m *jetstream.RawStreamMsg) {
+		key, ok := strings.CutPrefix(m.Subject, "requests.approval.")
+		w := wants[key]
+		if !ok || w == nil {
+			return // a request AUDIT never took: no approval (its entry is never written)
+		}
+		var h requestHead
+		if json.Unmarshal(m.Data, &h) != nil || h.ID != key || h.Requester != w.Requester {
+			w.badSrc = true
+			return
+		}
+		w.raw, w.srcDiff = m.Data, h.Diff
+	})
+	if err != nil {
+		return nil, err
+	}
 	out := make(map[string]Entry, len(wants))
 	for id, w := range wants {
-		out[id] = Entry{Key: id, Value: w.Approval, Lacks: "request body, corrected payload and identity diff values (AUDIT holds their digest)",
-			meta: w}
+		e := Entry{Key: id, Value: w.Approval, meta: w}
+		if w.raw == nil {
+			e.Lacks = "request body, corrected payload and identity diff values (AUDIT holds their digest; REQUESTS holds no matching request)"
+		}
+		out[id] = e
 	}
 	return out, nil
 }
@@ -136,9 +205,10 @@ func (approvalsIndex) missing(r *Rebuilder, e Entry, s stored) (verdict, string)
 	if w.requestedOnly {
 		// A create refused by a limit after its request was recorded
 		// leaves the request alone and the key never written: only a key
-		// written once (now delete-marked or undecodable) was lost. AUDIT
-		// takes the request before the entry is created.
-		if s.rev == 0 || r.recent(w.last) || !r.now().Before(w.ExpiresAt) {
+		// written once (now delete-marked or undecodable) was lost, however
+		// lately (a create in flight has not written it). AUDIT takes the
+		// request before the entry is created.
+		if s.rev == 0 || !r.now().Before(w.ExpiresAt) {
 			return inFlight, ""
 		}
 		return lost, fmt.Sprintf("AUDIT records approval %s requested and pending until %s", e.Key, w.ExpiresAt.UTC().Format(time.RFC3339))
@@ -164,6 +234,7 @@ func (approvalsIndex) diff(r *Rebuilder, s any, e Entry) []string {
 	add(a.Reason != w.Reason, "reason")
 	add(!slices.Equal(a.Reasons, w.Reasons) || !slices.Equal(a.DiffFields, w.DiffFields), "reasons")
 	add(w.digest != "" && approval.RequestDigest(a) != w.digest, "request")
+	add(w.raw != nil && !sameDiff(a.Diff, w.srcDiff), "diff")
 	if a.Status != w.Status {
 		// One side is written before the other: a difference younger than
 		// the grace is the owner's write in flight.
@@ -182,6 +253,13 @@ func (approvalsIndex) diff(r *Rebuilder, s any, e Entry) []string {
 	add(w.Status == api.ApprovalExecuted && (a.Outcome != w.Outcome || !sameTime(a.ExecutedAt, w.ExecutedAt)), "outcome")
 	add(w.Signed != nil && !sameSigned(a.Signed, w.Signed), "signed")
 	return d
+}
+
+// sameDiff reports whether two identity diffs are the same (as JSON).
+func sameDiff(a, b []api.IdentityChange) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
 }
 
 // sameSigned reports whether two signed decisions are the same (as
@@ -214,18 +292,42 @@ func safeStatus(s string) string {
 	return "unknown"
 }
 
+// srcState says why REQUESTS cannot restore an approval.
+func srcState(w *approvalWant) string {
+	if w.badSrc {
+		return "holds a request that does not hash to AUDIT's digest"
+	}
+	return "holds none (an approval requested before REQUESTS existed)"
+}
+
 func (approvalsIndex) extra(r *Rebuilder, s any) bool {
 	return !r.recent(s.(api.Approval).RequestedAt) // AUDIT takes the request first: no grace needed, but a skewed clock gets one
 }
 
 func (approvalsIndex) restore(_ *Rebuilder, e Entry, s any) ([]byte, error) {
 	w := e.meta.(*approvalWant)
-	if s == nil {
-		return nil, fmt.Errorf("%w: AUDIT holds approval %s's request only as a digest (no body, payload or diff): the requester asks again", ErrUnrestorable, e.Key)
-	}
-	a := s.(api.Approval)
-	if w.digest != "" && approval.RequestDigest(a) != w.digest {
-		return nil, fmt.Errorf("%w: approval %s's request differs from the one AUDIT recorded, whose body no write-once store holds: never executed (the proof is checked against AUDIT); the requester asks again", ErrUnrestorable, e.Key)
+	a, fromSrc := w.source()
+	switch {
+	case fromSrc:
+		// The request as created, from REQUESTS (it hashes to AUDIT's
+		// digest): body, payload, diff, chain length and head.
+		if s != nil && w.Status == api.ApprovalRefused {
+			// A refused entry keeps the forged decision visible.
+			cur := s.(api.Approval)
+			a.Decider, a.DecidedAt, a.Meaning, a.Signed, a.ExecutedAt, a.Outcome = cur.Decider, cur.DecidedAt, cur.Meaning, cur.Signed, cur.ExecutedAt, cur.Outcome
+		}
+		if w.Status == api.ApprovalRefused && a.Outcome == "" {
+			a.Outcome = w.Outcome
+		}
+	case s == nil:
+		return nil, fmt.Errorf("%w: AUDIT holds approval %s's request only as a digest (no body, payload or diff) and REQUESTS %s: the requester asks again",
+			ErrUnrestorable, e.Key, srcState(w))
+	default:
+		a = s.(api.Approval)
+		if w.digest != "" && approval.RequestDigest(a) != w.digest {
+			return nil, fmt.Errorf("%w: approval %s's request differs from the one AUDIT recorded, and REQUESTS %s: never executed (the proof is checked against AUDIT); the requester asks again",
+				ErrUnrestorable, e.Key, srcState(w))
+		}
 	}
 	// Everything AUDIT records is taken from AUDIT; the request, payload,
 	// diff and chain length stay (they hash to AUDIT's digest).

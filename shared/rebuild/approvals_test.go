@@ -10,15 +10,20 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
+	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
-// TestApprovals: approvals as approval.Store writes them. A request AUDIT
+// TestApprovals: approvals as approval.Store writes them (the request
+// whole to REQUESTS, its digest to AUDIT, then the entry). A request AUDIT
 // recorded whose key was never written (a create a limit refused after
 // the request was recorded) is no problem; one delete-marked is missing
-// and unrestorable (AUDIT keeps only its request's digest); one whose
-// corrected payload was altered is altered ("request") and unrestorable;
-// one whose status was flipped is restored with its request.
+// and restored whole from REQUESTS; one whose corrected payload was
+// altered is altered ("request") and restored with the payload asked
+// for; one whose identity diff was altered is altered ("diff"); one whose
+// status was flipped is restored with its request. An approval of a store
+// before REQUESTS (AUDIT only) is missing and unrestorable, as before,
+// and so is one whose REQUESTS message does not hash to AUDIT's digest.
 func TestApprovals(t *testing.T) {
 	js := store(t)
 	ctx := context.Background()
@@ -45,6 +50,31 @@ func TestApprovals(t *testing.T) {
 	wiped := ask("pharmacy_00000000000000000000000000000001", `{"pharmacist":"陈伟","ndc":"0409-4888-20"}`)
 	payload := ask("pharmacy_00000000000000000000000000000002", `{"pharmacist":"陈伟","ndc":"0409-4888-20","quantity":30}`)
 	flipped := ask("pharmacy_00000000000000000000000000000003", `{"lot":"A1&B<2>"}`)
+	differ := ask("pharmacy_00000000000000000000000000000004", `{"ndc":"0409-4888-20","note":"\"quoted\" & <tagged>"}`)
+	// An approval of an earlier store: its request in AUDIT and its
+	// entry, nothing in REQUESTS.
+	legacy := flipped
+	legacy.ID, legacy.DLQID = "appr-20261207T000000-00000000000000aa", "pharmacy_00000000000000000000000000000005"
+	if err := as.Audit(ctx, legacy, approval.AuditRequested); err != nil {
+		t.Fatal(err)
+	}
+	lb, _ := json.Marshal(legacy)
+	putRaw(t, js, subjects.ApprovalsBucket, legacy.ID, lb)
+	// One whose REQUESTS message is not the request AUDIT recorded (a
+	// forger's, written first under an id not created yet).
+	forged := legacy
+	forged.ID, forged.DLQID = "appr-20261207T000000-00000000000000bb", "pharmacy_00000000000000000000000000000006"
+	if err := as.Audit(ctx, forged, approval.AuditRequested); err != nil {
+		t.Fatal(err)
+	}
+	fb, _ := json.Marshal(forged)
+	putRaw(t, js, subjects.ApprovalsBucket, forged.ID, fb)
+	other := forged
+	other.Payload = []byte(`{"quantity":-9999}`)
+	ob, _ := json.Marshal(other)
+	if err := streams.WriteOnce(ctx, js, streams.RequestsStream, streams.ApprovalRequestSubject(forged.ID), "", ob, nil); err != nil {
+		t.Fatal(err)
+	}
 	// A request whose create a limit refused: AUDIT holds it, the key was
 	// never written.
 	refused := flipped
@@ -61,8 +91,10 @@ func TestApprovals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := kv.Delete(ctx, wiped.ID); err != nil {
-		t.Fatal(err)
+	for _, id := range []string{wiped.ID, legacy.ID, forged.ID} {
+		if err := kv.Delete(ctx, id); err != nil {
+			t.Fatal(err)
+		}
 	}
 	edit := func(a api.Approval, f func(*api.Approval)) {
 		t.Helper()
@@ -88,11 +120,15 @@ func TestApprovals(t *testing.T) {
 		a.Status, a.Decider, a.DecidedAt, a.Meaning = api.ApprovalExecuted, "chen.wei", &at, "reviewed"
 		a.ExecutedAt, a.Outcome = &at, "replayed"
 	})
+	edit(differ, func(a *api.Approval) {
+		a.Diff = []api.IdentityChange{{Field: "idempotency_key", Before: "pharmacy_0409-4888-20", After: "pharmacy_0409-4888-99 <陈伟>"}}
+	})
 	ps, err := r.Compare(ctx, subjects.ApprovalsBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{wiped.ID: "missing", payload.ID: "altered:request", flipped.ID: "altered:status"}
+	want := map[string]string{wiped.ID: "missing", payload.ID: "altered:request", flipped.ID: "altered:status", differ.ID: "altered:diff",
+		legacy.ID: "missing", forged.ID: "missing"}
 	for _, p := range ps {
 		got := string(p.Kind)
 		if len(p.Fields) > 0 {
@@ -112,12 +148,25 @@ func TestApprovals(t *testing.T) {
 		t.Errorf("not reported: %v", want)
 	}
 	rep, err := r.Restore(ctx, subjects.ApprovalsBucket)
-	if err != nil || rep.Updated != 1 || len(rep.Unrestorable) != 2 {
+	if err != nil || rep.Created != 1 || rep.Updated != 3 || len(rep.Unrestorable) != 2 {
 		t.Fatalf("restore: %+v %v", rep, err)
 	}
-	got, err := as.Get(ctx, flipped.ID)
-	if err != nil || got.Status != api.ApprovalPending || got.Decider != "" || got.ExecutedAt != nil || string(got.Payload) != string(flipped.Payload) ||
-		approval.RequestDigest(got) != approval.RequestDigest(flipped) {
-		t.Errorf("restored %+v %v", got, err)
+	for _, p := range rep.Unrestorable {
+		switch {
+		case p.Key == legacy.ID && strings.Contains(p.Detail, "holds none"):
+		case p.Key == forged.ID && strings.Contains(p.Detail, "does not hash to AUDIT's digest"):
+		default:
+			t.Errorf("unrestorable %s: %s", p.Key, p.Detail)
+		}
+	}
+	for _, want := range []api.Approval{wiped, payload, flipped, differ} {
+		got, err := as.Get(ctx, want.ID)
+		if err != nil || got.Status != api.ApprovalPending || got.Decider != "" || got.ExecutedAt != nil || string(got.Payload) != string(want.Payload) ||
+			string(got.Request) != string(want.Request) || !sameDiff(got.Diff, want.Diff) || approval.RequestDigest(got) != approval.RequestDigest(want) {
+			t.Errorf("restored %+v %v, want %+v", got, err, want)
+		}
+	}
+	if ps, err := r.Compare(ctx, subjects.ApprovalsBucket); err != nil || len(ps) != 2 {
+		t.Errorf("after the restore: %+v %v (the earlier store's approval and the forged source's alone)", ps, err)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/envelope"
 	"github.com/deadletter/deadletter/shared/idempotency"
 	"github.com/deadletter/deadletter/shared/record"
@@ -206,4 +208,75 @@ func BenchmarkHeldIdempotency(b *testing.B) {
 		})
 	}
 	b.ReportMetric(float64(held)/float64(n), "heap-B/entry")
+}
+
+// BenchmarkCompareApprovals compares APPROVALS with its sources: AUDIT's
+// approval actions and, since ADR 0024, REQUESTS (each request as
+// created). The store holds -rebuild.n pending approvals as
+// approval.Store writes them (the request to REQUESTS, its digest to
+// AUDIT, the entry); a REQUESTS stream is made when the provisioning has
+// none, so that the same data is compared by a build before REQUESTS.
+func BenchmarkCompareApprovals(b *testing.B) {
+	js := store(b)
+	ctx := context.Background()
+	if _, err := js.Stream(ctx, "REQUESTS"); err != nil {
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "REQUESTS", Subjects: []string{"requests.>"}, MaxMsgsPerSubject: 1,
+			Discard: jetstream.DiscardNew, DiscardNewPerSubject: true, DenyDelete: true, DenyPurge: true, AllowDirect: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	as, err := approval.Open(ctx, js, approval.Config{Checker: approval.AuditRegistry{JS: js}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := *benchN
+	then := time.Now().Add(-time.Hour).UTC()
+	body, _ := json.Marshal(map[string]any{"reason": "NDC fixed from the invoice of Müller & Söhne <Großhandel>", "note": strings.Repeat("陈伟 ", 40)})
+	var futures []jetstream.PubAckFuture
+	flush := func() {
+		for _, f := range futures {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				b.Fatal(err)
+			}
+		}
+		futures = futures[:0]
+	}
+	for i := range n {
+		a := api.Approval{ID: fmt.Sprintf("appr-20261207T000000-%016x", i), Action: api.ActionCorrect, DLQID: fmt.Sprintf("pharmacy_%032x", i),
+			Domain: "pharmacy", Status: api.ApprovalPending, Request: body,
+			Payload: []byte(`{"transaction_id":"TX-1","ndc":"0409-4888-20","lot":"A1&B<2>","pharmacist":"陈伟","quantity":30}`),
+			Reasons: []string{"identity_change"}, Requester: "amara.okafor", RequesterRole: "operator", RequestedAt: then,
+			Reason: "NDC fixed", ExpiresAt: then.Add(72 * time.Hour), ChainRecords: 2, ChainHead: strings.Repeat("ab", 32)}
+		v, _ := json.Marshal(a)
+		for _, subj := range []string{"requests.approval." + a.ID, subjects.BucketKey(subjects.ApprovalsBucket, a.ID)} {
+			f, err := js.PublishAsync(subj, v)
+			if err != nil {
+				b.Fatal(err)
+			}
+			futures = append(futures, f)
+		}
+		if err := as.Audit(ctx, a, approval.AuditRequested); err != nil {
+			b.Fatal(err)
+		}
+		if len(futures) >= 1000 {
+			flush()
+		}
+	}
+	flush()
+	r := New(js, Options{Grace: -1})
+	if ps, err := r.Compare(ctx, subjects.ApprovalsBucket); err != nil || len(ps) != 0 {
+		b.Fatalf("the store is not clean: %d problems, %v", len(ps), err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := r.Compare(ctx, subjects.ApprovalsBucket); err != nil {
+			b.Fatal(err)
+		}
+	}
+	perEntry := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / float64(n)
+	b.ReportMetric(perEntry, "ns/approval")
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/compare")
 }

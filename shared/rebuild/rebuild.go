@@ -7,11 +7,13 @@
 //
 //   - HOLDS: AUDIT's hold actions (placed, lifted; hold.Store.Audit).
 //   - APPROVALS: AUDIT's approval actions (requested, approved, rejected,
-//     executed, refused; approval.Store.Audit). AUDIT holds no request
-//     body nor corrected payload (they may carry PHI): a missing
-//     approval is reported and restored only as far as AUDIT knows it
-//     (see approvals.go).
-//   - DRAINS: AUDIT's drain actions (paused, resumed, cancelled) and the
+//     executed, refused; approval.Store.Audit) and REQUESTS, which holds
+//     each request as created (ADR 0024): AUDIT holds no request body
+//     nor corrected payload (they may carry PHI), only their digest.
+//     An approval of a store before REQUESTS is restored only as far as
+//     AUDIT knows it (see approvals.go).
+//   - DRAINS: REQUESTS' drain starts (filter, controls) and ends, AUDIT's
+//     drain actions (paused, resumed, cancelled) and the
 //     redrive_requested records a drain seals into QUARANTINE.
 //   - IDEMPOTENCY: LEDGER, one message per committed key.
 //

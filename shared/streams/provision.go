@@ -15,8 +15,11 @@ import (
 
 // EnsureCore creates, or checks, the streams and buckets every service
 // needs: REPLAYS, EVENTS (which sources REPLAYS, so it comes second),
-// LEDGER, FAILURES, ADVISORIES, DOCUMENTS, IDEMPOTENCY, ATTEMPTS, DRAINS,
-// APPROVALS and HOLDS, and copies the documents of an earlier version's
+// LEDGER, FAILURES, ADVISORIES, DOCUMENTS, REQUESTS (the write-once source
+// of APPROVALS and DRAINS), IDEMPOTENCY, ATTEMPTS, DRAINS, APPROVALS and
+// HOLDS, adopts the drains of an earlier store into REQUESTS when it
+// creates REQUESTS (AdoptDrains), and copies the documents of an earlier
+// version's
 // DOCUMENTS object store into the DOCUMENTS stream (MigrateDocuments).
 // It is idempotent: a second call with the same options changes nothing, and
 // an existing stream with an incompatible configuration yields an error
@@ -37,7 +40,9 @@ func EnsureCore(ctx context.Context, js jetstream.JetStream, o Options) error {
 	if err := checkExisting(ctx, js, Events(o)); err != nil {
 		return err
 	}
-	for _, cfg := range []jetstream.StreamConfig{Replays(o), Events(o), Ledger(o), Failures(o), Advisories(o), Documents(o)} {
+	_, err := js.Stream(ctx, RequestsStream)
+	freshRequests := errors.Is(err, jetstream.ErrStreamNotFound)
+	for _, cfg := range []jetstream.StreamConfig{Replays(o), Events(o), Ledger(o), Failures(o), Advisories(o), Documents(o), Requests(o)} {
 		if err := EnsureStream(ctx, js, cfg); err != nil {
 			return err
 		}
@@ -47,7 +52,12 @@ func EnsureCore(ctx context.Context, js jetstream.JetStream, o Options) error {
 			return err
 		}
 	}
-	_, err := MigrateDocuments(ctx, js)
+	if freshRequests {
+		if _, err := AdoptDrains(ctx, js); err != nil {
+			return err
+		}
+	}
+	_, err = MigrateDocuments(ctx, js)
 	return err
 }
 

@@ -36,7 +36,7 @@ func TestEvidenceIsWriteOnce(t *testing.T) {
 	o.QuarantineMaxAge = 7 * 365 * 24 * time.Hour // LEGALHOLD too
 	var evidence []jetstream.StreamConfig
 	for _, cfg := range append([]jetstream.StreamConfig{streams.Replays(o), streams.Events(o), streams.Ledger(o), streams.Failures(o),
-		streams.Advisories(o), streams.Documents(o)}, streams.WORMStreams(o)...) {
+		streams.Advisories(o), streams.Documents(o), streams.Requests(o)}, streams.WORMStreams(o)...) {
 		evidence = append(evidence, cfg)
 		old := cfg
 		old.DenyDelete, old.DenyPurge, old.AllowRollup = false, false, true

@@ -11,6 +11,9 @@ import (
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval"
+	"github.com/deadletter/deadletter/shared/approval/approvaltest"
+	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/rebuild"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -23,9 +26,12 @@ import (
 // signed), it is reported altered and put back to pending, unless the
 // redriver's sweep (every DrainLease, 15 s) refused the forgery first:
 // then AUDIT records the refusal and the entry agrees; either way it is
-// never executed. The delete-marked one is missing and unrestorable:
-// AUDIT keeps a request only as its digest (it may carry a payload), so
-// no write-once store holds its body.
+// never executed. One whose request body was rewritten (a plain put) is
+// altered ("request") and restored with the body asked for. The
+// delete-marked one is missing and restored whole
+// from REQUESTS (ADR 0024: the request as created, written once before
+// AUDIT's digest of it), after which an approver signs it and it is
+// executed, once: the hold is lifted.
 func TestAlteredApprovalIsRestored(t *testing.T) {
 	s := start(t)
 	ctx := context.Background()
@@ -45,6 +51,7 @@ func TestAlteredApprovalIsRestored(t *testing.T) {
 	approved := pending("approval-approved 陈伟药房", "CASE-DEA <4> & 陈伟")
 	wiped := pending("approval-wiped 陈伟", "CASE 陈伟 \"2\"")
 	intact := pending("approval-intact <x>", "CASE-FDA-204 A1&B2")
+	rewritten := pending("approval-rewritten Ünïcödé", "CASE-DSCSA <9> & \"Nord\"")
 	if ps := s.compare(t, access.Redriver, subjects.ApprovalsBucket); len(ps) != 0 {
 		t.Fatalf("a clean APPROVALS reports %+v", ps)
 	}
@@ -72,6 +79,17 @@ func TestAlteredApprovalIsRestored(t *testing.T) {
 	}
 	flip(rejected, api.ApprovalRejected)
 	flip(approved, api.ApprovalApproved)
+	// Its request body rewritten (a plain put: another reason, another
+	// case), still pending.
+	rewritten = approvaltest.Stored(t, s.js(t, access.Admin), rewritten.ID)
+	{
+		forged := rewritten
+		forged.Request, forged.Revision = json.RawMessage(`{"id":"`+rewritten.HoldID+`","case_id":"CASE-OTHER","reason":"forged <x>"}`), 0
+		b, _ := json.Marshal(forged)
+		putRawAs(t, s.js(t, access.Redriver), subjects.ApprovalsBucket, rewritten.ID, b)
+	}
+	// As stored (the error's copy is redacted for the operator).
+	wiped = approvaltest.Stored(t, s.js(t, access.Admin), wiped.ID)
 	if err := kv.Delete(ctx, wiped.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +106,7 @@ func TestAlteredApprovalIsRestored(t *testing.T) {
 		{"status flipped to rejected", rejected.ID, rebuild.Altered, "status", false},
 		{"status flipped to approved", approved.ID, rebuild.Altered, "status", refusedFirst},
 		{"delete-marked", wiped.ID, rebuild.Missing, "", false},
+		{"request body rewritten", rewritten.ID, rebuild.Altered, "request", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []rebuild.Problem
@@ -109,9 +128,9 @@ func TestAlteredApprovalIsRestored(t *testing.T) {
 			}
 		})
 	}
-	want := 3
+	want := 4
 	if refusedFirst {
-		want = 2
+		want = 3
 	}
 	if len(ps) != want {
 		t.Errorf("%d problems, want %d (the intact approval none): %+v", len(ps), want, ps)
@@ -119,8 +138,13 @@ func TestAlteredApprovalIsRestored(t *testing.T) {
 	noValues(t, ps, "Müller", "陈伟", "CASE", "chen.wei", "reviewed")
 
 	rep := s.restore(t, access.Redriver, subjects.ApprovalsBucket)
-	if len(rep.Unrestorable) != 1 || rep.Unrestorable[0].Key != wiped.ID || !errors.Is(restoreErr(rep.Unrestorable[0]), rebuild.ErrUnrestorable) {
-		t.Fatalf("restore: %+v, want the wiped approval unrestorable", rep)
+	if len(rep.Unrestorable) != 0 || rep.Created != 1 || rep.Updated < 2 {
+		t.Fatalf("restore: %+v, want the wiped approval created again", rep)
+	}
+	for _, p := range rep.Unrestorable {
+		if errors.Is(restoreErr(p), rebuild.ErrUnrestorable) {
+			t.Errorf("%s unrestorable: %s", p.Key, p.Detail)
+		}
 	}
 	get := func(id string) api.Approval {
 		t.Helper()
@@ -144,13 +168,43 @@ func TestAlteredApprovalIsRestored(t *testing.T) {
 	case !restored(a, approved):
 		t.Errorf("restored approval: status %s, decider %q; want pending and undecided, or refused", a.Status, a.Decider)
 	}
-	after := s.compare(t, access.Redriver, subjects.ApprovalsBucket)
-	if slices.ContainsFunc(after, func(p rebuild.Problem) bool { return p.Key != wiped.ID }) ||
-		!slices.ContainsFunc(after, func(p rebuild.Problem) bool { return p.Key == wiped.ID && p.Kind == rebuild.Missing }) {
-		t.Errorf("compare after restore: %+v, want only the unrestorable one", after)
+	back := get(wiped.ID)
+	if !restored(back, wiped) || string(back.Request) != string(wiped.Request) || back.Requester != wiped.Requester ||
+		!back.RequestedAt.Equal(wiped.RequestedAt) || approval.RequestDigest(back) != approval.RequestDigest(wiped) {
+		t.Errorf("restored wiped approval: %+v, want %+v", back, wiped)
+	}
+	if a := get(rewritten.ID); !restored(a, rewritten) || string(a.Request) != string(rewritten.Request) {
+		t.Errorf("restored rewritten approval: status %s, request %s; want pending, %s", a.Status, a.Request, rewritten.Request)
+	}
+	if after := s.compare(t, access.Redriver, subjects.ApprovalsBucket); len(after) != 0 {
+		t.Errorf("compare after restore: %+v, want none", after)
 	}
 	if _, err := kv.Get(ctx, intact.ID); err != nil {
 		t.Errorf("the intact approval: %v", err)
+	}
+
+	// The restored approval is signed by an approver and executed once.
+	approver := approvaltest.Register(t, s.js(t, access.Admin), access.DefaultPerson(access.RoleApprover), access.RoleApprover)
+	req := approver.ApproveRequest(t, s.js(t, access.Admin), wiped.ID, "reviewed the subpoena's closing order <Müller & Söhne>", time.Now())
+	var done api.ApprovalReply
+	s.mustCall(t, approver.Name, api.ApprovalApprove, req, &done)
+	natstest.CheckFor(t, waitFor, 50*time.Millisecond, func() error {
+		if a := get(wiped.ID); a.Status != api.ApprovalExecuted {
+			return errorf("restored approval %s, waiting for it executed", a.Status)
+		}
+		return nil
+	})
+	if h := approvaltest.StoredHold(t, s.js(t, access.Admin), wiped.HoldID); h.Status != api.HoldLifted {
+		t.Errorf("the hold of the restored approval is %s after its execution, want lifted", h.Status)
+	}
+	if ae := s.call(t, approver.Name, api.ApprovalApprove, req, nil); ae == nil {
+		t.Errorf("the executed approval was approved a second time")
+	}
+	if n := s.auditActions(t, "approval", wiped.ID, "executed"); n != 1 {
+		t.Errorf("AUDIT holds %d executions of the restored approval, want 1", n)
+	}
+	if n := s.auditActions(t, "hold", wiped.HoldID, "lifted"); n != 1 {
+		t.Errorf("AUDIT holds %d lifts of the hold, want 1", n)
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/rebuild"
+	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -280,4 +281,54 @@ func errorf(format string, args ...any) error { return fmt.Errorf(format, args..
 func rebuildCompare(t *testing.T, s *system, user, bucket string) ([]rebuild.Problem, error) {
 	t.Helper()
 	return rebuild.Compare(context.Background(), s.js(t, user), bucket)
+}
+
+// auditActions counts AUDIT's actions named action of object id (read
+// as the admin).
+func (s *system) auditActions(t *testing.T, object, id, action string) int {
+	t.Helper()
+	n := 0
+	err := streams.ReadSubject(context.Background(), s.js(t, access.Admin), subjects.AuditStream, subjects.AuditAction(object, id),
+		func(m *jetstream.RawStreamMsg) error {
+			var a api.AuditAction
+			if json.Unmarshal(m.Data, &a) == nil && a.Action == action && a.ObjectID == id {
+				n++
+			}
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// putRawAs writes b on a bucket's key with js, unconditionally (a plain
+// put by a writer of the bucket).
+func putRawAs(t *testing.T, js jetstream.JetStream, bucket, key string, b []byte) {
+	t.Helper()
+	if _, err := js.Publish(context.Background(), subjects.BucketKey(bucket, key), b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// records counts the records of kind in dlqID's chain (read as the
+// admin).
+func (s *system) records(t *testing.T, dlqID, kind string) int {
+	t.Helper()
+	dom, _, _ := strings.Cut(dlqID, "_")
+	n := 0
+	err := streams.ReadSubject(context.Background(), s.js(t, access.Admin), subjects.QuarantineStream, subjects.Quarantine(dom, dlqID),
+		func(m *jetstream.RawStreamMsg) error {
+			var r struct {
+				Kind string `json:"kind"`
+			}
+			if json.Unmarshal(m.Data, &r) == nil && r.Kind == kind {
+				n++
+			}
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

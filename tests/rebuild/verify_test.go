@@ -3,13 +3,17 @@ package rebuild
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/deadletter/deadletter/services/auditor/verify"
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
+	"github.com/deadletter/deadletter/shared/approval/approvaltest"
+	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -87,5 +91,88 @@ func TestCompareAgreesWithVerify(t *testing.T) {
 	sortFound(byCompare)
 	if len(byCompare) != 4 || !slices.Equal(byVerify, byCompare) {
 		t.Errorf("audit.verify reports %v, rebuild.Compare %v: want the same four", byVerify, byCompare)
+	}
+}
+
+// TestVerifyReportsLostRequests (ADR 0024): audit.verify, asked by a
+// viewer, reports a pending approval and a finished drain whose entries
+// the redriver's credential delete-marked (approval_missing,
+// drain_missing) and a pending approval whose request body it rewrote
+// (approval_altered), naming keys and fields, never a person's text or a
+// payload value; after the redriver's restore from REQUESTS it reports
+// none of them.
+func TestVerifyReportsLostRequests(t *testing.T) {
+	s := start(t)
+	ctx := context.Background()
+	dlqID := s.quarantine(t, "verify-requests Müller & Söhne <Großhandel>")
+	lift := func(caseID string) api.Approval {
+		t.Helper()
+		var placed api.HoldReply
+		s.mustCall(t, inspector, api.HoldPlace, api.HoldPlaceRequest{CaseID: caseID, Reason: "subpoena 陈伟", Target: api.HoldTarget{DLQID: dlqID}}, &placed)
+		ae := s.call(t, operator, api.HoldLift, s.signed(t, placed.Hold, api.HoldLiftRequest{ID: placed.Hold.ID, CaseID: caseID, Reason: "closed: 陈伟 & <Süd>"}), nil)
+		if ae == nil || ae.Approval == nil {
+			t.Fatalf("hold.lift: %v, want APPROVAL_REQUIRED", ae)
+		}
+		return *ae.Approval
+	}
+	wiped, rewritten := lift("CASE-wiped <Müller & Söhne>"), lift("CASE-rewritten \"陈伟\"")
+	var started api.DrainStartReply
+	s.mustCall(t, operator, api.DrainStart, api.DrainStartRequest{Filter: api.DrainFilter{DLQIDs: []string{dlqID}, Classes: []string{"validation"},
+		IncludeValidation: true}, NoGuard: true, Reason: "re-drive <Müller & Söhne>"}, &started)
+	natstest.CheckFor(t, waitFor, 50*time.Millisecond, func() error {
+		var st api.DrainState
+		s.mustCall(t, operator, api.DrainStatus, api.DrainIDRequest{DrainID: started.DrainID}, &st)
+		if st.Status != api.DrainCompleted {
+			return errorf("drain %s: waiting for it completed", st.Status)
+		}
+		return nil
+	})
+
+	rjs := s.js(t, access.Redriver)
+	akv, err := rjs.KeyValue(ctx, subjects.ApprovalsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := akv.Delete(ctx, wiped.ID); err != nil {
+		t.Fatal(err)
+	}
+	forged := approvaltest.Stored(t, s.js(t, access.Admin), rewritten.ID)
+	forged.Request, forged.Revision = json.RawMessage(`{"id":"`+forged.HoldID+`","case_id":"CASE-OTHER <x>","reason":"forged"}`), 0
+	b, _ := json.Marshal(forged)
+	putRawAs(t, rjs, subjects.ApprovalsBucket, rewritten.ID, b)
+	s.wipe(t, access.Redriver, subjects.DrainsBucket)
+
+	problems := func() map[string]string {
+		t.Helper()
+		var rep api.VerifyReply
+		s.mustCall(t, viewer, api.AuditVerify, api.VerifyRequest{}, &rep)
+		out := map[string]string{}
+		for _, p := range rep.Problems {
+			if strings.HasPrefix(p.Kind, "approval_") || strings.HasPrefix(p.Kind, "drain_") {
+				out[p.Subject] = p.Kind
+				for _, v := range []string{"Müller", "陈伟", "CASE", "forged", "Süd"} {
+					if strings.Contains(p.Detail, v) {
+						t.Errorf("%s's detail carries %q: %s", p.Subject, v, p.Detail)
+					}
+				}
+			}
+		}
+		return out
+	}
+	want := map[string]string{
+		subjects.BucketKey(subjects.ApprovalsBucket, wiped.ID):     "approval_missing",
+		subjects.BucketKey(subjects.ApprovalsBucket, rewritten.ID): "approval_altered",
+		subjects.BucketKey(subjects.DrainsBucket, started.DrainID): "drain_missing",
+	}
+	if got := problems(); !maps.Equal(got, want) {
+		t.Errorf("audit.verify reports %v, want %v", got, want)
+	}
+	for _, bucket := range []string{subjects.ApprovalsBucket, subjects.DrainsBucket} {
+		if rep := s.restore(t, access.Redriver, bucket); len(rep.Unrestorable) != 0 {
+			t.Errorf("restore %s: %+v", bucket, rep)
+		}
+	}
+	if got := problems(); len(got) != 0 {
+		t.Errorf("audit.verify after the restore reports %v", got)
 	}
 }

@@ -165,6 +165,7 @@ func TestEvidenceRefusesErasure(t *testing.T) {
 			subjects.AuditAccess(access.Auditor)}},
 		{subjects.LegalHoldStream, []string{subjects.LegalHold("pharmacy", dlqID)}},
 		{streams.DocumentsStream, []string{streams.DocumentManifestSubject(sha), streams.DocumentChunkSubject(sha, "worm", 0)}},
+		{streams.RequestsStream, []string{streams.ApprovalRequestSubject("worm"), streams.DrainStartSubject("worm"), streams.DrainEndSubject("worm")}},
 	}
 	for _, b := range []string{subjects.IdempotencyBucket, subjects.AttemptsBucket, subjects.DrainsBucket, subjects.ApprovalsBucket, subjects.HoldsBucket} {
 		targets = append(targets, struct {

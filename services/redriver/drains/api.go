@@ -16,6 +16,7 @@ import (
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/record"
+	"github.com/deadletter/deadletter/shared/streams"
 )
 
 // TakeOver resumes the drains left running by this instance or by an
@@ -40,6 +41,12 @@ func (r *Runner) TakeOver(ctx context.Context) {
 			continue
 		}
 		if st.Owner != r.cfg.InstanceID && time.Since(st.Heartbeat) < r.cfg.DrainLease {
+			continue
+		}
+		if err := recordedStart(ctx, r.cfg.JS, st); err != nil {
+			// Never run a filter its starter did not ask for: verify
+			// reports the entry, a restore writes REQUESTS' back.
+			r.cfg.Log.Error("DRAIN_START_UNRECORDED: not resumed", "drain_id", d.key, "err", err)
 			continue
 		}
 		st.Resumed++
@@ -157,6 +164,12 @@ func (r *Runner) launchDrain(ctx context.Context, req api.DrainStartRequest, who
 	b, _ := json.Marshal(st)
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	// Its start goes to REQUESTS first (write-once: the filter and
+	// controls a lost or altered entry is restored from), then the entry.
+	if err := writeStart(cctx, r.cfg.JS, st, b); err != nil {
+		r.cfg.Log.Error("DRAIN_START_UNRECORDED", "drain_id", st.DrainID, "err", err)
+		return "", api.Wrap(api.ErrUnavailable, err, "drain not started: its start could not be recorded in "+streams.RequestsStream)
+	}
 	rev, err := r.kv.Create(cctx, st.DrainID, b)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return st.DrainID, nil
@@ -294,6 +307,13 @@ func (r *Runner) Resume(ctx context.Context, who access.Identity, req api.DrainR
 		}
 		if st.Status != api.DrainPaused {
 			return api.DrainState{}, api.Wrap(api.ErrInvalidTransition, errNotPaused, "the drain is not paused: "+st.Status)
+		}
+		if err := recordedStart(ctx, r.cfg.JS, st); err != nil {
+			r.cfg.Log.Error("DRAIN_START_UNRECORDED: not resumed", "drain_id", id, "err", err)
+			if errors.Is(err, errStartUnrecorded) {
+				return api.DrainState{}, api.Wrap(api.ErrConflict, err, "the drain's filter or starter is not the one it was started with: not resumed (audit.verify reports it; a rebuild restores it)")
+			}
+			return api.DrainState{}, api.Wrap(api.ErrUnavailable, err, "the drain's start could not be read: retry")
 		}
 		r.mu.Lock()
 		n := len(r.running)

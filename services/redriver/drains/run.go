@@ -263,6 +263,14 @@ func (r *Runner) execute(d *drainRun, resumed bool) {
 			}
 		})
 		r.cfg.Metrics.Drains.WithLabelValues(final).Inc()
+		// Its end goes to REQUESTS before DRAINS says it (write-once:
+		// a drain whose entry is lost is restored finished, never
+		// resumed). Not recorded, the drain still ends: verify reports
+		// the entry, and a restore resumes it (it finds nothing left to
+		// replay but what it held).
+		if err := r.writeEnd(d.snapshot()); err != nil {
+			r.cfg.Log.Warn("DRAIN_END_UNRECORDED", "drain_id", d.id, "status", final, "err", err)
+		}
 	}
 	if err := r.save(d); err != nil {
 		r.cfg.Log.Warn("drain final save failed", "drain_id", d.id, "err", err)
