@@ -18,6 +18,7 @@ import (
 	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/approval/approvaltest"
 	"github.com/deadletter/deadletter/shared/decision"
+	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/embedded"
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/record"
@@ -178,7 +179,7 @@ func TestTwoPersonCorrection(t *testing.T) {
 		t.Fatalf("Needs = %+v, %v", d, err)
 	}
 	a := e.request(t, operator, d)
-	if a.Status != api.ApprovalPending || !a.ExpiresAt.Equal(a.RequestedAt.Add(72*time.Hour)) || !slices.Equal(a.DiffFields, []string{approval.FieldEventType, approval.FieldQuantity}) {
+	if a.Status != api.ApprovalPending || !a.ExpiresAt.Equal(a.RequestedAt.Add(72*time.Hour)) || !slices.Equal(a.DiffFields, []string{approval.FieldEventType, pharmacy.FieldQuantity}) {
 		t.Fatalf("created %+v", a)
 	}
 
@@ -193,7 +194,7 @@ func TestTwoPersonCorrection(t *testing.T) {
 	if string(got.Payload) != string(indented) {
 		t.Errorf("the corrected payload is not kept byte for byte: %q", got.Payload)
 	}
-	if v := approval.Redact(got, access.RoleViewer); v.Diff != nil || v.Request != nil || v.Payload != nil || !slices.Equal(v.DiffFields, []string{approval.FieldEventType, approval.FieldQuantity}) {
+	if v := approval.Redact(got, access.RoleViewer); v.Diff != nil || v.Request != nil || v.Payload != nil || !slices.Equal(v.DiffFields, []string{approval.FieldEventType, pharmacy.FieldQuantity}) {
 		t.Errorf("viewer's view %+v", v)
 	}
 

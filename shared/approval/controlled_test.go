@@ -7,6 +7,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
+	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 )
 
 // Pharmacy payloads as a registrant's system writes them (schemas/
@@ -47,20 +48,20 @@ func TestNeedsControlled(t *testing.T) {
 		needed bool
 		diff   []string
 	}{
-		{"Schedule II quantity change", def, correct("pharmacy", "dispense", scheduleIIDispense, change(scheduleIIDispense, `"-30"`, `"-3"`)), true, []string{approval.FieldQuantity}},
+		{"Schedule II quantity change", def, correct("pharmacy", "dispense", scheduleIIDispense, change(scheduleIIDispense, `"-30"`, `"-3"`)), true, []string{pharmacy.FieldQuantity}},
 		{"Schedule IV, any correction (a note)", def, correct("pharmacy", "return", scheduleIVReturn, change(scheduleIVReturn, "returned to stock", "returned to stock by 陈伟")), true, nil},
 		{"Schedule IV lower-case, the expiry added", def, correct("pharmacy", "return", scheduleIVReturn, change(scheduleIVReturn, `"unit"`, `"expiry":"2027-01-31","unit"`)), true, nil},
-		{"not controlled, NDC change", def, correct("pharmacy", "dispense", noSchedule, change(noSchedule, "0781-1506-10", "0781-1506-01")), true, []string{approval.FieldOrderingKey, approval.FieldNDC}},
+		{"not controlled, NDC change", def, correct("pharmacy", "dispense", noSchedule, change(noSchedule, "0781-1506-10", "0781-1506-01")), true, []string{approval.FieldOrderingKey, pharmacy.FieldNDC}},
 		{"not controlled, note change", def, correct("pharmacy", "dispense", noSchedule, change(noSchedule, "Amoxicillin & clavulanate", "Amoxicillin & clavulanate 875 mg")), false, nil},
 		{"not controlled, NDC written in another layout", def, correct("pharmacy", "dispense", noSchedule, change(noSchedule, "0781-1506-10", "00781-1506-10")), false, nil},
 		{"not controlled, registrant upper-cased", def, correct("pharmacy", "dispense", noSchedule, change(noSchedule, `"BW4829137"`, `"bw4829137"`)), false, nil},
-		{"not controlled, lot change", def, correct("pharmacy", "dispense", noSchedule, change(noSchedule, `"A1234"`, `"A1243"`)), true, []string{approval.FieldOrderingKey, approval.FieldLot}},
+		{"not controlled, lot change", def, correct("pharmacy", "dispense", noSchedule, change(noSchedule, `"A1234"`, `"A1243"`)), true, []string{approval.FieldOrderingKey, pharmacy.FieldLot}},
 		{"not controlled, a JSON number quantity fixed as a string: the same quantity", def, correct("pharmacy", "dispense", string(change(noSchedule, `"-60"`, `-60`)), []byte(noSchedule)), false, nil},
-		{"not controlled, a JSON number quantity fixed to another", def, correct("pharmacy", "dispense", string(change(noSchedule, `"-60"`, `-60`)), change(noSchedule, `"-60"`, `"-6"`)), true, []string{approval.FieldQuantity}},
+		{"not controlled, a JSON number quantity fixed to another", def, correct("pharmacy", "dispense", string(change(noSchedule, `"-60"`, `-60`)), change(noSchedule, `"-60"`, `"-6"`)), true, []string{pharmacy.FieldQuantity}},
 		{"not controlled made Schedule II", def, correct("pharmacy", "dispense", noSchedule, change(noSchedule, `"dea_schedule":""`, `"dea_schedule":"II"`)), true, nil},
 		{"Schedule II made not controlled", def, correct("pharmacy", "dispense", scheduleIIDispense, change(scheduleIIDispense, `"dea_schedule":"II"`, `"dea_schedule":""`)), true, nil},
-		{"registrant change", def, correct("pharmacy", "dispense", noSchedule, change(noSchedule, "BW4829137", "AB1234563")), true, []string{approval.FieldIdempotencyKey, approval.FieldOrderingKey, approval.FieldRegistrant}},
-		{"unparseable record fixed", def, correct("pharmacy", "dispense", `{"transaction_id": "INV-2025-0190",`, []byte(noSchedule)), true, []string{approval.FieldIdempotencyKey, approval.FieldOrderingKey, approval.FieldQuantity, approval.FieldNDC, approval.FieldLot, approval.FieldRegistrant}},
+		{"registrant change", def, correct("pharmacy", "dispense", noSchedule, change(noSchedule, "BW4829137", "AB1234563")), true, []string{approval.FieldIdempotencyKey, approval.FieldOrderingKey, pharmacy.FieldRegistrant}},
+		{"unparseable record fixed", def, correct("pharmacy", "dispense", `{"transaction_id": "INV-2025-0190",`, []byte(noSchedule)), true, []string{approval.FieldIdempotencyKey, approval.FieldOrderingKey, pharmacy.FieldQuantity, pharmacy.FieldNDC, pharmacy.FieldLot, pharmacy.FieldRegistrant}},
 		{"FSMA quantity change keeps the identity rule", def, correct("fsma", "shipping", fsmaShipping, change(fsmaShipping, `"120"`, `"112"`)), false, nil},
 		{"FSMA naming a DEA schedule keeps the identity rule", def, correct("fsma", "shipping", fsmaShipping, change(fsmaShipping, `"unit"`, `"dea_schedule":"II","unit"`)), false, nil},
 		{"Schedule II quantity change, an existing store's identity policy", identity, correct("pharmacy", "dispense", scheduleIIDispense, change(scheduleIIDispense, `"-30"`, `"-3"`)), false, nil},
@@ -88,11 +89,11 @@ func TestNeedsControlled(t *testing.T) {
 	}
 	t.Run("the diff of a Schedule II quantity change", func(t *testing.T) {
 		d, _ := approval.Needs(def, tests[0].action)
-		want := []api.IdentityChange{{Field: approval.FieldQuantity, Before: "-30", After: "-3"}}
+		want := []api.IdentityChange{{Field: pharmacy.FieldQuantity, Before: "-30", After: "-3"}}
 		if !slices.Equal(d.Diff, want) {
 			t.Fatalf("Diff = %+v, want %+v", d.Diff, want)
 		}
-		if r := strings.Join(d.Reasons, "; "); !strings.Contains(r, "controlled substance") || !strings.Contains(r, approval.FieldQuantity) {
+		if r := strings.Join(d.Reasons, "; "); !strings.Contains(r, "controlled substance") || !strings.Contains(r, pharmacy.FieldQuantity) {
 			t.Fatalf("reasons %q name neither the schedule rule nor the field", r)
 		}
 	})

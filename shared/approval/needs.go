@@ -1,13 +1,11 @@
 package approval
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/domain"
-	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/domain/registry"
 	"github.com/deadletter/deadletter/shared/gate"
 )
@@ -51,8 +49,8 @@ type Decision struct {
 	// Reasons names the rules that matched (no values).
 	Reasons []string
 	// Diff lists the identity fields a correction changes, and under
-	// CorrectionsControlled the pharmacy key fields it changes
-	// (PharmacyKeyDiff), with their values: show it only to roles that read payloads (Redact), never
+	// CorrectionsControlled the key fields the domain's second-person
+	// rule lists (domain.Review.Changes), with their values: show it only to roles that read payloads (Redact), never
 	// log it (api.IdentityChange logs its field name only).
 	Diff []api.IdentityChange
 }
@@ -70,11 +68,11 @@ func (d Decision) DiffFields() []string {
 // correction that changes the event's identity (idempotency key, ordering
 // key, domain or event type, as the domain's rules derive them from the
 // payloads) always does, whatever p says, and the decision carries the
-// diff. Under CorrectionsControlled a correction of a pharmacy event does
-// too when either payload names a DEA schedule (Controlled) or the
-// correction changes its quantity, NDC, lot or registrant
-// (PharmacyKeyDiff, added to the diff). An unknown kind is an
-// ErrBadRequest.
+// diff. Under CorrectionsControlled a correction does too when its
+// domain's second-person rule says so (domain.Spec.SecondPerson: for
+// pharmacy, a DEA Schedule II–V substance or a change of quantity, NDC,
+// lot or registrant), the changes it lists added to the diff. An unknown
+// kind is an ErrBadRequest.
 func Needs(p Policy, a Action) (Decision, error) {
 	var d Decision
 	need := func(reason string) { d.Needed, d.Reasons = true, append(d.Reasons, reason) }
@@ -87,17 +85,13 @@ func Needs(p Policy, a Action) (Decision, error) {
 		if p.Corrections == CorrectionsAll {
 			need("policy: every correction")
 		}
-		if p.Corrections == CorrectionsControlled && (a.Domain == pharmacy.Name || a.CorrectedDomain == pharmacy.Name) {
-			if Controlled(a.Original) || Controlled(a.Corrected) {
-				need("policy: a correction of a controlled substance (DEA Schedule II–V)")
+		if p.Corrections == CorrectionsControlled {
+			r := domainReview(a)
+			for _, c := range r.Changes {
+				d.Diff = append(d.Diff, api.IdentityChange{Field: c.Field, Before: c.Before, After: c.After})
 			}
-			if keys := PharmacyKeyDiff(a.Original, a.Corrected); len(keys) > 0 {
-				d.Diff = append(d.Diff, keys...)
-				names := make([]string, len(keys))
-				for i, c := range keys {
-					names[i] = c.Field
-				}
-				need("policy: the correction changes the pharmacy event's " + strings.Join(names, ", "))
+			for _, reason := range r.Reasons {
+				need("policy: " + reason)
 			}
 		}
 		if !registry.Known(a.Domain) {
@@ -192,83 +186,21 @@ func IdentityDiff(a Action) []api.IdentityChange {
 	return out
 }
 
-// Pharmacy fields whose change needs a second person under
-// CorrectionsControlled (api.IdentityChange.Field), as the pharmacy
-// schema names them.
-const (
-	FieldQuantity   = "quantity_delta"
-	FieldNDC        = "ndc"
-	FieldLot        = "lot"
-	FieldRegistrant = "registrant_dea"
-)
-
-// controlledSchedules are the DEA schedules a pharmacy event may name
-// (the domain accepts II, IIN, III, IIIN, IV and V; N: non-narcotic), and
-// Schedule I, which it refuses but which is controlled all the same.
-var controlledSchedules = map[string]bool{"I": true, "II": true, "IIN": true, "III": true, "IIIN": true, "IV": true, "V": true}
-
-// Controlled reports whether pharmacy payload names a controlled
-// substance: its dea_schedule, trimmed and upper-cased, is a DEA
-// schedule. A payload that does not decode, or names no schedule (or one
-// the DEA has not), is not.
-func Controlled(payload []byte) bool {
-	doc, err := gate.Decode(payload)
-	if err != nil {
-		return false
-	}
-	s, ok := domain.String(doc, "dea_schedule")
-	return ok && controlledSchedules[strings.ToUpper(s)]
-}
-
-// PharmacyKeyDiff lists the pharmacy key fields (quantity, NDC, lot,
-// registrant) whose values differ between payloads original and
-// corrected, in that order, with their values as written. Two values are
-// the same when they are after trimming (and upper-casing a registrant),
-// when both NDCs normalize to the same NDC-11, and when both are absent,
-// null or empty. A payload that does not decode has none of them, so
-// every field the other one has differs.
-func PharmacyKeyDiff(original, corrected []byte) []api.IdentityChange {
-	before, _ := gate.Decode(original)
-	after, _ := gate.Decode(corrected)
-	var out []api.IdentityChange
-	for _, field := range [...]string{FieldQuantity, FieldNDC, FieldLot, FieldRegistrant} {
-		b, c := keyValue(before, field), keyValue(after, field)
-		if !sameKey(field, b, c) {
-			out = append(out, api.IdentityChange{Field: field, Before: b, After: c})
+// domainReview applies the second-person rule of the correction's domain
+// (domain.Spec.SecondPerson), and of the domain it would replay in when it
+// names another, to its payloads.
+func domainReview(a Action) domain.Review {
+	before, _ := domain.Decode(a.Original)
+	after, _ := domain.Decode(a.Corrected)
+	var r domain.Review
+	for i, dom := range []string{a.Domain, a.CorrectedDomain} {
+		if i == 1 && (dom == "" || dom == a.Domain) {
+			break
+		}
+		if spec, ok := registry.Lookup(dom); ok {
+			got := spec.ReviewCorrection(before, after)
+			r.Reasons, r.Changes = append(r.Reasons, got.Reasons...), append(r.Changes, got.Changes...)
 		}
 	}
-	return out
-}
-
-// keyValue is doc[field] as written: a string trimmed, another value as
-// its JSON text, "" when absent or null.
-func keyValue(doc domain.Doc, field string) string {
-	v, ok := doc[field]
-	if !ok || v == nil {
-		return ""
-	}
-	if s, ok := v.(string); ok {
-		return strings.TrimSpace(s)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprintf("%T", v)
-	}
-	return string(b)
-}
-
-// sameKey reports whether two values of field are the same key value.
-func sameKey(field, b, c string) bool {
-	switch field {
-	case FieldRegistrant:
-		return strings.EqualFold(b, c)
-	case FieldNDC:
-		if b == c {
-			return true
-		}
-		nb, errB := pharmacy.NormalizeNDC(b)
-		nc, errC := pharmacy.NormalizeNDC(c)
-		return errB == nil && errC == nil && nb == nc
-	}
-	return b == c
+	return r
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
+	"github.com/deadletter/deadletter/shared/domain/pharmacy"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
@@ -24,7 +25,7 @@ func TestOneOpenCorrectionAndStaleApproval(t *testing.T) {
 	id := e.quarantineInvalid(t, "TX-Müller&Söhne-1")
 	fixed := dispense("TX-Müller&Söhne-1") // the NDC as on the label
 	a := e.pending(t, operator, api.Redrive, api.RedriveRequest{DLQID: id, Payload: mustJSON(t, fixed), Reason: "NDC from the label <00406-0512-01>"})
-	if !slices.Contains(a.DiffFields, approval.FieldNDC) || a.Status != api.ApprovalPending {
+	if !slices.Contains(a.DiffFields, pharmacy.FieldNDC) || a.Status != api.ApprovalPending {
 		t.Fatalf("pending approval %+v: want the NDC among its diff fields", a)
 	}
 

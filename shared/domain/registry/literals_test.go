@@ -369,11 +369,6 @@ var singleDomainFeatures = []struct{ dir, file, why string }{
 	{"services/auditor/reconcile/", "document.go", "DSCSA EPCIS document reconciliation"},
 	// The EPCIS form of an inspection export holds DSCSA events only.
 	{"shared/exportsheet/", "epcis.go", "EPCIS export of DSCSA events"},
-	// The DEA's controlled substances: a second person for a correction
-	// of a Schedule II–V pharmacy event or of its quantity, NDC, lot or
-	// registrant (issue #40, O1). The rule is pharmacy's hook now
-	// (domain.Spec.SecondPerson): this entry goes when needs.go asks it.
-	{"shared/approval/", "needs.go", "DEA controlled-substance two-person default"},
 }
 
 // TestNoDomainConstantComparisons walks the Go syntax tree of every
