@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	github.com/creack/pty v1.1.24
-	github.com/deadletter/deadletter/services/auditor v0.0.0
 	github.com/deadletter/deadletter/services/deadletter v0.0.0-00010101000000-000000000000
 	github.com/deadletter/deadletter/shared v0.0.0
 	github.com/nats-io/nats.go v1.55.0
@@ -14,6 +13,19 @@ require (
 	github.com/xuri/excelize/v2 v2.11.1
 	golang.org/x/term v0.48.0
 	golang.org/x/text v0.43.0
+)
+
+require (
+	github.com/deadletter/deadletter/services/auditor v0.0.0 // indirect
+	github.com/fxamacker/cbor/v2 v2.9.4 // indirect
+	github.com/go-viper/mapstructure/v2 v2.5.0 // indirect
+	github.com/go-webauthn/webauthn v0.18.2 // indirect
+	github.com/go-webauthn/x v0.3.1 // indirect
+	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
+	github.com/philhofer/fwd v1.2.0 // indirect
+	github.com/standard-webhooks/standard-webhooks/libraries v1.3.0 // indirect
+	github.com/tinylib/msgp v1.6.4 // indirect
+	github.com/x448/float16 v0.8.4 // indirect
 )
 
 require (
