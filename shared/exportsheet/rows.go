@@ -351,9 +351,6 @@ func envelopeOf(dom string, doc domain.Doc) (env struct{ EventType, PartyID, Ide
 	return env
 }
 
-// cell is a payload value as text (the lot filter's reading).
-func cell(v any) string { return domain.CellText(v) }
-
 func payloadHash(p *record.Payload) string {
 	if p == nil {
 		return ""
