@@ -652,7 +652,7 @@ func TestRedrive(t *testing.T) {
 		// Each pending step asked twice (JSON, table): the second answers
 		// the first's pending approval.
 		if len(list.Approvals) != 2 {
-			t.Errorf("approval list: %d approvals", len(list.Approvals))
+			t.Errorf("approval list: %d approvals: %+v", len(list.Approvals), list.Approvals)
 		}
 		out := e.okAs(t, approverUser, "approval", "show", approvalID).stdout
 		if !strings.Contains(out, "IDENTITY DIFF") || !strings.Contains(out, "ordering_key") || !strings.Contains(out, "MEANING") {

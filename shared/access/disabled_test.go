@@ -129,10 +129,12 @@ func TestDisabledPersonIsToldSo(t *testing.T) {
 					return nil
 				})
 			}
+			// Counted before the subscription: the server's violation may
+			// come back before SubscribeSync returns.
+			before := w.count()
 			if _, err := nc.SubscribeSync(access.InboxPrefix(other) + ".>"); err != nil {
 				t.Fatal(err)
 			}
-			before := w.count()
 			if err := nc.Flush(); err != nil {
 				t.Fatal(err)
 			}
