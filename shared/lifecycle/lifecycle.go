@@ -130,8 +130,9 @@ func (b Base) Bind(ctx context.Context, in *Intake) error {
 // until ctx ends (retry.Consume: a consumption the server ends resumes on
 // the consumer bound again). It then drains the consumptions, lets the
 // workers handle every message delivered, and returns. A consume error
-// other than a missed heartbeat is logged.
+// other than a missed heartbeat is logged. Fewer than one worker is one.
 func (b Base) Consume(ctx context.Context, workers int, handle func(jetstream.Msg), intakes ...*Intake) {
+	workers = max(workers, 1)
 	work := make(chan jetstream.Msg, workers)
 	var wg sync.WaitGroup
 	for range workers {
@@ -240,8 +241,9 @@ type Requests struct {
 }
 
 // NewRequests starts workers goroutines that serve the requests handed to
-// the Handler with handle, for the service of b.
+// the Handler with handle, for the service of b (fewer than one is one).
 func (b Base) NewRequests(workers int, handle func(micro.Request)) *Requests {
+	workers = max(workers, 1)
 	r := &Requests{nc: b.NC, name: b.Name, requests: make(chan micro.Request)}
 	for range workers {
 		r.wg.Go(func() {
