@@ -74,6 +74,7 @@ import (
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/export"
 	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/lifecycle"
 	"github.com/deadletter/deadletter/shared/notify"
 	"github.com/deadletter/deadletter/shared/retry"
 	"github.com/deadletter/deadletter/shared/subjects"
@@ -91,7 +92,10 @@ var ErrNotProvisioned = errors.New("auditor: stream not provisioned")
 
 // Service is one auditor instance.
 type Service struct {
-	cfg     Config
+	cfg Config
+	// base is the service's skeleton: its connections, logger, start-up
+	// steps and stop (package lifecycle).
+	base    lifecycle.Base
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	gate    *gate.Gate
@@ -142,9 +146,6 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	if cfg.VerifyChainCache == 0 {
 		cfg.VerifyChainCache = defaultVerifyChainCache
 	}
@@ -163,12 +164,12 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc)
+	base, err := lifecycle.New(nc, "auditor", cfg.Instance, log)
 	if err != nil {
-		return nil, fmt.Errorf("auditor: %w", err)
+		return nil, err
 	}
-	log = log.With("service", "auditor", "instance", cfg.Instance)
-	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log, now: time.Now, verifyBatch: verify.DefaultBatch,
+	js, log := base.JS, base.Log
+	s := &Service{cfg: cfg, base: base, nc: nc, js: js, gate: g, log: log, now: time.Now, verifyBatch: verify.DefaultBatch,
 		seenBits: verify.SeenFilterBits, signer: signer}
 	m := newMetrics(cfg.Registerer, func() float64 { return s.checkpoints.Age() }, func() float64 { return s.checkpoints.Behind() })
 	s.metrics = m
@@ -200,17 +201,10 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 // service.
 func (s *Service) Run(ctx context.Context) (err error) {
 	// Stopped during start-up: a clean stop.
-	defer func() {
-		if errors.Is(err, retry.ErrStopped) {
-			err = nil
-		}
-	}()
+	defer lifecycle.Clean(&err)
 	// Set-up waits for the cluster (a leader election, a server not up
 	// yet, a stream not provisioned yet) until ctx ends: package retry.
-	s.quarantine, err = retry.Value(ctx, s.log, "QUARANTINE stream", func(ctx context.Context) (jetstream.Stream, error) {
-		return s.js.Stream(ctx, subjects.QuarantineStream)
-	})
-	if err != nil {
+	if s.quarantine, err = s.base.Stream(ctx, "QUARANTINE stream", subjects.QuarantineStream); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.QuarantineStream, err)
 	}
 	// Retention: a QUARANTINE that could expire records before the
@@ -219,29 +213,18 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	if err := s.holds.CheckRetention(ctx, s.quarantine, ErrNotProvisioned); err != nil {
 		return err
 	}
-	s.audit, err = retry.Value(ctx, s.log, "AUDIT stream", func(ctx context.Context) (jetstream.Stream, error) {
-		return s.js.Stream(ctx, subjects.AuditStream)
-	})
-	if err != nil {
+	if s.audit, err = s.base.Stream(ctx, "AUDIT stream", subjects.AuditStream); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.AuditStream, err)
 	}
-	s.events, err = retry.Value(ctx, s.log, "EVENTS stream", func(ctx context.Context) (jetstream.Stream, error) {
-		return s.js.Stream(ctx, subjects.EventsStream)
-	})
-	if err != nil {
+	if s.events, err = s.base.Stream(ctx, "EVENTS stream", subjects.EventsStream); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.EventsStream, err)
 	}
-	s.keys, err = retry.Value(ctx, s.log, "idempotency bucket", func(ctx context.Context) (jetstream.KeyValue, error) {
-		return s.js.KeyValue(ctx, subjects.IdempotencyBucket)
-	})
-	if err != nil {
+	if s.keys, err = s.base.Bucket(ctx, "idempotency bucket", subjects.IdempotencyBucket); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.IdempotencyBucket, err)
 	}
 	s.reconciler.Bind(s.events, s.keys)
 	// HOLDS restored from AUDIT before the holds are loaded from it.
-	if _, err := retry.Value(ctx, s.log, "holds bucket", func(ctx context.Context) (jetstream.KeyValue, error) {
-		return s.js.KeyValue(ctx, subjects.HoldsBucket)
-	}); err != nil {
+	if _, err := s.base.Bucket(ctx, "holds bucket", subjects.HoldsBucket); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, subjects.HoldsBucket, err)
 	}
 	s.restoreHolds(ctx)
@@ -278,24 +261,22 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	}
 	defer follow.Stop()
 
-	svc, err := micro.AddService(s.nc, micro.Config{
-		Name:        "auditor",
-		Version:     Version,
-		Description: "deadletter auditor: verification, reconciliation, triage groups, legal holds; writes checkpoints, the access audit, holds and LEGALHOLD",
-	})
-	if err != nil {
-		return fmt.Errorf("auditor: micro: %w", err)
-	}
-	defer func() { _ = svc.Stop() }()
 	// Requests are served by the endpoint layer (strict decoding and
 	// validation, bounded time and concurrency); Run waits for those in
 	// flight when it stops.
-	srv := endpoint.NewServer(s.nc, endpoint.Options{Context: ctx, MaxInFlight: s.cfg.MaxInFlight, Log: s.log})
-	defer srv.Wait()
+	serving, err := s.base.Serve(micro.Config{
+		Version:     Version,
+		Description: "deadletter auditor: verification, reconciliation, triage groups, legal holds; writes checkpoints, the access audit, holds and LEGALHOLD",
+	}, endpoint.Options{Context: ctx, MaxInFlight: s.cfg.MaxInFlight})
+	if err != nil {
+		return err
+	}
+	defer serving.Stop()
+	srv, svc := serving.Server, serving.Service
 	// Each endpoint is the endpoint table's row (access.Endpoints): its
 	// name, subject and time limit come from there, and so do the roles
 	// its checks allow.
-	for _, err := range []error{
+	if err := serving.Add(
 		endpoint.AddListed(srv, svc, api.AuditVerify, withCaller(s.Verify)),
 		endpoint.AddListed(srv, svc, api.AuditReconcile, withCaller(s.Reconcile)),
 		endpoint.AddListed(srv, svc, api.AuditGet, withCaller(s.Get)),
@@ -314,10 +295,8 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		endpoint.AddListed(srv, svc, api.HoldList, withCaller(s.holds.List)),
 		endpoint.AddListed(srv, svc, api.HoldGet, withCaller(s.holds.Get)),
 		endpoint.AddListed(srv, svc, api.HoldLiftApproved, withCaller(s.holds.LiftApproved)),
-	} {
-		if err != nil {
-			return fmt.Errorf("auditor: micro: %w", err)
-		}
+	); err != nil {
+		return err
 	}
 	s.log.Info("auditor started", "grace", s.cfg.Grace.String(), "checkpoint_interval", s.cfg.CheckpointInterval.String())
 
@@ -352,8 +331,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	})
 	<-ctx.Done()
 	wg.Wait()
-	_ = svc.Stop()
-	srv.Wait()
+	serving.Stop()
 	if s.cfg.CheckpointInterval > 0 {
 		stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), anchor.ShutdownTimeout)
 		s.checkpoints.Auto(stop, "shutdown", false)

@@ -22,10 +22,8 @@ package quarantiner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,12 +37,10 @@ import (
 	"github.com/deadletter/deadletter/shared/batch"
 	"github.com/deadletter/deadletter/shared/chain"
 	"github.com/deadletter/deadletter/shared/config"
-	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/failpoint"
 	"github.com/deadletter/deadletter/shared/gate"
+	"github.com/deadletter/deadletter/shared/lifecycle"
 	"github.com/deadletter/deadletter/shared/record"
-	"github.com/deadletter/deadletter/shared/retry"
-	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
 )
@@ -57,7 +53,10 @@ const batchTimeout = 10 * time.Second
 
 // Service is one quarantiner instance.
 type Service struct {
-	cfg      Config
+	cfg Config
+	// base is the service's skeleton: its connections, logger, start-up
+	// steps and stop (package lifecycle).
+	base     lifecycle.Base
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	gate     *gate.Gate
@@ -97,27 +96,25 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	g, err := gate.New(cfg.MaxPayload)
 	if err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("quarantiner: %w", err)
-	}
 	if cfg.InstanceID == "" {
 		cfg.InstanceID = config.InstanceID("quarantiner")
 	}
+	base, err := lifecycle.New(nc, "quarantiner", cfg.InstanceID, log)
+	if err != nil {
+		return nil, err
+	}
+	js := base.JS
 	decisions := cfg.Decisions
 	if decisions == nil {
 		decisions = approval.AuditRegistry{JS: js}
 	}
 	return &Service{
-		cfg: cfg, nc: nc, js: js, gate: g, now: time.Now, decisions: decisions,
-		log:     log.With("service", "quarantiner", "instance", cfg.InstanceID),
+		cfg: cfg, base: base, nc: nc, js: js, gate: g, now: time.Now, decisions: decisions,
+		log:     base.Log,
 		metrics: newMetrics(cfg.Registerer),
 		tr:      telemetry.NewTracer(cfg.TracerProvider, cfg.Propagator),
 		started: make(chan struct{}),
@@ -128,24 +125,15 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 // the consumers, finishes the records in flight and stops its micro service.
 func (s *Service) Run(ctx context.Context) (err error) {
 	// Stopped during start-up: a clean stop.
-	defer func() {
-		if errors.Is(err, retry.ErrStopped) {
-			err = nil
-		}
-	}()
+	defer lifecycle.Clean(&err)
 	// Set-up waits for the cluster (a leader election, a server not up
 	// yet, a consumer not provisioned yet) until ctx ends: package retry.
 	if s.cfg.Provision {
-		if err := retry.Provisioning().Do(ctx, s.log, "provision", func(ctx context.Context) error {
-			return streams.EnsureCore(ctx, s.js, s.cfg.Streams)
-		}); err != nil {
-			return fmt.Errorf("%s: %w", "quarantiner", err)
+		if err := s.base.Provision(ctx, s.cfg.Streams); err != nil {
+			return err
 		}
 	}
-	_, err = retry.Value(ctx, s.log, "QUARANTINE stream", func(ctx context.Context) (jetstream.Stream, error) {
-		return s.js.Stream(ctx, subjects.QuarantineStream)
-	})
-	if err != nil {
+	if _, err = s.base.Stream(ctx, "QUARANTINE stream", subjects.QuarantineStream); err != nil {
 		return fmt.Errorf("quarantiner: %s must be provisioned by an administrator: %w", subjects.QuarantineStream, err)
 	}
 	var w *writer
@@ -159,131 +147,60 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	if s.chains, err = newChains(s.js, s.tr, s.cfg.ChainCache, w); err != nil {
 		return fmt.Errorf("quarantiner: %w", err)
 	}
-	s.events, err = retry.Value(ctx, s.log, "EVENTS stream", func(ctx context.Context) (jetstream.Stream, error) {
-		return s.js.Stream(ctx, subjects.EventsStream)
-	})
-	if err != nil {
+	if s.events, err = s.base.Stream(ctx, "EVENTS stream", subjects.EventsStream); err != nil {
 		return fmt.Errorf("quarantiner: %w", err)
 	}
-	s.attempts, err = retry.Value(ctx, s.log, "attempts bucket", func(ctx context.Context) (jetstream.KeyValue, error) {
-		return s.js.KeyValue(ctx, subjects.AttemptsBucket)
-	})
-	if err != nil {
+	if s.attempts, err = s.base.Bucket(ctx, "attempts bucket", subjects.AttemptsBucket); err != nil {
 		return fmt.Errorf("quarantiner: %w", err)
 	}
-	failures, err := retry.Value(ctx, s.log, "failures consumer", func(ctx context.Context) (jetstream.Consumer, error) {
-		return streams.BindConsumer(ctx, s.js, subjects.FailuresStream, s.cfg.FailuresConsumerConfig(), s.cfg.CreateConsumer)
-	})
-	if err != nil {
+	failures := &lifecycle.Intake{Step: "failures consumer", Stream: subjects.FailuresStream,
+		Config: s.cfg.FailuresConsumerConfig, Create: s.cfg.CreateConsumer}
+	if err := s.base.Bind(ctx, failures); err != nil {
 		return fmt.Errorf("quarantiner: failures consumer: %w", err)
 	}
-	advisories, err := retry.Value(ctx, s.log, "advisories consumer", func(ctx context.Context) (jetstream.Consumer, error) {
-		return streams.BindConsumer(ctx, s.js, subjects.AdvisoriesStream, s.cfg.AdvisoriesConsumerConfig(), s.cfg.CreateConsumer)
-	})
-	if err != nil {
+	advisories := &lifecycle.Intake{Step: "advisories consumer", Stream: subjects.AdvisoriesStream,
+		Config: s.cfg.AdvisoriesConsumerConfig, Create: s.cfg.CreateConsumer}
+	if err := s.base.Bind(ctx, advisories); err != nil {
 		return fmt.Errorf("quarantiner: advisories consumer: %w", err)
 	}
 
-	svc, err := micro.AddService(s.nc, micro.Config{
-		Name:        "quarantiner",
+	svc, stop, err := s.base.Micro(micro.Config{
 		Version:     Version,
 		Description: "deadletter quarantiner: the only writer of sealed quarantine records",
 	})
 	if err != nil {
-		return fmt.Errorf("quarantiner: micro: %w", err)
+		return err
 	}
-	// Appends are served concurrently (micro calls a handler one request at
-	// a time) by AppendWorkers goroutines, which keep their grown stacks from one
-	// request to the next; appends to one chain stay safe because each is
-	// conditional on the chain's last sequence.
-	requests := make(chan micro.Request)
-	var appends sync.WaitGroup
-	for range s.cfg.AppendWorkers {
-		appends.Add(1)
-		go func() {
-			defer appends.Done()
-			for r := range requests {
-				if r.Subject() == api.QuarantinerRepair {
-					s.handleRepair(r)
-					continue
-				}
-				s.handleAppend(r)
-			}
-		}()
-	}
-	// A request still arriving while the service stops is refused; the
-	// requests handed over are finished.
-	var mu sync.RWMutex
-	stopped := false
-	defer func() {
-		_ = svc.Stop()
-		mu.Lock()
-		stopped = true
-		close(requests)
-		mu.Unlock()
-		appends.Wait()
-	}()
-	concurrent := func(r micro.Request) {
-		mu.RLock()
-		defer mu.RUnlock()
-		if stopped {
-			_ = r.Error(api.ErrUnavailable, "the quarantiner is stopping", nil)
+	// Appends are served concurrently by AppendWorkers goroutines;
+	// appends to one chain stay safe because each is conditional on the
+	// chain's last sequence. A request still arriving while the service
+	// stops is refused; the requests handed over are finished.
+	requests := s.base.NewRequests(s.cfg.AppendWorkers, func(r micro.Request) {
+		if r.Subject() == api.QuarantinerRepair {
+			s.handleRepair(r)
 			return
 		}
-		requests <- endpoint.Detach(s.nc, r) // answered after this handler returns
-	}
-	if err := svc.AddGroup("quarantiner").AddEndpoint("append", endpoint.Guard(micro.HandlerFunc(concurrent)),
-		micro.WithEndpointMetadata(map[string]string{"description": "append a lifecycle record to a chain (redriver, operators)"})); err != nil {
-		return fmt.Errorf("quarantiner: micro endpoint: %w", err)
-	}
-	if err := svc.AddGroup("quarantiner").AddEndpoint("hold", endpoint.Guard(micro.HandlerFunc(concurrent)),
-		micro.WithEndpointMetadata(map[string]string{"description": "append a legal hold's record to a chain (auditor); no other kind"})); err != nil {
-		return fmt.Errorf("quarantiner: micro endpoint: %w", err)
-	}
-	if err := svc.AddGroup("quarantiner").AddEndpoint("repair", endpoint.Guard(micro.HandlerFunc(concurrent)),
-		micro.WithEndpointMetadata(map[string]string{"description": "seal the record of an event left without an outcome, read from EVENTS (auditor's reconciliation)"})); err != nil {
-		return fmt.Errorf("quarantiner: micro endpoint: %w", err)
+		s.handleAppend(r)
+	})
+	defer func() {
+		stop()
+		requests.Stop()
+	}()
+	for _, e := range []struct{ name, description string }{
+		{"append", "append a lifecycle record to a chain (redriver, operators)"},
+		{"hold", "append a legal hold's record to a chain (auditor); no other kind"},
+		{"repair", "seal the record of an event left without an outcome, read from EVENTS (auditor's reconciliation)"},
+	} {
+		if err := svc.AddGroup("quarantiner").AddEndpoint(e.name, requests.Handler(),
+			micro.WithEndpointMetadata(map[string]string{"description": e.description})); err != nil {
+			return fmt.Errorf("quarantiner: micro endpoint: %w", err)
+		}
 	}
 
-	work := make(chan jetstream.Msg, s.cfg.Workers)
-	var wg sync.WaitGroup
-	for range s.cfg.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for m := range work {
-				s.handle(m)
-			}
-		}()
-	}
-	errHandler := jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		if !errors.Is(err, jetstream.ErrNoHeartbeat) {
-			s.log.Warn("consume error", "err", err)
-		}
-	})
 	s.log.Info("quarantiner started", "workers", s.cfg.Workers, "append_workers", s.cfg.AppendWorkers, "redrive_cap", s.cfg.RedriveCap)
 	close(s.started)
-	// Until ctx ends; a consumption the server ends (its consumer deleted
-	// and provisioned again) resumes on the consumer bound again.
-	var consumers sync.WaitGroup
-	for _, c := range []struct {
-		step   string
-		stream string
-		cons   jetstream.Consumer
-		config func() jetstream.ConsumerConfig
-	}{
-		{"failures consumer", subjects.FailuresStream, failures, s.cfg.FailuresConsumerConfig},
-		{"advisories consumer", subjects.AdvisoriesStream, advisories, s.cfg.AdvisoriesConsumerConfig},
-	} {
-		consumers.Go(func() {
-			retry.Consume(ctx, s.log, c.step, c.cons, func(ctx context.Context) (jetstream.Consumer, error) {
-				return streams.BindConsumer(ctx, s.js, c.stream, c.config(), s.cfg.CreateConsumer)
-			}, func(m jetstream.Msg) { work <- m }, errHandler, jetstream.PullMaxMessages(2*s.cfg.Workers))
-		})
-	}
-	consumers.Wait()
-	close(work)
-	wg.Wait()
+	// Until ctx ends, then every intake message delivered is handled.
+	s.base.Consume(ctx, s.cfg.Workers, s.handle, failures, advisories)
 	s.log.Info("quarantiner stopped")
 	return nil
 }

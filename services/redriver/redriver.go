@@ -41,7 +41,6 @@ package redriver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -62,10 +61,10 @@ import (
 	"github.com/deadletter/deadletter/shared/endpoint"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/hold"
+	"github.com/deadletter/deadletter/shared/lifecycle"
 	"github.com/deadletter/deadletter/shared/notify"
 	"github.com/deadletter/deadletter/shared/rebuild"
 	"github.com/deadletter/deadletter/shared/retry"
-	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 	"github.com/deadletter/deadletter/shared/telemetry"
 )
@@ -82,7 +81,10 @@ const GCPercent = 100
 
 // Service is one redriver instance.
 type Service struct {
-	cfg     Config
+	cfg Config
+	// base is the service's skeleton: its connections, logger, start-up
+	// steps and stop (package lifecycle).
+	base    lifecycle.Base
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	gate    *gate.Gate
@@ -117,9 +119,6 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	if cfg.InstanceID == "" {
 		cfg.InstanceID = config.InstanceID("redriver")
 	}
@@ -127,19 +126,19 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc)
+	base, err := lifecycle.New(nc, "redriver", cfg.InstanceID, log)
 	if err != nil {
-		return nil, fmt.Errorf("redriver: %w", err)
+		return nil, err
 	}
 	secret, err := cfg.replaySecret()
 	if err != nil {
 		return nil, err
 	}
-	log = log.With("service", "redriver", "instance", cfg.InstanceID)
+	js, log := base.JS, base.Log
 	m := newMetrics(cfg.Registerer)
 	s := &Service{
 		tr:  telemetry.NewTracer(cfg.TracerProvider, cfg.Propagator),
-		cfg: cfg, nc: nc, js: js, gate: g,
+		cfg: cfg, base: base, nc: nc, js: js, gate: g,
 		log:     log,
 		metrics: m,
 	}
@@ -187,39 +186,26 @@ func (s *Service) InstanceID() string { return s.cfg.InstanceID }
 // resumed) and waits for them.
 func (s *Service) Run(ctx context.Context) (err error) {
 	// Stopped during start-up: a clean stop.
-	defer func() {
-		if errors.Is(err, retry.ErrStopped) {
-			err = nil
-		}
-	}()
+	defer lifecycle.Clean(&err)
 	// Set-up waits for the cluster (a leader election, a server not up
 	// yet, a consumer not provisioned yet) until ctx ends: package retry.
 	if s.cfg.Provision {
-		if err := retry.Provisioning().Do(ctx, s.log, "provision", func(ctx context.Context) error {
-			return streams.EnsureCore(ctx, s.js, s.cfg.Streams)
-		}); err != nil {
-			return fmt.Errorf("%s: %w", "redriver", err)
+		if err := s.base.Provision(ctx, s.cfg.Streams); err != nil {
+			return err
 		}
 	}
-	_, err = retry.Value(ctx, s.log, "QUARANTINE stream", func(ctx context.Context) (jetstream.Stream, error) {
-		return s.js.Stream(ctx, subjects.QuarantineStream)
-	})
-	if err != nil {
+	if _, err = s.base.Stream(ctx, "QUARANTINE stream", subjects.QuarantineStream); err != nil {
 		return fmt.Errorf("redriver: %s must be provisioned by an administrator: %w", subjects.QuarantineStream, err)
 	}
 	s.chains = &chains{reader: chain.NewReader(s.js), app: chain.NewAppender(s.nc, api.QuarantinerAppend).WithTracer(s.tr)}
 	s.approvalDesk.Chains = s.chains
 	holds := hold.NewStore(s.js, s.log)
 	s.redrives.Chains, s.redrives.Holds = s.chains, holds.Active
-	idem, err := retry.Value(ctx, s.log, "idempotency bucket", func(ctx context.Context) (jetstream.KeyValue, error) {
-		return s.js.KeyValue(ctx, subjects.IdempotencyBucket)
-	})
+	idem, err := s.base.Bucket(ctx, "idempotency bucket", subjects.IdempotencyBucket)
 	if err != nil {
 		return fmt.Errorf("redriver: %w", err)
 	}
-	drainsKV, err := retry.Value(ctx, s.log, "drains bucket", func(ctx context.Context) (jetstream.KeyValue, error) {
-		return s.js.KeyValue(ctx, subjects.DrainsBucket)
-	})
+	drainsKV, err := s.base.Bucket(ctx, "drains bucket", subjects.DrainsBucket)
 	if err != nil {
 		return fmt.Errorf("redriver: %w", err)
 	}
@@ -251,23 +237,20 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	waitReplays := s.replayer.Run(s.runCtx)
 	defer func() { s.runCancel(); waitReplays() }()
 
-	svc, err := micro.AddService(s.nc, micro.Config{
-		Name:        "redriver",
-		Version:     Version,
-		Description: "deadletter redriver: drains and redrives of quarantined events through the validation gate",
-	})
-	if err != nil {
-		return fmt.Errorf("redriver: micro: %w", err)
-	}
-	stopSvc := sync.OnceFunc(func() { _ = svc.Stop() })
-	defer stopSvc()
 	// Requests are served by the endpoint layer (strict decoding and
 	// validation, bounded time and concurrency), which tracks those in
 	// flight: shutdown waits for them before it waits for the drains and
 	// observations they started.
-	srv := endpoint.NewServer(s.nc, endpoint.Options{Context: s.runCtx, MaxInFlight: s.cfg.MaxInFlight, Log: s.log,
+	serving, err := s.base.Serve(micro.Config{
+		Version:     Version,
+		Description: "deadletter redriver: drains and redrives of quarantined events through the validation gate",
+	}, endpoint.Options{Context: s.runCtx, MaxInFlight: s.cfg.MaxInFlight,
 		Refused: func(_, code string) { s.metrics.refused.WithLabelValues(code).Inc() }})
-	defer srv.Wait()
+	if err != nil {
+		return err
+	}
+	defer serving.Stop()
+	srv, svc := serving.Server, serving.Service
 	// Each endpoint is the endpoint table's row (access.Endpoints): its
 	// name, time limit and the roles allowed (caller) come from there.
 	// The redrive waits for its replay's outcome up to RedriveWait beyond
@@ -277,7 +260,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("redriver: micro: %w", err)
 	}
 	redrive.Timeout += s.cfg.RedriveWait
-	for _, err := range []error{
+	if err := serving.Add(
 		endpoint.AddListed(srv, svc, api.DrainStart, s.handleDrainStart),
 		endpoint.AddListed(srv, svc, api.DrainStatus, s.handleDrainStatus),
 		endpoint.AddListed(srv, svc, api.DrainCancel, s.handleDrainCancel),
@@ -293,10 +276,8 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		endpoint.AddListed(srv, svc, api.ApprovalHoldLift, s.handleApprovalHoldLift),
 		endpoint.AddListed(srv, svc, api.PolicyGet, s.handlePolicyGet),
 		endpoint.AddListed(srv, svc, api.PolicySet, s.handlePolicySet),
-	} {
-		if err != nil {
-			return fmt.Errorf("redriver: micro: %w", err)
-		}
+	); err != nil {
+		return err
 	}
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	s.drainRunner.TakeOver(tctx)
@@ -326,10 +307,10 @@ loop:
 			s.approvalDesk.Sweep(s.runCtx, &s.wg, approvals.ApproveTimeout+time.Minute)
 		}
 	}
-	stopSvc()
+	serving.Close()
 	s.runCancel()
-	srv.Wait()  // no request in flight: none can start a drain or an observation now
-	s.wg.Wait() // the drains and observations
+	serving.Wait() // no request in flight: none can start a drain or an observation now
+	s.wg.Wait()    // the drains and observations
 
 	s.log.Info("redriver stopped")
 	return nil

@@ -25,7 +25,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,6 +45,7 @@ import (
 	"github.com/deadletter/deadletter/shared/failpoint"
 	"github.com/deadletter/deadletter/shared/gate"
 	"github.com/deadletter/deadletter/shared/idempotency"
+	"github.com/deadletter/deadletter/shared/lifecycle"
 	"github.com/deadletter/deadletter/shared/record"
 	"github.com/deadletter/deadletter/shared/retry"
 	"github.com/deadletter/deadletter/shared/streams"
@@ -58,7 +58,10 @@ const Version = "0.1.0"
 
 // Service is one validator instance.
 type Service struct {
-	cfg     Config
+	cfg Config
+	// base is the service's skeleton: its connections, logger, start-up
+	// steps and stop (package lifecycle).
+	base    lifecycle.Base
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	gate    *gate.Gate
@@ -91,9 +94,6 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	if cfg.InstanceID == "" {
 		cfg.InstanceID = config.InstanceID("validator")
 	}
@@ -106,11 +106,12 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Service, error) {
 			return nil, fmt.Errorf("validator: %w", err)
 		}
 	}
-	js, err := jetstream.New(nc)
+	base, err := lifecycle.New(nc, "validator", cfg.InstanceID, log)
 	if err != nil {
-		return nil, fmt.Errorf("validator: %w", err)
+		return nil, err
 	}
-	s := &Service{cfg: cfg, nc: nc, js: js, gate: g, log: log.With("service", "validator", "instance", cfg.InstanceID),
+	js := base.JS
+	s := &Service{cfg: cfg, base: base, nc: nc, js: js, gate: g, log: base.Log,
 		metrics: newMetrics(cfg.Registerer), tr: telemetry.NewTracer(cfg.TracerProvider, cfg.Propagator)}
 	s.commit = &committer{js: js, owner: cfg.InstanceID, lease: cfg.ClaimLease, now: time.Now, ledger: subjects.Ledger, failpoint: cfg.Failpoint}
 	if cfg.DownstreamURL != "" {
@@ -165,35 +166,23 @@ func (s *Service) Stats() Stats {
 // the events in flight and stops its micro service.
 func (s *Service) Run(ctx context.Context) (err error) {
 	// Stopped during start-up: a clean stop.
-	defer func() {
-		if errors.Is(err, retry.ErrStopped) {
-			err = nil
-		}
-	}()
+	defer lifecycle.Clean(&err)
 	// Set-up waits for the cluster (a leader election, a server not up
 	// yet, a consumer not provisioned yet) until ctx ends: package retry.
 	if s.cfg.Provision {
-		if err := retry.Provisioning().Do(ctx, s.log, "provision", func(ctx context.Context) error {
-			return streams.EnsureCore(ctx, s.js, s.cfg.Streams)
-		}); err != nil {
-			return fmt.Errorf("validator: %w", err)
+		if err := s.base.Provision(ctx, s.cfg.Streams); err != nil {
+			return err
 		}
 	}
-	kv, err := retry.Value(ctx, s.log, "idempotency bucket", func(ctx context.Context) (jetstream.KeyValue, error) {
-		return s.js.KeyValue(ctx, subjects.IdempotencyBucket)
-	})
+	kv, err := s.base.Bucket(ctx, "idempotency bucket", subjects.IdempotencyBucket)
 	if err != nil {
 		return fmt.Errorf("validator: idempotency bucket: %w", err)
 	}
-	attempts, err := retry.Value(ctx, s.log, "attempts bucket", func(ctx context.Context) (jetstream.KeyValue, error) {
-		return s.js.KeyValue(ctx, subjects.AttemptsBucket)
-	})
+	attempts, err := s.base.Bucket(ctx, "attempts bucket", subjects.AttemptsBucket)
 	if err != nil {
 		return fmt.Errorf("validator: attempts bucket: %w", err)
 	}
-	if _, err := retry.Value(ctx, s.log, "documents stream", func(ctx context.Context) (jetstream.Stream, error) {
-		return s.js.Stream(ctx, streams.DocumentsStream)
-	}); err != nil {
+	if _, err := s.base.Stream(ctx, "documents stream", streams.DocumentsStream); err != nil {
 		return fmt.Errorf("validator: documents stream: %w", err)
 	}
 	s.commit.kv = kv
@@ -223,15 +212,12 @@ func (s *Service) Run(ctx context.Context) (err error) {
 			<-batched
 		}()
 	}
-	cons, err := retry.Value(ctx, s.log, "events consumer", func(ctx context.Context) (jetstream.Consumer, error) {
-		return streams.BindConsumer(ctx, s.js, subjects.EventsStream, s.cfg.ConsumerConfig(), s.cfg.CreateConsumer)
-	})
-	if err != nil {
+	events := &lifecycle.Intake{Step: "events consumer", Stream: subjects.EventsStream, Config: s.cfg.ConsumerConfig, Create: s.cfg.CreateConsumer}
+	if err := s.base.Bind(ctx, events); err != nil {
 		return fmt.Errorf("validator: %w", err)
 	}
 
-	svc, err := micro.AddService(s.nc, micro.Config{
-		Name:        "validator",
+	svc, stop, err := s.base.Micro(micro.Config{
 		Version:     Version,
 		Description: "deadletter validation gate: checks events and commits them exactly once",
 		StatsHandler: func(*micro.Endpoint) any {
@@ -239,41 +225,19 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("validator: micro: %w", err)
+		return err
 	}
-	defer func() { _ = svc.Stop() }()
+	defer stop()
 	if err := svc.AddGroup("validator").AddEndpoint("check", endpoint.Guard(micro.HandlerFunc(s.handleCheck)),
 		micro.WithEndpointSubject("check.>"),
 		micro.WithEndpointMetadata(map[string]string{"description": "dry-run an event: validator.check.<domain>.<type> with the payload as body"})); err != nil {
 		return fmt.Errorf("validator: micro endpoint: %w", err)
 	}
 
-	work := make(chan jetstream.Msg, s.cfg.Workers)
-	var wg sync.WaitGroup
-	for range s.cfg.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for m := range work {
-				s.handle(m, attempts)
-			}
-		}()
-	}
 	s.log.Info("validator started", "consumer", s.cfg.Consumer, "workers", s.cfg.Workers,
 		"max_deliver", s.cfg.MaxDeliver, "downstream", s.downstreamName())
-	// Until ctx ends; a consumption the server ends (its consumer deleted
-	// and provisioned again) resumes on the consumer bound again.
-	retry.Consume(ctx, s.log, "events consumer", cons, func(ctx context.Context) (jetstream.Consumer, error) {
-		return streams.BindConsumer(ctx, s.js, subjects.EventsStream, s.cfg.ConsumerConfig(), s.cfg.CreateConsumer)
-	}, func(m jetstream.Msg) { work <- m },
-		jetstream.PullMaxMessages(2*s.cfg.Workers),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
-				s.log.Warn("consume error", "err", err)
-			}
-		}))
-	close(work)
-	wg.Wait()
+	// Until ctx ends, then every event delivered is handled.
+	s.base.Consume(ctx, s.cfg.Workers, func(m jetstream.Msg) { s.handle(m, attempts) }, events)
 	s.log.Info("validator stopped", "stats", s.Stats())
 	return nil
 }
