@@ -6,7 +6,6 @@ import (
 
 	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/domain/dscsa/eventhash"
-	"github.com/deadletter/deadletter/shared/envelope"
 )
 
 // The DSCSA content identities (domain.ContentIdentity).
@@ -32,29 +31,21 @@ const (
 // sub-millisecond digits...) another.
 func contentIdentity() *domain.ContentIdentity {
 	return &domain.ContentIdentity{
-		Name:    ContentIdentityExact,
-		Hash:    contentHash,
-		Checked: checkedContentHash,
+		Name: ContentIdentityExact,
+		Hash: contentHash,
+		// No Checked: the envelope's EventHashID is the reference's ID,
+		// not the key's this hash is of.
 		Earlier: map[string]func(domain.Doc) string{ContentIdentityEventHash: legacyContentHash},
 	}
 }
 
 // contentHash is the ContentIdentityExact hash of an event: exactHash of
-// the digest of its CBV 2.0 event hash ID (the ID Check and Identify put
-// in the envelope).
+// the digest of its normalized CBV 2.0 event hash ID (eventhash.KeyID, the
+// one its key is of; never the reference's ID of the envelope, which can
+// tell the XML and JSON forms of one event apart).
 func contentHash(doc domain.Doc) string {
-	d, _ := eventhash.Digest(eventhash.ID(doc, nil))
+	d, _ := eventhash.Digest(eventhash.KeyID(doc, nil))
 	return exactHash(d, doc)
-}
-
-// checkedContentHash is contentHash for an event Check accepted into env:
-// env's EventHashID is the ID the hash is of, so it is not derived twice
-// (the exact content is).
-func checkedContentHash(env envelope.Envelope, doc domain.Doc) string {
-	if d, ok := eventhash.Digest(env.EventHashID); ok {
-		return exactHash(d, doc)
-	}
-	return contentHash(doc)
 }
 
 // exactHash is the ContentIdentityExact hash of an event whose event hash
