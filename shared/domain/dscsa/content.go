@@ -6,6 +6,7 @@ import (
 
 	"github.com/deadletter/deadletter/shared/domain"
 	"github.com/deadletter/deadletter/shared/domain/dscsa/eventhash"
+	"github.com/deadletter/deadletter/shared/envelope"
 )
 
 // The DSCSA content identities (domain.ContentIdentity).
@@ -31,10 +32,9 @@ const (
 // sub-millisecond digits...) another.
 func contentIdentity() *domain.ContentIdentity {
 	return &domain.ContentIdentity{
-		Name: ContentIdentityExact,
-		Hash: contentHash,
-		// No Checked: the envelope's EventHashID is the reference's ID,
-		// not the key's this hash is of.
+		Name:    ContentIdentityExact,
+		Hash:    contentHash,
+		Checked: checkedContentHash,
 		Earlier: map[string]func(domain.Doc) string{ContentIdentityEventHash: legacyContentHash},
 	}
 }
@@ -46,6 +46,19 @@ func contentIdentity() *domain.ContentIdentity {
 func contentHash(doc domain.Doc) string {
 	d, _ := eventhash.Digest(eventhash.KeyID(doc, nil))
 	return exactHash(d, doc)
+}
+
+// checkedContentHash is contentHash for an event Check accepted into env:
+// env's EventHashID is the reference's ID, which is the key's ID this hash
+// is of for nearly every event (eventhash.SameIDs), so it is not derived
+// twice (the exact content is); else the key's ID is derived.
+func checkedContentHash(env envelope.Envelope, doc domain.Doc) string {
+	if eventhash.SameIDs(doc, nil) {
+		if d, ok := eventhash.Digest(env.EventHashID); ok {
+			return exactHash(d, doc)
+		}
+	}
+	return contentHash(doc)
 }
 
 // exactHash is the ContentIdentityExact hash of an event whose event hash

@@ -71,6 +71,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
+	"strings"
 )
 
 // Version is the CBV version of the algorithm, as the ID names it.
@@ -141,6 +142,46 @@ func IDs(ev map[string]any, ctx any, from Origin) (key, ref string) {
 		return key, key
 	}
 	return key, ReferenceID(ev, ctx, from)
+}
+
+// SameIDs reports whether ReferenceID(ev, ctx, from) is KeyID(ev, ctx)
+// for either origin, by a walk over ev cheaper than a derivation: true
+// when ev has no string value with the gs1, epcis or cbv prefix its
+// context does not declare, and no CBV master data (a member "cbvmda:...")
+// in its ilmd. False says only that they may differ.
+func SameIDs(ev map[string]any, ctx any) bool {
+	if ctx == nil {
+		ctx = ev["@context"]
+	}
+	ns := namespaces(ctx)
+	var same func(v any, inILMD bool) bool
+	same = func(v any, inILMD bool) bool {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, c := range x {
+				if k == "@context" {
+					continue
+				}
+				if inILMD && strings.HasPrefix(k, mdaPrefix) || !same(c, inILMD || k == "ilmd") {
+					return false
+				}
+			}
+		case []any:
+			for _, c := range x {
+				if !same(c, inILMD) {
+					return false
+				}
+			}
+		case string:
+			p, rest, ok := strings.Cut(strings.TrimSpace(x), ":")
+			if _, std := standardPrefixes[p]; ok && std && !strings.HasPrefix(rest, "//") {
+				_, declared := ns[p]
+				return declared
+			}
+		}
+		return true
+	}
+	return same(ev, false)
 }
 
 // hashID is the ID of a pre-hash string.

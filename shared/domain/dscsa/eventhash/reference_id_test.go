@@ -83,6 +83,13 @@ func TestReferenceIDDifferential(t *testing.T) {
 				if key != eventhash.KeyID(ev, nil) || ref != got {
 					t.Errorf("event %d: IDs = %s, %s; want KeyID %s and ReferenceID %s", i, key, ref, eventhash.KeyID(ev, nil), got)
 				}
+				if eventhash.SameIDs(ev, nil) && (eventhash.ReferenceID(ev, nil, eventhash.FromXML) != key ||
+					eventhash.ReferenceID(ev, nil, eventhash.FromJSON) != key) {
+					t.Errorf("event %d: SameIDs, but the reference IDs are not KeyID", i)
+				}
+				if !agree && eventhash.SameIDs(ev, nil) {
+					t.Errorf("event %d: SameIDs of an event where they differ", i)
+				}
 				if agree && key != wantIDs[i] {
 					t.Errorf("event %d: KeyID %s, want the reference's %s", i, key, wantIDs[i])
 				}
