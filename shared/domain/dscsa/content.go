@@ -49,11 +49,13 @@ func contentHash(doc domain.Doc) string {
 }
 
 // checkedContentHash is contentHash for an event Check accepted into env:
-// env's EventHashID is the reference's ID, which is the key's ID this hash
-// is of for nearly every event (eventhash.SameIDs), so it is not derived
-// twice (the exact content is); else the key's ID is derived.
+// env's EventHashID is the reference's ID (of an event from JSON, as Check
+// derives it), which is the key's ID this hash is of for nearly every
+// event (eventhash.SameIDs), so it is not derived twice (the exact content
+// is); else the key's ID is derived. Should Check ever derive the shown ID
+// of an event from XML, the origin here must be that one.
 func checkedContentHash(env envelope.Envelope, doc domain.Doc) string {
-	if eventhash.SameIDs(doc, nil) {
+	if eventhash.SameIDs(doc, nil, eventhash.FromJSON) {
 		if d, ok := eventhash.Digest(env.EventHashID); ok {
 			return exactHash(d, doc)
 		}

@@ -144,12 +144,12 @@ func IDs(ev map[string]any, ctx any, from Origin) (key, ref string) {
 	return key, ReferenceID(ev, ctx, from)
 }
 
-// SameIDs reports whether ReferenceID(ev, ctx, from) is KeyID(ev, ctx)
-// for either origin, by a walk over ev cheaper than a derivation: true
-// when ev has no string value with the gs1, epcis or cbv prefix its
-// context does not declare, and no CBV master data (a member "cbvmda:...")
-// in its ilmd. False says only that they may differ.
-func SameIDs(ev map[string]any, ctx any) bool {
+// SameIDs reports whether ReferenceID(ev, ctx, from) is KeyID(ev, ctx),
+// by a walk over ev cheaper than a derivation: true when ev has no string
+// value with the gs1, epcis or cbv prefix its context does not declare
+// and, from XML, no CBV master data (a member "cbvmda:...") in its ilmd.
+// False says only that they may differ.
+func SameIDs(ev map[string]any, ctx any, from Origin) bool {
 	if ctx == nil {
 		ctx = ev["@context"]
 	}
@@ -162,7 +162,7 @@ func SameIDs(ev map[string]any, ctx any) bool {
 				if k == "@context" {
 					continue
 				}
-				if inILMD && strings.HasPrefix(k, mdaPrefix) || !same(c, inILMD || k == "ilmd") {
+				if from == FromXML && inILMD && strings.HasPrefix(k, mdaPrefix) || !same(c, inILMD || k == "ilmd") {
 					return false
 				}
 			}

@@ -83,12 +83,10 @@ func TestReferenceIDDifferential(t *testing.T) {
 				if key != eventhash.KeyID(ev, nil) || ref != got {
 					t.Errorf("event %d: IDs = %s, %s; want KeyID %s and ReferenceID %s", i, key, ref, eventhash.KeyID(ev, nil), got)
 				}
-				if eventhash.SameIDs(ev, nil) && (eventhash.ReferenceID(ev, nil, eventhash.FromXML) != key ||
-					eventhash.ReferenceID(ev, nil, eventhash.FromJSON) != key) {
-					t.Errorf("event %d: SameIDs, but the reference IDs are not KeyID", i)
-				}
-				if !agree && eventhash.SameIDs(ev, nil) {
-					t.Errorf("event %d: SameIDs of an event where they differ", i)
+				for _, o := range []eventhash.Origin{eventhash.FromJSON, eventhash.FromXML} {
+					if eventhash.SameIDs(ev, nil, o) && eventhash.ReferenceID(ev, nil, o) != key {
+						t.Errorf("event %d: SameIDs (origin %d), but the reference ID is not KeyID", i, o)
+					}
 				}
 				if agree && key != wantIDs[i] {
 					t.Errorf("event %d: KeyID %s, want the reference's %s", i, key, wantIDs[i])
@@ -127,6 +125,9 @@ func TestKeyIDOneForBothForms(t *testing.T) {
 		}
 		if eventhash.ReferenceID(x, nil, eventhash.FromXML) == eventhash.ReferenceID(j, nil, eventhash.FromJSON) {
 			t.Errorf("event %d: one ReferenceID for both forms, the reference has two", i)
+		}
+		if !eventhash.SameIDs(j, nil, eventhash.FromJSON) || eventhash.SameIDs(x, nil, eventhash.FromXML) {
+			t.Errorf("event %d: SameIDs is not true of the JSON form, false of the XML form", i)
 		}
 		if kx, kj := eventhash.KeyID(x, nil), eventhash.KeyID(j, nil); kx != kj {
 			t.Errorf("event %d: KeyID %s in XML, %s in JSON: the same event would be keyed twice", i, kx, kj)
