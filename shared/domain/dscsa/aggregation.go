@@ -261,7 +261,7 @@ func (ev *event) aggregationEnvelope() envelope.Envelope {
 		OrderingKey:    ordering,
 		EventTime:      ev.time,
 		PartyID:        ev.party,
-		EventHashID:    ev.hashID,
+		EventHashID:    ev.refID,
 		Identifiers:    ids,
 	}
 }

@@ -40,19 +40,25 @@ func contentIdentity() *domain.ContentIdentity {
 }
 
 // contentHash is the ContentIdentityExact hash of an event: exactHash of
-// the digest of its CBV 2.0 event hash ID (the ID Check and Identify put
-// in the envelope).
+// the digest of its normalized CBV 2.0 event hash ID (eventhash.KeyID, the
+// one its key is of; never the reference's ID of the envelope, which can
+// tell the XML and JSON forms of one event apart).
 func contentHash(doc domain.Doc) string {
-	d, _ := eventhash.Digest(eventhash.ID(doc, nil))
+	d, _ := eventhash.Digest(eventhash.KeyID(doc, nil))
 	return exactHash(d, doc)
 }
 
 // checkedContentHash is contentHash for an event Check accepted into env:
-// env's EventHashID is the ID the hash is of, so it is not derived twice
-// (the exact content is).
+// env's EventHashID is the reference's ID (of an event from JSON, as Check
+// derives it), which is the key's ID this hash is of for nearly every
+// event (eventhash.SameIDs), so it is not derived twice (the exact content
+// is); else the key's ID is derived. Should Check ever derive the shown ID
+// of an event from XML, the origin here must be that one.
 func checkedContentHash(env envelope.Envelope, doc domain.Doc) string {
-	if d, ok := eventhash.Digest(env.EventHashID); ok {
-		return exactHash(d, doc)
+	if eventhash.SameIDs(doc, nil, eventhash.FromJSON) {
+		if d, ok := eventhash.Digest(env.EventHashID); ok {
+			return exactHash(d, doc)
+		}
 	}
 	return contentHash(doc)
 }

@@ -100,11 +100,14 @@
 // # Envelope
 //
 // EventType is the normalized bizStep word. EventHashID is the event's
-// CBV 2.0 EPCIS event hash ID (package eventhash), computed for every event
+// CBV 2.0 EPCIS event hash ID as the reference implementation computes it
+// (eventhash.ReferenceID, the one a person sees), computed for every event
 // that parses as a JSON object, valid or not (Identify sets it too).
 // IdempotencyKey is domain.Key("dscsa", "eventID", eventID) (KeySource
 // "eventID") when the event has a non-empty eventID; otherwise
-// domain.Key("dscsa", "eventHashID", EventHashID) (KeySource
+// domain.Key("dscsa", "eventHashID", its normalized event hash ID,
+// eventhash.KeyID, which differs from EventHashID only where the
+// reference tells the XML and JSON forms of one event apart) (KeySource
 // "eventHashID"), so that the same event with its lists in another order,
 // other namespace prefixes, CBV URNs or web URIs, EPC URNs or Digital
 // Links, or its eventTime in another offset, gets one key, and an event
@@ -196,7 +199,8 @@ type event struct {
 	bizLocation location
 	ilmd        lotExpiry
 	party       string
-	hashID      string // the CBV 2.0 event hash ID
+	hashID      string // the CBV 2.0 event hash ID the key is of (eventhash.KeyID)
+	refID       string // the one a person sees (eventhash.ReferenceID)
 }
 
 // read fills ev from the document, checking it in a fixed order so that a
@@ -253,7 +257,7 @@ func (ev *event) read(eventType string, doc domain.Doc) error {
 	}
 	ev.eventID, _ = domain.String(doc, "eventID")
 	ev.party = owningParty(doc, ev.bizLocation)
-	ev.hashID = eventhash.ID(doc, nil)
+	ev.hashID, ev.refID = eventhash.IDs(doc, nil, eventhash.FromJSON)
 	return nil
 }
 
@@ -375,7 +379,7 @@ func (ev *event) envelope() envelope.Envelope {
 		OrderingKey:    ordering,
 		EventTime:      ev.time,
 		PartyID:        ev.party,
-		EventHashID:    ev.hashID,
+		EventHashID:    ev.refID,
 		Identifiers:    ids,
 	}
 }

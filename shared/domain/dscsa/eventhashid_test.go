@@ -12,8 +12,10 @@ import (
 )
 
 // TestEventHashIDEveryEvent: every DSCSA event that parses carries its
-// CBV 2.0 event hash ID, accepted or not; with an eventID the key stays
-// the eventID's and the hash is still recorded.
+// CBV 2.0 event hash ID as the reference implementation computes it
+// (eventhash.ReferenceID), accepted or not; with an eventID the key stays
+// the eventID's and the hash is still recorded; without one the key is of
+// the normalized ID (eventhash.KeyID), whatever the envelope shows.
 func TestEventHashIDEveryEvent(t *testing.T) {
 	g := newGate(t)
 	for _, f := range readTestdata(t) {
@@ -21,7 +23,7 @@ func TestEventHashIDEveryEvent(t *testing.T) {
 			doc, derr := gate.Decode(f.data)
 			want := ""
 			if derr == nil {
-				want = eventhash.ID(doc, nil)
+				want = eventhash.ReferenceID(doc, nil, eventhash.FromJSON)
 			}
 			env, err := g.Check(subjectFor(f.data), f.data)
 			if err != nil {
@@ -39,6 +41,8 @@ func TestEventHashIDEveryEvent(t *testing.T) {
 				t.Errorf("KeySource = %q with an eventID", env.KeySource)
 			case eventID == "" && !strings.HasPrefix(env.KeySource, "eventHashID"):
 				t.Errorf("KeySource = %q without an eventID", env.KeySource)
+			case env.KeySource == "eventHashID" && env.IdempotencyKey != domain.Key(dscsa.Name, "eventHashID", eventhash.KeyID(doc, nil)):
+				t.Errorf("key %q is not of the normalized event hash ID %s", env.IdempotencyKey, eventhash.KeyID(doc, nil))
 			}
 		})
 	}

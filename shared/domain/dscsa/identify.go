@@ -44,8 +44,8 @@ func (Checker) Identify(doc domain.Doc) envelope.Envelope {
 	if doc == nil {
 		return env
 	}
-	env.EventHashID = eventhash.ID(doc, nil)
-	ev := event{hashID: env.EventHashID}
+	ev := event{}
+	ev.hashID, env.EventHashID = eventhash.IDs(doc, nil, eventhash.FromJSON)
 	var err error
 	bizOK := true
 	if ev.bizStep, err = bizStep(doc); err != nil {

@@ -36,6 +36,12 @@ type hasher struct {
 	// offset is the event's eventTimeZoneOffset, which places an
 	// eventTime written without an offset.
 	offset string
+	// reference: the reference implementation's derivation
+	// (ReferenceID), not the key's; xml: of an event read from XML.
+	reference, xml bool
+	// diverges: in KeyID, the event has what ReferenceID derives
+	// otherwise (IDs).
+	diverges bool
 }
 
 func newHasher(ev map[string]any, ctx any) *hasher {
@@ -81,7 +87,54 @@ func (h *hasher) model(ev map[string]any) *node {
 	if t, ok := ev["type"]; ok {
 		n.name = h.text(t)
 	}
+	if h.xml {
+		for _, k := range n.kids {
+			if k.name != "ilmd" {
+				continue
+			}
+			if !h.reference {
+				h.diverges = h.diverges || hasMasterData(k)
+				continue
+			}
+			xmlMasterData(k)
+		}
+	}
 	return correct(n)
+}
+
+// mdaPrefix is how package document names the CBV master data of an XML
+// ilmd in JSON; mdaXML is its XML namespace, as the reference names such
+// an element read from XML.
+const (
+	mdaPrefix = "cbvmda:"
+	mdaXML    = "{urn:epcglobal:cbv:mda}"
+)
+
+// hasMasterData reports whether n or a node under it is named as CBV
+// master data.
+func hasMasterData(n *node) bool {
+	for _, k := range n.kids {
+		if strings.HasPrefix(k.name, mdaPrefix) || hasMasterData(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// xmlMasterData names the CBV master data in an XML event's ilmd n (at
+// every level) by its XML namespace, as the reference does, and sorts
+// what it renamed again.
+func xmlMasterData(n *node) {
+	renamed := false
+	for _, k := range n.kids {
+		if local, ok := strings.CutPrefix(k.name, mdaPrefix); ok {
+			k.name, renamed = mdaXML+local, true
+		}
+		xmlMasterData(k)
+	}
+	if renamed && !n.pair {
+		slices.SortFunc(n.kids, compareNodes)
+	}
 }
 
 // object models a JSON object: its "#text" its text, each other member a
@@ -449,10 +502,11 @@ func (h *hasher) expandKey(k string) string {
 	return k
 }
 
-// expandValue expands a value "prefix:rest" of a declared prefix, or of
-// one of the three the algorithm names (gs1, epcis, cbv: "this also holds
-// true for standard CBV values"), which the reference implementation
-// expands only when the document declares them again.
+// expandValue expands a value "prefix:rest" of a declared prefix, or (in
+// KeyID) of one of the three the algorithm names (gs1, epcis, cbv: "this
+// also holds true for standard CBV values"), which the reference
+// implementation (ReferenceID) expands only when the document declares
+// them again.
 func (h *hasher) expandValue(s string) string {
 	p, rest, ok := strings.Cut(s, ":")
 	if !ok {
@@ -461,7 +515,11 @@ func (h *hasher) expandValue(s string) string {
 	if ns, ok := h.ns[p]; ok {
 		return ns + rest
 	}
+	if h.reference {
+		return s
+	}
 	if ns, ok := standardPrefixes[p]; ok && !strings.HasPrefix(rest, "//") {
+		h.diverges = true
 		return ns + rest
 	}
 	return s
