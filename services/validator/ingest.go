@@ -268,7 +268,7 @@ func (s *Service) ingestDocument(ctx, dctx context.Context, dl delivery, doc *do
 		// Decoded once: the gate checks the decoded event on its
 		// document's domain and its own type, never a subject parsed apart.
 		subject, eventType, decoded := document.DecodeEvent(publisher, ev.Data)
-		gev := gate.Event{Domain: dscsa.Name, Type: eventType, Data: ev.Data, Doc: decoded}
+		gev := gate.Event{Domain: dscsa.Name, Type: eventType, Data: ev.Data, Doc: decoded, XML: info.Format == document.FormatXML}
 		env, err := s.checkEvent(subject, gev)
 		if err == nil {
 			env.Publisher = publisher

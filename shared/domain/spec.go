@@ -27,6 +27,16 @@ type Checker interface {
 	Identify(doc Doc) envelope.Envelope
 }
 
+// XMLChecker is implemented by a domain whose envelope of an event sent
+// in an XML document (mapped to JSON by the document reader) differs from
+// the same event sent as JSON: DSCSA, whose shown event hash ID is the
+// reference implementation's, which names ILMD master data by its XML
+// namespace. Its key and content identity never differ by form.
+type XMLChecker interface {
+	// CheckXML is Check of an event read from an XML document.
+	CheckXML(eventType string, doc Doc) (envelope.Envelope, error)
+}
+
 // Prechecker is implemented by a domain whose rules refuse some documents
 // before schema validation, with a more precise code than the schema's
 // (e.g. an event type the schema's enum would refuse without naming it).

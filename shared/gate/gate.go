@@ -150,6 +150,8 @@ type Event struct {
 	Type   string
 	Data   []byte
 	Doc    domain.Doc
+	// XML: the event was read from an XML document (domain.XMLChecker).
+	XML bool
 }
 
 // CheckEvent validates a decoded event (Check's work after the subject
@@ -178,7 +180,13 @@ func (g *Gate) CheckEvent(ev Event) (envelope.Envelope, error) {
 	if err := c.schema.Validate(doc); err != nil {
 		return envelope.Envelope{}, schemaError(err, doc, c.raw)
 	}
-	env, err := c.checker.Check(ev.Type, doc)
+	var env envelope.Envelope
+	var err error
+	if x, ok := c.checker.(domain.XMLChecker); ok && ev.XML {
+		env, err = x.CheckXML(ev.Type, doc)
+	} else {
+		env, err = c.checker.Check(ev.Type, doc)
+	}
 	if err != nil {
 		if codes.Of(err) == codes.Internal {
 			return envelope.Envelope{}, codes.Wrap(codes.Internal, err, "domain check failed without a code")

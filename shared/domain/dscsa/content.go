@@ -52,10 +52,12 @@ func contentHash(doc domain.Doc) string {
 // env's EventHashID is the reference's ID (of an event from JSON, as Check
 // derives it), which is the key's ID this hash is of for nearly every
 // event (eventhash.SameIDs), so it is not derived twice (the exact content
-// is); else the key's ID is derived. Should Check ever derive the shown ID
-// of an event from XML, the origin here must be that one.
+// is); else the key's ID is derived. The shown ID of an event from an XML
+// document is the reference's for that form (Checker.CheckXML), so the
+// envelope's ID is taken only when it is the key's in either form: never
+// a hash of the wrong ID, whichever form Check was told.
 func checkedContentHash(env envelope.Envelope, doc domain.Doc) string {
-	if eventhash.SameIDs(doc, nil, eventhash.FromJSON) {
+	if eventhash.SameIDs(doc, nil, eventhash.FromJSON) && eventhash.SameIDs(doc, nil, eventhash.FromXML) {
 		if d, ok := eventhash.Digest(env.EventHashID); ok {
 			return exactHash(d, doc)
 		}

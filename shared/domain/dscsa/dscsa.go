@@ -176,7 +176,19 @@ func (Checker) EventType(doc domain.Doc) (string, error) {
 // Check validates a schema-valid EPCIS ObjectEvent published with the given
 // subject token and returns its envelope, or a *codes.Error.
 func (Checker) Check(eventType string, doc domain.Doc) (envelope.Envelope, error) {
-	var ev event
+	return check(eventType, doc, eventhash.FromJSON)
+}
+
+// CheckXML is Check of an event read from an XML document
+// (domain.XMLChecker): its shown event hash ID is the reference's for the
+// XML form; its key is the same as the JSON form's.
+func (Checker) CheckXML(eventType string, doc domain.Doc) (envelope.Envelope, error) {
+	return check(eventType, doc, eventhash.FromXML)
+}
+
+// check is Check of an event sent in form from.
+func check(eventType string, doc domain.Doc, from eventhash.Origin) (envelope.Envelope, error) {
+	ev := event{from: from}
 	if err := ev.read(eventType, doc); err != nil {
 		return envelope.Envelope{}, err
 	}
@@ -199,8 +211,9 @@ type event struct {
 	bizLocation location
 	ilmd        lotExpiry
 	party       string
-	hashID      string // the CBV 2.0 event hash ID the key is of (eventhash.KeyID)
-	refID       string // the one a person sees (eventhash.ReferenceID)
+	hashID      string           // the CBV 2.0 event hash ID the key is of (eventhash.KeyID)
+	refID       string           // the one a person sees (eventhash.ReferenceID)
+	from        eventhash.Origin // the form the event was sent in
 }
 
 // read fills ev from the document, checking it in a fixed order so that a
@@ -257,7 +270,7 @@ func (ev *event) read(eventType string, doc domain.Doc) error {
 	}
 	ev.eventID, _ = domain.String(doc, "eventID")
 	ev.party = owningParty(doc, ev.bizLocation)
-	ev.hashID, ev.refID = eventhash.IDs(doc, nil, eventhash.FromJSON)
+	ev.hashID, ev.refID = eventhash.IDs(doc, nil, ev.from)
 	return nil
 }
 
