@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 
 	"github.com/deadletter/deadletter/services/deadletter/stack"
 	"github.com/deadletter/deadletter/shared/access"
@@ -34,7 +35,13 @@ func runPeopleKey(args []string, out io.Writer) error {
 	label := fs.String("label", "", "add: what the person calls the key (\"laptop\")")
 	var pos []string
 	rest := args[1:]
-	for {
+	for len(rest) > 0 {
+		// A key id is base64url: one in 64 begins with '-'. An argument
+		// that names no flag of the command is a positional one.
+		if a := rest[0]; len(a) > 1 && a[0] == '-' && a != "--" && fs.Lookup(flagName(a)) == nil {
+			pos, rest = append(pos, a), rest[1:]
+			continue
+		}
 		if err := fs.Parse(rest); err != nil {
 			return err
 		}
@@ -107,4 +114,12 @@ func runPeopleKey(args []string, out io.Writer) error {
 		fmt.Fprintf(out, "a running `make run` writes %s's record to AUDIT within seconds (otherwise at its next start); decisions are checked against it from then on\n", person)
 	}
 	return nil
+}
+
+// flagName is the name an argument "-name", "--name" or "--name=value"
+// gives a flag.
+func flagName(arg string) string {
+	name := strings.TrimLeft(arg, "-")
+	name, _, _ = strings.Cut(name, "=")
+	return name
 }
