@@ -39,6 +39,7 @@ import (
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/endpoint"
+	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/sample"
 	"github.com/deadletter/deadletter/tests/internal/tools"
 )
@@ -415,6 +416,7 @@ func validDispense(t *testing.T, i int) sample.Event {
 
 // TestConsole is the browser suite: one stack, one browser.
 func TestConsole(t *testing.T) {
+	natstest.Long(t, "Chromium")
 	axeSrc, err := os.ReadFile(tools.Axe(t))
 	if err != nil {
 		t.Fatal(err)

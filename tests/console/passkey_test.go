@@ -135,6 +135,7 @@ func askCorrection(t *testing.T, nc *nats.Conn, id string, payload []byte) strin
 // under 30 s. An authenticator answering a bogus signature has it sent as
 // made, and decision.Verify refuses it (the executors' check). Screenshots: tests/console/screenshots/passkey-*.png.
 func TestPasskeySignsApproval(t *testing.T) {
+	natstest.Long(t, "Chromium")
 	browserCtx := startBrowser(t)
 	down := newDownstream(t)
 	st, _ := startWalkStack(t, down)

@@ -300,6 +300,7 @@ func endpointItems(t *testing.T, nc *nats.Conn, req api.ListRequest) []api.Summa
 // lot or SSCC and an FSMA TLC alike. Screenshots:
 // tests/console/screenshots/recall/.
 func TestRecallWalk(t *testing.T) {
+	natstest.Long(t, "Chromium")
 	axeSrc, err := os.ReadFile(tools.Axe(t))
 	if err != nil {
 		t.Fatal(err)

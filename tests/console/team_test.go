@@ -120,6 +120,7 @@ func (p *person) askCorrectionInConsole(id string, corrected any, reason string)
 // every column shown. Screenshots of each step in both window sizes:
 // tests/console/screenshots/team/.
 func TestPharmacyTeamWalk(t *testing.T) {
+	natstest.Long(t, "Chromium")
 	axeSrc, err := os.ReadFile(tools.Axe(t))
 	if err != nil {
 		t.Fatal(err)

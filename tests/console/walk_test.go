@@ -232,6 +232,7 @@ func rawJSON(t *testing.T, v any) []byte {
 // payloads holding & < > quotes and non-ASCII text. Every page is
 // screenshotted in both window sizes (tests/console/screenshots/walk/).
 func TestWalk(t *testing.T) {
+	natstest.Long(t, "Chromium")
 	axeSrc, err := os.ReadFile(tools.Axe(t))
 	if err != nil {
 		t.Fatal(err)

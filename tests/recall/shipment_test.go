@@ -85,6 +85,7 @@ func (e *env) outcomes(t *testing.T, sha string, n int) *api.DocumentOutcomes {
 // rules); and a document whose events all committed is one thing to look
 // at too.
 func TestRecallOfShipments(t *testing.T) {
+	natstest.Long(t, "shipments of thousands of events")
 	e := start(t)
 	admin := e.conn(t, access.Admin)
 	js, err := jetstream.New(admin)
