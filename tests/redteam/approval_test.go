@@ -96,6 +96,7 @@ func (e *env) registerSigners(tb testing.TB) signers {
 // audit.verify reports each forgery (the entry against its source, the
 // decision against its person's keys) and nothing else.
 func TestForgedApprovalNeverExecuted(t *testing.T) {
+	natstest.Long(t, "a drain or replay of many events, tens of seconds")
 	e := startEnv(t)
 	ctx := context.Background()
 	people := e.registerSigners(t)

@@ -592,6 +592,7 @@ func TestHeldBatchesStallNobody(t *testing.T) {
 // replay, naming a real chain in its subject and headers, is refused, and
 // EVENTS holds nothing on that subject; the chain is untouched.
 func TestForgedDirectReplay(t *testing.T) {
+	natstest.Long(t, "a drain or replay of many events, tens of seconds")
 	e := startEnv(t)
 	victim := e.quarantine(t, "direct-victim")
 	before := len(e.chain(t, victim).Records)

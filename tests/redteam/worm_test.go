@@ -143,6 +143,7 @@ func (e *env) originalOf(tb testing.TB, dlqID string) []byte {
 // it, a purge or delete by the permissions or by the stream's deny
 // flags), and the stream holds what it held. verify still passes.
 func TestEvidenceRefusesErasure(t *testing.T) {
+	natstest.Long(t, "every evidence stream and mirror under every identity, tens of seconds")
 	e := startEnv(t)
 	ctx := context.Background()
 	dlqID := e.quarantine(t, "worm Müller & Söhne <Großhandel>")
