@@ -126,10 +126,7 @@ func TestWriter(t *testing.T) {
 					if !hold.CompareAndSwap(true, false) {
 						return
 					}
-					deadline := time.Now().Add(10 * time.Second)
-					for w.Queued() < n-1 && time.Now().Before(deadline) {
-						time.Sleep(time.Millisecond)
-					}
+					natstest.Until(10*time.Second, time.Millisecond, func() bool { return w.Queued() >= n-1 })
 					once.Do(func() {
 						if tc.restart {
 							close(gathered)

@@ -148,7 +148,9 @@ func TestConsume(t *testing.T) {
 					mu.Lock()
 					seen[string(m.Data())]++
 					mu.Unlock()
-					time.Sleep(time.Millisecond) // a worker's work takes time
+					// A worker holds its message until the others are busy
+					// too (or briefly), so the pool's bound is reached.
+					natstest.Until(20*time.Millisecond, time.Millisecond, func() bool { return busy.Load() >= int32(max(tc.workers, 1)) })
 					handled.Add(1)
 					if m.Ack() == nil {
 						ack.Add(1)

@@ -57,3 +57,19 @@ func Long(tb testing.TB, why string) {
 		tb.Skip("-short: needs " + why + " (make test runs it)")
 	}
 }
+
+// Until polls cond every interval until it holds or d (scaled by
+// PatienceEnv, as Patience) elapses, and reports whether it held. It
+// touches no testing.TB, so a hook running on another goroutine (a
+// writer's gather, a worker) may wait with it; the test asserts on what
+// it then sees.
+func Until(d, interval time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(time.Duration(float64(d) * patienceFactor()))
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(interval)
+	}
+	return true
+}

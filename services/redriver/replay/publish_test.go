@@ -158,10 +158,7 @@ func holdFirstGroup(b *replayBatcher, queued int) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			deadline := time.Now().Add(10 * time.Second)
-			for b.queued() < queued && time.Now().Before(deadline) {
-				time.Sleep(time.Millisecond)
-			}
+			natstest.Until(10*time.Second, time.Millisecond, func() bool { return b.queued() >= queued })
 		})
 	}
 }
