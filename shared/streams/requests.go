@@ -50,25 +50,8 @@ func DrainEndSubject(id string) string { return "requests.drain." + id + ".end" 
 // approval or a drain is evidence as long as its AUDIT actions), deny
 // delete and purge, no rollup.
 func Requests(o Options) jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		MaxMsgsPerSubject:    1,
-		DiscardNewPerSubject: true,
-		Name:                 RequestsStream,
-		Description:          "deadletter approval requests and drain starts and ends, write-once (the source of APPROVALS and DRAINS)",
-		Subjects:             []string{RequestsAll},
-		Retention:            jetstream.LimitsPolicy,
-		Storage:              jetstream.FileStorage,
-		Replicas:             o.Replicas,
-		MaxConsumers:         MaxConsumers,
-		MaxAge:               0,
-		MaxBytes:             -1,
-		MaxMsgs:              -1,
-		Discard:              jetstream.DiscardNew,
-		Duplicates:           o.DuplicateWindow,
-		DenyDelete:           true,
-		DenyPurge:            true,
-		AllowDirect:          true,
-	}
+	return oncePerSubject(o, RequestsStream,
+		"deadletter approval requests and drain starts and ends, write-once (the source of APPROVALS and DRAINS)", RequestsAll)
 }
 
 // ErrWrittenOther: a write-once subject already holds another message

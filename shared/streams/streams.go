@@ -446,12 +446,19 @@ func Approvals(o Options) jetstream.KeyValueConfig {
 // earlier versions (OBJ_DOCUMENTS), whose metadata needed rollups:
 // EnsureCore copies what that one holds (MigrateDocuments).
 func Documents(o Options) jetstream.StreamConfig {
+	return oncePerSubject(o, DocumentsStream, "deadletter EPCIS documents, verbatim, by SHA-256", DocumentsAll)
+}
+
+// oncePerSubject is a write-once stream of its own subjects (DOCUMENTS,
+// REQUESTS): one message per subject, a second refused by the server
+// (discard new per subject), no age limit, no rollup, delete or purge.
+func oncePerSubject(o Options, name, description, subjects string) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		MaxMsgsPerSubject:    1,
 		DiscardNewPerSubject: true,
-		Name:                 DocumentsStream,
-		Description:          "deadletter EPCIS documents, verbatim, by SHA-256",
-		Subjects:             []string{DocumentsAll},
+		Name:                 name,
+		Description:          description,
+		Subjects:             []string{subjects},
 		Retention:            jetstream.LimitsPolicy,
 		Storage:              jetstream.FileStorage,
 		Replicas:             o.Replicas,
