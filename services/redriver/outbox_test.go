@@ -25,16 +25,7 @@ import (
 // event exactly once, whether the same redriver wrote it or one started
 // after a restart.
 func TestDrainEventsOutbox(t *testing.T) {
-	srv := natstest.Start(t)
-	srv.Provision(t, streams.DefaultOptions())
-	nc := srv.Connect(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.Provision, cfg.AllowAnonymous = false, true
-	cfg.InstanceID = "redriver-outbox-test"
+	srv, nc, js, cfg := provisioned(t, "redriver-outbox-test")
 	ctx := context.Background()
 	drains, err := js.KeyValue(ctx, subjects.DrainsBucket)
 	if err != nil {
@@ -106,6 +97,41 @@ func TestDrainEventsOutbox(t *testing.T) {
 			stop()
 		})
 	}
+}
+
+// provisioned starts a server with the streams provisioned and returns it
+// with an admin connection, its JetStream context and a redriver
+// configuration for instance (no provisioning, anonymous callers).
+func provisioned(t *testing.T, instance string) (*natstest.Server, *nats.Conn, jetstream.JetStream, Config) {
+	t.Helper()
+	srv := natstest.Start(t)
+	srv.Provision(t, streams.DefaultOptions())
+	nc := srv.Connect(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Provision, cfg.AllowAnonymous = false, true
+	cfg.InstanceID = instance
+	return srv, nc, js, cfg
+}
+
+// drainCompleted starts a drain of req on nc and waits until it is
+// completed, returning its state.
+func drainCompleted(t *testing.T, nc *nats.Conn, req api.DrainStartRequest) api.DrainState {
+	t.Helper()
+	var started api.DrainStartReply
+	callJSON(t, nc, api.DrainStart, req, &started)
+	var st api.DrainState
+	natstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		callJSON(t, nc, api.DrainStatus, api.DrainIDRequest{DrainID: started.DrainID}, &st)
+		if st.Status != api.DrainCompleted {
+			return fmt.Errorf("drain %s, waiting for it completed", st.Status)
+		}
+		return nil
+	})
+	return st
 }
 
 // startStoppable runs a redriver on nc and returns it with its stop

@@ -3,21 +3,17 @@ package redriver
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/deadletter/deadletter/shared/access"
 	"github.com/deadletter/deadletter/shared/api"
 	"github.com/deadletter/deadletter/shared/approval"
 	"github.com/deadletter/deadletter/shared/endpoint"
-	"github.com/deadletter/deadletter/shared/natstest"
 	"github.com/deadletter/deadletter/shared/rebuild"
-	"github.com/deadletter/deadletter/shared/streams"
 	"github.com/deadletter/deadletter/shared/subjects"
 )
 
@@ -28,31 +24,13 @@ import (
 // decisions name), the drain completed (its end in REQUESTS) with its
 // filter, not failed or cancelled.
 func TestRestoredAtStart(t *testing.T) {
-	srv := natstest.Start(t)
-	srv.Provision(t, streams.DefaultOptions())
-	nc := srv.Connect(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, nc, js, cfg := provisioned(t, "redriver-restore-test")
 	ctx := context.Background()
-	cfg := DefaultConfig()
-	cfg.Provision, cfg.AllowAnonymous = false, true
-	cfg.InstanceID = "redriver-restore-test"
 	_, stop := startStoppable(t, srv.Connect(t), cfg)
 	waitRedriver(t, nc)
 
-	var started api.DrainStartReply
-	callJSON(t, nc, api.DrainStart, api.DrainStartRequest{Filter: api.DrainFilter{Domain: "pharmacy", ErrorCodes: []string{"SCHEMA_VALIDATION_ERROR"}, PartyID: "urn:epc:id:sgln:0614141.00001.0"},
-		NoGuard: true, Reason: "invoice of Müller & Söhne <Großhandel> \"Nord\" re-keyed"}, &started)
-	var drain api.DrainState
-	natstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
-		callJSON(t, nc, api.DrainStatus, api.DrainIDRequest{DrainID: started.DrainID}, &drain)
-		if drain.Status != api.DrainCompleted {
-			return fmt.Errorf("drain %s, waiting for it completed", drain.Status)
-		}
-		return nil
-	})
+	drain := drainCompleted(t, nc, api.DrainStartRequest{Filter: api.DrainFilter{Domain: "pharmacy", ErrorCodes: []string{"SCHEMA_VALIDATION_ERROR"}, PartyID: "urn:epc:id:sgln:0614141.00001.0"},
+		NoGuard: true, Reason: "invoice of Müller & Söhne <Großhandel> \"Nord\" re-keyed"})
 	store, err := approval.Open(ctx, js, approval.Config{Checker: approval.AuditRegistry{JS: js}})
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +46,7 @@ func TestRestoredAtStart(t *testing.T) {
 	}
 	stop()
 
-	for _, b := range []struct{ bucket, key string }{{subjects.ApprovalsBucket, pending.ID}, {subjects.DrainsBucket, started.DrainID}} {
+	for _, b := range []struct{ bucket, key string }{{subjects.ApprovalsBucket, pending.ID}, {subjects.DrainsBucket, drain.DrainID}} {
 		kv, err := js.KeyValue(ctx, b.bucket)
 		if err != nil {
 			t.Fatal(err)
@@ -90,7 +68,7 @@ func TestRestoredAtStart(t *testing.T) {
 		t.Errorf("approval after the restart: %+v %v, want %+v", got, err, pending)
 	}
 	var back api.DrainState
-	callJSON(t, nc, api.DrainStatus, api.DrainIDRequest{DrainID: started.DrainID}, &back)
+	callJSON(t, nc, api.DrainStatus, api.DrainIDRequest{DrainID: drain.DrainID}, &back)
 	x, _ := json.Marshal(back.Request)
 	y, _ := json.Marshal(drain.Request)
 	if back.Status != api.DrainCompleted || string(x) != string(y) || back.StartedBy != drain.StartedBy || back.Error != "" {
@@ -112,38 +90,20 @@ func TestRestoredAtStart(t *testing.T) {
 // second altered (filter). The first it does not report (a drain of an
 // earlier store may have no source either: ADR 0024).
 func TestForgedDrainNotResumed(t *testing.T) {
-	srv := natstest.Start(t)
-	srv.Provision(t, streams.DefaultOptions())
-	nc := srv.Connect(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, nc, js, cfg := provisioned(t, "redriver-forged-test")
 	ctx := context.Background()
-	cfg := DefaultConfig()
-	cfg.Provision, cfg.AllowAnonymous = false, true
-	cfg.InstanceID = "redriver-forged-test"
 	svc, stop := startStoppable(t, srv.Connect(t), cfg)
 	defer stop()
 	waitRedriver(t, nc)
 
 	// A paused drain started for real, its filter then rewritten.
-	var started api.DrainStartReply
-	callJSON(t, nc, api.DrainStart, api.DrainStartRequest{Filter: api.DrainFilter{Domain: "pharmacy", PartyID: "urn:epc:id:sgln:0614141.00001.0"},
-		NoGuard: true, Reason: "Müller & Söhne <Großhandel>"}, &started)
-	natstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
-		var st api.DrainState
-		callJSON(t, nc, api.DrainStatus, api.DrainIDRequest{DrainID: started.DrainID}, &st)
-		if st.Status != api.DrainCompleted {
-			return fmt.Errorf("drain %s, waiting for it completed", st.Status)
-		}
-		return nil
-	})
+	id := drainCompleted(t, nc, api.DrainStartRequest{Filter: api.DrainFilter{Domain: "pharmacy", PartyID: "urn:epc:id:sgln:0614141.00001.0"},
+		NoGuard: true, Reason: "Müller & Söhne <Großhandel>"}).DrainID
 	kv, err := js.KeyValue(ctx, subjects.DrainsBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := kv.Get(ctx, started.DrainID)
+	e, err := kv.Get(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +113,7 @@ func TestForgedDrainNotResumed(t *testing.T) {
 	}
 	rewritten.Status, rewritten.FinishedAt, rewritten.Request.Filter = api.DrainPaused, nil, api.DrainFilter{Domain: "pharmacy"}
 	b, _ := json.Marshal(rewritten)
-	if _, err := kv.Put(ctx, started.DrainID, b); err != nil {
+	if _, err := kv.Put(ctx, id, b); err != nil {
 		t.Fatal(err)
 	}
 	// A running drain no one started, its owner long gone.
@@ -179,7 +139,7 @@ func TestForgedDrainNotResumed(t *testing.T) {
 	if err := json.Unmarshal(e.Value(), &after); err != nil || after.Owner != "gone" || after.Resumed != 0 {
 		t.Errorf("the forged drain after a takeover: owner %q, resumed %d (%v); want untouched", after.Owner, after.Resumed, err)
 	}
-	rep, ae := callErr(t, nc, api.DrainResume, api.DrainResumeRequest{DrainID: started.DrainID, Reason: "go on"})
+	rep, ae := callErr(t, nc, api.DrainResume, api.DrainResumeRequest{DrainID: id, Reason: "go on"})
 	if ae == nil || ae.Code != api.ErrConflict {
 		t.Errorf("drain.resume of the rewritten drain: %s %v, want CONFLICT", rep, ae)
 	}
@@ -195,7 +155,7 @@ func TestForgedDrainNotResumed(t *testing.T) {
 			got[p.Key] += ":" + p.Fields[0]
 		}
 	}
-	if want := map[string]string{started.DrainID: "altered:filter"}; !maps.Equal(got, want) {
+	if want := map[string]string{id: "altered:filter"}; !maps.Equal(got, want) {
 		t.Errorf("compare: %v (%+v), want %v", got, ps, want)
 	}
 }
