@@ -361,15 +361,22 @@ func (d *Desk) execute(ctx context.Context, a api.Approval) (api.Approval, error
 	switch {
 	case errors.Is(merr, approval.ErrAlreadyDecided):
 		// Another instance (or a recovery) executed it first.
-		if cur, gerr := d.store.Get(ctx, a.ID); gerr == nil {
-			done = cur
-		}
+		done = d.decidedFirst(ctx, a.ID, done)
 	case merr != nil:
 		d.Log.Warn("approval outcome not recorded", "approval_id", a.ID, "err", merr)
 		return a, errors.Join(err, approval.APIError(merr))
 	}
 	d.Log.Info("APPROVAL_EXECUTED", "approval_id", a.ID, "action", a.Action, "dlq_id", a.DLQID, "outcome", code)
 	return done, err
+}
+
+// decidedFirst is approval id as another instance (or a recovery) decided
+// it first, or done when the entry cannot be read.
+func (d *Desk) decidedFirst(ctx context.Context, id string, done api.Approval) api.Approval {
+	if cur, err := d.store.Get(ctx, id); err == nil {
+		return cur
+	}
+	return done
 }
 
 // stale refuses signed approval a, whose event's chain moved on since the
@@ -383,9 +390,7 @@ func (d *Desk) stale(ctx context.Context, a api.Approval, moved error) (api.Appr
 	done, err := d.store.Stale(ctx, a, why)
 	switch {
 	case errors.Is(err, approval.ErrAlreadyDecided):
-		if cur, gerr := d.store.Get(ctx, a.ID); gerr == nil {
-			done = cur
-		}
+		done = d.decidedFirst(ctx, a.ID, done)
 	case err != nil:
 		d.Log.Warn("stale approval not recorded; retried by the sweep", "approval_id", a.ID, "err", err)
 		return a, errors.Join(moved, approval.APIError(err))
